@@ -37,17 +37,20 @@ struct PixelView {
   // Interleaved (HWC) pixels; row_stride defaults to width * channels.
   static PixelView Interleaved(std::uint8_t* data, int width, int height, int channels = 3,
                                std::ptrdiff_t row_stride = 0) {
-    return {data, width, height, channels,
-            row_stride != 0 ? row_stride : std::ptrdiff_t{width} * channels, channels, 1};
+    return {data,
+            width,
+            height,
+            channels,
+            row_stride != 0 ? row_stride : std::ptrdiff_t{width} * channels,
+            channels,
+            1};
   }
   // Planar (CHW) pixels: each channel is a width x height plane, planes back to back.
   static PixelView Planar(std::uint8_t* data, int width, int height, int channels = 3) {
     return {data, width, height, channels, width, 1, std::ptrdiff_t{width} * height};
   }
   bool interleaved() const { return pixel_stride == channels && channel_stride == 1; }
-  std::uint8_t* at(int y, int x) const {
-    return data + y * row_stride + x * pixel_stride;
-  }
+  std::uint8_t* at(int y, int x) const { return data + y * row_stride + x * pixel_stride; }
 };
 
 // A read-only interleaved view (decoder scratch, a decoded raw tensor).
@@ -61,12 +64,12 @@ struct ConstPixelView {
 
 // Why a decode failed; lets callers and tests tell the classes apart without parsing text.
 enum class DecodeErrorKind {
-  kNotJpeg,      // the bytes are some other format (PNG, GIF, text, empty, ...)
-  kTruncated,    // the data ends before the image does
-  kCorrupt,      // malformed markers or entropy-coded data
-  kTooLarge,     // declared size beyond the configured pixel limit
-  kTooManyScans, // progressive file with more scans than the configured bound
-  kUnsupported,  // valid JPEG the decoder does not handle (12-bit, lossless, ...)
+  kNotJpeg,          // the bytes are some other format (PNG, GIF, text, empty, ...)
+  kTruncated,        // the data ends before the image does
+  kCorrupt,          // malformed markers or entropy-coded data
+  kTooLarge,         // declared size beyond the configured pixel limit
+  kTooManyScans,     // progressive file with more scans than the configured bound
+  kUnsupported,      // valid JPEG the decoder does not handle (12-bit, lossless, ...)
   kInvalidArgument,  // crop or output size that does not fit the image
 };
 

@@ -1,0 +1,626 @@
+// JPEG decoding over libjpeg-turbo. Every libjpeg and TurboJPEG call of tilefeed lives
+// in this file.
+//
+// libjpeg reports fatal errors by calling error_exit, which must not return. We
+// longjmp back to a setjmp taken in a small "guarded" function whose locals, and those
+// of every frame between it and libjpeg, are trivially destructible: longjmp over a frame
+// with a non-trivial destructor is undefined behaviour in C++. All C++ objects (scratch
+// vectors, strings, exceptions) live in the callers, which turn a failed guarded call
+// into a DecodeError after aborting the decompressor. Warnings come through emit_message;
+// corrupt-data warnings end the decode at once under CorruptDataPolicy::kFail (they are
+// also the usual way a hostile file makes libjpeg loop for long), and are recorded
+// under kAccept.
+
+#include "codecs/jpeg.h"
+
+#include <turbojpeg.h>
+
+#include <algorithm>
+#include <cassert>
+#include <chrono>
+#include <cmath>
+#include <csetjmp>
+#include <cstdio>
+#include <cstring>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// jpeglib.h needs size_t and FILE declared first, and jerror.h needs jpeglib.h's
+// configuration macros, so the order of these three is fixed.
+#include <jpeglib.h>
+// clang-format off
+#include <jerror.h>
+// clang-format on
+
+#include "codecs/resize.h"
+
+namespace tilefeed::codecs {
+namespace {
+
+// An error or warning worth stopping for, classified for DecodeErrorKind.
+enum class Failure { kNone, kLibjpeg, kDamage, kTooManyScans };
+
+// libjpeg's error manager, extended. `pub` must stay first: libjpeg hands callbacks a
+// pointer to it, which we cast back.
+struct ErrorManager {
+  jpeg_error_mgr pub;
+  std::jmp_buf jump;
+  bool stop_on_damage;
+  Failure failure;
+  int failure_code;  // libjpeg message code of the failure
+  bool saw_eof;      // the data ran out (JWRN_JPEG_EOF) at some point
+  bool warned;       // an accepted warning happened
+  int warning_code;
+  char message[JMSG_LENGTH_MAX];  // the failure's or first warning's text
+};
+
+struct ProgressManager {
+  jpeg_progress_mgr pub;
+  ErrorManager* errors;
+  int max_scans;
+};
+
+bool IsDamageWarning(int code) {
+  switch (code) {
+    case JWRN_ARITH_BAD_CODE:
+    case JWRN_BOGUS_PROGRESSION:
+    case JWRN_HIT_MARKER:
+    case JWRN_HUFF_BAD_CODE:
+    case JWRN_JPEG_EOF:
+    case JWRN_MUST_RESYNC:
+    case JWRN_NOT_SEQUENTIAL:
+      return true;
+    default:
+      return false;
+  }
+}
+
+extern "C" void OnErrorExit(j_common_ptr cinfo) {
+  auto* errors = reinterpret_cast<ErrorManager*>(cinfo->err);
+  errors->failure = Failure::kLibjpeg;
+  errors->failure_code = cinfo->err->msg_code;
+  (*cinfo->err->format_message)(cinfo, errors->message);
+  std::longjmp(errors->jump, 1);
+}
+
+extern "C" void OnEmitMessage(j_common_ptr cinfo, int level) {
+  if (level >= 0) return;  // trace messages
+  auto* errors = reinterpret_cast<ErrorManager*>(cinfo->err);
+  const int code = cinfo->err->msg_code;
+  cinfo->err->num_warnings++;
+  if (code == JWRN_JPEG_EOF) errors->saw_eof = true;
+  if (IsDamageWarning(code) && errors->stop_on_damage) {
+    errors->failure = Failure::kDamage;
+    errors->failure_code = code;
+    (*cinfo->err->format_message)(cinfo, errors->message);
+    std::longjmp(errors->jump, 1);
+  }
+  if (!errors->warned) {
+    errors->warned = true;
+    errors->warning_code = code;
+    (*cinfo->err->format_message)(cinfo, errors->message);
+  }
+}
+
+extern "C" void OnOutputMessage(j_common_ptr) {}  // libjpeg never prints
+
+// Called by libjpeg while it absorbs a multi-scan file; bounds the scans a hostile
+// progressive file can make us decode.
+extern "C" void OnProgress(j_common_ptr cinfo) {
+  if (!cinfo->is_decompressor) return;
+  auto* progress = reinterpret_cast<ProgressManager*>(cinfo->progress);
+  auto* dinfo = reinterpret_cast<j_decompress_ptr>(cinfo);
+  if (dinfo->input_scan_number > progress->max_scans) {
+    ErrorManager* errors = progress->errors;
+    errors->failure = Failure::kTooManyScans;
+    std::snprintf(errors->message, sizeof errors->message,
+                  "progressive JPEG has more than %d scans", progress->max_scans);
+    std::longjmp(errors->jump, 1);
+  }
+}
+
+// The guarded functions. Only trivially destructible locals below this line's callers'
+// setjmp (see the file comment). Each returns false when libjpeg jumped out.
+
+bool GuardedCreate(jpeg_decompress_struct* cinfo, ErrorManager* errors) {
+  if (setjmp(errors->jump)) return false;
+  jpeg_create_decompress(cinfo);
+  return true;
+}
+
+bool GuardedReadHeader(jpeg_decompress_struct* cinfo, ErrorManager* errors,
+                       const unsigned char* data, std::size_t size) {
+  if (setjmp(errors->jump)) return false;
+  jpeg_mem_src(cinfo, data, static_cast<unsigned long>(size));
+  jpeg_read_header(cinfo, TRUE);
+  return true;
+}
+
+// Inputs and outputs of one region decode, plain data so it may cross a longjmp.
+struct RegionJob {
+  JDIMENSION x;      // in: first scaled column wanted; out: first column decoded
+  JDIMENSION width;  // in: columns wanted; out: columns decoded (iMCU-aligned)
+  JDIMENSION y;      // first scaled row wanted
+  JDIMENSION rows;   // rows wanted
+  JSAMPROW* row_pointers;
+  JDIMENSION rows_read;  // out
+};
+
+bool GuardedDecodeRegion(jpeg_decompress_struct* cinfo, ErrorManager* errors, RegionJob* job) {
+  if (setjmp(errors->jump)) return false;
+  jpeg_start_decompress(cinfo);
+  if (job->width < cinfo->output_width) jpeg_crop_scanline(cinfo, &job->x, &job->width);
+  if (job->y > 0) jpeg_skip_scanlines(cinfo, job->y);
+  job->rows_read = 0;
+  while (job->rows_read < job->rows) {
+    const JDIMENSION n =
+        jpeg_read_scanlines(cinfo, job->row_pointers + job->rows_read, job->rows - job->rows_read);
+    if (n == 0) break;
+    job->rows_read += n;
+  }
+  // The rows below the region are never decoded.
+  jpeg_abort_decompress(cinfo);
+  return true;
+}
+
+bool GuardedReadCoefficients(jpeg_decompress_struct* cinfo, ErrorManager* errors) {
+  if (setjmp(errors->jump)) return false;
+  jpeg_read_coefficients(cinfo);
+  jpeg_abort_decompress(cinfo);
+  return true;
+}
+
+struct TjDeleter {
+  void operator()(void* handle) const noexcept { tjDestroy(handle); }
+};
+
+ColorSpace FromLibjpeg(J_COLOR_SPACE space) {
+  switch (space) {
+    case JCS_GRAYSCALE:
+      return ColorSpace::kGrayscale;
+    case JCS_RGB:
+      return ColorSpace::kRgb;
+    case JCS_YCbCr:
+      return ColorSpace::kYCbCr;
+    case JCS_CMYK:
+      return ColorSpace::kCmyk;
+    case JCS_YCCK:
+      return ColorSpace::kYcck;
+    default:
+      return ColorSpace::kUnknown;
+  }
+}
+
+Subsampling SubsamplingOf(const jpeg_decompress_struct& cinfo) {
+  if (cinfo.num_components == 1) return Subsampling::kGray;
+  const int h = cinfo.comp_info[0].h_samp_factor;
+  const int v = cinfo.comp_info[0].v_samp_factor;
+  for (int c = 1; c < cinfo.num_components; ++c) {
+    // Only the common layout: full-resolution first component, the others 1x1.
+    if (c < 3 && (cinfo.comp_info[c].h_samp_factor != 1 || cinfo.comp_info[c].v_samp_factor != 1))
+      return Subsampling::kOther;
+  }
+  if (h == 1 && v == 1) return Subsampling::k444;
+  if (h == 2 && v == 1) return Subsampling::k422;
+  if (h == 2 && v == 2) return Subsampling::k420;
+  if (h == 1 && v == 2) return Subsampling::k440;
+  if (h == 4 && v == 1) return Subsampling::k411;
+  if (h == 1 && v == 4) return Subsampling::k441;
+  return Subsampling::kOther;
+}
+
+bool IsCmyk(J_COLOR_SPACE space) { return space == JCS_CMYK || space == JCS_YCCK; }
+
+// Converts `width` CMYK pixels to RGB in place (the RGB row is shorter, so writing
+// forward never overtakes reading). Adobe files store CMYK inverted, as Photoshop does.
+void CmykRowToRgb(std::uint8_t* row, int width, bool inverted) {
+  for (int x = 0; x < width; ++x) {
+    int c = row[4 * x], m = row[4 * x + 1], y = row[4 * x + 2], k = row[4 * x + 3];
+    if (!inverted) {
+      c = 255 - c;
+      m = 255 - m;
+      y = 255 - y;
+      k = 255 - k;
+    }
+    row[3 * x] = static_cast<std::uint8_t>((c * k + 127) / 255);
+    row[3 * x + 1] = static_cast<std::uint8_t>((m * k + 127) / 255);
+    row[3 * x + 2] = static_cast<std::uint8_t>((y * k + 127) / 255);
+  }
+}
+
+}  // namespace
+
+const char* ToString(ColorSpace space) {
+  switch (space) {
+    case ColorSpace::kGrayscale:
+      return "grayscale";
+    case ColorSpace::kRgb:
+      return "RGB";
+    case ColorSpace::kYCbCr:
+      return "YCbCr";
+    case ColorSpace::kCmyk:
+      return "CMYK";
+    case ColorSpace::kYcck:
+      return "YCCK";
+    case ColorSpace::kUnknown:
+      break;
+  }
+  return "unknown";
+}
+
+const char* ToString(Subsampling subsampling) {
+  switch (subsampling) {
+    case Subsampling::k444:
+      return "4:4:4";
+    case Subsampling::k422:
+      return "4:2:2";
+    case Subsampling::k420:
+      return "4:2:0";
+    case Subsampling::k440:
+      return "4:4:0";
+    case Subsampling::k411:
+      return "4:1:1";
+    case Subsampling::k441:
+      return "4:4:1";
+    case Subsampling::kGray:
+      return "gray";
+    case Subsampling::kOther:
+      break;
+  }
+  return "other";
+}
+
+const char* SniffNonJpeg(std::span<const std::byte> bytes) {
+  const std::string_view head(reinterpret_cast<const char*>(bytes.data()),
+                              std::min<std::size_t>(bytes.size(), 512));
+  auto at = [&](std::size_t offset, std::string_view magic) {
+    return head.size() >= offset + magic.size() && head.substr(offset, magic.size()) == magic;
+  };
+  using namespace std::string_view_literals;
+  if (head.empty()) return "empty file";
+  if (at(0, "\xFF\xD8"sv)) return nullptr;
+  if (at(0, "\x89PNG"sv)) return "PNG image";
+  if (at(0, "GIF87a"sv) || at(0, "GIF89a"sv)) return "GIF image";
+  if (at(0, "BM"sv)) return "BMP image";
+  if (at(0, "RIFF"sv) && at(8, "WEBP"sv)) return "WebP image";
+  if (at(0, "II*\0"sv) || at(0, "MM\0*"sv)) return "TIFF image";
+  if (at(4, "ftyp"sv)) return "HEIF/AVIF/MP4 container";
+  if (at(0, "\xFF\x0A"sv) || at(0, "\0\0\0\x0CJXL "sv)) return "JPEG XL image";
+  if (at(0, "%PDF"sv)) return "PDF document";
+  if (at(0, "<!DOCTYPE"sv) || at(0, "<html"sv) || at(0, "<?xml"sv)) return "HTML/XML document";
+  const bool text = std::all_of(head.begin(), head.end(), [](char ch) {
+    const auto c = static_cast<unsigned char>(ch);
+    return c == '\n' || c == '\r' || c == '\t' || (c >= 0x20 && c != 0x7F);
+  });
+  if (text) return "text, not an image";
+  return "unknown data, not a JPEG (no SOI marker)";
+}
+
+int ChooseScaleEighths(int crop_width, int crop_height, int out_width, int out_height,
+                       DctScales scales) {
+  // The crop scaled by n/8 must still cover the output on both sides, so the final
+  // resize only ever shrinks (or keeps) the decoded pixels.
+  auto fits = [&](int n) {
+    return std::int64_t{crop_width} * n >= std::int64_t{out_width} * 8 &&
+           std::int64_t{crop_height} * n >= std::int64_t{out_height} * 8;
+  };
+  if (scales == DctScales::kPowersOfTwo) {
+    for (int n : {1, 2, 4}) {
+      if (fits(n)) return n;
+    }
+    return 8;
+  }
+  for (int n = 1; n < 8; ++n) {
+    if (fits(n)) return n;
+  }
+  return 8;
+}
+
+struct JpegDecoder::Impl {
+  JpegOptions options;
+  jpeg_decompress_struct cinfo{};
+  ErrorManager errors{};
+  ProgressManager progress{};
+  std::unique_ptr<void, TjDeleter> turbo;
+  std::vector<std::uint8_t> scratch;
+  std::vector<JSAMPROW> rows;
+  Resizer resizer;
+
+  explicit Impl(const JpegOptions& opts) : options(opts) {
+    cinfo.err = jpeg_std_error(&errors.pub);
+    errors.pub.error_exit = OnErrorExit;
+    errors.pub.emit_message = OnEmitMessage;
+    errors.pub.output_message = OnOutputMessage;
+    if (!GuardedCreate(&cinfo, &errors)) {
+      throw std::runtime_error(std::string("libjpeg: cannot create a decompressor: ") +
+                               errors.message);
+    }
+    progress.pub.progress_monitor = OnProgress;
+    progress.errors = &errors;
+    progress.max_scans = options.max_scans;
+    cinfo.progress = &progress.pub;
+  }
+  ~Impl() { jpeg_destroy_decompress(&cinfo); }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+
+  void ResetErrors() {
+    errors.stop_on_damage = options.corrupt_data == CorruptDataPolicy::kFail;
+    errors.failure = Failure::kNone;
+    errors.failure_code = 0;
+    errors.saw_eof = false;
+    errors.warned = false;
+    errors.warning_code = 0;
+    errors.message[0] = '\0';
+    errors.pub.num_warnings = 0;
+  }
+
+  // Turns the failure recorded by a guarded call into a DecodeError, after putting the
+  // decompressor back in its idle state so that the next image can use it.
+  [[noreturn]] void Fail(const char* stage) {
+    jpeg_abort_decompress(&cinfo);
+    DecodeErrorKind kind = DecodeErrorKind::kCorrupt;
+    switch (errors.failure) {
+      case Failure::kTooManyScans:
+        kind = DecodeErrorKind::kTooManyScans;
+        break;
+      case Failure::kDamage:
+        kind = errors.failure_code == JWRN_JPEG_EOF ? DecodeErrorKind::kTruncated
+                                                    : DecodeErrorKind::kCorrupt;
+        break;
+      case Failure::kLibjpeg:
+      case Failure::kNone:
+        switch (errors.failure_code) {
+          case JERR_NO_SOI:
+            kind = DecodeErrorKind::kNotJpeg;
+            break;
+          case JERR_BAD_PRECISION:
+          case JERR_SOF_UNSUPPORTED:
+          case JERR_ARITH_NOTIMPL:
+          case JERR_NOT_COMPILED:
+            kind = DecodeErrorKind::kUnsupported;
+            break;
+          case JERR_IMAGE_TOO_BIG:
+            kind = DecodeErrorKind::kTooLarge;
+            break;
+          case JERR_INPUT_EMPTY:
+          case JERR_INPUT_EOF:
+            kind = DecodeErrorKind::kTruncated;
+            break;
+          default:
+            // A header cut short surfaces as some other error after the fake EOI
+            // libjpeg inserts at the end of the data.
+            kind = errors.saw_eof ? DecodeErrorKind::kTruncated : DecodeErrorKind::kCorrupt;
+        }
+    }
+    std::string reason = ToString(kind);
+    reason += " JPEG (";
+    reason += stage;
+    reason += "): ";
+    reason += errors.message;
+    throw DecodeError(kind, reason);
+  }
+
+  ImageInfo ReadHeader(std::span<const std::byte> jpeg) {
+    if (const char* what = SniffNonJpeg(jpeg)) {
+      throw DecodeError(DecodeErrorKind::kNotJpeg, std::string("not a JPEG: ") + what);
+    }
+    ResetErrors();
+    if (!GuardedReadHeader(&cinfo, &errors, reinterpret_cast<const unsigned char*>(jpeg.data()),
+                           jpeg.size())) {
+      Fail("header");
+    }
+    ImageInfo info;
+    info.width = static_cast<int>(cinfo.image_width);
+    info.height = static_cast<int>(cinfo.image_height);
+    info.components = cinfo.num_components;
+    info.color_space = FromLibjpeg(cinfo.jpeg_color_space);
+    info.subsampling = SubsamplingOf(cinfo);
+    info.progressive = cinfo.progressive_mode != 0;
+    info.arithmetic = cinfo.arith_code != 0;
+    info.restart_interval = static_cast<int>(cinfo.restart_interval);
+    info.mcu_width = cinfo.max_h_samp_factor * DCTSIZE;
+    info.mcu_height = cinfo.max_v_samp_factor * DCTSIZE;
+    const std::int64_t pixels = std::int64_t{info.width} * info.height;
+    if (pixels > options.max_pixels) {
+      jpeg_abort_decompress(&cinfo);
+      throw DecodeError(DecodeErrorKind::kTooLarge,
+                        "JPEG too large: " + std::to_string(info.width) + "x" +
+                            std::to_string(info.height) + " is over the limit of " +
+                            std::to_string(options.max_pixels) + " pixels");
+    }
+    return info;
+  }
+
+  DecodeReport Report() const {
+    DecodeReport report;
+    if (errors.warned) {
+      report.warning = true;
+      report.message = errors.message;
+    }
+    return report;
+  }
+};
+
+JpegDecoder::JpegDecoder(const JpegOptions& options) : impl_(std::make_unique<Impl>(options)) {}
+JpegDecoder::~JpegDecoder() = default;
+JpegDecoder::JpegDecoder(JpegDecoder&&) noexcept = default;
+JpegDecoder& JpegDecoder::operator=(JpegDecoder&&) noexcept = default;
+
+const JpegOptions& JpegDecoder::options() const { return impl_->options; }
+
+ImageInfo JpegDecoder::ReadInfo(std::span<const std::byte> jpeg) {
+  ImageInfo info = impl_->ReadHeader(jpeg);
+  jpeg_abort_decompress(&impl_->cinfo);
+  return info;
+}
+
+DecodeReport JpegDecoder::DecodeInto(std::span<const std::byte> jpeg, const CropPlan& plan,
+                                     const PixelView& out) {
+  Impl& s = *impl_;
+  const ImageInfo info = s.ReadHeader(jpeg);
+  const Rect& crop = plan.crop;
+  if (crop.width <= 0 || crop.height <= 0 || crop.x < 0 || crop.y < 0 ||
+      crop.x + crop.width > info.width || crop.y + crop.height > info.height || out.width <= 0 ||
+      out.height <= 0 || out.channels != 3 || out.data == nullptr) {
+    jpeg_abort_decompress(&s.cinfo);
+    throw DecodeError(DecodeErrorKind::kInvalidArgument,
+                      "crop " + std::to_string(crop.width) + "x" + std::to_string(crop.height) +
+                          "+" + std::to_string(crop.x) + "+" + std::to_string(crop.y) +
+                          " does not fit the " + std::to_string(info.width) + "x" +
+                          std::to_string(info.height) + " image or the output is empty");
+  }
+
+  jpeg_decompress_struct& cinfo = s.cinfo;
+  int n = ChooseScaleEighths(crop.width, crop.height, out.width, out.height, s.options.scales);
+  // 4:1:1 / 4:4:1 chroma is box-upsampled 4x; scaled below 1/2 as well it loses too much
+  // colour (under 35 dB against a full decode), so those rare files decode at 1/2 or 8/8.
+  if (cinfo.max_h_samp_factor >= 4 || cinfo.max_v_samp_factor >= 4) n = n <= 4 ? 4 : 8;
+  const bool cmyk = IsCmyk(cinfo.jpeg_color_space);
+  cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+  cinfo.scale_num = static_cast<unsigned>(n);
+  cinfo.scale_denom = 8;
+  cinfo.dct_method = s.options.fast_dct ? JDCT_IFAST : JDCT_ISLOW;
+  cinfo.do_fancy_upsampling = s.options.fast_upsample ? FALSE : TRUE;
+  jpeg_calc_output_dimensions(&cinfo);
+  const auto scaled_width = static_cast<std::int64_t>(cinfo.output_width);
+  const auto scaled_height = static_cast<std::int64_t>(cinfo.output_height);
+
+  // The crop in scaled pixels, widened to whole pixels and then by one scaled iMCU on
+  // every side: libjpeg's fancy (triangle) chroma upsampling treats the edges of a
+  // cropped or skipped-to region as image edges, so without the margin the crop's
+  // border pixels of subsampled files would differ from a full decode.
+  const std::int64_t margin_x = std::int64_t{cinfo.max_h_samp_factor} * n;
+  const std::int64_t margin_y = std::int64_t{cinfo.max_v_samp_factor} * n;
+  const std::int64_t x0 = std::max<std::int64_t>(std::int64_t{crop.x} * n / 8 - margin_x, 0);
+  const std::int64_t y0 = std::max<std::int64_t>(std::int64_t{crop.y} * n / 8 - margin_y, 0);
+  const std::int64_t x1 =
+      std::min((std::int64_t{crop.x + crop.width} * n + 7) / 8 + margin_x, scaled_width);
+  const std::int64_t y1 =
+      std::min((std::int64_t{crop.y + crop.height} * n + 7) / 8 + margin_y, scaled_height);
+
+  // Scratch rows are as wide as the scaled image, which covers any iMCU widening that
+  // jpeg_crop_scanline applies. The vectors only grow, so steady state does not allocate.
+  const int components = cmyk ? 4 : 3;
+  const auto row_bytes = static_cast<std::size_t>(scaled_width) * components;
+  const auto row_count = static_cast<std::size_t>(y1 - y0);
+  if (s.scratch.size() < row_bytes * row_count) s.scratch.resize(row_bytes * row_count);
+  if (s.rows.size() < row_count) s.rows.resize(row_count);
+  for (std::size_t r = 0; r < row_count; ++r) s.rows[r] = s.scratch.data() + r * row_bytes;
+
+  RegionJob job{static_cast<JDIMENSION>(x0),
+                static_cast<JDIMENSION>(x1 - x0),
+                static_cast<JDIMENSION>(y0),
+                static_cast<JDIMENSION>(row_count),
+                s.rows.data(),
+                0};
+  if (!GuardedDecodeRegion(&cinfo, &s.errors, &job)) s.Fail("data");
+  if (job.rows_read != job.rows) {
+    throw DecodeError(DecodeErrorKind::kTruncated, "truncated JPEG (data): decoded " +
+                                                       std::to_string(job.rows_read) + " of " +
+                                                       std::to_string(job.rows) + " rows");
+  }
+  if (cmyk) {
+    for (std::size_t r = 0; r < row_count; ++r) {
+      CmykRowToRgb(s.rows[r], static_cast<int>(job.width), cinfo.saw_Adobe_marker != 0);
+    }
+  }
+
+  // The crop in region pixels, fractional after DCT scaling. The resize sees only the
+  // pixels the crop touches, so its filter stops at the crop's edges as torchvision's
+  // crop-then-resize does; at 8/8 this is exactly "full decode, crop, resize".
+  const double scale = n / 8.0;
+  const double bx0 = crop.x * scale - job.x;
+  const double by0 = crop.y * scale - static_cast<double>(y0);
+  const double bx1 = std::min((crop.x + crop.width) * scale - job.x, double(job.width));
+  const double by1 =
+      std::min((crop.y + crop.height) * scale - static_cast<double>(y0), double(row_count));
+  const int ix0 = static_cast<int>(bx0);
+  const int iy0 = static_cast<int>(by0);
+  const int ix1 = static_cast<int>(std::ceil(bx1));
+  const int iy1 = static_cast<int>(std::ceil(by1));
+  const ConstPixelView region{s.scratch.data() + iy0 * row_bytes + std::size_t(ix0) * 3, ix1 - ix0,
+                              iy1 - iy0, 3, static_cast<std::ptrdiff_t>(row_bytes)};
+  const SourceBox box{bx0 - ix0, by0 - iy0, bx1 - ix0, by1 - iy0};
+  const auto resize_start = std::chrono::steady_clock::now();
+  s.resizer.Resize(region, box, out, plan.flip);
+  const std::chrono::duration<double> resize_time = std::chrono::steady_clock::now() - resize_start;
+
+  DecodeReport report = s.Report();
+  report.resize_seconds = resize_time.count();
+  report.scale_eighths = n;
+  report.decoded = Rect{static_cast<int>(job.x), static_cast<int>(y0), static_cast<int>(job.width),
+                        static_cast<int>(row_count)};
+  return report;
+}
+
+void JpegDecoder::EntropyDecode(std::span<const std::byte> jpeg) {
+  Impl& s = *impl_;
+  s.ReadHeader(jpeg);
+  if (!GuardedReadCoefficients(&s.cinfo, &s.errors)) s.Fail("data");
+}
+
+DecodeReport JpegDecoder::DecodeFull(std::span<const std::byte> jpeg, const PixelView& out) {
+  Impl& s = *impl_;
+  const ImageInfo info = s.ReadHeader(jpeg);
+  const bool cmyk = IsCmyk(s.cinfo.jpeg_color_space);
+  const bool adobe = s.cinfo.saw_Adobe_marker != 0;
+  const bool had_warning = s.errors.warned;
+  jpeg_abort_decompress(&s.cinfo);
+  if (out.width != info.width || out.height != info.height || out.channels != 3 ||
+      out.data == nullptr) {
+    throw DecodeError(DecodeErrorKind::kInvalidArgument,
+                      "output is " + std::to_string(out.width) + "x" + std::to_string(out.height) +
+                          ", image is " + std::to_string(info.width) + "x" +
+                          std::to_string(info.height));
+  }
+  if (!s.turbo) {
+    s.turbo.reset(tjInitDecompress());
+    if (!s.turbo) throw std::runtime_error(std::string("TurboJPEG: ") + tjGetErrorStr2(nullptr));
+  }
+  int flags = TJFLAG_NOREALLOC | TJFLAG_LIMITSCANS;
+  if (s.options.fast_dct) flags |= TJFLAG_FASTDCT;
+  if (s.options.fast_upsample) flags |= TJFLAG_FASTUPSAMPLE;
+  if (s.options.corrupt_data == CorruptDataPolicy::kFail) flags |= TJFLAG_STOPONWARNING;
+
+  // TurboJPEG writes packed rows; decode straight into `out` when it is packed RGB,
+  // otherwise through scratch (CMYK, planar or padded destinations).
+  const bool direct = !cmyk && out.interleaved();
+  unsigned char* target = out.data;
+  int pitch = static_cast<int>(out.row_stride);
+  const int pixel_format = cmyk ? TJPF_CMYK : TJPF_RGB;
+  if (!direct) {
+    pitch = info.width * tjPixelSize[pixel_format];
+    const std::size_t need = static_cast<std::size_t>(pitch) * info.height;
+    if (s.scratch.size() < need) s.scratch.resize(need);
+    target = s.scratch.data();
+  }
+  const int rc = tjDecompress2(s.turbo.get(), reinterpret_cast<const unsigned char*>(jpeg.data()),
+                               static_cast<unsigned long>(jpeg.size()), target, info.width, pitch,
+                               info.height, pixel_format, flags);
+  DecodeReport report;
+  report.warning = had_warning;
+  if (rc != 0) {
+    const bool warning = tjGetErrorCode(s.turbo.get()) == TJERR_WARNING;
+    const std::string message = tjGetErrorStr2(s.turbo.get());
+    if (!warning || s.options.corrupt_data == CorruptDataPolicy::kFail) {
+      const bool eof = message.find("Premature end") != std::string::npos;
+      throw DecodeError(eof ? DecodeErrorKind::kTruncated : DecodeErrorKind::kCorrupt,
+                        std::string(eof ? "truncated" : "corrupt") + " JPEG (data): " + message);
+    }
+    report.warning = true;
+    report.message = message;
+  }
+  if (!direct) {
+    for (int y = 0; y < info.height; ++y) {
+      std::uint8_t* row = s.scratch.data() + static_cast<std::size_t>(y) * pitch;
+      if (cmyk) CmykRowToRgb(row, info.width, adobe);
+    }
+    CopyPixels(ConstPixelView{s.scratch.data(), info.width, info.height, 3, pitch}, out);
+  }
+  report.decoded = Rect{0, 0, info.width, info.height};
+  return report;
+}
+
+}  // namespace tilefeed::codecs

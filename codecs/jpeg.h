@@ -81,10 +81,11 @@ struct CropPlan {
 
 // What DecodeInto did, for metrics and tests.
 struct DecodeReport {
-  int scale_eighths = 8;  // the DCT scale used, in eighths (8 = full size)
-  Rect decoded;           // the region actually decoded, in scaled pixels
-  bool warning = false;   // libjpeg warned (accepted per policy); `message` says what
-  std::string message;    // empty unless warning; short-string sized in practice
+  int scale_eighths = 8;      // the DCT scale used, in eighths (8 = full size)
+  Rect decoded;               // the region actually decoded, in scaled pixels
+  double resize_seconds = 0;  // time spent in the final resize (DecodeInto only)
+  bool warning = false;       // libjpeg warned (accepted per policy); `message` says what
+  std::string message;        // empty unless warning; short-string sized in practice
 };
 
 // The DCT scale DecodeInto uses: the smallest numerator n (in eighths, from `scales`)
@@ -113,6 +114,11 @@ class JpegDecoder {
   // Decodes the whole image at full size into `out` with TurboJPEG's one-call decoder
   // (the reference a crop decode is compared against). REQUIRES: out is width x height.
   DecodeReport DecodeFull(std::span<const std::byte> jpeg, const PixelView& out);
+
+  // Entropy-decodes the whole image to DCT coefficients and stops there: no IDCT,
+  // upsampling or colour conversion. Its time is the part of a decode that no crop or
+  // DCT scaling can skip (codec_bench reports it). Throws DecodeError like DecodeInto.
+  void EntropyDecode(std::span<const std::byte> jpeg);
 
  private:
   struct Impl;

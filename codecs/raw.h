@@ -40,6 +40,7 @@ inline constexpr std::size_t kRawHeaderSize = 16;
 
 // Compresses `pixels` (HWC, tightly packed, info.pixel_bytes() long) into a new buffer.
 // REQUIRES: pixels.size() == info.pixel_bytes(); info dimensions within the header's range.
+// A violation throws DecodeError(kInvalidArgument) rather than writing a bad header.
 std::vector<std::byte> EncodeRaw(std::span<const std::uint8_t> pixels, const RawInfo& info);
 
 // Reads and validates the header. Throws DecodeError (kNotJpeg is never used here:
@@ -47,8 +48,10 @@ std::vector<std::byte> EncodeRaw(std::span<const std::uint8_t> pixels, const Raw
 RawInfo ReadRawInfo(std::span<const std::byte> encoded, std::int64_t max_pixels = 1 << 26);
 
 // Decompresses into `out`, which must hold exactly info.pixel_bytes() bytes of HWC
-// pixels. Throws DecodeError if the block is corrupt or does not decompress to exactly
-// that many bytes. REQUIRES: out.size() == ReadRawInfo(encoded).pixel_bytes().
+// pixels. Throws DecodeError if the header is bad (as ReadRawInfo), if the block is
+// corrupt or does not decompress to exactly that many bytes (kCorrupt), or if out.size()
+// != ReadRawInfo(encoded).pixel_bytes() (kInvalidArgument, checked before any write).
+// After a kCorrupt failure the contents of `out` are unspecified.
 void DecodeRawInto(std::span<const std::byte> encoded, std::span<std::uint8_t> out,
                    std::int64_t max_pixels = 1 << 26);
 

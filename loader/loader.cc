@@ -1,0 +1,600 @@
+// The loader's pipeline.
+//
+// Design. One producer thread runs a oneTBB parallel_pipeline inside an arena of
+// `workers` threads. Its three filters:
+//   1. plan (serial, in order): walks the epochs, takes a free slot for each new batch
+//      (blocking on the free ring: this is the back-pressure) and cuts the batch into
+//      chunks of a few samples; emits an end-of-epoch marker after each epoch.
+//   2. decode (parallel): reads and decodes each sample of a chunk straight into its row
+//      of the slot, with the worker's own decoder and buffers.
+//   3. publish (serial, in order): sees chunks in plan order, so when the last chunk of
+//      a batch passes, every earlier batch has been published; pushes the slot (or the
+//      marker) to the ready ring.
+// The consumer pops the ready ring in Next() and returns slots to the free ring when a
+// Batch is dropped. Both rings are SPSC: the ready ring's producer is the publish filter
+// (serialized by TBB) and, once the pipeline has returned, the producer thread; its
+// consumer is Next() (serialized by next_mutex_). The free ring's producer is Release()
+// (serialized by release_mutex_, since Batches may be dropped on any thread) and its
+// consumer the plan filter.
+//
+// Live tokens bound the chunks in flight; slots bound the batches. Stop requests reach
+// every blocking wait through the stop_token, and the decode filter skips its work once
+// stop is requested, so Stop() returns within one sample decode per worker.
+
+#include "loader/loader.h"
+
+#include <tbb/enumerable_thread_specific.h>
+#include <tbb/parallel_pipeline.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cassert>
+#include <chrono>
+#include <exception>
+#include <mutex>
+#include <stop_token>
+#include <thread>
+
+#include "codecs/raw.h"
+#include "codecs/resize.h"
+#include "loader/ring.h"
+
+namespace tilefeed::loader {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::chrono::milliseconds kPollInterval{200};
+constexpr std::size_t kMaxKeptBadSamples = 10000;
+
+std::uint64_t Nanos(Clock::duration d) {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+}
+
+struct Slot {
+  std::vector<std::uint8_t> images;
+  std::vector<std::int32_t> labels;
+  std::vector<std::uint64_t> indices;
+  std::uint64_t epoch = 0;
+  std::uint64_t batch = 0;
+  std::size_t size = 0;
+  std::atomic<std::size_t> substituted{0};
+  // The first failure of the batch (lowest row) under kFail, or a batch that found no
+  // substitute under kSkip. Written by workers under error_mutex; read by the consumer
+  // after the publish filter handed the slot over.
+  std::mutex error_mutex;
+  std::size_t error_row = 0;
+  std::string error;
+};
+
+// An entry of the ready ring.
+struct Ready {
+  enum Kind : std::uint8_t { kBatch, kEndOfEpoch, kDone };
+  Kind kind = kBatch;
+  std::size_t slot = 0;
+};
+
+// A unit of work through the pipeline: positions [begin, end) of one batch, or a marker.
+struct Chunk {
+  Ready::Kind kind = Ready::kBatch;
+  std::size_t slot = 0;
+  std::uint64_t epoch = 0;
+  std::size_t batch_begin = 0;  // position of the batch's first sample in the epoch order
+  std::size_t begin = 0;
+  std::size_t end = 0;
+  bool last_of_batch = false;
+  std::shared_ptr<const EpochOrder> order;
+};
+
+// Per-worker state: one decoder and scratch each, reused for every sample.
+struct Worker {
+  explicit Worker(const codecs::JpegOptions& options) : decoder(options) {}
+  codecs::JpegDecoder decoder;
+  codecs::Resizer resizer;
+  std::vector<std::byte> bytes;
+  std::vector<std::uint8_t> raw;
+};
+
+// Where one decoded sample goes and how long each part took.
+struct SampleTimes {
+  std::uint64_t read_ns = 0;
+  std::uint64_t decode_ns = 0;
+  std::uint64_t resize_ns = 0;
+  std::uint64_t bytes = 0;
+};
+
+}  // namespace
+
+struct Loader::Impl {
+  std::unique_ptr<Source> source;
+  LoaderOptions options;
+  int workers = 1;
+  std::size_t samples_per_epoch = 0;
+  std::size_t batches_per_epoch = 0;
+  std::size_t slot_bytes = 0;
+  std::size_t image_bytes = 0;
+  std::size_t chunk_size = 1;
+
+  std::vector<std::unique_ptr<Slot>> slots;
+  SpscRing<std::size_t> free_ring;
+  SpscRing<Ready> ready_ring;
+  std::mutex next_mutex;
+  std::mutex release_mutex;
+  std::stop_source stop;
+  std::jthread producer;
+  std::exception_ptr pipeline_error;  // set by the producer thread before kDone
+
+  // Consumer-side state, under next_mutex.
+  bool done = false;
+  std::optional<std::string> failure;
+
+  // Metrics.
+  Clock::time_point start = Clock::now();
+  std::atomic<std::uint64_t> images{0}, batches{0}, bad{0}, bytes_read{0};
+  std::atomic<std::uint64_t> read_ns{0}, decode_ns{0}, resize_ns{0}, wait_ns{0};
+  std::atomic<std::uint64_t> ready_observations{0}, ready_sum{0};
+  mutable std::mutex bad_mutex;
+  std::vector<BadSample> bad_samples;
+
+  Impl(std::unique_ptr<Source> src, LoaderOptions opts)
+      : source(std::move(src)),
+        options(std::move(opts)),
+        free_ring(std::max<std::size_t>(options.prefetch_depth, 1)),
+        ready_ring(2 * std::max<std::size_t>(options.prefetch_depth, 1) + 4) {}
+
+  void Validate();
+  void Run(std::stop_token token);
+  codecs::PixelView RowView(Slot& slot, std::size_t row);
+  void DecodeChunk(Worker& worker, const Chunk& chunk, const std::stop_token& token);
+  void DecodeOne(Worker& worker, std::uint64_t epoch, std::uint64_t sample,
+                 const codecs::PixelView& out, std::int32_t& label);
+  void Report(std::uint64_t epoch, std::uint64_t sample, const std::string& reason);
+  void PushReady(Ready ready, const std::stop_token& token);
+};
+
+void Loader::Impl::Validate() {
+  const LoaderOptions& o = options;
+  auto require = [](bool ok, const char* what) {
+    if (!ok) throw std::invalid_argument(std::string("LoaderOptions: ") + what);
+  };
+  require(source != nullptr, "no source");
+  require(source->size() > 0, "the source is empty");
+  require(o.batch_size >= 1, "batch_size must be at least 1");
+  require(o.image_size >= 1 && o.image_size <= 16384, "image_size must be in 1..16384");
+  require(o.prefetch_depth >= 1, "prefetch_depth must be at least 1");
+  require(o.workers >= 0, "workers must be >= 0");
+  require(o.mode != Mode::kEval || o.eval_resize >= o.image_size,
+          "eval_resize must be at least image_size");
+  require(o.flip_probability >= 0 && o.flip_probability <= 1, "flip_probability must be in [0, 1]");
+  require(o.max_substitute_attempts >= 1, "max_substitute_attempts must be at least 1");
+  // EpochOrder validates the shard; epoch 0 gives the sizes of every epoch.
+  const EpochOrder probe(source->size(), o.seed, 0, false, o.shard, o.remainder);
+  samples_per_epoch = probe.size();
+  batches_per_epoch = samples_per_epoch / o.batch_size;
+  if (!o.drop_last_batch && samples_per_epoch % o.batch_size != 0) ++batches_per_epoch;
+  if (batches_per_epoch == 0) {
+    throw std::invalid_argument("LoaderOptions: instance " + std::to_string(o.shard.index) +
+                                " of " + std::to_string(o.shard.count) + " gets " +
+                                std::to_string(samples_per_epoch) +
+                                " samples per epoch, not one full batch of " +
+                                std::to_string(o.batch_size) + " (drop_last_batch is set)");
+  }
+  workers = o.workers > 0 ? o.workers
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  image_bytes = static_cast<std::size_t>(o.image_size) * o.image_size * 3;
+  slot_bytes =
+      image_bytes * o.batch_size + o.batch_size * (sizeof(std::int32_t) + sizeof(std::uint64_t));
+  // Chunks small enough that every worker has several per batch, large enough that the
+  // per-token overhead vanishes next to a decode.
+  chunk_size =
+      std::clamp<std::size_t>(o.batch_size / (4 * static_cast<std::size_t>(workers)), 1, 16);
+}
+
+codecs::PixelView Loader::Impl::RowView(Slot& slot, std::size_t row) {
+  std::uint8_t* base = slot.images.data() + row * image_bytes;
+  const int side = options.image_size;
+  return options.layout == Layout::kNhwc ? codecs::PixelView::Interleaved(base, side, side)
+                                         : codecs::PixelView::Planar(base, side, side);
+}
+
+// Reads and decodes `sample` into `out`. Throws SourceError, DecodeError or
+// std::exception on a bad sample.
+void Loader::Impl::DecodeOne(Worker& worker, std::uint64_t epoch, std::uint64_t sample,
+                             const codecs::PixelView& out, std::int32_t& label) {
+  SampleTimes t;
+  const auto t0 = Clock::now();
+  const SampleInfo info = source->Read(sample, worker.bytes);
+  const auto t1 = Clock::now();
+  t.read_ns = Nanos(t1 - t0);
+  t.bytes = worker.bytes.size();
+
+  SampleRng rng(options.seed, epoch, sample);
+  auto plan_for = [&](int width, int height) {
+    codecs::CropPlan plan;
+    if (options.mode == Mode::kTrain) {
+      plan.crop = RandomResizedCrop(width, height, options.crop, rng);
+      plan.flip = DrawFlip(rng, options.flip_probability);
+    } else {
+      plan.crop = CenterCropAfterResize(width, height, options.eval_resize, options.image_size,
+                                        options.image_size);
+    }
+    return plan;
+  };
+  auto resize_raw = [&](const std::uint8_t* pixels, int width, int height, int channels) {
+    if (channels != 3) {
+      throw codecs::DecodeError(
+          codecs::DecodeErrorKind::kUnsupported,
+          "raw tensor has " + std::to_string(channels) + " channels; the loader needs 3");
+    }
+    const codecs::CropPlan plan = plan_for(width, height);
+    const auto r0 = Clock::now();
+    const codecs::Rect& c = plan.crop;
+    worker.resizer.Resize(
+        codecs::ConstPixelView{pixels, width, height, 3, std::ptrdiff_t{width} * 3},
+        codecs::SourceBox{double(c.x), double(c.y), double(c.x + c.width), double(c.y + c.height)},
+        out, plan.flip);
+    return Nanos(Clock::now() - r0);
+  };
+
+  switch (info.codec) {
+    case SampleCodec::kEncoded: {
+      const codecs::ImageInfo image = worker.decoder.ReadInfo(worker.bytes);
+      const codecs::DecodeReport report =
+          worker.decoder.DecodeInto(worker.bytes, plan_for(image.width, image.height), out);
+      const std::uint64_t total = Nanos(Clock::now() - t1);
+      t.resize_ns = static_cast<std::uint64_t>(report.resize_seconds * 1e9);
+      t.decode_ns = total > t.resize_ns ? total - t.resize_ns : 0;
+      break;
+    }
+    case SampleCodec::kRawHwc: {
+      const std::size_t expected =
+          static_cast<std::size_t>(info.height) * info.width * info.channels;
+      if (info.height <= 0 || info.width <= 0 || worker.bytes.size() != expected) {
+        throw codecs::DecodeError(codecs::DecodeErrorKind::kCorrupt,
+                                  "raw sample of " + std::to_string(worker.bytes.size()) +
+                                      " bytes does not match its shape");
+      }
+      t.resize_ns = resize_raw(reinterpret_cast<const std::uint8_t*>(worker.bytes.data()),
+                               info.width, info.height, info.channels);
+      break;
+    }
+    case SampleCodec::kLz4Raw: {
+      const codecs::RawInfo raw = codecs::ReadRawInfo(worker.bytes, options.jpeg.max_pixels);
+      worker.raw.resize(raw.pixel_bytes());
+      codecs::DecodeRawInto(worker.bytes, worker.raw, options.jpeg.max_pixels);
+      const auto t2 = Clock::now();
+      t.decode_ns = Nanos(t2 - t1);
+      t.resize_ns = resize_raw(worker.raw.data(), raw.width, raw.height, raw.channels);
+      break;
+    }
+  }
+  label = info.label;
+  read_ns.fetch_add(t.read_ns, std::memory_order_relaxed);
+  decode_ns.fetch_add(t.decode_ns, std::memory_order_relaxed);
+  resize_ns.fetch_add(t.resize_ns, std::memory_order_relaxed);
+  bytes_read.fetch_add(t.bytes, std::memory_order_relaxed);
+}
+
+void Loader::Impl::Report(std::uint64_t epoch, std::uint64_t sample, const std::string& reason) {
+  BadSample bad_sample{epoch, sample, source->Describe(sample), reason};
+  bad.fetch_add(1, std::memory_order_relaxed);
+  if (options.on_bad_sample) options.on_bad_sample(bad_sample);
+  std::lock_guard lock(bad_mutex);
+  if (bad_samples.size() < kMaxKeptBadSamples) bad_samples.push_back(std::move(bad_sample));
+}
+
+void Loader::Impl::DecodeChunk(Worker& worker, const Chunk& chunk, const std::stop_token& token) {
+  Slot& slot = *slots[chunk.slot];
+  const EpochOrder& order = *chunk.order;
+  for (std::size_t position = chunk.begin; position < chunk.end; ++position) {
+    if (token.stop_requested()) return;
+    const std::size_t row = position - chunk.batch_begin;
+    const codecs::PixelView out = RowView(slot, row);
+    const std::uint64_t sample = order[position];
+    std::string reason;
+    try {
+      DecodeOne(worker, chunk.epoch, sample, out, slot.labels[row]);
+      slot.indices[row] = sample;
+      images.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    } catch (const SourceError& e) {
+      reason = e.reason();
+    } catch (const std::exception& e) {
+      reason = e.what();
+    }
+    Report(chunk.epoch, sample, reason);
+    std::string failure;
+    if (options.bad_sample_policy == BadSamplePolicy::kFail) {
+      failure = source->Describe(sample) + ": " + reason;
+    } else {
+      // The substitute is the next sample of this instance's epoch order that decodes:
+      // a pure function of the data, so every run picks the same one.
+      bool replaced = false;
+      const int attempts =
+          static_cast<int>(std::min<std::size_t>(options.max_substitute_attempts, order.size()));
+      for (int k = 1; k <= attempts && !replaced; ++k) {
+        const std::uint64_t other = order[(position + k) % order.size()];
+        try {
+          DecodeOne(worker, chunk.epoch, other, out, slot.labels[row]);
+          slot.indices[row] = other;
+          slot.substituted.fetch_add(1, std::memory_order_relaxed);
+          images.fetch_add(1, std::memory_order_relaxed);
+          replaced = true;
+        } catch (const std::exception&) {
+          // Reported when its own position comes up.
+        }
+      }
+      if (replaced) continue;
+      failure = source->Describe(sample) + ": " + reason +
+                " (and no decodable substitute among the next " + std::to_string(attempts) +
+                " samples)";
+    }
+    std::lock_guard lock(slot.error_mutex);
+    if (slot.error.empty() || row < slot.error_row) {
+      slot.error_row = row;
+      slot.error = "epoch " + std::to_string(chunk.epoch) + ", sample " + std::to_string(sample) +
+                   ": " + failure;
+    }
+  }
+}
+
+void Loader::Impl::PushReady(Ready ready, const std::stop_token& token) {
+  Ready value = ready;
+  while (!ready_ring.PushFor(std::move(value), kPollInterval, token)) {
+    if (token.stop_requested()) return;
+    value = ready;
+  }
+}
+
+void Loader::Impl::Run(std::stop_token token) {
+  try {
+    tbb::task_arena arena(workers);
+    tbb::enumerable_thread_specific<Worker> worker_state([this] { return Worker(options.jpeg); });
+    // Plan-filter state: only the serial plan filter touches these.
+    std::uint64_t epoch = options.first_epoch;
+    std::shared_ptr<const EpochOrder> order;
+    std::size_t batch = 0;
+    std::size_t position = 0;
+    std::size_t slot_index = 0;
+    std::size_t batch_begin = 0;
+    std::size_t batch_end = 0;
+
+    auto plan = [&](tbb::flow_control& flow) -> Chunk {
+      if (token.stop_requested()) {
+        flow.stop();
+        return {};
+      }
+      if (!order) {
+        if (options.epochs != 0 && epoch >= options.first_epoch + options.epochs) {
+          flow.stop();
+          return {};
+        }
+        order = std::make_shared<const EpochOrder>(
+            source->size(), options.seed, epoch, options.shuffle, options.shard, options.remainder);
+        batch = 0;
+        position = 0;
+        batch_end = 0;
+      }
+      if (batch == batches_per_epoch) {
+        Chunk marker;
+        marker.kind = Ready::kEndOfEpoch;
+        marker.epoch = epoch++;
+        order.reset();
+        return marker;
+      }
+      if (position == batch_end) {
+        // A new batch: wait for a free slot. This is where a slow consumer holds us back.
+        std::optional<std::size_t> free;
+        while (!(free = free_ring.PopFor(kPollInterval, token))) {
+          if (token.stop_requested()) {
+            flow.stop();
+            return {};
+          }
+        }
+        slot_index = *free;
+        batch_begin = position;
+        batch_end = std::min(position + options.batch_size, order->size());
+        Slot& slot = *slots[slot_index];
+        slot.epoch = epoch;
+        slot.batch = batch;
+        slot.size = batch_end - batch_begin;
+        slot.substituted.store(0, std::memory_order_relaxed);
+        slot.error.clear();
+      }
+      Chunk chunk;
+      chunk.slot = slot_index;
+      chunk.epoch = epoch;
+      chunk.batch_begin = batch_begin;
+      chunk.begin = position;
+      chunk.end = std::min(position + chunk_size, batch_end);
+      chunk.last_of_batch = chunk.end == batch_end;
+      chunk.order = order;
+      position = chunk.end;
+      if (chunk.last_of_batch) ++batch;
+      return chunk;
+    };
+    auto decode = [&](Chunk chunk) -> Chunk {
+      if (chunk.kind == Ready::kBatch) DecodeChunk(worker_state.local(), chunk, token);
+      return chunk;
+    };
+    auto publish = [&](Chunk chunk) {
+      if (token.stop_requested()) return;
+      if (chunk.kind == Ready::kEndOfEpoch) {
+        PushReady({Ready::kEndOfEpoch, 0}, token);
+      } else if (chunk.last_of_batch) {
+        PushReady({Ready::kBatch, chunk.slot}, token);
+      }
+    };
+    const std::size_t tokens = static_cast<std::size_t>(workers) * 4 + 2;
+    arena.execute([&] {
+      tbb::parallel_pipeline(
+          tokens, tbb::make_filter<void, Chunk>(tbb::filter_mode::serial_in_order, plan) &
+                      tbb::make_filter<Chunk, Chunk>(tbb::filter_mode::parallel, decode) &
+                      tbb::make_filter<Chunk, void>(tbb::filter_mode::serial_in_order, publish));
+    });
+  } catch (...) {
+    pipeline_error = std::current_exception();
+  }
+  // After the pipeline has returned this thread is the ready ring's only producer.
+  PushReady({Ready::kDone, 0}, token);
+}
+
+Loader::Loader(std::unique_ptr<Source> source, LoaderOptions options)
+    : impl_(std::make_unique<Impl>(std::move(source), std::move(options))) {
+  Impl& s = *impl_;
+  s.Validate();
+  const std::size_t batch_size = s.options.batch_size;
+  for (std::size_t i = 0; i < s.options.prefetch_depth; ++i) {
+    auto slot = std::make_unique<Slot>();
+    slot->images.resize(s.image_bytes * batch_size);
+    slot->labels.resize(batch_size);
+    slot->indices.resize(batch_size);
+    s.slots.push_back(std::move(slot));
+    [[maybe_unused]] const bool pushed = s.free_ring.TryPush(std::size_t{i});
+    assert(pushed);
+  }
+  s.producer = std::jthread([&s, token = s.stop.get_token()] { s.Run(token); });
+}
+
+Loader::~Loader() { Stop(); }
+
+void Loader::Stop() {
+  impl_->stop.request_stop();
+  if (impl_->producer.joinable()) impl_->producer.join();
+}
+
+std::optional<Batch> Loader::Next() {
+  Impl& s = *impl_;
+  std::lock_guard lock(s.next_mutex);
+  if (s.failure) throw LoaderError(*s.failure);
+  if (s.done) return std::nullopt;
+  const std::stop_token token = s.stop.get_token();
+  if (token.stop_requested()) {
+    s.done = true;
+    return std::nullopt;
+  }
+  const auto wait_start = Clock::now();
+  s.ready_observations.fetch_add(1, std::memory_order_relaxed);
+  s.ready_sum.fetch_add(s.ready_ring.size(), std::memory_order_relaxed);
+  std::optional<Ready> ready;
+  while (!(ready = s.ready_ring.PopFor(kPollInterval, token))) {
+    if (token.stop_requested()) {
+      s.done = true;
+      return std::nullopt;
+    }
+  }
+  s.wait_ns.fetch_add(Nanos(Clock::now() - wait_start), std::memory_order_relaxed);
+  switch (ready->kind) {
+    case Ready::kEndOfEpoch:
+      return std::nullopt;
+    case Ready::kDone:
+      s.done = true;
+      if (s.pipeline_error) {
+        try {
+          std::rethrow_exception(s.pipeline_error);
+        } catch (const std::exception& e) {
+          s.failure = std::string("loader pipeline failed: ") + e.what();
+        } catch (...) {
+          s.failure = "loader pipeline failed with an unknown exception";
+        }
+        throw LoaderError(*s.failure);
+      }
+      return std::nullopt;
+    case Ready::kBatch:
+      break;
+  }
+  Slot& slot = *s.slots[ready->slot];
+  if (!slot.error.empty()) {
+    s.failure = slot.error;
+    Release(ready->slot);
+    s.stop.request_stop();  // nothing after a failed batch is delivered
+    throw LoaderError(*s.failure);
+  }
+  Batch batch;
+  batch.loader_ = this;
+  batch.slot_ = ready->slot;
+  batch.epoch_ = slot.epoch;
+  batch.index_ = slot.batch;
+  batch.size_ = slot.size;
+  batch.height_ = batch.width_ = s.options.image_size;
+  batch.layout_ = s.options.layout;
+  batch.substituted_ = slot.substituted.load(std::memory_order_relaxed);
+  batch.images_ = std::span(slot.images.data(), s.image_bytes * slot.size);
+  batch.labels_ = std::span(slot.labels.data(), slot.size);
+  batch.sample_indices_ = std::span(slot.indices.data(), slot.size);
+  s.batches.fetch_add(1, std::memory_order_relaxed);
+  return batch;
+}
+
+void Loader::Release(std::size_t slot) noexcept {
+  std::lock_guard lock(impl_->release_mutex);
+  // The free ring holds every slot, so it is never full.
+  [[maybe_unused]] const bool pushed = impl_->free_ring.TryPush(std::size_t{slot});
+  assert(pushed);
+}
+
+std::size_t Loader::batches_per_epoch() const { return impl_->batches_per_epoch; }
+std::size_t Loader::samples_per_epoch() const { return impl_->samples_per_epoch; }
+const Source& Loader::source() const { return *impl_->source; }
+const LoaderOptions& Loader::options() const { return impl_->options; }
+
+LoaderMetrics Loader::metrics() const {
+  const Impl& s = *impl_;
+  LoaderMetrics m;
+  m.seconds = std::chrono::duration<double>(Clock::now() - s.start).count();
+  m.images = s.images.load(std::memory_order_relaxed);
+  m.batches = s.batches.load(std::memory_order_relaxed);
+  m.bad_samples = s.bad.load(std::memory_order_relaxed);
+  m.bytes_read = s.bytes_read.load(std::memory_order_relaxed);
+  m.images_per_second = m.seconds > 0 ? double(m.images) / m.seconds : 0;
+  m.read_seconds = double(s.read_ns.load(std::memory_order_relaxed)) * 1e-9;
+  m.decode_seconds = double(s.decode_ns.load(std::memory_order_relaxed)) * 1e-9;
+  m.resize_seconds = double(s.resize_ns.load(std::memory_order_relaxed)) * 1e-9;
+  m.wait_seconds = double(s.wait_ns.load(std::memory_order_relaxed)) * 1e-9;
+  const auto observations = s.ready_observations.load(std::memory_order_relaxed);
+  m.mean_ready_batches =
+      observations ? double(s.ready_sum.load(std::memory_order_relaxed)) / observations : 0;
+  m.slots = s.slots.size();
+  m.slot_bytes = s.slot_bytes;
+  return m;
+}
+
+std::vector<BadSample> Loader::bad_samples() const {
+  std::lock_guard lock(impl_->bad_mutex);
+  return impl_->bad_samples;
+}
+
+Batch::Batch(Batch&& other) noexcept { *this = std::move(other); }
+
+Batch& Batch::operator=(Batch&& other) noexcept {
+  if (this != &other) {
+    release();
+    loader_ = std::exchange(other.loader_, nullptr);
+    slot_ = other.slot_;
+    epoch_ = other.epoch_;
+    index_ = other.index_;
+    size_ = other.size_;
+    height_ = other.height_;
+    width_ = other.width_;
+    layout_ = other.layout_;
+    substituted_ = other.substituted_;
+    images_ = std::exchange(other.images_, {});
+    labels_ = std::exchange(other.labels_, {});
+    sample_indices_ = std::exchange(other.sample_indices_, {});
+    other.size_ = 0;
+  }
+  return *this;
+}
+
+void Batch::release() noexcept {
+  if (loader_ != nullptr) {
+    loader_->Release(slot_);
+    loader_ = nullptr;
+    images_ = {};
+    labels_ = {};
+    sample_indices_ = {};
+  }
+}
+
+}  // namespace tilefeed::loader

@@ -1,0 +1,500 @@
+#include "codecs/jpeg.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "codecs/jpeg_encoder.h"
+#include "codecs/resize.h"
+#include "tests/support/jpeg_maker.h"
+
+namespace tilefeed::codecs {
+namespace {
+
+using testing::MakeJpeg;
+using testing::Psnr;
+
+struct Encoding {
+  const char* name;
+  EncodeOptions options;
+  int channels = 3;
+};
+
+std::vector<Encoding> AllEncodings() {
+  std::vector<Encoding> all;
+  auto add = [&](const char* name, auto&& edit, int channels = 3) {
+    EncodeOptions o;
+    o.quality = 92;
+    edit(o);
+    all.push_back({name, o, channels});
+  };
+  add("420", [](EncodeOptions& o) { o.subsampling = Subsampling::k420; });
+  add("422", [](EncodeOptions& o) { o.subsampling = Subsampling::k422; });
+  add("444", [](EncodeOptions& o) { o.subsampling = Subsampling::k444; });
+  add("440", [](EncodeOptions& o) { o.subsampling = Subsampling::k440; });
+  add("411", [](EncodeOptions& o) { o.subsampling = Subsampling::k411; });
+  add(
+      "gray", [](EncodeOptions&) {}, 1);
+  add(
+      "cmyk", [](EncodeOptions& o) { o.jpeg_color_space = ColorSpace::kCmyk; }, 4);
+  add(
+      "ycck", [](EncodeOptions& o) { o.jpeg_color_space = ColorSpace::kYcck; }, 4);
+  add("rgb", [](EncodeOptions& o) { o.jpeg_color_space = ColorSpace::kRgb; });
+  add("progressive420", [](EncodeOptions& o) { o.progressive = true; });
+  add("progressive444", [](EncodeOptions& o) {
+    o.progressive = true;
+    o.subsampling = Subsampling::k444;
+  });
+  add("restart_mcus", [](EncodeOptions& o) { o.restart_interval = 5; });
+  add("restart_rows", [](EncodeOptions& o) { o.restart_rows = 1; });
+  add("optimized", [](EncodeOptions& o) { o.optimize_huffman = true; });
+  add("arithmetic", [](EncodeOptions& o) { o.arithmetic = true; });
+  return all;
+}
+
+std::vector<std::uint8_t> FullDecode(JpegDecoder& decoder, std::span<const std::byte> jpeg,
+                                     const ImageInfo& info) {
+  std::vector<std::uint8_t> pixels(std::size_t(info.width) * info.height * 3);
+  decoder.DecodeFull(jpeg, PixelView::Interleaved(pixels.data(), info.width, info.height));
+  return pixels;
+}
+
+// "Full decode, crop, resize" (torchvision's order: the resize sees only the crop): the
+// result crop-before-decode must reproduce.
+std::vector<std::uint8_t> Reference(const std::vector<std::uint8_t>& full, const ImageInfo& info,
+                                    const CropPlan& plan, int out_w, int out_h) {
+  std::vector<std::uint8_t> out(std::size_t(out_w) * out_h * 3);
+  Resizer resizer;
+  const Rect& c = plan.crop;
+  const ConstPixelView cropped{full.data() + (std::size_t(c.y) * info.width + c.x) * 3, c.width,
+                               c.height, 3, info.width * 3};
+  resizer.Resize(cropped, SourceBox{0, 0, double(c.width), double(c.height)},
+                 PixelView::Interleaved(out.data(), out_w, out_h), plan.flip);
+  return out;
+}
+
+// Random crops, plus crops that touch each edge and each corner.
+std::vector<Rect> CropsFor(int w, int h, std::mt19937& rng) {
+  std::vector<Rect> crops = {
+      {0, 0, w, h},
+      {0, 0, std::max(1, w / 3), std::max(1, h / 3)},
+      {w - std::max(1, w / 3), h - std::max(1, h / 3), std::max(1, w / 3), std::max(1, h / 3)},
+      {0, h / 4, std::max(1, w / 2), std::max(1, h / 2)},
+      {w / 2, 0, w - w / 2, std::max(1, h / 5)},
+      {w - 1, h - 1, 1, 1}};
+  for (int i = 0; i < 12; ++i) {
+    const int cw = std::uniform_int_distribution<int>(1, w)(rng);
+    const int ch = std::uniform_int_distribution<int>(1, h)(rng);
+    crops.push_back({std::uniform_int_distribution<int>(0, w - cw)(rng),
+                     std::uniform_int_distribution<int>(0, h - ch)(rng), cw, ch});
+  }
+  return crops;
+}
+
+TEST(JpegProbe, ReadsHeaderFields) {
+  for (const Encoding& e : AllEncodings()) {
+    SCOPED_TRACE(e.name);
+    const auto jpeg = MakeJpeg(333, 257, e.options, 7, e.channels);
+    JpegDecoder decoder;
+    const ImageInfo info = decoder.ReadInfo(jpeg);
+    EXPECT_EQ(info.width, 333);
+    EXPECT_EQ(info.height, 257);
+    EXPECT_EQ(info.components, e.channels);
+    EXPECT_EQ(info.progressive, e.options.progressive);
+    EXPECT_EQ(info.arithmetic, e.options.arithmetic);
+    if (e.channels == 1) {
+      EXPECT_EQ(info.color_space, ColorSpace::kGrayscale);
+      EXPECT_EQ(info.subsampling, Subsampling::kGray);
+    } else if (e.channels == 3 && e.options.jpeg_color_space == ColorSpace::kYCbCr) {
+      EXPECT_EQ(info.color_space, ColorSpace::kYCbCr);
+      EXPECT_EQ(info.subsampling, e.options.subsampling);
+    } else {
+      EXPECT_EQ(info.color_space, e.options.jpeg_color_space);
+    }
+    EXPECT_EQ(info.restart_interval > 0,
+              e.options.restart_interval > 0 || e.options.restart_rows > 0);
+  }
+}
+
+TEST(JpegProbe, SubsamplingGivesMcuSize) {
+  EncodeOptions o;
+  o.subsampling = Subsampling::k420;
+  JpegDecoder decoder;
+  ImageInfo info = decoder.ReadInfo(MakeJpeg(40, 30, o));
+  EXPECT_EQ(info.mcu_width, 16);
+  EXPECT_EQ(info.mcu_height, 16);
+  o.subsampling = Subsampling::k422;
+  info = decoder.ReadInfo(MakeJpeg(40, 30, o));
+  EXPECT_EQ(info.mcu_width, 16);
+  EXPECT_EQ(info.mcu_height, 8);
+}
+
+TEST(JpegScale, ChoosesLargestScaleDownKeepingTheCropAtLeastTheOutput) {
+  EXPECT_EQ(ChooseScaleEighths(1000, 1000, 224, 224, DctScales::kPowersOfTwo), 2);
+  EXPECT_EQ(ChooseScaleEighths(1792, 1792, 224, 224, DctScales::kPowersOfTwo), 1);
+  EXPECT_EQ(ChooseScaleEighths(448, 448, 224, 224, DctScales::kPowersOfTwo), 4);
+  EXPECT_EQ(ChooseScaleEighths(447, 448, 224, 224, DctScales::kPowersOfTwo), 8);
+  EXPECT_EQ(ChooseScaleEighths(896, 896, 224, 224, DctScales::kPowersOfTwo), 2);
+  EXPECT_EQ(ChooseScaleEighths(895, 896, 224, 224, DctScales::kPowersOfTwo), 4);
+  EXPECT_EQ(ChooseScaleEighths(100, 100, 224, 224, DctScales::kPowersOfTwo), 8);
+  EXPECT_EQ(ChooseScaleEighths(300, 300, 224, 224, DctScales::kEighths), 6);
+  EXPECT_EQ(ChooseScaleEighths(256, 256, 224, 224, DctScales::kEighths), 7);
+  // Both sides must fit: a wide crop is limited by its height.
+  EXPECT_EQ(ChooseScaleEighths(2000, 450, 224, 224, DctScales::kPowersOfTwo), 4);
+}
+
+// The heart of the codec: for every encoding, many crops and several output sizes,
+// crop-before-decode matches full decode -> crop -> resize.
+TEST(JpegCrop, MatchesFullDecodeCropResize) {
+  std::mt19937 rng(42);
+  for (const DctScales scales : {DctScales::kPowersOfTwo, DctScales::kEighths}) {
+    JpegOptions options;
+    options.scales = scales;
+    JpegDecoder decoder(options);
+    for (const Encoding& e : AllEncodings()) {
+      for (auto [w, h] : {std::pair{333, 257}, std::pair{640, 480}, std::pair{97, 601}}) {
+        const auto jpeg = MakeJpeg(w, h, e.options, w + h, e.channels);
+        const ImageInfo info = decoder.ReadInfo(jpeg);
+        const auto full = FullDecode(decoder, jpeg, info);
+        for (const Rect& crop : CropsFor(w, h, rng)) {
+          for (auto [ow, oh] : {std::pair{224, 224}, std::pair{64, 48}}) {
+            SCOPED_TRACE(std::string(e.name) + " " + std::to_string(w) + "x" + std::to_string(h) +
+                         " crop " + std::to_string(crop.x) + "," + std::to_string(crop.y) + " " +
+                         std::to_string(crop.width) + "x" + std::to_string(crop.height) + " -> " +
+                         std::to_string(ow) + "x" + std::to_string(oh));
+            const CropPlan plan{crop, (crop.x & 1) != 0};
+            std::vector<std::uint8_t> out(std::size_t(ow) * oh * 3);
+            const DecodeReport report =
+                decoder.DecodeInto(jpeg, plan, PixelView::Interleaved(out.data(), ow, oh));
+            EXPECT_FALSE(report.warning) << report.message;
+            const auto ref = Reference(full, info, plan, ow, oh);
+            const double psnr = Psnr(out.data(), ref.data(), out.size());
+            EXPECT_GE(psnr, 35.0) << "scale " << report.scale_eighths << "/8";
+            // At full scale the crop decode yields the very same pixels.
+            if (report.scale_eighths == 8) EXPECT_TRUE(out == ref) << "psnr " << psnr;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(JpegCrop, UsesDctScalingAndDecodesOnlyTheCropRows) {
+  EncodeOptions o;
+  const auto jpeg = MakeJpeg(1600, 1200, o);
+  JpegDecoder decoder;
+  std::vector<std::uint8_t> out(224 * 224 * 3);
+  const DecodeReport report = decoder.DecodeInto(jpeg, CropPlan{{400, 300, 900, 900}},
+                                                 PixelView::Interleaved(out.data(), 224, 224));
+  const DecodeReport middle = decoder.DecodeInto(jpeg, CropPlan{{400, 100, 900, 900}},
+                                                 PixelView::Interleaved(out.data(), 224, 224));
+  // Rows 25 .. 250 at 1/4, plus the 4-row margin on both sides: nothing below row 254.
+  EXPECT_EQ(middle.decoded.y, 21);
+  EXPECT_EQ(middle.decoded.height, 233);
+  EXPECT_EQ(report.scale_eighths, 2);  // 900 * 2/8 = 225 >= 224
+  // Scaled by 1/4 the crop is rows 75 .. 300 (the bottom edge); with one 4-row iMCU of
+  // margin above for the chroma upsampler, rows 71 .. 300 are decoded.
+  EXPECT_EQ(report.decoded.y, 71);
+  EXPECT_EQ(report.decoded.height, 229);
+  EXPECT_LE(report.decoded.x, 100);
+  EXPECT_GE(report.decoded.x + report.decoded.width, 325);
+  EXPECT_LT(report.decoded.width, 400);  // columns outside the crop's iMCUs are skipped
+}
+
+TEST(JpegCrop, DataBelowTheCropIsNeverRead) {
+  // Cut a baseline file in half: a crop in the top third still decodes cleanly, even
+  // under the strict policy, because decoding stops at the crop's last row.
+  EncodeOptions o;
+  auto jpeg = MakeJpeg(512, 512, o, 3);
+  jpeg.resize(jpeg.size() / 2);
+  JpegDecoder decoder;
+  std::vector<std::uint8_t> out(64 * 64 * 3);
+  const DecodeReport report = decoder.DecodeInto(jpeg, CropPlan{{100, 0, 200, 150}},
+                                                 PixelView::Interleaved(out.data(), 64, 64));
+  EXPECT_FALSE(report.warning);
+  // The whole image, by contrast, is truncated.
+  try {
+    decoder.DecodeInto(jpeg, CropPlan{{0, 0, 512, 512}},
+                       PixelView::Interleaved(out.data(), 64, 64));
+    FAIL() << "expected a truncation error";
+  } catch (const DecodeError& e) {
+    EXPECT_EQ(e.kind(), DecodeErrorKind::kTruncated) << e.what();
+  }
+}
+
+TEST(JpegCrop, FlipMirrorsExactly) {
+  const auto jpeg = MakeJpeg(300, 200, EncodeOptions{});
+  JpegDecoder decoder;
+  std::vector<std::uint8_t> a(50 * 40 * 3), b(50 * 40 * 3);
+  const Rect crop{20, 10, 150, 120};
+  decoder.DecodeInto(jpeg, {crop, false}, PixelView::Interleaved(a.data(), 50, 40));
+  decoder.DecodeInto(jpeg, {crop, true}, PixelView::Interleaved(b.data(), 50, 40));
+  for (int y = 0; y < 40; ++y) {
+    for (int x = 0; x < 50; ++x) {
+      for (int c = 0; c < 3; ++c) {
+        ASSERT_EQ(a[(y * 50 + x) * 3 + c], b[(y * 50 + 49 - x) * 3 + c]);
+      }
+    }
+  }
+}
+
+TEST(JpegCrop, WritesThroughStridesAndNothingElse) {
+  const auto jpeg = MakeJpeg(300, 200, EncodeOptions{});
+  JpegDecoder decoder;
+  const int w = 32, h = 24, stride = 200;
+  std::vector<std::uint8_t> packed(w * h * 3);
+  std::vector<std::uint8_t> padded(stride * (h + 2), 0xAB);
+  std::vector<std::uint8_t> planar(w * h * 3);
+  const CropPlan plan{{10, 10, 200, 150}};
+  decoder.DecodeInto(jpeg, plan, PixelView::Interleaved(packed.data(), w, h));
+  decoder.DecodeInto(jpeg, plan, PixelView::Interleaved(padded.data() + stride, w, h, 3, stride));
+  decoder.DecodeInto(jpeg, plan, PixelView::Planar(planar.data(), w, h));
+  for (int y = 0; y < h + 2; ++y) {
+    for (int x = 0; x < stride; ++x) {
+      const bool inside = y >= 1 && y <= h && x < w * 3;
+      if (inside) {
+        ASSERT_EQ(padded[y * stride + x], packed[(y - 1) * w * 3 + x]);
+      } else {
+        ASSERT_EQ(padded[y * stride + x], 0xAB) << "wrote outside the view at " << y << "," << x;
+      }
+    }
+  }
+  for (int c = 0; c < 3; ++c) {
+    for (int i = 0; i < w * h; ++i) ASSERT_EQ(planar[c * w * h + i], packed[i * 3 + c]);
+  }
+}
+
+TEST(JpegCrop, RejectsCropsOutsideTheImage) {
+  const auto jpeg = MakeJpeg(100, 80, EncodeOptions{});
+  JpegDecoder decoder;
+  std::vector<std::uint8_t> out(16 * 16 * 3);
+  const auto view = PixelView::Interleaved(out.data(), 16, 16);
+  for (const Rect& bad : {Rect{0, 0, 0, 10}, Rect{-1, 0, 10, 10}, Rect{95, 0, 10, 10},
+                          Rect{0, 75, 10, 10}, Rect{0, 0, 101, 80}}) {
+    try {
+      decoder.DecodeInto(jpeg, {bad}, view);
+      FAIL() << "accepted a bad crop";
+    } catch (const DecodeError& e) {
+      EXPECT_EQ(e.kind(), DecodeErrorKind::kInvalidArgument);
+    }
+  }
+  // The decoder is still usable afterwards.
+  EXPECT_NO_THROW(decoder.DecodeInto(jpeg, {Rect{0, 0, 100, 80}}, view));
+}
+
+// --- Broken input. Each case must throw a DecodeError whose kind and text say what
+// happened; none may crash (these also run under ASan+UBSan in CI).
+
+DecodeError DecodeExpectingError(JpegDecoder& decoder, std::span<const std::byte> bytes) {
+  std::vector<std::uint8_t> out(32 * 32 * 3);
+  try {
+    const ImageInfo info = decoder.ReadInfo(bytes);
+    decoder.DecodeInto(bytes, {Rect{0, 0, info.width, info.height}},
+                       PixelView::Interleaved(out.data(), 32, 32));
+  } catch (const DecodeError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "decoded without error";
+  return DecodeError(DecodeErrorKind::kCorrupt, "none");
+}
+
+TEST(JpegBadInput, OtherFormatsAreNamed) {
+  JpegDecoder decoder;
+  struct Case {
+    std::vector<std::byte> bytes;
+    const char* says;
+  };
+  std::vector<std::byte> garbage(1000);
+  std::mt19937 rng(1);
+  for (auto& b : garbage) b = std::byte(rng() | 1);
+  garbage[0] = std::byte{0x01};
+  const std::vector<Case> cases = {{{}, "empty"},
+                                   {testing::MakePngBytes(), "PNG"},
+                                   {testing::MakeGifBytes(), "GIF"},
+                                   {testing::MakeBmpBytes(), "BMP"},
+                                   {testing::MakeTextBytes(), "text"},
+                                   {garbage, "not a JPEG"}};
+  for (const Case& c : cases) {
+    const DecodeError e = DecodeExpectingError(decoder, c.bytes);
+    EXPECT_EQ(e.kind(), DecodeErrorKind::kNotJpeg) << e.what();
+    EXPECT_NE(std::string(e.what()).find(c.says), std::string::npos) << e.what();
+  }
+}
+
+TEST(JpegBadInput, TruncationAtAnyOffsetIsAnError) {
+  for (const bool progressive : {false, true}) {
+    EncodeOptions o;
+    o.progressive = progressive;
+    const auto jpeg = MakeJpeg(200, 150, o, 5);
+    JpegDecoder decoder;
+    for (std::size_t cut = 0; cut + 2 < jpeg.size(); cut += 1 + cut / 16) {
+      SCOPED_TRACE(cut);
+      const DecodeError e = DecodeExpectingError(decoder, std::span(jpeg).first(cut));
+      EXPECT_TRUE(e.kind() == DecodeErrorKind::kTruncated ||
+                  e.kind() == DecodeErrorKind::kCorrupt || e.kind() == DecodeErrorKind::kNotJpeg)
+          << e.what();
+    }
+  }
+}
+
+TEST(JpegBadInput, TruncatedFileIsAcceptedWithWarningWhenAskedTo) {
+  auto jpeg = MakeJpeg(200, 150, EncodeOptions{}, 5);
+  jpeg.resize(jpeg.size() * 2 / 3);
+  JpegOptions lenient;
+  lenient.corrupt_data = CorruptDataPolicy::kAccept;
+  JpegDecoder decoder(lenient);
+  std::vector<std::uint8_t> out(32 * 32 * 3);
+  const DecodeReport report =
+      decoder.DecodeInto(jpeg, {Rect{0, 0, 200, 150}}, PixelView::Interleaved(out.data(), 32, 32));
+  EXPECT_TRUE(report.warning);
+  EXPECT_NE(report.message.find("Premature end"), std::string::npos) << report.message;
+}
+
+// Offset of the first byte after the SOS header, where entropy-coded data starts.
+std::size_t ScanDataOffset(const std::vector<std::byte>& jpeg) {
+  for (std::size_t i = 2; i + 3 < jpeg.size(); ++i) {
+    if (jpeg[i] == std::byte{0xFF} && jpeg[i + 1] == std::byte{0xDA}) {
+      const std::size_t len = (std::size_t(jpeg[i + 2]) << 8) | std::size_t(jpeg[i + 3]);
+      return i + 2 + len;
+    }
+  }
+  return 0;
+}
+
+TEST(JpegBadInput, CorruptEntropyDataNeverCrashes) {
+  const auto original = MakeJpeg(256, 192, EncodeOptions{}, 9);
+  const std::size_t start = ScanDataOffset(original);
+  ASSERT_GT(start, 0u);
+  JpegOptions lenient;
+  lenient.corrupt_data = CorruptDataPolicy::kAccept;
+  JpegDecoder strict, tolerant(lenient);
+  std::mt19937 rng(3);
+  std::vector<std::uint8_t> out(64 * 64 * 3);
+  int errors = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    auto jpeg = original;
+    for (int k = 0; k < 1 + trial % 8; ++k) {
+      const std::size_t at = start + rng() % (jpeg.size() - start - 2);
+      jpeg[at] = std::byte(rng());
+    }
+    for (JpegDecoder* d : {&strict, &tolerant}) {
+      try {
+        d->DecodeInto(jpeg, {Rect{0, 0, 256, 192}}, PixelView::Interleaved(out.data(), 64, 64));
+      } catch (const DecodeError& e) {
+        ++errors;
+        EXPECT_GT(std::strlen(e.what()), 10u);
+      }
+    }
+  }
+  EXPECT_GT(errors, 0);  // some corruptions must be caught
+}
+
+// Rewrites the SOF0 marker's frame header in place.
+void PatchSof(std::vector<std::byte>& jpeg, int precision, int width, int height,
+              int marker = 0xC0) {
+  for (std::size_t i = 2; i + 9 < jpeg.size(); ++i) {
+    if (jpeg[i] == std::byte{0xFF} &&
+        (jpeg[i + 1] == std::byte{0xC0} || jpeg[i + 1] == std::byte{0xC2})) {
+      jpeg[i + 1] = std::byte(marker);
+      jpeg[i + 4] = std::byte(precision);
+      jpeg[i + 5] = std::byte(height >> 8);
+      jpeg[i + 6] = std::byte(height & 0xFF);
+      jpeg[i + 7] = std::byte(width >> 8);
+      jpeg[i + 8] = std::byte(width & 0xFF);
+      return;
+    }
+  }
+  FAIL() << "no SOF marker";
+}
+
+TEST(JpegBadInput, HugeDeclaredSizeIsRefusedBeforeDecoding) {
+  auto jpeg = MakeJpeg(64, 64, EncodeOptions{});
+  PatchSof(jpeg, 8, 65000, 65000);
+  JpegDecoder decoder;
+  const DecodeError e = DecodeExpectingError(decoder, jpeg);
+  EXPECT_EQ(e.kind(), DecodeErrorKind::kTooLarge) << e.what();
+  EXPECT_NE(std::string(e.what()).find("65000x65000"), std::string::npos) << e.what();
+}
+
+TEST(JpegBadInput, TwelveBitAndLosslessAreUnsupported) {
+  JpegDecoder decoder;
+  auto twelve = MakeJpeg(64, 64, EncodeOptions{});
+  PatchSof(twelve, 12, 64, 64);
+  EXPECT_EQ(DecodeExpectingError(decoder, twelve).kind(), DecodeErrorKind::kUnsupported);
+  auto lossless = MakeJpeg(64, 64, EncodeOptions{});
+  PatchSof(lossless, 8, 64, 64, 0xC3);
+  EXPECT_EQ(DecodeExpectingError(decoder, lossless).kind(), DecodeErrorKind::kUnsupported);
+}
+
+TEST(JpegBadInput, AbsurdScanCountIsBounded) {
+  // A progressive file whose last scan is repeated hundreds of times: libjpeg would
+  // decode every one of them; the scan limit stops it.
+  EncodeOptions o;
+  o.progressive = true;
+  const auto jpeg = MakeJpeg(64, 64, o);
+  std::size_t last_sos = 0;
+  for (std::size_t i = 2; i + 1 < jpeg.size(); ++i) {
+    if (jpeg[i] == std::byte{0xFF} && jpeg[i + 1] == std::byte{0xDA}) last_sos = i;
+  }
+  ASSERT_GT(last_sos, 0u);
+  const std::vector<std::byte> scan(jpeg.begin() + last_sos, jpeg.end() - 2);  // up to EOI
+  std::vector<std::byte> hostile(jpeg.begin(), jpeg.end() - 2);
+  for (int i = 0; i < 300; ++i) hostile.insert(hostile.end(), scan.begin(), scan.end());
+  hostile.push_back(std::byte{0xFF});
+  hostile.push_back(std::byte{0xD9});
+  // The strict policy already stops at the first bogus-progression warning; the lenient
+  // one would go on, and the scan limit stops it.
+  JpegDecoder strict;
+  EXPECT_EQ(DecodeExpectingError(strict, hostile).kind(), DecodeErrorKind::kCorrupt);
+  JpegOptions lenient;
+  lenient.corrupt_data = CorruptDataPolicy::kAccept;
+  JpegDecoder decoder(lenient);
+  const DecodeError e = DecodeExpectingError(decoder, hostile);
+  EXPECT_EQ(e.kind(), DecodeErrorKind::kTooManyScans) << e.what();
+}
+
+TEST(JpegBadInput, DecoderRecoversAfterEveryKindOfError) {
+  JpegDecoder decoder;
+  const auto good = MakeJpeg(120, 90, EncodeOptions{});
+  auto truncated = good;
+  truncated.resize(good.size() / 3);
+  std::vector<std::uint8_t> out(24 * 24 * 3), again(24 * 24 * 3);
+  const auto view = PixelView::Interleaved(out.data(), 24, 24);
+  decoder.DecodeInto(good, {Rect{0, 0, 120, 90}}, view);
+  for (const auto& bad : {testing::MakePngBytes(), truncated, std::vector<std::byte>{}}) {
+    EXPECT_THROW(decoder.DecodeInto(bad, {Rect{0, 0, 120, 90}}, view), DecodeError);
+    decoder.DecodeInto(good, {Rect{0, 0, 120, 90}}, PixelView::Interleaved(again.data(), 24, 24));
+    EXPECT_EQ(out, again);
+  }
+}
+
+TEST(JpegFull, MatchesCropOfWholeImageAtFullScale) {
+  // DecodeFull (TurboJPEG) and DecodeInto at 8/8 without resize are the same decoder.
+  for (const Encoding& e : AllEncodings()) {
+    SCOPED_TRACE(e.name);
+    const auto jpeg = MakeJpeg(77, 45, e.options, 11, e.channels);
+    JpegDecoder decoder;
+    const ImageInfo info = decoder.ReadInfo(jpeg);
+    const auto full = FullDecode(decoder, jpeg, info);
+    std::vector<std::uint8_t> same(full.size());
+    const DecodeReport report =
+        decoder.DecodeInto(jpeg, {Rect{0, 0, 77, 45}}, PixelView::Interleaved(same.data(), 77, 45));
+    EXPECT_EQ(report.scale_eighths, 8);
+    EXPECT_EQ(same, full);
+  }
+}
+
+TEST(JpegFull, EntropyDecodeAcceptsGoodAndRejectsBadData) {
+  JpegDecoder decoder;
+  auto jpeg = MakeJpeg(200, 100, EncodeOptions{});
+  EXPECT_NO_THROW(decoder.EntropyDecode(jpeg));
+  jpeg.resize(jpeg.size() / 2);
+  EXPECT_THROW(decoder.EntropyDecode(jpeg), DecodeError);
+}
+
+}  // namespace
+}  // namespace tilefeed::codecs

@@ -1,0 +1,446 @@
+#include "codecs/resize.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace tilefeed::codecs {
+namespace {
+
+// A tightly packed HWC RGB image. Tests hand the resizer exactly this many bytes, so
+// ASan reports any read past the end of a source row.
+struct Image {
+  int width = 0;
+  int height = 0;
+  std::vector<std::uint8_t> pixels;
+
+  Image(int w, int h) : width(w), height(h), pixels(static_cast<std::size_t>(w) * h * 3) {}
+  ConstPixelView view() const { return {pixels.data(), width, height, 3, width * 3}; }
+  std::uint8_t at(int y, int x, int c) const {
+    return pixels[(static_cast<std::size_t>(y) * width + x) * 3 + c];
+  }
+};
+
+Image RandomImage(int width, int height, std::uint32_t seed) {
+  Image image(width, height);
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (auto& p : image.pixels) p = static_cast<std::uint8_t>(byte(rng));
+  return image;
+}
+
+// Smooth content with a few hard edges: closer to photographs than noise, and it makes
+// a misplaced filter visible even where noise would average out.
+Image PatternImage(int width, int height) {
+  Image image(width, height);
+  for (int y = 0; y < height; ++y) {
+    for (int x = 0; x < width; ++x) {
+      std::uint8_t* p = &image.pixels[(static_cast<std::size_t>(y) * width + x) * 3];
+      p[0] = static_cast<std::uint8_t>((x * 255) / std::max(width - 1, 1));
+      p[1] = static_cast<std::uint8_t>((y * 255) / std::max(height - 1, 1));
+      p[2] = ((x / 3 + y / 5) % 2 == 0) ? 230 : 20;
+    }
+  }
+  return image;
+}
+
+struct Tap {
+  int index;
+  double weight;
+};
+
+// The filter written straight from its definition, in double precision: for output i,
+// center = box0 + (i + 0.5) * box_len / out, and every source pixel j of the image (not
+// just of the box) weighs triangle((j + 0.5 - center) / max(scale, 1)), normalized.
+std::vector<std::vector<Tap>> ReferenceWeights(int in_size, double box0, double box1,
+                                               int out_size) {
+  const double scale = (box1 - box0) / out_size;
+  const double filter_scale = std::max(scale, 1.0);
+  std::vector<std::vector<Tap>> filters(out_size);
+  for (int i = 0; i < out_size; ++i) {
+    const double center = box0 + (i + 0.5) * scale;
+    double total = 0;
+    for (int j = 0; j < in_size; ++j) {
+      const double d = std::fabs((j + 0.5 - center) / filter_scale);
+      if (d < 1.0) {
+        filters[i].push_back({j, 1.0 - d});
+        total += 1.0 - d;
+      }
+    }
+    for (Tap& tap : filters[i]) tap.weight /= total;
+  }
+  return filters;
+}
+
+// Separable, with no rounding until the end.
+Image ReferenceResize(const Image& src, const SourceBox& box, int out_w, int out_h) {
+  const auto wx = ReferenceWeights(src.width, box.x0, box.x1, out_w);
+  const auto wy = ReferenceWeights(src.height, box.y0, box.y1, out_h);
+  std::vector<double> rows(static_cast<std::size_t>(src.height) * out_w * 3, 0.0);
+  for (int sy = 0; sy < src.height; ++sy) {
+    for (int x = 0; x < out_w; ++x) {
+      for (int c = 0; c < 3; ++c) {
+        double sum = 0;
+        for (const Tap& tap : wx[x]) sum += tap.weight * src.at(sy, tap.index, c);
+        rows[(static_cast<std::size_t>(sy) * out_w + x) * 3 + c] = sum;
+      }
+    }
+  }
+  Image out(out_w, out_h);
+  for (int y = 0; y < out_h; ++y) {
+    for (int i = 0; i < out_w * 3; ++i) {
+      double sum = 0;
+      for (const Tap& tap : wy[y])
+        sum += tap.weight * rows[static_cast<std::size_t>(tap.index) * out_w * 3 + i];
+      out.pixels[static_cast<std::size_t>(y) * out_w * 3 + i] =
+          static_cast<std::uint8_t>(std::clamp(std::floor(sum + 0.5), 0.0, 255.0));
+    }
+  }
+  return out;
+}
+
+Image RunResize(Resizer& resizer, const Image& src, const SourceBox& box, int out_w, int out_h,
+                bool flip = false) {
+  Image out(out_w, out_h);
+  resizer.Resize(src.view(), box, PixelView::Interleaved(out.pixels.data(), out_w, out_h), flip);
+  return out;
+}
+
+int MaxAbsDiff(const Image& a, const Image& b) {
+  int worst = 0;
+  for (std::size_t i = 0; i < a.pixels.size(); ++i) {
+    worst = std::max(worst, std::abs(int{a.pixels[i]} - int{b.pixels[i]}));
+  }
+  return worst;
+}
+
+std::string Describe(const Image& src, const SourceBox& box, int out_w, int out_h) {
+  return std::to_string(src.width) + "x" + std::to_string(src.height) + " box [" +
+         std::to_string(box.x0) + "," + std::to_string(box.x1) + ")x[" + std::to_string(box.y0) +
+         "," + std::to_string(box.y1) + ") -> " + std::to_string(out_w) + "x" +
+         std::to_string(out_h);
+}
+
+void ExpectMatchesReference(Resizer& resizer, const Image& src, const SourceBox& box, int out_w,
+                            int out_h) {
+  const Image got = RunResize(resizer, src, box, out_w, out_h);
+  const Image want = ReferenceResize(src, box, out_w, out_h);
+  EXPECT_LE(MaxAbsDiff(got, want), 1) << Describe(src, box, out_w, out_h);
+}
+
+SourceBox Whole(const Image& image) {
+  return {0, 0, static_cast<double>(image.width), static_cast<double>(image.height)};
+}
+
+TEST(ResizeTest, DownscaleByIntegerFactorsMatchesReference) {
+  Resizer resizer;
+  for (int factor = 1; factor <= 8; ++factor) {
+    const Image src = RandomImage(9 * factor, 7 * factor, factor);
+    ExpectMatchesReference(resizer, src, Whole(src), 9, 7);
+    const Image pattern = PatternImage(9 * factor + 1, 7 * factor + 3);
+    ExpectMatchesReference(resizer, pattern, Whole(pattern), 9, 7);
+  }
+}
+
+TEST(ResizeTest, DownscaleByFractionalFactorsMatchesReference) {
+  Resizer resizer;
+  const Image src = RandomImage(97, 61, 7);
+  for (const auto& [w, h] : {std::pair{80, 50}, {33, 47}, {13, 5}, {96, 60}, {49, 31}, {2, 3}}) {
+    ExpectMatchesReference(resizer, src, Whole(src), w, h);
+  }
+}
+
+TEST(ResizeTest, UpscaleMatchesReference) {
+  Resizer resizer;
+  const Image src = RandomImage(7, 5, 11);
+  ExpectMatchesReference(resizer, src, Whole(src), 31, 17);
+  ExpectMatchesReference(resizer, src, Whole(src), 8, 40);
+  const Image dot = RandomImage(1, 1, 12);
+  ExpectMatchesReference(resizer, dot, Whole(dot), 5, 3);
+  // Upscale on one axis and downscale on the other.
+  const Image wide = RandomImage(40, 6, 13);
+  ExpectMatchesReference(resizer, wide, Whole(wide), 9, 23);
+}
+
+TEST(ResizeTest, IdentitySizeReturnsTheImageExactly) {
+  Resizer resizer;
+  for (const auto& [w, h] : {std::pair{1, 1}, {3, 2}, {17, 9}, {64, 48}, {224, 224}}) {
+    const Image src = RandomImage(w, h, w * 100 + h);
+    const Image out = RunResize(resizer, src, Whole(src), w, h);
+    EXPECT_EQ(out.pixels, src.pixels) << w << "x" << h;
+  }
+}
+
+TEST(ResizeTest, WholePixelCropAtScaleOneIsACopy) {
+  Resizer resizer;
+  const Image src = RandomImage(40, 30, 5);
+  const Image out = RunResize(resizer, src, {5, 7, 25, 19}, 20, 12);
+  for (int y = 0; y < 12; ++y) {
+    for (int x = 0; x < 20; ++x) {
+      for (int c = 0; c < 3; ++c) {
+        ASSERT_EQ(out.at(y, x, c), src.at(y + 7, x + 5, c)) << y << "," << x;
+      }
+    }
+  }
+}
+
+TEST(ResizeTest, FractionalBoxesMatchReference) {
+  Resizer resizer;
+  std::mt19937 rng(2024);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  std::uniform_int_distribution<int> out_size(1, 24);
+  for (int trial = 0; trial < 150; ++trial) {
+    const int w = 1 + static_cast<int>(unit(rng) * 60);
+    const int h = 1 + static_cast<int>(unit(rng) * 60);
+    const Image src = RandomImage(w, h, trial);
+    double x0 = unit(rng) * w, x1 = unit(rng) * w;
+    double y0 = unit(rng) * h, y1 = unit(rng) * h;
+    if (x0 > x1) std::swap(x0, x1);
+    if (y0 > y1) std::swap(y0, y1);
+    if (x1 - x0 < 0.05 || y1 - y0 < 0.05) continue;
+    ExpectMatchesReference(resizer, src, {x0, y0, x1, y1}, out_size(rng), out_size(rng));
+  }
+}
+
+TEST(ResizeTest, BoxesTouchingEveryEdgeMatchReference) {
+  Resizer resizer;
+  const Image src = RandomImage(45, 38, 3);
+  const double w = src.width, h = src.height;
+  const SourceBox boxes[] = {
+      {0, 0, 20.5, 17.25},  // top-left corner
+      {24.5, 0, w, 13.75},  // top-right corner
+      {0, 20.3, 11.9, h},   // bottom-left corner
+      {30.2, 25.6, w, h},   // bottom-right corner
+      {0, 0, w, 0.5},       // a sliver of the top row
+      {w - 0.5, 0, w, h},   // a sliver of the last column
+      {0.25, 0.75, w - 0.25, h - 0.75},
+  };
+  for (const SourceBox& box : boxes) {
+    for (const auto& [ow, oh] : {std::pair{7, 5}, {16, 16}, {45, 38}, {60, 3}}) {
+      ExpectMatchesReference(resizer, src, box, ow, oh);
+    }
+  }
+}
+
+TEST(ResizeTest, OnePixelOutputs) {
+  Resizer resizer;
+  const Image src = RandomImage(23, 19, 9);
+  ExpectMatchesReference(resizer, src, Whole(src), 1, 1);
+  ExpectMatchesReference(resizer, src, {3.5, 2.25, 4.0, 9.0}, 1, 1);
+  ExpectMatchesReference(resizer, src, {22.5, 18.5, 23, 19}, 1, 1);
+  ExpectMatchesReference(resizer, src, Whole(src), 1, 19);
+  ExpectMatchesReference(resizer, src, Whole(src), 23, 1);
+}
+
+TEST(ResizeTest, OddSizesMatchReference) {
+  Resizer resizer;
+  const Image src = RandomImage(101, 67, 21);
+  ExpectMatchesReference(resizer, src, {1.5, 2.5, 100.0, 66.5}, 37, 29);
+  ExpectMatchesReference(resizer, src, {0, 0, 101, 67}, 51, 67);
+  ExpectMatchesReference(resizer, src, {0, 0, 101, 67}, 101, 33);
+}
+
+TEST(ResizeTest, ConstantColourStaysExactlyConstant) {
+  Resizer resizer;
+  for (const std::uint8_t value : {0, 1, 127, 254, 255}) {
+    Image src(53, 41);
+    for (std::size_t i = 0; i < src.pixels.size(); i += 3) {
+      src.pixels[i] = value;
+      src.pixels[i + 1] = static_cast<std::uint8_t>(255 - value);
+      src.pixels[i + 2] = 77;
+    }
+    const SourceBox boxes[] = {Whole(src), {0.3, 1.7, 50.1, 39.9}, {10, 10, 11.5, 12}};
+    for (const SourceBox& box : boxes) {
+      for (const auto& [ow, oh] : {std::pair{7, 6}, {24, 24}, {53, 41}, {100, 90}, {1, 1}}) {
+        const Image out = RunResize(resizer, src, box, ow, oh);
+        for (std::size_t i = 0; i < out.pixels.size(); i += 3) {
+          ASSERT_EQ(out.pixels[i], value) << Describe(src, box, ow, oh);
+          ASSERT_EQ(out.pixels[i + 1], 255 - value) << Describe(src, box, ow, oh);
+          ASSERT_EQ(out.pixels[i + 2], 77) << Describe(src, box, ow, oh);
+        }
+      }
+    }
+  }
+}
+
+TEST(ResizeTest, FlipIsTheMirroredOutputExactly) {
+  Resizer resizer;
+  const Image src = RandomImage(77, 50, 31);
+  const SourceBox boxes[] = {Whole(src), {3.3, 1.1, 70.2, 44.4}, {0, 0, 5.5, 50}};
+  for (const SourceBox& box : boxes) {
+    for (const auto& [ow, oh] : {std::pair{1, 1}, {2, 5}, {24, 17}, {77, 50}, {150, 20}}) {
+      const Image plain = RunResize(resizer, src, box, ow, oh);
+      const Image flipped = RunResize(resizer, src, box, ow, oh, /*flip=*/true);
+      for (int y = 0; y < oh; ++y) {
+        for (int x = 0; x < ow; ++x) {
+          for (int c = 0; c < 3; ++c) {
+            ASSERT_EQ(flipped.at(y, x, c), plain.at(y, ow - 1 - x, c))
+                << Describe(src, box, ow, oh) << " at " << y << "," << x;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(ResizeTest, PlanarOutputIsTheTransposedInterleavedOutput) {
+  Resizer resizer;
+  const Image src = RandomImage(64, 40, 41);
+  for (const bool flip : {false, true}) {
+    const SourceBox box{2.5, 3.25, 60.0, 39.5};
+    const int ow = 29, oh = 23;
+    const Image hwc = RunResize(resizer, src, box, ow, oh, flip);
+    std::vector<std::uint8_t> chw(static_cast<std::size_t>(ow) * oh * 3);
+    resizer.Resize(src.view(), box, PixelView::Planar(chw.data(), ow, oh), flip);
+    for (int c = 0; c < 3; ++c) {
+      for (int y = 0; y < oh; ++y) {
+        for (int x = 0; x < ow; ++x) {
+          ASSERT_EQ(chw[(static_cast<std::size_t>(c) * oh + y) * ow + x], hwc.at(y, x, c))
+              << "flip " << flip << " at " << c << "," << y << "," << x;
+        }
+      }
+    }
+  }
+}
+
+// dst is a window into a larger buffer: rows are further apart than width * 3 and there
+// are guard bytes before, after and between the rows. Only the window may change.
+TEST(ResizeTest, WritesNothingOutsideDst) {
+  constexpr std::uint8_t kGuard = 0xA5;
+  Resizer resizer;
+  const Image src = RandomImage(50, 40, 51);
+  for (const bool flip : {false, true}) {
+    for (const auto& [ow, oh] : {std::pair{1, 1}, {5, 3}, {16, 9}, {31, 20}}) {
+      const std::ptrdiff_t row_stride = ow * 3 + 7;
+      const std::ptrdiff_t offset = 13;
+      std::vector<std::uint8_t> buffer(offset + row_stride * oh + 29, kGuard);
+      const PixelView dst = PixelView::Interleaved(buffer.data() + offset, ow, oh, 3, row_stride);
+      resizer.Resize(src.view(), {1.5, 2.5, 48.0, 37.0}, dst, flip);
+      const Image want = RunResize(resizer, src, {1.5, 2.5, 48.0, 37.0}, ow, oh, flip);
+      for (std::ptrdiff_t i = 0; i < static_cast<std::ptrdiff_t>(buffer.size()); ++i) {
+        const std::ptrdiff_t rel = i - offset;
+        const std::ptrdiff_t y = rel >= 0 ? rel / row_stride : -1;
+        const std::ptrdiff_t col = rel >= 0 ? rel % row_stride : -1;
+        if (y >= 0 && y < oh && col < ow * 3) {
+          ASSERT_EQ(buffer[i], want.pixels[y * ow * 3 + col]) << "inside dst at " << rel;
+        } else {
+          ASSERT_EQ(buffer[i], kGuard)
+              << "guard byte " << i << " overwritten, " << ow << "x" << oh << " flip " << flip;
+        }
+      }
+    }
+  }
+}
+
+TEST(ResizeTest, ReadsSourceThroughItsRowStride) {
+  Resizer resizer;
+  const Image tight = RandomImage(30, 20, 61);
+  // The same pixels with 5 junk bytes at the end of every row.
+  const std::ptrdiff_t stride = 30 * 3 + 5;
+  std::vector<std::uint8_t> padded(static_cast<std::size_t>(stride) * 20, 0xFF);
+  for (int y = 0; y < 20; ++y) {
+    std::copy_n(&tight.pixels[y * 90], 90, &padded[y * stride]);
+  }
+  const ConstPixelView view{padded.data(), 30, 20, 3, stride};
+  for (const auto& [ow, oh] : {std::pair{30, 20}, {11, 7}, {45, 31}}) {
+    Image out(ow, oh);
+    resizer.Resize(view, Whole(tight), PixelView::Interleaved(out.pixels.data(), ow, oh));
+    EXPECT_EQ(out.pixels, RunResize(resizer, tight, Whole(tight), ow, oh).pixels);
+  }
+}
+
+TEST(ResizeTest, ReusedResizerMatchesAFreshOne) {
+  Resizer reused;
+  std::mt19937 rng(71);
+  for (int trial = 0; trial < 20; ++trial) {
+    const int w = 5 + static_cast<int>(rng() % 80), h = 5 + static_cast<int>(rng() % 80);
+    const Image src = RandomImage(w, h, trial);
+    const int ow = 1 + static_cast<int>(rng() % 40), oh = 1 + static_cast<int>(rng() % 40);
+    const bool flip = trial % 2 == 1;
+    Resizer fresh;
+    EXPECT_EQ(RunResize(reused, src, Whole(src), ow, oh, flip).pixels,
+              RunResize(fresh, src, Whole(src), ow, oh, flip).pixels);
+  }
+  Resizer moved = std::move(reused);
+  const Image src = RandomImage(20, 20, 1);
+  ExpectMatchesReference(moved, src, Whole(src), 9, 9);
+}
+
+TEST(ResizeTest, TypicalRandomResizedCropMatchesReference) {
+  Resizer resizer;
+  const Image src = PatternImage(300, 260);
+  ExpectMatchesReference(resizer, src, {17.25, 9.5, 290.75, 251.0}, 56, 56);
+}
+
+TEST(CopyPixelsTest, CopiesAndConvertsLayouts) {
+  const Image src = RandomImage(13, 7, 81);
+  for (const bool flip : {false, true}) {
+    Image hwc(13, 7);
+    CopyPixels(src.view(), PixelView::Interleaved(hwc.pixels.data(), 13, 7), flip);
+    std::vector<std::uint8_t> chw(13 * 7 * 3);
+    CopyPixels(src.view(), PixelView::Planar(chw.data(), 13, 7), flip);
+    for (int y = 0; y < 7; ++y) {
+      for (int x = 0; x < 13; ++x) {
+        const int sx = flip ? 12 - x : x;
+        for (int c = 0; c < 3; ++c) {
+          ASSERT_EQ(hwc.at(y, x, c), src.at(y, sx, c));
+          ASSERT_EQ(chw[(c * 7 + y) * 13 + x], src.at(y, sx, c));
+        }
+      }
+    }
+  }
+}
+
+TEST(CopyPixelsTest, RespectsStridesAndGuards) {
+  const Image src = RandomImage(6, 4, 82);
+  const std::ptrdiff_t stride = 6 * 3 + 4;
+  std::vector<std::uint8_t> buffer(stride * 4, 0xA5);
+  CopyPixels(src.view(), PixelView::Interleaved(buffer.data(), 6, 4, 3, stride));
+  for (int y = 0; y < 4; ++y) {
+    for (int i = 0; i < stride; ++i) {
+      if (i < 18) {
+        ASSERT_EQ(buffer[y * stride + i], src.pixels[y * 18 + i]);
+      } else {
+        ASSERT_EQ(buffer[y * stride + i], 0xA5);
+      }
+    }
+  }
+}
+
+TEST(FlipHorizontalTest, MirrorsInterleavedAndPlanar) {
+  for (const int width : {1, 2, 5, 8}) {
+    const Image src = RandomImage(width, 3, 90 + width);
+    Image flipped = src;
+    FlipHorizontal(PixelView::Interleaved(flipped.pixels.data(), width, 3));
+    std::vector<std::uint8_t> planar(src.pixels.size());
+    CopyPixels(src.view(), PixelView::Planar(planar.data(), width, 3));
+    FlipHorizontal(PixelView::Planar(planar.data(), width, 3));
+    for (int y = 0; y < 3; ++y) {
+      for (int x = 0; x < width; ++x) {
+        for (int c = 0; c < 3; ++c) {
+          ASSERT_EQ(flipped.at(y, x, c), src.at(y, width - 1 - x, c));
+          ASSERT_EQ(planar[(c * 3 + y) * width + x], src.at(y, width - 1 - x, c));
+        }
+      }
+    }
+    FlipHorizontal(PixelView::Interleaved(flipped.pixels.data(), width, 3));
+    EXPECT_EQ(flipped.pixels, src.pixels);
+  }
+}
+
+TEST(FlipHorizontalTest, OtherChannelCounts) {
+  std::vector<std::uint8_t> gray = {1, 2, 3, 4, 5, 6, 7};
+  FlipHorizontal(PixelView::Interleaved(gray.data(), 7, 1, 1));
+  EXPECT_EQ(gray, (std::vector<std::uint8_t>{7, 6, 5, 4, 3, 2, 1}));
+  std::vector<std::uint8_t> rgba = {1, 2, 3, 4, 5, 6, 7, 8};
+  FlipHorizontal(PixelView::Interleaved(rgba.data(), 2, 1, 4));
+  EXPECT_EQ(rgba, (std::vector<std::uint8_t>{5, 6, 7, 8, 1, 2, 3, 4}));
+}
+
+}  // namespace
+}  // namespace tilefeed::codecs

@@ -1,0 +1,192 @@
+#include "loader/augment.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+
+#include "codecs/image.h"
+#include "loader/sampler.h"
+
+namespace tilefeed::loader {
+namespace {
+
+using codecs::Rect;
+
+bool Inside(const Rect& rect, int width, int height) {
+  return rect.width >= 1 && rect.height >= 1 && rect.x >= 0 && rect.y >= 0 &&
+         rect.x + rect.width <= width && rect.y + rect.height <= height;
+}
+
+TEST(RandomResizedCrop, AlwaysInsideAndNonEmpty) {
+  SampleRng sizes(123, 0, 0);
+  const RandomResizedCropParams params;
+  for (int trial = 0; trial < 20'000; ++trial) {
+    // Mostly random sizes, plus the extremes the header promises to handle.
+    int width = static_cast<int>(sizes.UniformInt(1, 5000));
+    int height = static_cast<int>(sizes.UniformInt(1, 5000));
+    switch (trial % 5) {
+      case 0:
+        width = 1, height = 1;
+        break;
+      case 1:
+        height = static_cast<int>(sizes.UniformInt(1, 20));
+        break;  // e.g. 5000x20
+      case 2:
+        width = static_cast<int>(sizes.UniformInt(1, 20));
+        break;
+      default:
+        break;
+    }
+    SampleRng rng(static_cast<std::uint64_t>(trial), 1, 2);
+    const Rect rect = RandomResizedCrop(width, height, params, rng);
+    ASSERT_TRUE(Inside(rect, width, height)) << width << "x" << height << " -> " << rect.x << ","
+                                             << rect.y << " " << rect.width << "x" << rect.height;
+  }
+}
+
+TEST(RandomResizedCrop, AreaAndAspectWithinRangesOn500x375) {
+  constexpr int kWidth = 500;
+  constexpr int kHeight = 375;
+  const RandomResizedCropParams params;
+  int fallbacks = 0;
+  double min_fraction = 1;
+  double max_fraction = 0;
+  for (std::uint64_t sample = 0; sample < 20'000; ++sample) {
+    SampleRng rng(9, 0, sample);
+    const Rect rect = RandomResizedCrop(kWidth, kHeight, params, rng);
+    ASSERT_TRUE(Inside(rect, kWidth, kHeight));
+    const bool is_fallback = rect.width == kWidth && rect.height == kHeight;
+    if (is_fallback) {
+      ++fallbacks;
+      continue;
+    }
+    const double fraction =
+        static_cast<double>(rect.width) * rect.height / (static_cast<double>(kWidth) * kHeight);
+    const double aspect = static_cast<double>(rect.width) / rect.height;
+    // Rounding to whole pixels moves area and aspect slightly past the drawn values.
+    EXPECT_GE(fraction, 0.08 * 0.97);
+    EXPECT_LE(fraction, 1.0);
+    EXPECT_GE(aspect, 0.75 * 0.97);
+    EXPECT_LE(aspect, 4.0 / 3.0 * 1.03);
+    min_fraction = std::min(min_fraction, fraction);
+    max_fraction = std::max(max_fraction, fraction);
+  }
+  // The draws must actually span the range, and fallbacks must stay rare on this shape.
+  EXPECT_LT(min_fraction, 0.1);
+  EXPECT_GT(max_fraction, 0.9);
+  EXPECT_LT(fallbacks, 200);
+}
+
+TEST(RandomResizedCrop, PlacementCoversTheImage) {
+  // With scale fixed small, x and y must reach both ends of their ranges.
+  const RandomResizedCropParams params{0.01, 0.01, 1.0, 1.0};
+  int min_x = 1000, max_x = -1, min_y = 1000, max_y = -1;
+  for (std::uint64_t sample = 0; sample < 5000; ++sample) {
+    SampleRng rng(1, 2, sample);
+    const Rect rect = RandomResizedCrop(100, 100, params, rng);
+    ASSERT_EQ(rect.width, 10);
+    ASSERT_EQ(rect.height, 10);
+    min_x = std::min(min_x, rect.x), max_x = std::max(max_x, rect.x);
+    min_y = std::min(min_y, rect.y), max_y = std::max(max_y, rect.y);
+  }
+  EXPECT_EQ(min_x, 0);
+  EXPECT_EQ(max_x, 90);
+  EXPECT_EQ(min_y, 0);
+  EXPECT_EQ(max_y, 90);
+}
+
+TEST(RandomResizedCrop, FallbackIsCentralCropClampedToRatio) {
+  // A scale above 1 never fits, so every call falls back.
+  const RandomResizedCropParams never_fits{2.0, 3.0, 3.0 / 4.0, 4.0 / 3.0};
+  SampleRng rng(0, 0, 0);
+  // Too wide (ratio 4 > 4/3): full height, width = round(100 * 4/3) = 133, centred.
+  EXPECT_EQ(RandomResizedCrop(400, 100, never_fits, rng), (Rect{133, 0, 133, 100}));
+  // Too tall (ratio 1/4 < 3/4): full width, height = round(100 / 0.75) = 133, centred.
+  EXPECT_EQ(RandomResizedCrop(100, 400, never_fits, rng), (Rect{0, 133, 100, 133}));
+  // Inside the range: the whole image.
+  EXPECT_EQ(RandomResizedCrop(120, 100, never_fits, rng), (Rect{0, 0, 120, 100}));
+}
+
+TEST(RandomResizedCrop, DeterministicForTheSameStream) {
+  const RandomResizedCropParams params;
+  for (std::uint64_t sample = 0; sample < 100; ++sample) {
+    SampleRng a(5, 6, sample);
+    SampleRng b(5, 6, sample);
+    ASSERT_EQ(RandomResizedCrop(640, 480, params, a), RandomResizedCrop(640, 480, params, b));
+  }
+  SampleRng c(5, 6, 0);
+  SampleRng d(5, 7, 0);
+  int differing = 0;
+  for (int i = 0; i < 10; ++i) {
+    differing += RandomResizedCrop(640, 480, params, c) != RandomResizedCrop(640, 480, params, d);
+  }
+  EXPECT_GT(differing, 5);
+}
+
+TEST(RandomResizedCrop, RejectsBadArguments) {
+  SampleRng rng(0, 0, 0);
+  const RandomResizedCropParams ok;
+  EXPECT_THROW(RandomResizedCrop(0, 10, ok, rng), std::invalid_argument);
+  EXPECT_THROW(RandomResizedCrop(10, -1, ok, rng), std::invalid_argument);
+  EXPECT_THROW(RandomResizedCrop(10, 10, {0.5, 0.4, 0.75, 1.33}, rng), std::invalid_argument);
+  EXPECT_THROW(RandomResizedCrop(10, 10, {0.0, 1.0, 0.75, 1.33}, rng), std::invalid_argument);
+  EXPECT_THROW(RandomResizedCrop(10, 10, {0.1, 1.0, 1.5, 1.33}, rng), std::invalid_argument);
+  EXPECT_THROW(RandomResizedCrop(10, 10, {0.1, 1.0, -1.0, 1.33}, rng), std::invalid_argument);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_THROW(RandomResizedCrop(10, 10, {0.1, nan, 0.75, 1.33}, rng), std::invalid_argument);
+}
+
+TEST(AugmentCenterCrop, ImageNetEvalOn500x375) {
+  // Resize(256) scales by 256 / 375, so CenterCrop(224) shows 224 * 375 / 256 = 328.1 -> 328
+  // source pixels each way, centred: x = (500 - 328) / 2 = 86, y = round(47 / 2) = 24
+  // (halves to even, as Python's round).
+  EXPECT_EQ(CenterCropAfterResize(500, 375, 256, 224, 224), (Rect{86, 24, 328, 328}));
+  // Portrait: the same numbers with the axes swapped.
+  EXPECT_EQ(CenterCropAfterResize(375, 500, 256, 224, 224), (Rect{24, 86, 328, 328}));
+}
+
+TEST(AugmentCenterCrop, IdentityAndClamping) {
+  // Resize to its own size and crop all of it: the whole image.
+  EXPECT_EQ(CenterCropAfterResize(300, 200, 200, 300, 200), (Rect{0, 0, 300, 200}));
+  // A crop larger than the resized image is clamped to the image.
+  EXPECT_EQ(CenterCropAfterResize(100, 50, 50, 500, 500), (Rect{0, 0, 100, 50}));
+  // Tiny images still give a non-empty rect.
+  EXPECT_EQ(CenterCropAfterResize(1, 1, 256, 224, 224), (Rect{0, 0, 1, 1}));
+  SampleRng sizes(3, 3, 3);
+  for (int i = 0; i < 5000; ++i) {
+    const int width = static_cast<int>(sizes.UniformInt(1, 5000));
+    const int height = static_cast<int>(sizes.UniformInt(1, 5000));
+    const Rect rect = CenterCropAfterResize(width, height, 256, 224, 224);
+    ASSERT_TRUE(Inside(rect, width, height)) << width << "x" << height;
+  }
+}
+
+TEST(AugmentCenterCrop, RejectsBadArguments) {
+  EXPECT_THROW(CenterCropAfterResize(0, 10, 256, 224, 224), std::invalid_argument);
+  EXPECT_THROW(CenterCropAfterResize(10, 10, 0, 224, 224), std::invalid_argument);
+  EXPECT_THROW(CenterCropAfterResize(10, 10, 256, 0, 224), std::invalid_argument);
+  EXPECT_THROW(CenterCropAfterResize(10, 10, 256, 224, -1), std::invalid_argument);
+}
+
+TEST(AugmentFlip, FrequencyFollowsProbability) {
+  int flips = 0;
+  for (std::uint64_t sample = 0; sample < 100'000; ++sample) {
+    SampleRng rng(4, 4, sample);
+    flips += DrawFlip(rng);
+  }
+  EXPECT_NEAR(flips / 100'000.0, 0.5, 0.01);
+  SampleRng rng(4, 4, 4);
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_TRUE(DrawFlip(rng, 1.0));
+    ASSERT_FALSE(DrawFlip(rng, 0.0));
+  }
+  EXPECT_THROW(DrawFlip(rng, -0.1), std::invalid_argument);
+  EXPECT_THROW(DrawFlip(rng, 1.5), std::invalid_argument);
+  EXPECT_THROW(DrawFlip(rng, std::numeric_limits<double>::quiet_NaN()), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace tilefeed::loader

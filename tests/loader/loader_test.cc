@@ -1,0 +1,371 @@
+#include "loader/loader.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "codecs/jpeg_encoder.h"
+#include "loader/cifar.h"
+#include "loader/image_folder.h"
+#include "tests/support/jpeg_maker.h"
+#include "tests/support/temp_dir.h"
+
+namespace tilefeed::loader {
+namespace {
+
+using testing::TempDir;
+
+// A small ImageFolder of real JPEGs with mixed sizes and encodings: 3 classes.
+struct Dataset {
+  TempDir dir{"tilefeed-loader"};
+  std::vector<std::string> bad_files;  // relative paths of the broken ones
+  std::size_t total = 0;
+};
+
+std::unique_ptr<Dataset> MakeDataset(int per_class, int bad_every = 0) {
+  auto d = std::make_unique<Dataset>();
+  int n = 0;
+  for (int c = 0; c < 3; ++c) {
+    for (int i = 0; i < per_class; ++i, ++n) {
+      const std::string rel = "class" + std::to_string(c) + "/img" + std::to_string(i) + ".JPEG";
+      std::vector<std::byte> bytes;
+      if (bad_every > 0 && n % bad_every == bad_every - 1) {
+        // Rotate through broken kinds.
+        switch ((n / bad_every) % 4) {
+          case 0:
+            bytes = testing::MakePngBytes();
+            break;
+          case 1: {
+            bytes = testing::MakeJpeg(64, 48, codecs::EncodeOptions{}, n);
+            bytes.resize(bytes.size() / 3);
+            break;
+          }
+          case 2:
+            break;  // empty
+          default:
+            bytes = testing::MakeTextBytes();
+        }
+        d->bad_files.push_back(rel);
+      } else {
+        codecs::EncodeOptions o;
+        o.progressive = n % 7 == 3;
+        o.subsampling = n % 5 == 1 ? codecs::Subsampling::k444 : codecs::Subsampling::k420;
+        bytes = testing::MakeJpeg(40 + (n * 13) % 90, 36 + (n * 29) % 70, o, n);
+      }
+      testing::WriteFile(d->dir.path() / rel, bytes);
+    }
+  }
+  d->total = static_cast<std::size_t>(n);
+  return d;
+}
+
+struct Collected {
+  std::vector<std::vector<std::uint8_t>> images;  // one entry per batch
+  std::vector<std::int32_t> labels;
+  std::vector<std::uint64_t> indices;
+  std::size_t batches = 0;
+  std::size_t substituted = 0;
+};
+
+Collected RunEpoch(Loader& loader) {
+  Collected out;
+  for (Batch& batch : loader) {
+    EXPECT_EQ(batch.index(), out.batches);
+    out.images.emplace_back(batch.images().begin(), batch.images().end());
+    out.labels.insert(out.labels.end(), batch.labels().begin(), batch.labels().end());
+    out.indices.insert(out.indices.end(), batch.sample_indices().begin(),
+                       batch.sample_indices().end());
+    out.substituted += batch.substituted();
+    ++out.batches;
+  }
+  return out;
+}
+
+LoaderOptions SmallOptions(int workers) {
+  LoaderOptions o;
+  o.batch_size = 8;
+  o.image_size = 24;
+  o.workers = workers;
+  o.prefetch_depth = 3;
+  o.seed = 1234;
+  return o;
+}
+
+TEST(Loader, SameSeedGivesIdenticalBatchesForAnyWorkerCount) {
+  auto data = MakeDataset(14);
+  std::vector<Collected> runs;
+  for (int workers : {1, 2, 4, 2}) {
+    Loader loader(ImageFolder::Open(data->dir.path().string()), SmallOptions(workers));
+    runs.push_back(RunEpoch(loader));
+  }
+  ASSERT_EQ(runs[0].batches, (3 * 14 + 7) / 8);
+  for (std::size_t r = 1; r < runs.size(); ++r) {
+    EXPECT_EQ(runs[r].indices, runs[0].indices) << "run " << r;
+    EXPECT_EQ(runs[r].labels, runs[0].labels) << "run " << r;
+    EXPECT_TRUE(runs[r].images == runs[0].images) << "pixels differ in run " << r;
+  }
+  // A different seed changes the order.
+  LoaderOptions other = SmallOptions(2);
+  other.seed = 99;
+  Loader loader(ImageFolder::Open(data->dir.path().string()), other);
+  EXPECT_NE(RunEpoch(loader).indices, runs[0].indices);
+}
+
+TEST(Loader, EveryEpochDeliversEverySampleOnceAndThenEnds) {
+  auto data = MakeDataset(10);
+  LoaderOptions o = SmallOptions(2);
+  o.epochs = 3;
+  Loader loader(ImageFolder::Open(data->dir.path().string()), o);
+  std::vector<std::uint64_t> first;
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    const Collected c = RunEpoch(loader);
+    std::vector<std::uint64_t> sorted = c.indices;
+    std::sort(sorted.begin(), sorted.end());
+    std::vector<std::uint64_t> all(data->total);
+    for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+    EXPECT_EQ(sorted, all) << "epoch " << epoch;
+    if (epoch == 0) first = c.indices;
+    if (epoch == 1) EXPECT_NE(c.indices, first) << "epochs must be shuffled differently";
+    // Labels follow the class directories.
+    for (std::size_t i = 0; i < c.indices.size(); ++i) {
+      EXPECT_EQ(c.labels[i], static_cast<std::int32_t>(c.indices[i] / 10));
+    }
+  }
+  EXPECT_FALSE(loader.Next().has_value());  // all epochs done
+  EXPECT_FALSE(loader.Next().has_value());
+}
+
+TEST(Loader, InstanceShardsAreDisjointAndCoverTheEpoch) {
+  auto data = MakeDataset(11);  // 33 samples over 4 instances: padded to 36
+  std::multiset<std::uint64_t> seen;
+  std::size_t batches = 0;
+  for (int i = 0; i < 4; ++i) {
+    LoaderOptions o = SmallOptions(2);
+    o.batch_size = 3;
+    o.shard = {i, 4};
+    Loader loader(ImageFolder::Open(data->dir.path().string()), o);
+    EXPECT_EQ(loader.samples_per_epoch(), 9u);
+    const Collected c = RunEpoch(loader);
+    if (i == 0) batches = c.batches;
+    EXPECT_EQ(c.batches, batches) << "instances must run the same number of steps";
+    seen.insert(c.indices.begin(), c.indices.end());
+  }
+  EXPECT_EQ(seen.size(), 36u);
+  std::size_t repeats = 0;
+  for (std::uint64_t i = 0; i < data->total; ++i) {
+    ASSERT_GE(seen.count(i), 1u) << "sample " << i << " was not delivered";
+    repeats += seen.count(i) - 1;
+  }
+  EXPECT_EQ(repeats, 3u);  // only the padding repeats
+}
+
+TEST(Loader, SkipPolicyReplacesAndReportsEveryBadSample) {
+  auto data = MakeDataset(20, 6);  // 10 of 60 broken
+  std::mutex m;
+  std::vector<BadSample> reported;
+  LoaderOptions o = SmallOptions(2);
+  // The loader runs ahead into the next epoch, so count this epoch's reports only.
+  o.on_bad_sample = [&](const BadSample& b) {
+    std::lock_guard lock(m);
+    if (b.epoch == 0) reported.push_back(b);
+  };
+  auto source = ImageFolder::Open(data->dir.path().string());
+  Loader loader(std::move(source), o);
+  const Collected c = RunEpoch(loader);
+  EXPECT_EQ(c.indices.size(), data->total);  // full batches all the same
+  EXPECT_EQ(c.substituted, data->bad_files.size());
+  ASSERT_EQ(reported.size(), data->bad_files.size());
+  std::set<std::string> where;
+  for (const BadSample& b : reported) {
+    where.insert(b.where);
+    EXPECT_FALSE(b.reason.empty());
+  }
+  for (const std::string& rel : data->bad_files) {
+    const std::string path = (data->dir.path() / rel).string();
+    EXPECT_TRUE(where.count(path)) << path << " was not reported";
+  }
+  // Good samples all arrive; bad ones never do.
+  const std::set<std::uint64_t> delivered(c.indices.begin(), c.indices.end());
+  EXPECT_EQ(delivered.size(), data->total - data->bad_files.size());
+  loader.Stop();
+  std::size_t first_epoch_bad = 0;
+  for (const BadSample& b : loader.bad_samples()) first_epoch_bad += b.epoch == 0;
+  EXPECT_EQ(first_epoch_bad, data->bad_files.size());
+  EXPECT_GE(loader.metrics().bad_samples, data->bad_files.size());
+
+  // The substitutes are deterministic too.
+  Loader again(ImageFolder::Open(data->dir.path().string()), SmallOptions(1));
+  EXPECT_EQ(RunEpoch(again).indices, c.indices);
+}
+
+TEST(Loader, FailPolicySurfacesThePathOnTheConsumerThread) {
+  auto data = MakeDataset(8, 5);
+  LoaderOptions o = SmallOptions(2);
+  o.bad_sample_policy = BadSamplePolicy::kFail;
+  o.shuffle = false;  // the first bad file in order is known
+  Loader loader(ImageFolder::Open(data->dir.path().string()), o);
+  std::string message;
+  try {
+    while (loader.Next()) {
+    }
+  } catch (const LoaderError& e) {
+    message = e.what();
+  }
+  ASSERT_FALSE(message.empty()) << "no error surfaced";
+  EXPECT_NE(message.find(data->bad_files.front()), std::string::npos) << message;
+  EXPECT_THROW(loader.Next(), LoaderError);  // and it stays failed
+}
+
+TEST(Loader, StopsPromptlyMidEpochUnderLoad) {
+  auto data = MakeDataset(30);
+  for (int taken : {0, 1, 2}) {
+    LoaderOptions o = SmallOptions(2);
+    o.batch_size = 4;
+    o.image_size = 160;
+    o.epochs = 0;  // endless
+    auto loader = std::make_unique<Loader>(ImageFolder::Open(data->dir.path().string()), o);
+    std::vector<Batch> held;
+    for (int i = 0; i < taken; ++i) held.push_back(*loader->Next());
+    held.clear();  // slots go back before the loader goes
+    const auto start = std::chrono::steady_clock::now();
+    loader->Stop();
+    EXPECT_FALSE(loader->Next().has_value());
+    loader.reset();
+    // Generous: one decode per worker plus a poll interval, not a timing assertion of speed.
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  }
+}
+
+TEST(Loader, BatchesHeldByTheConsumerBoundTheWork) {
+  auto data = MakeDataset(10);
+  LoaderOptions o = SmallOptions(2);
+  o.batch_size = 2;
+  o.prefetch_depth = 3;
+  Loader loader(ImageFolder::Open(data->dir.path().string()), o);
+  std::vector<Batch> held;
+  for (int i = 0; i < 3; ++i) held.push_back(*loader.Next());  // every slot is out
+  EXPECT_EQ(loader.metrics().images, 6u);                      // so nothing else could be decoded
+  held.erase(held.begin());
+  auto next = loader.Next();  // a returned slot lets the next batch through
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->index(), 3u);
+  EXPECT_EQ(loader.metrics().slot_bytes, 2u * 24 * 24 * 3 + 2 * (4 + 8));
+}
+
+TEST(Loader, NchwIsTheTransposeOfNhwc) {
+  auto data = MakeDataset(4);
+  LoaderOptions o = SmallOptions(2);
+  Loader nhwc(ImageFolder::Open(data->dir.path().string()), o);
+  o.layout = Layout::kNchw;
+  Loader nchw(ImageFolder::Open(data->dir.path().string()), o);
+  const Collected a = RunEpoch(nhwc), b = RunEpoch(nchw);
+  ASSERT_EQ(a.batches, b.batches);
+  const int s = 24;
+  for (std::size_t k = 0; k < a.images.size(); ++k) {
+    const std::size_t n = a.images[k].size() / (s * s * 3);
+    for (std::size_t i = 0; i < n; ++i) {
+      for (int p = 0; p < s * s; ++p) {
+        for (int c = 0; c < 3; ++c) {
+          ASSERT_EQ(a.images[k][(i * s * s + p) * 3 + c], b.images[k][(i * 3 + c) * s * s + p]);
+        }
+      }
+    }
+  }
+}
+
+TEST(Loader, DropLastBatchAndPartialLastBatch) {
+  auto data = MakeDataset(5);  // 15 samples
+  LoaderOptions o = SmallOptions(1);
+  o.batch_size = 4;
+  {
+    Loader loader(ImageFolder::Open(data->dir.path().string()), o);
+    EXPECT_EQ(loader.batches_per_epoch(), 4u);
+    std::vector<std::size_t> sizes;
+    for (Batch& b : loader) sizes.push_back(b.size());
+    EXPECT_EQ(sizes, (std::vector<std::size_t>{4, 4, 4, 3}));
+  }
+  o.drop_last_batch = true;
+  Loader loader(ImageFolder::Open(data->dir.path().string()), o);
+  EXPECT_EQ(loader.batches_per_epoch(), 3u);
+  EXPECT_EQ(RunEpoch(loader).indices.size(), 12u);
+}
+
+TEST(Loader, RejectsBadOptions) {
+  auto data = MakeDataset(2);
+  auto make = [&](auto edit) {
+    LoaderOptions o = SmallOptions(1);
+    edit(o);
+    return Loader(ImageFolder::Open(data->dir.path().string()), o);
+  };
+  EXPECT_THROW(make([](LoaderOptions& o) { o.batch_size = 0; }), std::invalid_argument);
+  EXPECT_THROW(make([](LoaderOptions& o) { o.prefetch_depth = 0; }), std::invalid_argument);
+  EXPECT_THROW(make([](LoaderOptions& o) { o.shard = {2, 2}; }), std::invalid_argument);
+  EXPECT_THROW(make([](LoaderOptions& o) {
+                 o.batch_size = 100;
+                 o.drop_last_batch = true;
+               }),
+               std::invalid_argument);
+}
+
+TEST(Loader, EvalModeIsTheSameEveryEpochUpToOrder) {
+  auto data = MakeDataset(4);
+  LoaderOptions o = SmallOptions(2);
+  o.mode = Mode::kEval;
+  o.eval_resize = 32;
+  o.epochs = 2;
+  Loader loader(ImageFolder::Open(data->dir.path().string()), o);
+  std::map<std::uint64_t, std::vector<std::uint8_t>> first;
+  const std::size_t image = 24 * 24 * 3;
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    for (Batch& b : loader) {
+      for (std::size_t i = 0; i < b.size(); ++i) {
+        std::vector<std::uint8_t> px(b.images().begin() + i * image,
+                                     b.images().begin() + (i + 1) * image);
+        const std::uint64_t idx = b.sample_indices()[i];
+        if (epoch == 0) {
+          first[idx] = px;
+        } else {
+          EXPECT_EQ(first[idx], px) << "sample " << idx;
+        }
+      }
+    }
+  }
+}
+
+TEST(Loader, RawCifarSamplesPassThroughUnchangedAtTheirOwnSize) {
+  TempDir dir("tilefeed-cifar");
+  std::vector<std::byte> records;
+  for (int r = 0; r < 10; ++r) {
+    records.push_back(std::byte(r % 10));
+    for (int i = 0; i < 3072; ++i) records.push_back(std::byte((i * 7 + r * 31) & 0xFF));
+  }
+  testing::WriteFile(dir.path() / "test_batch.bin", records);
+  LoaderOptions o = SmallOptions(2);
+  o.image_size = 32;
+  o.mode = Mode::kEval;
+  o.eval_resize = 32;
+  o.batch_size = 5;
+  Loader loader(Cifar10::Open(dir.path().string(), CifarSplit::kTest), o);
+  for (Batch& b : loader) {
+    for (std::size_t i = 0; i < b.size(); ++i) {
+      const std::uint64_t r = b.sample_indices()[i];
+      EXPECT_EQ(b.labels()[i], static_cast<std::int32_t>(r % 10));
+      for (int y = 0; y < 32; ++y) {
+        for (int x = 0; x < 32; ++x) {
+          for (int c = 0; c < 3; ++c) {
+            const auto expected = std::uint8_t(((c * 1024 + y * 32 + x) * 7 + r * 31) & 0xFF);
+            ASSERT_EQ(b.images()[i * 3072 + (y * 32 + x) * 3 + c], expected);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tilefeed::loader
