@@ -175,7 +175,9 @@ TEST(JpegCrop, MatchesFullDecodeCropResize) {
             const double psnr = Psnr(out.data(), ref.data(), out.size());
             EXPECT_GE(psnr, 35.0) << "scale " << report.scale_eighths << "/8";
             // At full scale the crop decode yields the very same pixels.
-            if (report.scale_eighths == 8) EXPECT_TRUE(out == ref) << "psnr " << psnr;
+            if (report.scale_eighths == 8) {
+              EXPECT_TRUE(out == ref) << "psnr " << psnr;
+            }
           }
         }
       }

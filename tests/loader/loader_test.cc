@@ -130,7 +130,9 @@ TEST(Loader, EveryEpochDeliversEverySampleOnceAndThenEnds) {
     for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
     EXPECT_EQ(sorted, all) << "epoch " << epoch;
     if (epoch == 0) first = c.indices;
-    if (epoch == 1) EXPECT_NE(c.indices, first) << "epochs must be shuffled differently";
+    if (epoch == 1) {
+      EXPECT_NE(c.indices, first) << "epochs must be shuffled differently";
+    }
     // Labels follow the class directories.
     for (std::size_t i = 0; i < c.indices.size(); ++i) {
       EXPECT_EQ(c.labels[i], static_cast<std::int32_t>(c.indices[i] / 10));

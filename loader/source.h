@@ -1,0 +1,85 @@
+#pragma once
+
+// A Source is a dataset seen as an indexed array of encoded samples: size() samples,
+// each read by index into a caller-owned byte buffer together with its label and
+// encoding. The loader asks a Source only for bytes; decoding belongs to codecs/. Built-in
+// sources are ImageFolder (loader/image_folder.h) and Cifar10 (loader/cifar.h); users
+// write their own by implementing size(), Read(), Describe() and Label().
+//
+// Ownership: a Source owns its index (paths, open files) and nothing the caller passes
+// in; Read() writes into the caller's buffer and keeps no reference to it.
+//
+// Thread safety: every const member function may be called concurrently from any number
+// of threads once the Source is constructed. Decode workers call Read() in parallel, each
+// with its own buffer, so implementations use positional I/O (pread) or immutable state.
+//
+// Errors: a sample that cannot be read is a SourceError naming the sample (a path or a
+// record id) and the reason. The loader's bad-sample policy decides whether to skip it.
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace tilefeed::loader {
+
+// How a sample's bytes are encoded; tells the decode stage which codec to use.
+enum class SampleCodec {
+  kEncoded,  // an image file's bytes; JPEG expected (the codec names other formats)
+  kRawHwc,   // uint8 pixels, height x width x channels, tightly packed
+  kLz4Raw,   // a codecs/raw.h tensor (header + LZ4 block)
+};
+
+// What Read() learned about a sample besides its bytes.
+struct SampleInfo {
+  std::int32_t label = 0;
+  SampleCodec codec = SampleCodec::kEncoded;
+  int height = 0;    // set only for kRawHwc
+  int width = 0;     // set only for kRawHwc
+  int channels = 0;  // set only for kRawHwc
+};
+
+// A sample or dataset that cannot be read. what() is where() + ": " + reason().
+class SourceError : public std::runtime_error {
+ public:
+  // `where` names the thing that failed (a path, "file#record", a root directory).
+  SourceError(std::string where, std::string reason);
+
+  const std::string& where() const noexcept { return where_; }
+  const std::string& reason() const noexcept { return reason_; }
+
+ private:
+  std::string where_;
+  std::string reason_;
+};
+
+class Source {
+ public:
+  virtual ~Source() = default;
+
+  // The number of samples; indices run from 0 to size() - 1.
+  virtual std::size_t size() const = 0;
+
+  // Reads sample `index` into `buffer`, resized to the sample's length, and returns its
+  // label and encoding. The buffer's capacity is reused, so steady-state reads do not
+  // allocate. Throws SourceError naming the sample. Safe to call concurrently, each
+  // caller with its own buffer.
+  // REQUIRES: index < size().
+  virtual SampleInfo Read(std::size_t index, std::vector<std::byte>& buffer) const = 0;
+
+  // Names sample `index` for messages: a file path or a record id.
+  // REQUIRES: index < size().
+  virtual std::string Describe(std::size_t index) const = 0;
+
+  // Class names indexed by label, or an empty vector if the source has none. The
+  // reference stays valid as long as the Source.
+  virtual const std::vector<std::string>& class_names() const;
+
+  // The label of sample `index` without reading its bytes (for reporting and class
+  // balance). May throw SourceError.
+  // REQUIRES: index < size().
+  virtual std::int32_t Label(std::size_t index) const = 0;
+};
+
+}  // namespace tilefeed::loader

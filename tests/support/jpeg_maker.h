@@ -1,0 +1,46 @@
+#pragma once
+
+// Test data made at run time: synthetic photographs, JPEGs of them with any encoder
+// option, small valid files of other formats, and PSNR for comparing decode paths.
+//
+// SyntheticPhoto content compresses like a photograph (smooth gradients, a few soft blobs
+// and edges, mild low-amplitude texture), so JPEG artefacts stay small and two decode
+// paths of the same file (full vs. DCT-scaled, ROI vs. whole) can be compared by PSNR.
+// Everything is a pure function of its arguments: the same seed gives the same bytes.
+//
+// Note: inside namespace tilefeed, `testing::Test` names this namespace; write
+// `::testing::Test` for GoogleTest's.
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "codecs/jpeg_encoder.h"
+
+namespace tilefeed::testing {
+
+// Interleaved width x height x channels pixels, rows packed. channels: 1 (gray), 3 (RGB)
+// or 4 (CMYK in Adobe's inverted convention, C * K / 255 ~ R, as EncodeJpeg expects).
+// REQUIRES: width, height > 0; channels is 1, 3 or 4.
+std::vector<std::uint8_t> SyntheticPhoto(int width, int height, int channels, std::uint64_t seed);
+
+// A JPEG of SyntheticPhoto(width, height, channels, seed) encoded with `options`
+// (for channels == 4 set options.jpeg_color_space to kCmyk or kYcck).
+// Throws codecs::EncodeError for options the encoder refuses.
+std::vector<std::byte> MakeJpeg(int width, int height, const codecs::EncodeOptions& options,
+                                std::uint64_t seed = 1, int channels = 3);
+
+// A valid RGB PNG (zlib stored blocks, correct CRCs and Adler-32) of a gradient.
+std::vector<std::byte> MakePngBytes(int width = 8, int height = 8);
+// A valid 1x1 GIF89a.
+std::vector<std::byte> MakeGifBytes();
+// A valid 2x2 24-bit BMP.
+std::vector<std::byte> MakeBmpBytes();
+// Plain ASCII text, a frequent stray file in image folders.
+std::vector<std::byte> MakeTextBytes();
+
+// Peak signal-to-noise ratio in dB of two n-byte uint8 buffers; +infinity when they are
+// equal. REQUIRES: n > 0.
+double Psnr(const std::uint8_t* a, const std::uint8_t* b, std::size_t n);
+
+}  // namespace tilefeed::testing
