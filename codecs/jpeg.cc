@@ -487,12 +487,13 @@ DecodeReport JpegDecoder::DecodeInto(std::span<const std::byte> jpeg, const Crop
   const auto scaled_width = static_cast<std::int64_t>(cinfo.output_width);
   const auto scaled_height = static_cast<std::int64_t>(cinfo.output_height);
 
-  // The crop in scaled pixels, widened to whole pixels and then by one scaled iMCU on
+  // The crop in scaled pixels, widened to whole pixels and then by one chroma sample on
   // every side: libjpeg's fancy (triangle) chroma upsampling treats the edges of a
   // cropped or skipped-to region as image edges, so without the margin the crop's
-  // border pixels of subsampled files would differ from a full decode.
-  const std::int64_t margin_x = std::int64_t{cinfo.max_h_samp_factor} * n;
-  const std::int64_t margin_y = std::int64_t{cinfo.max_v_samp_factor} * n;
+  // border pixels of subsampled files would differ from a full decode. With it they are
+  // bit-identical (jpeg_test checks), at the cost of a few rows and columns.
+  const std::int64_t margin_x = cinfo.max_h_samp_factor;
+  const std::int64_t margin_y = cinfo.max_v_samp_factor;
   const std::int64_t x0 = std::max<std::int64_t>(std::int64_t{crop.x} * n / 8 - margin_x, 0);
   const std::int64_t y0 = std::max<std::int64_t>(std::int64_t{crop.y} * n / 8 - margin_y, 0);
   const std::int64_t x1 =

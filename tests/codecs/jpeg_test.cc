@@ -194,14 +194,15 @@ TEST(JpegCrop, UsesDctScalingAndDecodesOnlyTheCropRows) {
                                                  PixelView::Interleaved(out.data(), 224, 224));
   const DecodeReport middle = decoder.DecodeInto(jpeg, CropPlan{{400, 100, 900, 900}},
                                                  PixelView::Interleaved(out.data(), 224, 224));
-  // Rows 25 .. 250 at 1/4, plus the 4-row margin on both sides: nothing below row 254.
-  EXPECT_EQ(middle.decoded.y, 21);
-  EXPECT_EQ(middle.decoded.height, 233);
+  // Rows 25 .. 250 at 1/4, plus one chroma row (2 rows at 4:2:0) of margin on both
+  // sides: nothing below row 252.
+  EXPECT_EQ(middle.decoded.y, 23);
+  EXPECT_EQ(middle.decoded.height, 229);
   EXPECT_EQ(report.scale_eighths, 2);  // 900 * 2/8 = 225 >= 224
-  // Scaled by 1/4 the crop is rows 75 .. 300 (the bottom edge); with one 4-row iMCU of
-  // margin above for the chroma upsampler, rows 71 .. 300 are decoded.
-  EXPECT_EQ(report.decoded.y, 71);
-  EXPECT_EQ(report.decoded.height, 229);
+  // Scaled by 1/4 the crop is rows 75 .. 300 (the bottom edge); with one chroma row of
+  // margin above for the chroma upsampler, rows 73 .. 300 are decoded.
+  EXPECT_EQ(report.decoded.y, 73);
+  EXPECT_EQ(report.decoded.height, 227);
   EXPECT_LE(report.decoded.x, 100);
   EXPECT_GE(report.decoded.x + report.decoded.width, 325);
   EXPECT_LT(report.decoded.width, 400);  // columns outside the crop's iMCUs are skipped
