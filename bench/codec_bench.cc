@@ -1,5 +1,5 @@
 // codec_bench: what crop-before-decode buys, measured side by side on the same files in
-// one run, on one thread.
+// one run.
 //
 // All files are read into memory first, so the figures are decode-bound. The modes run
 // round-robin, --reps times each, and the median is reported:
@@ -12,18 +12,28 @@
 //             a full decode that no crop or DCT scaling can skip
 //   resize    the resize step of rrc alone, on the same region sizes
 // and the ratios rrc/full and entropy/full explain each other.
+//
+// --threads N runs every pass on N threads, each with its own decoder, resizer and
+// buffers (as the loader's workers have), the files split round-robin (thread t takes
+// files t, t+N, ...); a pass ends when the slowest thread does. --only MODE runs one mode
+// alone, one timed pass by default: `--only full --threads W` is the bare full-decode
+// reference that bench/compare.sh sets beside the loader on the same W cores.
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "codecs/jpeg.h"
@@ -56,10 +66,10 @@ std::vector<File> LoadCorpus(const std::filesystem::path& root, std::size_t limi
   files.reserve(paths.size());
   for (auto& path : paths) {
     std::ifstream in(path, std::ios::binary);
-    std::vector<char> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    File file{std::move(path), std::vector<std::byte>(data.size())};
-    std::memcpy(file.bytes.data(), data.data(), data.size());
-    files.push_back(std::move(file));
+    std::vector<std::byte> bytes(std::filesystem::file_size(path));
+    in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    if (!in) throw std::runtime_error("cannot read " + path);
+    files.push_back({std::move(path), std::move(bytes)});
   }
   return files;
 }
@@ -69,27 +79,112 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+// One file and what the probe found out about it.
+struct Job {
+  const File* file;
+  codecs::ImageInfo info;
+  codecs::CropPlan plan;
+  codecs::Rect decoded;
+};
+
+// What one thread owns: one codec handle per thread, and its own output buffers so
+// threads never write the same cache lines.
+struct Worker {
+  Worker(const codecs::JpegOptions& options, std::size_t max_pixels, int size)
+      : decoder(options),
+        full_out(max_pixels * 3),
+        crop_out(std::size_t(size) * size * 3),
+        region(max_pixels * 3, 128) {}
+
+  codecs::JpegDecoder decoder;
+  codecs::Resizer resizer;
+  std::vector<std::uint8_t> full_out;  // zero-filled here, so no page faults while timed
+  std::vector<std::uint8_t> crop_out;
+  std::vector<std::uint8_t> region;  // a stand-in decoded region for the resize-only mode
+  std::size_t errors = 0;            // DecodeErrors met while timed (none expected)
+};
+
+using ModeFn = std::function<void(Worker&, const Job&)>;
+
+// Runs `fn` over jobs[0, count) on workers.size() threads, thread t taking jobs t, t+N,
+// ... (round-robin), and returns the wall time from the first thread's start to the
+// last one's end. One thread runs in the caller. A DecodeError counts as an error of the
+// worker; anything else is rethrown here.
+double RunPass(const ModeFn& fn, const std::vector<Job>& jobs, std::size_t count,
+               std::vector<std::unique_ptr<Worker>>& workers) {
+  const std::size_t n = workers.size();
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  auto slice = [&](std::size_t t) {
+    try {
+      Worker& worker = *workers[t];
+      for (std::size_t i = t; i < count; i += n) {
+        try {
+          fn(worker, jobs[i]);
+        } catch (const codecs::DecodeError&) {
+          ++worker.errors;
+        }
+      }
+    } catch (...) {
+      std::lock_guard lock(failure_mutex);
+      if (!failure) failure = std::current_exception();
+    }
+  };
+  const auto start = Clock::now();
+  if (n == 1) {
+    slice(0);
+  } else {
+    std::vector<std::jthread> threads;
+    threads.reserve(n);
+    for (std::size_t t = 0; t < n; ++t) threads.emplace_back(slice, t);
+  }  // the jthreads join here
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (failure) std::rethrow_exception(failure);
+  return seconds;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"codec_bench: full decode vs crop-before-decode + resize, one thread, one run"};
+  CLI::App app{
+      "codec_bench: full decode vs crop-before-decode + resize, side by side in one run\n"
+      "(one thread unless --threads); --only full --threads N is the bare full-decode\n"
+      "reference on N cores. Last line: images_per_s=... (rrc, or the --only mode)"};
   std::string data;
   std::size_t max_files = 2000;
   int size = 224;
   int reps = 3;
+  int threads = 1;
+  std::size_t warmup = 100;
+  std::string only;
   std::string scales = "pow2";
   bool fast_dct = false;
   bool json = false;
   app.add_option("--data", data, "corpus root (its train/ split is used if present) or folder")
       ->required();
-  app.add_option("--files", max_files, "use at most this many files (sorted by path)");
-  app.add_option("--size", size, "RandomResizedCrop output side");
-  app.add_option("--reps", reps, "round-robin repetitions; the median is reported");
+  app.add_option("--files", max_files, "use at most this many files (sorted by path)")
+      ->capture_default_str();
+  app.add_option("--size", size, "RandomResizedCrop output side")->capture_default_str();
+  app.add_option("--reps", reps,
+                 "round-robin repetitions; the median is reported (default 3; 1 with --only)");
+  app.add_option("--threads", threads,
+                 "decode threads, each with its own decoder; files split round-robin")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  app.add_option("--only", only, "run this mode alone: full, rrc, entropy or resize")
+      ->check(CLI::IsMember({"full", "rrc", "entropy", "resize"}));
+  app.add_option("--warmup", warmup, "untimed decodes per mode before timing, over all threads")
+      ->capture_default_str();
   app.add_option("--scales", scales, "DCT scales: pow2 (1/2,1/4,1/8) or eighths (n/8)")
       ->check(CLI::IsMember({"pow2", "eighths"}));
   app.add_flag("--fast-dct", fast_dct, "libjpeg's fast integer IDCT");
   app.add_flag("--json", json, "also print one JSON line");
   CLI11_PARSE(app, argc, argv);
+  if (!only.empty() && app.count("--reps") == 0) reps = 1;
+  if (reps < 1) {
+    std::fprintf(stderr, "codec_bench: --reps must be >= 1\n");
+    return 2;
+  }
 
   std::filesystem::path root(data);
   if (!std::filesystem::is_directory(root)) {
@@ -97,7 +192,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (std::filesystem::is_directory(root / "train")) root /= "train";
-  const std::vector<File> files = LoadCorpus(root, max_files);
+  std::vector<File> files;
+  try {
+    files = LoadCorpus(root, max_files);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "codec_bench: %s\n", e.what());
+    return 2;
+  }
   if (files.empty()) {
     std::fprintf(stderr, "codec_bench: no .jpg/.jpeg files under %s\n", root.c_str());
     return 2;
@@ -107,23 +208,16 @@ int main(int argc, char** argv) {
   options.scales = scales == "pow2" ? codecs::DctScales::kPowersOfTwo : codecs::DctScales::kEighths;
   options.fast_dct = fast_dct;
   options.corrupt_data = codecs::CorruptDataPolicy::kAccept;
-  codecs::JpegDecoder decoder(options);
-  codecs::Resizer resizer;
+  codecs::JpegDecoder probe(options);
 
   // Probe once: sizes, the crops, and which files decode at all (PNGs named .JPEG are
   // skipped by every mode alike).
-  struct Job {
-    const File* file;
-    codecs::ImageInfo info;
-    codecs::CropPlan plan;
-    codecs::Rect decoded;
-  };
   std::vector<Job> jobs;
   std::size_t max_pixels = 0;
   std::size_t skipped = 0;
   for (std::size_t i = 0; i < files.size(); ++i) {
     try {
-      const codecs::ImageInfo info = decoder.ReadInfo(files[i].bytes);
+      const codecs::ImageInfo info = probe.ReadInfo(files[i].bytes);
       loader::SampleRng rng(0, 0, i);
       codecs::CropPlan plan{loader::RandomResizedCrop(info.width, info.height, {}, rng),
                             loader::DrawFlip(rng)};
@@ -133,67 +227,114 @@ int main(int argc, char** argv) {
       ++skipped;
     }
   }
-  std::vector<std::uint8_t> full_out(max_pixels * 3);
+  if (jobs.empty()) {
+    std::fprintf(stderr, "codec_bench: none of the %zu files under %s is a decodable JPEG\n",
+                 files.size(), root.c_str());
+    return 2;
+  }
+
+  // The resize mode needs the region sizes rrc decodes, and the side-by-side report
+  // shows their scales: one untimed rrc pass finds them.
   std::vector<std::uint8_t> crop_out(std::size_t(size) * size * 3);
-  const codecs::PixelView crop_view = codecs::PixelView::Interleaved(crop_out.data(), size, size);
+  const codecs::PixelView probe_view = codecs::PixelView::Interleaved(crop_out.data(), size, size);
   std::map<int, int> scale_histogram;
   double decoded_pixels = 0;
-  for (Job& job : jobs) {
-    const codecs::DecodeReport report = decoder.DecodeInto(job.file->bytes, job.plan, crop_view);
-    job.decoded = report.decoded;
-    scale_histogram[report.scale_eighths]++;
-    decoded_pixels += double(report.decoded.width) * report.decoded.height;
+  if (only.empty() || only == "resize") {
+    for (Job& job : jobs) {
+      const codecs::DecodeReport report = probe.DecodeInto(job.file->bytes, job.plan, probe_view);
+      job.decoded = report.decoded;
+      scale_histogram[report.scale_eighths]++;
+      decoded_pixels += double(report.decoded.width) * report.decoded.height;
+    }
   }
-  std::vector<std::uint8_t> region(max_pixels * 3, 128);
 
-  auto run_full = [&] {
-    for (const Job& job : jobs) {
-      decoder.DecodeFull(job.file->bytes, codecs::PixelView::Interleaved(
-                                              full_out.data(), job.info.width, job.info.height));
-    }
+  std::vector<std::unique_ptr<Worker>> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.push_back(std::make_unique<Worker>(options, max_pixels, size));
+  }
+
+  auto run_full = [](Worker& w, const Job& job) {
+    w.decoder.DecodeFull(job.file->bytes, codecs::PixelView::Interleaved(
+                                              w.full_out.data(), job.info.width, job.info.height));
   };
-  auto run_rrc = [&] {
-    for (const Job& job : jobs) decoder.DecodeInto(job.file->bytes, job.plan, crop_view);
+  auto run_rrc = [size](Worker& w, const Job& job) {
+    w.decoder.DecodeInto(job.file->bytes, job.plan,
+                         codecs::PixelView::Interleaved(w.crop_out.data(), size, size));
   };
-  auto run_entropy = [&] {
-    for (const Job& job : jobs) decoder.EntropyDecode(job.file->bytes);
-  };
-  auto run_resize = [&] {
-    for (const Job& job : jobs) {
-      const codecs::Rect& d = job.decoded;
-      const double s = double(d.width) / std::max(1, job.plan.crop.width);
-      codecs::ConstPixelView src{region.data(), d.width, d.height, 3, std::ptrdiff_t{d.width} * 3};
-      codecs::SourceBox box{0.25, 0.25, std::max(1.0, d.width - 0.25 * s),
-                            std::max(1.0, d.height - 0.25 * s)};
-      resizer.Resize(src, box, crop_view, job.plan.flip);
-    }
+  auto run_entropy = [](Worker& w, const Job& job) { w.decoder.EntropyDecode(job.file->bytes); };
+  auto run_resize = [size](Worker& w, const Job& job) {
+    const codecs::Rect& d = job.decoded;
+    const double s = double(d.width) / std::max(1, job.plan.crop.width);
+    codecs::ConstPixelView src{w.region.data(), d.width, d.height, 3, std::ptrdiff_t{d.width} * 3};
+    codecs::SourceBox box{0.25, 0.25, std::max(1.0, d.width - 0.25 * s),
+                          std::max(1.0, d.height - 0.25 * s)};
+    w.resizer.Resize(src, box, codecs::PixelView::Interleaved(w.crop_out.data(), size, size),
+                     job.plan.flip);
   };
   struct Mode {
     const char* name;
-    std::function<void()> run;
+    ModeFn run;
     std::vector<double> rates;
   };
   std::vector<Mode> modes = {{"full", run_full, {}},
                              {"rrc", run_rrc, {}},
                              {"entropy", run_entropy, {}},
                              {"resize", run_resize, {}}};
-  for (int r = 0; r < reps; ++r) {
-    for (Mode& mode : modes) {
-      const auto start = Clock::now();
-      mode.run();
-      const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-      mode.rates.push_back(double(jobs.size()) / seconds);
-    }
+  if (!only.empty()) {
+    std::erase_if(modes, [&](const Mode& mode) { return mode.name != only; });
   }
+
+  try {
+    // Untimed warm-up: code and tables hot, every thread's buffers touched.
+    for (Mode& mode : modes) RunPass(mode.run, jobs, std::min(warmup, jobs.size()), workers);
+    for (auto& worker : workers) worker->errors = 0;
+    for (int r = 0; r < reps; ++r) {
+      for (Mode& mode : modes) {
+        const double seconds = RunPass(mode.run, jobs, jobs.size(), workers);
+        mode.rates.push_back(double(jobs.size()) / seconds);
+      }
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "codec_bench: %s\n", e.what());
+    return 1;
+  }
+  std::size_t errors = 0;
+  for (const auto& worker : workers) errors += worker->errors;
+  if (errors > 0) {
+    std::fprintf(stderr, "codec_bench: warning: %zu decode errors in the timed passes\n", errors);
+  }
+  const char* thread_word = threads == 1 ? "thread" : "threads";
+
+  if (!only.empty()) {
+    const Mode& mode = modes.front();
+    const double ips = Median(mode.rates);
+    std::printf(
+        "codec_bench: %zu files from %s (%zu not decodable, skipped), %d %s, %s only, "
+        "median of %d after %zu warm-up decodes\n",
+        jobs.size(), root.c_str(), skipped, threads, thread_word, mode.name, reps,
+        std::min(warmup, jobs.size()));
+    std::printf("  %-8s %10.1f images/s  (%.1f per thread, %.3f ms/image per thread)\n",
+                mode.name, ips, ips / threads, 1e3 * threads / ips);
+    if (json) {
+      std::printf(
+          "{\"bench\":\"codec\",\"mode\":\"%s\",\"files\":%zu,\"skipped\":%zu,\"threads\":%d,"
+          "\"reps\":%d,\"errors\":%zu,\"images_per_s\":%.1f}\n",
+          mode.name, jobs.size(), skipped, threads, reps, errors, ips);
+    }
+    std::printf("images_per_s=%.1f mode=%s threads=%d files=%zu\n", ips, mode.name, threads,
+                jobs.size());
+    return 0;
+  }
+
   const double full = Median(modes[0].rates);
   const double rrc = Median(modes[1].rates);
   const double entropy = Median(modes[2].rates);
   const double resize = Median(modes[3].rates);
 
   std::printf(
-      "codec_bench: %zu files from %s (%zu not decodable, skipped), 1 thread, "
+      "codec_bench: %zu files from %s (%zu not decodable, skipped), %d %s, "
       "median of %d, output %dx%d, scales %s%s\n",
-      jobs.size(), root.c_str(), skipped, reps, size, size, scales.c_str(),
+      jobs.size(), root.c_str(), skipped, threads, thread_word, reps, size, size, scales.c_str(),
       fast_dct ? ", fast IDCT" : "");
   std::printf("  %-34s %10.0f images/s  (reference)\n", "full decode (tjDecompress2 RGB)", full);
   std::printf("  %-34s %10.0f images/s  %.2fx full\n", "crop-before-decode + resize (rrc)", rrc,
@@ -201,17 +342,18 @@ int main(int argc, char** argv) {
   std::printf("  %-34s %10.0f images/s  = %.0f%% of full-decode time\n",
               "entropy decode only (Huffman)", entropy, 100.0 * full / entropy);
   std::printf("  %-34s %10.0f images/s  = %.1f us/image, %.0f%% of rrc time\n",
-              "resize alone (rrc regions)", resize, 1e6 / resize, 100.0 * rrc / resize);
+              "resize alone (rrc regions)", resize, 1e6 * threads / resize, 100.0 * rrc / resize);
   std::printf("  decoded region: mean %.3f MP per image; DCT scale histogram:",
               decoded_pixels / std::max<std::size_t>(1, jobs.size()) / 1e6);
   for (const auto& [n, count] : scale_histogram) std::printf(" %d/8:%d", n, count);
   std::printf("\n");
   if (json) {
     std::printf(
-        "{\"bench\":\"codec\",\"files\":%zu,\"size\":%d,\"scales\":\"%s\",\"full_ips\":%.1f,"
-        "\"rrc_ips\":%.1f,\"entropy_ips\":%.1f,\"resize_ips\":%.1f,\"rrc_over_full\":%.3f,"
-        "\"entropy_share\":%.3f}\n",
-        jobs.size(), size, scales.c_str(), full, rrc, entropy, resize, rrc / full, full / entropy);
+        "{\"bench\":\"codec\",\"files\":%zu,\"size\":%d,\"scales\":\"%s\",\"threads\":%d,"
+        "\"full_ips\":%.1f,\"rrc_ips\":%.1f,\"entropy_ips\":%.1f,\"resize_ips\":%.1f,"
+        "\"rrc_over_full\":%.3f,\"entropy_share\":%.3f}\n",
+        jobs.size(), size, scales.c_str(), threads, full, rrc, entropy, resize, rrc / full,
+        full / entropy);
   }
   std::printf("images_per_s=%.1f\n", rrc);
   return 0;

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# tilefeed's two entry points, for a fresh Debian 12 machine (root) or a developer's one.
+#
+#   ./run.sh demo    install what is missing (apt), build (Release), make the demo
+#                    dataset and run the main job on it
+#   ./run.sh test    install what is missing, build, and run the whole test suite:
+#                    ctest (Release, -Werror under CI), the suite again under
+#                    AddressSanitizer+UBSan, and the concurrency tests under ThreadSanitizer
+#
+# Environment: JOBS (default: nproc), BUILD_ROOT (default: ./build), CI (set by CI:
+# warnings become errors), TILEFEED_SKIP_APT=1 (never call apt-get).
+set -euo pipefail
+cd "$(dirname "$0")"
+JOBS=${JOBS:-$(nproc)}
+BUILD_ROOT=${BUILD_ROOT:-build}
+
+# Debian packages the build, tests, tools and Python binding need.
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config git
+  libjpeg62-turbo-dev libturbojpeg0-dev liblz4-dev libxxhash-dev libtbb-dev
+  libzmq3-dev cppzmq-dev libopenmpi-dev openmpi-bin
+  libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
+  clang libclang-rt-14-dev
+  python3 python3-dev pybind11-dev python3-numpy python3-pytest python3-torch
+)
+
+log() { printf '\n== %s\n' "$*" >&2; }
+
+install_packages() {
+  local missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if [ "${TILEFEED_SKIP_APT:-0}" = 1 ]; then
+    echo "missing Debian packages: ${missing[*]} (TILEFEED_SKIP_APT=1, not installing)" >&2
+    exit 1
+  fi
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "missing Debian packages: ${missing[*]}; run as root or: sudo apt-get install ${missing[*]}" >&2
+    exit 1
+  fi
+  log "installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# Runs ctest and keeps its summary for the closing line.
+PASSED=0
+FAILED=0
+run_ctest() {
+  local log
+  log=$(mktemp)
+  local rc=0
+  ctest "$@" 2>&1 | tee "$log" || rc=$?
+  local line
+  line=$(grep -E "tests passed, [0-9]+ tests? failed out of [0-9]+" "$log" | tail -1 || true)
+  rm -f "$log"
+  if [[ $line =~ ([0-9]+)\ tests?\ failed\ out\ of\ ([0-9]+) ]]; then
+    FAILED=$((FAILED + BASH_REMATCH[1]))
+    PASSED=$((PASSED + BASH_REMATCH[2] - BASH_REMATCH[1]))
+  fi
+  return $rc
+}
+
+# configure DIR [cmake args...]
+configure() {
+  local dir=$1
+  shift
+  local werror=OFF
+  [ -n "${CI:-}" ] && werror=ON
+  cmake -S . -B "$dir" -G Ninja -DTILEFEED_WERROR="$werror" "$@" >/dev/null
+}
+
+demo() {
+  install_packages
+  local build=$BUILD_ROOT/release
+  log "building (Release) in $build"
+  configure "$build" -DCMAKE_BUILD_TYPE=Release -DTILEFEED_BUILD_TESTS=OFF
+  cmake --build "$build" -j "$JOBS"
+  local data=$BUILD_ROOT/demo-data
+  if [ ! -d "$data/train" ]; then
+    log "making the demo dataset in $data"
+    "$build/tools/tilefeed-make-demo" "$data"
+  fi
+  log "main job: loader_bench on the demo dataset (train mode, 2 epochs)"
+  "$build/bench/loader_bench" --data "$data" --workers "$JOBS" --batch 64 --epochs 2 --warmup 2
+}
+
+test_suite() {
+  install_packages
+  local start=$SECONDS
+  log "build + ctest (Release)"
+  configure "$BUILD_ROOT/ci" -DCMAKE_BUILD_TYPE=Release
+  cmake --build "$BUILD_ROOT/ci" -j "$JOBS"
+  run_ctest --test-dir "$BUILD_ROOT/ci" -j "$JOBS" --timeout 600 --output-on-failure
+
+  log "build + ctest under AddressSanitizer + UndefinedBehaviorSanitizer"
+  configure "$BUILD_ROOT/asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DTILEFEED_SANITIZE=address,undefined -DTILEFEED_BUILD_BENCH=OFF -DTILEFEED_BUILD_PYTHON=OFF
+  cmake --build "$BUILD_ROOT/asan" -j "$JOBS"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    run_ctest --test-dir "$BUILD_ROOT/asan" -j "$JOBS" --timeout 900 --output-on-failure \
+    -E 'install_consumer|python'
+
+  log "ring and pipeline tests under ThreadSanitizer"
+  configure "$BUILD_ROOT/tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTILEFEED_SANITIZE=thread \
+    -DTILEFEED_BUILD_BENCH=OFF -DTILEFEED_BUILD_TOOLS=OFF -DTILEFEED_BUILD_PYTHON=OFF
+  cmake --build "$BUILD_ROOT/tsan" -j "$JOBS" --target tilefeed_loader_test
+  TSAN_OPTIONS=halt_on_error=1 \
+    run_ctest --test-dir "$BUILD_ROOT/tsan" -j "$JOBS" --timeout 900 --output-on-failure \
+    -R '^(SpscRing|Loader)\.'
+  log "all test stages passed in $((SECONDS - start)) s"
+  echo "tests: $PASSED passed, $FAILED failed"
+}
+
+case "${1:-}" in
+  demo) demo ;;
+  test) test_suite ;;
+  *)
+    echo "usage: $0 demo | test" >&2
+    exit 2
+    ;;
+esac
