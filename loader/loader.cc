@@ -31,6 +31,7 @@
 #include <atomic>
 #include <cassert>
 #include <chrono>
+#include <cstdio>
 #include <exception>
 #include <mutex>
 #include <stop_token>
@@ -127,6 +128,7 @@ struct Loader::Impl {
 
   // Consumer-side state, under next_mutex.
   bool done = false;
+  LoaderState position;  // where the consumer stands
   std::optional<std::string> failure;
 
   // Metrics.
@@ -168,6 +170,14 @@ void Loader::Impl::Validate() {
           "eval_resize must be at least image_size");
   require(o.flip_probability >= 0 && o.flip_probability <= 1, "flip_probability must be in [0, 1]");
   require(o.max_substitute_attempts >= 1, "max_substitute_attempts must be at least 1");
+  if (o.expected_dataset_size != 0 && o.expected_dataset_size != source->size()) {
+    throw std::invalid_argument("LoaderOptions: the saved state is for a dataset of " +
+                                std::to_string(o.expected_dataset_size) +
+                                " samples; this source has " + std::to_string(source->size()));
+  }
+  require(o.first_epoch_position <= source->size(),
+          "first_epoch_position is past the end of the dataset");
+  position = LoaderState{o.seed, o.first_epoch, o.first_epoch_position, source->size()};
   // EpochOrder validates the shard; epoch 0 gives the sizes of every epoch.
   const EpochOrder probe(source->size(), o.seed, 0, false, o.shard, o.remainder);
   samples_per_epoch = probe.size();
@@ -355,6 +365,7 @@ void Loader::Impl::Run(std::stop_token token) {
     std::uint64_t epoch = options.first_epoch;
     std::shared_ptr<const EpochOrder> order;
     std::size_t batch = 0;
+    std::size_t epoch_batches = 0;
     std::size_t position = 0;
     std::size_t slot_index = 0;
     std::size_t batch_begin = 0;
@@ -370,13 +381,18 @@ void Loader::Impl::Run(std::stop_token token) {
           flow.stop();
           return {};
         }
-        order = std::make_shared<const EpochOrder>(
-            source->size(), options.seed, epoch, options.shuffle, options.shard, options.remainder);
+        const std::uint64_t start = epoch == options.first_epoch ? options.first_epoch_position : 0;
+        order =
+            std::make_shared<const EpochOrder>(source->size(), options.seed, epoch, options.shuffle,
+                                               options.shard, options.remainder, start);
+        // A resumed first epoch is shorter than the others.
+        epoch_batches = order->size() / options.batch_size;
+        if (!options.drop_last_batch && order->size() % options.batch_size != 0) ++epoch_batches;
         batch = 0;
         position = 0;
         batch_end = 0;
       }
-      if (batch == batches_per_epoch) {
+      if (batch == epoch_batches) {
         Chunk marker;
         marker.kind = Ready::kEndOfEpoch;
         marker.epoch = epoch++;
@@ -487,6 +503,8 @@ std::optional<Batch> Loader::Next() {
   s.wait_ns.fetch_add(Nanos(Clock::now() - wait_start), std::memory_order_relaxed);
   switch (ready->kind) {
     case Ready::kEndOfEpoch:
+      s.position.epoch++;
+      s.position.position = 0;
       return std::nullopt;
     case Ready::kDone:
       s.done = true;
@@ -523,6 +541,13 @@ std::optional<Batch> Loader::Next() {
   batch.images_ = std::span(slot.images.data(), s.image_bytes * slot.size);
   batch.labels_ = std::span(slot.labels.data(), slot.size);
   batch.sample_indices_ = std::span(slot.indices.data(), slot.size);
+  // Positions of the epoch order advance by the instance count per local sample.
+  const std::uint64_t start =
+      slot.epoch == s.options.first_epoch ? s.options.first_epoch_position : 0;
+  const std::uint64_t delivered = (slot.batch * s.options.batch_size + slot.size) *
+                                  static_cast<std::uint64_t>(s.options.shard.count);
+  s.position.epoch = slot.epoch;
+  s.position.position = std::min<std::uint64_t>(start + delivered, s.source->size());
   s.batches.fetch_add(1, std::memory_order_relaxed);
   return batch;
 }
@@ -532,6 +557,45 @@ void Loader::Release(std::size_t slot) noexcept {
   // The free ring holds every slot, so it is never full.
   [[maybe_unused]] const bool pushed = impl_->free_ring.TryPush(std::size_t{slot});
   assert(pushed);
+}
+
+LoaderState Loader::state() const {
+  std::lock_guard lock(impl_->next_mutex);
+  return impl_->position;
+}
+
+std::string LoaderState::Serialize() const {
+  return "tilefeed-loader-state v1 seed=" + std::to_string(seed) +
+         " epoch=" + std::to_string(epoch) + " position=" + std::to_string(position) +
+         " size=" + std::to_string(dataset_size);
+}
+
+LoaderState LoaderState::Parse(const std::string& text) {
+  LoaderState state;
+  unsigned long long seed = 0, epoch = 0, position = 0, size = 0;
+  int consumed = 0;
+  if (std::sscanf(text.c_str(),
+                  "tilefeed-loader-state v1 seed=%llu epoch=%llu position=%llu size=%llu%n", &seed,
+                  &epoch, &position, &size, &consumed) != 4 ||
+      text.find_first_not_of(" \n", static_cast<std::size_t>(consumed)) != std::string::npos) {
+    throw std::invalid_argument("not a tilefeed loader state (v1): '" + text + "'");
+  }
+  if (position > size) {
+    throw std::invalid_argument("loader state position " + std::to_string(position) +
+                                " is past the dataset size " + std::to_string(size));
+  }
+  state.seed = seed;
+  state.epoch = epoch;
+  state.position = position;
+  state.dataset_size = size;
+  return state;
+}
+
+void LoaderState::ApplyTo(LoaderOptions& options) const {
+  options.seed = seed;
+  options.first_epoch = epoch;
+  options.first_epoch_position = position;
+  options.expected_dataset_size = dataset_size;
 }
 
 std::size_t Loader::batches_per_epoch() const { return impl_->batches_per_epoch; }

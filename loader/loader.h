@@ -69,15 +69,37 @@ struct LoaderOptions {
   std::size_t prefetch_depth = 4;  // batch slots; memory in flight = depth x batch bytes
   std::uint64_t seed = 0;
   bool shuffle = true;
-  ShardSpec shard;                        // this instance's index and the instance count
-  Remainder remainder = Remainder::kPad;  // how the epoch is split among instances
-  bool drop_last_batch = false;           // drop this instance's final partial batch
-  std::uint64_t first_epoch = 0;          // the epoch the first Next() belongs to
-  std::uint64_t epochs = 0;               // epochs to produce; 0 = until destroyed
+  ShardSpec shard;                          // this instance's index and the instance count
+  Remainder remainder = Remainder::kPad;    // how the epoch is split among instances
+  bool drop_last_batch = false;             // drop this instance's final partial batch
+  std::uint64_t first_epoch = 0;            // the epoch the first Next() belongs to
+  std::uint64_t first_epoch_position = 0;   // resume: samples of first_epoch already delivered
+  std::uint64_t expected_dataset_size = 0;  // resume: refuse a source of another size (0 = any)
+  std::uint64_t epochs = 0;                 // epochs to produce; 0 = until destroyed
   BadSamplePolicy bad_sample_policy = BadSamplePolicy::kSkip;
   int max_substitute_attempts = 64;  // kSkip: samples tried before giving up on a batch
   codecs::JpegOptions jpeg;          // pixel/scan limits, DCT scales, IDCT choice
   std::function<void(const BadSample&)> on_bad_sample;  // sink; called from workers
+};
+
+// Where a loader stands, for checkpoints: the next batch continues at global `position`
+// of `epoch`'s permutation (samples already delivered by all instances together). It does
+// not depend on the instance count: restoring it with the same count continues byte for
+// byte where an uninterrupted run would be; with another count, the rest of the epoch is
+// split among the new instances and no sample is lost or repeated (EpochOrder's rule).
+struct LoaderState {
+  std::uint64_t seed = 0;
+  std::uint64_t epoch = 0;
+  std::uint64_t position = 0;
+  std::uint64_t dataset_size = 0;
+
+  // One line of text, e.g. "tilefeed-loader-state v1 seed=0 epoch=3 position=5120 size=10000".
+  std::string Serialize() const;
+  // Parses Serialize()'s output. Throws std::invalid_argument naming what is wrong.
+  static LoaderState Parse(const std::string& text);
+  // Options that continue from this state (seed, first epoch and position, size check).
+  void ApplyTo(LoaderOptions& options) const;
+  friend bool operator==(const LoaderState&, const LoaderState&) = default;
 };
 
 // A failure that ends iteration: a bad sample under kFail (what() names it and gives
@@ -165,6 +187,10 @@ class Loader {
 
   // Stops the workers and joins them; Next() then returns nullopt. Idempotent.
   void Stop();
+
+  // The state after the last batch Next() returned (or at the end of an epoch, the start
+  // of the next one): save it with a checkpoint and pass it to LoaderState::ApplyTo.
+  LoaderState state() const;
 
   std::size_t batches_per_epoch() const;
   std::size_t samples_per_epoch() const;  // this instance's share, padded

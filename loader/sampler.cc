@@ -78,7 +78,7 @@ std::uint64_t Below(std::uint64_t bound, std::uint64_t (&s)[4]) {
 // order. Index is uint32 for datasets below 2^32 to halve the memory and cache traffic.
 template <typename Index>
 std::vector<Index> ShuffledShard(std::uint64_t n, std::uint64_t seed, std::uint64_t epoch,
-                                 ShardSpec shard, std::size_t size) {
+                                 ShardSpec shard, std::uint64_t start, std::size_t size) {
   std::vector<Index> permutation(n);
   for (std::uint64_t i = 0; i < n; ++i) permutation[i] = static_cast<Index>(i);
   std::uint64_t state[4];
@@ -90,7 +90,7 @@ std::vector<Index> ShuffledShard(std::uint64_t n, std::uint64_t seed, std::uint6
   const auto count = static_cast<std::uint64_t>(shard.count);
   for (std::size_t k = 0; k < size; ++k) {
     // Positions past n are padding, which repeats the permutation from its start.
-    mine[k] = permutation[(static_cast<std::uint64_t>(shard.index) + k * count) % n];
+    mine[k] = permutation[(start + static_cast<std::uint64_t>(shard.index) + k * count) % n];
   }
   return mine;
 }
@@ -98,8 +98,8 @@ std::vector<Index> ShuffledShard(std::uint64_t n, std::uint64_t seed, std::uint6
 }  // namespace
 
 EpochOrder::EpochOrder(std::uint64_t dataset_size, std::uint64_t seed, std::uint64_t epoch,
-                       bool shuffle, ShardSpec shard, Remainder remainder)
-    : dataset_size_(dataset_size), shard_(shard), shuffle_(shuffle) {
+                       bool shuffle, ShardSpec shard, Remainder remainder, std::uint64_t start)
+    : dataset_size_(dataset_size), start_(start), shard_(shard), shuffle_(shuffle) {
   if (shard.count < 1) {
     throw std::invalid_argument("EpochOrder: shard count must be >= 1, got " +
                                 std::to_string(shard.count));
@@ -109,10 +109,15 @@ EpochOrder::EpochOrder(std::uint64_t dataset_size, std::uint64_t seed, std::uint
                                 std::to_string(shard.count) + "), got " +
                                 std::to_string(shard.index));
   }
+  if (start > dataset_size) {
+    throw std::invalid_argument("EpochOrder: start " + std::to_string(start) +
+                                " is past the end of a dataset of " + std::to_string(dataset_size));
+  }
   const auto count = static_cast<std::uint64_t>(shard.count);
+  const std::uint64_t remaining = dataset_size - start;
   const std::uint64_t per_instance = remainder == Remainder::kPad
-                                         ? dataset_size / count + (dataset_size % count != 0)
-                                         : dataset_size / count;
+                                         ? remaining / count + (remaining % count != 0)
+                                         : remaining / count;
   if (per_instance > std::numeric_limits<std::size_t>::max()) {
     throw std::invalid_argument("EpochOrder: dataset too large for this platform");
   }
@@ -120,15 +125,15 @@ EpochOrder::EpochOrder(std::uint64_t dataset_size, std::uint64_t seed, std::uint
   global_size_ = per_instance * count;
   if (!shuffle_ || size_ == 0) return;
   if (dataset_size <= std::numeric_limits<std::uint32_t>::max()) {
-    indices32_ = ShuffledShard<std::uint32_t>(dataset_size, seed, epoch, shard, size_);
+    indices32_ = ShuffledShard<std::uint32_t>(dataset_size, seed, epoch, shard, start, size_);
   } else {
-    indices64_ = ShuffledShard<std::uint64_t>(dataset_size, seed, epoch, shard, size_);
+    indices64_ = ShuffledShard<std::uint64_t>(dataset_size, seed, epoch, shard, start, size_);
   }
 }
 
 std::uint64_t EpochOrder::operator[](std::size_t position) const {
   if (!shuffle_) {
-    return (static_cast<std::uint64_t>(shard_.index) +
+    return (start_ + static_cast<std::uint64_t>(shard_.index) +
             position * static_cast<std::uint64_t>(shard_.count)) %
            dataset_size_;
   }

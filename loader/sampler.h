@@ -41,9 +41,16 @@ class EpochOrder {
   // Builds the order; shuffle = false gives the identity permutation. Throws
   // std::invalid_argument on a bad shard. An empty dataset gives an empty order, as does
   // kDrop with fewer samples than instances.
-  // REQUIRES: shard.count >= 1 and 0 <= shard.index < shard.count.
+  //
+  // `start` resumes an epoch: the first `start` positions of the epoch's permutation were
+  // already delivered (by however many instances), and this order splits the rest.
+  // Instance i takes global positions start + i, start + i + N, ... so resuming with the
+  // same instance count continues exactly where an uninterrupted run would be, and
+  // resuming with another count still delivers every remaining sample once (plus
+  // padding), none already delivered.
+  // REQUIRES: shard.count >= 1, 0 <= shard.index < shard.count, start <= dataset_size.
   EpochOrder(std::uint64_t dataset_size, std::uint64_t seed, std::uint64_t epoch, bool shuffle,
-             ShardSpec shard, Remainder remainder = Remainder::kPad);
+             ShardSpec shard, Remainder remainder = Remainder::kPad, std::uint64_t start = 0);
 
   // Number of samples this instance takes this epoch (the same for every instance).
   std::size_t size() const { return size_; }
@@ -52,11 +59,12 @@ class EpochOrder {
   // REQUIRES: position < size().
   std::uint64_t operator[](std::size_t position) const;
 
-  // Samples taken by all instances together: size() * shard.count.
+  // Samples taken by all instances together from `start` on: size() * shard.count.
   std::uint64_t global_size() const { return global_size_; }
 
  private:
   std::uint64_t dataset_size_ = 0;
+  std::uint64_t start_ = 0;
   std::uint64_t global_size_ = 0;
   std::size_t size_ = 0;
   ShardSpec shard_;

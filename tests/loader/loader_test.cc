@@ -369,5 +369,120 @@ TEST(Loader, RawCifarSamplesPassThroughUnchangedAtTheirOwnSize) {
   }
 }
 
+// Every batch of a run, flattened: (epoch, index, labels, indices, pixels).
+struct Delivered {
+  std::uint64_t epoch;
+  std::uint64_t index;
+  std::vector<std::int32_t> labels;
+  std::vector<std::uint64_t> indices;
+  std::vector<std::uint8_t> images;
+  friend bool operator==(const Delivered&, const Delivered&) = default;
+};
+
+// Takes up to `limit` batches (crossing epoch ends) and returns them.
+std::vector<Delivered> Take(Loader& loader, std::size_t limit, std::uint64_t last_epoch) {
+  std::vector<Delivered> out;
+  while (out.size() < limit) {
+    auto batch = loader.Next();
+    if (!batch) {
+      if (loader.state().epoch > last_epoch) break;
+      continue;
+    }
+    out.push_back({batch->epoch(),
+                   batch->index(),
+                   {batch->labels().begin(), batch->labels().end()},
+                   {batch->sample_indices().begin(), batch->sample_indices().end()},
+                   {batch->images().begin(), batch->images().end()}});
+  }
+  return out;
+}
+
+TEST(LoaderResume, ResumingAtAnyBatchGivesTheUninterruptedBatchesByteForByte) {
+  auto data = MakeDataset(9);  // 27 samples, batch 4: 7 batches per epoch, the last short
+  LoaderOptions o = SmallOptions(2);
+  o.batch_size = 4;
+  o.epochs = 2;
+  Loader whole(ImageFolder::Open(data->dir.path().string()), o);
+  const std::vector<Delivered> expected = Take(whole, 1000, 1);
+  ASSERT_EQ(expected.size(), 14u);
+  for (std::size_t cut = 0; cut <= expected.size(); ++cut) {
+    SCOPED_TRACE(cut);
+    LoaderState saved;
+    {
+      Loader first(ImageFolder::Open(data->dir.path().string()), o);
+      const auto before = Take(first, cut, 1);
+      ASSERT_EQ(before.size(), cut);
+      saved = LoaderState::Parse(first.state().Serialize());  // through a checkpoint file
+    }
+    LoaderOptions resumed = SmallOptions(cut % 2 + 1);  // any worker count
+    resumed.batch_size = 4;
+    saved.ApplyTo(resumed);
+    resumed.epochs = 2 - saved.epoch;
+    std::vector<Delivered> after;
+    if (resumed.epochs > 0) {
+      Loader second(ImageFolder::Open(data->dir.path().string()), resumed);
+      after = Take(second, 1000, 1);
+    }
+    ASSERT_EQ(after.size(), expected.size() - cut);
+    for (std::size_t i = 0; i < after.size(); ++i) {
+      const Delivered& want = expected[cut + i];
+      EXPECT_EQ(after[i].epoch, want.epoch);
+      EXPECT_EQ(after[i].indices, want.indices);
+      EXPECT_EQ(after[i].labels, want.labels);
+      EXPECT_TRUE(after[i].images == want.images) << "pixels differ in batch " << i;
+    }
+  }
+}
+
+TEST(LoaderResume, AnotherInstanceCountLosesAndRepeatsNothing) {
+  auto data = MakeDataset(13);  // 39 samples
+  LoaderOptions o = SmallOptions(1);
+  o.batch_size = 3;
+  o.epochs = 1;
+  std::multiset<std::uint64_t> seen;
+  LoaderState saved;
+  for (int i = 0; i < 2; ++i) {  // two instances take two batches each, then stop
+    LoaderOptions mine = o;
+    mine.shard = {i, 2};
+    Loader loader(ImageFolder::Open(data->dir.path().string()), mine);
+    for (const Delivered& d : Take(loader, 2, 0)) seen.insert(d.indices.begin(), d.indices.end());
+    saved = loader.state();
+  }
+  EXPECT_EQ(saved.position, 12u);  // 2 instances x 2 batches x 3 samples
+  std::size_t padding = 0;
+  for (int i = 0; i < 3; ++i) {  // three instances finish the epoch
+    LoaderOptions mine = o;
+    saved.ApplyTo(mine);
+    mine.shard = {i, 3};
+    Loader loader(ImageFolder::Open(data->dir.path().string()), mine);
+    EXPECT_EQ(loader.state(), saved);
+    for (const Delivered& d : Take(loader, 1000, 0)) {
+      seen.insert(d.indices.begin(), d.indices.end());
+    }
+    padding = 3 * 9 - (39 - 12);  // 27 remaining samples over 3 instances: no padding
+  }
+  EXPECT_EQ(padding, 0u);
+  for (std::uint64_t i = 0; i < data->total; ++i) {
+    EXPECT_EQ(seen.count(i), 1u) << "sample " << i;
+  }
+  EXPECT_EQ(seen.size(), data->total);
+}
+
+TEST(LoaderResume, StateTextIsValidated) {
+  EXPECT_THROW(LoaderState::Parse("nonsense"), std::invalid_argument);
+  EXPECT_THROW(LoaderState::Parse("tilefeed-loader-state v1 seed=1 epoch=2 position=50 size=10"),
+               std::invalid_argument);
+  EXPECT_THROW(
+      LoaderState::Parse("tilefeed-loader-state v1 seed=1 epoch=2 position=5 size=10 extra"),
+      std::invalid_argument);
+  const LoaderState state{7, 3, 5, 10};
+  EXPECT_EQ(LoaderState::Parse(state.Serialize()), state);
+  // A state for another dataset is refused.
+  auto data = MakeDataset(2);
+  LoaderOptions o = SmallOptions(1);
+  LoaderState{7, 0, 0, 99}.ApplyTo(o);
+  EXPECT_THROW(Loader(ImageFolder::Open(data->dir.path().string()), o), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace tilefeed::loader
