@@ -5,7 +5,8 @@
 #                    dataset and run the main job on it
 #   ./run.sh test    install what is missing, build, and run the whole test suite:
 #                    ctest (Release, -Werror under CI), the suite again under
-#                    AddressSanitizer+UBSan, and the concurrency tests under ThreadSanitizer
+#                    AddressSanitizer+UBSan, the concurrency tests under ThreadSanitizer,
+#                    and a 10-second smoke run of every fuzz target
 #
 # Environment: JOBS (default: nproc), BUILD_ROOT (default: ./build), CI (set by CI:
 # warnings become errors), TILEFEED_SKIP_APT=1 (never call apt-get).
@@ -111,6 +112,8 @@ test_suite() {
   TSAN_OPTIONS=halt_on_error=1 \
     run_ctest --test-dir "$BUILD_ROOT/tsan" -j "$JOBS" --timeout 900 --output-on-failure \
     -R '^(SpscRing|Loader)\.'
+  log "fuzz smoke run: every libFuzzer target for 10 s (clang, ASan+UBSan)"
+  tests/fuzz/run_fuzzers.sh 10 "$BUILD_ROOT/fuzz"
   log "all test stages passed in $((SECONDS - start)) s"
   echo "tests: $PASSED passed, $FAILED failed"
 }

@@ -1,0 +1,59 @@
+// Writes the fuzzers' seed corpora: small JPEGs of every encoding the decoder meets and
+// a few LZ4 raw tensors, made at run time (the repository holds no images).
+//   make_seeds DIR    -> DIR/jpeg/*, DIR/raw/*
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "codecs/jpeg_encoder.h"
+#include "codecs/raw.h"
+#include "tests/support/jpeg_maker.h"
+#include "tests/support/temp_dir.h"
+
+int main(int argc, char** argv) {
+  namespace codecs = tilefeed::codecs;
+  namespace testing = tilefeed::testing;
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: make_seeds DIR\n");
+    return 2;
+  }
+  const std::filesystem::path dir(argv[1]);
+  int n = 0;
+  auto jpeg = [&](int w, int h, codecs::EncodeOptions o, int channels = 3) {
+    // The first 5 bytes are the harness's crop parameters.
+    std::vector<std::byte> bytes = {std::byte(n), std::byte(40), std::byte(60), std::byte(200),
+                                    std::byte(150)};
+    const auto file = testing::MakeJpeg(w, h, o, static_cast<std::uint64_t>(n), channels);
+    bytes.insert(bytes.end(), file.begin(), file.end());
+    testing::WriteFile(dir / "jpeg" / ("seed" + std::to_string(n++)), bytes);
+  };
+  for (auto sub : {codecs::Subsampling::k420, codecs::Subsampling::k422, codecs::Subsampling::k444,
+                   codecs::Subsampling::k411}) {
+    codecs::EncodeOptions o;
+    o.subsampling = sub;
+    jpeg(33, 17, o);
+    o.progressive = true;
+    jpeg(40, 24, o);
+    o.progressive = false;
+    o.restart_interval = 2;
+    jpeg(48, 32, o);
+  }
+  codecs::EncodeOptions gray;
+  jpeg(20, 20, gray, 1);
+  codecs::EncodeOptions cmyk;
+  cmyk.jpeg_color_space = codecs::ColorSpace::kYcck;
+  jpeg(24, 16, cmyk, 4);
+  codecs::EncodeOptions arith;
+  arith.arithmetic = true;
+  jpeg(24, 24, arith);
+  for (int i = 0; i < 4; ++i) {
+    const codecs::RawInfo info{4 + i, 3 + 2 * i, 1 + i % 3};
+    std::vector<std::uint8_t> pixels(info.pixel_bytes());
+    for (std::size_t k = 0; k < pixels.size(); ++k) pixels[k] = std::uint8_t(k * 7 % (3 + i));
+    testing::WriteFile(dir / "raw" / ("seed" + std::to_string(i)), codecs::EncodeRaw(pixels, info));
+  }
+  std::printf("wrote %d JPEG and 4 raw seeds under %s\n", n, dir.c_str());
+  return 0;
+}
