@@ -22,6 +22,7 @@
 
 #include "loader/image_folder.h"
 #include "loader/loader.h"
+#include "loader/shard_source.h"
 
 namespace {
 
@@ -62,7 +63,8 @@ int main(int argc, char** argv) {
   bool fail = false;
   std::string scales = "pow2";
   app.add_option("--data", data,
-                 "dataset: ImageFolder root, or a corpus root with train/ and val/ splits")
+                 "dataset: ImageFolder root, a corpus root with train/ and val/ splits, or a "
+                 "shard directory or manifest (tilefeed-pack)")
       ->required();
   app.add_option("--batch", options.batch_size, "batch size")->capture_default_str();
   app.add_option("--workers", workers, "decode threads (0 = all cores)")->capture_default_str();
@@ -81,11 +83,15 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--fail", fail, "stop at the first bad sample instead of skipping it");
   app.add_flag("--json", json, "also print the figures as one JSON line");
+  double interval = 0;
+  app.add_option("--interval", interval,
+                 "print a line with the images/s of each interval of this many seconds");
   CLI11_PARSE(app, argc, argv);
 
   std::filesystem::path root(data);
   const char* split = mode == "train" ? "train" : "val";
-  if (std::filesystem::is_directory(root / split)) root /= split;
+  const bool shards = loader::IsShardDataset(data);
+  if (!shards && std::filesystem::is_directory(root / split)) root /= split;
   options.mode = mode == "train" ? loader::Mode::kTrain : loader::Mode::kEval;
   options.workers = workers;
   options.epochs = seconds > 0 ? 0 : epochs;
@@ -104,9 +110,15 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<loader::Loader> run;
   try {
-    auto source = loader::ImageFolder::Open(root.string());
-    for (const std::string& warning : source->warnings()) {
-      std::fprintf(stderr, "warning: %s\n", warning.c_str());
+    std::unique_ptr<loader::Source> source;
+    if (shards) {
+      source = loader::ShardDataset::Open(root.string());
+    } else {
+      auto folder = loader::ImageFolder::Open(root.string());
+      for (const std::string& warning : folder->warnings()) {
+        std::fprintf(stderr, "warning: %s\n", warning.c_str());
+      }
+      source = std::move(folder);
     }
     run = std::make_unique<loader::Loader>(std::move(source), options);
   } catch (const std::exception& e) {
@@ -128,6 +140,8 @@ int main(int argc, char** argv) {
   Clock::time_point t0 = Clock::now();
   const Clock::time_point begin = t0;
   auto last_print = t0;
+  auto last_interval = t0;
+  std::size_t interval_images = 0;
   try {
     for (std::uint64_t epoch = 0;; ++epoch) {
       bool any = false;
@@ -142,6 +156,16 @@ int main(int argc, char** argv) {
           timed_images += batch->size();
         }
         const auto now = Clock::now();
+        interval_images += batch->size();
+        if (interval > 0 &&
+            std::chrono::duration<double>(now - last_interval).count() >= interval) {
+          const double span = std::chrono::duration<double>(now - last_interval).count();
+          std::printf("interval t=%.1f images_per_s=%.1f\n",
+                      std::chrono::duration<double>(now - begin).count(), interval_images / span);
+          std::fflush(stdout);
+          last_interval = now;
+          interval_images = 0;
+        }
         if (live && now - last_print > std::chrono::milliseconds(250)) {
           last_print = now;
           const double elapsed = std::chrono::duration<double>(now - t0).count();
