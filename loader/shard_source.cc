@@ -1,0 +1,303 @@
+#include "loader/shard_source.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <span>
+#include <utility>
+
+#include "codecs/image.h"
+#include "codecs/raw.h"
+#include "loader/detail/file_io.h"
+#include "loader/detail/shard_format.h"
+
+namespace tilefeed::loader {
+namespace {
+
+using detail::RecordCodec;
+using detail::UniqueFd;
+
+// A manifest larger than this is not one of ours (a 1 M-class dataset stays far below).
+constexpr std::size_t kMaxManifestBytes = std::size_t{256} << 20;
+
+ShardCodec ToShardCodec(RecordCodec codec) {
+  return codec == RecordCodec::kJpeg ? ShardCodec::kJpeg : ShardCodec::kLz4Raw;
+}
+
+struct LoadedManifest {
+  std::string path;
+  std::string dir;
+  detail::Manifest manifest;
+};
+
+LoadedManifest LoadManifest(const std::string& manifest_or_dir) {
+  LoadedManifest out;
+  std::string path = manifest_or_dir;
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    out.dir = path;
+    out.path = path + "/" + std::string(detail::kManifestFileName);
+  } else {
+    out.path = path;
+    const std::size_t slash = path.rfind('/');
+    out.dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  }
+  std::vector<std::byte> bytes;
+  if (auto error = detail::ReadRegularFile(AT_FDCWD, out.path.c_str(), kMaxManifestBytes, bytes)) {
+    throw SourceError(out.path, "cannot read shard manifest: " + *error);
+  }
+  try {
+    out.manifest = detail::ParseManifest(
+        std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  } catch (const detail::ShardFormatError& e) {
+    throw SourceError(out.path, std::string("bad shard manifest: ") + e.what());
+  }
+  return out;
+}
+
+std::string ShardPath(const LoadedManifest& m, std::size_t shard) {
+  return (m.dir == "/" ? "" : m.dir) + "/" + m.manifest.shards[shard].file_name;
+}
+
+struct OpenedShard {
+  UniqueFd fd;
+  detail::ShardIndex index;
+};
+
+// Opens shard `number` and checks it against the manifest with one fstat and two
+// preads: the header, then exactly the footer whose size the record count gives.
+OpenedShard OpenShard(const LoadedManifest& m, std::size_t number, const std::string& path) {
+  const detail::ManifestShard& expected = m.manifest.shards[number];
+  OpenedShard out;
+  out.fd = UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  if (!out.fd) {
+    const int error = errno;
+    if (error == EMFILE) {
+      throw SourceError(path,
+                        "too many open files: a ShardDataset keeps every shard open; "
+                        "raise the limit (ulimit -n) above the shard count");
+    }
+    detail::ThrowWithErrno(path, "cannot open shard: ", error);
+  }
+  struct stat st;
+  if (::fstat(out.fd.get(), &st) != 0) detail::ThrowWithErrno(path, "fstat: ", errno);
+  if (!S_ISREG(st.st_mode)) throw SourceError(path, "shard is not a regular file");
+  const auto file_size = static_cast<std::uint64_t>(st.st_size);
+  if (file_size != expected.bytes) {
+    throw SourceError(path, "shard is " + std::to_string(file_size) + " bytes, the manifest says " +
+                                std::to_string(expected.bytes) +
+                                (file_size < expected.bytes ? " (truncated)" : ""));
+  }
+  try {
+    std::array<std::byte, detail::kShardHeaderSize> head{};
+    const ssize_t n = detail::PreadFull(out.fd.get(), head.data(), head.size(), 0);
+    if (n < 0) detail::ThrowWithErrno(path, "reading shard header: ", errno);
+    const detail::ShardHeader header =
+        detail::ParseShardHeader(std::span(head).first(static_cast<std::size_t>(n)));
+    if (header.shard_number != number) {
+      throw detail::ShardFormatError("header says shard " + std::to_string(header.shard_number) +
+                                     ", the manifest lists it as shard " + std::to_string(number));
+    }
+    if (header.codec != m.manifest.codec) {
+      throw detail::ShardFormatError("shard codec differs from the manifest's");
+    }
+    if (header.record_count != expected.records) {
+      throw detail::ShardFormatError("header says " + std::to_string(header.record_count) +
+                                     " records, the manifest " + std::to_string(expected.records));
+    }
+    // record_count was checked against the manifest only, so bound it by the file size
+    // before it sizes a buffer.
+    if (expected.records > file_size / detail::kIndexEntrySize ||
+        detail::FooterSize(expected.records) > file_size - detail::kShardHeaderSize) {
+      throw detail::ShardFormatError("file too small for an index of " +
+                                     std::to_string(expected.records) + " records");
+    }
+    std::vector<std::byte> tail(detail::FooterSize(expected.records));
+    const auto tail_offset = static_cast<off_t>(file_size - tail.size());
+    const ssize_t t = detail::PreadFull(out.fd.get(), tail.data(), tail.size(), tail_offset);
+    if (t < 0) detail::ThrowWithErrno(path, "reading shard footer: ", errno);
+    if (static_cast<std::size_t>(t) != tail.size()) {
+      throw detail::ShardFormatError("file shrank while its footer was read");
+    }
+    out.index = detail::ParseShardFooter(tail, file_size);
+    if (out.index.footer_checksum != expected.footer_checksum) {
+      throw detail::ShardFormatError(
+          "footer checksum differs from the manifest's (a shard of "
+          "another pack?)");
+    }
+  } catch (const detail::ShardFormatError& e) {
+    throw SourceError(path, e.what());
+  }
+  const std::size_t classes = m.manifest.class_names.size();
+  for (std::size_t r = 0; r < out.index.entries.size(); ++r) {
+    if (classes > 0 && static_cast<std::size_t>(out.index.entries[r].label) >= classes) {
+      throw SourceError(path, "record " + std::to_string(r) + " has label " +
+                                  std::to_string(out.index.entries[r].label) + " but there are " +
+                                  std::to_string(classes) + " classes");
+    }
+  }
+  return out;
+}
+
+// Reads the record's header into `header` and its payload into `payload` with one
+// preadv, so the payload lands at the start of the caller's buffer without a copy.
+// Returns an empty string on success, else the reason.
+std::string ReadRecord(int fd, const detail::IndexEntry& entry, RecordCodec codec,
+                       std::vector<std::byte>& payload) {
+  std::array<std::byte, detail::kRecordHeaderSize> header{};
+  payload.resize(entry.size - detail::kRecordHeaderSize);
+  iovec parts[2] = {{header.data(), header.size()}, {payload.data(), payload.size()}};
+  const std::size_t total = entry.size;
+  const auto offset = static_cast<off_t>(entry.offset);
+  ssize_t n;
+  do {
+    n = ::preadv(fd, parts, 2, offset);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return "read: " + detail::ErrnoMessage(errno);
+  auto done = static_cast<std::size_t>(n);
+  // Short reads are rare on regular files; finish each part with the retrying pread.
+  if (done < header.size()) {
+    const ssize_t h = detail::PreadFull(fd, header.data() + done, header.size() - done,
+                                        offset + static_cast<off_t>(done));
+    if (h < 0) return "read: " + detail::ErrnoMessage(errno);
+    done += static_cast<std::size_t>(h);
+  }
+  if (done >= header.size() && done < total) {
+    const ssize_t p = detail::PreadFull(fd, payload.data() + (done - header.size()), total - done,
+                                        offset + static_cast<off_t>(done));
+    if (p < 0) return "read: " + detail::ErrnoMessage(errno);
+    done += static_cast<std::size_t>(p);
+  }
+  if (done != total) {
+    return "short read: " + std::to_string(done) + " of " + std::to_string(total) +
+           " bytes (shard truncated since open?)";
+  }
+  return detail::CheckRecord(header, payload, entry, codec);
+}
+
+}  // namespace
+
+const char* ToString(ShardCodec codec) { return codec == ShardCodec::kJpeg ? "jpeg" : "lz4raw"; }
+
+ShardManifest ReadShardManifest(const std::string& manifest_or_dir) {
+  const LoadedManifest m = LoadManifest(manifest_or_dir);
+  ShardManifest out;
+  out.path = m.path;
+  out.codec = ToShardCodec(m.manifest.codec);
+  out.records = m.manifest.records;
+  out.class_names = m.manifest.class_names;
+  for (std::size_t s = 0; s < m.manifest.shards.size(); ++s) {
+    out.shards.push_back(
+        {ShardPath(m, s), m.manifest.shards[s].records, m.manifest.shards[s].bytes});
+  }
+  return out;
+}
+
+bool IsShardDataset(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return false;
+  if (S_ISDIR(st.st_mode)) {
+    const std::string manifest = path + "/" + std::string(detail::kManifestFileName);
+    return ::stat(manifest.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  }
+  const std::size_t slash = path.rfind('/');
+  return S_ISREG(st.st_mode) &&
+         path.substr(slash == std::string::npos ? 0 : slash + 1) == detail::kManifestFileName;
+}
+
+std::vector<ShardProblem> VerifyShards(
+    const std::string& manifest_or_dir,
+    const std::function<void(std::uint64_t, std::uint64_t)>& on_record) {
+  const LoadedManifest m = LoadManifest(manifest_or_dir);
+  std::vector<ShardProblem> problems;
+  std::vector<std::byte> payload;
+  std::uint64_t done = 0;
+  for (std::size_t s = 0; s < m.manifest.shards.size(); ++s) {
+    const std::string path = ShardPath(m, s);
+    OpenedShard shard;
+    try {
+      shard = OpenShard(m, s, path);
+    } catch (const SourceError& e) {
+      problems.push_back({e.where(), e.reason()});
+      done += m.manifest.shards[s].records;
+      if (on_record) on_record(done, m.manifest.records);
+      continue;
+    }
+    for (std::size_t r = 0; r < shard.index.entries.size(); ++r) {
+      std::string reason =
+          ReadRecord(shard.fd.get(), shard.index.entries[r], m.manifest.codec, payload);
+      if (reason.empty() && m.manifest.codec == RecordCodec::kJpeg &&
+          (payload.size() < 2 || payload[0] != std::byte{0xFF} || payload[1] != std::byte{0xD8})) {
+        reason = "payload does not start with a JPEG SOI marker (FF D8)";
+      }
+      if (reason.empty() && m.manifest.codec == RecordCodec::kLz4Raw) {
+        try {
+          codecs::ReadRawInfo(payload);
+        } catch (const codecs::DecodeError& e) {
+          reason = std::string("bad raw tensor header: ") + e.what();
+        }
+      }
+      if (!reason.empty()) problems.push_back({path + "#" + std::to_string(r), reason});
+      if (on_record) on_record(++done, m.manifest.records);
+    }
+  }
+  return problems;
+}
+
+std::unique_ptr<ShardDataset> ShardDataset::Open(const std::string& manifest_or_dir) {
+  const LoadedManifest m = LoadManifest(manifest_or_dir);
+  std::unique_ptr<ShardDataset> dataset(new ShardDataset());
+  dataset->codec_ = ToShardCodec(m.manifest.codec);
+  dataset->class_names_ = m.manifest.class_names;
+  dataset->entries_.reserve(m.manifest.records);
+  dataset->record_begin_.reserve(m.manifest.shards.size() + 1);
+  dataset->record_begin_.push_back(0);
+  for (std::size_t s = 0; s < m.manifest.shards.size(); ++s) {
+    std::string path = ShardPath(m, s);
+    OpenedShard shard = OpenShard(m, s, path);
+    for (const detail::IndexEntry& e : shard.index.entries) {
+      dataset->entries_.push_back({e.offset, e.checksum, e.size, e.label});
+    }
+    dataset->record_begin_.push_back(dataset->entries_.size());
+    dataset->shards_.push_back({std::move(path), shard.fd.release()});
+  }
+  return dataset;
+}
+
+ShardDataset::~ShardDataset() {
+  for (const Shard& shard : shards_) ::close(shard.fd);
+}
+
+std::pair<std::size_t, std::size_t> ShardDataset::Locate(std::size_t index) const {
+  const auto it = std::upper_bound(record_begin_.begin(), record_begin_.end(), index);
+  const auto shard = static_cast<std::size_t>(it - record_begin_.begin()) - 1;
+  return {shard, index - record_begin_[shard]};
+}
+
+SampleInfo ShardDataset::Read(std::size_t index, std::vector<std::byte>& buffer) const {
+  const Entry& e = entries_[index];
+  const auto [shard, record] = Locate(index);
+  const RecordCodec codec = codec_ == ShardCodec::kJpeg ? RecordCodec::kJpeg : RecordCodec::kLz4Raw;
+  const std::string reason =
+      ReadRecord(shards_[shard].fd, {e.offset, e.checksum, e.size, e.label}, codec, buffer);
+  if (!reason.empty()) {
+    throw SourceError(shards_[shard].path + "#" + std::to_string(record), reason);
+  }
+  SampleInfo info;
+  info.label = e.label;
+  info.codec = codec_ == ShardCodec::kJpeg ? SampleCodec::kEncoded : SampleCodec::kLz4Raw;
+  return info;
+}
+
+std::string ShardDataset::Describe(std::size_t index) const {
+  const auto [shard, record] = Locate(index);
+  return shards_[shard].path + "#" + std::to_string(record);
+}
+
+}  // namespace tilefeed::loader

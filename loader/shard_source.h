@@ -1,0 +1,126 @@
+#pragma once
+
+// ShardDataset reads a dataset packed into record shards by PackDataset
+// (loader/shard_writer.h, tools/pack.cc; byte layout in docs/shard-format.md). A
+// directory holds the manifest "tilefeed-manifest.txt" (classes, shard names, record
+// counts) and shards "shard-00000.tfs", ...; each shard is a header, the records
+// (label, codec, payload) and a footer index (offset, size, label, checksum per record).
+//
+// Open() reads the manifest, then each shard's header and footer: two preads per shard,
+// whatever the number of records. It checks magic, version, sizes, the footer checksum,
+// that records are contiguous inside the file, and that each shard matches the manifest,
+// so a truncated, foreign or mixed-up file is refused at open, by name. Read() is one
+// pread of exactly the record and verifies the record's XXH3 checksum; a mismatch is a
+// SourceError naming "<shard path>#<record>", which the loader's bad-sample policy handles.
+//
+// Ownership: a ShardDataset owns the in-memory index (24 bytes a record) and one open
+// descriptor per shard, so the process needs a descriptor limit above the shard count.
+// Thread safety: immutable after Open(); all const members may be called concurrently.
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "loader/source.h"
+
+namespace tilefeed::loader {
+
+// How a dataset's records are stored.
+enum class ShardCodec {
+  kJpeg,    // the original image files' bytes; read as SampleCodec::kEncoded
+  kLz4Raw,  // codecs/raw.h tensors (uint8 HWC + LZ4); read as SampleCodec::kLz4Raw
+};
+
+const char* ToString(ShardCodec codec);
+
+// What a manifest says, without opening any shard.
+struct ShardManifest {
+  struct Shard {
+    std::string path;  // the shard file: directory + "/" + name
+    std::uint64_t records = 0;
+    std::uint64_t bytes = 0;
+  };
+  std::string path;  // of the manifest file itself
+  ShardCodec codec = ShardCodec::kJpeg;
+  std::uint64_t records = 0;
+  std::vector<std::string> class_names;
+  std::vector<Shard> shards;
+};
+
+// Reads and checks the manifest at `manifest_or_dir` (the file, or the directory that
+// holds it). Throws SourceError naming the file if it is missing, unreadable or malformed.
+ShardManifest ReadShardManifest(const std::string& manifest_or_dir);
+
+// True if `path` is a shard manifest or a directory that holds one. Never throws.
+bool IsShardDataset(const std::string& path);
+
+// A problem found by VerifyShards: "<shard path>" or "<shard path>#<record>", and why.
+struct ShardProblem {
+  std::string where;
+  std::string reason;
+};
+
+// Checks a whole dataset: every shard's header and footer (a bad shard is reported and
+// the others still checked), every record's checksum, and that every JPEG record starts
+// with an SOI marker. `on_record(done, total)` is called after each record, from the
+// calling thread. Returns the problems found, in shard and record order. Throws
+// SourceError only if the manifest itself cannot be read.
+std::vector<ShardProblem> VerifyShards(
+    const std::string& manifest_or_dir,
+    const std::function<void(std::uint64_t, std::uint64_t)>& on_record = {});
+
+class ShardDataset final : public Source {
+ public:
+  // Opens the dataset whose manifest is `manifest_or_dir` (or lies in that directory).
+  // Throws SourceError naming the manifest or the shard that is missing, truncated,
+  // foreign, of an unsupported version, or inconsistent with the manifest.
+  static std::unique_ptr<ShardDataset> Open(const std::string& manifest_or_dir);
+
+  ShardDataset(const ShardDataset&) = delete;
+  ShardDataset& operator=(const ShardDataset&) = delete;
+  ~ShardDataset() override;
+
+  std::size_t size() const override { return entries_.size(); }
+  // Reads the record's payload into `buffer`; returns {label, kEncoded} for JPEG records
+  // and {label, kLz4Raw} for raw ones. Throws SourceError("<shard path>#<record>", reason)
+  // on an I/O error, a short read or a checksum mismatch.
+  // REQUIRES: index < size().
+  SampleInfo Read(std::size_t index, std::vector<std::byte>& buffer) const override;
+  // "<shard path>#<record within the shard>", e.g. "data/shard-00003.tfs#1234".
+  // REQUIRES: index < size().
+  std::string Describe(std::size_t index) const override;
+  const std::vector<std::string>& class_names() const override { return class_names_; }
+  // From the in-memory index; no I/O. REQUIRES: index < size().
+  std::int32_t Label(std::size_t index) const override { return entries_[index].label; }
+
+  ShardCodec codec() const { return codec_; }
+  std::size_t shard_count() const { return shards_.size(); }
+
+ private:
+  struct Shard {
+    std::string path;
+    int fd;  // owned; closed by the destructor (the class is neither copied nor moved)
+  };
+  // Mirrors detail::IndexEntry; kept here so this header needs no detail/ include.
+  struct Entry {
+    std::uint64_t offset;
+    std::uint64_t checksum;
+    std::uint32_t size;
+    std::int32_t label;
+  };
+  ShardDataset() = default;
+  // The shard holding sample `index` and the record's number within it.
+  std::pair<std::size_t, std::size_t> Locate(std::size_t index) const;
+
+  ShardCodec codec_ = ShardCodec::kJpeg;
+  std::vector<std::string> class_names_;
+  std::vector<Shard> shards_;
+  // Sample i is in shard s where record_begin_[s] <= i < record_begin_[s + 1].
+  std::vector<std::size_t> record_begin_;
+  std::vector<Entry> entries_;
+};
+
+}  // namespace tilefeed::loader

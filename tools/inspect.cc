@@ -1,0 +1,111 @@
+// tilefeed-inspect: summarizes a shard dataset (shards, records, classes, codec, sizes,
+// per-shard counts) and checks every shard's header and index; with --verify it also
+// reads every record, checks its checksum (and a JPEG record's SOI marker) and exits
+// non-zero naming each bad record as "<shard file>#<record>: <reason>".
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "loader/shard_source.h"
+
+namespace {
+
+namespace loader = tilefeed::loader;
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "tilefeed-inspect: summarizes a tilefeed shard dataset and checks its shards' headers\n"
+      "and indexes; --verify also checks every record's checksum."};
+  std::string path;
+  bool verify = false;
+  bool all_shards = false;
+  app.add_option("PATH", path, "shard directory or its tilefeed-manifest.txt")->required();
+  app.add_flag("--verify", verify, "read every record and check its checksum");
+  app.add_flag("--all-shards", all_shards, "list every shard (default: the first 20)");
+  CLI11_PARSE(app, argc, argv);
+
+  loader::ShardManifest manifest;
+  try {
+    manifest = loader::ReadShardManifest(path);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tilefeed-inspect: %s\n", e.what());
+    return 1;
+  }
+  std::uint64_t total_bytes = 0;
+  std::uint64_t min_bytes = UINT64_MAX;
+  std::uint64_t max_bytes = 0;
+  for (const auto& s : manifest.shards) {
+    total_bytes += s.bytes;
+    min_bytes = std::min(min_bytes, s.bytes);
+    max_bytes = std::max(max_bytes, s.bytes);
+  }
+  const std::size_t shards = manifest.shards.size();
+  std::printf("manifest   %s\n", manifest.path.c_str());
+  std::printf("codec      %s\n", ToString(manifest.codec));
+  std::printf("records    %llu\n", static_cast<unsigned long long>(manifest.records));
+  std::printf("classes    %zu", manifest.class_names.size());
+  for (std::size_t c = 0; c < std::min<std::size_t>(5, manifest.class_names.size()); ++c) {
+    std::printf("%s%s", c == 0 ? "  (" : ", ", manifest.class_names[c].c_str());
+  }
+  std::printf("%s\n", manifest.class_names.size() > 5 ? ", ...)"
+                      : manifest.class_names.empty()  ? ""
+                                                      : ")");
+  std::printf("shards     %zu, %.1f MB in all", shards, double(total_bytes) / 1e6);
+  if (shards > 0) {
+    std::printf(", %.1f / %.1f / %.1f MB min / mean / max, %.1f KB per record",
+                double(min_bytes) / 1e6, double(total_bytes) / 1e6 / double(shards),
+                double(max_bytes) / 1e6,
+                manifest.records ? double(total_bytes) / 1e3 / double(manifest.records) : 0.0);
+  }
+  std::printf("\n");
+  const std::size_t listed = all_shards ? shards : std::min<std::size_t>(shards, 20);
+  for (std::size_t s = 0; s < listed; ++s) {
+    std::printf("  %s  %llu records  %llu bytes\n", manifest.shards[s].path.c_str(),
+                static_cast<unsigned long long>(manifest.shards[s].records),
+                static_cast<unsigned long long>(manifest.shards[s].bytes));
+  }
+  if (listed < shards) std::printf("  ... %zu more (--all-shards lists them)\n", shards - listed);
+
+  if (!verify) {
+    // Opening checks every shard's header and footer index: cheap, O(shards).
+    try {
+      const auto dataset = loader::ShardDataset::Open(path);
+      std::printf("indexes    OK (%zu shards opened)\n", dataset->shard_count());
+    } catch (const std::exception& e) {
+      std::printf("indexes    BAD: %s\n", e.what());
+      return 1;
+    }
+    return 0;
+  }
+
+  const bool live = isatty(STDERR_FILENO) != 0;
+  auto last = Clock::now();
+  const auto start = last;
+  const auto problems = loader::VerifyShards(path, [&](std::uint64_t done, std::uint64_t total) {
+    const auto now = Clock::now();
+    if (!live || (now - last < std::chrono::milliseconds(200) && done != total)) return;
+    last = now;
+    std::fprintf(stderr, "\rverifying %llu/%llu records ", static_cast<unsigned long long>(done),
+                 static_cast<unsigned long long>(total));
+  });
+  if (live) std::fprintf(stderr, "\r%40s\r", "");
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  for (const loader::ShardProblem& p : problems) {
+    std::printf("BAD %s: %s\n", p.where.c_str(), p.reason.c_str());
+  }
+  std::printf("verify     %s: %zu problems, %llu records checked in %.2f s (%.0f MB/s)\n",
+              problems.empty() ? "OK" : "FAILED", problems.size(),
+              static_cast<unsigned long long>(manifest.records), seconds,
+              seconds > 0 ? double(total_bytes) / 1e6 / seconds : 0.0);
+  return problems.empty() ? 0 : 1;
+}
