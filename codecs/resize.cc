@@ -22,7 +22,8 @@
 // reads pixel pairs of that row with plain unaligned loads: one unpack puts
 // (r_k, r_k+1, g_k, g_k+1, b_k, b_k+1) next to each other and one madd applies a weight
 // pair to all three channels. The AVX2, SSE2 and scalar paths do the same integer
-// arithmetic and give identical results.
+// arithmetic and give identical results; building with -DTILEFEED_RESIZE_NO_AVX2 forces
+// the SSE2 path on any machine, to check that.
 
 namespace tilefeed::codecs {
 namespace {
@@ -69,6 +70,9 @@ void ComputeFilter(int in_size, double box0, double box1, int out_size, FilterWo
   const double scale = (box1 - box0) / out_size;
   const double filter_scale = std::max(scale, 1.0);
   const double support = filter_scale;
+  // Setting up the filters is a fifth of a small resize, and divisions were most of
+  // that; multiplying by reciprocals moves a weight by an ulp at most.
+  const double inverse_scale = 1.0 / filter_scale;
   work.stride = static_cast<int>(std::ceil(support)) * 2 + 1;
   work.max_count = 1;
   work.weights.resize(static_cast<std::size_t>(out_size) * work.stride);
@@ -82,7 +86,7 @@ void ComputeFilter(int in_size, double box0, double box1, int out_size, FilterWo
     double* w = &work.weights[static_cast<std::size_t>(i) * work.stride];
     double total = 0;
     for (int x = xmin; x < xmax; ++x) {
-      w[x - xmin] = Triangle((x - center + 0.5) / filter_scale);
+      w[x - xmin] = Triangle((x - center + 0.5) * inverse_scale);
       total += w[x - xmin];
     }
     // The source pixel nearest the center lies within half a pixel of it and weighs at
@@ -92,29 +96,38 @@ void ComputeFilter(int in_size, double box0, double box1, int out_size, FilterWo
     int end = xmax - xmin;
     while (begin < end && w[begin] == 0) ++begin;
     while (end > begin && w[end - 1] == 0) --end;
-    for (int k = begin; k < end; ++k) w[k - begin] = w[k] / total;
+    const double inverse_total = 1.0 / total;
+    for (int k = begin; k < end; ++k) w[k - begin] = w[k] * inverse_total;
     work.first[i] = xmin + begin;
     work.count[i] = end - begin;
     work.max_count = std::max(work.max_count, end - begin);
   }
 }
 
+// std::lround for the non-negative values Quantize rounds, without the library call:
+// x - trunc(x) is exact, so ties go up (away from zero) exactly as lround sends them.
+inline std::int32_t RoundNonNegative(double x) {
+  const auto whole = static_cast<std::int32_t>(x);
+  return x - whole >= 0.5 ? whole + 1 : whole;
+}
+
 // Rounds `count` weights to integers that sum to exactly `one` (the rounding residue
 // goes to the largest weight; exact sums keep a constant image constant), then caps
-// them at max_value.
+// them at max_value. This runs for every output row and column of every call, so it
+// rounds each weight once.
 template <typename Int>
 void Quantize(const double* w, int count, std::int32_t one, std::int32_t max_value, Int* out) {
   std::int32_t sum = 0;
   int largest = 0;
+  std::int32_t largest_value = 0;
   for (int k = 0; k < count; ++k) {
-    sum += static_cast<std::int32_t>(std::lround(w[k] * one));
+    const std::int32_t v = RoundNonNegative(w[k] * one);
+    sum += v;
     if (w[k] > w[largest]) largest = k;
-  }
-  for (int k = 0; k < count; ++k) {
-    std::int32_t v = static_cast<std::int32_t>(std::lround(w[k] * one));
-    if (k == largest) v += one - sum;
+    if (k == largest) largest_value = v;
     out[k] = static_cast<Int>(std::min(v, max_value));
   }
+  out[largest] = static_cast<Int>(std::min(largest_value + one - sum, max_value));
 }
 
 // One output row of the vertical pass: out[x] = sum_k (rows[k][x] * weights[k]) >> 8,
@@ -159,36 +172,114 @@ std::size_t VerticalSse2(const std::uint8_t* const* rows, const std::uint16_t* b
 #endif
 
 #if defined(TILEFEED_RESIZE_AVX2)
-// The same arithmetic as VerticalSse2, 32 bytes at a time. The vertical pass is half
-// of the work of a 2x downscale and this halves it; the build targets baseline x86-64,
-// so it is compiled for AVX2 alone and chosen at run time.
+// Rounds the Q8 sums of 16 even and 16 odd bytes to Q7 and stores them in byte order.
+__attribute__((target("avx2"))) inline void StoreVerticalAvx2(__m256i even_sum, __m256i odd_sum,
+                                                              std::int16_t* out) {
+  // avg(v, 0) is (v + 1) >> 1.
+  even_sum = _mm256_avg_epu16(even_sum, _mm256_setzero_si256());
+  odd_sum = _mm256_avg_epu16(odd_sum, _mm256_setzero_si256());
+  // The unpacks work within 128-bit lanes: lo holds bytes 0-7 and 16-23, hi 8-15 and
+  // 24-31.
+  const __m256i lo = _mm256_unpacklo_epi16(even_sum, odd_sum);
+  const __m256i hi = _mm256_unpackhi_epi16(even_sum, odd_sum);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_permute2x128_si256(lo, hi, 0x20));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 16),
+                      _mm256_permute2x128_si256(lo, hi, 0x31));
+}
+
+// The same arithmetic as VerticalSse2, 32 bytes at a time. The build targets baseline
+// x86-64, so the AVX2 kernels are compiled for AVX2 alone and chosen at run time.
+//
+// The multiplies are the bottleneck, so the kernel avoids other work on their ports: the
+// even bytes shifted into the high half of each lane are the bytes loaded one address
+// earlier and masked (an AND, which runs on any vector port, instead of a shift), and
+// (sum + 1) >> 1 is one average with zero. The first chunk has no byte before it that is
+// ours to read, so it shifts. A compile-time tap count keeps the weights and row
+// pointers in registers; kTaps == 0 reads them from memory.
+template <int kTaps>
 __attribute__((target("avx2"))) std::size_t VerticalAvx2(const std::uint8_t* const* rows,
-                                                         const std::uint16_t* broadcast, int taps,
-                                                         std::size_t bytes, std::int16_t* out) {
+                                                         const std::uint16_t* broadcast,
+                                                         int runtime_taps, std::size_t bytes,
+                                                         std::int16_t* out) {
+  constexpr int kSlots = kTaps > 0 ? kTaps : 1;
+  const int taps = kTaps > 0 ? kTaps : runtime_taps;
   const __m256i odd_mask = _mm256_set1_epi16(static_cast<short>(0xff00));
-  const __m256i one = _mm256_set1_epi16(1);
-  std::size_t x = 0;
+  __m256i weights[kSlots];
+  const std::uint8_t* row[kSlots];
+  if constexpr (kTaps > 0) {
+    for (int k = 0; k < kTaps; ++k) {
+      weights[k] = _mm256_set1_epi16(static_cast<short>(broadcast[8 * k]));
+      row[k] = rows[k];
+    }
+  }
+  if (bytes < 32) return 0;
+  {
+    __m256i even_sum = _mm256_setzero_si256();
+    __m256i odd_sum = _mm256_setzero_si256();
+    for (int k = 0; k < taps; ++k) {
+      __m256i w;
+      const std::uint8_t* p;
+      if constexpr (kTaps > 0) {
+        w = weights[k];
+        p = row[k];
+      } else {
+        w = _mm256_set1_epi16(static_cast<short>(broadcast[8 * k]));
+        p = rows[k];
+      }
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+      even_sum = _mm256_add_epi16(even_sum, _mm256_mulhi_epu16(_mm256_slli_epi16(v, 8), w));
+      odd_sum = _mm256_add_epi16(odd_sum, _mm256_mulhi_epu16(_mm256_and_si256(v, odd_mask), w));
+    }
+    StoreVerticalAvx2(even_sum, odd_sum, out);
+  }
+  std::size_t x = 32;
   for (; x + 32 <= bytes; x += 32) {
     __m256i even_sum = _mm256_setzero_si256();
     __m256i odd_sum = _mm256_setzero_si256();
     for (int k = 0; k < taps; ++k) {
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[k] + x));
-      const __m256i w = _mm256_set1_epi16(static_cast<short>(broadcast[8 * k]));
-      even_sum = _mm256_add_epi16(even_sum, _mm256_mulhi_epu16(_mm256_slli_epi16(v, 8), w));
-      odd_sum = _mm256_add_epi16(odd_sum, _mm256_mulhi_epu16(_mm256_and_si256(v, odd_mask), w));
+      __m256i w;
+      const std::uint8_t* p;
+      if constexpr (kTaps > 0) {
+        w = weights[k];
+        p = row[k] + x;
+      } else {
+        w = _mm256_set1_epi16(static_cast<short>(broadcast[8 * k]));
+        p = rows[k] + x;
+      }
+      const __m256i even =
+          _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p - 1)), odd_mask);
+      const __m256i odd =
+          _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), odd_mask);
+      even_sum = _mm256_add_epi16(even_sum, _mm256_mulhi_epu16(even, w));
+      odd_sum = _mm256_add_epi16(odd_sum, _mm256_mulhi_epu16(odd, w));
     }
-    even_sum = _mm256_srli_epi16(_mm256_add_epi16(even_sum, one), 1);
-    odd_sum = _mm256_srli_epi16(_mm256_add_epi16(odd_sum, one), 1);
-    // The unpacks work within 128-bit lanes: lo holds bytes 0-7 and 16-23, hi 8-15 and
-    // 24-31.
-    const __m256i lo = _mm256_unpacklo_epi16(even_sum, odd_sum);
-    const __m256i hi = _mm256_unpackhi_epi16(even_sum, odd_sum);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + x),
-                        _mm256_permute2x128_si256(lo, hi, 0x20));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + x + 16),
-                        _mm256_permute2x128_si256(lo, hi, 0x31));
+    StoreVerticalAvx2(even_sum, odd_sum, out + x);
   }
   return x;
+}
+
+std::size_t VerticalAvx2Dispatch(const std::uint8_t* const* rows, const std::uint16_t* broadcast,
+                                 int taps, std::size_t bytes, std::int16_t* out) {
+  switch (taps) {
+    case 1:
+      return VerticalAvx2<1>(rows, broadcast, taps, bytes, out);
+    case 2:
+      return VerticalAvx2<2>(rows, broadcast, taps, bytes, out);
+    case 3:
+      return VerticalAvx2<3>(rows, broadcast, taps, bytes, out);
+    case 4:
+      return VerticalAvx2<4>(rows, broadcast, taps, bytes, out);
+    case 5:
+      return VerticalAvx2<5>(rows, broadcast, taps, bytes, out);
+    case 6:
+      return VerticalAvx2<6>(rows, broadcast, taps, bytes, out);
+    case 7:
+      return VerticalAvx2<7>(rows, broadcast, taps, bytes, out);
+    case 8:
+      return VerticalAvx2<8>(rows, broadcast, taps, bytes, out);
+    default:
+      return VerticalAvx2<0>(rows, broadcast, taps, bytes, out);
+  }
 }
 #endif
 
@@ -198,7 +289,7 @@ void VerticalPass(const std::uint8_t* const* rows, const std::uint16_t* weights,
                   std::int16_t* out) {
   std::size_t x = 0;
 #if defined(TILEFEED_RESIZE_AVX2)
-  if (use_avx2) x = VerticalAvx2(rows, broadcast, taps, bytes, out);
+  if (use_avx2) x = VerticalAvx2Dispatch(rows, broadcast, taps, bytes, out);
 #else
   (void)use_avx2;
 #endif
@@ -282,6 +373,130 @@ void HorizontalPassSimd(const std::int16_t* row, const HorizontalFilter& filter,
 }
 #endif
 
+#if defined(TILEFEED_RESIZE_AVX2)
+// The horizontal filter for HorizontalAvx2, in groups of 8 destination pixels (the last
+// group padded with pixels that read intermediate pixel 0 with zero weights). Register r
+// of a group computes pixels 8g + r (low 128-bit lane) and 8g + r + 4 (high lane), so
+// that the packs below leave the 8 pixels in order. offsets[i] is 3 * first[i]; pair k of
+// register r of group g has its 8 int32 weight pairs (lane 3 of each half zero) at
+// weights[((g * 4 + r) * pairs + k) * 8].
+struct HorizontalFilterAvx2 {
+  int groups = 0;
+  std::vector<std::int32_t> offsets;
+  std::vector<std::int32_t> weights;
+};
+
+void BuildHorizontalFilterAvx2(const HorizontalFilter& filter, int out_width,
+                               HorizontalFilterAvx2& avx2) {
+  const int pairs = filter.pairs;
+  avx2.groups = (out_width + 7) / 8;
+  avx2.offsets.assign(static_cast<std::size_t>(avx2.groups) * 8, 0);
+  avx2.weights.assign(static_cast<std::size_t>(avx2.groups) * 4 * pairs * 8, 0);
+  for (int i = 0; i < out_width; ++i) {
+    avx2.offsets[i] = 3 * filter.first[i];
+    const int g = i / 8;
+    const int r = i % 4;
+    const int half = (i % 8) / 4;
+    for (int k = 0; k < pairs; ++k) {
+      std::int32_t* w = &avx2.weights[((static_cast<std::size_t>(g) * 4 + r) * pairs + k) * 8];
+      std::fill_n(w + 4 * half, 3, filter.weights[(static_cast<std::size_t>(i) * pairs + k) * 4]);
+    }
+  }
+}
+
+// One load of 8 values at pixel p holds r g b of p and p+1; the shuffle turns it into
+// r_p r_p1 g_p g_p1 b_p b_p1 for one madd with a weight pair, as the SSE2 kernel's unpack
+// does with two loads. Two pixels per register, one per 128-bit lane. The arithmetic is
+// the SSE2 kernel's, so the results are identical.
+template <int kPairs>
+__attribute__((target("avx2"))) inline __m256i HorizontalSumsAvx2(const std::int16_t* low,
+                                                                  const std::int16_t* high,
+                                                                  const std::int32_t* weights,
+                                                                  int runtime_pairs) {
+  const int pairs = kPairs > 0 ? kPairs : runtime_pairs;
+  const __m256i pair_shuffle =
+      _mm256_setr_epi8(0, 1, 6, 7, 2, 3, 8, 9, 4, 5, 10, 11, -1, -1, -1, -1,  //
+                       0, 1, 6, 7, 2, 3, 8, 9, 4, 5, 10, 11, -1, -1, -1, -1);
+  __m256i acc = _mm256_set1_epi32(kFinalRound);
+  for (int k = 0; k < pairs; ++k) {
+    const __m256i v = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(low + 6 * k))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(high + 6 * k)), 1);
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(weights + 8 * k));
+    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_shuffle_epi8(v, pair_shuffle), w));
+  }
+  return _mm256_srai_epi32(acc, kFinalShift);
+}
+
+template <int kPairs>
+__attribute__((target("avx2"))) void HorizontalPassAvx2(const std::int16_t* row,
+                                                        const HorizontalFilterAvx2& filter,
+                                                        int pairs, int out_width, std::uint8_t* out,
+                                                        std::ptrdiff_t pixel_stride,
+                                                        std::ptrdiff_t channel_stride) {
+  // Drops the fourth byte of each pixel within a lane, then moves the high lane's 12
+  // bytes next to the low lane's.
+  const __m256i compact_bytes =
+      _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1,  //
+                       0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
+  const __m256i compact_lanes = _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 3, 7);
+  const bool packed_rgb = pixel_stride == 3 && channel_stride == 1;
+  const std::int32_t* offsets = filter.offsets.data();
+  const std::int32_t* weights = filter.weights.data();
+  const std::size_t register_weights = static_cast<std::size_t>(pairs) * 8;
+  for (int g = 0; g < filter.groups; ++g, offsets += 8, weights += 4 * register_weights) {
+    __m256i sums[4];
+    for (int r = 0; r < 4; ++r) {
+      sums[r] = HorizontalSumsAvx2<kPairs>(row + offsets[r], row + offsets[r + 4],
+                                           weights + r * register_weights, pairs);
+    }
+    // Saturating packs clamp to [0, 255] exactly as ClampFinal does.
+    const __m256i bytes = _mm256_packus_epi16(_mm256_packs_epi32(sums[0], sums[1]),
+                                              _mm256_packs_epi32(sums[2], sums[3]));
+    const __m256i rgb =
+        _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(bytes, compact_bytes), compact_lanes);
+    const int i = 8 * g;
+    const int count = std::min(8, out_width - i);
+    std::uint8_t* p = out + i * pixel_stride;
+    if (packed_rgb && 3 * (out_width - i) >= 32) {
+      // Bytes 24-31 land on the next group's pixels, which overwrite them.
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), rgb);
+    } else if (packed_rgb && count == 8) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(rgb));
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(p + 16), _mm256_extracti128_si256(rgb, 1));
+    } else {
+      alignas(32) std::uint8_t values[32];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(values), rgb);
+      for (int j = 0; j < count; ++j) {
+        for (int c = 0; c < 3; ++c) p[j * pixel_stride + c * channel_stride] = values[3 * j + c];
+      }
+    }
+  }
+}
+
+void HorizontalPassAvx2Dispatch(const std::int16_t* row, const HorizontalFilterAvx2& filter,
+                                int pairs, int out_width, std::uint8_t* out,
+                                std::ptrdiff_t pixel_stride, std::ptrdiff_t channel_stride) {
+  switch (pairs) {
+    case 1:
+      return HorizontalPassAvx2<1>(row, filter, pairs, out_width, out, pixel_stride,
+                                   channel_stride);
+    case 2:
+      return HorizontalPassAvx2<2>(row, filter, pairs, out_width, out, pixel_stride,
+                                   channel_stride);
+    case 3:
+      return HorizontalPassAvx2<3>(row, filter, pairs, out_width, out, pixel_stride,
+                                   channel_stride);
+    case 4:
+      return HorizontalPassAvx2<4>(row, filter, pairs, out_width, out, pixel_stride,
+                                   channel_stride);
+    default:
+      return HorizontalPassAvx2<0>(row, filter, pairs, out_width, out, pixel_stride,
+                                   channel_stride);
+  }
+}
+#endif
+
 // Resamples one intermediate row (Q7, index 0 = the first source column any output
 // reads, padded with zeros past the end) into dst row `out`.
 void HorizontalPass(const std::int16_t* row, const HorizontalFilter& filter, int out_width,
@@ -324,6 +539,9 @@ struct Resizer::Scratch {
   FilterWork horizontal_work;
   FilterWork vertical_work;
   HorizontalFilter horizontal;
+#if defined(TILEFEED_RESIZE_AVX2)
+  HorizontalFilterAvx2 horizontal_avx2;
+#endif
   std::vector<std::int16_t> taps;               // one output's horizontal weights
   std::vector<std::uint16_t> vertical_weights;  // one output row's weights
   std::vector<std::uint16_t> broadcast;         // the same, each repeated 8 times
@@ -375,6 +593,13 @@ void Resizer::Resize(const ConstPixelView& src, const SourceBox& box, const Pixe
     h.first[i] = hw.first[from] - lo;
   }
 
+#if defined(TILEFEED_RESIZE_AVX2) && !defined(TILEFEED_RESIZE_NO_AVX2)
+  const bool use_avx2 = __builtin_cpu_supports("avx2");
+  if (use_avx2) BuildHorizontalFilterAvx2(h, dst.width, s.horizontal_avx2);
+#else
+  const bool use_avx2 = false;
+#endif
+
   FilterWork& vw = s.vertical_work;
   ComputeFilter(src.height, box.y0, box.y1, dst.height, vw);
   s.vertical_weights.resize(vw.max_count);
@@ -387,11 +612,6 @@ void Resizer::Resize(const ConstPixelView& src, const SourceBox& box, const Pixe
   if (s.row.size() < row_values + padding) s.row.resize(row_values + padding);
   std::fill_n(s.row.begin() + row_values, padding, 0);
 
-#if defined(TILEFEED_RESIZE_AVX2)
-  const bool use_avx2 = __builtin_cpu_supports("avx2");
-#else
-  const bool use_avx2 = false;
-#endif
   const std::uint8_t* origin = src.data + 3 * static_cast<std::ptrdiff_t>(lo);
   for (int y = 0; y < dst.height; ++y) {
     const int count = vw.count[y];
@@ -403,8 +623,15 @@ void Resizer::Resize(const ConstPixelView& src, const SourceBox& box, const Pixe
     }
     VerticalPass(s.rows.data(), s.vertical_weights.data(), s.broadcast.data(), count, row_values,
                  use_avx2, s.row.data());
-    HorizontalPass(s.row.data(), h, dst.width, dst.data + y * dst.row_stride, dst.pixel_stride,
-                   dst.channel_stride);
+    std::uint8_t* out = dst.data + y * dst.row_stride;
+#if defined(TILEFEED_RESIZE_AVX2)
+    if (use_avx2) {
+      HorizontalPassAvx2Dispatch(s.row.data(), s.horizontal_avx2, h.pairs, dst.width, out,
+                                 dst.pixel_stride, dst.channel_stride);
+      continue;
+    }
+#endif
+    HorizontalPass(s.row.data(), h, dst.width, out, dst.pixel_stride, dst.channel_stride);
   }
 }
 

@@ -337,6 +337,31 @@ TEST(ResizeTest, WritesNothingOutsideDst) {
   }
 }
 
+// The vector kernels write whole groups of pixels where a row has room and finish the
+// row pixel by pixel; every output width up to a few groups, at every filter length,
+// must match the reference and leave the bytes after the last row alone.
+TEST(ResizeTest, EveryOutputWidthAndFilterLength) {
+  constexpr std::uint8_t kGuard = 0x5A;
+  constexpr std::size_t kTail = 64;
+  Resizer resizer;
+  for (const int factor : {1, 2, 3, 4, 5, 9}) {
+    for (int ow = 1; ow <= 40; ++ow) {
+      const int oh = 3;
+      const Image src = RandomImage(ow * factor + 1, oh * factor + 2, ow * 16 + factor);
+      const SourceBox box{0.5, 0.25, ow * factor + 0.75, oh * factor + 1.5};
+      std::vector<std::uint8_t> buffer(static_cast<std::size_t>(ow) * oh * 3 + kTail, kGuard);
+      resizer.Resize(src.view(), box, PixelView::Interleaved(buffer.data(), ow, oh));
+      Image got(ow, oh);
+      std::copy_n(buffer.begin(), got.pixels.size(), got.pixels.begin());
+      EXPECT_LE(MaxAbsDiff(got, ReferenceResize(src, box, ow, oh)), 1)
+          << Describe(src, box, ow, oh);
+      for (std::size_t i = got.pixels.size(); i < buffer.size(); ++i) {
+        ASSERT_EQ(buffer[i], kGuard) << Describe(src, box, ow, oh) << " byte " << i;
+      }
+    }
+  }
+}
+
 TEST(ResizeTest, ReadsSourceThroughItsRowStride) {
   Resizer resizer;
   const Image tight = RandomImage(30, 20, 61);
