@@ -1,0 +1,385 @@
+"""Tests for the tilefeed Python module. Run by ctest (python_tests), which sets PYTHONPATH
+to the build's python/ folder and TILEFEED_CXX_DIGEST to the cxx_digest helper. Every
+dataset is written here, at run time."""
+
+import gc
+import inspect
+import os
+import signal
+import struct
+import subprocess
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+import torch.utils.dlpack
+from PIL import Image
+
+import tilefeed
+
+CLASSES = 3
+PER_CLASS = 7
+SAMPLES = CLASSES * PER_CLASS
+
+
+def write_folder(root, classes=CLASSES, per_class=PER_CLASS, seed=0):
+    """An ImageFolder of small noisy JPEGs of varied sizes; sample i has label i // per_class."""
+    rng = np.random.default_rng(seed)
+    for c in range(classes):
+        d = root / f"class{c}"
+        d.mkdir(parents=True)
+        for i in range(per_class):
+            h, w = 30 + 2 * c, 40 + 3 * i
+            pixels = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(d / f"{i:03d}.jpg", quality=90)
+    return root
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return write_folder(tmp_path_factory.mktemp("folder"))
+
+
+@pytest.fixture(scope="module")
+def bad_folder(tmp_path_factory):
+    root = write_folder(tmp_path_factory.mktemp("bad"))
+    (root / "class1" / "zz_bad.jpg").write_bytes(b"this is not a JPEG file")
+    return root
+
+
+def fnv1a64(chunks, h=0xcbf29ce484222325):
+    for chunk in chunks:
+        for byte in chunk:
+            h = ((h ^ byte) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def batch_chunks(batch):
+    """The byte stream cxx_digest hashes for one batch."""
+    yield struct.pack("<QQQ", batch.epoch, batch.index, batch.size)
+    yield batch.images.tobytes()
+    yield batch.labels_int32.astype("<i4").tobytes()
+    yield batch.sample_indices.astype("<u8").tobytes()
+
+
+def epoch_digest(loader):
+    h, count = 0xcbf29ce484222325, 0
+    for batch in loader:
+        h = fnv1a64(batch_chunks(batch), h)
+        count += 1
+    return count, f"{h:016x}"
+
+
+def cxx_digest(data, first_epoch=0, **options):
+    tool = os.environ.get("TILEFEED_CXX_DIGEST")
+    assert tool and os.path.exists(tool), (
+        "TILEFEED_CXX_DIGEST must name the cxx_digest helper (ctest sets it; build the "
+        "cxx_digest target)")
+    args = [tool, "--data", str(data), "--first-epoch", str(first_epoch)]
+    for key, value in options.items():
+        args += ["--" + key, str(value)]
+    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout.split()
+    fields = dict(item.split("=") for item in out)
+    return int(fields["batches"]), fields["digest"]
+
+
+def collect(loader):
+    return [(b.images.copy(), b.labels.copy(), b.sample_indices.copy()) for b in loader]
+
+
+# -- options -------------------------------------------------------------------------------
+
+def test_keyword_defaults_are_the_cxx_defaults():
+    defaults = tilefeed._tilefeed._default_options()
+    params = inspect.signature(tilefeed.Loader).parameters
+    for name, value in defaults.items():
+        assert params[name].kind is inspect.Parameter.KEYWORD_ONLY
+        assert params[name].default == value, name
+    assert defaults["batch_size"] == 256 and defaults["image_size"] == 224
+    assert defaults["mode"] == "train" and defaults["layout"] == "nhwc"
+
+
+def test_bad_options_raise_value_error(folder):
+    with pytest.raises(ValueError, match="mode"):
+        tilefeed.Loader(folder, mode="bogus")
+    with pytest.raises(ValueError, match="batch_size"):
+        tilefeed.Loader(folder, batch_size=0)
+    with pytest.raises(ValueError, match="shard"):
+        tilefeed.Loader(folder, shard=(2, 2))
+    with pytest.raises(ValueError, match="source"):
+        tilefeed.Loader(folder, source="tfrecord")
+    with pytest.raises(TypeError):
+        tilefeed.Loader(folder, batch=8)
+    with pytest.raises(TypeError, match="image_size"):
+        tilefeed.Loader(folder, image_size="big")
+
+
+def test_missing_directory_raises_source_error_with_path(tmp_path):
+    missing = tmp_path / "nowhere"
+    with pytest.raises(tilefeed.SourceError) as info:
+        tilefeed.Loader(missing)
+    assert isinstance(info.value, OSError)
+    assert str(missing) in str(info.value)
+    assert info.value.where == str(missing)
+    assert info.value.reason
+
+
+# -- contents --------------------------------------------------------------------------------
+
+def test_epoch_yields_every_sample_once(folder):
+    with tilefeed.Loader(folder, batch_size=8, image_size=32, workers=2) as loader:
+        assert len(loader) == 3
+        assert loader.classes == ["class0", "class1", "class2"]
+        assert loader.dataset_size == SAMPLES
+        sizes, indices, labels = [], [], []
+        for batch in loader:
+            assert batch.epoch == 0
+            assert batch.images.shape == (batch.size, 32, 32, 3)
+            assert batch.images.dtype == np.uint8
+            assert batch.labels.dtype == np.int64
+            assert batch.sample_indices.dtype == np.uint64
+            sizes.append(batch.size)
+            indices.extend(batch.sample_indices.tolist())
+            labels.extend(batch.labels.tolist())
+    assert sizes == [8, 8, 5]
+    assert sorted(indices) == list(range(SAMPLES))
+    assert labels == [i // PER_CLASS for i in indices]
+    assert indices != sorted(indices)  # shuffled
+
+
+@pytest.mark.parametrize("options", [
+    dict(mode="train", layout="nhwc", seed=5),
+    dict(mode="train", layout="nchw", seed=11),
+    dict(mode="eval", layout="nhwc", seed=0),
+])
+def test_batches_are_the_cxx_loaders_bytes(folder, options):
+    py_options = dict(options)
+    loader = tilefeed.Loader(folder, batch_size=8, image_size=32, workers=2, **py_options)
+    first = epoch_digest(loader)
+    loader.set_epoch(3)
+    third = epoch_digest(loader)
+    loader.stop()
+    cxx = dict(batch=8, size=32, workers=1, **options)
+    assert first == cxx_digest(folder, first_epoch=0, **cxx)
+    assert third == cxx_digest(folder, first_epoch=3, **cxx)
+    assert first != third
+
+
+def test_worker_count_changes_nothing(folder):
+    one = collect(tilefeed.Loader(folder, batch_size=8, image_size=32, workers=1, seed=3))
+    two = collect(tilefeed.Loader(folder, batch_size=8, image_size=32, workers=2, seed=3,
+                                  prefetch_depth=2))
+    assert len(one) == len(two) == 3
+    for a, b in zip(one, two):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)
+
+
+def test_iterations_walk_the_epochs(folder):
+    loader = tilefeed.Loader(folder, batch_size=8, image_size=16, workers=1, epochs=8)
+    assert [b.epoch for b in loader] == [0, 0, 0]
+    assert [b.epoch for b in loader] == [1, 1, 1]
+    loader.set_epoch(5)
+    assert [b.epoch for b in loader] == [5, 5, 5]
+    for batch in loader:  # leave epoch 6 early: the next iter() starts epoch 7
+        assert batch.epoch == 6
+        break
+    stale = iter(loader)
+    assert [b.epoch for b in stale] == [7, 7, 7]
+    assert list(loader) == []  # epochs=8: epochs 0..7 only
+    fresh = iter(loader)
+    with pytest.raises(RuntimeError):
+        next(stale)
+    del fresh
+    loader.stop()
+    with pytest.raises(ValueError):
+        iter(loader)
+
+
+def test_cifar10(tmp_path):
+    rng = np.random.default_rng(1)
+    records = {}
+    for name, count in [(f"data_batch_{i}.bin", 2) for i in range(1, 6)] + [("test_batch.bin", 6)]:
+        labels = rng.integers(0, 10, count, dtype=np.uint8)
+        planes = rng.integers(0, 256, (count, 3, 32, 32), dtype=np.uint8)
+        blob = b"".join(bytes([l]) + p.tobytes() for l, p in zip(labels, planes))
+        (tmp_path / name).write_bytes(blob)
+        records[name] = (labels, planes)
+    loader = tilefeed.Loader(tmp_path, source="cifar10-test", batch_size=6, image_size=32,
+                             mode="eval", eval_resize=32, shuffle=False, workers=1)
+    assert len(loader) == 1 and loader.classes[0] == "airplane"
+    batch = next(iter(loader))
+    labels, planes = records["test_batch.bin"]
+    np.testing.assert_array_equal(batch.labels, labels)
+    np.testing.assert_array_equal(batch.images, planes.transpose(0, 2, 3, 1))
+    train = tilefeed.Loader(tmp_path, source="cifar10-train", batch_size=4, image_size=24,
+                            workers=2, seed=9)
+    assert epoch_digest(train) == cxx_digest(tmp_path, source="cifar10-train", batch=4,
+                                             size=24, seed=9, workers=1)
+
+
+# -- memory ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("layout", ["nhwc", "nchw"])
+def test_numpy_and_torch_views_share_the_slot(folder, layout):
+    loader = tilefeed.Loader(folder, batch_size=8, image_size=32, workers=1, layout=layout)
+    batch = next(iter(loader))
+    images = batch.images
+    tensor = batch.torch()
+    expected = (8, 32, 32, 3) if layout == "nhwc" else (8, 3, 32, 32)
+    assert images.shape == expected and tuple(tensor.shape) == expected
+    assert tensor.dtype == torch.uint8
+    assert np.shares_memory(images, batch.images)
+    assert tensor.data_ptr() == images.ctypes.data
+    assert np.shares_memory(batch.labels_int32, batch.labels_int32)
+    tensor[0, 0, 0, 0] = 255 - int(tensor[0, 0, 0, 0])
+    assert images[0, 0, 0, 0] == int(tensor[0, 0, 0, 0])
+    images[1, 1, 1, 1] = 7
+    assert int(tensor[1, 1, 1, 1]) == 7
+    via_protocol = torch.utils.dlpack.from_dlpack(batch)  # Batch.__dlpack__
+    assert via_protocol.data_ptr() == images.ctypes.data
+    loader.stop()
+
+
+def test_views_keep_their_slot_alive(folder):
+    loader = tilefeed.Loader(folder, batch_size=4, image_size=32, workers=2, prefetch_depth=2)
+    it = iter(loader)
+    first = next(it)
+    images, tensor, indices = first.images, first.torch(), first.sample_indices
+    snapshot, index_snapshot = images.copy(), indices.copy()
+    rest = sum(1 for _ in it)  # one of two slots stays held by the views: still progresses
+    assert rest == len(loader) - 1
+    assert first.released
+    with pytest.raises(ValueError, match="released"):
+        first.images
+    np.testing.assert_array_equal(images, snapshot)
+    np.testing.assert_array_equal(tensor.numpy(), snapshot)
+    np.testing.assert_array_equal(indices, index_snapshot)
+    for _ in loader:  # a whole further epoch: the held slot is never reused
+        pass
+    loader.stop()
+    del loader, it, first
+    gc.collect()
+    np.testing.assert_array_equal(images, snapshot)  # the views outlive the Loader too
+    np.testing.assert_array_equal(tensor.numpy(), snapshot)
+
+
+def test_depth_one_loop_does_not_stall(folder):
+    loader = tilefeed.Loader(folder, batch_size=4, image_size=16, workers=1, prefetch_depth=1)
+    assert sum(b.size for b in loader) == SAMPLES
+    loader.stop()
+
+
+def test_copy_mode_gives_owned_batches(folder):
+    views = collect(tilefeed.Loader(folder, batch_size=8, image_size=32, workers=2))
+    batches = list(tilefeed.Loader(folder, batch_size=8, image_size=32, workers=2,
+                                   prefetch_depth=1, copy=True))
+    assert len(batches) == len(views)
+    for batch, (images, labels, indices) in zip(batches, views):
+        assert not batch.released
+        np.testing.assert_array_equal(batch.images, images)
+        np.testing.assert_array_equal(batch.labels, labels)
+        np.testing.assert_array_equal(batch.sample_indices, indices)
+        assert torch.equal(batch.torch(), torch.from_numpy(images))
+    assert not np.shares_memory(batches[0].images, batches[1].images)
+
+
+# -- bad samples -----------------------------------------------------------------------------
+
+def test_fail_policy_raises_loader_error_naming_the_file(bad_folder):
+    loader = tilefeed.Loader(bad_folder, batch_size=8, image_size=32, workers=2,
+                             bad_sample_policy="fail")
+    with pytest.raises(tilefeed.LoaderError) as info:
+        for _ in loader:
+            pass
+    assert isinstance(info.value, RuntimeError)
+    assert str(bad_folder / "class1" / "zz_bad.jpg") in str(info.value)
+    assert "JPEG" in str(info.value) or "text" in str(info.value)
+    loader.stop()
+
+
+def test_skip_policy_reports_through_the_callback(bad_folder):
+    reports = []
+    loader = tilefeed.Loader(bad_folder, batch_size=8, image_size=32, workers=2,
+                             on_bad_sample=reports.append)
+    sizes, substituted = [], 0
+    for batch in loader:
+        sizes.append(batch.size)
+        substituted += batch.substituted
+    loader.stop()  # the loader runs ahead into epoch 1, which may report the file again
+    assert sum(sizes) == SAMPLES + 1 and substituted == 1
+    bad_path = str(bad_folder / "class1" / "zz_bad.jpg")
+    assert [r["where"] for r in reports if r["epoch"] == 0] == [bad_path]
+    assert reports[0]["reason"] and reports[0]["epoch"] == 0
+    assert loader.bad_samples() == reports
+    assert loader.metrics()["bad_samples"] == len(reports)
+
+
+def test_callback_exception_is_reraised(bad_folder):
+    def explode(_):
+        raise ZeroDivisionError("from on_bad_sample")
+    loader = tilefeed.Loader(bad_folder, batch_size=8, image_size=32, workers=2,
+                             on_bad_sample=explode)
+    with pytest.raises(ZeroDivisionError, match="from on_bad_sample"):
+        for _ in loader:
+            pass
+    loader.stop()
+
+
+# -- threads and signals ---------------------------------------------------------------------
+
+def test_ctrl_c_interrupts_a_blocked_wait(tmp_path):
+    # Every file is bad and every report sleeps in Python, so one batch takes about 5 s:
+    # the consumer is blocked in the C++ Next() while workers take the GIL for callbacks.
+    d = tmp_path / "slow" / "only"
+    d.mkdir(parents=True)
+    for i in range(100):
+        (d / f"{i:03d}.jpg").write_bytes(b"not a jpeg")
+    calls = []
+
+    def slow(report):
+        calls.append(report)
+        time.sleep(0.05)
+
+    loader = tilefeed.Loader(tmp_path / "slow", batch_size=100, image_size=16, workers=1,
+                             on_bad_sample=slow)
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    start = time.monotonic()
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            for _ in loader:
+                pass
+    finally:
+        timer.cancel()
+    elapsed = time.monotonic() - start
+    assert elapsed < 1.5, f"KeyboardInterrupt took {elapsed:.2f} s"
+    assert len(calls) >= 3  # workers took the GIL for callbacks while the consumer waited
+    start = time.monotonic()
+    loader.stop()
+    assert time.monotonic() - start < 2.0
+
+
+def test_interrupted_request_loses_no_batch(tmp_path):
+    # The third batch holds four bad files whose reports sleep, so it is still being decoded when
+    # SIGINT arrives; the interrupted request's batch is what the next request returns.
+    root = write_folder(tmp_path / "mixed", classes=1, per_class=8)
+    for i in range(4):
+        (root / "class0" / f"zz{i}.jpg").write_bytes(b"not a jpeg")
+    options = dict(batch_size=4, image_size=16, workers=1, shuffle=False)
+    expected = [b.sample_indices.tolist() for b in tilefeed.Loader(root, **options)]
+    loader = tilefeed.Loader(root, on_bad_sample=lambda _: time.sleep(0.3), **options)
+    it = iter(loader)
+    got = [next(it).sample_indices.tolist(), next(it).sample_indices.tolist()]
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            next(it)
+    finally:
+        timer.cancel()
+    got.extend(b.sample_indices.tolist() for b in it)
+    assert got == expected and len(got) == 3
+    loader.stop()

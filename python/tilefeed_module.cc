@@ -1,0 +1,759 @@
+// tilefeed._tilefeed: the C++ loader for Python. The Pythonic layer (keyword
+// arguments, epochs, iteration) lives in tilefeed/__init__.py; this file owns threads,
+// the GIL and memory.
+//
+// Design.
+//  * Batches are not copied. A BatchData owns the loader::Batch (a slot) and a reference
+//    to the Core that owns the Loader. Every numpy array and DLPack tensor handed out
+//    holds its own shared_ptr<BatchData> (numpy: a capsule as the array's base; DLPack:
+//    the DLManagedTensor's manager_ctx), so a slot returns to the loader only when the
+//    Python Batch and every view of it are gone, and a Loader outlives its Batches as
+//    loader.h requires. Nothing in a BatchData is a Python object, so torch may run the
+//    DLPack deleter on any thread without the GIL.
+//  * Ctrl-C. Loader::Next() blocks without a timeout, and Python runs its SIGINT handler
+//    only on the main thread between bytecodes. So Next() runs on a fetcher thread that
+//    the consumer asks for one batch at a time; the consumer waits for the answer in
+//    slices of kSignalSlice with the GIL released and calls PyErr_CheckSignals between
+//    slices. An interrupted request stays pending: the next call collects its batch, so
+//    an interrupt loses no batch and changes no epoch's contents.
+//  * The GIL. It is released while waiting, while constructing (indexing, starting
+//    workers) and while stopping (joining workers). Workers take it only to call
+//    on_bad_sample; since no C++ lock is held while the consumer waits with the GIL
+//    released, that cannot deadlock. The callback object and its pending exception are
+//    dropped under the GIL by Shutdown(), after the workers are joined.
+
+#include <Python.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cassert>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "loader/cifar.h"
+#include "loader/image_folder.h"
+#include "loader/loader.h"
+#include "loader/source.h"
+
+namespace py = pybind11;
+namespace loader = tilefeed::loader;
+namespace codecs = tilefeed::codecs;
+
+namespace {
+
+// How long the consumer waits with the GIL released before it checks for signals.
+constexpr std::chrono::milliseconds kSignalSlice{20};
+
+// DLPack 0.x ABI (dlpack.h v0.6/0.7), which torch 1.13's from_dlpack consumes from a
+// capsule named "dltensor". Defined here rather than vendoring the header.
+struct DLDevice {
+  std::int32_t device_type;  // kDLCPU = 1
+  std::int32_t device_id;
+};
+struct DLDataType {
+  std::uint8_t code;  // kDLInt = 0, kDLUInt = 1, kDLFloat = 2
+  std::uint8_t bits;
+  std::uint16_t lanes;
+};
+struct DLTensor {
+  void* data;
+  DLDevice device;
+  std::int32_t ndim;
+  DLDataType dtype;
+  std::int64_t* shape;
+  std::int64_t* strides;  // in elements
+  std::uint64_t byte_offset;
+};
+struct DLManagedTensor {
+  DLTensor dl_tensor;
+  void* manager_ctx;
+  void (*deleter)(DLManagedTensor* self);
+};
+constexpr std::int32_t kDLCPU = 1;
+constexpr std::uint8_t kDLUInt = 1;
+
+bool IsFinalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing() != 0;
+#else
+  return _Py_IsFinalizing() != 0;
+#endif
+}
+
+void CheckSignals() {
+  if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+}
+
+py::dict ToDict(const loader::BadSample& bad) {
+  py::dict d;
+  d["epoch"] = bad.epoch;
+  d["sample"] = bad.sample;
+  d["where"] = bad.where;
+  d["reason"] = bad.reason;
+  return d;
+}
+
+// Owns one loader and its fetcher thread. Shared by the Python _Core object and every
+// live BatchData; Shutdown() is called by the former, with the GIL held.
+class Core {
+ public:
+  // REQUIRES: the GIL is held.
+  Core(std::unique_ptr<loader::Source> source, loader::LoaderOptions options,
+       py::object on_bad_sample)
+      : callback_(std::move(on_bad_sample)) {
+    if (!callback_.is_none()) {
+      options.on_bad_sample = [this](const loader::BadSample& bad) { OnBadSample(bad); };
+    } else {
+      callback_ = py::object();
+    }
+    {
+      py::gil_scoped_release release;
+      loader_ = std::make_unique<loader::Loader>(std::move(source), std::move(options));
+    }
+    fetcher_ = std::thread([this] { FetchLoop(); });
+  }
+
+  Core(const Core&) = delete;
+  Core& operator=(const Core&) = delete;
+
+  // May run on any thread, with or without the GIL: after Shutdown() nothing here is a
+  // Python object.
+  ~Core() {
+    StopThreads();
+    assert(!callback_);
+  }
+
+  loader::Loader& loader() { return *loader_; }
+
+  // The next batch, or nullopt at the end of an epoch or once stopped. Raises what the
+  // callback raised, LoaderError, or KeyboardInterrupt (the request stays pending).
+  // REQUIRES: the GIL is held.
+  std::optional<loader::Batch> Next() {
+    if (callback_error_) {
+      py::error_already_set error = std::move(*callback_error_);
+      callback_error_.reset();
+      throw error;
+    }
+    // One consumer at a time; waiting for another consumer is interruptible too.
+    std::unique_lock consumer(consumer_mutex_, std::defer_lock);
+    for (;;) {
+      bool locked;
+      {
+        py::gil_scoped_release release;
+        locked = consumer.try_lock_for(kSignalSlice);
+      }
+      if (locked) break;
+      CheckSignals();
+    }
+    {
+      std::lock_guard lock(mutex_);
+      if (quit_) return std::nullopt;
+      if (!requested_) {
+        requested_ = true;
+        cv_.notify_all();
+      }
+    }
+    for (;;) {
+      bool done;
+      {
+        py::gil_scoped_release release;
+        std::unique_lock lock(mutex_);
+        done = cv_.wait_for(lock, kSignalSlice, [&] { return answered_ || quit_; });
+      }
+      if (done) break;
+      CheckSignals();
+    }
+    std::optional<loader::Batch> batch;
+    std::exception_ptr error;
+    {
+      std::lock_guard lock(mutex_);
+      if (!answered_) return std::nullopt;  // stopped
+      requested_ = answered_ = false;
+      batch = std::move(answer_);
+      answer_.reset();
+      error = std::exchange(answer_error_, nullptr);
+    }
+    if (error) std::rethrow_exception(error);
+    return batch;
+  }
+
+  // Stops the workers and the fetcher and drops the callback. Idempotent.
+  // REQUIRES: the GIL is held.
+  void Shutdown() {
+    {
+      py::gil_scoped_release release;
+      StopThreads();
+    }
+    callback_ = py::object();
+    callback_error_.reset();
+  }
+
+ private:
+  void StopThreads() {
+    std::lock_guard stopping(stop_mutex_);  // stop() may race the _Core's deallocation
+    if (loader_) loader_->Stop();           // the fetcher's Next() returns; workers are joined
+    {
+      std::lock_guard lock(mutex_);
+      quit_ = true;
+    }
+    cv_.notify_all();
+    if (fetcher_.joinable()) fetcher_.join();
+  }
+
+  void FetchLoop() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      cv_.wait(lock, [&] { return quit_ || (requested_ && !answered_); });
+      if (quit_) return;
+      lock.unlock();
+      std::optional<loader::Batch> batch;
+      std::exception_ptr error;
+      try {
+        batch = loader_->Next();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      lock.lock();
+      answer_ = std::move(batch);
+      answer_error_ = error;
+      answered_ = true;
+      cv_.notify_all();
+    }
+  }
+
+  // Runs on a decode worker.
+  void OnBadSample(const loader::BadSample& bad) {
+    if (IsFinalizing()) return;
+    py::gil_scoped_acquire gil;
+    if (!callback_) return;  // shut down
+    try {
+      callback_(ToDict(bad));
+    } catch (py::error_already_set& e) {
+      if (!callback_error_) callback_error_.emplace(std::move(e));
+    }
+  }
+
+  // Touched only with the GIL held.
+  py::object callback_;
+  std::optional<py::error_already_set> callback_error_;
+
+  std::timed_mutex consumer_mutex_;
+  std::mutex stop_mutex_;
+  // The request/answer protocol with the fetcher, under mutex_.
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool requested_ = false;
+  bool answered_ = false;
+  bool quit_ = false;
+  std::unique_ptr<loader::Loader> loader_;
+  std::optional<loader::Batch> answer_;  // destroyed before loader_
+  std::exception_ptr answer_error_;
+  std::thread fetcher_;
+};
+
+// One batch's memory: a loader slot, or owned copies (copy=True). Holds no Python object.
+struct BatchData {
+  std::shared_ptr<Core> core;  // declared first: the slot goes back before the Loader can go
+  loader::Batch batch;
+  std::unique_ptr<std::uint8_t[]> owned_images;
+  std::unique_ptr<std::int32_t[]> owned_labels;
+  std::unique_ptr<std::uint64_t[]> owned_indices;
+  std::span<std::uint8_t> images;
+  std::span<const std::int32_t> labels;
+  std::span<const std::uint64_t> indices;
+};
+
+// What numpy and DLPack need to describe the images.
+struct ImageShape {
+  std::int64_t shape[4];
+  std::int64_t strides[4];  // in elements
+};
+
+ImageShape ShapeOf(std::size_t size, int height, int width, loader::Layout layout) {
+  const std::int64_t n = static_cast<std::int64_t>(size), h = height, w = width, c = 3;
+  if (layout == loader::Layout::kNchw) return {{n, c, h, w}, {c * h * w, h * w, w, 1}};
+  return {{n, h, w, c}, {h * w * c, w * c, c, 1}};
+}
+
+// A numpy base that owns one reference to the batch.
+py::capsule Keeper(const std::shared_ptr<BatchData>& data) {
+  return py::capsule(new std::shared_ptr<BatchData>(data),
+                     [](void* p) { delete static_cast<std::shared_ptr<BatchData>*>(p); });
+}
+
+struct DlpackContext {
+  std::shared_ptr<BatchData> data;
+  ImageShape shape;
+  DLManagedTensor tensor;
+};
+
+void DeleteDlpack(DLManagedTensor* tensor) {
+  delete static_cast<DlpackContext*>(tensor->manager_ctx);
+}
+
+// A capsule that has not been consumed still owns its tensor; a consumer renames it to
+// "used_dltensor" and calls the deleter itself.
+void DeleteDlpackCapsule(PyObject* capsule) {
+  if (PyCapsule_IsValid(capsule, "dltensor")) {
+    auto* tensor = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
+    tensor->deleter(tensor);
+  }
+}
+
+const char* LayoutName(loader::Layout layout) {
+  return layout == loader::Layout::kNchw ? "nchw" : "nhwc";
+}
+
+// The Python Batch. Keeps the metadata after release() so that repr() still works.
+class PyBatch {
+ public:
+  explicit PyBatch(std::shared_ptr<BatchData> data)
+      : data_(std::move(data)),
+        epoch_(data_->batch.epoch()),
+        index_(data_->batch.index()),
+        size_(data_->batch.size()),
+        height_(data_->batch.height()),
+        width_(data_->batch.width()),
+        layout_(data_->batch.layout()),
+        substituted_(data_->batch.substituted()) {}
+
+  std::uint64_t epoch() const { return epoch_; }
+  std::uint64_t index() const { return index_; }
+  std::size_t size() const { return size_; }
+  int height() const { return height_; }
+  int width() const { return width_; }
+  std::string layout() const { return LayoutName(layout_); }
+  std::size_t substituted() const { return substituted_; }
+  bool released() const { return data_ == nullptr; }
+
+  py::array images() const {
+    const BatchData& d = Live();
+    const ImageShape s = ShapeOf(size_, height_, width_, layout_);
+    return py::array(py::dtype::of<std::uint8_t>(), std::vector<py::ssize_t>(s.shape, s.shape + 4),
+                     std::vector<py::ssize_t>(s.strides, s.strides + 4), d.images.data(),
+                     Keeper(data_));
+  }
+
+  py::array labels() {
+    Live();
+    if (!labels_) {
+      py::array_t<std::int64_t> out(static_cast<py::ssize_t>(size_));
+      std::int64_t* p = out.mutable_data();
+      for (std::size_t i = 0; i < size_; ++i) p[i] = data_->labels[i];
+      labels_ = out;
+    }
+    return labels_;
+  }
+
+  py::array labels_int32() const { return ReadOnly(Live().labels); }
+  py::array sample_indices() const { return ReadOnly(Live().indices); }
+
+  py::capsule dlpack() const {
+    Live();
+    auto* ctx = new DlpackContext{data_, ShapeOf(size_, height_, width_, layout_), {}};
+    DLTensor& t = ctx->tensor.dl_tensor;
+    t.data = data_->images.data();
+    t.device = {kDLCPU, 0};
+    t.ndim = 4;
+    t.dtype = {kDLUInt, 8, 1};
+    t.shape = ctx->shape.shape;
+    t.strides = ctx->shape.strides;
+    t.byte_offset = 0;
+    ctx->tensor.manager_ctx = ctx;
+    ctx->tensor.deleter = DeleteDlpack;
+    PyObject* capsule = PyCapsule_New(&ctx->tensor, "dltensor", DeleteDlpackCapsule);
+    if (capsule == nullptr) {
+      delete ctx;
+      throw py::error_already_set();
+    }
+    return py::reinterpret_steal<py::capsule>(capsule);
+  }
+
+  py::object torch() const {
+    return py::module_::import("torch.utils.dlpack").attr("from_dlpack")(dlpack());
+  }
+
+  // Drops this object's hold on the slot; views handed out keep their own.
+  void release() {
+    data_.reset();
+    labels_ = py::object();
+  }
+
+ private:
+  const BatchData& Live() const {
+    if (!data_) {
+      throw py::value_error(
+          "tilefeed.Batch: released (the iterator advanced, or release() was called); keep "
+          "a view such as batch.images or batch.torch(), or use Loader(copy=True)");
+    }
+    return *data_;
+  }
+
+  template <typename T>
+  py::array ReadOnly(std::span<const T> values) const {
+    py::array out(py::dtype::of<T>(), {static_cast<py::ssize_t>(values.size())},
+                  {static_cast<py::ssize_t>(sizeof(T))}, values.data(), Keeper(data_));
+    out.attr("setflags")(py::arg("write") = false);
+    return out;
+  }
+
+  std::shared_ptr<BatchData> data_;
+  py::object labels_;  // the int64 copy, made on first use
+  std::uint64_t epoch_;
+  std::uint64_t index_;
+  std::size_t size_;
+  int height_;
+  int width_;
+  loader::Layout layout_;
+  std::size_t substituted_;
+};
+
+// ---- Options ---------------------------------------------------------------------------
+
+template <typename T>
+T Cast(const std::string& name, py::handle value) {
+  try {
+    return value.cast<T>();
+  } catch (const py::cast_error&) {
+    throw py::type_error("tilefeed.Loader: " + name + "=" + py::repr(value).cast<std::string>() +
+                         " has the wrong type");
+  }
+}
+
+template <typename E>
+E Choose(const std::string& name, py::handle value,
+         std::initializer_list<std::pair<const char*, E>> choices) {
+  const std::string text = Cast<std::string>(name, value);
+  std::string names;
+  for (const auto& [spelling, e] : choices) {
+    if (text == spelling) return e;
+    names += names.empty() ? "" : ", ";
+    names += '"' + std::string(spelling) + '"';
+  }
+  throw py::value_error("tilefeed.Loader: " + name + "=\"" + text + "\"; expected one of " + names);
+}
+
+template <typename T>
+std::pair<T, T> Pair(const std::string& name, py::handle value) {
+  return Cast<std::pair<T, T>>(name, value);
+}
+
+using Setter = std::function<void(loader::LoaderOptions&, const std::string&, py::handle)>;
+
+const std::map<std::string, Setter>& Setters() {
+  using O = loader::LoaderOptions;
+  static const std::map<std::string, Setter> setters = {
+      {"batch_size",
+       [](O& o, const std::string& n, py::handle v) { o.batch_size = Cast<std::size_t>(n, v); }},
+      {"image_size",
+       [](O& o, const std::string& n, py::handle v) { o.image_size = Cast<int>(n, v); }},
+      {"mode",
+       [](O& o, const std::string& n, py::handle v) {
+         o.mode = Choose<loader::Mode>(
+             n, v, {{"train", loader::Mode::kTrain}, {"eval", loader::Mode::kEval}});
+       }},
+      {"eval_resize",
+       [](O& o, const std::string& n, py::handle v) { o.eval_resize = Cast<int>(n, v); }},
+      {"crop_scale",
+       [](O& o, const std::string& n, py::handle v) {
+         std::tie(o.crop.scale_min, o.crop.scale_max) = Pair<double>(n, v);
+       }},
+      {"crop_ratio",
+       [](O& o, const std::string& n, py::handle v) {
+         std::tie(o.crop.ratio_min, o.crop.ratio_max) = Pair<double>(n, v);
+       }},
+      {"flip_probability",
+       [](O& o, const std::string& n, py::handle v) { o.flip_probability = Cast<double>(n, v); }},
+      {"layout",
+       [](O& o, const std::string& n, py::handle v) {
+         o.layout = Choose<loader::Layout>(
+             n, v, {{"nhwc", loader::Layout::kNhwc}, {"nchw", loader::Layout::kNchw}});
+       }},
+      {"workers", [](O& o, const std::string& n, py::handle v) { o.workers = Cast<int>(n, v); }},
+      {"prefetch_depth", [](O& o, const std::string& n,
+                            py::handle v) { o.prefetch_depth = Cast<std::size_t>(n, v); }},
+      {"seed",
+       [](O& o, const std::string& n, py::handle v) { o.seed = Cast<std::uint64_t>(n, v); }},
+      {"shuffle", [](O& o, const std::string& n, py::handle v) { o.shuffle = Cast<bool>(n, v); }},
+      {"shard",
+       [](O& o, const std::string& n, py::handle v) {
+         std::tie(o.shard.index, o.shard.count) = Pair<int>(n, v);
+         if (o.shard.count < 1 || o.shard.index < 0 || o.shard.index >= o.shard.count) {
+           throw py::value_error(
+               "tilefeed.Loader: shard=(index, count) needs count >= 1 and "
+               "0 <= index < count");
+         }
+       }},
+      {"remainder",
+       [](O& o, const std::string& n, py::handle v) {
+         o.remainder = Choose<loader::Remainder>(
+             n, v, {{"pad", loader::Remainder::kPad}, {"drop", loader::Remainder::kDrop}});
+       }},
+      {"drop_last_batch",
+       [](O& o, const std::string& n, py::handle v) { o.drop_last_batch = Cast<bool>(n, v); }},
+      {"first_epoch",
+       [](O& o, const std::string& n, py::handle v) { o.first_epoch = Cast<std::uint64_t>(n, v); }},
+      {"epochs",
+       [](O& o, const std::string& n, py::handle v) { o.epochs = Cast<std::uint64_t>(n, v); }},
+      {"bad_sample_policy",
+       [](O& o, const std::string& n, py::handle v) {
+         o.bad_sample_policy = Choose<loader::BadSamplePolicy>(
+             n, v,
+             {{"skip", loader::BadSamplePolicy::kSkip}, {"fail", loader::BadSamplePolicy::kFail}});
+       }},
+      {"max_substitute_attempts",
+       [](O& o, const std::string& n, py::handle v) {
+         o.max_substitute_attempts = Cast<int>(n, v);
+       }},
+      {"max_pixels", [](O& o, const std::string& n,
+                        py::handle v) { o.jpeg.max_pixels = Cast<std::int64_t>(n, v); }},
+      {"max_scans",
+       [](O& o, const std::string& n, py::handle v) { o.jpeg.max_scans = Cast<int>(n, v); }},
+      {"corrupt_data",
+       [](O& o, const std::string& n, py::handle v) {
+         o.jpeg.corrupt_data =
+             Choose<codecs::CorruptDataPolicy>(n, v,
+                                               {{"fail", codecs::CorruptDataPolicy::kFail},
+                                                {"accept", codecs::CorruptDataPolicy::kAccept}});
+       }},
+      {"dct_scales",
+       [](O& o, const std::string& n, py::handle v) {
+         o.jpeg.scales = Choose<codecs::DctScales>(
+             n, v,
+             {{"pow2", codecs::DctScales::kPowersOfTwo}, {"eighths", codecs::DctScales::kEighths}});
+       }},
+      {"fast_dct",
+       [](O& o, const std::string& n, py::handle v) { o.jpeg.fast_dct = Cast<bool>(n, v); }},
+      {"fast_upsample",
+       [](O& o, const std::string& n, py::handle v) { o.jpeg.fast_upsample = Cast<bool>(n, v); }},
+  };
+  return setters;
+}
+
+// The defaults of loader::LoaderOptions under their Python names; Setters() reads the same
+// names back. tilefeed.Loader's signature is built from this, so the two cannot drift.
+py::dict DefaultOptions() {
+  const loader::LoaderOptions o;
+  py::dict d;
+  d["batch_size"] = o.batch_size;
+  d["image_size"] = o.image_size;
+  d["mode"] = o.mode == loader::Mode::kTrain ? "train" : "eval";
+  d["eval_resize"] = o.eval_resize;
+  d["crop_scale"] = py::make_tuple(o.crop.scale_min, o.crop.scale_max);
+  d["crop_ratio"] = py::make_tuple(o.crop.ratio_min, o.crop.ratio_max);
+  d["flip_probability"] = o.flip_probability;
+  d["layout"] = LayoutName(o.layout);
+  d["workers"] = o.workers;
+  d["prefetch_depth"] = o.prefetch_depth;
+  d["seed"] = o.seed;
+  d["shuffle"] = o.shuffle;
+  d["shard"] = py::make_tuple(o.shard.index, o.shard.count);
+  d["remainder"] = o.remainder == loader::Remainder::kPad ? "pad" : "drop";
+  d["drop_last_batch"] = o.drop_last_batch;
+  d["first_epoch"] = o.first_epoch;
+  d["epochs"] = o.epochs;
+  d["bad_sample_policy"] = o.bad_sample_policy == loader::BadSamplePolicy::kSkip ? "skip" : "fail";
+  d["max_substitute_attempts"] = o.max_substitute_attempts;
+  d["max_pixels"] = o.jpeg.max_pixels;
+  d["max_scans"] = o.jpeg.max_scans;
+  d["corrupt_data"] = o.jpeg.corrupt_data == codecs::CorruptDataPolicy::kFail ? "fail" : "accept";
+  d["dct_scales"] = o.jpeg.scales == codecs::DctScales::kPowersOfTwo ? "pow2" : "eighths";
+  d["fast_dct"] = o.jpeg.fast_dct;
+  d["fast_upsample"] = o.jpeg.fast_upsample;
+  return d;
+}
+
+loader::LoaderOptions ParseOptions(const py::dict& kwargs) {
+  loader::LoaderOptions options;
+  const auto& setters = Setters();
+  for (const auto& [key, value] : kwargs) {
+    const std::string name = key.cast<std::string>();
+    const auto it = setters.find(name);
+    if (it == setters.end()) {
+      throw py::type_error("tilefeed.Loader: unknown option '" + name + "'");
+    }
+    it->second(options, name, value);
+  }
+  return options;
+}
+
+std::unique_ptr<loader::Source> OpenSource(const std::string& data, const std::string& kind) {
+  if (kind == "imagefolder") return loader::ImageFolder::Open(data);
+  if (kind == "cifar10-train") return loader::Cifar10::Open(data, loader::CifarSplit::kTrain);
+  if (kind == "cifar10-test") return loader::Cifar10::Open(data, loader::CifarSplit::kTest);
+  throw py::value_error("tilefeed.Loader: source=\"" + kind +
+                        "\"; expected \"imagefolder\", \"cifar10-train\" or \"cifar10-test\"");
+}
+
+// The Python _Core: one C++ loader. Its deallocation shuts the Core down.
+class PyCore {
+ public:
+  PyCore(const std::string& data, const std::string& source_kind, py::object on_bad_sample,
+         const py::dict& options) {
+    loader::LoaderOptions parsed = ParseOptions(options);
+    std::unique_ptr<loader::Source> source;
+    {
+      py::gil_scoped_release release;
+      source = OpenSource(data, source_kind);
+    }
+    core_ = std::make_shared<Core>(std::move(source), std::move(parsed), std::move(on_bad_sample));
+  }
+  ~PyCore() { core_->Shutdown(); }
+  PyCore(const PyCore&) = delete;
+  PyCore& operator=(const PyCore&) = delete;
+
+  std::optional<PyBatch> Next(bool copy) {
+    std::optional<loader::Batch> batch = core_->Next();
+    if (!batch) return std::nullopt;
+    auto data = std::make_shared<BatchData>();
+    data->core = core_;
+    if (!copy) {
+      data->images = batch->images();
+      data->labels = batch->labels();
+      data->indices = batch->sample_indices();
+      data->batch = std::move(*batch);
+      return PyBatch(std::move(data));
+    }
+    {
+      py::gil_scoped_release release;
+      const auto images = batch->images();
+      const auto labels = batch->labels();
+      const auto indices = batch->sample_indices();
+      data->owned_images = std::make_unique_for_overwrite<std::uint8_t[]>(images.size());
+      data->owned_labels = std::make_unique_for_overwrite<std::int32_t[]>(labels.size());
+      data->owned_indices = std::make_unique_for_overwrite<std::uint64_t[]>(indices.size());
+      std::memcpy(data->owned_images.get(), images.data(), images.size_bytes());
+      std::memcpy(data->owned_labels.get(), labels.data(), labels.size_bytes());
+      std::memcpy(data->owned_indices.get(), indices.data(), indices.size_bytes());
+      data->images = {data->owned_images.get(), images.size()};
+      data->labels = {data->owned_labels.get(), labels.size()};
+      data->indices = {data->owned_indices.get(), indices.size()};
+    }
+    // PyBatch reads the metadata from data->batch, which is then released.
+    data->batch = std::move(*batch);
+    PyBatch result(data);
+    data->batch.release();
+    return result;
+  }
+
+  void Stop() { core_->Shutdown(); }
+
+  py::dict Metrics() const {
+    const loader::LoaderMetrics m = core_->loader().metrics();
+    py::dict d;
+    d["seconds"] = m.seconds;
+    d["images"] = m.images;
+    d["batches"] = m.batches;
+    d["bad_samples"] = m.bad_samples;
+    d["bytes_read"] = m.bytes_read;
+    d["images_per_second"] = m.images_per_second;
+    d["read_seconds"] = m.read_seconds;
+    d["decode_seconds"] = m.decode_seconds;
+    d["resize_seconds"] = m.resize_seconds;
+    d["wait_seconds"] = m.wait_seconds;
+    d["mean_ready_batches"] = m.mean_ready_batches;
+    d["slots"] = m.slots;
+    d["slot_bytes"] = m.slot_bytes;
+    return d;
+  }
+
+  py::list BadSamples() const {
+    py::list out;
+    for (const loader::BadSample& bad : core_->loader().bad_samples()) out.append(ToDict(bad));
+    return out;
+  }
+
+  std::size_t batches_per_epoch() const { return core_->loader().batches_per_epoch(); }
+  std::size_t samples_per_epoch() const { return core_->loader().samples_per_epoch(); }
+  std::size_t dataset_size() const { return core_->loader().source().size(); }
+  std::vector<std::string> class_names() const { return core_->loader().source().class_names(); }
+
+ private:
+  std::shared_ptr<Core> core_;
+};
+
+}  // namespace
+
+PYBIND11_MODULE(_tilefeed, m) {
+  m.doc() = "tilefeed's C++ loader; use the tilefeed package, not this module.";
+
+  py::register_exception<loader::LoaderError>(m, "LoaderError", PyExc_RuntimeError);
+  // SourceError carries where() and reason() as attributes; the translator finds the type
+  // through the module rather than a static.
+  py::exception<loader::SourceError>(m, "SourceError", PyExc_OSError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const loader::SourceError& e) {
+      const py::object type = py::module_::import("tilefeed._tilefeed").attr("SourceError");
+      py::object error = type(e.what());
+      error.attr("where") = e.where();
+      error.attr("reason") = e.reason();
+      PyErr_SetObject(type.ptr(), error.ptr());
+    }
+  });
+
+  m.def("_default_options", &DefaultOptions);
+
+  py::class_<PyBatch>(m, "Batch",
+                      "One batch. Its memory is a loader slot: .images, .sample_indices and "
+                      ".torch() are views of it. The slot returns to the loader once this "
+                      "Batch is released (the iterator advanced, or release()) and every view "
+                      "made from it is gone.")
+      .def_property_readonly("epoch", &PyBatch::epoch)
+      .def_property_readonly("index", &PyBatch::index, "batch number within the epoch")
+      .def_property_readonly("size", &PyBatch::size, "samples; the last batch may be short")
+      .def_property_readonly("height", &PyBatch::height)
+      .def_property_readonly("width", &PyBatch::width)
+      .def_property_readonly("layout", &PyBatch::layout, "'nhwc' or 'nchw'")
+      .def_property_readonly("substituted", &PyBatch::substituted,
+                             "bad samples replaced in this batch")
+      .def_property_readonly("released", &PyBatch::released)
+      .def_property_readonly("images", &PyBatch::images,
+                             "uint8 numpy view of the images, NHWC or NCHW (no copy)")
+      .def_property_readonly("labels", &PyBatch::labels, "int64 numpy array (a copy)")
+      .def_property_readonly("labels_int32", &PyBatch::labels_int32,
+                             "int32 numpy view of the labels, read-only (no copy)")
+      .def_property_readonly("sample_indices", &PyBatch::sample_indices,
+                             "uint64 numpy view of the dataset indices, read-only (no copy)")
+      .def("torch", &PyBatch::torch, "the images as a torch.uint8 tensor via DLPack (no copy)")
+      .def(
+          "__dlpack__", [](const PyBatch& b, py::object /*stream*/) { return b.dlpack(); },
+          py::arg("stream") = py::none())
+      .def("__dlpack_device__", [](const PyBatch&) { return py::make_tuple(kDLCPU, 0); })
+      .def("release", &PyBatch::release,
+           "drops this object's hold on the slot; views keep their own")
+      .def("__len__", &PyBatch::size)
+      .def("__repr__", [](const PyBatch& b) {
+        return "<tilefeed.Batch epoch=" + std::to_string(b.epoch()) +
+               " index=" + std::to_string(b.index()) + " size=" + std::to_string(b.size()) + " " +
+               std::to_string(b.height()) + "x" + std::to_string(b.width()) + " " + b.layout() +
+               (b.released() ? " released" : "") + ">";
+      });
+
+  py::class_<PyCore>(m, "_Core")
+      .def(py::init<const std::string&, const std::string&, py::object, const py::dict&>(),
+           py::arg("data"), py::arg("source"), py::arg("on_bad_sample"), py::arg("options"))
+      .def("next", &PyCore::Next, py::arg("copy") = false)
+      .def("stop", &PyCore::Stop)
+      .def("metrics", &PyCore::Metrics)
+      .def("bad_samples", &PyCore::BadSamples)
+      .def_property_readonly("batches_per_epoch", &PyCore::batches_per_epoch)
+      .def_property_readonly("samples_per_epoch", &PyCore::samples_per_epoch)
+      .def_property_readonly("dataset_size", &PyCore::dataset_size)
+      .def_property_readonly("class_names", &PyCore::class_names);
+}
