@@ -109,7 +109,7 @@ test_suite() {
   configure "$BUILD_ROOT/tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTILEFEED_SANITIZE=thread \
     -DTILEFEED_BUILD_BENCH=OFF -DTILEFEED_BUILD_TOOLS=OFF -DTILEFEED_BUILD_PYTHON=OFF
   cmake --build "$BUILD_ROOT/tsan" -j "$JOBS" --target tilefeed_loader_test
-  TSAN_OPTIONS=halt_on_error=1 \
+  TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/tsan.supp" \
     run_ctest --test-dir "$BUILD_ROOT/tsan" -j "$JOBS" --timeout 900 --output-on-failure \
     -R '^(SpscRing|Loader)\.'
   log "fuzz smoke run: every libFuzzer target for 10 s (clang, ASan+UBSan)"

@@ -48,6 +48,17 @@ using Clock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kPollInterval{200};
 constexpr std::size_t kMaxKeptBadSamples = 10000;
 
+// libtbb is not built with ThreadSanitizer, so TSan cannot see the hand-offs between
+// oneTBB's own workers (token passing, its recycled filter nodes) and reports races that
+// are not there. Under TSan the decode arena therefore runs on the producer thread alone;
+// what TSan then checks is tilefeed's own protocol: the rings, the slot hand-off to the
+// consumer, Batch release from any thread, and stop.
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kUnderThreadSanitizer = true;
+#else
+constexpr bool kUnderThreadSanitizer = false;
+#endif
+
 std::uint64_t Nanos(Clock::duration d) {
   return static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
@@ -61,6 +72,14 @@ struct Slot {
   std::uint64_t batch = 0;
   std::size_t size = 0;
   std::atomic<std::size_t> substituted{0};
+  // Hand-offs between pipeline stages, made explicit with acquire/release rather than
+  // left to oneTBB's token passing: the plan filter bumps `generation` (release) after
+  // setting up the batch and every decode of it starts by reading it (acquire); each
+  // decoded chunk adds to `decoded` (release) and publish reads it (acquire) before the
+  // slot goes to the consumer. The order is then visible to ThreadSanitizer, which
+  // cannot see inside the uninstrumented libtbb.
+  std::atomic<std::uint64_t> generation{0};
+  std::atomic<std::size_t> decoded{0};
   // The first failure of the batch (lowest row) under kFail, or a batch that found no
   // substitute under kSkip. Written by workers under error_mutex; read by the consumer
   // after the publish filter handed the slot over.
@@ -359,7 +378,7 @@ void Loader::Impl::PushReady(Ready ready, const std::stop_token& token) {
 
 void Loader::Impl::Run(std::stop_token token) {
   try {
-    tbb::task_arena arena(workers);
+    tbb::task_arena arena(kUnderThreadSanitizer ? 1 : workers);
     tbb::enumerable_thread_specific<Worker> worker_state([this] { return Worker(options.jpeg); });
     // Plan-filter state: only the serial plan filter touches these.
     std::uint64_t epoch = options.first_epoch;
@@ -371,15 +390,22 @@ void Loader::Impl::Run(std::stop_token token) {
     std::size_t batch_begin = 0;
     std::size_t batch_end = 0;
 
-    auto plan = [&](tbb::flow_control& flow) -> Chunk {
+    // Everything above was set up on this thread; the filters may run on any worker. A
+    // serial filter's successive calls may also run on different workers, and carry
+    // state (the plan's position, the rings' producer and consumer sides) from one call
+    // to the next: each call acquires its predecessor's release of the turn counter.
+    std::atomic<bool> started{false};
+    std::atomic<std::uint64_t> plan_turn{0};
+    std::atomic<std::uint64_t> publish_turn{0};
+    auto plan_chunk = [&](tbb::flow_control& flow) -> std::optional<Chunk> {
       if (token.stop_requested()) {
         flow.stop();
-        return {};
+        return std::nullopt;
       }
       if (!order) {
         if (options.epochs != 0 && epoch >= options.first_epoch + options.epochs) {
           flow.stop();
-          return {};
+          return std::nullopt;
         }
         const std::uint64_t start = epoch == options.first_epoch ? options.first_epoch_position : 0;
         order =
@@ -405,7 +431,7 @@ void Loader::Impl::Run(std::stop_token token) {
         while (!(free = free_ring.PopFor(kPollInterval, token))) {
           if (token.stop_requested()) {
             flow.stop();
-            return {};
+            return std::nullopt;
           }
         }
         slot_index = *free;
@@ -417,6 +443,8 @@ void Loader::Impl::Run(std::stop_token token) {
         slot.size = batch_end - batch_begin;
         slot.substituted.store(0, std::memory_order_relaxed);
         slot.error.clear();
+        slot.decoded.store(0, std::memory_order_relaxed);
+        slot.generation.fetch_add(1, std::memory_order_release);
       }
       Chunk chunk;
       chunk.slot = slot_index;
@@ -430,25 +458,94 @@ void Loader::Impl::Run(std::stop_token token) {
       if (chunk.last_of_batch) ++batch;
       return chunk;
     };
-    auto decode = [&](Chunk chunk) -> Chunk {
-      if (chunk.kind == Ready::kBatch) DecodeChunk(worker_state.local(), chunk, token);
-      return chunk;
+    // Tokens through the pipeline are plain numbers; the chunk itself waits in
+    // chunk_table[token % tokens], which no live token shares (TBB keeps at most
+    // `tokens` alive). Each entry's sequence publishes the chunk (release) to the stages
+    // that read it (acquire), and TBB never has to allocate or copy a Chunk.
+    const std::size_t tokens = static_cast<std::size_t>(workers) * 4 + 2;
+    struct ChunkEntry {
+      Chunk chunk;
+      std::atomic<std::uint64_t> sequence{~std::uint64_t{0}};
+      // Bumped (release) by decode and publish when they are done with the entry; read
+      // (acquire) before the entry is reused and when the pipeline is torn down.
+      std::atomic<std::uint64_t> stages_done{0};
     };
-    auto publish = [&](Chunk chunk) {
+    std::vector<ChunkEntry> chunk_table(tokens);
+    std::uint64_t next_token = 0;  // plan-filter state
+    auto plan = [&](tbb::flow_control& flow) -> std::uint64_t {
+      (void)started.load(std::memory_order_acquire);
+      const std::uint64_t turn = plan_turn.load(std::memory_order_acquire);
+      struct EndTurn {
+        std::atomic<std::uint64_t>& counter;
+        std::uint64_t next;
+        ~EndTurn() { counter.store(next, std::memory_order_release); }
+      } end_turn{plan_turn, turn + 1};
+      std::optional<Chunk> chunk = plan_chunk(flow);
+      if (!chunk) return 0;  // flow stopped: TBB drops the value
+      const std::uint64_t token_number = next_token++;
+      ChunkEntry& entry = chunk_table[token_number % tokens];
+      (void)entry.stages_done.load(std::memory_order_acquire);
+      entry.chunk = std::move(*chunk);
+      entry.sequence.store(token_number, std::memory_order_release);
+      return token_number;
+    };
+    auto chunk_at = [&](std::uint64_t token_number) -> const Chunk& {
+      const ChunkEntry& entry = chunk_table[token_number % tokens];
+      [[maybe_unused]] const std::uint64_t sequence =
+          entry.sequence.load(std::memory_order_acquire);
+      assert(sequence == token_number);
+      return entry.chunk;
+    };
+    auto decode = [&](std::uint64_t token_number) -> std::uint64_t {
+      (void)started.load(std::memory_order_acquire);
+      const Chunk& chunk = chunk_at(token_number);
+      if (chunk.kind == Ready::kBatch) {
+        Slot& slot = *slots[chunk.slot];
+        (void)slot.generation.load(std::memory_order_acquire);
+        DecodeChunk(worker_state.local(), chunk, token);
+        slot.decoded.fetch_add(chunk.end - chunk.begin, std::memory_order_release);
+      }
+      chunk_table[token_number % tokens].stages_done.fetch_add(1, std::memory_order_release);
+      return token_number;
+    };
+    auto publish = [&](std::uint64_t token_number) {
+      const Chunk& chunk = chunk_at(token_number);
+      struct Done {
+        std::atomic<std::uint64_t>& counter;
+        ~Done() { counter.fetch_add(1, std::memory_order_release); }
+      } done{chunk_table[token_number % tokens].stages_done};
+      (void)started.load(std::memory_order_acquire);
+      const std::uint64_t turn = publish_turn.load(std::memory_order_acquire);
+      struct EndTurn {
+        std::atomic<std::uint64_t>& counter;
+        std::uint64_t next;
+        ~EndTurn() { counter.store(next, std::memory_order_release); }
+      } end_turn{publish_turn, turn + 1};
       if (token.stop_requested()) return;
       if (chunk.kind == Ready::kEndOfEpoch) {
         PushReady({Ready::kEndOfEpoch, 0}, token);
       } else if (chunk.last_of_batch) {
+        // Every chunk of the batch was decoded before this one reached publish.
+        [[maybe_unused]] const std::size_t decoded =
+            slots[chunk.slot]->decoded.load(std::memory_order_acquire);
+        assert(decoded == slots[chunk.slot]->size || token.stop_requested());
         PushReady({Ready::kBatch, chunk.slot}, token);
       }
     };
-    const std::size_t tokens = static_cast<std::size_t>(workers) * 4 + 2;
+    started.store(true, std::memory_order_release);
     arena.execute([&] {
       tbb::parallel_pipeline(
-          tokens, tbb::make_filter<void, Chunk>(tbb::filter_mode::serial_in_order, plan) &
-                      tbb::make_filter<Chunk, Chunk>(tbb::filter_mode::parallel, decode) &
-                      tbb::make_filter<Chunk, void>(tbb::filter_mode::serial_in_order, publish));
+          tokens,
+          tbb::make_filter<void, std::uint64_t>(tbb::filter_mode::serial_in_order, plan) &
+              tbb::make_filter<std::uint64_t, std::uint64_t>(tbb::filter_mode::parallel, decode) &
+              tbb::make_filter<std::uint64_t, void>(tbb::filter_mode::serial_in_order, publish));
     });
+    // Every stage's last use of the pipeline state happens before it is destroyed here.
+    (void)plan_turn.load(std::memory_order_acquire);
+    (void)publish_turn.load(std::memory_order_acquire);
+    for (const ChunkEntry& entry : chunk_table) {
+      (void)entry.stages_done.load(std::memory_order_acquire);
+    }
   } catch (...) {
     pipeline_error = std::current_exception();
   }
