@@ -4,12 +4,12 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-install(TARGETS tilefeed_codecs tilefeed_loader tilefeed_transport
+install(TARGETS tilefeed_codecs tilefeed_loader tilefeed_transport tilefeed_trainer
         EXPORT tilefeedTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-foreach(_dir codecs loader transport)
+foreach(_dir codecs loader transport trainer)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${_dir}/ DESTINATION include/tilefeed/${_dir}
           FILES_MATCHING PATTERN "*.h" PATTERN "detail" EXCLUDE)
 endforeach()

@@ -1,0 +1,118 @@
+#include "trainer/checkpoint.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "tests/support/temp_dir.h"
+#include "tests/trainer/tiny_dataset.h"
+#include "tests/trainer/train_runs.h"
+
+namespace tilefeed::trainer {
+namespace {
+
+using tilefeed::testing::TempDir;
+
+Checkpoint Sample() {
+  Checkpoint c;
+  c.step = 12;
+  c.epoch = 3;
+  c.core = "reference";
+  c.loader_state = "tilefeed-loader-state v1 seed=5 epoch=3 position=40 size=90";
+  c.parameters = {1.5f, -2.0f, 3.25f, 0.0f};
+  c.velocity = {0.1f, 0.2f, -0.3f, 0.4f};
+  return c;
+}
+
+TEST(Checkpoint, RoundTripsAndLeavesNoTemporaryFile) {
+  TempDir dir("tilefeed-ckpt");
+  EXPECT_FALSE(ReadCheckpoint(dir.path() / "none").has_value());
+  WriteCheckpoint(dir.path() / "run", Sample());
+  Checkpoint second = Sample();
+  second.step = 13;
+  WriteCheckpoint(dir.path() / "run", second);  // replaces the first
+  const std::optional<Checkpoint> read = ReadCheckpoint(dir.path() / "run");
+  ASSERT_TRUE(read.has_value());
+  EXPECT_EQ(*read, second);
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path() / "run")) {
+    EXPECT_EQ(entry.path().filename(), "checkpoint.tfck");
+    ++files;
+  }
+  EXPECT_EQ(files, 1);
+}
+
+TEST(Checkpoint, RefusesADamagedOrTruncatedFile) {
+  TempDir dir("tilefeed-ckpt");
+  WriteCheckpoint(dir.path(), Sample());
+  const auto path = CheckpointPath(dir.path());
+  std::vector<std::byte> bytes = testing::ReadFile(path);
+  bytes[bytes.size() / 2] ^= std::byte{0x40};
+  testing::WriteFile(path, bytes);
+  EXPECT_THROW(ReadCheckpoint(dir.path()), CheckpointError);
+  bytes.resize(bytes.size() / 2);
+  testing::WriteFile(path, bytes);
+  EXPECT_THROW(ReadCheckpoint(dir.path()), CheckpointError);
+}
+
+// Training in two runs (stop, then --resume) gives bit-identical parameters and optimizer
+// state to one uninterrupted run: mid-epoch, at an epoch's end, and across epochs.
+class ResumeTest : public ::testing::TestWithParam<std::uint64_t> {
+ protected:
+  static void SetUpTestSuite() {
+    data_ = new TempDir("tilefeed-resume-data");
+    testing::WriteTinyImageFolder(data_->path(), 3, 6);  // 18 images: 4 steps per epoch
+  }
+  static void TearDownTestSuite() {
+    delete data_;
+    data_ = nullptr;
+  }
+  static TempDir* data_;
+};
+TempDir* ResumeTest::data_ = nullptr;
+
+TEST_P(ResumeTest, TwoRunsEqualOne) {
+  LocalCollectives local;
+  TempDir checkpoints("tilefeed-resume-ckpt");
+  testing::RunConfig config;
+  config.data = data_->path();
+  config.checkpoint_dir = checkpoints.path();
+  config.epochs = 3;
+  const testing::RunResult whole = TrainTiny(config, local);
+  ASSERT_EQ(whole.steps, 12u);
+
+  config.max_steps = GetParam();
+  config.checkpoint_every = GetParam();
+  const testing::RunResult first = TrainTiny(config, local);
+  ASSERT_EQ(first.steps, GetParam());
+  config.max_steps = 0;
+  config.checkpoint_every = 0;
+  config.resume = true;
+  const testing::RunResult second = TrainTiny(config, local);
+  EXPECT_EQ(second.steps, 12u);
+  EXPECT_EQ(second.parameters, whole.parameters);  // bit-identical
+  EXPECT_EQ(second.velocity, whole.velocity);
+  EXPECT_NE(first.parameters, whole.parameters);
+}
+
+INSTANTIATE_TEST_SUITE_P(StopAfter, ResumeTest, ::testing::Values(3, 4, 6));
+
+TEST(Trainer, ReplicasAndAccumulationStayIdenticalAndLearn) {
+  LocalCollectives local;
+  TempDir data("tilefeed-replica-data");
+  testing::WriteTinyImageFolder(data.path(), 3, 8);  // 24 images, 6 batches of 4
+  testing::RunConfig config;
+  config.data = data.path();
+  config.epochs = 4;
+  config.replicas = 2;
+  config.accumulation = 1;
+  config.batch = 4;
+  const testing::RunResult result = TrainTiny(config, local);  // checks every step
+  EXPECT_EQ(result.global_batch, 8u);
+  EXPECT_EQ(result.steps, 12u);
+  ASSERT_EQ(result.reports.size(), 4u);
+  EXPECT_LT(result.reports.back().loss, result.reports.front().loss);
+}
+
+}  // namespace
+}  // namespace tilefeed::trainer

@@ -1,0 +1,15 @@
+# Runs COMMAND (words separated by '|') and checks its exit code and output:
+#   cmake -DCOMMAND=prog|arg -DEXPECT_RC=2 -DEXPECT_REGEX=... -P expect_exit.cmake
+string(REPLACE "|" ";" _command "${COMMAND}")
+execute_process(COMMAND ${_command} RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err)
+if(NOT "${_rc}" STREQUAL "${EXPECT_RC}")
+  message(FATAL_ERROR "exit code ${_rc}, expected ${EXPECT_RC}\nstdout: ${_out}\nstderr: ${_err}")
+endif()
+if(NOT "${_out}${_err}" MATCHES "${EXPECT_REGEX}")
+  message(FATAL_ERROR "output does not match '${EXPECT_REGEX}'\nstdout: ${_out}\nstderr: ${_err}")
+endif()
+string(REGEX MATCHALL "\n" _lines "${_err}")
+list(LENGTH _lines _line_count)
+if(EXPECT_STDERR_LINES AND NOT _line_count EQUAL EXPECT_STDERR_LINES)
+  message(FATAL_ERROR "stderr has ${_line_count} lines, expected ${EXPECT_STDERR_LINES}: ${_err}")
+endif()

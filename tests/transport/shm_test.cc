@@ -1,0 +1,192 @@
+#include "transport/detail/shm.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "loader/image_folder.h"
+#include "tests/transport/test_data.h"
+#include "transport/sender.h"
+#include "transport/zmq_stream.h"
+
+namespace tilefeed::transport {
+namespace {
+
+using ::testing::HasSubstr;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+// This process's segments of `job` still named in /dev/shm.
+int SegmentsOf(const std::string& job) {
+  const std::string prefix = "tilefeed-" + std::to_string(getuid()) + "-" + job + "-";
+  int n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+    if (entry.path().filename().string().rfind(prefix, 0) == 0) ++n;
+  }
+  return n;
+}
+
+std::string UniqueJob(const char* name) { return std::string(name) + std::to_string(getpid()); }
+
+TEST(SharedMemoryRing, RoundTripsAndLeavesNothingBehind) {
+  tilefeed::testing::TempDir data = testing::MakeJpegFolder(6);
+  const loader::LoaderOptions options = testing::SmallOptions(4, 24, 2);
+  loader::Loader reference(loader::ImageFolder::Open(data.path().string()), options);
+  LoaderStream in_process(reference);
+  const testing::Collected expected = testing::Drain(in_process, 10);
+
+  const std::string job = UniqueJob("roundtrip");
+  Context context;
+  tilefeed::testing::TempDir sockets("tilefeed-ipc");
+  loader::Loader loader(loader::ImageFolder::Open(data.path().string()), options);
+  BatchSender sender(context, loader,
+                     {.endpoint = "ipc://" + (sockets.path() / "s").string(),
+                      .shared_memory = true,
+                      .job_id = job});
+  SendResult result = SendResult::kStopped;
+  std::jthread serving([&](std::stop_token stop) { result = sender.Run(stop); });
+  {
+    ZmqBatchStream stream(context, {.endpoint = sender.endpoint(), .credits = 3});
+    EXPECT_TRUE(stream.shared_memory());
+    // Both sides have mapped the ring: its name is already gone.
+    EXPECT_EQ(SegmentsOf(job), 0);
+    const testing::Collected received = testing::Drain(stream, 10);
+    EXPECT_TRUE(stream.ended());
+    ASSERT_EQ(received.batches.size(), expected.batches.size());
+    for (std::size_t i = 0; i < expected.batches.size(); ++i) {
+      EXPECT_TRUE(received.batches[i] == expected.batches[i]) << "batch " << i;
+    }
+  }
+  serving.join();
+  EXPECT_EQ(result, SendResult::kCompleted);
+  EXPECT_EQ(SegmentsOf(job), 0);
+}
+
+TEST(SharedMemoryRing, HeldBatchesHoldTheirSlots) {
+  const std::string job = UniqueJob("held");
+  Context context;
+  tilefeed::testing::TempDir sockets("tilefeed-ipc");
+  loader::Loader loader(std::make_unique<testing::RawSource>(100, 8),
+                        testing::SmallOptions(2, 8, 0));
+  BatchSender sender(context, loader,
+                     {.endpoint = "ipc://" + (sockets.path() / "s").string(),
+                      .shared_memory = true,
+                      .job_id = job});
+  std::jthread serving([&](std::stop_token stop) { (void)sender.Run(stop); });
+  ZmqBatchStream stream(context, {.endpoint = sender.endpoint(), .credits = 2});
+  std::optional<ReceivedBatch> a = stream.Next();
+  std::optional<ReceivedBatch> b = stream.Next();
+  ASSERT_TRUE(a && b);
+  const std::vector<std::uint8_t> a_bytes(a->images().begin(), a->images().end());
+  // Two slots, both held: nothing more can come, and a's slot is not overwritten.
+  const auto until = Clock::now() + 200ms;
+  while (Clock::now() < until) std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(sender.batches_sent(), 2u);
+  EXPECT_EQ(std::vector<std::uint8_t>(a->images().begin(), a->images().end()), a_bytes);
+  b.reset();  // returns one slot
+  std::optional<ReceivedBatch> c = stream.Next();
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->index(), 2u);
+  // Sent is counted just after the send: wait for it rather than race it.
+  const auto deadline = Clock::now() + 5s;
+  while (sender.batches_sent() < 3 && Clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(sender.batches_sent(), 3u);
+}
+
+TEST(SharedMemoryRing, ASigkilledCreatorLeavesNothingAfterTheNextStart) {
+  const std::string job = UniqueJob("killed");
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // The creator: makes a segment and is killed before anyone maps (and unlinks) it.
+    detail::ShmSegment segment = detail::ShmSegment::Create(detail::MakeSegmentName(job), 1 << 16);
+    const char byte = 1;
+    (void)!write(ready[1], &byte, 1);
+    pause();
+    _exit(0);
+  }
+  close(ready[1]);
+  char byte = 0;
+  ASSERT_EQ(read(ready[0], &byte, 1), 1);
+  close(ready[0]);
+  EXPECT_EQ(SegmentsOf(job), 1);
+  ASSERT_EQ(kill(child, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_EQ(SegmentsOf(job), 1);  // the kernel does not clean /dev/shm
+  // The next sender to offer shared memory removes it (RemoveStaleSegments).
+  EXPECT_GE(detail::RemoveStaleSegments(), 1);
+  EXPECT_EQ(SegmentsOf(job), 0);
+}
+
+TEST(SharedMemoryRing, ASigkilledTrainerIsNoticedAndLeavesNothing) {
+#if defined(__SANITIZE_THREAD__)
+  // The child starts threads (ZeroMQ's), which TSan does not support after a multi-threaded fork.
+  GTEST_SKIP() << "fork + threads in the child is not supported under ThreadSanitizer";
+#endif
+  const std::string job = UniqueJob("trainerkill");
+  tilefeed::testing::TempDir sockets("tilefeed-ipc");
+  const std::string endpoint = "ipc://" + (sockets.path() / "s").string();
+  Context context;
+  loader::Loader loader(std::make_unique<testing::RawSource>(100, 8),
+                        testing::SmallOptions(2, 8, 0));
+  BatchSender sender(context, loader,
+                     {.endpoint = endpoint,
+                      .shared_memory = true,
+                      .job_id = job,
+                      .heartbeat_interval = 50ms,
+                      .peer_timeout = 400ms});
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // The trainer, in its own process: maps the ring, takes a batch, then is killed.
+    Context child_context;
+    ZmqBatchStream stream(child_context, {.endpoint = endpoint, .credits = 2});
+    std::optional<ReceivedBatch> batch = stream.Next();
+    const char byte = batch ? 1 : 0;
+    (void)!write(ready[1], &byte, 1);
+    pause();
+    _exit(0);
+  }
+  close(ready[1]);
+  std::exception_ptr error;
+  // Run(stop): a failed assertion below must not leave the sender waiting for a trainer.
+  std::jthread serving([&](std::stop_token stop) {
+    try {
+      (void)sender.Run(stop);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  });
+  char byte = 0;
+  ASSERT_EQ(read(ready[0], &byte, 1), 1);
+  close(ready[0]);
+  EXPECT_EQ(byte, 1);
+  EXPECT_EQ(SegmentsOf(job), 0);
+  ASSERT_EQ(kill(child, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  const auto killed_at = Clock::now();
+  serving.join();
+  EXPECT_LT(Clock::now() - killed_at, 3s);
+  ASSERT_TRUE(error);
+  try {
+    std::rethrow_exception(error);
+  } catch (const TransportError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("trainer at "));
+  }
+  EXPECT_EQ(SegmentsOf(job), 0);
+}
+
+}  // namespace
+}  // namespace tilefeed::transport

@@ -1,0 +1,207 @@
+#include "transport/zmq_stream.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <exception>
+#include <thread>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "loader/image_folder.h"
+#include "tests/transport/test_data.h"
+#include "transport/detail/wire.h"
+#include "transport/detail/zmq_context.h"
+#include "transport/sender.h"
+
+namespace tilefeed::transport {
+namespace {
+
+using ::testing::HasSubstr;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+// Runs a sender's Run() on its own thread and keeps the outcome.
+class Serving {
+ public:
+  explicit Serving(BatchSender& sender)
+      : thread_([this, &sender](std::stop_token stop) {
+          try {
+            result_ = sender.Run(stop);
+          } catch (...) {
+            error_ = std::current_exception();
+          }
+        }) {}
+  // Joins, then returns what Run returned; rethrows what it threw.
+  SendResult Join() {
+    thread_.join();
+    if (error_) std::rethrow_exception(error_);
+    return result_;
+  }
+  void Stop() { thread_.request_stop(); }
+
+ private:
+  SendResult result_ = SendResult::kStopped;
+  std::exception_ptr error_;
+  std::jthread thread_;
+};
+
+// Waits (bounded) until `done()`; the predicate reads state another thread changes.
+template <typename Done>
+bool WaitFor(Done done, std::chrono::milliseconds limit = 10s) {
+  const auto deadline = Clock::now() + limit;
+  while (!done()) {
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
+
+std::string IpcEndpoint(const tilefeed::testing::TempDir& dir) {
+  return "ipc://" + (dir.path() / "s").string();
+}
+
+class RoundTrip : public ::testing::TestWithParam<bool> {};
+
+TEST_P(RoundTrip, DeliversTheInProcessLoadersBatchesByteForByte) {
+  const bool use_tcp = GetParam();
+  tilefeed::testing::TempDir data = testing::MakeJpegFolder(6);
+  const loader::LoaderOptions options = testing::SmallOptions(4, 24, 2);
+
+  loader::Loader reference(loader::ImageFolder::Open(data.path().string()), options);
+  LoaderStream in_process(reference);
+  const testing::Collected expected = testing::Drain(in_process, 10);
+  ASSERT_EQ(expected.batches.size(), 10u);  // 18 samples, batches of 4: 5 per epoch
+
+  Context context;
+  tilefeed::testing::TempDir sockets("tilefeed-ipc");
+  loader::Loader loader(loader::ImageFolder::Open(data.path().string()), options);
+  BatchSender sender(context, loader,
+                     {.endpoint = use_tcp ? "tcp://127.0.0.1:*" : IpcEndpoint(sockets)});
+  Serving serving(sender);
+  ZmqBatchStream stream(context, {.endpoint = sender.endpoint(), .credits = 2});
+  EXPECT_FALSE(stream.shared_memory());
+  EXPECT_EQ(stream.batches_per_epoch(), 5u);
+  const testing::Collected received = testing::Drain(stream, 10);
+  EXPECT_TRUE(stream.ended());
+  EXPECT_FALSE(stream.Next().has_value());
+  EXPECT_EQ(received.epoch_ends, expected.epoch_ends);
+  ASSERT_EQ(received.batches.size(), expected.batches.size());
+  for (std::size_t i = 0; i < expected.batches.size(); ++i) {
+    EXPECT_TRUE(received.batches[i] == expected.batches[i]) << "batch " << i;
+  }
+  EXPECT_EQ(serving.Join(), SendResult::kCompleted);
+  EXPECT_EQ(sender.batches_sent(), 10u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Zmq, RoundTrip, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "Tcp" : "Ipc"; });
+
+TEST(ZmqBatchStream, ASlowTrainerStopsTheSenderWithinItsCredits) {
+  Context context;
+  loader::LoaderOptions options = testing::SmallOptions(2, 8, 0);
+  options.prefetch_depth = 8;
+  loader::Loader loader(std::make_unique<testing::RawSource>(1000, 8), options);
+  BatchSender sender(context, loader, {.endpoint = "tcp://127.0.0.1:*"});
+  Serving serving(sender);
+  ZmqBatchStream stream(context, {.endpoint = sender.endpoint(), .credits = 3});
+
+  ASSERT_TRUE(WaitFor([&] { return stream.queued() == 3; }));
+  // The sender has spent its credits and must not send more, however long we wait.
+  const auto observe_until = Clock::now() + 300ms;
+  while (Clock::now() < observe_until) {
+    ASSERT_EQ(sender.batches_sent(), 3u);
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_EQ(stream.queued(), 3u);
+  // Each batch taken returns one credit: exactly one more is sent.
+  ASSERT_TRUE(stream.Next().has_value());
+  ASSERT_TRUE(WaitFor([&] { return sender.batches_sent() == 4; }));
+  ASSERT_TRUE(WaitFor([&] { return stream.queued() == 3; }));
+  EXPECT_EQ(sender.batches_sent(), 4u);
+}
+
+TEST(ZmqBatchStream, TheSenderSeesATrainerLeaveEarly) {
+  Context context;
+  loader::Loader loader(std::make_unique<testing::RawSource>(100, 8),
+                        testing::SmallOptions(2, 8, 0));
+  BatchSender sender(context, loader, {.endpoint = "tcp://127.0.0.1:*"});
+  Serving serving(sender);
+  {
+    ZmqBatchStream stream(context, {.endpoint = sender.endpoint()});
+    ASSERT_TRUE(stream.Next().has_value());
+    // Batches still in flight here go back to the loader when ZeroMQ drops them.
+  }
+  EXPECT_EQ(serving.Join(), SendResult::kPeerLeft);
+}
+
+// A reader that welcomes the trainer and then says nothing, as if it had been SIGKILLed.
+TEST(ZmqBatchStream, ASilentReaderIsReportedWithinTheTimeout) {
+  Context context;
+  zmq::socket_t fake(context.impl().context, zmq::socket_type::router);
+  fake.set(zmq::sockopt::linger, 0);
+  fake.bind("tcp://127.0.0.1:*");
+  const std::string endpoint = fake.get(zmq::sockopt::last_endpoint);
+  std::jthread reader([&fake] {
+    std::vector<zmq::message_t> hello;
+    (void)zmq::recv_multipart(fake, std::back_inserter(hello));
+    const auto welcome = detail::EncodeControl({detail::MessageType::kWelcome, 5});
+    fake.send(hello[0], zmq::send_flags::sndmore);
+    fake.send(zmq::buffer(welcome), zmq::send_flags::none);
+  });
+  ZmqBatchStream stream(context,
+                        {.endpoint = endpoint, .heartbeat_interval = 50ms, .peer_timeout = 300ms});
+  EXPECT_EQ(stream.batches_per_epoch(), 5u);
+  const auto start = Clock::now();
+  try {
+    (void)stream.Next();
+    FAIL() << "Next() returned from a silent reader";
+  } catch (const TransportError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("reader at " + endpoint + " silent for 0."));
+  }
+  const auto elapsed = Clock::now() - start;
+  EXPECT_GE(elapsed, 250ms);
+  EXPECT_LT(elapsed, 3s);
+  EXPECT_THROW((void)stream.Next(), TransportError);  // and it stays failed
+}
+
+TEST(ZmqBatchStream, NoReaderAtAllFailsTheConstructor) {
+  Context context;
+  const auto start = Clock::now();
+  EXPECT_THROW(ZmqBatchStream(context, {.endpoint = "tcp://127.0.0.1:1",
+                                        .heartbeat_interval = 50ms,
+                                        .peer_timeout = 200ms}),
+               TransportError);
+  EXPECT_LT(Clock::now() - start, 3s);
+}
+
+// A trainer that says hello and ready, then goes silent.
+TEST(BatchSender, ASilentTrainerIsReportedWithinTheTimeout) {
+  Context context;
+  loader::Loader loader(std::make_unique<testing::RawSource>(100, 8),
+                        testing::SmallOptions(2, 8, 0));
+  BatchSender sender(
+      context, loader,
+      {.endpoint = "tcp://127.0.0.1:*", .heartbeat_interval = 50ms, .peer_timeout = 300ms});
+  zmq::socket_t fake(context.impl().context, zmq::socket_type::dealer);
+  fake.set(zmq::sockopt::linger, 0);
+  fake.connect(sender.endpoint());
+  const auto hello = detail::EncodeControl({detail::MessageType::kHello, 1});
+  const auto ready = detail::EncodeControl({detail::MessageType::kReady, 1});
+  fake.send(zmq::buffer(hello), zmq::send_flags::none);
+  fake.send(zmq::buffer(ready), zmq::send_flags::none);
+  const auto start = Clock::now();
+  try {
+    (void)sender.Run();
+    FAIL() << "Run() returned with a silent trainer";
+  } catch (const TransportError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("trainer at "));
+    EXPECT_THAT(e.what(), HasSubstr(" silent for 0."));
+  }
+  EXPECT_LT(Clock::now() - start, 3s);
+  EXPECT_EQ(sender.batches_sent(), 1u);  // one credit, one batch
+}
+
+}  // namespace
+}  // namespace tilefeed::transport

@@ -1,0 +1,97 @@
+// poprun: launches N instances of a training program through OpenMPI's mpirun, each bound
+// to its own cores and told the layout through the environment. The command itself is built
+// by transport::BuildMpirunCommand; this file gathers the facts (cores, root, mpirun's path),
+// then prints or execs. It never starts processes itself.
+//
+//   poprun --instances 4 [--hosts a,b] [--replicas-per-instance 2] [--cores-per-instance 8]
+//          [--print-command] [--] ./train --epochs 90
+//
+// Errors are one line on stderr and exit code 2.
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "transport/instance.h"
+#include "transport/launch.h"
+
+namespace {
+
+constexpr int kUsageError = 2;
+
+int UsableCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+int Fail(const std::string& message) {
+  std::cerr << "poprun: " << message << '\n';
+  return kUsageError;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace tilefeed::transport;
+  CLI::App app{
+      "poprun: run N instances of PROGRAM with mpirun, one shard of the data each.\n"
+      "usage: poprun --instances N [--hosts h1,h2] [options] [--] PROGRAM ARGS..."};
+  LaunchPlan plan;
+  std::string hosts;
+  bool print_command = false;
+  app.add_option("--instances,-n", plan.instances, "instances (MPI processes)")->required();
+  app.add_option("--hosts", hosts, "comma-separated host names (default: this host)");
+  app.add_option("--replicas-per-instance", plan.replicas_per_instance,
+                 "replicas each instance feeds")
+      ->capture_default_str();
+  app.add_option("--cores-per-instance", plan.cores_per_instance,
+                 "cores bound to each instance (0: share this host's cores evenly)")
+      ->capture_default_str();
+  app.add_flag("--print-command", print_command, "print the mpirun command line, do not run it");
+  // Everything from PROGRAM on belongs to the program, options included.
+  app.prefix_command();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return Fail(e.what());
+  }
+  plan.program = app.remaining();
+  if (!plan.program.empty() && plan.program.front() == "--")
+    plan.program.erase(plan.program.begin());
+
+  const EnvLookup env = ProcessEnvironment();
+  HostFacts facts;
+  facts.cores = UsableCores();
+  facts.is_root = geteuid() == 0;
+  facts.mpirun_path = FindInPath("mpirun", env("PATH").value_or(""));
+  MpirunCommand command;
+  try {
+    if (app.count("--hosts") > 0) plan.hosts = ParseHostList(hosts);
+    command = BuildMpirunCommand(plan, facts);
+  } catch (const LaunchError& e) {
+    return Fail(e.what());
+  }
+  if (!command.warning.empty()) std::cerr << command.warning << '\n';
+  if (print_command) {
+    std::cout << ShellJoin(command.argv) << '\n';
+    return 0;
+  }
+  std::cout.flush();
+  std::vector<char*> exec_argv;
+  for (std::string& word : command.argv) exec_argv.push_back(word.data());
+  exec_argv.push_back(nullptr);
+  execv(exec_argv[0], exec_argv.data());
+  return Fail("exec " + command.argv[0] + ": " + std::strerror(errno));
+}

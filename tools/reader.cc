@@ -1,0 +1,144 @@
+// tilefeed-reader: the reader half of disaggregated mode. It loads an ImageFolder with the
+// usual loader options and serves the batches to one trainer over ZeroMQ (or a
+// shared-memory ring on the same host), which reads them with `--readers <endpoint>`
+// (transport::ZmqBatchStream).
+//
+//   tilefeed-reader --data /data/train --bind tcp://*:5555 --batch-size 256 --epochs 90
+//
+// Under poprun/mpirun each reader takes its instance's shard unless --shard says otherwise.
+// SIGINT/SIGTERM stop it cleanly (the trainer is told bye).
+
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <stop_token>
+#include <string>
+#include <thread>
+
+#include "loader/image_folder.h"
+#include "loader/loader.h"
+#include "transport/instance.h"
+#include "transport/sender.h"
+
+namespace {
+
+// Turns SIGINT/SIGTERM into a stop request. The signals are blocked in every thread (set
+// before any thread starts) and taken here with sigtimedwait, so no handler runs.
+class SignalStopper {
+ public:
+  SignalStopper()
+      : thread_([source = source_](std::stop_token token) mutable {
+          sigset_t set;
+          sigemptyset(&set);
+          sigaddset(&set, SIGINT);
+          sigaddset(&set, SIGTERM);
+          const timespec tick{0, 200'000'000};
+          while (!token.stop_requested()) {
+            if (sigtimedwait(&set, nullptr, &tick) > 0) {
+              source.request_stop();
+              return;
+            }
+          }
+        }) {}
+
+  std::stop_token token() const { return source_.get_token(); }
+
+  static void BlockSignals() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  }
+
+ private:
+  std::stop_source source_;
+  std::jthread thread_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace tilefeed;
+  CLI::App app{"tilefeed-reader: serve a dataset's batches to a trainer over ZeroMQ"};
+  std::string data;
+  std::string mode = "train";
+  std::string shard;
+  int heartbeat_ms = 1000;
+  int timeout_ms = 5000;
+  loader::LoaderOptions options;
+  options.epochs = 1;
+  transport::SenderOptions sender_options;
+  app.add_option("--data", data, "ImageFolder root")->required();
+  app.add_option("--bind", sender_options.endpoint, "endpoint to serve on")->capture_default_str();
+  app.add_option("--batch-size", options.batch_size, "samples per batch")->capture_default_str();
+  app.add_option("--image-size", options.image_size, "output side in pixels")
+      ->capture_default_str();
+  app.add_option("--mode", mode, "train: RandomResizedCrop + flip; eval: resize + centre crop")
+      ->check(CLI::IsMember({"train", "eval"}))
+      ->capture_default_str();
+  app.add_option("--workers", options.workers, "decode threads (0 = all cores)")
+      ->capture_default_str();
+  app.add_option("--prefetch", options.prefetch_depth, "batch slots")->capture_default_str();
+  app.add_option("--seed", options.seed, "shuffle and augmentation seed")->capture_default_str();
+  app.add_option("--epochs", options.epochs, "epochs to serve (0 = until stopped)")
+      ->capture_default_str();
+  app.add_option("--first-epoch", options.first_epoch, "epoch to start at")->capture_default_str();
+  app.add_option("--shard", shard, "INDEX/COUNT (default: this instance under mpirun)");
+  app.add_flag("--shm", sender_options.shared_memory,
+               "payload through a shared-memory ring (ipc:// endpoint, same host)");
+  app.add_option("--job-id", sender_options.job_id, "names the shared-memory segment")
+      ->capture_default_str();
+  app.add_option("--heartbeat-ms", heartbeat_ms, "heartbeat interval")->capture_default_str();
+  app.add_option("--timeout-ms", timeout_ms, "a trainer silent this long is an error")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  options.mode = mode == "eval" ? loader::Mode::kEval : loader::Mode::kTrain;
+  sender_options.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
+  sender_options.peer_timeout = std::chrono::milliseconds(timeout_ms);
+
+  SignalStopper::BlockSignals();
+  SignalStopper stopper;
+  try {
+    if (shard.empty()) {
+      options.shard =
+          transport::ShardOf(transport::DetectInstance(transport::ProcessEnvironment()));
+    } else if (std::sscanf(shard.c_str(), "%d/%d", &options.shard.index, &options.shard.count) !=
+                   2 ||
+               options.shard.count < 1 || options.shard.index < 0 ||
+               options.shard.index >= options.shard.count) {
+      std::cerr << "tilefeed-reader: --shard wants INDEX/COUNT, got '" << shard << "'\n";
+      return 2;
+    }
+    options.on_bad_sample = [](const loader::BadSample& bad) {
+      std::fprintf(stderr, "tilefeed-reader: skipped %s: %s\n", bad.where.c_str(),
+                   bad.reason.c_str());
+    };
+    loader::Loader loader(loader::ImageFolder::Open(data), options);
+    transport::Context context;
+    transport::BatchSender sender(context, loader, sender_options);
+    std::cerr << "tilefeed-reader: serving " << loader.batches_per_epoch()
+              << " batches per epoch (shard " << options.shard.index << "/" << options.shard.count
+              << ") on " << sender.endpoint() << '\n';
+    const auto start = std::chrono::steady_clock::now();
+    const transport::SendResult result = sender.Run(stopper.token());
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const loader::LoaderMetrics metrics = loader.metrics();
+    const double mb = static_cast<double>(sender.batches_sent()) * metrics.slot_bytes / 1e6;
+    std::cerr << "tilefeed-reader: "
+              << (result == transport::SendResult::kCompleted  ? "done"
+                  : result == transport::SendResult::kPeerLeft ? "trainer left"
+                                                               : "stopped")
+              << ": " << sender.batches_sent() << " batches in " << seconds << " s, "
+              << sender.batches_sent() / seconds << " batches/s, about " << mb / seconds
+              << " MB/s\n";
+    return result == transport::SendResult::kStopped ? 130 : 0;
+  } catch (const std::exception& e) {
+    std::cerr << "tilefeed-reader: " << e.what() << '\n';
+    return 1;
+  }
+}

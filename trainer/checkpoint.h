@@ -1,0 +1,49 @@
+#pragma once
+
+// Checkpoints: the model, the optimizer state and where the data stands, written by
+// instance 0 and read by every instance on --resume. A checkpoint is one file,
+// DIR/checkpoint.tfck, replaced atomically: the new contents go to a temporary file in DIR,
+// which is fsync'ed and renamed over the old one, and DIR is fsync'ed, so a crash leaves
+// either the old or the new checkpoint, never a torn one. The file carries a checksum of
+// everything in it; a damaged file is refused, not half-loaded.
+//
+// Thread safety: plain functions; concurrent writers to one DIR are not supported.
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace tilefeed::trainer {
+
+// A checkpoint that cannot be written or read; what() names the file and the reason.
+class CheckpointError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct Checkpoint {
+  std::uint64_t step = 0;    // optimizer steps done
+  std::uint64_t epoch = 0;   // the epoch the next step belongs to
+  std::string core;          // the core's name; resume refuses another core
+  std::string loader_state;  // loader::LoaderState::Serialize() of the data consumed
+  std::vector<float> parameters;
+  std::vector<float> velocity;  // the optimizer's state
+
+  friend bool operator==(const Checkpoint&, const Checkpoint&) = default;
+};
+
+// The checkpoint file's path in `dir`.
+std::filesystem::path CheckpointPath(const std::filesystem::path& dir);
+
+// Writes `checkpoint` to CheckpointPath(dir) atomically, creating `dir` if needed.
+// Throws CheckpointError.
+void WriteCheckpoint(const std::filesystem::path& dir, const Checkpoint& checkpoint);
+
+// Reads the checkpoint in `dir`; nullopt when there is none. Throws CheckpointError for a
+// file that is damaged or not a checkpoint.
+std::optional<Checkpoint> ReadCheckpoint(const std::filesystem::path& dir);
+
+}  // namespace tilefeed::trainer

@@ -1,0 +1,62 @@
+#pragma once
+
+// Collectives: the few collective operations data-parallel training needs (broadcast the
+// parameters, all-reduce the gradients and the epoch figures, compare parameter checksums),
+// behind an interface so the trainer does not see MPI. MpiSession (trainer/mpi_session.h)
+// implements it over MPI_COMM_WORLD; LocalCollectives is the one-instance identity, for
+// tests and single-process tools.
+//
+// Every instance calls the same collectives in the same order with the same sizes; a
+// mismatch is a bug (MPI would hang or fail). After an all-reduce every instance holds the
+// identical result, so instances that apply the same update stay bit-identical.
+//
+// Thread safety: a Collectives object is used by one thread, the one that made it (MPI is
+// initialised with MPI_THREAD_FUNNELED).
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <utility>
+
+namespace tilefeed::trainer {
+
+// A failed collective or MPI call; what() names the call and MPI's error string.
+class MpiError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class Collectives {
+ public:
+  virtual ~Collectives() = default;
+  // This instance's index in [0, size()).
+  virtual int rank() const = 0;
+  // The number of instances.
+  virtual int size() const = 0;
+  // Replaces `data` on every instance by its elementwise sum over all instances.
+  virtual void AllreduceSum(std::span<float> data) = 0;
+  virtual void AllreduceSum(std::span<double> data) = 0;
+  // Replaces `data` by its elementwise maximum over all instances.
+  virtual void AllreduceMax(std::span<double> data) = 0;
+  // The minimum and maximum of `value` over all instances.
+  virtual std::pair<std::uint64_t, std::uint64_t> AllreduceMinMax(std::uint64_t value) = 0;
+  // Copies `data` from instance `root` to every instance.
+  virtual void Broadcast(std::span<std::byte> data, int root) = 0;
+};
+
+// One instance: every collective leaves its data as it is.
+class LocalCollectives final : public Collectives {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  void AllreduceSum(std::span<float>) override {}
+  void AllreduceSum(std::span<double>) override {}
+  void AllreduceMax(std::span<double>) override {}
+  std::pair<std::uint64_t, std::uint64_t> AllreduceMinMax(std::uint64_t value) override {
+    return {value, value};
+  }
+  void Broadcast(std::span<std::byte>, int) override {}
+};
+
+}  // namespace tilefeed::trainer

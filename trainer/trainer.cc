@@ -1,0 +1,309 @@
+#include "trainer/trainer.h"
+
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+namespace tilefeed::trainer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+InputView ViewOf(const StagedBatch& item) {
+  return InputView{item.images,      item.labels,     item.meta.size,
+                   item.meta.height, item.meta.width, item.meta.layout};
+}
+
+std::span<std::byte> Bytes(std::span<float> values) { return std::as_writable_bytes(values); }
+
+}  // namespace
+
+struct Trainer::Replica {
+  std::unique_ptr<ComputeCore> core;
+  SgdMomentum optimizer;
+  std::vector<float> gradients;
+  BatchStats stats;  // this step's
+
+  Replica(std::unique_ptr<ComputeCore> c, const SgdOptions& sgd)
+      : core(std::move(c)),
+        optimizer(core->parameters().size(), sgd),
+        gradients(core->parameters().size(), 0.0f) {}
+};
+
+std::uint64_t ParameterChecksum(std::span<const float> parameters) {
+  std::uint64_t hash = 0xcbf29ce484222325ULL;
+  for (std::byte b : std::as_bytes(parameters)) {
+    hash ^= static_cast<std::uint64_t>(b);
+    hash *= 0x100000001b3ULL;
+  }
+  return hash;
+}
+
+Trainer::Trainer(const CoreFactory& make_core, Collectives& collectives,
+                 const TrainerOptions& options, LogSink log, ReportSink report)
+    : collectives_(collectives),
+      options_(options),
+      log_(std::move(log)),
+      report_(std::move(report)) {
+  if (options.replicas < 1 || options.gradient_accumulation < 1 || options.io_tiles < 1 ||
+      options.staging_depth < 1 || options.compute_threads < 1 || options.local_batch < 1) {
+    throw TrainerError(
+        "trainer: replicas, gradient accumulation, IO tiles, staging depth, compute threads and "
+        "local batch must all be at least 1");
+  }
+  if (options.checkpoint_every > 0 && options.checkpoint_dir.empty()) {
+    throw TrainerError("trainer: checkpoint_every needs a checkpoint directory");
+  }
+  for (int r = 0; r < options.replicas; ++r) {
+    replicas_.push_back(std::make_unique<Replica>(make_core(), options.sgd));
+  }
+  reduced_.assign(replicas_[0]->gradients.size(), 0.0f);
+  // Instance 0's initial parameters win everywhere, whatever seed the others used.
+  std::span<float> first = replicas_[0]->core->parameters();
+  collectives_.Broadcast(Bytes(first), 0);
+  for (std::size_t r = 1; r < replicas_.size(); ++r) {
+    std::span<float> p = replicas_[r]->core->parameters();
+    if (p.size() != first.size()) throw TrainerError("trainer: replicas differ in size");
+    std::copy(first.begin(), first.end(), p.begin());
+  }
+  char line[256];
+  std::snprintf(line, sizeof(line),
+                "global batch: local batch %zu x replicas %d x instances %d x gradient "
+                "accumulation %d = %zu",
+                options.local_batch, options.replicas, collectives_.size(),
+                options.gradient_accumulation, global_batch());
+  Log(line);
+}
+
+Trainer::~Trainer() = default;
+
+std::size_t Trainer::global_batch() const {
+  return options_.local_batch * static_cast<std::size_t>(options_.replicas) *
+         static_cast<std::size_t>(collectives_.size()) *
+         static_cast<std::size_t>(options_.gradient_accumulation);
+}
+
+void Trainer::Log(const std::string& line) const {
+  if (log_) log_(line);
+}
+
+std::span<const float> Trainer::parameters() const { return replicas_[0]->core->parameters(); }
+std::span<const float> Trainer::velocity() const { return replicas_[0]->optimizer.velocity(); }
+
+void Trainer::Restore(const Checkpoint& checkpoint) {
+  if (checkpoint.core != replicas_[0]->core->name()) {
+    throw TrainerError("trainer: the checkpoint is for the " + checkpoint.core + " core, not " +
+                       replicas_[0]->core->name());
+  }
+  if (checkpoint.parameters.size() != reduced_.size() ||
+      checkpoint.velocity.size() != reduced_.size()) {
+    throw TrainerError("trainer: the checkpoint holds " +
+                       std::to_string(checkpoint.parameters.size()) +
+                       " parameters; the model has " + std::to_string(reduced_.size()));
+  }
+  for (auto& replica : replicas_) {
+    std::ranges::copy(checkpoint.parameters, replica->core->parameters().begin());
+    std::ranges::copy(checkpoint.velocity, replica->optimizer.velocity().begin());
+  }
+  step_ = checkpoint.step;
+  epoch_ = checkpoint.epoch;
+  CheckReplicasIdentical();
+}
+
+std::uint64_t Trainer::CheckReplicasIdentical() {
+  const std::uint64_t local = ParameterChecksum(replicas_[0]->core->parameters());
+  for (std::size_t r = 1; r < replicas_.size(); ++r) {
+    if (ParameterChecksum(replicas_[r]->core->parameters()) != local) {
+      throw TrainerError("trainer: replica " + std::to_string(r) + " of instance " +
+                         std::to_string(collectives_.rank()) + " diverged from replica 0 at step " +
+                         std::to_string(step_));
+    }
+  }
+  const auto [low, high] = collectives_.AllreduceMinMax(local);
+  if (low != high) {
+    throw TrainerError("trainer: instances diverged at step " + std::to_string(step_) +
+                       ": parameter checksums differ (this instance " + std::to_string(local) +
+                       ", min " + std::to_string(low) + ", max " + std::to_string(high) + ")");
+  }
+  return local;
+}
+
+void Trainer::SaveCheckpoint(const std::string& loader_state) {
+  if (collectives_.rank() != 0) return;
+  Checkpoint checkpoint;
+  checkpoint.step = step_;
+  checkpoint.epoch = epoch_;
+  checkpoint.core = replicas_[0]->core->name();
+  checkpoint.loader_state = loader_state;
+  const std::span<float> p = replicas_[0]->core->parameters();
+  checkpoint.parameters.assign(p.begin(), p.end());
+  const std::span<const float> v = replicas_[0]->optimizer.velocity();
+  checkpoint.velocity.assign(v.begin(), v.end());
+  WriteCheckpoint(options_.checkpoint_dir, checkpoint);
+  Log("checkpoint: step " + std::to_string(step_) + " -> " +
+      CheckpointPath(options_.checkpoint_dir).string());
+}
+
+void Trainer::Validate(const ValidationFactory& make_validation, EpochReport& report) {
+  std::unique_ptr<transport::BatchStream> stream = make_validation();
+  ComputeCore& core = *replicas_[0]->core;
+  double sums[3] = {0, 0, 0};  // loss, correct, samples
+  while (std::optional<transport::ReceivedBatch> batch = stream->Next()) {
+    const InputView view{batch->images(),      batch->labels(),     batch->size(),
+                         batch->meta().height, batch->meta().width, batch->meta().layout};
+    const BatchStats stats = core.Evaluate(view);
+    sums[0] += stats.loss_sum;
+    sums[1] += static_cast<double>(stats.correct);
+    sums[2] += static_cast<double>(stats.samples);
+  }
+  collectives_.AllreduceSum(std::span<double>(sums));
+  if (sums[2] > 0) {
+    report.val_loss = sums[0] / sums[2];
+    if (core.classifies()) report.val_accuracy = sums[1] / sums[2];
+    report.val_images = static_cast<std::uint64_t>(sums[2]);
+  }
+}
+
+std::uint64_t Trainer::Train(transport::BatchStream& stream, IoTiles::PositionProbe position,
+                             const ValidationFactory& make_validation) {
+  const std::size_t replica_count = replicas_.size();
+  const int accumulation = options_.gradient_accumulation;
+  // At least one IO tile per replica, so each replica has a tile's landing bandwidth; the
+  // tiles share one ordered ring and the batches are dealt round-robin from it.
+  IoTiles io(stream,
+             IoTilesOptions{std::max(options_.io_tiles, options_.replicas),
+                            options_.staging_depth * replica_count, options_.local_batch,
+                            options_.sample_bytes},
+             std::move(position));
+  tbb::task_arena arena(options_.compute_threads);
+  const float scale =
+      1.0f / static_cast<float>(replica_count * static_cast<std::size_t>(accumulation) *
+                                static_cast<std::size_t>(collectives_.size()));
+  bool first_step = true;
+  bool stream_ended = false;
+  std::vector<const StagedBatch*> items;
+  items.reserve(replica_count);
+  auto done = [&] { return options_.max_steps != 0 && step_ >= options_.max_steps; };
+
+  while (!stream_ended && !done()) {
+    StallMeter meter;
+    double loss_sum = 0;
+    std::uint64_t correct = 0;
+    std::uint64_t samples = 0;
+    bool epoch_ended = false;
+    const std::uint64_t epoch = epoch_;
+    while (!done()) {
+      for (auto& replica : replicas_) std::ranges::fill(replica->gradients, 0.0f);
+      double wait = 0;
+      double busy = 0;
+      BatchStats step_stats;  // counted only if the step completes
+      std::string step_position;
+      for (int g = 0; g < accumulation && !epoch_ended; ++g) {
+        const auto wait_start = Clock::now();
+        items.clear();
+        for (std::size_t r = 0; r < replica_count; ++r) {
+          const StagedBatch& item = io.Acquire();
+          items.push_back(&item);
+          if (item.end_of_epoch) {
+            epoch_ended = true;
+            stream_ended = item.end_of_stream;
+            break;
+          }
+        }
+        const auto compute_start = Clock::now();
+        wait += Seconds(wait_start, compute_start);
+        if (!epoch_ended) {
+          // The compute tiles: replicas run side by side in the arena.
+          arena.execute([&] {
+            tbb::parallel_for(std::size_t{0}, replica_count, [&](std::size_t r) {
+              Replica& replica = *replicas_[r];
+              replica.stats =
+                  replica.core->AccumulateGradients(ViewOf(*items[r]), replica.gradients);
+            });
+          });
+          for (std::size_t r = 0; r < replica_count; ++r) {
+            step_stats.loss_sum += replicas_[r]->stats.loss_sum;
+            step_stats.correct += replicas_[r]->stats.correct;
+            step_stats.samples += replicas_[r]->stats.samples;
+          }
+          step_position = items.back()->position;
+        }
+        for (std::size_t i = 0; i < items.size(); ++i) io.Release();
+        busy += Seconds(compute_start, Clock::now());
+      }
+      if (epoch_ended) break;  // a partial step is dropped, identically on every instance
+
+      const auto update_start = Clock::now();
+      // Local reduction in replica order, then across instances: one fixed summation order.
+      std::ranges::copy(replicas_[0]->gradients, reduced_.begin());
+      for (std::size_t r = 1; r < replica_count; ++r) {
+        const std::vector<float>& g = replicas_[r]->gradients;
+        for (std::size_t i = 0; i < reduced_.size(); ++i) reduced_[i] += g[i];
+      }
+      collectives_.AllreduceSum(std::span<float>(reduced_));
+      for (float& g : reduced_) g *= scale;
+      arena.execute([&] {
+        tbb::parallel_for(std::size_t{0}, replica_count, [&](std::size_t r) {
+          replicas_[r]->optimizer.Step(replicas_[r]->core->parameters(), reduced_);
+        });
+      });
+      ++step_;
+      busy += Seconds(update_start, Clock::now());
+      loss_sum += step_stats.loss_sum;
+      correct += step_stats.correct;
+      samples += step_stats.samples;
+      if (first_step) {
+        // The first wait of a run is the pipeline filling, not a stall of the steady state.
+        meter.AddFill(wait);
+        wait = 0;
+        first_step = false;
+      }
+      meter.AddStep(wait, busy);
+      if (options_.check_every != 0 && step_ % options_.check_every == 0) {
+        CheckReplicasIdentical();
+      }
+      if (options_.checkpoint_every != 0 && step_ % options_.checkpoint_every == 0) {
+        SaveCheckpoint(step_position);
+      }
+    }
+    // Every instance has the same number of steps here, so these collectives match.
+    if (meter.steps() > 0) {
+      double sums[6] = {loss_sum,
+                        static_cast<double>(correct),
+                        static_cast<double>(samples),
+                        meter.wait_seconds(),
+                        meter.step_seconds(),
+                        meter.fill_seconds()};
+      collectives_.AllreduceSum(std::span<double>(sums));
+      double slowest[1] = {meter.step_seconds()};
+      collectives_.AllreduceMax(std::span<double>(slowest));
+      EpochReport report;
+      report.epoch = epoch;
+      report.steps = meter.steps();
+      report.global_step = step_;
+      report.images = static_cast<std::uint64_t>(sums[2]);
+      report.seconds = slowest[0];
+      report.images_per_second = slowest[0] > 0 ? sums[2] / slowest[0] : 0;
+      report.loss = sums[2] > 0 ? sums[0] / sums[2] : 0;
+      if (replicas_[0]->core->classifies() && sums[2] > 0) report.accuracy = sums[1] / sums[2];
+      report.stall_percent = sums[4] > 0 ? 100.0 * sums[3] / sums[4] : 0;
+      report.wait_seconds = sums[3];
+      report.fill_seconds = sums[5];
+      if (epoch_ended && make_validation) Validate(make_validation, report);
+      if (report_) report_(report);
+    }
+    if (epoch_ended) ++epoch_;
+  }
+  CheckReplicasIdentical();
+  return step_;
+}
+
+}  // namespace tilefeed::trainer

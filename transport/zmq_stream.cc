@@ -1,0 +1,393 @@
+// Design note. One I/O thread owns the DEALER socket: it sends hello, maps the shared
+// memory the sender offers, receives and checks batches into a queue, returns credits,
+// sends heartbeats and watches the sender's. Next() takes from the queue under a mutex.
+// Threads that give something back (Next() granting a credit, a ReceivedBatch returning a
+// shared slot) record it under a lock and signal an eventfd that the I/O thread polls
+// together with the socket, so only the I/O thread ever touches the socket.
+//
+// Memory: the queue holds at most `credits` batches (the sender spends one credit per
+// batch and gets it back only when Next() hands a batch out, or with shared memory when the
+// trainer drops it), so a slow trainer bounds what is buffered here and in flight.
+
+#include "transport/zmq_stream.h"
+
+#include <algorithm>
+#include <cassert>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "transport/detail/event_fd.h"
+#include "transport/detail/shm.h"
+#include "transport/detail/socket_util.h"
+#include "transport/detail/zmq_context.h"
+#include "transport/frame.h"
+
+namespace tilefeed::transport {
+namespace {
+
+using detail::Clock;
+using detail::Control;
+using detail::MessageType;
+
+constexpr std::size_t kMaxCredits = 1024;
+
+// State shared with ReceivedBatch owners, which may outlive the stream.
+struct Shared {
+  detail::EventFd wake;
+  std::mutex mutex;
+  std::vector<std::uint32_t> returned_slots;  // guarded by mutex
+  detail::ShmSegment segment;                 // set once, before any batch exists
+};
+
+// Keeps a batch's ZeroMQ messages, and aligned copies of labels and indices if a message's
+// data was not aligned for them.
+class MessageOwner final : public ReceivedBatch::Owner {
+ public:
+  explicit MessageOwner(std::vector<zmq::message_t> parts) : parts_(std::move(parts)) {}
+
+  const zmq::message_t& part(std::size_t i) const { return parts_[i]; }
+
+  template <typename T>
+  std::span<const T> View(std::size_t i, std::vector<T>& copy) const {
+    const zmq::message_t& message = parts_[i];
+    const std::size_t count = message.size() / sizeof(T);
+    if (reinterpret_cast<std::uintptr_t>(message.data()) % alignof(T) == 0) {
+      return {static_cast<const T*>(message.data()), count};
+    }
+    copy.resize(count);
+    std::memcpy(copy.data(), message.data(), count * sizeof(T));
+    return copy;
+  }
+
+  std::vector<std::int32_t> labels_copy;
+  std::vector<std::uint64_t> indices_copy;
+
+ private:
+  std::vector<zmq::message_t> parts_;
+};
+
+// Returns a shared-memory slot to the sender when the trainer drops the batch.
+class SlotOwner final : public ReceivedBatch::Owner {
+ public:
+  SlotOwner(std::shared_ptr<Shared> shared, std::uint32_t slot)
+      : shared_(std::move(shared)), slot_(slot) {}
+  ~SlotOwner() override {
+    {
+      std::lock_guard lock(shared_->mutex);
+      shared_->returned_slots.push_back(slot_);
+    }
+    shared_->wake.Signal();
+  }
+
+ private:
+  std::shared_ptr<Shared> shared_;
+  std::uint32_t slot_;
+};
+
+struct Entry {
+  enum Kind { kBatch, kEpochEnd, kEnd, kError };
+  Kind kind = kBatch;
+  std::optional<ReceivedBatch> batch;
+  std::string error;
+};
+
+}  // namespace
+
+struct ZmqBatchStream::Impl {
+  Impl(Context& context, StreamOptions options)
+      : options(std::move(options)),
+        socket(context.impl().context, zmq::socket_type::dealer),
+        shared(std::make_shared<Shared>()),
+        peer("reader at " + this->options.endpoint) {}
+
+  ~Impl() {
+    if (io.joinable()) {
+      io.request_stop();
+      shared->wake.Signal();
+      io.join();
+    }
+  }
+
+  void Loop(std::stop_token token);
+  // Handles one message; returns false when the session is over.
+  bool Handle(std::vector<zmq::message_t>& parts, bool too_many);
+  void HandleWelcome(const Control& control, std::vector<zmq::message_t>& parts);
+  ReceivedBatch MakeBatch(const Control& control, std::vector<zmq::message_t>& parts);
+  void Push(Entry entry) {
+    {
+      std::lock_guard lock(mutex);
+      if (entry.kind == Entry::kBatch) ++queued_batches;
+      queue.push_back(std::move(entry));
+    }
+    changed.notify_all();
+  }
+  void Fail(const std::string& message) { Push(Entry{Entry::kError, std::nullopt, message}); }
+  void Send(const Control& control) {
+    detail::SendControl(socket, control);
+    last_sent = Clock::now();
+  }
+
+  const StreamOptions options;
+  zmq::socket_t socket;
+  std::shared_ptr<Shared> shared;
+  const std::string peer;  // "reader at <endpoint>", for messages
+
+  // Set by the I/O thread before `welcomed` is published under the mutex.
+  std::size_t batches_per_epoch = 0;
+  std::optional<detail::SlotLayout> layout;
+
+  mutable std::mutex mutex;
+  std::condition_variable changed;
+  std::deque<Entry> queue;           // guarded by mutex
+  std::size_t queued_batches = 0;    // guarded by mutex
+  bool welcomed = false;             // guarded by mutex
+  std::size_t credits_to_grant = 0;  // guarded by mutex; inline mode
+
+  // I/O thread only.
+  Clock::time_point last_sent;
+  Clock::time_point last_heard;
+  std::vector<bool> slot_busy;
+
+  std::jthread io;  // last: stopped first
+};
+
+ZmqBatchStream::ZmqBatchStream(Context& context, StreamOptions options)
+    : impl_(std::make_unique<Impl>(context, std::move(options))) {
+  Impl& s = *impl_;
+  if (s.options.credits == 0 || s.options.credits > kMaxCredits) {
+    throw std::invalid_argument("StreamOptions::credits must be in [1, 1024]");
+  }
+  if (s.options.peer_timeout <= std::chrono::milliseconds(0) ||
+      s.options.heartbeat_interval <= std::chrono::milliseconds(0)) {
+    throw std::invalid_argument("StreamOptions: heartbeat_interval and peer_timeout must be > 0");
+  }
+  try {
+    s.socket.set(zmq::sockopt::linger, 0);
+    // A stable identity, so the sender recognises us across a TCP reconnect.
+    std::random_device random;
+    const std::string id = "tilefeed-" + std::to_string(random()) + std::to_string(random());
+    s.socket.set(zmq::sockopt::routing_id, id);
+    s.socket.set(zmq::sockopt::maxmsgsize,
+                 static_cast<std::int64_t>(kMaxFramePayload + kFrameHeaderSize));
+    s.socket.connect(s.options.endpoint);
+  } catch (const zmq::error_t& e) {
+    throw TransportError("connect " + s.options.endpoint + ": " + e.what());
+  }
+  s.io = std::jthread([&s](std::stop_token token) { s.Loop(token); });
+  std::unique_lock lock(s.mutex);
+  s.changed.wait(lock, [&s] { return s.welcomed || !s.queue.empty(); });
+  if (!s.welcomed) throw TransportError(s.queue.front().error);
+}
+
+ZmqBatchStream::~ZmqBatchStream() = default;
+
+void ZmqBatchStream::Impl::Loop(std::stop_token token) {
+  last_heard = Clock::now();
+  std::vector<zmq::message_t> parts;
+  bool too_many = false;
+  try {
+    Send(Control{MessageType::kHello, options.credits});
+    while (!token.stop_requested()) {
+      const auto timeout = std::min(detail::Until(last_sent + options.heartbeat_interval),
+                                    detail::Until(last_heard + options.peer_timeout));
+      zmq::pollitem_t items[] = {{socket.handle(), 0, ZMQ_POLLIN, 0},
+                                 {nullptr, shared->wake.fd(), ZMQ_POLLIN, 0}};
+      zmq::poll(items, 2, timeout);
+      if (items[1].revents != 0) shared->wake.Drain();
+      if (token.stop_requested()) break;
+      while (detail::ReceiveParts(socket, parts, too_many)) {
+        last_heard = Clock::now();
+        if (!Handle(parts, too_many)) return;
+      }
+      // Give back what the trainer has consumed.
+      std::size_t credits = 0;
+      std::vector<std::uint32_t> slots;
+      {
+        std::lock_guard lock(mutex);
+        std::swap(credits, credits_to_grant);
+      }
+      {
+        std::lock_guard lock(shared->mutex);
+        slots.swap(shared->returned_slots);
+      }
+      if (credits > 0) Send(Control{MessageType::kCredit, credits});
+      for (const std::uint32_t slot : slots) {
+        slot_busy[slot] = false;
+        Send(Control{MessageType::kCredit, slot});
+      }
+      const Clock::duration silence = Clock::now() - last_heard;
+      if (silence > options.peer_timeout) {
+        Fail(peer + " silent for " + detail::Seconds(silence) + " s");
+        return;
+      }
+      if (Clock::now() - last_sent >= options.heartbeat_interval) {
+        Send(Control{MessageType::kHeartbeat});
+      }
+    }
+    // Destroyed: tell the sender, best effort.
+    detail::SendControl(socket, Control{MessageType::kBye});
+  } catch (const TransportError& e) {
+    Fail(e.what());
+  } catch (const zmq::error_t& e) {
+    Fail(peer + ": " + e.what());
+  }
+}
+
+bool ZmqBatchStream::Impl::Handle(std::vector<zmq::message_t>& parts, bool too_many) {
+  const std::optional<Control> control =
+      parts.empty() ? std::nullopt : detail::ParseControl(detail::Bytes(parts[0]));
+  if (!control || too_many) throw TransportError(peer + ": malformed message");
+  bool welcomed_now = false;
+  {
+    std::lock_guard lock(mutex);
+    welcomed_now = welcomed;
+  }
+  if (!welcomed_now && control->type != MessageType::kWelcome &&
+      control->type != MessageType::kError && control->type != MessageType::kHeartbeat) {
+    throw TransportError(peer + ": message before welcome");
+  }
+  switch (control->type) {
+    case MessageType::kWelcome:
+      if (welcomed_now) throw TransportError(peer + ": second welcome");
+      HandleWelcome(*control, parts);
+      return true;
+    case MessageType::kBatch:
+      Push(Entry{Entry::kBatch, MakeBatch(*control, parts), {}});
+      return true;
+    case MessageType::kEpochEnd:
+      Push(Entry{Entry::kEpochEnd, std::nullopt, {}});
+      return true;
+    case MessageType::kHeartbeat:
+      return true;
+    case MessageType::kBye:
+      Push(Entry{Entry::kEnd, std::nullopt, {}});
+      // Acknowledge: every batch before the bye has arrived.
+      detail::SendControl(socket, Control{MessageType::kBye});
+      return false;
+    case MessageType::kError: {
+      const std::string text = parts.size() > 1 ? parts[1].to_string() : "unknown error";
+      Fail(peer + ": " + text.substr(0, 4096));
+      return false;
+    }
+    default:
+      throw TransportError(peer + ": unexpected message type " +
+                           std::to_string(static_cast<int>(control->type)));
+  }
+}
+
+void ZmqBatchStream::Impl::HandleWelcome(const Control& control,
+                                         std::vector<zmq::message_t>& parts) {
+  std::size_t credits = options.credits;
+  if (control.b != 0) {
+    layout = detail::SlotLayout::Checked(control.b, control.c, control.d);
+    if (!layout || parts.size() != 2) throw TransportError(peer + ": bad shared-memory offer");
+    const std::string name = parts[1].to_string();
+    if (name.rfind("/tilefeed-", 0) != 0 || name.find('/', 1) != std::string::npos) {
+      throw TransportError(peer + ": bad shared-memory name");
+    }
+    shared->segment = detail::ShmSegment::Open(name, layout->total_bytes());
+    // Mapped: drop the name, so a crash of either side from now on leaves nothing behind.
+    shared->segment.Unlink();
+    slot_busy.assign(layout->slot_count, false);
+    credits = layout->slot_count;
+  }
+  batches_per_epoch = control.a;
+  Send(Control{MessageType::kReady, credits});
+  {
+    std::lock_guard lock(mutex);
+    welcomed = true;
+  }
+  changed.notify_all();
+}
+
+ReceivedBatch ZmqBatchStream::Impl::MakeBatch(const Control& control,
+                                              std::vector<zmq::message_t>& parts) {
+  if (parts.size() < 2) throw TransportError(peer + ": batch without a frame header");
+  const FrameHeader header = ParseFrameHeader(detail::Bytes(parts[1]), peer);
+  if (layout) {
+    if (parts.size() != 2) throw TransportError(peer + ": shared-memory batch with payload");
+    if (control.a >= layout->slot_count || slot_busy[control.a]) {
+      throw TransportError(peer + ": batch in shared slot " + std::to_string(control.a) +
+                           " that is not free");
+    }
+    if (header.image_bytes() > layout->image_bytes || header.size > layout->max_samples) {
+      throw TransportError("frame from " + peer + ": batch larger than its shared slot");
+    }
+    const auto slot = static_cast<std::uint32_t>(control.a);
+    const std::byte* base = shared->segment.data() + slot * layout->stride();
+    const std::span<const std::uint8_t> images(reinterpret_cast<const std::uint8_t*>(base),
+                                               header.image_bytes());
+    const std::span<const std::int32_t> labels(
+        reinterpret_cast<const std::int32_t*>(base + layout->label_offset()), header.size);
+    const std::span<const std::uint64_t> indices(
+        reinterpret_cast<const std::uint64_t*>(base + layout->index_offset()), header.size);
+    slot_busy[slot] = true;
+    // From here on the owner returns the slot, also if the check below throws.
+    auto owner = std::make_unique<SlotOwner>(shared, slot);
+    if (options.verify_checksums) VerifyPayload(header, images, labels, indices, peer);
+    return ReceivedBatch(header.meta(), images, labels, indices, std::move(owner));
+  }
+  if (parts.size() != 5)
+    throw TransportError(peer + ": batch with " + std::to_string(parts.size()) + " parts");
+  if (parts[2].size() != header.image_bytes() || parts[3].size() != header.label_bytes() ||
+      parts[4].size() != header.index_bytes()) {
+    throw TransportError("frame from " + peer + ": payload parts do not match the header");
+  }
+  // The owner holds the messages: the views below point into them, not into `parts`.
+  auto owner = std::make_unique<MessageOwner>(std::move(parts));
+  parts.clear();
+  const std::span<const std::uint8_t> images(
+      static_cast<const std::uint8_t*>(owner->part(2).data()), owner->part(2).size());
+  const std::span<const std::int32_t> labels = owner->View<std::int32_t>(3, owner->labels_copy);
+  const std::span<const std::uint64_t> indices = owner->View<std::uint64_t>(4, owner->indices_copy);
+  if (options.verify_checksums) VerifyPayload(header, images, labels, indices, peer);
+  return ReceivedBatch(header.meta(), images, labels, indices, std::move(owner));
+}
+
+std::optional<ReceivedBatch> ZmqBatchStream::Next() {
+  Impl& s = *impl_;
+  std::unique_lock lock(s.mutex);
+  s.changed.wait(lock, [&s] { return !s.queue.empty(); });
+  Entry& entry = s.queue.front();
+  switch (entry.kind) {
+    case Entry::kError:
+      throw TransportError(entry.error);  // stays queued: every later call throws it too
+    case Entry::kEnd:
+      return std::nullopt;  // stays queued: the stream has ended
+    case Entry::kEpochEnd:
+      s.queue.pop_front();
+      return std::nullopt;
+    case Entry::kBatch:
+      break;
+  }
+  ReceivedBatch batch = std::move(*entry.batch);
+  s.queue.pop_front();
+  --s.queued_batches;
+  if (!s.layout) {
+    ++s.credits_to_grant;
+    s.shared->wake.Signal();
+  }
+  return batch;
+}
+
+bool ZmqBatchStream::ended() const {
+  std::lock_guard lock(impl_->mutex);
+  return !impl_->queue.empty() && impl_->queue.front().kind == Entry::kEnd;
+}
+
+std::size_t ZmqBatchStream::batches_per_epoch() const { return impl_->batches_per_epoch; }
+
+bool ZmqBatchStream::shared_memory() const { return impl_->layout.has_value(); }
+
+std::size_t ZmqBatchStream::queued() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->queued_batches;
+}
+
+}  // namespace tilefeed::transport

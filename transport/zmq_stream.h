@@ -1,0 +1,61 @@
+#pragma once
+
+// ZmqBatchStream: the trainer side of the transport, a BatchStream fed by a BatchSender
+// (transport/sender.h) in another process or on another host. It connects to the sender's
+// endpoint (tcp:// or ipc://), grants `credits` batches, and receives them on a background
+// I/O thread that also sends heartbeats and watches the sender's. Each received frame is
+// checked (transport/frame.h) before it is handed out. The sender chooses the payload path:
+// ZeroMQ messages (the ReceivedBatch views them without a copy) or a shared-memory ring
+// (the ReceivedBatch views the shared slot in place; destroying it returns the slot).
+//
+// A sender silent for longer than peer_timeout makes Next() throw TransportError("reader
+// at <endpoint> silent for 5.0 s"); a sender's bye ends the stream (ended() true).
+//
+// Thread safety: Next() may be called from several threads (serialized); a ReceivedBatch
+// may be destroyed from any thread, also after the stream is gone.
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "transport/batch_stream.h"
+#include "transport/context.h"
+
+namespace tilefeed::transport {
+
+struct StreamOptions {
+  std::string endpoint;          // the sender's, e.g. "tcp://reader-host:5555"
+  std::size_t credits = 4;       // batches in flight or queued here; bounds memory
+  bool verify_checksums = true;  // check each payload's XXH3-64 (costs one read of it)
+  std::chrono::milliseconds heartbeat_interval{1000};
+  std::chrono::milliseconds peer_timeout{5000};  // reader silent this long -> error
+};
+
+class ZmqBatchStream final : public BatchStream {
+ public:
+  // Connects and waits for the sender's welcome. Throws TransportError if it does not come
+  // within peer_timeout or is malformed, or the shared memory cannot be mapped.
+  // REQUIRES: options.credits >= 1; `context` outlives the stream.
+  ZmqBatchStream(Context& context, StreamOptions options);
+  // Says bye to the sender and stops the I/O thread.
+  ~ZmqBatchStream() override;
+  ZmqBatchStream(const ZmqBatchStream&) = delete;
+  ZmqBatchStream& operator=(const ZmqBatchStream&) = delete;
+
+  std::optional<ReceivedBatch> Next() override;
+  bool ended() const override;
+  std::size_t batches_per_epoch() const override;
+
+  // Whether the payload comes through shared memory.
+  bool shared_memory() const;
+  // Batches received and not yet returned by Next() (a snapshot).
+  std::size_t queued() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tilefeed::transport
