@@ -124,6 +124,7 @@ class Core {
       py::gil_scoped_release release;
       loader_ = std::make_unique<loader::Loader>(std::move(source), std::move(options));
     }
+    state_ = loader_->state();
     fetcher_ = std::thread([this] { FetchLoop(); });
   }
 
@@ -138,6 +139,14 @@ class Core {
   }
 
   loader::Loader& loader() { return *loader_; }
+
+  // Where the loader stands after the last batch Next() handed over (or the end of an
+  // epoch it reported). Not loader().state(): after an interrupted request the fetcher
+  // may already hold the next batch, which the consumer has not received yet.
+  loader::LoaderState state() {
+    std::lock_guard lock(mutex_);
+    return state_;
+  }
 
   // The next batch, or nullopt at the end of an epoch or once stopped. Raises what the
   // callback raised, LoaderError, or KeyboardInterrupt (the request stays pending).
@@ -185,6 +194,7 @@ class Core {
       requested_ = answered_ = false;
       batch = std::move(answer_);
       answer_.reset();
+      state_ = answer_state_;
       error = std::exchange(answer_error_, nullptr);
     }
     if (error) std::rethrow_exception(error);
@@ -227,9 +237,11 @@ class Core {
       } catch (...) {
         error = std::current_exception();
       }
+      const loader::LoaderState state = loader_->state();
       lock.lock();
       answer_ = std::move(batch);
       answer_error_ = error;
+      answer_state_ = state;
       answered_ = true;
       cv_.notify_all();
     }
@@ -262,6 +274,8 @@ class Core {
   std::unique_ptr<loader::Loader> loader_;
   std::optional<loader::Batch> answer_;  // destroyed before loader_
   std::exception_ptr answer_error_;
+  loader::LoaderState answer_state_;  // loader_->state() right after answer_ was fetched
+  loader::LoaderState state_;         // the state after the last answer collected by Next()
   std::thread fetcher_;
 };
 
@@ -507,6 +521,14 @@ const std::map<std::string, Setter>& Setters() {
        [](O& o, const std::string& n, py::handle v) { o.drop_last_batch = Cast<bool>(n, v); }},
       {"first_epoch",
        [](O& o, const std::string& n, py::handle v) { o.first_epoch = Cast<std::uint64_t>(n, v); }},
+      {"first_epoch_position",
+       [](O& o, const std::string& n, py::handle v) {
+         o.first_epoch_position = Cast<std::uint64_t>(n, v);
+       }},
+      {"expected_dataset_size",
+       [](O& o, const std::string& n, py::handle v) {
+         o.expected_dataset_size = Cast<std::uint64_t>(n, v);
+       }},
       {"epochs",
        [](O& o, const std::string& n, py::handle v) { o.epochs = Cast<std::uint64_t>(n, v); }},
       {"bad_sample_policy",
@@ -565,6 +587,8 @@ py::dict DefaultOptions() {
   d["remainder"] = o.remainder == loader::Remainder::kPad ? "pad" : "drop";
   d["drop_last_batch"] = o.drop_last_batch;
   d["first_epoch"] = o.first_epoch;
+  d["first_epoch_position"] = o.first_epoch_position;
+  d["expected_dataset_size"] = o.expected_dataset_size;
   d["epochs"] = o.epochs;
   d["bad_sample_policy"] = o.bad_sample_policy == loader::BadSamplePolicy::kSkip ? "skip" : "fail";
   d["max_substitute_attempts"] = o.max_substitute_attempts;
@@ -677,6 +701,18 @@ class PyCore {
     return out;
   }
 
+  // loader::LoaderState as a dict: the next batch continues at global `position` of
+  // `epoch`'s permutation (see Core::state()).
+  py::dict State() const {
+    const loader::LoaderState s = core_->state();
+    py::dict d;
+    d["seed"] = s.seed;
+    d["epoch"] = s.epoch;
+    d["position"] = s.position;
+    d["dataset_size"] = s.dataset_size;
+    return d;
+  }
+
   std::size_t batches_per_epoch() const { return core_->loader().batches_per_epoch(); }
   std::size_t samples_per_epoch() const { return core_->loader().samples_per_epoch(); }
   std::size_t dataset_size() const { return core_->loader().source().size(); }
@@ -752,6 +788,8 @@ PYBIND11_MODULE(_tilefeed, m) {
       .def("stop", &PyCore::Stop)
       .def("metrics", &PyCore::Metrics)
       .def("bad_samples", &PyCore::BadSamples)
+      .def("state", &PyCore::State,
+           "loader::LoaderState as a dict: seed, epoch, position, dataset_size")
       .def_property_readonly("batches_per_epoch", &PyCore::batches_per_epoch)
       .def_property_readonly("samples_per_epoch", &PyCore::samples_per_epoch)
       .def_property_readonly("dataset_size", &PyCore::dataset_size)

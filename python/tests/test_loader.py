@@ -4,7 +4,9 @@ dataset is written here, at run time."""
 
 import gc
 import inspect
+import io
 import os
+import pickle
 import signal
 import struct
 import subprocess
@@ -380,6 +382,180 @@ def test_interrupted_request_loses_no_batch(tmp_path):
             next(it)
     finally:
         timer.cancel()
+    time.sleep(2.0)  # the fetcher may now hold the third batch; the consumer has not had it
+    assert loader.state_dict()["position"] == 8
     got.extend(b.sample_indices.tolist() for b in it)
     assert got == expected and len(got) == 3
     loader.stop()
+
+
+# -- checkpoints -----------------------------------------------------------------------------
+
+RESUME = dict(batch_size=8, image_size=32, seed=4, epochs=2)
+
+
+def state(epoch, position, seed=RESUME["seed"], size=SAMPLES):
+    return {"version": 1, "seed": seed, "epoch": epoch, "position": position,
+            "dataset_size": size}
+
+
+def take(batch):
+    return (batch.epoch, batch.index, batch.images.copy(), batch.labels.copy(),
+            batch.sample_indices.copy())
+
+
+def assert_same_batches(got, expected):
+    assert len(got) == len(expected)
+    for a, b in zip(got, expected):
+        assert a[0] == b[0]  # the epoch (a resumed epoch numbers its batches from 0)
+        for x, y in zip(a[2:], b[2:]):
+            np.testing.assert_array_equal(x, y)
+
+
+def run_to_end(loader):
+    """Every batch the loader yields from here to its epochs limit, iteration by iteration."""
+    got = []
+    while loader.epoch < RESUME["epochs"]:
+        got.extend(take(b) for b in loader)
+    return got
+
+
+def test_state_dict_follows_the_epochs(folder):
+    loader = tilefeed.Loader(folder, workers=2, **RESUME)
+    assert loader.state_dict() == state(0, 0)  # before any batch
+    it = iter(loader)
+    next(it)
+    assert loader.state_dict() == state(0, 8)  # mid-epoch
+    next(it), next(it)
+    assert loader.state_dict() == state(0, SAMPLES)  # the last batch: epoch 0 has no more
+    assert list(it) == []
+    assert loader.state_dict() == state(1, 0)  # at the epoch end: the next iter() starts 1
+    next(iter(loader))
+    assert loader.state_dict() == state(1, 8)
+    loader.set_epoch(1)  # restarts epoch 1 from its beginning
+    assert loader.state_dict() == state(1, 0)
+    loader.set_epoch(0)
+    assert loader.state_dict() == state(0, 0)
+    assert [b.epoch for b in loader] == [0, 0, 0]
+    loader.set_epoch(5)  # past epochs=2: nothing to yield
+    assert loader.state_dict() == state(5, 0)
+    assert list(loader) == []
+    assert loader.state_dict() == state(5, 0)
+    loader.stop()
+    assert tilefeed.Loader(folder, first_epoch=1, first_epoch_position=3, workers=1,
+                           **dict(RESUME, epochs=0)).state_dict() == state(1, 3)
+
+
+def test_resume_at_any_batch_is_byte_identical(folder):
+    loader = tilefeed.Loader(folder, workers=2, **RESUME)
+    expected, snapshots = [], [(loader.state_dict(), 0)]  # (state, batches before it)
+    while loader.epoch < RESUME["epochs"]:
+        for batch in loader:
+            expected.append(take(batch))
+            snapshots.append((loader.state_dict(), len(expected)))
+        snapshots.append((loader.state_dict(), len(expected)))  # after StopIteration
+    loader.stop()
+    assert len(expected) == 6 and len(snapshots) == 9
+    # 0, mid-epoch, the last batch of epoch 0, after its StopIteration, into epoch 1, the end.
+    for saved, done in snapshots:
+        resumed = tilefeed.Loader(folder, workers=1, prefetch_depth=2, **RESUME)
+        resumed.load_state_dict(saved)
+        assert resumed.state_dict() == saved
+        assert_same_batches(run_to_end(resumed), expected[done:])
+        resumed.stop()
+
+
+def test_load_state_dict_then_set_epoch(folder):
+    loader = tilefeed.Loader(folder, workers=1, **RESUME)
+    loader.load_state_dict(state(1, 8))
+    loader.set_epoch(1)  # the state's epoch: keeps the position (the usual resumed loop)
+    assert loader.state_dict() == state(1, 8)
+    assert [(b.epoch, b.index, b.size) for b in loader] == [(1, 0, 8), (1, 1, 5)]
+    loader.load_state_dict(state(0, 16))
+    loader.set_epoch(1)  # another epoch: from its beginning
+    assert loader.state_dict() == state(1, 0)
+    assert [b.size for b in loader] == [8, 8, 5]
+    loader.stop()
+
+
+def test_state_dict_is_a_picklable_plain_dict(folder):
+    loader = tilefeed.Loader(folder, workers=1, **RESUME)
+    it = iter(loader)
+    next(it)
+    saved = loader.state_dict()
+    assert type(saved) is dict and all(type(v) is int for v in saved.values())
+    assert pickle.loads(pickle.dumps(saved)) == saved == state(0, 8)
+    buffer = io.BytesIO()
+    torch.save({"loader": saved}, buffer)
+    buffer.seek(0)
+    restored = torch.load(buffer)["loader"]
+    assert restored == saved
+    other = tilefeed.Loader(folder, workers=1, **dict(RESUME, seed=99))
+    other.load_state_dict(pickle.loads(pickle.dumps(saved)))
+    assert other.options["seed"] == RESUME["seed"]  # the state's seed
+    assert_same_batches([take(b) for b in other], [take(b) for b in it])
+    loader.stop()
+    other.stop()
+
+
+def test_resume_with_another_instance_count(folder):
+    # Two instances take two batches of 2 each (global positions 0..7), then three
+    # instances split the other 13 samples: 5 each, the last 2 padding.
+    options = dict(batch_size=2, image_size=16, seed=7, epochs=1)
+    whole = {}
+    for batch in tilefeed.Loader(folder, workers=1, **dict(options, batch_size=SAMPLES)):
+        whole.update(zip(batch.sample_indices.tolist(), batch.images.copy()))
+    delivered, states = [], []
+    for index in range(2):
+        loader = tilefeed.Loader(folder, workers=1, shard=(index, 2), **options)
+        it = iter(loader)
+        for _ in range(2):
+            delivered.extend(next(it).sample_indices.tolist())
+        states.append(loader.state_dict())
+        loader.stop()
+    assert states[0] == states[1]
+    assert states[0]["position"] == 8 and len(set(delivered)) == 8
+    remaining, padding = [], []
+    for index in range(3):
+        loader = tilefeed.Loader(folder, workers=1, shard=(index, 3), **options)
+        loader.load_state_dict(states[0])
+        local = []
+        for batch in loader:
+            local.extend(batch.sample_indices.tolist())
+            for sample, image in zip(batch.sample_indices.tolist(), batch.images):
+                np.testing.assert_array_equal(image, whole[sample])  # same crop and flip
+        assert len(local) == 5
+        for j, sample in enumerate(local):  # global position 8 + index + 3 j
+            (remaining if 8 + index + 3 * j < SAMPLES else padding).append(sample)
+        loader.stop()
+    assert len(padding) == 2
+    assert len(remaining) == len(set(remaining)) == SAMPLES - 8
+    assert set(remaining) == set(range(SAMPLES)) - set(delivered)
+
+
+def test_load_state_dict_rejects_bad_states(folder, tmp_path):
+    loader = tilefeed.Loader(folder, workers=1, **RESUME)
+    small = tilefeed.Loader(write_folder(tmp_path / "small", per_class=5), workers=1, **RESUME)
+    next(iter(small))
+    with pytest.raises(ValueError, match="dataset of 15 samples"):
+        loader.load_state_dict(small.state_dict())
+    small.stop()
+    with pytest.raises(ValueError, match="version"):
+        loader.load_state_dict(dict(state(0, 0), version=2))
+    with pytest.raises(ValueError, match="past the dataset size"):
+        loader.load_state_dict(state(0, SAMPLES + 1))
+    with pytest.raises(ValueError, match="missing"):
+        loader.load_state_dict({"version": 1, "epoch": 0})
+    with pytest.raises(ValueError, match="out of range"):
+        loader.load_state_dict(state(-1, 0))
+    with pytest.raises(TypeError, match="position"):
+        loader.load_state_dict(state(0, 2.5))
+    with pytest.raises(TypeError, match="dict"):
+        loader.load_state_dict("tilefeed-loader-state v1 seed=0 epoch=0 position=0 size=21")
+    assert loader.state_dict() == state(0, 0)  # nothing changed
+    assert [b.size for b in loader] == [8, 8, 5]
+    with pytest.raises(ValueError, match="dataset"):  # the C++ option, directly
+        tilefeed.Loader(folder, expected_dataset_size=SAMPLES + 1)
+    loader.stop()
+    with pytest.raises(ValueError, match="stopped"):
+        loader.load_state_dict(state(0, 0))

@@ -27,6 +27,9 @@ So `for batch in loader: x = batch.torch().float()` never holds more than the ba
 hand. Loader(copy=True) gives batches that own copies of their memory, return the slot at
 once and are never released by the iterator: for code that keeps batches (list(loader)).
 
+Checkpoints. loader.state_dict() is a plain picklable dict: where the next batch comes from.
+loader.load_state_dict(d) resumes there: byte for byte, or split over another shard count.
+
 Threads. The GIL is released while waiting for a batch and while indexing, starting and
 stopping; decode workers take it only to call on_bad_sample. Ctrl-C interrupts a wait with
 KeyboardInterrupt within about 20 ms; the batch being waited for is not lost (the next
@@ -35,6 +38,7 @@ any thread, but not from inside on_bad_sample.
 """
 
 import atexit
+import numbers
 import os
 import weakref
 
@@ -93,6 +97,8 @@ class Loader:
                  remainder=_D["remainder"],
                  drop_last_batch=_D["drop_last_batch"],
                  first_epoch=_D["first_epoch"],
+                 first_epoch_position=_D["first_epoch_position"],
+                 expected_dataset_size=_D["expected_dataset_size"],
                  epochs=_D["epochs"],
                  bad_sample_policy=_D["bad_sample_policy"],
                  max_substitute_attempts=_D["max_substitute_attempts"],
@@ -120,6 +126,7 @@ class Loader:
         self._wanted = None  # set_epoch()'s epoch, applied by the next iter()
         self._core = _tilefeed._Core(self._data, self._source, on_bad_sample, self._options)
         self._epoch = self._first  # the epoch the core's next batch belongs to
+        self._position = int(first_epoch_position)  # where the core started self._epoch
         self._mid_epoch = False  # the core has delivered part of self._epoch
         self._batches_per_epoch = self._core.batches_per_epoch
         self._samples_per_epoch = self._core.samples_per_epoch
@@ -159,17 +166,19 @@ class Loader:
             raise ValueError("tilefeed.Loader.set_epoch: epoch must be >= 0")
         self._wanted = epoch
 
-    def _restart(self, epoch):
+    def _restart(self, epoch, position=0, expected_dataset_size=None):
         old, self._core = self._core, None
         if old is not None:
             self._bad_history.extend(old.bad_samples())
             self._last_metrics = old.metrics()
             old.stop()
-        self._epoch, self._mid_epoch = epoch, False
+        self._epoch, self._mid_epoch, self._position = epoch, False, position
         if self._end is not None and not self._first <= epoch < self._end:
             return  # outside first_epoch + [0, epochs): nothing to yield
-        options = dict(self._options, first_epoch=epoch,
+        options = dict(self._options, first_epoch=epoch, first_epoch_position=position,
                        epochs=self._end - epoch if self._end is not None else 0)
+        if expected_dataset_size is not None:
+            options["expected_dataset_size"] = expected_dataset_size
         self._core = _tilefeed._Core(self._data, self._source, self._on_bad_sample, options)
 
     def _next(self, iterator):
@@ -196,6 +205,52 @@ class Loader:
             self._previous = batch
         return batch
 
+    # -- checkpoints ----------------------------------------------------------------------
+
+    def state_dict(self):
+        """Where the next batch comes from, as a plain dict for a checkpoint:
+        {"version": 1, "seed", "epoch", "position", "dataset_size"}, position being the
+        samples of `epoch`'s permutation already delivered by all instances together.
+
+        Mid-epoch (even after the epoch's last batch, before StopIteration) it is where the
+        epoch in progress continues; between epochs, where the next iter() starts (after
+        set_epoch(e), the start of epoch e). It does not depend on the instance count.
+        """
+        if self._wanted is not None and (self._wanted != self._epoch or self._mid_epoch):
+            epoch, position = self._wanted, 0  # the next iter() restarts at set_epoch's epoch
+        elif self._core is not None:
+            state = self._core.state()
+            epoch, position = state["epoch"], state["position"]
+        else:
+            epoch, position = self._epoch, self._position  # past the epochs limit
+        return {"version": _STATE_VERSION, "seed": int(self._options["seed"]),
+                "epoch": int(epoch), "position": int(position),
+                "dataset_size": int(self._dataset_size)}
+
+    def load_state_dict(self, state):
+        """Continues from a state_dict(): the next iter() yields the rest of its epoch, and
+        the iterations after it the following epochs, up to first_epoch + epochs as before.
+
+        With the same shard count (and options) the batches are byte for byte those of an
+        uninterrupted run; with another count, the new instances split the rest of the epoch
+        and deliver every remaining sample once (plus padding) and none already delivered.
+        The loader's seed becomes the state's. set_epoch() of the state's epoch keeps the
+        position; another epoch starts from its beginning. Re-creates the C++ loader now.
+        Raises TypeError for a state that is not a dict of ints, ValueError for another
+        version, a position past the end, or a state saved for a dataset of another size.
+        """
+        seed, epoch, position, dataset_size = _check_state(state)
+        if dataset_size != self._dataset_size:
+            raise ValueError(
+                f"tilefeed.Loader.load_state_dict: the state is for a dataset of "
+                f"{dataset_size} samples; this loader's source has {self._dataset_size}")
+        if self._stopped:
+            raise ValueError("tilefeed.Loader.load_state_dict: the loader is stopped")
+        self._options["seed"] = seed
+        self._wanted = None
+        self._generation += 1  # iterators made before yield no more
+        self._restart(epoch, position, expected_dataset_size=dataset_size)
+
     # -- state ----------------------------------------------------------------------------
 
     @property
@@ -220,7 +275,8 @@ class Loader:
 
     @property
     def options(self):
-        """The LoaderOptions fields as given (first_epoch as constructed)."""
+        """The LoaderOptions fields as given (first_epoch as constructed; the seed is the
+        last load_state_dict()'s)."""
         return dict(self._options)
 
     def metrics(self):
@@ -256,6 +312,38 @@ class Loader:
                 f"batch_size={o['batch_size']}, image_size={o['image_size']}, "
                 f"mode={o['mode']!r}, layout={o['layout']!r}, workers={o['workers']}, "
                 f"epoch={self._epoch}{', stopped' if self._stopped else ''})")
+
+
+_STATE_VERSION = 1
+_STATE_KEYS = ("version", "seed", "epoch", "position", "dataset_size")
+
+
+def _check_state(state):
+    """Validates a state_dict(); returns (seed, epoch, position, dataset_size)."""
+    where = "tilefeed.Loader.load_state_dict"
+    if not isinstance(state, dict):
+        raise TypeError(f"{where}: expected the dict from state_dict(), got "
+                        f"{type(state).__name__}")
+    missing = [key for key in _STATE_KEYS if key not in state]
+    unknown = sorted(str(key) for key in state if key not in _STATE_KEYS)
+    if missing or unknown:
+        raise ValueError(f"{where}: not a tilefeed loader state (missing {missing}, "
+                         f"unknown {unknown})")
+    values = {}
+    for key in _STATE_KEYS:
+        value = state[key]
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"{where}: {key}={value!r} is not an int")
+        values[key] = int(value)
+        if values[key] < 0 or values[key] >= 1 << 64:
+            raise ValueError(f"{where}: {key}={values[key]} is out of range")
+    if values["version"] != _STATE_VERSION:
+        raise ValueError(f"{where}: state version {values['version']}; this tilefeed reads "
+                         f"version {_STATE_VERSION}")
+    if values["position"] > values["dataset_size"]:
+        raise ValueError(f"{where}: position {values['position']} is past the dataset size "
+                         f"{values['dataset_size']}")
+    return values["seed"], values["epoch"], values["position"], values["dataset_size"]
 
 
 class _EpochIterator:
