@@ -123,9 +123,13 @@ std::string FindInPath(std::string_view name, std::string_view path) {
   while (begin <= path.size()) {
     std::size_t colon = path.find(':', begin);
     if (colon == std::string_view::npos) colon = path.size();
-    std::string dir(path.substr(begin, colon - begin));
-    if (dir.empty()) dir = ".";  // an empty entry means the working directory, as in execvp
-    const std::string candidate = dir + '/' + std::string(name);
+    // An empty entry means the working directory, as in execvp. (Built without assigning
+    // to `dir`: GCC 12 -O3 warns falsely (-Wrestrict) on std::string::operator= here.)
+    const std::string_view dir =
+        colon == begin ? std::string_view(".") : path.substr(begin, colon - begin);
+    std::string candidate;
+    candidate.reserve(dir.size() + 1 + name.size());
+    candidate.append(dir).append(1, '/').append(name);
     if (access(candidate.c_str(), X_OK) == 0) return candidate;
     begin = colon + 1;
   }
