@@ -301,7 +301,7 @@ void VerticalPass(const std::uint8_t* const* rows, const std::uint16_t* weights,
   VerticalScalar(rows, weights, taps, x, bytes, out);
 }
 
-inline std::uint8_t ClampFinal(std::int32_t sum) {
+[[maybe_unused]] inline std::uint8_t ClampFinal(std::int32_t sum) {
   const std::int32_t v = sum >> kFinalShift;
   return static_cast<std::uint8_t>(v < 0 ? 0 : (v > 255 ? 255 : v));
 }
