@@ -11,7 +11,13 @@
 //   entropy   Huffman decoding of the whole image to DCT coefficients only: the part of
 //             a full decode that no crop or DCT scaling can skip
 //   resize    the resize step of rrc alone, on the same region sizes
-// and the ratios rrc/full and entropy/full explain each other.
+//   rrc_t     rrc on the files transcoded for random access (codecs/jpeg_index.h):
+//             baseline, optimized Huffman tables, restart intervals on a grid
+//   indexed   rrc on the transcoded files that entropy-decodes only the restart
+//             intervals covering the crop (IndexedJpegDecoder); same pixels as rrc_t
+// and the ratios rrc/full and entropy/full explain each other. The transcode runs once,
+// untimed, before the passes; files it refuses are decoded as they came by rrc_t and
+// indexed alike, and its size growth (markers + index) is printed first.
 //
 // --threads N runs every pass on N threads, each with its own decoder, resizer and
 // buffers (as the loader's workers have), the files split round-robin (thread t takes
@@ -37,6 +43,7 @@
 #include <vector>
 
 #include "codecs/jpeg.h"
+#include "codecs/jpeg_index.h"
 #include "codecs/resize.h"
 #include "loader/augment.h"
 #include "loader/sampler.h"
@@ -85,6 +92,7 @@ struct Job {
   codecs::ImageInfo info;
   codecs::CropPlan plan;
   codecs::Rect decoded;
+  const codecs::TranscodeResult* transcoded = nullptr;  // null until transcoded
 };
 
 // What one thread owns: one codec handle per thread, and its own output buffers so
@@ -92,11 +100,13 @@ struct Job {
 struct Worker {
   Worker(const codecs::JpegOptions& options, std::size_t max_pixels, int size)
       : decoder(options),
+        indexed(options),
         full_out(max_pixels * 3),
         crop_out(std::size_t(size) * size * 3),
         region(max_pixels * 3, 128) {}
 
   codecs::JpegDecoder decoder;
+  codecs::IndexedJpegDecoder indexed;
   codecs::Resizer resizer;
   std::vector<std::uint8_t> full_out;  // zero-filled here, so no page faults while timed
   std::vector<std::uint8_t> crop_out;
@@ -171,8 +181,14 @@ int main(int argc, char** argv) {
                  "decode threads, each with its own decoder; files split round-robin")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
-  app.add_option("--only", only, "run this mode alone: full, rrc, entropy or resize")
-      ->check(CLI::IsMember({"full", "rrc", "entropy", "resize"}));
+  int interval_width = codecs::TranscodeOptions{}.interval_width;
+  app.add_option("--only", only,
+                 "run this mode alone: full, rrc, entropy, resize, rrc_t or indexed")
+      ->check(CLI::IsMember({"full", "rrc", "entropy", "resize", "rrc_t", "indexed"}));
+  app.add_option("--interval-width", interval_width,
+                 "restart-interval target width in pixels for the transcoded files (0: one "
+                 "interval per MCU row)")
+      ->capture_default_str();
   app.add_option("--warmup", warmup, "untimed decodes per mode before timing, over all threads")
       ->capture_default_str();
   app.add_option("--scales", scales, "DCT scales: pow2 (1/2,1/4,1/8) or eighths (n/8)")
@@ -248,6 +264,80 @@ int main(int argc, char** argv) {
     }
   }
 
+  // Transcode every decodable file once, untimed, for rrc_t and indexed, and check on
+  // each that the interval-skipping decode gives the ordinary decode's bytes.
+  std::vector<codecs::TranscodeResult> transcoded(jobs.size());
+  std::size_t original_bytes = 0, transcoded_bytes = 0, marker_bytes = 0, index_bytes = 0,
+              index_bytes_u32 = 0, intervals = 0, refused = 0, mismatches = 0, checked = 0;
+  std::map<std::string, int> refusals;
+  // Shares of each image's area entropy-decoded by indexed (the covering intervals) and
+  // by rrc (every MCU row down to the crop's last), summed over the transcoded files.
+  double indexed_share = 0, rrc_share = 0;
+  const bool need_transcode = only.empty() || only == "rrc_t" || only == "indexed";
+  if (need_transcode) {
+    codecs::TranscodeOptions transcode_options;
+    transcode_options.interval_width = interval_width;
+    codecs::IndexedJpegDecoder check(options);
+    std::vector<std::uint8_t> a(crop_out.size()), b(crop_out.size());
+    const auto transcode_start = Clock::now();
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+      Job& job = jobs[i];
+      transcoded[i] = codecs::TranscodeForRandomAccess(job.file->bytes, transcode_options);
+      job.transcoded = &transcoded[i];
+      const codecs::TranscodeResult& t = transcoded[i];
+      original_bytes += job.file->bytes.size();
+      if (!t.transcoded) {
+        ++refused;
+        refusals[t.reason.substr(0, t.reason.find(':', t.reason.find("): ") + 3))]++;
+        transcoded_bytes += job.file->bytes.size();
+        continue;
+      }
+      transcoded_bytes += t.jpeg.size();
+      marker_bytes += 2 * (t.index.offsets.size() - 1);
+      index_bytes += codecs::SerializeIndex(t.index).size();
+      index_bytes_u32 += 4 * (t.index.offsets.size() + 1) + 16;
+      intervals += t.index.offsets.size();
+      try {
+        check.decoder().DecodeInto(t.jpeg, job.plan,
+                                   codecs::PixelView::Interleaved(a.data(), size, size));
+        check.DecodeInto(t.jpeg, t.index, job.plan,
+                         codecs::PixelView::Interleaved(b.data(), size, size));
+        ++checked;
+        if (a != b) ++mismatches;
+        const codecs::Rect covered =
+            codecs::CoveredRegion(t.jpeg, t.index, job.plan, size, size, options);
+        const double area = double(job.info.width) * job.info.height;
+        indexed_share += double(covered.width) * covered.height / area;
+        rrc_share += double(covered.y + covered.height) * job.info.width / area;
+      } catch (const codecs::DecodeError&) {
+      }
+    }
+    const double transcode_seconds =
+        std::chrono::duration<double>(Clock::now() - transcode_start).count();
+    const double orig = double(std::max<std::size_t>(1, original_bytes));
+    std::printf(
+        "transcode (untimed, %.1f s): %zu transcoded, %zu refused, interval target %d px, "
+        "mean %.0f intervals/image\n",
+        transcode_seconds, jobs.size() - refused, refused, interval_width,
+        double(intervals) / std::max<std::size_t>(1, jobs.size() - refused));
+    for (const auto& [reason, count] : refusals) {
+      std::printf("  refused %d: %s\n", count, reason.c_str());
+    }
+    std::printf(
+        "  bytes: %.1f MB -> %.1f MB (%+.2f%%; RST markers %.2f%%); index %.1f KB = %.2f%% of "
+        "the files (%.2f B/interval; uint32 offsets would be %.2f%%)\n",
+        orig / 1e6, transcoded_bytes / 1e6, 100.0 * (double(transcoded_bytes) / orig - 1),
+        100.0 * marker_bytes / orig, index_bytes / 1e3, 100.0 * index_bytes / orig,
+        double(index_bytes) / std::max<std::size_t>(1, intervals), 100.0 * index_bytes_u32 / orig);
+    std::printf("  indexed decode == ordinary decode of the transcoded file: %zu of %zu %s\n",
+                checked - mismatches, checked, mismatches == 0 ? "(all identical)" : "MISMATCH");
+    std::printf(
+        "  entropy-decoded share of each image (mean): indexed %.0f%%, rrc %.0f%% (all rows "
+        "down to the crop), full 100%%\n",
+        100.0 * indexed_share / std::max<std::size_t>(1, checked),
+        100.0 * rrc_share / std::max<std::size_t>(1, checked));
+  }
+
   std::vector<std::unique_ptr<Worker>> workers;
   for (int t = 0; t < threads; ++t) {
     workers.push_back(std::make_unique<Worker>(options, max_pixels, size));
@@ -271,15 +361,29 @@ int main(int argc, char** argv) {
     w.resizer.Resize(src, box, codecs::PixelView::Interleaved(w.crop_out.data(), size, size),
                      job.plan.flip);
   };
+  // Files the transcoder refused are decoded as they came, as the loader will.
+  auto run_rrc_t = [size](Worker& w, const Job& job) {
+    const codecs::TranscodeResult& t = *job.transcoded;
+    w.decoder.DecodeInto(t.transcoded ? std::span<const std::byte>(t.jpeg) : job.file->bytes,
+                         job.plan, codecs::PixelView::Interleaved(w.crop_out.data(), size, size));
+  };
+  auto run_indexed = [size](Worker& w, const Job& job) {
+    const codecs::TranscodeResult& t = *job.transcoded;
+    const auto out = codecs::PixelView::Interleaved(w.crop_out.data(), size, size);
+    if (t.transcoded) {
+      w.indexed.DecodeInto(t.jpeg, t.index, job.plan, out);
+    } else {
+      w.decoder.DecodeInto(job.file->bytes, job.plan, out);
+    }
+  };
   struct Mode {
     const char* name;
     ModeFn run;
     std::vector<double> rates;
   };
-  std::vector<Mode> modes = {{"full", run_full, {}},
-                             {"rrc", run_rrc, {}},
-                             {"entropy", run_entropy, {}},
-                             {"resize", run_resize, {}}};
+  std::vector<Mode> modes = {{"full", run_full, {}},       {"rrc", run_rrc, {}},
+                             {"entropy", run_entropy, {}}, {"resize", run_resize, {}},
+                             {"rrc_t", run_rrc_t, {}},     {"indexed", run_indexed, {}}};
   if (!only.empty()) {
     std::erase_if(modes, [&](const Mode& mode) { return mode.name != only; });
   }
@@ -330,6 +434,8 @@ int main(int argc, char** argv) {
   const double rrc = Median(modes[1].rates);
   const double entropy = Median(modes[2].rates);
   const double resize = Median(modes[3].rates);
+  const double rrc_t = Median(modes[4].rates);
+  const double indexed = Median(modes[5].rates);
 
   std::printf(
       "codec_bench: %zu files from %s (%zu not decodable, skipped), %d %s, "
@@ -343,6 +449,11 @@ int main(int argc, char** argv) {
               "entropy decode only (Huffman)", entropy, 100.0 * full / entropy);
   std::printf("  %-34s %10.0f images/s  = %.1f us/image, %.0f%% of rrc time\n",
               "resize alone (rrc regions)", resize, 1e6 * threads / resize, 100.0 * rrc / resize);
+  std::printf("  %-34s %10.0f images/s  %.2fx full\n", "rrc on transcoded files (rrc_t)", rrc_t,
+              rrc_t / full);
+  std::printf("  %-34s %10.0f images/s  %.2fx full, %.2fx rrc, %.2fx rrc_t\n",
+              "interval-skipping rrc (indexed)", indexed, indexed / full, indexed / rrc,
+              indexed / rrc_t);
   std::printf("  decoded region: mean %.3f MP per image; DCT scale histogram:",
               decoded_pixels / std::max<std::size_t>(1, jobs.size()) / 1e6);
   for (const auto& [n, count] : scale_histogram) std::printf(" %d/8:%d", n, count);
@@ -351,9 +462,13 @@ int main(int argc, char** argv) {
     std::printf(
         "{\"bench\":\"codec\",\"files\":%zu,\"size\":%d,\"scales\":\"%s\",\"threads\":%d,"
         "\"full_ips\":%.1f,\"rrc_ips\":%.1f,\"entropy_ips\":%.1f,\"resize_ips\":%.1f,"
-        "\"rrc_over_full\":%.3f,\"entropy_share\":%.3f}\n",
+        "\"rrc_over_full\":%.3f,\"entropy_share\":%.3f,\"rrc_t_ips\":%.1f,"
+        "\"indexed_ips\":%.1f,\"indexed_over_full\":%.3f,\"interval_width\":%d,"
+        "\"transcode_growth\":%.4f,\"index_share\":%.4f}\n",
         jobs.size(), size, scales.c_str(), threads, full, rrc, entropy, resize, rrc / full,
-        full / entropy);
+        full / entropy, rrc_t, indexed, indexed / full, interval_width,
+        double(transcoded_bytes) / std::max<std::size_t>(1, original_bytes) - 1,
+        double(index_bytes) / std::max<std::size_t>(1, original_bytes));
   }
   std::printf("images_per_s=%.1f\n", rrc);
   return 0;

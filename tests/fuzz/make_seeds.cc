@@ -1,6 +1,6 @@
 // Writes the fuzzers' seed corpora: small JPEGs of every encoding the decoder meets and
 // a few LZ4 raw tensors, made at run time (the repository holds no images).
-//   make_seeds DIR    -> DIR/jpeg/*, DIR/raw/*
+//   make_seeds DIR    -> DIR/jpeg/*, DIR/raw/*, DIR/jpeg_index/*
 
 #include <cstdio>
 #include <filesystem>
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "codecs/jpeg_encoder.h"
+#include "codecs/jpeg_index.h"
 #include "codecs/raw.h"
 #include "tests/support/jpeg_maker.h"
 #include "tests/support/temp_dir.h"
@@ -54,6 +55,37 @@ int main(int argc, char** argv) {
     for (std::size_t k = 0; k < pixels.size(); ++k) pixels[k] = std::uint8_t(k * 7 % (3 + i));
     testing::WriteFile(dir / "raw" / ("seed" + std::to_string(i)), codecs::EncodeRaw(pixels, info));
   }
-  std::printf("wrote %d JPEG and 4 raw seeds under %s\n", n, dir.c_str());
+  // jpeg_index_fuzz: flags, crop (4 bytes), the stored index's length (2 bytes, LE), the
+  // index, then the transcoded JPEG it belongs to.
+  int indexed = 0;
+  auto transcoded = [&](int w, int h, codecs::EncodeOptions o, int channels, int width) {
+    codecs::TranscodeOptions t;
+    t.interval_width = width;
+    const auto result = codecs::TranscodeForRandomAccess(
+        testing::MakeJpeg(w, h, o, static_cast<std::uint64_t>(indexed), channels), t);
+    if (!result.transcoded) return;
+    const auto index = codecs::SerializeIndex(result.index);
+    std::vector<std::byte> bytes = {std::byte(indexed & 0xF),
+                                    std::byte(70),
+                                    std::byte(90),
+                                    std::byte(120),
+                                    std::byte(100),
+                                    std::byte(index.size() & 0xFF),
+                                    std::byte(index.size() >> 8)};
+    bytes.insert(bytes.end(), index.begin(), index.end());
+    bytes.insert(bytes.end(), result.jpeg.begin(), result.jpeg.end());
+    testing::WriteFile(dir / "jpeg_index" / ("seed" + std::to_string(indexed++)), bytes);
+  };
+  for (auto sub :
+       {codecs::Subsampling::k420, codecs::Subsampling::k422, codecs::Subsampling::k444}) {
+    codecs::EncodeOptions o;
+    o.subsampling = sub;
+    transcoded(97, 45, o, 3, 16);
+    o.progressive = true;
+    transcoded(64, 40, o, 3, 32);
+  }
+  transcoded(40, 33, gray, 1, 8);
+  transcoded(33, 24, cmyk, 4, 16);
+  std::printf("wrote %d JPEG, 4 raw and %d JPEG-index seeds under %s\n", n, indexed, dir.c_str());
   return 0;
 }
