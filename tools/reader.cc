@@ -4,16 +4,23 @@
 // (transport::ZmqBatchStream).
 //
 //   tilefeed-reader --data /data/train --bind tcp://*:5555 --batch-size 256 --epochs 90
+//       --instance-index 0 --instance-count 2 --drop-last
 //
-// Under poprun/mpirun each reader takes its instance's shard unless --shard says otherwise.
-// SIGINT/SIGTERM stop it cleanly (the trainer is told bye).
+// One reader serves one trainer instance: reader i takes instance i's shard, given by
+// --instance-index/--instance-count (or --shard INDEX/COUNT), else by the launcher's
+// environment when the readers themselves run under poprun/mpirun (one per rank), else the
+// whole dataset. The reader owns the data options: shard, seed, epochs, augmentation, and
+// on a resume the position (--first-epoch, --first-epoch-position, as `train --resume`
+// prints them). SIGINT/SIGTERM stop it cleanly (the trainer is told bye).
 
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <stop_token>
 #include <string>
 #include <thread>
@@ -67,6 +74,8 @@ int main(int argc, char** argv) {
   std::string data;
   std::string mode = "train";
   std::string shard;
+  int instance_index = -1;
+  int instance_count = -1;
   int heartbeat_ms = 1000;
   int timeout_ms = 5000;
   loader::LoaderOptions options;
@@ -87,7 +96,25 @@ int main(int argc, char** argv) {
   app.add_option("--epochs", options.epochs, "epochs to serve (0 = until stopped)")
       ->capture_default_str();
   app.add_option("--first-epoch", options.first_epoch, "epoch to start at")->capture_default_str();
-  app.add_option("--shard", shard, "INDEX/COUNT (default: this instance under mpirun)");
+  app.add_option("--first-epoch-position", options.first_epoch_position,
+                 "resume: samples of --first-epoch already delivered to all instances together "
+                 "(train --resume prints it)")
+      ->capture_default_str();
+  app.add_flag("--drop-last", options.drop_last_batch,
+               "drop each epoch's final partial batch (train's own loader does)");
+  CLI::Option* shard_option =
+      app.add_option("--shard", shard, "INDEX/COUNT (default: this instance under mpirun)");
+  CLI::Option* index_option =
+      app.add_option("--instance-index", instance_index,
+                     "serve this trainer instance's shard (with --instance-count)")
+          ->check(CLI::NonNegativeNumber)
+          ->excludes(shard_option);
+  CLI::Option* count_option =
+      app.add_option("--instance-count", instance_count, "trainer instances in the job")
+          ->check(CLI::PositiveNumber)
+          ->excludes(shard_option);
+  index_option->needs(count_option);
+  count_option->needs(index_option);
   app.add_flag("--shm", sender_options.shared_memory,
                "payload through a shared-memory ring (ipc:// endpoint, same host)");
   app.add_option("--job-id", sender_options.job_id, "names the shared-memory segment")
@@ -103,7 +130,14 @@ int main(int argc, char** argv) {
   SignalStopper::BlockSignals();
   SignalStopper stopper;
   try {
-    if (shard.empty()) {
+    if (instance_count > 0) {
+      if (instance_index >= instance_count) {
+        std::cerr << "tilefeed-reader: --instance-index " << instance_index
+                  << " is not below --instance-count " << instance_count << '\n';
+        return 2;
+      }
+      options.shard = {instance_index, instance_count};
+    } else if (shard.empty()) {
       options.shard =
           transport::ShardOf(transport::DetectInstance(transport::ProcessEnvironment()));
     } else if (std::sscanf(shard.c_str(), "%d/%d", &options.shard.index, &options.shard.count) !=
@@ -117,7 +151,12 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "tilefeed-reader: skipped %s: %s\n", bad.where.c_str(),
                    bad.reason.c_str());
     };
-    loader::Loader loader(loader::ImageFolder::Open(data), options);
+    std::unique_ptr<loader::ImageFolder> source = loader::ImageFolder::Open(data);
+    // A trainer's checkpoint after an epoch's padded last batch may name a position past
+    // the end; it means the same as the end.
+    options.first_epoch_position =
+        std::min<std::uint64_t>(options.first_epoch_position, source->size());
+    loader::Loader loader(std::move(source), options);
     transport::Context context;
     transport::BatchSender sender(context, loader, sender_options);
     std::cerr << "tilefeed-reader: serving " << loader.batches_per_epoch()

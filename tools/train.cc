@@ -6,11 +6,27 @@
 // train/), lands batches in its training core through IO tiles, and all-reduces gradients
 // with the other instances. MPI's rank and size are authoritative for the shard; the
 // environment is read here only, never in the libraries.
+//
+// Disaggregated mode: with --readers, instance i of N reads its batches from the i-th
+// tilefeed-reader endpoint (transport::ZmqBatchStream) instead of an in-process loader.
+//
+//   tilefeed-reader --data DIR/train --bind tcp://*:5555 --instance-index 0 --instance-count 2 ...
+//   tilefeed-reader --data DIR/train --bind tcp://*:5556 --instance-index 1 --instance-count 2 ...
+//   poprun --instances 2 ./train --readers tcp://h1:5555,tcp://h2:5556 --data DIR
+//
+// The readers then own the data options (shard, seed, epochs, augmentation, workers); the
+// trainer checks that every batch fits its --batch-size and --image-size. --data is
+// optional there: it gives the class count and, when DIR/val exists, the local validation
+// set. Checkpoints record the trainer's step and a remote data position
+// ("tilefeed-remote-state v1 epoch=E position=P"): on --resume, train continues the model
+// and tells how to restart the readers (--first-epoch E --first-epoch-position P) -- where
+// the data resumes is the readers' business.
 
 #include <sched.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -18,8 +34,10 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "loader/image_folder.h"
 #include "loader/loader.h"
@@ -29,7 +47,9 @@
 #include "trainer/synthetic_core.h"
 #include "trainer/trainer.h"
 #include "transport/batch_stream.h"
+#include "transport/context.h"
 #include "transport/instance.h"
+#include "transport/zmq_stream.h"
 
 namespace {
 
@@ -50,6 +70,102 @@ class OwningLoaderStream final : public transport::BatchStream {
   transport::LoaderStream stream_;
 };
 
+// Where the training data stands, from a checkpoint of either mode: epoch and global
+// position (samples of the epoch delivered by all instances together, LoaderState's sense).
+struct DataPosition {
+  std::uint64_t epoch = 0;
+  std::uint64_t position = 0;
+};
+
+constexpr const char* kRemoteStateTag = "tilefeed-remote-state v1";
+
+std::string SerializeRemoteState(const DataPosition& p) {
+  return std::string(kRemoteStateTag) + " epoch=" + std::to_string(p.epoch) +
+         " position=" + std::to_string(p.position);
+}
+
+// Parses a remote state; nullopt when `text` is not one (e.g. a loader::LoaderState).
+std::optional<DataPosition> ParseRemoteState(const std::string& text) {
+  const std::string tag(kRemoteStateTag);
+  if (text.compare(0, tag.size(), tag) != 0) return std::nullopt;
+  unsigned long long epoch = 0;
+  unsigned long long position = 0;
+  if (std::sscanf(text.c_str() + tag.size(), " epoch=%llu position=%llu", &epoch, &position) != 2) {
+    throw std::invalid_argument("bad remote data position in the checkpoint: '" + text + "'");
+  }
+  return DataPosition{epoch, position};
+}
+
+// The trainer side of disaggregated mode: a ZmqBatchStream from this instance's reader that
+// checks each batch fits the core buffers and tracks the data position for checkpoints.
+// Next() and position() are called under the IO tiles' fetch lock (serialized).
+class RemoteStream final : public transport::BatchStream {
+ public:
+  RemoteStream(transport::Context& context, transport::StreamOptions options,
+               std::size_t batch_size, int image_size, int instances, DataPosition resumed)
+      : endpoint_(options.endpoint),
+        stream_(context, std::move(options)),
+        batch_size_(batch_size),
+        image_size_(image_size),
+        instances_(static_cast<std::uint64_t>(instances)),
+        resumed_(resumed) {}
+
+  std::optional<transport::ReceivedBatch> Next() override {
+    std::optional<transport::ReceivedBatch> batch = stream_.Next();
+    if (!batch) return batch;
+    const transport::BatchMeta& m = batch->meta();
+    if (m.height != image_size_ || m.width != image_size_ || m.channels != 3 ||
+        m.size > batch_size_ || m.layout != loader::Layout::kNhwc) {
+      throw transport::TransportError(
+          "reader at " + endpoint_ + " sent batch " + std::to_string(m.index) + " of epoch " +
+          std::to_string(m.epoch) + " with " + std::to_string(m.size) + " samples of " +
+          std::to_string(m.height) + "x" + std::to_string(m.width) + "x" +
+          std::to_string(m.channels) + "; this trainer takes at most --batch-size " +
+          std::to_string(batch_size_) + " NHWC samples of --image-size " +
+          std::to_string(image_size_) + ": start the reader with the same sizes");
+    }
+    if (!started_ || m.epoch != current_.epoch) {
+      // The first epoch a resumed reader serves continues at the checkpoint's position.
+      current_ = {m.epoch, !started_ && m.epoch == resumed_.epoch ? resumed_.position : 0};
+      started_ = true;
+    }
+    current_.position += m.size * instances_;
+    return batch;
+  }
+  bool ended() const override { return stream_.ended(); }
+  std::size_t batches_per_epoch() const override { return stream_.batches_per_epoch(); }
+
+  // Where the data stands after the last batch Next() returned (padding may overshoot the
+  // dataset size in an epoch's last batch; the reader clamps it).
+  std::string position() const { return SerializeRemoteState(current_); }
+  bool shared_memory() const { return stream_.shared_memory(); }
+
+ private:
+  std::string endpoint_;
+  transport::ZmqBatchStream stream_;
+  std::size_t batch_size_;
+  int image_size_;
+  std::uint64_t instances_;
+  DataPosition resumed_;
+  bool started_ = false;
+  DataPosition current_;
+};
+
+// Splits --readers at commas; an empty entry is an error.
+std::vector<std::string> SplitEndpoints(const std::string& list) {
+  std::vector<std::string> out;
+  std::size_t begin = 0;
+  while (true) {
+    const std::size_t comma = list.find(',', begin);
+    std::string item = list.substr(begin, comma == std::string::npos ? comma : comma - begin);
+    if (item.empty())
+      throw std::invalid_argument("--readers has an empty endpoint: '" + list + "'");
+    out.push_back(std::move(item));
+    if (comma == std::string::npos) return out;
+    begin = comma + 1;
+  }
+}
+
 // The cores this process may run on: poprun binds each instance to its share of the host,
 // and std::thread::hardware_concurrency() does not see that.
 int CoresOfThisProcess() {
@@ -63,6 +179,10 @@ int CoresOfThisProcess() {
 
 struct Args {
   std::string data;
+  std::string readers;  // disaggregated mode: one tilefeed-reader endpoint per instance
+  std::size_t reader_credits = 4;
+  int reader_timeout_ms = 5000;
+  int classes = 0;  // reference core without --data
   std::string core = "reference";
   double us_per_sample = 2000;
   std::uint64_t epochs = 3;
@@ -93,13 +213,37 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
   auto log = [rank](const std::string& line) {
     if (rank == 0) std::printf("[train] %s\n", line.c_str()), std::fflush(stdout);
   };
+  const bool remote = !args.readers.empty();
+  std::vector<std::string> endpoints;
+  if (remote) {
+    endpoints = SplitEndpoints(args.readers);
+    if (endpoints.size() != static_cast<std::size_t>(mpi.size())) {
+      // Every instance sees the same mismatch: one line from instance 0, no abort needed.
+      if (rank == 0) {
+        std::fprintf(stderr,
+                     "train: --readers lists %zu endpoint%s for %d instance%s; give exactly one "
+                     "per instance (instance i reads from the i-th)\n",
+                     endpoints.size(), endpoints.size() == 1 ? "" : "s", mpi.size(),
+                     mpi.size() == 1 ? "" : "s");
+      }
+      return 2;
+    }
+  }
+  const bool has_data = !args.data.empty();
   const fs::path root(args.data);
-  const fs::path train_dir = fs::is_directory(root / "train") ? root / "train" : root;
+  const fs::path train_dir = has_data && fs::is_directory(root / "train") ? root / "train" : root;
   const fs::path val_dir = root / "val";
-  const bool has_val = fs::is_directory(val_dir) && train_dir != root;
+  const bool has_val = has_data && fs::is_directory(val_dir) && train_dir != root;
 
-  std::unique_ptr<loader::ImageFolder> train_source = loader::ImageFolder::Open(train_dir.string());
-  const int classes = static_cast<int>(train_source->class_names().size());
+  std::unique_ptr<loader::ImageFolder> train_source;
+  int classes = args.classes;
+  if (has_data) {
+    train_source = loader::ImageFolder::Open(train_dir.string());
+    if (classes == 0) classes = static_cast<int>(train_source->class_names().size());
+  }
+  if (args.core == "reference" && classes < 1) {
+    throw std::invalid_argument("the reference core needs --data or --classes");
+  }
 
   // The BLAS runs single-threaded: parallelism comes from replicas and instances, and the
   // loader's workers need the other cores.
@@ -158,28 +302,37 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
   // Every batch full: core buffers have one shape, and all instances take the same steps.
   loader_options.drop_last_batch = true;
   std::uint64_t first_epoch = 0;
+  DataPosition resumed;
   if (args.resume) {
     std::optional<trainer::Checkpoint> checkpoint = trainer::ReadCheckpoint(args.checkpoint_dir);
     if (!checkpoint) {
       log("resume: no checkpoint in " + args.checkpoint_dir + "; starting from scratch");
     } else {
       trainer.Restore(*checkpoint);
-      const loader::LoaderState state = loader::LoaderState::Parse(checkpoint->loader_state);
-      state.ApplyTo(loader_options);
-      first_epoch = state.epoch;
+      if (std::optional<DataPosition> r = ParseRemoteState(checkpoint->loader_state)) {
+        // Written in disaggregated mode: no seed or dataset size, --seed must match.
+        resumed = *r;
+        loader_options.first_epoch = r->epoch;
+        loader_options.first_epoch_position = r->position;
+      } else {
+        const loader::LoaderState state = loader::LoaderState::Parse(checkpoint->loader_state);
+        state.ApplyTo(loader_options);
+        resumed = {state.epoch, state.position};
+      }
+      first_epoch = resumed.epoch;
       log("resume: step " + std::to_string(checkpoint->step) + ", " + checkpoint->loader_state);
+      if (remote) {
+        log("resume: the readers own the data position; for an exact continuation start each "
+            "with --first-epoch " +
+            std::to_string(resumed.epoch) + " --first-epoch-position " +
+            std::to_string(resumed.position) + " and the same --seed");
+      }
     }
   }
-  if (first_epoch >= args.epochs) {
+  if (!remote && first_epoch >= args.epochs) {
     log("nothing to do: already at epoch " + std::to_string(first_epoch));
     return 0;
   }
-  loader_options.epochs = args.epochs - first_epoch;
-  loader::Loader train_loader(std::move(train_source), loader_options);
-  transport::LoaderStream stream(train_loader);
-  log("instance " + std::to_string(rank) + " of " + std::to_string(mpi.size()) + ": " +
-      std::to_string(train_loader.batches_per_epoch()) + " batches per epoch, " +
-      std::to_string(classes) + " classes, core " + args.core);
 
   trainer::Trainer::ValidationFactory make_validation;
   if (has_val) {
@@ -197,8 +350,39 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
           std::make_unique<loader::Loader>(loader::ImageFolder::Open(val_dir.string()), o));
     };
   }
-  trainer.Train(
-      stream, [&train_loader] { return train_loader.state().Serialize(); }, make_validation);
+
+  if (remote) {
+    // The reader's epochs, seed and shard decide the data; --epochs, --seed (for data),
+    // --workers and --prefetch-depth here only shape the local validation loader.
+    transport::Context context;
+    transport::StreamOptions stream_options;
+    stream_options.endpoint = endpoints[static_cast<std::size_t>(rank)];
+    stream_options.credits = args.reader_credits;
+    stream_options.peer_timeout = std::chrono::milliseconds(args.reader_timeout_ms);
+    RemoteStream stream(context, stream_options, args.batch_size, args.image_size, mpi.size(),
+                        resumed);
+    // Instance 0 speaks for all; a per-instance line would interleave.
+    log("instance " + std::to_string(rank) + " of " + std::to_string(mpi.size()) + ": reader " +
+        stream_options.endpoint + " (" + (stream.shared_memory() ? "shared memory" : "ZeroMQ") +
+        "), " + std::to_string(stream.batches_per_epoch()) + " batches per epoch, core " +
+        args.core);
+    if (!has_val) {
+      log(has_data ? "validation skipped: " + args.data + " has no train/ and val/ folders"
+                   : "validation skipped: no --data DIR with a val/ folder");
+    }
+    trainer.Train(
+        stream, [&stream] { return stream.position(); }, make_validation);
+  } else {
+    if (!has_data) throw std::invalid_argument("--data is required without --readers");
+    loader_options.epochs = args.epochs - first_epoch;
+    loader::Loader train_loader(std::move(train_source), loader_options);
+    transport::LoaderStream stream(train_loader);
+    log("instance " + std::to_string(rank) + " of " + std::to_string(mpi.size()) + ": " +
+        std::to_string(train_loader.batches_per_epoch()) + " batches per epoch, " +
+        std::to_string(classes) + " classes, core " + args.core);
+    trainer.Train(
+        stream, [&train_loader] { return train_loader.state().Serialize(); }, make_validation);
+  }
   log("done: " + std::to_string(trainer.step()) + " steps; parameter checksum " +
       std::to_string(trainer.CheckReplicasIdentical()) + " identical on all " +
       std::to_string(mpi.size() * options.replicas) + " replicas");
@@ -210,16 +394,37 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
 int main(int argc, char** argv) {
   Args args;
   CLI::App app{"Data-parallel training on an ImageFolder dataset, fed by tilefeed."};
-  app.add_option("--data", args.data, "Dataset folder (DIR/train and DIR/val, or one ImageFolder)")
-      ->required()
-      ->check(CLI::ExistingDirectory);
+  CLI::Option* data =
+      app.add_option("--data", args.data,
+                     "Dataset folder (DIR/train and DIR/val, or one ImageFolder). With "
+                     "--readers optional: the class count and DIR/val for local validation")
+          ->check(CLI::ExistingDirectory);
+  app.add_option("--readers", args.readers,
+                 "Disaggregated mode: comma-separated tilefeed-reader endpoints, exactly one "
+                 "per instance (instance i reads from the i-th; a single endpoint for one "
+                 "instance), e.g. tcp://h1:5555,tcp://h2:5556. The readers own shard, seed, "
+                 "epochs and augmentation; start them with this --batch-size and --image-size");
+  app.add_option("--reader-credits", args.reader_credits,
+                 "--readers: batches in flight or queued per instance")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--reader-timeout-ms", args.reader_timeout_ms,
+                 "--readers: a reader silent this long (or not answering at start) is an error")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--classes", args.classes,
+                 "Reference core: class count (0: from --data; needed with --readers and no "
+                 "--data)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--core", args.core, "Compute core")
       ->check(CLI::IsMember({"synthetic", "reference"}))
       ->capture_default_str();
   app.add_option("--us-per-sample", args.us_per_sample, "Synthetic core: compute cost per sample")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  app.add_option("--epochs", args.epochs, "Epochs to train")->capture_default_str();
+  app.add_option("--epochs", args.epochs, "Epochs to train (with --readers: the readers' --epochs)")
+      ->capture_default_str();
   app.add_option("--batch-size", args.batch_size, "Local batch (per replica and micro-step)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -272,6 +477,10 @@ int main(int argc, char** argv) {
   app.add_flag("--resume", args.resume, "Continue from the checkpoint in --checkpoint-dir");
   app.add_option("--json", args.json, "Append per-epoch reports to this file as JSON lines");
   CLI11_PARSE(app, argc, argv);
+  if (data->count() == 0 && args.readers.empty()) {
+    std::fprintf(stderr, "train: --data is required (or --readers for disaggregated mode)\n");
+    return 2;
+  }
   // poprun --replicas-per-instance R exports the layout; an explicit --replicas wins.
   if (app.count("--replicas") == 0) {
     if (const char* replicas = std::getenv("TILEFEED_REPLICAS_PER_INSTANCE")) {

@@ -1,0 +1,73 @@
+#!/bin/sh
+# Disaggregated mode end to end: a tilefeed-reader serves a tiny demo dataset on a free
+# loopback port and `train --readers` trains on it with the synthetic core for two epochs.
+#
+#   readers_test.sh TRAIN READER MAKE_DEMO
+#
+# Bounded in time (every process runs under timeout) and the reader is always reaped.
+set -u
+train=$1
+reader=$2
+make_demo=$3
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-readers.XXXXXX") || exit 1
+reader_pid=
+cleanup() {
+  if [ -n "$reader_pid" ] && kill -0 "$reader_pid" 2>/dev/null; then
+    kill -TERM "$reader_pid" 2>/dev/null
+    sleep 1
+    kill -KILL "$reader_pid" 2>/dev/null
+  fi
+  [ -n "$reader_pid" ] && wait "$reader_pid" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+fail() {
+  echo "readers_test: FAIL: $*"
+  for f in reader.log train.log; do
+    [ -f "$work/$f" ] && { echo "--- $f"; cat "$work/$f"; }
+  done
+  exit 1
+}
+
+# 4 classes x 16 training images: 64 samples, 8 batches of 8 per epoch.
+timeout 60 "$make_demo" "$work/data" --classes 4 --train-per-class 16 --val-per-class 4 \
+  --threads 2 >"$work/make_demo.log" 2>&1 || fail "tilefeed-make-demo: $(cat "$work/make_demo.log")"
+
+# Port 0 ("*"): the reader picks a free one and names it in its first line.
+timeout 120 "$reader" --data "$work/data/train" --bind 'tcp://127.0.0.1:*' --batch-size 8 \
+  --image-size 32 --epochs 2 --workers 1 --prefetch 2 --instance-index 0 --instance-count 1 \
+  --drop-last >"$work/reader.log" 2>&1 &
+reader_pid=$!
+
+endpoint=
+i=0
+while [ $i -lt 200 ]; do
+  endpoint=$(sed -n 's/.* on \(tcp:\/\/127\.0\.0\.1:[0-9][0-9]*\).*/\1/p' "$work/reader.log")
+  [ -n "$endpoint" ] && break
+  kill -0 "$reader_pid" 2>/dev/null || fail "the reader exited before serving"
+  sleep 0.1
+  i=$((i + 1))
+done
+[ -n "$endpoint" ] || fail "the reader named no endpoint within 20 s"
+echo "readers_test: reader on $endpoint"
+
+timeout 120 "$train" --readers "$endpoint" --data "$work/data" --core synthetic \
+  --us-per-sample 50 --batch-size 8 --image-size 32 --workers 1 --check-every 4 \
+  --checkpoint-every 4 --checkpoint-dir "$work/ckpt" >"$work/train.log" 2>&1
+rc=$?
+cat "$work/train.log"
+[ $rc -eq 0 ] || fail "train exited with $rc"
+grep -q "reader $endpoint" "$work/train.log" || fail "train did not read from $endpoint"
+grep -q "epoch 1: 8 steps.*images/s" "$work/train.log" || fail "no report of epoch 1 with images/s"
+grep -q "done: 16 steps" "$work/train.log" || fail "train did not finish 16 steps"
+
+# The reader sent its two epochs and ends on its own once the trainer says bye.
+wait "$reader_pid"
+reader_rc=$?
+reader_pid=
+cat "$work/reader.log"
+[ $reader_rc -eq 0 ] || fail "the reader exited with $reader_rc"
+grep -q "16 batches" "$work/reader.log" || fail "the reader did not send 16 batches"
+echo "readers_test: OK"
