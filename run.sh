@@ -2,7 +2,8 @@
 # tilefeed's two entry points, for a fresh Debian 12 machine (root) or a developer's one.
 #
 #   ./run.sh demo    install what is missing (apt), build (Release), make the demo
-#                    dataset and run the main job on it
+#                    dataset and run the main job on it: two training instances under
+#                    poprun (OpenMPI), fed by tilefeed's loader
 #   ./run.sh test    install what is missing, build, and run the whole test suite:
 #                    ctest (Release, -Werror under CI), the suite again under
 #                    AddressSanitizer+UBSan, the concurrency tests under ThreadSanitizer,
@@ -85,8 +86,9 @@ demo() {
     log "making the demo dataset in $data"
     "$build/tools/tilefeed-make-demo" "$data"
   fi
-  log "main job: loader_bench on the demo dataset (train mode, 2 epochs)"
-  "$build/bench/loader_bench" --data "$data" --workers "$JOBS" --batch 64 --epochs 2 --warmup 2
+  log "main job: poprun --instances 2 ./train on the demo dataset (reference model, 3 epochs)"
+  "$build/tools/poprun" --instances 2 -- "$build/tools/train" --data "$data" \
+    --core reference --epochs 3 --json "$BUILD_ROOT/demo-train.jsonl"
 }
 
 test_suite() {
@@ -105,13 +107,14 @@ test_suite() {
     run_ctest --test-dir "$BUILD_ROOT/asan" -j "$JOBS" --timeout 900 --output-on-failure \
     -E 'install_consumer|python'
 
-  log "ring and pipeline tests under ThreadSanitizer"
+  log "ring, pipeline, stream and IO-tile tests under ThreadSanitizer"
   configure "$BUILD_ROOT/tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTILEFEED_SANITIZE=thread \
     -DTILEFEED_BUILD_BENCH=OFF -DTILEFEED_BUILD_TOOLS=OFF -DTILEFEED_BUILD_PYTHON=OFF
-  cmake --build "$BUILD_ROOT/tsan" -j "$JOBS" --target tilefeed_loader_test
+  cmake --build "$BUILD_ROOT/tsan" -j "$JOBS" \
+    --target tilefeed_loader_test tilefeed_transport_test tilefeed_trainer_test
   TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/tsan.supp" \
     run_ctest --test-dir "$BUILD_ROOT/tsan" -j "$JOBS" --timeout 900 --output-on-failure \
-    -R '^(SpscRing|Loader)\.'
+    -R '^(SpscRing|Loader|LoaderResume|ZmqBatchStream|SharedMemoryRing|BatchSender|IoTiles|Tiles/IoTilesTest|Zmq/RoundTrip)[./]'
   log "fuzz smoke run: every libFuzzer target for 10 s (clang, ASan+UBSan)"
   tests/fuzz/run_fuzzers.sh 10 "$BUILD_ROOT/fuzz"
   log "all test stages passed in $((SECONDS - start)) s"
