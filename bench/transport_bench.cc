@@ -1,26 +1,39 @@
-// transport_bench: batches/s and MB/s through each way a trainer can receive batches, in one
-// run, from the same fast synthetic source (raw HWC samples, so decoding is not the limit):
+// transport_bench: the bandwidth of each way a trainer can receive batches, measured in one
+// run against its reference (issue 6):
 //
-//   in-process  LoaderStream (no copy; the baseline the others are compared with)
-//   zmq-tcp     BatchSender -> ZmqBatchStream over tcp://127.0.0.1 (zero-copy send)
-//   zmq-ipc     the same over ipc://
-//   shm         BatchSender copies into a shared-memory ring, ZmqBatchStream reads in place
+//   memcpy       one thread copies a batch's bytes into another buffer: the reference for shm
+//   loader       LoaderStream in this process: what feeds every sender (not a transport)
+//   shm          a forked reader process (BatchSender, shared-memory ring) -> ZmqBatchStream
+//   zmq-tcp      the same over tcp://127.0.0.1, payload in ZeroMQ messages (zero-copy send)
+//   plain-zmq    a forked process PUSHes messages of the same part sizes over tcp://127.0.0.1
+//                to a PULL socket here: the reference for zmq-tcp
 //
-// Each transport path runs with and without payload checksum verification on the receiver.
+// Goals: shm >= 0.8x memcpy, zmq-tcp >= 0.9x plain-zmq (checksums off in both, as plain
+// ZeroMQ checks nothing; the rows with checksums on show what verification costs).
 //
-//   transport_bench --batch 32 --size 224 --batches 200 [--json]
+//   transport_bench [--batch 256] [--size 224] [--batches 20] [--warmup 2] [--json]
+//
+// Every reader runs in a child forked before this process starts any thread of its own (each
+// measurement's context and stream are gone before the next fork), so the child starts from
+// a single-threaded process. The source is synthetic raw HWC, so the loader's "decode" is a
+// copy into its slot.
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
+#include <zmq.hpp>
 
 #include "loader/loader.h"
 #include "loader/source.h"
@@ -33,8 +46,9 @@ namespace {
 using namespace tilefeed;
 using Clock = std::chrono::steady_clock;
 
-// Raw HWC samples of the output size, copied from one prepared buffer: reading costs one
-// memcpy and the loader's "decode" is a copy into the slot.
+// Raw HWC samples of the output size. The worker's buffer keeps the pixels between calls,
+// so a read only stamps the sample's first byte: the source costs (almost) nothing and the
+// loader's one copy into its slot is what remains of "decoding".
 class SyntheticSource final : public loader::Source {
  public:
   SyntheticSource(std::size_t count, int side) : count_(count), side_(side) {
@@ -43,10 +57,10 @@ class SyntheticSource final : public loader::Source {
   }
   std::size_t size() const override { return count_; }
   loader::SampleInfo Read(std::size_t index, std::vector<std::byte>& buffer) const override {
-    buffer.assign(pixels_.begin(), pixels_.end());
+    if (buffer.size() != pixels_.size()) buffer.assign(pixels_.begin(), pixels_.end());
     buffer[0] = static_cast<std::byte>(index);
     loader::SampleInfo info;
-    info.label = static_cast<std::int32_t>(index % 1000);
+    info.label = Label(index);
     info.codec = loader::SampleCodec::kRawHwc;
     info.height = info.width = side_;
     info.channels = 3;
@@ -65,23 +79,60 @@ class SyntheticSource final : public loader::Source {
   std::vector<std::byte> pixels_;
 };
 
+struct Settings {
+  loader::LoaderOptions loader;
+  std::size_t batches = 20;
+  std::size_t warmup = 2;
+  std::size_t credits = 4;
+  std::string ipc_dir;
+  std::size_t image_bytes() const {
+    return loader.batch_size * static_cast<std::size_t>(loader.image_size) * loader.image_size * 3;
+  }
+  // images + labels (int32) + sample indices (uint64): what one batch moves.
+  std::size_t batch_bytes() const { return image_bytes() + loader.batch_size * 12; }
+};
+
 struct Result {
   std::string path;
-  bool verify = false;
+  std::string checksum;  // "verified", "off" or "-"
   double seconds = 0;
   std::size_t batches = 0;
   double bytes = 0;
+  double gb_per_s() const { return bytes / seconds / 1e9; }
 };
 
-// Reads `warmup` untimed batches, then `count` timed ones.
-Result Measure(const std::string& path, bool verify, transport::BatchStream& stream,
-               std::size_t warmup, std::size_t count) {
-  for (std::size_t i = 0; i < warmup; ++i) {
-    if (!stream.Next()) --i;  // an epoch end is not a batch
-  }
-  Result r{path, verify};
+std::unique_ptr<loader::Loader> MakeLoader(const Settings& settings) {
+  return std::make_unique<loader::Loader>(
+      std::make_unique<SyntheticSource>(settings.loader.batch_size * 16,
+                                        settings.loader.image_size),
+      settings.loader);
+}
+
+Result MeasureMemcpy(const Settings& settings) {
+  std::vector<std::byte> from(settings.batch_bytes(), std::byte{1});
+  std::vector<std::byte> to(settings.batch_bytes(), std::byte{0});
+  for (std::size_t i = 0; i < settings.warmup; ++i) std::memcpy(to.data(), from.data(), to.size());
+  Result r{"memcpy", "-"};
   const auto start = Clock::now();
-  while (r.batches < count) {
+  for (; r.batches < settings.batches; ++r.batches) {
+    std::memcpy(to.data(), from.data(), to.size());
+    // The copy's result is observed, so the compiler cannot drop it.
+    asm volatile("" : : "r"(to.data()) : "memory");
+    r.bytes += static_cast<double>(to.size());
+  }
+  r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return r;
+}
+
+// Reads `warmup` untimed batches, then `count` timed ones.
+Result MeasureStream(std::string path, std::string checksum, transport::BatchStream& stream,
+                     const Settings& settings) {
+  for (std::size_t i = 0; i < settings.warmup;) {
+    if (stream.Next()) ++i;  // an epoch end is not a batch
+  }
+  Result r{std::move(path), std::move(checksum)};
+  const auto start = Clock::now();
+  while (r.batches < settings.batches) {
     std::optional<transport::ReceivedBatch> batch = stream.Next();
     if (!batch) continue;
     r.bytes += static_cast<double>(batch->images().size_bytes() + batch->labels().size_bytes() +
@@ -92,94 +143,232 @@ Result Measure(const std::string& path, bool verify, transport::BatchStream& str
   return r;
 }
 
+// A forked child that runs `serve`, which writes its endpoint through the given callback.
+// The parent reads the endpoint, measures, then Wait()s for the child to exit.
+class Child {
+ public:
+  using Serve = std::function<int(const std::function<void(const std::string&)>& publish)>;
+  explicit Child(const Serve& serve) {
+    int fds[2];
+    if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
+    pid_ = fork();
+    if (pid_ < 0) throw std::runtime_error("fork failed");
+    if (pid_ == 0) {
+      close(fds[0]);
+      int rc = 1;
+      try {
+        rc = serve([fd = fds[1]](const std::string& endpoint) {
+          const std::string line = endpoint + "\n";
+          [[maybe_unused]] const ssize_t n = write(fd, line.data(), line.size());
+          close(fd);
+        });
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "transport_bench: reader process: %s\n", e.what());
+      }
+      std::fflush(stderr);
+      _exit(rc);
+    }
+    close(fds[1]);
+    char text[512];
+    std::size_t length = 0;
+    ssize_t n = 0;
+    while (length < sizeof(text) - 1 && (n = read(fds[0], text + length, 1)) == 1) {
+      if (text[length] == '\n') break;
+      ++length;
+    }
+    close(fds[0]);
+    if (n != 1) throw std::runtime_error("reader process exited before serving");
+    endpoint_.assign(text, length);
+  }
+  ~Child() {
+    if (pid_ > 0) Wait();
+  }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+
+  const std::string& endpoint() const { return endpoint_; }
+  int Wait() {
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+ private:
+  pid_t pid_ = -1;
+  std::string endpoint_;
+};
+
+// The reader half in a child process: a BatchSender until the trainer leaves.
+Result MeasureSender(const char* path, bool shm, bool verify, const Settings& settings) {
+  const std::string bind = shm ? "ipc://" + settings.ipc_dir + "/shm" : "tcp://127.0.0.1:*";
+  Child child([&](const auto& publish) {
+    auto loader = MakeLoader(settings);
+    transport::Context context;
+    transport::BatchSender sender(context, *loader,
+                                  {.endpoint = bind,
+                                   .shared_memory = shm,
+                                   .job_id = "bench",
+                                   .max_shared_slots = settings.credits});
+    publish(sender.endpoint());
+    const transport::SendResult result = sender.Run();
+    return result == transport::SendResult::kStopped ? 1 : 0;
+  });
+  Result r;
+  {
+    transport::Context context;
+    transport::ZmqBatchStream stream(context, {.endpoint = child.endpoint(),
+                                               .credits = settings.credits,
+                                               .verify_checksums = verify,
+                                               .peer_timeout = std::chrono::seconds(30)});
+    r = MeasureStream(path, verify ? "verified" : "off", stream, settings);
+  }
+  if (child.Wait() != 0) std::fprintf(stderr, "transport_bench: %s reader failed\n", path);
+  return r;
+}
+
+// Plain ZeroMQ: a child PUSHes (zero-copy, from one buffer) multipart messages with the
+// parts of a tilefeed batch message (control, header, images, labels, indices); this
+// process PULLs them. The high-water marks match the stream's credits.
+Result MeasurePlainZmq(const Settings& settings) {
+  const std::size_t parts[] = {40, 72, settings.image_bytes(), settings.loader.batch_size * 4,
+                               settings.loader.batch_size * 8};
+  const int hwm = static_cast<int>(settings.credits);
+  const std::size_t total = settings.warmup + settings.batches;
+  Child child([&](const auto& publish) {
+    std::vector<std::byte> payload(settings.batch_bytes() + 112, std::byte{7});
+    zmq::context_t context(1);
+    zmq::socket_t push(context, zmq::socket_type::push);
+    push.set(zmq::sockopt::sndhwm, hwm);
+    push.bind("tcp://127.0.0.1:*");
+    publish(push.get(zmq::sockopt::last_endpoint));
+    for (std::size_t i = 0; i < total; ++i) {
+      std::byte* at = payload.data();
+      for (std::size_t p = 0; p < std::size(parts); ++p) {
+        zmq::message_t message(
+            at, parts[p], [](void*, void*) {}, nullptr);
+        push.send(message,
+                  p + 1 < std::size(parts) ? zmq::send_flags::sndmore : zmq::send_flags::none);
+        at += parts[p];
+      }
+    }
+    push.close();  // lingers until every message is delivered
+    return 0;
+  });
+  Result r{"plain-zmq", "-"};
+  {
+    zmq::context_t context(1);
+    zmq::socket_t pull(context, zmq::socket_type::pull);
+    pull.set(zmq::sockopt::rcvhwm, hwm);
+    pull.connect(child.endpoint());
+    Clock::time_point start;
+    for (std::size_t i = 0; i < total; ++i) {
+      if (i == settings.warmup) start = Clock::now();
+      double bytes = 0;
+      zmq::message_t message;
+      do {
+        (void)pull.recv(message, zmq::recv_flags::none);
+        bytes += static_cast<double>(message.size());
+      } while (message.more());
+      if (i >= settings.warmup) {
+        r.bytes += bytes - 112;  // count the payload, as the stream rows do
+        ++r.batches;
+      }
+    }
+    r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  }
+  if (child.Wait() != 0) std::fprintf(stderr, "transport_bench: plain PUSH process failed\n");
+  return r;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"transport_bench: batches through ZeroMQ and shared memory vs in-process"};
-  loader::LoaderOptions options;
-  options.batch_size = 32;
-  options.image_size = 224;
-  options.mode = loader::Mode::kEval;
-  options.workers = 1;
-  options.prefetch_depth = 6;
-  std::size_t batches = 200;
-  std::size_t warmup = 10;
-  std::size_t credits = 4;
+  CLI::App app{"transport_bench: shm vs memcpy, ZeroMQ transport vs plain ZeroMQ, in one run"};
+  Settings settings;
+  settings.loader.batch_size = 256;
+  settings.loader.image_size = 224;
+  settings.loader.mode = loader::Mode::kEval;
+  settings.loader.workers = 1;
+  settings.loader.prefetch_depth = 4;
   bool json = false;
-  app.add_option("--batch", options.batch_size, "samples per batch")->capture_default_str();
-  app.add_option("--size", options.image_size, "image side")->capture_default_str();
-  app.add_option("--workers", options.workers, "loader threads")->capture_default_str();
-  app.add_option("--depth", options.prefetch_depth, "loader slots")->capture_default_str();
-  app.add_option("--batches", batches, "timed batches per path")->capture_default_str();
-  app.add_option("--warmup", warmup, "untimed batches per path")->capture_default_str();
-  app.add_option("--credits", credits, "receiver credits (shm: ring slots)")->capture_default_str();
+  app.add_option("--batch", settings.loader.batch_size, "samples per batch")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--size", settings.loader.image_size, "image side")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--workers", settings.loader.workers, "loader threads in each reader")
+      ->capture_default_str();
+  app.add_option("--batches", settings.batches, "timed batches per path")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--warmup", settings.warmup, "untimed batches per path")->capture_default_str();
+  app.add_option("--credits", settings.credits, "receiver credits (shm: ring slots; zmq: HWM)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_flag("--json", json, "also print one JSON line per path");
   CLI11_PARSE(app, argc, argv);
-  options.eval_resize = options.image_size;
-  const std::size_t samples = options.batch_size * 64;
-  auto make_loader = [&] {
-    return std::make_unique<loader::Loader>(
-        std::make_unique<SyntheticSource>(samples, options.image_size), options);
-  };
-
-  std::vector<Result> results;
-  {
-    auto loader = make_loader();
-    transport::LoaderStream stream(*loader);
-    results.push_back(Measure("in-process", false, stream, warmup, batches));
-  }
-  transport::Context context;
-  const std::string ipc_dir =
+  settings.loader.eval_resize = settings.loader.image_size;
+  settings.ipc_dir =
       (std::filesystem::temp_directory_path() / ("tilefeed-bench-" + std::to_string(getpid())))
           .string();
-  std::filesystem::create_directories(ipc_dir);
-  struct Path {
-    const char* name;
-    std::string endpoint;
-    bool shm;
-  };
-  const Path paths[] = {{"zmq-tcp", "tcp://127.0.0.1:*", false},
-                        {"zmq-ipc", "ipc://" + ipc_dir + "/zmq", false},
-                        {"shm", "ipc://" + ipc_dir + "/shm", true}};
-  for (const Path& path : paths) {
-    for (const bool verify : {true, false}) {
-      auto loader = make_loader();
-      transport::BatchSender sender(
-          context, *loader,
-          {.endpoint = path.endpoint, .shared_memory = path.shm, .job_id = "bench"});
-      std::jthread serving([&sender](std::stop_token stop) {
-        try {
-          (void)sender.Run(stop);
-        } catch (const std::exception& e) {
-          std::fprintf(stderr, "transport_bench: sender: %s\n", e.what());
-        }
-      });
-      transport::ZmqBatchStream stream(
-          context, {.endpoint = sender.endpoint(), .credits = credits, .verify_checksums = verify});
-      results.push_back(Measure(path.name, verify, stream, warmup, batches));
-    }
-  }
-  std::filesystem::remove_all(ipc_dir);
+  std::filesystem::create_directories(settings.ipc_dir);
 
-  const double base = results.front().batches / results.front().seconds;
-  std::printf("batch %zu x %dx%dx3 uint8 = %.2f MB, %zu timed batches per path, credits %zu\n",
-              options.batch_size, options.image_size, options.image_size,
-              results.front().bytes / results.front().batches / 1e6, batches, credits);
-  std::printf("%-11s %-9s %10s %10s %8s\n", "path", "checksum", "batches/s", "MB/s", "vs in-proc");
-  for (const Result& r : results) {
-    const double rate = r.batches / r.seconds;
-    std::printf("%-11s %-9s %10.1f %10.1f %8.2f\n", r.path.c_str(),
-                r.path == "in-process" ? "-" : (r.verify ? "verified" : "off"), rate,
-                r.bytes / r.seconds / 1e6, rate / base);
+  std::vector<Result> results;
+  try {
+    // Forked paths first: the loader row below starts this process's first threads.
+    results.push_back(MeasureMemcpy(settings));
+    results.push_back(MeasureSender("shm", true, false, settings));
+    results.push_back(MeasureSender("shm", true, true, settings));
+    results.push_back(MeasureSender("zmq-tcp", false, false, settings));
+    results.push_back(MeasureSender("zmq-tcp", false, true, settings));
+    results.push_back(MeasurePlainZmq(settings));
+    auto loader = MakeLoader(settings);
+    transport::LoaderStream stream(*loader);
+    results.push_back(MeasureStream("loader", "-", stream, settings));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "transport_bench: %s\n", e.what());
+    std::filesystem::remove_all(settings.ipc_dir);
+    return 1;
   }
+  std::filesystem::remove_all(settings.ipc_dir);
+
+  auto rate = [&](const char* path, const char* checksum) {
+    for (const Result& r : results) {
+      if (r.path == path && r.checksum == checksum) return r.gb_per_s();
+    }
+    return 0.0;
+  };
+  const double shm_ratio = rate("shm", "off") / rate("memcpy", "-");
+  const double tcp_ratio = rate("zmq-tcp", "off") / rate("plain-zmq", "-");
+  std::printf(
+      "batch %zu x %dx%dx3 uint8 = %.1f MB, %zu timed batches per path (+%zu warmup), "
+      "credits %zu, %u cores\n",
+      settings.loader.batch_size, settings.loader.image_size, settings.loader.image_size,
+      static_cast<double>(settings.batch_bytes()) / 1e6, settings.batches, settings.warmup,
+      settings.credits, std::thread::hardware_concurrency());
+  std::printf("%-10s %-9s %9s %8s\n", "path", "checksum", "batches/s", "GB/s");
+  for (const Result& r : results) {
+    std::printf("%-10s %-9s %9.2f %8.2f\n", r.path.c_str(), r.checksum.c_str(),
+                r.batches / r.seconds, r.gb_per_s());
+  }
+  std::printf("shm / memcpy        %.2f  (goal >= 0.80: %s)\n", shm_ratio,
+              shm_ratio >= 0.8 ? "met" : "NOT met");
+  std::printf("zmq-tcp / plain-zmq %.2f  (goal >= 0.90: %s)\n", tcp_ratio,
+              tcp_ratio >= 0.9 ? "met" : "NOT met");
   if (json) {
     for (const Result& r : results) {
       std::printf(
-          "{\"bench\":\"transport\",\"path\":\"%s\",\"verify\":%s,\"batch\":%zu,\"size\":%d,"
-          "\"batches_per_s\":%.2f,\"mb_per_s\":%.1f}\n",
-          r.path.c_str(), r.verify ? "true" : "false", options.batch_size, options.image_size,
-          r.batches / r.seconds, r.bytes / r.seconds / 1e6);
+          "{\"bench\":\"transport\",\"path\":\"%s\",\"checksum\":\"%s\",\"batch\":%zu,"
+          "\"size\":%d,\"batches\":%zu,\"batches_per_s\":%.3f,\"gb_per_s\":%.3f}\n",
+          r.path.c_str(), r.checksum.c_str(), settings.loader.batch_size,
+          settings.loader.image_size, r.batches, r.batches / r.seconds, r.gb_per_s());
     }
+    std::printf(
+        "{\"bench\":\"transport\",\"ratio\":\"shm/memcpy\",\"value\":%.3f,\"goal\":0.8}\n"
+        "{\"bench\":\"transport\",\"ratio\":\"zmq-tcp/plain-zmq\",\"value\":%.3f,\"goal\":0.9}\n",
+        shm_ratio, tcp_ratio);
   }
   return 0;
 }

@@ -12,6 +12,10 @@
 // whole dataset. The reader owns the data options: shard, seed, epochs, augmentation, and
 // on a resume the position (--first-epoch, --first-epoch-position, as `train --resume`
 // prints them). SIGINT/SIGTERM stop it cleanly (the trainer is told bye).
+//
+// On a network that is not trusted, turn on CURVE (transport/curve.h): make a key pair once
+// with `tilefeed-reader --curve-keygen reader` (writes reader.key, mode 0600, and
+// reader.pub), serve with `--curve-secret-key reader.key`, and give the trainer reader.pub.
 
 #include <signal.h>
 
@@ -27,6 +31,7 @@
 
 #include "loader/image_folder.h"
 #include "loader/loader.h"
+#include "transport/curve.h"
 #include "transport/instance.h"
 #include "transport/sender.h"
 
@@ -81,7 +86,12 @@ int main(int argc, char** argv) {
   loader::LoaderOptions options;
   options.epochs = 1;
   transport::SenderOptions sender_options;
-  app.add_option("--data", data, "ImageFolder root")->required();
+  std::string curve_keygen;
+  app.add_option("--data", data, "ImageFolder root (required unless --curve-keygen)");
+  app.add_option("--curve-keygen", curve_keygen,
+                 "write a CURVE key pair to PREFIX.key (secret) and PREFIX.pub, then exit");
+  app.add_option("--curve-secret-key", sender_options.curve_secret_key_file,
+                 "encrypt with CURVE using this secret key file (trainers get the .pub)");
   app.add_option("--bind", sender_options.endpoint, "endpoint to serve on")->capture_default_str();
   app.add_option("--batch-size", options.batch_size, "samples per batch")->capture_default_str();
   app.add_option("--image-size", options.image_size, "output side in pixels")
@@ -123,6 +133,22 @@ int main(int argc, char** argv) {
   app.add_option("--timeout-ms", timeout_ms, "a trainer silent this long is an error")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  if (!curve_keygen.empty()) {
+    try {
+      transport::WriteCurveKeyFiles(transport::GenerateCurveKeyPair(), curve_keygen + ".key",
+                                    curve_keygen + ".pub");
+    } catch (const std::exception& e) {
+      std::cerr << "tilefeed-reader: " << e.what() << '\n';
+      return 1;
+    }
+    std::cerr << "tilefeed-reader: wrote " << curve_keygen << ".key (keep it secret) and "
+              << curve_keygen << ".pub (for the trainer)\n";
+    return 0;
+  }
+  if (data.empty()) {
+    std::cerr << "tilefeed-reader: --data is required\n";
+    return 2;
+  }
   options.mode = mode == "eval" ? loader::Mode::kEval : loader::Mode::kTrain;
   sender_options.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
   sender_options.peer_timeout = std::chrono::milliseconds(timeout_ms);

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cerrno>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "loader/ring.h"
+#include "transport/curve.h"
 #include "transport/detail/event_fd.h"
 #include "transport/detail/shm.h"
 #include "transport/detail/socket_util.h"
@@ -114,6 +116,12 @@ struct BatchSender::Impl {
   [[noreturn]] void Fail(const std::string& reason) const {
     throw TransportError("trainer at " + peer_name + ": " + reason);
   }
+  [[noreturn]] void SendFailed(const zmq::error_t& e) {
+    // With router_mandatory, EHOSTUNREACH means the trainer's connection is gone; Run()
+    // then looks for a bye that came before it went.
+    if (e.num() == EHOSTUNREACH) peer_unreachable = true;
+    Fail(std::string("send failed: ") + e.what());
+  }
 
   loader::Loader& loader;
   const SenderOptions options;
@@ -129,6 +137,7 @@ struct BatchSender::Impl {
   // The session with one trainer; touched only by Run's thread.
   std::string peer_id;
   std::string peer_name;
+  bool peer_unreachable = false;  // a send failed because the trainer disconnected
   Clock::time_point last_sent;
   std::uint64_t credits = 0;                 // inline: batches we may send now
   std::uint64_t granted = 0;                 // inline: credits the trainer granted in all
@@ -144,6 +153,11 @@ BatchSender::BatchSender(Context& context, loader::Loader& loader, SenderOptions
   if (s.options.peer_timeout <= std::chrono::milliseconds(0) ||
       s.options.heartbeat_interval <= std::chrono::milliseconds(0)) {
     throw std::invalid_argument("SenderOptions: heartbeat_interval and peer_timeout must be > 0");
+  }
+  if (!s.options.curve_secret_key_file.empty()) {
+    const CurveKeyPair keys = ReadCurveKeyFile(s.options.curve_secret_key_file, true);
+    s.socket.set(zmq::sockopt::curve_server, 1);
+    s.socket.set(zmq::sockopt::curve_secretkey, keys.secret_key);
   }
   try {
     s.socket.set(zmq::sockopt::linger, 0);
@@ -229,7 +243,7 @@ void BatchSender::Impl::Send(const Control& control, bool more) {
     socket.send(zmq::buffer(peer_id), zmq::send_flags::sndmore);
     detail::SendControl(socket, control, more);
   } catch (const zmq::error_t& e) {
-    Fail(std::string("send failed: ") + e.what());
+    SendFailed(e);
   }
   last_sent = Clock::now();
 }
@@ -257,7 +271,7 @@ void BatchSender::Impl::Welcome(std::uint64_t credits_wanted) {
   try {
     socket.send(zmq::buffer(segment.name()), zmq::send_flags::none);
   } catch (const zmq::error_t& e) {
-    Fail(std::string("send failed: ") + e.what());
+    SendFailed(e);
   }
 }
 
@@ -317,7 +331,7 @@ void BatchSender::Impl::SendBatch(loader::Batch batch) {
     try {
       socket.send(zmq::buffer(encoded), zmq::send_flags::none);
     } catch (const zmq::error_t& e) {
-      Fail(std::string("send failed: ") + e.what());
+      SendFailed(e);
     }
     free_slots.pop_back();
     slot_busy[slot] = true;
@@ -346,7 +360,7 @@ void BatchSender::Impl::SendBatch(loader::Batch batch) {
       socket.send(labels, zmq::send_flags::sndmore);
       socket.send(indices, zmq::send_flags::none);
     } catch (const zmq::error_t& e) {
-      Fail(std::string("send failed: ") + e.what());
+      SendFailed(e);
     }
     --credits;
   }
@@ -384,107 +398,121 @@ SendResult BatchSender::Run(std::stop_token stop) {
   std::optional<Item> pending;
   std::vector<zmq::message_t> parts;
   bool too_many = false;
-  while (true) {
-    if (stop.stop_requested()) {
-      if (state != State::kWaiting) {
-        try {
-          s.Send(Control{MessageType::kBye});
-        } catch (const TransportError&) {
-        }
-      }
-      return SendResult::kStopped;
-    }
-    std::chrono::milliseconds timeout = std::chrono::hours(1);
-    if (state != State::kWaiting) {
-      timeout = std::min(detail::Until(s.last_sent + s.options.heartbeat_interval),
-                         detail::Until(last_heard + s.options.peer_timeout));
-    }
-    zmq::pollitem_t items[] = {{s.socket.handle(), 0, ZMQ_POLLIN, 0},
-                               {nullptr, s.wake.fd(), ZMQ_POLLIN, 0}};
-    zmq::poll(items, 2, timeout);
-    if (items[1].revents != 0) s.wake.Drain();
-
-    while (detail::ReceiveParts(s.socket, parts, too_many)) {
-      if (parts.size() < 2) continue;
-      const std::string id = parts[0].to_string();
-      const std::optional<Control> control = detail::ParseControl(detail::Bytes(parts[1]));
-      if (state == State::kWaiting) {
-        if (!control || control->type != MessageType::kHello) continue;
-        s.peer_id = id;
-        const char* address = nullptr;
-        try {
-          address = parts[1].gets("Peer-Address");
-        } catch (const zmq::error_t&) {
-        }
-        s.peer_name = address != nullptr && *address != '\0' ? address : s.bound_endpoint;
-        last_heard = Clock::now();
-        s.Welcome(control->a);
-        state = State::kWelcomed;
-        continue;
-      }
-      if (id != s.peer_id) {
-        // Another trainer: this sender serves one. Tell it, so it does not wait.
-        if (control && control->type == MessageType::kHello) {
-          const std::string text = "reader at " + s.bound_endpoint + " already serves a trainer";
+  try {
+    while (true) {
+      if (stop.stop_requested()) {
+        if (state != State::kWaiting) {
           try {
-            s.socket.send(zmq::buffer(id), zmq::send_flags::sndmore);
-            detail::SendControl(s.socket, Control{MessageType::kError}, true);
-            s.socket.send(zmq::buffer(text), zmq::send_flags::none);
-          } catch (const zmq::error_t&) {
+            s.Send(Control{MessageType::kBye});
+          } catch (const TransportError&) {
           }
         }
-        continue;
+        return SendResult::kStopped;
       }
-      if (!control || too_many) s.Fail("malformed message");
-      last_heard = Clock::now();
-      switch (control->type) {
-        case MessageType::kReady:
-          if (state != State::kWelcomed) s.Fail("unexpected ready");
-          s.Ready(control->a);
-          state = State::kStreaming;
-          break;
-        case MessageType::kCredit:
-          if (state == State::kWelcomed) s.Fail("credit before ready");
-          s.Credit(control->a);
-          break;
-        case MessageType::kHeartbeat:
-          break;
-        case MessageType::kBye:
-          return state == State::kFinishing ? SendResult::kCompleted : SendResult::kPeerLeft;
-        default:
-          s.Fail("unexpected message type " + std::to_string(static_cast<int>(control->type)));
+      std::chrono::milliseconds timeout = std::chrono::hours(1);
+      if (state != State::kWaiting) {
+        timeout = std::min(detail::Until(s.last_sent + s.options.heartbeat_interval),
+                           detail::Until(last_heard + s.options.peer_timeout));
       }
-    }
+      zmq::pollitem_t items[] = {{s.socket.handle(), 0, ZMQ_POLLIN, 0},
+                                 {nullptr, s.wake.fd(), ZMQ_POLLIN, 0}};
+      zmq::poll(items, 2, timeout);
+      if (items[1].revents != 0) s.wake.Drain();
 
-    while (state == State::kStreaming) {
-      if (!pending) pending = s.ring.TryPop();
-      if (!pending) break;
-      if (pending->kind == Item::kBatch) {
-        if (!s.CanSend()) break;
-        s.SendBatch(std::move(pending->batch));
-      } else if (pending->kind == Item::kEpochEnd) {
-        s.Send(Control{MessageType::kEpochEnd, pending->epoch});
-      } else if (pending->kind == Item::kEnd) {
-        // Wait for the trainer's bye: it comes after every batch has arrived.
-        s.Send(Control{MessageType::kBye});
-        state = State::kFinishing;
-      } else {
-        s.SendError(pending->error);
-        throw loader::LoaderError(pending->error);
+      while (detail::ReceiveParts(s.socket, parts, too_many)) {
+        if (parts.size() < 2) continue;
+        const std::string id = parts[0].to_string();
+        const std::optional<Control> control = detail::ParseControl(detail::Bytes(parts[1]));
+        if (state == State::kWaiting) {
+          if (!control || control->type != MessageType::kHello) continue;
+          s.peer_id = id;
+          const char* address = nullptr;
+          try {
+            address = parts[1].gets("Peer-Address");
+          } catch (const zmq::error_t&) {
+          }
+          s.peer_name = address != nullptr && *address != '\0' ? address : s.bound_endpoint;
+          last_heard = Clock::now();
+          s.Welcome(control->a);
+          state = State::kWelcomed;
+          continue;
+        }
+        if (id != s.peer_id) {
+          // Another trainer: this sender serves one. Tell it, so it does not wait.
+          if (control && control->type == MessageType::kHello) {
+            const std::string text = "reader at " + s.bound_endpoint + " already serves a trainer";
+            try {
+              s.socket.send(zmq::buffer(id), zmq::send_flags::sndmore);
+              detail::SendControl(s.socket, Control{MessageType::kError}, true);
+              s.socket.send(zmq::buffer(text), zmq::send_flags::none);
+            } catch (const zmq::error_t&) {
+            }
+          }
+          continue;
+        }
+        if (!control || too_many) s.Fail("malformed message");
+        last_heard = Clock::now();
+        switch (control->type) {
+          case MessageType::kReady:
+            if (state != State::kWelcomed) s.Fail("unexpected ready");
+            s.Ready(control->a);
+            state = State::kStreaming;
+            break;
+          case MessageType::kCredit:
+            if (state == State::kWelcomed) s.Fail("credit before ready");
+            s.Credit(control->a);
+            break;
+          case MessageType::kHeartbeat:
+            break;
+          case MessageType::kBye:
+            return state == State::kFinishing ? SendResult::kCompleted : SendResult::kPeerLeft;
+          default:
+            s.Fail("unexpected message type " + std::to_string(static_cast<int>(control->type)));
+        }
       }
-      pending.reset();
-    }
 
-    if (state != State::kWaiting) {
-      const Clock::duration silence = Clock::now() - last_heard;
-      if (silence > s.options.peer_timeout) {
-        throw TransportError("trainer at " + s.peer_name + " silent for " +
-                             detail::Seconds(silence) + " s");
+      while (state == State::kStreaming) {
+        if (!pending) pending = s.ring.TryPop();
+        if (!pending) break;
+        if (pending->kind == Item::kBatch) {
+          if (!s.CanSend()) break;
+          s.SendBatch(std::move(pending->batch));
+        } else if (pending->kind == Item::kEpochEnd) {
+          s.Send(Control{MessageType::kEpochEnd, pending->epoch});
+        } else if (pending->kind == Item::kEnd) {
+          // Wait for the trainer's bye: it comes after every batch has arrived.
+          s.Send(Control{MessageType::kBye});
+          state = State::kFinishing;
+        } else {
+          s.SendError(pending->error);
+          throw loader::LoaderError(pending->error);
+        }
+        pending.reset();
       }
-      if (Clock::now() - s.last_sent >= s.options.heartbeat_interval) {
-        s.Send(Control{MessageType::kHeartbeat});
+
+      if (state != State::kWaiting) {
+        const Clock::duration silence = Clock::now() - last_heard;
+        if (silence > s.options.peer_timeout) {
+          throw TransportError("trainer at " + s.peer_name + " silent for " +
+                               detail::Seconds(silence) + " s");
+        }
+        if (Clock::now() - s.last_sent >= s.options.heartbeat_interval) {
+          s.Send(Control{MessageType::kHeartbeat});
+        }
       }
     }
+  } catch (const TransportError&) {
+    if (!s.peer_unreachable) throw;
+    // A trainer says bye and closes its socket; it can be gone before we have read the bye,
+    // which is then still queued here. Leaving after a bye is no error.
+    while (detail::ReceiveParts(s.socket, parts, too_many)) {
+      if (parts.size() < 2 || parts[0].to_string() != s.peer_id) continue;
+      const std::optional<Control> control = detail::ParseControl(detail::Bytes(parts[1]));
+      if (control && control->type == MessageType::kBye) {
+        return state == State::kFinishing ? SendResult::kCompleted : SendResult::kPeerLeft;
+      }
+    }
+    throw;
   }
 }
 

@@ -38,6 +38,9 @@ struct SenderOptions {
   std::size_t max_shared_slots = 16;      // shared_memory: cap on the trainer's credits
   std::chrono::milliseconds heartbeat_interval{1000};  // send one when idle this long
   std::chrono::milliseconds peer_timeout{5000};        // trainer silent this long -> error
+  // CURVE on: this reader's secret key file (transport/curve.h); trainers then need its
+  // public key. "" = plaintext, for trusted networks only.
+  std::string curve_secret_key_file{};
 };
 
 enum class SendResult {
@@ -48,7 +51,8 @@ enum class SendResult {
 
 class BatchSender {
  public:
-  // Binds the endpoint. Throws TransportError if it cannot be bound.
+  // Binds the endpoint. Throws TransportError if it cannot be bound or the CURVE key file
+  // is unusable.
   BatchSender(Context& context, loader::Loader& loader, SenderOptions options);
   // Waits until ZeroMQ has released every zero-copy message, so no slot outlives the
   // sender.

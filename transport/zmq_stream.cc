@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "transport/curve.h"
 #include "transport/detail/event_fd.h"
 #include "transport/detail/shm.h"
 #include "transport/detail/socket_util.h"
@@ -132,6 +133,10 @@ struct ZmqBatchStream::Impl {
     detail::SendControl(socket, control);
     last_sent = Clock::now();
   }
+  bool Welcomed() const {
+    std::lock_guard lock(mutex);
+    return welcomed;
+  }
 
   const StreamOptions options;
   zmq::socket_t socket;
@@ -166,6 +171,13 @@ ZmqBatchStream::ZmqBatchStream(Context& context, StreamOptions options)
   if (s.options.peer_timeout <= std::chrono::milliseconds(0) ||
       s.options.heartbeat_interval <= std::chrono::milliseconds(0)) {
     throw std::invalid_argument("StreamOptions: heartbeat_interval and peer_timeout must be > 0");
+  }
+  if (!s.options.curve_server_key_file.empty()) {
+    const CurveKeyPair server = ReadCurveKeyFile(s.options.curve_server_key_file, false);
+    const CurveKeyPair own = GenerateCurveKeyPair();
+    s.socket.set(zmq::sockopt::curve_serverkey, server.public_key);
+    s.socket.set(zmq::sockopt::curve_publickey, own.public_key);
+    s.socket.set(zmq::sockopt::curve_secretkey, own.secret_key);
   }
   try {
     s.socket.set(zmq::sockopt::linger, 0);
@@ -223,14 +235,26 @@ void ZmqBatchStream::Impl::Loop(std::stop_token token) {
       }
       const Clock::duration silence = Clock::now() - last_heard;
       if (silence > options.peer_timeout) {
-        Fail(peer + " silent for " + detail::Seconds(silence) + " s");
+        std::string hint;
+        if (!options.curve_server_key_file.empty() && !Welcomed()) {
+          // A CURVE handshake with the wrong server key fails without a word to us: the
+          // reader cannot decrypt our hello and drops the connection; ZeroMQ retries.
+          hint = " and never welcomed us (CURVE is on: is the public key in " +
+                 options.curve_server_key_file + " the reader's, and does the reader use CURVE?)";
+        }
+        Fail(peer + " silent for " + detail::Seconds(silence) + " s" + hint);
         return;
       }
       if (Clock::now() - last_sent >= options.heartbeat_interval) {
         Send(Control{MessageType::kHeartbeat});
       }
     }
-    // Destroyed: tell the sender, best effort.
+    // Destroyed: tell the sender, best effort. A short linger lets ZeroMQ deliver the bye
+    // after the socket is closed (linger 0 would drop it, and the sender would see a
+    // trainer vanish instead of leave).
+    socket.set(
+        zmq::sockopt::linger,
+        static_cast<int>(std::min(options.peer_timeout, std::chrono::milliseconds(1000)).count()));
     detail::SendControl(socket, Control{MessageType::kBye});
   } catch (const TransportError& e) {
     Fail(e.what());

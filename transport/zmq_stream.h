@@ -9,7 +9,9 @@
 // (the ReceivedBatch views the shared slot in place; destroying it returns the slot).
 //
 // A sender silent for longer than peer_timeout makes Next() throw TransportError("reader
-// at <endpoint> silent for 5.0 s"); a sender's bye ends the stream (ended() true).
+// at <endpoint> silent for 5.0 s"); a sender's bye ends the stream (ended() true). With
+// CURVE, a reader whose key is not the one in curve_server_key_file never welcomes us: the
+// constructor throws after peer_timeout, naming the key file.
 //
 // Thread safety: Next() may be called from several threads (serialized); a ReceivedBatch
 // may be destroyed from any thread, also after the stream is gone.
@@ -31,12 +33,17 @@ struct StreamOptions {
   bool verify_checksums = true;  // check each payload's XXH3-64 (costs one read of it)
   std::chrono::milliseconds heartbeat_interval{1000};
   std::chrono::milliseconds peer_timeout{5000};  // reader silent this long -> error
+  // CURVE on: a key file with the reader's public key (transport/curve.h); the stream then
+  // talks only to the holder of its secret, encrypted. This trainer's own key pair is made
+  // fresh. "" = plaintext, for trusted networks only.
+  std::string curve_server_key_file{};
 };
 
 class ZmqBatchStream final : public BatchStream {
  public:
   // Connects and waits for the sender's welcome. Throws TransportError if it does not come
-  // within peer_timeout or is malformed, or the shared memory cannot be mapped.
+  // within peer_timeout or is malformed, the shared memory cannot be mapped, or the CURVE
+  // key file is unusable.
   // REQUIRES: options.credits >= 1; `context` outlives the stream.
   ZmqBatchStream(Context& context, StreamOptions options);
   // Says bye to the sender and stops the I/O thread.

@@ -1,6 +1,7 @@
-// Run under `mpirun -np N`: checks that every rank's DetectInstance() agrees with MPI, and
-// that the ranks' loader shards of an epoch are disjoint and together cover the dataset.
-// Exits 0 on success; rank 0 prints what failed.
+// Run under `mpirun -np N` or `poprun --instances N` (any N >= 1): checks that every rank's
+// DetectInstance() agrees with MPI, and that the ranks' loader shards of an epoch are
+// disjoint, equal in size and together cover the dataset. Exits 0 on success; rank 0 prints
+// "N instances: OK" or what failed.
 
 #include <mpi.h>
 
@@ -48,16 +49,24 @@ int main(int argc, char** argv) {
     ++failures;
   }
 
-  constexpr std::size_t kSamples = 60;  // divisible by the rank counts used: no padding
+  // A multiple of the rank count, so no instance pads its shard (padding repeats samples,
+  // which is not what this checks); each shard is three full batches of 4.
+  constexpr std::size_t kSamplesPerRank = 12;
+  const std::size_t samples = kSamplesPerRank * static_cast<std::size_t>(size);
   loader::LoaderOptions options = transport::testing::SmallOptions(4, 8, 1);
   options.workers = 1;
   options.shard = transport::ShardOf(instance);
-  loader::Loader loader(std::make_unique<transport::testing::RawSource>(kSamples, 8), options);
+  loader::Loader loader(std::make_unique<transport::testing::RawSource>(samples, 8), options);
   std::vector<unsigned long long> mine;
   for (loader::Batch& batch : loader) {
     mine.insert(mine.end(), batch.sample_indices().begin(), batch.sample_indices().end());
   }
 
+  if (mine.size() != kSamplesPerRank) {
+    std::fprintf(stderr, "rank %d: %zu samples in its shard, expected %zu\n", rank, mine.size(),
+                 kSamplesPerRank);
+    ++failures;
+  }
   int count = static_cast<int>(mine.size());
   std::vector<int> counts(size);
   MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, MPI_COMM_WORLD);
@@ -67,13 +76,13 @@ int main(int argc, char** argv) {
   MPI_Allgatherv(mine.data(), count, MPI_UNSIGNED_LONG_LONG, all.data(), counts.data(),
                  offsets.data(), MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD);
   std::sort(all.begin(), all.end());
-  std::vector<unsigned long long> want(kSamples);
-  for (std::size_t i = 0; i < kSamples; ++i) want[i] = i;
+  std::vector<unsigned long long> want(samples);
+  for (std::size_t i = 0; i < samples; ++i) want[i] = i;
   if (all != want) {
     if (rank == 0) {
       std::fprintf(stderr,
                    "shards are not a disjoint cover: %zu indices gathered for %zu samples\n",
-                   all.size(), kSamples);
+                   all.size(), samples);
     }
     ++failures;
   }

@@ -11,6 +11,7 @@
 
 #include "loader/image_folder.h"
 #include "tests/transport/test_data.h"
+#include "transport/curve.h"
 #include "transport/detail/wire.h"
 #include "transport/detail/zmq_context.h"
 #include "transport/sender.h"
@@ -201,6 +202,83 @@ TEST(BatchSender, ASilentTrainerIsReportedWithinTheTimeout) {
   }
   EXPECT_LT(Clock::now() - start, 3s);
   EXPECT_EQ(sender.batches_sent(), 1u);  // one credit, one batch
+}
+
+// Issue 6: CURVE on a tcp loopback. The sender holds the secret key, the trainer its public
+// key; the epoch arrives byte for byte as the in-process loader makes it.
+TEST(Curve, DeliversAnEpochByteForByte) {
+  tilefeed::testing::TempDir keys("tilefeed-curve");
+  const std::string secret = (keys.path() / "reader.key").string();
+  const std::string public_key = (keys.path() / "reader.pub").string();
+  WriteCurveKeyFiles(GenerateCurveKeyPair(), secret, public_key);
+  const loader::LoaderOptions options = testing::SmallOptions(4, 16, 1);
+
+  loader::Loader reference(std::make_unique<testing::RawSource>(22, 16), options);
+  LoaderStream in_process(reference);
+  const testing::Collected expected = testing::Drain(in_process, 1);
+  ASSERT_EQ(expected.batches.size(), 6u);  // 22 samples, batches of 4, last one partial
+
+  Context context;
+  loader::Loader loader(std::make_unique<testing::RawSource>(22, 16), options);
+  BatchSender sender(context, loader,
+                     {.endpoint = "tcp://127.0.0.1:*", .curve_secret_key_file = secret});
+  Serving serving(sender);
+  ZmqBatchStream stream(
+      context, {.endpoint = sender.endpoint(), .credits = 2, .curve_server_key_file = public_key});
+  const testing::Collected received = testing::Drain(stream, 1);
+  EXPECT_EQ(received.epoch_ends, expected.epoch_ends);
+  ASSERT_EQ(received.batches.size(), expected.batches.size());
+  for (std::size_t i = 0; i < expected.batches.size(); ++i) {
+    EXPECT_TRUE(received.batches[i] == expected.batches[i]) << "batch " << i;
+  }
+  EXPECT_EQ(serving.Join(), SendResult::kCompleted);
+}
+
+// A trainer given another key than the reader's never gets a welcome: the handshake fails
+// silently, and the stream says so, naming the key file, within its peer timeout.
+TEST(Curve, AWrongServerKeyFailsWithinTheTimeout) {
+  tilefeed::testing::TempDir keys("tilefeed-curve");
+  const std::string secret = (keys.path() / "reader.key").string();
+  const std::string other_secret = (keys.path() / "other.key").string();
+  const std::string other_public = (keys.path() / "other.pub").string();
+  WriteCurveKeyFiles(GenerateCurveKeyPair(), secret, (keys.path() / "reader.pub").string());
+  WriteCurveKeyFiles(GenerateCurveKeyPair(), other_secret, other_public);
+
+  Context context;
+  loader::Loader loader(std::make_unique<testing::RawSource>(100, 8),
+                        testing::SmallOptions(2, 8, 0));
+  BatchSender sender(context, loader,
+                     {.endpoint = "tcp://127.0.0.1:*", .curve_secret_key_file = secret});
+  Serving serving(sender);
+  const auto start = Clock::now();
+  try {
+    ZmqBatchStream stream(context, {.endpoint = sender.endpoint(),
+                                    .heartbeat_interval = 50ms,
+                                    .peer_timeout = 500ms,
+                                    .curve_server_key_file = other_public});
+    FAIL() << "connected with the wrong server key";
+  } catch (const TransportError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("never welcomed us"));
+    EXPECT_THAT(e.what(), HasSubstr(other_public));
+  }
+  EXPECT_LT(Clock::now() - start, 5s);
+  EXPECT_EQ(sender.batches_sent(), 0u);
+  serving.Stop();
+  EXPECT_EQ(serving.Join(), SendResult::kStopped);
+}
+
+TEST(Curve, ASenderRefusesAMissingKeyFile) {
+  Context context;
+  loader::Loader loader(std::make_unique<testing::RawSource>(10, 8),
+                        testing::SmallOptions(2, 8, 1));
+  try {
+    BatchSender sender(
+        context, loader,
+        {.endpoint = "tcp://127.0.0.1:*", .curve_secret_key_file = "/nonexistent/reader.key"});
+    FAIL() << "bound without its key";
+  } catch (const TransportError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("/nonexistent/reader.key"));
+  }
 }
 
 }  // namespace
