@@ -7,6 +7,10 @@
 // with the other instances. MPI's rank and size are authoritative for the shard; the
 // environment is read here only, never in the libraries.
 //
+// Instance 0 prints one line per epoch on stdout. When stderr is a terminal it also keeps a
+// live progress line there (epoch, step/steps, images/s, stall %), redrawn a few times a
+// second with "\r"; redirected, the output is the per-epoch lines alone.
+//
 // Disaggregated mode: with --readers, instance i of N reads its batches from the i-th
 // tilefeed-reader endpoint (transport::ZmqBatchStream) instead of an in-process loader.
 //
@@ -23,6 +27,7 @@
 // the data resumes is the readers' business.
 
 #include <sched.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -151,6 +156,48 @@ class RemoteStream final : public transport::BatchStream {
   DataPosition current_;
 };
 
+// The live progress line on a terminal: one "\r" line on stderr, redrawn at most every
+// kInterval, and cleared before any other line is printed so that lines never mix.
+class ProgressLine {
+ public:
+  void Update(const trainer::StepProgress& p) {
+    const auto now = std::chrono::steady_clock::now();
+    // The first figures come after one interval: a step or two say little about a rate.
+    if (now - last_ < kInterval) return;
+    last_ = now;
+    char steps[64];
+    if (p.steps_per_epoch > 0) {
+      std::snprintf(steps, sizeof(steps), "%llu/%llu",
+                    static_cast<unsigned long long>(p.step_in_epoch),
+                    static_cast<unsigned long long>(p.steps_per_epoch));
+    } else {
+      std::snprintf(steps, sizeof(steps), "%llu", static_cast<unsigned long long>(p.step_in_epoch));
+    }
+    const int width = std::fprintf(
+        stderr, "\r[train] epoch %llu  step %s  %.1f images/s  stall %.2f %%",
+        static_cast<unsigned long long>(p.epoch), steps, p.images_per_second, p.stall_percent);
+    // Blank out the tail of a longer previous line.
+    if (width < width_) std::fprintf(stderr, "%*s", width_ - width, "");
+    width_ = std::max(width_, width);
+    std::fflush(stderr);
+    shown_ = true;
+  }
+  void Clear() {
+    if (!shown_) return;
+    std::fprintf(stderr, "\r%*s\r", width_, "");
+    std::fflush(stderr);
+    shown_ = false;
+    width_ = 0;
+    last_ = std::chrono::steady_clock::now();  // a new epoch's first figures wait too
+  }
+
+ private:
+  static constexpr std::chrono::milliseconds kInterval{250};
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+  bool shown_ = false;
+  int width_ = 0;
+};
+
 // Splits --readers at commas; an empty entry is an error.
 std::vector<std::string> SplitEndpoints(const std::string& list) {
   std::vector<std::string> out;
@@ -210,8 +257,15 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
                              " of " + std::to_string(launched.count) + ", MPI says " +
                              std::to_string(rank) + " of " + std::to_string(mpi.size()));
   }
-  auto log = [rank](const std::string& line) {
-    if (rank == 0) std::printf("[train] %s\n", line.c_str()), std::fflush(stdout);
+  // On a terminal instance 0 shows a live progress line on stderr; otherwise only the
+  // per-epoch lines (logs and files stay free of carriage returns).
+  std::optional<ProgressLine> progress;
+  if (rank == 0 && isatty(STDERR_FILENO) == 1) progress.emplace();
+  auto log = [rank, &progress](const std::string& line) {
+    if (rank != 0) return;
+    if (progress) progress->Clear();
+    std::printf("[train] %s\n", line.c_str());
+    std::fflush(stdout);
   };
   const bool remote = !args.readers.empty();
   std::vector<std::string> endpoints;
@@ -277,6 +331,7 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
   }
   auto report = [&](const trainer::EpochReport& r) {
     if (rank != 0) return;
+    if (progress) progress->Clear();
     std::printf("[train] epoch %llu: %llu steps, loss %.4f",
                 static_cast<unsigned long long>(r.epoch), static_cast<unsigned long long>(r.steps),
                 r.loss);
@@ -291,6 +346,9 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
   };
 
   trainer::Trainer trainer(make_core, mpi, options, log, report);
+  if (progress) {
+    trainer.SetProgressSink([&progress](const trainer::StepProgress& p) { progress->Update(p); });
+  }
 
   loader::LoaderOptions loader_options;
   loader_options.batch_size = args.batch_size;

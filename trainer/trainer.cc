@@ -189,6 +189,8 @@ std::uint64_t Trainer::Train(transport::BatchStream& stream, IoTiles::PositionPr
                                 static_cast<std::size_t>(collectives_.size()));
   bool first_step = true;
   bool stream_ended = false;
+  const std::uint64_t steps_per_epoch =
+      stream.batches_per_epoch() / (replica_count * static_cast<std::size_t>(accumulation));
   std::vector<const StagedBatch*> items;
   items.reserve(replica_count);
   auto done = [&] { return options_.max_steps != 0 && step_ >= options_.max_steps; };
@@ -267,6 +269,18 @@ std::uint64_t Trainer::Train(transport::BatchStream& stream, IoTiles::PositionPr
         first_step = false;
       }
       meter.AddStep(wait, busy);
+      if (progress_) {
+        StepProgress progress;
+        progress.epoch = epoch;
+        progress.step_in_epoch = meter.steps();
+        progress.steps_per_epoch = steps_per_epoch;
+        progress.global_step = step_;
+        const double seconds = meter.step_seconds();
+        progress.images_per_second =
+            seconds > 0 ? static_cast<double>(samples) * collectives_.size() / seconds : 0;
+        progress.stall_percent = 100 * meter.stall_fraction();
+        progress_(progress);
+      }
       if (options_.check_every != 0 && step_ % options_.check_every == 0) {
         CheckReplicasIdentical();
       }

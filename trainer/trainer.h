@@ -59,11 +59,25 @@ struct TrainerOptions {
   SgdOptions sgd;
 };
 
+// Where the running epoch stands after a step, for a live progress line. This instance's
+// figures, not all-reduced (a progress line must not cost a collective per step); since
+// instances step in lockstep, images_per_second scales this instance's rate by the
+// instance count.
+struct StepProgress {
+  std::uint64_t epoch = 0;
+  std::uint64_t step_in_epoch = 0;    // steps of this epoch done by this Train() call
+  std::uint64_t steps_per_epoch = 0;  // full steps the stream's epoch holds (0: unknown)
+  std::uint64_t global_step = 0;      // steps since the start of training
+  double images_per_second = 0;       // all instances, steady state of this epoch so far
+  double stall_percent = 0;           // this instance, this epoch so far (fill excluded)
+};
+
 class Trainer {
  public:
   using CoreFactory = std::function<std::unique_ptr<ComputeCore>()>;
   using LogSink = std::function<void(const std::string&)>;
   using ReportSink = std::function<void(const EpochReport&)>;
+  using ProgressSink = std::function<void(const StepProgress&)>;
   // Makes a fresh stream over one epoch of validation data (eval mode, this instance's shard).
   using ValidationFactory = std::function<std::unique_ptr<transport::BatchStream>()>;
 
@@ -75,6 +89,10 @@ class Trainer {
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
+
+  // Calls `progress` after every step of later Train() calls, from the training thread;
+  // the sink decides how often to show it. An empty sink turns it off.
+  void SetProgressSink(ProgressSink progress) { progress_ = std::move(progress); }
 
   // Continues from `checkpoint`: parameters, velocity, step and epoch counters. Every
   // instance calls it with the same checkpoint. Throws TrainerError if it does not fit.
@@ -108,6 +126,7 @@ class Trainer {
   TrainerOptions options_;
   LogSink log_;
   ReportSink report_;
+  ProgressSink progress_;
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::vector<float> reduced_;  // the summed gradient every replica applies
   std::uint64_t step_ = 0;

@@ -1,0 +1,111 @@
+// The trainer fed from memory: the in-memory stream replays exactly its batches, and
+// gradient accumulation G with batch B gives the update of one batch of G x B.
+
+#include "trainer/trainer.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "trainer/memory_stream.h"
+#include "trainer/reference_core.h"
+
+namespace tilefeed::trainer {
+namespace {
+
+constexpr int kSide = 8;
+constexpr std::size_t kSampleBytes = kSide * kSide * 3;
+constexpr int kClasses = 3;
+
+// `samples` random images cut into batches of `batch`, in order.
+std::vector<HeldBatch> MakeBatches(std::size_t samples, std::size_t batch) {
+  std::mt19937 rng(11);
+  std::vector<std::uint8_t> pixels(samples * kSampleBytes);
+  for (auto& p : pixels) p = static_cast<std::uint8_t>(rng() % 256);
+  std::vector<HeldBatch> out;
+  for (std::size_t first = 0; first < samples; first += batch) {
+    HeldBatch b;
+    b.meta.size = batch;
+    b.meta.height = kSide;
+    b.meta.width = kSide;
+    b.images.assign(pixels.begin() + first * kSampleBytes,
+                    pixels.begin() + (first + batch) * kSampleBytes);
+    for (std::size_t i = first; i < first + batch; ++i) {
+      b.labels.push_back(static_cast<std::int32_t>(i % kClasses));
+      b.sample_indices.push_back(i);
+    }
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+TEST(InMemoryStream, ReplaysItsBatchesEpochAfterEpoch) {
+  InMemoryStream stream(MakeBatches(6, 2), 2);
+  EXPECT_EQ(stream.batches_per_epoch(), 3u);
+  for (std::uint64_t epoch = 0; epoch < 2; ++epoch) {
+    for (std::uint64_t i = 0; i < 3; ++i) {
+      std::optional<transport::ReceivedBatch> batch = stream.Next();
+      ASSERT_TRUE(batch);
+      EXPECT_EQ(batch->epoch(), epoch);
+      EXPECT_EQ(batch->index(), i);
+      EXPECT_EQ(batch->sample_indices()[0], 2 * i);
+      EXPECT_EQ(batch->images().size(), 2 * kSampleBytes);
+    }
+    EXPECT_FALSE(stream.ended());
+    EXPECT_FALSE(stream.Next());  // the epoch's end
+  }
+  EXPECT_TRUE(stream.ended());
+  EXPECT_FALSE(stream.Next());
+}
+
+std::vector<float> TrainSteps(std::size_t batch, int accumulation, std::uint64_t steps,
+                              std::vector<float>* initial) {
+  ReferenceCoreOptions core_options;
+  core_options.classes = kClasses;
+  core_options.pool = 4;
+  core_options.hidden = 16;
+  core_options.seed = 3;
+  TrainerOptions options;
+  options.local_batch = batch;
+  options.sample_bytes = kSampleBytes;
+  options.gradient_accumulation = accumulation;
+  options.max_steps = steps;
+  options.check_every = 1;
+  LocalCollectives local;
+  Trainer trainer([&] { return std::make_unique<ReferenceCore>(core_options); }, local, options);
+  if (initial != nullptr) initial->assign(trainer.parameters().begin(), trainer.parameters().end());
+  InMemoryStream stream(MakeBatches(8 * steps, batch), 1);
+  EXPECT_EQ(trainer.Train(stream, {}), steps);
+  return {trainer.parameters().begin(), trainer.parameters().end()};
+}
+
+// G x B samples per step either way; each micro-batch adds the gradient of its mean loss
+// and the trainer divides by G, so only float summation order differs.
+void ExpectSameUpdate(std::uint64_t steps) {
+  std::vector<float> initial;
+  const std::vector<float> accumulated = TrainSteps(2, 4, steps, &initial);
+  const std::vector<float> whole = TrainSteps(8, 1, steps, nullptr);
+  ASSERT_EQ(accumulated.size(), whole.size());
+  float largest_update = 0;
+  for (std::size_t i = 0; i < whole.size(); ++i) {
+    largest_update = std::max(largest_update, std::abs(whole[i] - initial[i]));
+  }
+  ASSERT_GT(largest_update, 1e-4f);  // the step did move the parameters
+  for (std::size_t i = 0; i < whole.size(); ++i) {
+    EXPECT_NEAR(accumulated[i], whole[i], 1e-5f * std::max(1.0f, std::abs(whole[i])))
+        << "parameter " << i;
+    // The update itself agrees too, not just the (much larger) parameters.
+    EXPECT_NEAR(accumulated[i] - initial[i], whole[i] - initial[i], 1e-4f * largest_update)
+        << "parameter " << i;
+  }
+}
+
+TEST(Trainer, GradientAccumulationMatchesTheWholeBatch) { ExpectSameUpdate(1); }
+
+TEST(Trainer, GradientAccumulationMatchesOverMomentumSteps) { ExpectSameUpdate(3); }
+
+}  // namespace
+}  // namespace tilefeed::trainer
