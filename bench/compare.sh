@@ -12,6 +12,8 @@ readonly PYTHON=/usr/bin/python3
 readonly TORCH_GOAL=2.5   # tilefeed / PyTorch DataLoader
 readonly DECODE_GOAL=1.1  # tilefeed / bare full decode on the same cores
 readonly AGREE_PCT=15     # ours vs the shared baselines: beyond this they disagree
+readonly IDX_DECODE_GOAL=1.5  # loader on indexed shards / bare full decode on the same cores
+readonly IDX_TORCH_GOAL=3.5   # loader on indexed shards / PyTorch DataLoader
 
 usage() {
   cat <<EOF
@@ -34,6 +36,19 @@ options:
   --batch B                batch size (default 256)
   --build DIR              tilefeed build folder (default: build at the repo root)
   --out FILE.jsonl         append one JSON line per run and one summary line
+  --indexed-shards DIR     also run, in the same round-robin, the loader on shards packed
+                           with tilefeed-pack --jpeg-index (random-access JPEG, issue 5):
+                             tilefeed-indexed  loader_bench --data DIR (same options)
+                             crop-ordinary     codec_bench --only rrc --threads W
+                             crop-indexed      codec_bench --only indexed --threads W
+                           (ordinary and interval-skipping RandomResizedCrop decode of the
+                           same files; codec_bench transcodes them first, untimed), and
+                           print tilefeed-indexed / full-decode (goal >= ${IDX_DECODE_GOAL}) and
+                           tilefeed-indexed / torch (goal >= ${IDX_TORCH_GOAL}). If DIR holds no
+                           pack yet, the corpus is packed into it first (untimed) and kept.
+  --with-indexed           the same, packing into a temporary folder removed at exit
+  --interval-width PX      restart-interval width for the pack and codec_bench (default 32)
+  --crop-files N           codec_bench crop modes: use the first N files (default: all)
   --with-shared-baselines  also run ../shared/baselines/torch_loader.py --mode train and
                            decode_limit --mode full (built with make -C ../shared/baselines)
                            and check that our figures agree with them within ${AGREE_PCT}%.
@@ -65,12 +80,19 @@ BATCH=256
 BUILD="${REPO}/build"
 OUT=""
 WITH_SHARED=0
+INDEXED_DIR=""
+WITH_INDEXED=0
+INTERVAL_WIDTH=32
+CROP_FILES=0
 while (($#)); do
   case "$1" in
     -h | --help) usage; exit 0 ;;
-    --workers | --reps | --batch | --build | --out)
+    --workers | --reps | --batch | --build | --out | --indexed-shards | --interval-width | --crop-files)
       (($# >= 2)) || die "$1 needs a value (see --help)"
       case "$1" in
+        --indexed-shards) INDEXED_DIR="$2" ;;
+        --interval-width) INTERVAL_WIDTH="$2" ;;
+        --crop-files) CROP_FILES="$2" ;;
         --workers) WORKERS="$2" ;;
         --reps) REPS="$2" ;;
         --batch) BATCH="$2" ;;
@@ -79,6 +101,7 @@ while (($#)); do
       esac
       shift 2 ;;
     --with-shared-baselines) WITH_SHARED=1; shift ;;
+    --with-indexed) WITH_INDEXED=1; shift ;;
     -*) die "unknown option $1 (see --help)" ;;
     *)
       [[ -z "$DIR" ]] || die "one corpus DIR only (got '$DIR' and '$1')"
@@ -89,6 +112,11 @@ done
 need_count --workers "$WORKERS"
 need_count --reps "$REPS"
 need_count --batch "$BATCH"
+need_count --interval-width "$INTERVAL_WIDTH"
+[[ "$CROP_FILES" == 0 ]] || need_count --crop-files "$CROP_FILES"
+[[ -z "$INDEXED_DIR" || "$WITH_INDEXED" == 0 ]] || die "--indexed-shards and --with-indexed exclude each other"
+INDEXED=0
+[[ -n "$INDEXED_DIR" || "$WITH_INDEXED" == 1 ]] && INDEXED=1
 
 [[ -e "$DIR" ]] || die "corpus path not found: $DIR"
 [[ -d "$DIR" ]] || die "corpus path is not a folder: $DIR"
@@ -110,6 +138,12 @@ for exe in "$LOADER_BENCH" "$CODEC_BENCH"; do
   build it: cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j2
   (or cmake --build $BUILD -j2 --target loader_bench codec_bench)"
 done
+PACK="$BUILD/tools/tilefeed-pack"
+if ((INDEXED)); then
+  [[ -x "$PACK" ]] || die "$PACK not found: cmake --build $BUILD -j2 --target tilefeed-pack"
+  "$CODEC_BENCH" --help | grep -q -- 'indexed' ||
+    die "$CODEC_BENCH predates --only indexed: rebuild it (cmake --build $BUILD -j2 --target codec_bench)"
+fi
 "$CODEC_BENCH" --help | grep -q -- '--only' ||
   die "$CODEC_BENCH predates --only/--threads: rebuild it (cmake --build $BUILD -j2 --target codec_bench)"
 [[ -x "$PYTHON" ]] || die "$PYTHON not found: install Debian's python3"
@@ -151,6 +185,36 @@ elif ((WORKERS > ${#ALLOWED[@]})); then
   CORES_NOTE="$CORES_NOTE; note: --workers $WORKERS is more than the cores"
 fi
 
+# ---------------------------------------------------------------- indexed shards
+INDEXED_TMP=""
+if ((WITH_INDEXED)); then
+  INDEXED_TMP="$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-indexed.XXXXXX")"
+  trap 'rm -rf "$INDEXED_TMP"' EXIT
+  INDEXED_DIR="$INDEXED_TMP/shards"
+fi
+if ((INDEXED)); then
+  if [[ -f "$INDEXED_DIR/tilefeed-manifest.txt" ]]; then
+    echo "  indexed shards: $INDEXED_DIR (existing pack, used as it is)"
+  else
+    echo "  packing $SPLIT into $INDEXED_DIR with tilefeed-pack --jpeg-index --interval-width $INTERVAL_WIDTH (untimed)..."
+    pack_log="$(mktemp "${TMPDIR:-/tmp}/tilefeed-pack.XXXXXX")"
+    "$PACK" --jpeg-index --interval-width "$INTERVAL_WIDTH" "$SPLIT" "$INDEXED_DIR" >"$pack_log" 2>&1 </dev/null || {
+      tail -n 20 "$pack_log" >&2
+      rm -f "$pack_log"
+      die "tilefeed-pack --jpeg-index failed"
+    }
+    grep -E '^(packed|jpeg index|[0-9]+ stored|  [0-9]+ stored)' "$pack_log" | sed 's/^/    /'
+    rm -f "$pack_log"
+  fi
+  INDEXED_DIR="$(cd "$INDEXED_DIR" && pwd)"
+  IDX_BYTES="$(du -sb "$INDEXED_DIR" | cut -f1)"
+  SRC_BYTES="$(du -sbL "$SPLIT" | cut -f1)"
+  awk -v i="$IDX_BYTES" -v s="$SRC_BYTES" 'BEGIN {
+    printf "  indexed shards: %.1f MB for %.1f MB of source files (%+.2f%%)\n", i / 1e6, s / 1e6, 100 * (i - s) / s }'
+fi
+CROP_N="$NFILES"
+((CROP_FILES > 0 && CROP_FILES < NFILES)) && CROP_N="$CROP_FILES"
+
 # ---------------------------------------------------------------- the tools
 NAMES=(tilefeed torch full-decode)
 LABELS=(
@@ -163,6 +227,19 @@ COMMANDS=(
   "$(printf '%q ' "$PYTHON" "$SCRIPT_DIR/torch_baseline.py" "$DIR" --workers "$WORKERS" --batch "$BATCH" --json)"
   "$(printf '%q ' "$CODEC_BENCH" --data "$DIR" --only full --threads "$WORKERS" --files "$NFILES" --json)"
 )
+if ((INDEXED)); then
+  NAMES+=(tilefeed-indexed crop-ordinary crop-indexed)
+  LABELS+=(
+    "tilefeed loader_bench on --jpeg-index shards (train, 224, uint8)"
+    "ordinary crop decode (codec_bench --only rrc, ${CROP_N} files)"
+    "interval-skipping crop decode (codec_bench --only indexed, ${CROP_N} files)"
+  )
+  COMMANDS+=(
+    "$(printf '%q ' "$LOADER_BENCH" --data "$INDEXED_DIR" --workers "$WORKERS" --batch "$BATCH" --mode train --size 224 --json)"
+    "$(printf '%q ' "$CODEC_BENCH" --data "$DIR" --only rrc --threads "$WORKERS" --files "$CROP_N" --json)"
+    "$(printf '%q ' "$CODEC_BENCH" --data "$DIR" --only indexed --threads "$WORKERS" --files "$CROP_N" --interval-width "$INTERVAL_WIDTH" --json)"
+  )
+fi
 if ((WITH_SHARED)); then
   NAMES+=(shared-torch shared-decode)
   LABELS+=(
@@ -183,7 +260,7 @@ json_str() {
 }
 
 LOGS="$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-compare.XXXXXX")"
-trap 'rm -rf "$LOGS"' EXIT
+trap 'rm -rf "$LOGS" ${INDEXED_TMP:+"$INDEXED_TMP"}' EXIT
 RUN_ID="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 load_avg() { cut -d' ' -f1-3 /proc/loadavg; }
 
@@ -199,6 +276,7 @@ fi
 # ---------------------------------------------------------------- page cache
 echo "  warming the page cache (reading every file once, untimed)..."
 find -L "$SPLIT" -type f -print0 | xargs -0 cat >/dev/null
+((INDEXED)) && cat "$INDEXED_DIR"/* >/dev/null
 
 # ---------------------------------------------------------------- round-robin runs
 # RATES[t*REPS + r] is tool t's images/s in round r.
@@ -270,6 +348,12 @@ echo
 echo "Ratios (of medians):"
 ratio_line 0 1 "$TORCH_GOAL" "tilefeed / PyTorch DataLoader" tilefeed_over_torch
 ratio_line 0 2 "$DECODE_GOAL" "tilefeed / full decode on the same cores" tilefeed_over_full_decode
+if ((INDEXED)); then
+  ratio_line 3 2 "$IDX_DECODE_GOAL" "tilefeed on indexed shards / full decode on the same cores" indexed_over_full_decode
+  ratio_line 3 1 "$IDX_TORCH_GOAL" "tilefeed on indexed shards / PyTorch DataLoader" indexed_over_torch
+  ratio_line 3 0 1 "tilefeed on indexed shards / tilefeed on the folder (no goal; >= 1 expected)" indexed_over_folder
+  ratio_line 5 4 1 "interval-skipping / ordinary crop decode (no goal; >= 1 expected)" crop_indexed_over_ordinary
+fi
 
 AGREE_JSON=""
 if ((WITH_SHARED)); then
@@ -286,8 +370,9 @@ if ((WITH_SHARED)); then
     fi
     AGREE_JSON+=",\"$4\":$pct"
   }
-  agree_line 1 3 "torch_baseline.py vs shared torch_loader.py" torch_vs_shared_pct
-  agree_line 2 4 "codec_bench --only full vs shared decode_limit --mode full" full_decode_vs_shared_pct
+  s0=$((INDEXED ? 6 : 3))  # the shared tools come after the indexed ones
+  agree_line 1 "$s0" "torch_baseline.py vs shared torch_loader.py" torch_vs_shared_pct
+  agree_line 2 "$((s0 + 1))" "codec_bench --only full vs shared decode_limit --mode full" full_decode_vs_shared_pct
 fi
 echo
 LOAD_END="$(load_avg)"

@@ -37,6 +37,7 @@
 #include <stop_token>
 #include <thread>
 
+#include "codecs/jpeg_index.h"
 #include "codecs/raw.h"
 #include "codecs/resize.h"
 #include "loader/ring.h"
@@ -107,10 +108,12 @@ struct Chunk {
   std::shared_ptr<const EpochOrder> order;
 };
 
-// Per-worker state: one decoder and scratch each, reused for every sample.
+// Per-worker state: one decoder and scratch each, reused for every sample. The indexed
+// decoder wraps the worker's only JpegDecoder (decoder.decoder()), which also decodes
+// plain JPEGs, so a worker holds one libjpeg handle whatever its records are.
 struct Worker {
   explicit Worker(const codecs::JpegOptions& options) : decoder(options) {}
-  codecs::JpegDecoder decoder;
+  codecs::IndexedJpegDecoder decoder;
   codecs::Resizer resizer;
   std::vector<std::byte> bytes;
   std::vector<std::uint8_t> raw;
@@ -268,9 +271,32 @@ void Loader::Impl::DecodeOne(Worker& worker, std::uint64_t epoch, std::uint64_t 
 
   switch (info.codec) {
     case SampleCodec::kEncoded: {
-      const codecs::ImageInfo image = worker.decoder.ReadInfo(worker.bytes);
+      codecs::JpegDecoder& decoder = worker.decoder.decoder();
+      const codecs::ImageInfo image = decoder.ReadInfo(worker.bytes);
       const codecs::DecodeReport report =
-          worker.decoder.DecodeInto(worker.bytes, plan_for(image.width, image.height), out);
+          decoder.DecodeInto(worker.bytes, plan_for(image.width, image.height), out);
+      const std::uint64_t total = Nanos(Clock::now() - t1);
+      t.resize_ns = static_cast<std::uint64_t>(report.resize_seconds * 1e9);
+      t.decode_ns = total > t.resize_ns ? total - t.resize_ns : 0;
+      break;
+    }
+    case SampleCodec::kIndexedJpeg: {
+      // The index comes from the source like any other bytes, so it is checked against
+      // its JPEG before any offset in it is used: a damaged one is a bad sample
+      // (DecodeError kCorrupt), like a damaged file. Its geometry is the SOF's, so the
+      // crop plan is the one the plain path would draw for the same file.
+      const std::span<const std::byte> bytes(worker.bytes);
+      if (info.index_size == 0 || info.index_size >= bytes.size()) {
+        throw codecs::DecodeError(codecs::DecodeErrorKind::kCorrupt,
+                                  "interval index of " + std::to_string(info.index_size) +
+                                      " bytes does not fit the " + std::to_string(bytes.size()) +
+                                      "-byte sample");
+      }
+      const auto jpeg = bytes.subspan(info.index_size);
+      const codecs::JpegIntervalIndex index =
+          codecs::ParseIndex(bytes.first(info.index_size), jpeg);
+      const codecs::DecodeReport report =
+          worker.decoder.DecodeInto(jpeg, index, plan_for(index.width, index.height), out);
       const std::uint64_t total = Nanos(Clock::now() - t1);
       t.resize_ns = static_cast<std::uint64_t>(report.resize_seconds * 1e9);
       t.decode_ns = total > t.resize_ns ? total - t.resize_ns : 0;

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "codecs/image.h"
+#include "codecs/jpeg_index.h"
 #include "codecs/raw.h"
 #include "loader/detail/file_io.h"
 #include "loader/detail/shard_format.h"
@@ -26,7 +27,31 @@ using detail::UniqueFd;
 constexpr std::size_t kMaxManifestBytes = std::size_t{256} << 20;
 
 ShardCodec ToShardCodec(RecordCodec codec) {
-  return codec == RecordCodec::kJpeg ? ShardCodec::kJpeg : ShardCodec::kLz4Raw;
+  switch (codec) {
+    case RecordCodec::kJpeg:
+      return ShardCodec::kJpeg;
+    case RecordCodec::kLz4Raw:
+      return ShardCodec::kLz4Raw;
+    case RecordCodec::kIndexedJpeg:
+      return ShardCodec::kIndexedJpeg;
+  }
+  return ShardCodec::kJpeg;
+}
+
+RecordCodec ToRecordCodec(ShardCodec codec) {
+  switch (codec) {
+    case ShardCodec::kJpeg:
+      return RecordCodec::kJpeg;
+    case ShardCodec::kLz4Raw:
+      return RecordCodec::kLz4Raw;
+    case ShardCodec::kIndexedJpeg:
+      return RecordCodec::kIndexedJpeg;
+  }
+  return RecordCodec::kJpeg;
+}
+
+bool StartsWithSoi(std::span<const std::byte> jpeg) {
+  return jpeg.size() >= 2 && jpeg[0] == std::byte{0xFF} && jpeg[1] == std::byte{0xD8};
 }
 
 struct LoadedManifest {
@@ -149,8 +174,8 @@ OpenedShard OpenShard(const LoadedManifest& m, std::size_t number, const std::st
 // preadv, so the payload lands at the start of the caller's buffer without a copy.
 // Returns an empty string on success, else the reason.
 std::string ReadRecord(int fd, const detail::IndexEntry& entry, RecordCodec codec,
+                       std::array<std::byte, detail::kRecordHeaderSize>& header,
                        std::vector<std::byte>& payload) {
-  std::array<std::byte, detail::kRecordHeaderSize> header{};
   payload.resize(entry.size - detail::kRecordHeaderSize);
   iovec parts[2] = {{header.data(), header.size()}, {payload.data(), payload.size()}};
   const std::size_t total = entry.size;
@@ -183,7 +208,7 @@ std::string ReadRecord(int fd, const detail::IndexEntry& entry, RecordCodec code
 
 }  // namespace
 
-const char* ToString(ShardCodec codec) { return codec == ShardCodec::kJpeg ? "jpeg" : "lz4raw"; }
+const char* ToString(ShardCodec codec) { return detail::CodecName(ToRecordCodec(codec)); }
 
 ShardManifest ReadShardManifest(const std::string& manifest_or_dir) {
   const LoadedManifest m = LoadManifest(manifest_or_dir);
@@ -216,6 +241,7 @@ std::vector<ShardProblem> VerifyShards(
     const std::function<void(std::uint64_t, std::uint64_t)>& on_record) {
   const LoadedManifest m = LoadManifest(manifest_or_dir);
   std::vector<ShardProblem> problems;
+  std::array<std::byte, detail::kRecordHeaderSize> header{};
   std::vector<std::byte> payload;
   std::uint64_t done = 0;
   for (std::size_t s = 0; s < m.manifest.shards.size(); ++s) {
@@ -231,12 +257,21 @@ std::vector<ShardProblem> VerifyShards(
     }
     for (std::size_t r = 0; r < shard.index.entries.size(); ++r) {
       std::string reason =
-          ReadRecord(shard.fd.get(), shard.index.entries[r], m.manifest.codec, payload);
-      if (reason.empty() && m.manifest.codec == RecordCodec::kJpeg &&
-          (payload.size() < 2 || payload[0] != std::byte{0xFF} || payload[1] != std::byte{0xD8})) {
+          ReadRecord(shard.fd.get(), shard.index.entries[r], m.manifest.codec, header, payload);
+      const detail::RecordLayout layout =
+          reason.empty() ? detail::ReadRecordLayout(header) : detail::RecordLayout{};
+      const auto jpeg = std::span<const std::byte>(payload).subspan(layout.index_size);
+      if (reason.empty() && layout.codec != RecordCodec::kLz4Raw && !StartsWithSoi(jpeg)) {
         reason = "payload does not start with a JPEG SOI marker (FF D8)";
       }
-      if (reason.empty() && m.manifest.codec == RecordCodec::kLz4Raw) {
+      if (reason.empty() && layout.codec == RecordCodec::kIndexedJpeg) {
+        try {
+          codecs::ParseIndex(std::span<const std::byte>(payload).first(layout.index_size), jpeg);
+        } catch (const codecs::DecodeError& e) {
+          reason = e.what();
+        }
+      }
+      if (reason.empty() && layout.codec == RecordCodec::kLz4Raw) {
         try {
           codecs::ReadRawInfo(payload);
         } catch (const codecs::DecodeError& e) {
@@ -283,15 +318,27 @@ std::pair<std::size_t, std::size_t> ShardDataset::Locate(std::size_t index) cons
 SampleInfo ShardDataset::Read(std::size_t index, std::vector<std::byte>& buffer) const {
   const Entry& e = entries_[index];
   const auto [shard, record] = Locate(index);
-  const RecordCodec codec = codec_ == ShardCodec::kJpeg ? RecordCodec::kJpeg : RecordCodec::kLz4Raw;
-  const std::string reason =
-      ReadRecord(shards_[shard].fd, {e.offset, e.checksum, e.size, e.label}, codec, buffer);
+  std::array<std::byte, detail::kRecordHeaderSize> header{};
+  const std::string reason = ReadRecord(shards_[shard].fd, {e.offset, e.checksum, e.size, e.label},
+                                        ToRecordCodec(codec_), header, buffer);
   if (!reason.empty()) {
     throw SourceError(shards_[shard].path + "#" + std::to_string(record), reason);
   }
+  const detail::RecordLayout layout = detail::ReadRecordLayout(header);
   SampleInfo info;
   info.label = e.label;
-  info.codec = codec_ == ShardCodec::kJpeg ? SampleCodec::kEncoded : SampleCodec::kLz4Raw;
+  switch (layout.codec) {
+    case RecordCodec::kJpeg:
+      info.codec = SampleCodec::kEncoded;
+      break;
+    case RecordCodec::kLz4Raw:
+      info.codec = SampleCodec::kLz4Raw;
+      break;
+    case RecordCodec::kIndexedJpeg:
+      info.codec = SampleCodec::kIndexedJpeg;
+      info.index_size = layout.index_size;
+      break;
+  }
   return info;
 }
 

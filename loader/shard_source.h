@@ -32,6 +32,10 @@ namespace tilefeed::loader {
 enum class ShardCodec {
   kJpeg,    // the original image files' bytes; read as SampleCodec::kEncoded
   kLz4Raw,  // codecs/raw.h tensors (uint8 HWC + LZ4); read as SampleCodec::kLz4Raw
+  // JPEGs transcoded losslessly for random access, each with its interval index
+  // (codecs/jpeg_index.h), read as SampleCodec::kIndexedJpeg; files that could not be
+  // transcoded are stored as they came and read as kEncoded. Format version 2.
+  kIndexedJpeg,
 };
 
 const char* ToString(ShardCodec codec);
@@ -64,10 +68,11 @@ struct ShardProblem {
 };
 
 // Checks a whole dataset: every shard's header and footer (a bad shard is reported and
-// the others still checked), every record's checksum, and that every JPEG record starts
-// with an SOI marker. `on_record(done, total)` is called after each record, from the
-// calling thread. Returns the problems found, in shard and record order. Throws
-// SourceError only if the manifest itself cannot be read.
+// the others still checked), every record's checksum, that every JPEG record starts
+// with an SOI marker, and every interval index against its JPEG (codecs::ParseIndex).
+// `on_record(done, total)` is called after each record, from the calling thread. Returns the
+// problems found, in shard and record order. Throws SourceError only if the manifest itself cannot
+// be read.
 std::vector<ShardProblem> VerifyShards(
     const std::string& manifest_or_dir,
     const std::function<void(std::uint64_t, std::uint64_t)>& on_record = {});
@@ -84,9 +89,11 @@ class ShardDataset final : public Source {
   ~ShardDataset() override;
 
   std::size_t size() const override { return entries_.size(); }
-  // Reads the record's payload into `buffer`; returns {label, kEncoded} for JPEG records
-  // and {label, kLz4Raw} for raw ones. Throws SourceError("<shard path>#<record>", reason)
-  // on an I/O error, a short read or a checksum mismatch.
+  // Reads the record's payload into `buffer`; returns {label, kEncoded} for JPEG records,
+  // {label, kLz4Raw} for raw ones and {label, kIndexedJpeg, index_size} for indexed ones
+  // (the buffer holds the index, then the JPEG; the index is checked by the decoder, not
+  // here). Throws SourceError("<shard path>#<record>", reason) on an I/O error, a short
+  // read, a checksum mismatch or an index length that does not fit the record.
   // REQUIRES: index < size().
   SampleInfo Read(std::size_t index, std::vector<std::byte>& buffer) const override;
   // "<shard path>#<record within the shard>", e.g. "data/shard-00003.tfs#1234".

@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "codecs/jpeg.h"
+#include "codecs/jpeg_index.h"
 #include "codecs/raw.h"
 #include "loader/detail/file_io.h"
 #include "loader/detail/shard_format.h"
@@ -180,7 +181,7 @@ struct Item {
   std::size_t index = 0;
   std::array<std::byte, detail::kRecordHeaderSize> header{};
   std::vector<std::byte> read;     // the source's bytes
-  std::vector<std::byte> encoded;  // kLz4Raw conversions land here
+  std::vector<std::byte> encoded;  // kLz4Raw conversions and kIndexedJpeg records land here
   std::vector<std::uint8_t> pixels;
   std::span<const std::byte> payload;
   std::int32_t label = 0;
@@ -188,6 +189,11 @@ struct Item {
   bool skipped = false;
   bool not_jpeg = false;
   std::string reason;
+  // kIndexedJpeg: the index length (0: stored as it came, for `refusal`).
+  std::uint32_t index_size = 0;
+  std::string refusal;
+  std::string refusal_category;
+  std::uint64_t source_bytes = 0;
 };
 
 class Converter {
@@ -200,6 +206,9 @@ class Converter {
     item.skipped = false;
     item.not_jpeg = false;
     item.reason.clear();
+    item.index_size = 0;
+    item.refusal.clear();
+    item.refusal_category.clear();
     SampleInfo info;
     try {
       info = source_.Read(item.index, item.read);
@@ -207,6 +216,16 @@ class Converter {
       Skip(item, e.reason());
       return;
     }
+    if (info.codec == SampleCodec::kIndexedJpeg) {
+      // Repacking indexed records: keep the JPEG; an index is made anew if asked for.
+      if (info.index_size >= item.read.size()) {
+        Skip(item, "interval index length does not fit the sample");
+        return;
+      }
+      item.read.erase(item.read.begin(), item.read.begin() + info.index_size);
+      info.codec = SampleCodec::kEncoded;
+    }
+    item.source_bytes = item.read.size();
     if (info.label < 0) {
       Skip(item, "negative label " + std::to_string(info.label));
       return;
@@ -215,12 +234,14 @@ class Converter {
     const bool raw = options_.codec == ShardCodec::kLz4Raw;
     item.payload = item.read;
     switch (info.codec) {
+      case SampleCodec::kIndexedJpeg:  // made kEncoded above
       case SampleCodec::kEncoded:
         if (!raw) {
           if (const char* kind = codecs::SniffNonJpeg(item.read)) {
             item.not_jpeg = true;
             item.reason = std::string("stored, but it is not a JPEG (") + kind + ")";
           }
+          if (options_.codec == ShardCodec::kIndexedJpeg) Transcode(item);
         } else {
           try {
             DecodeJpeg(item);
@@ -267,8 +288,10 @@ class Converter {
       Skip(item, "sample of " + std::to_string(item.payload.size()) + " bytes is too large");
       return;
     }
-    item.header =
-        detail::EncodeRecordHeader(item.label, raw ? RecordCodec::kLz4Raw : RecordCodec::kJpeg);
+    const RecordCodec record_codec = raw                   ? RecordCodec::kLz4Raw
+                                     : item.index_size > 0 ? RecordCodec::kIndexedJpeg
+                                                           : RecordCodec::kJpeg;
+    item.header = detail::EncodeRecordHeader(item.label, record_codec, item.index_size);
     item.checksum = detail::RecordChecksum(item.header, item.payload);
   }
 
@@ -276,6 +299,37 @@ class Converter {
   static void Skip(Item& item, std::string reason) {
     item.skipped = true;
     item.reason = std::move(reason);
+  }
+
+  // Replaces item.payload by the transcoded JPEG behind its index, or leaves the file as
+  // it came and says why. Transcoding is a pure function of the bytes and the options,
+  // so the output stays byte-identical whatever the thread count.
+  void Transcode(Item& item) {
+    codecs::TranscodeResult result =
+        codecs::TranscodeForRandomAccess(item.read, options_.transcode);
+    std::vector<std::byte> index;
+    if (result.transcoded) {
+      index = codecs::SerializeIndex(result.index);
+      if (index.size() > detail::kMaxRecordIndexSize) {
+        result.transcoded = false;
+        result.refusal = codecs::DecodeErrorKind::kTooLarge;
+        result.reason = "interval index of " + std::to_string(index.size()) +
+                        " bytes is over the record format's limit";
+      }
+    }
+    if (!result.transcoded) {
+      item.refusal = std::move(result.reason);
+      const char* other = codecs::SniffNonJpeg(item.read);
+      item.refusal_category = codecs::ToString(result.refusal);
+      if (result.refusal == codecs::DecodeErrorKind::kNotJpeg && other != nullptr) {
+        item.refusal_category += std::string(" (") + other + ")";
+      }
+      return;
+    }
+    item.index_size = static_cast<std::uint32_t>(index.size());
+    item.encoded = std::move(index);
+    item.encoded.insert(item.encoded.end(), result.jpeg.begin(), result.jpeg.end());
+    item.payload = item.encoded;
   }
 
   void DecodeJpeg(Item& item) {
@@ -319,8 +373,9 @@ PackResult PackDataset(const Source& source, const PackOptions& options,
   if (source.size() == 0) throw PackError("the source has no samples");
   PrepareOutput(options);
 
-  const RecordCodec codec =
-      options.codec == ShardCodec::kJpeg ? RecordCodec::kJpeg : RecordCodec::kLz4Raw;
+  const RecordCodec codec = options.codec == ShardCodec::kJpeg     ? RecordCodec::kJpeg
+                            : options.codec == ShardCodec::kLz4Raw ? RecordCodec::kLz4Raw
+                                                                   : RecordCodec::kIndexedJpeg;
   const int threads = options.workers > 0
                           ? options.workers
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -365,10 +420,22 @@ PackResult PackDataset(const Source& source, const PackOptions& options,
           return item;
         }) & tbb::make_filter<Item*, void>(tbb::filter_mode::serial_in_order, [&](Item* item) {
           if (item->skipped) {
-            result.skipped.push_back({item->index, source.Describe(item->index), item->reason});
+            result.skipped.push_back({item->index, source.Describe(item->index), item->reason, {}});
           } else {
             if (item->not_jpeg) {
-              result.not_jpeg.push_back({item->index, source.Describe(item->index), item->reason});
+              result.not_jpeg.push_back(
+                  {item->index, source.Describe(item->index), item->reason, {}});
+            }
+            if (codec == RecordCodec::kIndexedJpeg) {
+              if (item->index_size == 0) {
+                result.not_indexed.push_back({item->index, source.Describe(item->index),
+                                              item->refusal, item->refusal_category});
+              } else {
+                ++result.indexed;
+                result.indexed_source_bytes += item->source_bytes;
+                result.indexed_stored_bytes += item->payload.size();
+                result.index_bytes += item->index_size;
+              }
             }
             const std::uint64_t size = item->header.size() + item->payload.size();
             if (shard && shard->records() > 0 &&

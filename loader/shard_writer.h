@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "codecs/jpeg_index.h"
 #include "loader/shard_source.h"
 #include "loader/source.h"
 
@@ -36,7 +37,13 @@ struct PackOptions {
   // kJpeg stores encoded samples' bytes as they are; kLz4Raw decodes JPEG samples to
   // raw_width x raw_height (the whole image, resized) and stores LZ4 raw tensors.
   // Samples that are already pixels (kRawHwc, e.g. CIFAR) need kLz4Raw and keep their size.
+  // kIndexedJpeg transcodes each JPEG with codecs::TranscodeForRandomAccess(`transcode`)
+  // and stores it with its interval index; a file it refuses is stored as it came (listed
+  // in PackResult::not_indexed). Not the default: the stored bytes are no longer the
+  // original files (same pixels, metadata dropped) and need a version-2 reader.
   ShardCodec codec = ShardCodec::kJpeg;
+  // kIndexedJpeg: how files are transcoded (interval width, pixel and scan limits).
+  codecs::TranscodeOptions transcode;
   int raw_width = 0;   // kLz4Raw from JPEG samples: output size; REQUIRES > 0 then
   int raw_height = 0;  // likewise
   int workers = 0;     // read/convert threads; 0 = all hardware threads
@@ -59,6 +66,9 @@ struct PackedSampleNote {
   std::size_t index = 0;  // in the source
   std::string where;      // source.Describe(index)
   std::string reason;
+  // not_indexed: the reason's class, for counting: "not a JPEG (PNG image)",
+  // "unsupported", "corrupt", ... (codecs::ToString of the refusal).
+  std::string category;
 };
 
 struct PackResult {
@@ -68,7 +78,16 @@ struct PackResult {
   double seconds = 0;
   std::string manifest_path;
   std::vector<PackedSampleNote> skipped;   // not in the output
-  std::vector<PackedSampleNote> not_jpeg;  // kJpeg: stored, will fail at decode
+  std::vector<PackedSampleNote> not_jpeg;  // kJpeg, kIndexedJpeg: stored, will fail at decode
+  // kIndexedJpeg: stored as they came, without an index (TranscodeForRandomAccess refused
+  // them); decoded the ordinary way.
+  std::vector<PackedSampleNote> not_indexed;
+  std::uint64_t indexed = 0;  // kIndexedJpeg: records stored with an index
+  // kIndexedJpeg: bytes of the indexed samples as the source gave them, and as stored
+  // (transcoded JPEG + index); the two give the file-size change of transcoding.
+  std::uint64_t indexed_source_bytes = 0;
+  std::uint64_t indexed_stored_bytes = 0;
+  std::uint64_t index_bytes = 0;  // of which interval indexes
 };
 
 // Packing failed as a whole: the output directory is unusable, a write failed, or the

@@ -29,6 +29,10 @@ enum class SampleCodec {
   kEncoded,  // an image file's bytes; JPEG expected (the codec names other formats)
   kRawHwc,   // uint8 pixels, height x width x channels, tightly packed
   kLz4Raw,   // a codecs/raw.h tensor (header + LZ4 block)
+  // A JPEG interval index in its stored form (codecs/jpeg_index.h SerializeIndex) of
+  // SampleInfo::index_size bytes, then the JPEG it belongs to. Decoded with
+  // codecs::IndexedJpegDecoder, which entropy-decodes only the intervals a crop covers.
+  kIndexedJpeg,
 };
 
 // What Read() learned about a sample besides its bytes.
@@ -38,6 +42,8 @@ struct SampleInfo {
   int height = 0;    // set only for kRawHwc
   int width = 0;     // set only for kRawHwc
   int channels = 0;  // set only for kRawHwc
+  // Set only for kIndexedJpeg: the interval index's length, before the JPEG.
+  std::uint32_t index_size = 0;
 };
 
 // A sample or dataset that cannot be read. what() is where() + ": " + reason().

@@ -1,7 +1,8 @@
 // tilefeed-inspect: summarizes a shard dataset (shards, records, classes, codec, sizes,
 // per-shard counts) and checks every shard's header and index; with --verify it also
-// reads every record, checks its checksum (and a JPEG record's SOI marker) and exits
-// non-zero naming each bad record as "<shard file>#<record>: <reason>".
+// reads every record, checks its checksum (a JPEG record's SOI marker, and an indexed
+// record's interval index against its JPEG) and exits non-zero naming each bad record as
+// "<shard file>#<record>: <reason>".
 
 #include <unistd.h>
 
@@ -25,12 +26,15 @@ using Clock = std::chrono::steady_clock;
 int main(int argc, char** argv) {
   CLI::App app{
       "tilefeed-inspect: summarizes a tilefeed shard dataset and checks its shards' headers\n"
-      "and indexes; --verify also checks every record's checksum."};
+      "and indexes; --verify also checks every record's checksum and every JPEG interval\n"
+      "index (tilefeed-pack --jpeg-index) against its JPEG."};
   std::string path;
   bool verify = false;
   bool all_shards = false;
   app.add_option("PATH", path, "shard directory or its tilefeed-manifest.txt")->required();
-  app.add_flag("--verify", verify, "read every record and check its checksum");
+  app.add_flag("--verify", verify,
+               "read every record and check its checksum and, if it has one, its JPEG "
+               "interval index");
   app.add_flag("--all-shards", all_shards, "list every shard (default: the first 20)");
   CLI11_PARSE(app, argc, argv);
 

@@ -1,6 +1,8 @@
 // tilefeed-pack: packs an ImageFolder or a CIFAR-10 binary directory into record shards
 // (docs/shard-format.md) with loader::PackDataset, showing progress, and prints a summary
 // that lists every sample left out. The output is byte-identical for the same input.
+// With --jpeg-index each JPEG is transcoded for random access (codecs/jpeg_index.h) and
+// stored with its interval index; the summary counts the files stored as they came.
 
 #include <unistd.h>
 
@@ -12,6 +14,7 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -110,6 +113,8 @@ int main(int argc, char** argv) {
   std::string split = "train";
   int workers = 0;
   bool force = false;
+  bool jpeg_index = false;
+  int interval_width = tilefeed::codecs::TranscodeOptions{}.interval_width;
   app.add_option("SRC", src, "ImageFolder root or CIFAR-10 binary directory")->required();
   app.add_option("OUT", out, "output directory for the shards and the manifest")->required();
   app.add_option("--shard-size", shard_size, "target shard size (e.g. 128MiB, 64M, 1GiB)")
@@ -120,6 +125,18 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "jpeg", "raw"}))
       ->capture_default_str();
   app.add_option("--raw-size", raw_size, "WxH that JPEGs are resized to with --codec raw");
+  app.add_flag("--jpeg-index", jpeg_index,
+               "transcode each JPEG losslessly (same pixels) to baseline with restart markers "
+               "on a grid and store it with an index of its restart intervals, so the loader "
+               "entropy-decodes only the part a crop covers. Files that cannot be transcoded "
+               "are stored as they came. Off by default: the stored files are no longer the "
+               "originals (metadata such as EXIF is dropped), packing takes longer, and the "
+               "shards need a reader of format version 2");
+  app.add_option("--interval-width", interval_width,
+                 "--jpeg-index: target restart-interval width in pixels (wider: fewer markers; "
+                 "narrower: crops skip more)")
+      ->check(CLI::Range(8, 65535))
+      ->capture_default_str();
   app.add_option("--format", format, "source format")
       ->check(CLI::IsMember({"auto", "imagefolder", "cifar"}))
       ->capture_default_str();
@@ -167,6 +184,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.codec = codec == "jpeg" ? loader::ShardCodec::kJpeg : loader::ShardCodec::kLz4Raw;
+  if (jpeg_index) {
+    if (codec != "jpeg") {
+      std::fprintf(stderr, "tilefeed-pack: --jpeg-index stores JPEGs; it needs --codec jpeg\n");
+      return 2;
+    }
+    options.codec = loader::ShardCodec::kIndexedJpeg;
+    options.transcode.interval_width = interval_width;
+  }
   if (!cifar && codec == "raw" && raw_size.empty()) {
     std::fprintf(stderr, "tilefeed-pack: --codec raw on JPEG files needs --raw-size WxH\n");
     return 2;
@@ -204,6 +229,28 @@ int main(int argc, char** argv) {
                 result.skipped.empty() ? "" : ":");
     for (const auto& s : result.skipped) {
       std::printf("  skipped %s: %s\n", s.where.c_str(), s.reason.c_str());
+    }
+    if (options.codec == loader::ShardCodec::kIndexedJpeg) {
+      const double given = double(result.indexed_source_bytes);
+      const double stored = double(result.indexed_stored_bytes);
+      const double index = double(result.index_bytes);
+      std::printf(
+          "jpeg index: %llu files transcoded and indexed: %.1f MB as given, %.1f MB stored "
+          "(%+.2f%%: JPEG %+.2f%%, index %+.2f%%)\n",
+          static_cast<unsigned long long>(result.indexed), given / 1e6, stored / 1e6,
+          given > 0 ? 100 * (stored - given) / given : 0.0,
+          given > 0 ? 100 * (stored - index - given) / given : 0.0,
+          given > 0 ? 100 * index / given : 0.0);
+      std::map<std::string, std::size_t> by_category;
+      for (const auto& s : result.not_indexed) ++by_category[s.category];
+      std::printf("%zu stored as they came (not transcoded; decoded the ordinary way)%s\n",
+                  result.not_indexed.size(), result.not_indexed.empty() ? "" : ":");
+      for (const auto& [category, count] : by_category) {
+        std::printf("  %zu stored as they came: %s\n", count, category.c_str());
+      }
+      for (const auto& s : result.not_indexed) {
+        std::printf("  as it came %s: %s\n", s.where.c_str(), s.reason.c_str());
+      }
     }
     if (options.codec == loader::ShardCodec::kJpeg) {
       std::printf(

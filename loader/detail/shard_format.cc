@@ -4,6 +4,7 @@
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
+#include <cassert>
 #include <charconv>
 #include <cstring>
 
@@ -49,7 +50,15 @@ bool AllZero(std::span<const std::byte> bytes) {
 
 bool ValidCodec(std::uint8_t value) {
   return value == static_cast<std::uint8_t>(RecordCodec::kJpeg) ||
-         value == static_cast<std::uint8_t>(RecordCodec::kLz4Raw);
+         value == static_cast<std::uint8_t>(RecordCodec::kLz4Raw) ||
+         value == static_cast<std::uint8_t>(RecordCodec::kIndexedJpeg);
+}
+
+// A u24 in the reserved bytes 5..7 of a record header.
+std::uint32_t LoadU24(std::span<const std::byte> bytes, std::size_t at) {
+  return std::uint32_t{Load<std::uint8_t>(bytes, at)} |
+         std::uint32_t{Load<std::uint8_t>(bytes, at + 1)} << 8 |
+         std::uint32_t{Load<std::uint8_t>(bytes, at + 2)} << 16;
 }
 
 std::string Hex(std::uint64_t value) {
@@ -66,6 +75,10 @@ std::string Hex(std::uint64_t value) {
 
 }  // namespace
 
+std::uint16_t FormatVersionFor(RecordCodec codec) {
+  return codec == RecordCodec::kIndexedJpeg ? 2 : 1;
+}
+
 std::uint64_t Checksum(std::span<const std::byte> bytes) {
   return XXH3_64bits(bytes.data(), bytes.size());
 }
@@ -73,7 +86,7 @@ std::uint64_t Checksum(std::span<const std::byte> bytes) {
 std::array<std::byte, kShardHeaderSize> EncodeShardHeader(const ShardHeader& header) {
   std::array<std::byte, kShardHeaderSize> out{};
   std::memcpy(out.data(), kShardMagic, sizeof(kShardMagic));
-  Store(out.data() + 8, kShardFormatVersion);
+  Store(out.data() + 8, FormatVersionFor(header.codec));
   out[10] = static_cast<std::byte>(header.codec);
   Store(out.data() + 12, header.shard_number);
   Store(out.data() + 16, header.record_count);
@@ -89,15 +102,19 @@ ShardHeader ParseShardHeader(std::span<const std::byte> head) {
     Fail("not a tilefeed shard (bad magic)");
   }
   const auto version = Load<std::uint16_t>(head, 8);
-  if (version != kShardFormatVersion) {
+  if (version < 1 || version > kShardFormatVersion) {
     Fail("shard format version " + std::to_string(version) +
-         " is not supported (this reader: " + std::to_string(kShardFormatVersion) + ")");
+         " is not supported (this reader: 1 to " + std::to_string(kShardFormatVersion) + ")");
   }
   if (Load<std::uint64_t>(head, 24) != Checksum(head.first(24))) {
     Fail("shard header checksum mismatch");
   }
   const auto codec = Load<std::uint8_t>(head, 10);
   if (!ValidCodec(codec)) Fail("unknown codec " + std::to_string(codec) + " in shard header");
+  if (version != FormatVersionFor(static_cast<RecordCodec>(codec))) {
+    Fail("codec " + std::to_string(codec) + " in a version " + std::to_string(version) +
+         " shard header");
+  }
   if (head[11] != std::byte{0}) Fail("reserved shard header byte is not zero");
   ShardHeader header;
   header.codec = static_cast<RecordCodec>(codec);
@@ -106,10 +123,14 @@ ShardHeader ParseShardHeader(std::span<const std::byte> head) {
   return header;
 }
 
-std::array<std::byte, kRecordHeaderSize> EncodeRecordHeader(std::int32_t label, RecordCodec codec) {
+std::array<std::byte, kRecordHeaderSize> EncodeRecordHeader(std::int32_t label, RecordCodec codec,
+                                                            std::uint32_t index_size) {
+  assert(codec == RecordCodec::kIndexedJpeg ? index_size > 0 && index_size <= kMaxRecordIndexSize
+                                            : index_size == 0);
   std::array<std::byte, kRecordHeaderSize> out{};
   Store(out.data(), label);
   out[4] = static_cast<std::byte>(codec);
+  for (int i = 0; i < 3; ++i) out[5 + i] = static_cast<std::byte>((index_size >> (8 * i)) & 0xFF);
   return out;
 }
 
@@ -205,7 +226,7 @@ std::uint64_t RecordChecksum(std::span<const std::byte> header,
 }
 
 std::string CheckRecord(std::span<const std::byte> header, std::span<const std::byte> payload,
-                        const IndexEntry& entry, RecordCodec codec) {
+                        const IndexEntry& entry, RecordCodec shard_codec) {
   if (header.size() != kRecordHeaderSize || header.size() + payload.size() != entry.size) {
     return "short read of the record";
   }
@@ -220,15 +241,41 @@ std::string CheckRecord(std::span<const std::byte> header, std::span<const std::
     return "record label " + std::to_string(label) + " differs from the index's " +
            std::to_string(entry.label);
   }
-  if (Load<std::uint8_t>(header, 4) != static_cast<std::uint8_t>(codec)) {
-    return "record codec " + std::to_string(Load<std::uint8_t>(header, 4)) +
-           " differs from the shard's";
+  const auto codec = Load<std::uint8_t>(header, 4);
+  const bool stored_as_came = shard_codec == RecordCodec::kIndexedJpeg &&
+                              codec == static_cast<std::uint8_t>(RecordCodec::kJpeg);
+  if (codec != static_cast<std::uint8_t>(shard_codec) && !stored_as_came) {
+    return "record codec " + std::to_string(codec) + " differs from the shard's";
   }
-  if (!AllZero(header.subspan(5))) return "reserved record header bytes are not zero";
+  if (codec != static_cast<std::uint8_t>(RecordCodec::kIndexedJpeg)) {
+    if (!AllZero(header.subspan(5))) return "reserved record header bytes are not zero";
+    return {};
+  }
+  // Checked here, once, so that a reader never slices the payload by an unchecked length.
+  const std::uint32_t index_size = LoadU24(header, 5);
+  if (index_size == 0 || index_size >= payload.size()) {
+    return "interval index length " + std::to_string(index_size) + " does not fit the " +
+           std::to_string(payload.size()) + "-byte payload";
+  }
   return {};
 }
 
-const char* CodecName(RecordCodec codec) { return codec == RecordCodec::kJpeg ? "jpeg" : "lz4raw"; }
+RecordLayout ReadRecordLayout(std::span<const std::byte> header) {
+  const auto codec = static_cast<RecordCodec>(Load<std::uint8_t>(header, 4));
+  return {codec, codec == RecordCodec::kIndexedJpeg ? LoadU24(header, 5) : 0};
+}
+
+const char* CodecName(RecordCodec codec) {
+  switch (codec) {
+    case RecordCodec::kJpeg:
+      return "jpeg";
+    case RecordCodec::kLz4Raw:
+      return "lz4raw";
+    case RecordCodec::kIndexedJpeg:
+      return "jpeg-indexed";
+  }
+  return "?";
+}
 
 std::string ShardFileName(std::uint32_t number) {
   std::string digits = std::to_string(number);
@@ -238,7 +285,8 @@ std::string ShardFileName(std::uint32_t number) {
 
 std::string FormatManifest(const Manifest& manifest) {
   std::string text;
-  text += std::string(kManifestMagic) + " " + std::to_string(kShardFormatVersion) + "\n";
+  text +=
+      std::string(kManifestMagic) + " " + std::to_string(FormatVersionFor(manifest.codec)) + "\n";
   text += "codec " + std::string(CodecName(manifest.codec)) + "\n";
   text += "records " + std::to_string(manifest.records) + "\n";
   text += "classes " + std::to_string(manifest.class_names.size()) + "\n";
@@ -295,7 +343,7 @@ class ManifestReader {
 Manifest ParseManifest(std::string_view text) {
   ManifestReader reader(text);
   const std::uint64_t version = reader.Number(reader.Expect(kManifestMagic));
-  if (version != kShardFormatVersion) {
+  if (version < 1 || version > kShardFormatVersion) {
     Fail("manifest format version " + std::to_string(version) + " is not supported");
   }
   Manifest manifest;
@@ -304,8 +352,14 @@ Manifest ParseManifest(std::string_view text) {
     manifest.codec = RecordCodec::kJpeg;
   } else if (codec == "lz4raw") {
     manifest.codec = RecordCodec::kLz4Raw;
+  } else if (codec == "jpeg-indexed") {
+    manifest.codec = RecordCodec::kIndexedJpeg;
   } else {
     Fail("unknown codec '" + std::string(codec) + "'");
+  }
+  if (version != FormatVersionFor(manifest.codec)) {
+    Fail("codec '" + std::string(codec) + "' in a version " + std::to_string(version) +
+         " manifest");
   }
   manifest.records = reader.Number(reader.Expect("records"));
   const std::uint64_t classes = reader.Number(reader.Expect("classes"));

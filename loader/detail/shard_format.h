@@ -24,7 +24,12 @@ inline constexpr std::size_t kShardHeaderSize = 32;
 inline constexpr std::size_t kShardTrailerSize = 32;
 inline constexpr std::size_t kIndexEntrySize = 24;
 inline constexpr std::size_t kRecordHeaderSize = 8;
-inline constexpr std::uint16_t kShardFormatVersion = 1;
+// Version 1: JPEG and LZ4-raw shards. Version 2 adds the indexed-JPEG codec and is
+// written only for it, so a pack that needs no version-2 feature stays readable by
+// version-1 readers (docs/shard-format.md, "Versioning").
+inline constexpr std::uint16_t kShardFormatVersion = 2;  // the newest this code reads
+// An indexed record's index length is a u24 in the record header.
+inline constexpr std::uint32_t kMaxRecordIndexSize = (std::uint32_t{1} << 24) - 1;
 inline constexpr std::string_view kManifestFileName = "tilefeed-manifest.txt";
 inline constexpr std::string_view kManifestMagic = "tilefeed-shards";
 
@@ -32,7 +37,15 @@ inline constexpr std::string_view kManifestMagic = "tilefeed-shards";
 enum class RecordCodec : std::uint8_t {
   kJpeg = 1,    // the original image file's bytes
   kLz4Raw = 2,  // a codecs/raw.h tensor: uint8 HWC pixels in one LZ4 block
+  // Shard: JPEGs transcoded for random access (format version 2); its records are
+  // kIndexedJpeg, or kJpeg for files stored as they came. Record: a codecs/jpeg_index.h
+  // stored interval index (length in the record header), then the transcoded JPEG.
+  kIndexedJpeg = 3,
 };
+
+// The format version that a shard or manifest of `codec` is written with (and must
+// carry when read): 2 for kIndexedJpeg, else 1.
+std::uint16_t FormatVersionFor(RecordCodec codec);
 
 class ShardFormatError : public std::runtime_error {
  public:
@@ -67,7 +80,11 @@ std::array<std::byte, kShardHeaderSize> EncodeShardHeader(const ShardHeader& hea
 // bytes, header checksum. Throws ShardFormatError.
 ShardHeader ParseShardHeader(std::span<const std::byte> head);
 
-std::array<std::byte, kRecordHeaderSize> EncodeRecordHeader(std::int32_t label, RecordCodec codec);
+// A record header. `index_size` is the interval index length of a kIndexedJpeg record.
+// REQUIRES: index_size == 0 unless codec == kIndexedJpeg, then 0 < index_size <=
+// kMaxRecordIndexSize.
+std::array<std::byte, kRecordHeaderSize> EncodeRecordHeader(std::int32_t label, RecordCodec codec,
+                                                            std::uint32_t index_size = 0);
 // Appends the entry's 24 bytes to `index`.
 void AppendIndexEntry(const IndexEntry& entry, std::vector<std::byte>& index);
 // Appends the 32-byte trailer to `footer`, which holds the index bytes, so that the
@@ -88,11 +105,22 @@ ShardIndex ParseShardFooter(std::span<const std::byte> tail, std::uint64_t file_
 // XXH3_64bits of a record: its 8-byte header followed by its payload.
 std::uint64_t RecordChecksum(std::span<const std::byte> header, std::span<const std::byte> payload);
 
-// Checks a record's 8-byte header against its index entry and the shard's codec, and
-// the checksum of the whole record (`header` then `payload`). Returns an empty string if
-// the record is good, else the reason.
+// Checks the checksum of the whole record (`header` then `payload`), then its 8-byte
+// header against its index entry and the shard's codec: the record codec must be the
+// shard's (or kJpeg in a kIndexedJpeg shard), and a kIndexedJpeg record's index length
+// must leave a non-empty JPEG in the payload. Returns an empty string if the record is
+// good, else the reason. `shard_codec` is the shard header's.
 std::string CheckRecord(std::span<const std::byte> header, std::span<const std::byte> payload,
-                        const IndexEntry& entry, RecordCodec codec);
+                        const IndexEntry& entry, RecordCodec shard_codec);
+
+// What a record header says about its payload.
+struct RecordLayout {
+  RecordCodec codec = RecordCodec::kJpeg;
+  std::uint32_t index_size = 0;  // kIndexedJpeg: the payload's first index_size bytes
+};
+// Reads codec and index length from a record header.
+// REQUIRES: CheckRecord accepted the record.
+RecordLayout ReadRecordLayout(std::span<const std::byte> header);
 
 struct ManifestShard {
   std::string file_name;  // relative to the manifest's directory; no '/'

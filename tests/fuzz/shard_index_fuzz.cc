@@ -1,6 +1,8 @@
 // libFuzzer target: the record-shard parsers (loader/detail/shard_format.h) on arbitrary
-// bytes. ShardFormatError is the only acceptable failure, and a footer that parses must
-// describe records that lie inside the file, contiguous, before the index.
+// bytes. ShardFormatError is the only acceptable failure, a footer that parses must
+// describe records that lie inside the file, contiguous, before the index, and a record
+// that CheckRecord accepts must have an interval index length that leaves a non-empty
+// JPEG inside its payload. (The index bytes themselves are jpeg_index_fuzz's.)
 //
 // Checksums would stop almost every mutation at the first comparison, so when the first
 // input byte is odd the target writes the correct checksums into the input before
@@ -34,6 +36,35 @@ void CheckFooter(std::span<const std::byte> tail, std::uint64_t file_size) {
     }
     if (end != index.index_offset || end > file_size) __builtin_trap();
   } catch (const detail::ShardFormatError&) {
+  }
+}
+
+void CheckRecordHeader(std::span<const std::byte> record, bool fix_checksum) {
+  if (record.size() < detail::kRecordHeaderSize) return;
+  const auto header = record.first(detail::kRecordHeaderSize);
+  const auto payload = record.subspan(detail::kRecordHeaderSize);
+  detail::IndexEntry entry;
+  entry.offset = detail::kShardHeaderSize;
+  entry.size = static_cast<std::uint32_t>(record.size());
+  entry.label = static_cast<std::int32_t>(std::to_integer<std::uint8_t>(header[0]) |
+                                          std::to_integer<std::uint8_t>(header[1]) << 8 |
+                                          std::to_integer<std::uint8_t>(header[2]) << 16 |
+                                          std::to_integer<std::uint8_t>(header[3]) << 24);
+  entry.checksum = fix_checksum ? detail::RecordChecksum(header, payload) : 0;
+  for (const auto codec : {detail::RecordCodec::kJpeg, detail::RecordCodec::kLz4Raw,
+                           detail::RecordCodec::kIndexedJpeg}) {
+    if (!detail::CheckRecord(header, payload, entry, codec).empty()) continue;
+    const detail::RecordLayout layout = detail::ReadRecordLayout(header);
+    if (layout.codec == detail::RecordCodec::kIndexedJpeg) {
+      if (codec != detail::RecordCodec::kIndexedJpeg || layout.index_size == 0 ||
+          layout.index_size >= payload.size()) {
+        __builtin_trap();
+      }
+    } else if (layout.index_size != 0 ||
+               (layout.codec != codec && !(codec == detail::RecordCodec::kIndexedJpeg &&
+                                           layout.codec == detail::RecordCodec::kJpeg))) {
+      __builtin_trap();
+    }
   }
 }
 
@@ -79,6 +110,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   CheckFooter(bytes, bytes.size());
   CheckFooter(bytes, bytes.size() + extra);
+  CheckRecordHeader(bytes, fix_checksums);
 
   std::string text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
   if (fix_checksums) {
