@@ -1,5 +1,5 @@
-// JPEG decoding over libjpeg-turbo. Every libjpeg and TurboJPEG call of tilefeed lives
-// in this file.
+// JPEG decoding over libjpeg-turbo (the transcoder for random access is jpeg_index.cc;
+// the error plumbing both use is codecs/detail/libjpeg_errors.h).
 //
 // libjpeg reports fatal errors by calling error_exit, which must not return. We
 // longjmp back to a setjmp taken in a small "guarded" function whose locals, and those
@@ -26,99 +26,17 @@
 #include <utility>
 #include <vector>
 
-// jpeglib.h needs size_t and FILE declared first, and jerror.h needs jpeglib.h's
-// configuration macros, so the order of these three is fixed.
+// jpeglib.h needs size_t and FILE declared first.
 #include <jpeglib.h>
-// clang-format off
-#include <jerror.h>
-// clang-format on
 
+#include "codecs/detail/libjpeg_errors.h"
 #include "codecs/resize.h"
 
 namespace tilefeed::codecs {
 namespace {
 
-// An error or warning worth stopping for, classified for DecodeErrorKind.
-enum class Failure { kNone, kLibjpeg, kDamage, kTooManyScans };
-
-// libjpeg's error manager, extended. `pub` must stay first: libjpeg hands callbacks a
-// pointer to it, which we cast back.
-struct ErrorManager {
-  jpeg_error_mgr pub;
-  std::jmp_buf jump;
-  bool stop_on_damage;
-  Failure failure;
-  int failure_code;  // libjpeg message code of the failure
-  bool saw_eof;      // the data ran out (JWRN_JPEG_EOF) at some point
-  bool warned;       // an accepted warning happened
-  int warning_code;
-  char message[JMSG_LENGTH_MAX];  // the failure's or first warning's text
-};
-
-struct ProgressManager {
-  jpeg_progress_mgr pub;
-  ErrorManager* errors;
-  int max_scans;
-};
-
-bool IsDamageWarning(int code) {
-  switch (code) {
-    case JWRN_ARITH_BAD_CODE:
-    case JWRN_BOGUS_PROGRESSION:
-    case JWRN_HIT_MARKER:
-    case JWRN_HUFF_BAD_CODE:
-    case JWRN_JPEG_EOF:
-    case JWRN_MUST_RESYNC:
-    case JWRN_NOT_SEQUENTIAL:
-      return true;
-    default:
-      return false;
-  }
-}
-
-extern "C" void OnErrorExit(j_common_ptr cinfo) {
-  auto* errors = reinterpret_cast<ErrorManager*>(cinfo->err);
-  errors->failure = Failure::kLibjpeg;
-  errors->failure_code = cinfo->err->msg_code;
-  (*cinfo->err->format_message)(cinfo, errors->message);
-  std::longjmp(errors->jump, 1);
-}
-
-extern "C" void OnEmitMessage(j_common_ptr cinfo, int level) {
-  if (level >= 0) return;  // trace messages
-  auto* errors = reinterpret_cast<ErrorManager*>(cinfo->err);
-  const int code = cinfo->err->msg_code;
-  cinfo->err->num_warnings++;
-  if (code == JWRN_JPEG_EOF) errors->saw_eof = true;
-  if (IsDamageWarning(code) && errors->stop_on_damage) {
-    errors->failure = Failure::kDamage;
-    errors->failure_code = code;
-    (*cinfo->err->format_message)(cinfo, errors->message);
-    std::longjmp(errors->jump, 1);
-  }
-  if (!errors->warned) {
-    errors->warned = true;
-    errors->warning_code = code;
-    (*cinfo->err->format_message)(cinfo, errors->message);
-  }
-}
-
-extern "C" void OnOutputMessage(j_common_ptr) {}  // libjpeg never prints
-
-// Called by libjpeg while it absorbs a multi-scan file; bounds the scans a hostile
-// progressive file can make us decode.
-extern "C" void OnProgress(j_common_ptr cinfo) {
-  if (!cinfo->is_decompressor) return;
-  auto* progress = reinterpret_cast<ProgressManager*>(cinfo->progress);
-  auto* dinfo = reinterpret_cast<j_decompress_ptr>(cinfo);
-  if (dinfo->input_scan_number > progress->max_scans) {
-    ErrorManager* errors = progress->errors;
-    errors->failure = Failure::kTooManyScans;
-    std::snprintf(errors->message, sizeof errors->message,
-                  "progressive JPEG has more than %d scans", progress->max_scans);
-    std::longjmp(errors->jump, 1);
-  }
-}
+using ErrorManager = detail::LibjpegErrors;
+using ProgressManager = detail::LibjpegProgress;
 
 // The guarded functions. Only trivially destructible locals below this line's callers'
 // setjmp (see the file comment). Each returns false when libjpeg jumped out.
@@ -328,72 +246,24 @@ struct JpegDecoder::Impl {
   Resizer resizer;
 
   explicit Impl(const JpegOptions& opts) : options(opts) {
-    cinfo.err = jpeg_std_error(&errors.pub);
-    errors.pub.error_exit = OnErrorExit;
-    errors.pub.emit_message = OnEmitMessage;
-    errors.pub.output_message = OnOutputMessage;
+    cinfo.err = detail::InstallErrorHandlers(errors);
     if (!GuardedCreate(&cinfo, &errors)) {
       throw std::runtime_error(std::string("libjpeg: cannot create a decompressor: ") +
                                errors.message);
     }
-    progress.pub.progress_monitor = OnProgress;
-    progress.errors = &errors;
-    progress.max_scans = options.max_scans;
-    cinfo.progress = &progress.pub;
+    cinfo.progress = detail::InstallScanLimit(progress, errors, options.max_scans);
   }
   ~Impl() { jpeg_destroy_decompress(&cinfo); }
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
 
-  void ResetErrors() {
-    errors.stop_on_damage = options.corrupt_data == CorruptDataPolicy::kFail;
-    errors.failure = Failure::kNone;
-    errors.failure_code = 0;
-    errors.saw_eof = false;
-    errors.warned = false;
-    errors.warning_code = 0;
-    errors.message[0] = '\0';
-    errors.pub.num_warnings = 0;
-  }
+  void ResetErrors() { errors.Reset(options.corrupt_data == CorruptDataPolicy::kFail); }
 
   // Turns the failure recorded by a guarded call into a DecodeError, after putting the
   // decompressor back in its idle state so that the next image can use it.
   [[noreturn]] void Fail(const char* stage) {
     jpeg_abort_decompress(&cinfo);
-    DecodeErrorKind kind = DecodeErrorKind::kCorrupt;
-    switch (errors.failure) {
-      case Failure::kTooManyScans:
-        kind = DecodeErrorKind::kTooManyScans;
-        break;
-      case Failure::kDamage:
-        kind = errors.failure_code == JWRN_JPEG_EOF ? DecodeErrorKind::kTruncated
-                                                    : DecodeErrorKind::kCorrupt;
-        break;
-      case Failure::kLibjpeg:
-      case Failure::kNone:
-        switch (errors.failure_code) {
-          case JERR_NO_SOI:
-            kind = DecodeErrorKind::kNotJpeg;
-            break;
-          case JERR_BAD_PRECISION:
-          case JERR_SOF_UNSUPPORTED:
-          case JERR_ARITH_NOTIMPL:
-          case JERR_NOT_COMPILED:
-            kind = DecodeErrorKind::kUnsupported;
-            break;
-          case JERR_IMAGE_TOO_BIG:
-            kind = DecodeErrorKind::kTooLarge;
-            break;
-          case JERR_INPUT_EMPTY:
-          case JERR_INPUT_EOF:
-            kind = DecodeErrorKind::kTruncated;
-            break;
-          default:
-            // A header cut short surfaces as some other error after the fake EOI
-            // libjpeg inserts at the end of the data.
-            kind = errors.saw_eof ? DecodeErrorKind::kTruncated : DecodeErrorKind::kCorrupt;
-        }
-    }
+    const DecodeErrorKind kind = detail::ClassifyFailure(errors);
     std::string reason = ToString(kind);
     reason += " JPEG (";
     reason += stage;

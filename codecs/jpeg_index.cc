@@ -27,12 +27,10 @@
 #include <limits>
 #include <utility>
 
-// jpeglib.h needs size_t and FILE declared first, and jerror.h needs jpeglib.h's
-// configuration macros, so the order of these three is fixed.
+// jpeglib.h needs size_t and FILE declared first.
 #include <jpeglib.h>
-// clang-format off
-#include <jerror.h>
-// clang-format on
+
+#include "codecs/detail/libjpeg_errors.h"
 
 namespace tilefeed::codecs {
 namespace {
@@ -40,79 +38,12 @@ namespace {
 constexpr std::uint8_t kIndexMagic[4] = {'T', 'F', 'J', 'I'};
 constexpr std::uint8_t kIndexVersion = 1;
 
-// --- libjpeg error handling (see the file comment and jpeg.cc).
+// --- libjpeg error handling: codecs/detail/libjpeg_errors.h. A transcoded file must carry
+// exactly the input's coefficients, so unlike decoding there is no "accept" policy: every
+// corrupt-data warning stops the transcode (stop_on_damage is always set).
 
-enum class Failure { kNone, kLibjpeg, kDamage, kTooManyScans };
-
-// `pub` must stay first: libjpeg hands callbacks a pointer to it, which we cast back.
-struct ErrorManager {
-  jpeg_error_mgr pub;
-  std::jmp_buf jump;
-  Failure failure;
-  int failure_code;
-  bool saw_eof;
-  char message[JMSG_LENGTH_MAX];
-};
-
-struct ProgressManager {
-  jpeg_progress_mgr pub;
-  ErrorManager* errors;
-  int max_scans;
-};
-
-bool IsDamageWarning(int code) {
-  switch (code) {
-    case JWRN_ARITH_BAD_CODE:
-    case JWRN_BOGUS_PROGRESSION:
-    case JWRN_HIT_MARKER:
-    case JWRN_HUFF_BAD_CODE:
-    case JWRN_JPEG_EOF:
-    case JWRN_MUST_RESYNC:
-    case JWRN_NOT_SEQUENTIAL:
-      return true;
-    default:
-      return false;
-  }
-}
-
-extern "C" void OnTranscodeError(j_common_ptr cinfo) {
-  auto* errors = reinterpret_cast<ErrorManager*>(cinfo->err);
-  errors->failure = Failure::kLibjpeg;
-  errors->failure_code = cinfo->err->msg_code;
-  (*cinfo->err->format_message)(cinfo, errors->message);
-  std::longjmp(errors->jump, 1);
-}
-
-// A transcoded file must carry exactly the input's coefficients, so unlike decoding
-// there is no "accept" policy: any corrupt-data warning stops the transcode.
-extern "C" void OnTranscodeMessage(j_common_ptr cinfo, int level) {
-  if (level >= 0) return;
-  auto* errors = reinterpret_cast<ErrorManager*>(cinfo->err);
-  const int code = cinfo->err->msg_code;
-  if (code == JWRN_JPEG_EOF) errors->saw_eof = true;
-  if (!IsDamageWarning(code)) return;
-  errors->failure = Failure::kDamage;
-  errors->failure_code = code;
-  (*cinfo->err->format_message)(cinfo, errors->message);
-  std::longjmp(errors->jump, 1);
-}
-
-extern "C" void OnTranscodeOutput(j_common_ptr) {}
-
-extern "C" void OnTranscodeProgress(j_common_ptr cinfo) {
-  if (!cinfo->is_decompressor) return;
-  auto* progress = reinterpret_cast<ProgressManager*>(cinfo->progress);
-  if (reinterpret_cast<j_decompress_ptr>(cinfo)->input_scan_number > progress->max_scans) {
-    ErrorManager* errors = progress->errors;
-    errors->failure = Failure::kTooManyScans;
-    std::snprintf(errors->message, sizeof errors->message,
-                  "progressive JPEG has more than %d scans", progress->max_scans);
-    std::longjmp(errors->jump, 1);
-  }
-}
-
-// The guarded functions: only trivially destructible locals (see the file comment).
-// Each returns false when libjpeg jumped out.
+using ErrorManager = detail::LibjpegErrors;
+using ProgressManager = detail::LibjpegProgress;
 
 bool GuardedCreate(jpeg_decompress_struct* src, jpeg_compress_struct* dst, ErrorManager* errors) {
   if (setjmp(errors->jump)) return false;
@@ -190,16 +121,10 @@ struct Transcoder {
   bool created = false;
 
   explicit Transcoder(int max_scans) {
-    for (auto* err : {&src.err, &dst.err}) *err = &errors.pub;
-    jpeg_std_error(&errors.pub);
-    errors.pub.error_exit = OnTranscodeError;
-    errors.pub.emit_message = OnTranscodeMessage;
-    errors.pub.output_message = OnTranscodeOutput;
+    jpeg_error_mgr* handlers = detail::InstallErrorHandlers(errors);  // stops on damage
+    for (auto* err : {&src.err, &dst.err}) *err = handlers;
     created = GuardedCreate(&src, &dst, &errors);
-    progress.pub.progress_monitor = OnTranscodeProgress;
-    progress.errors = &errors;
-    progress.max_scans = max_scans;
-    src.progress = &progress.pub;
+    src.progress = detail::InstallScanLimit(progress, errors, max_scans);
   }
   ~Transcoder() {
     // jpeg_destroy on a zero-initialized object (creation failed half-way) is a no-op.
@@ -212,34 +137,7 @@ struct Transcoder {
 
   // The class and text of the failure a guarded call recorded.
   std::pair<DecodeErrorKind, std::string> Failed(const char* stage) const {
-    DecodeErrorKind kind = DecodeErrorKind::kCorrupt;
-    if (errors.failure == Failure::kTooManyScans) {
-      kind = DecodeErrorKind::kTooManyScans;
-    } else if (errors.failure == Failure::kDamage) {
-      kind = errors.failure_code == JWRN_JPEG_EOF ? DecodeErrorKind::kTruncated
-                                                  : DecodeErrorKind::kCorrupt;
-    } else {
-      switch (errors.failure_code) {
-        case JERR_NO_SOI:
-          kind = DecodeErrorKind::kNotJpeg;
-          break;
-        case JERR_BAD_PRECISION:
-        case JERR_SOF_UNSUPPORTED:
-        case JERR_ARITH_NOTIMPL:
-        case JERR_NOT_COMPILED:
-          kind = DecodeErrorKind::kUnsupported;
-          break;
-        case JERR_IMAGE_TOO_BIG:
-          kind = DecodeErrorKind::kTooLarge;
-          break;
-        case JERR_INPUT_EMPTY:
-        case JERR_INPUT_EOF:
-          kind = DecodeErrorKind::kTruncated;
-          break;
-        default:
-          kind = errors.saw_eof ? DecodeErrorKind::kTruncated : DecodeErrorKind::kCorrupt;
-      }
-    }
+    const DecodeErrorKind kind = detail::ClassifyFailure(errors);
     return {kind, std::string(ToString(kind)) + " JPEG (" + stage + "): " + errors.message};
   }
 };
