@@ -417,8 +417,8 @@ int main(int argc, char** argv) {
         "median of %d after %zu warm-up decodes\n",
         jobs.size(), root.c_str(), skipped, threads, thread_word, mode.name, reps,
         std::min(warmup, jobs.size()));
-    std::printf("  %-8s %10.1f images/s  (%.1f per thread, %.3f ms/image per thread)\n",
-                mode.name, ips, ips / threads, 1e3 * threads / ips);
+    std::printf("  %-8s %10.1f images/s  (%.1f per thread, %.3f ms/image per thread)\n", mode.name,
+                ips, ips / threads, 1e3 * threads / ips);
     if (json) {
       std::printf(
           "{\"bench\":\"codec\",\"mode\":\"%s\",\"files\":%zu,\"skipped\":%zu,\"threads\":%d,"

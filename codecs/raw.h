@@ -30,9 +30,7 @@ struct RawInfo {
   int width = 0;
   int channels = 0;
 
-  std::size_t pixel_bytes() const {
-    return static_cast<std::size_t>(height) * width * channels;
-  }
+  std::size_t pixel_bytes() const { return static_cast<std::size_t>(height) * width * channels; }
   friend bool operator==(const RawInfo&, const RawInfo&) = default;
 };
 
