@@ -138,14 +138,10 @@ TEST(EpochOrder, BuildsImageNetSizeQuickly) {
   const EpochOrder order(1'281'167, 1, 1, true, {0, 1});
   const auto elapsed = std::chrono::steady_clock::now() - start;
   EXPECT_EQ(order.size(), 1'281'167u);
-  // The target is well under 100 ms in an optimised build (about 15 ms measured); the bound
-  // is loose so that a loaded shared machine, a debug or a sanitizer build does not flake,
-  // while an accidentally quadratic build still fails.
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-  EXPECT_LT(elapsed, std::chrono::milliseconds(10'000));
-#else
-  EXPECT_LT(elapsed, std::chrono::milliseconds(1'000));
-#endif
+  // Not a speed test (about 15 ms in an optimised build, recorded below): the bound only
+  // catches an accidentally quadratic build (minutes), loose enough for any loaded machine
+  // or sanitizer build.
+  EXPECT_LT(elapsed, std::chrono::milliseconds(30'000));
   RecordProperty(
       "build_ms",
       static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count()));

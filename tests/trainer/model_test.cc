@@ -118,19 +118,23 @@ TEST(SgdMomentum, FollowsTheUpdateRule) {
   EXPECT_FLOAT_EQ(p[0], p0 - 0.1f * w0);
 }
 
-TEST(SyntheticCore, CostsTheCalibratedTimeAndLearnsTheChannelMeans) {
+TEST(SyntheticCore, DoesItsCalibratedWorkAndLearnsTheChannelMeans) {
   const KernelCalibration calibration = CalibrateSyntheticKernel(0.05);
   ASSERT_GT(calibration.iterations_per_us, 0);
-  SyntheticCore core(500, calibration);  // 0.5 ms per sample
+  // With a fixed calibration the work is a pure function of the batch, so it is checked
+  // without timing anything: timed assertions flake on a shared machine, and the cost
+  // itself is what bench/stall_bench measures.
+  const KernelCalibration fixed{200.0, 0.0};
+  SyntheticCore core(500, fixed);  // 0.5 ms per sample at 200 iterations/us
+  SyntheticCore twin(500, fixed);
   const TinyBatch batch = MakeBatch(8, 16, 2, 3);
   std::vector<float> gradients(3, 0.0f);
-  const auto start = std::chrono::steady_clock::now();
+  std::vector<float> twin_gradients(3, 0.0f);
   core.AccumulateGradients(batch.view, gradients);
-  const double ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  // 8 samples x 0.5 ms; at least that (it computes, not sleeps), and a loaded CI box may
-  // be slower, never much faster.
-  EXPECT_GT(ms, 3.0);
+  twin.AccumulateGradients(batch.view, twin_gradients);
+  EXPECT_NE(core.sink(), 0.0f);  // the kernel loop really ran
+  EXPECT_EQ(core.sink(), twin.sink());
+  EXPECT_EQ(gradients, twin_gradients);
   SgdMomentum sgd(3, SgdOptions{0.5f, 0.0f, 0.0f});
   for (int i = 0; i < 30; ++i) {
     std::fill(gradients.begin(), gradients.end(), 0.0f);
