@@ -18,43 +18,9 @@ namespace {
 using testing::MakeJpeg;
 using testing::Psnr;
 
-struct Encoding {
-  const char* name;
-  EncodeOptions options;
-  int channels = 3;
-};
+using Encoding = testing::NamedEncoding;
 
-std::vector<Encoding> AllEncodings() {
-  std::vector<Encoding> all;
-  auto add = [&](const char* name, auto&& edit, int channels = 3) {
-    EncodeOptions o;
-    o.quality = 92;
-    edit(o);
-    all.push_back({name, o, channels});
-  };
-  add("420", [](EncodeOptions& o) { o.subsampling = Subsampling::k420; });
-  add("422", [](EncodeOptions& o) { o.subsampling = Subsampling::k422; });
-  add("444", [](EncodeOptions& o) { o.subsampling = Subsampling::k444; });
-  add("440", [](EncodeOptions& o) { o.subsampling = Subsampling::k440; });
-  add("411", [](EncodeOptions& o) { o.subsampling = Subsampling::k411; });
-  add(
-      "gray", [](EncodeOptions&) {}, 1);
-  add(
-      "cmyk", [](EncodeOptions& o) { o.jpeg_color_space = ColorSpace::kCmyk; }, 4);
-  add(
-      "ycck", [](EncodeOptions& o) { o.jpeg_color_space = ColorSpace::kYcck; }, 4);
-  add("rgb", [](EncodeOptions& o) { o.jpeg_color_space = ColorSpace::kRgb; });
-  add("progressive420", [](EncodeOptions& o) { o.progressive = true; });
-  add("progressive444", [](EncodeOptions& o) {
-    o.progressive = true;
-    o.subsampling = Subsampling::k444;
-  });
-  add("restart_mcus", [](EncodeOptions& o) { o.restart_interval = 5; });
-  add("restart_rows", [](EncodeOptions& o) { o.restart_rows = 1; });
-  add("optimized", [](EncodeOptions& o) { o.optimize_huffman = true; });
-  add("arithmetic", [](EncodeOptions& o) { o.arithmetic = true; });
-  return all;
-}
+std::vector<Encoding> AllEncodings() { return testing::CommonEncodings(92); }
 
 std::vector<std::uint8_t> FullDecode(JpegDecoder& decoder, std::span<const std::byte> jpeg,
                                      const ImageInfo& info) {

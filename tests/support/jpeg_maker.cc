@@ -359,4 +359,39 @@ double Psnr(const std::uint8_t* a, const std::uint8_t* b, std::size_t n) {
   return 10 * std::log10(255.0 * 255.0 / mse);
 }
 
+std::vector<NamedEncoding> CommonEncodings(int quality, bool arithmetic) {
+  using codecs::ColorSpace;
+  using codecs::EncodeOptions;
+  using codecs::Subsampling;
+  std::vector<NamedEncoding> all;
+  auto add = [&](const char* name, auto&& edit, int channels = 3) {
+    EncodeOptions o;
+    o.quality = quality;
+    edit(o);
+    all.push_back({name, o, channels});
+  };
+  add("420", [](EncodeOptions& o) { o.subsampling = Subsampling::k420; });
+  add("422", [](EncodeOptions& o) { o.subsampling = Subsampling::k422; });
+  add("444", [](EncodeOptions& o) { o.subsampling = Subsampling::k444; });
+  add("440", [](EncodeOptions& o) { o.subsampling = Subsampling::k440; });
+  add("411", [](EncodeOptions& o) { o.subsampling = Subsampling::k411; });
+  add(
+      "gray", [](EncodeOptions&) {}, 1);
+  add(
+      "cmyk", [](EncodeOptions& o) { o.jpeg_color_space = ColorSpace::kCmyk; }, 4);
+  add(
+      "ycck", [](EncodeOptions& o) { o.jpeg_color_space = ColorSpace::kYcck; }, 4);
+  add("rgb", [](EncodeOptions& o) { o.jpeg_color_space = ColorSpace::kRgb; });
+  add("progressive420", [](EncodeOptions& o) { o.progressive = true; });
+  add("progressive444", [](EncodeOptions& o) {
+    o.progressive = true;
+    o.subsampling = Subsampling::k444;
+  });
+  add("restart_mcus", [](EncodeOptions& o) { o.restart_interval = 5; });
+  add("restart_rows", [](EncodeOptions& o) { o.restart_rows = 1; });
+  add("optimized", [](EncodeOptions& o) { o.optimize_huffman = true; });
+  if (arithmetic) add("arithmetic", [](EncodeOptions& o) { o.arithmetic = true; });
+  return all;
+}
+
 }  // namespace tilefeed::testing

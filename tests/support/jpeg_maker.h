@@ -41,6 +41,17 @@ std::vector<std::byte> MakeTextBytes();
 
 // Peak signal-to-noise ratio in dB of two n-byte uint8 buffers; +infinity when they are
 // equal. REQUIRES: n > 0.
+// A named encoding for table-driven tests: every encoding the decoder meets.
+struct NamedEncoding {
+  const char* name;
+  codecs::EncodeOptions options;
+  int channels = 3;
+};
+
+// 4:2:0, 4:2:2, 4:4:4, 4:4:0, 4:1:1, gray, CMYK, YCCK, RGB, progressive (two), restart
+// markers (two), optimized tables and, with `arithmetic`, arithmetic coding.
+std::vector<NamedEncoding> CommonEncodings(int quality, bool arithmetic = true);
+
 double Psnr(const std::uint8_t* a, const std::uint8_t* b, std::size_t n);
 
 }  // namespace tilefeed::testing
