@@ -30,6 +30,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -120,12 +121,27 @@ using ModeFn = std::function<void(Worker&, const Job&)>;
 // ... (round-robin), and returns the wall time from the first thread's start to the
 // last one's end. One thread runs in the caller. A DecodeError counts as an error of the
 // worker; anything else is rethrown here.
-double RunPass(const ModeFn& fn, const std::vector<Job>& jobs, std::size_t count,
-               std::vector<std::unique_ptr<Worker>>& workers) {
+// CPU time of the calling thread: unlike wall time it does not grow while other jobs
+// on the machine take the core, so ratios of CPU-time rates hold under load.
+double ThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+struct PassTime {
+  double wall = 0;  // seconds, start to the slowest thread's end
+  double cpu = 0;   // the threads' CPU seconds, summed
+};
+
+PassTime RunPass(const ModeFn& fn, const std::vector<Job>& jobs, std::size_t count,
+                 std::vector<std::unique_ptr<Worker>>& workers) {
   const std::size_t n = workers.size();
   std::exception_ptr failure;
   std::mutex failure_mutex;
+  std::vector<double> cpu(n, 0.0);
   auto slice = [&](std::size_t t) {
+    const double cpu_start = ThreadCpuSeconds();
     try {
       Worker& worker = *workers[t];
       for (std::size_t i = t; i < count; i += n) {
@@ -139,6 +155,7 @@ double RunPass(const ModeFn& fn, const std::vector<Job>& jobs, std::size_t count
       std::lock_guard lock(failure_mutex);
       if (!failure) failure = std::current_exception();
     }
+    cpu[t] = ThreadCpuSeconds() - cpu_start;
   };
   const auto start = Clock::now();
   if (n == 1) {
@@ -148,9 +165,11 @@ double RunPass(const ModeFn& fn, const std::vector<Job>& jobs, std::size_t count
     threads.reserve(n);
     for (std::size_t t = 0; t < n; ++t) threads.emplace_back(slice, t);
   }  // the jthreads join here
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  PassTime time;
+  time.wall = std::chrono::duration<double>(Clock::now() - start).count();
+  for (double c : cpu) time.cpu += c;
   if (failure) std::rethrow_exception(failure);
-  return seconds;
+  return time;
 }
 
 }  // namespace
@@ -379,11 +398,12 @@ int main(int argc, char** argv) {
   struct Mode {
     const char* name;
     ModeFn run;
-    std::vector<double> rates;
+    std::vector<double> rates;      // images/s, wall clock
+    std::vector<double> cpu_rates;  // images per CPU-second, per thread
   };
-  std::vector<Mode> modes = {{"full", run_full, {}},       {"rrc", run_rrc, {}},
-                             {"entropy", run_entropy, {}}, {"resize", run_resize, {}},
-                             {"rrc_t", run_rrc_t, {}},     {"indexed", run_indexed, {}}};
+  std::vector<Mode> modes = {{"full", run_full, {}, {}},       {"rrc", run_rrc, {}, {}},
+                             {"entropy", run_entropy, {}, {}}, {"resize", run_resize, {}, {}},
+                             {"rrc_t", run_rrc_t, {}, {}},     {"indexed", run_indexed, {}, {}}};
   if (!only.empty()) {
     std::erase_if(modes, [&](const Mode& mode) { return mode.name != only; });
   }
@@ -394,8 +414,9 @@ int main(int argc, char** argv) {
     for (auto& worker : workers) worker->errors = 0;
     for (int r = 0; r < reps; ++r) {
       for (Mode& mode : modes) {
-        const double seconds = RunPass(mode.run, jobs, jobs.size(), workers);
-        mode.rates.push_back(double(jobs.size()) / seconds);
+        const PassTime time = RunPass(mode.run, jobs, jobs.size(), workers);
+        mode.rates.push_back(double(jobs.size()) / time.wall);
+        mode.cpu_rates.push_back(double(jobs.size()) / time.cpu);
       }
     }
   } catch (const std::exception& e) {
@@ -419,6 +440,7 @@ int main(int argc, char** argv) {
         std::min(warmup, jobs.size()));
     std::printf("  %-8s %10.1f images/s  (%.1f per thread, %.3f ms/image per thread)\n", mode.name,
                 ips, ips / threads, 1e3 * threads / ips);
+    std::printf("  %-8s %10.1f images per CPU-second of a thread\n", "", Median(mode.cpu_rates));
     if (json) {
       std::printf(
           "{\"bench\":\"codec\",\"mode\":\"%s\",\"files\":%zu,\"skipped\":%zu,\"threads\":%d,"
@@ -454,6 +476,12 @@ int main(int argc, char** argv) {
   std::printf("  %-34s %10.0f images/s  %.2fx full, %.2fx rrc, %.2fx rrc_t\n",
               "interval-skipping rrc (indexed)", indexed, indexed / full, indexed / rrc,
               indexed / rrc_t);
+  // The same ratios on the threads' CPU time: what each mode costs, whatever else ran.
+  const auto cpu = [&](int m) { return Median(modes[m].cpu_rates); };
+  std::printf("  on CPU time (robust to other load): rrc %.2fx full, entropy %.0f%% of full, "
+              "resize %.0f%% of rrc, rrc_t %.2fx full, indexed %.2fx full\n",
+              cpu(1) / cpu(0), 100.0 * cpu(0) / cpu(2), 100.0 * cpu(1) / cpu(3), cpu(4) / cpu(0),
+              cpu(5) / cpu(0));
   std::printf("  decoded region: mean %.3f MP per image; DCT scale histogram:",
               decoded_pixels / std::max<std::size_t>(1, jobs.size()) / 1e6);
   for (const auto& [n, count] : scale_histogram) std::printf(" %d/8:%d", n, count);
@@ -464,11 +492,11 @@ int main(int argc, char** argv) {
         "\"full_ips\":%.1f,\"rrc_ips\":%.1f,\"entropy_ips\":%.1f,\"resize_ips\":%.1f,"
         "\"rrc_over_full\":%.3f,\"entropy_share\":%.3f,\"rrc_t_ips\":%.1f,"
         "\"indexed_ips\":%.1f,\"indexed_over_full\":%.3f,\"interval_width\":%d,"
-        "\"transcode_growth\":%.4f,\"index_share\":%.4f}\n",
+        "\"transcode_growth\":%.4f,\"index_share\":%.4f,\"cpu_rrc_over_full\":%.3f}\n",
         jobs.size(), size, scales.c_str(), threads, full, rrc, entropy, resize, rrc / full,
         full / entropy, rrc_t, indexed, indexed / full, interval_width,
         double(transcoded_bytes) / std::max<std::size_t>(1, original_bytes) - 1,
-        double(index_bytes) / std::max<std::size_t>(1, original_bytes));
+        double(index_bytes) / std::max<std::size_t>(1, original_bytes), cpu(1) / cpu(0));
   }
   std::printf("images_per_s=%.1f\n", rrc);
   return 0;
