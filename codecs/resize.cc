@@ -232,8 +232,10 @@ __attribute__((target("avx2"))) std::size_t VerticalAvx2(const std::uint8_t* con
     }
     StoreVerticalAvx2(even_sum, odd_sum, out);
   }
-  std::size_t x = 32;
-  for (; x + 32 <= bytes; x += 32) {
+  // The last chunk ends exactly at `bytes`, overlapping the one before it (it writes the
+  // same values there), so that no SSE2 or scalar tail is left for short rows.
+  for (std::size_t x = 32; x < bytes; x += 32) {
+    if (x + 32 > bytes) x = bytes - 32;
     __m256i even_sum = _mm256_setzero_si256();
     __m256i odd_sum = _mm256_setzero_si256();
     for (int k = 0; k < taps; ++k) {
@@ -255,7 +257,7 @@ __attribute__((target("avx2"))) std::size_t VerticalAvx2(const std::uint8_t* con
     }
     StoreVerticalAvx2(even_sum, odd_sum, out + x);
   }
-  return x;
+  return bytes;
 }
 
 std::size_t VerticalAvx2Dispatch(const std::uint8_t* const* rows, const std::uint16_t* broadcast,
