@@ -303,6 +303,106 @@ struct JpegDecoder::Impl {
     return info;
   }
 
+  // Decodes plan.crop of the image whose header ReadHeader has just read.
+  DecodeReport DecodeRegion(const ImageInfo& info, const CropPlan& plan, const PixelView& out) {
+    Impl& s = *this;
+    const Rect& crop = plan.crop;
+    if (crop.width <= 0 || crop.height <= 0 || crop.x < 0 || crop.y < 0 ||
+        crop.x + crop.width > info.width || crop.y + crop.height > info.height || out.width <= 0 ||
+        out.height <= 0 || out.channels != 3 || out.data == nullptr) {
+      jpeg_abort_decompress(&s.cinfo);
+      throw DecodeError(DecodeErrorKind::kInvalidArgument,
+                        "crop " + std::to_string(crop.width) + "x" + std::to_string(crop.height) +
+                            "+" + std::to_string(crop.x) + "+" + std::to_string(crop.y) +
+                            " does not fit the " + std::to_string(info.width) + "x" +
+                            std::to_string(info.height) + " image or the output is empty");
+    }
+
+    jpeg_decompress_struct& cinfo = s.cinfo;
+    int n = ChooseScaleEighths(crop.width, crop.height, out.width, out.height, s.options.scales);
+    // 4:1:1 / 4:4:1 chroma is box-upsampled 4x; scaled below 1/2 as well it loses too much
+    // colour (under 35 dB against a full decode), so those rare files decode at 1/2 or 8/8.
+    if (cinfo.max_h_samp_factor >= 4 || cinfo.max_v_samp_factor >= 4) n = n <= 4 ? 4 : 8;
+    const bool cmyk = IsCmyk(cinfo.jpeg_color_space);
+    cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+    cinfo.scale_num = static_cast<unsigned>(n);
+    cinfo.scale_denom = 8;
+    cinfo.dct_method = s.options.fast_dct ? JDCT_IFAST : JDCT_ISLOW;
+    cinfo.do_fancy_upsampling = s.options.fast_upsample ? FALSE : TRUE;
+    jpeg_calc_output_dimensions(&cinfo);
+    const auto scaled_width = static_cast<std::int64_t>(cinfo.output_width);
+    const auto scaled_height = static_cast<std::int64_t>(cinfo.output_height);
+
+    // The crop in scaled pixels, widened to whole pixels and then by one chroma sample on
+    // every side: libjpeg's fancy (triangle) chroma upsampling treats the edges of a
+    // cropped or skipped-to region as image edges, so without the margin the crop's
+    // border pixels of subsampled files would differ from a full decode. With it they are
+    // bit-identical (jpeg_test checks), at the cost of a few rows and columns.
+    const std::int64_t margin_x = cinfo.max_h_samp_factor;
+    const std::int64_t margin_y = cinfo.max_v_samp_factor;
+    const std::int64_t x0 = std::max<std::int64_t>(std::int64_t{crop.x} * n / 8 - margin_x, 0);
+    const std::int64_t y0 = std::max<std::int64_t>(std::int64_t{crop.y} * n / 8 - margin_y, 0);
+    const std::int64_t x1 =
+        std::min((std::int64_t{crop.x + crop.width} * n + 7) / 8 + margin_x, scaled_width);
+    const std::int64_t y1 =
+        std::min((std::int64_t{crop.y + crop.height} * n + 7) / 8 + margin_y, scaled_height);
+
+    // Scratch rows are as wide as the scaled image, which covers any iMCU widening that
+    // jpeg_crop_scanline applies. The vectors only grow, so steady state does not allocate.
+    const int components = cmyk ? 4 : 3;
+    const auto row_bytes = static_cast<std::size_t>(scaled_width) * components;
+    const auto row_count = static_cast<std::size_t>(y1 - y0);
+    if (s.scratch.size() < row_bytes * row_count) s.scratch.resize(row_bytes * row_count);
+    if (s.rows.size() < row_count) s.rows.resize(row_count);
+    for (std::size_t r = 0; r < row_count; ++r) s.rows[r] = s.scratch.data() + r * row_bytes;
+
+    RegionJob job{static_cast<JDIMENSION>(x0),
+                  static_cast<JDIMENSION>(x1 - x0),
+                  static_cast<JDIMENSION>(y0),
+                  static_cast<JDIMENSION>(row_count),
+                  s.rows.data(),
+                  0};
+    if (!GuardedDecodeRegion(&cinfo, &s.errors, &job)) s.Fail("data");
+    if (job.rows_read != job.rows) {
+      throw DecodeError(DecodeErrorKind::kTruncated, "truncated JPEG (data): decoded " +
+                                                         std::to_string(job.rows_read) + " of " +
+                                                         std::to_string(job.rows) + " rows");
+    }
+    if (cmyk) {
+      for (std::size_t r = 0; r < row_count; ++r) {
+        CmykRowToRgb(s.rows[r], static_cast<int>(job.width), cinfo.saw_Adobe_marker != 0);
+      }
+    }
+
+    // The crop in region pixels, fractional after DCT scaling. The resize sees only the
+    // pixels the crop touches, so its filter stops at the crop's edges as torchvision's
+    // crop-then-resize does; at 8/8 this is exactly "full decode, crop, resize".
+    const double scale = n / 8.0;
+    const double bx0 = crop.x * scale - job.x;
+    const double by0 = crop.y * scale - static_cast<double>(y0);
+    const double bx1 = std::min((crop.x + crop.width) * scale - job.x, double(job.width));
+    const double by1 =
+        std::min((crop.y + crop.height) * scale - static_cast<double>(y0), double(row_count));
+    const int ix0 = static_cast<int>(bx0);
+    const int iy0 = static_cast<int>(by0);
+    const int ix1 = static_cast<int>(std::ceil(bx1));
+    const int iy1 = static_cast<int>(std::ceil(by1));
+    const ConstPixelView region{s.scratch.data() + iy0 * row_bytes + std::size_t(ix0) * 3,
+                                ix1 - ix0, iy1 - iy0, 3, static_cast<std::ptrdiff_t>(row_bytes)};
+    const SourceBox box{bx0 - ix0, by0 - iy0, bx1 - ix0, by1 - iy0};
+    const auto resize_start = std::chrono::steady_clock::now();
+    s.resizer.Resize(region, box, out, plan.flip);
+    const std::chrono::duration<double> resize_time =
+        std::chrono::steady_clock::now() - resize_start;
+
+    DecodeReport report = s.Report();
+    report.resize_seconds = resize_time.count();
+    report.scale_eighths = n;
+    report.decoded = Rect{static_cast<int>(job.x), static_cast<int>(y0),
+                          static_cast<int>(job.width), static_cast<int>(row_count)};
+    return report;
+  }
+
   DecodeReport Report() const {
     DecodeReport report;
     if (errors.warned) {
@@ -328,102 +428,21 @@ ImageInfo JpegDecoder::ReadInfo(std::span<const std::byte> jpeg) {
 
 DecodeReport JpegDecoder::DecodeInto(std::span<const std::byte> jpeg, const CropPlan& plan,
                                      const PixelView& out) {
-  Impl& s = *impl_;
-  const ImageInfo info = s.ReadHeader(jpeg);
-  const Rect& crop = plan.crop;
-  if (crop.width <= 0 || crop.height <= 0 || crop.x < 0 || crop.y < 0 ||
-      crop.x + crop.width > info.width || crop.y + crop.height > info.height || out.width <= 0 ||
-      out.height <= 0 || out.channels != 3 || out.data == nullptr) {
-    jpeg_abort_decompress(&s.cinfo);
-    throw DecodeError(DecodeErrorKind::kInvalidArgument,
-                      "crop " + std::to_string(crop.width) + "x" + std::to_string(crop.height) +
-                          "+" + std::to_string(crop.x) + "+" + std::to_string(crop.y) +
-                          " does not fit the " + std::to_string(info.width) + "x" +
-                          std::to_string(info.height) + " image or the output is empty");
+  const ImageInfo info = impl_->ReadHeader(jpeg);
+  return impl_->DecodeRegion(info, plan, out);
+}
+
+DecodeReport JpegDecoder::DecodeInto(std::span<const std::byte> jpeg, const CropPlanner& planner,
+                                     const PixelView& out) {
+  const ImageInfo info = impl_->ReadHeader(jpeg);
+  CropPlan plan;
+  try {
+    plan = planner(info);
+  } catch (...) {
+    jpeg_abort_decompress(&impl_->cinfo);
+    throw;
   }
-
-  jpeg_decompress_struct& cinfo = s.cinfo;
-  int n = ChooseScaleEighths(crop.width, crop.height, out.width, out.height, s.options.scales);
-  // 4:1:1 / 4:4:1 chroma is box-upsampled 4x; scaled below 1/2 as well it loses too much
-  // colour (under 35 dB against a full decode), so those rare files decode at 1/2 or 8/8.
-  if (cinfo.max_h_samp_factor >= 4 || cinfo.max_v_samp_factor >= 4) n = n <= 4 ? 4 : 8;
-  const bool cmyk = IsCmyk(cinfo.jpeg_color_space);
-  cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
-  cinfo.scale_num = static_cast<unsigned>(n);
-  cinfo.scale_denom = 8;
-  cinfo.dct_method = s.options.fast_dct ? JDCT_IFAST : JDCT_ISLOW;
-  cinfo.do_fancy_upsampling = s.options.fast_upsample ? FALSE : TRUE;
-  jpeg_calc_output_dimensions(&cinfo);
-  const auto scaled_width = static_cast<std::int64_t>(cinfo.output_width);
-  const auto scaled_height = static_cast<std::int64_t>(cinfo.output_height);
-
-  // The crop in scaled pixels, widened to whole pixels and then by one chroma sample on
-  // every side: libjpeg's fancy (triangle) chroma upsampling treats the edges of a
-  // cropped or skipped-to region as image edges, so without the margin the crop's
-  // border pixels of subsampled files would differ from a full decode. With it they are
-  // bit-identical (jpeg_test checks), at the cost of a few rows and columns.
-  const std::int64_t margin_x = cinfo.max_h_samp_factor;
-  const std::int64_t margin_y = cinfo.max_v_samp_factor;
-  const std::int64_t x0 = std::max<std::int64_t>(std::int64_t{crop.x} * n / 8 - margin_x, 0);
-  const std::int64_t y0 = std::max<std::int64_t>(std::int64_t{crop.y} * n / 8 - margin_y, 0);
-  const std::int64_t x1 =
-      std::min((std::int64_t{crop.x + crop.width} * n + 7) / 8 + margin_x, scaled_width);
-  const std::int64_t y1 =
-      std::min((std::int64_t{crop.y + crop.height} * n + 7) / 8 + margin_y, scaled_height);
-
-  // Scratch rows are as wide as the scaled image, which covers any iMCU widening that
-  // jpeg_crop_scanline applies. The vectors only grow, so steady state does not allocate.
-  const int components = cmyk ? 4 : 3;
-  const auto row_bytes = static_cast<std::size_t>(scaled_width) * components;
-  const auto row_count = static_cast<std::size_t>(y1 - y0);
-  if (s.scratch.size() < row_bytes * row_count) s.scratch.resize(row_bytes * row_count);
-  if (s.rows.size() < row_count) s.rows.resize(row_count);
-  for (std::size_t r = 0; r < row_count; ++r) s.rows[r] = s.scratch.data() + r * row_bytes;
-
-  RegionJob job{static_cast<JDIMENSION>(x0),
-                static_cast<JDIMENSION>(x1 - x0),
-                static_cast<JDIMENSION>(y0),
-                static_cast<JDIMENSION>(row_count),
-                s.rows.data(),
-                0};
-  if (!GuardedDecodeRegion(&cinfo, &s.errors, &job)) s.Fail("data");
-  if (job.rows_read != job.rows) {
-    throw DecodeError(DecodeErrorKind::kTruncated, "truncated JPEG (data): decoded " +
-                                                       std::to_string(job.rows_read) + " of " +
-                                                       std::to_string(job.rows) + " rows");
-  }
-  if (cmyk) {
-    for (std::size_t r = 0; r < row_count; ++r) {
-      CmykRowToRgb(s.rows[r], static_cast<int>(job.width), cinfo.saw_Adobe_marker != 0);
-    }
-  }
-
-  // The crop in region pixels, fractional after DCT scaling. The resize sees only the
-  // pixels the crop touches, so its filter stops at the crop's edges as torchvision's
-  // crop-then-resize does; at 8/8 this is exactly "full decode, crop, resize".
-  const double scale = n / 8.0;
-  const double bx0 = crop.x * scale - job.x;
-  const double by0 = crop.y * scale - static_cast<double>(y0);
-  const double bx1 = std::min((crop.x + crop.width) * scale - job.x, double(job.width));
-  const double by1 =
-      std::min((crop.y + crop.height) * scale - static_cast<double>(y0), double(row_count));
-  const int ix0 = static_cast<int>(bx0);
-  const int iy0 = static_cast<int>(by0);
-  const int ix1 = static_cast<int>(std::ceil(bx1));
-  const int iy1 = static_cast<int>(std::ceil(by1));
-  const ConstPixelView region{s.scratch.data() + iy0 * row_bytes + std::size_t(ix0) * 3, ix1 - ix0,
-                              iy1 - iy0, 3, static_cast<std::ptrdiff_t>(row_bytes)};
-  const SourceBox box{bx0 - ix0, by0 - iy0, bx1 - ix0, by1 - iy0};
-  const auto resize_start = std::chrono::steady_clock::now();
-  s.resizer.Resize(region, box, out, plan.flip);
-  const std::chrono::duration<double> resize_time = std::chrono::steady_clock::now() - resize_start;
-
-  DecodeReport report = s.Report();
-  report.resize_seconds = resize_time.count();
-  report.scale_eighths = n;
-  report.decoded = Rect{static_cast<int>(job.x), static_cast<int>(y0), static_cast<int>(job.width),
-                        static_cast<int>(row_count)};
-  return report;
+  return impl_->DecodeRegion(info, plan, out);
 }
 
 void JpegDecoder::EntropyDecode(std::span<const std::byte> jpeg) {

@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -109,6 +110,13 @@ class JpegDecoder {
   // REQUIRES: out.channels == 3; the crop lies inside the image and is non-empty
   // (otherwise DecodeError kInvalidArgument).
   DecodeReport DecodeInto(std::span<const std::byte> jpeg, const CropPlan& plan,
+                          const PixelView& out);
+
+  // The same, with the plan drawn from the header this call reads (the crop depends on
+  // the image size): one header parse instead of ReadInfo's and DecodeInto's two. An
+  // exception from `planner` propagates and leaves the decoder ready for the next image.
+  using CropPlanner = std::function<CropPlan(const ImageInfo&)>;
+  DecodeReport DecodeInto(std::span<const std::byte> jpeg, const CropPlanner& planner,
                           const PixelView& out);
 
   // Decodes the whole image at full size into `out` with TurboJPEG's one-call decoder

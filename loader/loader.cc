@@ -272,9 +272,10 @@ void Loader::Impl::DecodeOne(Worker& worker, std::uint64_t epoch, std::uint64_t 
   switch (info.codec) {
     case SampleCodec::kEncoded: {
       codecs::JpegDecoder& decoder = worker.decoder.decoder();
-      const codecs::ImageInfo image = decoder.ReadInfo(worker.bytes);
-      const codecs::DecodeReport report =
-          decoder.DecodeInto(worker.bytes, plan_for(image.width, image.height), out);
+      const codecs::DecodeReport report = decoder.DecodeInto(
+          worker.bytes,
+          [&](const codecs::ImageInfo& image) { return plan_for(image.width, image.height); },
+          out);
       const std::uint64_t total = Nanos(Clock::now() - t1);
       t.resize_ns = static_cast<std::uint64_t>(report.resize_seconds * 1e9);
       t.decode_ns = total > t.resize_ns ? total - t.resize_ns : 0;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -209,6 +210,47 @@ TEST(JpegCrop, FlipMirrorsExactly) {
       }
     }
   }
+}
+
+TEST(JpegCrop, PlannerSeesTheHeaderAndGivesTheSamePixelsAsTwoSteps) {
+  const auto jpeg = MakeJpeg(301, 203, EncodeOptions{}, 5);
+  JpegDecoder decoder;
+  std::vector<std::uint8_t> two_steps(64 * 48 * 3), planned(64 * 48 * 3);
+  const ImageInfo info = decoder.ReadInfo(jpeg);
+  const CropPlan plan{Rect{info.width / 4, info.height / 3, info.width / 2, info.height / 2}, true};
+  const DecodeReport expected =
+      decoder.DecodeInto(jpeg, plan, PixelView::Interleaved(two_steps.data(), 64, 48));
+  int calls = 0;
+  const DecodeReport report = decoder.DecodeInto(
+      jpeg,
+      [&](const ImageInfo& seen) {
+        ++calls;
+        EXPECT_EQ(seen.width, 301);
+        EXPECT_EQ(seen.height, 203);
+        return CropPlan{Rect{seen.width / 4, seen.height / 3, seen.width / 2, seen.height / 2},
+                        true};
+      },
+      PixelView::Interleaved(planned.data(), 64, 48));
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(report.scale_eighths, expected.scale_eighths);
+  EXPECT_EQ(report.decoded, expected.decoded);
+  EXPECT_EQ(planned, two_steps);
+}
+
+TEST(JpegCrop, PlannerExceptionLeavesTheDecoderUsable) {
+  const auto jpeg = MakeJpeg(120, 90, EncodeOptions{}, 6);
+  JpegDecoder decoder;
+  std::vector<std::uint8_t> out(32 * 32 * 3), again(32 * 32 * 3);
+  const PixelView view = PixelView::Interleaved(out.data(), 32, 32);
+  EXPECT_THROW(
+      decoder.DecodeInto(
+          jpeg, [](const ImageInfo&) -> CropPlan { throw std::runtime_error("no plan"); }, view),
+      std::runtime_error);
+  const CropPlan plan{Rect{10, 10, 80, 60}, false};
+  decoder.DecodeInto(jpeg, plan, view);
+  JpegDecoder fresh;
+  fresh.DecodeInto(jpeg, plan, PixelView::Interleaved(again.data(), 32, 32));
+  EXPECT_EQ(out, again);
 }
 
 TEST(JpegCrop, WritesThroughStridesAndNothingElse) {
