@@ -20,8 +20,8 @@ void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const fl
 }
 
 // The same with explicit leading dimensions (a block of columns of a row-major matrix).
-void GemmLd(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
-            int lda, const float* b, int ldb, float beta, float* c, int ldc) {
+void GemmLd(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+            const float* b, int ldb, float beta, float* c, int ldc) {
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
               trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
@@ -187,8 +187,7 @@ void ReferenceCore::BackwardSegment(std::size_t index, std::span<float> gradient
     }
     // dH = dZ W2, masked by the ReLU (needed by every later segment).
     grad_hidden_.resize(hidden_.size());
-    Gemm(false, false, batch, hidden, classes, 1.0f, logits_.data(), w2, 0.0f,
-         grad_hidden_.data());
+    Gemm(false, false, batch, hidden, classes, 1.0f, logits_.data(), w2, 0.0f, grad_hidden_.data());
     for (std::size_t i = 0; i < hidden_.size(); ++i) {
       if (hidden_[i] <= 0) grad_hidden_[i] = 0;
     }

@@ -28,10 +28,10 @@
 namespace tilefeed::trainer {
 
 struct ReferenceCoreOptions {
-  int classes = 10;        // output classes
-  int pool = 16;           // input pooled to pool x pool x 3 features
-  int hidden = 256;        // hidden units
-  std::uint64_t seed = 0;  // parameter initialisation
+  int classes = 10;         // output classes
+  int pool = 16;            // input pooled to pool x pool x 3 features
+  int hidden = 256;         // hidden units
+  std::uint64_t seed = 0;   // parameter initialisation
   int backward_chunks = 4;  // W1's gradient in this many row blocks (overlap granularity)
   Normalization normalization;
 };

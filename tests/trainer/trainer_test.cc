@@ -63,8 +63,7 @@ TEST(InMemoryStream, ReplaysItsBatchesEpochAfterEpoch) {
 
 std::vector<float> TrainSteps(std::size_t batch, int accumulation, std::uint64_t steps,
                               std::vector<float>* initial,
-                              AllreduceMode allreduce = AllreduceMode::kOverlap,
-                              int replicas = 1) {
+                              AllreduceMode allreduce = AllreduceMode::kOverlap, int replicas = 1) {
   ReferenceCoreOptions core_options;
   core_options.classes = kClasses;
   core_options.pool = 4;
