@@ -337,6 +337,12 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
                 r.loss);
     if (r.accuracy) std::printf(", accuracy %.1f %%", 100 * *r.accuracy);
     std::printf(", %.1f images/s, stall %.2f %%", r.images_per_second, r.stall_percent);
+    if (r.steps > 0) {
+      std::printf(", step %.2f ms (all-reduce %s, %.2f ms exposed)",
+                  1e3 * r.seconds / static_cast<double>(r.steps), r.allreduce.c_str(),
+                  1e3 * r.allreduce_exposed_seconds / static_cast<double>(r.steps) /
+                      static_cast<double>(mpi.size()));
+    }
     if (r.val_accuracy)
       std::printf(", val accuracy %.1f %% (%llu images)", 100 * *r.val_accuracy,
                   static_cast<unsigned long long>(r.val_images));
@@ -514,6 +520,16 @@ int main(int argc, char** argv) {
                  "Micro-batches per replica per step")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
+  app.add_option_function<std::string>(
+         "--allreduce",
+         [&args](const std::string& mode) {
+           args.trainer.allreduce = trainer::ParseAllreduceMode(mode);
+         },
+         "Gradient all-reduce: overlap (each layer's MPI_Iallreduce starts as soon as the "
+         "backward pass has produced it) or blocking (one MPI_Allreduce after the backward "
+         "pass)")
+      ->check(CLI::IsMember({"overlap", "blocking"}))
+      ->default_str(trainer::AllreduceModeName(trainer::TrainerOptions{}.allreduce));
   app.add_option("--lr", args.trainer.sgd.learning_rate, "Learning rate")->capture_default_str();
   app.add_option("--momentum", args.trainer.sgd.momentum, "SGD momentum")->capture_default_str();
   app.add_option("--weight-decay", args.trainer.sgd.weight_decay, "L2 weight decay")

@@ -10,6 +10,18 @@
 // mismatch is a bug (MPI would hang or fail). After an all-reduce every instance holds the
 // identical result, so instances that apply the same update stay bit-identical.
 //
+// Non-blocking all-reduce (for overlapping gradients with the backward pass): StartAllreduceSum
+// begins a sum over one span and returns at once; Progress() lets the library move pending
+// ones along (OpenMPI has no progress thread: a non-blocking collective advances only inside
+// MPI calls, so the caller calls Progress() between pieces of compute); WaitAllreduces()
+// returns when every started one is done. Until then the spans must stay alive and
+// untouched. The element-wise sum is the same operation as AllreduceSum, so a span reduced
+// in pieces holds what one blocking call would give (exactly so for two instances, where
+// each element is one addition a + b; with more, the library's summation order could in
+// principle differ between its blocking and non-blocking algorithms — every instance still
+// gets the same bits, which the trainer's checksum check confirms).
+// The base class does them as blocking calls, which is correct for any implementation.
+//
 // Thread safety: a Collectives object is used by one thread, the one that made it (MPI is
 // initialised with MPI_THREAD_FUNNELED).
 
@@ -43,6 +55,13 @@ class Collectives {
   virtual std::pair<std::uint64_t, std::uint64_t> AllreduceMinMax(std::uint64_t value) = 0;
   // Copies `data` from instance `root` to every instance.
   virtual void Broadcast(std::span<std::byte> data, int root) = 0;
+
+  // Starts replacing `data` by its elementwise sum over all instances (see above).
+  virtual void StartAllreduceSum(std::span<float> data) { AllreduceSum(data); }
+  // Advances pending non-blocking all-reduces without waiting for them.
+  virtual void Progress() {}
+  // Returns when every all-reduce started since the last call is complete.
+  virtual void WaitAllreduces() {}
 };
 
 // One instance: every collective leaves its data as it is.
@@ -57,6 +76,7 @@ class LocalCollectives final : public Collectives {
     return {value, value};
   }
   void Broadcast(std::span<std::byte>, int) override {}
+  void StartAllreduceSum(std::span<float>) override {}
 };
 
 }  // namespace tilefeed::trainer

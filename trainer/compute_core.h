@@ -50,6 +50,12 @@ struct BatchStats {
   std::uint64_t samples = 0;
 };
 
+// A contiguous piece of the gradient vector that a staged backward pass finishes at once.
+struct GradientSegment {
+  std::size_t offset = 0;
+  std::size_t size = 0;
+};
+
 class ComputeCore {
  public:
   virtual ~ComputeCore() = default;
@@ -58,6 +64,21 @@ class ComputeCore {
   // Adds the gradient of the batch's mean loss to `gradients`.
   // REQUIRES: gradients.size() == parameters().size(); input.size >= 1.
   virtual BatchStats AccumulateGradients(const InputView& input, std::span<float> gradients) = 0;
+  // Staged backward, for overlapping the gradient all-reduce with the rest of the backward
+  // pass: BeginGradients runs the forward pass and the loss (and may add some gradient);
+  // then BackwardSegment(i, gradients) for i = 0 .. gradient_segments() - 1, in that order
+  // (backward order: last layer first), adds the rest. After BackwardSegment(i) returns, the
+  // elements of gradient_segment(i) are final for this batch; the segments are disjoint and
+  // cover the vector. Begin plus every segment adds bit for bit what AccumulateGradients
+  // adds. The default is one segment, the whole vector, all done by BeginGradients.
+  virtual BatchStats BeginGradients(const InputView& input, std::span<float> gradients) {
+    return AccumulateGradients(input, gradients);
+  }
+  virtual std::size_t gradient_segments() const { return 1; }
+  virtual GradientSegment gradient_segment(std::size_t /*index*/) {
+    return {0, parameters().size()};
+  }
+  virtual void BackwardSegment(std::size_t /*index*/, std::span<float> /*gradients*/) {}
   // Forward only (eval mode).
   virtual BatchStats Evaluate(const InputView& input) = 0;
   // Whether correct counts mean anything (a classifier) or not (the synthetic kernel).

@@ -33,6 +33,10 @@ void InChunks(std::span<T> data, Fn&& fn) {
 
 }  // namespace
 
+struct MpiSession::Pending {
+  MPI_Request request = MPI_REQUEST_NULL;
+};
+
 MpiSession::MpiSession(int* argc, char*** argv) {
   int initialized = 0;
   Check(MPI_Initialized(&initialized), "MPI_Initialized");
@@ -52,11 +56,23 @@ MpiSession::MpiSession(int* argc, char*** argv) {
 }
 
 MpiSession::~MpiSession() {
-  if (active_) MPI_Finalize();
+  if (!active_) return;
+  // Requests still pending (an exception between start and wait) must finish before
+  // MPI_Finalize; every instance started the same ones, so they complete.
+  if (!pending_.empty()) {
+    try {
+      WaitAllreduces();
+    } catch (const MpiError&) {
+    }
+  }
+  MPI_Finalize();
 }
 
 MpiSession::MpiSession(MpiSession&& other) noexcept
-    : active_(std::exchange(other.active_, false)), rank_(other.rank_), size_(other.size_) {}
+    : active_(std::exchange(other.active_, false)),
+      rank_(other.rank_),
+      size_(other.size_),
+      pending_(std::move(other.pending_)) {}
 
 MpiSession& MpiSession::operator=(MpiSession&& other) noexcept {
   if (this != &other) {
@@ -64,6 +80,7 @@ MpiSession& MpiSession::operator=(MpiSession&& other) noexcept {
     active_ = std::exchange(other.active_, false);
     rank_ = other.rank_;
     size_ = other.size_;
+    pending_ = std::move(other.pending_);
   }
   return *this;
 }
@@ -103,6 +120,37 @@ void MpiSession::Broadcast(std::span<std::byte> data, int root) {
   InChunks(data, [root](std::byte* p, int n) {
     Check(MPI_Bcast(p, n, MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
   });
+}
+
+void MpiSession::StartAllreduceSum(std::span<float> data) {
+  InChunks(data, [this](float* p, int n) {
+    Pending pending;
+    Check(MPI_Iallreduce(MPI_IN_PLACE, p, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &pending.request),
+          "MPI_Iallreduce(float, sum)");
+    pending_.push_back(pending);
+  });
+}
+
+void MpiSession::Progress() {
+  // One MPI_Test per request: each call also drives OpenMPI's progress engine, and a
+  // completed request becomes MPI_REQUEST_NULL (testing that again is allowed and cheap).
+  for (Pending& p : pending_) {
+    if (p.request == MPI_REQUEST_NULL) continue;
+    int done = 0;
+    Check(MPI_Test(&p.request, &done, MPI_STATUS_IGNORE), "MPI_Test(all-reduce)");
+  }
+}
+
+void MpiSession::WaitAllreduces() {
+  for (Pending& p : pending_) {
+    if (p.request == MPI_REQUEST_NULL) continue;
+    const int code = MPI_Wait(&p.request, MPI_STATUS_IGNORE);
+    if (code != MPI_SUCCESS) {
+      pending_.clear();
+      Check(code, "MPI_Wait(all-reduce)");
+    }
+  }
+  pending_.clear();
 }
 
 void MpiSession::Abort(int code) const {

@@ -9,6 +9,8 @@
 // be initialised once per process, so a process makes at most one MpiSession.
 // Thread safety: as Collectives; construction and destruction on the main thread.
 
+#include <vector>
+
 #include "trainer/collectives.h"
 
 namespace tilefeed::trainer {
@@ -31,6 +33,10 @@ class MpiSession final : public Collectives {
   void AllreduceMax(std::span<double> data) override;
   std::pair<std::uint64_t, std::uint64_t> AllreduceMinMax(std::uint64_t value) override;
   void Broadcast(std::span<std::byte> data, int root) override;
+  // MPI_Iallreduce / MPI_Testall / MPI_Waitall.
+  void StartAllreduceSum(std::span<float> data) override;
+  void Progress() override;
+  void WaitAllreduces() override;
   // Ends every instance's run with `code` (for a failure on one instance that the others
   // would otherwise wait for forever in the next collective).
   [[noreturn]] void Abort(int code) const;
@@ -39,6 +45,10 @@ class MpiSession final : public Collectives {
   bool active_ = false;  // this object initialised MPI and must finalise it
   int rank_ = 0;
   int size_ = 1;
+  // Pending MPI_Iallreduce requests (MPI_Request handles, kept opaque here so this header
+  // does not include mpi.h).
+  struct Pending;
+  std::vector<Pending> pending_;
 };
 
 }  // namespace tilefeed::trainer

@@ -19,6 +19,13 @@ void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const fl
               trans_b ? k : n, beta, c, n);
 }
 
+// The same with explicit leading dimensions (a block of columns of a row-major matrix).
+void GemmLd(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+            const float* b, int ldb, float beta, float* c, int ldc) {
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
 }  // namespace
 
 void SetBlasThreads(int threads) { openblas_set_num_threads(threads); }
@@ -87,7 +94,7 @@ std::vector<float> ReferenceCore::Features(const InputView& input) {
   return out;
 }
 
-BatchStats ReferenceCore::Forward(const InputView& input, std::span<float> gradients) {
+BatchStats ReferenceCore::Forward(const InputView& input, bool backward) {
   const int batch = static_cast<int>(input.size);
   const int features = static_cast<int>(feature_count());
   const int hidden = options_.hidden;
@@ -121,43 +128,93 @@ BatchStats ReferenceCore::Forward(const InputView& input, std::span<float> gradi
     double total = 0;
     for (int k = 0; k < classes; ++k) total += std::exp(static_cast<double>(z[k] - top));
     stats.loss_sum += std::log(total) - static_cast<double>(z[label] - top);
+    if (!backward) continue;
     for (int k = 0; k < classes; ++k) {
       const double p = std::exp(static_cast<double>(z[k] - top)) / total;
       z[k] = static_cast<float>((p - (k == label ? 1.0 : 0.0)) / batch);
     }
   }
-  if (gradients.empty()) return stats;
+  batch_ = batch;
+  return stats;
+}
 
+std::pair<int, int> ReferenceCore::ChunkRows(std::size_t chunk) const {
+  const int hidden = options_.hidden;
+  const int chunks = std::clamp(options_.backward_chunks, 1, hidden);
+  const int c = static_cast<int>(chunk);
+  return {c * hidden / chunks, (c + 1) * hidden / chunks};
+}
+
+std::size_t ReferenceCore::gradient_segments() const {
+  return 2 + static_cast<std::size_t>(std::clamp(options_.backward_chunks, 1, options_.hidden));
+}
+
+GradientSegment ReferenceCore::gradient_segment(std::size_t index) {
+  const std::size_t features = feature_count();
+  const auto hidden = static_cast<std::size_t>(options_.hidden);
+  const auto classes = static_cast<std::size_t>(options_.classes);
+  if (index == 0) return {hidden * features + hidden, classes * hidden + classes};  // W2, b2
+  if (index == 1) return {hidden * features, hidden};                               // b1
+  const auto [first, last] = ChunkRows(index - 2);
+  return {static_cast<std::size_t>(first) * features,
+          static_cast<std::size_t>(last - first) * features};
+}
+
+BatchStats ReferenceCore::BeginGradients(const InputView& input, std::span<float> gradients) {
+  assert(gradients.size() == parameters_.size());
+  (void)gradients;
+  return Forward(input, true);
+}
+
+void ReferenceCore::BackwardSegment(std::size_t index, std::span<float> gradients) {
+  assert(gradients.size() == parameters_.size() && index < gradient_segments());
+  const int batch = batch_;
+  const int features = static_cast<int>(feature_count());
+  const int hidden = options_.hidden;
+  const int classes = options_.classes;
+  const float* w2 = parameters_.data() + static_cast<std::size_t>(hidden) * features + hidden;
   float* gw1 = gradients.data();
   float* gb1 = gw1 + static_cast<std::size_t>(hidden) * features;
   float* gw2 = gb1 + hidden;
   float* gb2 = gw2 + static_cast<std::size_t>(classes) * hidden;
-  // dW2 += dZ^T H, db2 += column sums of dZ.
-  Gemm(true, false, classes, hidden, batch, 1.0f, logits_.data(), hidden_.data(), 1.0f, gw2);
-  for (int n = 0; n < batch; ++n) {
-    for (int k = 0; k < classes; ++k) gb2[k] += logits_[static_cast<std::size_t>(n) * classes + k];
+  if (index == 0) {
+    // dW2 += dZ^T H, db2 += column sums of dZ.
+    Gemm(true, false, classes, hidden, batch, 1.0f, logits_.data(), hidden_.data(), 1.0f, gw2);
+    for (int n = 0; n < batch; ++n) {
+      for (int k = 0; k < classes; ++k) {
+        gb2[k] += logits_[static_cast<std::size_t>(n) * classes + k];
+      }
+    }
+    // dH = dZ W2, masked by the ReLU (needed by every later segment).
+    grad_hidden_.resize(hidden_.size());
+    Gemm(false, false, batch, hidden, classes, 1.0f, logits_.data(), w2, 0.0f, grad_hidden_.data());
+    for (std::size_t i = 0; i < hidden_.size(); ++i) {
+      if (hidden_[i] <= 0) grad_hidden_[i] = 0;
+    }
+    return;
   }
-  // dH = dZ W2, masked by the ReLU.
-  grad_hidden_.resize(hidden_.size());
-  Gemm(false, false, batch, hidden, classes, 1.0f, logits_.data(), w2, 0.0f, grad_hidden_.data());
-  for (std::size_t i = 0; i < hidden_.size(); ++i) {
-    if (hidden_[i] <= 0) grad_hidden_[i] = 0;
+  if (index == 1) {
+    // db1 += column sums of dH.
+    for (int n = 0; n < batch; ++n) {
+      for (int j = 0; j < hidden; ++j) {
+        gb1[j] += grad_hidden_[static_cast<std::size_t>(n) * hidden + j];
+      }
+    }
+    return;
   }
-  // dW1 += dH^T X, db1 += column sums of dH.
-  Gemm(true, false, hidden, features, batch, 1.0f, grad_hidden_.data(), features_.data(), 1.0f,
-       gw1);
-  for (int n = 0; n < batch; ++n) {
-    for (int j = 0; j < hidden; ++j)
-      gb1[j] += grad_hidden_[static_cast<std::size_t>(n) * hidden + j];
-  }
-  return stats;
+  // dW1[rows] += dH[:, rows]^T X.
+  const auto [first, last] = ChunkRows(index - 2);
+  GemmLd(true, false, last - first, features, batch, 1.0f, grad_hidden_.data() + first, hidden,
+         features_.data(), features, 1.0f, gw1 + static_cast<std::size_t>(first) * features,
+         features);
 }
 
 BatchStats ReferenceCore::AccumulateGradients(const InputView& input, std::span<float> gradients) {
-  assert(gradients.size() == parameters_.size());
-  return Forward(input, gradients);
+  const BatchStats stats = BeginGradients(input, gradients);
+  for (std::size_t i = 0; i < gradient_segments(); ++i) BackwardSegment(i, gradients);
+  return stats;
 }
 
-BatchStats ReferenceCore::Evaluate(const InputView& input) { return Forward(input, {}); }
+BatchStats ReferenceCore::Evaluate(const InputView& input) { return Forward(input, false); }
 
 }  // namespace tilefeed::trainer

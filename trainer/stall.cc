@@ -45,8 +45,11 @@ std::string ToJsonLine(const EpochReport& r) {
          ",\"images_per_second\":" + Number(r.images_per_second) + ",\"loss\":" + Number(r.loss) +
          ",\"accuracy\":" + Optional(r.accuracy) + ",\"stall_percent\":" + Number(r.stall_percent) +
          ",\"wait_seconds\":" + Number(r.wait_seconds) +
-         ",\"fill_seconds\":" + Number(r.fill_seconds) + ",\"val_loss\":" + Optional(r.val_loss) +
-         ",\"val_accuracy\":" + Optional(r.val_accuracy) +
+         ",\"fill_seconds\":" + Number(r.fill_seconds) + ",\"step_ms\":" +
+         Number(r.steps > 0 ? 1e3 * r.seconds / static_cast<double>(r.steps) : 0) +
+         ",\"allreduce\":\"" + r.allreduce +
+         "\",\"allreduce_exposed_seconds\":" + Number(r.allreduce_exposed_seconds) +
+         ",\"val_loss\":" + Optional(r.val_loss) + ",\"val_accuracy\":" + Optional(r.val_accuracy) +
          ",\"val_images\":" + std::to_string(r.val_images) + "}";
 }
 

@@ -54,6 +54,11 @@ struct EpochReport {
   double stall_percent = 0;        // 100 * stall fraction over all instances
   double wait_seconds = 0;         // input wait, summed over instances
   double fill_seconds = 0;         // pipeline fill before the run's first step
+  std::string allreduce;           // the gradient all-reduce mode ("blocking", "overlap")
+  // Gradient all-reduce time not hidden behind compute, summed over instances: from the end
+  // of the backward pass to the summed gradient (blocking: the local sum and MPI_Allreduce;
+  // overlap: the wait for the pending MPI_Iallreduces). Includes waiting for slower instances.
+  double allreduce_exposed_seconds = 0;
   std::optional<double> val_loss;
   std::optional<double> val_accuracy;
   std::uint64_t val_images = 0;

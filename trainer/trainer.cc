@@ -38,6 +38,17 @@ struct Trainer::Replica {
         gradients(core->parameters().size(), 0.0f) {}
 };
 
+const char* AllreduceModeName(AllreduceMode mode) {
+  return mode == AllreduceMode::kOverlap ? "overlap" : "blocking";
+}
+
+AllreduceMode ParseAllreduceMode(const std::string& name) {
+  if (name == "overlap") return AllreduceMode::kOverlap;
+  if (name == "blocking") return AllreduceMode::kBlocking;
+  throw TrainerError("trainer: unknown all-reduce mode '" + name +
+                     "' (expected overlap or blocking)");
+}
+
 std::uint64_t ParameterChecksum(std::span<const float> parameters) {
   std::uint64_t hash = 0xcbf29ce484222325ULL;
   for (std::byte b : std::as_bytes(parameters)) {
@@ -136,6 +147,16 @@ std::uint64_t Trainer::CheckReplicasIdentical() {
   return local;
 }
 
+void Trainer::SumReplicas(std::size_t offset, std::size_t size) {
+  float* out = reduced_.data() + offset;
+  const float* first = replicas_[0]->gradients.data() + offset;
+  std::copy(first, first + size, out);
+  for (std::size_t r = 1; r < replicas_.size(); ++r) {
+    const float* g = replicas_[r]->gradients.data() + offset;
+    for (std::size_t i = 0; i < size; ++i) out[i] += g[i];
+  }
+}
+
 void Trainer::SaveCheckpoint(const std::string& loader_state) {
   if (collectives_.rank() != 0) return;
   Checkpoint checkpoint;
@@ -194,9 +215,11 @@ std::uint64_t Trainer::Train(transport::BatchStream& stream, IoTiles::PositionPr
   std::vector<const StagedBatch*> items;
   items.reserve(replica_count);
   auto done = [&] { return options_.max_steps != 0 && step_ >= options_.max_steps; };
+  const bool overlap = options_.allreduce == AllreduceMode::kOverlap;
 
   while (!stream_ended && !done()) {
     StallMeter meter;
+    double allreduce_exposed = 0;
     double loss_sum = 0;
     std::uint64_t correct = 0;
     std::uint64_t samples = 0;
@@ -223,14 +246,33 @@ std::uint64_t Trainer::Train(transport::BatchStream& stream, IoTiles::PositionPr
         const auto compute_start = Clock::now();
         wait += Seconds(wait_start, compute_start);
         if (!epoch_ended) {
+          // With overlap, the last micro-step runs its backward pass in the core's segments:
+          // each segment's sum starts crossing instances as soon as every replica has
+          // finished it, while the next segment computes.
+          const bool staged = overlap && g == accumulation - 1;
           // The compute tiles: replicas run side by side in the arena.
           arena.execute([&] {
             tbb::parallel_for(std::size_t{0}, replica_count, [&](std::size_t r) {
               Replica& replica = *replicas_[r];
-              replica.stats =
-                  replica.core->AccumulateGradients(ViewOf(*items[r]), replica.gradients);
+              const InputView view = ViewOf(*items[r]);
+              replica.stats = staged ? replica.core->BeginGradients(view, replica.gradients)
+                                     : replica.core->AccumulateGradients(view, replica.gradients);
             });
           });
+          const std::size_t segments = staged ? replicas_[0]->core->gradient_segments() : 0;
+          for (std::size_t s = 0; s < segments; ++s) {
+            arena.execute([&] {
+              tbb::parallel_for(std::size_t{0}, replica_count, [&](std::size_t r) {
+                replicas_[r]->core->BackwardSegment(s, replicas_[r]->gradients);
+              });
+            });
+            const GradientSegment segment = replicas_[0]->core->gradient_segment(s);
+            SumReplicas(segment.offset, segment.size);
+            collectives_.StartAllreduceSum(
+                std::span<float>(reduced_.data() + segment.offset, segment.size));
+            // OpenMPI moves non-blocking collectives only inside MPI calls.
+            collectives_.Progress();
+          }
           for (std::size_t r = 0; r < replica_count; ++r) {
             step_stats.loss_sum += replicas_[r]->stats.loss_sum;
             step_stats.correct += replicas_[r]->stats.correct;
@@ -244,13 +286,15 @@ std::uint64_t Trainer::Train(transport::BatchStream& stream, IoTiles::PositionPr
       if (epoch_ended) break;  // a partial step is dropped, identically on every instance
 
       const auto update_start = Clock::now();
-      // Local reduction in replica order, then across instances: one fixed summation order.
-      std::ranges::copy(replicas_[0]->gradients, reduced_.begin());
-      for (std::size_t r = 1; r < replica_count; ++r) {
-        const std::vector<float>& g = replicas_[r]->gradients;
-        for (std::size_t i = 0; i < reduced_.size(); ++i) reduced_[i] += g[i];
+      // Local reduction in replica order, then across instances: one fixed summation order
+      // (the overlap path did the same per segment and only waits here).
+      if (overlap) {
+        collectives_.WaitAllreduces();
+      } else {
+        SumReplicas(0, reduced_.size());
+        collectives_.AllreduceSum(std::span<float>(reduced_));
       }
-      collectives_.AllreduceSum(std::span<float>(reduced_));
+      allreduce_exposed += Seconds(update_start, Clock::now());
       for (float& g : reduced_) g *= scale;
       arena.execute([&] {
         tbb::parallel_for(std::size_t{0}, replica_count, [&](std::size_t r) {
@@ -290,12 +334,13 @@ std::uint64_t Trainer::Train(transport::BatchStream& stream, IoTiles::PositionPr
     }
     // Every instance has the same number of steps here, so these collectives match.
     if (meter.steps() > 0) {
-      double sums[6] = {loss_sum,
+      double sums[7] = {loss_sum,
                         static_cast<double>(correct),
                         static_cast<double>(samples),
                         meter.wait_seconds(),
                         meter.step_seconds(),
-                        meter.fill_seconds()};
+                        meter.fill_seconds(),
+                        allreduce_exposed};
       collectives_.AllreduceSum(std::span<double>(sums));
       double slowest[1] = {meter.step_seconds()};
       collectives_.AllreduceMax(std::span<double>(slowest));
@@ -311,6 +356,8 @@ std::uint64_t Trainer::Train(transport::BatchStream& stream, IoTiles::PositionPr
       report.stall_percent = sums[4] > 0 ? 100.0 * sums[3] / sums[4] : 0;
       report.wait_seconds = sums[3];
       report.fill_seconds = sums[5];
+      report.allreduce = AllreduceModeName(options_.allreduce);
+      report.allreduce_exposed_seconds = sums[6];
       if (epoch_ended && make_validation) Validate(make_validation, report);
       if (report_) report_(report);
     }

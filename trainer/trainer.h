@@ -44,6 +44,20 @@ class TrainerError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// How the summed gradient crosses instances. kBlocking: after the whole backward pass, one
+// MPI_Allreduce of the whole vector. kOverlap: the last micro-step's backward runs in the
+// core's segments (last layer first); each segment is reduced over the replicas and its
+// MPI_Iallreduce started as soon as it is final, with MPI_Test between segments so OpenMPI
+// moves it along while the next segment computes; the step waits for all before the update.
+// Both sum every element in the same order (replicas in order, then instances), so they
+// give the same parameters.
+enum class AllreduceMode { kBlocking, kOverlap };
+
+// "blocking" / "overlap".
+const char* AllreduceModeName(AllreduceMode mode);
+// Throws TrainerError for any other name.
+AllreduceMode ParseAllreduceMode(const std::string& name);
+
 struct TrainerOptions {
   std::size_t local_batch = 32;        // samples per batch (per replica, per micro-step)
   std::size_t sample_bytes = 0;        // bytes of one uint8 image (core buffer size)
@@ -56,6 +70,7 @@ struct TrainerOptions {
   std::uint64_t check_every = 20;      // compare parameter checksums every N steps (0: at end only)
   std::uint64_t checkpoint_every = 0;  // instance 0 writes a checkpoint every N steps (0: never)
   std::filesystem::path checkpoint_dir;
+  AllreduceMode allreduce = AllreduceMode::kOverlap;
   SgdOptions sgd;
 };
 
@@ -120,6 +135,8 @@ class Trainer {
   struct Replica;
   void Log(const std::string& line) const;
   void SaveCheckpoint(const std::string& loader_state);
+  // reduced_[offset, offset + size) = the replicas' gradients summed in replica order.
+  void SumReplicas(std::size_t offset, std::size_t size);
   void Validate(const ValidationFactory& make_validation, EpochReport& report);
 
   Collectives& collectives_;

@@ -42,6 +42,40 @@ TEST(MpiTraining, InstancesStayBitIdenticalAndTheGlobalBatchAddsUp) {
   }
 }
 
+// The overlapped all-reduce (per-segment MPI_Iallreduce during the backward pass, replicas
+// summed first) sums every element in the same order as the blocking one, so after several
+// steps with replicas and accumulation both give the same bits.
+TEST(MpiTraining, OverlappedAllreduceGivesTheBlockingParameters) {
+  ASSERT_NE(session, nullptr);
+  testing::TempDir data("tilefeed-mpi-data");
+  testing::WriteTinyImageFolder(data.path(), 3, 8);
+  testing::RunConfig config;
+  config.data = data.path();
+  config.epochs = 3;
+  config.batch = 2;
+  config.replicas = 2;
+  config.accumulation = 1;
+  config.allreduce = AllreduceMode::kBlocking;
+  const testing::RunResult blocking = testing::TrainTiny(config, *session);
+  config.allreduce = AllreduceMode::kOverlap;
+  const testing::RunResult overlap = testing::TrainTiny(config, *session);
+  ASSERT_GT(blocking.steps, 2u);
+  EXPECT_EQ(overlap.steps, blocking.steps);
+  ASSERT_EQ(overlap.parameters.size(), blocking.parameters.size());
+  std::size_t differing = 0;
+  for (std::size_t i = 0; i < blocking.parameters.size(); ++i) {
+    if (overlap.parameters[i] != blocking.parameters[i]) ++differing;
+  }
+  EXPECT_EQ(differing, 0u) << "of " << blocking.parameters.size() << " parameters";
+  EXPECT_EQ(overlap.velocity, blocking.velocity);
+  ASSERT_FALSE(overlap.reports.empty());
+  EXPECT_EQ(overlap.reports.front().allreduce, "overlap");
+  EXPECT_EQ(blocking.reports.front().allreduce, "blocking");
+  // And the instances agree with each other.
+  const auto [low, high] = session->AllreduceMinMax(ParameterChecksum(overlap.parameters));
+  EXPECT_EQ(low, high);
+}
+
 }  // namespace
 }  // namespace tilefeed::trainer
 

@@ -45,7 +45,14 @@ TEST(EpochReport, JsonLineHasEveryFieldAndNullsForAbsentOnes) {
   report.images_per_second = 123.5;
   report.stall_percent = 1.25;
   report.accuracy = 0.5;
+  report.steps = 4;
+  report.seconds = 2.0;
+  report.allreduce = "overlap";
+  report.allreduce_exposed_seconds = 0.25;
   const std::string line = ToJsonLine(report);
+  EXPECT_NE(line.find("\"step_ms\":500"), std::string::npos);
+  EXPECT_NE(line.find("\"allreduce\":\"overlap\""), std::string::npos);
+  EXPECT_NE(line.find("\"allreduce_exposed_seconds\":0.25"), std::string::npos);
   EXPECT_NE(line.find("\"epoch\":2"), std::string::npos);
   EXPECT_NE(line.find("\"images\":640"), std::string::npos);
   EXPECT_NE(line.find("\"images_per_second\":123.5"), std::string::npos);

@@ -27,6 +27,7 @@ struct RunConfig {
   int io_tiles = 2;
   std::size_t batch = 4;
   int classes = 3;
+  trainer::AllreduceMode allreduce = trainer::AllreduceMode::kOverlap;
 };
 
 struct RunResult {
@@ -50,6 +51,7 @@ inline RunResult TrainTiny(const RunConfig& config, trainer::Collectives& collec
   options.check_every = 1;
   options.checkpoint_every = config.checkpoint_every;
   options.checkpoint_dir = config.checkpoint_dir;
+  options.allreduce = config.allreduce;
   trainer::ReferenceCoreOptions core_options;
   core_options.classes = config.classes;
   core_options.pool = 4;

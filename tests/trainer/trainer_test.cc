@@ -62,7 +62,8 @@ TEST(InMemoryStream, ReplaysItsBatchesEpochAfterEpoch) {
 }
 
 std::vector<float> TrainSteps(std::size_t batch, int accumulation, std::uint64_t steps,
-                              std::vector<float>* initial) {
+                              std::vector<float>* initial,
+                              AllreduceMode allreduce = AllreduceMode::kOverlap, int replicas = 1) {
   ReferenceCoreOptions core_options;
   core_options.classes = kClasses;
   core_options.pool = 4;
@@ -72,6 +73,9 @@ std::vector<float> TrainSteps(std::size_t batch, int accumulation, std::uint64_t
   options.local_batch = batch;
   options.sample_bytes = kSampleBytes;
   options.gradient_accumulation = accumulation;
+  options.replicas = replicas;
+  options.compute_threads = replicas;
+  options.allreduce = allreduce;
   options.max_steps = steps;
   options.check_every = 1;
   LocalCollectives local;
@@ -106,6 +110,25 @@ void ExpectSameUpdate(std::uint64_t steps) {
 TEST(Trainer, GradientAccumulationMatchesTheWholeBatch) { ExpectSameUpdate(1); }
 
 TEST(Trainer, GradientAccumulationMatchesOverMomentumSteps) { ExpectSameUpdate(3); }
+
+// One instance, two replicas, accumulation 2: the overlap path (staged backward, replicas
+// summed per segment) and the blocking path give the same bits.
+TEST(Trainer, OverlappedAllreducePathMatchesTheBlockingOne) {
+  std::vector<float> initial;
+  const std::vector<float> blocking =
+      TrainSteps(2, 2, 3, &initial, AllreduceMode::kBlocking, /*replicas=*/2);
+  const std::vector<float> overlap =
+      TrainSteps(2, 2, 3, nullptr, AllreduceMode::kOverlap, /*replicas=*/2);
+  ASSERT_NE(blocking, initial);  // the steps moved the parameters
+  EXPECT_EQ(overlap, blocking);
+}
+
+TEST(Trainer, AllreduceModesParseAndNameThemselves) {
+  EXPECT_EQ(ParseAllreduceMode("overlap"), AllreduceMode::kOverlap);
+  EXPECT_EQ(ParseAllreduceMode("blocking"), AllreduceMode::kBlocking);
+  EXPECT_STREQ(AllreduceModeName(AllreduceMode::kOverlap), "overlap");
+  EXPECT_THROW(ParseAllreduceMode("async"), TrainerError);
+}
 
 }  // namespace
 }  // namespace tilefeed::trainer

@@ -1,0 +1,176 @@
+// allreduce_bench: does overlapping the gradient all-reduce with the backward pass pay?
+// Run under mpirun/poprun with two or more instances. Every instance trains the reference
+// core on the same batches held in memory (no loader, so input never stalls and the only
+// difference between the runs is the all-reduce), alternating blocking and overlap runs of
+// --steps steps for --rounds rounds (ABAB..., so drift in the machine's load hits both).
+// Per mode it reports the median over rounds of the step time (slowest instance), images/s
+// and the all-reduce time left exposed after the backward pass (mean per instance and
+// step), and checks that both modes end with identical parameters.
+//
+//   poprun --instances 2 -- allreduce_bench [--rounds 6] [--steps 20] [--batch 32]
+//          [--image-size 224] [--hidden 256] [--pool 16] [--each-round] [--json FILE]
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "trainer/memory_stream.h"
+#include "trainer/mpi_session.h"
+#include "trainer/reference_core.h"
+#include "trainer/trainer.h"
+
+namespace {
+
+using namespace tilefeed;
+
+struct Config {
+  int rounds = 6;
+  std::uint64_t steps = 20;
+  std::size_t batch = 32;
+  int image_size = 224;
+  int hidden = 256;
+  int pool = 16;
+  int classes = 10;
+  bool each_round = false;
+  std::string json;
+};
+
+std::vector<trainer::HeldBatch> MakeBatches(const Config& c, int rank) {
+  const std::size_t sample = static_cast<std::size_t>(c.image_size) * c.image_size * 3;
+  std::mt19937 rng(static_cast<unsigned>(17 + rank));
+  std::vector<trainer::HeldBatch> out(4);
+  for (std::size_t b = 0; b < out.size(); ++b) {
+    trainer::HeldBatch& held = out[b];
+    held.meta.size = c.batch;
+    held.meta.height = c.image_size;
+    held.meta.width = c.image_size;
+    held.images.resize(c.batch * sample);
+    for (auto& p : held.images) p = static_cast<std::uint8_t>(rng() >> 24);
+    for (std::size_t i = 0; i < c.batch; ++i) {
+      held.labels.push_back(static_cast<std::int32_t>((b * c.batch + i) % c.classes));
+      held.sample_indices.push_back(b * c.batch + i);
+    }
+  }
+  return out;
+}
+
+struct Round {
+  double step_ms = 0;       // slowest instance, steady state
+  double images_per_s = 0;  // all instances
+  double exposed_ms = 0;    // all-reduce exposed, per instance and step
+  std::vector<float> parameters;
+};
+
+Round RunOnce(const Config& c, trainer::MpiSession& mpi,
+              const std::vector<trainer::HeldBatch>& batches, trainer::AllreduceMode mode) {
+  trainer::ReferenceCoreOptions core_options;
+  core_options.classes = c.classes;
+  core_options.hidden = c.hidden;
+  core_options.pool = c.pool;
+  trainer::TrainerOptions options;
+  options.local_batch = c.batch;
+  options.sample_bytes = static_cast<std::size_t>(c.image_size) * c.image_size * 3;
+  options.max_steps = c.steps;
+  options.check_every = 0;
+  options.allreduce = mode;
+  Round round;
+  trainer::Trainer trainer(
+      [&] { return std::make_unique<trainer::ReferenceCore>(core_options); }, mpi, options, {},
+      [&](const trainer::EpochReport& r) {
+        round.step_ms = 1e3 * r.seconds / static_cast<double>(r.steps);
+        round.images_per_s = r.images_per_second;
+        round.exposed_ms = 1e3 * r.allreduce_exposed_seconds / static_cast<double>(r.steps) /
+                           static_cast<double>(mpi.size());
+      });
+  trainer::InMemoryStream stream(batches, 0);
+  trainer.Train(stream, {});
+  round.parameters.assign(trainer.parameters().begin(), trainer.parameters().end());
+  return round;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Config c;
+  CLI::App app{"Blocking vs overlapped gradient all-reduce, reference core fed from memory."};
+  app.add_option("--rounds", c.rounds, "Blocking/overlap pairs")->check(CLI::Range(1, 1000));
+  app.add_option("--steps", c.steps, "Steps per run")->check(CLI::Range(2, 100000));
+  app.add_option("--batch", c.batch, "Local batch")->check(CLI::Range(1, 4096));
+  app.add_option("--image-size", c.image_size, "Image side")->check(CLI::Range(16, 1024));
+  app.add_option("--hidden", c.hidden, "Hidden units")->check(CLI::Range(1, 65536));
+  app.add_option("--pool", c.pool, "Pooled side")->check(CLI::Range(1, 64));
+  app.add_flag("--each-round", c.each_round, "Print every run, not only the medians");
+  app.add_option("--json", c.json, "Write one JSON line per mode (instance 0)");
+  CLI11_PARSE(app, argc, argv);
+  trainer::MpiSession mpi(&argc, &argv);
+  if (c.pool > c.image_size) c.pool = c.image_size;
+  trainer::SetBlasThreads(1);
+  const std::vector<trainer::HeldBatch> batches = MakeBatches(c, mpi.rank());
+
+  const trainer::AllreduceMode modes[2] = {trainer::AllreduceMode::kBlocking,
+                                           trainer::AllreduceMode::kOverlap};
+  std::vector<double> step_ms[2], exposed[2];
+  bool identical = true;
+  for (int r = 0; r < c.rounds; ++r) {
+    std::vector<float> first;
+    for (int m = 0; m < 2; ++m) {
+      // Alternate which mode goes first, so neither always follows the other.
+      const int k = (r % 2 == 0) ? m : 1 - m;
+      Round round = RunOnce(c, mpi, batches, modes[k]);
+      if (c.each_round && mpi.rank() == 0) {
+        std::printf("round %d %9s: step %.3f ms, %.1f images/s, all-reduce exposed %.3f ms\n", r,
+                    trainer::AllreduceModeName(modes[k]), round.step_ms, round.images_per_s,
+                    round.exposed_ms);
+      }
+      step_ms[k].push_back(round.step_ms);
+      exposed[k].push_back(round.exposed_ms);
+      if (m == 0) {
+        first = std::move(round.parameters);
+      } else if (round.parameters != first) {
+        identical = false;
+      }
+    }
+  }
+  if (mpi.rank() == 0) {
+    const std::size_t parameters = static_cast<std::size_t>(c.hidden) * c.pool * c.pool * 3 +
+                                   static_cast<std::size_t>(c.hidden) +
+                                   static_cast<std::size_t>(c.classes) * c.hidden +
+                                   static_cast<std::size_t>(c.classes);
+    std::printf(
+        "allreduce_bench: %d instances, reference core %d -> %d -> %d (%zu parameters, %.0f KiB "
+        "of gradient), batch %zu of %dx%d from memory, %d rounds x %llu steps per mode\n",
+        mpi.size(), c.pool * c.pool * 3, c.hidden, c.classes, parameters,
+        static_cast<double>(parameters) * 4 / 1024, c.batch, c.image_size, c.image_size, c.rounds,
+        static_cast<unsigned long long>(c.steps));
+    std::printf("%9s %12s %10s %19s\n", "mode", "step ms", "images/s", "exposed all-reduce ms");
+    std::unique_ptr<std::ofstream> json;
+    if (!c.json.empty()) json = std::make_unique<std::ofstream>(c.json);
+    for (int k = 0; k < 2; ++k) {
+      // images/s of the median step: every instance trains one local batch per step.
+      const double ips = 1e3 * static_cast<double>(c.batch) * mpi.size() / Median(step_ms[k]);
+      std::printf("%9s %12.3f %10.1f %19.3f\n", trainer::AllreduceModeName(modes[k]),
+                  Median(step_ms[k]), ips, Median(exposed[k]));
+      if (json) {
+        *json << "{\"mode\":\"" << trainer::AllreduceModeName(modes[k])
+              << "\",\"instances\":" << mpi.size() << ",\"step_ms\":" << Median(step_ms[k])
+              << ",\"images_per_second\":" << ips
+              << ",\"exposed_allreduce_ms\":" << Median(exposed[k])
+              << ",\"parameters\":" << parameters << "}\n";
+      }
+    }
+    std::printf("overlap / blocking step time: %.3f (median of %d rounds); parameters %s\n",
+                Median(step_ms[1]) / Median(step_ms[0]), c.rounds,
+                identical ? "identical in both modes" : "DIFFER between modes");
+  }
+  return identical ? 0 : 1;
+}
