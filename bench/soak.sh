@@ -92,8 +92,8 @@ flat() {
     END {
       if (n == 0) { printf "%sno samples after warm-up\n", indent; exit 1 }
       rflat = (rmax - rmin) <= 0.05 * rmax; fflat = (fmax - fmin) <= workers
-      printf "%sRSS after warm-up: %.1f .. %.1f MiB (%s)\n", indent, rmin / 1024, rmax / 1024, rflat ? "flat" : "NOT flat"
-      printf "%sopen fds after warm-up: %d .. %d (%s; up to %d files in flight)\n", indent, fmin, fmax, fflat ? "flat" : "NOT flat", workers
+      printf "%sRSS after warm-up: %.1f .. %.1f MiB (%s)\n", indent, rmin / 1024, rmax / 1024, (rflat ? "flat" : "NOT flat")
+      printf "%sopen fds after warm-up: %d .. %d (%s; up to %d files in flight)\n", indent, fmin, fmax, (fflat ? "flat" : "NOT flat"), workers
       exit (rflat && fflat) ? 0 : 1 }' "$1"
 }
 
