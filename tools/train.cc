@@ -39,6 +39,7 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -224,6 +225,9 @@ int CoresOfThisProcess() {
   return std::max(1, CPU_COUNT(&set));
 }
 
+// Thrown from the progress sink to leave Train() when --seconds is up (not an error).
+struct TimeLimitReached {};
+
 struct Args {
   std::string data;
   std::string readers;  // disaggregated mode: one tilefeed-reader endpoint per instance
@@ -233,6 +237,7 @@ struct Args {
   std::string core = "reference";
   double us_per_sample = 2000;
   std::uint64_t epochs = 3;
+  double seconds = 0;  // run-time limit (0: none); every instance stops after the same step
   std::size_t batch_size = 32;
   int image_size = 224;
   int workers = 0;
@@ -352,8 +357,26 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
   };
 
   trainer::Trainer trainer(make_core, mpi, options, log, report);
-  if (progress) {
-    trainer.SetProgressSink([&progress](const trainer::StepProgress& p) { progress->Update(p); });
+  // --seconds: after every step the instances agree (a one-value all-reduce, in lockstep
+  // like the gradients) whether any of them is past the limit; all then stop after that
+  // same step by leaving Train() with TimeLimitReached.
+  const auto started = std::chrono::steady_clock::now();
+  if (progress || args.seconds > 0) {
+    trainer.SetProgressSink([&](const trainer::StepProgress& p) {
+      if (progress) progress->Update(p);
+      if (args.seconds <= 0) return;
+      const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - started;
+      double past[1] = {elapsed.count() >= args.seconds ? 1.0 : 0.0};
+      mpi.AllreduceMax(std::span<double>(past));
+      if (past[0] > 0) {
+        char rate[32];
+        std::snprintf(rate, sizeof(rate), "%.1f", p.images_per_second);
+        log("time limit: stopping after step " + std::to_string(p.global_step) + " (epoch " +
+            std::to_string(p.epoch) + ", step " + std::to_string(p.step_in_epoch) + ", " + rate +
+            " images/s in this epoch so far)");
+        throw TimeLimitReached{};
+      }
+    });
   }
 
   loader::LoaderOptions loader_options;
@@ -434,8 +457,11 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
       log(has_data ? "validation skipped: " + args.data + " has no train/ and val/ folders"
                    : "validation skipped: no --data DIR with a val/ folder");
     }
-    trainer.Train(
-        stream, [&stream] { return stream.position(); }, make_validation);
+    try {
+      trainer.Train(
+          stream, [&stream] { return stream.position(); }, make_validation);
+    } catch (const TimeLimitReached&) {
+    }
   } else {
     if (!has_data) throw std::invalid_argument("--data is required without --readers");
     loader_options.epochs = args.epochs - first_epoch;
@@ -444,8 +470,11 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
     log("instance " + std::to_string(rank) + " of " + std::to_string(mpi.size()) + ": " +
         std::to_string(train_loader.batches_per_epoch()) + " batches per epoch, " +
         std::to_string(classes) + " classes, core " + args.core);
-    trainer.Train(
-        stream, [&train_loader] { return train_loader.state().Serialize(); }, make_validation);
+    try {
+      trainer.Train(
+          stream, [&train_loader] { return train_loader.state().Serialize(); }, make_validation);
+    } catch (const TimeLimitReached&) {
+    }
   }
   log("done: " + std::to_string(trainer.step()) + " steps; parameter checksum " +
       std::to_string(trainer.CheckReplicasIdentical()) + " identical on all " +
@@ -540,6 +569,11 @@ int main(int argc, char** argv) {
   app.add_option("--seed", args.seed, "Data order, augmentation and initialisation seed")
       ->capture_default_str();
   app.add_option("--max-steps", args.trainer.max_steps, "Stop after this many steps (0: all)")
+      ->capture_default_str();
+  app.add_option("--seconds", args.seconds,
+                 "Stop after the step that ends past this many seconds (0: no limit; the "
+                 "partial epoch gets no report)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--check-every", args.trainer.check_every,
                  "Compare parameter checksums across replicas/instances every N steps")
