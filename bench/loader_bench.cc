@@ -83,6 +83,22 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--fail", fail, "stop at the first bad sample instead of skipping it");
   app.add_flag("--json", json, "also print the figures as one JSON line");
+  std::string shard_io = "pread";
+  app.add_option("--shard-io", shard_io,
+                 "shards: read records with pread (merging nearby ones) or copy them out of "
+                 "mmapped shards")
+      ->check(CLI::IsMember({"pread", "mmap"}))
+      ->capture_default_str();
+  std::size_t max_gap = loader::ShardReadOptions{}.max_gap;
+  app.add_option("--coalesce-gap", max_gap,
+                 "shards, pread: merge reads of records at most this many bytes apart")
+      ->capture_default_str();
+  bool no_shuffle = false;
+  app.add_flag("--no-shuffle", no_shuffle,
+               "read in dataset order (for shards: consecutive records, the most a "
+               "shard-local order could merge)");
+  bool no_coalesce = false;
+  app.add_flag("--no-coalesce", no_coalesce, "shards, pread: one read per record");
   double interval = 0;
   app.add_option("--interval", interval,
                  "print a line with the images/s of each interval of this many seconds");
@@ -94,6 +110,7 @@ int main(int argc, char** argv) {
   if (!shards && std::filesystem::is_directory(root / split)) root /= split;
   options.mode = mode == "train" ? loader::Mode::kTrain : loader::Mode::kEval;
   options.workers = workers;
+  options.shuffle = !no_shuffle;
   options.epochs = seconds > 0 ? 0 : epochs;
   options.bad_sample_policy =
       fail ? loader::BadSamplePolicy::kFail : loader::BadSamplePolicy::kSkip;
@@ -112,7 +129,11 @@ int main(int argc, char** argv) {
   try {
     std::unique_ptr<loader::Source> source;
     if (shards) {
-      source = loader::ShardDataset::Open(root.string());
+      loader::ShardReadOptions read;
+      read.io = shard_io == "mmap" ? loader::ShardIo::kMmap : loader::ShardIo::kPread;
+      read.coalesce = !no_coalesce;
+      read.max_gap = max_gap;
+      source = loader::ShardDataset::Open(root.string(), read);
     } else {
       auto folder = loader::ImageFolder::Open(root.string());
       for (const std::string& warning : folder->warnings()) {

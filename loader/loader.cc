@@ -117,6 +117,11 @@ struct Worker {
   codecs::Resizer resizer;
   std::vector<std::byte> bytes;
   std::vector<std::uint8_t> raw;
+  // A chunk's samples, read with one Source::ReadMany: grown to the largest chunk, never
+  // shrunk, so the buffers keep their capacity from chunk to chunk.
+  std::vector<std::uint64_t> chunk_samples;
+  std::vector<std::vector<std::byte>> chunk_bytes;
+  std::vector<ReadResult> chunk_reads;
 };
 
 // Where one decoded sample goes and how long each part took.
@@ -172,7 +177,10 @@ struct Loader::Impl {
   codecs::PixelView RowView(Slot& slot, std::size_t row);
   void DecodeChunk(Worker& worker, const Chunk& chunk, const std::stop_token& token);
   void DecodeOne(Worker& worker, std::uint64_t epoch, std::uint64_t sample,
-                 const codecs::PixelView& out, std::int32_t& label);
+                 const std::vector<std::byte>& bytes, const SampleInfo& info,
+                 std::uint64_t sample_read_ns, const codecs::PixelView& out, std::int32_t& label);
+  void ReadAndDecode(Worker& worker, std::uint64_t epoch, std::uint64_t sample,
+                     const codecs::PixelView& out, std::int32_t& label);
   void Report(std::uint64_t epoch, std::uint64_t sample, const std::string& reason);
   void PushReady(Ready ready, const std::stop_token& token);
 };
@@ -230,16 +238,16 @@ codecs::PixelView Loader::Impl::RowView(Slot& slot, std::size_t row) {
                                          : codecs::PixelView::Planar(base, side, side);
 }
 
-// Reads and decodes `sample` into `out`. Throws SourceError, DecodeError or
-// std::exception on a bad sample.
+// Decodes `sample`, read into `bytes` and `info` in `sample_read_ns`, into `out`.
+// Throws DecodeError or std::exception on a bad sample.
 void Loader::Impl::DecodeOne(Worker& worker, std::uint64_t epoch, std::uint64_t sample,
-                             const codecs::PixelView& out, std::int32_t& label) {
+                             const std::vector<std::byte>& bytes, const SampleInfo& info,
+                             std::uint64_t sample_read_ns, const codecs::PixelView& out,
+                             std::int32_t& label) {
   SampleTimes t;
-  const auto t0 = Clock::now();
-  const SampleInfo info = source->Read(sample, worker.bytes);
   const auto t1 = Clock::now();
-  t.read_ns = Nanos(t1 - t0);
-  t.bytes = worker.bytes.size();
+  t.read_ns = sample_read_ns;
+  t.bytes = bytes.size();
 
   SampleRng rng(options.seed, epoch, sample);
   auto plan_for = [&](int width, int height) {
@@ -272,9 +280,9 @@ void Loader::Impl::DecodeOne(Worker& worker, std::uint64_t epoch, std::uint64_t 
   switch (info.codec) {
     case SampleCodec::kEncoded: {
       codecs::JpegDecoder& decoder = worker.decoder.decoder();
-      const codecs::ImageInfo image = decoder.ReadInfo(worker.bytes);
+      const codecs::ImageInfo image = decoder.ReadInfo(bytes);
       const codecs::DecodeReport report =
-          decoder.DecodeInto(worker.bytes, plan_for(image.width, image.height), out);
+          decoder.DecodeInto(bytes, plan_for(image.width, image.height), out);
       const std::uint64_t total = Nanos(Clock::now() - t1);
       t.resize_ns = static_cast<std::uint64_t>(report.resize_seconds * 1e9);
       t.decode_ns = total > t.resize_ns ? total - t.resize_ns : 0;
@@ -285,7 +293,7 @@ void Loader::Impl::DecodeOne(Worker& worker, std::uint64_t epoch, std::uint64_t 
       // its JPEG before any offset in it is used: a damaged one is a bad sample
       // (DecodeError kCorrupt), like a damaged file. Its geometry is the SOF's, so the
       // crop plan is the one the plain path would draw for the same file.
-      const std::span<const std::byte> bytes(worker.bytes);
+      const std::span<const std::byte> bytes(bytes);
       if (info.index_size == 0 || info.index_size >= bytes.size()) {
         throw codecs::DecodeError(codecs::DecodeErrorKind::kCorrupt,
                                   "interval index of " + std::to_string(info.index_size) +
@@ -305,19 +313,19 @@ void Loader::Impl::DecodeOne(Worker& worker, std::uint64_t epoch, std::uint64_t 
     case SampleCodec::kRawHwc: {
       const std::size_t expected =
           static_cast<std::size_t>(info.height) * info.width * info.channels;
-      if (info.height <= 0 || info.width <= 0 || worker.bytes.size() != expected) {
+      if (info.height <= 0 || info.width <= 0 || bytes.size() != expected) {
         throw codecs::DecodeError(codecs::DecodeErrorKind::kCorrupt,
-                                  "raw sample of " + std::to_string(worker.bytes.size()) +
+                                  "raw sample of " + std::to_string(bytes.size()) +
                                       " bytes does not match its shape");
       }
-      t.resize_ns = resize_raw(reinterpret_cast<const std::uint8_t*>(worker.bytes.data()),
+      t.resize_ns = resize_raw(reinterpret_cast<const std::uint8_t*>(bytes.data()),
                                info.width, info.height, info.channels);
       break;
     }
     case SampleCodec::kLz4Raw: {
-      const codecs::RawInfo raw = codecs::ReadRawInfo(worker.bytes, options.jpeg.max_pixels);
+      const codecs::RawInfo raw = codecs::ReadRawInfo(bytes, options.jpeg.max_pixels);
       worker.raw.resize(raw.pixel_bytes());
-      codecs::DecodeRawInto(worker.bytes, worker.raw, options.jpeg.max_pixels);
+      codecs::DecodeRawInto(bytes, worker.raw, options.jpeg.max_pixels);
       const auto t2 = Clock::now();
       t.decode_ns = Nanos(t2 - t1);
       t.resize_ns = resize_raw(worker.raw.data(), raw.width, raw.height, raw.channels);
@@ -331,6 +339,15 @@ void Loader::Impl::DecodeOne(Worker& worker, std::uint64_t epoch, std::uint64_t 
   bytes_read.fetch_add(t.bytes, std::memory_order_relaxed);
 }
 
+// Reads `sample` alone and decodes it into `out`. Throws SourceError, DecodeError or
+// std::exception on a bad sample.
+void Loader::Impl::ReadAndDecode(Worker& worker, std::uint64_t epoch, std::uint64_t sample,
+                                 const codecs::PixelView& out, std::int32_t& label) {
+  const auto t0 = Clock::now();
+  const SampleInfo info = source->Read(sample, worker.bytes);
+  DecodeOne(worker, epoch, sample, worker.bytes, info, Nanos(Clock::now() - t0), out, label);
+}
+
 void Loader::Impl::Report(std::uint64_t epoch, std::uint64_t sample, const std::string& reason) {
   BadSample bad_sample{epoch, sample, source->Describe(sample), reason};
   bad.fetch_add(1, std::memory_order_relaxed);
@@ -342,21 +359,37 @@ void Loader::Impl::Report(std::uint64_t epoch, std::uint64_t sample, const std::
 void Loader::Impl::DecodeChunk(Worker& worker, const Chunk& chunk, const std::stop_token& token) {
   Slot& slot = *slots[chunk.slot];
   const EpochOrder& order = *chunk.order;
+  if (token.stop_requested()) return;
+  // Read the chunk's samples at once, so a source can merge reads of nearby records.
+  const std::size_t count = chunk.end - chunk.begin;
+  worker.chunk_samples.resize(count);
+  if (worker.chunk_bytes.size() < count) worker.chunk_bytes.resize(count);
+  if (worker.chunk_reads.size() < count) worker.chunk_reads.resize(count);
+  for (std::size_t i = 0; i < count; ++i) worker.chunk_samples[i] = order[chunk.begin + i];
+  const auto read_start = Clock::now();
+  source->ReadMany(worker.chunk_samples, std::span(worker.chunk_bytes).first(count),
+                   std::span(worker.chunk_reads).first(count));
+  const std::uint64_t read_each = Nanos(Clock::now() - read_start) / count;
   for (std::size_t position = chunk.begin; position < chunk.end; ++position) {
     if (token.stop_requested()) return;
     const std::size_t row = position - chunk.batch_begin;
     const codecs::PixelView out = RowView(slot, row);
-    const std::uint64_t sample = order[position];
-    std::string reason;
-    try {
-      DecodeOne(worker, chunk.epoch, sample, out, slot.labels[row]);
-      slot.indices[row] = sample;
-      images.fetch_add(1, std::memory_order_relaxed);
-      continue;
-    } catch (const SourceError& e) {
-      reason = e.reason();
-    } catch (const std::exception& e) {
-      reason = e.what();
+    const std::size_t i = position - chunk.begin;
+    const std::uint64_t sample = worker.chunk_samples[i];
+    const ReadResult& read = worker.chunk_reads[i];
+    std::string reason = read.error;
+    if (read.ok) {
+      try {
+        DecodeOne(worker, chunk.epoch, sample, worker.chunk_bytes[i], read.info, read_each, out,
+                  slot.labels[row]);
+        slot.indices[row] = sample;
+        images.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      } catch (const SourceError& e) {
+        reason = e.reason();
+      } catch (const std::exception& e) {
+        reason = e.what();
+      }
     }
     Report(chunk.epoch, sample, reason);
     std::string failure;
@@ -371,7 +404,7 @@ void Loader::Impl::DecodeChunk(Worker& worker, const Chunk& chunk, const std::st
       for (int k = 1; k <= attempts && !replaced; ++k) {
         const std::uint64_t other = order[(position + k) % order.size()];
         try {
-          DecodeOne(worker, chunk.epoch, other, out, slot.labels[row]);
+          ReadAndDecode(worker, chunk.epoch, other, out, slot.labels[row]);
           slot.indices[row] = other;
           slot.substituted.fetch_add(1, std::memory_order_relaxed);
           images.fetch_add(1, std::memory_order_relaxed);
