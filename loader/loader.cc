@@ -209,7 +209,7 @@ void Loader::Impl::Validate() {
           "first_epoch_position is past the end of the dataset");
   position = LoaderState{o.seed, o.first_epoch, o.first_epoch_position, source->size()};
   // EpochOrder validates the shard; epoch 0 gives the sizes of every epoch.
-  const EpochOrder probe(source->size(), o.seed, 0, false, o.shard, o.remainder);
+  const EpochOrder probe(source->size(), o.seed, 0, false, o.shard, o.remainder, 0, o.locality);
   samples_per_epoch = probe.size();
   batches_per_epoch = samples_per_epoch / o.batch_size;
   if (!o.drop_last_batch && samples_per_epoch % o.batch_size != 0) ++batches_per_epoch;
@@ -293,16 +293,16 @@ void Loader::Impl::DecodeOne(Worker& worker, std::uint64_t epoch, std::uint64_t 
       // its JPEG before any offset in it is used: a damaged one is a bad sample
       // (DecodeError kCorrupt), like a damaged file. Its geometry is the SOF's, so the
       // crop plan is the one the plain path would draw for the same file.
-      const std::span<const std::byte> bytes(bytes);
-      if (info.index_size == 0 || info.index_size >= bytes.size()) {
+      const std::span<const std::byte> sample(bytes);
+      if (info.index_size == 0 || info.index_size >= sample.size()) {
         throw codecs::DecodeError(codecs::DecodeErrorKind::kCorrupt,
                                   "interval index of " + std::to_string(info.index_size) +
-                                      " bytes does not fit the " + std::to_string(bytes.size()) +
+                                      " bytes does not fit the " + std::to_string(sample.size()) +
                                       "-byte sample");
       }
-      const auto jpeg = bytes.subspan(info.index_size);
+      const auto jpeg = sample.subspan(info.index_size);
       const codecs::JpegIntervalIndex index =
-          codecs::ParseIndex(bytes.first(info.index_size), jpeg);
+          codecs::ParseIndex(sample.first(info.index_size), jpeg);
       const codecs::DecodeReport report =
           worker.decoder.DecodeInto(jpeg, index, plan_for(index.width, index.height), out);
       const std::uint64_t total = Nanos(Clock::now() - t1);
@@ -469,7 +469,8 @@ void Loader::Impl::Run(std::stop_token token) {
         const std::uint64_t start = epoch == options.first_epoch ? options.first_epoch_position : 0;
         order =
             std::make_shared<const EpochOrder>(source->size(), options.seed, epoch, options.shuffle,
-                                               options.shard, options.remainder, start);
+                                               options.shard, options.remainder, start,
+                                               options.locality);
         // A resumed first epoch is shorter than the others.
         epoch_batches = order->size() / options.batch_size;
         if (!options.drop_last_batch && order->size() % options.batch_size != 0) ++epoch_batches;
@@ -651,7 +652,9 @@ std::optional<Batch> Loader::Next() {
   s.ready_sum.fetch_add(s.ready_ring.size(), std::memory_order_relaxed);
   std::optional<Ready> ready;
   while (!(ready = s.ready_ring.PopFor(kPollInterval, token))) {
-    if (token.stop_requested()) {
+    // The same stop state as `token`'s; asked of the source because GCC 12 at -O3 warns
+    // (falsely, -Wuse-after-free) about `token` after PopFor's copy of it is destroyed.
+    if (s.stop.stop_requested()) {
       s.done = true;
       return std::nullopt;
     }
