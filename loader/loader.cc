@@ -314,12 +314,12 @@ void Loader::Impl::DecodeOne(Worker& worker, std::uint64_t epoch, std::uint64_t 
       const std::size_t expected =
           static_cast<std::size_t>(info.height) * info.width * info.channels;
       if (info.height <= 0 || info.width <= 0 || bytes.size() != expected) {
-        throw codecs::DecodeError(codecs::DecodeErrorKind::kCorrupt,
-                                  "raw sample of " + std::to_string(bytes.size()) +
-                                      " bytes does not match its shape");
+        throw codecs::DecodeError(
+            codecs::DecodeErrorKind::kCorrupt,
+            "raw sample of " + std::to_string(bytes.size()) + " bytes does not match its shape");
       }
-      t.resize_ns = resize_raw(reinterpret_cast<const std::uint8_t*>(bytes.data()),
-                               info.width, info.height, info.channels);
+      t.resize_ns = resize_raw(reinterpret_cast<const std::uint8_t*>(bytes.data()), info.width,
+                               info.height, info.channels);
       break;
     }
     case SampleCodec::kLz4Raw: {
@@ -467,10 +467,9 @@ void Loader::Impl::Run(std::stop_token token) {
           return std::nullopt;
         }
         const std::uint64_t start = epoch == options.first_epoch ? options.first_epoch_position : 0;
-        order =
-            std::make_shared<const EpochOrder>(source->size(), options.seed, epoch, options.shuffle,
-                                               options.shard, options.remainder, start,
-                                               options.locality);
+        order = std::make_shared<const EpochOrder>(source->size(), options.seed, epoch,
+                                                   options.shuffle, options.shard,
+                                                   options.remainder, start, options.locality);
         // A resumed first epoch is shorter than the others.
         epoch_batches = order->size() / options.batch_size;
         if (!options.drop_last_batch && order->size() % options.batch_size != 0) ++epoch_batches;

@@ -361,6 +361,7 @@ SampleInfo ShardDataset::Read(std::size_t index, std::vector<std::byte>& buffer)
   const Entry& e = entries_[index];
   const auto [shard, record] = Locate(index);
   std::array<std::byte, detail::kRecordHeaderSize> header{};
+  read_calls_.fetch_add(1, std::memory_order_relaxed);
   const std::string reason = ReadRecord(shards_[shard].fd, {e.offset, e.checksum, e.size, e.label},
                                         ToRecordCodec(codec_), header, buffer);
   if (!reason.empty()) {
@@ -378,8 +379,8 @@ SampleInfo ShardDataset::ReadMapped(std::size_t index, std::vector<std::byte>& b
   buffer.resize(e.size - detail::kRecordHeaderSize);
   std::memcpy(buffer.data(), at + detail::kRecordHeaderSize, buffer.size());
   const std::span<const std::byte> header(at, detail::kRecordHeaderSize);
-  const std::string reason = detail::CheckRecord(header, buffer, {e.offset, e.checksum, e.size, e.label},
-                                                 ToRecordCodec(codec_));
+  const std::string reason = detail::CheckRecord(
+      header, buffer, {e.offset, e.checksum, e.size, e.label}, ToRecordCodec(codec_));
   if (!reason.empty()) throw SourceError(s.path + "#" + std::to_string(record), reason);
   return InfoFrom(header, e.label);
 }
@@ -397,7 +398,8 @@ void ShardDataset::ReadMany(std::span<const std::uint64_t> indices,
     const std::size_t n = std::min(kSortBlock, indices.size() - block);
     for (std::size_t i = 0; i < n; ++i) {
       order[i] = static_cast<std::uint32_t>(block + i);
-      shard_of[i] = static_cast<std::uint32_t>(Locate(static_cast<std::size_t>(indices[block + i])).first);
+      shard_of[i] =
+          static_cast<std::uint32_t>(Locate(static_cast<std::size_t>(indices[block + i])).first);
     }
     // By shard, then offset; ties (a repeated index) by position, so the result does not
     // depend on the sort.
@@ -455,6 +457,7 @@ void ShardDataset::ReadGroup(std::size_t shard, const std::uint32_t* order, std:
   const Entry& first = entries_[indices[order[0]]];
   const Entry& last = entries_[indices[order[count - 1]]];
   const std::uint64_t total = last.offset + last.size - first.offset;
+  read_calls_.fetch_add(1, std::memory_order_relaxed);
   ssize_t n;
   do {
     n = ::preadv(shards_[shard].fd, parts.data(), static_cast<int>(2 * count),

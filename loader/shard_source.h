@@ -24,6 +24,7 @@
 // descriptor per shard, so the process needs a descriptor limit above the shard count.
 // Thread safety: immutable after Open(); all const members may be called concurrently.
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -141,6 +142,9 @@ class ShardDataset final : public Source {
   ShardCodec codec() const { return codec_; }
   std::size_t shard_count() const { return shards_.size(); }
   const ShardReadOptions& read_options() const { return read_options_; }
+  // Record reads issued so far (one pread/preadv each, merged or not; short-read retries
+  // not counted), for measuring how much ReadMany merges. 0 under ShardIo::kMmap.
+  std::uint64_t read_calls() const { return read_calls_.load(std::memory_order_relaxed); }
   // The shard holding sample `index` and the record's number within it.
   // REQUIRES: index < size().
   std::pair<std::size_t, std::size_t> Locate(std::size_t index) const;
@@ -175,6 +179,7 @@ class ShardDataset final : public Source {
   // Sample i is in shard s where record_begin_[s] <= i < record_begin_[s + 1].
   std::vector<std::size_t> record_begin_;
   std::vector<Entry> entries_;
+  mutable std::atomic<std::uint64_t> read_calls_{0};
 };
 
 }  // namespace tilefeed::loader

@@ -41,9 +41,9 @@ TEST(LocalOrder, SameArgumentsGiveSameOrderAndAnyChangeAnother) {
 
 TEST(LocalOrder, IsAPermutationMadeOfWholeBlocksPerWindow) {
   for (std::uint64_t n : {1u, 2u, 7u, 64u, 97u, 1000u, 4097u}) {
-    for (const OrderLocality l : {OrderLocality{1, 1}, OrderLocality{1, 8}, OrderLocality{8, 1},
-                                  OrderLocality{8, 3}, OrderLocality{32, 4},
-                                  OrderLocality{5000, 2}}) {
+    for (const OrderLocality l :
+         {OrderLocality{1, 1}, OrderLocality{1, 8}, OrderLocality{8, 1}, OrderLocality{8, 3},
+          OrderLocality{32, 4}, OrderLocality{5000, 2}}) {
       const auto order = Local(n, 11, 2, l);
       ASSERT_EQ(order.size(), n);
       auto sorted = order;
@@ -62,7 +62,7 @@ TEST(LocalOrder, IsAPermutationMadeOfWholeBlocksPerWindow) {
           if (blocks.insert(b).second) {
             ASSERT_LE(blocks.size(), l.window) << "n " << n << " at " << at;
             want += static_cast<std::size_t>(std::min<std::uint64_t>((b + 1) * l.block, n) -
-                                              b * l.block);
+                                             b * l.block);
           }
           ++taken;
         } while (taken < want || (blocks.size() < l.window && at + taken < n));

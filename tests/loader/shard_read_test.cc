@@ -188,8 +188,8 @@ TEST(ShardReadTest, OnlyTheCorruptRecordOfAMergedReadIsReported) {
           EXPECT_EQ(results[i].error, ReadAlone(*shards, i).reason);
           EXPECT_EQ(shards->Describe(i), path + "#" + std::to_string(i));
         } else {
-          ASSERT_TRUE(results[i].ok) << "record " << i << " with " << bad << " bad: "
-                                     << results[i].error;
+          ASSERT_TRUE(results[i].ok)
+              << "record " << i << " with " << bad << " bad: " << results[i].error;
           EXPECT_EQ(buffers[i], pristine[i].bytes) << i;
           EXPECT_EQ(results[i].info.label, pristine[i].info.label) << i;
         }
