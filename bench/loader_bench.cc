@@ -17,8 +17,11 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "loader/image_folder.h"
 #include "loader/loader.h"
@@ -42,6 +45,81 @@ std::uint64_t Touch(const loader::Batch& batch) {
   for (std::size_t i = 0; i < images.size(); i += 4096) sum += images[i];
   for (std::int32_t label : batch.labels()) sum += static_cast<std::uint64_t>(label);
   return sum;
+}
+
+// What an epoch order costs in randomness on shards: per batch of epoch 0, the distinct
+// shards it reads and the share of its sample pairs that come from one shard, against the
+// full shuffle of the same dataset.
+void PrintOrderStats(const loader::ShardDataset& source, const loader::LoaderOptions& options) {
+  auto stats = [&](const loader::EpochOrder& order) {
+    const std::size_t shards = source.shard_count();
+    std::vector<std::size_t> per_shard(shards);
+    double distinct = 0, same_pairs = 0, pairs = 0;
+    std::size_t batches = 0;
+    for (std::size_t begin = 0; begin < order.size(); begin += options.batch_size) {
+      const std::size_t end = std::min(order.size(), begin + options.batch_size);
+      std::fill(per_shard.begin(), per_shard.end(), 0);
+      for (std::size_t p = begin; p < end; ++p) {
+        ++per_shard[source.Locate(static_cast<std::size_t>(order[p])).first];
+      }
+      for (std::size_t c : per_shard) {
+        distinct += c > 0;
+        same_pairs += double(c) * double(c - (c > 0)) / 2;
+      }
+      const double n = double(end - begin);
+      pairs += n * (n - 1) / 2;
+      ++batches;
+    }
+    return std::make_pair(distinct / double(batches), pairs > 0 ? same_pairs / pairs : 0);
+  };
+  const auto mine =
+      stats(loader::EpochOrder(source.size(), options.seed, 0, options.shuffle, options.shard,
+                               options.remainder, 0, options.locality));
+  const auto full = stats(
+      loader::EpochOrder(source.size(), options.seed, 0, true, options.shard, options.remainder));
+  std::printf(
+      "  order randomness  %10.2f shards per batch, %.3f of pairs in a batch from one shard "
+      "(full shuffle: %.2f, %.3f; %zu shards)\n",
+      mine.first, mine.second, full.first, full.second, source.shard_count());
+}
+
+// --read-only: the read stage alone, on one thread, in the loader's chunks.
+int ReadOnly(const loader::Source& source, const loader::LoaderOptions& options, double seconds) {
+  constexpr std::size_t kChunk = 16;
+  std::vector<std::uint64_t> indices(kChunk);
+  std::vector<std::vector<std::byte>> buffers(kChunk);
+  std::vector<loader::ReadResult> results(kChunk);
+  std::uint64_t records = 0, bytes = 0, bad = 0;
+  const auto begin = Clock::now();
+  double elapsed = 0;
+  for (std::uint64_t epoch = 0; elapsed < seconds; ++epoch) {
+    const loader::EpochOrder order(source.size(), options.seed, epoch, options.shuffle,
+                                   options.shard, options.remainder, 0, options.locality);
+    for (std::size_t p = 0; p < order.size() && elapsed < seconds; p += kChunk) {
+      const std::size_t n = std::min(kChunk, order.size() - p);
+      for (std::size_t i = 0; i < n; ++i) indices[i] = order[p + i];
+      source.ReadMany(std::span(indices).first(n), std::span(buffers).first(n),
+                      std::span(results).first(n));
+      for (std::size_t i = 0; i < n; ++i) {
+        bad += !results[i].ok;
+        bytes += buffers[i].size();
+      }
+      records += n;
+      elapsed = std::chrono::duration<double>(Clock::now() - begin).count();
+    }
+  }
+  std::printf(
+      "  read-only         %10.0f records/s  %.1f MB/s  %.2f us per record  (%llu records, "
+      "%llu bad, one thread)\n",
+      double(records) / elapsed, double(bytes) / 1e6 / elapsed, 1e6 * elapsed / double(records),
+      static_cast<unsigned long long>(records), static_cast<unsigned long long>(bad));
+  if (const auto* shards = dynamic_cast<const loader::ShardDataset*>(&source)) {
+    const std::uint64_t calls = shards->read_calls();
+    std::printf("  shard reads       %10.2f records per read\n",
+                calls > 0 ? double(records) / double(calls) : 0.0);
+  }
+  std::printf("read_records_per_s=%.0f\n", double(records) / elapsed);
+  return 0;
 }
 
 }  // namespace
@@ -83,6 +161,34 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--fail", fail, "stop at the first bad sample instead of skipping it");
   app.add_flag("--json", json, "also print the figures as one JSON line");
+  std::string shard_io = "pread";
+  app.add_option("--shard-io", shard_io,
+                 "shards: read records with pread (merging nearby ones) or copy them out of "
+                 "mmapped shards")
+      ->check(CLI::IsMember({"pread", "mmap"}))
+      ->capture_default_str();
+  std::size_t max_gap = loader::ShardReadOptions{}.max_gap;
+  app.add_option("--coalesce-gap", max_gap,
+                 "shards, pread: merge reads of records at most this many bytes apart")
+      ->capture_default_str();
+  bool no_shuffle = false;
+  app.add_flag("--no-shuffle", no_shuffle,
+               "read in dataset order (for shards: consecutive records, the most a "
+               "shard-local order could merge)");
+  app.add_option("--local-block", options.locality.block,
+                 "block-local shuffle: blocks of this many consecutive records (0 = full "
+                 "shuffle)")
+      ->capture_default_str();
+  app.add_option("--local-window", options.locality.window,
+                 "block-local shuffle: blocks shuffled together")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  bool read_only = false;
+  app.add_flag("--read-only", read_only,
+               "time only the source's reads: one thread reads epoch 0's order in chunks of 16 "
+               "with Source::ReadMany, as a decode worker does, and decodes nothing");
+  bool no_coalesce = false;
+  app.add_flag("--no-coalesce", no_coalesce, "shards, pread: one read per record");
   double interval = 0;
   app.add_option("--interval", interval,
                  "print a line with the images/s of each interval of this many seconds");
@@ -94,6 +200,7 @@ int main(int argc, char** argv) {
   if (!shards && std::filesystem::is_directory(root / split)) root /= split;
   options.mode = mode == "train" ? loader::Mode::kTrain : loader::Mode::kEval;
   options.workers = workers;
+  options.shuffle = !no_shuffle;
   options.epochs = seconds > 0 ? 0 : epochs;
   options.bad_sample_policy =
       fail ? loader::BadSamplePolicy::kFail : loader::BadSamplePolicy::kSkip;
@@ -109,10 +216,17 @@ int main(int argc, char** argv) {
   };
 
   std::unique_ptr<loader::Loader> run;
+  const loader::ShardDataset* shard_source = nullptr;  // owned by `run`
   try {
     std::unique_ptr<loader::Source> source;
     if (shards) {
-      source = loader::ShardDataset::Open(root.string());
+      loader::ShardReadOptions read;
+      read.io = shard_io == "mmap" ? loader::ShardIo::kMmap : loader::ShardIo::kPread;
+      read.coalesce = !no_coalesce;
+      read.max_gap = max_gap;
+      auto opened = loader::ShardDataset::Open(root.string(), read);
+      shard_source = opened.get();
+      source = std::move(opened);
     } else {
       auto folder = loader::ImageFolder::Open(root.string());
       for (const std::string& warning : folder->warnings()) {
@@ -120,6 +234,8 @@ int main(int argc, char** argv) {
       }
       source = std::move(folder);
     }
+    // No loader for --read-only: its prefetching workers would compete with the reads.
+    if (read_only) return ReadOnly(*source, options, seconds > 0 ? seconds : 10);
     run = std::make_unique<loader::Loader>(std::move(source), options);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "loader_bench: %s\n", e.what());
@@ -219,18 +335,27 @@ int main(int argc, char** argv) {
   std::printf("  bad samples       %10llu\n", static_cast<unsigned long long>(end.bad_samples));
   std::printf("  peak RSS          %10.1f MiB  (prefetch slots %.1f MiB)\n", PeakRssMiB(),
               prefetch_mib);
+  double records_per_read = 0;
+  if (shard_source != nullptr) {
+    const std::uint64_t calls = shard_source->read_calls();
+    records_per_read = calls > 0 ? double(end.images + end.bad_samples) / double(calls) : 0;
+    std::printf("  shard reads       %10.2f records per read (%llu reads, %s)\n", records_per_read,
+                static_cast<unsigned long long>(calls), shard_io.c_str());
+    PrintOrderStats(*shard_source, options);
+  }
   if (json) {
     std::printf(
         "{\"bench\":\"loader\",\"data\":\"%s\",\"mode\":\"%s\",\"size\":%d,\"batch\":%zu,"
         "\"workers\":%d,\"depth\":%zu,\"images\":%zu,\"seconds\":%.3f,\"images_per_s\":%.1f,"
         "\"mp_per_s\":%.2f,\"mb_per_s\":%.2f,\"read_ms\":%.4f,\"decode_ms\":%.4f,"
         "\"resize_ms\":%.4f,\"wait_pct\":%.2f,\"ring_ready\":%.2f,\"bad_samples\":%llu,"
-        "\"peak_rss_mib\":%.1f,\"prefetch_mib\":%.1f,\"checksum\":%llu}\n",
+        "\"peak_rss_mib\":%.1f,\"prefetch_mib\":%.1f,\"records_per_read\":%.2f,"
+        "\"checksum\":%llu}\n",
         root.c_str(), mode.c_str(), options.image_size, options.batch_size, threads,
         options.prefetch_depth, timed_images, elapsed, ips, ips * mpix, mb / elapsed, read_ms,
         decode_ms, resize_ms, 100.0 * wait / elapsed, end.mean_ready_batches,
         static_cast<unsigned long long>(end.bad_samples), PeakRssMiB(), prefetch_mib,
-        static_cast<unsigned long long>(checksum));
+        records_per_read, static_cast<unsigned long long>(checksum));
   }
   std::printf("images_per_s=%.1f\n", ips);
   return 0;

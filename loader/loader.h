@@ -69,6 +69,7 @@ struct LoaderOptions {
   std::size_t prefetch_depth = 4;  // batch slots; memory in flight = depth x batch bytes
   std::uint64_t seed = 0;
   bool shuffle = true;
+  OrderLocality locality;                   // shuffle: block-local order (sampler.h)
   ShardSpec shard;                          // this instance's index and the instance count
   Remainder remainder = Remainder::kPad;    // how the epoch is split among instances
   bool drop_last_batch = false;             // drop this instance's final partial batch

@@ -24,6 +24,7 @@ std::uint64_t SplitMix64(std::uint64_t& state) {
 // other inputs coincide.
 constexpr std::uint64_t kPermutationDomain = 0x7065726D75746531ull;  // "permute1"
 constexpr std::uint64_t kSampleDomain = 0x73616D706C653031ull;       // "sample01"
+constexpr std::uint64_t kLocalDomain = 0x6C6F63616C706D31ull;        // "localpm1"
 
 // Hashes the words one after another, so (a, b) and (b, a) give different results.
 std::uint64_t HashWords(std::initializer_list<std::uint64_t> words) {
@@ -74,17 +75,54 @@ std::uint64_t Below(std::uint64_t bound, std::uint64_t (&s)[4]) {
   return static_cast<std::uint64_t>(product >> 64);
 }
 
-// Fisher-Yates over [0, n), then keeps this instance's positions of the padded/dropped
-// order. Index is uint32 for datasets below 2^32 to halve the memory and cache traffic.
+// Fisher-Yates of [first, first + count), drawing from `state`.
+template <typename Index>
+void Shuffle(Index* first, std::uint64_t count, std::uint64_t (&state)[4]) {
+  for (std::uint64_t i = count; i > 1; --i) std::swap(first[i - 1], first[Below(i, state)]);
+}
+
+// The block-local permutation of [0, n) (OrderLocality): blocks of `block` indices in a
+// shuffled order, then positions shuffled within each window of `window` blocks.
+template <typename Index>
+std::vector<Index> LocalPermutation(std::uint64_t n, std::uint64_t seed, std::uint64_t epoch,
+                                    OrderLocality locality) {
+  const std::uint64_t block = locality.block;
+  const std::uint64_t blocks = n / block + (n % block != 0);
+  std::vector<Index> block_order(blocks);
+  for (std::uint64_t b = 0; b < blocks; ++b) block_order[b] = static_cast<Index>(b);
+  std::uint64_t state[4];
+  SeedXoshiro(HashWords({kLocalDomain, seed, epoch, n, block, locality.window}), state);
+  Shuffle(block_order.data(), blocks, state);
+  std::vector<Index> permutation;
+  permutation.reserve(n);
+  for (std::uint64_t w = 0; w < blocks; w += locality.window) {
+    const std::size_t window_begin = permutation.size();
+    for (std::uint64_t b = w; b < blocks && b < w + locality.window; ++b) {
+      const std::uint64_t first = static_cast<std::uint64_t>(block_order[b]) * block;
+      const std::uint64_t last = first + block < n ? first + block : n;
+      for (std::uint64_t i = first; i < last; ++i) permutation.push_back(static_cast<Index>(i));
+    }
+    Shuffle(permutation.data() + window_begin, permutation.size() - window_begin, state);
+  }
+  return permutation;
+}
+
+// The epoch's permutation of [0, n) (full or block-local), then keeps this instance's
+// positions of the padded/dropped order. Index is uint32 for datasets below 2^32 to halve
+// the memory and cache traffic.
 template <typename Index>
 std::vector<Index> ShuffledShard(std::uint64_t n, std::uint64_t seed, std::uint64_t epoch,
-                                 ShardSpec shard, std::uint64_t start, std::size_t size) {
-  std::vector<Index> permutation(n);
-  for (std::uint64_t i = 0; i < n; ++i) permutation[i] = static_cast<Index>(i);
-  std::uint64_t state[4];
-  SeedXoshiro(HashWords({kPermutationDomain, seed, epoch, n}), state);
-  for (std::uint64_t i = n; i > 1; --i) {
-    std::swap(permutation[i - 1], permutation[Below(i, state)]);
+                                 ShardSpec shard, std::uint64_t start, std::size_t size,
+                                 OrderLocality locality) {
+  std::vector<Index> permutation;
+  if (locality.block > 0) {
+    permutation = LocalPermutation<Index>(n, seed, epoch, locality);
+  } else {
+    permutation.resize(n);
+    for (std::uint64_t i = 0; i < n; ++i) permutation[i] = static_cast<Index>(i);
+    std::uint64_t state[4];
+    SeedXoshiro(HashWords({kPermutationDomain, seed, epoch, n}), state);
+    Shuffle(permutation.data(), n, state);
   }
   std::vector<Index> mine(size);
   const auto count = static_cast<std::uint64_t>(shard.count);
@@ -98,8 +136,12 @@ std::vector<Index> ShuffledShard(std::uint64_t n, std::uint64_t seed, std::uint6
 }  // namespace
 
 EpochOrder::EpochOrder(std::uint64_t dataset_size, std::uint64_t seed, std::uint64_t epoch,
-                       bool shuffle, ShardSpec shard, Remainder remainder, std::uint64_t start)
+                       bool shuffle, ShardSpec shard, Remainder remainder, std::uint64_t start,
+                       OrderLocality locality)
     : dataset_size_(dataset_size), start_(start), shard_(shard), shuffle_(shuffle) {
+  if (locality.window < 1) {
+    throw std::invalid_argument("EpochOrder: locality window must be >= 1 block");
+  }
   if (shard.count < 1) {
     throw std::invalid_argument("EpochOrder: shard count must be >= 1, got " +
                                 std::to_string(shard.count));
@@ -125,9 +167,11 @@ EpochOrder::EpochOrder(std::uint64_t dataset_size, std::uint64_t seed, std::uint
   global_size_ = per_instance * count;
   if (!shuffle_ || size_ == 0) return;
   if (dataset_size <= std::numeric_limits<std::uint32_t>::max()) {
-    indices32_ = ShuffledShard<std::uint32_t>(dataset_size, seed, epoch, shard, start, size_);
+    indices32_ =
+        ShuffledShard<std::uint32_t>(dataset_size, seed, epoch, shard, start, size_, locality);
   } else {
-    indices64_ = ShuffledShard<std::uint64_t>(dataset_size, seed, epoch, shard, start, size_);
+    indices64_ =
+        ShuffledShard<std::uint64_t>(dataset_size, seed, epoch, shard, start, size_, locality);
   }
 }
 

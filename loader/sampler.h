@@ -35,6 +35,20 @@ enum class Remainder {
   kDrop,  // every instance takes floor(n / N) samples; the permutation's tail is dropped
 };
 
+// A shuffle that keeps reads local (like FFCV's QUASI_RANDOM or a WebDataset shuffle
+// buffer): the dataset is cut into blocks of `block` consecutive indices, the blocks are
+// shuffled, and the positions are then shuffled within each window of `window` consecutive
+// blocks of that order. A window of positions thus reads `window` whole blocks, each a run
+// of consecutive records of one shard for a ShardDataset. Still a permutation of the
+// dataset, a pure function of (seed, epoch, size, block, window), split among instances
+// and resumed exactly as the full shuffle is. The cost is randomness: samples of one block
+// always land in the same window, so batches mix fewer distinct parts of the dataset.
+// block = 0 (the default) is the full shuffle.
+struct OrderLocality {
+  std::uint64_t block = 0;   // records per block; 0 = full shuffle
+  std::uint64_t window = 1;  // blocks shuffled together (>= 1)
+};
+
 // One instance's sample order for one epoch.
 class EpochOrder {
  public:
@@ -48,9 +62,13 @@ class EpochOrder {
   // same instance count continues exactly where an uninterrupted run would be, and
   // resuming with another count still delivers every remaining sample once (plus
   // padding), none already delivered.
+  //
+  // `locality` (used only when shuffling) selects the block-local shuffle; throws
+  // std::invalid_argument if its window is 0.
   // REQUIRES: shard.count >= 1, 0 <= shard.index < shard.count, start <= dataset_size.
   EpochOrder(std::uint64_t dataset_size, std::uint64_t seed, std::uint64_t epoch, bool shuffle,
-             ShardSpec shard, Remainder remainder = Remainder::kPad, std::uint64_t start = 0);
+             ShardSpec shard, Remainder remainder = Remainder::kPad, std::uint64_t start = 0,
+             OrderLocality locality = {});
 
   // Number of samples this instance takes this epoch (the same for every instance).
   std::size_t size() const { return size_; }

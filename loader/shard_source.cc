@@ -1,6 +1,7 @@
 #include "loader/shard_source.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstring>
 #include <span>
 #include <utility>
 
@@ -206,6 +208,30 @@ std::string ReadRecord(int fd, const detail::IndexEntry& entry, RecordCodec code
   return detail::CheckRecord(header, payload, entry, codec);
 }
 
+SampleInfo InfoFrom(std::span<const std::byte> header, std::int32_t label) {
+  const detail::RecordLayout layout = detail::ReadRecordLayout(header);
+  SampleInfo info;
+  info.label = label;
+  switch (layout.codec) {
+    case RecordCodec::kJpeg:
+      info.codec = SampleCodec::kEncoded;
+      break;
+    case RecordCodec::kLz4Raw:
+      info.codec = SampleCodec::kLz4Raw;
+      break;
+    case RecordCodec::kIndexedJpeg:
+      info.codec = SampleCodec::kIndexedJpeg;
+      info.index_size = layout.index_size;
+      break;
+  }
+  return info;
+}
+
+// Records merged into one read at most; bounds the iovec and header arrays on the stack.
+constexpr std::size_t kMaxGroupRecords = 32;
+// ReadMany sorts the indices in blocks of this many, with the order kept on the stack.
+constexpr std::size_t kSortBlock = 64;
+
 }  // namespace
 
 const char* ToString(ShardCodec codec) { return detail::CodecName(ToRecordCodec(codec)); }
@@ -285,9 +311,11 @@ std::vector<ShardProblem> VerifyShards(
   return problems;
 }
 
-std::unique_ptr<ShardDataset> ShardDataset::Open(const std::string& manifest_or_dir) {
+std::unique_ptr<ShardDataset> ShardDataset::Open(const std::string& manifest_or_dir,
+                                                 const ShardReadOptions& options) {
   const LoadedManifest m = LoadManifest(manifest_or_dir);
   std::unique_ptr<ShardDataset> dataset(new ShardDataset());
+  dataset->read_options_ = options;
   dataset->codec_ = ToShardCodec(m.manifest.codec);
   dataset->class_names_ = m.manifest.class_names;
   dataset->entries_.reserve(m.manifest.records);
@@ -300,13 +328,26 @@ std::unique_ptr<ShardDataset> ShardDataset::Open(const std::string& manifest_or_
       dataset->entries_.push_back({e.offset, e.checksum, e.size, e.label});
     }
     dataset->record_begin_.push_back(dataset->entries_.size());
-    dataset->shards_.push_back({std::move(path), shard.fd.release()});
+    Shard opened{std::move(path), -1, nullptr, 0};
+    if (options.io == ShardIo::kMmap) {
+      // OpenShard checked the size against the manifest; a shard is never empty.
+      const auto bytes = static_cast<std::size_t>(m.manifest.shards[s].bytes);
+      void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, shard.fd.get(), 0);
+      if (map == MAP_FAILED) detail::ThrowWithErrno(opened.path, "mmap: ", errno);
+      opened.map = static_cast<const std::byte*>(map);
+      opened.map_bytes = bytes;
+    }
+    opened.fd = shard.fd.release();
+    dataset->shards_.push_back(std::move(opened));
   }
   return dataset;
 }
 
 ShardDataset::~ShardDataset() {
-  for (const Shard& shard : shards_) ::close(shard.fd);
+  for (const Shard& shard : shards_) {
+    if (shard.map != nullptr) ::munmap(const_cast<std::byte*>(shard.map), shard.map_bytes);
+    ::close(shard.fd);
+  }
 }
 
 std::pair<std::size_t, std::size_t> ShardDataset::Locate(std::size_t index) const {
@@ -316,30 +357,131 @@ std::pair<std::size_t, std::size_t> ShardDataset::Locate(std::size_t index) cons
 }
 
 SampleInfo ShardDataset::Read(std::size_t index, std::vector<std::byte>& buffer) const {
+  if (read_options_.io == ShardIo::kMmap) return ReadMapped(index, buffer);
   const Entry& e = entries_[index];
   const auto [shard, record] = Locate(index);
   std::array<std::byte, detail::kRecordHeaderSize> header{};
+  read_calls_.fetch_add(1, std::memory_order_relaxed);
   const std::string reason = ReadRecord(shards_[shard].fd, {e.offset, e.checksum, e.size, e.label},
                                         ToRecordCodec(codec_), header, buffer);
   if (!reason.empty()) {
     throw SourceError(shards_[shard].path + "#" + std::to_string(record), reason);
   }
-  const detail::RecordLayout layout = detail::ReadRecordLayout(header);
-  SampleInfo info;
-  info.label = e.label;
-  switch (layout.codec) {
-    case RecordCodec::kJpeg:
-      info.codec = SampleCodec::kEncoded;
-      break;
-    case RecordCodec::kLz4Raw:
-      info.codec = SampleCodec::kLz4Raw;
-      break;
-    case RecordCodec::kIndexedJpeg:
-      info.codec = SampleCodec::kIndexedJpeg;
-      info.index_size = layout.index_size;
-      break;
+  return InfoFrom(header, e.label);
+}
+
+SampleInfo ShardDataset::ReadMapped(std::size_t index, std::vector<std::byte>& buffer) const {
+  const Entry& e = entries_[index];
+  const auto [shard, record] = Locate(index);
+  const Shard& s = shards_[shard];
+  // Open checked that every record lies inside the file, which is what is mapped.
+  const std::byte* at = s.map + e.offset;
+  buffer.resize(e.size - detail::kRecordHeaderSize);
+  std::memcpy(buffer.data(), at + detail::kRecordHeaderSize, buffer.size());
+  const std::span<const std::byte> header(at, detail::kRecordHeaderSize);
+  const std::string reason = detail::CheckRecord(
+      header, buffer, {e.offset, e.checksum, e.size, e.label}, ToRecordCodec(codec_));
+  if (!reason.empty()) throw SourceError(s.path + "#" + std::to_string(record), reason);
+  return InfoFrom(header, e.label);
+}
+
+void ShardDataset::ReadMany(std::span<const std::uint64_t> indices,
+                            std::span<std::vector<std::byte>> buffers,
+                            std::span<ReadResult> results) const {
+  if (read_options_.io != ShardIo::kPread || !read_options_.coalesce) {
+    Source::ReadMany(indices, buffers, results);
+    return;
   }
-  return info;
+  std::array<std::uint32_t, kSortBlock> order;
+  std::array<std::uint32_t, kSortBlock> shard_of;
+  for (std::size_t block = 0; block < indices.size(); block += kSortBlock) {
+    const std::size_t n = std::min(kSortBlock, indices.size() - block);
+    for (std::size_t i = 0; i < n; ++i) {
+      order[i] = static_cast<std::uint32_t>(block + i);
+      shard_of[i] =
+          static_cast<std::uint32_t>(Locate(static_cast<std::size_t>(indices[block + i])).first);
+    }
+    // By shard, then offset; ties (a repeated index) by position, so the result does not
+    // depend on the sort.
+    std::sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n),
+              [&](std::uint32_t a, std::uint32_t b) {
+                const std::uint32_t sa = shard_of[a - block], sb = shard_of[b - block];
+                if (sa != sb) return sa < sb;
+                const std::uint64_t oa = entries_[indices[a]].offset;
+                const std::uint64_t ob = entries_[indices[b]].offset;
+                return oa != ob ? oa < ob : a < b;
+              });
+    std::size_t k = 0;
+    while (k < n) {
+      const std::uint32_t shard = shard_of[order[k] - block];
+      const Entry& first = entries_[indices[order[k]]];
+      std::uint64_t end = first.offset + first.size;
+      std::size_t g = k + 1;
+      while (g < n && g - k < kMaxGroupRecords && shard_of[order[g] - block] == shard) {
+        const Entry& next = entries_[indices[order[g]]];
+        // A repeated record (offset before the end) starts a new read of its own.
+        if (next.offset < end || next.offset - end > read_options_.max_gap) break;
+        end = next.offset + next.size;
+        ++g;
+      }
+      if (g - k == 1) {
+        ReadOne(*this, static_cast<std::size_t>(indices[order[k]]), buffers[order[k]],
+                results[order[k]]);
+      } else {
+        ReadGroup(shard, order.data() + k, g - k, indices, buffers, results);
+      }
+      k = g;
+    }
+  }
+}
+
+void ShardDataset::ReadGroup(std::size_t shard, const std::uint32_t* order, std::size_t count,
+                             std::span<const std::uint64_t> indices,
+                             std::span<std::vector<std::byte>> buffers,
+                             std::span<ReadResult> results) const {
+  std::array<std::array<std::byte, detail::kRecordHeaderSize>, kMaxGroupRecords> headers;
+  std::array<iovec, 2 * kMaxGroupRecords> parts;
+  // Each record's payload buffer also takes the gap after it, so the whole range lands in
+  // the caller's buffers; sized first, since a resize may move a buffer.
+  for (std::size_t i = 0; i < count; ++i) {
+    const Entry& e = entries_[indices[order[i]]];
+    std::size_t gap = 0;
+    if (i + 1 < count) gap = entries_[indices[order[i + 1]]].offset - (e.offset + e.size);
+    buffers[order[i]].resize(e.size - detail::kRecordHeaderSize + gap);
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    std::vector<std::byte>& b = buffers[order[i]];
+    parts[2 * i] = {headers[i].data(), headers[i].size()};
+    parts[2 * i + 1] = {b.data(), b.size()};
+  }
+  const Entry& first = entries_[indices[order[0]]];
+  const Entry& last = entries_[indices[order[count - 1]]];
+  const std::uint64_t total = last.offset + last.size - first.offset;
+  read_calls_.fetch_add(1, std::memory_order_relaxed);
+  ssize_t n;
+  do {
+    n = ::preadv(shards_[shard].fd, parts.data(), static_cast<int>(2 * count),
+                 static_cast<off_t>(first.offset));
+  } while (n < 0 && errno == EINTR);
+  if (n < 0 || static_cast<std::uint64_t>(n) != total) {
+    // An error or a short read: read each record alone, which retries short reads and
+    // says which record is affected and why.
+    for (std::size_t i = 0; i < count; ++i) {
+      ReadOne(*this, static_cast<std::size_t>(indices[order[i]]), buffers[order[i]],
+              results[order[i]]);
+    }
+    return;
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    const Entry& e = entries_[indices[order[i]]];
+    std::vector<std::byte>& b = buffers[order[i]];
+    ReadResult& r = results[order[i]];
+    b.resize(e.size - detail::kRecordHeaderSize);
+    r.error = detail::CheckRecord(headers[i], b, {e.offset, e.checksum, e.size, e.label},
+                                  ToRecordCodec(codec_));
+    r.ok = r.error.empty();
+    if (r.ok) r.info = InfoFrom(headers[i], e.label);
+  }
 }
 
 std::string ShardDataset::Describe(std::size_t index) const {

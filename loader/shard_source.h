@@ -12,15 +12,24 @@
 // so a truncated, foreign or mixed-up file is refused at open, by name. Read() is one
 // pread of exactly the record and verifies the record's XXH3 checksum; a mismatch is a
 // SourceError naming "<shard path>#<record>", which the loader's bad-sample policy handles.
+// ReadMany() (the loader reads each chunk of a batch with it) sorts the records by shard
+// and offset and reads records of one shard whose gaps are at most
+// ShardReadOptions::max_gap bytes with one preadv, scattering each record straight into
+// its buffer; every record is still checked on its own, so a bad record in a merged read
+// is the only one reported. With ShardIo::kMmap the shards are mapped at open instead and
+// records are copied out of the mapping (measured against pread in bench/loader_bench;
+// pread stays the default, see ShardIo).
 //
 // Ownership: a ShardDataset owns the in-memory index (24 bytes a record) and one open
 // descriptor per shard, so the process needs a descriptor limit above the shard count.
 // Thread safety: immutable after Open(); all const members may be called concurrently.
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -39,6 +48,26 @@ enum class ShardCodec {
 };
 
 const char* ToString(ShardCodec codec);
+
+// How ShardDataset reads records.
+enum class ShardIo {
+  // pread/preadv on the shard's descriptor (the default). A shard truncated after open
+  // gives a short read: a bad sample naming the record.
+  kPread,
+  // The shards are mapped read-only at open and records copied out of the mapping: no
+  // system call per record, but a page fault per uncached page, and a shard truncated
+  // after open kills the process with SIGBUS on the next touch of a lost page. Only for
+  // files nothing rewrites while they are read.
+  kMmap,
+};
+
+struct ShardReadOptions {
+  ShardIo io = ShardIo::kPread;
+  // ReadMany merges reads of records of one shard that lie at most this many bytes apart
+  // (the gap is read and dropped); 0 merges only adjacent records. kPread only.
+  bool coalesce = true;
+  std::size_t max_gap = std::size_t{64} << 10;
+};
 
 // What a manifest says, without opening any shard.
 struct ShardManifest {
@@ -82,7 +111,8 @@ class ShardDataset final : public Source {
   // Opens the dataset whose manifest is `manifest_or_dir` (or lies in that directory).
   // Throws SourceError naming the manifest or the shard that is missing, truncated,
   // foreign, of an unsupported version, or inconsistent with the manifest.
-  static std::unique_ptr<ShardDataset> Open(const std::string& manifest_or_dir);
+  static std::unique_ptr<ShardDataset> Open(const std::string& manifest_or_dir,
+                                            const ShardReadOptions& options = {});
 
   ShardDataset(const ShardDataset&) = delete;
   ShardDataset& operator=(const ShardDataset&) = delete;
@@ -96,6 +126,12 @@ class ShardDataset final : public Source {
   // read, a checksum mismatch or an index length that does not fit the record.
   // REQUIRES: index < size().
   SampleInfo Read(std::size_t index, std::vector<std::byte>& buffer) const override;
+  // As Read() for each sample, merging the reads of nearby records of one shard (see
+  // ShardReadOptions). A record that fails its checks is reported alone, with the reason
+  // Read() would give. No heap allocation beyond growing the buffers (by at most
+  // max_gap bytes each).
+  void ReadMany(std::span<const std::uint64_t> indices, std::span<std::vector<std::byte>> buffers,
+                std::span<ReadResult> results) const override;
   // "<shard path>#<record within the shard>", e.g. "data/shard-00003.tfs#1234".
   // REQUIRES: index < size().
   std::string Describe(std::size_t index) const override;
@@ -105,11 +141,21 @@ class ShardDataset final : public Source {
 
   ShardCodec codec() const { return codec_; }
   std::size_t shard_count() const { return shards_.size(); }
+  const ShardReadOptions& read_options() const { return read_options_; }
+  // Record reads issued so far (one pread/preadv each, merged or not; short-read retries
+  // not counted), for measuring how much ReadMany merges. 0 under ShardIo::kMmap.
+  std::uint64_t read_calls() const { return read_calls_.load(std::memory_order_relaxed); }
+  // The shard holding sample `index` and the record's number within it.
+  // REQUIRES: index < size().
+  std::pair<std::size_t, std::size_t> Locate(std::size_t index) const;
 
  private:
   struct Shard {
     std::string path;
     int fd;  // owned; closed by the destructor (the class is neither copied nor moved)
+    // ShardIo::kMmap: the whole file, mapped read-only; unmapped by the destructor.
+    const std::byte* map = nullptr;
+    std::size_t map_bytes = 0;
   };
   // Mirrors detail::IndexEntry; kept here so this header needs no detail/ include.
   struct Entry {
@@ -119,15 +165,21 @@ class ShardDataset final : public Source {
     std::int32_t label;
   };
   ShardDataset() = default;
-  // The shard holding sample `index` and the record's number within it.
-  std::pair<std::size_t, std::size_t> Locate(std::size_t index) const;
+  // Reads records order[0..count) (positions in `indices`), all of shard `shard`, sorted
+  // by offset and non-overlapping, with one preadv.
+  void ReadGroup(std::size_t shard, const std::uint32_t* order, std::size_t count,
+                 std::span<const std::uint64_t> indices, std::span<std::vector<std::byte>> buffers,
+                 std::span<ReadResult> results) const;
+  SampleInfo ReadMapped(std::size_t index, std::vector<std::byte>& buffer) const;
 
   ShardCodec codec_ = ShardCodec::kJpeg;
+  ShardReadOptions read_options_;
   std::vector<std::string> class_names_;
   std::vector<Shard> shards_;
   // Sample i is in shard s where record_begin_[s] <= i < record_begin_[s + 1].
   std::vector<std::size_t> record_begin_;
   std::vector<Entry> entries_;
+  mutable std::atomic<std::uint64_t> read_calls_{0};
 };
 
 }  // namespace tilefeed::loader

@@ -23,6 +23,29 @@ const std::vector<std::string>& Source::class_names() const {
   return kNone;
 }
 
+void Source::ReadMany(std::span<const std::uint64_t> indices,
+                      std::span<std::vector<std::byte>> buffers,
+                      std::span<ReadResult> results) const {
+  for (std::size_t i = 0; i < indices.size(); ++i) {
+    ReadOne(*this, static_cast<std::size_t>(indices[i]), buffers[i], results[i]);
+  }
+}
+
+void ReadOne(const Source& source, std::size_t index, std::vector<std::byte>& buffer,
+             ReadResult& result) {
+  result.error.clear();
+  try {
+    result.info = source.Read(index, buffer);
+    result.ok = true;
+    return;
+  } catch (const SourceError& e) {
+    result.error = e.reason();
+  } catch (const std::exception& e) {
+    result.error = e.what();
+  }
+  result.ok = false;
+}
+
 namespace detail {
 
 UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {

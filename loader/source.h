@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -44,6 +45,14 @@ struct SampleInfo {
   int channels = 0;  // set only for kRawHwc
   // Set only for kIndexedJpeg: the interval index's length, before the JPEG.
   std::uint32_t index_size = 0;
+};
+
+// One sample's outcome in Source::ReadMany: its info, or why it could not be read.
+struct ReadResult {
+  SampleInfo info;
+  bool ok = false;
+  // When !ok: the reason, as SourceError::reason() gives it (what() for other errors).
+  std::string error;
 };
 
 // A sample or dataset that cannot be read. what() is where() + ": " + reason().
@@ -74,6 +83,18 @@ class Source {
   // REQUIRES: index < size().
   virtual SampleInfo Read(std::size_t index, std::vector<std::byte>& buffer) const = 0;
 
+  // Reads samples indices[i] into buffers[i] and sets results[i], for every i: a sample
+  // that cannot be read sets results[i].ok = false and its reason, and does not stop the
+  // others. A source whose samples lie in shared files may merge reads of nearby samples
+  // (ShardDataset does); the bytes and infos are those Read() gives, whatever the order
+  // or repetitions in `indices`. The default calls Read() for each sample. Buffers'
+  // capacity is reused as in Read(). Safe to call concurrently, each caller with its own
+  // buffers and results.
+  // REQUIRES: indices, buffers and results have the same size; every index < size().
+  virtual void ReadMany(std::span<const std::uint64_t> indices,
+                        std::span<std::vector<std::byte>> buffers,
+                        std::span<ReadResult> results) const;
+
   // Names sample `index` for messages: a file path or a record id.
   // REQUIRES: index < size().
   virtual std::string Describe(std::size_t index) const = 0;
@@ -87,5 +108,10 @@ class Source {
   // REQUIRES: index < size().
   virtual std::int32_t Label(std::size_t index) const = 0;
 };
+
+// source.Read(index, buffer) into `result`, with an error caught as ReadMany reports it.
+// For sources that override ReadMany and read some samples one by one.
+void ReadOne(const Source& source, std::size_t index, std::vector<std::byte>& buffer,
+             ReadResult& result);
 
 }  // namespace tilefeed::loader
