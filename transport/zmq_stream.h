@@ -10,8 +10,9 @@
 //
 // A sender silent for longer than peer_timeout makes Next() throw TransportError("reader
 // at <endpoint> silent for 5.0 s"); a sender's bye ends the stream (ended() true). With
-// CURVE, a reader whose key is not the one in curve_server_key_file never welcomes us: the
-// constructor throws after peer_timeout, naming the key file.
+// CURVE, a reader whose key is not the one in curve_server_key_file, or one that does not
+// allow our key, never welcomes us: the constructor throws after peer_timeout, naming the
+// key files.
 //
 // Thread safety: Next() may be called from several threads (serialized); a ReceivedBatch
 // may be destroyed from any thread, also after the stream is gone.
@@ -35,8 +36,11 @@ struct StreamOptions {
   std::chrono::milliseconds peer_timeout{5000};  // reader silent this long -> error
   // CURVE on: a key file with the reader's public key (transport/curve.h); the stream then
   // talks only to the holder of its secret, encrypted. This trainer's own key pair is made
-  // fresh. "" = plaintext, for trusted networks only.
+  // fresh unless curve_client_key_file is set. "" = plaintext, for trusted networks only.
   std::string curve_server_key_file{};
+  // CURVE: this trainer's own key file (with secret=, mode 0600), for a reader that
+  // allow-lists trainers' public keys; "" = a fresh key pair, which such a reader refuses.
+  std::string curve_client_key_file{};
 };
 
 class ZmqBatchStream final : public BatchStream {
