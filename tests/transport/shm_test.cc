@@ -81,6 +81,41 @@ TEST(SharedMemoryRing, RoundTripsAndLeavesNothingBehind) {
   EXPECT_EQ(SegmentsOf(job), 0);
 }
 
+TEST(SharedMemoryRing, ShmEndpointsNameTheRingAndNeedSharedSlots) {
+  const std::string job = UniqueJob("endpoint");
+  const std::string endpoint = "shm://" + job;
+  EXPECT_TRUE(IsShmEndpoint(endpoint));
+  EXPECT_THAT(ZmqEndpoint(endpoint), ::testing::StartsWith("ipc://"));
+  EXPECT_THAT(ZmqEndpoint(endpoint), ::testing::EndsWith("-" + job + ".sock"));
+  EXPECT_EQ(ZmqEndpoint("tcp://h:1"), "tcp://h:1");
+  EXPECT_THROW((void)ZmqEndpoint("shm://"), std::invalid_argument);
+  EXPECT_THROW((void)ZmqEndpoint("shm://a/b"), std::invalid_argument);
+
+  Context context;
+  loader::LoaderOptions options = testing::SmallOptions(2, 8, 1);
+  {
+    // Shared memory without SharedSlots under the loader: refused, not copied.
+    loader::Loader plain(std::make_unique<testing::RawSource>(16, 8), options);
+    EXPECT_THROW(BatchSender(context, plain, {.endpoint = endpoint}), std::invalid_argument);
+    // SharedSlots made for other options: the loader refuses them.
+    loader::LoaderOptions other = options;
+    other.slot_memory = SharedSlots::Create(options, job);
+    other.batch_size = 4;
+    EXPECT_THROW(loader::Loader(std::make_unique<testing::RawSource>(16, 8), other),
+                 std::invalid_argument);
+  }
+  EXPECT_EQ(SegmentsOf(job), 0);  // SharedSlots unlinks its name when it goes
+  options.slot_memory = SharedSlots::Create(options, job);
+  loader::Loader loader(std::make_unique<testing::RawSource>(16, 8), options);
+  BatchSender sender(context, loader, {.endpoint = endpoint});
+  std::jthread serving([&](std::stop_token stop) { (void)sender.Run(stop); });
+  ZmqBatchStream stream(context, {.endpoint = endpoint, .credits = 2});
+  EXPECT_TRUE(stream.shared_memory());
+  const testing::Collected received = testing::Drain(stream, 10);
+  EXPECT_EQ(received.batches.size(), 8u);
+  EXPECT_TRUE(stream.ended());
+}
+
 TEST(SharedMemoryRing, HeldBatchesHoldTheirSlots) {
   const std::string job = UniqueJob("held");
   Context context;
