@@ -117,7 +117,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--workers", options.workers, "decode threads (0 = all cores)")
       ->capture_default_str();
-  app.add_option("--prefetch", options.prefetch_depth, "batch slots")->capture_default_str();
+  app.add_option("--prefetch", options.prefetch_depth,
+                 "batch slots; with shared memory they are the ring the trainer reads, so also "
+                 "the most batches it can hold at once")
+      ->capture_default_str();
   app.add_option("--seed", options.seed, "shuffle and augmentation seed")->capture_default_str();
   app.add_option("--epochs", options.epochs, "epochs to serve (0 = until stopped)")
       ->capture_default_str();

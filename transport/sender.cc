@@ -228,7 +228,7 @@ BatchSender::~BatchSender() {
     s.loader.Stop();
     s.producer.join();
   }
-  if (s.shared != nullptr) s.shared->segment().Unlink();
+  if (s.shared != nullptr) s.shared->Unlink();
   // Closing the socket makes ZeroMQ send or drop the queued messages; their free functions run
   // on its I/O thread, and we wait for the last one before the loader may go. The linger is
   // not 0: libzmq 4.3.4 aborts (session_base.cpp:260, clean_pipes) when a linger-0 close drops
@@ -303,14 +303,14 @@ void BatchSender::Impl::Welcome(std::uint64_t credits_wanted) {
     Send(welcome);
     return;
   }
-  layout = shared->layout();
+  layout = detail::SlotLayout{shared->slot_count(), shared->image_bytes(), shared->max_samples()};
   shared_credits = std::clamp<std::uint64_t>(credits_wanted, 1, layout->slot_count);
   welcome.b = layout->slot_count;
   welcome.c = layout->image_bytes;
   welcome.d = layout->max_samples;
   Send(welcome, /*more=*/true);
   try {
-    socket.send(zmq::buffer(shared->segment().name()), zmq::send_flags::none);
+    socket.send(zmq::buffer(shared->name()), zmq::send_flags::none);
   } catch (const zmq::error_t& e) {
     SendFailed(e);
   }
@@ -319,7 +319,7 @@ void BatchSender::Impl::Welcome(std::uint64_t credits_wanted) {
 void BatchSender::Impl::Ready(std::uint64_t wanted) {
   if (layout) {
     // Both sides have the segment mapped now: the name is no longer needed.
-    shared->segment().Unlink();
+    shared->Unlink();
     held.clear();
     held.resize(layout->slot_count);
     held_count = 0;
@@ -356,7 +356,7 @@ void BatchSender::Impl::SendBatch(loader::Batch batch) {
     const std::size_t slot = batch.slot();
     assert(slot < held.size() && !held[slot]);
     assert(reinterpret_cast<const std::byte*>(batch.images().data()) ==
-           shared->segment().data() + slot * layout->stride());
+           shared->slot_data(slot));
     const FrameHeader header = MakeFrameHeader(meta, batch.images(), batch.labels(),
                                                batch.sample_indices(), checksums);
     const EncodedFrameHeader encoded = EncodeFrameHeader(header);
@@ -598,6 +598,22 @@ SendResult BatchSender::Run(std::stop_token stop) {
   }
 }
 
+struct SharedSlots::Impl {
+  detail::SlotLayout layout;
+  detail::ShmSegment segment;
+};
+
+SharedSlots::SharedSlots(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+SharedSlots::~SharedSlots() { impl_->segment.Unlink(); }
+const std::string& SharedSlots::name() const { return impl_->segment.name(); }
+std::size_t SharedSlots::slot_count() const { return impl_->layout.slot_count; }
+std::size_t SharedSlots::image_bytes() const { return impl_->layout.image_bytes; }
+std::size_t SharedSlots::max_samples() const { return impl_->layout.max_samples; }
+std::byte* SharedSlots::slot_data(std::size_t slot) const {
+  return impl_->segment.data() + slot * impl_->layout.stride();
+}
+void SharedSlots::Unlink() noexcept { impl_->segment.Unlink(); }
+
 std::shared_ptr<SharedSlots> SharedSlots::Create(const loader::LoaderOptions& options,
                                                  std::string_view job_id) {
   const std::uint64_t image_bytes =
@@ -613,21 +629,23 @@ std::shared_ptr<SharedSlots> SharedSlots::Create(const loader::LoaderOptions& op
   detail::RemoveStaleSegments();
   detail::ShmSegment segment =
       detail::ShmSegment::Create(detail::MakeSegmentName(job_id), layout->total_bytes());
-  return std::shared_ptr<SharedSlots>(new SharedSlots(*layout, std::move(segment)));
+  return std::make_shared<SharedSlots>(
+      std::make_unique<Impl>(Impl{*layout, std::move(segment)}));
 }
 
 loader::SlotMemory::Spans SharedSlots::Slot(std::size_t slot, std::size_t slots,
                                             std::size_t samples, std::size_t image_bytes) {
-  if (slots != layout_.slot_count || slot >= slots || samples > layout_.max_samples ||
-      image_bytes * samples > layout_.image_bytes) {
+  const detail::SlotLayout& layout = impl_->layout;
+  if (slots != layout.slot_count || slot >= slots || samples > layout.max_samples ||
+      image_bytes * samples > layout.image_bytes) {
     throw std::invalid_argument(
         "SharedSlots: made for other loader options (prefetch_depth, batch_size, image_size)");
   }
-  std::byte* base = segment_.data() + slot * layout_.stride();
+  std::byte* base = slot_data(slot);
   return Spans{
-      {reinterpret_cast<std::uint8_t*>(base), layout_.image_bytes},
-      {reinterpret_cast<std::int32_t*>(base + layout_.label_offset()), layout_.max_samples},
-      {reinterpret_cast<std::uint64_t*>(base + layout_.index_offset()), layout_.max_samples}};
+      {reinterpret_cast<std::uint8_t*>(base), layout.image_bytes},
+      {reinterpret_cast<std::int32_t*>(base + layout.label_offset()), layout.max_samples},
+      {reinterpret_cast<std::uint64_t*>(base + layout.index_offset()), layout.max_samples}};
 }
 
 }  // namespace tilefeed::transport

@@ -38,7 +38,6 @@
 
 #include "loader/loader.h"
 #include "transport/context.h"
-#include "transport/detail/shm.h"
 
 namespace tilefeed::transport {
 
@@ -51,30 +50,35 @@ namespace tilefeed::transport {
 //   BatchSender sender(context, loader, {.endpoint = "ipc://...", .shared_memory = true});
 //
 // The segment (named /tilefeed-<uid>-<job>-<pid>-<tag>, mode 0600) holds prefetch_depth
-// slots laid out as the trainer expects (detail::SlotLayout). It is unlinked once a trainer
-// has mapped it, or when this object goes; names of killed processes are removed by the next
-// Create. Thread safety: Slot() is called by the Loader's constructor only.
+// slots laid out as the trainer expects (transport/detail/shm.h). It is unlinked once a
+// trainer has mapped it, or when this object goes; names of killed processes are removed by
+// the next Create or the next trainer that maps a segment. Thread safety: Slot() is called
+// by the Loader's constructor only; the rest by the BatchSender.
 class SharedSlots final : public loader::SlotMemory {
  public:
   // Removes stale segments of this user, then creates one for `options`' batch shape.
   // Throws TransportError (shm_open/mmap failed, batches too large).
   static std::shared_ptr<SharedSlots> Create(const loader::LoaderOptions& options,
                                              std::string_view job_id);
-  ~SharedSlots() override { segment_.Unlink(); }
+  ~SharedSlots() override;  // unlinks the name if still there, unmaps
 
   // Throws std::invalid_argument for a loader whose options are not the ones of Create.
   Spans Slot(std::size_t slot, std::size_t slots, std::size_t samples,
              std::size_t image_bytes) override;
 
-  // For BatchSender.
-  const detail::SlotLayout& layout() const { return layout_; }
-  detail::ShmSegment& segment() { return segment_; }
+  const std::string& name() const;  // the segment's, e.g. "/tilefeed-1000-job7-4242-..."
+  std::size_t slot_count() const;
+  std::size_t image_bytes() const;  // per slot
+  std::size_t max_samples() const;  // per slot
+  std::byte* slot_data(std::size_t slot) const;
+  // Removes the name (the mappings stay). Idempotent.
+  void Unlink() noexcept;
+
+  struct Impl;
+  explicit SharedSlots(std::unique_ptr<Impl> impl);
 
  private:
-  SharedSlots(detail::SlotLayout layout, detail::ShmSegment segment)
-      : layout_(layout), segment_(std::move(segment)) {}
-  detail::SlotLayout layout_;
-  detail::ShmSegment segment_;
+  std::unique_ptr<Impl> impl_;
 };
 
 struct SenderOptions {

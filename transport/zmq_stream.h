@@ -31,7 +31,9 @@ namespace tilefeed::transport {
 struct StreamOptions {
   std::string endpoint;          // the sender's, e.g. "tcp://reader-host:5555"
   std::size_t credits = 4;       // batches in flight or queued here; bounds memory
-  bool verify_checksums = true;  // check each payload's XXH3-64 (costs one read of it)
+  // Check each payload's XXH3-64 (costs one read of it). Told to the reader in the hello:
+  // with false the reader does not compute checksums either.
+  bool verify_checksums = true;
   std::chrono::milliseconds heartbeat_interval{1000};
   std::chrono::milliseconds peer_timeout{5000};  // reader silent this long -> error
   // CURVE on: a key file with the reader's public key (transport/curve.h); the stream then
