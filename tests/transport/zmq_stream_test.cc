@@ -295,17 +295,19 @@ TEST(Curve, AnAllowListAdmitsOnlyItsTrainers) {
                       }});
   Serving serving(sender);
   // A key that is not on the list, and no key file at all (a fresh key), are refused during
-  // the handshake: the stream says so instead of waiting.
+  // the handshake. The stream says so: at once when ZeroMQ drops the connection for good,
+  // after peer_timeout when it keeps retrying (which of the two depends on whether it reads
+  // the reader's ERROR before the disconnect), never with a hang.
   for (const std::string& client_key : {path("intruder.key"), std::string()}) {
     try {
       ZmqBatchStream stream(context, {.endpoint = sender.endpoint(),
                                       .heartbeat_interval = 50ms,
-                                      .peer_timeout = 30s,
+                                      .peer_timeout = 2s,
                                       .curve_server_key_file = path("reader.pub"),
                                       .curve_client_key_file = client_key});
       FAIL() << "a trainer that is not allowed was welcomed";
     } catch (const TransportError& e) {
-      EXPECT_THAT(e.what(), HasSubstr("during the CURVE handshake"));
+      EXPECT_THAT(e.what(), HasSubstr("allow-list"));
       if (!client_key.empty()) {
         EXPECT_THAT(e.what(), HasSubstr(client_key));
       }
