@@ -363,7 +363,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--warmup", settings.warmup, "untimed batches per path")->capture_default_str();
-  app.add_option("--credits", settings.credits, "receiver credits (shm: ring slots; zmq: HWM)")
+  app.add_option("--credits", settings.credits,
+                 "receiver credits (plain-zmq: its send and receive HWM)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--rounds", rounds, "measure every path this many times, keep the best")

@@ -102,7 +102,7 @@ struct LoaderOptions {
   int max_substitute_attempts = 64;  // kSkip: samples tried before giving up on a batch
   codecs::JpegOptions jpeg;          // pixel/scan limits, DCT scales, IDCT choice
   std::function<void(const BadSample&)> on_bad_sample;  // sink; called from workers
-  std::shared_ptr<SlotMemory> slot_memory;  // null: the loader allocates its slots
+  std::shared_ptr<SlotMemory> slot_memory;              // null: the loader allocates its slots
 };
 
 // Where a loader stands, for checkpoints: the next batch continues at global `position`

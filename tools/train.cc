@@ -231,7 +231,7 @@ struct Args {
   int reader_timeout_ms = 5000;
   std::string curve_server_key;  // --readers with CURVE: the readers' public key file(s)
   std::string curve_key;         // --readers with CURVE: this trainer's own key file(s)
-  int classes = 0;  // reference core without --data
+  int classes = 0;               // reference core without --data
   std::string core = "reference";
   double us_per_sample = 2000;
   std::uint64_t epochs = 3;
@@ -424,14 +424,14 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
       if (list.empty()) return {};
       const std::vector<std::string> files = SplitEndpoints(list);
       if (files.size() != 1 && files.size() != endpoints.size()) {
-        throw std::invalid_argument(std::string(option) + " lists " +
-                                    std::to_string(files.size()) + " files for " +
-                                    std::to_string(endpoints.size()) +
+        throw std::invalid_argument(std::string(option) + " lists " + std::to_string(files.size()) +
+                                    " files for " + std::to_string(endpoints.size()) +
                                     " readers; give one, or one per reader");
       }
       return files.size() == 1 ? files[0] : files[static_cast<std::size_t>(rank)];
     };
-    stream_options.curve_server_key_file = per_instance(args.curve_server_key, "--curve-server-key");
+    stream_options.curve_server_key_file =
+        per_instance(args.curve_server_key, "--curve-server-key");
     stream_options.curve_client_key_file = per_instance(args.curve_key, "--curve-key");
     if (!stream_options.curve_client_key_file.empty() &&
         stream_options.curve_server_key_file.empty()) {

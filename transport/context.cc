@@ -29,8 +29,9 @@ std::string ZmqEndpoint(std::string_view endpoint) {
   if (!IsShmEndpoint(endpoint)) return std::string(endpoint);
   const std::string_view name = endpoint.substr(6);
   const bool ok = !name.empty() && name.size() <= 64 &&
-                  name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                         "0123456789_.-") == std::string_view::npos;
+                  name.find_first_not_of(
+                      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                      "0123456789_.-") == std::string_view::npos;
   if (!ok) {
     throw std::invalid_argument("endpoint " + std::string(endpoint) +
                                 ": the name after shm:// must be 1-64 of [A-Za-z0-9_.-]");

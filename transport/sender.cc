@@ -21,6 +21,8 @@
 
 #include "transport/sender.h"
 
+#include <zmq.h>
+
 #include <algorithm>
 #include <cassert>
 #include <cerrno>
@@ -34,8 +36,6 @@
 #include <vector>
 
 #include "loader/ring.h"
-#include <zmq.h>
-
 #include "transport/curve.h"
 #include "transport/detail/event_fd.h"
 #include "transport/detail/shm.h"
@@ -136,9 +136,9 @@ struct BatchSender::Impl {
   loader::Loader& loader;
   const SenderOptions options;
   zmq::socket_t socket;
-  std::optional<zmq::socket_t> zap;           // CURVE allow-list: the ZAP handler's socket
-  std::set<std::string> allowed_keys;         // 32-byte binary public keys
-  std::set<std::string> refused_keys;         // logged once each (ZeroMQ retries)
+  std::optional<zmq::socket_t> zap;    // CURVE allow-list: the ZAP handler's socket
+  std::set<std::string> allowed_keys;  // 32-byte binary public keys
+  std::set<std::string> refused_keys;  // logged once each (ZeroMQ retries)
   std::string bound_endpoint;
   detail::EventFd wake;
   loader::SpscRing<Item> ring;
@@ -152,12 +152,12 @@ struct BatchSender::Impl {
   std::string peer_name;
   bool peer_unreachable = false;  // a send failed because the trainer disconnected
   Clock::time_point last_sent;
-  std::uint64_t credits = 0;                 // inline: batches we may send now
-  std::uint64_t granted = 0;                 // inline: credits the trainer granted in all
-  bool checksums = true;                     // the trainer verifies payloads
-  SharedSlots* shared = nullptr;             // shared memory: the loader's slots
-  std::optional<detail::SlotLayout> layout;  // shared memory, once welcomed
-  std::uint64_t shared_credits = 0;          // shared memory: batches the trainer may hold
+  std::uint64_t credits = 0;                       // inline: batches we may send now
+  std::uint64_t granted = 0;                       // inline: credits the trainer granted in all
+  bool checksums = true;                           // the trainer verifies payloads
+  SharedSlots* shared = nullptr;                   // shared memory: the loader's slots
+  std::optional<detail::SlotLayout> layout;        // shared memory, once welcomed
+  std::uint64_t shared_credits = 0;                // shared memory: batches the trainer may hold
   std::vector<std::optional<loader::Batch>> held;  // shared memory: by slot, at the trainer
   std::uint64_t held_count = 0;
 };
@@ -355,10 +355,9 @@ void BatchSender::Impl::SendBatch(loader::Batch batch) {
     // The loader decoded the batch into its slot, which is the shared slot of that number.
     const std::size_t slot = batch.slot();
     assert(slot < held.size() && !held[slot]);
-    assert(reinterpret_cast<const std::byte*>(batch.images().data()) ==
-           shared->slot_data(slot));
-    const FrameHeader header = MakeFrameHeader(meta, batch.images(), batch.labels(),
-                                               batch.sample_indices(), checksums);
+    assert(reinterpret_cast<const std::byte*>(batch.images().data()) == shared->slot_data(slot));
+    const FrameHeader header =
+        MakeFrameHeader(meta, batch.images(), batch.labels(), batch.sample_indices(), checksums);
     const EncodedFrameHeader encoded = EncodeFrameHeader(header);
     Send(Control{MessageType::kBatch, slot}, /*more=*/true);
     try {
@@ -431,8 +430,8 @@ void BatchSender::Impl::AnswerZap() {
         .append(" is not on the allow-list");
     options.on_refused(line);
   }
-  const char* reply[] = {"1.0", nullptr, allowed ? "200" : "400", allowed ? "OK" : "key not allowed",
-                         "", ""};
+  const char* reply[] = {
+      "1.0", nullptr, allowed ? "200" : "400", allowed ? "OK" : "key not allowed", "", ""};
   try {
     for (std::size_t i = 0; i < 6; ++i) {
       const zmq::send_flags flags = i + 1 < 6 ? zmq::send_flags::sndmore : zmq::send_flags::none;
@@ -621,16 +620,15 @@ std::shared_ptr<SharedSlots> SharedSlots::Create(const loader::LoaderOptions& op
   const std::optional<detail::SlotLayout> layout =
       detail::SlotLayout::Checked(options.prefetch_depth, image_bytes, options.batch_size);
   if (!layout) {
-    throw TransportError("shared memory: " + std::to_string(options.prefetch_depth) +
-                         " slots of " + std::to_string(image_bytes) +
+    throw TransportError("shared memory: " + std::to_string(options.prefetch_depth) + " slots of " +
+                         std::to_string(image_bytes) +
                          " image bytes are out of bounds for a shared-memory ring");
   }
   // Names left by killed processes of this user are removed here, before adding ours.
   detail::RemoveStaleSegments();
   detail::ShmSegment segment =
       detail::ShmSegment::Create(detail::MakeSegmentName(job_id), layout->total_bytes());
-  return std::make_shared<SharedSlots>(
-      std::make_unique<Impl>(Impl{*layout, std::move(segment)}));
+  return std::make_shared<SharedSlots>(std::make_unique<Impl>(Impl{*layout, std::move(segment)}));
 }
 
 loader::SlotMemory::Spans SharedSlots::Slot(std::size_t slot, std::size_t slots,

@@ -138,8 +138,9 @@ struct ZmqBatchStream::Impl {
       if (!options.curve_server_key_file.empty() && !Welcomed()) {
         why += " during the CURVE handshake (";
         why += options.curve_client_key_file.empty()
-                   ? std::string("this trainer has no key file, so it used a fresh key; a reader "
-                                 "that allow-lists trainers refuses it")
+                   ? std::string(
+                         "this trainer has no key file, so it used a fresh key; a reader "
+                         "that allow-lists trainers refuses it")
                    : "is the public key of " + options.curve_client_key_file +
                          " on the reader's allow-list?";
         why += ")";

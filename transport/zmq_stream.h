@@ -29,8 +29,8 @@
 namespace tilefeed::transport {
 
 struct StreamOptions {
-  std::string endpoint;          // the sender's, e.g. "tcp://reader-host:5555"
-  std::size_t credits = 4;       // batches in flight or queued here; bounds memory
+  std::string endpoint;     // the sender's, e.g. "tcp://reader-host:5555"
+  std::size_t credits = 4;  // batches in flight or queued here; bounds memory
   // Check each payload's XXH3-64 (costs one read of it). Told to the reader in the hello:
   // with false the reader does not compute checksums either.
   bool verify_checksums = true;

@@ -48,9 +48,9 @@ TEST(SharedMemoryRing, RoundTripsAndLeavesNothingBehind) {
   shared_options.slot_memory = SharedSlots::Create(shared_options, job);
   EXPECT_EQ(SegmentsOf(job), 1);
   loader::Loader loader(loader::ImageFolder::Open(data.path().string()), shared_options);
-  BatchSender sender(context, loader,
-                     {.endpoint = "ipc://" + (sockets.path() / "s").string(),
-                      .shared_memory = true});
+  BatchSender sender(
+      context, loader,
+      {.endpoint = "ipc://" + (sockets.path() / "s").string(), .shared_memory = true});
   SendResult result = SendResult::kStopped;
   std::jthread serving([&](std::stop_token stop) { result = sender.Run(stop); });
   {
@@ -124,9 +124,9 @@ TEST(SharedMemoryRing, HeldBatchesHoldTheirSlots) {
   options.prefetch_depth = 2;
   options.slot_memory = SharedSlots::Create(options, job);
   loader::Loader loader(std::make_unique<testing::RawSource>(100, 8), options);
-  BatchSender sender(context, loader,
-                     {.endpoint = "ipc://" + (sockets.path() / "s").string(),
-                      .shared_memory = true});
+  BatchSender sender(
+      context, loader,
+      {.endpoint = "ipc://" + (sockets.path() / "s").string(), .shared_memory = true});
   std::jthread serving([&](std::stop_token stop) { (void)sender.Run(stop); });
   ZmqBatchStream stream(context, {.endpoint = sender.endpoint(), .credits = 2});
   std::optional<ReceivedBatch> a = stream.Next();
