@@ -1,7 +1,10 @@
 // transport_bench: the bandwidth of each way a trainer can receive batches, measured in one
 // run against its reference (issue 6):
 //
-//   memcpy       one thread copies a batch's bytes into another buffer: the reference for shm
+//   memcpy       one thread copies each batch (its own buffer, as each shm batch has its own
+//                slot) into one of `credits` receive buffers: the reference for shm
+//   memcpy-hot   one batch copied again and again: cache-resident on a CPU with a large
+//                last-level cache, so not a measure of moving batches (for comparison)
 //   loader       LoaderStream in this process: what feeds every sender (not a transport)
 //   shm          a forked reader process (loader decoding into SharedSlots, BatchSender) ->
 //                ZmqBatchStream here, which reads the shared slots in place. The reader's
@@ -123,17 +126,31 @@ std::unique_ptr<loader::Loader> MakeLoader(const Settings& settings, std::size_t
       settings.loader);
 }
 
-Result MeasureMemcpy(const Settings& settings) {
-  std::vector<std::byte> from(settings.batch_bytes(), std::byte{1});
-  std::vector<std::byte> to(settings.batch_bytes(), std::byte{0});
-  for (std::size_t i = 0; i < settings.warmup; ++i) std::memcpy(to.data(), from.data(), to.size());
-  Result r{"memcpy", "-"};
+// The reference: what moving each batch with one copy costs. Like the shm row, every batch
+// is its own buffer (written before the clock starts), copied into one of `credits` receive
+// buffers in turn. With `hot`, one batch is copied again and again instead: on a CPU whose
+// last-level cache holds source and destination, that measures the cache, not moving
+// batches (shown for comparison only).
+Result MeasureMemcpy(const Settings& settings, bool hot) {
+  const std::size_t total = settings.warmup + settings.batches;
+  std::vector<std::vector<std::byte>> from(hot ? 1 : total);
+  std::vector<std::vector<std::byte>> to(hot ? 1 : settings.credits);
+  for (std::size_t i = 0; i < from.size(); ++i) {
+    from[i].assign(settings.batch_bytes(), static_cast<std::byte>(i + 1));
+  }
+  for (auto& buffer : to) buffer.assign(settings.batch_bytes(), std::byte{0});
+  auto copy = [&](std::size_t i) {
+    std::vector<std::byte>& out = to[i % to.size()];
+    std::memcpy(out.data(), from[i % from.size()].data(), out.size());
+    // The copy's result is observed, so the compiler cannot drop it.
+    asm volatile("" : : "r"(out.data()) : "memory");
+  };
+  for (std::size_t i = 0; i < settings.warmup; ++i) copy(i);
+  Result r{hot ? "memcpy-hot" : "memcpy", "-"};
   const auto start = Clock::now();
   for (; r.batches < settings.batches; ++r.batches) {
-    std::memcpy(to.data(), from.data(), to.size());
-    // The copy's result is observed, so the compiler cannot drop it.
-    asm volatile("" : : "r"(to.data()) : "memory");
-    r.bytes += static_cast<double>(to.size());
+    copy(settings.warmup + r.batches);
+    r.bytes += static_cast<double>(settings.batch_bytes());
   }
   r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return r;
@@ -385,7 +402,8 @@ int main(int argc, char** argv) {
     // random, and the ratios compare what each path can do.
     for (int round = 0; round < rounds; ++round) {
       std::vector<Result> now;
-      now.push_back(MeasureMemcpy(settings));
+      now.push_back(MeasureMemcpy(settings, false));
+      now.push_back(MeasureMemcpy(settings, true));
       now.push_back(MeasureSender("shm", true, false, settings, Fill::kPrefilled));
       now.push_back(MeasureSender("shm", true, true, settings, Fill::kPrefilled));
       now.push_back(MeasureSender("zmq-tcp", false, false, settings, Fill::kPrefilled));
