@@ -66,9 +66,13 @@ std::uint64_t Nanos(Clock::duration d) {
 }
 
 struct Slot {
-  std::vector<std::uint8_t> images;
-  std::vector<std::int32_t> labels;
-  std::vector<std::uint64_t> indices;
+  // The slot's memory: `owned` unless LoaderOptions::slot_memory provides it.
+  std::span<std::uint8_t> images;
+  std::span<std::int32_t> labels;
+  std::span<std::uint64_t> indices;
+  std::vector<std::uint8_t> owned_images;
+  std::vector<std::int32_t> owned_labels;
+  std::vector<std::uint64_t> owned_indices;
   std::uint64_t epoch = 0;
   std::uint64_t batch = 0;
   std::size_t size = 0;
@@ -618,11 +622,29 @@ Loader::Loader(std::unique_ptr<Source> source, LoaderOptions options)
   Impl& s = *impl_;
   s.Validate();
   const std::size_t batch_size = s.options.batch_size;
-  for (std::size_t i = 0; i < s.options.prefetch_depth; ++i) {
+  const std::size_t depth = s.options.prefetch_depth;
+  for (std::size_t i = 0; i < depth; ++i) {
     auto slot = std::make_unique<Slot>();
-    slot->images.resize(s.image_bytes * batch_size);
-    slot->labels.resize(batch_size);
-    slot->indices.resize(batch_size);
+    if (s.options.slot_memory) {
+      const SlotMemory::Spans spans =
+          s.options.slot_memory->Slot(i, depth, batch_size, s.image_bytes);
+      if (spans.images.size() < s.image_bytes * batch_size || spans.labels.size() < batch_size ||
+          spans.indices.size() < batch_size) {
+        throw std::invalid_argument("LoaderOptions: slot_memory gave slot " + std::to_string(i) +
+                                    " less memory than a batch of " + std::to_string(batch_size) +
+                                    " needs");
+      }
+      slot->images = spans.images.first(s.image_bytes * batch_size);
+      slot->labels = spans.labels.first(batch_size);
+      slot->indices = spans.indices.first(batch_size);
+    } else {
+      slot->owned_images.resize(s.image_bytes * batch_size);
+      slot->owned_labels.resize(batch_size);
+      slot->owned_indices.resize(batch_size);
+      slot->images = slot->owned_images;
+      slot->labels = slot->owned_labels;
+      slot->indices = slot->owned_indices;
+    }
     s.slots.push_back(std::move(slot));
     [[maybe_unused]] const bool pushed = s.free_ring.TryPush(std::size_t{i});
     assert(pushed);

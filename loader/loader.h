@@ -57,6 +57,28 @@ struct BadSample {
   std::string reason;
 };
 
+// Memory for the loader's batch slots, for a caller that wants the workers to decode
+// straight into memory it owns (e.g. a shared-memory segment another process reads in
+// place, transport::SharedSlots). The default (no SlotMemory) is that the loader allocates
+// its slots itself.
+class SlotMemory {
+ public:
+  struct Spans {
+    std::span<std::uint8_t> images;    // >= samples x image_bytes
+    std::span<std::int32_t> labels;    // >= samples
+    std::span<std::uint64_t> indices;  // >= samples
+  };
+  virtual ~SlotMemory() = default;
+  // The memory of slot `slot` of `slots` (= prefetch_depth) for batches of up to `samples`
+  // images of `image_bytes` each. Called by the Loader's constructor, once per slot, before
+  // any worker starts. The spans must not overlap each other or another slot's, and must
+  // stay valid (and be written by nobody else) while the Loader lives. A span that is too
+  // short makes the constructor throw std::invalid_argument. Batch::slot() tells which
+  // slot a batch occupies.
+  virtual Spans Slot(std::size_t slot, std::size_t slots, std::size_t samples,
+                     std::size_t image_bytes) = 0;
+};
+
 struct LoaderOptions {
   std::size_t batch_size = 256;  // samples per batch
   int image_size = 224;          // output images are image_size x image_size x 3
@@ -81,6 +103,7 @@ struct LoaderOptions {
   int max_substitute_attempts = 64;  // kSkip: samples tried before giving up on a batch
   codecs::JpegOptions jpeg;          // pixel/scan limits, DCT scales, IDCT choice
   std::function<void(const BadSample&)> on_bad_sample;  // sink; called from workers
+  std::shared_ptr<SlotMemory> slot_memory;              // null: the loader allocates its slots
 };
 
 // Where a loader stands, for checkpoints: the next batch continues at global `position`
@@ -135,6 +158,8 @@ class Batch {
   std::span<const std::int32_t> labels() const { return labels_; }
   std::span<const std::uint64_t> sample_indices() const { return sample_indices_; }
   std::size_t substituted() const { return substituted_; }  // bad samples replaced in this batch
+  // The slot it occupies, in [0, prefetch_depth) (see SlotMemory).
+  std::size_t slot() const { return slot_; }
   // Returns the slot now; the Batch becomes empty.
   void release() noexcept;
 

@@ -1,10 +1,11 @@
-// tilefeed-reader: the reader half of disaggregated mode. It loads an ImageFolder with the
-// usual loader options and serves the batches to one trainer over ZeroMQ (or a
-// shared-memory ring on the same host), which reads them with `--readers <endpoint>`
-// (transport::ZmqBatchStream).
+// tilefeed-serve: the reader half of disaggregated mode. It loads an ImageFolder with the
+// usual loader options and serves the batches to one trainer over ZeroMQ (or, on the same
+// host, through shared memory that the loader decodes into and the trainer reads in place),
+// which reads them with `--readers <endpoint>` (transport::ZmqBatchStream).
 //
-//   tilefeed-reader --data /data/train --bind tcp://*:5555 --batch-size 256 --epochs 90
+//   tilefeed-serve --data /data/train --bind tcp://*:5555 --batch-size 256 --epochs 90
 //       --instance-index 0 --instance-count 2 --drop-last
+//   tilefeed-serve --data /data/train --bind shm://job7-r0 ...   (train --readers shm://job7-r0)
 //
 // One reader serves one trainer instance: reader i takes instance i's shard, given by
 // --instance-index/--instance-count (or --shard INDEX/COUNT), else by the launcher's
@@ -14,8 +15,12 @@
 // prints them). SIGINT/SIGTERM stop it cleanly (the trainer is told bye).
 //
 // On a network that is not trusted, turn on CURVE (transport/curve.h): make a key pair once
-// with `tilefeed-reader --curve-keygen reader` (writes reader.key, mode 0600, and
+// with `tilefeed-serve --curve-keygen reader` (writes reader.key, mode 0600, and
 // reader.pub), serve with `--curve-secret-key reader.key`, and give the trainer reader.pub.
+// To admit only known trainers, make each trainer a key pair the same way and serve with
+// `--curve-allow trainer1.pub trainer2.pub` (or a directory of *.pub files); any other key is
+// refused during the handshake, with a line on stderr. The trainer then runs with
+// `--curve-server-key reader.pub --curve-key trainer1.key`.
 
 #include <signal.h>
 
@@ -28,6 +33,7 @@
 #include <stop_token>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "loader/image_folder.h"
 #include "loader/loader.h"
@@ -75,7 +81,7 @@ class SignalStopper {
 
 int main(int argc, char** argv) {
   using namespace tilefeed;
-  CLI::App app{"tilefeed-reader: serve a dataset's batches to a trainer over ZeroMQ"};
+  CLI::App app{"tilefeed-serve: serve a dataset's batches to a trainer over ZeroMQ"};
   std::string data;
   std::string mode = "train";
   std::string shard;
@@ -87,12 +93,22 @@ int main(int argc, char** argv) {
   options.epochs = 1;
   transport::SenderOptions sender_options;
   std::string curve_keygen;
+  std::vector<std::string> curve_allow;
+  bool shm = false;
+  std::string job_id = "0";
   app.add_option("--data", data, "ImageFolder root (required unless --curve-keygen)");
   app.add_option("--curve-keygen", curve_keygen,
                  "write a CURVE key pair to PREFIX.key (secret) and PREFIX.pub, then exit");
   app.add_option("--curve-secret-key", sender_options.curve_secret_key_file,
                  "encrypt with CURVE using this secret key file (trainers get the .pub)");
-  app.add_option("--bind", sender_options.endpoint, "endpoint to serve on")->capture_default_str();
+  app.add_option("--curve-allow", curve_allow,
+                 "CURVE: admit only trainers whose public key is in these files (or *.pub files "
+                 "of these directories); needs --curve-secret-key")
+      ->expected(1, -1);
+  app.add_option("--bind", sender_options.endpoint,
+                 "endpoint to serve on: tcp://HOST:PORT, ipc://PATH, or shm://NAME (same host, "
+                 "zero-copy shared memory)")
+      ->capture_default_str();
   app.add_option("--batch-size", options.batch_size, "samples per batch")->capture_default_str();
   app.add_option("--image-size", options.image_size, "output side in pixels")
       ->capture_default_str();
@@ -101,7 +117,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--workers", options.workers, "decode threads (0 = all cores)")
       ->capture_default_str();
-  app.add_option("--prefetch", options.prefetch_depth, "batch slots")->capture_default_str();
+  app.add_option("--prefetch", options.prefetch_depth,
+                 "batch slots; with shared memory they are the ring the trainer reads, so also "
+                 "the most batches it can hold at once")
+      ->capture_default_str();
   app.add_option("--seed", options.seed, "shuffle and augmentation seed")->capture_default_str();
   app.add_option("--epochs", options.epochs, "epochs to serve (0 = until stopped)")
       ->capture_default_str();
@@ -125,9 +144,9 @@ int main(int argc, char** argv) {
           ->excludes(shard_option);
   index_option->needs(count_option);
   count_option->needs(index_option);
-  app.add_flag("--shm", sender_options.shared_memory,
-               "payload through a shared-memory ring (ipc:// endpoint, same host)");
-  app.add_option("--job-id", sender_options.job_id, "names the shared-memory segment")
+  app.add_flag("--shm", shm,
+               "payload through shared memory with an ipc:// --bind (same as --bind shm://NAME)");
+  app.add_option("--job-id", job_id, "names the shared-memory segment (shm://NAME: NAME)")
       ->capture_default_str();
   app.add_option("--heartbeat-ms", heartbeat_ms, "heartbeat interval")->capture_default_str();
   app.add_option("--timeout-ms", timeout_ms, "a trainer silent this long is an error")
@@ -138,18 +157,25 @@ int main(int argc, char** argv) {
       transport::WriteCurveKeyFiles(transport::GenerateCurveKeyPair(), curve_keygen + ".key",
                                     curve_keygen + ".pub");
     } catch (const std::exception& e) {
-      std::cerr << "tilefeed-reader: " << e.what() << '\n';
+      std::cerr << "tilefeed-serve: " << e.what() << '\n';
       return 1;
     }
-    std::cerr << "tilefeed-reader: wrote " << curve_keygen << ".key (keep it secret) and "
+    std::cerr << "tilefeed-serve: wrote " << curve_keygen << ".key (keep it secret) and "
               << curve_keygen << ".pub (for the trainer)\n";
     return 0;
   }
   if (data.empty()) {
-    std::cerr << "tilefeed-reader: --data is required\n";
+    std::cerr << "tilefeed-serve: --data is required\n";
+    return 2;
+  }
+  if (!curve_allow.empty() && sender_options.curve_secret_key_file.empty()) {
+    std::cerr << "tilefeed-serve: --curve-allow needs --curve-secret-key\n";
     return 2;
   }
   options.mode = mode == "eval" ? loader::Mode::kEval : loader::Mode::kTrain;
+  const bool shm_bind = transport::IsShmEndpoint(sender_options.endpoint);
+  sender_options.shared_memory = shm || shm_bind;
+  if (shm_bind) job_id = sender_options.endpoint.substr(6);
   sender_options.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
   sender_options.peer_timeout = std::chrono::milliseconds(timeout_ms);
 
@@ -158,7 +184,7 @@ int main(int argc, char** argv) {
   try {
     if (instance_count > 0) {
       if (instance_index >= instance_count) {
-        std::cerr << "tilefeed-reader: --instance-index " << instance_index
+        std::cerr << "tilefeed-serve: --instance-index " << instance_index
                   << " is not below --instance-count " << instance_count << '\n';
         return 2;
       }
@@ -170,11 +196,11 @@ int main(int argc, char** argv) {
                    2 ||
                options.shard.count < 1 || options.shard.index < 0 ||
                options.shard.index >= options.shard.count) {
-      std::cerr << "tilefeed-reader: --shard wants INDEX/COUNT, got '" << shard << "'\n";
+      std::cerr << "tilefeed-serve: --shard wants INDEX/COUNT, got '" << shard << "'\n";
       return 2;
     }
     options.on_bad_sample = [](const loader::BadSample& bad) {
-      std::fprintf(stderr, "tilefeed-reader: skipped %s: %s\n", bad.where.c_str(),
+      std::fprintf(stderr, "tilefeed-serve: skipped %s: %s\n", bad.where.c_str(),
                    bad.reason.c_str());
     };
     std::unique_ptr<loader::ImageFolder> source = loader::ImageFolder::Open(data);
@@ -182,10 +208,20 @@ int main(int argc, char** argv) {
     // the end; it means the same as the end.
     options.first_epoch_position =
         std::min<std::uint64_t>(options.first_epoch_position, source->size());
+    if (!curve_allow.empty()) {
+      sender_options.curve_allowed_keys = transport::ReadCurvePublicKeys(curve_allow);
+      sender_options.on_refused = [](const std::string& line) {
+        std::cerr << "tilefeed-serve: " << line << '\n';
+      };
+    }
+    // Shared memory: the loader decodes straight into the slots the trainer maps.
+    if (sender_options.shared_memory) {
+      options.slot_memory = transport::SharedSlots::Create(options, job_id);
+    }
     loader::Loader loader(std::move(source), options);
     transport::Context context;
     transport::BatchSender sender(context, loader, sender_options);
-    std::cerr << "tilefeed-reader: serving " << loader.batches_per_epoch()
+    std::cerr << "tilefeed-serve: serving " << loader.batches_per_epoch()
               << " batches per epoch (shard " << options.shard.index << "/" << options.shard.count
               << ") on " << sender.endpoint() << '\n';
     const auto start = std::chrono::steady_clock::now();
@@ -194,7 +230,7 @@ int main(int argc, char** argv) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const loader::LoaderMetrics metrics = loader.metrics();
     const double mb = static_cast<double>(sender.batches_sent()) * metrics.slot_bytes / 1e6;
-    std::cerr << "tilefeed-reader: "
+    std::cerr << "tilefeed-serve: "
               << (result == transport::SendResult::kCompleted  ? "done"
                   : result == transport::SendResult::kPeerLeft ? "trainer left"
                                                                : "stopped")
@@ -203,7 +239,7 @@ int main(int argc, char** argv) {
               << " MB/s\n";
     return result == transport::SendResult::kStopped ? 130 : 0;
   } catch (const std::exception& e) {
-    std::cerr << "tilefeed-reader: " << e.what() << '\n';
+    std::cerr << "tilefeed-serve: " << e.what() << '\n';
     return 1;
   }
 }

@@ -12,10 +12,10 @@
 // second with "\r"; redirected, the output is the per-epoch lines alone.
 //
 // Disaggregated mode: with --readers, instance i of N reads its batches from the i-th
-// tilefeed-reader endpoint (transport::ZmqBatchStream) instead of an in-process loader.
+// tilefeed-serve endpoint (transport::ZmqBatchStream) instead of an in-process loader.
 //
-//   tilefeed-reader --data DIR/train --bind tcp://*:5555 --instance-index 0 --instance-count 2 ...
-//   tilefeed-reader --data DIR/train --bind tcp://*:5556 --instance-index 1 --instance-count 2 ...
+//   tilefeed-serve --data DIR/train --bind tcp://*:5555 --instance-index 0 --instance-count 2 ...
+//   tilefeed-serve --data DIR/train --bind tcp://*:5556 --instance-index 1 --instance-count 2 ...
 //   poprun --instances 2 ./train --readers tcp://h1:5555,tcp://h2:5556 --data DIR
 //
 // The readers then own the data options (shard, seed, epochs, augmentation, workers); the
@@ -230,10 +230,12 @@ struct TimeLimitReached {};
 
 struct Args {
   std::string data;
-  std::string readers;  // disaggregated mode: one tilefeed-reader endpoint per instance
+  std::string readers;  // disaggregated mode: one tilefeed-serve endpoint per instance
   std::size_t reader_credits = 4;
   int reader_timeout_ms = 5000;
-  int classes = 0;  // reference core without --data
+  std::string curve_server_key;  // --readers with CURVE: the readers' public key file(s)
+  std::string curve_key;         // --readers with CURVE: this trainer's own key file(s)
+  int classes = 0;               // reference core without --data
   std::string core = "reference";
   double us_per_sample = 2000;
   std::uint64_t epochs = 3;
@@ -446,6 +448,24 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
     stream_options.endpoint = endpoints[static_cast<std::size_t>(rank)];
     stream_options.credits = args.reader_credits;
     stream_options.peer_timeout = std::chrono::milliseconds(args.reader_timeout_ms);
+    // One file for every instance, or a comma-separated list with one per instance.
+    auto per_instance = [&](const std::string& list, const char* option) -> std::string {
+      if (list.empty()) return {};
+      const std::vector<std::string> files = SplitEndpoints(list);
+      if (files.size() != 1 && files.size() != endpoints.size()) {
+        throw std::invalid_argument(std::string(option) + " lists " + std::to_string(files.size()) +
+                                    " files for " + std::to_string(endpoints.size()) +
+                                    " readers; give one, or one per reader");
+      }
+      return files.size() == 1 ? files[0] : files[static_cast<std::size_t>(rank)];
+    };
+    stream_options.curve_server_key_file =
+        per_instance(args.curve_server_key, "--curve-server-key");
+    stream_options.curve_client_key_file = per_instance(args.curve_key, "--curve-key");
+    if (!stream_options.curve_client_key_file.empty() &&
+        stream_options.curve_server_key_file.empty()) {
+      throw std::invalid_argument("--curve-key needs --curve-server-key (the readers' public key)");
+    }
     RemoteStream stream(context, stream_options, args.batch_size, args.image_size, mpi.size(),
                         resumed);
     // Instance 0 speaks for all; a per-instance line would interleave.
@@ -493,7 +513,7 @@ int main(int argc, char** argv) {
                      "--readers optional: the class count and DIR/val for local validation")
           ->check(CLI::ExistingDirectory);
   app.add_option("--readers", args.readers,
-                 "Disaggregated mode: comma-separated tilefeed-reader endpoints, exactly one "
+                 "Disaggregated mode: comma-separated tilefeed-serve endpoints, exactly one "
                  "per instance (instance i reads from the i-th; a single endpoint for one "
                  "instance), e.g. tcp://h1:5555,tcp://h2:5556. The readers own shard, seed, "
                  "epochs and augmentation; start them with this --batch-size and --image-size");
@@ -501,6 +521,13 @@ int main(int argc, char** argv) {
                  "--readers: batches in flight or queued per instance")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_option("--curve-server-key", args.curve_server_key,
+                 "--readers with CURVE: the readers' public key file (tilefeed-serve "
+                 "--curve-keygen's .pub); one for all, or comma-separated, one per reader");
+  app.add_option("--curve-key", args.curve_key,
+                 "--readers with CURVE: this trainer's key file (secret, mode 0600) for readers "
+                 "that allow-list trainers (--curve-allow); one for all instances, or "
+                 "comma-separated, one per instance. Without it a fresh key is used");
   app.add_option("--reader-timeout-ms", args.reader_timeout_ms,
                  "--readers: a reader silent this long (or not answering at start) is an error")
       ->check(CLI::PositiveNumber)

@@ -5,8 +5,19 @@
 // made with it. Thread-safe: any number of senders and streams may share one.
 
 #include <memory>
+#include <string>
+#include <string_view>
 
 namespace tilefeed::transport {
+
+// Endpoints name how batches travel: tcp://HOST:PORT (ZeroMQ, between hosts), ipc://PATH
+// (ZeroMQ on one host) or shm://NAME (one host, payload in shared memory, control over
+// ZeroMQ ipc://). shm://NAME's control socket is ipc://DIR/tilefeed-<uid>-NAME.sock with
+// DIR = $XDG_RUNTIME_DIR or else /tmp, so a reader and a trainer of one user agree on it.
+bool IsShmEndpoint(std::string_view endpoint);
+// The ZeroMQ endpoint for `endpoint`: shm://NAME as above, anything else unchanged. Throws
+// std::invalid_argument for a NAME that is empty or not [A-Za-z0-9_.-].
+std::string ZmqEndpoint(std::string_view endpoint);
 
 class Context {
  public:

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string_view>
 
@@ -103,6 +104,28 @@ CurveKeyPair ReadCurveKeyFile(const std::string& path, bool need_secret) {
     }
     keys.secret_key.clear();  // a trainer never needs the reader's secret
   }
+  return keys;
+}
+
+std::vector<std::string> ReadCurvePublicKeys(const std::vector<std::string>& paths) {
+  std::vector<std::string> keys;
+  for (const std::string& path : paths) {
+    std::error_code error;
+    if (std::filesystem::is_directory(path, error)) {
+      std::vector<std::string> files;
+      for (const auto& entry : std::filesystem::directory_iterator(path, error)) {
+        if (entry.path().extension() == ".pub") files.push_back(entry.path().string());
+      }
+      if (error) throw TransportError("CURVE key directory " + path + ": " + error.message());
+      for (const std::string& file : files) {
+        keys.push_back(ReadCurveKeyFile(file, false).public_key);
+      }
+    } else {
+      // A public file (public=) or a full key file (the public key is derived).
+      keys.push_back(ReadCurveKeyFile(path, false).public_key);
+    }
+  }
+  if (keys.empty()) throw TransportError("CURVE allow-list: no public key files found");
   return keys;
 }
 

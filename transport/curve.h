@@ -3,8 +3,10 @@
 // CURVE key files: the keys that turn on ZeroMQ's CURVE encryption between a reader
 // (BatchSender, the CURVE server) and a trainer (ZmqBatchStream, the client). The trainer
 // knows the reader's public key, so it talks only to that reader and nobody on the network
-// can read or alter the batches. The reader does not check which trainer connects
-// (TODO(#6): an allow-list of trainer public keys through a ZAP handler).
+// can read or alter the batches. The reader may also check which trainer connects: with an
+// allow-list of trainers' public keys (SenderOptions::curve_allowed_keys, `tilefeed-serve
+// --curve-allow`), a ZAP handler refuses every other key during the handshake; such a
+// trainer then uses its own key file (StreamOptions::curve_client_key_file).
 //
 // A key file is text, one `name=value` a line, values in Z85 (40 characters, as
 // zmq_curve_keypair makes them); blank lines and lines starting with '#' are ignored:
@@ -20,6 +22,7 @@
 // Pure functions over files; thread-safe.
 
 #include <string>
+#include <vector>
 
 namespace tilefeed::transport {
 
@@ -36,6 +39,11 @@ CurveKeyPair GenerateCurveKeyPair();
 // hold `public=`. Throws TransportError naming the path and line for a missing or unreadable
 // file, an unknown name, a value that is not 40 Z85 characters, or keys that do not match.
 CurveKeyPair ReadCurveKeyFile(const std::string& path, bool need_secret);
+
+// The public keys of the files in `paths` (public= lines, or derived from secret=); a path
+// that is a directory stands for every *.pub file in it. Throws TransportError naming a file
+// that is unusable, or when the paths hold no key at all.
+std::vector<std::string> ReadCurvePublicKeys(const std::vector<std::string>& paths);
 
 // Writes `keys` to `secret_path` (public= and secret=, mode 0600) and the public key alone
 // to `public_path`. Throws TransportError if a file cannot be written.

@@ -82,7 +82,7 @@ std::uint64_t PayloadChecksum(std::span<const std::uint8_t> images,
 
 FrameHeader MakeFrameHeader(const BatchMeta& meta, std::span<const std::uint8_t> images,
                             std::span<const std::int32_t> labels,
-                            std::span<const std::uint64_t> indices) {
+                            std::span<const std::uint64_t> indices, bool checksum) {
   FrameHeader header;
   header.epoch = meta.epoch;
   header.index = meta.index;
@@ -95,7 +95,7 @@ FrameHeader MakeFrameHeader(const BatchMeta& meta, std::span<const std::uint8_t>
   assert(images.size() == header.image_bytes());
   assert(labels.size() == meta.size && indices.size() == meta.size);
   header.payload_bytes = header.image_bytes() + header.label_bytes() + header.index_bytes();
-  header.payload_checksum = PayloadChecksum(images, labels, indices);
+  header.payload_checksum = checksum ? PayloadChecksum(images, labels, indices) : 0;
   return header;
 }
 

@@ -12,8 +12,16 @@
 // (Loader::Release takes a mutex and is thread-safe). InFlight counts such messages so the
 // sender's destructor can wait until none is left: a slot must not be released after the
 // Loader is gone.
+//
+// Shared memory: the loader's slots are the shared segment (SharedSlots), so a batch is
+// already where the trainer reads it. SendBatch sends the slot number and the frame header
+// and keeps the loader::Batch in `held` until the trainer's credit for that slot comes back;
+// dropping it then returns the slot to the loader, whose workers may write it again. Nothing
+// is copied.
 
 #include "transport/sender.h"
+
+#include <zmq.h>
 
 #include <algorithm>
 #include <cassert>
@@ -22,6 +30,7 @@
 #include <cstring>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -113,6 +122,7 @@ struct BatchSender::Impl {
   bool CanSend() const;
   void SendBatch(loader::Batch batch);
   void SendError(const std::string& text);
+  void AnswerZap();
   [[noreturn]] void Fail(const std::string& reason) const {
     throw TransportError("trainer at " + peer_name + ": " + reason);
   }
@@ -126,6 +136,9 @@ struct BatchSender::Impl {
   loader::Loader& loader;
   const SenderOptions options;
   zmq::socket_t socket;
+  std::optional<zmq::socket_t> zap;    // CURVE allow-list: the ZAP handler's socket
+  std::set<std::string> allowed_keys;  // 32-byte binary public keys
+  std::set<std::string> refused_keys;  // logged once each (ZeroMQ retries)
   std::string bound_endpoint;
   detail::EventFd wake;
   loader::SpscRing<Item> ring;
@@ -139,12 +152,14 @@ struct BatchSender::Impl {
   std::string peer_name;
   bool peer_unreachable = false;  // a send failed because the trainer disconnected
   Clock::time_point last_sent;
-  std::uint64_t credits = 0;                 // inline: batches we may send now
-  std::uint64_t granted = 0;                 // inline: credits the trainer granted in all
-  std::optional<detail::SlotLayout> layout;  // shared memory only
-  detail::ShmSegment segment;
-  std::vector<std::uint32_t> free_slots;
-  std::vector<bool> slot_busy;
+  std::uint64_t credits = 0;                       // inline: batches we may send now
+  std::uint64_t granted = 0;                       // inline: credits the trainer granted in all
+  bool checksums = true;                           // the trainer verifies payloads
+  SharedSlots* shared = nullptr;                   // shared memory: the loader's slots
+  std::optional<detail::SlotLayout> layout;        // shared memory, once welcomed
+  std::uint64_t shared_credits = 0;                // shared memory: batches the trainer may hold
+  std::vector<std::optional<loader::Batch>> held;  // shared memory: by slot, at the trainer
+  std::uint64_t held_count = 0;
 };
 
 BatchSender::BatchSender(Context& context, loader::Loader& loader, SenderOptions options)
@@ -154,10 +169,44 @@ BatchSender::BatchSender(Context& context, loader::Loader& loader, SenderOptions
       s.options.heartbeat_interval <= std::chrono::milliseconds(0)) {
     throw std::invalid_argument("SenderOptions: heartbeat_interval and peer_timeout must be > 0");
   }
+  if (s.options.shared_memory || IsShmEndpoint(s.options.endpoint)) {
+    s.shared = dynamic_cast<SharedSlots*>(loader.options().slot_memory.get());
+    if (s.shared == nullptr) {
+      throw std::invalid_argument(
+          "SenderOptions::shared_memory: the loader must decode into transport::SharedSlots "
+          "(LoaderOptions::slot_memory = SharedSlots::Create(...))");
+    }
+  }
   if (!s.options.curve_secret_key_file.empty()) {
     const CurveKeyPair keys = ReadCurveKeyFile(s.options.curve_secret_key_file, true);
     s.socket.set(zmq::sockopt::curve_server, 1);
     s.socket.set(zmq::sockopt::curve_secretkey, keys.secret_key);
+  }
+  if (!s.options.curve_allowed_keys.empty()) {
+    if (s.options.curve_secret_key_file.empty()) {
+      throw std::invalid_argument("SenderOptions: curve_allowed_keys needs curve_secret_key_file");
+    }
+    for (const std::string& key : s.options.curve_allowed_keys) {
+      std::string binary(32, '\0');
+      if (key.size() != 40 ||
+          zmq_z85_decode(reinterpret_cast<std::uint8_t*>(binary.data()), key.c_str()) == nullptr) {
+        throw std::invalid_argument("SenderOptions: allowed CURVE key '" + key +
+                                    "' is not 40 Z85 characters");
+      }
+      s.allowed_keys.insert(std::move(binary));
+    }
+    // ZAP (RFC 27): libzmq asks this socket about every CURVE handshake of the context's
+    // sockets that set a ZAP domain; Run() answers.
+    try {
+      s.zap.emplace(context.impl().context, zmq::socket_type::rep);
+      s.zap->set(zmq::sockopt::linger, 0);
+      s.zap->bind("inproc://zeromq.zap.01");
+    } catch (const zmq::error_t& e) {
+      throw TransportError(std::string("CURVE allow-list: cannot bind the ZAP handler (one "
+                                       "allow-listing sender per Context): ") +
+                           e.what());
+    }
+    s.socket.set(zmq::sockopt::zap_domain, "tilefeed");
   }
   try {
     s.socket.set(zmq::sockopt::linger, 0);
@@ -165,7 +214,7 @@ BatchSender::BatchSender(Context& context, loader::Loader& loader, SenderOptions
     s.socket.set(zmq::sockopt::router_mandatory, 1);
     // The trainer only sends small control messages.
     s.socket.set(zmq::sockopt::maxmsgsize, std::int64_t{4096});
-    s.socket.bind(s.options.endpoint);
+    s.socket.bind(ZmqEndpoint(s.options.endpoint));
     s.bound_endpoint = s.socket.get(zmq::sockopt::last_endpoint);
   } catch (const zmq::error_t& e) {
     throw TransportError("bind " + s.options.endpoint + ": " + e.what());
@@ -179,7 +228,7 @@ BatchSender::~BatchSender() {
     s.loader.Stop();
     s.producer.join();
   }
-  s.segment.Unlink();
+  if (s.shared != nullptr) s.shared->Unlink();
   // Closing the socket makes ZeroMQ send or drop the queued messages; their free functions run
   // on its I/O thread, and we wait for the last one before the loader may go. The linger is
   // not 0: libzmq 4.3.4 aborts (session_base.cpp:260, clean_pipes) when a linger-0 close drops
@@ -250,26 +299,18 @@ void BatchSender::Impl::Send(const Control& control, bool more) {
 
 void BatchSender::Impl::Welcome(std::uint64_t credits_wanted) {
   Control welcome{MessageType::kWelcome, loader.batches_per_epoch()};
-  if (!options.shared_memory) {
+  if (shared == nullptr) {
     Send(welcome);
     return;
   }
-  const loader::LoaderOptions& o = loader.options();
-  const std::uint64_t slots = std::clamp<std::uint64_t>(
-      credits_wanted, 1, std::max<std::size_t>(options.max_shared_slots, 1));
-  const std::uint64_t image_bytes = std::uint64_t{o.batch_size} * o.image_size * o.image_size * 3;
-  layout = detail::SlotLayout::Checked(slots, image_bytes, o.batch_size);
-  if (!layout) throw TransportError("batches too large for a shared-memory ring");
-  // Names left by killed senders of this user are removed here, before adding ours.
-  detail::RemoveStaleSegments();
-  segment =
-      detail::ShmSegment::Create(detail::MakeSegmentName(options.job_id), layout->total_bytes());
+  layout = detail::SlotLayout{shared->slot_count(), shared->image_bytes(), shared->max_samples()};
+  shared_credits = std::clamp<std::uint64_t>(credits_wanted, 1, layout->slot_count);
   welcome.b = layout->slot_count;
   welcome.c = layout->image_bytes;
   welcome.d = layout->max_samples;
   Send(welcome, /*more=*/true);
   try {
-    socket.send(zmq::buffer(segment.name()), zmq::send_flags::none);
+    socket.send(zmq::buffer(shared->name()), zmq::send_flags::none);
   } catch (const zmq::error_t& e) {
     SendFailed(e);
   }
@@ -278,11 +319,10 @@ void BatchSender::Impl::Welcome(std::uint64_t credits_wanted) {
 void BatchSender::Impl::Ready(std::uint64_t wanted) {
   if (layout) {
     // Both sides have the segment mapped now: the name is no longer needed.
-    segment.Unlink();
-    free_slots.clear();
-    for (std::size_t i = layout->slot_count; i-- > 0;)
-      free_slots.push_back(static_cast<std::uint32_t>(i));
-    slot_busy.assign(layout->slot_count, false);
+    shared->Unlink();
+    held.clear();
+    held.resize(layout->slot_count);
+    held_count = 0;
     return;
   }
   if (wanted == 0 || wanted > kMaxCredits) Fail("bad credit count " + std::to_string(wanted));
@@ -291,11 +331,11 @@ void BatchSender::Impl::Ready(std::uint64_t wanted) {
 
 void BatchSender::Impl::Credit(std::uint64_t value) {
   if (layout) {
-    if (value >= layout->slot_count || !slot_busy[value]) {
+    if (value >= layout->slot_count || !held[value]) {
       Fail("returned shared slot " + std::to_string(value) + " that it does not hold");
     }
-    slot_busy[value] = false;
-    free_slots.push_back(static_cast<std::uint32_t>(value));
+    held[value].reset();  // back to the loader, whose workers may now write the slot again
+    --held_count;
     return;
   }
   if (value == 0 || value > granted - credits) {
@@ -305,27 +345,19 @@ void BatchSender::Impl::Credit(std::uint64_t value) {
   credits += value;
 }
 
-bool BatchSender::Impl::CanSend() const { return layout ? !free_slots.empty() : credits > 0; }
+bool BatchSender::Impl::CanSend() const {
+  return layout ? held_count < shared_credits : credits > 0;
+}
 
 void BatchSender::Impl::SendBatch(loader::Batch batch) {
   const BatchMeta meta = MetaOf(batch);
   if (layout) {
-    const std::uint32_t slot = free_slots.back();
-    std::byte* base = segment.data() + slot * layout->stride();
-    const std::span<const std::uint8_t> images = batch.images();
-    assert(images.size() <= layout->image_bytes && batch.size() <= layout->max_samples);
-    // The simple, correct version: one copy from the loader slot into the shared slot.
-    // TODO(#6): decode straight into the shared slot (needs a Loader that decodes into
-    // caller-provided slot memory).
-    std::memcpy(base, images.data(), images.size());
-    std::memcpy(base + layout->label_offset(), batch.labels().data(), batch.labels().size_bytes());
-    std::memcpy(base + layout->index_offset(), batch.sample_indices().data(),
-                batch.sample_indices().size_bytes());
-    const FrameHeader header = MakeFrameHeader(
-        meta, {reinterpret_cast<const std::uint8_t*>(base), images.size()},
-        {reinterpret_cast<const std::int32_t*>(base + layout->label_offset()), batch.size()},
-        {reinterpret_cast<const std::uint64_t*>(base + layout->index_offset()), batch.size()});
-    batch.release();
+    // The loader decoded the batch into its slot, which is the shared slot of that number.
+    const std::size_t slot = batch.slot();
+    assert(slot < held.size() && !held[slot]);
+    assert(reinterpret_cast<const std::byte*>(batch.images().data()) == shared->slot_data(slot));
+    const FrameHeader header =
+        MakeFrameHeader(meta, batch.images(), batch.labels(), batch.sample_indices(), checksums);
     const EncodedFrameHeader encoded = EncodeFrameHeader(header);
     Send(Control{MessageType::kBatch, slot}, /*more=*/true);
     try {
@@ -333,11 +365,11 @@ void BatchSender::Impl::SendBatch(loader::Batch batch) {
     } catch (const zmq::error_t& e) {
       SendFailed(e);
     }
-    free_slots.pop_back();
-    slot_busy[slot] = true;
+    held[slot] = std::move(batch);
+    ++held_count;
   } else {
     const FrameHeader header =
-        MakeFrameHeader(meta, batch.images(), batch.labels(), batch.sample_indices());
+        MakeFrameHeader(meta, batch.images(), batch.labels(), batch.sample_indices(), checksums);
     const EncodedFrameHeader encoded = EncodeFrameHeader(header);
     // Labels and indices are small: copies. The images are not.
     zmq::message_t labels(batch.labels().data(), batch.labels().size_bytes());
@@ -365,6 +397,52 @@ void BatchSender::Impl::SendBatch(loader::Batch batch) {
     --credits;
   }
   sent.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Answers one ZAP request: 200 for an allowed CURVE key, 400 (and a line) for any other.
+void BatchSender::Impl::AnswerZap() {
+  std::vector<zmq::message_t> request;
+  while (true) {
+    zmq::message_t part;
+    if (!zap->recv(part, zmq::recv_flags::dontwait)) return;
+    const bool more = part.more();
+    request.push_back(std::move(part));
+    if (!more) break;
+  }
+  // version, request id, domain, address, identity, mechanism, credentials...
+  auto text = [&](std::size_t i) { return i < request.size() ? request[i].to_string() : ""; };
+  const std::string mechanism = text(5);
+  const std::string key = text(6);
+  const bool allowed = request.size() >= 7 && text(0) == "1.0" && mechanism == "CURVE" &&
+                       allowed_keys.count(key) != 0;
+  if (!allowed && options.on_refused && refused_keys.insert(key).second) {
+    std::string z85(41, '\0');
+    if (key.size() == 32) {
+      zmq_z85_encode(z85.data(), reinterpret_cast<const std::uint8_t*>(key.data()), 32);
+      z85.resize(40);
+    } else {
+      z85 = "(none)";
+    }
+    std::string line = "refused a trainer at ";
+    line.append(text(3).empty() ? "?" : text(3))
+        .append(": its CURVE public key ")
+        .append(z85)
+        .append(" is not on the allow-list");
+    options.on_refused(line);
+  }
+  const char* reply[] = {
+      "1.0", nullptr, allowed ? "200" : "400", allowed ? "OK" : "key not allowed", "", ""};
+  try {
+    for (std::size_t i = 0; i < 6; ++i) {
+      const zmq::send_flags flags = i + 1 < 6 ? zmq::send_flags::sndmore : zmq::send_flags::none;
+      if (i == 1) {
+        zap->send(zmq::buffer(text(1)), flags);
+      } else {
+        zap->send(zmq::buffer(std::string_view(reply[i])), flags);
+      }
+    }
+  } catch (const zmq::error_t&) {
+  }
 }
 
 void BatchSender::Impl::SendError(const std::string& text) {
@@ -415,9 +493,11 @@ SendResult BatchSender::Run(std::stop_token stop) {
                            detail::Until(last_heard + s.options.peer_timeout));
       }
       zmq::pollitem_t items[] = {{s.socket.handle(), 0, ZMQ_POLLIN, 0},
-                                 {nullptr, s.wake.fd(), ZMQ_POLLIN, 0}};
-      zmq::poll(items, 2, timeout);
+                                 {nullptr, s.wake.fd(), ZMQ_POLLIN, 0},
+                                 {s.zap ? s.zap->handle() : nullptr, -1, ZMQ_POLLIN, 0}};
+      zmq::poll(items, s.zap ? 3 : 2, timeout);
       if (items[1].revents != 0) s.wake.Drain();
+      if (s.zap && items[2].revents != 0) s.AnswerZap();
 
       while (detail::ReceiveParts(s.socket, parts, too_many)) {
         if (parts.size() < 2) continue;
@@ -433,6 +513,7 @@ SendResult BatchSender::Run(std::stop_token stop) {
           }
           s.peer_name = address != nullptr && *address != '\0' ? address : s.bound_endpoint;
           last_heard = Clock::now();
+          s.checksums = control->b != 0;
           s.Welcome(control->a);
           state = State::kWelcomed;
           continue;
@@ -514,6 +595,55 @@ SendResult BatchSender::Run(std::stop_token stop) {
     }
     throw;
   }
+}
+
+struct SharedSlots::Impl {
+  detail::SlotLayout layout;
+  detail::ShmSegment segment;
+};
+
+SharedSlots::SharedSlots(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+SharedSlots::~SharedSlots() { impl_->segment.Unlink(); }
+const std::string& SharedSlots::name() const { return impl_->segment.name(); }
+std::size_t SharedSlots::slot_count() const { return impl_->layout.slot_count; }
+std::size_t SharedSlots::image_bytes() const { return impl_->layout.image_bytes; }
+std::size_t SharedSlots::max_samples() const { return impl_->layout.max_samples; }
+std::byte* SharedSlots::slot_data(std::size_t slot) const {
+  return impl_->segment.data() + slot * impl_->layout.stride();
+}
+void SharedSlots::Unlink() noexcept { impl_->segment.Unlink(); }
+
+std::shared_ptr<SharedSlots> SharedSlots::Create(const loader::LoaderOptions& options,
+                                                 std::string_view job_id) {
+  const std::uint64_t image_bytes =
+      std::uint64_t{options.batch_size} * options.image_size * options.image_size * 3;
+  const std::optional<detail::SlotLayout> layout =
+      detail::SlotLayout::Checked(options.prefetch_depth, image_bytes, options.batch_size);
+  if (!layout) {
+    throw TransportError("shared memory: " + std::to_string(options.prefetch_depth) + " slots of " +
+                         std::to_string(image_bytes) +
+                         " image bytes are out of bounds for a shared-memory ring");
+  }
+  // Names left by killed processes of this user are removed here, before adding ours.
+  detail::RemoveStaleSegments();
+  detail::ShmSegment segment =
+      detail::ShmSegment::Create(detail::MakeSegmentName(job_id), layout->total_bytes());
+  return std::make_shared<SharedSlots>(std::make_unique<Impl>(Impl{*layout, std::move(segment)}));
+}
+
+loader::SlotMemory::Spans SharedSlots::Slot(std::size_t slot, std::size_t slots,
+                                            std::size_t samples, std::size_t image_bytes) {
+  const detail::SlotLayout& layout = impl_->layout;
+  if (slots != layout.slot_count || slot >= slots || samples > layout.max_samples ||
+      image_bytes * samples > layout.image_bytes) {
+    throw std::invalid_argument(
+        "SharedSlots: made for other loader options (prefetch_depth, batch_size, image_size)");
+  }
+  std::byte* base = slot_data(slot);
+  return Spans{
+      {reinterpret_cast<std::uint8_t*>(base), layout.image_bytes},
+      {reinterpret_cast<std::int32_t*>(base + layout.label_offset()), layout.max_samples},
+      {reinterpret_cast<std::uint64_t*>(base + layout.index_offset()), layout.max_samples}};
 }
 
 }  // namespace tilefeed::transport

@@ -7,14 +7,21 @@
 // - Over ZeroMQ (tcp:// between hosts, ipc:// on one host): the payload message points
 //   straight into the loader's slot (zero-copy); the slot returns to the loader when ZeroMQ
 //   has sent the message and released it.
-// - Through shared memory (same host, `shared_memory`): the sender copies each finished
-//   batch into a slot of a POSIX shared-memory ring that the trainer reads in place; only
-//   small control messages cross the socket. The segment is unlinked as soon as both sides
-//   have mapped it, and names left by killed processes are removed by the next sender.
+// - Through shared memory (same host, `shared_memory`): zero copies. The loader's batch
+//   slots are a POSIX shared-memory segment (SharedSlots, given to the loader as its
+//   LoaderOptions::slot_memory), so the workers decode straight into memory the trainer
+//   maps; for each batch only a small control message (slot, frame header) crosses the
+//   socket, the trainer reads the slot in place, and when it drops the batch its "slot
+//   free" credit makes the sender return the slot to the loader. The segment is unlinked
+//   as soon as both sides have mapped it; names left by killed processes are removed by
+//   the next SharedSlots or the next trainer that maps a segment.
 //
 // Flow control is credit-based: the trainer grants credits, each batch spends one, so a
 // slow trainer stops the sender (and through the loader's slots, the decode workers)
-// instead of filling memory. Both sides send heartbeats; a silent peer is an error.
+// instead of filling memory. With shared memory credits and slots are coupled: at most
+// min(the trainer's credits, the loader's prefetch_depth) batches are in flight, and a
+// trainer can hold at most prefetch_depth batches at once (the next one needs a slot
+// back). Both sides send heartbeats; a silent peer is an error.
 //
 // Ownership: the sender borrows the Context and the Loader, which must outlive it.
 // Thread safety: Run() is called once, from one thread; batches_sent() and endpoint() from
@@ -22,25 +29,77 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <stop_token>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "loader/loader.h"
 #include "transport/context.h"
 
 namespace tilefeed::transport {
 
+// The loader's batch slots in a POSIX shared-memory segment, for the zero-copy same-host
+// path. Make it before the loader, for the loader's options, and hand it to the loader:
+//
+//   loader::LoaderOptions options = ...;
+//   options.slot_memory = SharedSlots::Create(options, job_id);
+//   loader::Loader loader(std::move(source), options);
+//   BatchSender sender(context, loader, {.endpoint = "ipc://...", .shared_memory = true});
+//
+// The segment (named /tilefeed-<uid>-<job>-<pid>-<tag>, mode 0600) holds prefetch_depth
+// slots laid out as the trainer expects (transport/detail/shm.h). It is unlinked once a
+// trainer has mapped it, or when this object goes; names of killed processes are removed by
+// the next Create or the next trainer that maps a segment. Thread safety: Slot() is called
+// by the Loader's constructor only; the rest by the BatchSender.
+class SharedSlots final : public loader::SlotMemory {
+ public:
+  // Removes stale segments of this user, then creates one for `options`' batch shape.
+  // Throws TransportError (shm_open/mmap failed, batches too large).
+  static std::shared_ptr<SharedSlots> Create(const loader::LoaderOptions& options,
+                                             std::string_view job_id);
+  ~SharedSlots() override;  // unlinks the name if still there, unmaps
+
+  // Throws std::invalid_argument for a loader whose options are not the ones of Create.
+  Spans Slot(std::size_t slot, std::size_t slots, std::size_t samples,
+             std::size_t image_bytes) override;
+
+  const std::string& name() const;  // the segment's, e.g. "/tilefeed-1000-job7-4242-..."
+  std::size_t slot_count() const;
+  std::size_t image_bytes() const;  // per slot
+  std::size_t max_samples() const;  // per slot
+  std::byte* slot_data(std::size_t slot) const;
+  // Removes the name (the mappings stay). Idempotent.
+  void Unlink() noexcept;
+
+  struct Impl;
+  explicit SharedSlots(std::unique_ptr<Impl> impl);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
 struct SenderOptions {
-  std::string endpoint = "tcp://*:5555";  // bound; "tcp://127.0.0.1:*" picks a free port
-  bool shared_memory = false;             // payload through a /dev/shm ring (same host only)
-  std::string job_id = "0";               // names the shared-memory segment ([A-Za-z0-9_.])
-  std::size_t max_shared_slots = 16;      // shared_memory: cap on the trainer's credits
+  // Bound; "tcp://127.0.0.1:*" picks a free port. shm://NAME (transport/context.h) means
+  // shared_memory with its control socket at ZmqEndpoint(NAME).
+  std::string endpoint = "tcp://*:5555";
+  // Payload through shared memory (same host only). REQUIRES: the loader decodes into
+  // SharedSlots (LoaderOptions::slot_memory), else the constructor throws.
+  bool shared_memory = false;
   std::chrono::milliseconds heartbeat_interval{1000};  // send one when idle this long
   std::chrono::milliseconds peer_timeout{5000};        // trainer silent this long -> error
   // CURVE on: this reader's secret key file (transport/curve.h); trainers then need its
   // public key. "" = plaintext, for trusted networks only.
   std::string curve_secret_key_file{};
+  // CURVE allow-list: the public keys (Z85, ReadCurvePublicKeys) of the trainers that may
+  // connect; empty = any trainer that knows the reader's public key. Checked by a ZAP
+  // handler on the context's inproc://zeromq.zap.01 (so one allow-listing sender per
+  // Context); a refused trainer never gets past the handshake and on_refused gets a line
+  // naming its address and key. REQUIRES: curve_secret_key_file is set.
+  std::vector<std::string> curve_allowed_keys{};
+  std::function<void(const std::string&)> on_refused{};
 };
 
 enum class SendResult {
@@ -52,7 +111,7 @@ enum class SendResult {
 class BatchSender {
  public:
   // Binds the endpoint. Throws TransportError if it cannot be bound or the CURVE key file
-  // is unusable.
+  // is unusable, std::invalid_argument for shared_memory without SharedSlots.
   BatchSender(Context& context, loader::Loader& loader, SenderOptions options);
   // Waits until ZeroMQ has released every zero-copy message, so no slot outlives the
   // sender.

@@ -65,7 +65,8 @@ ShmSegment ShmSegment::Create(const std::string& name, std::size_t bytes) {
     segment.Unlink();
     ThrowErrno("ftruncate(" + name + ")", error);
   }
-  void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  // MAP_POPULATE: the pages exist and are mapped before the workers decode into them.
+  void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   const int error = errno;
   close(fd);
   if (data == MAP_FAILED) {
@@ -86,7 +87,8 @@ ShmSegment ShmSegment::Open(const std::string& name, std::size_t bytes) {
     throw TransportError("shared memory " + name + " is smaller than the announced " +
                          std::to_string(bytes) + " bytes");
   }
-  void* data = mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  // MAP_POPULATE: the trainer does not take a page fault per 4 KiB on its first read of a slot.
+  void* data = mmap(nullptr, bytes, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
   const int error = errno;
   close(fd);
   if (data == MAP_FAILED) ThrowErrno("mmap(" + name + ")", error);

@@ -129,9 +129,24 @@ struct ZmqBatchStream::Impl {
     changed.notify_all();
   }
   void Fail(const std::string& message) { Push(Entry{Entry::kError, std::nullopt, message}); }
+  // Never blocks: a DEALER without a pipe would wait forever. No pipe means the connection
+  // is gone for good (ZeroMQ keeps a connecting socket's pipe across reconnects).
   void Send(const Control& control) {
-    detail::SendControl(socket, control);
     last_sent = Clock::now();
+    if (!detail::TrySendControl(socket, control)) {
+      std::string why = " refused or dropped the connection";
+      if (!options.curve_server_key_file.empty() && !Welcomed()) {
+        why += " during the CURVE handshake (";
+        why += options.curve_client_key_file.empty()
+                   ? std::string(
+                         "this trainer has no key file, so it used a fresh key; a reader "
+                         "that allow-lists trainers refuses it")
+                   : "is the public key of " + options.curve_client_key_file +
+                         " on the reader's allow-list?";
+        why += ")";
+      }
+      throw TransportError(peer + why);
+    }
   }
   bool Welcomed() const {
     std::lock_guard lock(mutex);
@@ -174,7 +189,9 @@ ZmqBatchStream::ZmqBatchStream(Context& context, StreamOptions options)
   }
   if (!s.options.curve_server_key_file.empty()) {
     const CurveKeyPair server = ReadCurveKeyFile(s.options.curve_server_key_file, false);
-    const CurveKeyPair own = GenerateCurveKeyPair();
+    const CurveKeyPair own = s.options.curve_client_key_file.empty()
+                                 ? GenerateCurveKeyPair()
+                                 : ReadCurveKeyFile(s.options.curve_client_key_file, true);
     s.socket.set(zmq::sockopt::curve_serverkey, server.public_key);
     s.socket.set(zmq::sockopt::curve_publickey, own.public_key);
     s.socket.set(zmq::sockopt::curve_secretkey, own.secret_key);
@@ -187,7 +204,7 @@ ZmqBatchStream::ZmqBatchStream(Context& context, StreamOptions options)
     s.socket.set(zmq::sockopt::routing_id, id);
     s.socket.set(zmq::sockopt::maxmsgsize,
                  static_cast<std::int64_t>(kMaxFramePayload + kFrameHeaderSize));
-    s.socket.connect(s.options.endpoint);
+    s.socket.connect(ZmqEndpoint(s.options.endpoint));
   } catch (const zmq::error_t& e) {
     throw TransportError("connect " + s.options.endpoint + ": " + e.what());
   }
@@ -204,7 +221,7 @@ void ZmqBatchStream::Impl::Loop(std::stop_token token) {
   std::vector<zmq::message_t> parts;
   bool too_many = false;
   try {
-    Send(Control{MessageType::kHello, options.credits});
+    Send(Control{MessageType::kHello, options.credits, options.verify_checksums ? 1u : 0u});
     while (!token.stop_requested()) {
       const auto timeout = std::min(detail::Until(last_sent + options.heartbeat_interval),
                                     detail::Until(last_heard + options.peer_timeout));
@@ -240,7 +257,12 @@ void ZmqBatchStream::Impl::Loop(std::stop_token token) {
           // A CURVE handshake with the wrong server key fails without a word to us: the
           // reader cannot decrypt our hello and drops the connection; ZeroMQ retries.
           hint = " and never welcomed us (CURVE is on: is the public key in " +
-                 options.curve_server_key_file + " the reader's, and does the reader use CURVE?)";
+                 options.curve_server_key_file +
+                 " the reader's, does the reader use CURVE, and if it allow-lists trainers, is " +
+                 (options.curve_client_key_file.empty()
+                      ? std::string("this trainer's key on it? This trainer has no key file, so "
+                                    "it uses a fresh key that no allow-list holds)")
+                      : "the public key of " + options.curve_client_key_file + " on it?)");
         }
         Fail(peer + " silent for " + detail::Seconds(silence) + " s" + hint);
         return;
@@ -255,7 +277,7 @@ void ZmqBatchStream::Impl::Loop(std::stop_token token) {
     socket.set(
         zmq::sockopt::linger,
         static_cast<int>(std::min(options.peer_timeout, std::chrono::milliseconds(1000)).count()));
-    detail::SendControl(socket, Control{MessageType::kBye});
+    (void)detail::TrySendControl(socket, Control{MessageType::kBye});
   } catch (const TransportError& e) {
     Fail(e.what());
   } catch (const zmq::error_t& e) {
@@ -292,7 +314,7 @@ bool ZmqBatchStream::Impl::Handle(std::vector<zmq::message_t>& parts, bool too_m
     case MessageType::kBye:
       Push(Entry{Entry::kEnd, std::nullopt, {}});
       // Acknowledge: every batch before the bye has arrived.
-      detail::SendControl(socket, Control{MessageType::kBye});
+      (void)detail::TrySendControl(socket, Control{MessageType::kBye});
       return false;
     case MessageType::kError: {
       const std::string text = parts.size() > 1 ? parts[1].to_string() : "unknown error";
@@ -315,6 +337,8 @@ void ZmqBatchStream::Impl::HandleWelcome(const Control& control,
     if (name.rfind("/tilefeed-", 0) != 0 || name.find('/', 1) != std::string::npos) {
       throw TransportError(peer + ": bad shared-memory name");
     }
+    // Names left by a reader killed before any trainer mapped its slots go now.
+    detail::RemoveStaleSegments();
     shared->segment = detail::ShmSegment::Open(name, layout->total_bytes());
     // Mapped: drop the name, so a crash of either side from now on leaves nothing behind.
     shared->segment.Unlink();

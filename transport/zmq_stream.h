@@ -10,8 +10,9 @@
 //
 // A sender silent for longer than peer_timeout makes Next() throw TransportError("reader
 // at <endpoint> silent for 5.0 s"); a sender's bye ends the stream (ended() true). With
-// CURVE, a reader whose key is not the one in curve_server_key_file never welcomes us: the
-// constructor throws after peer_timeout, naming the key file.
+// CURVE, a reader whose key is not the one in curve_server_key_file, or one that does not
+// allow our key, never welcomes us: the constructor throws after peer_timeout, naming the
+// key files.
 //
 // Thread safety: Next() may be called from several threads (serialized); a ReceivedBatch
 // may be destroyed from any thread, also after the stream is gone.
@@ -28,15 +29,20 @@
 namespace tilefeed::transport {
 
 struct StreamOptions {
-  std::string endpoint;          // the sender's, e.g. "tcp://reader-host:5555"
-  std::size_t credits = 4;       // batches in flight or queued here; bounds memory
-  bool verify_checksums = true;  // check each payload's XXH3-64 (costs one read of it)
+  std::string endpoint;     // the sender's, e.g. "tcp://reader-host:5555"
+  std::size_t credits = 4;  // batches in flight or queued here; bounds memory
+  // Check each payload's XXH3-64 (costs one read of it). Told to the reader in the hello:
+  // with false the reader does not compute checksums either.
+  bool verify_checksums = true;
   std::chrono::milliseconds heartbeat_interval{1000};
   std::chrono::milliseconds peer_timeout{5000};  // reader silent this long -> error
   // CURVE on: a key file with the reader's public key (transport/curve.h); the stream then
   // talks only to the holder of its secret, encrypted. This trainer's own key pair is made
-  // fresh. "" = plaintext, for trusted networks only.
+  // fresh unless curve_client_key_file is set. "" = plaintext, for trusted networks only.
   std::string curve_server_key_file{};
+  // CURVE: this trainer's own key file (with secret=, mode 0600), for a reader that
+  // allow-lists trainers' public keys; "" = a fresh key pair, which such a reader refuses.
+  std::string curve_client_key_file{};
 };
 
 class ZmqBatchStream final : public BatchStream {

@@ -314,6 +314,89 @@ TEST(Loader, RejectsBadOptions) {
                std::invalid_argument);
 }
 
+// Caller-provided slot memory (LoaderOptions::slot_memory): one arena with a guard gap
+// between the slots, whose bytes must stay untouched.
+class ArenaSlots final : public SlotMemory {
+ public:
+  explicit ArenaSlots(std::size_t shorten = 0) : shorten_(shorten) {}
+  Spans Slot(std::size_t slot, std::size_t slots, std::size_t samples,
+             std::size_t image_bytes) override {
+    if (arena_.empty()) {
+      image_stride_ = samples * image_bytes + kGuard;
+      arena_.assign(slots * image_stride_, kGuardByte);
+      labels_.assign(slots * samples, 0);
+      indices_.assign(slots * samples, 0);
+      samples_ = samples;
+      slots_ = slots;
+    }
+    ++calls;
+    return Spans{{arena_.data() + slot * image_stride_, samples * image_bytes - shorten_},
+                 {labels_.data() + slot * samples, samples},
+                 {indices_.data() + slot * samples, samples}};
+  }
+  // Which slot `images` lies in, or -1 if it is not inside this arena's slots.
+  int SlotOf(std::span<const std::uint8_t> images) const {
+    for (std::size_t k = 0; k < slots_; ++k) {
+      const std::uint8_t* begin = arena_.data() + k * image_stride_;
+      if (images.data() == begin && images.size() <= image_stride_ - kGuard) {
+        return static_cast<int>(k);
+      }
+    }
+    return -1;
+  }
+  bool GuardsIntact() const {
+    for (std::size_t k = 0; k < slots_; ++k) {
+      const std::uint8_t* guard = arena_.data() + (k + 1) * image_stride_ - kGuard;
+      for (std::size_t i = 0; i < kGuard; ++i) {
+        if (guard[i] != kGuardByte) return false;
+      }
+    }
+    return true;
+  }
+  int calls = 0;
+
+ private:
+  static constexpr std::size_t kGuard = 64;
+  static constexpr std::uint8_t kGuardByte = 0xA5;
+  std::size_t shorten_ = 0;
+  std::size_t image_stride_ = 0, samples_ = 0, slots_ = 0;
+  std::vector<std::uint8_t> arena_;
+  std::vector<std::int32_t> labels_;
+  std::vector<std::uint64_t> indices_;
+};
+
+TEST(Loader, DecodesIntoCallerProvidedSlotMemory) {
+  auto data = MakeDataset(9);
+  Loader reference(ImageFolder::Open(data->dir.path().string()), SmallOptions(2));
+  const Collected expected = RunEpoch(reference);
+
+  LoaderOptions options = SmallOptions(2);
+  auto arena = std::make_shared<ArenaSlots>();
+  options.slot_memory = arena;
+  Loader loader(ImageFolder::Open(data->dir.path().string()), options);
+  EXPECT_EQ(arena->calls, 3);  // once per slot (prefetch_depth)
+  Collected got;
+  for (Batch& batch : loader) {
+    // The batch views the caller's memory of the slot it reports.
+    EXPECT_EQ(arena->SlotOf(batch.images()), static_cast<int>(batch.slot()));
+    EXPECT_LT(batch.slot(), options.prefetch_depth);
+    got.images.emplace_back(batch.images().begin(), batch.images().end());
+    got.labels.insert(got.labels.end(), batch.labels().begin(), batch.labels().end());
+    got.indices.insert(got.indices.end(), batch.sample_indices().begin(),
+                       batch.sample_indices().end());
+  }
+  EXPECT_TRUE(got.images == expected.images);
+  EXPECT_EQ(got.labels, expected.labels);
+  EXPECT_EQ(got.indices, expected.indices);
+  EXPECT_TRUE(arena->GuardsIntact());
+
+  // Too little memory for a batch is refused before any worker starts.
+  LoaderOptions short_options = SmallOptions(1);
+  short_options.slot_memory = std::make_shared<ArenaSlots>(1);
+  EXPECT_THROW(Loader(ImageFolder::Open(data->dir.path().string()), short_options),
+               std::invalid_argument);
+}
+
 TEST(Loader, EvalModeIsTheSameEveryEpochUpToOrder) {
   auto data = MakeDataset(4);
   LoaderOptions o = SmallOptions(2);

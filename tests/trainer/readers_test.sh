@@ -1,5 +1,5 @@
 #!/bin/sh
-# Disaggregated mode end to end: a tilefeed-reader serves a tiny demo dataset on a free
+# Disaggregated mode end to end: a tilefeed-serve serves a tiny demo dataset on a free
 # loopback port and `train --readers` trains on it with the synthetic core for two epochs.
 #
 #   readers_test.sh TRAIN READER MAKE_DEMO
@@ -10,7 +10,7 @@ train=$1
 reader=$2
 make_demo=$3
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-readers.XXXXXX") || exit 1
+work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-serves.XXXXXX") || exit 1
 reader_pid=
 cleanup() {
   if [ -n "$reader_pid" ] && kill -0 "$reader_pid" 2>/dev/null; then

@@ -44,11 +44,13 @@ TEST(SharedMemoryRing, RoundTripsAndLeavesNothingBehind) {
   const std::string job = UniqueJob("roundtrip");
   Context context;
   tilefeed::testing::TempDir sockets("tilefeed-ipc");
-  loader::Loader loader(loader::ImageFolder::Open(data.path().string()), options);
-  BatchSender sender(context, loader,
-                     {.endpoint = "ipc://" + (sockets.path() / "s").string(),
-                      .shared_memory = true,
-                      .job_id = job});
+  loader::LoaderOptions shared_options = options;
+  shared_options.slot_memory = SharedSlots::Create(shared_options, job);
+  EXPECT_EQ(SegmentsOf(job), 1);
+  loader::Loader loader(loader::ImageFolder::Open(data.path().string()), shared_options);
+  BatchSender sender(
+      context, loader,
+      {.endpoint = "ipc://" + (sockets.path() / "s").string(), .shared_memory = true});
   SendResult result = SendResult::kStopped;
   std::jthread serving([&](std::stop_token stop) { result = sender.Run(stop); });
   {
@@ -56,7 +58,18 @@ TEST(SharedMemoryRing, RoundTripsAndLeavesNothingBehind) {
     EXPECT_TRUE(stream.shared_memory());
     // Both sides have mapped the ring: its name is already gone.
     EXPECT_EQ(SegmentsOf(job), 0);
-    const testing::Collected received = testing::Drain(stream, 10);
+    // The first batch, read and dropped before the rest (its slot goes back to the loader).
+    std::optional<ReceivedBatch> first = stream.Next();
+    ASSERT_TRUE(first);
+    const testing::Collected::One one{
+        first->epoch(),
+        first->index(),
+        {first->images().begin(), first->images().end()},
+        {first->labels().begin(), first->labels().end()},
+        {first->sample_indices().begin(), first->sample_indices().end()}};
+    first.reset();
+    testing::Collected received = testing::Drain(stream, 10);
+    received.batches.insert(received.batches.begin(), one);
     EXPECT_TRUE(stream.ended());
     ASSERT_EQ(received.batches.size(), expected.batches.size());
     for (std::size_t i = 0; i < expected.batches.size(); ++i) {
@@ -68,16 +81,52 @@ TEST(SharedMemoryRing, RoundTripsAndLeavesNothingBehind) {
   EXPECT_EQ(SegmentsOf(job), 0);
 }
 
+TEST(SharedMemoryRing, ShmEndpointsNameTheRingAndNeedSharedSlots) {
+  const std::string job = UniqueJob("endpoint");
+  const std::string endpoint = "shm://" + job;
+  EXPECT_TRUE(IsShmEndpoint(endpoint));
+  EXPECT_THAT(ZmqEndpoint(endpoint), ::testing::StartsWith("ipc://"));
+  EXPECT_THAT(ZmqEndpoint(endpoint), ::testing::EndsWith("-" + job + ".sock"));
+  EXPECT_EQ(ZmqEndpoint("tcp://h:1"), "tcp://h:1");
+  EXPECT_THROW((void)ZmqEndpoint("shm://"), std::invalid_argument);
+  EXPECT_THROW((void)ZmqEndpoint("shm://a/b"), std::invalid_argument);
+
+  Context context;
+  loader::LoaderOptions options = testing::SmallOptions(2, 8, 1);
+  {
+    // Shared memory without SharedSlots under the loader: refused, not copied.
+    loader::Loader plain(std::make_unique<testing::RawSource>(16, 8), options);
+    EXPECT_THROW(BatchSender(context, plain, {.endpoint = endpoint}), std::invalid_argument);
+    // SharedSlots made for other options: the loader refuses them.
+    loader::LoaderOptions other = options;
+    other.slot_memory = SharedSlots::Create(options, job);
+    other.batch_size = 4;
+    EXPECT_THROW(loader::Loader(std::make_unique<testing::RawSource>(16, 8), other),
+                 std::invalid_argument);
+  }
+  EXPECT_EQ(SegmentsOf(job), 0);  // SharedSlots unlinks its name when it goes
+  options.slot_memory = SharedSlots::Create(options, job);
+  loader::Loader loader(std::make_unique<testing::RawSource>(16, 8), options);
+  BatchSender sender(context, loader, {.endpoint = endpoint});
+  std::jthread serving([&](std::stop_token stop) { (void)sender.Run(stop); });
+  ZmqBatchStream stream(context, {.endpoint = endpoint, .credits = 2});
+  EXPECT_TRUE(stream.shared_memory());
+  const testing::Collected received = testing::Drain(stream, 10);
+  EXPECT_EQ(received.batches.size(), 8u);
+  EXPECT_TRUE(stream.ended());
+}
+
 TEST(SharedMemoryRing, HeldBatchesHoldTheirSlots) {
   const std::string job = UniqueJob("held");
   Context context;
   tilefeed::testing::TempDir sockets("tilefeed-ipc");
-  loader::Loader loader(std::make_unique<testing::RawSource>(100, 8),
-                        testing::SmallOptions(2, 8, 0));
-  BatchSender sender(context, loader,
-                     {.endpoint = "ipc://" + (sockets.path() / "s").string(),
-                      .shared_memory = true,
-                      .job_id = job});
+  loader::LoaderOptions options = testing::SmallOptions(2, 8, 0);
+  options.prefetch_depth = 2;
+  options.slot_memory = SharedSlots::Create(options, job);
+  loader::Loader loader(std::make_unique<testing::RawSource>(100, 8), options);
+  BatchSender sender(
+      context, loader,
+      {.endpoint = "ipc://" + (sockets.path() / "s").string(), .shared_memory = true});
   std::jthread serving([&](std::stop_token stop) { (void)sender.Run(stop); });
   ZmqBatchStream stream(context, {.endpoint = sender.endpoint(), .credits = 2});
   std::optional<ReceivedBatch> a = stream.Next();
@@ -136,12 +185,12 @@ TEST(SharedMemoryRing, ASigkilledTrainerIsNoticedAndLeavesNothing) {
   tilefeed::testing::TempDir sockets("tilefeed-ipc");
   const std::string endpoint = "ipc://" + (sockets.path() / "s").string();
   Context context;
-  loader::Loader loader(std::make_unique<testing::RawSource>(100, 8),
-                        testing::SmallOptions(2, 8, 0));
+  loader::LoaderOptions options = testing::SmallOptions(2, 8, 0);
+  options.slot_memory = SharedSlots::Create(options, job);
+  loader::Loader loader(std::make_unique<testing::RawSource>(100, 8), options);
   BatchSender sender(context, loader,
                      {.endpoint = endpoint,
                       .shared_memory = true,
-                      .job_id = job,
                       .heartbeat_interval = 50ms,
                       .peer_timeout = 400ms});
   int ready[2];

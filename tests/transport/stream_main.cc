@@ -1,5 +1,5 @@
 // The trainer half of the two-host test (two_hosts_test.sh): connects a ZmqBatchStream to a
-// tilefeed-reader, optionally with CURVE, reads `--epochs` epochs and checks that each one
+// tilefeed-serve, optionally with CURVE, reads `--epochs` epochs and checks that each one
 // delivers every sample id in [0, --samples) exactly once. Prints "stream_main: OK" and
 // exits 0, or names what failed and exits 1.
 
@@ -16,7 +16,7 @@
 
 int main(int argc, char** argv) {
   using namespace tilefeed;
-  CLI::App app{"stream_main: read epochs from a tilefeed-reader and check them"};
+  CLI::App app{"stream_main: read epochs from a tilefeed-serve and check them"};
   transport::StreamOptions options;
   std::size_t epochs = 1;
   std::uint64_t samples = 0;
@@ -24,6 +24,8 @@ int main(int argc, char** argv) {
   app.add_option("--connect", options.endpoint, "the reader's endpoint")->required();
   app.add_option("--curve-server-key", options.curve_server_key_file,
                  "CURVE: key file with the reader's public key");
+  app.add_option("--curve-key", options.curve_client_key_file,
+                 "CURVE: this trainer's own key file (for a reader with an allow-list)");
   app.add_option("--epochs", epochs, "epochs to read")->capture_default_str();
   app.add_option("--samples", samples, "samples per epoch")->required();
   app.add_option("--timeout-ms", timeout_ms, "reader silent this long is an error")

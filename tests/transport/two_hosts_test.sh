@@ -1,7 +1,8 @@
 #!/bin/sh
-# Issue 6, two hosts: a tilefeed-reader and a trainer (stream_main) in two network
+# Issue 6, two hosts: a tilefeed-serve and a trainer (stream_main) in two network
 # namespaces that this test makes, joined by a veth pair with private 10.x addresses that
-# exist only inside the namespaces, stream two epochs over tcp with CURVE on.
+# exist only inside the namespaces, stream two epochs over tcp with CURVE on. The reader
+# allow-lists one trainer key: a trainer with another key is refused (and told so).
 #
 #   two_hosts_test.sh READER MAKE_DEMO STREAM_MAIN
 #
@@ -69,18 +70,37 @@ ip -n "$ns_trainer" link set veth-t up || fail "veth-t up"
 # 4 classes x 16 training images: 64 samples, 8 batches of 8 per epoch.
 timeout 60 "$make_demo" "$work/data" --classes 4 --train-per-class 16 --val-per-class 4 \
   --threads 2 >"$work/make_demo.log" 2>&1 || fail "tilefeed-make-demo: $(cat "$work/make_demo.log")"
-timeout 30 "$reader" --curve-keygen "$work/reader" >"$work/keygen.log" 2>&1 ||
-  fail "--curve-keygen: $(cat "$work/keygen.log")"
+for who in reader trainer intruder; do
+  timeout 30 "$reader" --curve-keygen "$work/$who" >"$work/keygen.log" 2>&1 ||
+    fail "--curve-keygen $who: $(cat "$work/keygen.log")"
+done
+mkdir "$work/allowed" && cp "$work/trainer.pub" "$work/allowed/" || fail "cannot copy trainer.pub"
 
 endpoint="tcp://$reader_ip:5555"
 ip netns exec "$ns_reader" timeout 120 "$reader" --data "$work/data/train" --bind "$endpoint" \
-  --curve-secret-key "$work/reader.key" --batch-size 8 --image-size 32 --epochs 2 --workers 1 \
+  --curve-secret-key "$work/reader.key" --curve-allow "$work/allowed" --batch-size 8 --image-size 32 --epochs 2 --workers 1 \
   --prefetch 2 --instance-index 0 --instance-count 1 >"$work/reader.log" 2>&1 &
 reader_pid=$!
 
-# The trainer only holds the public key. ZeroMQ reconnects until the reader has bound.
+# A trainer whose key is not on the reader's allow-list is refused during the handshake: it
+# fails with a message after its timeout (no hang), and the reader logs the refusal.
 ip netns exec "$ns_trainer" timeout 60 "$stream_main" --connect "$endpoint" \
-  --curve-server-key "$work/reader.pub" --epochs 2 --samples 64 >"$work/trainer.log" 2>&1
+  --curve-server-key "$work/reader.pub" --curve-key "$work/intruder.key" --timeout-ms 3000 \
+  --epochs 2 --samples 64 >"$work/intruder.log" 2>&1
+rc=$?
+cat "$work/intruder.log"
+[ $rc -eq 1 ] || fail "the trainer with a key not on the allow-list exited with $rc, not 1"
+grep -Eq "never welcomed us|during the CURVE handshake" "$work/intruder.log" ||
+  fail "the refused trainer's message does not say why"
+intruder_key=$(sed -n 's/^public=//p' "$work/intruder.pub")
+grep -qF "$intruder_key is not on the allow-list" "$work/reader.log" ||
+  fail "the reader did not log the refused key"
+
+# The allowed trainer holds the reader's public key and its own key pair. ZeroMQ reconnects
+# until the reader has bound.
+ip netns exec "$ns_trainer" timeout 60 "$stream_main" --connect "$endpoint" \
+  --curve-server-key "$work/reader.pub" --curve-key "$work/trainer.key" --epochs 2 --samples 64 \
+  >"$work/trainer.log" 2>&1
 rc=$?
 cat "$work/trainer.log"
 [ $rc -eq 0 ] || fail "the trainer exited with $rc"
@@ -92,4 +112,4 @@ reader_pid=
 grep -q "done: 16 batches" "$work/reader.log" || fail "the reader did not send 16 batches"
 # The addresses exist only inside the namespaces.
 ip -o addr show | grep -q "inet $reader_ip/" && fail "$reader_ip is visible outside the namespaces"
-echo "two_hosts_test: OK ($ns_reader $reader_ip -> $ns_trainer $trainer_ip, CURVE)"
+echo "two_hosts_test: OK ($ns_reader $reader_ip -> $ns_trainer $trainer_ip, CURVE, allow-list refused the other key)"

@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <exception>
+#include <filesystem>
+#include <mutex>
 #include <thread>
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
@@ -265,6 +267,73 @@ TEST(Curve, AWrongServerKeyFailsWithinTheTimeout) {
   EXPECT_EQ(sender.batches_sent(), 0u);
   serving.Stop();
   EXPECT_EQ(serving.Join(), SendResult::kStopped);
+}
+
+TEST(Curve, AnAllowListAdmitsOnlyItsTrainers) {
+  tilefeed::testing::TempDir keys("tilefeed-curve");
+  auto path = [&](const char* name) { return (keys.path() / name).string(); };
+  WriteCurveKeyFiles(GenerateCurveKeyPair(), path("reader.key"), path("reader.pub"));
+  WriteCurveKeyFiles(GenerateCurveKeyPair(), path("intruder.key"), path("intruder.pub"));
+  std::filesystem::create_directory(keys.path() / "allowed");
+  WriteCurveKeyFiles(GenerateCurveKeyPair(), path("trainer.key"), path("allowed/trainer.pub"));
+  const std::vector<std::string> allowed = ReadCurvePublicKeys({path("allowed")});
+  ASSERT_EQ(allowed.size(), 1u);
+  EXPECT_EQ(allowed[0], ReadCurveKeyFile(path("trainer.key"), true).public_key);
+
+  std::mutex mutex;
+  std::vector<std::string> refused;
+  Context context;
+  loader::Loader loader(std::make_unique<testing::RawSource>(16, 8),
+                        testing::SmallOptions(2, 8, 1));
+  BatchSender sender(context, loader,
+                     {.endpoint = "tcp://127.0.0.1:*",
+                      .curve_secret_key_file = path("reader.key"),
+                      .curve_allowed_keys = allowed,
+                      .on_refused = [&](const std::string& line) {
+                        std::lock_guard lock(mutex);
+                        refused.push_back(line);
+                      }});
+  Serving serving(sender);
+  // A key that is not on the list, and no key file at all (a fresh key), are refused during
+  // the handshake. The stream says so: at once when ZeroMQ drops the connection for good,
+  // after peer_timeout when it keeps retrying (which of the two depends on whether it reads
+  // the reader's ERROR before the disconnect), never with a hang.
+  for (const std::string& client_key : {path("intruder.key"), std::string()}) {
+    try {
+      ZmqBatchStream stream(context, {.endpoint = sender.endpoint(),
+                                      .heartbeat_interval = 50ms,
+                                      .peer_timeout = 2s,
+                                      .curve_server_key_file = path("reader.pub"),
+                                      .curve_client_key_file = client_key});
+      FAIL() << "a trainer that is not allowed was welcomed";
+    } catch (const TransportError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("allow-list"));
+      if (!client_key.empty()) {
+        EXPECT_THAT(e.what(), HasSubstr(client_key));
+      }
+    }
+  }
+  {
+    std::lock_guard lock(mutex);
+    ASSERT_GE(refused.size(), 2u);
+    EXPECT_THAT(refused[0], HasSubstr(ReadCurveKeyFile(path("intruder.pub"), false).public_key +
+                                      " is not on the allow-list"));
+  }
+  // The allowed trainer streams the epoch.
+  ZmqBatchStream stream(context, {.endpoint = sender.endpoint(),
+                                  .curve_server_key_file = path("reader.pub"),
+                                  .curve_client_key_file = path("trainer.key")});
+  const testing::Collected received = testing::Drain(stream, 10);
+  EXPECT_EQ(received.batches.size(), 8u);
+  EXPECT_TRUE(stream.ended());
+  EXPECT_EQ(serving.Join(), SendResult::kCompleted);
+
+  // An allow-list without CURVE, or with no key file in it, is refused.
+  EXPECT_THROW(BatchSender(context, loader,
+                           {.endpoint = "tcp://127.0.0.1:*", .curve_allowed_keys = allowed}),
+               std::invalid_argument);
+  std::filesystem::create_directory(keys.path() / "empty");
+  EXPECT_THROW((void)ReadCurvePublicKeys({path("empty")}), TransportError);
 }
 
 TEST(Curve, ASenderRefusesAMissingKeyFile) {

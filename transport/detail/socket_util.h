@@ -52,6 +52,15 @@ inline void SendControl(zmq::socket_t& socket, const Control& control, bool more
               more ? zmq::send_flags::sndmore : zmq::send_flags::none);
 }
 
+// Sends without blocking; false when ZeroMQ has no pipe to queue it on (for a connecting
+// socket: its connection was refused for good, e.g. a CURVE handshake that the peer's ZAP
+// handler rejected).
+inline bool TrySendControl(zmq::socket_t& socket, const Control& control) {
+  const auto bytes = EncodeControl(control);
+  return socket.send(zmq::const_buffer(bytes.data(), bytes.size()), zmq::send_flags::dontwait)
+      .has_value();
+}
+
 // "5.0" for 5 seconds: how error messages print durations.
 inline std::string Seconds(Clock::duration duration) {
   char text[32];

@@ -4,7 +4,7 @@
 // misbehaving peer). Every message is a multipart ZeroMQ message whose first part is a
 // fixed 40-byte Control; some types carry more parts:
 //
-//   stream -> sender   kHello{a = credits wanted}       (first message)
+//   stream -> sender   kHello{a = credits wanted, b = 1: send payload checksums}  (first)
 //   sender -> stream   kWelcome{a = batches per epoch, b = shm slots (0: payload inline),
 //                               c = shm image bytes per slot, d = shm samples per slot}
 //                      [+ shm segment name]
@@ -17,6 +17,8 @@
 //
 // Credits: inline, one per batch, granted back when Next() hands a batch out; with shm,
 // one per slot, granted back when the trainer drops the batch (the slot is free again).
+// With shm the slots are the reader's loader slots (the loader decodes into them), so at
+// most min(credits wanted, the loader's prefetch_depth) batches are in flight.
 
 #include <array>
 #include <cstddef>
