@@ -132,6 +132,9 @@ class ShardDataset final : public Source {
   // max_gap bytes each).
   void ReadMany(std::span<const std::uint64_t> indices, std::span<std::vector<std::byte>> buffers,
                 std::span<ReadResult> results) const override;
+  bool merges_reads() const override {
+    return read_options_.io == ShardIo::kPread && read_options_.coalesce;
+  }
   // "<shard path>#<record within the shard>", e.g. "data/shard-00003.tfs#1234".
   // REQUIRES: index < size().
   std::string Describe(std::size_t index) const override;

@@ -95,6 +95,12 @@ class Source {
                         std::span<std::vector<std::byte>> buffers,
                         std::span<ReadResult> results) const;
 
+  // Whether ReadMany does better than one Read() per sample. The loader then reads a
+  // chunk's samples at once, one buffer each; otherwise it reads and decodes them one at a
+  // time through one reused buffer per worker, which keeps the worker's read memory at the
+  // largest sample's size.
+  virtual bool merges_reads() const { return false; }
+
   // Names sample `index` for messages: a file path or a record id.
   // REQUIRES: index < size().
   virtual std::string Describe(std::size_t index) const = 0;
