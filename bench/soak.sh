@@ -83,9 +83,13 @@ descendants() {
 # image file open at a time, so the fd count may move by up to the worker count ($3)
 # without a leak. Prints two lines indented by $4; returns 1 unless both stayed flat.
 flat() {
-  awk -v total="$2" -v workers="$3" -v indent="$4" '
+  # The last two samples are dropped: a process that has reached its time limit is tearing
+  # down (its RSS and fds fall), which is not what the soak watches.
+  local last
+  last=$(awk 'END { print $1 }' "$1")
+  awk -v total="$2" -v workers="$3" -v indent="$4" -v last="$last" '
     NR == 1 { t0 = $1 }
-    { t = $1 - t0; if (t < (total / 5 > 10 ? total / 5 : 10)) next
+    { t = $1 - t0; if (t < (total / 5 > 10 ? total / 5 : 10) || $1 > last - 2) next
       if (n++ == 0) { rmin = rmax = $2; fmin = fmax = $3 }
       if ($2 < rmin) rmin = $2; if ($2 > rmax) rmax = $2
       if ($3 < fmin) fmin = $3; if ($3 > fmax) fmax = $3 }
