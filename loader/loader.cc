@@ -368,10 +368,13 @@ void Loader::Impl::Report(std::uint64_t epoch, std::uint64_t sample, const std::
 constexpr std::size_t kRetainedSampleBytes = 256 * 1024;
 
 void Loader::Impl::DecodeChunk(Worker& worker, const Chunk& chunk, const std::stop_token& token) {
-  // A source that merges reads gets the chunk's samples at once, one buffer each; any
-  // other reads and decodes them one at a time through buffer 0, which then only grows to
-  // the largest sample, as a single buffer per worker would.
-  const bool batched = source->merges_reads();
+  // A source that merges reads gets the chunk's samples at once, one buffer each, when the
+  // order puts neighbouring records together (no shuffle, or a shard-local one): under a
+  // full shuffle a chunk's records are almost never close, and reading 16 samples ahead of
+  // their decode only costs cache (measured: decode 2-3 % slower on shards, 1.00 records
+  // per read). Otherwise samples are read and decoded one at a time through buffer 0,
+  // which then only grows to the largest sample, as a single buffer per worker would.
+  const bool batched = source->merges_reads() && (!options.shuffle || options.locality.block > 0);
   // Runs however this chunk ends (done, stopped, or a kFail error).
   struct TrimBuffers {
     std::vector<std::vector<std::byte>>& buffers;
