@@ -36,6 +36,7 @@ namespace fs = std::filesystem;
 using testing::ReadFile;
 using testing::TempDir;
 using testing::WriteFile;
+using testing::XorByte;
 
 // Packs 3 classes of `per_class` small JPEGs into shards of about `shard_bytes`.
 fs::path MakeShards(const TempDir& dir, int per_class, std::uint64_t shard_bytes) {
@@ -60,16 +61,6 @@ fs::path MakeShards(const TempDir& dir, int per_class, std::uint64_t shard_bytes
 
 std::string ShardPath(const fs::path& out, int shard) {
   return (out / detail::ShardFileName(static_cast<std::uint32_t>(shard))).string();
-}
-
-void XorByte(const std::string& path, std::uint64_t offset, std::uint8_t mask) {
-  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  ASSERT_GE(fd, 0) << path;
-  unsigned char byte = 0;
-  ASSERT_EQ(::pread(fd, &byte, 1, static_cast<off_t>(offset)), 1);
-  byte ^= mask;
-  ASSERT_EQ(::pwrite(fd, &byte, 1, static_cast<off_t>(offset)), 1);
-  ::close(fd);
 }
 
 // What Read() gives for one sample: bytes and info, or the SourceError's where and reason.

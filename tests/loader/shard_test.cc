@@ -36,6 +36,7 @@ namespace fs = std::filesystem;
 using testing::ReadFile;
 using testing::TempDir;
 using testing::WriteFile;
+using testing::XorByte;
 
 // 3 classes of `per_class` JPEGs of varied size and encoding under dir/folder.
 fs::path MakeFolder(const TempDir& dir, int per_class, int min_side = 24) {
@@ -70,16 +71,6 @@ std::string ShardPath(const fs::path& out, int shard) {
 detail::ShardIndex IndexOf(const std::string& path) {
   const std::vector<std::byte> bytes = ReadFile(path);
   return detail::ParseShardFooter(bytes, bytes.size());
-}
-
-void XorByte(const std::string& path, std::uint64_t offset, std::uint8_t mask) {
-  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  ASSERT_GE(fd, 0) << path;
-  unsigned char byte = 0;
-  ASSERT_EQ(::pread(fd, &byte, 1, static_cast<off_t>(offset)), 1);
-  byte ^= mask;
-  ASSERT_EQ(::pwrite(fd, &byte, 1, static_cast<off_t>(offset)), 1);
-  ::close(fd);
 }
 
 std::map<std::string, std::vector<std::byte>> ReadTree(const fs::path& dir) {

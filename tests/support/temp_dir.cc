@@ -1,6 +1,8 @@
 #include "tests/support/temp_dir.h"
 
+#include <fcntl.h>
 #include <stdlib.h>  // mkdtemp (POSIX)
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -61,6 +63,18 @@ std::vector<std::byte> ReadFile(const std::filesystem::path& path) {
   file.read(reinterpret_cast<char*>(bytes.data()), size);
   if (!file) throw std::runtime_error("ReadFile: cannot read " + path.string());
   return bytes;
+}
+
+void XorByte(const std::filesystem::path& path, std::uint64_t offset, std::uint8_t mask) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error("cannot open " + path.string() + " to damage it");
+  unsigned char byte = 0;
+  const bool ok = ::pread(fd, &byte, 1, static_cast<off_t>(offset)) == 1 &&
+                  ((byte ^= mask), ::pwrite(fd, &byte, 1, static_cast<off_t>(offset)) == 1);
+  ::close(fd);
+  if (!ok) {
+    throw std::runtime_error("cannot flip byte " + std::to_string(offset) + " of " + path.string());
+  }
 }
 
 }  // namespace tilefeed::testing

@@ -3,6 +3,7 @@
 // Temporary folders for tests, and small file helpers.
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <span>
 #include <string_view>
@@ -37,5 +38,9 @@ void WriteFile(const std::filesystem::path& path, std::span<const std::byte> byt
 
 // Reads a whole file. Throws std::runtime_error.
 std::vector<std::byte> ReadFile(const std::filesystem::path& path);
+
+// Flips the bits of `mask` in the byte at `offset` of an existing file, in place.
+// Throws std::runtime_error.
+void XorByte(const std::filesystem::path& path, std::uint64_t offset, std::uint8_t mask);
 
 }  // namespace tilefeed::testing
