@@ -478,10 +478,11 @@ int main(int argc, char** argv) {
               indexed / rrc_t);
   // The same ratios on the threads' CPU time: what each mode costs, whatever else ran.
   const auto cpu = [&](int m) { return Median(modes[m].cpu_rates); };
-  std::printf("  on CPU time (robust to other load): rrc %.2fx full, entropy %.0f%% of full, "
-              "resize %.0f%% of rrc, rrc_t %.2fx full, indexed %.2fx full\n",
-              cpu(1) / cpu(0), 100.0 * cpu(0) / cpu(2), 100.0 * cpu(1) / cpu(3), cpu(4) / cpu(0),
-              cpu(5) / cpu(0));
+  std::printf(
+      "  on CPU time (robust to other load): rrc %.2fx full, entropy %.0f%% of full, "
+      "resize %.0f%% of rrc, rrc_t %.2fx full, indexed %.2fx full\n",
+      cpu(1) / cpu(0), 100.0 * cpu(0) / cpu(2), 100.0 * cpu(1) / cpu(3), cpu(4) / cpu(0),
+      cpu(5) / cpu(0));
   std::printf("  decoded region: mean %.3f MP per image; DCT scale histogram:",
               decoded_pixels / std::max<std::size_t>(1, jobs.size()) / 1e6);
   for (const auto& [n, count] : scale_histogram) std::printf(" %d/8:%d", n, count);
