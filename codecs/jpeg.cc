@@ -235,6 +235,14 @@ int ChooseScaleEighths(int crop_width, int crop_height, int out_width, int out_h
   return 8;
 }
 
+ScaledRegion CropRegion(const Rect& crop, int n, std::int64_t margin_x, std::int64_t margin_y,
+                        std::int64_t scaled_width, std::int64_t scaled_height) {
+  return {std::max<std::int64_t>(std::int64_t{crop.x} * n / 8 - margin_x, 0),
+          std::max<std::int64_t>(std::int64_t{crop.y} * n / 8 - margin_y, 0),
+          std::min((std::int64_t{crop.x + crop.width} * n + 7) / 8 + margin_x, scaled_width),
+          std::min((std::int64_t{crop.y + crop.height} * n + 7) / 8 + margin_y, scaled_height)};
+}
+
 struct JpegDecoder::Impl {
   JpegOptions options;
   jpeg_decompress_struct cinfo{};
@@ -338,14 +346,8 @@ struct JpegDecoder::Impl {
     // cropped or skipped-to region as image edges, so without the margin the crop's
     // border pixels of subsampled files would differ from a full decode. With it they are
     // bit-identical (jpeg_test checks), at the cost of a few rows and columns.
-    const std::int64_t margin_x = cinfo.max_h_samp_factor;
-    const std::int64_t margin_y = cinfo.max_v_samp_factor;
-    const std::int64_t x0 = std::max<std::int64_t>(std::int64_t{crop.x} * n / 8 - margin_x, 0);
-    const std::int64_t y0 = std::max<std::int64_t>(std::int64_t{crop.y} * n / 8 - margin_y, 0);
-    const std::int64_t x1 =
-        std::min((std::int64_t{crop.x + crop.width} * n + 7) / 8 + margin_x, scaled_width);
-    const std::int64_t y1 =
-        std::min((std::int64_t{crop.y + crop.height} * n + 7) / 8 + margin_y, scaled_height);
+    const auto [x0, y0, x1, y1] = CropRegion(crop, n, cinfo.max_h_samp_factor,
+                                             cinfo.max_v_samp_factor, scaled_width, scaled_height);
 
     // Scratch rows are as wide as the scaled image, which covers any iMCU widening that
     // jpeg_crop_scanline applies. The vectors only grow, so steady state does not allocate.

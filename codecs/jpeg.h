@@ -94,6 +94,16 @@ struct DecodeReport {
 int ChooseScaleEighths(int crop_width, int crop_height, int out_width, int out_height,
                        DctScales scales);
 
+// The pixels [x0, x1) x [y0, y1) of the image scaled by n/8 (scaled_width x scaled_height)
+// that a crop decode needs: the crop in scaled pixels, widened to whole pixels and then by
+// margin_x / margin_y (one chroma sample, so that libjpeg's fancy upsampling at the
+// region's edges matches a full decode), clipped to the image.
+struct ScaledRegion {
+  std::int64_t x0, y0, x1, y1;
+};
+ScaledRegion CropRegion(const Rect& crop, int n, std::int64_t margin_x, std::int64_t margin_y,
+                        std::int64_t scaled_width, std::int64_t scaled_height);
+
 class JpegDecoder {
  public:
   explicit JpegDecoder(const JpegOptions& options = {});

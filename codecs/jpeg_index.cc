@@ -352,12 +352,7 @@ McuCover CoverFor(const JpegIntervalIndex& index, int max_h, int max_v, const Re
   if (max_h >= 4 || max_v >= 4) n = n <= 4 ? 4 : 8;
   const std::int64_t scaled_width = (std::int64_t{index.width} * n + 7) / 8;
   const std::int64_t scaled_height = (std::int64_t{index.height} * n + 7) / 8;
-  const std::int64_t x0 = std::max<std::int64_t>(std::int64_t{crop.x} * n / 8 - max_h, 0);
-  const std::int64_t y0 = std::max<std::int64_t>(std::int64_t{crop.y} * n / 8 - max_v, 0);
-  const std::int64_t x1 =
-      std::min((std::int64_t{crop.x + crop.width} * n + 7) / 8 + max_h, scaled_width);
-  const std::int64_t y1 =
-      std::min((std::int64_t{crop.y + crop.height} * n + 7) / 8 + max_v, scaled_height);
+  const auto [x0, y0, x1, y1] = CropRegion(crop, n, max_h, max_v, scaled_width, scaled_height);
   // One MCU scaled by n/8 (libjpeg's iMCU alignment for jpeg_crop_scanline).
   const std::int64_t mcu_w = std::int64_t{index.mcu_width} * n / 8;
   const std::int64_t mcu_h = std::int64_t{index.mcu_height} * n / 8;
