@@ -2,6 +2,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -176,14 +177,55 @@ TEST(SharedMemoryRing, ASigkilledCreatorLeavesNothingAfterTheNextStart) {
   EXPECT_EQ(SegmentsOf(job), 0);
 }
 
+// Waits up to `limit` for one byte on `fd`: the byte, or -1 on timeout or end of file.
+int ReadByteWithin(int fd, std::chrono::milliseconds limit) {
+  pollfd waiting{.fd = fd, .events = POLLIN, .revents = 0};
+  if (poll(&waiting, 1, static_cast<int>(limit.count())) != 1) return -1;
+  char byte = 0;
+  return read(fd, &byte, 1) == 1 ? byte : -1;
+}
+
 TEST(SharedMemoryRing, ASigkilledTrainerIsNoticedAndLeavesNothing) {
-#if defined(__SANITIZE_THREAD__)
-  // The child starts threads (ZeroMQ's), which TSan does not support after a multi-threaded fork.
-  GTEST_SKIP() << "fork + threads in the child is not supported under ThreadSanitizer";
-#endif
   const std::string job = UniqueJob("trainerkill");
   tilefeed::testing::TempDir sockets("tilefeed-ipc");
   const std::string endpoint = "ipc://" + (sockets.path() / "s").string();
+  // The trainer is forked before this process starts any thread (ZeroMQ's, the loader's): a
+  // child forked from a multi-threaded process may inherit a lock another thread held (the
+  // allocator's) and hang on its first malloc.
+  int go[2];
+  int ready[2];
+  ASSERT_EQ(pipe(go), 0);
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // The trainer, in its own process: waits for the sender, maps the ring, takes a batch, then
+    // is killed. End of file on `go` (the parent failed before the sender stood) ends it.
+    close(go[1]);
+    close(ready[0]);
+    char byte = 0;
+    if (read(go[0], &byte, 1) != 1) _exit(1);
+    Context child_context;
+    ZmqBatchStream stream(child_context, {.endpoint = endpoint, .credits = 2});
+    std::optional<ReceivedBatch> batch = stream.Next();
+    byte = batch ? 1 : 0;
+    (void)!write(ready[1], &byte, 1);
+    pause();
+    _exit(0);
+  }
+  close(go[0]);
+  close(ready[1]);
+  // Whatever happens below, the child does not outlive the test.
+  struct Reaper {
+    pid_t pid;
+    ~Reaper() {
+      if (pid > 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
+      }
+    }
+  } reaper{child};
+
   Context context;
   loader::LoaderOptions options = testing::SmallOptions(2, 8, 0);
   options.slot_memory = SharedSlots::Create(options, job);
@@ -193,21 +235,6 @@ TEST(SharedMemoryRing, ASigkilledTrainerIsNoticedAndLeavesNothing) {
                       .shared_memory = true,
                       .heartbeat_interval = 50ms,
                       .peer_timeout = 400ms});
-  int ready[2];
-  ASSERT_EQ(pipe(ready), 0);
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    // The trainer, in its own process: maps the ring, takes a batch, then is killed.
-    Context child_context;
-    ZmqBatchStream stream(child_context, {.endpoint = endpoint, .credits = 2});
-    std::optional<ReceivedBatch> batch = stream.Next();
-    const char byte = batch ? 1 : 0;
-    (void)!write(ready[1], &byte, 1);
-    pause();
-    _exit(0);
-  }
-  close(ready[1]);
   std::exception_ptr error;
   // Run(stop): a failed assertion below must not leave the sender waiting for a trainer.
   std::jthread serving([&](std::stop_token stop) {
@@ -217,14 +244,16 @@ TEST(SharedMemoryRing, ASigkilledTrainerIsNoticedAndLeavesNothing) {
       error = std::current_exception();
     }
   });
-  char byte = 0;
-  ASSERT_EQ(read(ready[0], &byte, 1), 1);
+  const char byte = 1;
+  ASSERT_EQ(write(go[1], &byte, 1), 1);
+  close(go[1]);
+  ASSERT_EQ(ReadByteWithin(ready[0], 60s), 1) << "the trainer took no batch within 60 s";
   close(ready[0]);
-  EXPECT_EQ(byte, 1);
   EXPECT_EQ(SegmentsOf(job), 0);
   ASSERT_EQ(kill(child, SIGKILL), 0);
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
+  reaper.pid = 0;
   const auto killed_at = Clock::now();
   serving.join();
   EXPECT_LT(Clock::now() - killed_at, 3s);
