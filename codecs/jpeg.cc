@@ -38,6 +38,11 @@ namespace {
 using ErrorManager = detail::LibjpegErrors;
 using ProgressManager = detail::LibjpegProgress;
 
+// Rows a region decode may run ahead of the resize that reads them: enough that decode
+// and resize alternate in runs of rows (their times are summed per run), few enough that
+// the ring stays in L1.
+constexpr std::size_t kRingAhead = 16;
+
 // The guarded functions. Only trivially destructible locals below this line's callers'
 // setjmp (see the file comment). Each returns false when libjpeg jumped out.
 
@@ -55,29 +60,86 @@ bool GuardedReadHeader(jpeg_decompress_struct* cinfo, ErrorManager* errors,
   return true;
 }
 
+void CmykRowToRgb(std::uint8_t* row, int width, bool inverted);
+
 // Inputs and outputs of one region decode, plain data so it may cross a longjmp.
 struct RegionJob {
   JDIMENSION x;      // in: first scaled column wanted; out: first column decoded
   JDIMENSION width;  // in: columns wanted; out: columns decoded (iMCU-aligned)
   JDIMENSION y;      // first scaled row wanted
-  JDIMENSION rows;   // rows wanted
-  JSAMPROW* row_pointers;
-  JDIMENSION rows_read;  // out
 };
 
-bool GuardedDecodeRegion(jpeg_decompress_struct* cinfo, ErrorManager* errors, RegionJob* job) {
+// Starts the decode of a region: its columns, and the rows above it skipped.
+bool GuardedStartRegion(jpeg_decompress_struct* cinfo, ErrorManager* errors, RegionJob* job) {
   if (setjmp(errors->jump)) return false;
   jpeg_start_decompress(cinfo);
   if (job->width < cinfo->output_width) jpeg_crop_scanline(cinfo, &job->x, &job->width);
   if (job->y > 0) jpeg_skip_scanlines(cinfo, job->y);
+  return true;
+}
+
+// The region's rows, streamed through the resizer: row r of the region (counted from
+// job->y) goes to ring[r % ring_rows]; resize row y needs region rows [skip + FirstRow(y),
+// skip + EndRow(y)). Rows are decoded as far ahead as the ring allows, and the time spent
+// resizing is summed per run of output rows, not per row.
+struct StreamJob {
+  Resizer* resizer;
+  std::uint8_t* const* ring;  // ring_rows rows of decoded pixels
+  JDIMENSION ring_rows;
+  JDIMENSION skip;                    // region rows above the first row the resize reads
+  JDIMENSION region_rows;             // region rows the resize reads (rows below are never decoded)
+  int out_rows;                       // output rows to write
+  int cmyk_width;                     // > 0: convert each CMYK row of this many pixels to RGB
+  bool adobe;                         // the CMYK is Adobe's inverted kind
+  const std::uint8_t** row_pointers;  // Resizer::MaxRows() entries
+  std::size_t column_bytes;           // from a ring row's start to the resize's column 0
+  JDIMENSION rows_read;               // out: region rows decoded
+  int rows_written;                   // out: output rows written
+  std::int64_t resize_ns;             // out
+};
+
+bool GuardedStreamRows(jpeg_decompress_struct* cinfo, ErrorManager* errors, StreamJob* job) {
+  if (setjmp(errors->jump)) return false;
   job->rows_read = 0;
-  while (job->rows_read < job->rows) {
-    const JDIMENSION n =
-        jpeg_read_scanlines(cinfo, job->row_pointers + job->rows_read, job->rows - job->rows_read);
-    if (n == 0) break;
-    job->rows_read += n;
+  job->rows_written = 0;
+  job->resize_ns = 0;
+  while (job->rows_written < job->out_rows) {
+    const int y = job->rows_written;
+    const JDIMENSION first = job->skip + static_cast<JDIMENSION>(job->resizer->FirstRow(y));
+    const JDIMENSION end = job->skip + static_cast<JDIMENSION>(job->resizer->EndRow(y));
+    if (end > job->rows_read) {
+      // Decode until the ring is full (row `first` is the oldest still needed) or the
+      // region ends.
+      const JDIMENSION until = std::min(first + job->ring_rows, job->region_rows);
+      while (job->rows_read < until) {
+        JSAMPROW row = job->ring[job->rows_read % job->ring_rows];
+        if (jpeg_read_scanlines(cinfo, &row, 1) != 1) return true;  // truncated
+        if (job->cmyk_width > 0) CmykRowToRgb(row, job->cmyk_width, job->adobe);
+        ++job->rows_read;
+      }
+      if (end > job->rows_read) return true;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    int y_end = y;
+    // Every output row whose source rows are all decoded, before decoding more.
+    while (y_end < job->out_rows &&
+           job->skip + static_cast<JDIMENSION>(job->resizer->EndRow(y_end)) <= job->rows_read) {
+      const int row_first = job->resizer->FirstRow(y_end);
+      const int count = job->resizer->EndRow(y_end) - row_first;
+      for (int k = 0; k < count; ++k) {
+        job->row_pointers[k] =
+            job->ring[(job->skip + static_cast<JDIMENSION>(row_first + k)) % job->ring_rows] +
+            job->column_bytes;
+      }
+      job->resizer->ResizeRow(y_end, job->row_pointers);
+      ++y_end;
+    }
+    job->resize_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now() - start)
+                          .count();
+    job->rows_written = y_end;
   }
-  // The rows below the region are never decoded.
+  // The rows below the last one the resize reads are never decoded.
   jpeg_abort_decompress(cinfo);
   return true;
 }
@@ -251,6 +313,7 @@ struct JpegDecoder::Impl {
   std::unique_ptr<void, TjDeleter> turbo;
   std::vector<std::uint8_t> scratch;
   std::vector<JSAMPROW> rows;
+  std::vector<const std::uint8_t*> row_pointers;
   Resizer resizer;
 
   explicit Impl(const JpegOptions& opts) : options(opts) {
@@ -349,59 +412,64 @@ struct JpegDecoder::Impl {
     const auto [x0, y0, x1, y1] = CropRegion(crop, n, cinfo.max_h_samp_factor,
                                              cinfo.max_v_samp_factor, scaled_width, scaled_height);
 
-    // Scratch rows are as wide as the scaled image, which covers any iMCU widening that
-    // jpeg_crop_scanline applies. The vectors only grow, so steady state does not allocate.
-    const int components = cmyk ? 4 : 3;
-    const auto row_bytes = static_cast<std::size_t>(scaled_width) * components;
-    const auto row_count = static_cast<std::size_t>(y1 - y0);
-    if (s.scratch.size() < row_bytes * row_count) s.scratch.resize(row_bytes * row_count);
-    if (s.rows.size() < row_count) s.rows.resize(row_count);
-    for (std::size_t r = 0; r < row_count; ++r) s.rows[r] = s.scratch.data() + r * row_bytes;
-
-    RegionJob job{static_cast<JDIMENSION>(x0),
-                  static_cast<JDIMENSION>(x1 - x0),
-                  static_cast<JDIMENSION>(y0),
-                  static_cast<JDIMENSION>(row_count),
-                  s.rows.data(),
-                  0};
-    if (!GuardedDecodeRegion(&cinfo, &s.errors, &job)) s.Fail("data");
-    if (job.rows_read != job.rows) {
-      throw DecodeError(DecodeErrorKind::kTruncated, "truncated JPEG (data): decoded " +
-                                                         std::to_string(job.rows_read) + " of " +
-                                                         std::to_string(job.rows) + " rows");
-    }
-    if (cmyk) {
-      for (std::size_t r = 0; r < row_count; ++r) {
-        CmykRowToRgb(s.rows[r], static_cast<int>(job.width), cinfo.saw_Adobe_marker != 0);
-      }
-    }
+    // The region's columns, then the rows above it skipped; jpeg_crop_scanline widens the
+    // columns to whole iMCUs.
+    RegionJob job{static_cast<JDIMENSION>(x0), static_cast<JDIMENSION>(x1 - x0),
+                  static_cast<JDIMENSION>(y0)};
+    if (!GuardedStartRegion(&cinfo, &s.errors, &job)) s.Fail("data");
 
     // The crop in region pixels, fractional after DCT scaling. The resize sees only the
     // pixels the crop touches, so its filter stops at the crop's edges as torchvision's
     // crop-then-resize does; at 8/8 this is exactly "full decode, crop, resize".
+    const auto region_rows = static_cast<std::size_t>(y1 - y0);
     const double scale = n / 8.0;
     const double bx0 = crop.x * scale - job.x;
     const double by0 = crop.y * scale - static_cast<double>(y0);
     const double bx1 = std::min((crop.x + crop.width) * scale - job.x, double(job.width));
     const double by1 =
-        std::min((crop.y + crop.height) * scale - static_cast<double>(y0), double(row_count));
+        std::min((crop.y + crop.height) * scale - static_cast<double>(y0), double(region_rows));
     const int ix0 = static_cast<int>(bx0);
     const int iy0 = static_cast<int>(by0);
     const int ix1 = static_cast<int>(std::ceil(bx1));
     const int iy1 = static_cast<int>(std::ceil(by1));
-    const ConstPixelView region{s.scratch.data() + iy0 * row_bytes + std::size_t(ix0) * 3,
-                                ix1 - ix0, iy1 - iy0, 3, static_cast<std::ptrdiff_t>(row_bytes)};
-    const SourceBox box{bx0 - ix0, by0 - iy0, bx1 - ix0, by1 - iy0};
-    const auto resize_start = std::chrono::steady_clock::now();
-    s.resizer.Resize(region, box, out, plan.flip);
-    const std::chrono::duration<double> resize_time =
-        std::chrono::steady_clock::now() - resize_start;
+    s.resizer.Start(ix1 - ix0, iy1 - iy0, SourceBox{bx0 - ix0, by0 - iy0, bx1 - ix0, by1 - iy0},
+                    out, plan.flip);
+
+    // The decoded rows stream through a small ring into the resize, which runs as soon as
+    // the rows an output row needs are there: the region is never whole in memory, and
+    // the rows the resize reads are still in cache. Ring rows are as wide as the scaled
+    // image (any iMCU widening fits); the vectors only grow, so steady state does not
+    // allocate.
+    const int components = cmyk ? 4 : 3;
+    const auto row_bytes = static_cast<std::size_t>(scaled_width) * components;
+    const auto ring_rows =
+        std::min(static_cast<std::size_t>(s.resizer.MaxRows()) + kRingAhead, region_rows);
+    if (s.scratch.size() < row_bytes * ring_rows) s.scratch.resize(row_bytes * ring_rows);
+    if (s.rows.size() < ring_rows) s.rows.resize(ring_rows);
+    for (std::size_t r = 0; r < ring_rows; ++r) s.rows[r] = s.scratch.data() + r * row_bytes;
+    if (s.row_pointers.size() < static_cast<std::size_t>(s.resizer.MaxRows())) {
+      s.row_pointers.resize(s.resizer.MaxRows());
+    }
+    StreamJob stream{
+        &s.resizer, s.rows.data(), static_cast<JDIMENSION>(ring_rows), static_cast<JDIMENSION>(iy0),
+        // The margin rows below the crop matter to no pixel it reads.
+        static_cast<JDIMENSION>(iy1), out.height, cmyk ? static_cast<int>(job.width) : 0,
+        cinfo.saw_Adobe_marker != 0, s.row_pointers.data(),
+        // Ring rows hold column job.x at byte 0; the resize's column 0 is ix0.
+        static_cast<std::size_t>(ix0) * 3, 0, 0, 0};
+    if (!GuardedStreamRows(&cinfo, &s.errors, &stream)) s.Fail("data");
+    if (stream.rows_written != out.height) {
+      jpeg_abort_decompress(&cinfo);
+      throw DecodeError(DecodeErrorKind::kTruncated, "truncated JPEG (data): decoded " +
+                                                         std::to_string(stream.rows_read) + " of " +
+                                                         std::to_string(iy1) + " rows");
+    }
 
     DecodeReport report = s.Report();
-    report.resize_seconds = resize_time.count();
+    report.resize_seconds = static_cast<double>(stream.resize_ns) * 1e-9;
     report.scale_eighths = n;
     report.decoded = Rect{static_cast<int>(job.x), static_cast<int>(y0),
-                          static_cast<int>(job.width), static_cast<int>(row_count)};
+                          static_cast<int>(job.width), static_cast<int>(stream.rows_read)};
     return report;
   }
 

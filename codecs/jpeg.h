@@ -6,8 +6,9 @@
 // DecodeInto(bytes, plan, out) decodes only what a crop needs and writes the resized
 // RGB result into caller memory (a batch slot). DecodeInto decodes the crop's MCU rows
 // and columns at the largest DCT scale-down that keeps the crop at least as large as the
-// output, never decodes the rows below the crop, and finishes with one antialiased
-// bilinear resize (see codecs/resize.h). Grayscale, CMYK/YCCK and progressive files
+// output, never decodes the rows below the crop, and resizes with one antialiased
+// bilinear filter (see codecs/resize.h) as the rows come out of the decoder, through a
+// ring of a few rows: the decoded region is never whole in memory. Grayscale, CMYK/YCCK and progressive files
 // all come out as RGB.
 //
 // Every failure is a DecodeError carrying the reason; libjpeg never prints, exits or

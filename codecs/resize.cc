@@ -544,10 +544,16 @@ struct Resizer::Scratch {
 #if defined(TILEFEED_RESIZE_AVX2)
   HorizontalFilterAvx2 horizontal_avx2;
 #endif
-  std::vector<std::int16_t> taps;               // one output's horizontal weights
-  std::vector<std::uint16_t> vertical_weights;  // one output row's weights
-  std::vector<std::uint16_t> broadcast;         // the same, each repeated 8 times
-  std::vector<const std::uint8_t*> rows;
+  std::vector<std::int16_t> taps;                // one output's horizontal weights
+  std::vector<std::uint16_t> vertical_weights;   // one output row's weights
+  std::vector<std::uint16_t> broadcast;          // the same, each repeated 8 times
+  std::vector<const std::uint8_t*> rows;         // one output row's source rows, offset
+  std::vector<const std::uint8_t*> source_rows;  // the same, at column 0 (Resize)
+  // The current Start()'s destination and layout of the source columns it reads.
+  PixelView dst{};
+  std::size_t column_offset = 0;  // bytes from column 0 to the first column read
+  std::size_t row_values = 0;     // bytes read from each source row
+  bool use_avx2 = false;
   // One vertically resampled row of the columns the horizontal filter reads. Fusing the
   // passes row by row keeps it in L1 however tall the output is.
   std::vector<std::int16_t> row;
@@ -561,15 +567,29 @@ Resizer& Resizer::operator=(Resizer&&) noexcept = default;
 void Resizer::Resize(const ConstPixelView& src, const SourceBox& box, const PixelView& dst,
                      bool flip) {
   assert(src.channels == 3 && dst.channels == 3);
-  assert(0 <= box.x0 && box.x0 < box.x1 && box.x1 <= src.width);
-  assert(0 <= box.y0 && box.y0 < box.y1 && box.y1 <= src.height);
+  Start(src.width, src.height, box, dst, flip);
+  std::vector<const std::uint8_t*>& rows = scratch_->source_rows;
+  rows.resize(MaxRows());
+  for (int y = 0; y < dst.height; ++y) {
+    const int first = FirstRow(y);
+    for (int k = 0; k < EndRow(y) - first; ++k) rows[k] = src.data + (first + k) * src.row_stride;
+    ResizeRow(y, rows.data());
+  }
+}
+
+void Resizer::Start(int src_width, int src_height, const SourceBox& box, const PixelView& dst,
+                    bool flip) {
+  assert(dst.channels == 3);
+  assert(0 <= box.x0 && box.x0 < box.x1 && box.x1 <= src_width);
+  assert(0 <= box.y0 && box.y0 < box.y1 && box.y1 <= src_height);
   assert(dst.width > 0 && dst.height > 0);
   if (!scratch_) scratch_ = std::make_unique<Scratch>();  // a moved-from Resizer
   Scratch& s = *scratch_;
+  s.dst = dst;
 
   FilterWork& hw = s.horizontal_work;
-  ComputeFilter(src.width, box.x0, box.x1, dst.width, hw);
-  int lo = src.width;
+  ComputeFilter(src_width, box.x0, box.x1, dst.width, hw);
+  int lo = src_width;
   int hi = 0;
   for (int i = 0; i < dst.width; ++i) {
     lo = std::min(lo, hw.first[i]);
@@ -596,45 +616,56 @@ void Resizer::Resize(const ConstPixelView& src, const SourceBox& box, const Pixe
   }
 
 #if defined(TILEFEED_RESIZE_AVX2) && !defined(TILEFEED_RESIZE_NO_AVX2)
-  const bool use_avx2 = __builtin_cpu_supports("avx2");
-  if (use_avx2) BuildHorizontalFilterAvx2(h, dst.width, s.horizontal_avx2);
+  s.use_avx2 = __builtin_cpu_supports("avx2");
+  if (s.use_avx2) BuildHorizontalFilterAvx2(h, dst.width, s.horizontal_avx2);
 #else
-  const bool use_avx2 = false;
+  s.use_avx2 = false;
 #endif
 
   FilterWork& vw = s.vertical_work;
-  ComputeFilter(src.height, box.y0, box.y1, dst.height, vw);
+  ComputeFilter(src_height, box.y0, box.y1, dst.height, vw);
   s.vertical_weights.resize(vw.max_count);
   s.broadcast.resize(8 * static_cast<std::size_t>(vw.max_count));
   s.rows.resize(vw.max_count);
 
-  const std::size_t row_values = 3 * static_cast<std::size_t>(hi - lo);
+  s.column_offset = 3 * static_cast<std::size_t>(lo);
+  s.row_values = 3 * static_cast<std::size_t>(hi - lo);
   // Outputs near the right edge read zero-weight pairs that reach past the last column.
   const std::size_t padding = 6 * static_cast<std::size_t>(h.pairs) + kRowSlack;
-  if (s.row.size() < row_values + padding) s.row.resize(row_values + padding);
-  std::fill_n(s.row.begin() + row_values, padding, 0);
+  if (s.row.size() < s.row_values + padding) s.row.resize(s.row_values + padding);
+  std::fill_n(s.row.begin() + static_cast<std::ptrdiff_t>(s.row_values), padding, 0);
+}
 
-  const std::uint8_t* origin = src.data + 3 * static_cast<std::ptrdiff_t>(lo);
-  for (int y = 0; y < dst.height; ++y) {
-    const int count = vw.count[y];
-    Quantize(&vw.weights[static_cast<std::size_t>(y) * vw.stride], count, 1 << kVerticalBits,
-             kVerticalMax, s.vertical_weights.data());
-    for (int k = 0; k < count; ++k) {
-      std::fill_n(&s.broadcast[8 * static_cast<std::size_t>(k)], 8, s.vertical_weights[k]);
-      s.rows[k] = origin + (vw.first[y] + k) * src.row_stride;
-    }
-    VerticalPass(s.rows.data(), s.vertical_weights.data(), s.broadcast.data(), count, row_values,
-                 use_avx2, s.row.data());
-    std::uint8_t* out = dst.data + y * dst.row_stride;
-#if defined(TILEFEED_RESIZE_AVX2)
-    if (use_avx2) {
-      HorizontalPassAvx2Dispatch(s.row.data(), s.horizontal_avx2, h.pairs, dst.width, out,
-                                 dst.pixel_stride, dst.channel_stride);
-      continue;
-    }
-#endif
-    HorizontalPass(s.row.data(), h, dst.width, out, dst.pixel_stride, dst.channel_stride);
+int Resizer::FirstRow(int y) const { return scratch_->vertical_work.first[y]; }
+
+int Resizer::EndRow(int y) const {
+  return scratch_->vertical_work.first[y] + scratch_->vertical_work.count[y];
+}
+
+int Resizer::MaxRows() const { return scratch_->vertical_work.max_count; }
+
+void Resizer::ResizeRow(int y, const std::uint8_t* const* rows) {
+  Scratch& s = *scratch_;
+  const FilterWork& vw = s.vertical_work;
+  const int count = vw.count[y];
+  Quantize(&vw.weights[static_cast<std::size_t>(y) * vw.stride], count, 1 << kVerticalBits,
+           kVerticalMax, s.vertical_weights.data());
+  for (int k = 0; k < count; ++k) {
+    std::fill_n(&s.broadcast[8 * static_cast<std::size_t>(k)], 8, s.vertical_weights[k]);
+    s.rows[k] = rows[k] + s.column_offset;
   }
+  VerticalPass(s.rows.data(), s.vertical_weights.data(), s.broadcast.data(), count, s.row_values,
+               s.use_avx2, s.row.data());
+  const PixelView& dst = s.dst;
+  std::uint8_t* out = dst.data + y * dst.row_stride;
+#if defined(TILEFEED_RESIZE_AVX2)
+  if (s.use_avx2) {
+    HorizontalPassAvx2Dispatch(s.row.data(), s.horizontal_avx2, s.horizontal.pairs, dst.width, out,
+                               dst.pixel_stride, dst.channel_stride);
+    return;
+  }
+#endif
+  HorizontalPass(s.row.data(), s.horizontal, dst.width, out, dst.pixel_stride, dst.channel_stride);
 }
 
 void CopyPixels(const ConstPixelView& src, const PixelView& dst, bool flip) {

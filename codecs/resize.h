@@ -43,6 +43,21 @@ class Resizer {
   void Resize(const ConstPixelView& src, const SourceBox& box, const PixelView& dst,
               bool flip = false);
 
+  // The same resize for a source whose rows arrive one after another (a JPEG decoder's
+  // scanlines), so that no whole source image has to be kept: Start() sets up the
+  // filters for a src_width x src_height source; then, for each output row y in order,
+  // ResizeRow(y, rows) writes row y of dst from the source rows [FirstRow(y), EndRow(y)),
+  // rows[k] being row FirstRow(y) + k (each pointing at column 0). FirstRow and EndRow
+  // never decrease with y, so a ring of MaxRows() + n rows lets the source run n rows
+  // ahead. The output is identical to Resize()'s.
+  // REQUIRES: as Resize, with src_width x src_height for src; ResizeRow after Start.
+  void Start(int src_width, int src_height, const SourceBox& box, const PixelView& dst,
+             bool flip = false);
+  int FirstRow(int y) const;
+  int EndRow(int y) const;
+  int MaxRows() const;
+  void ResizeRow(int y, const std::uint8_t* const* rows);
+
  private:
   struct Scratch;
   std::unique_ptr<Scratch> scratch_;

@@ -161,10 +161,10 @@ TEST(JpegCrop, UsesDctScalingAndDecodesOnlyTheCropRows) {
                                                  PixelView::Interleaved(out.data(), 224, 224));
   const DecodeReport middle = decoder.DecodeInto(jpeg, CropPlan{{400, 100, 900, 900}},
                                                  PixelView::Interleaved(out.data(), 224, 224));
-  // Rows 25 .. 250 at 1/4, plus one chroma row (2 rows at 4:2:0) of margin on both
-  // sides: nothing below row 252.
+  // Rows 25 .. 250 at 1/4, plus one chroma row (2 rows at 4:2:0) of margin above for the
+  // chroma upsampler; the margin below is never read: nothing below row 250.
   EXPECT_EQ(middle.decoded.y, 23);
-  EXPECT_EQ(middle.decoded.height, 229);
+  EXPECT_EQ(middle.decoded.height, 227);
   EXPECT_EQ(report.scale_eighths, 2);  // 900 * 2/8 = 225 >= 224
   // Scaled by 1/4 the crop is rows 75 .. 300 (the bottom edge); with one chroma row of
   // margin above for the chroma upsampler, rows 73 .. 300 are decoded.
