@@ -15,8 +15,11 @@
 //             baseline, optimized Huffman tables, restart intervals on a grid
 //   indexed   rrc on the transcoded files that entropy-decodes only the restart
 //             intervals covering the crop (IndexedJpegDecoder); same pixels as rrc_t
-// and the ratios rrc/full and entropy/full explain each other. The transcode runs once,
-// untimed, before the passes; files it refuses are decoded as they came by rrc_t and
+// and the ratios rrc/full and entropy/full explain each other. On one thread, each
+// repetition also times full and rrc interleaved, alternating every 16 files, for the
+// goal's ratio: on a machine whose load comes and goes within seconds, passes one after
+// the other can differ by 10 % on the same binary, interleaved blocks by far less. The transcode
+// runs once, untimed, before the passes; files it refuses are decoded as they came by rrc_t and
 // indexed alike, and its size growth (markers + index) is printed first.
 //
 // --threads N runs every pass on N threads, each with its own decoder, resizer and
@@ -170,6 +173,34 @@ PassTime RunPass(const ModeFn& fn, const std::vector<Job>& jobs, std::size_t cou
   for (double c : cpu) time.cpu += c;
   if (failure) std::rethrow_exception(failure);
   return time;
+}
+
+// Times mode a against mode b on one thread, interleaved: for each block of `block`
+// consecutive files, a then b over the block (b then a every other block, so that neither
+// always finds the files in cache), each block's time charged to its mode. Load from
+// other processes that comes and goes within seconds then falls on both alike, which
+// whole passes one after the other do not give. Returns the seconds of (a, b).
+std::pair<double, double> RunInterleaved(const ModeFn& a, const ModeFn& b,
+                                         const std::vector<Job>& jobs, std::size_t block,
+                                         Worker& worker) {
+  double seconds[2] = {0, 0};
+  const ModeFn* fns[2] = {&a, &b};
+  for (std::size_t begin = 0, k = 0; begin < jobs.size(); begin += block, ++k) {
+    const std::size_t end = std::min(jobs.size(), begin + block);
+    for (int turn = 0; turn < 2; ++turn) {
+      const int m = (k % 2 == 0) ? turn : 1 - turn;
+      const auto start = Clock::now();
+      for (std::size_t i = begin; i < end; ++i) {
+        try {
+          (*fns[m])(worker, jobs[i]);
+        } catch (const codecs::DecodeError&) {
+          ++worker.errors;
+        }
+      }
+      seconds[m] += std::chrono::duration<double>(Clock::now() - start).count();
+    }
+  }
+  return {seconds[0], seconds[1]};
 }
 
 }  // namespace
@@ -408,6 +439,8 @@ int main(int argc, char** argv) {
     std::erase_if(modes, [&](const Mode& mode) { return mode.name != only; });
   }
 
+  constexpr std::size_t kInterleaveBlock = 16;
+  std::vector<double> interleaved_ratios;  // rrc/full per repetition, interleaved
   try {
     // Untimed warm-up: code and tables hot, every thread's buffers touched.
     for (Mode& mode : modes) RunPass(mode.run, jobs, std::min(warmup, jobs.size()), workers);
@@ -417,6 +450,12 @@ int main(int argc, char** argv) {
         const PassTime time = RunPass(mode.run, jobs, jobs.size(), workers);
         mode.rates.push_back(double(jobs.size()) / time.wall);
         mode.cpu_rates.push_back(double(jobs.size()) / time.cpu);
+      }
+      // The goal's ratio, rrc against full on one thread, measured interleaved as well.
+      if (only.empty() && threads == 1) {
+        const auto [full_s, rrc_s] =
+            RunInterleaved(run_full, run_rrc, jobs, kInterleaveBlock, *workers[0]);
+        interleaved_ratios.push_back(full_s / rrc_s);
       }
     }
   } catch (const std::exception& e) {
@@ -483,6 +522,14 @@ int main(int argc, char** argv) {
       "resize %.0f%% of rrc, rrc_t %.2fx full, indexed %.2fx full\n",
       cpu(1) / cpu(0), 100.0 * cpu(0) / cpu(2), 100.0 * cpu(1) / cpu(3), cpu(4) / cpu(0),
       cpu(5) / cpu(0));
+  if (!interleaved_ratios.empty()) {
+    std::printf(
+        "  interleaved (full and rrc alternating every %zu files): rrc %.3fx full "
+        "(median of %zu; each:",
+        kInterleaveBlock, Median(interleaved_ratios), interleaved_ratios.size());
+    for (double r : interleaved_ratios) std::printf(" %.3f", r);
+    std::printf(")\n");
+  }
   std::printf("  decoded region: mean %.3f MP per image; DCT scale histogram:",
               decoded_pixels / std::max<std::size_t>(1, jobs.size()) / 1e6);
   for (const auto& [n, count] : scale_histogram) std::printf(" %d/8:%d", n, count);
@@ -493,11 +540,13 @@ int main(int argc, char** argv) {
         "\"full_ips\":%.1f,\"rrc_ips\":%.1f,\"entropy_ips\":%.1f,\"resize_ips\":%.1f,"
         "\"rrc_over_full\":%.3f,\"entropy_share\":%.3f,\"rrc_t_ips\":%.1f,"
         "\"indexed_ips\":%.1f,\"indexed_over_full\":%.3f,\"interval_width\":%d,"
-        "\"transcode_growth\":%.4f,\"index_share\":%.4f,\"cpu_rrc_over_full\":%.3f}\n",
+        "\"transcode_growth\":%.4f,\"index_share\":%.4f,\"cpu_rrc_over_full\":%.3f,"
+        "\"interleaved_rrc_over_full\":%.3f}\n",
         jobs.size(), size, scales.c_str(), threads, full, rrc, entropy, resize, rrc / full,
         full / entropy, rrc_t, indexed, indexed / full, interval_width,
         double(transcoded_bytes) / std::max<std::size_t>(1, original_bytes) - 1,
-        double(index_bytes) / std::max<std::size_t>(1, original_bytes), cpu(1) / cpu(0));
+        double(index_bytes) / std::max<std::size_t>(1, original_bytes), cpu(1) / cpu(0),
+        interleaved_ratios.empty() ? 0.0 : Median(interleaved_ratios));
   }
   std::printf("images_per_s=%.1f\n", rrc);
   return 0;
