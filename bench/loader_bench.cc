@@ -5,6 +5,10 @@
 // samples and peak RSS. The first --warmup batches are excluded from the rates (the
 // slots fill and the page cache warms there), as the PyTorch baseline does. The last
 // line is machine-readable: images_per_s=...
+//
+// --against DIR times --data against a second dataset (packed shards against the folder
+// they were packed from) in alternating rounds on the same samples, and ends with
+// ratio=... (data/against, the median of the per-round ratios).
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -15,6 +19,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -122,6 +127,64 @@ int ReadOnly(const loader::Source& source, const loader::LoaderOptions& options,
   return 0;
 }
 
+// --against: datasets A (--data) and B timed in alternating rounds. Round r gives both
+// the same shuffle and augmentation seed (seed + r), so they decode the same samples (a
+// pack keeps its folder's sample order); the order within a round swaps every round, and
+// each turn is a fresh Loader whose first `warmup` batches are untimed. Load from other
+// processes that comes and goes within seconds falls on both alike, which one long run of
+// each does not give. Prints each round and the median of the per-round ratios A/B.
+int Alternate(const std::string& name_a,
+              const std::function<std::unique_ptr<loader::Source>()>& open_a,
+              const std::string& name_b,
+              const std::function<std::unique_ptr<loader::Source>()>& open_b,
+              const loader::LoaderOptions& base, int rounds, std::size_t round_batches,
+              std::size_t warmup) {
+  std::vector<double> rates[2];
+  std::vector<double> ratios;
+  std::uint64_t checksum = 0;
+  std::printf("loader_bench: %s against %s, %d alternating rounds of %zu timed batches each\n",
+              name_a.c_str(), name_b.c_str(), rounds, round_batches);
+  for (int r = 0; r < rounds; ++r) {
+    double rate[2] = {0, 0};
+    for (int turn = 0; turn < 2; ++turn) {
+      const int which = r % 2 == 0 ? turn : 1 - turn;
+      loader::LoaderOptions options = base;
+      options.seed = base.seed + static_cast<std::uint64_t>(r);
+      options.epochs = 0;  // as many as the round needs
+      loader::Loader run(which == 0 ? open_a() : open_b(), options);
+      std::size_t images = 0;
+      Clock::time_point start = Clock::now();
+      for (std::size_t b = 0; b < warmup + round_batches; ++b) {
+        if (b == warmup) start = Clock::now();
+        auto batch = run.Next();
+        if (!batch) throw std::runtime_error("the loader ended early");
+        checksum += Touch(*batch);
+        if (b >= warmup) images += batch->size();
+      }
+      rate[which] = double(images) / std::chrono::duration<double>(Clock::now() - start).count();
+      run.Stop();
+    }
+    rates[0].push_back(rate[0]);
+    rates[1].push_back(rate[1]);
+    ratios.push_back(rate[0] / rate[1]);
+    std::printf("  round %d/%d: %.1f vs %.1f images/s  ratio %.3f\n", r + 1, rounds, rate[0],
+                rate[1], rate[0] / rate[1]);
+    std::fflush(stdout);
+  }
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 == 1 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  };
+  std::printf("  %s: %.1f images/s (median)\n  %s: %.1f images/s (median)\n", name_a.c_str(),
+              median(rates[0]), name_b.c_str(), median(rates[1]));
+  std::printf("  ratio data/against: %.3f (median of %d rounds; min %.3f, max %.3f)\n",
+              median(ratios), rounds, *std::min_element(ratios.begin(), ratios.end()),
+              *std::max_element(ratios.begin(), ratios.end()));
+  std::printf("(checksum %llu)\nratio=%.4f\n", static_cast<unsigned long long>(checksum),
+              median(ratios));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -192,12 +255,31 @@ int main(int argc, char** argv) {
   double interval = 0;
   app.add_option("--interval", interval,
                  "print a line with the images/s of each interval of this many seconds");
+  std::string against;
+  app.add_option("--against", against,
+                 "a second dataset (e.g. the ImageFolder that --data's shards were packed "
+                 "from) timed against --data in alternating rounds; prints the ratio "
+                 "data/against");
+  int rounds = 10;
+  app.add_option("--rounds", rounds, "--against: rounds, each timing both datasets once")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  std::size_t round_batches = 12;
+  app.add_option("--round-batches", round_batches,
+                 "--against: timed batches per dataset and round (after --warmup untimed ones)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
-  std::filesystem::path root(data);
   const char* split = mode == "train" ? "train" : "val";
+  // A shard directory or manifest as it is; an ImageFolder corpus root by its split.
+  const auto resolve = [split](const std::string& path) {
+    std::filesystem::path root(path);
+    if (!loader::IsShardDataset(path) && std::filesystem::is_directory(root / split)) root /= split;
+    return root;
+  };
+  const std::filesystem::path root = resolve(data);
   const bool shards = loader::IsShardDataset(data);
-  if (!shards && std::filesystem::is_directory(root / split)) root /= split;
   options.mode = mode == "train" ? loader::Mode::kTrain : loader::Mode::kEval;
   options.workers = workers;
   options.shuffle = !no_shuffle;
@@ -217,23 +299,35 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<loader::Loader> run;
   const loader::ShardDataset* shard_source = nullptr;  // owned by `run`
-  try {
-    std::unique_ptr<loader::Source> source;
-    if (shards) {
+  const auto open_source =
+      [&](const std::filesystem::path& path) -> std::unique_ptr<loader::Source> {
+    if (loader::IsShardDataset(path.string())) {
       loader::ShardReadOptions read;
       read.io = shard_io == "mmap" ? loader::ShardIo::kMmap : loader::ShardIo::kPread;
       read.coalesce = !no_coalesce;
       read.max_gap = max_gap;
-      auto opened = loader::ShardDataset::Open(root.string(), read);
+      auto opened = loader::ShardDataset::Open(path.string(), read);
       shard_source = opened.get();
-      source = std::move(opened);
-    } else {
-      auto folder = loader::ImageFolder::Open(root.string());
-      for (const std::string& warning : folder->warnings()) {
-        std::fprintf(stderr, "warning: %s\n", warning.c_str());
-      }
-      source = std::move(folder);
+      return opened;
     }
+    auto folder = loader::ImageFolder::Open(path.string());
+    for (const std::string& warning : folder->warnings()) {
+      std::fprintf(stderr, "warning: %s\n", warning.c_str());
+    }
+    return folder;
+  };
+  if (!against.empty()) {
+    try {
+      return Alternate(
+          data, [&] { return open_source(root); }, against,
+          [&] { return open_source(resolve(against)); }, options, rounds, round_batches, warmup);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "loader_bench: %s\n", e.what());
+      return 2;
+    }
+  }
+  try {
+    std::unique_ptr<loader::Source> source = open_source(root);
     // No loader for --read-only: its prefetching workers would compete with the reads.
     if (read_only) return ReadOnly(*source, options, seconds > 0 ? seconds : 10);
     run = std::make_unique<loader::Loader>(std::move(source), options);
