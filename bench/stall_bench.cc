@@ -96,7 +96,7 @@ struct Config {
   std::size_t memory_batches = 8;   // batches held for the in-memory runs
   std::vector<double> demands = {0.5, 0.9, 1.2};
   int tune_rounds = 2;      // corrections of the core's cost from in-memory runs
-  int rounds = 3;           // fed / in-memory-beside-the-loader pairs per point below 100 %
+  int rounds = 5;           // fed / in-memory-beside-the-loader pairs per point below 100 %
   double tolerance = 0.10;  // allowed deviation of achieved demand / capacity
   bool pin = true;
   std::string json;
