@@ -8,8 +8,8 @@
 // and columns at the largest DCT scale-down that keeps the crop at least as large as the
 // output, never decodes the rows below the crop, and resizes with one antialiased
 // bilinear filter (see codecs/resize.h) as the rows come out of the decoder, through a
-// ring of a few rows: the decoded region is never whole in memory. Grayscale, CMYK/YCCK and progressive files
-// all come out as RGB.
+// ring of a few rows: the decoded region is never whole in memory. Grayscale, CMYK/YCCK
+// and progressive files all come out as RGB.
 //
 // Every failure is a DecodeError carrying the reason; libjpeg never prints, exits or
 // leaks. Hostile headers are refused before any allocation (pixel limit) and
