@@ -279,7 +279,6 @@ int main(int argc, char** argv) {
     return root;
   };
   const std::filesystem::path root = resolve(data);
-  const bool shards = loader::IsShardDataset(data);
   options.mode = mode == "train" ? loader::Mode::kTrain : loader::Mode::kEval;
   options.workers = workers;
   options.shuffle = !no_shuffle;
