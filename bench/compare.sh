@@ -27,7 +27,9 @@ same W cores, round-robin --reps times:
   full-decode   BUILD/bench/codec_bench --data DIR --only full --threads W --files N
                 (one libjpeg-turbo tjDecompress2 to RGB per file, from memory, no resize)
 and prints a markdown table (median, min, max images/s) and the ratios
-tilefeed/torch (goal >= ${TORCH_GOAL}) and tilefeed/full-decode (goal >= ${DECODE_GOAL}).
+tilefeed/torch (goal >= ${TORCH_GOAL}) and tilefeed/full-decode (goal >= ${DECODE_GOAL}): the
+median of the per-round ratios (judged; the tools of a round run next to each other), their
+range, and the ratio of the medians.
 The files are read once (untimed) first so the page cache is warm.
 
 options:
@@ -332,20 +334,26 @@ done
 echo
 echo "corpus $SPLIT, $NFILES files, $WORKERS workers/threads, batch $BATCH, median of $REPS round-robin runs, $CORES_NOTE"
 
-# ratio a b goal -> one line: ratio of medians, the range of the per-round ratios, the goal.
+# ratio a b goal -> one line: the median of the per-round ratios (the tools of one round
+# ran next to each other, so their ratio is the paired figure, and the one judged), their
+# range, the ratio of the medians (whose two medians may come from different rounds), and
+# the goal.
 ratio_line() {
-  local a=$1 b=$2 goal=$3 label=$4 r lo hi verdict
-  r="$(calc "${MED[a]} / ${MED[b]}")"
-  read -r lo hi <<<"$(for ((k = 0; k < REPS; k++)); do
+  local a=$1 b=$2 goal=$3 label=$4 r rm lo hi verdict
+  rm="$(calc "${MED[a]} / ${MED[b]}")"
+  read -r r lo hi <<<"$(for ((k = 0; k < REPS; k++)); do
     calc "${RATES[a * REPS + k]} / ${RATES[b * REPS + k]}"; echo; done |
-    sort -g | awk 'NR == 1 {lo = $1} {hi = $1} END {print lo, hi}')"
+    sort -g | awk '{v[NR] = $1} END {
+      m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+      printf "%.2f %s %s\n", m, v[1], v[NR]
+    }')"
   verdict="$(awk -v r="$r" -v g="$goal" 'BEGIN { print (r >= g) ? "meets" : "BELOW" }')"
-  echo "- $label: **${r}x** (per round ${lo}-${hi}x; goal >= ${goal}: $verdict)"
-  RATIO_JSON+=",\"$5\":$r"
+  echo "- $label: **${r}x** (per round ${lo}-${hi}x; ratio of the medians ${rm}x; goal >= ${goal}: $verdict)"
+  RATIO_JSON+=",\"$5\":$r,\"$5_of_medians\":$rm"
 }
 RATIO_JSON=""
 echo
-echo "Ratios (of medians):"
+echo "Ratios (median of the per-round ratios):"
 ratio_line 0 1 "$TORCH_GOAL" "tilefeed / PyTorch DataLoader" tilefeed_over_torch
 ratio_line 0 2 "$DECODE_GOAL" "tilefeed / full decode on the same cores" tilefeed_over_full_decode
 if ((INDEXED)); then
