@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/median.h"
 #include "trainer/memory_stream.h"
 #include "trainer/mpi_session.h"
 #include "trainer/reference_core.h"
@@ -93,10 +94,7 @@ Round RunOnce(const Config& c, trainer::MpiSession& mpi,
   return round;
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+using bench::Median;
 
 }  // namespace
 

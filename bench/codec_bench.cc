@@ -46,6 +46,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/median.h"
 #include "codecs/jpeg.h"
 #include "codecs/jpeg_index.h"
 #include "codecs/resize.h"
@@ -85,10 +86,7 @@ std::vector<File> LoadCorpus(const std::filesystem::path& root, std::size_t limi
   return files;
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+using tilefeed::bench::Median;
 
 // One file and what the probe found out about it.
 struct Job {

@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/median.h"
 #include "loader/image_folder.h"
 #include "loader/loader.h"
 #include "loader/shard_source.h"
@@ -171,17 +172,14 @@ int Alternate(const std::string& name_a,
                 rate[1], rate[0] / rate[1]);
     std::fflush(stdout);
   }
-  const auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 == 1 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-  };
   std::printf("  %s: %.1f images/s (median)\n  %s: %.1f images/s (median)\n", name_a.c_str(),
-              median(rates[0]), name_b.c_str(), median(rates[1]));
+              tilefeed::bench::Median(rates[0]), name_b.c_str(), tilefeed::bench::Median(rates[1]));
   std::printf("  ratio data/against: %.3f (median of %d rounds; min %.3f, max %.3f)\n",
-              median(ratios), rounds, *std::min_element(ratios.begin(), ratios.end()),
+              tilefeed::bench::Median(ratios), rounds,
+              *std::min_element(ratios.begin(), ratios.end()),
               *std::max_element(ratios.begin(), ratios.end()));
   std::printf("(checksum %llu)\nratio=%.4f\n", static_cast<unsigned long long>(checksum),
-              median(ratios));
+              tilefeed::bench::Median(ratios));
   return 0;
 }
 

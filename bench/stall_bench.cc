@@ -74,6 +74,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/median.h"
 #include "loader/image_folder.h"
 #include "loader/loader.h"
 #include "trainer/collectives.h"
@@ -336,11 +337,7 @@ class PacedNeighbour {
   std::jthread thread_;
 };
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using bench::Median;
 
 // The busy thread's compute rate on the core CPU with nothing of ours beside it.
 double CoreRateAlone(const Placement& where, double seconds) {
