@@ -323,6 +323,8 @@ std::uint64_t Trainer::Train(transport::BatchStream& stream, IoTiles::PositionPr
         progress.images_per_second =
             seconds > 0 ? static_cast<double>(samples) * collectives_.size() / seconds : 0;
         progress.stall_percent = 100 * meter.stall_fraction();
+        progress.step_wait_seconds = wait;
+        progress.step_busy_seconds = busy;
         progress_(progress);
       }
       if (options_.check_every != 0 && step_ % options_.check_every == 0) {

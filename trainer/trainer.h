@@ -85,6 +85,10 @@ struct StepProgress {
   std::uint64_t global_step = 0;      // steps since the start of training
   double images_per_second = 0;       // all instances, steady state of this epoch so far
   double stall_percent = 0;           // this instance, this epoch so far (fill excluded)
+  // This step alone, this instance: its input wait (0 for a run's first step, whose wait is
+  // the pipeline's fill) and the rest of its time (compute, all-reduce, update).
+  double step_wait_seconds = 0;
+  double step_busy_seconds = 0;
 };
 
 class Trainer {

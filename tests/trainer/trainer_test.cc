@@ -123,6 +123,41 @@ TEST(Trainer, OverlappedAllreducePathMatchesTheBlockingOne) {
   EXPECT_EQ(overlap, blocking);
 }
 
+// The per-step times a progress sink sees are the ones the epoch report sums: a bench that
+// splits a run's steps into groups (stall_bench's interleaved runs) adds up to the report.
+TEST(Trainer, ProgressStepTimesAddUpToTheEpochReport) {
+  constexpr std::uint64_t kSteps = 6;
+  ReferenceCoreOptions core_options;
+  core_options.classes = kClasses;
+  core_options.pool = 4;
+  core_options.hidden = 16;
+  TrainerOptions options;
+  options.local_batch = 2;
+  options.sample_bytes = kSampleBytes;
+  LocalCollectives local;
+  std::vector<EpochReport> reports;
+  Trainer trainer([&] { return std::make_unique<ReferenceCore>(core_options); }, local, options, {},
+                  [&](const EpochReport& r) { reports.push_back(r); });
+  std::vector<StepProgress> steps;
+  trainer.SetProgressSink([&](const StepProgress& p) { steps.push_back(p); });
+  InMemoryStream stream(MakeBatches(2 * kSteps, 2), 1);
+  EXPECT_EQ(trainer.Train(stream, {}), kSteps);
+  ASSERT_EQ(reports.size(), 1u);
+  ASSERT_EQ(steps.size(), kSteps);
+  double wait = 0;
+  double total = 0;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    EXPECT_EQ(steps[i].global_step, i + 1);
+    EXPECT_GE(steps[i].step_wait_seconds, 0.0);
+    EXPECT_GT(steps[i].step_busy_seconds, 0.0);
+    wait += steps[i].step_wait_seconds;
+    total += steps[i].step_wait_seconds + steps[i].step_busy_seconds;
+  }
+  EXPECT_EQ(steps[0].step_wait_seconds, 0.0);  // the first wait is the fill
+  EXPECT_NEAR(wait, reports[0].wait_seconds, 1e-9);
+  EXPECT_NEAR(total, reports[0].seconds, 1e-9);
+}
+
 TEST(Trainer, AllreduceModesParseAndNameThemselves) {
   EXPECT_EQ(ParseAllreduceMode("overlap"), AllreduceMode::kOverlap);
   EXPECT_EQ(ParseAllreduceMode("blocking"), AllreduceMode::kBlocking);
