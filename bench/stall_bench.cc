@@ -14,39 +14,51 @@
 //   achieved demand: the core's rate as measured, its in-memory images/s over C. On a
 //     loaded machine the core gets less CPU than its calibration assumed, so the bench
 //     corrects the cost per sample from the in-memory run (up to --tune-rounds times).
-//   fed demand: the core's own rate during the loader-fed run (images per second of its
-//     compute time, waits excluded) over C. Lower than the achieved demand when the
+//   rounds: the machine's other load moves C by 10-30 % within a minute here, so each point
+//     is --rounds rounds, each between two measurements of C (the one after a round is the
+//     one before the next). A round sets the core's cost against the C right before it
+//     (the tuned cost, scaled by how C moved since the tuning) and is judged only if C
+//     moved by at most --tolerance (10 %) until right after it; the point reports medians
+//     over the rounds judged.
+//   fed run: the trainer fed by a loader, started in the loader's steady state for the
+//     demand: below 100 % with the loader's ring full (as in a job whose loader filled its
+//     ring while the model was built; a 30-step run from an empty ring at 90 % gains a
+//     batch of reserve every ten steps, so it would measure the start-up), above 100 % with
+//     it empty (the run's first wait is the pipeline's fill, not a stall).
+//   fed demand ("ach fed"): the core's own rate during the fed run (images per second of
+//     its compute time, waits excluded) over C. Lower than the achieved demand when the
 //     loader's work slows the core's compute on the other CPU (a shared physical core on a
 //     VM, caches, memory bandwidth); the header prints that interference measured alone.
 //   validity: a point is INVALID, and its goal not judged, when its achieved demand is more
-//     than --tolerance (10 %) off the set point, when its in-memory rate moved by more than
-//     that between the runs before and after the loader-fed one, or (above 100 %) when its
-//     fed demand is that far off (then the point is not over capacity as set), or when
-//     the capacity moved by more than that between just before and just after the point.
-//     Each point sets its demand against C measured right before it (the machine's other
-//     load can move C by 10-30 % within a minute here); the run is valid when every point
-//     is.
+//     than the tolerance off the set point, when its in-memory rate moved by more than that
+//     from before its rounds to after them, or when fewer than half its rounds were judged
+//     (above 100 % a round is also not judged when its fed demand is that far off: it was
+//     then not over capacity as set). The run is valid when every point is.
 //   stall: input wait / (wait + busy) of the steady-state steps (trainer::StallMeter).
 //   expected stall: when the core's rate r exceeds C, the loader-bound step takes 1/C per
 //     sample of which the core computes 1/r, so stall = 1 - C/r: 1 - 1/d = 16.7 % at the
-//     set d = 1.2 ("exp % set"), and 1 - 1/(fed demand) from the rates of the loader-fed run
-//     itself ("exp % fed"); 0 when r <= C. Above 100 % the core waits part of each step,
-//     so its CPU is busy less than while C was measured; where the CPUs share a physical
-//     core (this project's VM: the core computes ~15 % slower while the loader decodes
-//     beside it, and the reverse holds too) the loader then runs faster than C. C' = the
-//     capacity with the core CPU idle bounds that from above, so the expected stall lies
-//     between 1 - C'/r and 1 - C/r (printed as "expected lo-hi %" in the verdict).
-//   in-memory beside the loader ("mem+L"): below 100 %, the in-memory runs are repeated
-//     with the loader's work beside them, its batches taken and dropped at the core's
-//     rate (PacedNeighbour), so the core computes next to the same neighbour as when fed.
-//     "ratio+L" (fed step over that) is what delivering the batches costs the core;
-//     "ratio" (over the plain in-memory step) adds what sharing the machine's silicon
-//     with the decoders costs, which on this VM's shared physical core is up to ~2 % at
-//     90 % and which no input pipeline on the same silicon can avoid.
+//     set d = 1.2 ("exp % set"). Above 100 % the core waits part of each step, so its CPU
+//     is busy less than while C was measured; where the CPUs share a physical core the
+//     loader then runs faster than C. C' = the capacity with the core CPU idle bounds that
+//     from above, so a round's expected stall lies between 1 - C'/r and 1 - C/r, r its fed
+//     rate, for the highest and lowest of the C and C' measured before and after it
+//     ("exp % range", the medians of the rounds' ends).
+//   in-memory beside the loader ("mem+L") and "ratio+L": below 100 %, each round also runs
+//     an interleaved run (InterleavedStream) of about --mixed-seconds whose batches
+//     alternate every 4 between the loader's and batches held in memory; while it hands
+//     out a held batch, a thread on the loader's CPU takes the loader's batch and drops it,
+//     so the loader works alike throughout and the core computes next to the same
+//     neighbour. The two kinds of step are a fraction of a second apart, so the machine's
+//     other load (which moves the core's speed by several percent from one run to the
+//     next here) falls on both alike. ratio+L is the median loader-fed step over the median
+//     in-memory step, the steps of all judged rounds pooled (each over its round's median
+//     step); the ratio of the means is printed too. It is what delivering the batches
+//     costs the core, apart from what sharing the silicon with the decoders does, which no
+//     input pipeline on the same silicon can avoid (the header's interference line).
 // Goals (issue 7): at 50 % and 90 %, stall <= 1 % and the step time at most 1 % above the
-// in-memory run's beside the loader (a stall can only lengthen a step); at 120 % the stall
-// within that expected range, give or take 2 points, with C and C' measured again just
-// before and after the fed run (the bracket uses the lowest and highest of the four).
+// in-memory one beside the loader (ratio+L <= 1.01); at 120 % the stall within the
+// expected range, give or take 2 points (the median of the judged rounds' distances
+// outside their ranges).
 //
 // Placement. With two or more CPUs the core (the trainer's thread, its compute and IO
 // tiles) gets one CPU of its own and the loader's threads (its --workers decode threads and
@@ -64,11 +76,14 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -99,9 +114,10 @@ struct Config {
   std::size_t capacity_steps = 30;  // steps timed for the capacity
   std::size_t memory_batches = 8;   // batches held for the in-memory runs
   std::vector<double> demands = {0.5, 0.9, 1.2};
-  int tune_rounds = 2;      // corrections of the core's cost from in-memory runs
-  int rounds = 5;           // fed / in-memory-beside-the-loader pairs per point below 100 %
-  double tolerance = 0.10;  // allowed deviation of achieved demand / capacity
+  int tune_rounds = 2;       // corrections of the core's cost from in-memory runs
+  int rounds = 7;            // per point, each between two capacity measurements
+  double mixed_seconds = 6;  // length of a round's interleaved run (below 100 %)
+  double tolerance = 0.10;   // allowed deviation of achieved demand / capacity
   bool pin = true;
   std::string json;
 };
@@ -243,9 +259,12 @@ struct RunResult {
 };
 
 // One trainer run of `steps` steps on `stream` with the synthetic core at `us_per_sample`.
+// `census`, if given, gets where the threads are once the pipeline runs; `on_step`, if
+// given, sees every step's progress (its own wait and busy time among it).
 RunResult Train(const Config& c, transport::BatchStream& stream, std::size_t steps,
                 double us_per_sample, const trainer::KernelCalibration& calibration,
-                std::string* census) {
+                std::string* census,
+                const std::function<void(const trainer::StepProgress&)>& on_step = {}) {
   trainer::LocalCollectives local;
   trainer::TrainerOptions options;
   options.local_batch = c.batch;
@@ -264,10 +283,11 @@ RunResult Train(const Config& c, transport::BatchStream& stream, std::size_t ste
         result.wait_seconds += r.wait_seconds;
         result.fill_seconds += r.fill_seconds;
       });
-  if (census != nullptr) {
-    // Once the pipeline runs (the IO tiles exist only inside Train), see where threads are.
-    trainer.SetProgressSink([census](const trainer::StepProgress& p) {
-      if (p.global_step == 2) *census = ThreadCensus();
+  if (census != nullptr || on_step) {
+    trainer.SetProgressSink([census, &on_step](const trainer::StepProgress& p) {
+      // Once the pipeline runs (the IO tiles exist only inside Train), see where threads are.
+      if (census != nullptr && p.global_step == 2) *census = ThreadCensus();
+      if (on_step) on_step(p);
     });
   }
   trainer.Train(stream, {});
@@ -297,44 +317,82 @@ Capacity LoaderCapacity(const Config& c, const fs::path& root, const Placement& 
   return capacity;
 }
 
-// The loader's work without its delivery to the core: a loader on the loader CPUs whose
-// batches a thread there takes at `images_per_second` and drops, so that the loader
-// decodes as much per second as while it feeds a core at that rate. An in-memory run with
-// this beside it computes next to the same neighbour as a loader-fed run, whatever the
-// machine's CPUs share (on this project's VM a physical core: the core computes ~15 %
-// slower while the loader decodes); the step-time ratio against it is what delivering the
-// batches costs the core, not what sharing the silicon does.
-class PacedNeighbour {
+// Returns once every slot of the loader's ring holds a decoded batch (or after 60 s, for a
+// loader that cannot fill it: the run then shows the stall).
+void WaitForFullRing(const loader::Loader& loader, const Config& c) {
+  const std::uint64_t full = static_cast<std::uint64_t>(c.prefetch_depth) * c.batch;
+  const auto give_up = Clock::now() + std::chrono::seconds(60);
+  while (loader.metrics().images < full && Clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+// One run that alternates, every `phase` batches, between the loader's batches (fed) and
+// batches held in memory. While it hands out a held batch, a thread on the loader CPUs takes
+// the loader's next batch and drops it, at the moment the IO tile would have taken it, so
+// the loader decodes the same images at the same pace either way and the core computes
+// next to the same neighbour; what differs is only where its batch comes from and whether
+// it waits for it. The two kinds of step are minutes of machine time apart in separate runs
+// but a fraction of a second apart here, so the machine's other load, which moves the
+// core's speed by several percent from one run to the next, falls on both alike.
+class InterleavedStream final : public transport::BatchStream {
  public:
-  PacedNeighbour(const Config& c, const fs::path& root, const Placement& where,
-                 double images_per_second)
-      : loader_(StartLoader(c, root, where)) {
-    thread_ = std::jthread([this, cpus = where.loader_cpus,
-                            rate = images_per_second](const std::stop_token& stop) {
+  // REQUIRES: `loader` and `held` (not empty) outlive the stream.
+  InterleavedStream(loader::Loader& loader, const std::vector<trainer::HeldBatch>& held,
+                    std::size_t phase, bool fed_first, const Placement& where)
+      : loader_(loader), stream_(loader), held_(held), phase_(phase), fed_first_(fed_first) {
+    dropper_ = std::jthread([this, cpus = where.loader_cpus](const std::stop_token& stop) {
       PinThisThread(cpus);
-      const auto start = Clock::now();
-      double images = 0;
-      while (!stop.stop_requested()) {
-        std::optional<loader::Batch> batch = loader_->Next();
-        if (!batch) continue;  // an epoch's end, or Stop(): the stop request says which
-        images += static_cast<double>(batch->size());
-        batch.reset();
-        std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(
-                                                  std::chrono::duration<double>(images / rate)));
+      while (true) {
+        {
+          std::unique_lock lock(mutex_);
+          if (!credit_.wait(lock, stop, [&] { return credits_ > 0; })) return;
+          --credits_;
+        }
+        std::lock_guard loader_lock(loader_mutex_);
+        stream_.Next();  // dropped at once: the slot goes back to the loader
       }
     });
   }
-  ~PacedNeighbour() {
-    thread_.request_stop();
-    loader_->Stop();  // wakes a Next() that waits
-    thread_.join();
+  ~InterleavedStream() override {
+    dropper_.request_stop();
+    loader_.Stop();  // wakes a Next() that waits
   }
-  PacedNeighbour(const PacedNeighbour&) = delete;
-  PacedNeighbour& operator=(const PacedNeighbour&) = delete;
+  InterleavedStream(const InterleavedStream&) = delete;
+  InterleavedStream& operator=(const InterleavedStream&) = delete;
+
+  // Whether the n-th batch handed out (from 0) comes from the loader.
+  bool Fed(std::uint64_t n) const { return (n / phase_ % 2 == 0) == fed_first_; }
+
+  std::optional<transport::ReceivedBatch> Next() override {
+    const std::uint64_t n = handed_.fetch_add(1);
+    if (Fed(n)) {
+      std::lock_guard loader_lock(loader_mutex_);
+      return stream_.Next();
+    }
+    {
+      std::lock_guard lock(mutex_);
+      ++credits_;
+    }
+    credit_.notify_one();
+    const trainer::HeldBatch& b = held_[n % held_.size()];
+    return transport::ReceivedBatch(b.meta, b.images, b.labels, b.sample_indices, nullptr);
+  }
+  bool ended() const override { return false; }
+  std::size_t batches_per_epoch() const override { return loader_.batches_per_epoch(); }
 
  private:
-  std::unique_ptr<loader::Loader> loader_;
-  std::jthread thread_;
+  loader::Loader& loader_;
+  transport::LoaderStream stream_;
+  const std::vector<trainer::HeldBatch>& held_;
+  const std::size_t phase_;
+  const bool fed_first_;
+  std::atomic<std::uint64_t> handed_{0};
+  std::mutex loader_mutex_;  // the IO tile and the dropper both take loader batches
+  std::mutex mutex_;
+  std::condition_variable_any credit_;
+  std::uint64_t credits_ = 0;  // guarded by mutex_: loader batches the dropper owes
+  std::jthread dropper_;
 };
 
 using bench::Median;
@@ -391,9 +449,15 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   app.add_option("--rounds", c.rounds,
-                 "Below 100 %: pairs of a loader-fed run and an in-memory run beside the "
-                 "loader's work, for the median step-time ratio")
+                 "Rounds per point, each set against the capacity measured right before it: "
+                 "a loader-fed run, and below 100 % an interleaved run")
       ->check(CLI::Range(1, 100))
+      ->capture_default_str();
+  app.add_option("--mixed-seconds", c.mixed_seconds,
+                 "Length of each interleaved run (below 100 %): its batches alternate every 4 "
+                 "between the loader's and ones held in memory, the loader's then taken and "
+                 "dropped beside")
+      ->check(CLI::Range(0.5, 3600.0))
       ->capture_default_str();
   app.add_flag("!--no-pin", c.pin, "Do not give the loader and the core separate CPUs");
   app.add_option("--json", c.json, "Write the capacity and one line per demand as JSON lines");
@@ -460,187 +524,293 @@ int main(int argc, char** argv) {
           << "\",\"core_rate_with_loader_percent\":" << 100 * interference << "}\n";
   }
 
-  // set: the demand asked for; achieved: the core's in-memory rate over C (mean of the
-  // in-memory runs before and after the loader-fed one); expected: 1 - 1/demand above 1.
-  // "ach fed": the core's own rate during the loader-fed run (its compute time only) over C;
-  // lower than "achieved" when the loader's work slows the core's compute.
-  // "step ms mem": from memory, the loader CPUs idle; "mem+L": from memory with the
-  // loader's work beside (PacedNeighbour); "ratio"/"ratio+L": the loader-fed step over each.
-  std::printf("%6s %8s %8s %10s %8s %12s %12s %9s %7s %7s %10s %10s %9s  %s\n", "set", "achieved",
-              "ach fed", "us/sample", "stall %", "step ms load", "step ms mem", "mem+L", "ratio",
-              "ratio+L", "exp % set", "exp % fed", "img/s", "verdict");
+  // Columns. set: the demand asked for; achieved: the core's in-memory rate over C once its
+  // cost is tuned; rounds: the rounds whose capacity held, of those run. The rest are
+  // medians over those rounds: us/sample (each round re-sets it against the capacity
+  // measured right before it), stall %, the loader-fed step, the in-memory step beside the
+  // loader's work ("mem+L", below 100 %), "ratio+L" (the per-round fed step over it), "ach
+  // fed" (the core's own rate in the fed run, compute time only, over the round's C), and
+  // the expected stall: 1 - 1/set, and above 100 % the range the capacities measured
+  // around the round bracket.
+  std::printf("%6s %8s %7s %10s %8s %12s %9s %8s %8s %10s %13s %9s  %s\n", "set", "achieved",
+              "rounds", "us/sample", "stall %", "step ms load", "mem+L", "ratio+L", "ach fed",
+              "exp % set", "exp % range", "img/s", "verdict");
   std::string census;
   bool all_valid = true;
   struct Point {
-    double demand, achieved, stall, expected_fed;
+    double demand, achieved, stall;
     bool valid, met;
   };
   std::vector<Point> points;
+  // One round of a point: the loader-fed run (and below 100 % the in-memory run beside the
+  // loader's work) between two capacity measurements.
+  struct Round {
+    double us_per_sample = 0;
+    double capacity_before = 0, capacity_after = 0;            // core CPU busy
+    double capacity_idle_before = 0, capacity_idle_after = 0;  // core CPU idle (above 100 %)
+    RunResult fed;
+    // Below 100 %: the interleaved run's step times (ms), by kind, its first step left out.
+    std::vector<double> mixed_fed_ms, mixed_memory_ms;
+    double ratio_beside = 0;  // their medians' ratio
+    double achieved_fed = 0;
+    double gap_low = 0, gap_high = 0;  // above 100 %: the expected stall's range
+    double deviation = 0;              // above 100 %: how far the stall is outside that range
+    bool valid = false;
+  };
   for (double demand : c.demands) {
-    // The loader's capacity right before this point (core CPU busy, and idle): the demand
-    // is set against it, not against the one from the start of the bench, which the
-    // machine's other load may have moved since. It is measured again after the point.
-    const double point_capacity = LoaderCapacity(c, root, where, calibration).images_per_second;
-    const double point_capacity_idle =
-        LoaderCapacity(c, root, where, calibration, false).images_per_second;
-    double us_per_sample = 1e6 / (demand * point_capacity);
+    const bool over = demand > 1;
     // Each in-memory run replays the held batches from a fresh stream.
     auto from_memory = [&](double us) {
       trainer::InMemoryStream memory_stream(held, 0);
       return Train(c, memory_stream, c.steps, us, calibration, nullptr);
     };
-    RunResult before = from_memory(us_per_sample);
+    // Each loader-fed run starts from the loader's steady state for its demand, as a long
+    // job is after its first seconds: below 100 % the loader outruns the core and its ring
+    // is full (the run starts once every slot holds a batch, as in a job whose loader fills
+    // its ring while the model is built); above 100 % the ring is empty (the run starts at
+    // once, and its first wait is the pipeline's fill). A 30-step run started on an empty
+    // ring at 90 % would measure the start-up instead: the ring gains a batch only every
+    // ten steps there, so it would never hold one in reserve.
+    const auto fed_run = [&](double us, std::string* thread_census) {
+      std::unique_ptr<loader::Loader> loader = StartLoader(c, root, where);
+      if (!over) WaitForFullRing(*loader, c);
+      transport::LoaderStream stream(*loader);
+      return Train(c, stream, c.steps, us, calibration, thread_census);
+    };
+    // Below 100 %: one run of about --mixed-seconds whose batches alternate every 4 between
+    // the loader's and held ones (InterleavedStream); each step's time goes to its kind,
+    // the run's first step (the fill) left out.
+    const auto interleaved_run = [&](double us, double capacity_before, bool fed_first,
+                                     Round& round) {
+      std::unique_ptr<loader::Loader> loader = StartLoader(c, root, where);
+      WaitForFullRing(*loader, c);
+      InterleavedStream stream(*loader, held, 4, fed_first, where);
+      // As many steps as the core, at the demand set, takes in that time.
+      const auto steps = static_cast<std::size_t>(std::max(
+          16.0, c.mixed_seconds * demand * capacity_before / static_cast<double>(c.batch)));
+      Train(c, stream, steps, us, calibration, nullptr, [&](const trainer::StepProgress& p) {
+        if (p.global_step < 2) return;
+        // One replica, no accumulation: step k took the k-th batch handed out.
+        const double ms = 1e3 * (p.step_wait_seconds + p.step_busy_seconds);
+        (stream.Fed(p.global_step - 1) ? round.mixed_fed_ms : round.mixed_memory_ms).push_back(ms);
+      });
+      const double memory = Median(round.mixed_memory_ms);
+      round.ratio_beside = memory > 0 ? Median(round.mixed_fed_ms) / memory : 0;
+    };
+    // The capacity right before the point (core CPU busy, and above 100 % idle): the core's
+    // cost per sample is tuned against it, not against the one from the start of the bench,
+    // which the machine's other load may have moved since.
+    double capacity_now = LoaderCapacity(c, root, where, calibration).images_per_second;
+    double capacity_idle_now =
+        over ? LoaderCapacity(c, root, where, calibration, false).images_per_second : 0;
+    const double tuned_capacity = capacity_now;
+    double us_tuned = 1e6 / (demand * capacity_now);
+    RunResult before = from_memory(us_tuned);
     // Closed loop: the core gets what CPU the machine leaves it, so its cost per sample is
     // corrected until its in-memory rate is the demand asked for.
     for (int t = 0; t < c.tune_rounds; ++t) {
-      const double achieved = before.images_per_second() / point_capacity;
+      const double achieved = before.images_per_second() / tuned_capacity;
       if (std::abs(achieved / demand - 1) <= c.tolerance / 4) break;
-      us_per_sample *= achieved / demand;
-      before = from_memory(us_per_sample);
+      us_tuned *= achieved / demand;
+      before = from_memory(us_tuned);
     }
-    const auto fed_run = [&](std::string* thread_census) {
-      std::unique_ptr<loader::Loader> loader = StartLoader(c, root, where);
-      transport::LoaderStream stream(*loader);
-      return Train(c, stream, c.steps, us_per_sample, calibration, thread_census);
-    };
-    const auto beside_loader = [&](double images_per_second) {
-      PacedNeighbour neighbour(c, root, where, images_per_second);
-      return from_memory(us_per_sample);
-    };
-    RunResult fed = fed_run(census.empty() ? &census : nullptr);
-    // Below capacity: --rounds pairs of a loader-fed run and an in-memory run with the
-    // loader's work beside it (PacedNeighbour, at the fed run's rate), the order swapped
-    // every round; the step ratio and the stall are the medians over the pairs (the JSON
-    // line has the largest stall too). Pairs close in time see the same machine, and a
-    // median is not moved by one round in which the machine's other load took the
-    // loader's CPU.
-    std::vector<double> pair_ratios;
-    std::vector<double> beside_steps;
-    std::vector<double> stalls = {fed.stall_percent()};
-    if (demand <= 1) {
-      for (int round = 0; round < c.rounds; ++round) {
-        RunResult this_fed;
-        RunResult beside;
-        if (round % 2 == 0) {
-          this_fed = round == 0 ? fed : fed_run(nullptr);
-          beside = beside_loader(this_fed.images_per_second());
-        } else {
-          beside = beside_loader(fed.images_per_second());
-          this_fed = fed_run(nullptr);
-        }
-        if (round > 0) stalls.push_back(this_fed.stall_percent());
-        beside_steps.push_back(beside.step_ms());
-        pair_ratios.push_back(beside.step_ms() > 0 ? this_fed.step_ms() / beside.step_ms() : 0);
+    // --rounds rounds, each between two capacity measurements (the one after a round is the
+    // one before the next). Each round re-sets the core's cost against the capacity right
+    // before it, so the demand follows the loader's capacity as the machine's other load
+    // moves it (10-30 % within a minute here), and a round whose capacity moved by more
+    // than the tolerance meanwhile is not judged. A round is a loader-fed run, and below
+    // 100 % an interleaved run (its first kind of batch swapped every round); the point
+    // reports the medians over the rounds that held, which one round in which the
+    // machine's other load took the loader's CPU does not move.
+    std::vector<Round> rounds;
+    for (int r = 0; r < c.rounds; ++r) {
+      Round round;
+      round.capacity_before = capacity_now;
+      round.capacity_idle_before = capacity_idle_now;
+      round.us_per_sample = us_tuned * tuned_capacity / capacity_now;
+      round.fed = fed_run(round.us_per_sample, census.empty() ? &census : nullptr);
+      if (!over) {
+        interleaved_run(round.us_per_sample, round.capacity_before, r % 2 == 0, round);
       }
+      capacity_now = LoaderCapacity(c, root, where, calibration).images_per_second;
+      if (over) {
+        capacity_idle_now = LoaderCapacity(c, root, where, calibration, false).images_per_second;
+      }
+      round.capacity_after = capacity_now;
+      round.capacity_idle_after = capacity_idle_now;
+      round.achieved_fed = round.fed.busy_images_per_second() / round.capacity_before;
+      // Above 100 % the point is about the capacity gap, so the core must also have run
+      // over capacity while fed; below, a slower core when fed is the loader's cost and
+      // shows in the step-time ratio (the goal), so it does not invalidate the round.
+      round.valid = std::abs(round.capacity_after / round.capacity_before - 1) <= c.tolerance &&
+                    (!over || std::abs(round.achieved_fed / demand - 1) <= c.tolerance);
+      if (over) {
+        // The core waits part of each step, so its CPU is neither always busy (C) nor idle
+        // (C'): the stall the round should show lies between 1 - C/r and 1 - C'/r, r the
+        // core's own rate when fed, for the lowest and highest of the four capacities
+        // measured around it.
+        const double fed_rate = round.fed.busy_images_per_second();
+        const double lowest = std::min({round.capacity_before, round.capacity_after,
+                                        round.capacity_idle_before, round.capacity_idle_after});
+        const double highest = std::max({round.capacity_before, round.capacity_after,
+                                         round.capacity_idle_before, round.capacity_idle_after});
+        round.gap_low = fed_rate > highest ? 100 * (1 - highest / fed_rate) : 0;
+        round.gap_high = fed_rate > lowest ? 100 * (1 - lowest / fed_rate) : 0;
+        const double stall = round.fed.stall_percent();
+        round.deviation = stall < round.gap_low    ? stall - round.gap_low
+                          : stall > round.gap_high ? stall - round.gap_high
+                                                   : 0;
+      }
+      rounds.push_back(round);
     }
-    const RunResult after = from_memory(us_per_sample);
-    // The capacity again: the point is INVALID if it moved by more than the tolerance, and
-    // above 100 % the gap the fed run should show is bracketed by the lowest and highest
-    // capacity measured around it.
-    const double point_capacity_after =
-        LoaderCapacity(c, root, where, calibration).images_per_second;
-    const double point_capacity_idle_after =
-        LoaderCapacity(c, root, where, calibration, false).images_per_second;
-    const double point_capacity_drift = point_capacity_after / point_capacity - 1;
-    const std::vector<double> local_capacities = {point_capacity, point_capacity_idle,
-                                                  point_capacity_after, point_capacity_idle_after};
-    const double stall = Median(stalls);
-    const double worst_stall = *std::max_element(stalls.begin(), stalls.end());
-
-    const double memory_step_ms = (before.step_ms() + after.step_ms()) / 2;
-    const double memory_ips = (before.images_per_second() + after.images_per_second()) / 2;
-    const double achieved = memory_ips / point_capacity;
+    // The core's in-memory rate at the tuned cost again: the point is INVALID if it moved by
+    // more than the tolerance (the core CPU's speed changed under the point).
+    const RunResult after = from_memory(us_tuned);
+    const double achieved = before.images_per_second() / tuned_capacity;
     const double drift = before.step_ms() > 0 ? after.step_ms() / before.step_ms() - 1 : 0;
-    const double ratio = memory_step_ms > 0 ? fed.step_ms() / memory_step_ms : 0;
-    // Against in-memory runs with the loader's work beside them (below capacity only).
-    const double beside_step_ms = beside_steps.empty() ? 0 : Median(beside_steps);
-    const double ratio_beside = pair_ratios.empty() ? 0 : Median(pair_ratios);
-    const double achieved_fed = fed.busy_images_per_second() / point_capacity;
-    const double expected_set = demand > 1 ? 100 * (1 - 1 / demand) : 0;
-    // The stall the two rates of the loader-fed run imply: the core's own rate then (its
-    // compute time only) against the loader's capacity.
-    const double expected_fed = achieved_fed > 1 ? 100 * (1 - 1 / achieved_fed) : 0;
-    // The same with the capacity the loader has when the core CPU idles: the lower end of
-    // the expected stall (the core's CPU is busy only part of the time above 100 %).
-    const double fed_rate = achieved_fed * point_capacity;
-    const double expected_low =
-        fed_rate > point_capacity_idle ? 100 * (1 - point_capacity_idle / fed_rate) : 0;
-    // Above 100 % the point is about the capacity gap, so the core must also have run over
-    // capacity while fed; below, a slower core when fed is the loader's cost and shows in
-    // the step-time ratio (the goal), so it does not invalidate the point.
+
+    // Medians over the rounds that held.
+    const auto median_of = [&](auto field) {
+      std::vector<double> values;
+      for (const Round& round : rounds) {
+        if (round.valid) values.push_back(field(round));
+      }
+      return Median(values);
+    };
+    std::size_t valid_rounds = 0;
+    double worst_stall = 0;
+    for (const Round& round : rounds) {
+      if (!round.valid) continue;
+      ++valid_rounds;
+      worst_stall = std::max(worst_stall, round.fed.stall_percent());
+    }
+    const double stall = median_of([](const Round& r) { return r.fed.stall_percent(); });
+    const double fed_step_ms = median_of([](const Round& r) { return r.fed.step_ms(); });
+    // The interleaved runs' steps of all the rounds that held, pooled by kind, each step's
+    // time over its round's median step (the rounds' costs differ, as their capacities did);
+    // ratio+L is the ratio of the two pools' medians, and the mean-based one is printed too
+    // (it counts every slow step, whatever slowed it).
+    std::vector<double> pooled_fed, pooled_memory;
+    double fed_sum = 0, memory_sum = 0;
+    double beside_step_ms = 0;
+    {
+      std::vector<double> memory_medians;
+      for (const Round& round : rounds) {
+        if (!round.valid || round.mixed_fed_ms.empty() || round.mixed_memory_ms.empty()) continue;
+        std::vector<double> all = round.mixed_fed_ms;
+        all.insert(all.end(), round.mixed_memory_ms.begin(), round.mixed_memory_ms.end());
+        const double scale = Median(all);
+        for (double ms : round.mixed_fed_ms) pooled_fed.push_back(ms / scale);
+        for (double ms : round.mixed_memory_ms) pooled_memory.push_back(ms / scale);
+        for (double ms : round.mixed_fed_ms) fed_sum += ms / scale;
+        for (double ms : round.mixed_memory_ms) memory_sum += ms / scale;
+        memory_medians.push_back(Median(round.mixed_memory_ms));
+      }
+      beside_step_ms = Median(memory_medians);
+    }
+    const double ratio_beside =
+        pooled_memory.empty() ? 0 : Median(pooled_fed) / Median(pooled_memory);
+    const double ratio_beside_mean =
+        memory_sum > 0 ? (fed_sum / static_cast<double>(pooled_fed.size())) /
+                             (memory_sum / static_cast<double>(pooled_memory.size()))
+                       : 0;
+    const double achieved_fed = median_of([](const Round& r) { return r.achieved_fed; });
+    const double us_per_sample = median_of([](const Round& r) { return r.us_per_sample; });
+    const double fed_ips = median_of([](const Round& r) { return r.fed.images_per_second(); });
+    const double gap_low = median_of([](const Round& r) { return r.gap_low; });
+    const double gap_high = median_of([](const Round& r) { return r.gap_high; });
+    const double deviation = median_of([](const Round& r) { return r.deviation; });
+    const double expected_set = over ? 100 * (1 - 1 / demand) : 0;
+    // A majority of the rounds must have held for the point to be judged.
     const bool valid = std::abs(achieved / demand - 1) <= c.tolerance &&
-                       std::abs(drift) <= c.tolerance &&
-                       std::abs(point_capacity_drift) <= c.tolerance &&
-                       (demand <= 1 || std::abs(achieved_fed / demand - 1) <= c.tolerance);
+                       std::abs(drift) <= c.tolerance && 2 * valid_rounds > rounds.size();
     all_valid = all_valid && valid;
     // Below 100 %: no more than 1 % stall, and the step no more than 1 % longer than from
     // memory with the loader's work beside it (a stall only lengthens steps; a fed step
-    // shorter than the in-memory mean is the core's own run-to-run spread). The ratio
-    // against memory with an idle neighbour is printed too: above 1 by what the machine's
-    // shared silicon costs, which no input pipeline on that silicon can avoid. Above 100 %:
-    // the stall within the capacity gap, between its ends for the loader's lowest and
-    // highest capacity measured around the run (core CPU idle and busy), give or take 2
-    // points.
-    double gap_low = std::min(expected_low, expected_fed);
-    double gap_high = std::max(expected_low, expected_fed);
-    if (demand > 1) {
-      const auto [lowest, highest] =
-          std::minmax_element(local_capacities.begin(), local_capacities.end());
-      gap_low = fed_rate > *highest ? 100 * (1 - *highest / fed_rate) : 0;
-      gap_high = fed_rate > *lowest ? 100 * (1 - *lowest / fed_rate) : 0;
-    }
-    const bool met =
-        demand <= 1 ? stall <= 1 && ratio_beside <= 1.01
-                    : fed.stall_percent() >= gap_low - 2 && fed.stall_percent() <= gap_high + 2;
+    // shorter than that is the core's own run-to-run spread). Above 100 %: the stall within
+    // the expected range, give or take 2 points (the median of the rounds' distances
+    // outside it).
+    const bool met = over ? std::abs(deviation) <= 2 : stall <= 1 && ratio_beside <= 1.01;
     std::string verdict;
     char why[200];
     if (!valid) {
       std::snprintf(why, sizeof(why),
-                    "INVALID (core at %.0f %% of the set demand in memory, %.0f %% when fed; "
-                    "in-memory rate moved %+.1f %%, capacity %+.1f %%)",
-                    100 * achieved / demand, 100 * achieved_fed / demand, 100 * drift,
-                    100 * point_capacity_drift);
+                    "INVALID (core at %.0f %% of the set demand in memory; its in-memory rate "
+                    "moved %+.1f %%; the capacity held in %zu of %zu rounds)",
+                    100 * achieved / demand, 100 * drift, valid_rounds, rounds.size());
       verdict = why;
     } else {
       verdict = met ? "goal met" : "goal MISSED";
-      if (achieved_fed < achieved * (1 - c.tolerance)) {
+      if (!over && achieved_fed < achieved * (1 - c.tolerance)) {
         std::snprintf(why, sizeof(why), " (the core computes %.0f %% slower when fed)",
                       100 * (1 - achieved_fed / achieved));
         verdict += why;
       }
     }
-    if (demand > 1) {
-      std::snprintf(why, sizeof(why), " (expected %.1f-%.1f %%)", gap_low, gap_high);
-      verdict += why;
-    }
-    points.push_back({demand, achieved, stall, expected_fed, valid, met});
+    points.push_back({demand, achieved, stall, valid, met});
+    char range[32] = "-";
+    if (over) std::snprintf(range, sizeof(range), "%.1f-%.1f", gap_low, gap_high);
     std::printf(
-        "%5.0f%% %7.0f%% %7.0f%% %10.2f %8.2f %12.2f %12.2f %9.2f %7.3f %7.3f %10.1f %10.1f "
-        "%9.1f  %s\n",
-        100 * demand, 100 * achieved, 100 * achieved_fed, us_per_sample, stall, fed.step_ms(),
-        memory_step_ms, beside_step_ms, ratio, ratio_beside, expected_set, expected_fed,
-        fed.images_per_second(), verdict.c_str());
+        "%5.0f%% %7.0f%% %3zu of %zu %10.2f %8.2f %12.2f %9.2f %8.3f %7.0f%% %10.1f %13s %9.1f  "
+        "%s\n",
+        100 * demand, 100 * achieved, valid_rounds, rounds.size(), us_per_sample, stall,
+        fed_step_ms, beside_step_ms, ratio_beside, 100 * achieved_fed, expected_set, range, fed_ips,
+        verdict.c_str());
+    // Every round, for whoever wants to see the spread the medians hide.
+    for (std::size_t r = 0; r < rounds.size(); ++r) {
+      const Round& round = rounds[r];
+      char idle[64] = "";
+      char detail[64] = "";
+      if (over) {
+        std::snprintf(idle, sizeof(idle), " (idle %.0f -> %.0f)", round.capacity_idle_before,
+                      round.capacity_idle_after);
+        std::snprintf(detail, sizeof(detail), ", expected %.1f-%.1f %%", round.gap_low,
+                      round.gap_high);
+      } else {
+        std::snprintf(detail, sizeof(detail), ", ratio+L %.3f", round.ratio_beside);
+      }
+      char judged[96] = "";
+      const double moved = round.capacity_after / round.capacity_before - 1;
+      if (!round.valid && std::abs(moved) > c.tolerance) {
+        std::snprintf(judged, sizeof(judged), "  (not judged: C moved %+.1f %%)", 100 * moved);
+      } else if (!round.valid) {
+        std::snprintf(judged, sizeof(judged),
+                      "  (not judged: the core ran at %.0f %% of C when fed)",
+                      100 * round.achieved_fed);
+      }
+      std::printf(
+          "         round %zu: C %.0f -> %.0f images/s%s, stall %.2f %%, step %.2f ms%s%s\n", r + 1,
+          round.capacity_before, round.capacity_after, idle, round.fed.stall_percent(),
+          round.fed.step_ms(), detail, judged);
+    }
+    if (!over) {
+      std::printf(
+          "         interleaved steps of the rounds judged: %zu loader-fed, %zu from memory; "
+          "ratio+L of their medians %.3f, of their means %.3f\n",
+          pooled_fed.size(), pooled_memory.size(), ratio_beside, ratio_beside_mean);
+    }
     std::fflush(stdout);
     if (json) {
       *json << "{\"demand\":" << demand << ",\"achieved_demand\":" << achieved
             << ",\"achieved_demand_fed\":" << achieved_fed << ",\"us_per_sample\":" << us_per_sample
             << ",\"stall_percent\":" << stall << ",\"worst_stall_percent\":" << worst_stall
-            << ",\"step_ms\":" << fed.step_ms() << ",\"rounds\":" << pair_ratios.size()
-            << ",\"memory_step_ms\":" << memory_step_ms
+            << ",\"step_ms\":" << fed_step_ms << ",\"rounds\":" << rounds.size()
+            << ",\"valid_rounds\":" << valid_rounds
             << ",\"memory_step_ms_before\":" << before.step_ms()
             << ",\"memory_step_ms_after\":" << after.step_ms()
-            << ",\"memory_stall_percent\":" << after.stall_percent() << ",\"ratio\":" << ratio
+            << ",\"memory_stall_percent\":" << after.stall_percent()
             << ",\"memory_beside_loader_step_ms\":" << beside_step_ms
             << ",\"ratio_beside_loader\":" << ratio_beside
+            << ",\"ratio_beside_loader_mean\":" << ratio_beside_mean
+            << ",\"interleaved_steps\":" << pooled_fed.size() + pooled_memory.size()
             << ",\"expected_stall_percent_set\":" << expected_set
-            << ",\"expected_stall_percent_fed\":" << expected_fed
-            << ",\"expected_stall_percent_low\":" << expected_low
-            << ",\"images_per_second\":" << fed.images_per_second()
-            << ",\"fill_seconds\":" << fed.fill_seconds
-            << ",\"valid\":" << (valid ? "true" : "false")
+            << ",\"expected_stall_percent_low\":" << gap_low
+            << ",\"expected_stall_percent_high\":" << gap_high
+            << ",\"images_per_second\":" << fed_ips << ",\"valid\":" << (valid ? "true" : "false")
             << ",\"goal_met\":" << (valid && met ? "true" : "false") << "}\n";
     }
   }
+
   // Each point measured the capacity before and after itself; the run's drift from start to
   // end is information (a point is judged against its own).
   const double capacity_after = LoaderCapacity(c, root, where, calibration).images_per_second;
@@ -651,11 +821,11 @@ int main(int argc, char** argv) {
       capacity_after, 100 * capacity_drift);
   std::printf("threads during the first loader-fed run: %s\n", census.c_str());
   std::printf(
-      "goals: below 100 %% demand, stall <= 1 %% (median of the fed runs) and step time at most 1 "
-      "%% "
-      "above in-memory beside the loader's work (ratio+L, median of the pairs); "
-      "above, stall within 2 points of the gap 1 - C'/r, C' between the capacity with the core "
-      "CPU idle and busy, r the core's rate when fed\n");
+      "goals: below 100 %% demand, stall <= 1 %% (median of the judged rounds' fed runs) and the "
+      "loader-fed step at most 1 %% above the in-memory one beside the loader's work (ratio+L, "
+      "interleaved runs); above, the stall within 2 points of the range 1 - C/r .. 1 - C'/r "
+      "(C, C' the capacities around the round with the core CPU busy and idle, r the core's "
+      "rate when fed)\n");
   const bool valid = all_valid;
   int met = 0;
   for (const Point& p : points) met += p.valid && p.met ? 1 : 0;
