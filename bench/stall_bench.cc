@@ -84,6 +84,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <thread>
@@ -332,8 +333,8 @@ void WaitForFullRing(const loader::Loader& loader, const Config& c) {
 // the loader's next batch and drops it, at the moment the IO tile would have taken it, so
 // the loader decodes the same images at the same pace either way and the core computes
 // next to the same neighbour; what differs is only where its batch comes from and whether
-// it waits for it. The two kinds of step are minutes of machine time apart in separate runs
-// but a fraction of a second apart here, so the machine's other load, which moves the
+// it waits for it. The two kinds of step are seconds apart in separate runs but a fraction
+// of a second apart here, so the machine's other load, which moves the
 // core's speed by several percent from one run to the next, falls on both alike.
 class InterleavedStream final : public transport::BatchStream {
  public:
@@ -528,10 +529,10 @@ int main(int argc, char** argv) {
   // cost is tuned; rounds: the rounds whose capacity held, of those run. The rest are
   // medians over those rounds: us/sample (each round re-sets it against the capacity
   // measured right before it), stall %, the loader-fed step, the in-memory step beside the
-  // loader's work ("mem+L", below 100 %), "ratio+L" (the per-round fed step over it), "ach
-  // fed" (the core's own rate in the fed run, compute time only, over the round's C), and
-  // the expected stall: 1 - 1/set, and above 100 % the range the capacities measured
-  // around the round bracket.
+  // loader's work ("mem+L", below 100 %), "ratio+L" (the loader-fed steps over those, see
+  // below), "ach fed" (the core's own rate in the fed run, compute time only, over the
+  // round's C), and the expected stall: 1 - 1/set, and above 100 % the range the
+  // capacities measured around the round bracket.
   std::printf("%6s %8s %7s %10s %8s %12s %9s %8s %8s %10s %13s %9s  %s\n", "set", "achieved",
               "rounds", "us/sample", "stall %", "step ms load", "mem+L", "ratio+L", "ach fed",
               "exp % set", "exp % range", "img/s", "verdict");
@@ -542,8 +543,8 @@ int main(int argc, char** argv) {
     bool valid, met;
   };
   std::vector<Point> points;
-  // One round of a point: the loader-fed run (and below 100 % the in-memory run beside the
-  // loader's work) between two capacity measurements.
+  // One round of a point: the loader-fed run (and below 100 % the interleaved run) between
+  // two capacity measurements.
   struct Round {
     double us_per_sample = 0;
     double capacity_before = 0, capacity_after = 0;            // core CPU busy
@@ -691,7 +692,6 @@ int main(int argc, char** argv) {
     // ratio+L is the ratio of the two pools' medians, and the mean-based one is printed too
     // (it counts every slow step, whatever slowed it).
     std::vector<double> pooled_fed, pooled_memory;
-    double fed_sum = 0, memory_sum = 0;
     double beside_step_ms = 0;
     {
       std::vector<double> memory_medians;
@@ -702,18 +702,18 @@ int main(int argc, char** argv) {
         const double scale = Median(all);
         for (double ms : round.mixed_fed_ms) pooled_fed.push_back(ms / scale);
         for (double ms : round.mixed_memory_ms) pooled_memory.push_back(ms / scale);
-        for (double ms : round.mixed_fed_ms) fed_sum += ms / scale;
-        for (double ms : round.mixed_memory_ms) memory_sum += ms / scale;
         memory_medians.push_back(Median(round.mixed_memory_ms));
       }
       beside_step_ms = Median(memory_medians);
     }
     const double ratio_beside =
         pooled_memory.empty() ? 0 : Median(pooled_fed) / Median(pooled_memory);
+    const auto mean = [](const std::vector<double>& v) {
+      return v.empty() ? 0.0
+                       : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+    };
     const double ratio_beside_mean =
-        memory_sum > 0 ? (fed_sum / static_cast<double>(pooled_fed.size())) /
-                             (memory_sum / static_cast<double>(pooled_memory.size()))
-                       : 0;
+        pooled_memory.empty() ? 0 : mean(pooled_fed) / mean(pooled_memory);
     const double achieved_fed = median_of([](const Round& r) { return r.achieved_fed; });
     const double us_per_sample = median_of([](const Round& r) { return r.us_per_sample; });
     const double fed_ips = median_of([](const Round& r) { return r.fed.images_per_second(); });
