@@ -552,7 +552,8 @@ int main(int argc, char** argv) {
     RunResult fed;
     // Below 100 %: the interleaved run's step times (ms), by kind, its first step left out.
     std::vector<double> mixed_fed_ms, mixed_memory_ms;
-    double ratio_beside = 0;  // their medians' ratio
+    std::vector<double> mixed_fed_wait_ms, mixed_memory_wait_ms;  // the waits within them
+    double ratio_beside = 0;                                      // their medians' ratio
     double achieved_fed = 0;
     double gap_low = 0, gap_high = 0;  // above 100 %: the expected stall's range
     double deviation = 0;              // above 100 %: how far the stall is outside that range
@@ -593,7 +594,10 @@ int main(int argc, char** argv) {
         if (p.global_step < 2) return;
         // One replica, no accumulation: step k took the k-th batch handed out.
         const double ms = 1e3 * (p.step_wait_seconds + p.step_busy_seconds);
-        (stream.Fed(p.global_step - 1) ? round.mixed_fed_ms : round.mixed_memory_ms).push_back(ms);
+        const bool fed = stream.Fed(p.global_step - 1);
+        (fed ? round.mixed_fed_ms : round.mixed_memory_ms).push_back(ms);
+        (fed ? round.mixed_fed_wait_ms : round.mixed_memory_wait_ms)
+            .push_back(1e3 * p.step_wait_seconds);
       });
       const double memory = Median(round.mixed_memory_ms);
       round.ratio_beside = memory > 0 ? Median(round.mixed_fed_ms) / memory : 0;
@@ -690,8 +694,11 @@ int main(int argc, char** argv) {
     // The interleaved runs' steps of all the rounds that held, pooled by kind, each step's
     // time over its round's median step (the rounds' costs differ, as their capacities did);
     // ratio+L is the ratio of the two pools' medians, and the mean-based one is printed too
-    // (it counts every slow step, whatever slowed it).
+    // (it counts every slow step, whatever slowed it), with and without the steps' input
+    // waits (a loader-fed step waits when the machine's other load took the loader's CPU
+    // for longer than its ring lasts; a step from memory never does).
     std::vector<double> pooled_fed, pooled_memory;
+    std::vector<double> pooled_fed_wait, pooled_memory_wait;
     double beside_step_ms = 0;
     {
       std::vector<double> memory_medians;
@@ -702,6 +709,8 @@ int main(int argc, char** argv) {
         const double scale = Median(all);
         for (double ms : round.mixed_fed_ms) pooled_fed.push_back(ms / scale);
         for (double ms : round.mixed_memory_ms) pooled_memory.push_back(ms / scale);
+        for (double ms : round.mixed_fed_wait_ms) pooled_fed_wait.push_back(ms / scale);
+        for (double ms : round.mixed_memory_wait_ms) pooled_memory_wait.push_back(ms / scale);
         memory_medians.push_back(Median(round.mixed_memory_ms));
       }
       beside_step_ms = Median(memory_medians);
@@ -714,6 +723,12 @@ int main(int argc, char** argv) {
     };
     const double ratio_beside_mean =
         pooled_memory.empty() ? 0 : mean(pooled_fed) / mean(pooled_memory);
+    const double ratio_beside_busy = pooled_memory.empty()
+                                         ? 0
+                                         : (mean(pooled_fed) - mean(pooled_fed_wait)) /
+                                               (mean(pooled_memory) - mean(pooled_memory_wait));
+    const double mixed_fed_stall =
+        pooled_fed.empty() ? 0 : 100 * mean(pooled_fed_wait) / mean(pooled_fed);
     const double achieved_fed = median_of([](const Round& r) { return r.achieved_fed; });
     const double us_per_sample = median_of([](const Round& r) { return r.us_per_sample; });
     const double fed_ips = median_of([](const Round& r) { return r.fed.images_per_second(); });
@@ -786,8 +801,10 @@ int main(int argc, char** argv) {
     if (!over) {
       std::printf(
           "         interleaved steps of the rounds judged: %zu loader-fed, %zu from memory; "
-          "ratio+L of their medians %.3f, of their means %.3f\n",
-          pooled_fed.size(), pooled_memory.size(), ratio_beside, ratio_beside_mean);
+          "ratio+L of their medians %.3f, of their means %.3f (%.3f without the waits; the "
+          "loader-fed ones waited %.2f %% of their time)\n",
+          pooled_fed.size(), pooled_memory.size(), ratio_beside, ratio_beside_mean,
+          ratio_beside_busy, mixed_fed_stall);
     }
     std::fflush(stdout);
     if (json) {
@@ -802,6 +819,8 @@ int main(int argc, char** argv) {
             << ",\"memory_beside_loader_step_ms\":" << beside_step_ms
             << ",\"ratio_beside_loader\":" << ratio_beside
             << ",\"ratio_beside_loader_mean\":" << ratio_beside_mean
+            << ",\"ratio_beside_loader_mean_busy\":" << ratio_beside_busy
+            << ",\"interleaved_fed_stall_percent\":" << mixed_fed_stall
             << ",\"interleaved_steps\":" << pooled_fed.size() + pooled_memory.size()
             << ",\"expected_stall_percent_set\":" << expected_set
             << ",\"expected_stall_percent_low\":" << gap_low
