@@ -32,6 +32,7 @@
 #include "loader/image_folder.h"
 #include "loader/loader.h"
 #include "loader/shard_source.h"
+#include "metrics/cli.h"
 
 namespace {
 
@@ -267,6 +268,8 @@ int main(int argc, char** argv) {
                  "--against: timed batches per dataset and round (after --warmup untimed ones)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  tilefeed::metrics::Flags metrics_flags;
+  tilefeed::metrics::AddFlags(app, metrics_flags);
   CLI11_PARSE(app, argc, argv);
 
   const char* split = mode == "train" ? "train" : "val";
@@ -339,6 +342,18 @@ int main(int argc, char** argv) {
       run->source().size(), run->source().class_names().size(), root.c_str(), mode.c_str(),
       options.image_size, options.image_size, options.batch_size, threads, options.prefetch_depth);
 
+  tilefeed::metrics::Session metrics;
+  try {
+    metrics = tilefeed::metrics::Open(
+        metrics_flags, {"loader_bench", tilefeed::metrics::OptionsOf(app), data,
+                        run->source().size(), run->source().class_names().size(), 0, 1,
+                        run->metrics().slots * run->metrics().slot_bytes});
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "loader_bench: %s\n", e.what());
+    return 2;
+  }
+  metrics.SetLoader([&run] { return run->metrics(); });
+
   const bool live = isatty(STDERR_FILENO) != 0;
   std::uint64_t checksum = 0;
   std::size_t batches = 0;
@@ -385,6 +400,7 @@ int main(int argc, char** argv) {
           break;
         }
       }
+      if (any && metrics) metrics.writer->EndEpoch(epoch);
       if (!any ||
           (seconds > 0 && std::chrono::duration<double>(Clock::now() - begin).count() >= seconds)) {
         break;
@@ -392,11 +408,14 @@ int main(int argc, char** argv) {
     }
   } catch (const loader::LoaderError& e) {
     std::fprintf(stderr, "\nloader_bench: %s\n", e.what());
+    metrics.Finish("error", e.what());
     return 1;
   }
   if (live) std::fprintf(stderr, "\r%60s\r", "");
   const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
   const loader::LoaderMetrics end = run->metrics();
+  metrics.SetLoader({});
+  metrics.Finish("completed");
   run->Stop();
   if (batches <= warmup) {
     std::fprintf(stderr, "loader_bench: only %zu batches; lower --warmup or run longer\n", batches);
