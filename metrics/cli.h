@@ -44,6 +44,30 @@ struct Session {
   void Finish(const std::string& exit, const std::string& error = "") {
     if (writer) writer->Finish(exit, error);
   }
+  // Detaches the loader probe when it goes out of scope: declare it right after the Loader
+  // it reads, so it is gone before the Loader is, however the scope is left.
+  class ScopedLoader {
+   public:
+    ScopedLoader(Session& session, std::function<loader::LoaderMetrics()> probe)
+        : session_(session) {
+      session_.SetLoader(std::move(probe));
+    }
+    ~ScopedLoader() { session_.SetLoader({}); }
+    ScopedLoader(const ScopedLoader&) = delete;
+    ScopedLoader& operator=(const ScopedLoader&) = delete;
+
+   private:
+    Session& session_;
+  };
+  // Writes an epoch record (see Writer::EndEpoch) when metrics are on.
+  void EndEpoch(std::uint64_t epoch, std::optional<double> loss = {},
+                std::optional<double> accuracy = {}, std::optional<double> val_accuracy = {}) {
+    if (writer) writer->EndEpoch(epoch, loss, accuracy, val_accuracy);
+  }
+  void AddStep(std::uint64_t epoch, std::uint64_t images, double wait_seconds,
+               double busy_seconds) {
+    if (writer) writer->AddStep(epoch, images, wait_seconds, busy_seconds);
+  }
   explicit operator bool() const { return writer != nullptr; }
 };
 

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -288,7 +289,12 @@ Writer::Writer(const WriterOptions& options, RunInfo info) : impl_(std::make_uni
 
 Writer::~Writer() {
   try {
-    Finish("abandoned");
+    // Unwinding: an exception ends the run and the tool reports it; say so here too.
+    if (std::uncaught_exceptions() > 0) {
+      Finish("error", "an exception ended the run (the tool's stderr names it)");
+    } else {
+      Finish("abandoned");
+    }
   } catch (...) {
     // A destructor must not throw; the file simply lacks its end record.
   }

@@ -4,7 +4,8 @@
 // machine-readable twin docs/metrics-schema.json). A Writer opens its file, writes one
 // `config` record, then an `interval` record every interval from a sampler thread, an
 // `epoch` record when the tool ends an epoch, and one `end` record from Finish() (or from
-// the destructor, with exit "abandoned", if the tool never called it).
+// the destructor if the tool never called it: exit "error" while an exception unwinds, else
+// "abandoned").
 //
 // The figures come from two places, both optional: the loader (a probe returning its
 // LoaderMetrics, called from the sampler thread) and the consumer of the batches, which the
@@ -91,7 +92,7 @@ class Writer {
   // Opens (truncates) the file, writes the config record and starts the sampler. Throws
   // MetricsError naming the path when it cannot be opened, or for a bad interval.
   Writer(const WriterOptions& options, RunInfo info);
-  // Finishes with exit "abandoned" unless Finish() was called.
+  // Finishes with exit "error" during unwinding, else "abandoned", unless Finish() was called.
   ~Writer();
   Writer(const Writer&) = delete;
   Writer& operator=(const Writer&) = delete;
