@@ -170,6 +170,7 @@ int Alternate(const std::string& name_a,
       for (std::size_t b = 0; b < warmup + round_batches; ++b) {
         if (b == warmup) start = Clock::now();
         auto batch = run.Next();
+        if (!batch) batch = run.Next();  // the end of an epoch: the next one starts
         if (!batch) throw std::runtime_error("the loader ended early");
         checksum += Touch(*batch);
         if (b >= warmup) images += batch->size();
