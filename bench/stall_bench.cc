@@ -474,7 +474,8 @@ int main(int argc, char** argv) {
   metrics::Session metrics = metrics::Open(
       metrics_flags, {"stall_bench", metrics::OptionsOf(app), c.data, 0, 0, 0, 1,
                       c.prefetch_depth * c.batch * static_cast<std::size_t>(c.image_size) *
-                          static_cast<std::size_t>(c.image_size) * 3});
+                          static_cast<std::size_t>(c.image_size) * 3,
+                      true});
   c.metrics = &metrics;
   const Placement where = ChoosePlacement(c.pin);
   PinThisThread(where.core_cpus);

@@ -93,6 +93,9 @@ loader::LoaderMetrics Sum(const loader::LoaderMetrics& a, const loader::LoaderMe
   return s;
 }
 
+// b - a for counters, 0 if b < a (never a wrapped huge number).
+double Delta(std::uint64_t a, std::uint64_t b) { return b > a ? double(b - a) : 0.0; }
+
 double Percent(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
 
 double Rate(double amount, double seconds) { return seconds > 0 ? amount / seconds : 0.0; }
@@ -136,7 +139,6 @@ struct Writer::Impl {
   std::ofstream file;
   std::function<loader::LoaderMetrics()> probe;
   loader::LoaderMetrics detached;  // figures of probes replaced, summed
-  bool consumer_fed = false;       // AddStep was called
   bool progress_fed = false;       // SetProgress was called
   Totals consumer;                 // epoch, step, images, wait, busy, bytes_read from the tool
   Totals last_interval;
@@ -160,6 +162,7 @@ Totals Writer::Impl::TotalsLocked() const {
   const bool has_loader = probe || detached.slots > 0;
   const loader::LoaderMetrics lm = probe ? Sum(detached, probe()) : detached;
   t.epoch = consumer.epoch;
+  const bool consumer_fed = info.feeds_steps;
   t.step = consumer_fed ? consumer.step : lm.batches;
   t.images = consumer_fed || progress_fed ? consumer.images : lm.images;
   t.batches = has_loader ? lm.batches : consumer.step;
@@ -209,13 +212,13 @@ void Writer::Impl::WriteIntervalLocked() {
   const Totals now = TotalsLocked();
   const Totals& was = last_interval;
   const double span = now.elapsed_seconds - was.elapsed_seconds;
-  const std::uint64_t ring_samples = now.ring_samples - was.ring_samples;
+  const double ring_samples = Delta(was.ring_samples, now.ring_samples);
   if (ring_samples > 0) {
-    last_ring = std::clamp((now.ring_ready_sum - was.ring_ready_sum) / double(ring_samples), 0.0,
+    last_ring = std::clamp((now.ring_ready_sum - was.ring_ready_sum) / ring_samples, 0.0,
                            double(now.ring_slots));
   }
   const double stall = StallPercent(was, now);
-  const double images_per_s = Rate(double(now.images - was.images), span);
+  const double images_per_s = Rate(Delta(was.images, now.images), span);
   JsonLine line;
   line.Add("record", "interval")
       .Add("time", UnixTime())
@@ -226,8 +229,8 @@ void Writer::Impl::WriteIntervalLocked() {
       .Add("step", now.step)
       .Add("images", now.images)
       .Add("images_per_s", images_per_s)
-      .Add("batches_per_s", Rate(double(now.batches - was.batches), span))
-      .Add("mb_per_s_read", Rate(double(now.bytes_read - was.bytes_read) / 1e6, span))
+      .Add("batches_per_s", Rate(Delta(was.batches, now.batches), span))
+      .Add("mb_per_s_read", Rate(Delta(was.bytes_read, now.bytes_read) / 1e6, span))
       .Add("stall_percent", stall)
       .Add("read_s", now.read_seconds - was.read_seconds)
       .Add("decode_s", now.decode_seconds - was.decode_seconds)
@@ -310,7 +313,6 @@ void Writer::AddStep(std::uint64_t epoch, std::uint64_t images, double wait_seco
                      double busy_seconds) {
   std::lock_guard lock(impl_->mutex);
   Totals& c = impl_->consumer;
-  impl_->consumer_fed = true;
   c.epoch = epoch;
   c.step += 1;
   c.images += images;
@@ -338,10 +340,10 @@ void Writer::EndEpoch(std::uint64_t epoch, std::optional<double> loss,
       .Add("time", UnixTime())
       .Add("instance", s.info.instance)
       .Add("epoch", epoch)
-      .Add("steps", now.step - was.step)
-      .Add("images", now.images - was.images)
+      .Add("steps", now.step > was.step ? now.step - was.step : 0)
+      .Add("images", now.images > was.images ? now.images - was.images : 0)
       .Add("seconds", seconds)
-      .Add("images_per_s", Rate(double(now.images - was.images), seconds))
+      .Add("images_per_s", Rate(Delta(was.images, now.images), seconds))
       .Add("stall_percent", StallPercent(was, now))
       .Add("wait_s", now.wait_seconds - was.wait_seconds)
       .Add("read_s", now.read_seconds - was.read_seconds)
@@ -355,7 +357,7 @@ void Writer::EndEpoch(std::uint64_t epoch, std::optional<double> loss,
   s.last_epoch = now;
   ++s.epochs_written;
   // A tool without steps says where it stands only here.
-  if (!s.consumer_fed) s.consumer.epoch = epoch + 1;
+  if (!s.info.feeds_steps) s.consumer.epoch = epoch + 1;
 }
 
 void Writer::Finish(const std::string& exit, const std::string& error) {

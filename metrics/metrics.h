@@ -50,6 +50,9 @@ struct RunInfo {
   int instance = 0;  // this instance, in [0, instances)
   int instances = 1;
   std::uint64_t prefetch_bytes = 0;  // loader slots x slot bytes (0: no loader)
+  // The tool calls AddStep: steps, images and input wait come from its steps from the
+  // start, never from the loader (whose figures include prefetching and the first fill).
+  bool feeds_steps = false;
 };
 
 struct WriterOptions {

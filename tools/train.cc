@@ -337,7 +337,7 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
   metrics::Session metrics = metrics::Open(
       args.metrics, {"train", args.options_text, args.data, train_source ? train_source->size() : 0,
                      static_cast<std::uint64_t>(std::max(classes, 0)), rank, mpi.size(),
-                     args.prefetch_depth * args.batch_size * options.sample_bytes});
+                     args.prefetch_depth * args.batch_size * options.sample_bytes, true});
   std::string metrics_exit = "completed";
   std::unique_ptr<std::ofstream> json;
   if (!args.json.empty() && rank == 0) {

@@ -58,6 +58,7 @@ TEST(WriterTest, SamplesWhileAnotherThreadFeedsSteps) {
   options.interval_seconds = 0.01;
   options.progress_line = false;
   RunInfo info = Info();
+  info.feeds_steps = true;
   info.options = {{"--name", "quote\" and \\ slash"}};
   Writer writer(options, info);
   std::atomic<std::uint64_t> images{0};
