@@ -471,11 +471,17 @@ int main(int argc, char** argv) {
   const fs::path root =
       fs::is_directory(fs::path(c.data) / "train") ? fs::path(c.data) / "train" : fs::path(c.data);
   // The records carry the trainer's steps of every run (capacity, in-memory and fed alike).
-  metrics::Session metrics = metrics::Open(
-      metrics_flags, {"stall_bench", metrics::OptionsOf(app), c.data, 0, 0, 0, 1,
-                      c.prefetch_depth * c.batch * static_cast<std::size_t>(c.image_size) *
-                          static_cast<std::size_t>(c.image_size) * 3,
-                      true});
+  metrics::Session metrics;
+  try {
+    metrics = metrics::Open(metrics_flags,
+                            {"stall_bench", metrics::OptionsOf(app), c.data, 0, 0, 0, 1,
+                             c.prefetch_depth * c.batch * static_cast<std::size_t>(c.image_size) *
+                                 static_cast<std::size_t>(c.image_size) * 3,
+                             true});
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "stall_bench: %s\n", e.what());
+    return 2;
+  }
   c.metrics = &metrics;
   const Placement where = ChoosePlacement(c.pin);
   PinThisThread(where.core_cpus);

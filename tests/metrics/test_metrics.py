@@ -169,6 +169,19 @@ def test_two_instances_write_one_file_each(demo, tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("name", ["TILEFEED_TRAIN", "TILEFEED_LOADER_BENCH",
+                                  "TILEFEED_STALL_BENCH", "TILEFEED_SERVE"])
+def test_a_file_that_cannot_be_written_is_one_line(demo, name):
+    args = [tool(name), "--data", str(demo / "train"), "--metrics", "/nonexistent/m.jsonl"]
+    if name == "TILEFEED_TRAIN":
+        args += ["--core", "synthetic"]
+    result = subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            timeout=TIMEOUT)
+    assert result.returncode != 0
+    lines = [l for l in result.stderr.splitlines() if "/nonexistent/m.jsonl" in l]
+    assert len(lines) == 1 and "cannot open the metrics file" in lines[0], result.stderr
+
+
 # --- Prometheus --------------------------------------------------------------------------
 
 def scrape(port):
@@ -205,6 +218,13 @@ def test_prometheus_counters_move_during_a_run(demo, tmp_path):
             assert time.monotonic() < deadline, "tilefeed_images_total did not move"
             time.sleep(0.2)
             later = scrape(port)
+        # A port in use: one clear line and a failing exit status, no crash.
+        taken = subprocess.run(
+            [tool("TILEFEED_TRAIN"), "--data", str(demo), "--core", "synthetic", "--epochs", "1",
+             "--metrics-port", "127.0.0.1:%d" % port], stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, text=True, timeout=TIMEOUT)
+        assert taken.returncode == 1
+        assert "cannot serve Prometheus metrics on 127.0.0.1:%d" % port in taken.stderr
         for name in ("tilefeed_steps_total", "tilefeed_busy_seconds_total",
                      "tilefeed_elapsed_seconds"):
             assert later[name] >= first[name]
