@@ -11,7 +11,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_metrics import TIMEOUT, assert_valid, run, tool  # noqa: E402
+from test_metrics import TIMEOUT, assert_valid, local_train, run, tool  # noqa: E402
 
 
 def make_demo(path):
@@ -20,7 +20,7 @@ def make_demo(path):
 
 
 def train(demo, out, us_per_sample, batch, image_size, extra=()):
-    run([tool("TILEFEED_TRAIN"), "--data", str(demo), "--core", "synthetic", "--us-per-sample",
+    run([local_train(), "--data", str(demo), "--core", "synthetic", "--us-per-sample",
          str(us_per_sample), "--batch-size", str(batch), "--image-size", str(image_size),
          "--workers", "1", "--epochs", "2", "--metrics", str(out), "--metrics-interval", "0.25",
          *extra])
