@@ -437,6 +437,42 @@ struct BandCursor {
   std::size_t headers, dc, positions, values;
 };
 
+// Decompresses bands [row0, row1] into `raw` (grown as needed) and checks that each
+// band's streams add up, filling one cursor per band, so that the controller, which
+// cannot report errors, reads only checked bytes. Throws DecodeError(kCorrupt).
+void DecompressBands(std::span<const std::byte> rec, const Geometry& g, int row0, int row1,
+                     std::vector<std::uint8_t>& raw, std::vector<BandCursor>& cursors) {
+  auto [offset, packed] = BandAt(rec, g, row0);
+  std::size_t total = 0;
+  for (int b = row0; b <= row1; ++b) total += Le32(rec, g.band_table + 8 * std::size_t(b) + 4);
+  if (raw.size() < total) raw.resize(total);
+  cursors.resize(std::size_t(row1 - row0 + 1));
+  std::size_t at = 0;
+  for (int b = row0; b <= row1; ++b) {
+    packed = Le32(rec, g.band_table + 8 * std::size_t(b));
+    const std::uint32_t size = Le32(rec, g.band_table + 8 * std::size_t(b) + 4);
+    const int got = LZ4_decompress_safe(reinterpret_cast<const char*>(rec.data() + offset),
+                                        reinterpret_cast<char*>(raw.data() + at),
+                                        static_cast<int>(packed), static_cast<int>(size));
+    if (got != static_cast<int>(size)) Corrupt("band " + std::to_string(b) + " is damaged");
+    const std::size_t blocks_in_band = g.band_blocks(b);
+    std::size_t positions = 0, values = 0;
+    for (std::size_t i = 0; i < blocks_in_band; ++i) {
+      const unsigned h = raw[at + i];
+      if ((h & 0x40) != 0) Corrupt("bad block header in band " + std::to_string(b));
+      positions += h & 63;
+      values += (h & 63) << (h >> 7);
+    }
+    if (3 * blocks_in_band + positions + values != size) {
+      Corrupt("band " + std::to_string(b) + " streams do not add up");
+    }
+    cursors[std::size_t(b - row0)] = {at, at + blocks_in_band, at + 3 * blocks_in_band,
+                                      at + 3 * blocks_in_band + positions};
+    offset += packed;
+    at += size;
+  }
+}
+
 struct alignas(32) Block {
   JCOEF c[64];
 };
@@ -651,6 +687,13 @@ Cover CoverFor(const Geometry& g, const Rect& crop, int out_width, int out_heigh
 }
 }  // namespace
 
+void CheckCoefficients(std::span<const std::byte> record, std::int64_t max_pixels) {
+  const Geometry g = ParseGeometry(record, max_pixels);
+  std::vector<std::uint8_t> raw;
+  std::vector<BandCursor> cursors;
+  for (int b = 0; b < g.bands; ++b) DecompressBands(record, g, b, b, raw, cursors);
+}
+
 bool LooksLikeCoefficients(std::span<const std::byte> bytes) {
   return bytes.size() >= 4 && std::memcmp(bytes.data(), kMagic, 4) == 0;
 }
@@ -808,38 +851,8 @@ struct CoefficientDecoder::Impl {
                                 "): " + errors.message);
   }
 
-  // Decompresses bands [row0, row1] and checks that their streams add up, so that the
-  // controller, which cannot report errors, reads only checked bytes.
   void Prepare(std::span<const std::byte> rec, const Geometry& g, int row0, int row1) {
-    auto [offset, packed] = BandAt(rec, g, row0);
-    std::size_t total = 0;
-    for (int b = row0; b <= row1; ++b) total += Le32(rec, g.band_table + 8 * std::size_t(b) + 4);
-    if (raw.size() < total) raw.resize(total);
-    cursors.resize(std::size_t(row1 - row0 + 1));
-    std::size_t at = 0;
-    for (int b = row0; b <= row1; ++b) {
-      packed = Le32(rec, g.band_table + 8 * std::size_t(b));
-      const std::uint32_t size = Le32(rec, g.band_table + 8 * std::size_t(b) + 4);
-      const int got = LZ4_decompress_safe(reinterpret_cast<const char*>(rec.data() + offset),
-                                          reinterpret_cast<char*>(raw.data() + at),
-                                          static_cast<int>(packed), static_cast<int>(size));
-      if (got != static_cast<int>(size)) Corrupt("band " + std::to_string(b) + " is damaged");
-      const std::size_t blocks_in_band = g.band_blocks(b);
-      std::size_t positions = 0, values = 0;
-      for (std::size_t i = 0; i < blocks_in_band; ++i) {
-        const unsigned h = raw[at + i];
-        if ((h & 0x40) != 0) Corrupt("bad block header in band " + std::to_string(b));
-        positions += h & 63;
-        values += (h & 63) << (h >> 7);
-      }
-      if (3 * blocks_in_band + positions + values != size) {
-        Corrupt("band " + std::to_string(b) + " streams do not add up");
-      }
-      cursors[std::size_t(b - row0)] = {at, at + blocks_in_band, at + 3 * blocks_in_band,
-                                        at + 3 * blocks_in_band + positions};
-      offset += packed;
-      at += size;
-    }
+    DecompressBands(rec, g, row0, row1, raw, cursors);
   }
 
   DecodeReport Decode(std::span<const std::byte> rec, const CropPlan& plan, const PixelView& out,

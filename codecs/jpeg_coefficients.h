@@ -67,6 +67,11 @@ bool LooksLikeCoefficients(std::span<const std::byte> bytes);
 ImageInfo ReadCoefficientInfo(std::span<const std::byte> record,
                               std::int64_t max_pixels = std::int64_t{1} << 26);
 
+// ReadCoefficientInfo's checks, and every band decompressed and checked as a decode
+// would: for verifying stored data. Throws DecodeError (kCorrupt, kTooLarge).
+void CheckCoefficients(std::span<const std::byte> record,
+                       std::int64_t max_pixels = std::int64_t{1} << 26);
+
 // Where the time of one DecodeInto went, for codec_bench.
 struct CoefficientTimes {
   double unpack_seconds = 0;  // LZ4 decompression of the bands and coefficient unpacking

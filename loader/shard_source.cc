@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "codecs/image.h"
+#include "codecs/jpeg_coefficients.h"
 #include "codecs/jpeg_index.h"
 #include "codecs/raw.h"
 #include "loader/detail/file_io.h"
@@ -36,6 +37,8 @@ ShardCodec ToShardCodec(RecordCodec codec) {
       return ShardCodec::kLz4Raw;
     case RecordCodec::kIndexedJpeg:
       return ShardCodec::kIndexedJpeg;
+    case RecordCodec::kCoefficients:
+      return ShardCodec::kCoefficients;
   }
   return ShardCodec::kJpeg;
 }
@@ -48,6 +51,8 @@ RecordCodec ToRecordCodec(ShardCodec codec) {
       return RecordCodec::kLz4Raw;
     case ShardCodec::kIndexedJpeg:
       return RecordCodec::kIndexedJpeg;
+    case ShardCodec::kCoefficients:
+      return RecordCodec::kCoefficients;
   }
   return RecordCodec::kJpeg;
 }
@@ -223,6 +228,9 @@ SampleInfo InfoFrom(std::span<const std::byte> header, std::int32_t label) {
       info.codec = SampleCodec::kIndexedJpeg;
       info.index_size = layout.index_size;
       break;
+    case RecordCodec::kCoefficients:
+      info.codec = SampleCodec::kCoefficients;
+      break;
   }
   return info;
 }
@@ -287,7 +295,13 @@ std::vector<ShardProblem> VerifyShards(
       const detail::RecordLayout layout =
           reason.empty() ? detail::ReadRecordLayout(header) : detail::RecordLayout{};
       const auto jpeg = std::span<const std::byte>(payload).subspan(layout.index_size);
-      if (reason.empty() && layout.codec != RecordCodec::kLz4Raw && !StartsWithSoi(jpeg)) {
+      if (reason.empty() && layout.codec == RecordCodec::kCoefficients) {
+        try {
+          codecs::CheckCoefficients(payload);
+        } catch (const codecs::DecodeError& e) {
+          reason = e.what();
+        }
+      } else if (reason.empty() && layout.codec != RecordCodec::kLz4Raw && !StartsWithSoi(jpeg)) {
         reason = "payload does not start with a JPEG SOI marker (FF D8)";
       }
       if (reason.empty() && layout.codec == RecordCodec::kIndexedJpeg) {

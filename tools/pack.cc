@@ -121,8 +121,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--codec", codec,
                  "jpeg: store the files' bytes; raw: LZ4 raw uint8 HWC (decoding JPEGs to "
-                 "--raw-size). auto: jpeg for an ImageFolder, raw for CIFAR")
-      ->check(CLI::IsMember({"auto", "jpeg", "raw"}))
+                 "--raw-size); coefficients: each JPEG's DCT coefficients, decoded without "
+                 "entropy decoding (same pixels, ~2x the bytes). auto: jpeg for an ImageFolder, "
+                 "raw for CIFAR")
+      ->check(CLI::IsMember({"auto", "jpeg", "raw", "coefficients"}))
       ->capture_default_str();
   app.add_option("--raw-size", raw_size, "WxH that JPEGs are resized to with --codec raw");
   app.add_flag("--jpeg-index", jpeg_index,
@@ -179,11 +181,12 @@ int main(int argc, char** argv) {
   }
   const bool cifar = format == "cifar";
   if (codec == "auto") codec = cifar ? "raw" : "jpeg";
-  if (cifar && codec == "jpeg") {
+  if (cifar && (codec == "jpeg" || codec == "coefficients")) {
     std::fprintf(stderr, "tilefeed-pack: CIFAR holds pixels, not JPEG files; use --codec raw\n");
     return 2;
   }
   options.codec = codec == "jpeg" ? loader::ShardCodec::kJpeg : loader::ShardCodec::kLz4Raw;
+  if (codec == "coefficients") options.codec = loader::ShardCodec::kCoefficients;
   if (jpeg_index) {
     if (codec != "jpeg") {
       std::fprintf(stderr, "tilefeed-pack: --jpeg-index stores JPEGs; it needs --codec jpeg\n");
@@ -248,6 +251,19 @@ int main(int argc, char** argv) {
       for (const auto& [category, count] : by_category) {
         std::printf("  %zu stored as they came: %s\n", count, category.c_str());
       }
+      for (const auto& s : result.not_indexed) {
+        std::printf("  as it came %s: %s\n", s.where.c_str(), s.reason.c_str());
+      }
+    }
+    if (options.codec == loader::ShardCodec::kCoefficients) {
+      const double given = double(result.indexed_source_bytes);
+      const double stored = double(result.indexed_stored_bytes);
+      std::printf(
+          "coefficients: %llu files stored as coefficients: %.1f MB as given, %.1f MB "
+          "stored (%.2fx); %zu stored as they came%s\n",
+          static_cast<unsigned long long>(result.indexed), given / 1e6, stored / 1e6,
+          given > 0 ? stored / given : 0.0, result.not_indexed.size(),
+          result.not_indexed.empty() ? "" : ":");
       for (const auto& s : result.not_indexed) {
         std::printf("  as it came %s: %s\n", s.where.c_str(), s.reason.c_str());
       }
