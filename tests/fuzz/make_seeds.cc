@@ -1,12 +1,13 @@
 // Writes the fuzzers' seed corpora: small JPEGs of every encoding the decoder meets and
 // a few LZ4 raw tensors, made at run time (the repository holds no images).
-//   make_seeds DIR    -> DIR/jpeg/*, DIR/raw/*, DIR/jpeg_index/*
+//   make_seeds DIR    -> DIR/jpeg/*, DIR/raw/*, DIR/jpeg_index/*, DIR/jpeg_coefficients/*
 
 #include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "codecs/jpeg_coefficients.h"
 #include "codecs/jpeg_encoder.h"
 #include "codecs/jpeg_index.h"
 #include "codecs/raw.h"
@@ -86,6 +87,28 @@ int main(int argc, char** argv) {
   }
   transcoded(40, 33, gray, 1, 8);
   transcoded(33, 24, cmyk, 4, 16);
-  std::printf("wrote %d JPEG, 4 raw and %d JPEG-index seeds under %s\n", n, indexed, dir.c_str());
+  // jpeg_coefficients_fuzz: flags, crop (4 bytes), then the coefficient record.
+  int stored = 0;
+  auto pack = [&](int w, int h, codecs::EncodeOptions o, int channels) {
+    const auto result = codecs::PackCoefficients(
+        testing::MakeJpeg(w, h, o, static_cast<std::uint64_t>(stored), channels));
+    if (!result.packed) return;
+    std::vector<std::byte> bytes = {std::byte(stored & 0x1F), std::byte(70), std::byte(90),
+                                    std::byte(120), std::byte(100)};
+    bytes.insert(bytes.end(), result.record.begin(), result.record.end());
+    testing::WriteFile(dir / "jpeg_coefficients" / ("seed" + std::to_string(stored++)), bytes);
+  };
+  for (auto sub :
+       {codecs::Subsampling::k420, codecs::Subsampling::k422, codecs::Subsampling::k444}) {
+    codecs::EncodeOptions o;
+    o.subsampling = sub;
+    pack(97, 45, o, 3);
+    o.progressive = true;
+    pack(64, 40, o, 3);
+  }
+  pack(40, 33, gray, 1);
+  pack(33, 24, cmyk, 4);
+  std::printf("wrote %d JPEG, 4 raw, %d JPEG-index and %d coefficient seeds under %s\n", n, indexed,
+              stored, dir.c_str());
   return 0;
 }
