@@ -241,7 +241,9 @@ std::vector<double> RunRotating(const std::vector<const ModeFn*>& fns, const std
 // on each that the stored decode gives rrc's bytes, and prints the bytes against the
 // files and against LZ4 raw pixels of the whole images.
 void PackCoefficientsFor(std::vector<Job>& jobs, std::vector<codecs::CoefficientPackResult>& packed,
-                         const codecs::JpegOptions& options, int size) {
+                         const codecs::JpegOptions& options, int size, int lz4hc_level) {
+  codecs::CoefficientPackOptions pack_options;
+  pack_options.lz4hc_level = lz4hc_level;
   codecs::JpegDecoder decoder(options);
   codecs::CoefficientDecoder coef(options);
   std::vector<std::uint8_t> a(std::size_t(size) * size * 3), b(a.size()), pixels;
@@ -251,7 +253,7 @@ void PackCoefficientsFor(std::vector<Job>& jobs, std::vector<codecs::Coefficient
   for (std::size_t i = 0; i < jobs.size(); ++i) {
     Job& job = jobs[i];
     const auto start = Clock::now();
-    packed[i] = codecs::PackCoefficients(job.file->bytes);
+    packed[i] = codecs::PackCoefficients(job.file->bytes, pack_options);
     pack_seconds += std::chrono::duration<double>(Clock::now() - start).count();
     job.packed = &packed[i];
     original += job.file->bytes.size();
@@ -361,6 +363,10 @@ int main(int argc, char** argv) {
   app.add_option("--scales", scales, "DCT scales: pow2 (1/2,1/4,1/8) or eighths (n/8)")
       ->check(CLI::IsMember({"pow2", "eighths"}));
   app.add_flag("--fast-dct", fast_dct, "libjpeg's fast integer IDCT");
+  int lz4hc_level = codecs::CoefficientPackOptions{}.lz4hc_level;
+  app.add_option("--lz4hc", lz4hc_level,
+                 "LZ4HC level of the coefficient store's bands (0: LZ4's fast compressor)")
+      ->capture_default_str();
   app.add_flag("--json", json, "also print one JSON line");
   CLI11_PARSE(app, argc, argv);
   if (!only.empty() && app.count("--reps") == 0) reps = 1;
@@ -506,7 +512,7 @@ int main(int argc, char** argv) {
   }
 
   std::vector<codecs::CoefficientPackResult> packed(jobs.size());
-  if (only.empty() || only == "coef") PackCoefficientsFor(jobs, packed, options, size);
+  if (only.empty() || only == "coef") PackCoefficientsFor(jobs, packed, options, size, lz4hc_level);
 
   std::vector<std::unique_ptr<Worker>> workers;
   for (int t = 0; t < threads; ++t) {

@@ -20,6 +20,7 @@
 #include "codecs/jpeg_coefficients.h"
 
 #include <lz4.h>
+#include <lz4hc.h>
 
 #include <algorithm>
 #include <array>
@@ -762,8 +763,12 @@ CoefficientPackResult PackCoefficients(std::span<const std::byte> jpeg,
     const std::size_t at = out.size();
     out.resize(at + static_cast<std::size_t>(LZ4_compressBound(static_cast<int>(raw.size()))));
     const int packed =
-        LZ4_compress_default(raw.data(), reinterpret_cast<char*>(out.data() + at),
-                             static_cast<int>(raw.size()), static_cast<int>(out.size() - at));
+        options.lz4hc_level > 0
+            ? LZ4_compress_HC(raw.data(), reinterpret_cast<char*>(out.data() + at),
+                              static_cast<int>(raw.size()), static_cast<int>(out.size() - at),
+                              options.lz4hc_level)
+            : LZ4_compress_default(raw.data(), reinterpret_cast<char*>(out.data() + at),
+                                   static_cast<int>(raw.size()), static_cast<int>(out.size() - at));
     assert(packed > 0);
     out.resize(at + static_cast<std::size_t>(packed));
     std::byte* entry = out.data() + table_at + 8 * std::size_t(band);

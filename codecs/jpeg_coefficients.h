@@ -38,6 +38,9 @@ struct CoefficientPackOptions {
   std::int64_t max_pixels = std::int64_t{1} << 26;
   // Largest number of scans read from a progressive file.
   int max_scans = 100;
+  // LZ4HC compression level of the bands (1..12); 0 = LZ4's fast compressor. The same
+  // decoder reads both; HC costs pack time, not decode time.
+  int lz4hc_level = 9;
 };
 
 // A stored record, or why the input was left as it came.
