@@ -295,6 +295,30 @@ struct BandStreams {
   }
 };
 
+// Appends one band's streams as an LZ4 (or LZ4HC at `level` > 0) block to `out` and
+// writes its sizes into the band table entry at `entry_at`.
+void AppendBand(const BandStreams& streams, int level, std::vector<std::byte>& out,
+                std::size_t entry_at) {
+  std::vector<char> raw;
+  for (const auto* s : {&streams.headers, &streams.dc, &streams.positions, &streams.values}) {
+    raw.insert(raw.end(), reinterpret_cast<const char*>(s->data()),
+               reinterpret_cast<const char*>(s->data() + s->size()));
+  }
+  const std::size_t at = out.size();
+  const int bound = LZ4_compressBound(static_cast<int>(raw.size()));
+  out.resize(at + static_cast<std::size_t>(bound));
+  auto* dst = reinterpret_cast<char*>(out.data() + at);
+  const int size = static_cast<int>(raw.size());
+  const int packed = level > 0 ? LZ4_compress_HC(raw.data(), dst, size, bound, level)
+                               : LZ4_compress_default(raw.data(), dst, size, bound);
+  assert(packed > 0);
+  out.resize(at + static_cast<std::size_t>(packed));
+  for (int i = 0; i < 4; ++i) {
+    out[entry_at + i] = std::byte((static_cast<std::uint32_t>(packed) >> (8 * i)) & 0xFF);
+    out[entry_at + 4 + i] = std::byte((raw.size() >> (8 * i)) & 0xFF);
+  }
+}
+
 // Why a file that libjpeg read cannot be stored, or nullptr.
 const char* Unstorable(const jpeg_decompress_struct& cinfo) {
   if (cinfo.data_precision != 8) return "not 8-bit samples";
@@ -740,7 +764,6 @@ CoefficientPackResult PackCoefficients(std::span<const std::byte> jpeg,
   const std::size_t table_at = out.size();
   out.resize(out.size() + 8 * std::size_t(g.bands));
   BandStreams streams;
-  std::vector<char> raw;
   for (int band = 0; band < g.bands; ++band) {
     streams.Clear();
     for (int c = 0; c < g.components; ++c) {
@@ -755,27 +778,7 @@ CoefficientPackResult PackCoefficients(std::span<const std::byte> jpeg,
       const int count = std::min(g.v[c], g.hib[c] - band * g.v[c]);
       for (int y = 0; y < count; ++y) streams.AddRow(rows[y], g.wib[c]);
     }
-    raw.clear();
-    for (const auto* s : {&streams.headers, &streams.dc, &streams.positions, &streams.values}) {
-      raw.insert(raw.end(), reinterpret_cast<const char*>(s->data()),
-                 reinterpret_cast<const char*>(s->data() + s->size()));
-    }
-    const std::size_t at = out.size();
-    out.resize(at + static_cast<std::size_t>(LZ4_compressBound(static_cast<int>(raw.size()))));
-    const int packed =
-        options.lz4hc_level > 0
-            ? LZ4_compress_HC(raw.data(), reinterpret_cast<char*>(out.data() + at),
-                              static_cast<int>(raw.size()), static_cast<int>(out.size() - at),
-                              options.lz4hc_level)
-            : LZ4_compress_default(raw.data(), reinterpret_cast<char*>(out.data() + at),
-                                   static_cast<int>(raw.size()), static_cast<int>(out.size() - at));
-    assert(packed > 0);
-    out.resize(at + static_cast<std::size_t>(packed));
-    std::byte* entry = out.data() + table_at + 8 * std::size_t(band);
-    for (int i = 0; i < 4; ++i) {
-      entry[i] = std::byte((static_cast<std::uint32_t>(packed) >> (8 * i)) & 0xFF);
-      entry[4 + i] = std::byte((raw.size() >> (8 * i)) & 0xFF);
-    }
+    AppendBand(streams, options.lz4hc_level, out, table_at + 8 * std::size_t(band));
   }
   jpeg_abort_decompress(&r.cinfo);
   result.packed = true;
