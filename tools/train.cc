@@ -251,6 +251,7 @@ struct Args {
   std::string checkpoint_dir;
   std::string json;
   bool quiet_others = true;
+  double collective_timeout = 300;  // seconds; see trainer::MpiSessionOptions
 };
 
 int Run(trainer::MpiSession& mpi, const Args& args) {
@@ -611,6 +612,12 @@ int main(int argc, char** argv) {
   app.add_option("--checkpoint-dir", args.checkpoint_dir, "Checkpoint folder");
   app.add_flag("--resume", args.resume, "Continue from the checkpoint in --checkpoint-dir");
   app.add_option("--json", args.json, "Append per-epoch reports to this file as JSON lines");
+  app.add_option("--collective-timeout", args.collective_timeout,
+                 "Seconds an instance waits in one collective (all-reduce, broadcast) before "
+                 "the whole job is aborted with a line naming the instances that did not "
+                 "arrive (0: wait forever)")
+      ->check(CLI::Range(0.0, 1e6))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (data->count() == 0 && args.readers.empty()) {
     std::fprintf(stderr, "train: --data is required (or --readers for disaggregated mode)\n");
@@ -629,7 +636,10 @@ int main(int argc, char** argv) {
 
   std::optional<trainer::MpiSession> mpi;
   try {
-    mpi.emplace(&argc, &argv);
+    trainer::MpiSessionOptions mpi_options;
+    mpi_options.collective_timeout =
+        std::chrono::milliseconds(static_cast<std::int64_t>(args.collective_timeout * 1000.0));
+    mpi.emplace(&argc, &argv, mpi_options);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train: %s\n", e.what());
     return 1;
