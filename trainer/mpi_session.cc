@@ -21,10 +21,11 @@ constexpr int kQueryTag = 1;   // payload: the asker's collective sequence numbe
 constexpr int kAnswerTag = 2;  // payload: the answerer's collective sequence number
 
 // The wait loop's sleep: short at first (most collectives of a step finish within tens of
-// microseconds of the last arrival), then capped so that a long wait costs a wake-up every
-// 250 us (a few per cent of a core) and adds at most that much latency per algorithm round.
+// microseconds of the last arrival), then doubling up to MpiSessionOptions::max_wait_sleep,
+// so that a long wait costs a wake-up every 250 us by default (a few per cent of a core).
 constexpr std::chrono::microseconds kFirstSleep{10};
-constexpr std::chrono::microseconds kMaxSleep{250};
+// The diagnosis loop's sleep between probes for answers.
+constexpr std::chrono::microseconds kProbeSleep{250};
 // How long a timed-out instance waits for the others to say where they are.
 constexpr std::chrono::milliseconds kMaxGrace{1000};
 
@@ -77,6 +78,8 @@ struct MpiSession::Comm {
 
 MpiSession::MpiSession(int* argc, char*** argv, const MpiSessionOptions& options)
     : timeout_(options.collective_timeout),
+      max_sleep_(options.max_wait_sleep),
+      spin_(options.spin_before_sleep),
       pending_(std::make_unique<Requests>()),
       answers_(std::make_unique<Requests>()),
       watchdog_(std::make_unique<Comm>()) {
@@ -118,6 +121,8 @@ MpiSession::MpiSession(MpiSession&& other) noexcept
       rank_(other.rank_),
       size_(other.size_),
       timeout_(other.timeout_),
+      max_sleep_(other.max_sleep_),
+      spin_(other.spin_),
       sequence_(other.sequence_),
       pending_(std::move(other.pending_)),
       answers_(std::move(other.answers_)),
@@ -133,6 +138,8 @@ MpiSession& MpiSession::operator=(MpiSession&& other) noexcept {
     rank_ = other.rank_;
     size_ = other.size_;
     timeout_ = other.timeout_;
+    max_sleep_ = other.max_sleep_;
+    spin_ = other.spin_;
     sequence_ = other.sequence_;
     pending_ = std::move(other.pending_);
     answers_ = std::move(other.answers_);
@@ -167,15 +174,16 @@ void MpiSession::AnswerQueries() {
 
 void MpiSession::Wait(Requests& requests, const char* what) {
   const auto start = Clock::now();
-  std::chrono::microseconds sleep = kFirstSleep;
+  std::chrono::microseconds sleep = std::min(kFirstSleep, max_sleep_);
   while (!requests.TestAll(what)) {
     if (size_ > 1) AnswerQueries();
     const auto waited = Clock::now() - start;
     if (timeout_.count() > 0 && waited >= timeout_) {
       throw CollectiveTimeout(Diagnose(what, std::chrono::duration<double>(waited).count()));
     }
+    if (waited < spin_ || sleep.count() == 0) continue;
     std::this_thread::sleep_for(sleep);
-    sleep = std::min(sleep * 2, kMaxSleep);
+    sleep = std::min(sleep * 2, max_sleep_);
   }
   requests.requests.clear();
   requests.buffers.clear();
@@ -205,7 +213,7 @@ std::string MpiSession::Diagnose(const char* what, double waited_seconds) {
     Check(MPI_Iprobe(MPI_ANY_SOURCE, kAnswerTag, watchdog_->comm, &arrived, &status),
           "MPI_Iprobe(watchdog answer)");
     if (!arrived) {
-      std::this_thread::sleep_for(kMaxSleep);
+      std::this_thread::sleep_for(kProbeSleep);
       continue;
     }
     std::uint64_t at = 0;

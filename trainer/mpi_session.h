@@ -6,9 +6,10 @@
 // mpirun/poprun and without a launcher (OpenMPI's singleton init: one instance).
 //
 // The collective watchdog: every collective is started non-blocking and waited for in a
-// loop of MPI_Test calls that sleeps between tests (from 10 us, doubling up to 250 us), so a
-// waiting instance uses a few per cent of a core, not a whole one. An instance that waits
-// longer than collective_timeout asks every other instance, over a private duplicate of
+// loop of MPI_Test calls that, after a short spin (2 ms by default), sleeps between tests
+// (from 10 us, doubling up to 250 us by default), so an instance waiting for a late peer
+// uses a few per cent of a core, not a whole one. An instance that
+// waits longer than collective_timeout asks every other instance, over a private duplicate of
 // MPI_COMM_WORLD, which collective it is waiting in; each waiting instance answers from its
 // own wait loop. After a grace period (at most 1 s) the waiter throws CollectiveTimeout,
 // whose what() names the collective and the instances that did not answer (stopped, hung,
@@ -41,6 +42,14 @@ struct MpiSessionOptions {
   // The default leaves room for the slowest legitimate wait, an instance that opens a large
   // dataset or fills its pipeline before the first step.
   std::chrono::milliseconds collective_timeout{std::chrono::seconds(300)};
+  // The longest sleep between two MPI_Test calls of a wait. Longer costs less CPU while a
+  // peer is late but adds up to this much latency to each round of a collective's algorithm
+  // (docs/scaling.md); zero tests without sleeping (a spinning core).
+  std::chrono::microseconds max_wait_sleep{250};
+  // A wait tests without sleeping this long first: a collective whose peers are all there
+  // needs many MPI calls to move its fragments along, and sleeping between them would add
+  // milliseconds to every step (docs/scaling.md).
+  std::chrono::microseconds spin_before_sleep{2000};
 };
 
 class MpiSession final : public Collectives {
@@ -87,6 +96,8 @@ class MpiSession final : public Collectives {
   int rank_ = 0;
   int size_ = 1;
   std::chrono::milliseconds timeout_;
+  std::chrono::microseconds max_sleep_;
+  std::chrono::microseconds spin_;
   std::uint64_t sequence_ = 0;         // collectives started so far (the same on every instance)
   std::unique_ptr<Requests> pending_;  // started MPI_Iallreduce requests
   std::unique_ptr<Requests> answers_;  // answers in flight to other instances' queries
