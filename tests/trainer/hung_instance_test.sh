@@ -73,7 +73,7 @@ while [ $run -lt "$runs" ]; do
     [ "$(date +%s)" -lt "$deadline" ] || fail "still alive $bound s after SIG$mode:$alive"
     sleep 0.05
   done
-  gone=$(echo "$(now) - $start" | bc)
+  gone=$(awk -v a="$(now)" -v b="$start" 'BEGIN { printf "%.2f", a - b }')
   wait "$job"
   rc=$?
   job=
@@ -81,8 +81,8 @@ while [ $run -lt "$runs" ]; do
   if [ "$mode" = stop ]; then
     grep -q "instance 1 did not arrive" "$work/job.log" ||
       fail "no line naming instance 1 as the one that did not arrive"
-    over=$(echo "$gone > $bound" | bc)
-    [ "$over" -eq 0 ] || fail "gone after $gone s, more than $bound s"
+    awk -v g="$gone" -v b="$bound" 'BEGIN { exit !(g <= b) }' ||
+      fail "gone after $gone s, more than $bound s"
   fi
   echo "hung_instance_test: run $run: SIG$mode -> every process gone in $gone s (rc $rc)"
   times="$times $gone"
