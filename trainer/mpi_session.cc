@@ -190,16 +190,16 @@ void MpiSession::Wait(Requests& requests, const char* what) {
 }
 
 std::string MpiSession::Diagnose(const char* what, double waited_seconds) {
-  // Ask everyone; the answers say who is waiting where.
-  Requests queries;
+  // Ask everyone; the answers say who is waiting where. The queries to instances that never
+  // answer stay in flight, so their buffers live in answers_ (the session's), not here.
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
-    queries.buffers.push_back(sequence_);
+    answers_->buffers.push_back(sequence_);
     MPI_Request request = MPI_REQUEST_NULL;
-    Check(MPI_Isend(&queries.buffers.back(), 1, MPI_UINT64_T, r, kQueryTag, watchdog_->comm,
+    Check(MPI_Isend(&answers_->buffers.back(), 1, MPI_UINT64_T, r, kQueryTag, watchdog_->comm,
                     &request),
           "MPI_Isend(watchdog query)");
-    queries.requests.push_back(request);
+    answers_->requests.push_back(request);
   }
   std::vector<std::int64_t> where(static_cast<std::size_t>(size_), -1);  // -1: no answer
   where[static_cast<std::size_t>(rank_)] = static_cast<std::int64_t>(sequence_);
@@ -224,7 +224,6 @@ std::string MpiSession::Diagnose(const char* what, double waited_seconds) {
     if (slot < 0) ++answered;
     slot = static_cast<std::int64_t>(at);
   }
-  // The unanswered queries stay in flight: the job is about to be aborted.
   std::vector<int> missing;
   std::string elsewhere;
   for (int r = 0; r < size_; ++r) {
