@@ -9,9 +9,12 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <map>
@@ -99,6 +102,10 @@ class ProgressPrinter {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Past a file-size limit (ulimit -f) the kernel would kill us with SIGXFSZ mid-write and
+  // leave a .tmp behind; ignored, the write fails with EFBIG, the pack reports it and the
+  // shard writer removes its temporary file.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{
       "tilefeed-pack: packs a dataset (an ImageFolder root/<class>/<image>, a root with train/\n"
       "and val/ splits, CIFAR-10's binary directory, or other shards) into checksummed record\n"
@@ -260,7 +267,10 @@ int main(int argc, char** argv) {
       }
     }
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "\ntilefeed-pack: %s\n", e.what());
+    std::fprintf(stderr, "\ntilefeed-pack: %s%s\n", e.what(),
+                 std::strstr(e.what(), std::strerror(EFBIG)) != nullptr
+                     ? " (the file-size limit, ulimit -f, is smaller than the output)"
+                     : "");
     return 1;
   }
   return 0;
