@@ -26,6 +26,7 @@ PACKAGES=(
   libopenblas-dev clang libclang-rt-14-dev
   python3 python3-dev pybind11-dev python3-numpy python3-pytest python3-torch
   python3-torchvision python3-pil
+  prometheus-cpp-dev python3-matplotlib chromium curl
 )
 
 log() { printf '\n== %s\n' "$*" >&2; }

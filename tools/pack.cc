@@ -23,6 +23,7 @@
 
 #include "loader/dataset.h"
 #include "loader/shard_writer.h"
+#include "metrics/cli.h"
 
 namespace {
 
@@ -157,6 +158,8 @@ int main(int argc, char** argv) {
   app.add_option("--workers", workers, "read/convert threads (0 = all cores)")
       ->capture_default_str();
   app.add_flag("--force", force, "replace a pack in a non-empty OUT");
+  tilefeed::metrics::Flags metrics_flags;
+  tilefeed::metrics::AddFlags(app, metrics_flags);
   CLI11_PARSE(app, argc, argv);
 
   loader::PackOptions options;
@@ -222,9 +225,16 @@ int main(int argc, char** argv) {
                 out.c_str(), ToString(options.codec),
                 static_cast<unsigned long long>(options.shard_bytes));
     std::fflush(stdout);
+    tilefeed::metrics::Session metrics = tilefeed::metrics::Open(
+        metrics_flags, {"tilefeed-pack", tilefeed::metrics::OptionsOf(app), src, source->size(),
+                        source->class_names().size(), 0, 1, 0});
     ProgressPrinter printer;
     const loader::PackResult result =
-        loader::PackDataset(*source, options, [&](const loader::PackProgress& p) { printer(p); });
+        loader::PackDataset(*source, options, [&](const loader::PackProgress& p) {
+          printer(p);
+          if (metrics) metrics.writer->SetProgress(p.samples_done, p.bytes_written);
+        });
+    metrics.Finish("completed");
 
     std::printf("packed %llu records into %llu shards, %.1f MB in %.2f s (%.0f records/s)\n",
                 static_cast<unsigned long long>(result.records),

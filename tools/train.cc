@@ -49,6 +49,7 @@
 #include "loader/bad_sample_log.h"
 #include "loader/dataset.h"
 #include "loader/loader.h"
+#include "metrics/cli.h"
 #include "trainer/checkpoint.h"
 #include "trainer/mpi_session.h"
 #include "trainer/reference_core.h"
@@ -267,6 +268,8 @@ struct Args {
   std::string json;
   bool quiet_others = true;
   double collective_timeout = 300;  // seconds; see trainer::MpiSessionOptions
+  metrics::Flags metrics;
+  std::vector<std::pair<std::string, std::string>> options_text;  // for the metrics' config
 };
 
 // The checkpoint to resume from: nullopt without --resume(-if-present), or when
@@ -364,12 +367,18 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
     make_core = [core_options] { return std::make_unique<trainer::ReferenceCore>(core_options); };
   }
 
+  metrics::Session metrics = metrics::Open(
+      args.metrics, {"train", args.options_text, args.data, train_source ? train_source->size() : 0,
+                     static_cast<std::uint64_t>(std::max(classes, 0)), rank, mpi.size(),
+                     args.prefetch_depth * args.batch_size * options.sample_bytes, true});
+  std::string metrics_exit = "completed";
   std::unique_ptr<std::ofstream> json;
   if (!args.json.empty() && rank == 0) {
     json = std::make_unique<std::ofstream>(args.json, std::ios::app);
     if (!*json) throw std::runtime_error("cannot open --json file " + args.json);
   }
   auto report = [&](const trainer::EpochReport& r) {
+    metrics.EndEpoch(r.epoch, r.loss, r.accuracy, r.val_accuracy);
     if (rank != 0) return;
     if (progress) progress->Clear();
     std::printf("[train] epoch %llu: %llu steps, loss %.4f",
@@ -429,9 +438,11 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
   // like the gradients) whether any of them is past the limit; all then stop after that
   // same step by leaving Train() with TimeLimitReached.
   const auto started = std::chrono::steady_clock::now();
-  if (progress || args.seconds > 0) {
+  if (progress || args.seconds > 0 || metrics) {
     trainer.SetProgressSink([&](const trainer::StepProgress& p) {
       if (progress) progress->Update(p);
+      metrics.AddStep(p.epoch, trainer.global_batch() / static_cast<std::size_t>(mpi.size()),
+                      p.step_wait_seconds, p.step_busy_seconds);
       if (args.seconds <= 0) return;
       const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - started;
       double past[1] = {elapsed.count() >= args.seconds ? 1.0 : 0.0};
@@ -442,6 +453,7 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
         log("time limit: stopping after step " + std::to_string(p.global_step) + " (epoch " +
             std::to_string(p.epoch) + ", step " + std::to_string(p.step_in_epoch) + ", " + rate +
             " images/s in this epoch so far)");
+        metrics_exit = "time_limit";
         throw TimeLimitReached{};
       }
     });
@@ -557,6 +569,8 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
     if (!has_data) throw std::invalid_argument("--data is required without --readers");
     loader_options.epochs = args.epochs - first_epoch;
     loader::Loader train_loader(std::move(train_source), loader_options);
+    const metrics::Session::ScopedLoader metrics_loader(metrics,
+                                                        [&] { return train_loader.metrics(); });
     transport::LoaderStream stream(train_loader);
     log("instance " + std::to_string(rank) + " of " + std::to_string(mpi.size()) + ": " +
         std::to_string(train_loader.batches_per_epoch()) + " batches per epoch, " +
@@ -570,6 +584,7 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
   log("done: " + std::to_string(trainer.step()) + " steps; parameter checksum " +
       std::to_string(trainer.CheckReplicasIdentical()) + " identical on all " +
       std::to_string(mpi.size() * options.replicas) + " replicas");
+  metrics.Finish(metrics_exit);
   return 0;
 }
 
@@ -712,7 +727,9 @@ int main(int argc, char** argv) {
                  "arrive (0: wait forever)")
       ->check(CLI::Range(0.0, 1e6))
       ->capture_default_str();
+  metrics::AddFlags(app, args.metrics, /*with_port=*/true);
   CLI11_PARSE(app, argc, argv);
+  args.options_text = metrics::OptionsOf(app);
   if (data->count() == 0 && args.readers.empty()) {
     std::fprintf(stderr, "train: --data is required (or --readers for disaggregated mode)\n");
     return 2;
