@@ -9,6 +9,10 @@
 // --against DIR times --data against a second dataset (packed shards against the folder
 // they were packed from) in alternating rounds on the same samples, and ends with
 // ratio=... (data/against, the median of the per-round ratios).
+//
+// --metrics-overhead times --data with a metrics Writer (metrics/metrics.h) sampling the
+// loader every --metrics-interval seconds against the same run without one, the same way
+// (ratio=with/without).
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -29,9 +33,10 @@
 #include <vector>
 
 #include "bench/median.h"
-#include "loader/image_folder.h"
+#include "loader/dataset.h"
 #include "loader/loader.h"
 #include "loader/shard_source.h"
+#include "metrics/cli.h"
 
 namespace {
 
@@ -128,6 +133,10 @@ int ReadOnly(const loader::Source& source, const loader::LoaderOptions& options,
   return 0;
 }
 
+// --metrics-overhead: a Writer sampling turn `which`'s loader, or null for none.
+using MetricsForTurn =
+    std::function<std::unique_ptr<tilefeed::metrics::Writer>(int which, loader::Loader&)>;
+
 // --against: datasets A (--data) and B timed in alternating rounds. Round r gives both
 // the same shuffle and augmentation seed (seed + r), so they decode the same samples (a
 // pack keeps its folder's sample order); the order within a round swaps every round, and
@@ -139,7 +148,7 @@ int Alternate(const std::string& name_a,
               const std::string& name_b,
               const std::function<std::unique_ptr<loader::Source>()>& open_b,
               const loader::LoaderOptions& base, int rounds, std::size_t round_batches,
-              std::size_t warmup) {
+              std::size_t warmup, const MetricsForTurn& metrics_for = {}) {
   std::vector<double> rates[2];
   std::vector<double> ratios;
   std::uint64_t checksum = 0;
@@ -153,16 +162,21 @@ int Alternate(const std::string& name_a,
       options.seed = base.seed + static_cast<std::uint64_t>(r);
       options.epochs = 0;  // as many as the round needs
       loader::Loader run(which == 0 ? open_a() : open_b(), options);
+      // Declared after `run`, so it stops sampling before the loader goes.
+      std::unique_ptr<tilefeed::metrics::Writer> writer =
+          metrics_for ? metrics_for(which, run) : nullptr;
       std::size_t images = 0;
       Clock::time_point start = Clock::now();
       for (std::size_t b = 0; b < warmup + round_batches; ++b) {
         if (b == warmup) start = Clock::now();
         auto batch = run.Next();
+        if (!batch) batch = run.Next();  // the end of an epoch: the next one starts
         if (!batch) throw std::runtime_error("the loader ended early");
         checksum += Touch(*batch);
         if (b >= warmup) images += batch->size();
       }
       rate[which] = double(images) / std::chrono::duration<double>(Clock::now() - start).count();
+      if (writer) writer->Finish("completed");
       run.Stop();
     }
     rates[0].push_back(rate[0]);
@@ -202,8 +216,8 @@ int main(int argc, char** argv) {
   bool fail = false;
   std::string scales = "pow2";
   app.add_option("--data", data,
-                 "dataset: ImageFolder root, a corpus root with train/ and val/ splits, or a "
-                 "shard directory or manifest (tilefeed-pack)")
+                 "dataset (loader/dataset.h): ImageFolder, a root with train/ and val/ (--mode "
+                 "picks the split), a shard directory or manifest of any codec, or CIFAR-10")
       ->required();
   app.add_option("--batch", options.batch_size, "batch size")->capture_default_str();
   app.add_option("--workers", workers, "decode threads (0 = all cores)")->capture_default_str();
@@ -267,16 +281,20 @@ int main(int argc, char** argv) {
                  "--against: timed batches per dataset and round (after --warmup untimed ones)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  tilefeed::metrics::Flags metrics_flags;
+  tilefeed::metrics::AddFlags(app, metrics_flags);
+  bool metrics_overhead = false;
+  app.add_flag("--metrics-overhead", metrics_overhead,
+               "time --data with a metrics writer sampling every --metrics-interval seconds "
+               "(to --metrics, or /dev/null) against without, in alternating rounds like "
+               "--against; prints ratio=with/without");
   CLI11_PARSE(app, argc, argv);
 
-  const char* split = mode == "train" ? "train" : "val";
-  // A shard directory or manifest as it is; an ImageFolder corpus root by its split.
-  const auto resolve = [split](const std::string& path) {
-    std::filesystem::path root(path);
-    if (!loader::IsShardDataset(path) && std::filesystem::is_directory(root / split)) root /= split;
-    return root;
-  };
-  const std::filesystem::path root = resolve(data);
+  loader::DatasetOptions dataset_options;
+  dataset_options.split = mode == "train" ? loader::Split::kTrain : loader::Split::kVal;
+  dataset_options.shards.io = shard_io == "mmap" ? loader::ShardIo::kMmap : loader::ShardIo::kPread;
+  dataset_options.shards.coalesce = !no_coalesce;
+  dataset_options.shards.max_gap = max_gap;
   options.mode = mode == "train" ? loader::Mode::kTrain : loader::Mode::kEval;
   options.workers = workers;
   options.shuffle = !no_shuffle;
@@ -296,35 +314,50 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<loader::Loader> run;
   const loader::ShardDataset* shard_source = nullptr;  // owned by `run`
-  const auto open_source =
-      [&](const std::filesystem::path& path) -> std::unique_ptr<loader::Source> {
-    if (loader::IsShardDataset(path.string())) {
-      loader::ShardReadOptions read;
-      read.io = shard_io == "mmap" ? loader::ShardIo::kMmap : loader::ShardIo::kPread;
-      read.coalesce = !no_coalesce;
-      read.max_gap = max_gap;
-      auto opened = loader::ShardDataset::Open(path.string(), read);
-      shard_source = opened.get();
-      return opened;
-    }
-    auto folder = loader::ImageFolder::Open(path.string());
-    for (const std::string& warning : folder->warnings()) {
-      std::fprintf(stderr, "warning: %s\n", warning.c_str());
-    }
-    return folder;
+  const auto open_source = [&](const std::string& location) -> std::unique_ptr<loader::Source> {
+    loader::OpenedDataset opened = loader::OpenDataset(location, dataset_options);
+    std::fprintf(stderr, "data: %s\n", opened.summary.c_str());
+    for (const std::string& note : opened.notes)
+      std::fprintf(stderr, "warning: %s\n", note.c_str());
+    shard_source = dynamic_cast<const loader::ShardDataset*>(opened.source.get());
+    return std::move(opened.source);
   };
+  if (metrics_overhead) {
+    // The same dataset twice: A with the metrics writer sampling it, B without.
+    const auto with_metrics =
+        [&](int which, loader::Loader& turn) -> std::unique_ptr<tilefeed::metrics::Writer> {
+      if (which != 0) return nullptr;
+      tilefeed::metrics::WriterOptions writer_options;
+      writer_options.path = metrics_flags.path.empty() ? "/dev/null" : metrics_flags.path;
+      writer_options.interval_seconds = metrics_flags.interval_seconds;
+      tilefeed::metrics::RunInfo info;
+      info.tool = "loader_bench";
+      info.dataset = data;
+      auto writer = std::make_unique<tilefeed::metrics::Writer>(writer_options, info);
+      writer->SetLoader([&turn] { return turn.metrics(); });
+      return writer;
+    };
+    try {
+      return Alternate(
+          data + " with metrics", [&] { return open_source(data); }, data + " without",
+          [&] { return open_source(data); }, options, rounds, round_batches, warmup, with_metrics);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "loader_bench: %s\n", e.what());
+      return 2;
+    }
+  }
   if (!against.empty()) {
     try {
       return Alternate(
-          data, [&] { return open_source(root); }, against,
-          [&] { return open_source(resolve(against)); }, options, rounds, round_batches, warmup);
+          data, [&] { return open_source(data); }, against, [&] { return open_source(against); },
+          options, rounds, round_batches, warmup);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "loader_bench: %s\n", e.what());
       return 2;
     }
   }
   try {
-    std::unique_ptr<loader::Source> source = open_source(root);
+    std::unique_ptr<loader::Source> source = open_source(data);
     // No loader for --read-only: its prefetching workers would compete with the reads.
     if (read_only) return ReadOnly(*source, options, seconds > 0 ? seconds : 10);
     run = std::make_unique<loader::Loader>(std::move(source), options);
@@ -336,8 +369,20 @@ int main(int argc, char** argv) {
   std::printf(
       "loader_bench: %zu images in %zu classes at %s, %s mode, %dx%d, batch %zu, "
       "%d workers, depth %zu\n",
-      run->source().size(), run->source().class_names().size(), root.c_str(), mode.c_str(),
+      run->source().size(), run->source().class_names().size(), data.c_str(), mode.c_str(),
       options.image_size, options.image_size, options.batch_size, threads, options.prefetch_depth);
+
+  tilefeed::metrics::Session metrics;
+  try {
+    metrics = tilefeed::metrics::Open(
+        metrics_flags, {"loader_bench", tilefeed::metrics::OptionsOf(app), data,
+                        run->source().size(), run->source().class_names().size(), 0, 1,
+                        run->metrics().slots * run->metrics().slot_bytes});
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "loader_bench: %s\n", e.what());
+    return 2;
+  }
+  metrics.SetLoader([&run] { return run->metrics(); });
 
   const bool live = isatty(STDERR_FILENO) != 0;
   std::uint64_t checksum = 0;
@@ -385,6 +430,7 @@ int main(int argc, char** argv) {
           break;
         }
       }
+      if (any && metrics) metrics.writer->EndEpoch(epoch);
       if (!any ||
           (seconds > 0 && std::chrono::duration<double>(Clock::now() - begin).count() >= seconds)) {
         break;
@@ -392,11 +438,14 @@ int main(int argc, char** argv) {
     }
   } catch (const loader::LoaderError& e) {
     std::fprintf(stderr, "\nloader_bench: %s\n", e.what());
+    metrics.Finish("error", e.what());
     return 1;
   }
   if (live) std::fprintf(stderr, "\r%60s\r", "");
   const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
   const loader::LoaderMetrics end = run->metrics();
+  metrics.SetLoader({});
+  metrics.Finish("completed");
   run->Stop();
   if (batches <= warmup) {
     std::fprintf(stderr, "loader_bench: only %zu batches; lower --warmup or run longer\n", batches);
@@ -442,7 +491,7 @@ int main(int argc, char** argv) {
         "\"resize_ms\":%.4f,\"wait_pct\":%.2f,\"ring_ready\":%.2f,\"bad_samples\":%llu,"
         "\"peak_rss_mib\":%.1f,\"prefetch_mib\":%.1f,\"records_per_read\":%.2f,"
         "\"checksum\":%llu}\n",
-        root.c_str(), mode.c_str(), options.image_size, options.batch_size, threads,
+        data.c_str(), mode.c_str(), options.image_size, options.batch_size, threads,
         options.prefetch_depth, timed_images, elapsed, ips, ips * mpix, mb / elapsed, read_ms,
         decode_ms, resize_ms, 100.0 * wait / elapsed, end.mean_ready_batches,
         static_cast<unsigned long long>(end.bad_samples), PeakRssMiB(), prefetch_mib,

@@ -35,8 +35,9 @@
 #include <thread>
 #include <vector>
 
-#include "loader/image_folder.h"
+#include "loader/dataset.h"
 #include "loader/loader.h"
+#include "metrics/cli.h"
 #include "transport/curve.h"
 #include "transport/instance.h"
 #include "transport/sender.h"
@@ -84,6 +85,7 @@ int main(int argc, char** argv) {
   CLI::App app{"tilefeed-serve: serve a dataset's batches to a trainer over ZeroMQ"};
   std::string data;
   std::string mode = "train";
+  std::string split = "train";
   std::string shard;
   int instance_index = -1;
   int instance_count = -1;
@@ -96,7 +98,12 @@ int main(int argc, char** argv) {
   std::vector<std::string> curve_allow;
   bool shm = false;
   std::string job_id = "0";
-  app.add_option("--data", data, "ImageFolder root (required unless --curve-keygen)");
+  app.add_option("--data", data,
+                 "Dataset: an ImageFolder, a root with train/ and val/ splits (--split picks "
+                 "one), a shard directory or manifest of any codec, or CIFAR-10's binary "
+                 "directory (required unless --curve-keygen)");
+  app.add_option("--split", split, "The split served from a root with train/ and val/")
+      ->check(CLI::IsMember({"train", "val"}));
   app.add_option("--curve-keygen", curve_keygen,
                  "write a CURVE key pair to PREFIX.key (secret) and PREFIX.pub, then exit");
   app.add_option("--curve-secret-key", sender_options.curve_secret_key_file,
@@ -151,6 +158,8 @@ int main(int argc, char** argv) {
   app.add_option("--heartbeat-ms", heartbeat_ms, "heartbeat interval")->capture_default_str();
   app.add_option("--timeout-ms", timeout_ms, "a trainer silent this long is an error")
       ->capture_default_str();
+  metrics::Flags metrics_flags;
+  metrics::AddFlags(app, metrics_flags, /*with_port=*/true);
   CLI11_PARSE(app, argc, argv);
   if (!curve_keygen.empty()) {
     try {
@@ -203,7 +212,13 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "tilefeed-serve: skipped %s: %s\n", bad.where.c_str(),
                    bad.reason.c_str());
     };
-    std::unique_ptr<loader::ImageFolder> source = loader::ImageFolder::Open(data);
+    loader::DatasetOptions dataset_options;
+    dataset_options.split = *loader::ParseSplit(split);
+    loader::OpenedDataset opened = loader::OpenDataset(data, dataset_options);
+    std::cerr << "tilefeed-serve: data: " << opened.summary << '\n';
+    for (const std::string& note : opened.notes)
+      std::cerr << "tilefeed-serve: data: " << note << '\n';
+    std::unique_ptr<loader::Source> source = std::move(opened.source);
     // A trainer's checkpoint after an epoch's padded last batch may name a position past
     // the end; it means the same as the end.
     options.first_epoch_position =
@@ -218,7 +233,13 @@ int main(int argc, char** argv) {
     if (sender_options.shared_memory) {
       options.slot_memory = transport::SharedSlots::Create(options, job_id);
     }
+    const std::uint64_t samples = source->size(), classes = source->class_names().size();
     loader::Loader loader(std::move(source), options);
+    metrics::Session metrics =
+        metrics::Open(metrics_flags, {"tilefeed-serve", metrics::OptionsOf(app), data, samples,
+                                      classes, options.shard.index, options.shard.count,
+                                      loader.metrics().slots * loader.metrics().slot_bytes});
+    const metrics::Session::ScopedLoader metrics_loader(metrics, [&] { return loader.metrics(); });
     transport::Context context;
     transport::BatchSender sender(context, loader, sender_options);
     std::cerr << "tilefeed-serve: serving " << loader.batches_per_epoch()
@@ -228,8 +249,11 @@ int main(int argc, char** argv) {
     const transport::SendResult result = sender.Run(stopper.token());
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const loader::LoaderMetrics metrics = loader.metrics();
-    const double mb = static_cast<double>(sender.batches_sent()) * metrics.slot_bytes / 1e6;
+    const loader::LoaderMetrics figures = loader.metrics();
+    const double mb = static_cast<double>(sender.batches_sent()) * figures.slot_bytes / 1e6;
+    metrics.Finish(result == transport::SendResult::kCompleted  ? "completed"
+                   : result == transport::SendResult::kPeerLeft ? "peer_left"
+                                                                : "stopped");
     std::cerr << "tilefeed-serve: "
               << (result == transport::SendResult::kCompleted  ? "done"
                   : result == transport::SendResult::kPeerLeft ? "trainer left"

@@ -120,8 +120,9 @@ TEST(CoefficientShardTest, LoaderOverCoefficientShardsEqualsLoaderOverTheOrigina
     EXPECT_TRUE(codecs::LooksLikeCoefficients(record));
   }
   const auto problems = VerifyShards(out.string());
-  ASSERT_EQ(problems.size(), 1u);  // the PNG, as with any codec that stores files
-  EXPECT_NE(problems[0].reason.find("SOI"), std::string::npos);
+  ASSERT_EQ(problems.size(), 1u);  // the PNG, noted: stored as it came, and it decodes
+  EXPECT_TRUE(problems[0].note);
+  EXPECT_NE(problems[0].reason.find("PNG"), std::string::npos) << problems[0].reason;
 
   for (const Mode mode : {Mode::kTrain, Mode::kEval}) {
     const LoaderOptions options = TestOptions(mode);
@@ -183,6 +184,7 @@ TEST(CoefficientShardTest, DamagedRecordIsABadSampleNamingTheRecord) {
   const auto problems = VerifyShards(out.string());
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_EQ(problems[0].where, path + "#2");
+  EXPECT_FALSE(problems[0].note);
   EXPECT_NE(problems[0].reason.find("coefficient record"), std::string::npos) << problems[0].reason;
 
   LoaderOptions options = TestOptions(Mode::kEval);
