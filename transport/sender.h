@@ -23,6 +23,17 @@
 // trainer can hold at most prefetch_depth batches at once (the next one needs a slot
 // back). Both sides send heartbeats; a silent peer is an error.
 //
+// Sessions: a sender made with SessionTerms and a SessionOpener (tilefeed-serve) serves only
+// trainers whose hello states terms that agree with its own (transport/session.h); it
+// opens a fresh loader for each session at the trainer's data position and, with
+// keep_serving, waits for the next trainer when one leaves or fails, so a trainer that
+// restarts from a checkpoint reconnects and continues. A hello that is malformed, states
+// other terms or comes while another trainer is served is answered with an error that
+// says why (and a line to `log`); it never takes the session. A trainer that misbehaves
+// (a credit it was not owed, a malformed message, silence) loses its session, not the
+// reader. An ipc:// or shm:// endpoint that another live reader serves is refused, and the
+// socket file is removed when the sender goes.
+//
 // Ownership: the sender borrows the Context and the Loader, which must outlive it.
 // Thread safety: Run() is called once, from one thread; batches_sent() and endpoint() from
 // any thread.
@@ -38,6 +49,7 @@
 
 #include "loader/loader.h"
 #include "transport/context.h"
+#include "transport/session.h"
 
 namespace tilefeed::transport {
 
@@ -100,12 +112,22 @@ struct SenderOptions {
   // naming its address and key. REQUIRES: curve_secret_key_file is set.
   std::vector<std::string> curve_allowed_keys{};
   std::function<void(const std::string&)> on_refused{};
+  // After a trainer leaves or fails, wait for the next one instead of returning. Needs a
+  // SessionOpener (a borrowed loader serves one session).
+  bool keep_serving = false;
+  // A line for each refused hello and each session that ends early; may be empty.
+  std::function<void(const std::string&)> log{};
 };
+
+// Opens the loader that serves one session, on the agreed terms (the trainer's position).
+// A throw refuses the trainer with what(). With shared memory the loader must decode into
+// a fresh SharedSlots (the previous session's name is gone).
+using SessionOpener = std::function<std::unique_ptr<loader::Loader>(const SessionTerms& agreed)>;
 
 enum class SendResult {
   kCompleted,  // the loader's epochs are all sent and the trainer said bye
-  kPeerLeft,   // the trainer said bye first
-  kStopped,    // the stop token was triggered
+  kPeerLeft,   // the trainer said bye first (never with keep_serving)
+  kStopped,    // the stop token was triggered; the trainer was told it is an error
 };
 
 class BatchSender {
@@ -113,16 +135,20 @@ class BatchSender {
   // Binds the endpoint. Throws TransportError if it cannot be bound or the CURVE key file
   // is unusable, std::invalid_argument for shared_memory without SharedSlots.
   BatchSender(Context& context, loader::Loader& loader, SenderOptions options);
+  // Serves trainers that agree to `terms`, each from a loader that `open` makes. Throws as
+  // above; std::invalid_argument for keep_serving without an opener.
+  BatchSender(Context& context, SenderOptions options, SessionTerms terms, SessionOpener open);
   // Waits until ZeroMQ has released every zero-copy message, so no slot outlives the
   // sender.
   ~BatchSender();
   BatchSender(const BatchSender&) = delete;
   BatchSender& operator=(const BatchSender&) = delete;
 
-  // Serves the first trainer that says hello until the loader's epochs are done, the
-  // trainer leaves or `stop` is triggered. On return or throw the loader is stopped.
-  // Throws TransportError (the trainer went silent, a bad message) or loader::LoaderError
-  // (after telling the trainer). REQUIRES: called at most once.
+  // Serves the first trainer whose hello is accepted until the loader's epochs are done,
+  // the trainer leaves (with keep_serving: the next trainer's) or `stop` is triggered. On
+  // return or throw the loader is stopped. Throws TransportError (without keep_serving: the
+  // trainer went silent, a bad message) or loader::LoaderError (after telling the trainer).
+  // REQUIRES: called at most once.
   SendResult Run(std::stop_token stop = {});
 
   // The bound endpoint with the actual port, e.g. "tcp://127.0.0.1:40123".
