@@ -395,8 +395,10 @@ void BatchSender::Impl::Produce(std::stop_token token) {
         item.batch = std::move(*batch);
         after_epoch_end = false;
       } else if (LoaderEnded() || after_epoch_end) {
-        // Two ends in a row: a stopped loader (an epoch always holds a batch).
+        // Two ends in a row: a stopped loader (an epoch always holds a batch). The end
+        // stands for the last epoch's end too; the bye names the epoch after it.
         item.kind = Item::kEnd;
+        item.epoch = epoch + 1;
       } else {
         item.kind = Item::kEpochEnd;
         item.epoch = epoch;
@@ -775,7 +777,7 @@ void BatchSender::Impl::Stream() {
       end_epoch = pending->epoch + 1;
     } else if (pending->kind == Item::kEnd) {
       // The bye names the end epoch; the trainer's bye comes after every batch has arrived.
-      Send(Control{MessageType::kBye, end_epoch});
+      Send(Control{MessageType::kBye, pending->epoch});
       state = State::kFinishing;
     } else {
       SendError(pending->error);

@@ -216,6 +216,8 @@ struct ZmqBatchStream::Impl {
   std::vector<bool> slot_busy;
   std::uint64_t outstanding = 0;  // inline: credits granted and not yet spent by a batch
   std::optional<std::uint64_t> last_epoch_end;
+  std::optional<std::uint64_t> last_batch_epoch;
+  std::uint64_t epoch_batches = 0;  // batches of last_batch_epoch received
 
   std::jthread io;  // last: stopped first
 };
@@ -376,9 +378,14 @@ bool ZmqBatchStream::Impl::Handle(std::vector<zmq::message_t>& parts, bool too_m
       if (welcomed_now) throw TransportError(peer + ": second welcome");
       HandleWelcome(*control, parts);
       return true;
-    case MessageType::kBatch:
-      Push(Entry{Entry::kBatch, MakeBatch(*control, parts), {}});
+    case MessageType::kBatch: {
+      ReceivedBatch batch = MakeBatch(*control, parts);
+      if (!last_batch_epoch || *last_batch_epoch != batch.epoch()) epoch_batches = 0;
+      last_batch_epoch = batch.epoch();
+      ++epoch_batches;
+      Push(Entry{Entry::kBatch, std::move(batch), {}});
       return true;
+    }
     case MessageType::kEpochEnd:
       if (last_epoch_end && control->a <= *last_epoch_end) {
         throw TransportError(peer + ": end of epoch " + std::to_string(control->a) +
@@ -406,17 +413,25 @@ bool ZmqBatchStream::Impl::Handle(std::vector<zmq::message_t>& parts, bool too_m
   }
 }
 
-// The stream ends only as agreed: after the last epoch's end, with a bye that names it.
+// The stream ends only as agreed: the bye (which stands for the last epoch's end) names
+// the agreed end epoch and comes after a whole last epoch (a partial one only when the
+// session began inside it).
 void ZmqBatchStream::Impl::CheckEnd(const Control& bye) const {
   if (!options.terms) return;
-  const std::uint64_t end = options.terms->epochs;
-  const bool complete = end > 0 && last_epoch_end && *last_epoch_end == end - 1 && bye.a == end;
+  const SessionTerms& t = *options.terms;
+  const std::uint64_t last = t.epochs - 1;
+  const bool began_inside = last == t.first_epoch && t.first_position > 0;
+  const bool complete = t.epochs > 0 && bye.a == t.epochs && last_batch_epoch &&
+                        *last_batch_epoch == last &&
+                        (began_inside || epoch_batches == batches_per_epoch);
   if (!complete) {
-    throw TransportError(peer + " ended the stream " +
-                         (last_epoch_end ? "after epoch " + std::to_string(*last_epoch_end)
-                                         : std::string("before any epoch ended")) +
-                         " (its bye names end epoch " + std::to_string(bye.a) +
-                         "); the agreed end is after epoch " + std::to_string(end - 1));
+    throw TransportError(peer + " ended the stream early: " +
+                         (last_batch_epoch ? std::to_string(epoch_batches) + " batches of epoch " +
+                                                 std::to_string(*last_batch_epoch)
+                                           : std::string("no batch")) +
+                         ", end epoch " + std::to_string(bye.a) + "; agreed: all " +
+                         std::to_string(batches_per_epoch) +
+                         " batches of every epoch up to epoch " + std::to_string(last));
   }
 }
 
