@@ -270,8 +270,10 @@ ZmqBatchStream::ZmqBatchStream(Context& context, StreamOptions options)
 ZmqBatchStream::~ZmqBatchStream() = default;
 
 void ZmqBatchStream::Impl::WatchConnection(zmq::context_t& context) {
-  const std::string address =
-      "inproc://tilefeed-stream-monitor-" + std::to_string(reinterpret_cast<std::uintptr_t>(this));
+  // Unique per stream: a closed stream's inproc name stays taken until ZeroMQ reaps it.
+  std::random_device random;
+  const std::string address = "inproc://tilefeed-stream-monitor-" + std::to_string(random()) +
+                              "-" + std::to_string(random());
   if (zmq_socket_monitor(socket.handle(), address.c_str(), ZMQ_EVENT_DISCONNECTED) != 0) {
     throw zmq::error_t();
   }
