@@ -24,6 +24,7 @@ PACKAGES=(
   libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev clang libclang-rt-14-dev
   python3 python3-dev pybind11-dev python3-numpy python3-pytest python3-torch
+  python3-zmq python3-xxhash
 )
 
 log() { printf '\n== %s\n' "$*" >&2; }
