@@ -95,8 +95,9 @@ class SharedSlots final : public loader::SlotMemory {
 
 struct SenderOptions {
   // Bound; "tcp://127.0.0.1:*" picks a free port. shm://NAME (transport/context.h) means
-  // shared_memory with its control socket at ZmqEndpoint(NAME).
-  std::string endpoint = "tcp://*:5555";
+  // shared_memory with its control socket at ZmqEndpoint(NAME). Loopback unless told: any
+  // other address should come with CURVE and an allow-list.
+  std::string endpoint = "tcp://127.0.0.1:5555";
   // Payload through shared memory (same host only). REQUIRES: the loader decodes into
   // SharedSlots (LoaderOptions::slot_memory), else the constructor throws.
   bool shared_memory = false;
