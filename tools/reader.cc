@@ -101,6 +101,29 @@ bool LoopbackOnly(const std::string& endpoint) {
   return host == "localhost" || host == "[::1]" || host.rfind("127.", 0) == 0;
 }
 
+// What this reader serves, as a trainer must agree to it.
+tilefeed::transport::SessionTerms TermsOf(const tilefeed::loader::LoaderOptions& options,
+                                          const tilefeed::transport::DatasetIdentity& dataset,
+                                          bool position_pinned) {
+  using tilefeed::loader::Mode;
+  using tilefeed::loader::Remainder;
+  tilefeed::transport::SessionTerms terms;
+  terms.dataset = dataset;
+  terms.slice_index = static_cast<std::uint32_t>(options.shard.index);
+  terms.slice_count = static_cast<std::uint32_t>(options.shard.count);
+  terms.seed = options.seed;
+  terms.image_size = static_cast<std::uint32_t>(options.image_size);
+  terms.batch_size = static_cast<std::uint32_t>(options.batch_size);
+  terms.mode = options.mode == Mode::kEval ? 1 : 0;
+  terms.remainder = options.remainder == Remainder::kDrop ? 1 : 0;
+  terms.drop_last = options.drop_last_batch;
+  terms.epochs = options.epochs;
+  terms.position_pinned = position_pinned;
+  terms.first_epoch = options.first_epoch;
+  terms.first_position = options.first_epoch_position;
+  return terms;
+}
+
 // The options of one session's loader: the reader's, at the agreed position.
 tilefeed::loader::LoaderOptions SessionOptions(tilefeed::loader::LoaderOptions options,
                                                const tilefeed::transport::SessionTerms& agreed,
@@ -259,20 +282,9 @@ int main(int argc, char** argv) {
                    bad.reason.c_str());
     };
     const std::unique_ptr<loader::ImageFolder> source = loader::ImageFolder::Open(data);
-    transport::SessionTerms terms;
-    terms.dataset = transport::IdentityOf(*source);
-    terms.slice_index = static_cast<std::uint32_t>(options.shard.index);
-    terms.slice_count = static_cast<std::uint32_t>(options.shard.count);
-    terms.seed = options.seed;
-    terms.image_size = static_cast<std::uint32_t>(options.image_size);
-    terms.batch_size = static_cast<std::uint32_t>(options.batch_size);
-    terms.mode = options.mode == loader::Mode::kEval ? 1 : 0;
-    terms.remainder = options.remainder == loader::Remainder::kDrop ? 1 : 0;
-    terms.drop_last = options.drop_last_batch;
-    terms.epochs = options.epochs;
-    terms.position_pinned = first_epoch_option->count() + first_position_option->count() > 0;
-    terms.first_epoch = options.first_epoch;
-    terms.first_position = options.first_epoch_position;
+    const transport::SessionTerms terms =
+        TermsOf(options, transport::IdentityOf(*source),
+                first_epoch_option->count() + first_position_option->count() > 0);
     auto log = [](const std::string& line) { std::cerr << "tilefeed-serve: " << line << '\n'; };
     if (!curve_allow.empty()) {
       sender_options.curve_allowed_keys = transport::ReadCurvePublicKeys(curve_allow);

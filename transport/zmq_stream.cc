@@ -188,6 +188,22 @@ struct ZmqBatchStream::Impl {
     }
     return disconnected;
   }
+  // Why a reader may be silent, when CURVE is on and it never welcomed us.
+  std::string SilenceHint() const {
+    std::string hint;
+    if (!options.curve_server_key_file.empty() && !Welcomed()) {
+      // A CURVE handshake with the wrong server key fails without a word to us: the
+      // reader cannot decrypt our hello and drops the connection; ZeroMQ retries.
+      hint = " and never welcomed us (CURVE is on: is the public key in " +
+             options.curve_server_key_file +
+             " the reader's, does the reader use CURVE, and if it allow-lists trainers, is " +
+             (options.curve_client_key_file.empty()
+                  ? std::string("this trainer's key on it? This trainer has no key file, so "
+                                "it uses a fresh key that no allow-list holds)")
+                  : "the public key of " + options.curve_client_key_file + " on it?)");
+    }
+    return hint;
+  }
   bool Welcomed() const {
     std::lock_guard lock(mutex);
     return welcomed;
@@ -272,8 +288,8 @@ ZmqBatchStream::~ZmqBatchStream() = default;
 void ZmqBatchStream::Impl::WatchConnection(zmq::context_t& context) {
   // Unique per stream: a closed stream's inproc name stays taken until ZeroMQ reaps it.
   std::random_device random;
-  const std::string address = "inproc://tilefeed-stream-monitor-" + std::to_string(random()) +
-                              "-" + std::to_string(random());
+  const std::string address = "inproc://tilefeed-stream-monitor-" + std::to_string(random()) + "-" +
+                              std::to_string(random());
   if (zmq_socket_monitor(socket.handle(), address.c_str(), ZMQ_EVENT_DISCONNECTED) != 0) {
     throw zmq::error_t();
   }
@@ -329,19 +345,7 @@ void ZmqBatchStream::Impl::Loop(std::stop_token token) {
       }
       const Clock::duration silence = Clock::now() - last_heard;
       if (silence > options.peer_timeout) {
-        std::string hint;
-        if (!options.curve_server_key_file.empty() && !Welcomed()) {
-          // A CURVE handshake with the wrong server key fails without a word to us: the
-          // reader cannot decrypt our hello and drops the connection; ZeroMQ retries.
-          hint = " and never welcomed us (CURVE is on: is the public key in " +
-                 options.curve_server_key_file +
-                 " the reader's, does the reader use CURVE, and if it allow-lists trainers, is " +
-                 (options.curve_client_key_file.empty()
-                      ? std::string("this trainer's key on it? This trainer has no key file, so "
-                                    "it uses a fresh key that no allow-list holds)")
-                      : "the public key of " + options.curve_client_key_file + " on it?)");
-        }
-        Fail(peer + " silent for " + detail::Seconds(silence) + " s" + hint);
+        Fail(peer + " silent for " + detail::Seconds(silence) + " s" + SilenceHint());
         return;
       }
       if (Clock::now() - last_sent >= options.heartbeat_interval) {
