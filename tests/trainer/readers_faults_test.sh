@@ -109,6 +109,15 @@ timeout 60 "$train" $common $sizes --readers "$good" --epochs 2 >"$work/agree_tr
   fail "the agreeing trainer failed"
 grep -q "done: 32 steps" "$work/agree_train.log" || fail "the agreeing trainer did not finish"
 
+# --- A 3-class reader feeding a 2-class trainer (no --data to compare): the first label 2
+# is refused on receipt, naming the sample, instead of reaching the core.
+serve three --data "$work/other/train" --bind 'tcp://127.0.0.1:*' --epochs 1 --drop-last
+timeout 60 "$train" --core reference --classes 2 --hidden 8 $sizes --workers 1 \
+  --readers "$endpoint" --epochs 1 >"$work/labels.log" 2>&1 && fail "a label 2 reached a 2-class core"
+grep -q "reader at $endpoint sent sample [0-9]* (batch [0-9]* of epoch 0) with label 2; this trainer has 2 classes" \
+  "$work/labels.log" || fail "no line naming the bad label"
+echo "readers_faults_test: $(grep -o "sent sample.*" "$work/labels.log")"
+
 # --- A reader stopped or killed mid-stream is an error naming it.
 for signal in TERM KILL; do
   serve "sig$signal" --data "$data" --bind 'tcp://127.0.0.1:*' --epochs 20 --drop-last
