@@ -697,6 +697,15 @@ std::optional<SendResult> BatchSender::Impl::Handle(std::vector<zmq::message_t>&
       Refuse(id, parts[1],
              "a message of more than " + std::to_string(detail::kMaxParts) + " parts");
     } else if (control->type == MessageType::kHello) {
+      // A trainer that missed two heartbeats is taken for dead (a killed trainer restarting
+      // from its checkpoint comes back before the timeout); a live one keeps its session.
+      const Clock::duration silence = Clock::now() - last_heard;
+      if (state != State::kWaiting && silence > 2 * options.heartbeat_interval) {
+        Log("trainer at " + peer_name + " silent for " + detail::Seconds(silence) +
+            " s; a new trainer says hello");
+        SendError("silent for " + detail::Seconds(silence) + " s; another trainer took over");
+        EndSession();
+      }
       if (state == State::kWaiting) {
         Hello(id, parts, *control);
       } else {

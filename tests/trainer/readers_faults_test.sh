@@ -164,6 +164,25 @@ got=$(sed -n 's/.*parameter checksum \([0-9]*\).*/\1/p' "$work/reconnect.log")
 [ "$got" = "$want" ] || fail "parameters after the reconnect $got, uninterrupted $want"
 echo "readers_faults_test: --reconnect continued; parameter checksum $got as uninterrupted"
 
+# --- A trainer killed mid-run and resumed from its checkpoint continues with the same
+# reader (which keeps serving, and takes the silent old trainer for dead) and ends with the
+# parameters of the uninterrupted run.
+serve keeps --data "$data" --bind 'tcp://127.0.0.1:*' --epochs 4 --drop-last
+# shellcheck disable=SC2086
+timeout 120 "$train" $ref --readers "$endpoint" --checkpoint-every 20 \
+  --checkpoint-dir "$work/ckpt2" >"$work/killed.log" 2>&1 &
+killed=$!
+waitfor "$work/killed.log" "checkpoint: step 20"
+child=$(cat "/proc/$killed/task/$killed/children")
+kill -KILL ${child%% *} 2>/dev/null
+wait "$killed"
+# shellcheck disable=SC2086
+timeout 120 "$train" $ref --readers "$endpoint" --checkpoint-dir "$work/ckpt2" --resume \
+  --reconnect >"$work/resumed_ok.log" 2>&1 || fail "the resumed trainer failed"
+got=$(sed -n 's/.*parameter checksum \([0-9]*\).*/\1/p' "$work/resumed_ok.log")
+[ "$got" = "$want" ] || fail "parameters after kill and resume $got, uninterrupted $want"
+echo "readers_faults_test: killed trainer resumed against the same reader; parameter checksum $got"
+
 # --- A resumed trainer refuses a reader pinned at another position.
 serve pinned --data "$data" --bind 'tcp://127.0.0.1:*' --epochs 4 --drop-last --first-epoch 0 \
   --first-epoch-position 0
