@@ -152,6 +152,8 @@ struct BatchSender::Impl {
   void AnswerZap();
   void Refuse(const std::string& id, zmq::message_t& first, const std::string& why);
   void Hello(const std::string& id, std::vector<zmq::message_t>& parts, const Control& hello);
+  std::string HelloRefusal(const std::vector<zmq::message_t>& parts, const Control& hello,
+                           std::optional<SessionTerms>& agreed) const;
   std::optional<SendResult> Handle(std::vector<zmq::message_t>& parts, bool too_many);
   std::optional<SendResult> PeerLeft();
   std::optional<SendResult> AfterFailure(std::vector<zmq::message_t>& parts, bool& too_many);
@@ -623,31 +625,36 @@ void BatchSender::Impl::Refuse(const std::string& id, zmq::message_t& first,
   Log(line);
 }
 
-void BatchSender::Impl::Hello(const std::string& id, std::vector<zmq::message_t>& parts,
-                              const Control& hello) {
-  std::optional<SessionTerms> agreed;
+// Why a hello cannot open a session ("" if it can); sets `agreed` to the terms to serve.
+std::string BatchSender::Impl::HelloRefusal(const std::vector<zmq::message_t>& parts,
+                                            const Control& hello,
+                                            std::optional<SessionTerms>& agreed) const {
   if (terms) {
     const std::optional<SessionTerms> theirs =
         parts.size() == 3 ? ParseSessionTerms(detail::Bytes(parts[2])) : std::nullopt;
     if (!theirs) {
-      return Refuse(id, parts[1],
-                    "a hello without well-formed session terms (a " +
-                        std::to_string(kSessionTermsSize) +
-                        "-byte part after the control part); this reader serves only trainers "
-                        "that state what they expect");
+      return "a hello without well-formed session terms (a " + std::to_string(kSessionTermsSize) +
+             "-byte part after the control part); this reader serves only trainers that state "
+             "what they expect";
     }
     if (const std::optional<std::string> differs = Disagreement(*theirs, *terms)) {
-      return Refuse(id, parts[1], "the trainer's terms differ from this reader's: " + *differs);
+      return "the trainer's terms differ from this reader's: " + *differs;
     }
     agreed = Agreed(*theirs, *terms);
   }
   if (hello.a == 0 || hello.a > kMaxCredits) {
-    return Refuse(id, parts[1],
-                  "a hello asking for " + std::to_string(hello.a) + " credits (1 to " +
-                      std::to_string(kMaxCredits) + ")");
+    return "a hello asking for " + std::to_string(hello.a) + " credits (1 to " +
+           std::to_string(kMaxCredits) + ")";
   }
-  if (retired.size() >= 2) {
-    return Refuse(id, parts[1], "busy: earlier trainers' batches are still queued");
+  if (retired.size() >= 2) return "busy: earlier trainers' batches are still queued";
+  return "";
+}
+
+void BatchSender::Impl::Hello(const std::string& id, std::vector<zmq::message_t>& parts,
+                              const Control& hello) {
+  std::optional<SessionTerms> agreed;
+  if (const std::string why = HelloRefusal(parts, hello, agreed); !why.empty()) {
+    return Refuse(id, parts[1], why);
   }
   auto next = std::make_unique<Session>();
   if (borrowed != nullptr) {
@@ -700,9 +707,11 @@ std::optional<SendResult> BatchSender::Impl::Handle(std::vector<zmq::message_t>&
       // A trainer that missed two heartbeats is taken for dead (a killed trainer restarting
       // from its checkpoint comes back before the timeout); a live one keeps its session.
       const Clock::duration silence = Clock::now() - last_heard;
-      if (state != State::kWaiting && silence > 2 * options.heartbeat_interval) {
+      std::optional<SessionTerms> agreed;
+      if (state != State::kWaiting && silence > 2 * options.heartbeat_interval &&
+          HelloRefusal(parts, *control, agreed).empty()) {
         Log("trainer at " + peer_name + " silent for " + detail::Seconds(silence) +
-            " s; a new trainer says hello");
+            " s; an agreeing trainer says hello and takes over");
         SendError("silent for " + detail::Seconds(silence) + " s; another trainer took over");
         EndSession();
       }

@@ -30,7 +30,8 @@
 // restarts from a checkpoint reconnects and continues. A hello that is malformed, states
 // other terms or comes while another trainer is served is answered with an error that
 // says why (and a line to `log`); it never takes the session, unless the trainer served has
-// missed two heartbeats (it is taken for dead, e.g. killed and restarting from a checkpoint). A trainer that misbehaves
+// missed two heartbeats and the new hello agrees (the old one is taken for dead, e.g. killed
+// and restarting from a checkpoint). A trainer that misbehaves
 // (a credit it was not owed, a malformed message, silence) loses its session, not the
 // reader. An ipc:// or shm:// endpoint that another live reader serves is refused, and the
 // socket file is removed when the sender goes.
