@@ -29,12 +29,12 @@
 // keep_serving, waits for the next trainer when one leaves or fails, so a trainer that
 // restarts from a checkpoint reconnects and continues. A hello that is malformed, states
 // other terms or comes while another trainer is served is answered with an error that
-// says why (and a line to `log`); it never takes the session, unless the trainer served has
-// missed two heartbeats and the new hello agrees (the old one is taken for dead, e.g. killed
-// and restarting from a checkpoint). A trainer that misbehaves
-// (a credit it was not owed, a malformed message, silence) loses its session, not the
-// reader. An ipc:// or shm:// endpoint that another live reader serves is refused, and the
-// socket file is removed when the sender goes.
+// says why (and a line to `log`); it never takes the session, unless the trainer served
+// has missed two heartbeats and the new hello agrees (the old one is taken for dead, e.g.
+// killed and restarting from a checkpoint). A trainer that misbehaves (a credit it was not
+// owed, a malformed message, silence) loses its session, not the reader. An ipc:// or
+// shm:// endpoint that another live reader serves is refused, and the socket file is
+// removed when the sender goes.
 //
 // Ownership: the sender borrows the Context and the Loader, which must outlive it.
 // Thread safety: Run() is called once, from one thread; batches_sent() and endpoint() from
