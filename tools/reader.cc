@@ -48,7 +48,7 @@
 #include <thread>
 #include <vector>
 
-#include "loader/image_folder.h"
+#include "loader/dataset.h"
 #include "loader/loader.h"
 #include "transport/context.h"
 #include "transport/curve.h"
@@ -146,6 +146,7 @@ int main(int argc, char** argv) {
   CLI::App app{"tilefeed-serve: serve a dataset's batches to a trainer over ZeroMQ"};
   std::string data;
   std::string mode = "train";
+  std::string split = "train";
   std::string shard;
   int instance_index = -1;
   int instance_count = -1;
@@ -160,7 +161,12 @@ int main(int argc, char** argv) {
   bool insecure = false;
   std::string job_id = "0";
   sender_options.endpoint = "tcp://127.0.0.1:5555";
-  app.add_option("--data", data, "ImageFolder root (required unless --curve-keygen)");
+  app.add_option("--data", data,
+                 "Dataset: an ImageFolder, a root with train/ and val/ splits (--split picks "
+                 "one), a shard directory or manifest of any codec, or CIFAR-10's binary "
+                 "directory (required unless --curve-keygen)");
+  app.add_option("--split", split, "The split served from a root with train/ and val/")
+      ->check(CLI::IsMember({"train", "val"}));
   app.add_option("--curve-keygen", curve_keygen,
                  "write a CURVE key pair to PREFIX.key (secret) and PREFIX.pub, then exit");
   app.add_option("--curve-secret-key", sender_options.curve_secret_key_file,
@@ -281,7 +287,13 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "tilefeed-serve: skipped %s: %s\n", bad.where.c_str(),
                    bad.reason.c_str());
     };
-    const std::unique_ptr<loader::ImageFolder> source = loader::ImageFolder::Open(data);
+    loader::DatasetOptions dataset_options;
+    dataset_options.split = *loader::ParseSplit(split);
+    loader::OpenedDataset opened = loader::OpenDataset(data, dataset_options);
+    std::cerr << "tilefeed-serve: data: " << opened.summary << '\n';
+    for (const std::string& note : opened.notes)
+      std::cerr << "tilefeed-serve: data: " << note << '\n';
+    std::unique_ptr<loader::Source> source = std::move(opened.source);
     const transport::SessionTerms terms =
         TermsOf(options, transport::IdentityOf(*source),
                 first_epoch_option->count() + first_position_option->count() > 0);
@@ -300,7 +312,7 @@ int main(int argc, char** argv) {
       if (sender_options.shared_memory) o.slot_memory = transport::SharedSlots::Create(o, job_id);
       log("serving a trainer from epoch " + std::to_string(o.first_epoch) + " position " +
           std::to_string(o.first_epoch_position));
-      return std::make_unique<loader::Loader>(loader::ImageFolder::Open(data), o);
+      return std::make_unique<loader::Loader>(loader::OpenDataset(data, dataset_options).source, o);
     };
     transport::Context context;
     transport::BatchSender sender(context, sender_options, terms, open);

@@ -1,11 +1,12 @@
-// train: data-parallel training on an ImageFolder dataset, fed by the tilefeed loader.
+// train: data-parallel training on any dataset tilefeed opens, fed by the tilefeed loader.
 //
 //   poprun --instances 2 ./train --data DIR --core reference --epochs 3
 //
-// Each instance (MPI rank) reads its shard of DIR/train (or DIR itself when it has no
-// train/), lands batches in its training core through IO tiles, and all-reduces gradients
-// with the other instances. MPI's rank and size are authoritative for the shard; the
-// environment is read here only, never in the libraries.
+// Each instance (MPI rank) reads its slice of DIR's train split (loader/dataset.h: an
+// ImageFolder, shards of any codec, CIFAR-10, or DIR/train of a split root), lands batches in its
+// training core through IO tiles, and all-reduces gradients with the other instances. MPI's rank
+// and size are authoritative for the shard; the environment is read here only, never in the
+// libraries.
 //
 // Instance 0 prints one line per epoch on stdout. When stderr is a terminal it also keeps a
 // live progress line there (epoch, step/steps, images/s, stall %), redrawn a few times a
@@ -49,7 +50,8 @@
 #include <thread>
 #include <vector>
 
-#include "loader/image_folder.h"
+#include "loader/bad_sample_log.h"
+#include "loader/dataset.h"
 #include "loader/loader.h"
 #include "trainer/checkpoint.h"
 #include "trainer/mpi_session.h"
@@ -64,8 +66,14 @@
 
 namespace {
 
-namespace fs = std::filesystem;
 using namespace tilefeed;
+
+// The val/ split of `data` (loader/dataset.h's rules), for the validation loader.
+std::unique_ptr<loader::Source> OpenValidationSplit(const std::string& data) {
+  loader::DatasetOptions options;
+  options.split = loader::Split::kVal;
+  return loader::OpenDataset(data, options).source;
+}
 
 // A LoaderStream that owns its Loader, for validation streams made per epoch.
 class OwningLoaderStream final : public transport::BatchStream {
@@ -293,6 +301,8 @@ struct Args {
   int image_size = 224;
   int workers = 0;
   std::size_t prefetch_depth = 4;
+  std::string bad_sample_policy = "skip";
+  std::size_t bad_sample_lines = 20;
   trainer::TrainerOptions trainer;
   std::uint64_t seed = 0;
   int hidden = 256;
@@ -340,15 +350,15 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
     }
   }
   const bool has_data = !args.data.empty();
-  const fs::path root(args.data);
-  const fs::path train_dir = has_data && fs::is_directory(root / "train") ? root / "train" : root;
-  const fs::path val_dir = root / "val";
-  const bool has_val = has_data && fs::is_directory(val_dir) && train_dir != root;
+  const bool has_val = has_data && loader::HasSplit(args.data, loader::Split::kVal);
 
-  std::unique_ptr<loader::ImageFolder> train_source;
+  std::unique_ptr<loader::Source> train_source;
   int classes = args.classes;
   if (has_data) {
-    train_source = loader::ImageFolder::Open(train_dir.string());
+    loader::OpenedDataset opened = loader::OpenDataset(args.data);
+    log("data: " + opened.summary);
+    for (const std::string& note : opened.notes) log("data: " + note);
+    train_source = std::move(opened.source);
     if (classes == 0) classes = static_cast<int>(train_source->class_names().size());
   }
   if (args.core == "reference" && classes < 1) {
@@ -392,6 +402,10 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
                 static_cast<unsigned long long>(r.epoch), static_cast<unsigned long long>(r.steps),
                 r.loss);
     if (r.accuracy) std::printf(", accuracy %.1f %%", 100 * *r.accuracy);
+    if (r.bad_samples > 0) {
+      std::printf(", %llu bad sample%s replaced", static_cast<unsigned long long>(r.bad_samples),
+                  r.bad_samples == 1 ? "" : "s");
+    }
     std::printf(", %.1f images/s, stall %.2f %%", r.images_per_second, r.stall_percent);
     if (r.steps > 0) {
       std::printf(", step %.2f ms (all-reduce %s, %.2f ms exposed)",
@@ -437,6 +451,16 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
   loader_options.prefetch_depth = args.prefetch_depth;
   loader_options.seed = args.seed;
   loader_options.shard = {rank, mpi.size()};
+  loader_options.bad_sample_policy = args.bad_sample_policy == "fail"
+                                         ? loader::BadSamplePolicy::kFail
+                                         : loader::BadSamplePolicy::kSkip;
+  // Every instance reads other files, so each names its own bad ones on stderr.
+  auto bad_sample_log = std::make_shared<loader::BadSampleLog>(
+      [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); },
+      "train: instance " + std::to_string(rank) + ": ", args.bad_sample_lines);
+  loader_options.on_bad_sample = [bad_sample_log](const loader::BadSample& bad) {
+    (*bad_sample_log)(bad);
+  };
   // Every batch full: core buffers have one shape, and all instances take the same steps.
   loader_options.drop_last_batch = true;
   std::uint64_t first_epoch = 0;
@@ -485,7 +509,7 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
       o.expected_dataset_size = 0;
       o.epochs = 1;
       return std::make_unique<OwningLoaderStream>(
-          std::make_unique<loader::Loader>(loader::ImageFolder::Open(val_dir.string()), o));
+          std::make_unique<loader::Loader>(OpenValidationSplit(args.data), o));
     };
   }
 
@@ -538,8 +562,8 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
         "), " + std::to_string(stream.batches_per_epoch()) + " batches per epoch, core " +
         args.core);
     if (!has_val) {
-      log(has_data ? "validation skipped: " + args.data + " has no train/ and val/ folders"
-                   : "validation skipped: no --data DIR with a val/ folder");
+      log(has_data ? "validation skipped: " + args.data + " has no val/ split"
+                   : "validation skipped: no --data DIR with a val/ split");
     }
     try {
       trainer.Train(
@@ -570,12 +594,14 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
 
 int main(int argc, char** argv) {
   Args args;
-  CLI::App app{"Data-parallel training on an ImageFolder dataset, fed by tilefeed."};
+  CLI::App app{"Data-parallel training on an image dataset, fed by tilefeed."};
   CLI::Option* data =
       app.add_option("--data", args.data,
-                     "Dataset folder (DIR/train and DIR/val, or one ImageFolder). With "
-                     "--readers optional: the class count and DIR/val for local validation")
-          ->check(CLI::ExistingDirectory);
+                     "Dataset: an ImageFolder, a root with train/ and val/ splits (val/ is "
+                     "then the validation set), a shard directory or manifest of any codec, or "
+                     "CIFAR-10's binary directory. With --readers optional: the class count "
+                     "and the val/ split for local validation")
+          ->check(CLI::ExistingPath);
   app.add_option("--readers", args.readers,
                  "Disaggregated mode: comma-separated tilefeed-serve endpoints, exactly one "
                  "per instance (instance i reads from the i-th; a single endpoint for one "
@@ -681,6 +707,16 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--checkpoint-dir", args.checkpoint_dir, "Checkpoint folder");
   app.add_flag("--resume", args.resume, "Continue from the checkpoint in --checkpoint-dir");
+  app.add_option("--bad-sample-policy", args.bad_sample_policy,
+                 "skip: a file that cannot be read or decoded is replaced by the next good one "
+                 "of the instance's epoch order (every instance keeps the same step count), "
+                 "named on stderr and counted in the epoch line and --json; fail: the job "
+                 "stops at the first, naming it")
+      ->check(CLI::IsMember({"skip", "fail"}))
+      ->capture_default_str();
+  app.add_option("--bad-sample-lines", args.bad_sample_lines,
+                 "bad samples named in full on stderr per instance; later ones are counted")
+      ->capture_default_str();
   app.add_option("--json", args.json, "Append per-epoch reports to this file as JSON lines");
   CLI11_PARSE(app, argc, argv);
   if (data->count() == 0 && args.readers.empty()) {

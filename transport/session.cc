@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "loader/dataset.h"
+
 namespace tilefeed::transport {
 namespace {
 
@@ -46,9 +48,8 @@ std::string Line(const std::string& what, const std::string& trainer, const std:
 }  // namespace
 
 DatasetIdentity IdentityOf(const loader::Source& source) {
-  std::string names;
-  for (const std::string& name : source.class_names()) names.append(name).append(1, '\n');
-  return {source.size(), XXH3_64bits(names.data(), names.size())};
+  const loader::DatasetIdentity identity = loader::Identify(source);
+  return {identity.samples, identity.digest};
 }
 
 EncodedSessionTerms EncodeSessionTerms(const SessionTerms& t) {

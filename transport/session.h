@@ -28,14 +28,15 @@ namespace tilefeed::transport {
 
 inline constexpr std::size_t kSessionTermsSize = 80;
 
-// What names a dataset: its sample count and a digest of its class names.
+// What names a dataset on the wire: loader::Identify's sample count and digest (of the
+// class names and every sample's label).
 struct DatasetIdentity {
   std::uint64_t size = 0;    // samples; 0 = unknown (not compared)
-  std::uint64_t digest = 0;  // XXH3-64 of the class names, each followed by '\n'
+  std::uint64_t digest = 0;  // loader::DatasetIdentity::digest
   friend bool operator==(const DatasetIdentity&, const DatasetIdentity&) = default;
 };
 
-// The identity of `source`. TODO(#15): loader/dataset.h's identity once it lands.
+// The identity of `source` (loader::Identify; reads every label, no sample bytes).
 DatasetIdentity IdentityOf(const loader::Source& source);
 
 struct SessionTerms {
