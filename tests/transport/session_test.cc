@@ -256,6 +256,17 @@ TEST(Sessions, ATrainerThatLeavesIsFollowedByOneThatContinuesFromItsPosition) {
     ASSERT_TRUE(first.Next().has_value());
     ASSERT_TRUE(first.Next().has_value());
   }
+  // The first trainer's bye and the second's hello come on different connections: wait
+  // until the reader has seen the bye, or the hello could find it still busy.
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  auto left = [&] {
+    for (const std::string& line : reader.lines()) {
+      if (line.find("left before the end") != std::string::npos) return true;
+    }
+    return false;
+  };
+  while (!left() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(left());
   SessionTerms resumed = Terms(2);
   resumed.first_position = 2 * kBatch;
   ZmqBatchStream second(context, TrainerOptions(reader.endpoint(), resumed));
