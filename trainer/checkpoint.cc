@@ -154,11 +154,16 @@ Checkpoint ParseCheckpoint(const std::string& bytes, const std::filesystem::path
   }
   checkpoint.parameters.resize(parameter_count);
   checkpoint.velocity.resize(velocity_count);
-  std::memcpy(checkpoint.parameters.data(), bytes.data() + data_begin,
-              parameter_count * sizeof(float));
-  std::memcpy(checkpoint.velocity.data(),
-              bytes.data() + data_begin + parameter_count * sizeof(float),
-              velocity_count * sizeof(float));
+  // memcpy of 0 bytes from an empty vector's null data() is undefined: skip it.
+  if (parameter_count > 0) {
+    std::memcpy(checkpoint.parameters.data(), bytes.data() + data_begin,
+                parameter_count * sizeof(float));
+  }
+  if (velocity_count > 0) {
+    std::memcpy(checkpoint.velocity.data(),
+                bytes.data() + data_begin + parameter_count * sizeof(float),
+                velocity_count * sizeof(float));
+  }
   return checkpoint;
 }
 
