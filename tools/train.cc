@@ -15,14 +15,18 @@
 // Disaggregated mode: with --readers, instance i of N reads its batches from the i-th
 // tilefeed-serve endpoint (transport::ZmqBatchStream) instead of an in-process loader.
 //
-//   tilefeed-serve --data DIR/train --bind tcp://*:5555 --instance-index 0 --instance-count 2 ...
-//   tilefeed-serve --data DIR/train --bind tcp://*:5556 --instance-index 1 --instance-count 2 ...
+//   tilefeed-serve --data DIR/train --bind tcp://h1:5555 --insecure --shard 0/2 ...
+//   tilefeed-serve --data DIR/train --bind tcp://h2:5556 --insecure --shard 1/2 ...
 //   poprun --instances 2 ./train --readers tcp://h1:5555,tcp://h2:5556 --data DIR
 //
-// The readers then own the data options (shard, seed, epochs, augmentation, workers); the
-// trainer checks that every batch fits its --batch-size and --image-size. --data is
-// optional there: it gives the class count and, when DIR/val exists, the local validation
-// set. Checkpoints record the trainer's step and a remote data position
+// Each reader must agree with its instance on the session terms (transport/session.h):
+// dataset identity (with --data), slice, --seed, --batch-size, --image-size, drop-last,
+// --epochs and the data position; it refuses any other trainer with a line naming both
+// values. Every batch's labels are checked against the class count (--data or --classes).
+// A reader that stops before the last epoch, dies or is replaced is an error, unless
+// --reconnect, which reconnects and continues from this trainer's position. --data is
+// optional there: it gives the class count, the dataset identity and, when DIR/val exists,
+// the local validation set. Checkpoints record the trainer's step and a remote data position
 // ("tilefeed-remote-state v1 epoch=E position=P"): on --resume, train continues the model
 // and tells how to restart the readers (--first-epoch E --first-epoch-position P) -- where
 // the data resumes is the readers' business.
@@ -58,6 +62,7 @@
 #include "transport/batch_stream.h"
 #include "transport/context.h"
 #include "transport/instance.h"
+#include "transport/session.h"
 #include "transport/zmq_stream.h"
 
 namespace {
@@ -111,59 +116,101 @@ std::optional<DataPosition> ParseRemoteState(const std::string& text) {
   return DataPosition{epoch, position};
 }
 
-// The trainer side of disaggregated mode: a ZmqBatchStream from this instance's reader that
-// checks each batch fits the core buffers and tracks the data position for checkpoints.
+// The trainer side of disaggregated mode: a ZmqBatchStream from this instance's reader,
+// opened on this trainer's session terms (the reader refuses other data, and the stream
+// checks every batch's shape and labels), that tracks the data position for checkpoints.
+// With `reconnect`, a lost reader (stopped, dead, replaced) is reconnected within the
+// window and continues from this trainer's own position; without, it is an error.
 // Next() and position() are called under the IO tiles' fetch lock (serialized).
 class RemoteStream final : public transport::BatchStream {
  public:
-  RemoteStream(transport::Context& context, transport::StreamOptions options,
-               std::size_t batch_size, int image_size, int instances, DataPosition resumed)
-      : endpoint_(options.endpoint),
-        stream_(context, std::move(options)),
-        batch_size_(batch_size),
-        image_size_(image_size),
+  RemoteStream(transport::Context& context, transport::StreamOptions options, int instances,
+               std::optional<std::chrono::milliseconds> reconnect, int rank)
+      : context_(context),
+        options_(std::move(options)),
         instances_(static_cast<std::uint64_t>(instances)),
-        resumed_(resumed) {}
+        reconnect_(reconnect),
+        rank_(rank),
+        current_{options_.terms->first_epoch, options_.terms->first_position} {
+    if (reconnect_) {
+      Reconnect("");
+    } else {
+      stream_.emplace(context_, options_);
+    }
+  }
 
   std::optional<transport::ReceivedBatch> Next() override {
-    std::optional<transport::ReceivedBatch> batch = stream_.Next();
-    if (!batch) return batch;
-    const transport::BatchMeta& m = batch->meta();
-    if (m.height != image_size_ || m.width != image_size_ || m.channels != 3 ||
-        m.size > batch_size_ || m.layout != loader::Layout::kNhwc) {
-      throw transport::TransportError(
-          "reader at " + endpoint_ + " sent batch " + std::to_string(m.index) + " of epoch " +
-          std::to_string(m.epoch) + " with " + std::to_string(m.size) + " samples of " +
-          std::to_string(m.height) + "x" + std::to_string(m.width) + "x" +
-          std::to_string(m.channels) + "; this trainer takes at most --batch-size " +
-          std::to_string(batch_size_) + " NHWC samples of --image-size " +
-          std::to_string(image_size_) + ": start the reader with the same sizes");
+    while (!ended_) {
+      try {
+        return Track(stream_->Next());
+      } catch (const transport::TransportError& e) {
+        if (!reconnect_) throw;
+        Reconnect(e.what());
+      }
     }
-    if (!started_ || m.epoch != current_.epoch) {
-      // The first epoch a resumed reader serves continues at the checkpoint's position.
-      current_ = {m.epoch, !started_ && m.epoch == resumed_.epoch ? resumed_.position : 0};
-      started_ = true;
-    }
-    current_.position += m.size * instances_;
-    return batch;
+    return std::nullopt;
   }
-  bool ended() const override { return stream_.ended(); }
-  std::size_t batches_per_epoch() const override { return stream_.batches_per_epoch(); }
+  bool ended() const override { return ended_ || stream_->ended(); }
+  std::size_t batches_per_epoch() const override { return stream_->batches_per_epoch(); }
 
   // Where the data stands after the last batch Next() returned (padding may overshoot the
   // dataset size in an epoch's last batch; the reader clamps it).
   std::string position() const { return SerializeRemoteState(current_); }
-  bool shared_memory() const { return stream_.shared_memory(); }
+  bool shared_memory() const { return stream_->shared_memory(); }
 
  private:
-  std::string endpoint_;
-  transport::ZmqBatchStream stream_;
-  std::size_t batch_size_;
-  int image_size_;
+  std::optional<transport::ReceivedBatch> Track(std::optional<transport::ReceivedBatch> batch) {
+    if (!batch) {
+      if (!stream_->ended()) current_ = {current_.epoch + 1, 0};
+      return batch;
+    }
+    if (batch->epoch() != current_.epoch) {
+      throw transport::TransportError("reader at " + options_.endpoint + " sent a batch of epoch " +
+                                      std::to_string(batch->epoch()) + " during epoch " +
+                                      std::to_string(current_.epoch));
+    }
+    current_.position += batch->size() * instances_;
+    return batch;
+  }
+
+  // Opens a stream at this trainer's position, retrying until the window closes.
+  void Reconnect(const std::string& why) {
+    stream_.reset();
+    if (current_.epoch >= options_.terms->epochs) {
+      ended_ = true;  // lost after the last epoch's end, before the bye: nothing is missing
+      return;
+    }
+    options_.terms->first_epoch = current_.epoch;
+    options_.terms->first_position = current_.position;
+    if (!why.empty()) {
+      std::fprintf(stderr, "train: instance %d: %s; reconnecting at epoch %llu position %llu\n",
+                   rank_, why.c_str(), static_cast<unsigned long long>(current_.epoch),
+                   static_cast<unsigned long long>(current_.position));
+    }
+    const auto deadline = std::chrono::steady_clock::now() + *reconnect_;
+    while (true) {
+      try {
+        stream_.emplace(context_, options_);
+        return;
+      } catch (const transport::TransportError& e) {
+        if (std::chrono::steady_clock::now() >= deadline) {
+          throw transport::TransportError(std::string(e.what()) + " (no reader came back within " +
+                                          std::to_string(reconnect_->count()) + " ms)");
+        }
+      }
+      // A refusal comes at once: do not spin on it.
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+
+  transport::Context& context_;
+  transport::StreamOptions options_;
   std::uint64_t instances_;
-  DataPosition resumed_;
-  bool started_ = false;
+  std::optional<std::chrono::milliseconds> reconnect_;
+  int rank_;
   DataPosition current_;
+  bool ended_ = false;
+  std::optional<transport::ZmqBatchStream> stream_;
 };
 
 // The live progress line on a terminal: one "\r" line on stderr, redrawn at most every
@@ -242,9 +289,11 @@ struct Args {
   std::string readers;  // disaggregated mode: one tilefeed-serve endpoint per instance
   std::size_t reader_credits = 4;
   int reader_timeout_ms = 5000;
-  std::string curve_server_key;  // --readers with CURVE: the readers' public key file(s)
-  std::string curve_key;         // --readers with CURVE: this trainer's own key file(s)
-  int classes = 0;               // reference core without --data
+  bool reconnect = false;           // --readers: reconnect a lost reader
+  int reconnect_window_ms = 30000;  // --readers --reconnect: how long to try
+  std::string curve_server_key;     // --readers with CURVE: the readers' public key file(s)
+  std::string curve_key;            // --readers with CURVE: this trainer's own key file(s)
+  int classes = 0;                  // reference core without --data
   std::string core = "reference";
   double us_per_sample = 2000;
   std::uint64_t epochs = 3;
@@ -501,7 +550,7 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
           std::to_string(resumed.position) + " and the same --seed");
     }
   }
-  if (!remote && first_epoch >= args.epochs) {
+  if (first_epoch >= args.epochs) {
     log("nothing to do: already at epoch " + std::to_string(first_epoch));
     return 0;
   }
@@ -549,8 +598,23 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
         stream_options.curve_server_key_file.empty()) {
       throw std::invalid_argument("--curve-key needs --curve-server-key (the readers' public key)");
     }
-    RemoteStream stream(context, stream_options, options.local_batch, args.image_size, mpi.size(),
-                        resumed);
+    transport::SessionTerms terms;
+    if (has_data) terms.dataset = transport::IdentityOf(*train_source);
+    terms.slice_index = static_cast<std::uint32_t>(rank);
+    terms.slice_count = static_cast<std::uint32_t>(mpi.size());
+    terms.seed = args.seed;
+    terms.image_size = static_cast<std::uint32_t>(args.image_size);
+    terms.batch_size = static_cast<std::uint32_t>(options.local_batch);
+    terms.drop_last = loader_options.drop_last_batch;  // as this trainer's own loader
+    terms.remainder = loader_options.remainder == loader::Remainder::kDrop ? 1 : 0;
+    terms.epochs = args.epochs;
+    terms.first_epoch = resumed.epoch;
+    terms.first_position = resumed.position;
+    stream_options.terms = terms;
+    stream_options.classes = static_cast<std::uint32_t>(std::max(classes, 0));
+    std::optional<std::chrono::milliseconds> reconnect;
+    if (args.reconnect) reconnect = std::chrono::milliseconds(args.reconnect_window_ms);
+    RemoteStream stream(context, stream_options, mpi.size(), reconnect, rank);
     // Instance 0 speaks for all; a per-instance line would interleave.
     log("instance " + std::to_string(rank) + " of " + std::to_string(mpi.size()) + ": reader " +
         stream_options.endpoint + " (" + (stream.shared_memory() ? "shared memory" : "ZeroMQ") +
@@ -616,6 +680,13 @@ int main(int argc, char** argv) {
                  "--readers with CURVE: this trainer's key file (secret, mode 0600) for readers "
                  "that allow-list trainers (--curve-allow); one for all instances, or "
                  "comma-separated, one per instance. Without it a fresh key is used");
+  app.add_flag("--reconnect", args.reconnect,
+               "--readers: when a reader is lost (stopped, died, replaced), reconnect and "
+               "continue from this trainer's position instead of failing");
+  app.add_option("--reconnect-window-ms", args.reconnect_window_ms,
+                 "--readers --reconnect: how long a lost reader may take to come back")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--reader-timeout-ms", args.reader_timeout_ms,
                  "--readers: a reader silent this long (or not answering at start) is an error")
       ->check(CLI::PositiveNumber)

@@ -111,6 +111,10 @@ std::optional<Checkpoint> ReadCheckpoint(const std::filesystem::path& dir) {
     Fail(path, "cannot open");
   }
   const std::string bytes{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+  return ParseCheckpoint(bytes, path);
+}
+
+Checkpoint ParseCheckpoint(const std::string& bytes, const std::filesystem::path& path) {
   const std::size_t trailer = bytes.rfind("\nfnv1a64=");
   if (trailer == std::string::npos) Fail(path, "no checksum trailer (truncated?)");
   const std::string expected = std::to_string(Fnv1a(std::span(bytes.data(), trailer)));
@@ -146,16 +150,25 @@ std::optional<Checkpoint> ReadCheckpoint(const std::filesystem::path& dir) {
   }
   checkpoint.loader_state = bytes.substr(header_end + 1, state_end - header_end - 1);
   const std::size_t data_begin = state_end + 1;
-  if (trailer - data_begin != (parameter_count + velocity_count) * sizeof(float)) {
+  // Counts are bounded by the bytes there before any arithmetic: a header may lie.
+  const std::size_t floats = data_begin <= trailer ? (trailer - data_begin) / sizeof(float) : 0;
+  if (data_begin > trailer || parameter_count > floats ||
+      velocity_count > floats - parameter_count ||
+      (parameter_count + velocity_count) * sizeof(float) != trailer - data_begin) {
     Fail(path, "size does not match the header");
   }
   checkpoint.parameters.resize(parameter_count);
   checkpoint.velocity.resize(velocity_count);
-  std::memcpy(checkpoint.parameters.data(), bytes.data() + data_begin,
-              parameter_count * sizeof(float));
-  std::memcpy(checkpoint.velocity.data(),
-              bytes.data() + data_begin + parameter_count * sizeof(float),
-              velocity_count * sizeof(float));
+  // memcpy of 0 bytes from an empty vector's null data() is undefined: skip it.
+  if (parameter_count > 0) {
+    std::memcpy(checkpoint.parameters.data(), bytes.data() + data_begin,
+                parameter_count * sizeof(float));
+  }
+  if (velocity_count > 0) {
+    std::memcpy(checkpoint.velocity.data(),
+                bytes.data() + data_begin + parameter_count * sizeof(float),
+                velocity_count * sizeof(float));
+  }
   return checkpoint;
 }
 

@@ -49,4 +49,8 @@ void WriteCheckpoint(const std::filesystem::path& dir, const Checkpoint& checkpo
 // file that is damaged or not a checkpoint.
 std::optional<Checkpoint> ReadCheckpoint(const std::filesystem::path& dir);
 
+// Parses a checkpoint file's bytes; `path` names it in errors. Throws CheckpointError for
+// bytes that are damaged or not a checkpoint; never trusts a size the bytes state.
+Checkpoint ParseCheckpoint(const std::string& bytes, const std::filesystem::path& path);
+
 }  // namespace tilefeed::trainer

@@ -16,6 +16,8 @@
 #include "tests/support/jpeg_maker.h"
 #include "tests/support/png_maker.h"
 #include "tests/support/temp_dir.h"
+#include "transport/detail/wire.h"
+#include "transport/session.h"
 
 int main(int argc, char** argv) {
   namespace codecs = tilefeed::codecs;
@@ -122,7 +124,43 @@ int main(int argc, char** argv) {
       testing::WriteFile(dir / "png" / ("seed" + std::to_string(pngs++)), bytes);
     }
   }
-  std::printf("wrote %d JPEG, 4 raw, %d JPEG-index, %d coefficient and %d PNG seeds under %s\n", n,
-              indexed, stored, pngs, dir.c_str());
+  // control_fuzz: a selector byte (even: a control part, odd: session terms), then the part.
+  namespace transport = tilefeed::transport;
+  auto control = [&](int i, std::byte selector, std::span<const std::byte> part) {
+    std::vector<std::byte> bytes = {selector};
+    bytes.insert(bytes.end(), part.begin(), part.end());
+    testing::WriteFile(dir / "control" / ("seed" + std::to_string(i)), bytes);
+  };
+  using transport::detail::MessageType;
+  control(0, std::byte{0}, transport::detail::EncodeControl({MessageType::kHello, 4, 1}));
+  control(1, std::byte{0}, transport::detail::EncodeControl({MessageType::kWelcome, 8, 4, 96, 8}));
+  control(2, std::byte{0}, transport::detail::EncodeControl({MessageType::kBye, 3}));
+  transport::SessionTerms terms;
+  terms.image_size = 224;
+  terms.batch_size = 32;
+  terms.epochs = 90;
+  terms.slice_count = 4;
+  terms.slice_index = 3;
+  terms.drop_last = true;
+  control(3, std::byte{1}, transport::EncodeSessionTerms(terms));
+  // checkpoint_fuzz: a selector byte (odd: the harness appends the checksum), then a file.
+  auto checkpoint = [&](int i, const std::string& header, std::size_t floats) {
+    std::string file = header + std::string(floats * 4, '\x3f');
+    std::vector<std::byte> bytes = {std::byte{1}};
+    for (char c : file) bytes.push_back(static_cast<std::byte>(c));
+    testing::WriteFile(dir / "checkpoint" / ("seed" + std::to_string(i)), bytes);
+  };
+  checkpoint(0,
+             "tilefeed-checkpoint v1 step=12 epoch=1 core=reference parameters=3 velocity=3\n"
+             "tilefeed-loader-state v1 seed=0 epoch=1 position=64 size=100\n",
+             6);
+  checkpoint(1,
+             "tilefeed-checkpoint v1 step=0 epoch=0 core=synthetic parameters=0 velocity=0\n"
+             "tilefeed-remote-state v1 epoch=0 position=0\n",
+             0);
+  std::printf(
+      "wrote %d JPEG, 4 raw, %d JPEG-index, %d coefficient, %d PNG, control and checkpoint seeds "
+      "under %s\n",
+      n, indexed, stored, pngs, dir.c_str());
   return 0;
 }
