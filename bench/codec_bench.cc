@@ -15,6 +15,14 @@
 //             baseline, optimized Huffman tables, restart intervals on a grid
 //   indexed   rrc on the transcoded files that entropy-decodes only the restart
 //             intervals covering the crop (IndexedJpegDecoder); same pixels as rrc_t
+//   coef      rrc from the coefficient store (codecs/jpeg_coefficients.h): no entropy
+//             decoding at all, LZ4 bands of the crop's iMCU rows, libjpeg's IDCT,
+//             upsampling and colour; same pixels as rrc. Its pack runs once, untimed
+//             for the modes but timed for its own images/s, and its bytes are printed
+//             against the files and LZ4 raw pixels; one more pass splits its time
+//             (unpack, IDCT, upsampling + colour, resize), and on one thread full,
+//             indexed and coef also run interleaved (rotating every 16 files), whose
+//             per-round ratios give the goal's figures.
 // and the ratios rrc/full and entropy/full explain each other. On one thread, each
 // repetition also times full and rrc interleaved, alternating every 16 files, for the
 // goal's ratio: on a machine whose load comes and goes within seconds, passes one after
@@ -48,7 +56,9 @@
 
 #include "bench/median.h"
 #include "codecs/jpeg.h"
+#include "codecs/jpeg_coefficients.h"
 #include "codecs/jpeg_index.h"
+#include "codecs/raw.h"
 #include "codecs/resize.h"
 #include "loader/augment.h"
 #include "loader/sampler.h"
@@ -94,7 +104,8 @@ struct Job {
   codecs::ImageInfo info;
   codecs::CropPlan plan;
   codecs::Rect decoded;
-  const codecs::TranscodeResult* transcoded = nullptr;  // null until transcoded
+  const codecs::TranscodeResult* transcoded = nullptr;    // null until transcoded
+  const codecs::CoefficientPackResult* packed = nullptr;  // null until packed
 };
 
 // What one thread owns: one codec handle per thread, and its own output buffers so
@@ -103,12 +114,14 @@ struct Worker {
   Worker(const codecs::JpegOptions& options, std::size_t max_pixels, int size)
       : decoder(options),
         indexed(options),
+        coef(options),
         full_out(max_pixels * 3),
         crop_out(std::size_t(size) * size * 3),
         region(max_pixels * 3, 128) {}
 
   codecs::JpegDecoder decoder;
   codecs::IndexedJpegDecoder indexed;
+  codecs::CoefficientDecoder coef;
   codecs::Resizer resizer;
   std::vector<std::uint8_t> full_out;  // zero-filled here, so no page faults while timed
   std::vector<std::uint8_t> crop_out;
@@ -201,6 +214,114 @@ std::pair<double, double> RunInterleaved(const ModeFn& a, const ModeFn& b,
   return {seconds[0], seconds[1]};
 }
 
+// RunInterleaved for any number of modes: per block, the modes run in an order that
+// rotates from block to block. Returns each mode's seconds.
+std::vector<double> RunRotating(const std::vector<const ModeFn*>& fns, const std::vector<Job>& jobs,
+                                std::size_t block, Worker& worker) {
+  std::vector<double> seconds(fns.size(), 0.0);
+  for (std::size_t begin = 0, k = 0; begin < jobs.size(); begin += block, ++k) {
+    const std::size_t end = std::min(jobs.size(), begin + block);
+    for (std::size_t turn = 0; turn < fns.size(); ++turn) {
+      const std::size_t m = (k + turn) % fns.size();
+      const auto start = Clock::now();
+      for (std::size_t i = begin; i < end; ++i) {
+        try {
+          (*fns[m])(worker, jobs[i]);
+        } catch (const codecs::DecodeError&) {
+          ++worker.errors;
+        }
+      }
+      seconds[m] += std::chrono::duration<double>(Clock::now() - start).count();
+    }
+  }
+  return seconds;
+}
+
+// Packs every job's file into the coefficient store (timed for the pack rate), checks
+// on each that the stored decode gives rrc's bytes, and prints the bytes against the
+// files and against LZ4 raw pixels of the whole images.
+void PackCoefficientsFor(std::vector<Job>& jobs, std::vector<codecs::CoefficientPackResult>& packed,
+                         const codecs::JpegOptions& options, int size, int lz4hc_level) {
+  codecs::CoefficientPackOptions pack_options;
+  pack_options.lz4hc_level = lz4hc_level;
+  codecs::JpegDecoder decoder(options);
+  codecs::CoefficientDecoder coef(options);
+  std::vector<std::uint8_t> a(std::size_t(size) * size * 3), b(a.size()), pixels;
+  std::size_t original = 0, stored = 0, raw_lz4 = 0, refused = 0, mismatches = 0, checked = 0;
+  std::map<std::string, int> refusals;
+  double pack_seconds = 0;
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    Job& job = jobs[i];
+    const auto start = Clock::now();
+    packed[i] = codecs::PackCoefficients(job.file->bytes, pack_options);
+    pack_seconds += std::chrono::duration<double>(Clock::now() - start).count();
+    job.packed = &packed[i];
+    original += job.file->bytes.size();
+    stored += packed[i].packed ? packed[i].record.size() : job.file->bytes.size();
+    if (!packed[i].packed) {
+      ++refused;
+      refusals[packed[i].reason]++;
+    }
+    try {
+      pixels.resize(std::size_t(job.info.width) * job.info.height * 3);
+      decoder.DecodeFull(job.file->bytes, codecs::PixelView::Interleaved(
+                                              pixels.data(), job.info.width, job.info.height));
+      raw_lz4 += codecs::EncodeRaw(pixels, {job.info.height, job.info.width, 3}).size();
+      if (!packed[i].packed) continue;
+      decoder.DecodeInto(job.file->bytes, job.plan,
+                         codecs::PixelView::Interleaved(a.data(), size, size));
+      coef.DecodeInto(packed[i].record, job.plan,
+                      codecs::PixelView::Interleaved(b.data(), size, size));
+      ++checked;
+      if (a != b) ++mismatches;
+    } catch (const codecs::DecodeError&) {
+    }
+  }
+  std::printf(
+      "coefficient store (pack %.1f s = %.0f images/s on one core): %zu packed, %zu "
+      "stored as they came\n",
+      pack_seconds, double(jobs.size()) / pack_seconds, jobs.size() - refused, refused);
+  for (const auto& [reason, count] : refusals)
+    std::printf("  as they came %d: %s\n", count, reason.c_str());
+  std::printf(
+      "  bytes: files %.1f MB -> store %.1f MB (%.3fx the files); LZ4 raw pixels %.1f MB "
+      "(store = %.3fx of it)\n",
+      original / 1e6, stored / 1e6, double(stored) / double(std::max<std::size_t>(1, original)),
+      raw_lz4 / 1e6, double(stored) / double(std::max<std::size_t>(1, raw_lz4)));
+  std::printf("  coef decode == rrc decode of the original: %zu of %zu %s\n", checked - mismatches,
+              checked, mismatches == 0 ? "(all identical)" : "MISMATCH");
+}
+
+// One more pass of coef on one thread with its time split: unpack (LZ4 + coefficient
+// unpacking), IDCT, upsampling + colour (the rest of libjpeg's scanline work), resize.
+void PrintCoefficientSplit(const std::vector<Job>& jobs, Worker& w, int size) {
+  codecs::CoefficientTimes sum;
+  double resize = 0, total = 0;
+  std::size_t count = 0;
+  const auto out = codecs::PixelView::Interleaved(w.crop_out.data(), size, size);
+  for (const Job& job : jobs) {
+    if (!job.packed->packed) continue;
+    codecs::CoefficientTimes t;
+    const auto start = Clock::now();
+    try {
+      resize += w.coef.DecodeInto(job.packed->record, job.plan, out, &t).resize_seconds;
+    } catch (const codecs::DecodeError&) {
+      continue;
+    }
+    total += std::chrono::duration<double>(Clock::now() - start).count();
+    sum.unpack_seconds += t.unpack_seconds;
+    sum.idct_seconds += t.idct_seconds;
+    sum.rows_seconds += t.rows_seconds;
+    ++count;
+  }
+  const double us = 1e6 / double(std::max<std::size_t>(1, count));
+  std::printf(
+      "  coef time split (one timed pass, %zu packed files, us/image): unpack %.1f, IDCT "
+      "%.1f, upsampling+colour %.1f, resize %.1f, other %.1f, total %.1f\n",
+      count, sum.unpack_seconds * us, sum.idct_seconds * us, sum.rows_seconds * us, resize * us,
+      (total - sum.unpack_seconds - sum.idct_seconds - sum.rows_seconds - resize) * us, total * us);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -231,8 +352,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   int interval_width = codecs::TranscodeOptions{}.interval_width;
   app.add_option("--only", only,
-                 "run this mode alone: full, rrc, entropy, resize, rrc_t or indexed")
-      ->check(CLI::IsMember({"full", "rrc", "entropy", "resize", "rrc_t", "indexed"}));
+                 "run this mode alone: full, rrc, entropy, resize, rrc_t, indexed or coef")
+      ->check(CLI::IsMember({"full", "rrc", "entropy", "resize", "rrc_t", "indexed", "coef"}));
   app.add_option("--interval-width", interval_width,
                  "restart-interval target width in pixels for the transcoded files (0: one "
                  "interval per MCU row)")
@@ -242,6 +363,10 @@ int main(int argc, char** argv) {
   app.add_option("--scales", scales, "DCT scales: pow2 (1/2,1/4,1/8) or eighths (n/8)")
       ->check(CLI::IsMember({"pow2", "eighths"}));
   app.add_flag("--fast-dct", fast_dct, "libjpeg's fast integer IDCT");
+  int lz4hc_level = codecs::CoefficientPackOptions{}.lz4hc_level;
+  app.add_option("--lz4hc", lz4hc_level,
+                 "LZ4HC level of the coefficient store's bands (0: LZ4's fast compressor)")
+      ->capture_default_str();
   app.add_flag("--json", json, "also print one JSON line");
   CLI11_PARSE(app, argc, argv);
   if (!only.empty() && app.count("--reps") == 0) reps = 1;
@@ -386,6 +511,9 @@ int main(int argc, char** argv) {
         100.0 * rrc_share / std::max<std::size_t>(1, checked));
   }
 
+  std::vector<codecs::CoefficientPackResult> packed(jobs.size());
+  if (only.empty() || only == "coef") PackCoefficientsFor(jobs, packed, options, size, lz4hc_level);
+
   std::vector<std::unique_ptr<Worker>> workers;
   for (int t = 0; t < threads; ++t) {
     workers.push_back(std::make_unique<Worker>(options, max_pixels, size));
@@ -424,6 +552,14 @@ int main(int argc, char** argv) {
       w.decoder.DecodeInto(job.file->bytes, job.plan, out);
     }
   };
+  auto run_coef = [size](Worker& w, const Job& job) {
+    const auto out = codecs::PixelView::Interleaved(w.crop_out.data(), size, size);
+    if (job.packed->packed) {
+      w.coef.DecodeInto(job.packed->record, job.plan, out);
+    } else {
+      w.decoder.DecodeInto(job.file->bytes, job.plan, out);
+    }
+  };
   struct Mode {
     const char* name;
     ModeFn run;
@@ -432,13 +568,16 @@ int main(int argc, char** argv) {
   };
   std::vector<Mode> modes = {{"full", run_full, {}, {}},       {"rrc", run_rrc, {}, {}},
                              {"entropy", run_entropy, {}, {}}, {"resize", run_resize, {}, {}},
-                             {"rrc_t", run_rrc_t, {}, {}},     {"indexed", run_indexed, {}, {}}};
+                             {"rrc_t", run_rrc_t, {}, {}},     {"indexed", run_indexed, {}, {}},
+                             {"coef", run_coef, {}, {}}};
   if (!only.empty()) {
     std::erase_if(modes, [&](const Mode& mode) { return mode.name != only; });
   }
 
   constexpr std::size_t kInterleaveBlock = 16;
   std::vector<double> interleaved_ratios;  // rrc/full per repetition, interleaved
+  // coef against full and against indexed per repetition, the three rotating.
+  std::vector<double> coef_over_full, coef_over_indexed;
   try {
     // Untimed warm-up: code and tables hot, every thread's buffers touched.
     for (Mode& mode : modes) RunPass(mode.run, jobs, std::min(warmup, jobs.size()), workers);
@@ -454,6 +593,10 @@ int main(int argc, char** argv) {
         const auto [full_s, rrc_s] =
             RunInterleaved(run_full, run_rrc, jobs, kInterleaveBlock, *workers[0]);
         interleaved_ratios.push_back(full_s / rrc_s);
+        const std::vector<double> s3 = RunRotating({&modes[0].run, &modes[5].run, &modes[6].run},
+                                                   jobs, kInterleaveBlock, *workers[0]);
+        coef_over_full.push_back(s3[0] / s3[2]);
+        coef_over_indexed.push_back(s3[1] / s3[2]);
       }
     }
   } catch (const std::exception& e) {
@@ -495,6 +638,7 @@ int main(int argc, char** argv) {
   const double resize = Median(modes[3].rates);
   const double rrc_t = Median(modes[4].rates);
   const double indexed = Median(modes[5].rates);
+  const double coef = Median(modes[6].rates);
 
   std::printf(
       "codec_bench: %zu files from %s (%zu not decodable, skipped), %d %s, "
@@ -513,6 +657,8 @@ int main(int argc, char** argv) {
   std::printf("  %-34s %10.0f images/s  %.2fx full, %.2fx rrc, %.2fx rrc_t\n",
               "interval-skipping rrc (indexed)", indexed, indexed / full, indexed / rrc,
               indexed / rrc_t);
+  std::printf("  %-34s %10.0f images/s  %.2fx full, %.2fx rrc, %.2fx indexed\n",
+              "coefficient store rrc (coef)", coef, coef / full, coef / rrc, coef / indexed);
   // The same ratios on the threads' CPU time: what each mode costs, whatever else ran.
   const auto cpu = [&](int m) { return Median(modes[m].cpu_rates); };
   std::printf(
@@ -527,7 +673,14 @@ int main(int argc, char** argv) {
         kInterleaveBlock, Median(interleaved_ratios), interleaved_ratios.size());
     for (double r : interleaved_ratios) std::printf(" %.3f", r);
     std::printf(")\n");
+    std::printf(
+        "  interleaved (full, indexed, coef rotating every %zu files): coef %.3fx full, "
+        "%.3fx indexed (medians of per-round ratios; each vs full:",
+        kInterleaveBlock, Median(coef_over_full), Median(coef_over_indexed));
+    for (double r : coef_over_full) std::printf(" %.3f", r);
+    std::printf(")\n");
   }
+  PrintCoefficientSplit(jobs, *workers[0], size);
   std::printf("  decoded region: mean %.3f MP per image; DCT scale histogram:",
               decoded_pixels / std::max<std::size_t>(1, jobs.size()) / 1e6);
   for (const auto& [n, count] : scale_histogram) std::printf(" %d/8:%d", n, count);
@@ -539,12 +692,15 @@ int main(int argc, char** argv) {
         "\"rrc_over_full\":%.3f,\"entropy_share\":%.3f,\"rrc_t_ips\":%.1f,"
         "\"indexed_ips\":%.1f,\"indexed_over_full\":%.3f,\"interval_width\":%d,"
         "\"transcode_growth\":%.4f,\"index_share\":%.4f,\"cpu_rrc_over_full\":%.3f,"
-        "\"interleaved_rrc_over_full\":%.3f}\n",
+        "\"interleaved_rrc_over_full\":%.3f,\"coef_ips\":%.1f,"
+        "\"interleaved_coef_over_full\":%.3f,\"interleaved_coef_over_indexed\":%.3f}\n",
         jobs.size(), size, scales.c_str(), threads, full, rrc, entropy, resize, rrc / full,
         full / entropy, rrc_t, indexed, indexed / full, interval_width,
         double(transcoded_bytes) / std::max<std::size_t>(1, original_bytes) - 1,
         double(index_bytes) / std::max<std::size_t>(1, original_bytes), cpu(1) / cpu(0),
-        interleaved_ratios.empty() ? 0.0 : Median(interleaved_ratios));
+        interleaved_ratios.empty() ? 0.0 : Median(interleaved_ratios), coef,
+        coef_over_full.empty() ? 0.0 : Median(coef_over_full),
+        coef_over_indexed.empty() ? 0.0 : Median(coef_over_indexed));
   }
   std::printf("images_per_s=%.1f\n", rrc);
   return 0;

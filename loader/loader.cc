@@ -37,6 +37,7 @@
 #include <stop_token>
 #include <thread>
 
+#include "codecs/jpeg_coefficients.h"
 #include "codecs/jpeg_index.h"
 #include "codecs/png.h"
 #include "codecs/raw.h"
@@ -119,8 +120,11 @@ struct Chunk {
 // share the JPEG pixel limit.
 struct Worker {
   explicit Worker(const codecs::JpegOptions& options)
-      : decoder(options), png(codecs::PngOptions{.max_pixels = options.max_pixels}) {}
+      : decoder(options),
+        coefficients(options),
+        png(codecs::PngOptions{.max_pixels = options.max_pixels}) {}
   codecs::IndexedJpegDecoder decoder;
+  codecs::CoefficientDecoder coefficients;  // kCoefficients records
   codecs::PngDecoder png;
   codecs::Resizer resizer;
   std::vector<std::byte> bytes;
@@ -323,6 +327,17 @@ void Loader::Impl::DecodeOne(Worker& worker, std::uint64_t epoch, std::uint64_t 
           codecs::ParseIndex(sample.first(info.index_size), jpeg);
       const codecs::DecodeReport report =
           worker.decoder.DecodeInto(jpeg, index, plan_for(index.width, index.height), out);
+      const std::uint64_t total = Nanos(Clock::now() - t1);
+      t.resize_ns = static_cast<std::uint64_t>(report.resize_seconds * 1e9);
+      t.decode_ns = total > t.resize_ns ? total - t.resize_ns : 0;
+      break;
+    }
+    case SampleCodec::kCoefficients: {
+      // The header is read first (and checked: a damaged record is a bad sample) for the
+      // size that the crop plan is drawn from, as the plain path draws it from the SOF.
+      const codecs::ImageInfo image = codecs::ReadCoefficientInfo(bytes, options.jpeg.max_pixels);
+      const codecs::DecodeReport report =
+          worker.coefficients.DecodeInto(bytes, plan_for(image.width, image.height), out);
       const std::uint64_t total = Nanos(Clock::now() - t1);
       t.resize_ns = static_cast<std::uint64_t>(report.resize_seconds * 1e9);
       t.decode_ns = total > t.resize_ns ? total - t.resize_ns : 0;

@@ -18,6 +18,7 @@
 
 #include "codecs/image.h"
 #include "codecs/jpeg.h"
+#include "codecs/jpeg_coefficients.h"
 #include "codecs/jpeg_index.h"
 #include "codecs/png.h"
 #include "codecs/raw.h"
@@ -41,6 +42,8 @@ ShardCodec ToShardCodec(RecordCodec codec) {
       return ShardCodec::kLz4Raw;
     case RecordCodec::kIndexedJpeg:
       return ShardCodec::kIndexedJpeg;
+    case RecordCodec::kCoefficients:
+      return ShardCodec::kCoefficients;
   }
   return ShardCodec::kJpeg;
 }
@@ -53,6 +56,8 @@ RecordCodec ToRecordCodec(ShardCodec codec) {
       return RecordCodec::kLz4Raw;
     case ShardCodec::kIndexedJpeg:
       return RecordCodec::kIndexedJpeg;
+    case ShardCodec::kCoefficients:
+      return RecordCodec::kCoefficients;
   }
   return RecordCodec::kJpeg;
 }
@@ -224,6 +229,9 @@ SampleInfo InfoFrom(std::span<const std::byte> header, std::int32_t label) {
       info.codec = SampleCodec::kIndexedJpeg;
       info.index_size = layout.index_size;
       break;
+    case RecordCodec::kCoefficients:
+      info.codec = SampleCodec::kCoefficients;
+      break;
   }
   return info;
 }
@@ -262,6 +270,9 @@ struct RecordChecker {
         case RecordCodec::kIndexedJpeg:
           codecs::ParseIndex(std::span<const std::byte>(payload).first(layout.index_size), image);
           jpeg.EntropyDecode(image);
+          return verdict;
+        case RecordCodec::kCoefficients:
+          codecs::CheckCoefficients(payload);
           return verdict;
         case RecordCodec::kJpeg:
           if (codecs::IsPng(image)) {

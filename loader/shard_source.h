@@ -45,6 +45,10 @@ enum class ShardCodec {
   // (codecs/jpeg_index.h), read as SampleCodec::kIndexedJpeg; files that could not be
   // transcoded are stored as they came and read as kEncoded. Format version 2.
   kIndexedJpeg,
+  // JPEGs stored as their quantised DCT coefficients (codecs/jpeg_coefficients.h), read
+  // as SampleCodec::kCoefficients; files that could not be stored so are kept as they
+  // came and read as kEncoded. Format version 3.
+  kCoefficients,
 };
 
 const char* ToString(ShardCodec codec);
@@ -124,7 +128,8 @@ class ShardDataset final : public Source {
 
   std::size_t size() const override { return entries_.size(); }
   // Reads the record's payload into `buffer`; returns {label, kEncoded} for JPEG records,
-  // {label, kLz4Raw} for raw ones and {label, kIndexedJpeg, index_size} for indexed ones
+  // {label, kLz4Raw} for raw ones, {label, kIndexedJpeg, index_size} for indexed ones
+  // and {label, kCoefficients} for coefficient ones
   // (the buffer holds the index, then the JPEG; the index is checked by the decoder, not
   // here). Throws SourceError("<shard path>#<record>", reason) on an I/O error, a short
   // read, a checksum mismatch or an index length that does not fit the record.

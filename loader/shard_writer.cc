@@ -192,6 +192,7 @@ struct Item {
   std::string reason;
   // kIndexedJpeg: the index length (0: stored as it came, for `refusal`).
   std::uint32_t index_size = 0;
+  bool coefficients = false;  // kCoefficients: stored as coefficients
   std::string refusal;
   std::string refusal_category;
   std::uint64_t source_bytes = 0;
@@ -208,6 +209,7 @@ class Converter {
     item.not_jpeg = false;
     item.reason.clear();
     item.index_size = 0;
+    item.coefficients = false;
     item.refusal.clear();
     item.refusal_category.clear();
     SampleInfo info;
@@ -245,6 +247,7 @@ class Converter {
             item.reason = std::string("stored, but it is not a JPEG or PNG (") + kind + ")";
           }
           if (options_.codec == ShardCodec::kIndexedJpeg) Transcode(item);
+          if (options_.codec == ShardCodec::kCoefficients) StoreCoefficients(item);
         } else {
           try {
             DecodeImage(item);
@@ -274,6 +277,14 @@ class Converter {
           return;
         }
         break;
+      case SampleCodec::kCoefficients:
+        if (options_.codec != ShardCodec::kCoefficients) {
+          throw PackError(source_.Describe(item.index) +
+                          ": the source yields coefficient records; pack it with the "
+                          "coefficients codec");
+        }
+        item.coefficients = true;
+        break;
       case SampleCodec::kLz4Raw:
         if (!raw) {
           throw PackError(source_.Describe(item.index) +
@@ -293,6 +304,7 @@ class Converter {
     }
     const RecordCodec record_codec = raw                   ? RecordCodec::kLz4Raw
                                      : item.index_size > 0 ? RecordCodec::kIndexedJpeg
+                                     : item.coefficients   ? RecordCodec::kCoefficients
                                                            : RecordCodec::kJpeg;
     item.header = detail::EncodeRecordHeader(item.label, record_codec, item.index_size);
     item.checksum = detail::RecordChecksum(item.header, item.payload);
@@ -332,6 +344,24 @@ class Converter {
     item.index_size = static_cast<std::uint32_t>(index.size());
     item.encoded = std::move(index);
     item.encoded.insert(item.encoded.end(), result.jpeg.begin(), result.jpeg.end());
+    item.payload = item.encoded;
+  }
+
+  // Replaces item.payload by the JPEG's coefficient record, or leaves the file as it came
+  // and says why. A pure function of the bytes and options, like Transcode.
+  void StoreCoefficients(Item& item) {
+    codecs::CoefficientPackResult result =
+        codecs::PackCoefficients(item.read, options_.coefficients);
+    if (!result.packed) {
+      item.refusal = std::move(result.reason);
+      item.refusal_category = codecs::ToString(result.refusal);
+      if (const char* other = codecs::SniffNonJpeg(item.read)) {
+        item.refusal_category += std::string(" (") + other + ")";
+      }
+      return;
+    }
+    item.coefficients = true;
+    item.encoded = std::move(result.record);
     item.payload = item.encoded;
   }
 
@@ -388,7 +418,9 @@ PackResult PackDataset(const Source& source, const PackOptions& options,
 
   const RecordCodec codec = options.codec == ShardCodec::kJpeg     ? RecordCodec::kJpeg
                             : options.codec == ShardCodec::kLz4Raw ? RecordCodec::kLz4Raw
-                                                                   : RecordCodec::kIndexedJpeg;
+                            : options.codec == ShardCodec::kIndexedJpeg
+                                ? RecordCodec::kIndexedJpeg
+                                : RecordCodec::kCoefficients;
   const int threads = options.workers > 0
                           ? options.workers
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -439,8 +471,8 @@ PackResult PackDataset(const Source& source, const PackOptions& options,
               result.not_jpeg.push_back(
                   {item->index, source.Describe(item->index), item->reason, {}});
             }
-            if (codec == RecordCodec::kIndexedJpeg) {
-              if (item->index_size == 0) {
+            if (codec == RecordCodec::kIndexedJpeg || codec == RecordCodec::kCoefficients) {
+              if (item->index_size == 0 && !item->coefficients) {
                 result.not_indexed.push_back({item->index, source.Describe(item->index),
                                               item->refusal, item->refusal_category});
               } else {

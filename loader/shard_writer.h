@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "codecs/jpeg_coefficients.h"
 #include "codecs/jpeg_index.h"
 #include "loader/shard_source.h"
 #include "loader/source.h"
@@ -45,6 +46,11 @@ struct PackOptions {
   ShardCodec codec = ShardCodec::kJpeg;
   // kIndexedJpeg: how files are transcoded (interval width, pixel and scan limits).
   codecs::TranscodeOptions transcode;
+  // kCoefficients stores each JPEG's DCT coefficients with codecs::PackCoefficients
+  // (`coefficients`); a file it refuses is stored as it came (listed in not_indexed).
+  // Bigger than the files (about 2x) but decoded without entropy decoding; needs a
+  // version-3 reader.
+  codecs::CoefficientPackOptions coefficients;
   int raw_width = 0;   // kLz4Raw from JPEG samples: output size; REQUIRES > 0 then
   int raw_height = 0;  // likewise
   int workers = 0;     // read/convert threads; 0 = all hardware threads
@@ -81,9 +87,11 @@ struct PackResult {
   std::vector<PackedSampleNote> skipped;   // not in the output
   std::vector<PackedSampleNote> not_jpeg;  // kJpeg, kIndexedJpeg: stored, will fail at decode
   // kIndexedJpeg: stored as they came, without an index (TranscodeForRandomAccess refused
-  // them); decoded the ordinary way.
+  // them); decoded the ordinary way. kCoefficients: likewise, PackCoefficients refused them.
   std::vector<PackedSampleNote> not_indexed;
-  std::uint64_t indexed = 0;  // kIndexedJpeg: records stored with an index
+  // kIndexedJpeg: records stored with an index; kCoefficients: as coefficients (and the
+  // two byte counts below are theirs).
+  std::uint64_t indexed = 0;
   // kIndexedJpeg: bytes of the indexed samples as the source gave them, and as stored
   // (transcoded JPEG + index); the two give the file-size change of transcoding.
   std::uint64_t indexed_source_bytes = 0;

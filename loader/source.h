@@ -34,6 +34,9 @@ enum class SampleCodec {
   // SampleInfo::index_size bytes, then the JPEG it belongs to. Decoded with
   // codecs::IndexedJpegDecoder, which entropy-decodes only the intervals a crop covers.
   kIndexedJpeg,
+  // A JPEG's DCT coefficients in a codecs/jpeg_coefficients.h record. Decoded with
+  // codecs::CoefficientDecoder: no entropy decoding, same pixels as the JPEG.
+  kCoefficients,
 };
 
 // What Read() learned about a sample besides its bytes.

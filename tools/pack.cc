@@ -9,9 +9,12 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <map>
@@ -100,6 +103,10 @@ class ProgressPrinter {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Past a file-size limit (ulimit -f) the kernel would kill us with SIGXFSZ mid-write and
+  // leave a .tmp behind; ignored, the write fails with EFBIG, the pack reports it and the
+  // shard writer removes its temporary file.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{
       "tilefeed-pack: packs a dataset (an ImageFolder root/<class>/<image>, a root with train/\n"
       "and val/ splits, CIFAR-10's binary directory, or other shards) into checksummed record\n"
@@ -125,8 +132,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--codec", codec,
                  "jpeg: store the files' bytes; raw: LZ4 raw uint8 HWC (decoding JPEGs to "
-                 "--raw-size). auto: jpeg for an ImageFolder, raw for CIFAR")
-      ->check(CLI::IsMember({"auto", "jpeg", "raw"}))
+                 "--raw-size); coefficients: each JPEG's DCT coefficients, decoded without "
+                 "entropy decoding (same pixels, ~2x the bytes). auto: jpeg for an ImageFolder, "
+                 "raw for CIFAR")
+      ->check(CLI::IsMember({"auto", "jpeg", "raw", "coefficients"}))
       ->capture_default_str();
   app.add_option("--raw-size", raw_size, "WxH that JPEGs are resized to with --codec raw");
   app.add_flag("--jpeg-index", jpeg_index,
@@ -193,12 +202,13 @@ int main(int argc, char** argv) {
   const bool pixels = opened.location.kind == loader::DatasetKind::kCifar10 ||
                       (shards != nullptr && shards->codec() == loader::ShardCodec::kLz4Raw);
   if (codec == "auto") codec = pixels ? "raw" : "jpeg";
-  if (pixels && codec == "jpeg") {
+  if (pixels && (codec == "jpeg" || codec == "coefficients")) {
     std::fprintf(stderr, "tilefeed-pack: %s holds pixels, not image files; use --codec raw\n",
                  src.c_str());
     return 2;
   }
   options.codec = codec == "jpeg" ? loader::ShardCodec::kJpeg : loader::ShardCodec::kLz4Raw;
+  if (codec == "coefficients") options.codec = loader::ShardCodec::kCoefficients;
   if (jpeg_index) {
     if (codec != "jpeg") {
       std::fprintf(stderr, "tilefeed-pack: --jpeg-index stores JPEGs; it needs --codec jpeg\n");
@@ -261,6 +271,19 @@ int main(int argc, char** argv) {
         std::printf("  as it came %s: %s\n", s.where.c_str(), s.reason.c_str());
       }
     }
+    if (options.codec == loader::ShardCodec::kCoefficients) {
+      const double given = double(result.indexed_source_bytes);
+      const double stored = double(result.indexed_stored_bytes);
+      std::printf(
+          "coefficients: %llu files stored as coefficients: %.1f MB as given, %.1f MB "
+          "stored (%.2fx); %zu stored as they came%s\n",
+          static_cast<unsigned long long>(result.indexed), given / 1e6, stored / 1e6,
+          given > 0 ? stored / given : 0.0, result.not_indexed.size(),
+          result.not_indexed.empty() ? "" : ":");
+      for (const auto& s : result.not_indexed) {
+        std::printf("  as it came %s: %s\n", s.where.c_str(), s.reason.c_str());
+      }
+    }
     if (options.codec == loader::ShardCodec::kJpeg) {
       std::printf(
           "jpeg codec: files were stored as they are, not decoded; one that does not "
@@ -270,7 +293,10 @@ int main(int argc, char** argv) {
       }
     }
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "\ntilefeed-pack: %s\n", e.what());
+    std::fprintf(stderr, "\ntilefeed-pack: %s%s\n", e.what(),
+                 std::strstr(e.what(), std::strerror(EFBIG)) != nullptr
+                     ? " (the file-size limit, ulimit -f, is smaller than the output)"
+                     : "");
     return 1;
   }
   return 0;

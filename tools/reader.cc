@@ -3,16 +3,29 @@
 // host, through shared memory that the loader decodes into and the trainer reads in place),
 // which reads them with `--readers <endpoint>` (transport::ZmqBatchStream).
 //
-//   tilefeed-serve --data /data/train --bind tcp://*:5555 --batch-size 256 --epochs 90
-//       --instance-index 0 --instance-count 2 --drop-last
+//   tilefeed-serve --data /data/train --bind tcp://10.0.0.5:5555 --batch-size 256 --epochs 90
+//       --instance-index 0 --instance-count 2 --drop-last --curve-secret-key reader.key
+//       --curve-allow trainers/
 //   tilefeed-serve --data /data/train --bind shm://job7-r0 ...   (train --readers shm://job7-r0)
 //
 // One reader serves one trainer instance: reader i takes instance i's shard, given by
 // --instance-index/--instance-count (or --shard INDEX/COUNT), else by the launcher's
 // environment when the readers themselves run under poprun/mpirun (one per rank), else the
-// whole dataset. The reader owns the data options: shard, seed, epochs, augmentation, and
-// on a resume the position (--first-epoch, --first-epoch-position, as `train --resume`
-// prints them). SIGINT/SIGTERM stop it cleanly (the trainer is told bye).
+// whole dataset.
+//
+// A trainer states what it expects in its hello (transport/session.h): dataset identity,
+// slice, seed, image size, batch size, mode, drop-last, epochs and its data position. Any
+// difference refuses it with one line naming both values. --epochs is the job's epoch
+// count, as train's (a resumed job's reader is started with the same --epochs). Each
+// session opens the dataset afresh at the trainer's position, unless --first-epoch or
+// --first-epoch-position pin one, which a trainer must then be at. After a trainer leaves
+// or fails the reader waits for the next, so a trainer restarted from a checkpoint (or
+// running with --reconnect) continues; it exits once a trainer has received every epoch.
+// SIGINT/SIGTERM stop it; the trainer is told that the stream stopped early (an error).
+//
+// It binds loopback unless told otherwise. A non-loopback --bind needs CURVE with an
+// allow-list (--curve-secret-key and --curve-allow), or --insecure for a network that is
+// trusted.
 //
 // On a network that is not trusted, turn on CURVE (transport/curve.h): make a key pair once
 // with `tilefeed-serve --curve-keygen reader` (writes reader.key, mode 0600, and
@@ -38,9 +51,11 @@
 #include "loader/dataset.h"
 #include "loader/loader.h"
 #include "metrics/cli.h"
+#include "transport/context.h"
 #include "transport/curve.h"
 #include "transport/instance.h"
 #include "transport/sender.h"
+#include "transport/session.h"
 
 namespace {
 
@@ -78,6 +93,53 @@ class SignalStopper {
   std::jthread thread_;
 };
 
+// Whether `endpoint` is tcp:// on a loopback address (or not tcp at all: ipc, shm).
+bool LoopbackOnly(const std::string& endpoint) {
+  if (endpoint.rfind("tcp://", 0) != 0) return true;
+  const std::string rest = endpoint.substr(6);
+  const std::size_t colon = rest.rfind(':');
+  const std::string host = rest.substr(0, colon);
+  return host == "localhost" || host == "[::1]" || host.rfind("127.", 0) == 0;
+}
+
+// What this reader serves, as a trainer must agree to it.
+tilefeed::transport::SessionTerms TermsOf(const tilefeed::loader::LoaderOptions& options,
+                                          const tilefeed::transport::DatasetIdentity& dataset,
+                                          bool position_pinned) {
+  using tilefeed::loader::Mode;
+  using tilefeed::loader::Remainder;
+  tilefeed::transport::SessionTerms terms;
+  terms.dataset = dataset;
+  terms.slice_index = static_cast<std::uint32_t>(options.shard.index);
+  terms.slice_count = static_cast<std::uint32_t>(options.shard.count);
+  terms.seed = options.seed;
+  terms.image_size = static_cast<std::uint32_t>(options.image_size);
+  terms.batch_size = static_cast<std::uint32_t>(options.batch_size);
+  terms.mode = options.mode == Mode::kEval ? 1 : 0;
+  terms.remainder = options.remainder == Remainder::kDrop ? 1 : 0;
+  terms.drop_last = options.drop_last_batch;
+  terms.epochs = options.epochs;
+  terms.position_pinned = position_pinned;
+  terms.first_epoch = options.first_epoch;
+  terms.first_position = options.first_epoch_position;
+  return terms;
+}
+
+// The options of one session's loader: the reader's, at the agreed position.
+tilefeed::loader::LoaderOptions SessionOptions(tilefeed::loader::LoaderOptions options,
+                                               const tilefeed::transport::SessionTerms& agreed,
+                                               std::uint64_t dataset_size) {
+  if (agreed.first_epoch >= agreed.epochs) {
+    throw std::invalid_argument("the trainer is at epoch " + std::to_string(agreed.first_epoch) +
+                                ", past the last epoch " + std::to_string(agreed.epochs - 1));
+  }
+  options.first_epoch = agreed.first_epoch;
+  // A position after an epoch's padded last batch means the same as the end.
+  options.first_epoch_position = std::min<std::uint64_t>(agreed.first_position, dataset_size);
+  options.epochs = agreed.epochs - agreed.first_epoch;
+  return options;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -97,7 +159,9 @@ int main(int argc, char** argv) {
   std::string curve_keygen;
   std::vector<std::string> curve_allow;
   bool shm = false;
+  bool insecure = false;
   std::string job_id = "0";
+  sender_options.endpoint = "tcp://127.0.0.1:5555";
   app.add_option("--data", data,
                  "Dataset: an ImageFolder, a root with train/ and val/ splits (--split picks "
                  "one), a shard directory or manifest of any codec, or CIFAR-10's binary "
@@ -114,7 +178,8 @@ int main(int argc, char** argv) {
       ->expected(1, -1);
   app.add_option("--bind", sender_options.endpoint,
                  "endpoint to serve on: tcp://HOST:PORT, ipc://PATH, or shm://NAME (same host, "
-                 "zero-copy shared memory)")
+                 "zero-copy shared memory); a non-loopback HOST needs --curve-allow or "
+                 "--insecure")
       ->capture_default_str();
   app.add_option("--batch-size", options.batch_size, "samples per batch")->capture_default_str();
   app.add_option("--image-size", options.image_size, "output side in pixels")
@@ -129,13 +194,20 @@ int main(int argc, char** argv) {
                  "the most batches it can hold at once")
       ->capture_default_str();
   app.add_option("--seed", options.seed, "shuffle and augmentation seed")->capture_default_str();
-  app.add_option("--epochs", options.epochs, "epochs to serve (0 = until stopped)")
+  app.add_flag("--insecure", insecure,
+               "allow a non-loopback --bind without CURVE (a trusted network only)");
+  app.add_option("--epochs", options.epochs,
+                 "the job's epochs, as train's --epochs (a trainer must agree)")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--first-epoch", options.first_epoch, "epoch to start at")->capture_default_str();
-  app.add_option("--first-epoch-position", options.first_epoch_position,
-                 "resume: samples of --first-epoch already delivered to all instances together "
-                 "(train --resume prints it)")
-      ->capture_default_str();
+  CLI::Option* first_epoch_option =
+      app.add_option("--first-epoch", options.first_epoch,
+                     "pin the data position: serve only a trainer at this epoch (default: each "
+                     "trainer's own position)");
+  CLI::Option* first_position_option = app.add_option(
+      "--first-epoch-position", options.first_epoch_position,
+      "pin the data position: samples of --first-epoch already delivered to all instances "
+      "together (train --resume prints it)");
   app.add_flag("--drop-last", options.drop_last_batch,
                "drop each epoch's final partial batch (train's own loader does)");
   CLI::Option* shard_option =
@@ -181,6 +253,12 @@ int main(int argc, char** argv) {
     std::cerr << "tilefeed-serve: --curve-allow needs --curve-secret-key\n";
     return 2;
   }
+  if (!LoopbackOnly(sender_options.endpoint) && curve_allow.empty() && !insecure) {
+    std::cerr << "tilefeed-serve: --bind " << sender_options.endpoint
+              << " is not loopback: serve it with CURVE and an allow-list (--curve-secret-key, "
+                 "--curve-allow) or pass --insecure\n";
+    return 2;
+  }
   options.mode = mode == "eval" ? loader::Mode::kEval : loader::Mode::kTrain;
   const bool shm_bind = transport::IsShmEndpoint(sender_options.endpoint);
   sender_options.shared_memory = shm || shm_bind;
@@ -219,38 +297,53 @@ int main(int argc, char** argv) {
     for (const std::string& note : opened.notes)
       std::cerr << "tilefeed-serve: data: " << note << '\n';
     std::unique_ptr<loader::Source> source = std::move(opened.source);
-    // A trainer's checkpoint after an epoch's padded last batch may name a position past
-    // the end; it means the same as the end.
-    options.first_epoch_position =
-        std::min<std::uint64_t>(options.first_epoch_position, source->size());
+    const transport::SessionTerms terms =
+        TermsOf(options, transport::IdentityOf(*source),
+                first_epoch_option->count() + first_position_option->count() > 0);
+    auto log = [](const std::string& line) { std::cerr << "tilefeed-serve: " << line << '\n'; };
     if (!curve_allow.empty()) {
       sender_options.curve_allowed_keys = transport::ReadCurvePublicKeys(curve_allow);
-      sender_options.on_refused = [](const std::string& line) {
-        std::cerr << "tilefeed-serve: " << line << '\n';
-      };
+      sender_options.on_refused = log;
     }
-    // Shared memory: the loader decodes straight into the slots the trainer maps.
-    if (sender_options.shared_memory) {
-      options.slot_memory = transport::SharedSlots::Create(options, job_id);
-    }
-    const std::uint64_t samples = source->size(), classes = source->class_names().size();
-    loader::Loader loader(std::move(source), options);
-    metrics::Session metrics =
-        metrics::Open(metrics_flags, {"tilefeed-serve", metrics::OptionsOf(app), data, samples,
-                                      classes, options.shard.index, options.shard.count,
-                                      loader.metrics().slots * loader.metrics().slot_bytes});
-    const metrics::Session::ScopedLoader metrics_loader(metrics, [&] { return loader.metrics(); });
+    sender_options.log = log;
+    sender_options.keep_serving = true;
+    // Each session opens the dataset afresh at the trainer's position; with shared memory
+    // the loader decodes straight into fresh slots the trainer maps.
+    const std::uint64_t dataset_size = source->size();
+    auto open = [&](const transport::SessionTerms& agreed) {
+      loader::LoaderOptions o = SessionOptions(options, agreed, dataset_size);
+      if (sender_options.shared_memory) o.slot_memory = transport::SharedSlots::Create(o, job_id);
+      log("serving a trainer from epoch " + std::to_string(o.first_epoch) + " position " +
+          std::to_string(o.first_epoch_position));
+      return std::make_unique<loader::Loader>(loader::OpenDataset(data, dataset_options).source, o);
+    };
+    metrics::Session metrics = metrics::Open(
+        metrics_flags, {"tilefeed-serve", metrics::OptionsOf(app), data, dataset_size,
+                        source->class_names().size(), options.shard.index, options.shard.count,
+                        options.prefetch_depth * options.batch_size * options.image_size *
+                            options.image_size * 3});
+    // Each session's loader feeds the metrics while it serves; the sender detaches it before
+    // the loader may go.
+    sender_options.on_loader = [&metrics](const loader::Loader* serving) {
+      if (serving == nullptr) {
+        metrics.SetLoader({});
+      } else {
+        metrics.SetLoader([serving] { return serving->metrics(); });
+      }
+    };
     transport::Context context;
-    transport::BatchSender sender(context, loader, sender_options);
-    std::cerr << "tilefeed-serve: serving " << loader.batches_per_epoch()
-              << " batches per epoch (shard " << options.shard.index << "/" << options.shard.count
-              << ") on " << sender.endpoint() << '\n';
+    transport::BatchSender sender(context, sender_options, terms, open);
+    std::cerr << "tilefeed-serve: serving " << dataset_size << " samples, epochs 0 to "
+              << options.epochs - 1 << " (shard " << options.shard.index << "/"
+              << options.shard.count << ") on " << sender.endpoint() << '\n';
     const auto start = std::chrono::steady_clock::now();
     const transport::SendResult result = sender.Run(stopper.token());
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const loader::LoaderMetrics figures = loader.metrics();
-    const double mb = static_cast<double>(sender.batches_sent()) * figures.slot_bytes / 1e6;
+    const double slot_bytes =
+        static_cast<double>(options.batch_size) * options.image_size * options.image_size * 3;
+    const double mb = static_cast<double>(sender.batches_sent()) * slot_bytes / 1e6;
+    metrics.SetLoader({});  // the last session's loader goes with the sender
     metrics.Finish(result == transport::SendResult::kCompleted  ? "completed"
                    : result == transport::SendResult::kPeerLeft ? "peer_left"
                                                                 : "stopped");

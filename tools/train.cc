@@ -15,14 +15,18 @@
 // Disaggregated mode: with --readers, instance i of N reads its batches from the i-th
 // tilefeed-serve endpoint (transport::ZmqBatchStream) instead of an in-process loader.
 //
-//   tilefeed-serve --data DIR/train --bind tcp://*:5555 --instance-index 0 --instance-count 2 ...
-//   tilefeed-serve --data DIR/train --bind tcp://*:5556 --instance-index 1 --instance-count 2 ...
+//   tilefeed-serve --data DIR/train --bind tcp://h1:5555 --insecure --shard 0/2 ...
+//   tilefeed-serve --data DIR/train --bind tcp://h2:5556 --insecure --shard 1/2 ...
 //   poprun --instances 2 ./train --readers tcp://h1:5555,tcp://h2:5556 --data DIR
 //
-// The readers then own the data options (shard, seed, epochs, augmentation, workers); the
-// trainer checks that every batch fits its --batch-size and --image-size. --data is
-// optional there: it gives the class count and, when DIR/val exists, the local validation
-// set. Checkpoints record the trainer's step and a remote data position
+// Each reader must agree with its instance on the session terms (transport/session.h):
+// dataset identity (with --data), slice, --seed, --batch-size, --image-size, drop-last,
+// --epochs and the data position; it refuses any other trainer with a line naming both
+// values. Every batch's labels are checked against the class count (--data or --classes).
+// A reader that stops before the last epoch, dies or is replaced is an error, unless
+// --reconnect, which reconnects and continues from this trainer's position. --data is
+// optional there: it gives the class count, the dataset identity and, when DIR/val exists,
+// the local validation set. Checkpoints record the trainer's step and a remote data position
 // ("tilefeed-remote-state v1 epoch=E position=P"): on --resume, train continues the model
 // and tells how to restart the readers (--first-epoch E --first-epoch-position P) -- where
 // the data resumes is the readers' business.
@@ -58,6 +62,7 @@
 #include "transport/batch_stream.h"
 #include "transport/context.h"
 #include "transport/instance.h"
+#include "transport/session.h"
 #include "transport/zmq_stream.h"
 
 namespace {
@@ -111,59 +116,101 @@ std::optional<DataPosition> ParseRemoteState(const std::string& text) {
   return DataPosition{epoch, position};
 }
 
-// The trainer side of disaggregated mode: a ZmqBatchStream from this instance's reader that
-// checks each batch fits the core buffers and tracks the data position for checkpoints.
+// The trainer side of disaggregated mode: a ZmqBatchStream from this instance's reader,
+// opened on this trainer's session terms (the reader refuses other data, and the stream
+// checks every batch's shape and labels), that tracks the data position for checkpoints.
+// With `reconnect`, a lost reader (stopped, dead, replaced) is reconnected within the
+// window and continues from this trainer's own position; without, it is an error.
 // Next() and position() are called under the IO tiles' fetch lock (serialized).
 class RemoteStream final : public transport::BatchStream {
  public:
-  RemoteStream(transport::Context& context, transport::StreamOptions options,
-               std::size_t batch_size, int image_size, int instances, DataPosition resumed)
-      : endpoint_(options.endpoint),
-        stream_(context, std::move(options)),
-        batch_size_(batch_size),
-        image_size_(image_size),
+  RemoteStream(transport::Context& context, transport::StreamOptions options, int instances,
+               std::optional<std::chrono::milliseconds> reconnect, int rank)
+      : context_(context),
+        options_(std::move(options)),
         instances_(static_cast<std::uint64_t>(instances)),
-        resumed_(resumed) {}
+        reconnect_(reconnect),
+        rank_(rank),
+        current_{options_.terms->first_epoch, options_.terms->first_position} {
+    if (reconnect_) {
+      Reconnect("");
+    } else {
+      stream_.emplace(context_, options_);
+    }
+  }
 
   std::optional<transport::ReceivedBatch> Next() override {
-    std::optional<transport::ReceivedBatch> batch = stream_.Next();
-    if (!batch) return batch;
-    const transport::BatchMeta& m = batch->meta();
-    if (m.height != image_size_ || m.width != image_size_ || m.channels != 3 ||
-        m.size > batch_size_ || m.layout != loader::Layout::kNhwc) {
-      throw transport::TransportError(
-          "reader at " + endpoint_ + " sent batch " + std::to_string(m.index) + " of epoch " +
-          std::to_string(m.epoch) + " with " + std::to_string(m.size) + " samples of " +
-          std::to_string(m.height) + "x" + std::to_string(m.width) + "x" +
-          std::to_string(m.channels) + "; this trainer takes at most --batch-size " +
-          std::to_string(batch_size_) + " NHWC samples of --image-size " +
-          std::to_string(image_size_) + ": start the reader with the same sizes");
+    while (!ended_) {
+      try {
+        return Track(stream_->Next());
+      } catch (const transport::TransportError& e) {
+        if (!reconnect_) throw;
+        Reconnect(e.what());
+      }
     }
-    if (!started_ || m.epoch != current_.epoch) {
-      // The first epoch a resumed reader serves continues at the checkpoint's position.
-      current_ = {m.epoch, !started_ && m.epoch == resumed_.epoch ? resumed_.position : 0};
-      started_ = true;
-    }
-    current_.position += m.size * instances_;
-    return batch;
+    return std::nullopt;
   }
-  bool ended() const override { return stream_.ended(); }
-  std::size_t batches_per_epoch() const override { return stream_.batches_per_epoch(); }
+  bool ended() const override { return ended_ || stream_->ended(); }
+  std::size_t batches_per_epoch() const override { return stream_->batches_per_epoch(); }
 
   // Where the data stands after the last batch Next() returned (padding may overshoot the
   // dataset size in an epoch's last batch; the reader clamps it).
   std::string position() const { return SerializeRemoteState(current_); }
-  bool shared_memory() const { return stream_.shared_memory(); }
+  bool shared_memory() const { return stream_->shared_memory(); }
 
  private:
-  std::string endpoint_;
-  transport::ZmqBatchStream stream_;
-  std::size_t batch_size_;
-  int image_size_;
+  std::optional<transport::ReceivedBatch> Track(std::optional<transport::ReceivedBatch> batch) {
+    if (!batch) {
+      if (!stream_->ended()) current_ = {current_.epoch + 1, 0};
+      return batch;
+    }
+    if (batch->epoch() != current_.epoch) {
+      throw transport::TransportError("reader at " + options_.endpoint + " sent a batch of epoch " +
+                                      std::to_string(batch->epoch()) + " during epoch " +
+                                      std::to_string(current_.epoch));
+    }
+    current_.position += batch->size() * instances_;
+    return batch;
+  }
+
+  // Opens a stream at this trainer's position, retrying until the window closes.
+  void Reconnect(const std::string& why) {
+    stream_.reset();
+    if (current_.epoch >= options_.terms->epochs) {
+      ended_ = true;  // lost after the last epoch's end, before the bye: nothing is missing
+      return;
+    }
+    options_.terms->first_epoch = current_.epoch;
+    options_.terms->first_position = current_.position;
+    if (!why.empty()) {
+      std::fprintf(stderr, "train: instance %d: %s; reconnecting at epoch %llu position %llu\n",
+                   rank_, why.c_str(), static_cast<unsigned long long>(current_.epoch),
+                   static_cast<unsigned long long>(current_.position));
+    }
+    const auto deadline = std::chrono::steady_clock::now() + *reconnect_;
+    while (true) {
+      try {
+        stream_.emplace(context_, options_);
+        return;
+      } catch (const transport::TransportError& e) {
+        if (std::chrono::steady_clock::now() >= deadline) {
+          throw transport::TransportError(std::string(e.what()) + " (no reader came back within " +
+                                          std::to_string(reconnect_->count()) + " ms)");
+        }
+      }
+      // A refusal comes at once: do not spin on it.
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+
+  transport::Context& context_;
+  transport::StreamOptions options_;
   std::uint64_t instances_;
-  DataPosition resumed_;
-  bool started_ = false;
+  std::optional<std::chrono::milliseconds> reconnect_;
+  int rank_;
   DataPosition current_;
+  bool ended_ = false;
+  std::optional<transport::ZmqBatchStream> stream_;
 };
 
 // The live progress line on a terminal: one "\r" line on stderr, redrawn at most every
@@ -242,9 +289,11 @@ struct Args {
   std::string readers;  // disaggregated mode: one tilefeed-serve endpoint per instance
   std::size_t reader_credits = 4;
   int reader_timeout_ms = 5000;
-  std::string curve_server_key;  // --readers with CURVE: the readers' public key file(s)
-  std::string curve_key;         // --readers with CURVE: this trainer's own key file(s)
-  int classes = 0;               // reference core without --data
+  bool reconnect = false;           // --readers: reconnect a lost reader
+  int reconnect_window_ms = 30000;  // --readers --reconnect: how long to try
+  std::string curve_server_key;     // --readers with CURVE: the readers' public key file(s)
+  std::string curve_key;            // --readers with CURVE: this trainer's own key file(s)
+  int classes = 0;                  // reference core without --data
   std::string core = "reference";
   double us_per_sample = 2000;
   std::uint64_t epochs = 3;
@@ -259,12 +308,35 @@ struct Args {
   std::uint64_t seed = 0;
   int hidden = 256;
   bool resume = false;
+  bool resume_if_present = false;  // --resume, but no checkpoint is not an error
+  bool new_global_batch = false;   // resume: accept another global batch than the checkpoint's
+  bool batch_size_given = false;   // --batch-size / --gradient-accumulation on the command line
+  bool accumulation_given = false;
+  std::string trace_samples;  // test hook: instance i appends "epoch sample" lines to PREFIX.i
   std::string checkpoint_dir;
   std::string json;
   bool quiet_others = true;
+  double collective_timeout = 300;  // seconds; see trainer::MpiSessionOptions
   metrics::Flags metrics;
   std::vector<std::pair<std::string, std::string>> options_text;  // for the metrics' config
 };
+
+// The checkpoint to resume from: nullopt without --resume(-if-present), or when
+// --resume-if-present finds none. --resume without one is an error (a typo in
+// --checkpoint-dir must not quietly start from scratch).
+template <typename Log>
+std::optional<trainer::Checkpoint> ReadResumeCheckpoint(const Args& args, const Log& log) {
+  if (!args.resume && !args.resume_if_present) return std::nullopt;
+  std::optional<trainer::Checkpoint> checkpoint = trainer::ReadCheckpoint(args.checkpoint_dir);
+  if (checkpoint) return checkpoint;
+  if (args.resume) {
+    throw std::invalid_argument("--resume: no checkpoint in " + args.checkpoint_dir + " (" +
+                                trainer::CheckpointPath(args.checkpoint_dir).string() +
+                                " does not exist); --resume-if-present starts fresh instead");
+  }
+  log("resume: no checkpoint in " + args.checkpoint_dir + "; starting from scratch");
+  return std::nullopt;
+}
 
 int Run(trainer::MpiSession& mpi, const Args& args) {
   const int rank = mpi.rank();
@@ -381,7 +453,36 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
     if (json) *json << trainer::ToJsonLine(r) << "\n" << std::flush;
   };
 
+  const std::optional<trainer::Checkpoint> checkpoint = ReadResumeCheckpoint(args, log);
+  if (checkpoint && !args.new_global_batch) {
+    // Another instance count keeps the global batch: more or fewer micro-batches per step,
+    // or (where the readers do not fix it) another local batch.
+    const trainer::BatchLayout fit = trainer::FitGlobalBatch(
+        checkpoint->global_batch, {options.local_batch, options.gradient_accumulation},
+        options.replicas, mpi.size(), args.batch_size_given || remote, args.accumulation_given);
+    if (fit.local_batch != options.local_batch ||
+        fit.gradient_accumulation != options.gradient_accumulation) {
+      log("resume: keeping the checkpoint's global batch " +
+          std::to_string(checkpoint->global_batch) + " on " + std::to_string(mpi.size()) +
+          " instance(s): local batch " + std::to_string(options.local_batch) + " -> " +
+          std::to_string(fit.local_batch) + ", gradient accumulation " +
+          std::to_string(options.gradient_accumulation) + " -> " +
+          std::to_string(fit.gradient_accumulation));
+      options.local_batch = fit.local_batch;
+      options.gradient_accumulation = fit.gradient_accumulation;
+    }
+  }
   trainer::Trainer trainer(make_core, mpi, options, log, report);
+  std::ofstream trace;
+  if (!args.trace_samples.empty()) {
+    const std::string path = args.trace_samples + "." + std::to_string(rank);
+    trace.open(path, std::ios::app);
+    if (!trace) throw std::runtime_error("cannot open --trace-samples file " + path);
+    trainer.SetSampleSink([&trace](std::uint64_t epoch, std::span<const std::uint64_t> samples) {
+      for (const std::uint64_t sample : samples) trace << epoch << ' ' << sample << '\n';
+      trace << std::flush;
+    });
+  }
   // --seconds: after every step the instances agree (a one-value all-reduce, in lockstep
   // like the gradients) whether any of them is past the limit; all then stop after that
   // same step by leaving Train() with TimeLimitReached.
@@ -408,7 +509,7 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
   }
 
   loader::LoaderOptions loader_options;
-  loader_options.batch_size = args.batch_size;
+  loader_options.batch_size = options.local_batch;
   loader_options.image_size = args.image_size;
   loader_options.workers = args.workers > 0 ? args.workers : CoresOfThisProcess();
   loader_options.prefetch_depth = args.prefetch_depth;
@@ -428,33 +529,28 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
   loader_options.drop_last_batch = true;
   std::uint64_t first_epoch = 0;
   DataPosition resumed;
-  if (args.resume) {
-    std::optional<trainer::Checkpoint> checkpoint = trainer::ReadCheckpoint(args.checkpoint_dir);
-    if (!checkpoint) {
-      log("resume: no checkpoint in " + args.checkpoint_dir + "; starting from scratch");
+  if (checkpoint) {
+    trainer.Restore(*checkpoint);
+    if (std::optional<DataPosition> r = ParseRemoteState(checkpoint->loader_state)) {
+      // Written in disaggregated mode: no seed or dataset size, --seed must match.
+      resumed = *r;
+      loader_options.first_epoch = r->epoch;
+      loader_options.first_epoch_position = r->position;
     } else {
-      trainer.Restore(*checkpoint);
-      if (std::optional<DataPosition> r = ParseRemoteState(checkpoint->loader_state)) {
-        // Written in disaggregated mode: no seed or dataset size, --seed must match.
-        resumed = *r;
-        loader_options.first_epoch = r->epoch;
-        loader_options.first_epoch_position = r->position;
-      } else {
-        const loader::LoaderState state = loader::LoaderState::Parse(checkpoint->loader_state);
-        state.ApplyTo(loader_options);
-        resumed = {state.epoch, state.position};
-      }
-      first_epoch = resumed.epoch;
-      log("resume: step " + std::to_string(checkpoint->step) + ", " + checkpoint->loader_state);
-      if (remote) {
-        log("resume: the readers own the data position; for an exact continuation start each "
-            "with --first-epoch " +
-            std::to_string(resumed.epoch) + " --first-epoch-position " +
-            std::to_string(resumed.position) + " and the same --seed");
-      }
+      const loader::LoaderState state = loader::LoaderState::Parse(checkpoint->loader_state);
+      state.ApplyTo(loader_options);
+      resumed = {state.epoch, state.position};
+    }
+    first_epoch = resumed.epoch;
+    log("resume: step " + std::to_string(checkpoint->step) + ", " + checkpoint->loader_state);
+    if (remote) {
+      log("resume: the readers own the data position; for an exact continuation start each "
+          "with --first-epoch " +
+          std::to_string(resumed.epoch) + " --first-epoch-position " +
+          std::to_string(resumed.position) + " and the same --seed");
     }
   }
-  if (!remote && first_epoch >= args.epochs) {
+  if (first_epoch >= args.epochs) {
     log("nothing to do: already at epoch " + std::to_string(first_epoch));
     return 0;
   }
@@ -502,8 +598,23 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
         stream_options.curve_server_key_file.empty()) {
       throw std::invalid_argument("--curve-key needs --curve-server-key (the readers' public key)");
     }
-    RemoteStream stream(context, stream_options, args.batch_size, args.image_size, mpi.size(),
-                        resumed);
+    transport::SessionTerms terms;
+    if (has_data) terms.dataset = transport::IdentityOf(*train_source);
+    terms.slice_index = static_cast<std::uint32_t>(rank);
+    terms.slice_count = static_cast<std::uint32_t>(mpi.size());
+    terms.seed = args.seed;
+    terms.image_size = static_cast<std::uint32_t>(args.image_size);
+    terms.batch_size = static_cast<std::uint32_t>(options.local_batch);
+    terms.drop_last = loader_options.drop_last_batch;  // as this trainer's own loader
+    terms.remainder = loader_options.remainder == loader::Remainder::kDrop ? 1 : 0;
+    terms.epochs = args.epochs;
+    terms.first_epoch = resumed.epoch;
+    terms.first_position = resumed.position;
+    stream_options.terms = terms;
+    stream_options.classes = static_cast<std::uint32_t>(std::max(classes, 0));
+    std::optional<std::chrono::milliseconds> reconnect;
+    if (args.reconnect) reconnect = std::chrono::milliseconds(args.reconnect_window_ms);
+    RemoteStream stream(context, stream_options, mpi.size(), reconnect, rank);
     // Instance 0 speaks for all; a per-instance line would interleave.
     log("instance " + std::to_string(rank) + " of " + std::to_string(mpi.size()) + ": reader " +
         stream_options.endpoint + " (" + (stream.shared_memory() ? "shared memory" : "ZeroMQ") +
@@ -569,6 +680,13 @@ int main(int argc, char** argv) {
                  "--readers with CURVE: this trainer's key file (secret, mode 0600) for readers "
                  "that allow-list trainers (--curve-allow); one for all instances, or "
                  "comma-separated, one per instance. Without it a fresh key is used");
+  app.add_flag("--reconnect", args.reconnect,
+               "--readers: when a reader is lost (stopped, died, replaced), reconnect and "
+               "continue from this trainer's position instead of failing");
+  app.add_option("--reconnect-window-ms", args.reconnect_window_ms,
+                 "--readers --reconnect: how long a lost reader may take to come back")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--reader-timeout-ms", args.reader_timeout_ms,
                  "--readers: a reader silent this long (or not answering at start) is an error")
       ->check(CLI::PositiveNumber)
@@ -650,7 +768,19 @@ int main(int argc, char** argv) {
                  "Instance 0 writes a checkpoint every N steps (0: never)")
       ->capture_default_str();
   app.add_option("--checkpoint-dir", args.checkpoint_dir, "Checkpoint folder");
-  app.add_flag("--resume", args.resume, "Continue from the checkpoint in --checkpoint-dir");
+  app.add_flag("--resume", args.resume,
+               "Continue from the checkpoint in --checkpoint-dir (an error if there is none). "
+               "With another instance count the checkpoint's global batch is kept (more or "
+               "fewer micro-batches per step, else another local batch) or the run is refused "
+               "with the arithmetic; the epoch continues where it stood, no sample lost or "
+               "repeated apart from the padding of its last batches");
+  app.add_flag("--resume-if-present", args.resume_if_present,
+               "As --resume, but start fresh when --checkpoint-dir holds no checkpoint");
+  app.add_flag("--new-global-batch", args.new_global_batch,
+               "Resume: continue with this run's global batch even if the checkpoint's differs");
+  app.add_option("--trace-samples", args.trace_samples,
+                 "Test hook: instance i appends one 'EPOCH SAMPLE' line per trained sample to "
+                 "PREFIX.i");
   app.add_option("--bad-sample-policy", args.bad_sample_policy,
                  "skip: a file that cannot be read or decoded is replaced by the next good one "
                  "of the instance's epoch order (every instance keeps the same step count), "
@@ -662,6 +792,12 @@ int main(int argc, char** argv) {
                  "bad samples named in full on stderr per instance; later ones are counted")
       ->capture_default_str();
   app.add_option("--json", args.json, "Append per-epoch reports to this file as JSON lines");
+  app.add_option("--collective-timeout", args.collective_timeout,
+                 "Seconds an instance waits in one collective (all-reduce, broadcast) before "
+                 "the whole job is aborted with a line naming the instances that did not "
+                 "arrive (0: wait forever)")
+      ->check(CLI::Range(0.0, 1e6))
+      ->capture_default_str();
   metrics::AddFlags(app, args.metrics, /*with_port=*/true);
   CLI11_PARSE(app, argc, argv);
   args.options_text = metrics::OptionsOf(app);
@@ -675,14 +811,22 @@ int main(int argc, char** argv) {
       args.trainer.replicas = std::max(1, std::atoi(replicas));
     }
   }
-  if ((args.resume || args.trainer.checkpoint_every > 0) && args.checkpoint_dir.empty()) {
-    std::fprintf(stderr, "train: --resume and --checkpoint-every need --checkpoint-dir\n");
+  args.batch_size_given = app.count("--batch-size") > 0;
+  args.accumulation_given = app.count("--gradient-accumulation") > 0;
+  if ((args.resume || args.resume_if_present || args.trainer.checkpoint_every > 0) &&
+      args.checkpoint_dir.empty()) {
+    std::fprintf(stderr,
+                 "train: --resume, --resume-if-present and --checkpoint-every need "
+                 "--checkpoint-dir\n");
     return 2;
   }
 
   std::optional<trainer::MpiSession> mpi;
   try {
-    mpi.emplace(&argc, &argv);
+    trainer::MpiSessionOptions mpi_options;
+    mpi_options.collective_timeout =
+        std::chrono::milliseconds(static_cast<std::int64_t>(args.collective_timeout * 1000.0));
+    mpi.emplace(&argc, &argv, mpi_options);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train: %s\n", e.what());
     return 1;

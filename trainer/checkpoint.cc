@@ -82,7 +82,8 @@ void WriteCheckpoint(const std::filesystem::path& dir, const Checkpoint& checkpo
   std::string bytes = std::string(kMagic) + " step=" + std::to_string(checkpoint.step) +
                       " epoch=" + std::to_string(checkpoint.epoch) + " core=" + checkpoint.core +
                       " parameters=" + std::to_string(checkpoint.parameters.size()) +
-                      " velocity=" + std::to_string(checkpoint.velocity.size()) + "\n" +
+                      " velocity=" + std::to_string(checkpoint.velocity.size()) +
+                      " global_batch=" + std::to_string(checkpoint.global_batch) + "\n" +
                       checkpoint.loader_state + "\n";
   auto append = [&bytes](const std::vector<float>& values) {
     bytes.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
@@ -110,6 +111,10 @@ std::optional<Checkpoint> ReadCheckpoint(const std::filesystem::path& dir) {
     Fail(path, "cannot open");
   }
   const std::string bytes{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+  return ParseCheckpoint(bytes, path);
+}
+
+Checkpoint ParseCheckpoint(const std::string& bytes, const std::filesystem::path& path) {
   const std::size_t trailer = bytes.rfind("\nfnv1a64=");
   if (trailer == std::string::npos) Fail(path, "no checksum trailer (truncated?)");
   const std::string expected = std::to_string(Fnv1a(std::span(bytes.data(), trailer)));
@@ -120,8 +125,9 @@ std::optional<Checkpoint> ReadCheckpoint(const std::filesystem::path& dir) {
   const std::size_t state_end = bytes.find('\n', header_end + 1);
   if (header_end == std::string::npos || state_end == std::string::npos) Fail(path, "no header");
   std::istringstream header(bytes.substr(0, header_end));
-  std::string magic_a, magic_b, step, epoch, core, parameters, velocity;
+  std::string magic_a, magic_b, step, epoch, core, parameters, velocity, global_batch;
   header >> magic_a >> magic_b >> step >> epoch >> core >> parameters >> velocity;
+  header >> global_batch;  // absent in older checkpoints
   if (magic_a + " " + magic_b != kMagic) Fail(path, "not a tilefeed checkpoint (v1)");
   auto field = [&](const std::string& text, const std::string& key) -> std::string {
     if (text.rfind(key + "=", 0) != 0) Fail(path, "header field " + key + " missing");
@@ -136,21 +142,33 @@ std::optional<Checkpoint> ReadCheckpoint(const std::filesystem::path& dir) {
     checkpoint.core = field(core, "core");
     parameter_count = std::stoull(field(parameters, "parameters"));
     velocity_count = std::stoull(field(velocity, "velocity"));
+    if (!global_batch.empty()) {
+      checkpoint.global_batch = std::stoull(field(global_batch, "global_batch"));
+    }
   } catch (const std::logic_error&) {
     Fail(path, "bad number in header");
   }
   checkpoint.loader_state = bytes.substr(header_end + 1, state_end - header_end - 1);
   const std::size_t data_begin = state_end + 1;
-  if (trailer - data_begin != (parameter_count + velocity_count) * sizeof(float)) {
+  // Counts are bounded by the bytes there before any arithmetic: a header may lie.
+  const std::size_t floats = data_begin <= trailer ? (trailer - data_begin) / sizeof(float) : 0;
+  if (data_begin > trailer || parameter_count > floats ||
+      velocity_count > floats - parameter_count ||
+      (parameter_count + velocity_count) * sizeof(float) != trailer - data_begin) {
     Fail(path, "size does not match the header");
   }
   checkpoint.parameters.resize(parameter_count);
   checkpoint.velocity.resize(velocity_count);
-  std::memcpy(checkpoint.parameters.data(), bytes.data() + data_begin,
-              parameter_count * sizeof(float));
-  std::memcpy(checkpoint.velocity.data(),
-              bytes.data() + data_begin + parameter_count * sizeof(float),
-              velocity_count * sizeof(float));
+  // memcpy of 0 bytes from an empty vector's null data() is undefined: skip it.
+  if (parameter_count > 0) {
+    std::memcpy(checkpoint.parameters.data(), bytes.data() + data_begin,
+                parameter_count * sizeof(float));
+  }
+  if (velocity_count > 0) {
+    std::memcpy(checkpoint.velocity.data(),
+                bytes.data() + data_begin + parameter_count * sizeof(float),
+                velocity_count * sizeof(float));
+  }
   return checkpoint;
 }
 

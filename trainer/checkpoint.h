@@ -31,6 +31,9 @@ struct Checkpoint {
   std::string loader_state;  // loader::LoaderState::Serialize() of the data consumed
   std::vector<float> parameters;
   std::vector<float> velocity;  // the optimizer's state
+  // local batch x replicas x instances x gradient accumulation of the run that wrote it;
+  // 0 in checkpoints written before it was recorded (unknown).
+  std::uint64_t global_batch = 0;
 
   friend bool operator==(const Checkpoint&, const Checkpoint&) = default;
 };
@@ -45,5 +48,9 @@ void WriteCheckpoint(const std::filesystem::path& dir, const Checkpoint& checkpo
 // Reads the checkpoint in `dir`; nullopt when there is none. Throws CheckpointError for a
 // file that is damaged or not a checkpoint.
 std::optional<Checkpoint> ReadCheckpoint(const std::filesystem::path& dir);
+
+// Parses a checkpoint file's bytes; `path` names it in errors. Throws CheckpointError for
+// bytes that are damaged or not a checkpoint; never trusts a size the bytes state.
+Checkpoint ParseCheckpoint(const std::string& bytes, const std::filesystem::path& path);
 
 }  // namespace tilefeed::trainer

@@ -21,6 +21,10 @@
 
 #include "transport/sender.h"
 
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include <algorithm>
@@ -76,6 +80,10 @@ class InFlight {
     // Notify under the lock: the waiter may destroy this object as soon as it sees zero.
     if (count_ == 0) zero_.notify_all();
   }
+  bool Idle() {
+    std::lock_guard lock(mutex_);
+    return count_ == 0;
+  }
   void WaitForZero() {
     std::unique_lock lock(mutex_);
     zero_.wait(lock, [this] { return count_ == 0; });
@@ -111,25 +119,51 @@ BatchMeta MetaOf(const loader::Batch& batch) {
                    batch.width(), batch.channels(), batch.layout()};
 }
 
+// One trainer's session: the loader that serves it (owned, or the borrowed one) and the
+// zero-copy messages ZeroMQ still holds of its slots. A session that ends with messages
+// still queued is retired until ZeroMQ has released them; only then may its loader go.
+struct Session {
+  std::unique_ptr<loader::Loader> owned;
+  loader::Loader* loader = nullptr;
+  InFlight in_flight;
+};
+
 }  // namespace
 
 struct BatchSender::Impl {
-  Impl(Context& context, loader::Loader& loader, SenderOptions options)
-      : loader(loader),
-        options(std::move(options)),
+  enum class State { kWaiting, kWelcomed, kStreaming, kFinishing };
+
+  Impl(Context& context, SenderOptions options)
+      : options(std::move(options)),
         socket(context.impl().context, zmq::socket_type::router),
         ring(2) {}
 
+  void Setup(Context& context);
   void Produce(std::stop_token token);
   bool LoaderEnded() const;
   void Send(const Control& control, bool more = false);
-  void Welcome(std::uint64_t credits_wanted);
+  void SendPart(std::span<const std::byte> bytes, bool more);
+  void Welcome(std::uint64_t credits_wanted, const std::optional<SessionTerms>& agreed);
   void Ready(std::uint64_t credits);
   void Credit(std::uint64_t value);
   bool CanSend() const;
   void SendBatch(loader::Batch batch);
   void SendError(const std::string& text);
   void AnswerZap();
+  void Refuse(const std::string& id, zmq::message_t& first, const std::string& why);
+  void Hello(const std::string& id, std::vector<zmq::message_t>& parts, const Control& hello);
+  std::string HelloRefusal(const std::vector<zmq::message_t>& parts, const Control& hello,
+                           std::optional<SessionTerms>& agreed) const;
+  std::optional<SendResult> Handle(std::vector<zmq::message_t>& parts, bool too_many);
+  std::optional<SendResult> PeerLeft();
+  std::optional<SendResult> AfterFailure(std::vector<zmq::message_t>& parts, bool& too_many);
+  void Stream();
+  void KeepAlive();
+  void EndSession();
+  void ReapRetired(bool wait);
+  void Log(const std::string& line) const {
+    if (options.log) options.log(line);
+  }
   [[noreturn]] void Fail(const std::string& reason) const {
     throw TransportError("trainer at " + peer_name + ": " + reason);
   }
@@ -140,25 +174,37 @@ struct BatchSender::Impl {
     Fail(std::string("send failed: ") + e.what());
   }
 
-  loader::Loader& loader;
   const SenderOptions options;
   zmq::socket_t socket;
   std::optional<zmq::socket_t> zap;    // CURVE allow-list: the ZAP handler's socket
   std::set<std::string> allowed_keys;  // 32-byte binary public keys
   std::set<std::string> refused_keys;  // logged once each (ZeroMQ retries)
   std::string bound_endpoint;
+  std::string socket_path;  // ipc:// and shm://: the socket file this sender bound
+  ino_t socket_inode = 0;
   detail::EventFd wake;
   loader::SpscRing<Item> ring;
   std::jthread producer;
-  InFlight in_flight;
   std::atomic<std::uint64_t> sent{0};
   bool ran = false;
+  std::uint64_t refusals = 0;
+
+  // What sessions are made of.
+  loader::Loader* borrowed = nullptr;  // the one-session constructor's loader
+  std::optional<SessionTerms> terms;   // what this sender serves; none: any hello
+  SessionOpener open;
+  std::unique_ptr<Session> session;
+  std::vector<std::unique_ptr<Session>> retired;
 
   // The session with one trainer; touched only by Run's thread.
+  State state = State::kWaiting;
   std::string peer_id;
   std::string peer_name;
   bool peer_unreachable = false;  // a send failed because the trainer disconnected
   Clock::time_point last_sent;
+  Clock::time_point last_heard;
+  std::optional<Item> pending;
+  std::uint64_t end_epoch = 0;                     // the epoch after the last one ended
   std::uint64_t credits = 0;                       // inline: batches we may send now
   std::uint64_t granted = 0;                       // inline: credits the trainer granted in all
   bool checksums = true;                           // the trainer verifies payloads
@@ -169,73 +215,113 @@ struct BatchSender::Impl {
   std::uint64_t held_count = 0;
 };
 
+namespace {
+
+// True if a live process accepts connections on the Unix socket at `path`: binding there
+// would silently take its socket (ZeroMQ unlinks the file first).
+bool SocketServed(const std::string& path) {
+  sockaddr_un address{};
+  if (path.empty() || path[0] == '@' || path.size() >= sizeof(address.sun_path)) return false;
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+  const bool served =
+      connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0;
+  close(fd);
+  return served;
+}
+
+}  // namespace
+
 BatchSender::BatchSender(Context& context, loader::Loader& loader, SenderOptions options)
-    : impl_(std::make_unique<Impl>(context, loader, std::move(options))) {
+    : impl_(std::make_unique<Impl>(context, std::move(options))) {
   Impl& s = *impl_;
-  if (s.options.peer_timeout <= std::chrono::milliseconds(0) ||
-      s.options.heartbeat_interval <= std::chrono::milliseconds(0)) {
+  if (s.options.keep_serving) {
+    throw std::invalid_argument("SenderOptions::keep_serving needs a SessionOpener");
+  }
+  if ((s.options.shared_memory || IsShmEndpoint(s.options.endpoint)) &&
+      dynamic_cast<SharedSlots*>(loader.options().slot_memory.get()) == nullptr) {
+    throw std::invalid_argument(
+        "SenderOptions::shared_memory: the loader must decode into transport::SharedSlots "
+        "(LoaderOptions::slot_memory = SharedSlots::Create(...))");
+  }
+  s.borrowed = &loader;
+  s.Setup(context);
+}
+
+BatchSender::BatchSender(Context& context, SenderOptions options, SessionTerms terms,
+                         SessionOpener open)
+    : impl_(std::make_unique<Impl>(context, std::move(options))) {
+  Impl& s = *impl_;
+  if (!open) throw std::invalid_argument("BatchSender: no SessionOpener");
+  s.terms = terms;
+  s.open = std::move(open);
+  s.Setup(context);
+}
+
+void BatchSender::Impl::Setup(Context& context) {
+  if (options.peer_timeout <= std::chrono::milliseconds(0) ||
+      options.heartbeat_interval <= std::chrono::milliseconds(0)) {
     throw std::invalid_argument("SenderOptions: heartbeat_interval and peer_timeout must be > 0");
   }
-  if (s.options.shared_memory || IsShmEndpoint(s.options.endpoint)) {
-    s.shared = dynamic_cast<SharedSlots*>(loader.options().slot_memory.get());
-    if (s.shared == nullptr) {
-      throw std::invalid_argument(
-          "SenderOptions::shared_memory: the loader must decode into transport::SharedSlots "
-          "(LoaderOptions::slot_memory = SharedSlots::Create(...))");
-    }
+  if (!options.curve_secret_key_file.empty()) {
+    const CurveKeyPair keys = ReadCurveKeyFile(options.curve_secret_key_file, true);
+    socket.set(zmq::sockopt::curve_server, 1);
+    socket.set(zmq::sockopt::curve_secretkey, keys.secret_key);
   }
-  if (!s.options.curve_secret_key_file.empty()) {
-    const CurveKeyPair keys = ReadCurveKeyFile(s.options.curve_secret_key_file, true);
-    s.socket.set(zmq::sockopt::curve_server, 1);
-    s.socket.set(zmq::sockopt::curve_secretkey, keys.secret_key);
-  }
-  if (!s.options.curve_allowed_keys.empty()) {
-    if (s.options.curve_secret_key_file.empty()) {
+  if (!options.curve_allowed_keys.empty()) {
+    if (options.curve_secret_key_file.empty()) {
       throw std::invalid_argument("SenderOptions: curve_allowed_keys needs curve_secret_key_file");
     }
-    for (const std::string& key : s.options.curve_allowed_keys) {
+    for (const std::string& key : options.curve_allowed_keys) {
       std::string binary(32, '\0');
       if (key.size() != 40 ||
           zmq_z85_decode(reinterpret_cast<std::uint8_t*>(binary.data()), key.c_str()) == nullptr) {
         throw std::invalid_argument("SenderOptions: allowed CURVE key '" + key +
                                     "' is not 40 Z85 characters");
       }
-      s.allowed_keys.insert(std::move(binary));
+      allowed_keys.insert(std::move(binary));
     }
     // ZAP (RFC 27): libzmq asks this socket about every CURVE handshake of the context's
     // sockets that set a ZAP domain; Run() answers.
     try {
-      s.zap.emplace(context.impl().context, zmq::socket_type::rep);
-      s.zap->set(zmq::sockopt::linger, 0);
-      s.zap->bind("inproc://zeromq.zap.01");
+      zap.emplace(context.impl().context, zmq::socket_type::rep);
+      zap->set(zmq::sockopt::linger, 0);
+      zap->bind("inproc://zeromq.zap.01");
     } catch (const zmq::error_t& e) {
       throw TransportError(std::string("CURVE allow-list: cannot bind the ZAP handler (one "
                                        "allow-listing sender per Context): ") +
                            e.what());
     }
-    s.socket.set(zmq::sockopt::zap_domain, "tilefeed");
+    socket.set(zmq::sockopt::zap_domain, "tilefeed");
+  }
+  const std::string zmq_endpoint = ZmqEndpoint(options.endpoint);
+  if (zmq_endpoint.rfind("ipc://", 0) == 0) {
+    socket_path = zmq_endpoint.substr(6);
+    if (SocketServed(socket_path)) {
+      throw TransportError("bind " + options.endpoint + ": another reader serves it (" +
+                           socket_path + " accepts connections)");
+    }
   }
   try {
-    s.socket.set(zmq::sockopt::linger, 0);
+    socket.set(zmq::sockopt::linger, 0);
     // Sending to a trainer that is gone fails instead of silently dropping the batch.
-    s.socket.set(zmq::sockopt::router_mandatory, 1);
-    // The trainer only sends small control messages.
-    s.socket.set(zmq::sockopt::maxmsgsize, std::int64_t{4096});
-    s.socket.bind(ZmqEndpoint(s.options.endpoint));
-    s.bound_endpoint = s.socket.get(zmq::sockopt::last_endpoint);
+    socket.set(zmq::sockopt::router_mandatory, 1);
+    // The trainer only sends small control messages (a hello with its terms is the largest).
+    socket.set(zmq::sockopt::maxmsgsize, std::int64_t{4096});
+    socket.bind(zmq_endpoint);
+    bound_endpoint = socket.get(zmq::sockopt::last_endpoint);
   } catch (const zmq::error_t& e) {
-    throw TransportError("bind " + s.options.endpoint + ": " + e.what());
+    throw TransportError("bind " + options.endpoint + ": " + e.what());
   }
+  struct stat st {};
+  if (!socket_path.empty() && stat(socket_path.c_str(), &st) == 0) socket_inode = st.st_ino;
 }
 
 BatchSender::~BatchSender() {
   Impl& s = *impl_;
-  if (s.producer.joinable()) {
-    s.producer.request_stop();
-    s.loader.Stop();
-    s.producer.join();
-  }
-  if (s.shared != nullptr) s.shared->Unlink();
+  s.EndSession();
   // Closing the socket makes ZeroMQ send or drop the queued messages; their free functions run
   // on its I/O thread, and we wait for the last one before the loader may go. The linger is
   // not 0: libzmq 4.3.4 aborts (session_base.cpp:260, clean_pipes) when a linger-0 close drops
@@ -247,7 +333,13 @@ BatchSender::~BatchSender() {
   } catch (const zmq::error_t&) {
   }
   s.socket.close();
-  s.in_flight.WaitForZero();
+  s.ReapRetired(/*wait=*/true);
+  // The socket file goes with us, if it is still ours.
+  struct stat st {};
+  if (!s.socket_path.empty() && stat(s.socket_path.c_str(), &st) == 0 &&
+      st.st_ino == s.socket_inode) {
+    unlink(s.socket_path.c_str());
+  }
 }
 
 std::string BatchSender::endpoint() const { return impl_->bound_endpoint; }
@@ -256,12 +348,44 @@ std::uint64_t BatchSender::batches_sent() const {
   return impl_->sent.load(std::memory_order_relaxed);
 }
 
+void BatchSender::Impl::EndSession() {
+  if (session) {
+    if (options.on_loader) options.on_loader(nullptr);
+    producer.request_stop();
+    session->loader->Stop();  // unblocks a producer inside Next()
+    if (producer.joinable()) producer.join();
+    pending.reset();
+    while (ring.TryPop()) {
+    }
+    held.clear();
+    held_count = 0;
+    if (shared != nullptr) shared->Unlink();
+    retired.push_back(std::move(session));
+    ReapRetired(/*wait=*/false);
+  }
+  shared = nullptr;
+  layout.reset();
+  state = State::kWaiting;
+  peer_id.clear();
+  peer_unreachable = false;
+  credits = granted = 0;
+}
+
+void BatchSender::Impl::ReapRetired(bool wait) {
+  std::erase_if(retired, [wait](const std::unique_ptr<Session>& old) {
+    if (wait) old->in_flight.WaitForZero();
+    return old->in_flight.Idle();
+  });
+}
+
 bool BatchSender::Impl::LoaderEnded() const {
+  const loader::Loader& loader = *session->loader;
   const loader::LoaderOptions& o = loader.options();
   return o.epochs != 0 && loader.state().epoch >= o.first_epoch + o.epochs;
 }
 
 void BatchSender::Impl::Produce(std::stop_token token) {
+  loader::Loader& loader = *session->loader;
   bool after_epoch_end = false;
   std::uint64_t epoch = loader.options().first_epoch;
   while (!token.stop_requested()) {
@@ -274,8 +398,10 @@ void BatchSender::Impl::Produce(std::stop_token token) {
         item.batch = std::move(*batch);
         after_epoch_end = false;
       } else if (LoaderEnded() || after_epoch_end) {
-        // Two ends in a row: a stopped loader (an epoch always holds a batch).
+        // Two ends in a row: a stopped loader (an epoch always holds a batch). The end
+        // stands for the last epoch's end too; the bye names the epoch after it.
         item.kind = Item::kEnd;
+        item.epoch = epoch + 1;
       } else {
         item.kind = Item::kEpochEnd;
         item.epoch = epoch;
@@ -304,23 +430,35 @@ void BatchSender::Impl::Send(const Control& control, bool more) {
   last_sent = Clock::now();
 }
 
-void BatchSender::Impl::Welcome(std::uint64_t credits_wanted) {
-  Control welcome{MessageType::kWelcome, loader.batches_per_epoch()};
-  if (shared == nullptr) {
-    Send(welcome);
-    return;
-  }
-  layout = detail::SlotLayout{shared->slot_count(), shared->image_bytes(), shared->max_samples()};
-  shared_credits = std::clamp<std::uint64_t>(credits_wanted, 1, layout->slot_count);
-  welcome.b = layout->slot_count;
-  welcome.c = layout->image_bytes;
-  welcome.d = layout->max_samples;
-  Send(welcome, /*more=*/true);
+void BatchSender::Impl::SendPart(std::span<const std::byte> bytes, bool more) {
   try {
-    socket.send(zmq::buffer(shared->name()), zmq::send_flags::none);
+    socket.send(zmq::const_buffer(bytes.data(), bytes.size()),
+                more ? zmq::send_flags::sndmore : zmq::send_flags::none);
   } catch (const zmq::error_t& e) {
     SendFailed(e);
   }
+}
+
+// The welcome echoes the agreed terms (an empty part when this sender states none).
+void BatchSender::Impl::Welcome(std::uint64_t credits_wanted,
+                                const std::optional<SessionTerms>& agreed) {
+  Control welcome{MessageType::kWelcome, session->loader->batches_per_epoch()};
+  if (shared != nullptr) {
+    layout = detail::SlotLayout{shared->slot_count(), shared->image_bytes(), shared->max_samples()};
+    shared_credits = std::clamp<std::uint64_t>(credits_wanted, 1, layout->slot_count);
+    welcome.b = layout->slot_count;
+    welcome.c = layout->image_bytes;
+    welcome.d = layout->max_samples;
+  }
+  Send(welcome, /*more=*/true);
+  EncodedSessionTerms encoded{};
+  std::span<const std::byte> terms_part;
+  if (agreed) {
+    encoded = EncodeSessionTerms(*agreed);
+    terms_part = encoded;
+  }
+  SendPart(terms_part, /*more=*/shared != nullptr);
+  if (shared != nullptr) SendPart(std::as_bytes(std::span(shared->name())), false);
 }
 
 void BatchSender::Impl::Ready(std::uint64_t wanted) {
@@ -383,9 +521,9 @@ void BatchSender::Impl::SendBatch(loader::Batch batch) {
     zmq::message_t indices(batch.sample_indices().data(), batch.sample_indices().size_bytes());
     void* data = batch.images().data();
     const std::size_t size = batch.images().size();
-    auto* hint = new ZeroCopyHint{std::move(batch), &in_flight};
+    auto* hint = new ZeroCopyHint{std::move(batch), &session->in_flight};
     hint->handed_over.store(true, std::memory_order_release);  // the batch is not read below
-    in_flight.Add();
+    session->in_flight.Add();
     std::optional<zmq::message_t> images;
     try {
       images.emplace(data, size, &ReleaseBatch, hint);
@@ -463,145 +601,266 @@ void BatchSender::Impl::SendError(const std::string& text) {
   }
 }
 
+void BatchSender::Impl::Refuse(const std::string& id, zmq::message_t& first,
+                               const std::string& why) {
+  try {
+    socket.send(zmq::buffer(id), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    detail::SendControl(socket, Control{MessageType::kError}, true);
+    const std::string text = "refused: " + why;
+    socket.send(zmq::buffer(text), zmq::send_flags::dontwait);
+  } catch (const zmq::error_t&) {
+    // The peer is gone already; the line below still says what happened.
+  }
+  // A flood of bad hellos must not flood the log: the first lines, then every 1000th.
+  constexpr std::uint64_t kLoggedInFull = 20;
+  ++refusals;
+  if (refusals > kLoggedInFull && refusals % 1000 != 0) return;
+  const char* address = nullptr;
+  try {
+    address = first.gets("Peer-Address");
+  } catch (const zmq::error_t&) {
+  }
+  std::string line = "refused a peer at ";
+  line.append(address != nullptr && *address != '\0' ? address : "?").append(": ").append(why);
+  if (refusals > kLoggedInFull) line += " (" + std::to_string(refusals) + " refusals so far)";
+  Log(line);
+}
+
+// Why a hello cannot open a session ("" if it can); sets `agreed` to the terms to serve.
+std::string BatchSender::Impl::HelloRefusal(const std::vector<zmq::message_t>& parts,
+                                            const Control& hello,
+                                            std::optional<SessionTerms>& agreed) const {
+  if (terms) {
+    const std::optional<SessionTerms> theirs =
+        parts.size() == 3 ? ParseSessionTerms(detail::Bytes(parts[2])) : std::nullopt;
+    if (!theirs) {
+      return "a hello without well-formed session terms (a " + std::to_string(kSessionTermsSize) +
+             "-byte part after the control part); this reader serves only trainers that state "
+             "what they expect";
+    }
+    if (const std::optional<std::string> differs = Disagreement(*theirs, *terms)) {
+      return "the trainer's terms differ from this reader's: " + *differs;
+    }
+    agreed = Agreed(*theirs, *terms);
+  }
+  if (hello.a == 0 || hello.a > kMaxCredits) {
+    return "a hello asking for " + std::to_string(hello.a) + " credits (1 to " +
+           std::to_string(kMaxCredits) + ")";
+  }
+  if (retired.size() >= 2) return "busy: earlier trainers' batches are still queued";
+  return "";
+}
+
+void BatchSender::Impl::Hello(const std::string& id, std::vector<zmq::message_t>& parts,
+                              const Control& hello) {
+  std::optional<SessionTerms> agreed;
+  if (const std::string why = HelloRefusal(parts, hello, agreed); !why.empty()) {
+    return Refuse(id, parts[1], why);
+  }
+  auto next = std::make_unique<Session>();
+  if (borrowed != nullptr) {
+    next->loader = borrowed;
+  } else {
+    try {
+      next->owned = open(*agreed);
+    } catch (const std::exception& e) {
+      return Refuse(id, parts[1], std::string("cannot serve this position: ") + e.what());
+    }
+    next->loader = next->owned.get();
+  }
+  if (options.on_loader) options.on_loader(next->loader);
+  if (options.shared_memory || IsShmEndpoint(options.endpoint)) {
+    shared = dynamic_cast<SharedSlots*>(next->loader->options().slot_memory.get());
+    if (shared == nullptr) {
+      throw std::invalid_argument(
+          "SessionOpener: with shared memory the loader must decode into "
+          "a transport::SharedSlots");
+    }
+  }
+  session = std::move(next);
+  peer_id = id;
+  const char* address = nullptr;
+  try {
+    address = parts[1].gets("Peer-Address");
+  } catch (const zmq::error_t&) {
+  }
+  peer_name = address != nullptr && *address != '\0' ? address : bound_endpoint;
+  last_heard = Clock::now();
+  checksums = hello.b != 0;
+  end_epoch = session->loader->options().first_epoch;
+  producer = std::jthread([this](std::stop_token token) { Produce(token); });
+  state = State::kWelcomed;
+  Welcome(hello.a, agreed);
+}
+
+std::optional<SendResult> BatchSender::Impl::Handle(std::vector<zmq::message_t>& parts,
+                                                    bool too_many) {
+  if (parts.size() < 2) return std::nullopt;
+  const std::string id = parts[0].to_string();
+  const std::optional<Control> control = detail::ParseControl(detail::Bytes(parts[1]));
+  if (state == State::kWaiting || id != peer_id) {
+    if (!control) {
+      Refuse(id, parts[1],
+             "a malformed first message: " + detail::WhyNotControl(detail::Bytes(parts[1])));
+    } else if (too_many) {
+      Refuse(id, parts[1],
+             "a message of more than " + std::to_string(detail::kMaxParts) + " parts");
+    } else if (control->type == MessageType::kHello) {
+      // A trainer that missed two heartbeats is taken for dead (a killed trainer restarting
+      // from its checkpoint comes back before the timeout); a live one keeps its session.
+      const Clock::duration silence = Clock::now() - last_heard;
+      std::optional<SessionTerms> agreed;
+      if (state != State::kWaiting && silence > 2 * options.heartbeat_interval &&
+          HelloRefusal(parts, *control, agreed).empty()) {
+        Log("trainer at " + peer_name + " silent for " + detail::Seconds(silence) +
+            " s; an agreeing trainer says hello and takes over");
+        SendError("silent for " + detail::Seconds(silence) + " s; another trainer took over");
+        EndSession();
+      }
+      if (state == State::kWaiting) {
+        Hello(id, parts, *control);
+      } else {
+        Refuse(id, parts[1], "this reader already serves a trainer at " + peer_name);
+      }
+    } else if (control->type != MessageType::kBye) {  // a former trainer's bye needs nothing
+      Refuse(id, parts[1],
+             "no session: a trainer says hello first (this reader restarted, or served "
+             "another trainer)");
+    }
+    return std::nullopt;
+  }
+  if (!control || too_many) Fail("malformed message");
+  last_heard = Clock::now();
+  switch (control->type) {
+    case MessageType::kReady:
+      if (state != State::kWelcomed) Fail("unexpected ready");
+      Ready(control->a);
+      state = State::kStreaming;
+      break;
+    case MessageType::kCredit:
+      if (state == State::kWelcomed) Fail("credit before ready");
+      Credit(control->a);
+      break;
+    case MessageType::kHeartbeat:
+      break;
+    case MessageType::kBye:
+      if (state == State::kFinishing) return SendResult::kCompleted;
+      return PeerLeft();
+    default:
+      Fail("unexpected message type " + std::to_string(static_cast<int>(control->type)));
+  }
+  return std::nullopt;
+}
+
+std::optional<SendResult> BatchSender::Impl::PeerLeft() {
+  if (!options.keep_serving) return SendResult::kPeerLeft;
+  Log("trainer at " + peer_name + " left before the end; waiting for the next trainer");
+  EndSession();
+  return std::nullopt;
+}
+
+// Called while a TransportError is being handled: rethrows it, or ends the session.
+std::optional<SendResult> BatchSender::Impl::AfterFailure(std::vector<zmq::message_t>& parts,
+                                                          bool& too_many) {
+  if (peer_unreachable) {
+    // A trainer says bye and closes its socket; it can be gone before we have read the bye,
+    // which is then still queued here. Leaving after a bye is no error.
+    while (detail::ReceiveParts(socket, parts, too_many)) {
+      if (parts.size() < 2 || parts[0].to_string() != peer_id) continue;
+      const std::optional<Control> control = detail::ParseControl(detail::Bytes(parts[1]));
+      if (control && control->type == MessageType::kBye) {
+        if (state == State::kFinishing) return SendResult::kCompleted;
+        return PeerLeft();
+      }
+    }
+  }
+  if (!options.keep_serving || state == State::kWaiting) throw;
+  try {
+    throw;
+  } catch (const TransportError& e) {
+    Log(std::string(e.what()) + "; waiting for the next trainer");
+    SendError(e.what());
+  }
+  EndSession();
+  return std::nullopt;
+}
+
+void BatchSender::Impl::Stream() {
+  while (state == State::kStreaming) {
+    if (!pending) pending = ring.TryPop();
+    if (!pending) return;
+    if (pending->kind == Item::kBatch) {
+      if (!CanSend()) return;
+      SendBatch(std::move(pending->batch));
+    } else if (pending->kind == Item::kEpochEnd) {
+      Send(Control{MessageType::kEpochEnd, pending->epoch});
+      end_epoch = pending->epoch + 1;
+    } else if (pending->kind == Item::kEnd) {
+      // The bye names the end epoch; the trainer's bye comes after every batch has arrived.
+      Send(Control{MessageType::kBye, pending->epoch});
+      state = State::kFinishing;
+    } else {
+      SendError(pending->error);
+      throw loader::LoaderError(pending->error);
+    }
+    pending.reset();
+  }
+}
+
+void BatchSender::Impl::KeepAlive() {
+  if (state == State::kWaiting) return;
+  const Clock::duration silence = Clock::now() - last_heard;
+  if (silence > options.peer_timeout) {
+    throw TransportError("trainer at " + peer_name + " silent for " + detail::Seconds(silence) +
+                         " s");
+  }
+  if (Clock::now() - last_sent >= options.heartbeat_interval) {
+    Send(Control{MessageType::kHeartbeat});
+  }
+}
+
 SendResult BatchSender::Run(std::stop_token stop) {
   Impl& s = *impl_;
   assert(!s.ran && "BatchSender::Run is called once");
   s.ran = true;
-  // On every way out the loader is stopped, which unblocks a producer inside Next().
-  struct StopProducer {
+  // On every way out the session ends, which stops its loader and producer.
+  struct EndOnExit {
     Impl& s;
-    ~StopProducer() {
-      s.producer.request_stop();
-      s.loader.Stop();
-      s.producer.join();
-    }
-  } stop_producer{s};
-  s.producer = std::jthread([&s](std::stop_token token) { s.Produce(token); });
+    ~EndOnExit() { s.EndSession(); }
+  } end_on_exit{s};
   std::stop_callback wake_on_stop(stop, [&s] { s.wake.Signal(); });
-
-  enum class State { kWaiting, kWelcomed, kStreaming, kFinishing } state = State::kWaiting;
-  Clock::time_point last_heard = Clock::now();
-  std::optional<Item> pending;
   std::vector<zmq::message_t> parts;
   bool too_many = false;
-  try {
-    while (true) {
-      if (stop.stop_requested()) {
-        if (state != State::kWaiting) {
-          try {
-            s.Send(Control{MessageType::kBye});
-          } catch (const TransportError&) {
-          }
-        }
-        return SendResult::kStopped;
+  while (true) {
+    if (stop.stop_requested()) {
+      // Not a bye: a trainer must not take a stopped reader for a finished one.
+      if (s.state != Impl::State::kWaiting) {
+        s.SendError("stopped before the end of the stream (SIGINT/SIGTERM or a stop request)");
       }
-      std::chrono::milliseconds timeout = std::chrono::hours(1);
-      if (state != State::kWaiting) {
-        timeout = std::min(detail::Until(s.last_sent + s.options.heartbeat_interval),
-                           detail::Until(last_heard + s.options.peer_timeout));
-      }
-      zmq::pollitem_t items[] = {{s.socket.handle(), 0, ZMQ_POLLIN, 0},
-                                 {nullptr, s.wake.fd(), ZMQ_POLLIN, 0},
-                                 {s.zap ? s.zap->handle() : nullptr, -1, ZMQ_POLLIN, 0}};
-      zmq::poll(items, s.zap ? 3 : 2, timeout);
-      if (items[1].revents != 0) s.wake.Drain();
-      if (s.zap && items[2].revents != 0) s.AnswerZap();
-
+      return SendResult::kStopped;
+    }
+    std::chrono::milliseconds timeout =
+        s.retired.empty() ? std::chrono::hours(1) : std::chrono::milliseconds(100);
+    if (s.state != Impl::State::kWaiting) {
+      timeout = std::min({timeout, detail::Until(s.last_sent + s.options.heartbeat_interval),
+                          detail::Until(s.last_heard + s.options.peer_timeout)});
+    }
+    zmq::pollitem_t items[] = {{s.socket.handle(), 0, ZMQ_POLLIN, 0},
+                               {nullptr, s.wake.fd(), ZMQ_POLLIN, 0},
+                               {s.zap ? s.zap->handle() : nullptr, -1, ZMQ_POLLIN, 0}};
+    zmq::poll(items, s.zap ? 3 : 2, timeout);
+    if (items[1].revents != 0) s.wake.Drain();
+    if (s.zap && items[2].revents != 0) s.AnswerZap();
+    try {
       while (detail::ReceiveParts(s.socket, parts, too_many)) {
-        if (parts.size() < 2) continue;
-        const std::string id = parts[0].to_string();
-        const std::optional<Control> control = detail::ParseControl(detail::Bytes(parts[1]));
-        if (state == State::kWaiting) {
-          if (!control || control->type != MessageType::kHello) continue;
-          s.peer_id = id;
-          const char* address = nullptr;
-          try {
-            address = parts[1].gets("Peer-Address");
-          } catch (const zmq::error_t&) {
-          }
-          s.peer_name = address != nullptr && *address != '\0' ? address : s.bound_endpoint;
-          last_heard = Clock::now();
-          s.checksums = control->b != 0;
-          s.Welcome(control->a);
-          state = State::kWelcomed;
-          continue;
-        }
-        if (id != s.peer_id) {
-          // Another trainer: this sender serves one. Tell it, so it does not wait.
-          if (control && control->type == MessageType::kHello) {
-            const std::string text = "reader at " + s.bound_endpoint + " already serves a trainer";
-            try {
-              s.socket.send(zmq::buffer(id), zmq::send_flags::sndmore);
-              detail::SendControl(s.socket, Control{MessageType::kError}, true);
-              s.socket.send(zmq::buffer(text), zmq::send_flags::none);
-            } catch (const zmq::error_t&) {
-            }
-          }
-          continue;
-        }
-        if (!control || too_many) s.Fail("malformed message");
-        last_heard = Clock::now();
-        switch (control->type) {
-          case MessageType::kReady:
-            if (state != State::kWelcomed) s.Fail("unexpected ready");
-            s.Ready(control->a);
-            state = State::kStreaming;
-            break;
-          case MessageType::kCredit:
-            if (state == State::kWelcomed) s.Fail("credit before ready");
-            s.Credit(control->a);
-            break;
-          case MessageType::kHeartbeat:
-            break;
-          case MessageType::kBye:
-            return state == State::kFinishing ? SendResult::kCompleted : SendResult::kPeerLeft;
-          default:
-            s.Fail("unexpected message type " + std::to_string(static_cast<int>(control->type)));
-        }
+        if (const std::optional<SendResult> result = s.Handle(parts, too_many)) return *result;
       }
-
-      while (state == State::kStreaming) {
-        if (!pending) pending = s.ring.TryPop();
-        if (!pending) break;
-        if (pending->kind == Item::kBatch) {
-          if (!s.CanSend()) break;
-          s.SendBatch(std::move(pending->batch));
-        } else if (pending->kind == Item::kEpochEnd) {
-          s.Send(Control{MessageType::kEpochEnd, pending->epoch});
-        } else if (pending->kind == Item::kEnd) {
-          // Wait for the trainer's bye: it comes after every batch has arrived.
-          s.Send(Control{MessageType::kBye});
-          state = State::kFinishing;
-        } else {
-          s.SendError(pending->error);
-          throw loader::LoaderError(pending->error);
-        }
-        pending.reset();
-      }
-
-      if (state != State::kWaiting) {
-        const Clock::duration silence = Clock::now() - last_heard;
-        if (silence > s.options.peer_timeout) {
-          throw TransportError("trainer at " + s.peer_name + " silent for " +
-                               detail::Seconds(silence) + " s");
-        }
-        if (Clock::now() - s.last_sent >= s.options.heartbeat_interval) {
-          s.Send(Control{MessageType::kHeartbeat});
-        }
-      }
+      s.Stream();
+      s.KeepAlive();
+    } catch (const TransportError&) {
+      if (const std::optional<SendResult> result = s.AfterFailure(parts, too_many)) return *result;
     }
-  } catch (const TransportError&) {
-    if (!s.peer_unreachable) throw;
-    // A trainer says bye and closes its socket; it can be gone before we have read the bye,
-    // which is then still queued here. Leaving after a bye is no error.
-    while (detail::ReceiveParts(s.socket, parts, too_many)) {
-      if (parts.size() < 2 || parts[0].to_string() != s.peer_id) continue;
-      const std::optional<Control> control = detail::ParseControl(detail::Bytes(parts[1]));
-      if (control && control->type == MessageType::kBye) {
-        return state == State::kFinishing ? SendResult::kCompleted : SendResult::kPeerLeft;
-      }
-    }
-    throw;
+    s.ReapRetired(/*wait=*/false);
   }
 }
 

@@ -23,6 +23,19 @@
 // trainer can hold at most prefetch_depth batches at once (the next one needs a slot
 // back). Both sides send heartbeats; a silent peer is an error.
 //
+// Sessions: a sender made with SessionTerms and a SessionOpener (tilefeed-serve) serves only
+// trainers whose hello states terms that agree with its own (transport/session.h); it
+// opens a fresh loader for each session at the trainer's data position and, with
+// keep_serving, waits for the next trainer when one leaves or fails, so a trainer that
+// restarts from a checkpoint reconnects and continues. A hello that is malformed, states
+// other terms or comes while another trainer is served is answered with an error that
+// says why (and a line to `log`); it never takes the session, unless the trainer served
+// has missed two heartbeats and the new hello agrees (the old one is taken for dead, e.g.
+// killed and restarting from a checkpoint). A trainer that misbehaves (a credit it was not
+// owed, a malformed message, silence) loses its session, not the reader. An ipc:// or
+// shm:// endpoint that another live reader serves is refused, and the socket file is
+// removed when the sender goes.
+//
 // Ownership: the sender borrows the Context and the Loader, which must outlive it.
 // Thread safety: Run() is called once, from one thread; batches_sent() and endpoint() from
 // any thread.
@@ -38,6 +51,7 @@
 
 #include "loader/loader.h"
 #include "transport/context.h"
+#include "transport/session.h"
 
 namespace tilefeed::transport {
 
@@ -83,8 +97,9 @@ class SharedSlots final : public loader::SlotMemory {
 
 struct SenderOptions {
   // Bound; "tcp://127.0.0.1:*" picks a free port. shm://NAME (transport/context.h) means
-  // shared_memory with its control socket at ZmqEndpoint(NAME).
-  std::string endpoint = "tcp://*:5555";
+  // shared_memory with its control socket at ZmqEndpoint(NAME). Loopback unless told: any
+  // other address should come with CURVE and an allow-list.
+  std::string endpoint = "tcp://127.0.0.1:5555";
   // Payload through shared memory (same host only). REQUIRES: the loader decodes into
   // SharedSlots (LoaderOptions::slot_memory), else the constructor throws.
   bool shared_memory = false;
@@ -100,12 +115,26 @@ struct SenderOptions {
   // naming its address and key. REQUIRES: curve_secret_key_file is set.
   std::vector<std::string> curve_allowed_keys{};
   std::function<void(const std::string&)> on_refused{};
+  // After a trainer leaves or fails, wait for the next one instead of returning. Needs a
+  // SessionOpener (a borrowed loader serves one session).
+  bool keep_serving = false;
+  // A line for each refused hello and each session that ends early; may be empty.
+  std::function<void(const std::string&)> log{};
+  // Called from Run()'s thread with the loader serving a session when the session starts,
+  // and with nullptr when it ends, before that loader may be destroyed (for a tool that
+  // samples the loader's metrics from another thread). May be empty.
+  std::function<void(const loader::Loader*)> on_loader{};
 };
+
+// Opens the loader that serves one session, on the agreed terms (the trainer's position).
+// A throw refuses the trainer with what(). With shared memory the loader must decode into
+// a fresh SharedSlots (the previous session's name is gone).
+using SessionOpener = std::function<std::unique_ptr<loader::Loader>(const SessionTerms& agreed)>;
 
 enum class SendResult {
   kCompleted,  // the loader's epochs are all sent and the trainer said bye
-  kPeerLeft,   // the trainer said bye first
-  kStopped,    // the stop token was triggered
+  kPeerLeft,   // the trainer said bye first (never with keep_serving)
+  kStopped,    // the stop token was triggered; the trainer was told it is an error
 };
 
 class BatchSender {
@@ -113,16 +142,20 @@ class BatchSender {
   // Binds the endpoint. Throws TransportError if it cannot be bound or the CURVE key file
   // is unusable, std::invalid_argument for shared_memory without SharedSlots.
   BatchSender(Context& context, loader::Loader& loader, SenderOptions options);
+  // Serves trainers that agree to `terms`, each from a loader that `open` makes. Throws as
+  // above; std::invalid_argument for keep_serving without an opener.
+  BatchSender(Context& context, SenderOptions options, SessionTerms terms, SessionOpener open);
   // Waits until ZeroMQ has released every zero-copy message, so no slot outlives the
   // sender.
   ~BatchSender();
   BatchSender(const BatchSender&) = delete;
   BatchSender& operator=(const BatchSender&) = delete;
 
-  // Serves the first trainer that says hello until the loader's epochs are done, the
-  // trainer leaves or `stop` is triggered. On return or throw the loader is stopped.
-  // Throws TransportError (the trainer went silent, a bad message) or loader::LoaderError
-  // (after telling the trainer). REQUIRES: called at most once.
+  // Serves the first trainer whose hello is accepted until the loader's epochs are done,
+  // the trainer leaves (with keep_serving: the next trainer's) or `stop` is triggered. On
+  // return or throw the loader is stopped. Throws TransportError (without keep_serving: the
+  // trainer went silent, a bad message) or loader::LoaderError (after telling the trainer).
+  // REQUIRES: called at most once.
   SendResult Run(std::stop_token stop = {});
 
   // The bound endpoint with the actual port, e.g. "tcp://127.0.0.1:40123".

@@ -7,7 +7,10 @@
 //
 // Memory: the queue holds at most `credits` batches (the sender spends one credit per
 // batch and gets it back only when Next() hands a batch out, or with shared memory when the
-// trainer drops it), so a slow trainer bounds what is buffered here and in flight.
+// trainer drops it), so a slow trainer bounds what is buffered here and in flight. The
+// credits are enforced here, not trusted to the sender: a batch beyond them is an error,
+// and ZMQ_MAXMSGSIZE makes ZeroMQ drop a message larger than a batch before allocating it.
+// A socket monitor reports a dropped connection, so a dead reader is an error at once.
 
 #include "transport/zmq_stream.h"
 
@@ -37,6 +40,8 @@ using detail::Control;
 using detail::MessageType;
 
 constexpr std::size_t kMaxCredits = 1024;
+// Messages other than batch images (labels, indices, an error's text) stay below this.
+constexpr std::int64_t kMinMessageLimit = std::int64_t{1} << 20;
 
 // State shared with ReceivedBatch owners, which may outlive the stream.
 struct Shared {
@@ -73,11 +78,15 @@ class MessageOwner final : public ReceivedBatch::Owner {
   std::vector<zmq::message_t> parts_;
 };
 
-// Returns a shared-memory slot to the sender when the trainer drops the batch.
+// Returns a shared-memory slot to the sender when the trainer drops the batch. Labels and
+// indices are copied out of the slot: the reader can still write the slot, so values
+// checked in place could change after the check.
 class SlotOwner final : public ReceivedBatch::Owner {
  public:
   SlotOwner(std::shared_ptr<Shared> shared, std::uint32_t slot)
       : shared_(std::move(shared)), slot_(slot) {}
+  std::vector<std::int32_t> labels;
+  std::vector<std::uint64_t> indices;
   ~SlotOwner() override {
     {
       std::lock_guard lock(shared_->mutex);
@@ -120,6 +129,10 @@ struct ZmqBatchStream::Impl {
   bool Handle(std::vector<zmq::message_t>& parts, bool too_many);
   void HandleWelcome(const Control& control, std::vector<zmq::message_t>& parts);
   ReceivedBatch MakeBatch(const Control& control, std::vector<zmq::message_t>& parts);
+  void CheckBatch(const FrameHeader& header, std::span<const std::int32_t> labels,
+                  std::span<const std::uint64_t> indices) const;
+  void CheckEnd(const Control& bye) const;
+  void WatchConnection(zmq::context_t& context);
   void Push(Entry entry) {
     {
       std::lock_guard lock(mutex);
@@ -148,6 +161,49 @@ struct ZmqBatchStream::Impl {
       throw TransportError(peer + why);
     }
   }
+  void SendHello() {
+    last_sent = Clock::now();
+    const auto hello = detail::EncodeControl(
+        {MessageType::kHello, options.credits, options.verify_checksums ? 1u : 0u});
+    bool sent = false;
+    if (options.terms) {
+      const EncodedSessionTerms terms = EncodeSessionTerms(*options.terms);
+      sent = socket.send(zmq::buffer(hello), zmq::send_flags::sndmore | zmq::send_flags::dontwait)
+                 .has_value() &&
+             socket.send(zmq::buffer(terms), zmq::send_flags::dontwait).has_value();
+    } else {
+      sent = socket.send(zmq::buffer(hello), zmq::send_flags::dontwait).has_value();
+    }
+    if (!sent) throw TransportError(peer + " refused or dropped the connection");
+  }
+  // Reads the monitor's events; true if one was a disconnection.
+  bool Disconnected() {
+    bool disconnected = false;
+    std::vector<zmq::message_t> event;
+    bool too_many = false;
+    while (detail::ReceiveParts(*monitor, event, too_many)) {
+      std::uint16_t id = 0;
+      if (!event.empty() && event[0].size() >= 2) std::memcpy(&id, event[0].data(), 2);
+      if (id == ZMQ_EVENT_DISCONNECTED) disconnected = true;
+    }
+    return disconnected;
+  }
+  // Why a reader may be silent, when CURVE is on and it never welcomed us.
+  std::string SilenceHint() const {
+    std::string hint;
+    if (!options.curve_server_key_file.empty() && !Welcomed()) {
+      // A CURVE handshake with the wrong server key fails without a word to us: the
+      // reader cannot decrypt our hello and drops the connection; ZeroMQ retries.
+      hint = " and never welcomed us (CURVE is on: is the public key in " +
+             options.curve_server_key_file +
+             " the reader's, does the reader use CURVE, and if it allow-lists trainers, is " +
+             (options.curve_client_key_file.empty()
+                  ? std::string("this trainer's key on it? This trainer has no key file, so "
+                                "it uses a fresh key that no allow-list holds)")
+                  : "the public key of " + options.curve_client_key_file + " on it?)");
+    }
+    return hint;
+  }
   bool Welcomed() const {
     std::lock_guard lock(mutex);
     return welcomed;
@@ -155,6 +211,7 @@ struct ZmqBatchStream::Impl {
 
   const StreamOptions options;
   zmq::socket_t socket;
+  std::optional<zmq::socket_t> monitor;  // ZMQ_EVENT_DISCONNECTED of `socket`
   std::shared_ptr<Shared> shared;
   const std::string peer;  // "reader at <endpoint>", for messages
 
@@ -173,6 +230,10 @@ struct ZmqBatchStream::Impl {
   Clock::time_point last_sent;
   Clock::time_point last_heard;
   std::vector<bool> slot_busy;
+  std::uint64_t outstanding = 0;  // inline: credits granted and not yet spent by a batch
+  std::optional<std::uint64_t> last_epoch_end;
+  std::optional<std::uint64_t> last_batch_epoch;
+  std::uint64_t epoch_batches = 0;  // batches of last_batch_epoch received
 
   std::jthread io;  // last: stopped first
 };
@@ -202,8 +263,16 @@ ZmqBatchStream::ZmqBatchStream(Context& context, StreamOptions options)
     std::random_device random;
     const std::string id = "tilefeed-" + std::to_string(random()) + std::to_string(random());
     s.socket.set(zmq::sockopt::routing_id, id);
-    s.socket.set(zmq::sockopt::maxmsgsize,
-                 static_cast<std::int64_t>(kMaxFramePayload + kFrameHeaderSize));
+    // With terms, no message is larger than one batch's images: a frame announcing more is
+    // refused by ZeroMQ before it allocates anything.
+    std::int64_t limit = static_cast<std::int64_t>(kMaxFramePayload + kFrameHeaderSize);
+    if (s.options.terms) {
+      const SessionTerms& t = *s.options.terms;
+      limit = std::max<std::int64_t>(kMinMessageLimit, static_cast<std::int64_t>(t.batch_size) *
+                                                           t.image_size * t.image_size * 3);
+    }
+    s.socket.set(zmq::sockopt::maxmsgsize, limit);
+    s.WatchConnection(context.impl().context);
     s.socket.connect(ZmqEndpoint(s.options.endpoint));
   } catch (const zmq::error_t& e) {
     throw TransportError("connect " + s.options.endpoint + ": " + e.what());
@@ -216,23 +285,44 @@ ZmqBatchStream::ZmqBatchStream(Context& context, StreamOptions options)
 
 ZmqBatchStream::~ZmqBatchStream() = default;
 
+void ZmqBatchStream::Impl::WatchConnection(zmq::context_t& context) {
+  // Unique per stream: a closed stream's inproc name stays taken until ZeroMQ reaps it.
+  std::random_device random;
+  const std::string address = "inproc://tilefeed-stream-monitor-" + std::to_string(random()) + "-" +
+                              std::to_string(random());
+  if (zmq_socket_monitor(socket.handle(), address.c_str(), ZMQ_EVENT_DISCONNECTED) != 0) {
+    throw zmq::error_t();
+  }
+  monitor.emplace(context, zmq::socket_type::pair);
+  monitor->set(zmq::sockopt::linger, 0);
+  monitor->connect(address);
+}
+
 void ZmqBatchStream::Impl::Loop(std::stop_token token) {
   last_heard = Clock::now();
   std::vector<zmq::message_t> parts;
   bool too_many = false;
   try {
-    Send(Control{MessageType::kHello, options.credits, options.verify_checksums ? 1u : 0u});
+    SendHello();
     while (!token.stop_requested()) {
       const auto timeout = std::min(detail::Until(last_sent + options.heartbeat_interval),
                                     detail::Until(last_heard + options.peer_timeout));
       zmq::pollitem_t items[] = {{socket.handle(), 0, ZMQ_POLLIN, 0},
-                                 {nullptr, shared->wake.fd(), ZMQ_POLLIN, 0}};
-      zmq::poll(items, 2, timeout);
+                                 {nullptr, shared->wake.fd(), ZMQ_POLLIN, 0},
+                                 {monitor->handle(), 0, ZMQ_POLLIN, 0}};
+      zmq::poll(items, 3, timeout);
       if (items[1].revents != 0) shared->wake.Drain();
       if (token.stop_requested()) break;
+      const bool disconnected = items[2].revents != 0 && Disconnected();
+      // Messages that came before the connection dropped (a bye) are still read first.
       while (detail::ReceiveParts(socket, parts, too_many)) {
         last_heard = Clock::now();
         if (!Handle(parts, too_many)) return;
+      }
+      if (disconnected && Welcomed()) {
+        throw TransportError(peer +
+                             " dropped the connection (it stopped or died, or sent a message "
+                             "larger than a batch)");
       }
       // Give back what the trainer has consumed.
       std::size_t credits = 0;
@@ -245,26 +335,17 @@ void ZmqBatchStream::Impl::Loop(std::stop_token token) {
         std::lock_guard lock(shared->mutex);
         slots.swap(shared->returned_slots);
       }
-      if (credits > 0) Send(Control{MessageType::kCredit, credits});
+      if (credits > 0) {
+        outstanding += credits;
+        Send(Control{MessageType::kCredit, credits});
+      }
       for (const std::uint32_t slot : slots) {
         slot_busy[slot] = false;
         Send(Control{MessageType::kCredit, slot});
       }
       const Clock::duration silence = Clock::now() - last_heard;
       if (silence > options.peer_timeout) {
-        std::string hint;
-        if (!options.curve_server_key_file.empty() && !Welcomed()) {
-          // A CURVE handshake with the wrong server key fails without a word to us: the
-          // reader cannot decrypt our hello and drops the connection; ZeroMQ retries.
-          hint = " and never welcomed us (CURVE is on: is the public key in " +
-                 options.curve_server_key_file +
-                 " the reader's, does the reader use CURVE, and if it allow-lists trainers, is " +
-                 (options.curve_client_key_file.empty()
-                      ? std::string("this trainer's key on it? This trainer has no key file, so "
-                                    "it uses a fresh key that no allow-list holds)")
-                      : "the public key of " + options.curve_client_key_file + " on it?)");
-        }
-        Fail(peer + " silent for " + detail::Seconds(silence) + " s" + hint);
+        Fail(peer + " silent for " + detail::Seconds(silence) + " s" + SilenceHint());
         return;
       }
       if (Clock::now() - last_sent >= options.heartbeat_interval) {
@@ -303,15 +384,26 @@ bool ZmqBatchStream::Impl::Handle(std::vector<zmq::message_t>& parts, bool too_m
       if (welcomed_now) throw TransportError(peer + ": second welcome");
       HandleWelcome(*control, parts);
       return true;
-    case MessageType::kBatch:
-      Push(Entry{Entry::kBatch, MakeBatch(*control, parts), {}});
+    case MessageType::kBatch: {
+      ReceivedBatch batch = MakeBatch(*control, parts);
+      if (!last_batch_epoch || *last_batch_epoch != batch.epoch()) epoch_batches = 0;
+      last_batch_epoch = batch.epoch();
+      ++epoch_batches;
+      Push(Entry{Entry::kBatch, std::move(batch), {}});
       return true;
+    }
     case MessageType::kEpochEnd:
+      if (last_epoch_end && control->a <= *last_epoch_end) {
+        throw TransportError(peer + ": end of epoch " + std::to_string(control->a) +
+                             " after the end of epoch " + std::to_string(*last_epoch_end));
+      }
+      last_epoch_end = control->a;
       Push(Entry{Entry::kEpochEnd, std::nullopt, {}});
       return true;
     case MessageType::kHeartbeat:
       return true;
     case MessageType::kBye:
+      CheckEnd(*control);
       Push(Entry{Entry::kEnd, std::nullopt, {}});
       // Acknowledge: every batch before the bye has arrived.
       (void)detail::TrySendControl(socket, Control{MessageType::kBye});
@@ -327,13 +419,50 @@ bool ZmqBatchStream::Impl::Handle(std::vector<zmq::message_t>& parts, bool too_m
   }
 }
 
+// The stream ends only as agreed: the bye (which stands for the last epoch's end) names
+// the agreed end epoch and comes after a whole last epoch (a partial one only when the
+// session began inside it).
+void ZmqBatchStream::Impl::CheckEnd(const Control& bye) const {
+  if (!options.terms) return;
+  const SessionTerms& t = *options.terms;
+  const std::uint64_t last = t.epochs - 1;
+  const bool began_inside = last == t.first_epoch && t.first_position > 0;
+  const bool complete = t.epochs > 0 && bye.a == t.epochs && last_batch_epoch &&
+                        *last_batch_epoch == last &&
+                        (began_inside || epoch_batches == batches_per_epoch);
+  if (!complete) {
+    throw TransportError(peer + " ended the stream early: " +
+                         (last_batch_epoch ? std::to_string(epoch_batches) + " batches of epoch " +
+                                                 std::to_string(*last_batch_epoch)
+                                           : std::string("no batch")) +
+                         ", end epoch " + std::to_string(bye.a) + "; agreed: all " +
+                         std::to_string(batches_per_epoch) +
+                         " batches of every epoch up to epoch " + std::to_string(last));
+  }
+}
+
 void ZmqBatchStream::Impl::HandleWelcome(const Control& control,
                                          std::vector<zmq::message_t>& parts) {
+  if (parts.size() < 2) throw TransportError(peer + ": welcome without session terms");
+  if (options.terms) {
+    const std::optional<SessionTerms> echoed = ParseSessionTerms(detail::Bytes(parts[1]));
+    if (!echoed) throw TransportError(peer + ": welcome without well-formed session terms");
+    const SessionTerms& mine = *options.terms;
+    std::optional<std::string> differs = Disagreement(mine, *echoed);
+    if (!differs && (echoed->first_epoch != mine.first_epoch ||
+                     echoed->first_position != mine.first_position)) {
+      differs = "data position: trainer epoch " + std::to_string(mine.first_epoch) + " position " +
+                std::to_string(mine.first_position) + ", reader epoch " +
+                std::to_string(echoed->first_epoch) + " position " +
+                std::to_string(echoed->first_position);
+    }
+    if (differs) throw TransportError(peer + " serves other data: " + *differs);
+  }
   std::size_t credits = options.credits;
   if (control.b != 0) {
     layout = detail::SlotLayout::Checked(control.b, control.c, control.d);
-    if (!layout || parts.size() != 2) throw TransportError(peer + ": bad shared-memory offer");
-    const std::string name = parts[1].to_string();
+    if (!layout || parts.size() != 3) throw TransportError(peer + ": bad shared-memory offer");
+    const std::string name = parts[2].to_string();
     if (name.rfind("/tilefeed-", 0) != 0 || name.find('/', 1) != std::string::npos) {
       throw TransportError(peer + ": bad shared-memory name");
     }
@@ -346,6 +475,7 @@ void ZmqBatchStream::Impl::HandleWelcome(const Control& control,
     credits = layout->slot_count;
   }
   batches_per_epoch = control.a;
+  outstanding = layout ? 0 : credits;
   Send(Control{MessageType::kReady, credits});
   {
     std::lock_guard lock(mutex);
@@ -376,11 +506,22 @@ ReceivedBatch ZmqBatchStream::Impl::MakeBatch(const Control& control,
     const std::span<const std::uint64_t> indices(
         reinterpret_cast<const std::uint64_t*>(base + layout->index_offset()), header.size);
     slot_busy[slot] = true;
-    // From here on the owner returns the slot, also if the check below throws.
+    // From here on the owner returns the slot, also if a check below throws.
     auto owner = std::make_unique<SlotOwner>(shared, slot);
+    owner->labels.assign(labels.begin(), labels.end());
+    owner->indices.assign(indices.begin(), indices.end());
     if (options.verify_checksums) VerifyPayload(header, images, labels, indices, peer);
-    return ReceivedBatch(header.meta(), images, labels, indices, std::move(owner));
+    const std::span<const std::int32_t> own_labels = owner->labels;
+    const std::span<const std::uint64_t> own_indices = owner->indices;
+    CheckBatch(header, own_labels, own_indices);
+    return ReceivedBatch(header.meta(), images, own_labels, own_indices, std::move(owner));
   }
+  if (outstanding == 0) {
+    throw TransportError(peer + " sent batch " + std::to_string(header.index) + " of epoch " +
+                         std::to_string(header.epoch) + " without a credit (" +
+                         std::to_string(options.credits) + " granted, all spent)");
+  }
+  --outstanding;
   if (parts.size() != 5)
     throw TransportError(peer + ": batch with " + std::to_string(parts.size()) + " parts");
   if (parts[2].size() != header.image_bytes() || parts[3].size() != header.label_bytes() ||
@@ -395,7 +536,37 @@ ReceivedBatch ZmqBatchStream::Impl::MakeBatch(const Control& control,
   const std::span<const std::int32_t> labels = owner->View<std::int32_t>(3, owner->labels_copy);
   const std::span<const std::uint64_t> indices = owner->View<std::uint64_t>(4, owner->indices_copy);
   if (options.verify_checksums) VerifyPayload(header, images, labels, indices, peer);
+  CheckBatch(header, labels, indices);
   return ReceivedBatch(header.meta(), images, labels, indices, std::move(owner));
+}
+
+// What the frame checks cannot know: the agreed shape and the trainer's class count.
+void ZmqBatchStream::Impl::CheckBatch(const FrameHeader& header,
+                                      std::span<const std::int32_t> labels,
+                                      std::span<const std::uint64_t> indices) const {
+  auto where = [&] {
+    return "batch " + std::to_string(header.index) + " of epoch " + std::to_string(header.epoch);
+  };
+  if (options.terms) {
+    const SessionTerms& t = *options.terms;
+    if (header.size > t.batch_size || header.height != t.image_size ||
+        header.width != t.image_size || header.channels != 3) {
+      throw TransportError(peer + " sent " + where() + " with " + std::to_string(header.size) +
+                           " samples of " + std::to_string(header.height) + "x" +
+                           std::to_string(header.width) + "x" + std::to_string(header.channels) +
+                           "; the agreed batch is at most " + std::to_string(t.batch_size) +
+                           " samples of " + std::to_string(t.image_size) + "x" +
+                           std::to_string(t.image_size) + "x3");
+    }
+  }
+  if (options.classes == 0) return;
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    if (labels[i] < 0 || static_cast<std::uint32_t>(labels[i]) >= options.classes) {
+      throw TransportError(peer + " sent sample " + std::to_string(indices[i]) + " (" + where() +
+                           ") with label " + std::to_string(labels[i]) + "; this trainer has " +
+                           std::to_string(options.classes) + " classes");
+    }
+  }
 }
 
 std::optional<ReceivedBatch> ZmqBatchStream::Next() {

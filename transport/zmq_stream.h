@@ -9,7 +9,9 @@
 // (the ReceivedBatch views the shared slot in place; destroying it returns the slot).
 //
 // A sender silent for longer than peer_timeout makes Next() throw TransportError("reader
-// at <endpoint> silent for 5.0 s"); a sender's bye ends the stream (ended() true). With
+// at <endpoint> silent for 5.0 s"), and so does a dropped connection, at once; a sender's
+// bye ends the stream (ended() true). Nothing from the sender is trusted: a batch it had no
+// credit for, a frame that fails a check, a label outside [0, classes) is an error. With
 // CURVE, a reader whose key is not the one in curve_server_key_file, or one that does not
 // allow our key, never welcomes us: the constructor throws after peer_timeout, naming the
 // key files.
@@ -25,6 +27,7 @@
 
 #include "transport/batch_stream.h"
 #include "transport/context.h"
+#include "transport/session.h"
 
 namespace tilefeed::transport {
 
@@ -43,6 +46,14 @@ struct StreamOptions {
   // CURVE: this trainer's own key file (with secret=, mode 0600), for a reader that
   // allow-lists trainers' public keys; "" = a fresh key pair, which such a reader refuses.
   std::string curve_client_key_file{};
+  // The session terms this trainer states in its hello (transport/session.h). With terms,
+  // a reader that serves other data refuses us, the welcome's echo is checked, messages
+  // over one batch's image bytes are refused by ZeroMQ before any allocation, and the
+  // stream ends only with a bye after epoch terms.epochs - 1 (any other end is an error).
+  std::optional<SessionTerms> terms{};
+  // Labels must lie in [0, classes); a batch with another label is an error naming the
+  // sample. 0 = not checked.
+  std::uint32_t classes = 0;
 };
 
 class ZmqBatchStream final : public BatchStream {

@@ -51,7 +51,8 @@ bool AllZero(std::span<const std::byte> bytes) {
 bool ValidCodec(std::uint8_t value) {
   return value == static_cast<std::uint8_t>(RecordCodec::kJpeg) ||
          value == static_cast<std::uint8_t>(RecordCodec::kLz4Raw) ||
-         value == static_cast<std::uint8_t>(RecordCodec::kIndexedJpeg);
+         value == static_cast<std::uint8_t>(RecordCodec::kIndexedJpeg) ||
+         value == static_cast<std::uint8_t>(RecordCodec::kCoefficients);
 }
 
 // A u24 in the reserved bytes 5..7 of a record header.
@@ -76,7 +77,7 @@ std::string Hex(std::uint64_t value) {
 }  // namespace
 
 std::uint16_t FormatVersionFor(RecordCodec codec) {
-  return codec == RecordCodec::kIndexedJpeg ? 2 : 1;
+  return codec == RecordCodec::kIndexedJpeg ? 2 : codec == RecordCodec::kCoefficients ? 3 : 1;
 }
 
 std::uint64_t Checksum(std::span<const std::byte> bytes) {
@@ -242,8 +243,9 @@ std::string CheckRecord(std::span<const std::byte> header, std::span<const std::
            std::to_string(entry.label);
   }
   const auto codec = Load<std::uint8_t>(header, 4);
-  const bool stored_as_came = shard_codec == RecordCodec::kIndexedJpeg &&
-                              codec == static_cast<std::uint8_t>(RecordCodec::kJpeg);
+  const bool stored_as_came =
+      (shard_codec == RecordCodec::kIndexedJpeg || shard_codec == RecordCodec::kCoefficients) &&
+      codec == static_cast<std::uint8_t>(RecordCodec::kJpeg);
   if (codec != static_cast<std::uint8_t>(shard_codec) && !stored_as_came) {
     return "record codec " + std::to_string(codec) + " differs from the shard's";
   }
@@ -273,6 +275,8 @@ const char* CodecName(RecordCodec codec) {
       return "lz4raw";
     case RecordCodec::kIndexedJpeg:
       return "jpeg-indexed";
+    case RecordCodec::kCoefficients:
+      return "coefficients";
   }
   return "?";
 }
@@ -354,6 +358,8 @@ Manifest ParseManifest(std::string_view text) {
     manifest.codec = RecordCodec::kLz4Raw;
   } else if (codec == "jpeg-indexed") {
     manifest.codec = RecordCodec::kIndexedJpeg;
+  } else if (codec == "coefficients") {
+    manifest.codec = RecordCodec::kCoefficients;
   } else {
     Fail("unknown codec '" + std::string(codec) + "'");
   }

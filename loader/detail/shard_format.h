@@ -24,10 +24,10 @@ inline constexpr std::size_t kShardHeaderSize = 32;
 inline constexpr std::size_t kShardTrailerSize = 32;
 inline constexpr std::size_t kIndexEntrySize = 24;
 inline constexpr std::size_t kRecordHeaderSize = 8;
-// Version 1: JPEG and LZ4-raw shards. Version 2 adds the indexed-JPEG codec and is
-// written only for it, so a pack that needs no version-2 feature stays readable by
-// version-1 readers (docs/shard-format.md, "Versioning").
-inline constexpr std::uint16_t kShardFormatVersion = 2;  // the newest this code reads
+// Version 1: JPEG and LZ4-raw shards. Version 2 adds the indexed-JPEG codec and version
+// 3 the coefficient codec; each is written only for its codec, so a pack that needs no
+// newer feature stays readable by older readers (docs/shard-format.md, "Versioning").
+inline constexpr std::uint16_t kShardFormatVersion = 3;  // the newest this code reads
 // An indexed record's index length is a u24 in the record header.
 inline constexpr std::uint32_t kMaxRecordIndexSize = (std::uint32_t{1} << 24) - 1;
 inline constexpr std::string_view kManifestFileName = "tilefeed-manifest.txt";
@@ -41,10 +41,14 @@ enum class RecordCodec : std::uint8_t {
   // kIndexedJpeg, or kJpeg for files stored as they came. Record: a codecs/jpeg_index.h
   // stored interval index (length in the record header), then the transcoded JPEG.
   kIndexedJpeg = 3,
+  // Shard: JPEGs stored as their DCT coefficients (format version 3); its records are
+  // kCoefficients, or kJpeg for files stored as they came. Record: a
+  // codecs/jpeg_coefficients.h coefficient record.
+  kCoefficients = 4,
 };
 
 // The format version that a shard or manifest of `codec` is written with (and must
-// carry when read): 2 for kIndexedJpeg, else 1.
+// carry when read): 2 for kIndexedJpeg, 3 for kCoefficients, else 1.
 std::uint16_t FormatVersionFor(RecordCodec codec);
 
 class ShardFormatError : public std::runtime_error {
@@ -107,9 +111,9 @@ std::uint64_t RecordChecksum(std::span<const std::byte> header, std::span<const 
 
 // Checks the checksum of the whole record (`header` then `payload`), then its 8-byte
 // header against its index entry and the shard's codec: the record codec must be the
-// shard's (or kJpeg in a kIndexedJpeg shard), and a kIndexedJpeg record's index length
-// must leave a non-empty JPEG in the payload. Returns an empty string if the record is
-// good, else the reason. `shard_codec` is the shard header's.
+// shard's (or kJpeg in a kIndexedJpeg or kCoefficients shard), and a kIndexedJpeg record's index
+// length must leave a non-empty JPEG in the payload. Returns an empty string if the record is good,
+// else the reason. `shard_codec` is the shard header's.
 std::string CheckRecord(std::span<const std::byte> header, std::span<const std::byte> payload,
                         const IndexEntry& entry, RecordCodec shard_codec);
 

@@ -1,19 +1,23 @@
 // Writes the fuzzers' seed corpora: small JPEGs of every encoding the decoder meets, a few
 // LZ4 raw tensors and PNGs of every colour type, made at run time (the repository holds no
 // images).
-//   make_seeds DIR    -> DIR/jpeg/*, DIR/raw/*, DIR/jpeg_index/*, DIR/png/*
+//   make_seeds DIR    -> DIR/jpeg/*, DIR/raw/*, DIR/jpeg_index/*, DIR/png/*,
+//                     DIR/jpeg_coefficients/*
 
 #include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "codecs/jpeg_coefficients.h"
 #include "codecs/jpeg_encoder.h"
 #include "codecs/jpeg_index.h"
 #include "codecs/raw.h"
 #include "tests/support/jpeg_maker.h"
 #include "tests/support/png_maker.h"
 #include "tests/support/temp_dir.h"
+#include "transport/detail/wire.h"
+#include "transport/session.h"
 
 int main(int argc, char** argv) {
   namespace codecs = tilefeed::codecs;
@@ -88,6 +92,27 @@ int main(int argc, char** argv) {
   }
   transcoded(40, 33, gray, 1, 8);
   transcoded(33, 24, cmyk, 4, 16);
+  // jpeg_coefficients_fuzz: flags, crop (4 bytes), then the coefficient record.
+  int stored = 0;
+  auto pack = [&](int w, int h, codecs::EncodeOptions o, int channels) {
+    const auto result = codecs::PackCoefficients(
+        testing::MakeJpeg(w, h, o, static_cast<std::uint64_t>(stored), channels));
+    if (!result.packed) return;
+    std::vector<std::byte> bytes = {std::byte(stored & 0x1F), std::byte(70), std::byte(90),
+                                    std::byte(120), std::byte(100)};
+    bytes.insert(bytes.end(), result.record.begin(), result.record.end());
+    testing::WriteFile(dir / "jpeg_coefficients" / ("seed" + std::to_string(stored++)), bytes);
+  };
+  for (auto sub :
+       {codecs::Subsampling::k420, codecs::Subsampling::k422, codecs::Subsampling::k444}) {
+    codecs::EncodeOptions o;
+    o.subsampling = sub;
+    pack(97, 45, o, 3);
+    o.progressive = true;
+    pack(64, 40, o, 3);
+  }
+  pack(40, 33, gray, 1);
+  pack(33, 24, cmyk, 4);
   // png_fuzz: flags, crop (4 bytes), then the PNG; every colour type, plain and interlaced.
   int pngs = 0;
   for (const testing::PngKind kind : testing::kAllPngKinds) {
@@ -99,7 +124,43 @@ int main(int argc, char** argv) {
       testing::WriteFile(dir / "png" / ("seed" + std::to_string(pngs++)), bytes);
     }
   }
-  std::printf("wrote %d JPEG, 4 raw, %d JPEG-index and %d PNG seeds under %s\n", n, indexed, pngs,
-              dir.c_str());
+  // control_fuzz: a selector byte (even: a control part, odd: session terms), then the part.
+  namespace transport = tilefeed::transport;
+  auto control = [&](int i, std::byte selector, std::span<const std::byte> part) {
+    std::vector<std::byte> bytes = {selector};
+    bytes.insert(bytes.end(), part.begin(), part.end());
+    testing::WriteFile(dir / "control" / ("seed" + std::to_string(i)), bytes);
+  };
+  using transport::detail::MessageType;
+  control(0, std::byte{0}, transport::detail::EncodeControl({MessageType::kHello, 4, 1}));
+  control(1, std::byte{0}, transport::detail::EncodeControl({MessageType::kWelcome, 8, 4, 96, 8}));
+  control(2, std::byte{0}, transport::detail::EncodeControl({MessageType::kBye, 3}));
+  transport::SessionTerms terms;
+  terms.image_size = 224;
+  terms.batch_size = 32;
+  terms.epochs = 90;
+  terms.slice_count = 4;
+  terms.slice_index = 3;
+  terms.drop_last = true;
+  control(3, std::byte{1}, transport::EncodeSessionTerms(terms));
+  // checkpoint_fuzz: a selector byte (odd: the harness appends the checksum), then a file.
+  auto checkpoint = [&](int i, const std::string& header, std::size_t floats) {
+    std::string file = header + std::string(floats * 4, '\x3f');
+    std::vector<std::byte> bytes = {std::byte{1}};
+    for (char c : file) bytes.push_back(static_cast<std::byte>(c));
+    testing::WriteFile(dir / "checkpoint" / ("seed" + std::to_string(i)), bytes);
+  };
+  checkpoint(0,
+             "tilefeed-checkpoint v1 step=12 epoch=1 core=reference parameters=3 velocity=3\n"
+             "tilefeed-loader-state v1 seed=0 epoch=1 position=64 size=100\n",
+             6);
+  checkpoint(1,
+             "tilefeed-checkpoint v1 step=0 epoch=0 core=synthetic parameters=0 velocity=0\n"
+             "tilefeed-remote-state v1 epoch=0 position=0\n",
+             0);
+  std::printf(
+      "wrote %d JPEG, 4 raw, %d JPEG-index, %d coefficient, %d PNG, control and checkpoint seeds "
+      "under %s\n",
+      n, indexed, stored, pngs, dir.c_str());
   return 0;
 }

@@ -97,7 +97,7 @@ for d in folder plain indexed; do
   done
   [ -n "$endpoint" ] || fail "the reader on $d named no endpoint within 30 s"
   timeout 300 "$train" --readers "$endpoint" --data "$work/$d" --core reference \
-    --batch-size 8 --image-size 32 --workers 1 --seed 3 >"$work/readers-$d.log" 2>&1 ||
+    --batch-size 8 --image-size 32 --epochs 2 --workers 1 --seed 3 >"$work/readers-$d.log" 2>&1 ||
     fail "train --readers (data $d) exited $?"
   wait "$reader_pid" 2>/dev/null
   reader_pid=

@@ -54,7 +54,7 @@ done
 echo "readers_test: reader on $endpoint"
 
 timeout 120 "$train" --readers "$endpoint" --data "$work/data" --core synthetic \
-  --us-per-sample 50 --batch-size 8 --image-size 32 --workers 1 --check-every 4 \
+  --us-per-sample 50 --batch-size 8 --image-size 32 --epochs 2 --workers 1 --check-every 4 \
   --checkpoint-every 4 --checkpoint-dir "$work/ckpt" >"$work/train.log" 2>&1
 rc=$?
 cat "$work/train.log"

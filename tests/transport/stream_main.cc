@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "transport/context.h"
+#include "transport/session.h"
 #include "transport/zmq_stream.h"
 
 int main(int argc, char** argv) {
@@ -30,7 +31,19 @@ int main(int argc, char** argv) {
   app.add_option("--samples", samples, "samples per epoch")->required();
   app.add_option("--timeout-ms", timeout_ms, "reader silent this long is an error")
       ->capture_default_str();
+  // The session terms (transport/session.h) the reader must agree to; the dataset's identity
+  // is left unknown.
+  transport::SessionTerms terms;
+  terms.batch_size = 8;
+  terms.image_size = 32;
+  app.add_option("--batch-size", terms.batch_size, "the reader's --batch-size")
+      ->capture_default_str();
+  app.add_option("--image-size", terms.image_size, "the reader's --image-size")
+      ->capture_default_str();
+  app.add_flag("--drop-last", terms.drop_last, "the reader drops each epoch's partial batch");
   CLI11_PARSE(app, argc, argv);
+  terms.epochs = epochs;
+  options.terms = terms;
   options.peer_timeout = std::chrono::milliseconds(timeout_ms);
   try {
     transport::Context context;

@@ -151,7 +151,8 @@ TEST(ZmqBatchStream, ASilentReaderIsReportedWithinTheTimeout) {
     (void)zmq::recv_multipart(fake, std::back_inserter(hello));
     const auto welcome = detail::EncodeControl({detail::MessageType::kWelcome, 5});
     fake.send(hello[0], zmq::send_flags::sndmore);
-    fake.send(zmq::buffer(welcome), zmq::send_flags::none);
+    fake.send(zmq::buffer(welcome), zmq::send_flags::sndmore);
+    fake.send(zmq::message_t(), zmq::send_flags::none);  // no session terms
   });
   // The timeout also bounds the wait for the welcome, which the reader thread above sends:
   // 1 s, not less, or a loaded machine under ThreadSanitizer fails the constructor.

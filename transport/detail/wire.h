@@ -5,15 +5,22 @@
 // fixed 40-byte Control; some types carry more parts:
 //
 //   stream -> sender   kHello{a = credits wanted, b = 1: send payload checksums}  (first)
+//                      [+ session terms (transport/session.h)]
 //   sender -> stream   kWelcome{a = batches per epoch, b = shm slots (0: payload inline),
 //                               c = shm image bytes per slot, d = shm samples per slot}
+//                      + the agreed session terms (empty when the sender states none)
 //                      [+ shm segment name]
 //   stream -> sender   kReady{a = credits}               (after mapping any shm)
 //   stream -> sender   kCredit{a = count | shm slot returned}
 //   sender -> stream   kBatch{a = shm slot} + frame header [+ images, labels, indices]
 //   sender -> stream   kEpochEnd{a = epoch}
-//   both               kHeartbeat, kBye
-//   sender -> stream   kError + text
+//   both               kHeartbeat
+//   sender -> stream   kBye{a = end epoch: the one after the last epoch served}
+//   stream -> sender   kBye
+//   sender -> stream   kError + text (also the refusal of a hello, which says why)
+//
+// docs/wire-protocol.md is the full description, with the byte tables and the state
+// machine. Version 2 added the session terms, the bye's end epoch and refusals.
 //
 // Credits: inline, one per batch, granted back when Next() hands a batch out; with shm,
 // one per slot, granted back when the trainer drops the batch (the slot is free again).
@@ -26,11 +33,12 @@
 #include <cstring>
 #include <optional>
 #include <span>
+#include <string>
 
 namespace tilefeed::transport::detail {
 
 inline constexpr std::uint32_t kControlMagic = 0x31434654;  // "TFC1"
-inline constexpr std::uint16_t kControlVersion = 1;
+inline constexpr std::uint16_t kControlVersion = 2;
 inline constexpr std::size_t kControlSize = 40;
 
 enum class MessageType : std::uint16_t {
@@ -87,6 +95,27 @@ inline std::optional<Control> ParseControl(std::span<const std::byte> bytes) {
   std::memcpy(&control.c, bytes.data() + 24, 8);
   std::memcpy(&control.d, bytes.data() + 32, 8);
   return control;
+}
+
+// Why `bytes` is not a control part, for a refusal; "" when it is one.
+inline std::string WhyNotControl(std::span<const std::byte> bytes) {
+  if (bytes.size() != kControlSize) {
+    return "first part is " + std::to_string(bytes.size()) + " bytes, a control part is " +
+           std::to_string(kControlSize);
+  }
+  std::uint32_t magic = 0;
+  std::uint16_t version = 0;
+  std::uint16_t type = 0;
+  std::memcpy(&magic, bytes.data(), 4);
+  std::memcpy(&version, bytes.data() + 4, 2);
+  std::memcpy(&type, bytes.data() + 6, 2);
+  if (magic != kControlMagic) return "bad magic (not a tilefeed control part)";
+  if (version != kControlVersion) {
+    return "protocol version " + std::to_string(version) + ", this side speaks " +
+           std::to_string(kControlVersion);
+  }
+  if (type == 0 || type > kLastMessageType) return "unknown message type " + std::to_string(type);
+  return "";
 }
 
 }  // namespace tilefeed::transport::detail

@@ -1,0 +1,270 @@
+#!/usr/bin/env python3
+"""A tilefeed trainer in Python, written from docs/wire-protocol.md alone.
+
+It connects to a tilefeed-serve (tcp://, ipc:// or shm://NAME), states its session terms,
+receives every batch of the agreed epochs and checks everything the page says a receiver
+checks: each frame header (magic, versions, ranges, sizes, header checksum), each payload
+checksum, the agreed shape, every label against --classes, the credits, and that each
+epoch delivers every sample id of this instance's slice once (--samples). It prints
+"wire_client: OK ..." and exits 0, or names what failed and exits 1.
+
+    tilefeed-serve --data DIR --bind tcp://127.0.0.1:5555 --batch-size 8 --image-size 32 \\
+        --epochs 2 --drop-last
+    python3 examples/wire_client.py --connect tcp://127.0.0.1:5555 --batch-size 8 \\
+        --image-size 32 --epochs 2 --drop-last --samples 64
+
+Needs pyzmq and xxhash (Debian: python3-zmq python3-xxhash).
+"""
+
+import argparse
+import mmap
+import os
+import struct
+import sys
+import time
+
+import xxhash
+import zmq
+
+CONTROL = struct.Struct("<IHHQQQQ")  # magic, version, type, a, b, c, d
+CONTROL_MAGIC, VERSION = 0x31434654, 2
+HELLO, WELCOME, READY, CREDIT, BATCH, EPOCH_END, HEARTBEAT, BYE, ERROR = range(1, 10)
+TERMS = struct.Struct("<IHBBQQIIQIIQQQQ")
+TERMS_MAGIC = 0x32534654
+HEADER = struct.Struct("<IHHQQIIIIBBHIQQQ")
+FRAME_MAGIC, FRAME_VERSION = 0x31424654, 1
+
+
+class WireError(Exception):
+    pass
+
+
+def control(kind, a=0, b=0, c=0, d=0):
+    return CONTROL.pack(CONTROL_MAGIC, VERSION, kind, a, b, c, d)
+
+
+def parse_control(part):
+    if len(part) != CONTROL.size:
+        raise WireError(f"control part of {len(part)} bytes")
+    magic, version, kind, a, b, c, d = CONTROL.unpack(part)
+    if magic != CONTROL_MAGIC or version != VERSION or not 1 <= kind <= ERROR:
+        raise WireError(f"bad control part (magic {magic:#x}, version {version}, type {kind})")
+    return kind, a, b, c, d
+
+
+def encode_terms(t):
+    flags = (1 if t["drop_last"] else 0) | (2 if t["pinned"] else 0)
+    return TERMS.pack(TERMS_MAGIC, flags, t["mode"], t["remainder"], t["dataset_size"],
+                      t["dataset_digest"], t["slice_index"], t["slice_count"], t["seed"],
+                      t["image_size"], t["batch_size"], t["epochs"], t["first_epoch"],
+                      t["first_position"], 0)
+
+
+def decode_terms(part):
+    if len(part) != TERMS.size:
+        raise WireError(f"session terms of {len(part)} bytes, not {TERMS.size}")
+    (magic, flags, mode, remainder, size, digest, index, count, seed, image, batch, epochs,
+     first_epoch, first_position, reserved) = TERMS.unpack(part)
+    if magic != TERMS_MAGIC or reserved != 0 or flags & ~3:
+        raise WireError("malformed session terms")
+    return dict(drop_last=bool(flags & 1), pinned=bool(flags & 2), mode=mode,
+                remainder=remainder, dataset_size=size, dataset_digest=digest,
+                slice_index=index, slice_count=count, seed=seed, image_size=image,
+                batch_size=batch, epochs=epochs, first_epoch=first_epoch,
+                first_position=first_position)
+
+
+def parse_header(part):
+    """Every check of the page's frame-header section; returns the fields."""
+    if len(part) != HEADER.size:
+        raise WireError(f"frame header of {len(part)} bytes, not {HEADER.size}")
+    (magic, version, header_size, epoch, index, n, h, w, c, dtype, layout, reserved,
+     label_count, payload_bytes, payload_checksum, checksum) = HEADER.unpack(part)
+    if magic != FRAME_MAGIC or version != FRAME_VERSION or header_size != HEADER.size:
+        raise WireError("bad frame magic, version or header size")
+    if xxhash.xxh3_64_intdigest(part[:64]) != checksum:
+        raise WireError("frame header checksum mismatch")
+    if dtype != 1 or layout > 1 or reserved != 0:
+        raise WireError("bad dtype, layout or reserved field")
+    if not (1 <= n <= 65536 and 1 <= h <= 32768 and 1 <= w <= 32768 and 1 <= c <= 4):
+        raise WireError(f"shape {n}x{h}x{w}x{c} out of range")
+    if label_count != n or payload_bytes != n * h * w * c + 12 * n or payload_bytes > 1 << 34:
+        raise WireError("frame sizes do not agree")
+    return dict(epoch=epoch, index=index, n=n, h=h, w=w, c=c, payload_checksum=payload_checksum)
+
+
+class Client:
+    def __init__(self, args):
+        self.args = args
+        self.context = zmq.Context()
+        self.socket = self.context.socket(zmq.DEALER)
+        self.socket.setsockopt(zmq.LINGER, 1000)
+        limit = max(1 << 20, args.batch_size * args.image_size ** 2 * 3)
+        self.socket.setsockopt(zmq.MAXMSGSIZE, limit)
+        self.socket.connect(zmq_endpoint(args.connect))
+        self.last_sent = time.monotonic()
+        self.shm = None
+        self.layout = None
+
+    def send(self, *parts):
+        self.socket.send_multipart(list(parts))
+        self.last_sent = time.monotonic()
+
+    def receive(self):
+        """The next message that is not a heartbeat; sends our own heartbeats meanwhile."""
+        deadline = time.monotonic() + self.args.timeout
+        while True:
+            if time.monotonic() - self.last_sent >= 1.0:
+                self.send(control(HEARTBEAT))
+            if self.socket.poll(200):
+                parts = self.socket.recv_multipart()
+                kind = parse_control(parts[0])
+                if kind[0] == ERROR:
+                    raise WireError("reader: " + parts[1].decode(errors="replace"))
+                if kind[0] != HEARTBEAT:
+                    return kind, parts
+                deadline = time.monotonic() + self.args.timeout
+            elif time.monotonic() > deadline:
+                raise WireError(f"reader silent for {self.args.timeout} s")
+
+    def handshake(self, terms):
+        self.send(control(HELLO, self.args.credits, 1), encode_terms(terms))
+        (kind, a, b, c, d), parts = self.receive()
+        if kind != WELCOME or len(parts) < 2:
+            raise WireError(f"expected a welcome, got type {kind}")
+        echoed = decode_terms(parts[1])
+        for key, value in terms.items():
+            if key != "pinned" and key != "dataset_size" and key != "dataset_digest" and \
+                    echoed[key] != value:
+                raise WireError(f"the reader's terms differ: {key} {echoed[key]} != {value}")
+        self.batches_per_epoch = a
+        if b:
+            self.map_shared(b, c, d, parts[2].decode())
+            self.send(control(READY, b))
+        else:
+            self.send(control(READY, self.args.credits))
+        self.credits = self.args.credits if not b else None
+
+    def map_shared(self, slots, image_bytes, samples, name):
+        align = lambda x: (x + 63) // 64 * 64
+        labels = align(image_bytes)
+        indices = labels + align(4 * samples)
+        stride = indices + align(8 * samples)
+        fd = os.open("/dev/shm" + name, os.O_RDONLY)
+        try:
+            self.shm = mmap.mmap(fd, slots * stride, prot=mmap.PROT_READ)
+        finally:
+            os.close(fd)
+        os.unlink("/dev/shm" + name)
+        self.layout = (slots, stride, labels, indices)
+
+    def payload(self, slot, header, parts):
+        n, image_bytes = header["n"], header["n"] * header["h"] * header["w"] * header["c"]
+        if self.layout is None:
+            if len(parts) != 5 or [len(p) for p in parts[2:]] != [image_bytes, 4 * n, 8 * n]:
+                raise WireError("payload parts do not match the header")
+            return parts[2], parts[3], parts[4]
+        slots, stride, labels, indices = self.layout
+        if slot >= slots:
+            raise WireError(f"shared slot {slot} of {slots}")
+        base = slot * stride
+        return (self.shm[base:base + image_bytes], self.shm[base + labels:base + labels + 4 * n],
+                self.shm[base + indices:base + indices + 8 * n])
+
+
+def zmq_endpoint(endpoint):
+    if not endpoint.startswith("shm://"):
+        return endpoint
+    directory = os.environ.get("XDG_RUNTIME_DIR") or "/tmp"
+    return f"ipc://{directory}/tilefeed-{os.getuid()}-{endpoint[6:]}.sock"
+
+
+def run(args):
+    index, count = (int(x) for x in args.slice.split("/"))
+    terms = dict(drop_last=args.drop_last, pinned=False, mode=1 if args.mode == "eval" else 0,
+                 remainder=0, dataset_size=0, dataset_digest=0, slice_index=index,
+                 slice_count=count, seed=args.seed, image_size=args.image_size,
+                 batch_size=args.batch_size, epochs=args.epochs, first_epoch=0,
+                 first_position=0)
+    client = Client(args)
+    client.handshake(terms)
+    epoch, batches, seen, last_epoch_batches = 0, 0, [], 0
+    while True:
+        (kind, a, _, _, _), parts = client.receive()
+        if kind == BATCH:
+            if client.credits is not None:
+                if client.credits == 0:
+                    raise WireError("a batch without a credit")
+                client.credits -= 1
+            header = parse_header(parts[1])
+            if header["epoch"] != epoch:
+                raise WireError(f"a batch of epoch {header['epoch']} during epoch {epoch}")
+            if header["n"] > args.batch_size or header["h"] != args.image_size or \
+                    header["w"] != args.image_size or header["c"] != 3:
+                raise WireError("a batch of another shape than agreed")
+            images, labels, indices = client.payload(a, header, parts)
+            labels, indices = bytes(labels), bytes(indices)  # copies: the slot may change
+            digest = xxhash.xxh3_64()
+            for chunk in (images, labels, indices):
+                digest.update(chunk)
+            if digest.intdigest() != header["payload_checksum"]:
+                raise WireError(f"payload checksum mismatch in batch {header['index']}")
+            for label in struct.unpack(f"<{header['n']}i", labels):
+                if args.classes and not 0 <= label < args.classes:
+                    raise WireError(f"label {label} outside [0, {args.classes})")
+            seen += struct.unpack(f"<{header['n']}Q", indices)
+            batches += 1
+            last_epoch_batches += 1
+            # Consumed: give the credit (or the shared slot) back.
+            client.send(control(CREDIT, 1 if client.layout is None else a))
+            if client.credits is not None:
+                client.credits += 1
+        elif kind in (EPOCH_END, BYE):
+            if kind == EPOCH_END and a != epoch:
+                raise WireError(f"end of epoch {a} during epoch {epoch}")
+            if last_epoch_batches != client.batches_per_epoch:
+                raise WireError(f"epoch {epoch}: {last_epoch_batches} batches, "
+                                f"{client.batches_per_epoch} announced")
+            if args.samples and sorted(seen) != list(range(args.samples)):
+                raise WireError(f"epoch {epoch} delivered {len(seen)} ids, not each once")
+            epoch, seen, last_epoch_batches = epoch + 1, [], 0
+            if kind == BYE:
+                if a != args.epochs or epoch != args.epochs:
+                    raise WireError(f"the stream ended at epoch {a}; agreed {args.epochs}")
+                client.send(control(BYE))
+                client.socket.close()
+                client.context.term()
+                return batches
+        else:
+            raise WireError(f"unexpected message type {kind}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--connect", required=True)
+    parser.add_argument("--batch-size", type=int, required=True)
+    parser.add_argument("--image-size", type=int, required=True)
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--slice", default="0/1", help="INDEX/COUNT")
+    parser.add_argument("--mode", choices=["train", "eval"], default="train")
+    parser.add_argument("--drop-last", action="store_true")
+    parser.add_argument("--credits", type=int, default=4)
+    parser.add_argument("--classes", type=int, default=0, help="check labels (0: do not)")
+    parser.add_argument("--samples", type=int, default=0,
+                        help="dataset size: check each epoch delivers every id once (a whole-"
+                             "dataset slice whose size the batches divide; 0: do not)")
+    parser.add_argument("--timeout", type=float, default=10.0)
+    args = parser.parse_args()
+    try:
+        batches = run(args)
+    except (WireError, zmq.ZMQError, OSError) as e:
+        print(f"wire_client: FAILED: {e}")
+        return 1
+    print(f"wire_client: {args.epochs} epochs, {batches} batches from {args.connect}, every "
+          f"header and checksum checked: OK")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,211 @@
+#include "codecs/jpeg_coefficients.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "codecs/jpeg.h"
+#include "codecs/jpeg_encoder.h"
+#include "tests/support/jpeg_maker.h"
+
+namespace tilefeed::codecs {
+namespace {
+
+using testing::MakeJpeg;
+using Encoding = testing::NamedEncoding;
+
+std::vector<std::byte> MustPack(std::span<const std::byte> jpeg) {
+  CoefficientPackResult result = PackCoefficients(jpeg);
+  EXPECT_TRUE(result.packed) << result.reason;
+  return std::move(result.record);
+}
+
+// Crops touching every edge and corner, tiny and whole ones, and random ones.
+std::vector<Rect> CropsFor(int w, int h, std::mt19937& rng, int random_count) {
+  const int w3 = std::max(1, w / 3), h3 = std::max(1, h / 3);
+  std::vector<Rect> crops = {{0, 0, w, h},
+                             {0, 0, w3, h3},
+                             {w - w3, h - h3, w3, h3},
+                             {w - w3, 0, w3, h3},
+                             {0, h - h3, w3, h3},
+                             {0, h / 4, std::max(1, w / 2), std::max(1, h / 2)},
+                             {w / 2, 0, w - w / 2, std::max(1, h / 5)},
+                             {w / 3, h / 3, 1, 1},
+                             {w - 1, h - 1, 1, 1}};
+  for (int i = 0; i < random_count; ++i) {
+    const int cw = std::uniform_int_distribution<int>(1, w)(rng);
+    const int ch = std::uniform_int_distribution<int>(1, h)(rng);
+    crops.push_back({std::uniform_int_distribution<int>(0, w - cw)(rng),
+                     std::uniform_int_distribution<int>(0, h - ch)(rng), cw, ch});
+  }
+  return crops;
+}
+
+// Output sizes that select every DCT scale for a crop of cw x ch: 8/8 (output as large
+// as the crop), then 4/8, 2/8 and 1/8 (output at most 1/2, 1/4, 1/8 of the crop).
+std::vector<std::pair<int, int>> OutputsFor(int cw, int ch, const JpegOptions& options) {
+  std::vector<std::pair<int, int>> outs = {{cw, ch}, {std::min(cw, 7), std::min(ch, 5)}};
+  const int divisors[] = {2, 4, 8, 3, 5, 7};
+  for (int d : divisors) {
+    if (options.scales == DctScales::kPowersOfTwo && (d == 3 || d == 5 || d == 7)) continue;
+    if (cw >= d && ch >= d) outs.push_back({cw / d, ch / d});
+  }
+  return outs;
+}
+
+// Decodes every crop at every scale both ways and requires equal bytes.
+void ExpectSamePixels(const std::vector<std::byte>& jpeg, const std::vector<std::byte>& record,
+                      const JpegOptions& options, int random_crops, std::uint32_t seed) {
+  JpegDecoder reference(options);
+  CoefficientDecoder decoder(options);
+  const ImageInfo info = reference.ReadInfo(jpeg);
+  const ImageInfo stored = ReadCoefficientInfo(record);
+  ASSERT_EQ(stored.width, info.width);
+  ASSERT_EQ(stored.height, info.height);
+  ASSERT_EQ(stored.subsampling, info.subsampling);
+  std::mt19937 rng(seed);
+  for (const Rect& crop : CropsFor(info.width, info.height, rng, random_crops)) {
+    for (auto [ow, oh] : OutputsFor(crop.width, crop.height, options)) {
+      for (bool flip : {false, true}) {
+        SCOPED_TRACE("crop " + std::to_string(crop.width) + "x" + std::to_string(crop.height) +
+                     "+" + std::to_string(crop.x) + "+" + std::to_string(crop.y) + " -> " +
+                     std::to_string(ow) + "x" + std::to_string(oh));
+        std::vector<std::uint8_t> want(std::size_t(ow) * oh * 3), got(want.size(), 7);
+        const CropPlan plan{crop, flip};
+        const DecodeReport a =
+            reference.DecodeInto(jpeg, plan, PixelView::Interleaved(want.data(), ow, oh));
+        CoefficientTimes times;
+        const DecodeReport b =
+            decoder.DecodeInto(record, plan, PixelView::Interleaved(got.data(), ow, oh), &times);
+        ASSERT_EQ(a.scale_eighths, b.scale_eighths);
+        ASSERT_TRUE(want == got);
+      }
+    }
+  }
+}
+
+TEST(CoefficientStore, SamePixelsAsTheJpegDecodeForEveryEncodingCropAndScale) {
+  for (const Encoding& e : testing::CommonEncodings(90, true)) {
+    for (auto [w, h] : {std::pair{333, 257}, std::pair{97, 61}, std::pair{1, 1}, std::pair{16, 16},
+                        std::pair{129, 33}}) {
+      SCOPED_TRACE(std::string(e.name) + " " + std::to_string(w) + "x" + std::to_string(h));
+      const auto jpeg = MakeJpeg(w, h, e.options, w * 7 + h, e.channels);
+      const auto record = MustPack(jpeg);
+      ExpectSamePixels(jpeg, record, {}, 6, static_cast<std::uint32_t>(w + h));
+    }
+  }
+}
+
+TEST(CoefficientStore, SamePixelsWithEighthScalesAndFastPaths) {
+  JpegOptions options;
+  options.scales = DctScales::kEighths;
+  JpegOptions fast;
+  fast.fast_dct = true;
+  fast.fast_upsample = true;
+  for (const Encoding& e : testing::CommonEncodings(80, false)) {
+    SCOPED_TRACE(e.name);
+    const auto jpeg = MakeJpeg(211, 150, e.options, 3, e.channels);
+    const auto record = MustPack(jpeg);
+    ExpectSamePixels(jpeg, record, options, 4, 11);
+    ExpectSamePixels(jpeg, record, fast, 4, 12);
+  }
+}
+
+TEST(CoefficientStore, ManyRandomCropsOfALargeImage) {
+  EncodeOptions o;
+  o.quality = 95;
+  const auto jpeg = MakeJpeg(500, 375, o, 5);
+  ExpectSamePixels(jpeg, MustPack(jpeg), {}, 60, 99);
+}
+
+TEST(CoefficientStore, HighQualityNeedsWideValues) {
+  EncodeOptions o;
+  o.quality = 100;
+  const auto jpeg = MakeJpeg(120, 90, o, 8);
+  ExpectSamePixels(jpeg, MustPack(jpeg), {}, 4, 5);
+}
+
+TEST(CoefficientStore, RefusesWhatItCannotStore) {
+  EXPECT_EQ(PackCoefficients(testing::MakePngBytes()).refusal, DecodeErrorKind::kNotJpeg);
+  EXPECT_FALSE(PackCoefficients(testing::MakeTextBytes()).packed);
+  auto jpeg = MakeJpeg(64, 64, {}, 2);
+  jpeg.resize(jpeg.size() / 2);
+  const CoefficientPackResult truncated = PackCoefficients(jpeg);
+  EXPECT_FALSE(truncated.packed);
+  EXPECT_FALSE(truncated.reason.empty());
+  CoefficientPackOptions small;
+  small.max_pixels = 100;
+  EXPECT_EQ(PackCoefficients(MakeJpeg(64, 64, {}, 2), small).refusal, DecodeErrorKind::kTooLarge);
+}
+
+TEST(CoefficientStore, ReadsTheHeaderAlone) {
+  EncodeOptions o;
+  o.subsampling = Subsampling::k422;
+  const auto record = MustPack(MakeJpeg(77, 41, o, 4));
+  EXPECT_TRUE(LooksLikeCoefficients(record));
+  const ImageInfo info = ReadCoefficientInfo(record);
+  EXPECT_EQ(info.width, 77);
+  EXPECT_EQ(info.height, 41);
+  EXPECT_EQ(info.components, 3);
+  EXPECT_EQ(info.subsampling, Subsampling::k422);
+  EXPECT_EQ(info.mcu_width, 16);
+  EXPECT_EQ(info.mcu_height, 8);
+  try {
+    ReadCoefficientInfo(record, 77 * 41 - 1);
+    FAIL() << "no pixel limit";
+  } catch (const DecodeError& e) {
+    EXPECT_EQ(e.kind(), DecodeErrorKind::kTooLarge);
+  }
+}
+
+// Every truncation and many single-byte changes of a record are reported, never
+// crash (the ASan build runs this too).
+TEST(CoefficientStore, DamagedRecordsAreDecodeErrors) {
+  const auto record = MustPack(MakeJpeg(150, 100, {}, 6));
+  CoefficientDecoder decoder;
+  std::vector<std::uint8_t> out(32 * 32 * 3);
+  const CropPlan plan{{10, 10, 120, 80}, false};
+  auto decode = [&](std::span<const std::byte> bytes) {
+    try {
+      decoder.DecodeInto(bytes, plan, PixelView::Interleaved(out.data(), 32, 32));
+    } catch (const DecodeError& e) {
+      EXPECT_NE(e.kind(), DecodeErrorKind::kInvalidArgument) << e.what();
+    }
+  };
+  for (std::size_t n = 0; n < record.size(); n += 1 + n / 16) {
+    SCOPED_TRACE(n);
+    decode(std::span(record).first(n));
+  }
+  std::mt19937 rng(3);
+  for (int i = 0; i < 400; ++i) {
+    auto damaged = record;
+    const std::size_t at = std::uniform_int_distribution<std::size_t>(0, record.size() - 1)(rng);
+    damaged[at] = std::byte(std::uniform_int_distribution<int>(0, 255)(rng));
+    decode(damaged);
+  }
+  // And the decoder is still good afterwards.
+  std::vector<std::uint8_t> want(out.size());
+  const auto jpeg = MakeJpeg(150, 100, {}, 6);
+  JpegDecoder reference;
+  reference.DecodeInto(jpeg, plan, PixelView::Interleaved(want.data(), 32, 32));
+  decoder.DecodeInto(record, plan, PixelView::Interleaved(out.data(), 32, 32));
+  EXPECT_TRUE(want == out);
+}
+
+TEST(CoefficientStore, CropOutsideTheImageIsAnInvalidArgument) {
+  const auto record = MustPack(MakeJpeg(40, 30, {}, 6));
+  CoefficientDecoder decoder;
+  std::vector<std::uint8_t> out(8 * 8 * 3);
+  try {
+    decoder.DecodeInto(record, {{30, 0, 20, 10}, false}, PixelView::Interleaved(out.data(), 8, 8));
+    FAIL() << "accepted a crop outside the image";
+  } catch (const DecodeError& e) {
+    EXPECT_EQ(e.kind(), DecodeErrorKind::kInvalidArgument);
+  }
+}
+
+}  // namespace
+}  // namespace tilefeed::codecs

@@ -1,0 +1,203 @@
+// Tests the coefficient records of loader/shard_writer.h and loader/shard_source.h
+// (PackOptions::codec = kCoefficients, format version 3) and the loader's decode of
+// them: the loader over coefficient shards gives the batches it gives over the original
+// files, refused files are stored as they came, a damaged record is a bad sample named
+// "<shard>#<record>" (and VerifyShards finds it), and the version is 3.
+
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "codecs/jpeg_coefficients.h"
+#include "codecs/jpeg_encoder.h"
+#include "loader/detail/shard_format.h"
+#include "loader/image_folder.h"
+#include "loader/loader.h"
+#include "loader/shard_source.h"
+#include "loader/shard_writer.h"
+#include "tests/support/jpeg_maker.h"
+#include "tests/support/temp_dir.h"
+
+namespace tilefeed::loader {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::ReadFile;
+using testing::TempDir;
+using testing::WriteFile;
+
+// 3 classes of JPEGs in the encodings people meet (4:2:0, 4:4:4, 4:2:2, progressive,
+// grayscale, restart markers, arithmetic coding) and one PNG named .jpg.
+fs::path MakeFolder(const TempDir& dir, int per_class) {
+  const fs::path root = dir.path() / "folder";
+  int n = 0;
+  for (int c = 0; c < 3; ++c) {
+    for (int i = 0; i < per_class; ++i, ++n) {
+      codecs::EncodeOptions o;
+      o.subsampling = n % 3 == 0   ? codecs::Subsampling::k420
+                      : n % 3 == 1 ? codecs::Subsampling::k444
+                                   : codecs::Subsampling::k422;
+      o.progressive = n % 4 == 1;
+      o.restart_interval = n % 7 == 3 ? 5 : 0;
+      o.arithmetic = n % 9 == 4;
+      const int channels = n % 6 == 5 ? 1 : 3;
+      WriteFile(root / ("class" + std::to_string(c)) / ("img" + std::to_string(i) + ".jpg"),
+                testing::MakeJpeg(70 + (n * 37) % 150, 60 + (n * 23) % 130, o, n, channels));
+    }
+  }
+  WriteFile(root / "class1" / "zz_png.jpg", testing::MakePngBytes(16, 4));
+  return root;
+}
+
+PackResult PackCoefficients(const Source& source, const fs::path& out, int workers = 2) {
+  PackOptions options;
+  options.output_dir = out.string();
+  options.shard_bytes = 64 << 10;
+  options.codec = ShardCodec::kCoefficients;
+  options.workers = workers;
+  return PackDataset(source, options);
+}
+
+LoaderOptions TestOptions(Mode mode) {
+  LoaderOptions options;
+  options.batch_size = 4;
+  options.image_size = 32;
+  options.workers = 2;
+  options.prefetch_depth = 2;
+  options.seed = 7;
+  options.epochs = 2;
+  options.mode = mode;
+  options.eval_resize = 40;
+  options.bad_sample_policy = BadSamplePolicy::kSkip;
+  return options;
+}
+
+// Every batch of `options.epochs` epochs: images, labels and sample indices.
+auto Collect(std::unique_ptr<Source> source, const LoaderOptions& options) {
+  Loader loader(std::move(source), options);
+  std::vector<std::vector<std::uint8_t>> images;
+  std::vector<std::int32_t> labels;
+  std::vector<std::uint64_t> indices;
+  for (std::uint64_t epoch = 0; epoch < options.epochs; ++epoch) {
+    for (Batch& batch : loader) {
+      images.emplace_back(batch.images().begin(), batch.images().end());
+      labels.insert(labels.end(), batch.labels().begin(), batch.labels().end());
+      indices.insert(indices.end(), batch.sample_indices().begin(), batch.sample_indices().end());
+    }
+  }
+  return std::make_tuple(images, labels, indices);
+}
+
+TEST(CoefficientShardTest, LoaderOverCoefficientShardsEqualsLoaderOverTheOriginalFiles) {
+  TempDir dir;
+  const fs::path root = MakeFolder(dir, 8);
+  const fs::path out = dir.path() / "coefficients";
+  const auto folder = ImageFolder::Open(root.string());
+  const PackResult result = PackCoefficients(*folder, out);
+  EXPECT_EQ(result.records, folder->size());
+  EXPECT_EQ(result.indexed, folder->size() - 1);
+  ASSERT_EQ(result.not_indexed.size(), 1u);  // the PNG
+  EXPECT_EQ(result.not_indexed[0].category, "not a JPEG (PNG image)");
+
+  const auto shards = ShardDataset::Open(out.string());
+  EXPECT_EQ(shards->codec(), ShardCodec::kCoefficients);
+  std::vector<std::byte> original, record;
+  for (std::size_t i = 0; i < shards->size(); ++i) {
+    folder->Read(i, original);
+    const SampleInfo info = shards->Read(i, record);
+    if (info.codec == SampleCodec::kEncoded) {
+      EXPECT_EQ(record, original) << "a refused file is stored as it came";
+      continue;
+    }
+    ASSERT_EQ(info.codec, SampleCodec::kCoefficients);
+    EXPECT_TRUE(codecs::LooksLikeCoefficients(record));
+  }
+  const auto problems = VerifyShards(out.string());
+  ASSERT_EQ(problems.size(), 1u);  // the PNG, noted: stored as it came, and it decodes
+  EXPECT_TRUE(problems[0].note);
+  EXPECT_NE(problems[0].reason.find("PNG"), std::string::npos) << problems[0].reason;
+
+  for (const Mode mode : {Mode::kTrain, Mode::kEval}) {
+    const LoaderOptions options = TestOptions(mode);
+    const auto from_folder = Collect(ImageFolder::Open(root.string()), options);
+    const auto from_shards = Collect(ShardDataset::Open(out.string()), options);
+    EXPECT_EQ(from_folder, from_shards) << (mode == Mode::kTrain ? "train" : "eval");
+  }
+}
+
+TEST(CoefficientShardTest, PackIsVersionThreeAndByteIdenticalWhateverTheWorkerCount) {
+  TempDir dir;
+  const auto folder = ImageFolder::Open(MakeFolder(dir, 3).string());
+  PackCoefficients(*folder, dir.path() / "one", 1);
+  PackCoefficients(*folder, dir.path() / "three", 3);
+  for (const auto& e : fs::directory_iterator(dir.path() / "one")) {
+    EXPECT_EQ(ReadFile(e.path()), ReadFile(dir.path() / "three" / e.path().filename()));
+  }
+  const std::vector<std::byte> shard = ReadFile(dir.path() / "one" / detail::ShardFileName(0));
+  const detail::ShardHeader header = detail::ParseShardHeader(shard);
+  EXPECT_EQ(header.codec, detail::RecordCodec::kCoefficients);
+  EXPECT_EQ(detail::FormatVersionFor(header.codec), 3);
+  EXPECT_EQ(std::to_integer<int>(shard[8]), 3);
+  EXPECT_EQ(ReadShardManifest((dir.path() / "one").string()).codec, ShardCodec::kCoefficients);
+}
+
+TEST(CoefficientShardTest, DamagedRecordIsABadSampleNamingTheRecord) {
+  TempDir dir;
+  const fs::path root = dir.path() / "folder";
+  for (int i = 0; i < 4; ++i) {
+    WriteFile(root / "a" / ("img" + std::to_string(i) + ".jpg"),
+              testing::MakeJpeg(120, 90, {}, i + 1));
+  }
+  const fs::path out = dir.path() / "coefficients";
+  PackCoefficients(*ImageFolder::Open(root.string()), out);
+  // Damage the band table of record 2 behind a valid record checksum: a record that lies
+  // about its bands.
+  const std::string path = (out / detail::ShardFileName(0)).string();
+  std::vector<std::byte> bytes = ReadFile(path);
+  detail::ShardIndex index = detail::ParseShardFooter(bytes, bytes.size());
+  detail::IndexEntry& entry = index.entries.at(2);
+  const auto record = std::span(bytes).subspan(entry.offset, entry.size);
+  record[detail::kRecordHeaderSize + 10] ^= std::byte{0x40};  // the height: 90 -> 26
+  entry.checksum = detail::Checksum(record);
+  std::vector<std::byte> footer;
+  for (const detail::IndexEntry& e : index.entries) detail::AppendIndexEntry(e, footer);
+  detail::AppendTrailer(index.index_offset, index.entries.size(), footer);
+  bytes.resize(index.index_offset);
+  bytes.insert(bytes.end(), footer.begin(), footer.end());
+  WriteFile(path, bytes);
+  const fs::path manifest_path = out / detail::kManifestFileName;
+  const std::vector<std::byte> text = ReadFile(manifest_path);
+  detail::Manifest manifest = detail::ParseManifest(
+      std::string_view(reinterpret_cast<const char*>(text.data()), text.size()));
+  manifest.shards.at(0).footer_checksum =
+      detail::ParseShardFooter(bytes, bytes.size()).footer_checksum;
+  const std::string new_text = detail::FormatManifest(manifest);
+  WriteFile(manifest_path, std::as_bytes(std::span(new_text)));
+
+  const auto problems = VerifyShards(out.string());
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].where, path + "#2");
+  EXPECT_FALSE(problems[0].note);
+  EXPECT_NE(problems[0].reason.find("coefficient record"), std::string::npos) << problems[0].reason;
+
+  LoaderOptions options = TestOptions(Mode::kEval);
+  options.epochs = 1;
+  options.bad_sample_policy = BadSamplePolicy::kFail;
+  Loader loader(ShardDataset::Open(out.string()), options);
+  try {
+    for (Batch& batch : loader) (void)batch;
+    FAIL() << "the damaged record was not reported";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("#2"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tilefeed::loader

@@ -1,0 +1,207 @@
+#!/bin/sh
+# Issues 15 and 18, end to end with the real tools: a reader and a trainer that disagree on
+# what decides the samples are refused with both values; a reader stopped (SIGTERM) or
+# killed (SIGKILL) mid-stream fails the trainer naming it; with --reconnect a restarted
+# reader continues and the parameters equal an uninterrupted run's; a resumed trainer
+# refuses a reader pinned at another position; a second reader on one shm:// name is
+# refused and the socket file goes with the first; a non-loopback bind needs CURVE.
+#
+#   readers_faults_test.sh TRAIN READER MAKE_DEMO
+#
+# Bounded in time: every process runs under timeout, waits poll with a bound, and every
+# reader is reaped.
+set -u
+train=$1
+reader=$2
+make_demo=$3
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-faults.XXXXXX") || exit 1
+pids=
+cleanup() {
+  for pid in $pids; do kill -KILL "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+fail() {
+  echo "readers_faults_test: FAIL: $*"
+  for f in "$work"/*.log; do echo "--- $f"; cat "$f"; done
+  exit 1
+}
+
+# waitfor FILE REGEX: until FILE has a line matching REGEX (20 s at most).
+waitfor() {
+  i=0
+  while ! grep -q "$2" "$1" 2>/dev/null; do
+    i=$((i + 1))
+    [ $i -gt 400 ] && fail "no '$2' in $1 within 20 s"
+    sleep 0.05
+  done
+}
+
+# serve NAME ARGS...: starts a reader on a free loopback port (or the --bind in ARGS),
+# logging to NAME.log; sets $endpoint, $pid (timeout's, to wait for) and $rpid (the
+# reader's own, to signal: timeout forwards TERM but cannot forward KILL).
+serve() {
+  name=$1
+  shift
+  timeout 120 "$reader" --workers 1 --prefetch 2 --batch-size 4 --image-size 32 "$@" \
+    >"$work/$name.log" 2>&1 &
+  pid=$!
+  pids="$pids $pid"
+  waitfor "$work/$name.log" " on \(tcp\|ipc\)://"
+  endpoint=$(sed -n 's/.* on \(tcp:\/\/[^ ]*\)$/\1/p' "$work/$name.log")
+  rpid=$(cat "/proc/$pid/task/$pid/children")
+  rpid=${rpid%% *}
+  [ -n "$rpid" ] || fail "no reader process under $pid"
+  pids="$pids $rpid"
+}
+
+# 4 classes x 16 images: 64 samples, 16 batches of 4 per epoch. Another folder, 3 classes.
+timeout 60 "$make_demo" "$work/data" --classes 4 --train-per-class 16 --val-per-class 2 \
+  --threads 2 >"$work/make_demo.log" 2>&1 || fail "tilefeed-make-demo failed"
+timeout 60 "$make_demo" "$work/other" --classes 3 --train-per-class 16 --val-per-class 2 \
+  --threads 2 >"$work/make_demo_other.log" 2>&1 || fail "tilefeed-make-demo failed"
+data="$work/data/train"
+common="--data $work/data --core synthetic --workers 1 --reader-timeout-ms 10000"
+sizes="--batch-size 4 --image-size 32"
+
+# --- Closed by default: a non-loopback bind needs CURVE or --insecure.
+timeout 30 "$reader" --data "$data" --bind 'tcp://*:0' >"$work/open.log" 2>&1
+[ $? -eq 2 ] || fail "a non-loopback bind without CURVE was served"
+grep -q "is not loopback: serve it with CURVE" "$work/open.log" || fail "no line for the open bind"
+
+# --- Each difference refuses the session with both values; the reader keeps serving.
+serve agree --data "$data" --bind 'tcp://127.0.0.1:*' --epochs 2 --drop-last
+good=$endpoint
+refused() {  # refused WHAT EXPECTED-LINE TRAIN-ARGS...
+  what=$1
+  line=$2
+  shift 2
+  # shellcheck disable=SC2086
+  timeout 60 "$train" $common "$@" >"$work/refused.log" 2>&1
+  rc=$?
+  [ $rc -ne 0 ] || fail "$what: train exited 0"
+  grep -q "$line" "$work/refused.log" || fail "$what: no '$line' in $(cat "$work/refused.log")"
+  echo "readers_faults_test: $what refused: $(grep -o "$line.*" "$work/refused.log" | head -1)"
+}
+refused seed "seed: trainer 1, reader 0" $sizes --readers "$good" --epochs 2 --seed 1
+refused "image size" "image size: trainer 48, reader 32" --readers "$good" --epochs 2 --batch-size 4 --image-size 48
+refused "batch size" "batch size: trainer 8, reader 4" --readers "$good" --epochs 2 --batch-size 8 --image-size 32
+refused epochs "epochs: trainer 3, reader 2" $sizes --readers "$good" --epochs 3
+# shellcheck disable=SC2086
+timeout 60 "$train" --data "$work/other" --core synthetic --batch-size 4 --image-size 32 \
+  --workers 1 --readers "$good" --epochs 2 >"$work/refused.log" 2>&1 &&
+  fail "dataset: train exited 0"
+grep -q "dataset: trainer 48 samples" "$work/refused.log" || fail "dataset: $(cat "$work/refused.log")"
+serve eval --data "$data" --bind 'tcp://127.0.0.1:*' --epochs 2 --drop-last --mode eval
+refused mode "mode: trainer train, reader eval" $sizes --readers "$endpoint" --epochs 2
+serve keep --data "$data" --bind 'tcp://127.0.0.1:*' --epochs 2
+refused "drop-last" "drop-last: trainer on, reader off" $sizes --readers "$endpoint" \
+  --epochs 2
+serve half --data "$data" --bind 'tcp://127.0.0.1:*' --epochs 2 --drop-last --instance-index 1 \
+  --instance-count 2
+refused slice "slice (instance/instances): trainer 0/1 (the whole dataset), reader 1/2" \
+  $sizes --readers "$endpoint" --epochs 2
+# After all that, the agreeing trainer is served to the end.
+# shellcheck disable=SC2086
+timeout 60 "$train" $common $sizes --readers "$good" --epochs 2 >"$work/agree_train.log" 2>&1 ||
+  fail "the agreeing trainer failed"
+grep -q "done: 32 steps" "$work/agree_train.log" || fail "the agreeing trainer did not finish"
+
+# --- A 3-class reader feeding a 2-class trainer (no --data to compare): the first label 2
+# is refused on receipt, naming the sample, instead of reaching the core.
+serve three --data "$work/other/train" --bind 'tcp://127.0.0.1:*' --epochs 1 --drop-last
+timeout 60 "$train" --core reference --classes 2 --hidden 8 $sizes --workers 1 \
+  --readers "$endpoint" --epochs 1 >"$work/labels.log" 2>&1 && fail "a label 2 reached a 2-class core"
+grep -q "reader at $endpoint sent sample [0-9]* (batch [0-9]* of epoch 0) with label 2; this trainer has 2 classes" \
+  "$work/labels.log" || fail "no line naming the bad label"
+echo "readers_faults_test: $(grep -o "sent sample.*" "$work/labels.log")"
+
+# --- A reader stopped or killed mid-stream is an error naming it.
+for signal in TERM KILL; do
+  serve "sig$signal" --data "$data" --bind 'tcp://127.0.0.1:*' --epochs 20 --drop-last
+  # shellcheck disable=SC2086
+  timeout 60 "$train" $common $sizes --readers "$endpoint" --epochs 20 \
+    >"$work/train_$signal.log" 2>&1 &
+  train_pid=$!
+  waitfor "$work/train_$signal.log" "epoch 0:"
+  kill -"$signal" "$rpid"
+  wait "$train_pid"
+  rc=$?
+  [ $rc -ne 0 ] || fail "SIG$signal of the reader: train exited 0"
+  case $signal in
+    TERM) why="reader at $endpoint: stopped before the end of the stream" ;;
+    KILL) why="reader at $endpoint dropped the connection" ;;
+  esac
+  grep -q "$why" "$work/train_$signal.log" || fail "SIG$signal: no '$why'"
+  echo "readers_faults_test: SIG$signal of the reader: train rc $rc, '$why'"
+done
+
+# --- --reconnect: a reader killed and restarted on its port; the same parameters as an
+# uninterrupted run. The reference core's parameters depend on every sample.
+ref="--data $work/data --core reference --hidden 2048 --batch-size 4 --image-size 32 --workers 1 \
+  --reader-credits 1 --epochs 4"
+serve whole --data "$data" --bind 'tcp://127.0.0.1:*' --epochs 4 --drop-last
+# shellcheck disable=SC2086
+timeout 120 "$train" $ref --readers "$endpoint" --checkpoint-every 20 \
+  --checkpoint-dir "$work/ckpt" >"$work/whole_train.log" 2>&1 || fail "the uninterrupted run failed"
+want=$(sed -n 's/.*parameter checksum \([0-9]*\).*/\1/p' "$work/whole_train.log")
+[ -n "$want" ] || fail "no parameter checksum in the uninterrupted run"
+
+serve first --data "$data" --bind 'tcp://127.0.0.1:*' --epochs 4 --drop-last
+port_endpoint=$endpoint
+# shellcheck disable=SC2086
+timeout 120 "$train" $ref --readers "$port_endpoint" --reconnect --reconnect-window-ms 30000 \
+  >"$work/reconnect.log" 2>&1 &
+train_pid=$!
+waitfor "$work/reconnect.log" "epoch 0:"
+kill -KILL "$rpid"
+serve second --data "$data" --bind "$port_endpoint" --epochs 4 --drop-last
+wait "$train_pid" || fail "train --reconnect failed"
+grep -q "reconnecting at epoch" "$work/reconnect.log" || fail "train did not reconnect"
+got=$(sed -n 's/.*parameter checksum \([0-9]*\).*/\1/p' "$work/reconnect.log")
+[ "$got" = "$want" ] || fail "parameters after the reconnect $got, uninterrupted $want"
+echo "readers_faults_test: --reconnect continued; parameter checksum $got as uninterrupted"
+
+# --- A trainer killed mid-run and resumed from its checkpoint continues with the same
+# reader (which keeps serving, and takes the silent old trainer for dead) and ends with the
+# parameters of the uninterrupted run.
+serve keeps --data "$data" --bind 'tcp://127.0.0.1:*' --epochs 4 --drop-last
+# shellcheck disable=SC2086
+timeout 120 "$train" $ref --readers "$endpoint" --checkpoint-every 20 \
+  --checkpoint-dir "$work/ckpt2" >"$work/killed.log" 2>&1 &
+killed=$!
+waitfor "$work/killed.log" "checkpoint: step 20"
+child=$(cat "/proc/$killed/task/$killed/children")
+kill -KILL ${child%% *} 2>/dev/null
+wait "$killed"
+# shellcheck disable=SC2086
+timeout 120 "$train" $ref --readers "$endpoint" --checkpoint-dir "$work/ckpt2" --resume \
+  --reconnect >"$work/resumed_ok.log" 2>&1 || fail "the resumed trainer failed"
+got=$(sed -n 's/.*parameter checksum \([0-9]*\).*/\1/p' "$work/resumed_ok.log")
+[ "$got" = "$want" ] || fail "parameters after kill and resume $got, uninterrupted $want"
+echo "readers_faults_test: killed trainer resumed against the same reader; parameter checksum $got"
+
+# --- A resumed trainer refuses a reader pinned at another position.
+serve pinned --data "$data" --bind 'tcp://127.0.0.1:*' --epochs 4 --drop-last --first-epoch 0 \
+  --first-epoch-position 0
+# shellcheck disable=SC2086
+timeout 60 "$train" $ref --readers "$endpoint" --resume --checkpoint-dir "$work/ckpt" \
+  >"$work/resumed.log" 2>&1 && fail "a resumed trainer took a reader at another position"
+grep -q "data position: trainer epoch [0-9]* position [0-9]*, reader epoch 0 position 0" \
+  "$work/resumed.log" || fail "no data position line"
+
+# --- One shm:// name, one reader; the socket file goes with it.
+shm_name="faults-$$"
+serve shm1 --data "$data" --bind "shm://$shm_name" --epochs 1 --drop-last
+shm1=$pid
+sock="${XDG_RUNTIME_DIR:-/tmp}/tilefeed-$(id -u)-$shm_name.sock"
+[ -S "$sock" ] || fail "no socket file $sock"
+timeout 30 "$reader" --data "$data" --bind "shm://$shm_name" --workers 1 >"$work/shm2.log" 2>&1 &&
+  fail "a second reader served shm://$shm_name"
+grep -q "another reader serves it" "$work/shm2.log" || fail "no line for the second shm reader"
+kill -TERM "$shm1"
+wait "$shm1"
+[ -e "$sock" ] && fail "$sock left behind"
+echo "readers_faults_test: OK"

@@ -1,0 +1,415 @@
+// Issue 15/17/18: session terms, refusals, and peers that cannot be trusted.
+
+#include "transport/session.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "tests/transport/test_data.h"
+#include "transport/detail/socket_util.h"
+#include "transport/detail/wire.h"
+#include "transport/detail/zmq_context.h"
+#include "transport/frame.h"
+#include "transport/sender.h"
+#include "transport/zmq_stream.h"
+
+namespace tilefeed::transport {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+using detail::Control;
+using detail::MessageType;
+
+constexpr std::size_t kSamples = 40;
+constexpr std::size_t kBatch = 4;
+constexpr int kSide = 8;
+
+SessionTerms Terms(std::uint64_t epochs = 1) {
+  SessionTerms t;
+  t.dataset = IdentityOf(testing::RawSource(kSamples, kSide));
+  t.image_size = kSide;
+  t.batch_size = kBatch;
+  t.mode = 1;
+  t.epochs = epochs;
+  return t;
+}
+
+std::unique_ptr<loader::Loader> OpenAt(const SessionTerms& agreed) {
+  loader::LoaderOptions o =
+      testing::SmallOptions(kBatch, kSide, agreed.epochs - agreed.first_epoch);
+  o.first_epoch = agreed.first_epoch;
+  o.first_epoch_position = agreed.first_position;
+  return std::make_unique<loader::Loader>(std::make_unique<testing::RawSource>(kSamples, kSide), o);
+}
+
+TEST(SessionTerms, RoundTripAndRejectMalformedBytes) {
+  SessionTerms t = Terms(3);
+  t.slice_index = 1;
+  t.slice_count = 2;
+  t.first_position = 12;
+  t.drop_last = true;
+  const EncodedSessionTerms bytes = EncodeSessionTerms(t);
+  ASSERT_EQ(ParseSessionTerms(bytes), t);
+  EXPECT_FALSE(ParseSessionTerms(std::span(bytes).first(kSessionTermsSize - 1)));
+  EncodedSessionTerms bad = bytes;
+  bad[0] = std::byte{0};  // magic
+  EXPECT_FALSE(ParseSessionTerms(bad));
+  bad = bytes;
+  bad[24] = std::byte{2};  // slice index 2 of 2
+  EXPECT_FALSE(ParseSessionTerms(bad));
+}
+
+TEST(SessionTerms, EachDifferenceNamesBothValues) {
+  const SessionTerms reader = Terms(2);
+  struct Case {
+    void (*change)(SessionTerms&);
+    const char* line;
+  };
+  const Case cases[] = {
+      {[](SessionTerms& t) { t.dataset.size = 41; }, "dataset: trainer 41 samples"},
+      {[](SessionTerms& t) { t.slice_count = 2; },
+       "slice (instance/instances): trainer 0/2, reader "
+       "0/1 (the whole dataset)"},
+      {[](SessionTerms& t) { t.seed = 1; }, "seed: trainer 1, reader 0"},
+      {[](SessionTerms& t) { t.image_size = 16; }, "image size: trainer 16, reader 8"},
+      {[](SessionTerms& t) { t.batch_size = 8; }, "batch size: trainer 8, reader 4"},
+      {[](SessionTerms& t) { t.mode = 0; }, "mode: trainer train, reader eval"},
+      {[](SessionTerms& t) { t.remainder = 1; }, "remainder: trainer drop, reader pad"},
+      {[](SessionTerms& t) { t.drop_last = true; }, "drop-last: trainer on, reader off"},
+      {[](SessionTerms& t) { t.epochs = 3; }, "epochs: trainer 3, reader 2"},
+  };
+  for (const Case& c : cases) {
+    SessionTerms trainer = reader;
+    c.change(trainer);
+    const std::optional<std::string> line = Disagreement(trainer, reader);
+    ASSERT_TRUE(line) << c.line;
+    EXPECT_THAT(*line, HasSubstr(c.line));
+  }
+  SessionTerms unknown = reader;
+  unknown.dataset = {};  // a trainer without --data
+  EXPECT_FALSE(Disagreement(unknown, reader));
+}
+
+TEST(SessionTerms, TheReaderTakesTheTrainersPositionUnlessPinned) {
+  SessionTerms trainer = Terms(3);
+  trainer.first_epoch = 1;
+  trainer.first_position = 8;
+  SessionTerms reader = Terms(3);
+  EXPECT_FALSE(Disagreement(trainer, reader));
+  EXPECT_EQ(Agreed(trainer, reader).first_epoch, 1u);
+  EXPECT_EQ(Agreed(trainer, reader).first_position, 8u);
+  reader.position_pinned = true;
+  EXPECT_THAT(Disagreement(trainer, reader).value_or(""),
+              HasSubstr("data position: trainer epoch 1 position 8, reader epoch 0 position 0"));
+}
+
+// A sender with terms and keep_serving, on its own thread.
+class Reader {
+ public:
+  explicit Reader(Context& context, SessionTerms terms = Terms())
+      : sender_(context,
+                {.endpoint = "tcp://127.0.0.1:*",
+                 .keep_serving = true,
+                 .log = [this](const std::string& line) { Log(line); }},
+                terms, OpenAt),
+        thread_([this](std::stop_token stop) {
+          try {
+            result_ = sender_.Run(stop);
+          } catch (const std::exception& e) {
+            error_ = e.what();
+          }
+        }) {}
+  ~Reader() { thread_.request_stop(); }
+  std::string endpoint() const { return sender_.endpoint(); }
+  // Joins; "" or what Run threw.
+  std::string Join() {
+    thread_.join();
+    return error_;
+  }
+  SendResult result() const { return result_; }
+  std::vector<std::string> lines() {
+    std::lock_guard lock(mutex_);
+    return lines_;
+  }
+
+ private:
+  void Log(const std::string& line) {
+    std::lock_guard lock(mutex_);
+    lines_.push_back(line);
+  }
+  std::mutex mutex_;
+  std::vector<std::string> lines_;
+  BatchSender sender_;
+  SendResult result_ = SendResult::kStopped;
+  std::string error_;
+  std::jthread thread_;
+};
+
+// Sends `parts` from a DEALER and returns the reply's text part (an error's).
+std::string Exchange(zmq::socket_t& dealer, const std::vector<std::vector<std::byte>>& parts) {
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    dealer.send(zmq::buffer(parts[i]),
+                i + 1 < parts.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+  }
+  std::vector<zmq::message_t> reply;
+  if (!zmq::recv_multipart(dealer, std::back_inserter(reply))) return "(no reply)";
+  const std::optional<Control> control = detail::ParseControl(detail::Bytes(reply.at(0)));
+  if (!control || control->type != MessageType::kError || reply.size() != 2)
+    return "(not an error)";
+  return reply[1].to_string();
+}
+
+std::vector<std::byte> Bytes(const auto& array) { return {array.begin(), array.end()}; }
+
+zmq::socket_t Dealer(Context& context, const std::string& endpoint) {
+  zmq::socket_t dealer(context.impl().context, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.set(zmq::sockopt::rcvtimeo, 10000);
+  dealer.connect(endpoint);
+  return dealer;
+}
+
+StreamOptions TrainerOptions(const std::string& endpoint, SessionTerms terms = Terms()) {
+  return {.endpoint = endpoint, .credits = 2, .terms = terms, .classes = 10};
+}
+
+TEST(Sessions, AnIntrudersHelloDoesNotTakeTheSession) {
+  Context context;
+  Reader reader(context);
+  zmq::socket_t intruder = Dealer(context, reader.endpoint());
+  const auto hello = detail::EncodeControl({MessageType::kHello, 4, 1});
+  EXPECT_THAT(Exchange(intruder, {Bytes(hello)}),
+              HasSubstr("refused: a hello without well-formed session terms"));
+  const std::string text = "hello";
+  EXPECT_THAT(Exchange(intruder, {std::vector<std::byte>(
+                                     reinterpret_cast<const std::byte*>(text.data()),
+                                     reinterpret_cast<const std::byte*>(text.data()) + 5)}),
+              HasSubstr("refused: a malformed first message: first part is 5 bytes"));
+  const auto credit = detail::EncodeControl({MessageType::kCredit, 1});
+  EXPECT_THAT(Exchange(intruder, {Bytes(credit)}), HasSubstr("no session"));
+
+  ZmqBatchStream stream(context, TrainerOptions(reader.endpoint()));
+  const testing::Collected got = testing::Drain(stream, 1);
+  EXPECT_EQ(got.batches.size(), kSamples / kBatch);
+  EXPECT_TRUE(stream.ended());
+  EXPECT_EQ(reader.Join(), "");
+  EXPECT_EQ(reader.result(), SendResult::kCompleted);
+  EXPECT_GE(reader.lines().size(), 3u);  // every refusal is logged
+}
+
+TEST(Sessions, AMismatchedTrainerIsRefusedWithBothValues) {
+  Context context;
+  Reader reader(context);
+  SessionTerms other = Terms();
+  other.seed = 7;
+  try {
+    ZmqBatchStream stream(context, TrainerOptions(reader.endpoint(), other));
+    FAIL() << "a trainer with another seed was served";
+  } catch (const TransportError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("seed: trainer 7, reader 0"));
+  }
+  // The reader still serves the agreed trainer.
+  ZmqBatchStream stream(context, TrainerOptions(reader.endpoint()));
+  EXPECT_EQ(testing::Drain(stream, 1).batches.size(), kSamples / kBatch);
+}
+
+TEST(Sessions, AHostileCreditEndsTheSessionNotTheReader) {
+  Context context;
+  Reader reader(context);
+  zmq::socket_t hostile = Dealer(context, reader.endpoint());
+  const auto hello = detail::EncodeControl({MessageType::kHello, 1, 1});
+  hostile.send(zmq::buffer(hello), zmq::send_flags::sndmore);
+  hostile.send(zmq::buffer(EncodeSessionTerms(Terms())), zmq::send_flags::none);
+  std::vector<zmq::message_t> welcome;
+  ASSERT_TRUE(zmq::recv_multipart(hostile, std::back_inserter(welcome)));
+  const auto ready = detail::EncodeControl({MessageType::kReady, 1});
+  const auto flood = detail::EncodeControl({MessageType::kCredit, std::uint64_t{1} << 63});
+  hostile.send(zmq::buffer(ready), zmq::send_flags::none);
+  hostile.send(zmq::buffer(flood), zmq::send_flags::none);
+  // Whatever the reader sent first, the session ends with an error naming the credit.
+  std::string error;
+  for (int i = 0; i < 100 && error.empty(); ++i) {
+    std::vector<zmq::message_t> message;
+    ASSERT_TRUE(zmq::recv_multipart(hostile, std::back_inserter(message)));
+    const std::optional<Control> control = detail::ParseControl(detail::Bytes(message.at(0)));
+    if (control && control->type == MessageType::kError) error = message.at(1).to_string();
+  }
+  EXPECT_THAT(error, HasSubstr("returned 9223372036854775808 credits"));
+  ZmqBatchStream stream(context, TrainerOptions(reader.endpoint()));
+  EXPECT_EQ(testing::Drain(stream, 1).batches.size(), kSamples / kBatch);
+  EXPECT_EQ(reader.Join(), "");
+}
+
+TEST(Sessions, ATrainerThatLeavesIsFollowedByOneThatContinuesFromItsPosition) {
+  Context context;
+  Reader reader(context, Terms(2));
+  {
+    ZmqBatchStream first(context, TrainerOptions(reader.endpoint(), Terms(2)));
+    ASSERT_TRUE(first.Next().has_value());
+    ASSERT_TRUE(first.Next().has_value());
+  }
+  // The first trainer's bye and the second's hello come on different connections: wait
+  // until the reader has seen the bye, or the hello could find it still busy.
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  auto left = [&] {
+    for (const std::string& line : reader.lines()) {
+      if (line.find("left before the end") != std::string::npos) return true;
+    }
+    return false;
+  };
+  while (!left() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(left());
+  SessionTerms resumed = Terms(2);
+  resumed.first_position = 2 * kBatch;
+  ZmqBatchStream second(context, TrainerOptions(reader.endpoint(), resumed));
+  const testing::Collected got = testing::Drain(second, 2);
+  // The same samples, pixels and labels as an uninterrupted run's from its third batch on.
+  std::unique_ptr<loader::Loader> whole = OpenAt(Terms(2));
+  LoaderStream in_process(*whole);
+  const testing::Collected expected = testing::Drain(in_process, 2);
+  ASSERT_EQ(got.batches.size() + 2, expected.batches.size());
+  for (std::size_t i = 0; i < got.batches.size(); ++i) {
+    const auto& want = expected.batches[i + 2];
+    EXPECT_EQ(got.batches[i].indices, want.indices) << "batch " << i;
+    EXPECT_EQ(got.batches[i].labels, want.labels) << "batch " << i;
+    EXPECT_EQ(got.batches[i].images, want.images) << "batch " << i;
+  }
+  EXPECT_TRUE(second.ended());
+  EXPECT_EQ(reader.Join(), "");
+}
+
+// A fake reader: answers the hello with a welcome that echoes the trainer's terms.
+class FakeReader {
+ public:
+  explicit FakeReader(Context& context)
+      : socket_(context.impl().context, zmq::socket_type::router) {
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.bind("tcp://127.0.0.1:*");
+    endpoint_ = socket_.get(zmq::sockopt::last_endpoint);
+  }
+  const std::string& endpoint() const { return endpoint_; }
+  void Welcome() {
+    std::vector<zmq::message_t> hello;
+    (void)zmq::recv_multipart(socket_, std::back_inserter(hello));
+    id_ = hello.at(0).to_string();
+    Send({Bytes(detail::EncodeControl({MessageType::kWelcome, kSamples / kBatch})),
+          std::vector<std::byte>(
+              static_cast<const std::byte*>(hello.at(2).data()),
+              static_cast<const std::byte*>(hello.at(2).data()) + hello.at(2).size())});
+  }
+  // A well-formed batch whose labels are all `label`.
+  void Batch(std::uint64_t index, std::int32_t label) {
+    std::vector<std::uint8_t> images(kBatch * kSide * kSide * 3, 7);
+    std::vector<std::int32_t> labels(kBatch, label);
+    std::vector<std::uint64_t> indices(kBatch);
+    for (std::size_t i = 0; i < kBatch; ++i) indices[i] = index * kBatch + i;
+    const BatchMeta meta{0, index, kBatch, kSide, kSide, 3, loader::Layout::kNhwc};
+    const FrameHeader header = MakeFrameHeader(meta, images, labels, indices);
+    auto raw = [](const auto& v) {
+      const auto* p = reinterpret_cast<const std::byte*>(v.data());
+      return std::vector<std::byte>(p, p + v.size() * sizeof(v[0]));
+    };
+    Send({Bytes(detail::EncodeControl({MessageType::kBatch})), Bytes(EncodeFrameHeader(header)),
+          raw(images), raw(labels), raw(indices)});
+  }
+  void Send(const std::vector<std::vector<std::byte>>& parts) {
+    socket_.send(zmq::buffer(id_), zmq::send_flags::sndmore);
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      socket_.send(zmq::buffer(parts[i]),
+                   i + 1 < parts.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    }
+  }
+
+ private:
+  zmq::socket_t socket_;
+  std::string endpoint_;
+  std::string id_;
+};
+
+// Next() must fail with `message` within a bound, after at most `good` batches.
+void ExpectFailure(ZmqBatchStream& stream, std::size_t good, const std::string& message) {
+  for (std::size_t i = 0; i < good; ++i) ASSERT_TRUE(stream.Next().has_value());
+  try {
+    (void)stream.Next();
+    FAIL() << "no error; expected " << message;
+  } catch (const TransportError& e) {
+    EXPECT_THAT(e.what(), HasSubstr(message));
+  }
+}
+
+TEST(HostileReader, ALabelOutsideTheClassesIsRefusedNamingTheSample) {
+  Context context;
+  FakeReader fake(context);
+  std::jthread serve([&] {
+    fake.Welcome();
+    fake.Batch(0, 1'000'000'000);
+  });
+  ZmqBatchStream stream(context, TrainerOptions(fake.endpoint()));
+  ExpectFailure(stream, 0,
+                "sent sample 0 (batch 0 of epoch 0) with label 1000000000; this trainer "
+                "has 10 classes");
+}
+
+TEST(HostileReader, AnUnrequestedBatchIsRefused) {
+  Context context;
+  FakeReader fake(context);
+  std::jthread serve([&] {
+    fake.Welcome();
+    for (std::uint64_t i = 0; i < 50; ++i) fake.Batch(i, 1);  // credits: 2
+  });
+  ZmqBatchStream stream(context, TrainerOptions(fake.endpoint()));
+  ExpectFailure(stream, 2, "sent batch 2 of epoch 0 without a credit (2 granted, all spent)");
+}
+
+TEST(HostileReader, AMessageLargerThanABatchIsRefusedBeforeItIsHeld) {
+  Context context;
+  FakeReader fake(context);
+  std::jthread serve([&] {
+    fake.Welcome();
+    fake.Send({Bytes(detail::EncodeControl({MessageType::kBatch})),
+               std::vector<std::byte>(std::size_t{8} << 20)});
+  });
+  ZmqBatchStream stream(context, TrainerOptions(fake.endpoint()));
+  ExpectFailure(stream, 0, "dropped the connection");
+}
+
+TEST(HostileReader, AnEarlyByeIsAnError) {
+  Context context;
+  FakeReader fake(context);
+  std::jthread serve([&] {
+    fake.Welcome();
+    fake.Batch(0, 1);
+    fake.Send({Bytes(detail::EncodeControl({MessageType::kBye, 1}))});
+  });
+  ZmqBatchStream stream(context, TrainerOptions(fake.endpoint()));
+  ExpectFailure(stream, 1, "ended the stream early: 1 batches of epoch 0");
+}
+
+TEST(SharedMemoryName, ASecondReaderIsRefusedAndTheSocketFileGoes) {
+  Context context;
+  const std::string name = "session-test-" + std::to_string(getpid());
+  const std::string endpoint = "shm://" + name;
+  const std::filesystem::path file = ZmqEndpoint(endpoint).substr(6);
+  {
+    BatchSender first(context, {.endpoint = endpoint}, Terms(), OpenAt);
+    EXPECT_TRUE(std::filesystem::exists(file));
+    try {
+      BatchSender second(context, {.endpoint = endpoint}, Terms(), OpenAt);
+      FAIL() << "a second reader took " << endpoint;
+    } catch (const TransportError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("another reader serves it"));
+    }
+  }
+  EXPECT_FALSE(std::filesystem::exists(file));
+}
+
+}  // namespace
+}  // namespace tilefeed::transport
