@@ -130,7 +130,7 @@ def test_serve_and_train_over_loopback(demo, tmp_path):
         assert endpoint, "the reader named no endpoint"
         run([local_train(), "--readers", endpoint, "--data", str(demo), "--core",
              "synthetic", "--us-per-sample", "50", "--batch-size", "8", "--image-size", "32",
-             "--metrics", str(train_out), "--metrics-interval", "0.2"])
+             "--epochs", "2", "--metrics", str(train_out), "--metrics-interval", "0.2"])
         reader.stderr.read()
         assert reader.wait(timeout=TIMEOUT) == 0
     finally:
