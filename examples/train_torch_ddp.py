@@ -11,7 +11,7 @@
     OMPI_COMM_WORLD_RANK/SIZE as poprun and mpirun set them, or torchrun's RANK/WORLD_SIZE:
     tilefeed.detect_shard(), the same detection as tilefeed's `train`) and initialises
     torch.distributed with gloo at MASTER_ADDR (default 127.0.0.1):--port (default
-    MASTER_PORT, else 29500);
+    MASTER_PORT, else 29500; under torchrun, its env:// store);
   * builds a torchvision ResNet-18 and wraps it in DistributedDataParallel, which broadcasts
     rank 0's parameters and buffers to every rank and all-reduces (averages) the gradients of
     every step;
@@ -97,8 +97,10 @@ def init_distributed(port):
     """Joins the process group the launcher started; returns (rank, world size)."""
     rank, size, origin = tilefeed.detect_shard()
     address = os.environ.get("MASTER_ADDR", "127.0.0.1")
-    dist.init_process_group("gloo", init_method=f"tcp://{address}:{port}", rank=rank,
-                            world_size=size, timeout=datetime.timedelta(minutes=5))
+    # torchrun's agent already serves a store at MASTER_ADDR:MASTER_PORT; join it.
+    init = "env://" if origin.startswith("RANK/") else f"tcp://{address}:{port}"
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=size,
+                            timeout=datetime.timedelta(minutes=5))
     if rank == 0:
         print(f"{size} instance(s) (rank from {origin}), gloo at {address}:{port}", flush=True)
     return rank, size

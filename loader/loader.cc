@@ -774,26 +774,26 @@ std::optional<Batch> Loader::Next() {
 // consumer has not released, no batch can become ready (only markers can), so the wait is
 // bounded by held_slots_timeout: the consumer may be keeping them all itself.
 std::optional<Ready> Loader::Impl::PopReady() {
+  using std::chrono::milliseconds;
   const std::stop_token token = stop.get_token();
   bool all_held = false;
   Clock::time_point held_since;  // when all_held became true
+  // In milliseconds, so that held_slots_timeout = milliseconds::max() cannot overflow.
+  auto held_for = [&] { return std::chrono::ceil<milliseconds>(Clock::now() - held_since); };
   for (;;) {
-    std::chrono::milliseconds wait = kPollInterval;
+    milliseconds wait = kPollInterval;
     if (handed_out.load(std::memory_order_acquire) < slots.size()) {
       all_held = false;
     } else {
-      const auto now = Clock::now();
-      if (!all_held) held_since = now;
+      if (!all_held) held_since = Clock::now();
       all_held = true;
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(options.held_slots_timeout -
-                                                                     (now - held_since));
-      wait = std::clamp(left, std::chrono::milliseconds{0}, kPollInterval);
+      wait = std::clamp(options.held_slots_timeout - held_for(), milliseconds{0}, kPollInterval);
     }
     if (std::optional<Ready> ready = ready_ring.PopFor(wait, token)) return ready;
     // The same stop state as `token`'s; asked of the source because GCC 12 at -O3 warns
     // (falsely, -Wuse-after-free) about `token` after PopFor's copy of it is destroyed.
     if (stop.stop_requested()) return std::nullopt;
-    if (all_held && Clock::now() - held_since >= options.held_slots_timeout &&
+    if (all_held && held_for() >= options.held_slots_timeout &&
         handed_out.load(std::memory_order_acquire) >= slots.size()) {
       throw SlotsHeldError(HeldSlotsMessage());
     }

@@ -102,10 +102,13 @@ struct LoaderOptions {
   std::uint64_t epochs = 0;                 // epochs to produce; 0 = until destroyed
   BadSamplePolicy bad_sample_policy = BadSamplePolicy::kSkip;
   int max_substitute_attempts = 64;  // kSkip: samples tried before giving up on a batch
-  // While every slot is held by batches Next() already returned and nobody has released,
-  // Next() waits this long for one to come back (from another thread), then throws
-  // SlotsHeldError: a consumer that keeps prefetch_depth batches would otherwise wait forever.
-  std::chrono::milliseconds held_slots_timeout{10000};
+  // While every slot is held by batches Next() already returned and nobody releases one,
+  // Next() waits this long, then throws SlotsHeldError: a consumer that keeps
+  // prefetch_depth batches itself would otherwise wait forever. The default, max(), waits
+  // forever, for consumers whose batches another thread or process releases (the
+  // transport's sender, IO tiles); a consumer that owns its batches sets a bound
+  // (Python's Loader: 10 s).
+  std::chrono::milliseconds held_slots_timeout = std::chrono::milliseconds::max();
   codecs::JpegOptions jpeg;  // pixel/scan limits, DCT scales, IDCT choice
   std::function<void(const BadSample&)> on_bad_sample;  // sink; called from workers
   std::shared_ptr<SlotMemory> slot_memory;              // null: the loader allocates its slots

@@ -59,6 +59,9 @@ namespace {
 // How long the consumer waits with the GIL released before it checks for signals.
 constexpr std::chrono::milliseconds kSignalSlice{20};
 
+// tilefeed.Loader's held_slots_timeout default, in seconds (see DefaultOptions).
+constexpr double kPythonHeldSlotsTimeout = 10.0;
+
 // DLPack 0.x ABI (dlpack.h v0.6/0.7), which torch 1.13's from_dlpack consumes from a
 // capsule named "dltensor". Defined here rather than vendoring the header.
 struct DLDevice {
@@ -600,7 +603,9 @@ py::dict DefaultOptions() {
   d["epochs"] = o.epochs;
   d["bad_sample_policy"] = o.bad_sample_policy == loader::BadSamplePolicy::kSkip ? "skip" : "fail";
   d["max_substitute_attempts"] = o.max_substitute_attempts;
-  d["held_slots_timeout"] = static_cast<double>(o.held_slots_timeout.count()) / 1000.0;
+  // Not the C++ default (wait forever, for batches released by other threads): a Python
+  // consumer's batches are its own, so holding every slot is its own deadlock.
+  d["held_slots_timeout"] = kPythonHeldSlotsTimeout;
   d["max_pixels"] = o.jpeg.max_pixels;
   d["max_scans"] = o.jpeg.max_scans;
   d["corrupt_data"] = o.jpeg.corrupt_data == codecs::CorruptDataPolicy::kFail ? "fail" : "accept";

@@ -187,3 +187,11 @@ def test_bad_arguments_get_a_plain_message(folder, kwargs, error, message):
     options.update(kwargs)
     with pytest.raises(error, match="^tilefeed.Loader: " + message):
         tilefeed.Loader(folder, **options)
+
+
+def test_set_epoch_checks_its_argument(folder):
+    with tilefeed.Loader(folder, batch_size=4, image_size=16, workers=1) as loader:
+        with pytest.raises(ValueError, match="epoch must be at least 0, got -1"):
+            loader.set_epoch(-1)
+        with pytest.raises(TypeError, match="epoch must be an int, got 1.5"):
+            loader.set_epoch(1.5)

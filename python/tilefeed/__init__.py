@@ -213,9 +213,11 @@ class Loader:
         otherwise the C++ loader is re-created at that epoch, which costs an index of the
         dataset and refilling the prefetch slots.
         """
+        if isinstance(epoch, bool) or not isinstance(epoch, numbers.Integral):
+            raise TypeError(f"tilefeed.Loader.set_epoch: epoch must be an int, got {epoch!r}")
         epoch = int(epoch)
         if epoch < 0:
-            raise ValueError("tilefeed.Loader.set_epoch: epoch must be >= 0")
+            raise ValueError(f"tilefeed.Loader.set_epoch: epoch must be at least 0, got {epoch}")
         self._wanted = epoch
 
     def _restart(self, epoch, position=0, expected_dataset_size=None):
