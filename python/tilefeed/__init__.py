@@ -110,6 +110,11 @@ class Loader:
     directory of tilefeed record shards (any codec, e.g. packed with --jpeg-index), or
     CIFAR-10's binary directory: the same rules as `train --data`. `source` forces a kind.
 
+    shard="auto" (the default) reads the launcher's slice of every epoch (see the module
+    help: OpenMPI/poprun, torchrun, torch.distributed); shard=(index, count) sets it.
+    held_slots_timeout (seconds) bounds the wait for a batch while every slot is held by
+    batches or views you keep; then SlotsHeldError is raised.
+
     Iterating a Loader yields the Batches of one epoch; each new iter() continues with the
     next epoch (or the one given to set_epoch()). Epoch e's batches are a pure function of
     (seed, e, dataset, shard): worker count and timing change nothing.
