@@ -20,7 +20,7 @@ BUILD_ROOT=${BUILD_ROOT:-build}
 # Debian packages the build, tests, tools and Python binding need.
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git
-  libjpeg62-turbo-dev libturbojpeg0-dev liblz4-dev libxxhash-dev libtbb-dev
+  libjpeg62-turbo-dev libturbojpeg0-dev libspng-dev liblz4-dev libxxhash-dev libtbb-dev
   libzmq3-dev cppzmq-dev libopenmpi-dev openmpi-bin
   libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev clang libclang-rt-14-dev

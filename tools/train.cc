@@ -46,6 +46,7 @@
 #include <thread>
 #include <vector>
 
+#include "loader/bad_sample_log.h"
 #include "loader/dataset.h"
 #include "loader/loader.h"
 #include "trainer/checkpoint.h"
@@ -251,6 +252,8 @@ struct Args {
   int image_size = 224;
   int workers = 0;
   std::size_t prefetch_depth = 4;
+  std::string bad_sample_policy = "skip";
+  std::size_t bad_sample_lines = 20;
   trainer::TrainerOptions trainer;
   std::uint64_t seed = 0;
   int hidden = 256;
@@ -350,6 +353,10 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
                 static_cast<unsigned long long>(r.epoch), static_cast<unsigned long long>(r.steps),
                 r.loss);
     if (r.accuracy) std::printf(", accuracy %.1f %%", 100 * *r.accuracy);
+    if (r.bad_samples > 0) {
+      std::printf(", %llu bad sample%s replaced", static_cast<unsigned long long>(r.bad_samples),
+                  r.bad_samples == 1 ? "" : "s");
+    }
     std::printf(", %.1f images/s, stall %.2f %%", r.images_per_second, r.stall_percent);
     if (r.steps > 0) {
       std::printf(", step %.2f ms (all-reduce %s, %.2f ms exposed)",
@@ -395,6 +402,16 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
   loader_options.prefetch_depth = args.prefetch_depth;
   loader_options.seed = args.seed;
   loader_options.shard = {rank, mpi.size()};
+  loader_options.bad_sample_policy = args.bad_sample_policy == "fail"
+                                         ? loader::BadSamplePolicy::kFail
+                                         : loader::BadSamplePolicy::kSkip;
+  // Every instance reads other files, so each names its own bad ones on stderr.
+  auto bad_sample_log = std::make_shared<loader::BadSampleLog>(
+      [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); },
+      "train: instance " + std::to_string(rank) + ": ", args.bad_sample_lines);
+  loader_options.on_bad_sample = [bad_sample_log](const loader::BadSample& bad) {
+    (*bad_sample_log)(bad);
+  };
   // Every batch full: core buffers have one shape, and all instances take the same steps.
   loader_options.drop_last_batch = true;
   std::uint64_t first_epoch = 0;
@@ -619,6 +636,16 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--checkpoint-dir", args.checkpoint_dir, "Checkpoint folder");
   app.add_flag("--resume", args.resume, "Continue from the checkpoint in --checkpoint-dir");
+  app.add_option("--bad-sample-policy", args.bad_sample_policy,
+                 "skip: a file that cannot be read or decoded is replaced by the next good one "
+                 "of the instance's epoch order (every instance keeps the same step count), "
+                 "named on stderr and counted in the epoch line and --json; fail: the job "
+                 "stops at the first, naming it")
+      ->check(CLI::IsMember({"skip", "fail"}))
+      ->capture_default_str();
+  app.add_option("--bad-sample-lines", args.bad_sample_lines,
+                 "bad samples named in full on stderr per instance; later ones are counted")
+      ->capture_default_str();
   app.add_option("--json", args.json, "Append per-epoch reports to this file as JSON lines");
   CLI11_PARSE(app, argc, argv);
   if (data->count() == 0 && args.readers.empty()) {

@@ -223,6 +223,7 @@ std::uint64_t Trainer::Train(transport::BatchStream& stream, IoTiles::PositionPr
     double loss_sum = 0;
     std::uint64_t correct = 0;
     std::uint64_t samples = 0;
+    std::uint64_t bad_samples = 0;
     bool epoch_ended = false;
     const std::uint64_t epoch = epoch_;
     while (!done()) {
@@ -230,6 +231,7 @@ std::uint64_t Trainer::Train(transport::BatchStream& stream, IoTiles::PositionPr
       double wait = 0;
       double busy = 0;
       BatchStats step_stats;  // counted only if the step completes
+      std::uint64_t step_bad_samples = 0;
       std::string step_position;
       for (int g = 0; g < accumulation && !epoch_ended; ++g) {
         const auto wait_start = Clock::now();
@@ -278,6 +280,7 @@ std::uint64_t Trainer::Train(transport::BatchStream& stream, IoTiles::PositionPr
             step_stats.correct += replicas_[r]->stats.correct;
             step_stats.samples += replicas_[r]->stats.samples;
           }
+          for (const StagedBatch* item : items) step_bad_samples += item->meta.substituted;
           step_position = items.back()->position;
         }
         for (std::size_t i = 0; i < items.size(); ++i) io.Release();
@@ -306,6 +309,7 @@ std::uint64_t Trainer::Train(transport::BatchStream& stream, IoTiles::PositionPr
       loss_sum += step_stats.loss_sum;
       correct += step_stats.correct;
       samples += step_stats.samples;
+      bad_samples += step_bad_samples;
       if (first_step) {
         // The first wait of a run is the pipeline filling, not a stall of the steady state.
         meter.AddFill(wait);
@@ -336,13 +340,14 @@ std::uint64_t Trainer::Train(transport::BatchStream& stream, IoTiles::PositionPr
     }
     // Every instance has the same number of steps here, so these collectives match.
     if (meter.steps() > 0) {
-      double sums[7] = {loss_sum,
+      double sums[8] = {loss_sum,
                         static_cast<double>(correct),
                         static_cast<double>(samples),
                         meter.wait_seconds(),
                         meter.step_seconds(),
                         meter.fill_seconds(),
-                        allreduce_exposed};
+                        allreduce_exposed,
+                        static_cast<double>(bad_samples)};
       collectives_.AllreduceSum(std::span<double>(sums));
       double slowest[1] = {meter.step_seconds()};
       collectives_.AllreduceMax(std::span<double>(slowest));
@@ -351,6 +356,7 @@ std::uint64_t Trainer::Train(transport::BatchStream& stream, IoTiles::PositionPr
       report.steps = meter.steps();
       report.global_step = step_;
       report.images = static_cast<std::uint64_t>(sums[2]);
+      report.bad_samples = static_cast<std::uint64_t>(sums[7]);
       report.seconds = slowest[0];
       report.images_per_second = slowest[0] > 0 ? sums[2] / slowest[0] : 0;
       report.loss = sums[2] > 0 ? sums[0] / sums[2] : 0;
