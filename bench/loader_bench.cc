@@ -219,13 +219,16 @@ int main(int argc, char** argv) {
                  "dataset (loader/dataset.h): ImageFolder, a root with train/ and val/ (--mode "
                  "picks the split), a shard directory or manifest of any codec, or CIFAR-10")
       ->required();
-  app.add_option("--batch", options.batch_size, "batch size")->capture_default_str();
+  app.add_option("--batch-size,--batch", options.batch_size, "batch size")->capture_default_str();
   app.add_option("--workers", workers, "decode threads (0 = all cores)")->capture_default_str();
-  app.add_option("--size", options.image_size, "output side in pixels")->capture_default_str();
-  app.add_option("--mode", mode, "train: RandomResizedCrop + flip; val: resize 256 + centre crop")
-      ->check(CLI::IsMember({"train", "val"}))
+  app.add_option("--image-size,--size", options.image_size, "output side in pixels")
       ->capture_default_str();
-  app.add_option("--depth", options.prefetch_depth, "prefetch depth (batch slots)")
+  app.add_option("--mode", mode,
+                 "train: RandomResizedCrop + flip on the train split; eval (or val): resize 256 "
+                 "+ centre crop on the val split")
+      ->check(CLI::IsMember({"train", "eval", "val"}))
+      ->capture_default_str();
+  app.add_option("--prefetch-depth,--depth", options.prefetch_depth, "prefetch depth (batch slots)")
       ->capture_default_str();
   app.add_option("--seed", options.seed, "shuffle and augmentation seed")->capture_default_str();
   auto* seconds_opt = app.add_option("--seconds", seconds, "run this long (crosses epochs)");
@@ -235,6 +238,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"pow2", "eighths"}))
       ->capture_default_str();
   app.add_flag("--fail", fail, "stop at the first bad sample instead of skipping it");
+  std::string bad_sample_policy = "skip";
+  app.add_option("--bad-sample-policy", bad_sample_policy, "skip or fail (fail = --fail)")
+      ->check(CLI::IsMember({"skip", "fail"}));
   app.add_flag("--json", json, "also print the figures as one JSON line");
   std::string shard_io = "pread";
   app.add_option("--shard-io", shard_io,
@@ -299,8 +305,8 @@ int main(int argc, char** argv) {
   options.workers = workers;
   options.shuffle = !no_shuffle;
   options.epochs = seconds > 0 ? 0 : epochs;
-  options.bad_sample_policy =
-      fail ? loader::BadSamplePolicy::kFail : loader::BadSamplePolicy::kSkip;
+  options.bad_sample_policy = fail || bad_sample_policy == "fail" ? loader::BadSamplePolicy::kFail
+                                                                  : loader::BadSamplePolicy::kSkip;
   options.jpeg.scales = scales == "pow2" ? tilefeed::codecs::DctScales::kPowersOfTwo
                                          : tilefeed::codecs::DctScales::kEighths;
   std::mutex print_mutex;

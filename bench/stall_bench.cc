@@ -422,7 +422,7 @@ int main(int argc, char** argv) {
   app.add_option("--workers", c.workers, "Loader decode threads")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--batch", c.batch, "Batch size")
+  app.add_option("--batch-size,--batch", c.batch, "Batch size")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--image-size", c.image_size, "Image side")

@@ -161,6 +161,9 @@ struct Loader::Impl {
   SpscRing<Ready> ready_ring;
   std::mutex next_mutex;
   std::mutex release_mutex;
+  // Batches Next() returned whose slots have not come back: all of them means the next
+  // batch can only come from a slot the consumer releases.
+  std::atomic<std::size_t> handed_out{0};
   std::stop_source stop;
   std::jthread producer;
   std::exception_ptr pipeline_error;  // set by the producer thread before kDone
@@ -195,6 +198,9 @@ struct Loader::Impl {
                      const codecs::PixelView& out, std::int32_t& label);
   void Report(std::uint64_t epoch, std::uint64_t sample, const std::string& reason);
   void PushReady(Ready ready, const std::stop_token& token);
+  std::optional<Ready> PopReady();
+  std::string HeldSlotsMessage() const;
+  void ReturnSlot(std::size_t slot) noexcept;
 };
 
 void Loader::Impl::Validate() {
@@ -212,6 +218,7 @@ void Loader::Impl::Validate() {
           "eval_resize must be at least image_size");
   require(o.flip_probability >= 0 && o.flip_probability <= 1, "flip_probability must be in [0, 1]");
   require(o.max_substitute_attempts >= 1, "max_substitute_attempts must be at least 1");
+  require(o.held_slots_timeout.count() >= 0, "held_slots_timeout must be >= 0");
   if (o.expected_dataset_size != 0 && o.expected_dataset_size != source->size()) {
     throw std::invalid_argument("LoaderOptions: the saved state is for a dataset of " +
                                 std::to_string(o.expected_dataset_size) +
@@ -734,14 +741,10 @@ std::optional<Batch> Loader::Next() {
   const auto wait_start = Clock::now();
   s.ready_observations.fetch_add(1, std::memory_order_relaxed);
   s.ready_sum.fetch_add(s.ready_ring.size(), std::memory_order_relaxed);
-  std::optional<Ready> ready;
-  while (!(ready = s.ready_ring.PopFor(kPollInterval, token))) {
-    // The same stop state as `token`'s; asked of the source because GCC 12 at -O3 warns
-    // (falsely, -Wuse-after-free) about `token` after PopFor's copy of it is destroyed.
-    if (s.stop.stop_requested()) {
-      s.done = true;
-      return std::nullopt;
-    }
+  const std::optional<Ready> ready = s.PopReady();
+  if (!ready) {
+    s.done = true;
+    return std::nullopt;
   }
   s.wait_ns.fetch_add(Nanos(Clock::now() - wait_start), std::memory_order_relaxed);
   switch (ready->kind) {
@@ -768,7 +771,7 @@ std::optional<Batch> Loader::Next() {
   Slot& slot = *s.slots[ready->slot];
   if (!slot.error.empty()) {
     s.failure = slot.error;
-    Release(ready->slot);
+    s.ReturnSlot(ready->slot);
     s.stop.request_stop();  // nothing after a failed batch is delivered
     throw LoaderError(*s.failure);
   }
@@ -792,14 +795,60 @@ std::optional<Batch> Loader::Next() {
   s.position.epoch = slot.epoch;
   s.position.position = std::min<std::uint64_t>(start + delivered, s.source->size());
   s.batches.fetch_add(1, std::memory_order_relaxed);
+  s.handed_out.fetch_add(1, std::memory_order_release);
   return batch;
 }
 
-void Loader::Release(std::size_t slot) noexcept {
-  std::lock_guard lock(impl_->release_mutex);
+// The next ready item, or nullopt once stopped. While every slot is held by batches the
+// consumer has not released, no batch can become ready (only markers can), so the wait is
+// bounded by held_slots_timeout: the consumer may be keeping them all itself.
+std::optional<Ready> Loader::Impl::PopReady() {
+  using std::chrono::milliseconds;
+  const std::stop_token token = stop.get_token();
+  bool all_held = false;
+  Clock::time_point held_since;  // when all_held became true
+  // In milliseconds, so that held_slots_timeout = milliseconds::max() cannot overflow.
+  auto held_for = [&] { return std::chrono::ceil<milliseconds>(Clock::now() - held_since); };
+  for (;;) {
+    milliseconds wait = kPollInterval;
+    if (handed_out.load(std::memory_order_acquire) < slots.size()) {
+      all_held = false;
+    } else {
+      if (!all_held) held_since = Clock::now();
+      all_held = true;
+      wait = std::clamp(options.held_slots_timeout - held_for(), milliseconds{0}, kPollInterval);
+    }
+    if (std::optional<Ready> ready = ready_ring.PopFor(wait, token)) return ready;
+    // The same stop state as `token`'s; asked of the source because GCC 12 at -O3 warns
+    // (falsely, -Wuse-after-free) about `token` after PopFor's copy of it is destroyed.
+    if (stop.stop_requested()) return std::nullopt;
+    if (all_held && held_for() >= options.held_slots_timeout &&
+        handed_out.load(std::memory_order_acquire) >= slots.size()) {
+      throw SlotsHeldError(HeldSlotsMessage());
+    }
+  }
+}
+
+std::string Loader::Impl::HeldSlotsMessage() const {
+  const std::string depth = std::to_string(slots.size());
+  return "Next() would wait forever: all " + depth + " batch slots (prefetch_depth=" + depth +
+         ") are held by batches it already returned that are still alive, and none came back "
+         "within held_slots_timeout (" +
+         std::to_string(options.held_slots_timeout.count()) +
+         " ms). Release or copy the batches you keep (drop the Batch, or copy its images "
+         "out), or raise prefetch_depth above the number you keep";
+}
+
+void Loader::Impl::ReturnSlot(std::size_t slot) noexcept {
+  std::lock_guard lock(release_mutex);
   // The free ring holds every slot, so it is never full.
-  [[maybe_unused]] const bool pushed = impl_->free_ring.TryPush(std::size_t{slot});
+  [[maybe_unused]] const bool pushed = free_ring.TryPush(std::size_t{slot});
   assert(pushed);
+}
+
+void Loader::Release(std::size_t slot) noexcept {
+  impl_->handed_out.fetch_sub(1, std::memory_order_release);
+  impl_->ReturnSlot(slot);
 }
 
 LoaderState Loader::state() const {

@@ -25,6 +25,7 @@
 // from worker threads, concurrently. Destroying the Loader (or Stop()) stops the
 // workers promptly and joins them; Batches must not outlive their Loader.
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -101,7 +102,14 @@ struct LoaderOptions {
   std::uint64_t epochs = 0;                 // epochs to produce; 0 = until destroyed
   BadSamplePolicy bad_sample_policy = BadSamplePolicy::kSkip;
   int max_substitute_attempts = 64;  // kSkip: samples tried before giving up on a batch
-  codecs::JpegOptions jpeg;          // pixel/scan limits, DCT scales, IDCT choice
+  // While every slot is held by batches Next() already returned and nobody releases one,
+  // Next() waits this long, then throws SlotsHeldError: a consumer that keeps
+  // prefetch_depth batches itself would otherwise wait forever. The default, max(), waits
+  // forever, for consumers whose batches another thread or process releases (the
+  // transport's sender, IO tiles); a consumer that owns its batches sets a bound
+  // (Python's Loader: 10 s).
+  std::chrono::milliseconds held_slots_timeout = std::chrono::milliseconds::max();
+  codecs::JpegOptions jpeg;  // pixel/scan limits, DCT scales, IDCT choice
   std::function<void(const BadSample&)> on_bad_sample;  // sink; called from workers
   std::shared_ptr<SlotMemory> slot_memory;              // null: the loader allocates its slots
 };
@@ -131,6 +139,14 @@ struct LoaderState {
 class LoaderError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+// Next() found every slot held by batches it had returned and not yet released, and none
+// came back within held_slots_timeout: the consumer keeps prefetch_depth batches alive.
+// Not sticky: once a batch is released, Next() continues where it was.
+class SlotsHeldError : public LoaderError {
+ public:
+  using LoaderError::LoaderError;
 };
 
 class Loader;
@@ -208,7 +224,8 @@ class Loader {
   // The next batch of the current epoch, or nullopt at the end of the epoch (the
   // following call starts the next one) or once `epochs` epochs are done. Blocks while
   // the next batch is being decoded. Throws LoaderError (kFail policy, or a dead
-  // pipeline); after that every call throws it again.
+  // pipeline); after that every call throws it again. Throws SlotsHeldError (see
+  // held_slots_timeout) when the caller's own batches hold every slot.
   std::optional<Batch> Next();
 
   // Stops the workers and joins them; Next() then returns nullopt. Idempotent.

@@ -29,6 +29,7 @@
 
 #include <cassert>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
@@ -47,6 +48,7 @@
 #include "loader/dataset.h"
 #include "loader/loader.h"
 #include "loader/source.h"
+#include "transport/instance.h"
 
 namespace py = pybind11;
 namespace loader = tilefeed::loader;
@@ -56,6 +58,9 @@ namespace {
 
 // How long the consumer waits with the GIL released before it checks for signals.
 constexpr std::chrono::milliseconds kSignalSlice{20};
+
+// tilefeed.Loader's held_slots_timeout default, in seconds (see DefaultOptions).
+constexpr double kPythonHeldSlotsTimeout = 10.0;
 
 // DLPack 0.x ABI (dlpack.h v0.6/0.7), which torch 1.13's from_dlpack consumes from a
 // capsule named "dltensor". Defined here rather than vendoring the header.
@@ -410,8 +415,10 @@ class PyBatch {
   const BatchData& Live() const {
     if (!data_) {
       throw py::value_error(
-          "tilefeed.Batch: released (the iterator advanced, or release() was called); keep "
-          "a view such as batch.images or batch.torch(), or use Loader(copy=True)");
+          "tilefeed.Batch: released (the iterator advanced, or release() was called). To "
+          "keep a batch past the next one, keep a copy: batch.torch().clone(), "
+          "batch.images.copy(), or Loader(copy=True); views kept instead hold the loader's "
+          "slots, and keeping prefetch_depth of them stops the loader");
     }
     return *data_;
   }
@@ -540,6 +547,11 @@ const std::map<std::string, Setter>& Setters() {
        [](O& o, const std::string& n, py::handle v) {
          o.max_substitute_attempts = Cast<int>(n, v);
        }},
+      {"held_slots_timeout",
+       [](O& o, const std::string& n, py::handle v) {
+         o.held_slots_timeout = std::chrono::milliseconds(
+             static_cast<std::int64_t>(std::ceil(Cast<double>(n, v) * 1000.0)));
+       }},
       {"max_pixels", [](O& o, const std::string& n,
                         py::handle v) { o.jpeg.max_pixels = Cast<std::int64_t>(n, v); }},
       {"max_scans",
@@ -591,6 +603,9 @@ py::dict DefaultOptions() {
   d["epochs"] = o.epochs;
   d["bad_sample_policy"] = o.bad_sample_policy == loader::BadSamplePolicy::kSkip ? "skip" : "fail";
   d["max_substitute_attempts"] = o.max_substitute_attempts;
+  // Not the C++ default (wait forever, for batches released by other threads): a Python
+  // consumer's batches are its own, so holding every slot is its own deadlock.
+  d["held_slots_timeout"] = kPythonHeldSlotsTimeout;
   d["max_pixels"] = o.jpeg.max_pixels;
   d["max_scans"] = o.jpeg.max_scans;
   d["corrupt_data"] = o.jpeg.corrupt_data == codecs::CorruptDataPolicy::kFail ? "fail" : "accept";
@@ -773,7 +788,25 @@ PYBIND11_MODULE(_tilefeed, m) {
     }
   });
 
+  // Registered after LoaderError, so that it is tried first.
+  py::register_exception<loader::SlotsHeldError>(m, "_SlotsHeldError", m.attr("LoaderError").ptr());
+
   m.def("_default_options", &DefaultOptions);
+  m.def(
+      "_detect_instance",
+      [] {
+        // The same detection as `train` (transport/instance.h), over this process's
+        // environment; its std::invalid_argument becomes ValueError.
+        const tilefeed::transport::InstanceInfo info =
+            tilefeed::transport::DetectInstance(tilefeed::transport::ProcessEnvironment());
+        py::dict d;
+        d["index"] = info.index;
+        d["count"] = info.count;
+        d["local_index"] = info.local_index;
+        d["local_count"] = info.local_count;
+        return d;
+      },
+      "The launcher's instance layout (OpenMPI/poprun, PMI), as `train` detects it");
 
   py::class_<PyBatch>(m, "Batch",
                       "One batch. Its memory is a loader slot: .images, .sample_indices and "

@@ -48,6 +48,7 @@
 #include <thread>
 #include <vector>
 
+#include "loader/bad_sample_log.h"
 #include "loader/dataset.h"
 #include "loader/loader.h"
 #include "metrics/cli.h"
@@ -148,6 +149,8 @@ int main(int argc, char** argv) {
   std::string data;
   std::string mode = "train";
   std::string split = "train";
+  std::string bad_sample_policy = "skip";
+  std::size_t bad_sample_lines = 20;
   std::string shard;
   int instance_index = -1;
   int instance_count = -1;
@@ -166,6 +169,14 @@ int main(int argc, char** argv) {
                  "Dataset: an ImageFolder, a root with train/ and val/ splits (--split picks "
                  "one), a shard directory or manifest of any codec, or CIFAR-10's binary "
                  "directory (required unless --curve-keygen)");
+  app.add_option("--bad-sample-policy", bad_sample_policy,
+                 "skip: a bad file is replaced by the next good one of the slice, named on "
+                 "stderr and counted; fail: the session ends at the first, naming it")
+      ->check(CLI::IsMember({"skip", "fail"}))
+      ->capture_default_str();
+  app.add_option("--bad-sample-lines", bad_sample_lines,
+                 "bad samples named in full on stderr; later ones are counted")
+      ->capture_default_str();
   app.add_option("--split", split, "The split served from a root with train/ and val/")
       ->check(CLI::IsMember({"train", "val"}));
   app.add_option("--curve-keygen", curve_keygen,
@@ -189,7 +200,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--workers", options.workers, "decode threads (0 = all cores)")
       ->capture_default_str();
-  app.add_option("--prefetch", options.prefetch_depth,
+  app.add_option("--prefetch-depth,--prefetch", options.prefetch_depth,
                  "batch slots; with shared memory they are the ring the trainer reads, so also "
                  "the most batches it can hold at once")
       ->capture_default_str();
@@ -286,9 +297,13 @@ int main(int argc, char** argv) {
       std::cerr << "tilefeed-serve: --shard wants INDEX/COUNT, got '" << shard << "'\n";
       return 2;
     }
-    options.on_bad_sample = [](const loader::BadSample& bad) {
-      std::fprintf(stderr, "tilefeed-serve: skipped %s: %s\n", bad.where.c_str(),
-                   bad.reason.c_str());
+    options.bad_sample_policy = bad_sample_policy == "fail" ? loader::BadSamplePolicy::kFail
+                                                            : loader::BadSamplePolicy::kSkip;
+    auto bad_sample_log = std::make_shared<loader::BadSampleLog>(
+        [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); },
+        "tilefeed-serve: ", bad_sample_lines);
+    options.on_bad_sample = [bad_sample_log](const loader::BadSample& bad) {
+      (*bad_sample_log)(bad);
     };
     loader::DatasetOptions dataset_options;
     dataset_options.split = *loader::ParseSplit(split);

@@ -21,11 +21,32 @@ batch.labels is an int64 copy (batch.labels_int32 is the zero-copy view). The ru
     and using that Batch object afterwards raises ValueError.
   * Except that every array or tensor made from a batch holds the slot itself, for as long
     as it lives. So no view ever dangles; while you keep one, the loader has one slot fewer
-    to decode into, and keeping views of prefetch_depth batches stalls it until one goes.
+    to decode into. Keeping views of prefetch_depth batches (a list of batch.torch()
+    tensors) would leave the next batch nowhere to go: asking for it then raises
+    SlotsHeldError (a LoaderError) once held_slots_timeout seconds (default 10) pass
+    without a slot coming back, instead of hanging. Keep copies instead
+    (batch.torch().clone(), batch.images.copy(), or Loader(copy=True)), or pass a
+    prefetch_depth larger than the number of batches you keep.
 
 So `for batch in loader: x = batch.torch().float()` never holds more than the batch in
 hand. Loader(copy=True) gives batches that own copies of their memory, return the slot at
 once and are never released by the iterator: for code that keeps batches (list(loader)).
+
+Instances. By default (shard="auto") a Loader reads its launcher's slice of every epoch:
+OpenMPI's OMPI_COMM_WORLD_RANK/SIZE as poprun and mpirun set them (or PMI_RANK/SIZE; the
+same C++ detection as `train`), else torchrun's RANK/WORLD_SIZE, else an initialised
+torch.distributed (looked at only if the program imported torch). Those present must
+agree, or the Loader raises ValueError. Once per process it prints one line to stderr
+saying which instance it is and from what, e.g. "tilefeed: instance 1 of 2 (from
+OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE (OpenMPI/poprun)): reading shard (1, 2) of every
+epoch" -- a print rather than a logging record, so that it shows without logging set up;
+a single process with no launcher prints nothing. shard=(index, count) overrides the
+launcher and prints nothing. detect_shard() tells what "auto" finds.
+
+Bad samples. Under bad_sample_policy="skip" (the default) a sample that cannot be read or
+decoded is replaced by another; unless on_bad_sample is given, the Loader issues one
+BadSampleWarning per epoch (at its end, or when the epoch is left early) with the count
+and the first file and reason. loader.bad_samples() lists them all.
 
 Checkpoints. loader.state_dict() is a plain picklable dict: where the next batch comes from.
 loader.load_state_dict(d) resumes there: byte for byte, or split over another shard count.
@@ -38,15 +59,28 @@ any thread, but not from inside on_bad_sample.
 """
 
 import atexit
+import math
 import numbers
 import os
+import sys
 import warnings
 import weakref
 
 from . import _tilefeed
 from ._tilefeed import Batch, LoaderError, SourceError
 
-__all__ = ["Batch", "Loader", "LoaderError", "SourceError", "SOURCES"]
+__all__ = ["Batch", "BadSampleWarning", "Loader", "LoaderError", "SlotsHeldError",
+           "SourceError", "SOURCES", "detect_shard"]
+
+
+class SlotsHeldError(_tilefeed._SlotsHeldError):
+    """Asking for the next batch while every prefetch slot is held by batches (or views of
+    them: batch.torch(), batch.images) that are still alive: it could never arrive.
+    A LoaderError; the loader is unharmed and continues once a batch is dropped."""
+
+
+class BadSampleWarning(UserWarning):
+    """Issued once per epoch when bad samples were skipped and no on_bad_sample was given."""
 
 # The `source` spellings. "auto" (the default) detects what `data` holds with the same
 # rules as every tilefeed tool (loader/dataset.h): record shards (a directory holding
@@ -76,6 +110,11 @@ class Loader:
     directory of tilefeed record shards (any codec, e.g. packed with --jpeg-index), or
     CIFAR-10's binary directory: the same rules as `train --data`. `source` forces a kind.
 
+    shard="auto" (the default) reads the launcher's slice of every epoch (see the module
+    help: OpenMPI/poprun, torchrun, torch.distributed); shard=(index, count) sets it.
+    held_slots_timeout (seconds) bounds the wait for a batch while every slot is held by
+    batches or views you keep; then SlotsHeldError is raised.
+
     Iterating a Loader yields the Batches of one epoch; each new iter() continues with the
     next epoch (or the one given to set_epoch()). Epoch e's batches are a pure function of
     (seed, e, dataset, shard): worker count and timing change nothing.
@@ -101,7 +140,7 @@ class Loader:
                  prefetch_depth=_D["prefetch_depth"],
                  seed=_D["seed"],
                  shuffle=_D["shuffle"],
-                 shard=_D["shard"],
+                 shard="auto",
                  remainder=_D["remainder"],
                  drop_last_batch=_D["drop_last_batch"],
                  first_epoch=_D["first_epoch"],
@@ -110,6 +149,7 @@ class Loader:
                  epochs=_D["epochs"],
                  bad_sample_policy=_D["bad_sample_policy"],
                  max_substitute_attempts=_D["max_substitute_attempts"],
+                 held_slots_timeout=_D["held_slots_timeout"],
                  max_pixels=_D["max_pixels"],
                  max_scans=_D["max_scans"],
                  corrupt_data=_D["corrupt_data"],
@@ -120,8 +160,10 @@ class Loader:
                  copy=False):
         arguments = locals()
         self._options = {name: arguments[name] for name in _D}
+        _check_options(self._options)
         if on_bad_sample is not None and not callable(on_bad_sample):
             raise TypeError("tilefeed.Loader: on_bad_sample must be callable or None")
+        self._options["shard"], self._shard_origin = _resolve_shard(shard)
         self._data = os.fspath(data)
         self._source = source
         self._split = split
@@ -130,6 +172,7 @@ class Loader:
         self._first = int(first_epoch)
         self._end = self._first + int(epochs) if epochs else None
         self._bad_history = []  # reports of replaced C++ loaders
+        self._bad_warned = set()  # epochs whose bad samples were warned about
         self._stopped = False
         self._generation = 0
         self._wanted = None  # set_epoch()'s epoch, applied by the next iter()
@@ -175,12 +218,15 @@ class Loader:
         otherwise the C++ loader is re-created at that epoch, which costs an index of the
         dataset and refilling the prefetch slots.
         """
+        if isinstance(epoch, bool) or not isinstance(epoch, numbers.Integral):
+            raise TypeError(f"tilefeed.Loader.set_epoch: epoch must be an int, got {epoch!r}")
         epoch = int(epoch)
         if epoch < 0:
-            raise ValueError("tilefeed.Loader.set_epoch: epoch must be >= 0")
+            raise ValueError(f"tilefeed.Loader.set_epoch: epoch must be at least 0, got {epoch}")
         self._wanted = epoch
 
     def _restart(self, epoch, position=0, expected_dataset_size=None):
+        self._warn_bad_samples(self._epoch)
         old, self._core = self._core, None
         if old is not None:
             self._bad_history.extend(old.bad_samples())
@@ -207,9 +253,13 @@ class Loader:
         previous, self._previous = self._previous, None
         if previous is not None:
             previous.release()
-        batch = self._core.next(self._copy)
+        try:
+            batch = self._core.next(self._copy)
+        except _tilefeed._SlotsHeldError:
+            raise SlotsHeldError(self._slots_held_message()) from None
         if batch is None:
             iterator._done = True
+            self._warn_bad_samples(self._epoch)
             # End of the epoch, unless the loader was stopped or has run all its epochs.
             if not self._stopped and (self._end is None or self._epoch < self._end):
                 self._epoch += 1
@@ -219,6 +269,33 @@ class Loader:
         if not self._copy:
             self._previous = batch
         return batch
+
+    def _slots_held_message(self):
+        depth = self._options["prefetch_depth"]
+        return (f"tilefeed.Loader: the next batch can never arrive: all {depth} batch slots "
+                f"(prefetch_depth={depth}) are held by batches you still keep alive, or by "
+                f"views of them (batch.torch() tensors, batch.images arrays, e.g. kept in a "
+                f"list), and none was released within held_slots_timeout="
+                f"{self._options['held_slots_timeout']} s. Keep copies instead "
+                f"(batch.torch().clone(), batch.images.copy(), or Loader(copy=True)), or pass "
+                f"a prefetch_depth larger than the number of batches you keep.")
+
+    def _warn_bad_samples(self, epoch):
+        """One BadSampleWarning for `epoch`'s skipped samples, unless the user handles them
+        (on_bad_sample) or was already warned."""
+        if (self._on_bad_sample is not None or self._options["bad_sample_policy"] != "skip"
+                or epoch in self._bad_warned or self._core is None):
+            return  # handled by the user, or raised as LoaderError under "fail"
+        bad = [b for b in self.bad_samples() if b["epoch"] == epoch]
+        if not bad:
+            return
+        self._bad_warned.add(epoch)
+        first = bad[0]
+        warnings.warn(
+            f"tilefeed.Loader: epoch {epoch}: {len(bad)} bad sample(s) skipped and replaced; "
+            f"the first: {first['where']}: {first['reason']} (loader.bad_samples() lists "
+            f"them; pass on_bad_sample= to handle them, or bad_sample_policy='fail')",
+            BadSampleWarning, stacklevel=4)
 
     # -- checkpoints ----------------------------------------------------------------------
 
@@ -300,6 +377,16 @@ class Loader:
         return self._samples_per_epoch
 
     @property
+    def shard(self):
+        """(index, count): this instance's slice of every epoch."""
+        return tuple(self._options["shard"])
+
+    @property
+    def shard_origin(self):
+        """Where shard came from: "explicit", or the launcher variables it was detected from."""
+        return self._shard_origin
+
+    @property
     def options(self):
         """The LoaderOptions fields as given (first_epoch as constructed; the seed is the
         last load_state_dict()'s)."""
@@ -319,6 +406,8 @@ class Loader:
     def stop(self):
         """Stops the workers and joins them; iteration then ends. Idempotent. Batches
         already handed out stay valid."""
+        if not self._stopped:
+            self._warn_bad_samples(self._epoch)
         self._stopped = True
         if self._core is not None:
             self._core.stop()
@@ -338,6 +427,158 @@ class Loader:
                 f"batch_size={o['batch_size']}, image_size={o['image_size']}, "
                 f"mode={o['mode']!r}, layout={o['layout']!r}, workers={o['workers']}, "
                 f"epoch={self._epoch}{', stopped' if self._stopped else ''})")
+
+
+# -- argument checks ------------------------------------------------------------------------
+
+_INT32 = (1 << 31) - 1
+_UINT64 = (1 << 64) - 1
+# Numeric options: name -> (kind, lowest, highest). Checked before anything is opened, so a
+# bad value is one plain ValueError (or TypeError for a value of the wrong kind).
+_NUMERIC = {
+    "batch_size": (int, 1, _UINT64),
+    "image_size": (int, 1, 16384),
+    "eval_resize": (int, 1, _INT32),
+    "workers": (int, 0, _INT32),
+    "prefetch_depth": (int, 1, 1 << 20),
+    "seed": (int, 0, _UINT64),
+    "first_epoch": (int, 0, _UINT64),
+    "first_epoch_position": (int, 0, _UINT64),
+    "expected_dataset_size": (int, 0, _UINT64),
+    "epochs": (int, 0, _UINT64),
+    "max_substitute_attempts": (int, 1, _INT32),
+    "max_pixels": (int, 1, (1 << 63) - 1),
+    "max_scans": (int, 1, _INT32),
+    "flip_probability": (float, 0.0, 1.0),
+    "held_slots_timeout": (float, 0.0, 1e9),
+}
+
+
+def _number(name, value, kind):
+    """`value` as `kind` (int, or float for any real); TypeError for anything else."""
+    if isinstance(value, bool) or not isinstance(
+            value, numbers.Integral if kind is int else numbers.Real):
+        raise TypeError(f"tilefeed.Loader: {name} must be {'an int' if kind is int else 'a number'}"
+                        f", got {value!r}")
+    value = kind(value)
+    if kind is float and not math.isfinite(value):
+        raise ValueError(f"tilefeed.Loader: {name} must be finite, got {value}")
+    return value
+
+
+def _range_text(low, high):
+    if high in (_UINT64, _INT32, (1 << 63) - 1):
+        return f"at least {low}"
+    return f"in [{low}, {high}]"
+
+
+def _check_options(options):
+    """Raises ValueError/TypeError naming the first bad numeric option and its value."""
+    for name, (kind, low, high) in _NUMERIC.items():
+        value = _number(name, options[name], kind)
+        if not low <= value <= high:
+            raise ValueError(f"tilefeed.Loader: {name} must be {_range_text(low, high)}, "
+                             f"got {options[name]!r}")
+    for name in ("crop_scale", "crop_ratio"):
+        pair = options[name]
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise TypeError(f"tilefeed.Loader: {name} must be a pair (min, max), got {pair!r}")
+        low, high = (_number(name, v, float) for v in pair)
+        if not 0 < low <= high:
+            raise ValueError(f"tilefeed.Loader: {name}=(min, max) needs 0 < min <= max, "
+                             f"got {tuple(pair)!r}")
+    if options["mode"] == "eval" and options["eval_resize"] < options["image_size"]:
+        raise ValueError(f"tilefeed.Loader: eval_resize must be at least image_size "
+                         f"({options['image_size']}) in mode='eval', got "
+                         f"{options['eval_resize']}")
+
+
+# -- instance detection -----------------------------------------------------------------------
+
+# The launchers' rank/size variables that transport/instance.h reads, for naming the origin.
+_LAUNCHER_VARIABLES = (("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OpenMPI/poprun"),
+                       ("PMI_RANK", "PMI_SIZE", "PMI"))
+_announced = set()  # (index, count, origin) lines already printed by this process
+
+
+def _torchrun_environment():
+    """(rank, world size, origin) from torchrun's RANK/WORLD_SIZE, or None when unset."""
+    if "WORLD_SIZE" not in os.environ and "RANK" not in os.environ:
+        return None
+    values = {}
+    for name in ("RANK", "WORLD_SIZE"):
+        text = os.environ.get(name)
+        try:
+            values[name] = int(text)
+        except (TypeError, ValueError):
+            raise ValueError(f"tilefeed.Loader: {name}={text!r} is not an integer "
+                             f"(torchrun sets RANK and WORLD_SIZE together)") from None
+    rank, size = values["RANK"], values["WORLD_SIZE"]
+    if size < 1 or not 0 <= rank < size:
+        raise ValueError(f"tilefeed.Loader: RANK={rank} is outside WORLD_SIZE={size}")
+    return rank, size, "RANK/WORLD_SIZE (torchrun)"
+
+
+def _torch_distributed():
+    """(rank, world size, origin) of an initialised torch.distributed, or None. Never
+    imports torch: a process that has not imported it has not initialised it."""
+    torch = sys.modules.get("torch")
+    dist = getattr(torch, "distributed", None) if torch is not None else None
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return None
+    return dist.get_rank(), dist.get_world_size(), "torch.distributed"
+
+
+def detect_shard():
+    """(index, count, origin): this process's slice as the launcher tells it, which
+    Loader(shard="auto") uses. Looked for, in order: the MPI launcher's environment
+    (OpenMPI as poprun and mpirun set it, or PMI; the same detection as `train`), torchrun's
+    RANK/WORLD_SIZE, an initialised torch.distributed. Sources that are present must agree.
+    (0, 1, "no launcher") when none is. Raises ValueError for an inconsistent environment."""
+    try:
+        info = _tilefeed._detect_instance()
+    except ValueError as error:
+        raise ValueError(f"tilefeed.Loader: shard=\"auto\": {error}") from None
+    found = []
+    for rank, size, name in _LAUNCHER_VARIABLES:
+        if size in os.environ:
+            found.append((info["index"], info["count"], f"{rank}/{size} ({name})"))
+            break
+    for candidate in (_torchrun_environment(), _torch_distributed()):
+        if candidate is not None:
+            found.append(candidate)
+    if not found:
+        return 0, 1, "no launcher"
+    first = found[0]
+    for other in found[1:]:
+        if other[:2] != first[:2]:
+            raise ValueError(
+                f"tilefeed.Loader: shard=\"auto\": {first[2]} says instance {first[0]} of "
+                f"{first[1]} but {other[2]} says {other[0]} of {other[1]}; pass "
+                f"shard=(index, count)")
+    return first
+
+
+def _resolve_shard(shard):
+    """((index, count), origin) for the shard argument; announces a detected one."""
+    if isinstance(shard, str):
+        if shard != "auto":
+            raise ValueError(f"tilefeed.Loader: shard={shard!r}; expected \"auto\" or "
+                             f"(index, count)")
+        index, count, origin = detect_shard()
+        if origin != "no launcher" and (index, count, origin) not in _announced:
+            _announced.add((index, count, origin))
+            print(f"tilefeed: instance {index} of {count} (from {origin}): reading shard "
+                  f"({index}, {count}) of every epoch", file=sys.stderr, flush=True)
+        return (index, count), origin
+    if not isinstance(shard, (tuple, list)) or len(shard) != 2:
+        raise TypeError(f"tilefeed.Loader: shard must be \"auto\" or (index, count), "
+                        f"got {shard!r}")
+    index, count = (_number("shard", v, int) for v in shard)
+    if count < 1 or not 0 <= index < count:
+        raise ValueError(f"tilefeed.Loader: shard=(index, count) needs count >= 1 and "
+                         f"0 <= index < count, got {tuple(shard)!r}")
+    return (index, count), "explicit"
 
 
 _STATE_VERSION = 1

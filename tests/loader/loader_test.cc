@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "codecs/jpeg_encoder.h"
@@ -258,6 +259,54 @@ TEST(Loader, BatchesHeldByTheConsumerBoundTheWork) {
   ASSERT_TRUE(next.has_value());
   EXPECT_EQ(next->index(), 3u);
   EXPECT_EQ(loader.metrics().slot_bytes, 2u * 24 * 24 * 3 + 2 * (4 + 8));
+}
+
+TEST(Loader, KeepingEverySlotThrowsInsteadOfWaitingForever) {
+  auto data = MakeDataset(10);
+  LoaderOptions o = SmallOptions(2);
+  o.batch_size = 2;
+  o.prefetch_depth = 2;
+  o.held_slots_timeout = std::chrono::milliseconds(100);
+  Loader loader(ImageFolder::Open(data->dir.path().string()), o);
+  std::vector<Batch> kept;
+  for (int i = 0; i < 2; ++i) kept.push_back(*loader.Next());
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    (void)loader.Next();
+    FAIL() << "Next() returned while the consumer held every slot";
+  } catch (const SlotsHeldError& e) {
+    EXPECT_NE(std::string(e.what()).find("prefetch_depth=2"), std::string::npos) << e.what();
+  }
+  // Generous for a loaded machine: the point is that it returns at all.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  kept.erase(kept.begin());  // not sticky: a returned slot lets the next batch through
+  auto next = loader.Next();
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->index(), 2u);
+}
+
+TEST(Loader, SlotsReleasedByAnotherThreadOrAnEpochEndAreNotADeadlock) {
+  auto small = MakeDataset(2);  // 6 samples: 3 batches of 2
+  LoaderOptions o = SmallOptions(2);
+  o.batch_size = 2;
+  o.prefetch_depth = 3;
+  // Long enough for the end-of-epoch marker to be published after the last batch.
+  o.held_slots_timeout = std::chrono::seconds(30);
+  {
+    Loader loader(ImageFolder::Open(small->dir.path().string()), o);
+    std::vector<Batch> kept;
+    for (int i = 0; i < 3; ++i) kept.push_back(*loader.Next());
+    EXPECT_FALSE(loader.Next().has_value());  // the end-of-epoch marker needs no slot
+  }
+  auto data = MakeDataset(4);  // 12 samples: 6 batches of 2
+  o.held_slots_timeout = LoaderOptions().held_slots_timeout;  // the default: forever
+  Loader loader(ImageFolder::Open(data->dir.path().string()), o);
+  std::vector<Batch> kept;
+  for (int i = 0; i < 3; ++i) kept.push_back(*loader.Next());
+  std::jthread releaser([batch = std::move(kept.front())]() mutable { batch.release(); });
+  auto next = loader.Next();  // waits for the other thread's release
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->index(), 3u);
 }
 
 TEST(Loader, NchwIsTheTransposeOfNhwc) {

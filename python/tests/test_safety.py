@@ -1,0 +1,197 @@
+"""No silent failure from Python: bad samples warn once per epoch, keeping every slot raises
+instead of hanging, and every numeric option is checked with a plain message. Every dataset
+is written here, at run time."""
+
+import gc
+import time
+import warnings
+
+import numpy as np
+import pytest
+import torch  # noqa: F401  (batch.torch())
+from PIL import Image
+
+import tilefeed
+
+
+def write_folder(root, per_class=6):
+    rng = np.random.default_rng(7)
+    for c in range(3):
+        (root / f"c{c}").mkdir(parents=True)
+        for i in range(per_class):
+            pixels = rng.integers(0, 256, (24 + i, 30, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(root / f"c{c}" / f"{i}.jpg")
+    return root
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return write_folder(tmp_path_factory.mktemp("safety"))
+
+
+@pytest.fixture(scope="module")
+def bad_folder(tmp_path_factory):
+    root = write_folder(tmp_path_factory.mktemp("safety-bad"))
+    (root / "c1" / "zz_bad.jpg").write_bytes(b"not a JPEG")
+    (root / "c2" / "zz_short.jpg").write_bytes(b"\xff\xd8\xff")
+    return root
+
+
+# -- bad samples -----------------------------------------------------------------------------
+
+def bad_sample_warnings(records):
+    return [r for r in records if issubclass(r.category, tilefeed.BadSampleWarning)]
+
+
+def test_bad_samples_warn_once_per_epoch_with_count_and_first_path(bad_folder):
+    loader = tilefeed.Loader(bad_folder, batch_size=4, image_size=16, workers=2, epochs=2)
+    with warnings.catch_warnings(record=True) as records:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            for _batch in loader:
+                pass
+    found = bad_sample_warnings(records)
+    assert len(found) == 2, [str(r.message) for r in records]
+    for epoch, record in enumerate(found):
+        text = str(record.message)
+        assert f"epoch {epoch}: 2 bad sample(s)" in text
+        assert "zz_bad.jpg" in text or "zz_short.jpg" in text
+        assert "on_bad_sample" in text
+    loader.stop()
+
+
+def test_bad_samples_warn_when_the_epoch_is_left_early(bad_folder):
+    loader = tilefeed.Loader(bad_folder, batch_size=20, image_size=16, workers=2, epochs=1,
+                             shuffle=False)
+    with warnings.catch_warnings(record=True) as records:
+        warnings.simplefilter("always")
+        next(iter(loader))  # every sample is in this one batch
+        loader.stop()
+    assert len(bad_sample_warnings(records)) == 1
+
+
+def test_on_bad_sample_silences_the_warning(bad_folder):
+    seen = []
+    loader = tilefeed.Loader(bad_folder, batch_size=4, image_size=16, workers=2, epochs=1,
+                             on_bad_sample=seen.append)
+    with warnings.catch_warnings(record=True) as records:
+        warnings.simplefilter("always")
+        for _batch in loader:
+            pass
+        loader.stop()
+    assert not bad_sample_warnings(records)
+    assert len(seen) == 2
+
+
+def test_a_clean_dataset_does_not_warn(folder):
+    with warnings.catch_warnings(record=True) as records:
+        warnings.simplefilter("always")
+        with tilefeed.Loader(folder, batch_size=4, image_size=16, workers=2, epochs=1) as loader:
+            for _batch in loader:
+                pass
+    assert not bad_sample_warnings(records)
+
+
+# -- kept views ----------------------------------------------------------------------------
+
+def test_keeping_torch_views_raises_instead_of_hanging(folder):
+    loader = tilefeed.Loader(folder, batch_size=2, image_size=16, workers=2, prefetch_depth=2,
+                             held_slots_timeout=0.5, epochs=1)
+    kept = []
+    start = time.monotonic()
+    iterator = iter(loader)
+    with pytest.raises(tilefeed.SlotsHeldError) as info:
+        for batch in iterator:
+            kept.append(batch.torch())  # what a DataLoader user does: it holds the slot
+    assert time.monotonic() - start < 60  # generous: the point is that it returns at all
+    assert len(kept) == 2
+    assert isinstance(info.value, tilefeed.LoaderError)
+    text = str(info.value)
+    for advice in ("prefetch_depth=2", "copy=True", ".clone()", "prefetch_depth larger"):
+        assert advice in text, text
+    # Not sticky: drop the views and the same iterator continues with batch 2.
+    kept.clear()
+    gc.collect()
+    batch = next(iterator)
+    assert batch.index == 2
+    loader.stop()
+
+
+def test_clones_and_copies_do_not_hold_slots(folder):
+    kept = []
+    with tilefeed.Loader(folder, batch_size=2, image_size=16, workers=2, prefetch_depth=2,
+                         held_slots_timeout=0.5, epochs=1) as loader:
+        for batch in loader:
+            kept.append(batch.torch().clone())
+    assert len(kept) == 9
+    with tilefeed.Loader(folder, batch_size=2, image_size=16, workers=2, prefetch_depth=2,
+                         held_slots_timeout=0.5, epochs=1, copy=True) as loader:
+        assert len(list(loader)) == 9
+
+
+def test_released_batch_error_advises_a_copy(folder):
+    with tilefeed.Loader(folder, batch_size=2, image_size=16, workers=1, epochs=1) as loader:
+        iterator = iter(loader)
+        first = next(iterator)
+        next(iterator)
+        with pytest.raises(ValueError) as info:
+            first.torch()
+    text = str(info.value)
+    assert "clone()" in text and "copy=True" in text
+    assert "keep a view" not in text
+
+
+# -- argument checks --------------------------------------------------------------------------
+
+BAD_ARGUMENTS = [
+    ({"batch_size": -1}, ValueError, "batch_size must be at least 1, got -1"),
+    ({"batch_size": 0}, ValueError, "batch_size must be at least 1, got 0"),
+    ({"batch_size": 2.5}, TypeError, "batch_size must be an int, got 2.5"),
+    ({"batch_size": True}, TypeError, "batch_size must be an int, got True"),
+    ({"batch_size": "8"}, TypeError, "batch_size must be an int, got '8'"),
+    ({"image_size": 0}, ValueError, r"image_size must be in \[1, 16384\], got 0"),
+    ({"image_size": 20000}, ValueError, r"image_size must be in \[1, 16384\], got 20000"),
+    ({"eval_resize": -3}, ValueError, "eval_resize must be at least 1, got -3"),
+    ({"mode": "eval", "eval_resize": 8}, ValueError, "eval_resize must be at least image_size"),
+    ({"workers": -3}, ValueError, "workers must be at least 0, got -3"),
+    ({"prefetch_depth": 0}, ValueError, r"prefetch_depth must be in \[1, 1048576\], got 0"),
+    ({"prefetch_depth": -2}, ValueError, r"prefetch_depth must be in \[1, 1048576\], got -2"),
+    ({"seed": -1}, ValueError, "seed must be at least 0, got -1"),
+    ({"seed": 1 << 64}, ValueError, "seed must be at least 0, got 18446744073709551616"),
+    ({"first_epoch": -1}, ValueError, "first_epoch must be at least 0, got -1"),
+    ({"first_epoch_position": -5}, ValueError, "first_epoch_position must be at least 0"),
+    ({"expected_dataset_size": -1}, ValueError, "expected_dataset_size must be at least 0"),
+    ({"epochs": -1}, ValueError, "epochs must be at least 0, got -1"),
+    ({"max_substitute_attempts": 0}, ValueError, "max_substitute_attempts must be at least 1"),
+    ({"max_pixels": 0}, ValueError, "max_pixels must be at least 1, got 0"),
+    ({"max_scans": -1}, ValueError, "max_scans must be at least 1, got -1"),
+    ({"flip_probability": 1.5}, ValueError, r"flip_probability must be in \[0.0, 1.0\], got 1.5"),
+    ({"flip_probability": float("nan")}, ValueError, "flip_probability must be finite"),
+    ({"held_slots_timeout": -1}, ValueError, "held_slots_timeout must be in"),
+    ({"crop_scale": (0.5, 0.1)}, ValueError, "crop_scale=.* needs 0 < min <= max"),
+    ({"crop_scale": (0, 1)}, ValueError, "crop_scale=.* needs 0 < min <= max"),
+    ({"crop_ratio": (1,)}, TypeError, r"crop_ratio must be a pair \(min, max\)"),
+    ({"shard": (2, 2)}, ValueError, r"shard=\(index, count\) needs count >= 1"),
+    ({"shard": (0, 0)}, ValueError, r"shard=\(index, count\) needs count >= 1"),
+    ({"shard": (-1, 2)}, ValueError, r"shard=\(index, count\) needs count >= 1"),
+    ({"shard": "all"}, ValueError, "shard='all'; expected \"auto\""),
+    ({"shard": 2}, TypeError, "shard must be \"auto\" or \\(index, count\\)"),
+]
+
+
+@pytest.mark.parametrize("kwargs, error, message", BAD_ARGUMENTS,
+                         ids=[",".join(f"{k}={v!r}" for k, v in a[0].items())
+                              for a in BAD_ARGUMENTS])
+def test_bad_arguments_get_a_plain_message(folder, kwargs, error, message):
+    options = dict(batch_size=4, image_size=16, workers=1)
+    options.update(kwargs)
+    with pytest.raises(error, match="^tilefeed.Loader: " + message):
+        tilefeed.Loader(folder, **options)
+
+
+def test_set_epoch_checks_its_argument(folder):
+    with tilefeed.Loader(folder, batch_size=4, image_size=16, workers=1) as loader:
+        with pytest.raises(ValueError, match="epoch must be at least 0, got -1"):
+            loader.set_epoch(-1)
+        with pytest.raises(TypeError, match="epoch must be an int, got 1.5"):
+            loader.set_epoch(1.5)
