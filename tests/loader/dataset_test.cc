@@ -1,0 +1,227 @@
+// Tests loader/dataset.h: what a location means (ImageFolder, train/ + val/ splits, shards
+// of every codec, CIFAR-10), the one-line refusals, and that a folder and its packs give
+// the same identity and byte-identical batches.
+
+#include "loader/dataset.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "codecs/jpeg_encoder.h"
+#include "loader/cifar.h"
+#include "loader/loader.h"
+#include "loader/shard_writer.h"
+#include "tests/support/jpeg_maker.h"
+#include "tests/support/temp_dir.h"
+
+namespace tilefeed::loader {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::TempDir;
+using testing::WriteFile;
+
+// `classes` class directories of `per_class` JPEGs each under `root`.
+void MakeFolder(const fs::path& root, int classes, int per_class, int seed = 0) {
+  for (int c = 0; c < classes; ++c) {
+    for (int i = 0; i < per_class; ++i) {
+      const int n = seed + c * per_class + i;
+      // Two path appends, not string concatenation: g++ 12 -O3 warns (-Wrestrict) wrongly
+      // on "c" + std::to_string(c).
+      const fs::path file = root / "c" += std::to_string(c);
+      WriteFile(file / "img" += std::to_string(i) + ".JPEG",
+                testing::MakeJpeg(40 + n % 23, 36 + n % 17, codecs::EncodeOptions{}, n));
+    }
+  }
+}
+
+void Pack(const Source& source, const fs::path& out, ShardCodec codec) {
+  PackOptions options;
+  options.output_dir = out.string();
+  options.shard_bytes = 16 << 10;
+  options.codec = codec;
+  options.raw_width = 24;  // used by ShardCodec::kLz4Raw only
+  options.raw_height = 24;
+  options.workers = 2;
+  PackDataset(source, options);
+}
+
+void MakeCifar(const fs::path& dir, const char* name, int records) {
+  std::vector<std::byte> bytes(static_cast<std::size_t>(records) * Cifar10::kRecordBytes);
+  for (int r = 0; r < records; ++r) {
+    bytes[static_cast<std::size_t>(r) * Cifar10::kRecordBytes] = std::byte(r % 10);
+  }
+  WriteFile(dir / name, bytes);
+}
+
+// Every batch's pixels and labels, concatenated, from `n` batches of `source`.
+std::vector<std::uint8_t> Batches(std::unique_ptr<Source> source, int n) {
+  LoaderOptions options;
+  options.batch_size = 4;
+  options.image_size = 24;
+  options.workers = 2;
+  options.seed = 7;
+  options.epochs = 1;
+  Loader loader(std::move(source), options);
+  std::vector<std::uint8_t> out;
+  for (int i = 0; i < n; ++i) {
+    auto batch = loader.Next();
+    if (!batch) break;
+    auto pixels = batch->images();
+    out.insert(out.end(), pixels.begin(), pixels.end());
+    for (std::int32_t label : batch->labels()) out.push_back(static_cast<std::uint8_t>(label));
+  }
+  return out;
+}
+
+TEST(OpenDataset, ImageFolder) {
+  TempDir dir;
+  MakeFolder(dir.path() / "data", 3, 4);
+  const OpenedDataset d = OpenDataset((dir.path() / "data/").string());
+  EXPECT_EQ(d.location.kind, DatasetKind::kImageFolder);
+  EXPECT_FALSE(d.location.split.has_value());
+  EXPECT_EQ(d.source->size(), 12u);
+  EXPECT_EQ(d.source->class_names(), (std::vector<std::string>{"c0", "c1", "c2"}));
+  EXPECT_NE(d.summary.find("12 samples, 3 classes"), std::string::npos) << d.summary;
+}
+
+TEST(OpenDataset, SplitRootOpensTheSplitAskedForNeverTwoClasses) {
+  TempDir dir;
+  MakeFolder(dir.path() / "train", 2, 5);
+  MakeFolder(dir.path() / "val", 2, 3, 100);
+  const OpenedDataset train = OpenDataset(dir.path().string());
+  EXPECT_EQ(train.location.split, Split::kTrain);
+  EXPECT_EQ(train.location.path, (dir.path() / "train").string());
+  EXPECT_EQ(train.source->size(), 10u);
+  EXPECT_EQ(train.source->class_names(), (std::vector<std::string>{"c0", "c1"}));
+
+  DatasetOptions val_options;
+  val_options.split = Split::kVal;
+  const OpenedDataset val = OpenDataset(dir.path().string(), val_options);
+  EXPECT_EQ(val.source->size(), 6u);
+
+  // A forced kind does not turn the splits into classes either.
+  DatasetOptions forced;
+  forced.kind = DatasetKind::kImageFolder;
+  EXPECT_EQ(OpenDataset(dir.path().string(), forced).source->class_names().size(), 2u);
+  EXPECT_TRUE(HasSplit(dir.path().string(), Split::kVal));
+  EXPECT_FALSE(HasSplit((dir.path() / "train").string(), Split::kVal));
+}
+
+TEST(OpenDataset, MissingSplitIsOneLineNamingIt) {
+  TempDir dir;
+  MakeFolder(dir.path() / "train", 2, 2);
+  DatasetOptions options;
+  options.split = Split::kVal;
+  try {
+    OpenDataset(dir.path().string(), options);
+    FAIL() << "opened a split that does not exist";
+  } catch (const SourceError& e) {
+    EXPECT_NE(std::string(e.what()).find("no val/ split"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(HasSplit(dir.path().string(), Split::kVal));
+}
+
+TEST(OpenDataset, NothingThereNamesWhatWasLookedFor) {
+  TempDir dir;
+  try {
+    OpenDataset((dir.path() / "nope").string());
+    FAIL();
+  } catch (const SourceError& e) {
+    EXPECT_NE(std::string(e.what()).find("looked for"), std::string::npos) << e.what();
+  }
+  WriteFile(dir.path() / "file.txt", testing::MakeTextBytes());
+  EXPECT_THROW(OpenDataset((dir.path() / "file.txt").string()), SourceError);
+  EXPECT_THROW(OpenDataset(""), SourceError);
+}
+
+TEST(OpenDataset, ShardsOfEveryCodecAndTheirManifest) {
+  TempDir dir;
+  MakeFolder(dir.path() / "folder", 3, 4);
+  const OpenedDataset folder = OpenDataset((dir.path() / "folder").string());
+  const DatasetIdentity identity = Identify(*folder.source);
+  for (ShardCodec codec : {ShardCodec::kJpeg, ShardCodec::kIndexedJpeg, ShardCodec::kLz4Raw}) {
+    SCOPED_TRACE(ToString(codec));
+    const fs::path out = dir.path() / ToString(codec);
+    Pack(*folder.source, out, codec);
+    for (const fs::path& p : {out, out / "tilefeed-manifest.txt"}) {
+      const OpenedDataset shards = OpenDataset(p.string());
+      EXPECT_EQ(shards.location.kind, DatasetKind::kShards);
+      EXPECT_EQ(Identify(*shards.source), identity);
+    }
+  }
+}
+
+TEST(OpenDataset, SplitRootOfShards) {
+  TempDir dir;
+  MakeFolder(dir.path() / "folder", 2, 3);
+  const OpenedDataset folder = OpenDataset((dir.path() / "folder").string());
+  Pack(*folder.source, dir.path() / "packed/train", ShardCodec::kJpeg);
+  const OpenedDataset d = OpenDataset((dir.path() / "packed").string());
+  EXPECT_EQ(d.location.kind, DatasetKind::kShards);
+  EXPECT_EQ(d.location.split, Split::kTrain);
+  EXPECT_EQ(d.source->size(), 6u);
+}
+
+TEST(OpenDataset, Cifar10BothSplits) {
+  TempDir dir;
+  for (int b = 1; b <= 5; ++b) {
+    MakeCifar(dir.path(), ("data_batch_" + std::to_string(b) + ".bin").c_str(), 3);
+  }
+  MakeCifar(dir.path(), "test_batch.bin", 2);
+  const OpenedDataset train = OpenDataset(dir.path().string());
+  EXPECT_EQ(train.location.kind, DatasetKind::kCifar10);
+  EXPECT_EQ(train.source->size(), 15u);
+  DatasetOptions val;
+  val.split = Split::kVal;
+  EXPECT_EQ(OpenDataset(dir.path().string(), val).source->size(), 2u);
+}
+
+TEST(OpenDataset, ForcedKindIsUsed) {
+  TempDir dir;
+  MakeFolder(dir.path() / "data", 2, 2);
+  DatasetOptions options;
+  options.kind = DatasetKind::kShards;
+  EXPECT_THROW(OpenDataset((dir.path() / "data").string(), options), SourceError);
+}
+
+TEST(DatasetKindNames, RoundTrip) {
+  for (DatasetKind kind :
+       {DatasetKind::kImageFolder, DatasetKind::kShards, DatasetKind::kCifar10}) {
+    EXPECT_EQ(ParseDatasetKind(ToString(kind)), kind);
+  }
+  EXPECT_FALSE(ParseDatasetKind("folder").has_value());
+  EXPECT_EQ(ParseSplit("test"), Split::kVal);
+  EXPECT_FALSE(ParseSplit("validation").has_value());
+}
+
+TEST(Identify, DiffersWhenClassesOrLabelsDiffer) {
+  TempDir dir;
+  MakeFolder(dir.path() / "a", 2, 3);
+  MakeFolder(dir.path() / "b", 3, 2);
+  const auto a = Identify(*OpenDataset((dir.path() / "a").string()).source);
+  const auto b = Identify(*OpenDataset((dir.path() / "b").string()).source);
+  EXPECT_EQ(a.samples, b.samples);
+  EXPECT_NE(a, b);
+  EXPECT_NE(ToString(a).find("6 samples, 2 classes, digest "), std::string::npos);
+}
+
+// The same seed gives byte-identical batches from a folder, its plain pack and its
+// --jpeg-index pack, all opened through the one opener.
+TEST(OpenDataset, FolderAndPacksGiveIdenticalBatches) {
+  TempDir dir;
+  MakeFolder(dir.path() / "folder", 3, 6);
+  const OpenedDataset folder = OpenDataset((dir.path() / "folder").string());
+  Pack(*folder.source, dir.path() / "plain", ShardCodec::kJpeg);
+  Pack(*folder.source, dir.path() / "indexed", ShardCodec::kIndexedJpeg);
+  const auto expected = Batches(OpenDataset((dir.path() / "folder").string()).source, 4);
+  ASSERT_FALSE(expected.empty());
+  EXPECT_EQ(Batches(OpenDataset((dir.path() / "plain").string()).source, 4), expected);
+  EXPECT_EQ(Batches(OpenDataset((dir.path() / "indexed").string()).source, 4), expected);
+}
+
+}  // namespace
+}  // namespace tilefeed::loader
