@@ -514,8 +514,7 @@ std::string TarDataset::Describe(std::size_t index) const {
 
 std::int32_t TarDataset::Label(std::size_t index) const {
   const Entry& e = entries_[index];
-  if (e.problem >= 0) throw SourceError(Describe(index), problems_[e.problem]);
-  return e.label;
+  return e.problem >= 0 ? -1 : e.label;
 }
 
 SampleInfo TarDataset::Read(std::size_t index, std::vector<std::byte>& buffer) const {

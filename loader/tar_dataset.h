@@ -27,8 +27,8 @@
 // after it can be trusted. A member whose data runs past the end of the file ends the
 // scan: its sample, if any, is a bad sample ("truncated"). A sample without a .cls, with
 // a malformed .cls, without an image member or with an image over max_member_bytes stays
-// in the index and is a bad sample (Read() and Label() throw SourceError naming
-// "<tar>#<key>" and the reason), which the loader's bad-sample policy handles. A key with
+// in the index and is a bad sample (Read() throws SourceError naming "<tar>#<key>" and the
+// reason, and Label() returns -1), which the loader's bad-sample policy handles. A key with
 // neither an image nor a .cls is not a sample (counted in ignored_keys()). Tar has no
 // checksum: corrupt image bytes are caught by the decoder.
 //
@@ -104,7 +104,7 @@ class TarDataset final : public Source {
   // "<tar path>#<key>". REQUIRES: index < size().
   std::string Describe(std::size_t index) const override;
   const std::vector<std::string>& class_names() const override { return class_names_; }
-  // From the index; throws SourceError for a sample without a usable label.
+  // From the index, no I/O; -1 for a bad sample (Read() says why).
   std::int32_t Label(std::size_t index) const override;
 
   std::size_t tar_count() const { return tars_.size(); }

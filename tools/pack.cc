@@ -19,8 +19,10 @@
 #include <string>
 
 #include "loader/cifar.h"
+#include "loader/dataset.h"
 #include "loader/image_folder.h"
 #include "loader/shard_writer.h"
+#include "tools/remote_flags.h"
 
 namespace {
 
@@ -28,27 +30,7 @@ namespace fs = std::filesystem;
 namespace loader = tilefeed::loader;
 using Clock = std::chrono::steady_clock;
 
-// "128MiB", "64M", "1g", "500000000": binary units unless written "KB"/"MB"/"GB".
-bool ParseSize(std::string text, std::uint64_t& out) {
-  std::transform(text.begin(), text.end(), text.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  std::size_t digits = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
-  if (digits == 0 || digits > 15) return false;
-  const std::uint64_t value = std::stoull(text.substr(0, digits));
-  const std::string unit = text.substr(digits);
-  std::uint64_t scale = 0;
-  if (unit.empty() || unit == "b") scale = 1;
-  if (unit == "k" || unit == "kib") scale = std::uint64_t{1} << 10;
-  if (unit == "m" || unit == "mib") scale = std::uint64_t{1} << 20;
-  if (unit == "g" || unit == "gib") scale = std::uint64_t{1} << 30;
-  if (unit == "kb") scale = 1000;
-  if (unit == "mb") scale = 1000 * 1000;
-  if (unit == "gb") scale = 1000 * 1000 * 1000;
-  if (scale == 0) return false;
-  out = value * scale;
-  return true;
-}
+using tilefeed::tools::ParseSize;
 
 std::string Hms(double seconds) {
   const auto s = static_cast<long long>(seconds + 0.5);
@@ -101,8 +83,9 @@ class ProgressPrinter {
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "tilefeed-pack: packs an ImageFolder (root/<class>/<image>) or a CIFAR-10 binary\n"
-      "directory (data_batch_N.bin / test_batch.bin) into checksummed record shards and a\n"
+      "tilefeed-pack: packs an ImageFolder (root/<class>/<image>), a CIFAR-10 binary\n"
+      "directory (data_batch_N.bin / test_batch.bin) or WebDataset .tar shards (a directory,\n"
+      "a .tar, a brace pattern; also http(s):// or s3://) into checksummed record shards and a\n"
       "manifest that tilefeed's ShardDataset reads. Output is byte-identical for the same input."};
   std::string src;
   std::string out;
@@ -115,7 +98,8 @@ int main(int argc, char** argv) {
   bool force = false;
   bool jpeg_index = false;
   int interval_width = tilefeed::codecs::TranscodeOptions{}.interval_width;
-  app.add_option("SRC", src, "ImageFolder root or CIFAR-10 binary directory")->required();
+  app.add_option("SRC", src, "ImageFolder root, CIFAR-10 binary directory or WebDataset tars")
+      ->required();
   app.add_option("OUT", out, "output directory for the shards and the manifest")->required();
   app.add_option("--shard-size", shard_size, "target shard size (e.g. 128MiB, 64M, 1GiB)")
       ->capture_default_str();
@@ -138,7 +122,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(8, 65535))
       ->capture_default_str();
   app.add_option("--format", format, "source format")
-      ->check(CLI::IsMember({"auto", "imagefolder", "cifar"}))
+      ->check(CLI::IsMember({"auto", "imagefolder", "cifar", "tar"}))
       ->capture_default_str();
   app.add_option("--split", split, "CIFAR split (auto picks test if there is no training data)")
       ->check(CLI::IsMember({"train", "test"}))
@@ -146,6 +130,8 @@ int main(int argc, char** argv) {
   app.add_option("--workers", workers, "read/convert threads (0 = all cores)")
       ->capture_default_str();
   app.add_flag("--force", force, "replace a pack in a non-empty OUT");
+  tilefeed::tools::RemoteFlags remote_flags;
+  tilefeed::tools::AddRemoteFlags(app, remote_flags);
   CLI11_PARSE(app, argc, argv);
 
   loader::PackOptions options;
@@ -169,6 +155,11 @@ int main(int argc, char** argv) {
     }
   }
   const fs::path src_path(src);
+  // Tars and remote datasets go through the dataset opener, which also reads URLs.
+  const bool opener =
+      format == "tar" ||
+      (format == "auto" && (loader::IsTarDataset(src) || loader::IsRemoteLocation(src)));
+  if (opener && format == "auto") format = "opened";
   if (format == "auto") {
     std::error_code ec;
     format =
@@ -199,7 +190,17 @@ int main(int argc, char** argv) {
 
   try {
     std::unique_ptr<loader::Source> source;
-    if (cifar) {
+    if (opener) {
+      loader::DatasetOptions dataset;
+      if (format == "tar") dataset.kind = loader::DatasetKind::kTar;
+      dataset.remote = tilefeed::tools::ToRemoteOptions(remote_flags);
+      loader::OpenedDataset opened = loader::OpenDataset(src, dataset);
+      format = loader::ToString(opened.location.kind);
+      for (const std::string& note : opened.notes) {
+        std::fprintf(stderr, "warning: %s\n", note.c_str());
+      }
+      source = std::move(opened.source);
+    } else if (cifar) {
       source = loader::Cifar10::Open(
           src, split == "train" ? loader::CifarSplit::kTrain : loader::CifarSplit::kTest);
     } else {

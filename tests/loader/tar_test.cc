@@ -18,6 +18,7 @@
 #include <tuple>
 #include <vector>
 
+#include "loader/dataset.h"
 #include "loader/loader.h"
 #include "loader/shard_source.h"
 #include "loader/shard_writer.h"
@@ -177,7 +178,8 @@ TEST(TarDatasetTest, IncompleteSamplesAreBadSamples) {
             std::string::npos);
   EXPECT_NE(ReadError(*d, 4).find("sample_4.cls is not a non-negative"), std::string::npos);
   EXPECT_EQ(ReadError(*d, 5), "");
-  EXPECT_THROW(d->Label(1), SourceError);
+  EXPECT_EQ(d->Label(1), -1);
+  EXPECT_EQ(d->Label(0), 0);
   std::vector<std::uint64_t> indices = {0, 1, 2, 5};
   std::vector<std::vector<std::byte>> buffers(4);
   std::vector<ReadResult> results(4);
@@ -275,6 +277,24 @@ TEST(TarDatasetTest, SidecarIndex) {
   EXPECT_EQ(second->Label(7), 1);
   XorByte(tar.string() + ".tfidx", 40, 0x01);  // the sidecar's checksum no longer matches
   EXPECT_THROW(TarDataset::Open(tar.string()), SourceError) << "rescanned";
+}
+
+// The dataset opener knows tars: a directory of them, one tar, a brace pattern.
+TEST(TarDatasetTest, OpenDatasetDetectsTars) {
+  TempDir dir;
+  const fs::path root = dir.path() / "wds";
+  fs::create_directories(root);
+  WriteWebDataset(dir.path() / "scratch", (root / "train-%04d.tar").string(),
+                  MakeImageSamples(12, 3), 5);
+  for (const std::string& location : {root.string(), (root / "train-0001.tar").string(),
+                                      (root / "train-{0000..0002}.tar").string()}) {
+    const OpenedDataset opened = OpenDataset(location);
+    EXPECT_EQ(opened.location.kind, DatasetKind::kTar) << location;
+    EXPECT_EQ(opened.source->size(), location.ends_with("0001.tar") ? 5u : 12u);
+    EXPECT_EQ(Identify(*opened.source).classes, 3u);
+  }
+  EXPECT_EQ(ParseDatasetKind("tar"), DatasetKind::kTar);
+  EXPECT_NE(OpenDataset(root.string()).summary.find("WebDataset tars (3 tars)"), std::string::npos);
 }
 
 }  // namespace
