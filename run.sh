@@ -2,8 +2,9 @@
 # tilefeed's two entry points, for a fresh Debian 12 machine (root) or a developer's one.
 #
 #   ./run.sh demo    install what is missing (apt), build (Release), make the demo
-#                    dataset and run the main job on it: two training instances under
-#                    poprun (OpenMPI), fed by tilefeed's loader
+#                    dataset, pack it into random-access shards (--jpeg-index) and run
+#                    the main job on them: two training instances under poprun
+#                    (OpenMPI), fed by tilefeed's loader
 #   ./run.sh test    install what is missing, build, and run the whole test suite:
 #                    ctest (Release, -Werror under CI), the suite again under
 #                    AddressSanitizer+UBSan, the concurrency tests under ThreadSanitizer,
@@ -24,6 +25,7 @@ PACKAGES=(
   libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev clang libclang-rt-14-dev libcurl4-openssl-dev nginx-light
   python3 python3-dev pybind11-dev python3-numpy python3-pytest python3-torch
+  python3-torchvision python3-pil
 )
 
 log() { printf '\n== %s\n' "$*" >&2; }
@@ -86,8 +88,15 @@ demo() {
     log "making the demo dataset in $data"
     "$build/tools/tilefeed-make-demo" "$data"
   fi
-  log "main job: poprun --instances 2 ./train on the demo dataset (reference model, 3 epochs)"
-  "$build/tools/poprun" --instances 2 -- "$build/tools/train" --data "$data" \
+  local shards=$BUILD_ROOT/demo-shards
+  if [ ! -f "$shards/val/tilefeed-manifest.txt" ]; then
+    log "packing it with tilefeed-pack --jpeg-index into $shards (train/ and val/)"
+    for split in train val; do
+      "$build/tools/tilefeed-pack" "$data" "$shards/$split" --split "$split" --jpeg-index --force
+    done
+  fi
+  log "main job: poprun --instances 2 ./train on the packed demo dataset (reference model, 3 epochs)"
+  "$build/tools/poprun" --instances 2 -- "$build/tools/train" --data "$shards" \
     --core reference --epochs 3 --json "$BUILD_ROOT/demo-train.jsonl"
 }
 

@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "bench/median.h"
-#include "loader/image_folder.h"
+#include "loader/dataset.h"
 #include "loader/loader.h"
 #include "loader/shard_source.h"
 
@@ -202,8 +202,8 @@ int main(int argc, char** argv) {
   bool fail = false;
   std::string scales = "pow2";
   app.add_option("--data", data,
-                 "dataset: ImageFolder root, a corpus root with train/ and val/ splits, or a "
-                 "shard directory or manifest (tilefeed-pack)")
+                 "dataset (loader/dataset.h): ImageFolder, a root with train/ and val/ (--mode "
+                 "picks the split), a shard directory or manifest of any codec, or CIFAR-10")
       ->required();
   app.add_option("--batch", options.batch_size, "batch size")->capture_default_str();
   app.add_option("--workers", workers, "decode threads (0 = all cores)")->capture_default_str();
@@ -269,14 +269,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
-  const char* split = mode == "train" ? "train" : "val";
-  // A shard directory or manifest as it is; an ImageFolder corpus root by its split.
-  const auto resolve = [split](const std::string& path) {
-    std::filesystem::path root(path);
-    if (!loader::IsShardDataset(path) && std::filesystem::is_directory(root / split)) root /= split;
-    return root;
-  };
-  const std::filesystem::path root = resolve(data);
+  loader::DatasetOptions dataset_options;
+  dataset_options.split = mode == "train" ? loader::Split::kTrain : loader::Split::kVal;
+  dataset_options.shards.io = shard_io == "mmap" ? loader::ShardIo::kMmap : loader::ShardIo::kPread;
+  dataset_options.shards.coalesce = !no_coalesce;
+  dataset_options.shards.max_gap = max_gap;
   options.mode = mode == "train" ? loader::Mode::kTrain : loader::Mode::kEval;
   options.workers = workers;
   options.shuffle = !no_shuffle;
@@ -296,35 +293,26 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<loader::Loader> run;
   const loader::ShardDataset* shard_source = nullptr;  // owned by `run`
-  const auto open_source =
-      [&](const std::filesystem::path& path) -> std::unique_ptr<loader::Source> {
-    if (loader::IsShardDataset(path.string())) {
-      loader::ShardReadOptions read;
-      read.io = shard_io == "mmap" ? loader::ShardIo::kMmap : loader::ShardIo::kPread;
-      read.coalesce = !no_coalesce;
-      read.max_gap = max_gap;
-      auto opened = loader::ShardDataset::Open(path.string(), read);
-      shard_source = opened.get();
-      return opened;
-    }
-    auto folder = loader::ImageFolder::Open(path.string());
-    for (const std::string& warning : folder->warnings()) {
-      std::fprintf(stderr, "warning: %s\n", warning.c_str());
-    }
-    return folder;
+  const auto open_source = [&](const std::string& location) -> std::unique_ptr<loader::Source> {
+    loader::OpenedDataset opened = loader::OpenDataset(location, dataset_options);
+    std::fprintf(stderr, "data: %s\n", opened.summary.c_str());
+    for (const std::string& note : opened.notes)
+      std::fprintf(stderr, "warning: %s\n", note.c_str());
+    shard_source = dynamic_cast<const loader::ShardDataset*>(opened.source.get());
+    return std::move(opened.source);
   };
   if (!against.empty()) {
     try {
       return Alternate(
-          data, [&] { return open_source(root); }, against,
-          [&] { return open_source(resolve(against)); }, options, rounds, round_batches, warmup);
+          data, [&] { return open_source(data); }, against, [&] { return open_source(against); },
+          options, rounds, round_batches, warmup);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "loader_bench: %s\n", e.what());
       return 2;
     }
   }
   try {
-    std::unique_ptr<loader::Source> source = open_source(root);
+    std::unique_ptr<loader::Source> source = open_source(data);
     // No loader for --read-only: its prefetching workers would compete with the reads.
     if (read_only) return ReadOnly(*source, options, seconds > 0 ? seconds : 10);
     run = std::make_unique<loader::Loader>(std::move(source), options);
@@ -336,7 +324,7 @@ int main(int argc, char** argv) {
   std::printf(
       "loader_bench: %zu images in %zu classes at %s, %s mode, %dx%d, batch %zu, "
       "%d workers, depth %zu\n",
-      run->source().size(), run->source().class_names().size(), root.c_str(), mode.c_str(),
+      run->source().size(), run->source().class_names().size(), data.c_str(), mode.c_str(),
       options.image_size, options.image_size, options.batch_size, threads, options.prefetch_depth);
 
   const bool live = isatty(STDERR_FILENO) != 0;
@@ -442,7 +430,7 @@ int main(int argc, char** argv) {
         "\"resize_ms\":%.4f,\"wait_pct\":%.2f,\"ring_ready\":%.2f,\"bad_samples\":%llu,"
         "\"peak_rss_mib\":%.1f,\"prefetch_mib\":%.1f,\"records_per_read\":%.2f,"
         "\"checksum\":%llu}\n",
-        root.c_str(), mode.c_str(), options.image_size, options.batch_size, threads,
+        data.c_str(), mode.c_str(), options.image_size, options.batch_size, threads,
         options.prefetch_depth, timed_images, elapsed, ips, ips * mpix, mb / elapsed, read_ms,
         decode_ms, resize_ms, 100.0 * wait / elapsed, end.mean_ready_batches,
         static_cast<unsigned long long>(end.bad_samples), PeakRssMiB(), prefetch_mib,

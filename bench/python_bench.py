@@ -37,7 +37,8 @@ def parse_args():
     ap = argparse.ArgumentParser(prog="python_bench.py", description=doc[0].split(": ", 1)[1],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="\n".join(doc[2:]))
-    ap.add_argument("data", help="corpus root with train/ (and val/), or an ImageFolder root")
+    ap.add_argument("data", help="dataset, as train --data takes it: a root with train/ (and "
+                    "val/), an ImageFolder, or shards of any codec")
     ap.add_argument("--build", default=os.environ.get("TILEFEED_BUILD", "build"),
                     help="build tree holding bench/loader_bench and python/ (default %(default)s)")
     ap.add_argument("--workers", type=int, default=0, help="decode threads (0 = all cores)")
@@ -50,17 +51,15 @@ def parse_args():
     ap.add_argument("--rounds", type=int, default=3, help="alternating C++/Python runs")
     ap.add_argument("--consumer", choices=("numpy", "torch"), default="numpy",
                     help="how Python reads each batch (default %(default)s)")
+    ap.add_argument("--torch-data", default=None,
+                    help="the folder the PyTorch baseline reads (default: data); e.g. the "
+                    "ImageFolder that --jpeg-index shards in data were packed from")
     ap.add_argument("--torch-baseline", choices=("auto", "off"), default="auto",
                     help="also run bench/torch_baseline.py if it exists (default %(default)s)")
     a = ap.parse_args()
     if a.rounds < 1 or a.warmup < 1:
         fail("--rounds and --warmup must be >= 1")
     return a
-
-
-def split_root(data, mode):
-    split = os.path.join(data, "train" if mode == "train" else "val")
-    return split if os.path.isdir(split) else data
 
 
 def run_cxx(a, loader_bench):
@@ -77,7 +76,8 @@ def run_cxx(a, loader_bench):
 
 
 def run_python(a, tilefeed):
-    loader = tilefeed.Loader(split_root(a.data, a.mode), batch_size=a.batch, image_size=a.size,
+    loader = tilefeed.Loader(a.data, split="train" if a.mode == "train" else "val",
+                             batch_size=a.batch, image_size=a.size,
                              workers=a.workers, prefetch_depth=a.depth,
                              mode="train" if a.mode == "train" else "eval", seed=a.seed,
                              epochs=1)
@@ -104,7 +104,7 @@ def run_python(a, tilefeed):
 
 
 def run_torch_baseline(a, script, workers):
-    args = [sys.executable, script, a.data, "--workers", str(workers), "--batch",
+    args = [sys.executable, script, a.torch_data or a.data, "--workers", str(workers), "--batch",
             str(a.batch), "--size", str(a.size), "--seed", str(a.seed)]
     out = subprocess.run(args, capture_output=True, text=True)
     match = re.search(r"^images_per_s=([0-9.]+)", out.stdout, re.M)
@@ -130,7 +130,7 @@ def main():
         fail(f"corpus not found: {a.data}")
 
     workers = a.workers or len(os.sched_getaffinity(0))
-    print(f"python_bench: {split_root(a.data, a.mode)}, {a.mode}, {workers} workers, "
+    print(f"python_bench: {a.data}, {a.mode}, {workers} workers, "
           f"batch {a.batch}, {a.size}x{a.size}, depth {a.depth}, one epoch per run, "
           f"{a.warmup} warm-up batches, consumer {a.consumer}")
     print(f"  module {tilefeed.__file__}")

@@ -91,7 +91,7 @@
 #include <vector>
 
 #include "bench/median.h"
-#include "loader/image_folder.h"
+#include "loader/dataset.h"
 #include "loader/loader.h"
 #include "trainer/collectives.h"
 #include "trainer/memory_stream.h"
@@ -197,7 +197,7 @@ loader::LoaderOptions LoaderOptionsFor(const Config& c) {
 std::unique_ptr<loader::Loader> StartLoader(const Config& c, const fs::path& root,
                                             const Placement& where) {
   PinThisThread(where.loader_cpus);
-  auto loader = std::make_unique<loader::Loader>(loader::ImageFolder::Open(root.string()),
+  auto loader = std::make_unique<loader::Loader>(loader::OpenDataset(root.string()).source,
                                                  LoaderOptionsFor(c));
   PinThisThread(where.core_cpus);
   return loader;
@@ -410,7 +410,8 @@ int main(int argc, char** argv) {
   CLI::App app{
       "Stall at 50/90/120 % of the loader's measured capacity, against the same synthetic core "
       "fed from batches in memory."};
-  app.add_option("--data", c.data, "ImageFolder (DIR/train is used if it exists)")
+  app.add_option("--data", c.data,
+                 "Dataset, as train --data takes it (the train split of a train/ + val/ root)")
       ->required()
       ->check(CLI::ExistingDirectory);
   app.add_option("--workers", c.workers, "Loader decode threads")
@@ -461,8 +462,8 @@ int main(int argc, char** argv) {
   app.add_flag("!--no-pin", c.pin, "Do not give the loader and the core separate CPUs");
   app.add_option("--json", c.json, "Write the capacity and one line per demand as JSON lines");
   CLI11_PARSE(app, argc, argv);
-  const fs::path root =
-      fs::is_directory(fs::path(c.data) / "train") ? fs::path(c.data) / "train" : fs::path(c.data);
+  // Opened by loader/dataset.h's rules, so a train/ + val/ root gives its train split.
+  const fs::path root(c.data);
   const Placement where = ChoosePlacement(c.pin);
   PinThisThread(where.core_cpus);
 

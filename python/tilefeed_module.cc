@@ -44,8 +44,7 @@
 #include <utility>
 #include <vector>
 
-#include "loader/cifar.h"
-#include "loader/image_folder.h"
+#include "loader/dataset.h"
 #include "loader/loader.h"
 #include "loader/source.h"
 
@@ -615,26 +614,44 @@ loader::LoaderOptions ParseOptions(const py::dict& kwargs) {
   return options;
 }
 
-std::unique_ptr<loader::Source> OpenSource(const std::string& data, const std::string& kind) {
-  if (kind == "imagefolder") return loader::ImageFolder::Open(data);
-  if (kind == "cifar10-train") return loader::Cifar10::Open(data, loader::CifarSplit::kTrain);
-  if (kind == "cifar10-test") return loader::Cifar10::Open(data, loader::CifarSplit::kTest);
-  throw py::value_error("tilefeed.Loader: source=\"" + kind +
-                        "\"; expected \"imagefolder\", \"cifar10-train\" or \"cifar10-test\"");
+// Opens `data` through the one dataset opener (loader/dataset.h). `kind` is "auto" (detect),
+// a DatasetKind name, or CIFAR-10's "cifar10-train" / "cifar10-test" (which pick the split);
+// `split` picks the part of a train/ + val/ root.
+loader::OpenedDataset OpenSource(const std::string& data, const std::string& kind,
+                                 const std::string& split) {
+  loader::DatasetOptions options;
+  const std::optional<loader::Split> parsed_split = loader::ParseSplit(split);
+  if (!parsed_split) {
+    throw py::value_error("tilefeed.Loader: split=\"" + split +
+                          "\"; expected \"train\" or \"val\"");
+  }
+  options.split = *parsed_split;
+  if (kind == "cifar10-train" || kind == "cifar10-test") {
+    options.kind = loader::DatasetKind::kCifar10;
+    options.split = kind == "cifar10-train" ? loader::Split::kTrain : loader::Split::kVal;
+  } else if (kind != "auto") {
+    options.kind = loader::ParseDatasetKind(kind);
+    if (!options.kind) {
+      throw py::value_error("tilefeed.Loader: source=\"" + kind +
+                            "\"; expected \"auto\", \"imagefolder\", \"shards\", \"cifar10\", "
+                            "\"cifar10-train\" or \"cifar10-test\"");
+    }
+  }
+  py::gil_scoped_release release;
+  return loader::OpenDataset(data, options);
 }
 
 // The Python _Core: one C++ loader. Its deallocation shuts the Core down.
 class PyCore {
  public:
-  PyCore(const std::string& data, const std::string& source_kind, py::object on_bad_sample,
-         const py::dict& options) {
+  PyCore(const std::string& data, const std::string& source_kind, const std::string& split,
+         py::object on_bad_sample, const py::dict& options) {
     loader::LoaderOptions parsed = ParseOptions(options);
-    std::unique_ptr<loader::Source> source;
-    {
-      py::gil_scoped_release release;
-      source = OpenSource(data, source_kind);
-    }
-    core_ = std::make_shared<Core>(std::move(source), std::move(parsed), std::move(on_bad_sample));
+    loader::OpenedDataset opened = OpenSource(data, source_kind, split);
+    summary_ = opened.summary;
+    notes_ = std::move(opened.notes);
+    core_ = std::make_shared<Core>(std::move(opened.source), std::move(parsed),
+                                   std::move(on_bad_sample));
   }
   ~PyCore() { core_->Shutdown(); }
   PyCore(const PyCore&) = delete;
@@ -675,6 +692,8 @@ class PyCore {
   }
 
   void Stop() { core_->Shutdown(); }
+  const std::string& summary() const { return summary_; }
+  const std::vector<std::string>& notes() const { return notes_; }
 
   py::dict Metrics() const {
     const loader::LoaderMetrics m = core_->loader().metrics();
@@ -720,6 +739,8 @@ class PyCore {
 
  private:
   std::shared_ptr<Core> core_;
+  std::string summary_;
+  std::vector<std::string> notes_;
 };
 
 }  // namespace
@@ -782,8 +803,10 @@ PYBIND11_MODULE(_tilefeed, m) {
       });
 
   py::class_<PyCore>(m, "_Core")
-      .def(py::init<const std::string&, const std::string&, py::object, const py::dict&>(),
-           py::arg("data"), py::arg("source"), py::arg("on_bad_sample"), py::arg("options"))
+      .def(py::init<const std::string&, const std::string&, const std::string&, py::object,
+                    const py::dict&>(),
+           py::arg("data"), py::arg("source"), py::arg("split"), py::arg("on_bad_sample"),
+           py::arg("options"))
       .def("next", &PyCore::Next, py::arg("copy") = false)
       .def("stop", &PyCore::Stop)
       .def("metrics", &PyCore::Metrics)
@@ -793,5 +816,9 @@ PYBIND11_MODULE(_tilefeed, m) {
       .def_property_readonly("batches_per_epoch", &PyCore::batches_per_epoch)
       .def_property_readonly("samples_per_epoch", &PyCore::samples_per_epoch)
       .def_property_readonly("dataset_size", &PyCore::dataset_size)
-      .def_property_readonly("class_names", &PyCore::class_names);
+      .def_property_readonly("class_names", &PyCore::class_names)
+      .def_property_readonly("summary", &PyCore::summary,
+                             "One line: the dataset's kind, path, samples and classes")
+      .def_property_readonly("notes", &PyCore::notes,
+                             "What opening the dataset noticed (files skipped, ...), a line each");
 }

@@ -14,6 +14,7 @@
 #include <exception>
 #include <string>
 
+#include "loader/dataset.h"
 #include "loader/shard_source.h"
 
 namespace {
@@ -29,9 +30,15 @@ int main(int argc, char** argv) {
       "and indexes; --verify also checks every record's checksum and every JPEG interval\n"
       "index (tilefeed-pack --jpeg-index) against its JPEG."};
   std::string path;
+  std::string split = "train";
   bool verify = false;
   bool all_shards = false;
-  app.add_option("PATH", path, "shard directory or its tilefeed-manifest.txt")->required();
+  app.add_option("PATH", path,
+                 "shard directory or its tilefeed-manifest.txt; any other dataset (found by the "
+                 "same rules as train --data) is summarized")
+      ->required();
+  app.add_option("--split", split, "the split of a root with train/ and val/")
+      ->check(CLI::IsMember({"train", "val", "test"}));
   app.add_flag("--verify", verify,
                "read every record and check its checksum and, if it has one, its JPEG "
                "interval index");
@@ -40,6 +47,22 @@ int main(int argc, char** argv) {
 
   loader::ShardManifest manifest;
   try {
+    loader::DatasetOptions options;
+    options.split = *loader::ParseSplit(split);
+    const loader::DatasetLocation location = loader::ResolveDataset(path, options);
+    if (location.kind != loader::DatasetKind::kShards) {
+      const loader::OpenedDataset opened = loader::OpenDataset(path, options);
+      std::printf("dataset    %s\n", opened.summary.c_str());
+      std::printf("identity   %s\n", ToString(loader::Identify(*opened.source)).c_str());
+      for (const std::string& note : opened.notes) std::printf("note       %s\n", note.c_str());
+      if (verify) {
+        std::fprintf(stderr, "tilefeed-inspect: --verify checks record shards; %s is not one\n",
+                     location.path.c_str());
+        return 2;
+      }
+      return 0;
+    }
+    path = location.path;
     manifest = loader::ReadShardManifest(path);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tilefeed-inspect: %s\n", e.what());

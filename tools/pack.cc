@@ -18,9 +18,7 @@
 #include <memory>
 #include <string>
 
-#include "loader/cifar.h"
 #include "loader/dataset.h"
-#include "loader/image_folder.h"
 #include "loader/shard_writer.h"
 #include "tools/remote_flags.h"
 
@@ -83,10 +81,11 @@ class ProgressPrinter {
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "tilefeed-pack: packs an ImageFolder (root/<class>/<image>), a CIFAR-10 binary\n"
-      "directory (data_batch_N.bin / test_batch.bin) or WebDataset .tar shards (a directory,\n"
-      "a .tar, a brace pattern; also http(s):// or s3://) into checksummed record shards and a\n"
-      "manifest that tilefeed's ShardDataset reads. Output is byte-identical for the same input."};
+      "tilefeed-pack: packs a dataset (an ImageFolder root/<class>/<image>, a root with train/\n"
+      "and val/ splits, CIFAR-10's binary directory, WebDataset .tar shards, or other shards;\n"
+      "also http(s):// and s3:// locations of tars or shards) into checksummed record\n"
+      "shards and a manifest that tilefeed's ShardDataset reads. Output is byte-identical for\n"
+      "the same input."};
   std::string src;
   std::string out;
   std::string shard_size = "128MiB";
@@ -98,7 +97,10 @@ int main(int argc, char** argv) {
   bool force = false;
   bool jpeg_index = false;
   int interval_width = tilefeed::codecs::TranscodeOptions{}.interval_width;
-  app.add_option("SRC", src, "ImageFolder root, CIFAR-10 binary directory or WebDataset tars")
+  app.add_option("SRC", src,
+                 "Dataset, found by the same rules as train --data: an ImageFolder, a root with "
+                 "train/ and val/ (--split picks one), CIFAR-10's binary directory, WebDataset "
+                 ".tar shards (a directory, a .tar, a brace pattern), or shards; local or a URL")
       ->required();
   app.add_option("OUT", out, "output directory for the shards and the manifest")->required();
   app.add_option("--shard-size", shard_size, "target shard size (e.g. 128MiB, 64M, 1GiB)")
@@ -121,11 +123,12 @@ int main(int argc, char** argv) {
                  "narrower: crops skip more)")
       ->check(CLI::Range(8, 65535))
       ->capture_default_str();
-  app.add_option("--format", format, "source format")
-      ->check(CLI::IsMember({"auto", "imagefolder", "cifar", "tar"}))
+  app.add_option("--format", format, "source format (auto: detected)")
+      ->check(CLI::IsMember({"auto", "imagefolder", "cifar", "cifar10", "shards", "tar"}))
       ->capture_default_str();
-  app.add_option("--split", split, "CIFAR split (auto picks test if there is no training data)")
-      ->check(CLI::IsMember({"train", "test"}))
+  app.add_option("--split", split,
+                 "the split of a root with train/ and val/, or CIFAR-10's (val = test_batch)")
+      ->check(CLI::IsMember({"train", "val", "test"}))
       ->capture_default_str();
   app.add_option("--workers", workers, "read/convert threads (0 = all cores)")
       ->capture_default_str();
@@ -154,24 +157,33 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const fs::path src_path(src);
-  // Tars and remote datasets go through the dataset opener, which also reads URLs.
-  const bool opener =
-      format == "tar" ||
-      (format == "auto" && (loader::IsTarDataset(src) || loader::IsRemoteLocation(src)));
-  if (opener && format == "auto") format = "opened";
-  if (format == "auto") {
-    std::error_code ec;
-    format =
-        fs::exists(src_path / "data_batch_1.bin", ec) || fs::exists(src_path / "test_batch.bin", ec)
-            ? "cifar"
-            : "imagefolder";
-    if (format == "cifar" && !fs::exists(src_path / "data_batch_1.bin", ec)) split = "test";
+  loader::DatasetOptions dataset_options;
+  dataset_options.split = *loader::ParseSplit(split);
+  try {
+    dataset_options.remote = tilefeed::tools::ToRemoteOptions(remote_flags);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tilefeed-pack: %s\n", e.what());
+    return 2;
   }
-  const bool cifar = format == "cifar";
-  if (codec == "auto") codec = cifar ? "raw" : "jpeg";
-  if (cifar && codec == "jpeg") {
-    std::fprintf(stderr, "tilefeed-pack: CIFAR holds pixels, not JPEG files; use --codec raw\n");
+  if (format != "auto") {
+    dataset_options.kind = loader::ParseDatasetKind(format == "cifar" ? "cifar10" : format);
+  }
+  loader::OpenedDataset opened;
+  try {
+    opened = loader::OpenDataset(src, dataset_options);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tilefeed-pack: %s\n", e.what());
+    return 1;
+  }
+  for (const std::string& note : opened.notes) std::fprintf(stderr, "warning: %s\n", note.c_str());
+  // Pixels stay pixels: CIFAR-10 and raw shards hold no files to store as they are.
+  const auto* shards = dynamic_cast<const loader::ShardDataset*>(opened.source.get());
+  const bool pixels = opened.location.kind == loader::DatasetKind::kCifar10 ||
+                      (shards != nullptr && shards->codec() == loader::ShardCodec::kLz4Raw);
+  if (codec == "auto") codec = pixels ? "raw" : "jpeg";
+  if (pixels && codec == "jpeg") {
+    std::fprintf(stderr, "tilefeed-pack: %s holds pixels, not image files; use --codec raw\n",
+                 src.c_str());
     return 2;
   }
   options.codec = codec == "jpeg" ? loader::ShardCodec::kJpeg : loader::ShardCodec::kLz4Raw;
@@ -183,39 +195,16 @@ int main(int argc, char** argv) {
     options.codec = loader::ShardCodec::kIndexedJpeg;
     options.transcode.interval_width = interval_width;
   }
-  if (!cifar && codec == "raw" && raw_size.empty()) {
+  if (!pixels && codec == "raw" && raw_size.empty()) {
     std::fprintf(stderr, "tilefeed-pack: --codec raw on JPEG files needs --raw-size WxH\n");
     return 2;
   }
 
   try {
-    std::unique_ptr<loader::Source> source;
-    if (opener) {
-      loader::DatasetOptions dataset;
-      if (format == "tar") dataset.kind = loader::DatasetKind::kTar;
-      dataset.remote = tilefeed::tools::ToRemoteOptions(remote_flags);
-      loader::OpenedDataset opened = loader::OpenDataset(src, dataset);
-      format = loader::ToString(opened.location.kind);
-      for (const std::string& note : opened.notes) {
-        std::fprintf(stderr, "warning: %s\n", note.c_str());
-      }
-      source = std::move(opened.source);
-    } else if (cifar) {
-      source = loader::Cifar10::Open(
-          src, split == "train" ? loader::CifarSplit::kTrain : loader::CifarSplit::kTest);
-    } else {
-      auto folder = loader::ImageFolder::Open(src);
-      for (const std::string& warning : folder->warnings()) {
-        std::fprintf(stderr, "warning: %s\n", warning.c_str());
-      }
-      source = std::move(folder);
-    }
-    std::printf(
-        "tilefeed-pack: %zu samples in %zu classes from %s (%s%s) -> %s, codec %s, "
-        "shards of %llu bytes\n",
-        source->size(), source->class_names().size(), src.c_str(), format.c_str(),
-        cifar ? (" " + split).c_str() : "", out.c_str(), ToString(options.codec),
-        static_cast<unsigned long long>(options.shard_bytes));
+    const loader::Source* source = opened.source.get();
+    std::printf("tilefeed-pack: %s -> %s, codec %s, shards of %llu bytes\n", opened.summary.c_str(),
+                out.c_str(), ToString(options.codec),
+                static_cast<unsigned long long>(options.shard_bytes));
     std::fflush(stdout);
     ProgressPrinter printer;
     const loader::PackResult result =

@@ -35,8 +35,9 @@
 #include <thread>
 #include <vector>
 
-#include "loader/image_folder.h"
+#include "loader/dataset.h"
 #include "loader/loader.h"
+#include "tools/remote_flags.h"
 #include "transport/curve.h"
 #include "transport/instance.h"
 #include "transport/sender.h"
@@ -84,6 +85,7 @@ int main(int argc, char** argv) {
   CLI::App app{"tilefeed-serve: serve a dataset's batches to a trainer over ZeroMQ"};
   std::string data;
   std::string mode = "train";
+  std::string split = "train";
   std::string shard;
   int instance_index = -1;
   int instance_count = -1;
@@ -96,7 +98,14 @@ int main(int argc, char** argv) {
   std::vector<std::string> curve_allow;
   bool shm = false;
   std::string job_id = "0";
-  app.add_option("--data", data, "ImageFolder root (required unless --curve-keygen)");
+  app.add_option("--data", data,
+                 "Dataset: an ImageFolder, a root with train/ and val/ splits (--split picks "
+                 "one), a shard directory or manifest of any codec, or CIFAR-10's binary "
+                 "directory (required unless --curve-keygen)");
+  tilefeed::tools::RemoteFlags remote_flags;
+  tilefeed::tools::AddRemoteFlags(app, remote_flags);
+  app.add_option("--split", split, "The split served from a root with train/ and val/")
+      ->check(CLI::IsMember({"train", "val"}));
   app.add_option("--curve-keygen", curve_keygen,
                  "write a CURVE key pair to PREFIX.key (secret) and PREFIX.pub, then exit");
   app.add_option("--curve-secret-key", sender_options.curve_secret_key_file,
@@ -203,7 +212,14 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "tilefeed-serve: skipped %s: %s\n", bad.where.c_str(),
                    bad.reason.c_str());
     };
-    std::unique_ptr<loader::ImageFolder> source = loader::ImageFolder::Open(data);
+    loader::DatasetOptions dataset_options;
+    dataset_options.split = *loader::ParseSplit(split);
+    dataset_options.remote = tilefeed::tools::ToRemoteOptions(remote_flags);
+    loader::OpenedDataset opened = loader::OpenDataset(data, dataset_options);
+    std::cerr << "tilefeed-serve: data: " << opened.summary << '\n';
+    for (const std::string& note : opened.notes)
+      std::cerr << "tilefeed-serve: data: " << note << '\n';
+    std::unique_ptr<loader::Source> source = std::move(opened.source);
     // A trainer's checkpoint after an epoch's padded last batch may name a position past
     // the end; it means the same as the end.
     options.first_epoch_position =

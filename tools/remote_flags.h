@@ -63,6 +63,18 @@ inline void AddRemoteFlags(CLI::App& app, RemoteFlags& flags) {
       ->capture_default_str();
 }
 
+// A --data check: an existing path, or a URL or brace pattern that only opening can check.
+inline CLI::Validator DatasetLocationCheck() {
+  return CLI::Validator(
+      [](std::string& location) -> std::string {
+        if (loader::IsRemoteLocation(location) || location.find('{') != std::string::npos) {
+          return {};
+        }
+        return CLI::ExistingPath(location);
+      },
+      "PATH|URL");
+}
+
 // The options the flags and the AWS environment variables give. Throws
 // std::invalid_argument for a malformed --cache-limit.
 inline loader::RemoteOptions ToRemoteOptions(const RemoteFlags& flags) {

@@ -1,11 +1,12 @@
-// train: data-parallel training on an ImageFolder dataset, fed by the tilefeed loader.
+// train: data-parallel training on any dataset tilefeed opens, fed by the tilefeed loader.
 //
 //   poprun --instances 2 ./train --data DIR --core reference --epochs 3
 //
-// Each instance (MPI rank) reads its shard of DIR/train (or DIR itself when it has no
-// train/), lands batches in its training core through IO tiles, and all-reduces gradients
-// with the other instances. MPI's rank and size are authoritative for the shard; the
-// environment is read here only, never in the libraries.
+// Each instance (MPI rank) reads its slice of DIR's train split (loader/dataset.h: an
+// ImageFolder, shards of any codec, CIFAR-10, or DIR/train of a split root), lands batches in its
+// training core through IO tiles, and all-reduces gradients with the other instances. MPI's rank
+// and size are authoritative for the shard; the environment is read here only, never in the
+// libraries.
 //
 // Instance 0 prints one line per epoch on stdout. When stderr is a terminal it also keeps a
 // live progress line there (epoch, step/steps, images/s, stall %), redrawn a few times a
@@ -45,8 +46,9 @@
 #include <thread>
 #include <vector>
 
-#include "loader/image_folder.h"
+#include "loader/dataset.h"
 #include "loader/loader.h"
+#include "tools/remote_flags.h"
 #include "trainer/checkpoint.h"
 #include "trainer/mpi_session.h"
 #include "trainer/reference_core.h"
@@ -59,8 +61,16 @@
 
 namespace {
 
-namespace fs = std::filesystem;
 using namespace tilefeed;
+
+// The val/ split of `data` (loader/dataset.h's rules), for the validation loader.
+std::unique_ptr<loader::Source> OpenValidationSplit(const std::string& data,
+                                                    const loader::RemoteOptions& remote) {
+  loader::DatasetOptions options;
+  options.split = loader::Split::kVal;
+  options.remote = remote;
+  return loader::OpenDataset(data, options).source;
+}
 
 // A LoaderStream that owns its Loader, for validation streams made per epoch.
 class OwningLoaderStream final : public transport::BatchStream {
@@ -230,7 +240,8 @@ struct TimeLimitReached {};
 
 struct Args {
   std::string data;
-  std::string readers;  // disaggregated mode: one tilefeed-serve endpoint per instance
+  tools::RemoteFlags remote;  // --cache-dir etc. for http(s)/s3 datasets
+  std::string readers;        // disaggregated mode: one tilefeed-serve endpoint per instance
   std::size_t reader_credits = 4;
   int reader_timeout_ms = 5000;
   std::string curve_server_key;  // --readers with CURVE: the readers' public key file(s)
@@ -291,15 +302,17 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
     }
   }
   const bool has_data = !args.data.empty();
-  const fs::path root(args.data);
-  const fs::path train_dir = has_data && fs::is_directory(root / "train") ? root / "train" : root;
-  const fs::path val_dir = root / "val";
-  const bool has_val = has_data && fs::is_directory(val_dir) && train_dir != root;
+  const bool has_val = has_data && loader::HasSplit(args.data, loader::Split::kVal);
 
-  std::unique_ptr<loader::ImageFolder> train_source;
+  std::unique_ptr<loader::Source> train_source;
   int classes = args.classes;
   if (has_data) {
-    train_source = loader::ImageFolder::Open(train_dir.string());
+    loader::DatasetOptions dataset_options;
+    dataset_options.remote = tools::ToRemoteOptions(args.remote);
+    loader::OpenedDataset opened = loader::OpenDataset(args.data, dataset_options);
+    log("data: " + opened.summary);
+    for (const std::string& note : opened.notes) log("data: " + note);
+    train_source = std::move(opened.source);
     if (classes == 0) classes = static_cast<int>(train_source->class_names().size());
   }
   if (args.core == "reference" && classes < 1) {
@@ -435,8 +448,8 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
       o.first_epoch_position = 0;
       o.expected_dataset_size = 0;
       o.epochs = 1;
-      return std::make_unique<OwningLoaderStream>(
-          std::make_unique<loader::Loader>(loader::ImageFolder::Open(val_dir.string()), o));
+      return std::make_unique<OwningLoaderStream>(std::make_unique<loader::Loader>(
+          OpenValidationSplit(args.data, tools::ToRemoteOptions(args.remote)), o));
     };
   }
 
@@ -474,8 +487,8 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
         "), " + std::to_string(stream.batches_per_epoch()) + " batches per epoch, core " +
         args.core);
     if (!has_val) {
-      log(has_data ? "validation skipped: " + args.data + " has no train/ and val/ folders"
-                   : "validation skipped: no --data DIR with a val/ folder");
+      log(has_data ? "validation skipped: " + args.data + " has no val/ split"
+                   : "validation skipped: no --data DIR with a val/ split");
     }
     try {
       trainer.Train(
@@ -506,12 +519,16 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
 
 int main(int argc, char** argv) {
   Args args;
-  CLI::App app{"Data-parallel training on an ImageFolder dataset, fed by tilefeed."};
+  CLI::App app{"Data-parallel training on an image dataset, fed by tilefeed."};
   CLI::Option* data =
       app.add_option("--data", args.data,
-                     "Dataset folder (DIR/train and DIR/val, or one ImageFolder). With "
-                     "--readers optional: the class count and DIR/val for local validation")
-          ->check(CLI::ExistingDirectory);
+                     "Dataset: an ImageFolder, a root with train/ and val/ splits (val/ is "
+                     "then the validation set), a shard directory or manifest of any codec, "
+                     "WebDataset .tar shards, CIFAR-10's binary directory, or an http(s)/s3 URL "
+                     "of shards or tars. With --readers optional: the class count "
+                     "and the val/ split for local validation")
+          ->check(tools::DatasetLocationCheck());
+  tools::AddRemoteFlags(app, args.remote);
   app.add_option("--readers", args.readers,
                  "Disaggregated mode: comma-separated tilefeed-serve endpoints, exactly one "
                  "per instance (instance i reads from the i-th; a single endpoint for one "

@@ -40,6 +40,7 @@ any thread, but not from inside on_bad_sample.
 import atexit
 import numbers
 import os
+import warnings
 import weakref
 
 from . import _tilefeed
@@ -47,9 +48,12 @@ from ._tilefeed import Batch, LoaderError, SourceError
 
 __all__ = ["Batch", "Loader", "LoaderError", "SourceError", "SOURCES"]
 
-# The `source` spellings: an ImageFolder tree, or the CIFAR-10 binary distribution's
-# directory (cifar-10-batches-bin) with its training or test split.
-SOURCES = ("imagefolder", "cifar10-train", "cifar10-test")
+# The `source` spellings. "auto" (the default) detects what `data` holds with the same
+# rules as every tilefeed tool (loader/dataset.h): record shards (a directory holding
+# tilefeed-manifest.txt, or the manifest), CIFAR-10 binary batches, a root with train/ and
+# val/ splits (the `split` argument picks one), or an ImageFolder tree. The others force a
+# kind; "cifar10-train" and "cifar10-test" also pick CIFAR-10's split.
+SOURCES = ("auto", "imagefolder", "shards", "cifar10", "cifar10-train", "cifar10-test")
 
 # loader::LoaderOptions' defaults, read from C++ so the signature below cannot drift.
 _D = _tilefeed._default_options()
@@ -66,7 +70,11 @@ def _stop_all():
 
 
 class Loader:
-    """Batches of uint8 images from an ImageFolder tree or CIFAR-10, decoded in C++.
+    """Batches of uint8 images from any dataset tilefeed opens, decoded in C++.
+
+    `data` is an ImageFolder tree, a root with train/ and val/ (`split` picks one), a
+    directory of tilefeed record shards (any codec, e.g. packed with --jpeg-index), or
+    CIFAR-10's binary directory: the same rules as `train --data`. `source` forces a kind.
 
     Iterating a Loader yields the Batches of one epoch; each new iter() continues with the
     next epoch (or the one given to set_epoch()). Epoch e's batches are a pure function of
@@ -80,7 +88,7 @@ class Loader:
     request.
     """
 
-    def __init__(self, data, *, source="imagefolder",
+    def __init__(self, data, *, source="auto", split="train",
                  batch_size=_D["batch_size"],
                  image_size=_D["image_size"],
                  mode=_D["mode"],
@@ -116,6 +124,7 @@ class Loader:
             raise TypeError("tilefeed.Loader: on_bad_sample must be callable or None")
         self._data = os.fspath(data)
         self._source = source
+        self._split = split
         self._on_bad_sample = on_bad_sample
         self._copy = bool(copy)
         self._first = int(first_epoch)
@@ -124,7 +133,8 @@ class Loader:
         self._stopped = False
         self._generation = 0
         self._wanted = None  # set_epoch()'s epoch, applied by the next iter()
-        self._core = _tilefeed._Core(self._data, self._source, on_bad_sample, self._options)
+        self._core = _tilefeed._Core(self._data, self._source, self._split, on_bad_sample,
+                                     self._options)
         self._epoch = self._first  # the epoch the core's next batch belongs to
         self._position = int(first_epoch_position)  # where the core started self._epoch
         self._mid_epoch = False  # the core has delivered part of self._epoch
@@ -132,6 +142,10 @@ class Loader:
         self._samples_per_epoch = self._core.samples_per_epoch
         self._dataset_size = self._core.dataset_size
         self._classes = tuple(self._core.class_names)
+        self._summary = self._core.summary
+        self._notes = tuple(self._core.notes)
+        for note in self._notes:
+            warnings.warn(f"tilefeed.Loader: {note}", stacklevel=2)
         self._last_metrics = None
         self._previous = None  # the last zero-copy batch handed out
         _live.add(self)
@@ -179,7 +193,8 @@ class Loader:
                        epochs=self._end - epoch if self._end is not None else 0)
         if expected_dataset_size is not None:
             options["expected_dataset_size"] = expected_dataset_size
-        self._core = _tilefeed._Core(self._data, self._source, self._on_bad_sample, options)
+        self._core = _tilefeed._Core(self._data, self._source, self._split, self._on_bad_sample,
+                                     options)
 
     def _next(self, iterator):
         if iterator._generation != self._generation:
@@ -262,6 +277,17 @@ class Loader:
     def classes(self):
         """Class names indexed by label."""
         return list(self._classes)
+
+    @property
+    def summary(self):
+        """One line: what `data` was opened as, its path, samples and classes."""
+        return self._summary
+
+    @property
+    def notes(self):
+        """What opening the dataset noticed (files skipped, ...), one line each; each was
+        also issued as a warning when the Loader was made."""
+        return list(self._notes)
 
     @property
     def dataset_size(self):

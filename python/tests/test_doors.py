@@ -1,0 +1,105 @@
+"""One dataset, every door, from Python: tilefeed.Loader opens what every tool opens (an
+ImageFolder, a train/ + val/ root, record shards of any codec) by the same rules, and a
+folder and its packs give byte-identical batches. TILEFEED_PACK (set by ctest) is the
+tilefeed-pack binary; every dataset is written here, at run time."""
+
+import os
+import subprocess
+import warnings
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import tilefeed
+
+PACK = os.environ.get("TILEFEED_PACK")
+
+
+def write_folder(root, classes=3, per_class=6, seed=0):
+    rng = np.random.default_rng(seed)
+    for c in range(classes):
+        d = root / f"c{c}"
+        d.mkdir(parents=True)
+        for i in range(per_class):
+            pixels = rng.integers(0, 256, (30 + 3 * i, 44 + 2 * c, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(d / f"{i:03d}.JPEG", quality=90)
+    return root
+
+
+def pack(src, out, *extra):
+    if not PACK:
+        pytest.fail("TILEFEED_PACK is not set: run through ctest (python_tests)")
+    subprocess.run([PACK, str(src), str(out), "--workers", "2", *extra], check=True,
+                   capture_output=True, timeout=120)
+    return out
+
+
+def epoch(data, **kwargs):
+    """Every batch of one epoch: (images, labels) concatenated."""
+    options = dict(batch_size=4, image_size=24, workers=2, seed=11, epochs=1, copy=True)
+    options.update(kwargs)
+    images, labels = [], []
+    with tilefeed.Loader(str(data), **options) as loader:
+        for batch in loader:
+            images.append(np.array(batch.images))
+            labels.append(np.array(batch.labels_int32))
+    return np.concatenate(images), np.concatenate(labels)
+
+
+@pytest.fixture(scope="module")
+def datasets(tmp_path_factory):
+    root = tmp_path_factory.mktemp("doors")
+    folder = write_folder(root / "folder")
+    return {
+        "folder": folder,
+        "plain": pack(folder, root / "plain"),
+        "indexed": pack(folder, root / "indexed", "--jpeg-index"),
+    }
+
+
+@pytest.mark.parametrize("mode", ["train", "eval"])
+def test_folder_and_its_packs_give_identical_batches(datasets, mode):
+    images, labels = epoch(datasets["folder"], mode=mode)
+    for kind in ("plain", "indexed"):
+        packed_images, packed_labels = epoch(datasets[kind], mode=mode)
+        assert np.array_equal(packed_labels, labels), kind
+        assert np.array_equal(packed_images, images), kind
+
+
+def test_shards_are_detected_and_forced_kinds_checked(datasets):
+    with tilefeed.Loader(str(datasets["indexed"]), batch_size=4, image_size=24) as loader:
+        assert loader.summary.startswith("shards (jpeg-indexed")
+        assert loader.dataset_size == 18
+        assert loader.classes == ["c0", "c1", "c2"]
+    with pytest.raises(tilefeed.SourceError, match="manifest"):
+        tilefeed.Loader(str(datasets["folder"]), source="shards")
+    with pytest.raises(ValueError, match="source="):
+        tilefeed.Loader(str(datasets["folder"]), source="tfrecord")
+
+
+def test_split_root_is_splits_not_classes(tmp_path):
+    write_folder(tmp_path / "train", classes=2, per_class=5)
+    write_folder(tmp_path / "val", classes=2, per_class=2, seed=1)
+    with tilefeed.Loader(str(tmp_path), batch_size=2, image_size=16) as train:
+        assert train.classes == ["c0", "c1"]
+        assert train.dataset_size == 10
+    with tilefeed.Loader(str(tmp_path), split="val", batch_size=2, image_size=16) as val:
+        assert val.dataset_size == 4
+    with pytest.raises(ValueError, match="split="):
+        tilefeed.Loader(str(tmp_path), split="validation")
+
+
+def test_missing_split_is_one_clear_error(tmp_path):
+    write_folder(tmp_path / "train", classes=2, per_class=2)
+    with pytest.raises(tilefeed.SourceError, match="no val/ split"):
+        tilefeed.Loader(str(tmp_path), split="val")
+
+
+def test_notes_become_warnings(tmp_path):
+    write_folder(tmp_path, classes=2, per_class=2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loader = tilefeed.Loader(str(tmp_path), batch_size=2, image_size=16)
+    assert [str(w.message) for w in caught] == [f"tilefeed.Loader: {n}" for n in loader.notes]
+    loader.stop()
