@@ -109,7 +109,9 @@ OpenedShard OpenShard(const LoadedManifest& m, std::size_t number, const std::st
                       const RemoteOptions& remote) {
   const detail::ManifestShard& expected = m.manifest.shards[number];
   OpenedShard out;
-  out.file = detail::OpenRangeFile(path, remote);
+  // A remote shard's size comes from the manifest (no HEAD request); a wrong one fails the
+  // footer read or its checksum below.
+  out.file = detail::OpenRangeFile(path, remote, expected.bytes);
   const std::uint64_t file_size = out.file->size();
   if (file_size != expected.bytes) {
     throw SourceError(path, "shard is " + std::to_string(file_size) + " bytes, the manifest says " +

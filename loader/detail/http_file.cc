@@ -266,11 +266,14 @@ class HttpFile final : public RangeFile {
   HttpFile(std::string location, std::string url, const RemoteOptions& options)
       : RangeFile(std::move(location), 0), url_(std::move(url)), options_(options) {}
 
-  // Finds the size with a HEAD request; then sets up the cache, which keys on it.
-  void Open() {
-    std::uint64_t size = 0;
-    const std::string error = Perform(0, 0, nullptr, &size);
-    if (!error.empty()) throw SourceError(name(), error);
+  // Finds the size with a HEAD request unless it is `known`; then sets up the cache, which
+  // keys on it.
+  void Open(std::optional<std::uint64_t> known) {
+    std::uint64_t size = known.value_or(0);
+    if (!known) {
+      const std::string error = Perform(0, 0, nullptr, &size);
+      if (!error.empty()) throw SourceError(name(), error);
+    }
     set_size(size);
     if (!options_.cache_dir.empty()) cache_.emplace(options_, url_, size);
   }
@@ -319,11 +322,11 @@ std::string HttpFile::Once(CURL* curl, std::uint64_t offset, std::uint64_t lengt
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
                    static_cast<long>(options_.connect_timeout.count()));
   curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.request_timeout.count()));
-  if (url_ != name() && !options_.aws_access_key_id.empty()) {
+  if (name().starts_with("s3://") && !options_.aws_access_key_id.empty()) {
     const std::string sigv4 = "aws:amz:" + options_.aws_region + ":s3";
-    const std::string user = options_.aws_access_key_id + ":" + options_.aws_secret_access_key;
     curl_easy_setopt(curl, CURLOPT_AWS_SIGV4, sigv4.c_str());  // libcurl copies strings
-    curl_easy_setopt(curl, CURLOPT_USERPWD, user.c_str());
+    curl_easy_setopt(curl, CURLOPT_USERNAME, options_.aws_access_key_id.c_str());
+    curl_easy_setopt(curl, CURLOPT_PASSWORD, options_.aws_secret_access_key.c_str());
   }
   if (parts == nullptr) {
     curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
@@ -455,13 +458,14 @@ std::string HttpFile::ReadCached(std::uint64_t offset, std::uint64_t total,
 
 }  // namespace
 
-std::unique_ptr<RangeFile> OpenHttpFile(const std::string& location, const RemoteOptions& options) {
+std::unique_ptr<RangeFile> OpenHttpFile(const std::string& location, const RemoteOptions& options,
+                                        std::optional<std::uint64_t> size) {
   // Thread-safe and reference-counted in libcurl >= 7.84; paired with no cleanup, as
   // libcurl allows, since other users in the process may still hold handles.
   static const CURLcode kInit = curl_global_init(CURL_GLOBAL_DEFAULT);
   if (kInit != CURLE_OK) throw SourceError(location, "libcurl: curl_global_init failed");
   auto file = std::make_unique<HttpFile>(location, HttpUrlOf(location, options), options);
-  file->Open();
+  file->Open(size);
   return file;
 }
 

@@ -89,8 +89,9 @@ std::string RangeFile::Read(std::uint64_t offset, std::span<std::byte> out) cons
   return ReadV(offset, std::span(&part, 1));
 }
 
-std::unique_ptr<RangeFile> OpenRangeFile(const std::string& location, const RemoteOptions& remote) {
-  if (IsRemoteLocation(location)) return OpenHttpFile(location, remote);
+std::unique_ptr<RangeFile> OpenRangeFile(const std::string& location, const RemoteOptions& remote,
+                                         std::optional<std::uint64_t> remote_size) {
+  if (IsRemoteLocation(location)) return OpenHttpFile(location, remote, remote_size);
   return OpenLocalFile(location);
 }
 

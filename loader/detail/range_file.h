@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -50,12 +51,15 @@ class RangeFile {
   std::uint64_t size_;
 };
 
-// Opens a local regular file or, for a remote location (IsRemoteLocation), a remote one
-// (one HEAD-like request for its size). Throws SourceError naming the path or URL.
-std::unique_ptr<RangeFile> OpenRangeFile(const std::string& location, const RemoteOptions& remote);
+// Opens a local regular file or, for a remote location (IsRemoteLocation), a remote one:
+// a HEAD request for its size, unless the caller knows it (`remote_size`, e.g. from a
+// manifest; a wrong one shows up as failed reads). Throws SourceError naming the path or URL.
+std::unique_ptr<RangeFile> OpenRangeFile(const std::string& location, const RemoteOptions& remote,
+                                         std::optional<std::uint64_t> remote_size = {});
 
 // Opens the remote file at `url`. Defined in http_file.cc. Throws SourceError.
-std::unique_ptr<RangeFile> OpenHttpFile(const std::string& url, const RemoteOptions& remote);
+std::unique_ptr<RangeFile> OpenHttpFile(const std::string& url, const RemoteOptions& remote,
+                                        std::optional<std::uint64_t> size = {});
 
 // Reads a whole (small) file at a path or URL. Throws SourceError naming it, also when it is
 // over `max_bytes`.
