@@ -164,8 +164,9 @@ class BlockCache {
   }
 
   // Copies [from, from + out.size()) of block `block` into `out` if it is cached.
+  // Reads [from, from + length) of block `block` into the parts of `out` if it is cached.
   // `count` says whether a hit counts in RemoteCounters::cache_hits.
-  bool Lookup(std::uint64_t block, std::uint64_t from, std::span<std::byte> out,
+  bool Lookup(std::uint64_t block, std::uint64_t from, std::span<const iovec> out,
               std::uint64_t block_bytes, bool count = true) const {
     const std::string path = prefix_ + std::to_string(block);
     UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -174,9 +175,17 @@ class BlockCache {
     if (::fstat(fd.get(), &st) != 0 || static_cast<std::uint64_t>(st.st_size) != block_bytes) {
       return false;
     }
-    const ssize_t n = PreadFull(fd.get(), out.data(), out.size(), static_cast<off_t>(from));
-    if (n < 0 || static_cast<std::size_t>(n) != out.size()) return false;
-    ::futimens(fd.get(), nullptr);  // the LRU clock
+    std::size_t total = 0;
+    for (const iovec& p : out) total += p.iov_len;
+    ssize_t n;
+    do {
+      n = ::preadv(fd.get(), out.data(), static_cast<int>(out.size()), static_cast<off_t>(from));
+    } while (n < 0 && errno == EINTR);
+    if (n < 0 || static_cast<std::size_t>(n) != total) return false;
+    // The LRU clock, at one-second resolution: no inode write on most hits.
+    timespec now;
+    ::clock_gettime(CLOCK_REALTIME, &now);
+    if (now.tv_sec > st.st_mtim.tv_sec) ::futimens(fd.get(), nullptr);
     if (count) Count(&RemoteCounters::cache_hits, options_);
     return true;
   }
@@ -392,6 +401,26 @@ std::string HttpFile::Perform(std::uint64_t offset, std::uint64_t length,
   return error;
 }
 
+// The parts of `parts` that hold bytes [from, from + length) of the logical range they
+// cover, into `out`.
+void SliceParts(std::span<const iovec> parts, std::uint64_t from, std::uint64_t length,
+                std::vector<iovec>& out) {
+  out.clear();
+  std::uint64_t begin = 0;
+  for (const iovec& p : parts) {
+    const std::uint64_t end = begin + p.iov_len;
+    if (length > 0 && from < end && from >= begin) {
+      const auto skip = static_cast<std::size_t>(from - begin);
+      const std::size_t n =
+          static_cast<std::size_t>(std::min<std::uint64_t>(length, p.iov_len - skip));
+      if (n > 0) out.push_back({static_cast<char*>(p.iov_base) + skip, n});
+      from += n;
+      length -= n;
+    }
+    begin = end;
+  }
+}
+
 // Copies bytes [from, from + src.size()) of the logical range that `parts` holds.
 void Scatter(std::span<const iovec> parts, std::uint64_t from, std::span<const std::byte> src) {
   std::uint64_t begin = 0;
@@ -414,25 +443,25 @@ std::string HttpFile::ReadCached(std::uint64_t offset, std::uint64_t total,
   const std::uint64_t first = offset / block_size;
   const std::uint64_t last = (offset + total - 1) / block_size;
   std::vector<std::byte> scratch;
+  std::vector<iovec> slice;
   std::uint64_t b = first;
   while (b <= last) {
     const std::uint64_t block_begin = b * block_size;
     const std::uint64_t block_bytes = std::min(block_size, size() - block_begin);
     const std::uint64_t from = std::max(offset, block_begin);
     const std::uint64_t to = std::min(offset + total, block_begin + block_bytes);
-    scratch.resize(static_cast<std::size_t>(to - from));
-    if (cache_->Lookup(b, from - block_begin, scratch, block_bytes)) {
-      Scatter(parts, from - offset, scratch);
+    SliceParts(parts, from - offset, to - from, slice);
+    if (cache_->Lookup(b, from - block_begin, slice, block_bytes)) {
       ++b;
       continue;
     }
     // A miss: fetch this block and the following missed ones up to `last` in one request.
     std::uint64_t end = b + 1;
-    std::vector<std::byte> probe;
+    std::byte probe_byte;
+    const iovec probe{&probe_byte, 1};
     while (end <= last) {
       const std::uint64_t eb = std::min(block_size, size() - end * block_size);
-      probe.resize(1);
-      if (cache_->Lookup(end, 0, probe, eb, /*count=*/false)) break;
+      if (cache_->Lookup(end, 0, std::span(&probe, 1), eb, /*count=*/false)) break;
       ++end;
     }
     const std::uint64_t fetch_end = std::min(end * block_size, size());
