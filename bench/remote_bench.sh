@@ -9,7 +9,8 @@
 #   4. loader_bench --data http://.../shards, one epoch, empty cache: the cold epoch's
 #      images/s, MB/s and requests per batch; the same for the tars over HTTP
 #   5. loader_bench --data http://.../shards --against SHARDS with the now warm cache (>= 0.95)
-# Env: ROUNDS (10), BATCH (64), WORKERS (0 = all cores), SIZE (224).
+# Env: ROUNDS (10), BATCH (64), WORKERS (0 = all cores), SIZE (224), PARTS ("tar cold warm";
+# warm runs the cold shards epoch first, to fill the cache).
 set -euo pipefail
 CORPUS=${1:?usage: remote_bench.sh CORPUS [BUILD_DIR]}
 BUILD=${2:-build/release}
@@ -17,6 +18,8 @@ ROUNDS=${ROUNDS:-10}
 BATCH=${BATCH:-64}
 WORKERS=${WORKERS:-0}
 SIZE=${SIZE:-224}
+PARTS=${PARTS:-tar cold warm}
+has() { [[ " $PARTS " == *" $1 "* ]]; }
 BENCH="$BUILD/bench/loader_bench"
 PACK="$BUILD/tools/tilefeed-pack"
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
@@ -49,9 +52,9 @@ for s in range(0, len(files), per_shard):
             os.remove(cls)
             tar.add(os.path.join(src, c, f), arcname=key + ".jpg")
 PY
-ls "$WORK/www/tars"
+ls "$WORK/www/tars"/*.tar
 "$PACK" "$WORK/www/tars" "$WORK/www/shards" --shard-size 32MiB | tail -2
-TAR_PATTERN=$(cd "$WORK/www/tars" && ls | sed -n '1p;$p' | tr '\n' ' ' |
+TAR_PATTERN=$(cd "$WORK/www/tars" && ls -- *.tar | sed -n '1p;$p' | tr '\n' ' ' |
   awk '{a=$1; b=$2; sub(/^train-/, "", a); sub(/\.tar$/, "", a); sub(/^train-/, "", b); sub(/\.tar$/, "", b); print "train-{" a ".." b "}.tar"}')
 
 PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -77,14 +80,20 @@ done
 URL="http://127.0.0.1:$PORT"
 COMMON=(--batch "$BATCH" --workers "$WORKERS" --size "$SIZE")
 
-echo "== tars against tilefeed shards of the same images"
-"$BENCH" --data "$WORK/www/tars" --against "$WORK/www/shards" --rounds "$ROUNDS" "${COMMON[@]}"
-
-echo "== cold first epoch over HTTP (shards), empty cache"
-"$BENCH" --data "$URL/shards" --cache-dir "$WORK/cache" --epochs 1 --warmup 0 "${COMMON[@]}"
-echo "== cold first epoch over HTTP (tars), no cache"
-"$BENCH" --data "$URL/tars/$TAR_PATTERN" --epochs 1 --warmup 0 "${COMMON[@]}"
-
-echo "== HTTP with the warm cache against local shards"
-"$BENCH" --data "$URL/shards" --cache-dir "$WORK/cache" --against "$WORK/www/shards" \
-  --rounds "$ROUNDS" "${COMMON[@]}"
+if has tar; then
+  echo "== tars against tilefeed shards of the same images"
+  "$BENCH" --data "$WORK/www/tars" --against "$WORK/www/shards" --rounds "$ROUNDS" "${COMMON[@]}"
+fi
+if has cold || has warm; then
+  echo "== cold first epoch over HTTP (shards), empty cache"
+  "$BENCH" --data "$URL/shards" --cache-dir "$WORK/cache" --epochs 1 --warmup 0 "${COMMON[@]}"
+fi
+if has cold; then
+  echo "== cold first epoch over HTTP (tars), no cache"
+  "$BENCH" --data "$URL/tars/$TAR_PATTERN" --epochs 1 --warmup 0 "${COMMON[@]}"
+fi
+if has warm; then
+  echo "== HTTP with the warm cache against local shards"
+  "$BENCH" --data "$URL/shards" --cache-dir "$WORK/cache" --against "$WORK/www/shards" \
+    --rounds "$ROUNDS" "${COMMON[@]}"
+fi
