@@ -9,6 +9,10 @@
 // --against DIR times --data against a second dataset (packed shards against the folder
 // they were packed from) in alternating rounds on the same samples, and ends with
 // ratio=... (data/against, the median of the per-round ratios).
+//
+// --metrics-overhead times --data with a metrics Writer (metrics/metrics.h) sampling the
+// loader every --metrics-interval seconds against the same run without one, the same way
+// (ratio=with/without).
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -32,6 +36,7 @@
 #include "loader/dataset.h"
 #include "loader/loader.h"
 #include "loader/shard_source.h"
+#include "metrics/cli.h"
 
 namespace {
 
@@ -128,6 +133,10 @@ int ReadOnly(const loader::Source& source, const loader::LoaderOptions& options,
   return 0;
 }
 
+// --metrics-overhead: a Writer sampling turn `which`'s loader, or null for none.
+using MetricsForTurn =
+    std::function<std::unique_ptr<tilefeed::metrics::Writer>(int which, loader::Loader&)>;
+
 // --against: datasets A (--data) and B timed in alternating rounds. Round r gives both
 // the same shuffle and augmentation seed (seed + r), so they decode the same samples (a
 // pack keeps its folder's sample order); the order within a round swaps every round, and
@@ -139,7 +148,7 @@ int Alternate(const std::string& name_a,
               const std::string& name_b,
               const std::function<std::unique_ptr<loader::Source>()>& open_b,
               const loader::LoaderOptions& base, int rounds, std::size_t round_batches,
-              std::size_t warmup) {
+              std::size_t warmup, const MetricsForTurn& metrics_for = {}) {
   std::vector<double> rates[2];
   std::vector<double> ratios;
   std::uint64_t checksum = 0;
@@ -153,16 +162,21 @@ int Alternate(const std::string& name_a,
       options.seed = base.seed + static_cast<std::uint64_t>(r);
       options.epochs = 0;  // as many as the round needs
       loader::Loader run(which == 0 ? open_a() : open_b(), options);
+      // Declared after `run`, so it stops sampling before the loader goes.
+      std::unique_ptr<tilefeed::metrics::Writer> writer =
+          metrics_for ? metrics_for(which, run) : nullptr;
       std::size_t images = 0;
       Clock::time_point start = Clock::now();
       for (std::size_t b = 0; b < warmup + round_batches; ++b) {
         if (b == warmup) start = Clock::now();
         auto batch = run.Next();
+        if (!batch) batch = run.Next();  // the end of an epoch: the next one starts
         if (!batch) throw std::runtime_error("the loader ended early");
         checksum += Touch(*batch);
         if (b >= warmup) images += batch->size();
       }
       rate[which] = double(images) / std::chrono::duration<double>(Clock::now() - start).count();
+      if (writer) writer->Finish("completed");
       run.Stop();
     }
     rates[0].push_back(rate[0]);
@@ -273,6 +287,13 @@ int main(int argc, char** argv) {
   std::uint64_t cache_limit_mib = 10240;
   app.add_option("--cache-limit-mib", cache_limit_mib, "--cache-dir: its size bound in MiB")
       ->capture_default_str();
+  tilefeed::metrics::Flags metrics_flags;
+  tilefeed::metrics::AddFlags(app, metrics_flags);
+  bool metrics_overhead = false;
+  app.add_flag("--metrics-overhead", metrics_overhead,
+               "time --data with a metrics writer sampling every --metrics-interval seconds "
+               "(to --metrics, or /dev/null) against without, in alternating rounds like "
+               "--against; prints ratio=with/without");
   CLI11_PARSE(app, argc, argv);
 
   loader::DatasetOptions dataset_options;
@@ -311,6 +332,30 @@ int main(int argc, char** argv) {
     shard_source = dynamic_cast<const loader::ShardDataset*>(opened.source.get());
     return std::move(opened.source);
   };
+  if (metrics_overhead) {
+    // The same dataset twice: A with the metrics writer sampling it, B without.
+    const auto with_metrics =
+        [&](int which, loader::Loader& turn) -> std::unique_ptr<tilefeed::metrics::Writer> {
+      if (which != 0) return nullptr;
+      tilefeed::metrics::WriterOptions writer_options;
+      writer_options.path = metrics_flags.path.empty() ? "/dev/null" : metrics_flags.path;
+      writer_options.interval_seconds = metrics_flags.interval_seconds;
+      tilefeed::metrics::RunInfo info;
+      info.tool = "loader_bench";
+      info.dataset = data;
+      auto writer = std::make_unique<tilefeed::metrics::Writer>(writer_options, info);
+      writer->SetLoader([&turn] { return turn.metrics(); });
+      return writer;
+    };
+    try {
+      return Alternate(
+          data + " with metrics", [&] { return open_source(data); }, data + " without",
+          [&] { return open_source(data); }, options, rounds, round_batches, warmup, with_metrics);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "loader_bench: %s\n", e.what());
+      return 2;
+    }
+  }
   if (!against.empty()) {
     try {
       return Alternate(
@@ -336,6 +381,18 @@ int main(int argc, char** argv) {
       "%d workers, depth %zu\n",
       run->source().size(), run->source().class_names().size(), data.c_str(), mode.c_str(),
       options.image_size, options.image_size, options.batch_size, threads, options.prefetch_depth);
+
+  tilefeed::metrics::Session metrics;
+  try {
+    metrics = tilefeed::metrics::Open(
+        metrics_flags, {"loader_bench", tilefeed::metrics::OptionsOf(app), data,
+                        run->source().size(), run->source().class_names().size(), 0, 1,
+                        run->metrics().slots * run->metrics().slot_bytes});
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "loader_bench: %s\n", e.what());
+    return 2;
+  }
+  metrics.SetLoader([&run] { return run->metrics(); });
 
   const bool live = isatty(STDERR_FILENO) != 0;
   std::uint64_t checksum = 0;
@@ -383,6 +440,7 @@ int main(int argc, char** argv) {
           break;
         }
       }
+      if (any && metrics) metrics.writer->EndEpoch(epoch);
       if (!any ||
           (seconds > 0 && std::chrono::duration<double>(Clock::now() - begin).count() >= seconds)) {
         break;
@@ -390,11 +448,14 @@ int main(int argc, char** argv) {
     }
   } catch (const loader::LoaderError& e) {
     std::fprintf(stderr, "\nloader_bench: %s\n", e.what());
+    metrics.Finish("error", e.what());
     return 1;
   }
   if (live) std::fprintf(stderr, "\r%60s\r", "");
   const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
   const loader::LoaderMetrics end = run->metrics();
+  metrics.SetLoader({});
+  metrics.Finish("completed");
   run->Stop();
   if (batches <= warmup) {
     std::fprintf(stderr, "loader_bench: only %zu batches; lower --warmup or run longer\n", batches);

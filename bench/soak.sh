@@ -177,10 +177,15 @@ if [ -s "$out/train.json" ]; then
     "$out/train.json"
 fi
 sed -n 's/^\[train\] time limit: /  /p' "$out/train.log"
+# Each instance's decode workers (its share of the cores) may each hold a file open; with
+# DATA/train and DATA/val, the validation loader made after every epoch brings as many
+# workers again, so the fd count legitimately swings by both.
+fd_slack=$(((cores + 1) / 2))
+if [ -d "$DATA/train" ] && [ -d "$DATA/val" ]; then fd_slack=$((2 * fd_slack)); fi
 sort -k2 "$out/train.pids" | while read -r p rank; do
   echo "  instance $rank (pid $p):"
   if [ -s "$out/train.$p.samples" ]; then
-    flat "$out/train.$p.samples" "$half" $(((cores + 1) / 2)) "    " || echo fail >>"$out/failed"
+    flat "$out/train.$p.samples" "$half" "$fd_slack" "    " || echo fail >>"$out/failed"
   else
     echo "    no samples"
     echo fail >>"$out/failed"

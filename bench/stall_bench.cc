@@ -93,6 +93,7 @@
 #include "bench/median.h"
 #include "loader/dataset.h"
 #include "loader/loader.h"
+#include "metrics/cli.h"
 #include "trainer/collectives.h"
 #include "trainer/memory_stream.h"
 #include "trainer/synthetic_core.h"
@@ -115,10 +116,11 @@ struct Config {
   std::size_t capacity_steps = 30;  // steps timed for the capacity
   std::size_t memory_batches = 8;   // batches held for the in-memory runs
   std::vector<double> demands = {0.5, 0.9, 1.2};
-  int tune_rounds = 2;       // corrections of the core's cost from in-memory runs
-  int rounds = 7;            // per point, each between two capacity measurements
-  double mixed_seconds = 6;  // length of a round's interleaved run (below 100 %)
-  double tolerance = 0.10;   // allowed deviation of achieved demand / capacity
+  int tune_rounds = 2;                  // corrections of the core's cost from in-memory runs
+  int rounds = 7;                       // per point, each between two capacity measurements
+  double mixed_seconds = 6;             // length of a round's interleaved run (below 100 %)
+  metrics::Session* metrics = nullptr;  // --metrics: every run's steps go to it
+  double tolerance = 0.10;              // allowed deviation of achieved demand / capacity
   bool pin = true;
   std::string json;
 };
@@ -282,8 +284,11 @@ RunResult Train(const Config& c, transport::BatchStream& stream, std::size_t ste
         result.seconds += r.seconds;
         result.wait_seconds += r.wait_seconds;
       });
-  if (census != nullptr || on_step) {
-    trainer.SetProgressSink([census, &on_step](const trainer::StepProgress& p) {
+  if (census != nullptr || on_step || c.metrics != nullptr) {
+    trainer.SetProgressSink([census, &on_step, &c](const trainer::StepProgress& p) {
+      if (c.metrics != nullptr) {
+        c.metrics->AddStep(p.epoch, c.batch, p.step_wait_seconds, p.step_busy_seconds);
+      }
       // Once the pipeline runs (the IO tiles exist only inside Train), see where threads are.
       if (census != nullptr && p.global_step == 2) *census = ThreadCensus();
       if (on_step) on_step(p);
@@ -461,9 +466,24 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("!--no-pin", c.pin, "Do not give the loader and the core separate CPUs");
   app.add_option("--json", c.json, "Write the capacity and one line per demand as JSON lines");
+  metrics::Flags metrics_flags;
+  metrics::AddFlags(app, metrics_flags);
   CLI11_PARSE(app, argc, argv);
   // Opened by loader/dataset.h's rules, so a train/ + val/ root gives its train split.
   const fs::path root(c.data);
+  // The records carry the trainer's steps of every run (capacity, in-memory and fed alike).
+  metrics::Session metrics;
+  try {
+    metrics = metrics::Open(metrics_flags,
+                            {"stall_bench", metrics::OptionsOf(app), c.data, 0, 0, 0, 1,
+                             c.prefetch_depth * c.batch * static_cast<std::size_t>(c.image_size) *
+                                 static_cast<std::size_t>(c.image_size) * 3,
+                             true});
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "stall_bench: %s\n", e.what());
+    return 2;
+  }
+  c.metrics = &metrics;
   const Placement where = ChoosePlacement(c.pin);
   PinThisThread(where.core_cpus);
 
@@ -851,6 +871,7 @@ int main(int argc, char** argv) {
     *json << "{\"capacity_after_images_per_second\":" << capacity_after
           << ",\"valid\":" << (valid ? "true" : "false") << ",\"goals_met\":" << goals_met << "}\n";
   }
+  metrics.Finish("completed");
   // 0: a valid run (whatever the goals say); 3: the run is invalid.
   return valid ? 0 : 3;
 }

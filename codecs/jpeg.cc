@@ -17,7 +17,6 @@
 
 #include <algorithm>
 #include <cassert>
-#include <chrono>
 #include <cmath>
 #include <csetjmp>
 #include <cstdio>
@@ -30,6 +29,7 @@
 #include <jpeglib.h>
 
 #include "codecs/detail/libjpeg_errors.h"
+#include "codecs/detail/row_stream.h"
 #include "codecs/resize.h"
 
 namespace tilefeed::codecs {
@@ -78,69 +78,28 @@ bool GuardedStartRegion(jpeg_decompress_struct* cinfo, ErrorManager* errors, Reg
   return true;
 }
 
-// The region's rows, streamed through the resizer: row r of the region (counted from
-// job->y) goes to ring[r % ring_rows]; resize row y needs region rows [skip + FirstRow(y),
-// skip + EndRow(y)). Rows are decoded as far ahead as the ring allows, and the time spent
-// resizing is summed per run of output rows, not per row.
-struct StreamJob {
-  Resizer* resizer;
-  std::uint8_t* const* ring;  // ring_rows rows of decoded pixels
-  JDIMENSION ring_rows;
-  JDIMENSION skip;                    // region rows above the first row the resize reads
-  JDIMENSION region_rows;             // region rows the resize reads (rows below are never decoded)
-  int out_rows;                       // output rows to write
-  int cmyk_width;                     // > 0: convert each CMYK row of this many pixels to RGB
-  bool adobe;                         // the CMYK is Adobe's inverted kind
-  const std::uint8_t** row_pointers;  // Resizer::MaxRows() entries
-  std::size_t column_bytes;           // from a ring row's start to the resize's column 0
-  JDIMENSION rows_read;               // out: region rows decoded
-  int rows_written;                   // out: output rows written
-  std::int64_t resize_ns;             // out
+// The region's rows, streamed through the resizer by detail::StreamRows, whose frames
+// hold only trivially destructible objects, so libjpeg may longjmp out of ReadScanline.
+struct ScanlineSource {
+  jpeg_decompress_struct* cinfo;
+  int cmyk_width;  // > 0: convert each CMYK row of this many pixels to RGB
+  bool adobe;      // the CMYK is Adobe's inverted kind
 };
 
-bool GuardedStreamRows(jpeg_decompress_struct* cinfo, ErrorManager* errors, StreamJob* job) {
+bool ReadScanline(void* context, std::uint8_t* row) {
+  auto* source = static_cast<ScanlineSource*>(context);
+  JSAMPROW rows[1] = {row};
+  if (jpeg_read_scanlines(source->cinfo, rows, 1) != 1) return false;  // truncated
+  if (source->cmyk_width > 0) CmykRowToRgb(row, source->cmyk_width, source->adobe);
+  return true;
+}
+
+bool GuardedStreamRows(jpeg_decompress_struct* cinfo, ErrorManager* errors, ScanlineSource* source,
+                       detail::RowStream* job) {
   if (setjmp(errors->jump)) return false;
-  job->rows_read = 0;
-  job->rows_written = 0;
-  job->resize_ns = 0;
-  while (job->rows_written < job->out_rows) {
-    const int y = job->rows_written;
-    const JDIMENSION first = job->skip + static_cast<JDIMENSION>(job->resizer->FirstRow(y));
-    const JDIMENSION end = job->skip + static_cast<JDIMENSION>(job->resizer->EndRow(y));
-    if (end > job->rows_read) {
-      // Decode until the ring is full (row `first` is the oldest still needed) or the
-      // region ends.
-      const JDIMENSION until = std::min(first + job->ring_rows, job->region_rows);
-      while (job->rows_read < until) {
-        JSAMPROW row = job->ring[job->rows_read % job->ring_rows];
-        if (jpeg_read_scanlines(cinfo, &row, 1) != 1) return true;  // truncated
-        if (job->cmyk_width > 0) CmykRowToRgb(row, job->cmyk_width, job->adobe);
-        ++job->rows_read;
-      }
-      if (end > job->rows_read) return true;
-    }
-    const auto start = std::chrono::steady_clock::now();
-    int y_end = y;
-    // Every output row whose source rows are all decoded, before decoding more.
-    while (y_end < job->out_rows &&
-           job->skip + static_cast<JDIMENSION>(job->resizer->EndRow(y_end)) <= job->rows_read) {
-      const int row_first = job->resizer->FirstRow(y_end);
-      const int count = job->resizer->EndRow(y_end) - row_first;
-      for (int k = 0; k < count; ++k) {
-        job->row_pointers[k] =
-            job->ring[(job->skip + static_cast<JDIMENSION>(row_first + k)) % job->ring_rows] +
-            job->column_bytes;
-      }
-      job->resizer->ResizeRow(y_end, job->row_pointers);
-      ++y_end;
-    }
-    job->resize_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
-                          std::chrono::steady_clock::now() - start)
-                          .count();
-    job->rows_written = y_end;
-  }
+  detail::StreamRows(job, &ReadScanline, source);
   // The rows below the last one the resize reads are never decoded.
-  jpeg_abort_decompress(cinfo);
+  if (job->rows_written == job->out_rows) jpeg_abort_decompress(cinfo);
   return true;
 }
 
@@ -311,9 +270,7 @@ struct JpegDecoder::Impl {
   ErrorManager errors{};
   ProgressManager progress{};
   std::unique_ptr<void, TjDeleter> turbo;
-  std::vector<std::uint8_t> scratch;
-  std::vector<JSAMPROW> rows;
-  std::vector<const std::uint8_t*> row_pointers;
+  detail::RowRing ring;  // the region decode's rows; DecodeFull's scratch
   Resizer resizer;
 
   explicit Impl(const JpegOptions& opts) : options(opts) {
@@ -444,20 +401,17 @@ struct JpegDecoder::Impl {
     const auto row_bytes = static_cast<std::size_t>(scaled_width) * components;
     const auto ring_rows =
         std::min(static_cast<std::size_t>(s.resizer.MaxRows()) + kRingAhead, region_rows);
-    if (s.scratch.size() < row_bytes * ring_rows) s.scratch.resize(row_bytes * ring_rows);
-    if (s.rows.size() < ring_rows) s.rows.resize(ring_rows);
-    for (std::size_t r = 0; r < ring_rows; ++r) s.rows[r] = s.scratch.data() + r * row_bytes;
-    if (s.row_pointers.size() < static_cast<std::size_t>(s.resizer.MaxRows())) {
-      s.row_pointers.resize(s.resizer.MaxRows());
-    }
-    StreamJob stream{
-        &s.resizer, s.rows.data(), static_cast<JDIMENSION>(ring_rows), static_cast<JDIMENSION>(iy0),
-        // The margin rows below the crop matter to no pixel it reads.
-        static_cast<JDIMENSION>(iy1), out.height, cmyk ? static_cast<int>(job.width) : 0,
-        cinfo.saw_Adobe_marker != 0, s.row_pointers.data(),
-        // Ring rows hold column job.x at byte 0; the resize's column 0 is ix0.
-        static_cast<std::size_t>(ix0) * 3, 0, 0, 0};
-    if (!GuardedStreamRows(&cinfo, &s.errors, &stream)) s.Fail("data");
+    s.ring.Prepare(row_bytes, ring_rows, s.resizer.MaxRows());
+    ScanlineSource source{&cinfo, cmyk ? static_cast<int>(job.width) : 0,
+                          cinfo.saw_Adobe_marker != 0};
+    detail::RowStream stream{&s.resizer, s.ring.rows.data(), ring_rows,
+                             static_cast<std::size_t>(iy0),
+                             // The margin rows below the crop matter to no pixel it reads.
+                             static_cast<std::size_t>(iy1), out.height, s.ring.row_pointers.data(),
+                             // Ring rows hold column job.x at byte 0; the resize's column 0
+                             // is ix0.
+                             static_cast<std::size_t>(ix0) * 3};
+    if (!GuardedStreamRows(&cinfo, &s.errors, &source, &stream)) s.Fail("data");
     if (stream.rows_written != out.height) {
       jpeg_abort_decompress(&cinfo);
       throw DecodeError(DecodeErrorKind::kTruncated, "truncated JPEG (data): decoded " +
@@ -553,8 +507,8 @@ DecodeReport JpegDecoder::DecodeFull(std::span<const std::byte> jpeg, const Pixe
   if (!direct) {
     pitch = info.width * tjPixelSize[pixel_format];
     const std::size_t need = static_cast<std::size_t>(pitch) * info.height;
-    if (s.scratch.size() < need) s.scratch.resize(need);
-    target = s.scratch.data();
+    if (s.ring.scratch.size() < need) s.ring.scratch.resize(need);
+    target = s.ring.scratch.data();
   }
   const int rc = tjDecompress2(s.turbo.get(), reinterpret_cast<const unsigned char*>(jpeg.data()),
                                static_cast<unsigned long>(jpeg.size()), target, info.width, pitch,
@@ -574,10 +528,10 @@ DecodeReport JpegDecoder::DecodeFull(std::span<const std::byte> jpeg, const Pixe
   }
   if (!direct) {
     for (int y = 0; y < info.height; ++y) {
-      std::uint8_t* row = s.scratch.data() + static_cast<std::size_t>(y) * pitch;
+      std::uint8_t* row = s.ring.scratch.data() + static_cast<std::size_t>(y) * pitch;
       if (cmyk) CmykRowToRgb(row, info.width, adobe);
     }
-    CopyPixels(ConstPixelView{s.scratch.data(), info.width, info.height, 3, pitch}, out);
+    CopyPixels(ConstPixelView{s.ring.scratch.data(), info.width, info.height, 3, pitch}, out);
   }
   report.decoded = Rect{0, 0, info.width, info.height};
   return report;

@@ -12,6 +12,7 @@
 #include <cassert>
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -41,6 +42,7 @@ using detail::UniqueFd;
 struct ImageFolder::Index {
   std::vector<std::string> class_names;
   std::vector<std::string> warnings;
+  SkippedFiles skipped_files;
   std::vector<char> paths;
   std::vector<std::uint64_t> path_offsets;
   std::vector<std::int32_t> labels;
@@ -70,6 +72,16 @@ bool HasExtension(std::string_view name, const std::vector<std::string>& lower_e
   return false;
 }
 
+// The lower-cased extension of a file name with its dot, "" when it has none (like
+// Python's os.path.splitext, a leading dot does not start one: ".DS_Store" has none).
+std::string LowerExtension(std::string_view name) {
+  const std::size_t dot = name.rfind('.');
+  if (dot == std::string_view::npos || dot == 0) return {};
+  std::string ext(name.substr(dot));
+  for (char& c : ext) c = AsciiLower(c);
+  return ext;
+}
+
 bool IsDotOrDotDot(const char* name) {
   return name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
 }
@@ -88,6 +100,7 @@ struct ClassScan {
   std::vector<char> paths;  // NUL-terminated paths relative to the class directory
   std::vector<std::uint64_t> offsets;
   std::vector<std::string> warnings;
+  std::map<std::string, std::size_t> skipped;  // files by lower-cased extension
 };
 
 struct DirNode {
@@ -128,7 +141,7 @@ class ClassScanner {
     while (!pending.empty()) {
       const std::uint32_t dir = pending.back();
       pending.pop_back();
-      ScanDirectory(class_fd.get(), dir, pending, out.warnings);
+      ScanDirectory(class_fd.get(), dir, pending, out);
     }
     Sort(out);
     return out;
@@ -156,7 +169,8 @@ class ClassScanner {
   }
 
   void ScanDirectory(int class_fd, std::uint32_t dir, std::vector<std::uint32_t>& pending,
-                     std::vector<std::string>& warnings) {
+                     ClassScan& out) {
+    std::vector<std::string>& warnings = out.warnings;
     const char* open_path = dirs_[dir].path.empty() ? "." : dirs_[dir].path.c_str();
     UniqueFd fd(::openat(class_fd, open_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!fd) {
@@ -214,7 +228,11 @@ class ClassScanner {
                              (entry->d_type == DT_LNK ? "broken symlink" : "cannot stat") + " (" +
                              ErrnoMessage(error) + "); " +
                              (indexed ? "indexed, reading it will fail" : "skipped"));
-          if (indexed) AddFile(dir, name);
+          if (indexed) {
+            AddFile(dir, name);
+          } else {
+            ++out.skipped[LowerExtension(name)];
+          }
           continue;
         }
         is_dir = S_ISDIR(target.st_mode);
@@ -225,6 +243,8 @@ class ClassScanner {
         pending.push_back(static_cast<std::uint32_t>(dirs_.size() - 1));
       } else if (HasExtension(name, extensions_)) {
         AddFile(dir, name);
+      } else {
+        ++out.skipped[LowerExtension(name)];
       }
     }
   }
@@ -281,6 +301,35 @@ std::string ExtensionList(const std::vector<std::string>& extensions) {
   std::string list;
   for (const std::string& ext : extensions) list += (list.empty() ? "" : ", ") + ext;
   return list;
+}
+
+// Sums the classes' skipped files, most frequent extension first.
+SkippedFiles CountSkipped(const std::vector<ClassScan>& scans) {
+  std::map<std::string, std::size_t> total;
+  for (const ClassScan& scan : scans) {
+    for (const auto& [ext, files] : scan.skipped) total[ext] += files;
+  }
+  SkippedFiles skipped;
+  skipped.by_extension.assign(total.begin(), total.end());
+  std::stable_sort(skipped.by_extension.begin(), skipped.by_extension.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  for (const auto& entry : skipped.by_extension) skipped.count += entry.second;
+  return skipped;
+}
+
+// "skipped 3 files tilefeed does not decode (...): 2 .webp, 1 .bmp".
+std::string SkippedLine(const SkippedFiles& skipped, const std::vector<std::string>& extensions) {
+  std::string line =
+      "skipped " + std::to_string(skipped.count) + (skipped.count == 1 ? " file" : " files") +
+      " tilefeed does not decode (not ending in " + ExtensionList(extensions) + "): ";
+  constexpr std::size_t kListed = 10;
+  for (std::size_t i = 0; i < skipped.by_extension.size() && i < kListed; ++i) {
+    const auto& [ext, files] = skipped.by_extension[i];
+    line += (i == 0 ? "" : ", ") + std::to_string(files) + " " +
+            (ext.empty() ? std::string("without extension") : ext);
+  }
+  if (skipped.by_extension.size() > kListed) line += ", ...";
+  return line;
 }
 
 // The names of root's entries that are directories or symlinks to directories, sorted
@@ -378,9 +427,16 @@ std::unique_ptr<ImageFolder> ImageFolder::Open(const std::string& root_path,
                                ": hidden directory used as a class, as torchvision does");
     }
   }
+  index.skipped_files = CountSkipped(scans);
   if (files == 0) {
     throw SourceError(root, "no images (files ending in " + ExtensionList(extensions) + ") in " +
-                                std::to_string(index.class_names.size()) + " class directories");
+                                std::to_string(index.class_names.size()) + " class directories" +
+                                (index.skipped_files.count > 0
+                                     ? "; " + SkippedLine(index.skipped_files, extensions)
+                                     : std::string()));
+  }
+  if (index.skipped_files.count > 0) {
+    index.warnings.push_back(root + ": " + SkippedLine(index.skipped_files, extensions));
   }
   if (!empty_classes.empty() && !options.allow_empty_classes) {
     std::string list;
@@ -419,6 +475,7 @@ ImageFolder::ImageFolder(std::string root, int root_fd, const ImageFolderOptions
       max_file_bytes_(options.max_file_bytes),
       class_names_(std::move(index.class_names)),
       warnings_(std::move(index.warnings)),
+      skipped_files_(std::move(index.skipped_files)),
       paths_(std::move(index.paths)),
       path_offsets_(std::move(index.path_offsets)),
       labels_(std::move(index.labels)) {}

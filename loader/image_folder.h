@@ -9,9 +9,11 @@
 // does) sorted by name in byte order get labels 0..C-1; within a class, directories are
 // visited in byte order of their path and each directory's files in byte order of their
 // name (os.walk order, sorted). A file is indexed when its name ends with one of
-// `extensions`, compared case-insensitively, whatever its contents: only JPEG is
-// indexed by default because the decoder reads only JPEG, and a PNG named .JPEG is
-// indexed and then reported by the decoder, so no sample disappears silently.
+// `extensions`, compared case-insensitively, whatever its contents: JPEG and PNG by
+// default, the formats the loader decodes (it tells them apart by their bytes, so a PNG
+// named .JPEG loads too). Every other file is skipped and counted by extension:
+// skipped_files() has the counts and warnings() one line naming them ("skipped 3 files
+// tilefeed does not decode ...: 2 .webp, 1 .bmp"), so no file disappears silently.
 //
 // Indexing reads directories only (no per-file stat) and keeps all paths in one
 // arena, so a 1.28 M-file ImageNet tree is indexed in seconds and held in a few tens
@@ -27,15 +29,24 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "loader/source.h"
 
 namespace tilefeed::loader {
 
+// The files indexing skipped because their names do not end in an indexed extension.
+struct SkippedFiles {
+  std::size_t count = 0;
+  // (extension, files): the extension lower-cased with its dot (".webp"), or "" for a
+  // name without one; most files first, then by extension.
+  std::vector<std::pair<std::string, std::size_t>> by_extension;
+};
+
 struct ImageFolderOptions {
   // File name endings that are indexed, compared ASCII case-insensitively.
-  std::vector<std::string> extensions = {".jpg", ".jpeg"};
+  std::vector<std::string> extensions = {".jpg", ".jpeg", ".png"};
   // Read() refuses files larger than this, so one stray huge file cannot exhaust memory.
   std::size_t max_file_bytes = std::size_t{64} << 20;
   // torchvision refuses a class directory without images; set to index it anyway.
@@ -76,6 +87,8 @@ class ImageFolder final : public Source {
   // Non-fatal notes from indexing (symlink loop skipped, unreadable subdirectory,
   // dangling symlink indexed, ...), one line each, naming the path.
   const std::vector<std::string>& warnings() const { return warnings_; }
+  // The files skipped for their extension (also summed up in one line of warnings()).
+  const SkippedFiles& skipped_files() const { return skipped_files_; }
 
  private:
   struct Index;
@@ -86,6 +99,7 @@ class ImageFolder final : public Source {
   std::size_t max_file_bytes_;
   std::vector<std::string> class_names_;
   std::vector<std::string> warnings_;
+  SkippedFiles skipped_files_;
   // Sample i's path within its class directory is the NUL-terminated string at
   // paths_[path_offsets_[i]]; its class is labels_[i].
   std::vector<char> paths_;

@@ -38,6 +38,7 @@
 #include <thread>
 
 #include "codecs/jpeg_index.h"
+#include "codecs/png.h"
 #include "codecs/raw.h"
 #include "codecs/resize.h"
 #include "loader/ring.h"
@@ -114,10 +115,13 @@ struct Chunk {
 
 // Per-worker state: one decoder and scratch each, reused for every sample. The indexed
 // decoder wraps the worker's only JpegDecoder (decoder.decoder()), which also decodes
-// plain JPEGs, so a worker holds one libjpeg handle whatever its records are.
+// plain JPEGs, so a worker holds one libjpeg handle whatever its records are. PNGs
+// share the JPEG pixel limit.
 struct Worker {
-  explicit Worker(const codecs::JpegOptions& options) : decoder(options) {}
+  explicit Worker(const codecs::JpegOptions& options)
+      : decoder(options), png(codecs::PngOptions{.max_pixels = options.max_pixels}) {}
   codecs::IndexedJpegDecoder decoder;
+  codecs::PngDecoder png;
   codecs::Resizer resizer;
   std::vector<std::byte> bytes;
   std::vector<std::uint8_t> raw;
@@ -283,10 +287,20 @@ void Loader::Impl::DecodeOne(Worker& worker, std::uint64_t epoch, std::uint64_t 
 
   switch (info.codec) {
     case SampleCodec::kEncoded: {
-      codecs::JpegDecoder& decoder = worker.decoder.decoder();
-      const codecs::DecodeReport report = decoder.DecodeInto(
-          bytes,
-          [&](const codecs::ImageInfo& image) { return plan_for(image.width, image.height); }, out);
+      // The format is what the bytes say, whatever the file is named.
+      const std::span<const std::byte> encoded(bytes);
+      auto planner = [&](const codecs::ImageInfo& image) {
+        return plan_for(image.width, image.height);
+      };
+      codecs::DecodeReport report;
+      if (codecs::IsPng(encoded)) {
+        report = worker.png.DecodeInto(encoded, planner, out);
+      } else if (const char* what = codecs::SniffNonJpeg(encoded)) {
+        throw codecs::DecodeError(codecs::DecodeErrorKind::kUnsupported,
+                                  std::string(what) + " (tilefeed decodes JPEG and PNG)");
+      } else {
+        report = worker.decoder.decoder().DecodeInto(encoded, planner, out);
+      }
       const std::uint64_t total = Nanos(Clock::now() - t1);
       t.resize_ns = static_cast<std::uint64_t>(report.resize_seconds * 1e9);
       t.decode_ns = total > t.resize_ns ? total - t.resize_ns : 0;

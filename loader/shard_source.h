@@ -101,17 +101,21 @@ ShardManifest ReadShardManifest(const std::string& manifest_or_dir,
 bool IsShardDataset(const std::string& path);
 
 // A problem found by VerifyShards: "<shard path>" or "<shard path>#<record>", and why.
+// A note is worth knowing but nothing wrong (a PNG stored in a JPEG-codec record).
 struct ShardProblem {
   std::string where;
   std::string reason;
+  bool note = false;
 };
 
 // Checks a whole dataset: every shard's header and footer (a bad shard is reported and
-// the others still checked), every record's checksum, that every JPEG record starts
-// with an SOI marker, and every interval index against its JPEG (codecs::ParseIndex).
-// `on_record(done, total)` is called after each record, from the calling thread. Returns the
-// problems found, in shard and record order. Throws SourceError only if the manifest itself cannot
-// be read.
+// the others still checked), every record's checksum, every interval index against its
+// JPEG (codecs::ParseIndex), and that every image record decodes: a JPEG's headers and
+// entropy-coded data (a truncated or corrupt JPEG fails), a PNG through IEND (and is
+// noted); a record in neither format fails. Records are decoded on the caller's TBB
+// arena. `on_record(done, total)` is called after each record, from the calling thread.
+// Returns the problems and notes found, in shard and record order. Throws SourceError
+// only if the manifest itself cannot be read.
 std::vector<ShardProblem> VerifyShards(
     const std::string& manifest_or_dir,
     const std::function<void(std::uint64_t, std::uint64_t)>& on_record = {},

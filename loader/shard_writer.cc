@@ -18,6 +18,7 @@
 
 #include "codecs/jpeg.h"
 #include "codecs/jpeg_index.h"
+#include "codecs/png.h"
 #include "codecs/raw.h"
 #include "loader/detail/file_io.h"
 #include "loader/detail/shard_format.h"
@@ -237,14 +238,16 @@ class Converter {
       case SampleCodec::kIndexedJpeg:  // made kEncoded above
       case SampleCodec::kEncoded:
         if (!raw) {
-          if (const char* kind = codecs::SniffNonJpeg(item.read)) {
+          // PNGs are stored as they are and decoded at read time, like JPEGs.
+          const char* kind = codecs::IsPng(item.read) ? nullptr : codecs::SniffNonJpeg(item.read);
+          if (kind != nullptr) {
             item.not_jpeg = true;
-            item.reason = std::string("stored, but it is not a JPEG (") + kind + ")";
+            item.reason = std::string("stored, but it is not a JPEG or PNG (") + kind + ")";
           }
           if (options_.codec == ShardCodec::kIndexedJpeg) Transcode(item);
         } else {
           try {
-            DecodeJpeg(item);
+            DecodeImage(item);
           } catch (const codecs::DecodeError& e) {
             Skip(item, e.what());
             return;
@@ -332,27 +335,37 @@ class Converter {
     item.payload = item.encoded;
   }
 
-  void DecodeJpeg(Item& item) {
+  // Decodes a JPEG or PNG sample whole, resized to the raw size, into an LZ4 raw record.
+  void DecodeImage(Item& item) {
     const int w = options_.raw_width;
     const int h = options_.raw_height;
     if (w <= 0 || h <= 0 || w > 65535 || h > 65535) {
       throw PackError(source_.Describe(item.index) +
-                      ": JPEG samples need a raw size (e.g. 32x32) for the raw codec");
+                      ": image samples need a raw size (e.g. 32x32) for the raw codec");
     }
-    codecs::JpegDecoder& decoder = decoders_.local();
-    const codecs::ImageInfo image = decoder.ReadInfo(item.read);
+    Decoders& decoders = decoders_.local();
     item.pixels.resize(std::size_t(w) * h * 3);
-    codecs::CropPlan plan;
-    plan.crop = {0, 0, image.width, image.height};
-    decoder.DecodeInto(item.read, plan, codecs::PixelView::Interleaved(item.pixels.data(), w, h));
+    const auto out = codecs::PixelView::Interleaved(item.pixels.data(), w, h);
+    auto whole = [](const codecs::ImageInfo& image) {
+      return codecs::CropPlan{codecs::Rect{0, 0, image.width, image.height}};
+    };
+    if (codecs::IsPng(item.read)) {
+      decoders.png.DecodeInto(item.read, whole, out);
+    } else {
+      decoders.jpeg.DecodeInto(item.read, whole, out);
+    }
     item.encoded = codecs::EncodeRaw(item.pixels, {h, w, 3});
     item.payload = item.encoded;
   }
 
   const Source& source_;
   const PackOptions& options_;
-  // One decoder per thread: a JpegDecoder holds libjpeg state and is not shareable.
-  tbb::enumerable_thread_specific<codecs::JpegDecoder> decoders_;
+  // One decoder of each kind per thread: they hold codec state and are not shareable.
+  struct Decoders {
+    codecs::JpegDecoder jpeg;
+    codecs::PngDecoder png;
+  };
+  tbb::enumerable_thread_specific<Decoders> decoders_;
 };
 
 }  // namespace

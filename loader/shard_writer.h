@@ -34,12 +34,13 @@ struct PackOptions {
   // A shard is closed before a record would take it past this size (a record larger
   // than this gets a shard of its own).
   std::uint64_t shard_bytes = std::uint64_t{128} << 20;
-  // kJpeg stores encoded samples' bytes as they are; kLz4Raw decodes JPEG samples to
-  // raw_width x raw_height (the whole image, resized) and stores LZ4 raw tensors.
+  // kJpeg stores encoded samples' bytes as they are (JPEG and PNG alike); kLz4Raw decodes
+  // JPEG and PNG samples to raw_width x raw_height (the whole image, resized) and stores
+  // LZ4 raw tensors.
   // Samples that are already pixels (kRawHwc, e.g. CIFAR) need kLz4Raw and keep their size.
   // kIndexedJpeg transcodes each JPEG with codecs::TranscodeForRandomAccess(`transcode`)
-  // and stores it with its interval index; a file it refuses is stored as it came (listed
-  // in PackResult::not_indexed). Not the default: the stored bytes are no longer the
+  // and stores it with its interval index; a file it refuses (a PNG, say) is stored as it
+  // came (listed in PackResult::not_indexed). Not the default: the stored bytes are no longer the
   // original files (same pixels, metadata dropped) and need a version-2 reader.
   ShardCodec codec = ShardCodec::kJpeg;
   // kIndexedJpeg: how files are transcoded (interval width, pixel and scan limits).
@@ -61,7 +62,7 @@ struct PackProgress {
 };
 
 // A sample left out (kLz4Raw: unreadable or undecodable) or stored but suspect (kJpeg:
-// not starting like a JPEG; the loader will report it at read time).
+// starting like neither a JPEG nor a PNG; the loader will report it at read time).
 struct PackedSampleNote {
   std::size_t index = 0;  // in the source
   std::string where;      // source.Describe(index)

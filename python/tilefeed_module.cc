@@ -711,6 +711,15 @@ class PyCore {
     d["mean_ready_batches"] = m.mean_ready_batches;
     d["slots"] = m.slots;
     d["slot_bytes"] = m.slot_bytes;
+    // The same figures under the metrics schema's names (docs/metrics.md).
+    d["elapsed_s"] = m.seconds;
+    d["images_per_s"] = m.images_per_second;
+    d["read_s"] = m.read_seconds;
+    d["decode_s"] = m.decode_seconds;
+    d["resize_s"] = m.resize_seconds;
+    d["wait_s"] = m.wait_seconds;
+    d["ring_occupancy"] = m.mean_ready_batches;
+    d["ring_slots"] = m.slots;
     return d;
   }
 

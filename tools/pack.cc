@@ -9,9 +9,12 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <map>
@@ -20,6 +23,7 @@
 
 #include "loader/dataset.h"
 #include "loader/shard_writer.h"
+#include "metrics/cli.h"
 #include "tools/remote_flags.h"
 
 namespace {
@@ -80,6 +84,10 @@ class ProgressPrinter {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Past a file-size limit (ulimit -f) the kernel would kill us with SIGXFSZ mid-write and
+  // leave a .tmp behind; ignored, the write fails with EFBIG, the pack reports it and the
+  // shard writer removes its temporary file.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{
       "tilefeed-pack: packs a dataset (an ImageFolder root/<class>/<image>, a root with train/\n"
       "and val/ splits, CIFAR-10's binary directory, WebDataset .tar shards, or other shards;\n"
@@ -133,6 +141,8 @@ int main(int argc, char** argv) {
   app.add_option("--workers", workers, "read/convert threads (0 = all cores)")
       ->capture_default_str();
   app.add_flag("--force", force, "replace a pack in a non-empty OUT");
+  tilefeed::metrics::Flags metrics_flags;
+  tilefeed::metrics::AddFlags(app, metrics_flags);
   tilefeed::tools::RemoteFlags remote_flags;
   tilefeed::tools::AddRemoteFlags(app, remote_flags);
   CLI11_PARSE(app, argc, argv);
@@ -206,9 +216,16 @@ int main(int argc, char** argv) {
                 out.c_str(), ToString(options.codec),
                 static_cast<unsigned long long>(options.shard_bytes));
     std::fflush(stdout);
+    tilefeed::metrics::Session metrics = tilefeed::metrics::Open(
+        metrics_flags, {"tilefeed-pack", tilefeed::metrics::OptionsOf(app), src, source->size(),
+                        source->class_names().size(), 0, 1, 0});
     ProgressPrinter printer;
     const loader::PackResult result =
-        loader::PackDataset(*source, options, [&](const loader::PackProgress& p) { printer(p); });
+        loader::PackDataset(*source, options, [&](const loader::PackProgress& p) {
+          printer(p);
+          if (metrics) metrics.writer->SetProgress(p.samples_done, p.bytes_written);
+        });
+    metrics.Finish("completed");
 
     std::printf("packed %llu records into %llu shards, %.1f MB in %.2f s (%.0f records/s)\n",
                 static_cast<unsigned long long>(result.records),
@@ -251,7 +268,10 @@ int main(int argc, char** argv) {
       }
     }
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "\ntilefeed-pack: %s\n", e.what());
+    std::fprintf(stderr, "\ntilefeed-pack: %s%s\n", e.what(),
+                 std::strstr(e.what(), std::strerror(EFBIG)) != nullptr
+                     ? " (the file-size limit, ulimit -f, is smaller than the output)"
+                     : "");
     return 1;
   }
   return 0;

@@ -68,8 +68,15 @@ int main(int argc, char** argv) {
     return Fail(e.what());
   }
   plan.program = app.remaining();
-  if (!plan.program.empty() && plan.program.front() == "--")
+  if (!plan.program.empty() && plan.program.front() == "--") {
     plan.program.erase(plan.program.begin());
+  } else if (!plan.program.empty() && plan.program.front().size() > 1 &&
+             plan.program.front().front() == '-') {
+    // An option poprun does not know must not reach mpirun as "the program" (issue 15).
+    return Fail("unknown option " + plan.program.front() +
+                " (poprun's options come before PROGRAM; see poprun --help, or put -- before "
+                "a PROGRAM whose name starts with -)");
+  }
 
   const EnvLookup env = ProcessEnvironment();
   HostFacts facts;

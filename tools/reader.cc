@@ -37,6 +37,7 @@
 
 #include "loader/dataset.h"
 #include "loader/loader.h"
+#include "metrics/cli.h"
 #include "tools/remote_flags.h"
 #include "transport/curve.h"
 #include "transport/instance.h"
@@ -160,6 +161,8 @@ int main(int argc, char** argv) {
   app.add_option("--heartbeat-ms", heartbeat_ms, "heartbeat interval")->capture_default_str();
   app.add_option("--timeout-ms", timeout_ms, "a trainer silent this long is an error")
       ->capture_default_str();
+  metrics::Flags metrics_flags;
+  metrics::AddFlags(app, metrics_flags, /*with_port=*/true);
   CLI11_PARSE(app, argc, argv);
   if (!curve_keygen.empty()) {
     try {
@@ -234,7 +237,13 @@ int main(int argc, char** argv) {
     if (sender_options.shared_memory) {
       options.slot_memory = transport::SharedSlots::Create(options, job_id);
     }
+    const std::uint64_t samples = source->size(), classes = source->class_names().size();
     loader::Loader loader(std::move(source), options);
+    metrics::Session metrics =
+        metrics::Open(metrics_flags, {"tilefeed-serve", metrics::OptionsOf(app), data, samples,
+                                      classes, options.shard.index, options.shard.count,
+                                      loader.metrics().slots * loader.metrics().slot_bytes});
+    const metrics::Session::ScopedLoader metrics_loader(metrics, [&] { return loader.metrics(); });
     transport::Context context;
     transport::BatchSender sender(context, loader, sender_options);
     std::cerr << "tilefeed-serve: serving " << loader.batches_per_epoch()
@@ -244,8 +253,11 @@ int main(int argc, char** argv) {
     const transport::SendResult result = sender.Run(stopper.token());
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const loader::LoaderMetrics metrics = loader.metrics();
-    const double mb = static_cast<double>(sender.batches_sent()) * metrics.slot_bytes / 1e6;
+    const loader::LoaderMetrics figures = loader.metrics();
+    const double mb = static_cast<double>(sender.batches_sent()) * figures.slot_bytes / 1e6;
+    metrics.Finish(result == transport::SendResult::kCompleted  ? "completed"
+                   : result == transport::SendResult::kPeerLeft ? "peer_left"
+                                                                : "stopped");
     std::cerr << "tilefeed-serve: "
               << (result == transport::SendResult::kCompleted  ? "done"
                   : result == transport::SendResult::kPeerLeft ? "trainer left"

@@ -46,8 +46,10 @@
 #include <thread>
 #include <vector>
 
+#include "loader/bad_sample_log.h"
 #include "loader/dataset.h"
 #include "loader/loader.h"
+#include "metrics/cli.h"
 #include "tools/remote_flags.h"
 #include "trainer/checkpoint.h"
 #include "trainer/mpi_session.h"
@@ -255,14 +257,41 @@ struct Args {
   int image_size = 224;
   int workers = 0;
   std::size_t prefetch_depth = 4;
+  std::string bad_sample_policy = "skip";
+  std::size_t bad_sample_lines = 20;
   trainer::TrainerOptions trainer;
   std::uint64_t seed = 0;
   int hidden = 256;
   bool resume = false;
+  bool resume_if_present = false;  // --resume, but no checkpoint is not an error
+  bool new_global_batch = false;   // resume: accept another global batch than the checkpoint's
+  bool batch_size_given = false;   // --batch-size / --gradient-accumulation on the command line
+  bool accumulation_given = false;
+  std::string trace_samples;  // test hook: instance i appends "epoch sample" lines to PREFIX.i
   std::string checkpoint_dir;
   std::string json;
   bool quiet_others = true;
+  double collective_timeout = 300;  // seconds; see trainer::MpiSessionOptions
+  metrics::Flags metrics;
+  std::vector<std::pair<std::string, std::string>> options_text;  // for the metrics' config
 };
+
+// The checkpoint to resume from: nullopt without --resume(-if-present), or when
+// --resume-if-present finds none. --resume without one is an error (a typo in
+// --checkpoint-dir must not quietly start from scratch).
+template <typename Log>
+std::optional<trainer::Checkpoint> ReadResumeCheckpoint(const Args& args, const Log& log) {
+  if (!args.resume && !args.resume_if_present) return std::nullopt;
+  std::optional<trainer::Checkpoint> checkpoint = trainer::ReadCheckpoint(args.checkpoint_dir);
+  if (checkpoint) return checkpoint;
+  if (args.resume) {
+    throw std::invalid_argument("--resume: no checkpoint in " + args.checkpoint_dir + " (" +
+                                trainer::CheckpointPath(args.checkpoint_dir).string() +
+                                " does not exist); --resume-if-present starts fresh instead");
+  }
+  log("resume: no checkpoint in " + args.checkpoint_dir + "; starting from scratch");
+  return std::nullopt;
+}
 
 int Run(trainer::MpiSession& mpi, const Args& args) {
   const int rank = mpi.rank();
@@ -344,18 +373,28 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
     make_core = [core_options] { return std::make_unique<trainer::ReferenceCore>(core_options); };
   }
 
+  metrics::Session metrics = metrics::Open(
+      args.metrics, {"train", args.options_text, args.data, train_source ? train_source->size() : 0,
+                     static_cast<std::uint64_t>(std::max(classes, 0)), rank, mpi.size(),
+                     args.prefetch_depth * args.batch_size * options.sample_bytes, true});
+  std::string metrics_exit = "completed";
   std::unique_ptr<std::ofstream> json;
   if (!args.json.empty() && rank == 0) {
     json = std::make_unique<std::ofstream>(args.json, std::ios::app);
     if (!*json) throw std::runtime_error("cannot open --json file " + args.json);
   }
   auto report = [&](const trainer::EpochReport& r) {
+    metrics.EndEpoch(r.epoch, r.loss, r.accuracy, r.val_accuracy);
     if (rank != 0) return;
     if (progress) progress->Clear();
     std::printf("[train] epoch %llu: %llu steps, loss %.4f",
                 static_cast<unsigned long long>(r.epoch), static_cast<unsigned long long>(r.steps),
                 r.loss);
     if (r.accuracy) std::printf(", accuracy %.1f %%", 100 * *r.accuracy);
+    if (r.bad_samples > 0) {
+      std::printf(", %llu bad sample%s replaced", static_cast<unsigned long long>(r.bad_samples),
+                  r.bad_samples == 1 ? "" : "s");
+    }
     std::printf(", %.1f images/s, stall %.2f %%", r.images_per_second, r.stall_percent);
     if (r.steps > 0) {
       std::printf(", step %.2f ms (all-reduce %s, %.2f ms exposed)",
@@ -371,14 +410,45 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
     if (json) *json << trainer::ToJsonLine(r) << "\n" << std::flush;
   };
 
+  const std::optional<trainer::Checkpoint> checkpoint = ReadResumeCheckpoint(args, log);
+  if (checkpoint && !args.new_global_batch) {
+    // Another instance count keeps the global batch: more or fewer micro-batches per step,
+    // or (where the readers do not fix it) another local batch.
+    const trainer::BatchLayout fit = trainer::FitGlobalBatch(
+        checkpoint->global_batch, {options.local_batch, options.gradient_accumulation},
+        options.replicas, mpi.size(), args.batch_size_given || remote, args.accumulation_given);
+    if (fit.local_batch != options.local_batch ||
+        fit.gradient_accumulation != options.gradient_accumulation) {
+      log("resume: keeping the checkpoint's global batch " +
+          std::to_string(checkpoint->global_batch) + " on " + std::to_string(mpi.size()) +
+          " instance(s): local batch " + std::to_string(options.local_batch) + " -> " +
+          std::to_string(fit.local_batch) + ", gradient accumulation " +
+          std::to_string(options.gradient_accumulation) + " -> " +
+          std::to_string(fit.gradient_accumulation));
+      options.local_batch = fit.local_batch;
+      options.gradient_accumulation = fit.gradient_accumulation;
+    }
+  }
   trainer::Trainer trainer(make_core, mpi, options, log, report);
+  std::ofstream trace;
+  if (!args.trace_samples.empty()) {
+    const std::string path = args.trace_samples + "." + std::to_string(rank);
+    trace.open(path, std::ios::app);
+    if (!trace) throw std::runtime_error("cannot open --trace-samples file " + path);
+    trainer.SetSampleSink([&trace](std::uint64_t epoch, std::span<const std::uint64_t> samples) {
+      for (const std::uint64_t sample : samples) trace << epoch << ' ' << sample << '\n';
+      trace << std::flush;
+    });
+  }
   // --seconds: after every step the instances agree (a one-value all-reduce, in lockstep
   // like the gradients) whether any of them is past the limit; all then stop after that
   // same step by leaving Train() with TimeLimitReached.
   const auto started = std::chrono::steady_clock::now();
-  if (progress || args.seconds > 0) {
+  if (progress || args.seconds > 0 || metrics) {
     trainer.SetProgressSink([&](const trainer::StepProgress& p) {
       if (progress) progress->Update(p);
+      metrics.AddStep(p.epoch, trainer.global_batch() / static_cast<std::size_t>(mpi.size()),
+                      p.step_wait_seconds, p.step_busy_seconds);
       if (args.seconds <= 0) return;
       const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - started;
       double past[1] = {elapsed.count() >= args.seconds ? 1.0 : 0.0};
@@ -389,46 +459,52 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
         log("time limit: stopping after step " + std::to_string(p.global_step) + " (epoch " +
             std::to_string(p.epoch) + ", step " + std::to_string(p.step_in_epoch) + ", " + rate +
             " images/s in this epoch so far)");
+        metrics_exit = "time_limit";
         throw TimeLimitReached{};
       }
     });
   }
 
   loader::LoaderOptions loader_options;
-  loader_options.batch_size = args.batch_size;
+  loader_options.batch_size = options.local_batch;
   loader_options.image_size = args.image_size;
   loader_options.workers = args.workers > 0 ? args.workers : CoresOfThisProcess();
   loader_options.prefetch_depth = args.prefetch_depth;
   loader_options.seed = args.seed;
   loader_options.shard = {rank, mpi.size()};
+  loader_options.bad_sample_policy = args.bad_sample_policy == "fail"
+                                         ? loader::BadSamplePolicy::kFail
+                                         : loader::BadSamplePolicy::kSkip;
+  // Every instance reads other files, so each names its own bad ones on stderr.
+  auto bad_sample_log = std::make_shared<loader::BadSampleLog>(
+      [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); },
+      "train: instance " + std::to_string(rank) + ": ", args.bad_sample_lines);
+  loader_options.on_bad_sample = [bad_sample_log](const loader::BadSample& bad) {
+    (*bad_sample_log)(bad);
+  };
   // Every batch full: core buffers have one shape, and all instances take the same steps.
   loader_options.drop_last_batch = true;
   std::uint64_t first_epoch = 0;
   DataPosition resumed;
-  if (args.resume) {
-    std::optional<trainer::Checkpoint> checkpoint = trainer::ReadCheckpoint(args.checkpoint_dir);
-    if (!checkpoint) {
-      log("resume: no checkpoint in " + args.checkpoint_dir + "; starting from scratch");
+  if (checkpoint) {
+    trainer.Restore(*checkpoint);
+    if (std::optional<DataPosition> r = ParseRemoteState(checkpoint->loader_state)) {
+      // Written in disaggregated mode: no seed or dataset size, --seed must match.
+      resumed = *r;
+      loader_options.first_epoch = r->epoch;
+      loader_options.first_epoch_position = r->position;
     } else {
-      trainer.Restore(*checkpoint);
-      if (std::optional<DataPosition> r = ParseRemoteState(checkpoint->loader_state)) {
-        // Written in disaggregated mode: no seed or dataset size, --seed must match.
-        resumed = *r;
-        loader_options.first_epoch = r->epoch;
-        loader_options.first_epoch_position = r->position;
-      } else {
-        const loader::LoaderState state = loader::LoaderState::Parse(checkpoint->loader_state);
-        state.ApplyTo(loader_options);
-        resumed = {state.epoch, state.position};
-      }
-      first_epoch = resumed.epoch;
-      log("resume: step " + std::to_string(checkpoint->step) + ", " + checkpoint->loader_state);
-      if (remote) {
-        log("resume: the readers own the data position; for an exact continuation start each "
-            "with --first-epoch " +
-            std::to_string(resumed.epoch) + " --first-epoch-position " +
-            std::to_string(resumed.position) + " and the same --seed");
-      }
+      const loader::LoaderState state = loader::LoaderState::Parse(checkpoint->loader_state);
+      state.ApplyTo(loader_options);
+      resumed = {state.epoch, state.position};
+    }
+    first_epoch = resumed.epoch;
+    log("resume: step " + std::to_string(checkpoint->step) + ", " + checkpoint->loader_state);
+    if (remote) {
+      log("resume: the readers own the data position; for an exact continuation start each "
+          "with --first-epoch " +
+          std::to_string(resumed.epoch) + " --first-epoch-position " +
+          std::to_string(resumed.position) + " and the same --seed");
     }
   }
   if (!remote && first_epoch >= args.epochs) {
@@ -479,7 +555,7 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
         stream_options.curve_server_key_file.empty()) {
       throw std::invalid_argument("--curve-key needs --curve-server-key (the readers' public key)");
     }
-    RemoteStream stream(context, stream_options, args.batch_size, args.image_size, mpi.size(),
+    RemoteStream stream(context, stream_options, options.local_batch, args.image_size, mpi.size(),
                         resumed);
     // Instance 0 speaks for all; a per-instance line would interleave.
     log("instance " + std::to_string(rank) + " of " + std::to_string(mpi.size()) + ": reader " +
@@ -499,6 +575,8 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
     if (!has_data) throw std::invalid_argument("--data is required without --readers");
     loader_options.epochs = args.epochs - first_epoch;
     loader::Loader train_loader(std::move(train_source), loader_options);
+    const metrics::Session::ScopedLoader metrics_loader(metrics,
+                                                        [&] { return train_loader.metrics(); });
     transport::LoaderStream stream(train_loader);
     log("instance " + std::to_string(rank) + " of " + std::to_string(mpi.size()) + ": " +
         std::to_string(train_loader.batches_per_epoch()) + " batches per epoch, " +
@@ -512,6 +590,7 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
   log("done: " + std::to_string(trainer.step()) + " steps; parameter checksum " +
       std::to_string(trainer.CheckReplicasIdentical()) + " identical on all " +
       std::to_string(mpi.size() * options.replicas) + " replicas");
+  metrics.Finish(metrics_exit);
   return 0;
 }
 
@@ -626,9 +705,39 @@ int main(int argc, char** argv) {
                  "Instance 0 writes a checkpoint every N steps (0: never)")
       ->capture_default_str();
   app.add_option("--checkpoint-dir", args.checkpoint_dir, "Checkpoint folder");
-  app.add_flag("--resume", args.resume, "Continue from the checkpoint in --checkpoint-dir");
+  app.add_flag("--resume", args.resume,
+               "Continue from the checkpoint in --checkpoint-dir (an error if there is none). "
+               "With another instance count the checkpoint's global batch is kept (more or "
+               "fewer micro-batches per step, else another local batch) or the run is refused "
+               "with the arithmetic; the epoch continues where it stood, no sample lost or "
+               "repeated apart from the padding of its last batches");
+  app.add_flag("--resume-if-present", args.resume_if_present,
+               "As --resume, but start fresh when --checkpoint-dir holds no checkpoint");
+  app.add_flag("--new-global-batch", args.new_global_batch,
+               "Resume: continue with this run's global batch even if the checkpoint's differs");
+  app.add_option("--trace-samples", args.trace_samples,
+                 "Test hook: instance i appends one 'EPOCH SAMPLE' line per trained sample to "
+                 "PREFIX.i");
+  app.add_option("--bad-sample-policy", args.bad_sample_policy,
+                 "skip: a file that cannot be read or decoded is replaced by the next good one "
+                 "of the instance's epoch order (every instance keeps the same step count), "
+                 "named on stderr and counted in the epoch line and --json; fail: the job "
+                 "stops at the first, naming it")
+      ->check(CLI::IsMember({"skip", "fail"}))
+      ->capture_default_str();
+  app.add_option("--bad-sample-lines", args.bad_sample_lines,
+                 "bad samples named in full on stderr per instance; later ones are counted")
+      ->capture_default_str();
   app.add_option("--json", args.json, "Append per-epoch reports to this file as JSON lines");
+  app.add_option("--collective-timeout", args.collective_timeout,
+                 "Seconds an instance waits in one collective (all-reduce, broadcast) before "
+                 "the whole job is aborted with a line naming the instances that did not "
+                 "arrive (0: wait forever)")
+      ->check(CLI::Range(0.0, 1e6))
+      ->capture_default_str();
+  metrics::AddFlags(app, args.metrics, /*with_port=*/true);
   CLI11_PARSE(app, argc, argv);
+  args.options_text = metrics::OptionsOf(app);
   if (data->count() == 0 && args.readers.empty()) {
     std::fprintf(stderr, "train: --data is required (or --readers for disaggregated mode)\n");
     return 2;
@@ -639,14 +748,22 @@ int main(int argc, char** argv) {
       args.trainer.replicas = std::max(1, std::atoi(replicas));
     }
   }
-  if ((args.resume || args.trainer.checkpoint_every > 0) && args.checkpoint_dir.empty()) {
-    std::fprintf(stderr, "train: --resume and --checkpoint-every need --checkpoint-dir\n");
+  args.batch_size_given = app.count("--batch-size") > 0;
+  args.accumulation_given = app.count("--gradient-accumulation") > 0;
+  if ((args.resume || args.resume_if_present || args.trainer.checkpoint_every > 0) &&
+      args.checkpoint_dir.empty()) {
+    std::fprintf(stderr,
+                 "train: --resume, --resume-if-present and --checkpoint-every need "
+                 "--checkpoint-dir\n");
     return 2;
   }
 
   std::optional<trainer::MpiSession> mpi;
   try {
-    mpi.emplace(&argc, &argv);
+    trainer::MpiSessionOptions mpi_options;
+    mpi_options.collective_timeout =
+        std::chrono::milliseconds(static_cast<std::int64_t>(args.collective_timeout * 1000.0));
+    mpi.emplace(&argc, &argv, mpi_options);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train: %s\n", e.what());
     return 1;

@@ -82,7 +82,8 @@ void WriteCheckpoint(const std::filesystem::path& dir, const Checkpoint& checkpo
   std::string bytes = std::string(kMagic) + " step=" + std::to_string(checkpoint.step) +
                       " epoch=" + std::to_string(checkpoint.epoch) + " core=" + checkpoint.core +
                       " parameters=" + std::to_string(checkpoint.parameters.size()) +
-                      " velocity=" + std::to_string(checkpoint.velocity.size()) + "\n" +
+                      " velocity=" + std::to_string(checkpoint.velocity.size()) +
+                      " global_batch=" + std::to_string(checkpoint.global_batch) + "\n" +
                       checkpoint.loader_state + "\n";
   auto append = [&bytes](const std::vector<float>& values) {
     bytes.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
@@ -120,8 +121,9 @@ std::optional<Checkpoint> ReadCheckpoint(const std::filesystem::path& dir) {
   const std::size_t state_end = bytes.find('\n', header_end + 1);
   if (header_end == std::string::npos || state_end == std::string::npos) Fail(path, "no header");
   std::istringstream header(bytes.substr(0, header_end));
-  std::string magic_a, magic_b, step, epoch, core, parameters, velocity;
+  std::string magic_a, magic_b, step, epoch, core, parameters, velocity, global_batch;
   header >> magic_a >> magic_b >> step >> epoch >> core >> parameters >> velocity;
+  header >> global_batch;  // absent in older checkpoints
   if (magic_a + " " + magic_b != kMagic) Fail(path, "not a tilefeed checkpoint (v1)");
   auto field = [&](const std::string& text, const std::string& key) -> std::string {
     if (text.rfind(key + "=", 0) != 0) Fail(path, "header field " + key + " missing");
@@ -136,6 +138,9 @@ std::optional<Checkpoint> ReadCheckpoint(const std::filesystem::path& dir) {
     checkpoint.core = field(core, "core");
     parameter_count = std::stoull(field(parameters, "parameters"));
     velocity_count = std::stoull(field(velocity, "velocity"));
+    if (!global_batch.empty()) {
+      checkpoint.global_batch = std::stoull(field(global_batch, "global_batch"));
+    }
   } catch (const std::logic_error&) {
     Fail(path, "bad number in header");
   }

@@ -31,6 +31,9 @@ struct Checkpoint {
   std::string loader_state;  // loader::LoaderState::Serialize() of the data consumed
   std::vector<float> parameters;
   std::vector<float> velocity;  // the optimizer's state
+  // local batch x replicas x instances x gradient accumulation of the run that wrote it;
+  // 0 in checkpoints written before it was recorded (unknown).
+  std::uint64_t global_batch = 0;
 
   friend bool operator==(const Checkpoint&, const Checkpoint&) = default;
 };

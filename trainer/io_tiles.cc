@@ -91,6 +91,7 @@ void IoTiles::State::Tile(std::stop_token token) {
     staged.meta = {};
     staged.images.clear();
     staged.labels.clear();
+    staged.sample_indices.clear();
     if (batch && !error) {
       const std::size_t samples = batch->size();
       if (samples > options.max_batch_samples ||
@@ -107,6 +108,8 @@ void IoTiles::State::Tile(std::stop_token token) {
         // The buffers were reserved at full size, so these never allocate.
         staged.images.assign(batch->images().begin(), batch->images().end());
         staged.labels.assign(batch->labels().begin(), batch->labels().end());
+        staged.sample_indices.assign(batch->sample_indices().begin(),
+                                     batch->sample_indices().end());
       }
     }
     batch.reset();  // the loader slot goes back before the consumer even looks
@@ -122,6 +125,7 @@ IoTiles::IoTiles(transport::BatchStream& stream, const IoTilesOptions& options, 
   for (StagedBatch& slot : s.slots) {
     slot.images.reserve(options.max_batch_samples * options.sample_bytes);
     slot.labels.reserve(options.max_batch_samples);
+    slot.sample_indices.reserve(options.max_batch_samples);
   }
   s.slot_ticket.resize(options.capacity);
   s.slot_error.resize(options.capacity);

@@ -34,7 +34,8 @@ struct StagedBatch {
   transport::BatchMeta meta;
   std::vector<std::uint8_t> images;  // meta.size images; capacity preallocated
   std::vector<std::int32_t> labels;
-  std::string position;  // the probe's answer right after this item was taken
+  std::vector<std::uint64_t> sample_indices;  // the dataset index of each sample
+  std::string position;                       // the probe's answer right after this item was taken
 };
 
 struct IoTilesOptions {

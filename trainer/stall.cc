@@ -41,7 +41,8 @@ std::string Optional(const std::optional<double>& value) { return value ? Number
 std::string ToJsonLine(const EpochReport& r) {
   return "{\"epoch\":" + std::to_string(r.epoch) + ",\"steps\":" + std::to_string(r.steps) +
          ",\"global_step\":" + std::to_string(r.global_step) +
-         ",\"images\":" + std::to_string(r.images) + ",\"seconds\":" + Number(r.seconds) +
+         ",\"images\":" + std::to_string(r.images) +
+         ",\"bad_samples\":" + std::to_string(r.bad_samples) + ",\"seconds\":" + Number(r.seconds) +
          ",\"images_per_second\":" + Number(r.images_per_second) + ",\"loss\":" + Number(r.loss) +
          ",\"accuracy\":" + Optional(r.accuracy) + ",\"stall_percent\":" + Number(r.stall_percent) +
          ",\"wait_seconds\":" + Number(r.wait_seconds) +

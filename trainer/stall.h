@@ -47,6 +47,7 @@ struct EpochReport {
   std::uint64_t steps = 0;         // optimizer steps in this epoch
   std::uint64_t global_step = 0;   // steps since the start of training, after this epoch
   std::uint64_t images = 0;        // samples trained on, all instances
+  std::uint64_t bad_samples = 0;   // of those, bad samples the loaders replaced (skip policy)
   double seconds = 0;              // steady-state wall time (slowest instance)
   double images_per_second = 0;    // images / seconds
   double loss = 0;                 // mean training loss per sample

@@ -49,6 +49,46 @@ AllreduceMode ParseAllreduceMode(const std::string& name) {
                      "' (expected overlap or blocking)");
 }
 
+BatchLayout FitGlobalBatch(std::uint64_t saved_global_batch, BatchLayout current, int replicas,
+                           int instances, bool local_batch_fixed, bool accumulation_fixed) {
+  const std::uint64_t parallel =
+      static_cast<std::uint64_t>(replicas) * static_cast<std::uint64_t>(instances);
+  const std::uint64_t per_micro_step = current.local_batch * parallel;
+  const std::uint64_t per_sample =
+      parallel * static_cast<std::uint64_t>(current.gradient_accumulation);
+  const std::uint64_t now =
+      per_micro_step * static_cast<std::uint64_t>(current.gradient_accumulation);
+  if (saved_global_batch == 0 || saved_global_batch == now) return current;
+  constexpr std::uint64_t kMaxAccumulation = 4096;
+  if (!accumulation_fixed && saved_global_batch % per_micro_step == 0 &&
+      saved_global_batch / per_micro_step <= kMaxAccumulation) {
+    return {current.local_batch, static_cast<int>(saved_global_batch / per_micro_step)};
+  }
+  if (!local_batch_fixed && saved_global_batch % per_sample == 0) {
+    return {static_cast<std::size_t>(saved_global_batch / per_sample),
+            current.gradient_accumulation};
+  }
+  const std::string r = std::to_string(replicas);
+  const std::string n = std::to_string(instances);
+  throw TrainerError(
+      "resume: the checkpoint was written with global batch " + std::to_string(saved_global_batch) +
+      "; here local batch " + std::to_string(current.local_batch) + " x replicas " + r +
+      " x instances " + n + " x gradient accumulation " +
+      std::to_string(current.gradient_accumulation) + " = " + std::to_string(now) + ", and " +
+      std::to_string(saved_global_batch) +
+      (accumulation_fixed ? ""
+                          : " is not a multiple of " + std::to_string(per_micro_step) +
+                                " (local batch x replicas x instances)") +
+      (accumulation_fixed || local_batch_fixed ? "" : " nor") +
+      (local_batch_fixed ? ""
+                         : " of " + std::to_string(per_sample) +
+                               " (replicas x instances x gradient accumulation)") +
+      (accumulation_fixed && local_batch_fixed ? " cannot be kept with --batch-size and --gradient-accumulation as given" : "") +
+      ": choose --batch-size B and --gradient-accumulation G with B x " + r + " x " + n +
+      " x G = " + std::to_string(saved_global_batch) +
+      ", or pass --new-global-batch to continue with " + std::to_string(now));
+}
+
 std::uint64_t ParameterChecksum(std::span<const float> parameters) {
   std::uint64_t hash = 0xcbf29ce484222325ULL;
   for (std::byte b : std::as_bytes(parameters)) {
@@ -160,6 +200,7 @@ void Trainer::SumReplicas(std::size_t offset, std::size_t size) {
 void Trainer::SaveCheckpoint(const std::string& loader_state) {
   if (collectives_.rank() != 0) return;
   Checkpoint checkpoint;
+  checkpoint.global_batch = global_batch();
   checkpoint.step = step_;
   checkpoint.epoch = epoch_;
   checkpoint.core = replicas_[0]->core->name();
@@ -214,6 +255,7 @@ std::uint64_t Trainer::Train(transport::BatchStream& stream, IoTiles::PositionPr
       stream.batches_per_epoch() / (replica_count * static_cast<std::size_t>(accumulation));
   std::vector<const StagedBatch*> items;
   items.reserve(replica_count);
+  std::vector<std::uint64_t> step_samples;  // for the sample sink
   auto done = [&] { return options_.max_steps != 0 && step_ >= options_.max_steps; };
   const bool overlap = options_.allreduce == AllreduceMode::kOverlap;
 
@@ -223,6 +265,7 @@ std::uint64_t Trainer::Train(transport::BatchStream& stream, IoTiles::PositionPr
     double loss_sum = 0;
     std::uint64_t correct = 0;
     std::uint64_t samples = 0;
+    std::uint64_t bad_samples = 0;
     bool epoch_ended = false;
     const std::uint64_t epoch = epoch_;
     while (!done()) {
@@ -230,7 +273,9 @@ std::uint64_t Trainer::Train(transport::BatchStream& stream, IoTiles::PositionPr
       double wait = 0;
       double busy = 0;
       BatchStats step_stats;  // counted only if the step completes
+      std::uint64_t step_bad_samples = 0;
       std::string step_position;
+      step_samples.clear();
       for (int g = 0; g < accumulation && !epoch_ended; ++g) {
         const auto wait_start = Clock::now();
         items.clear();
@@ -278,7 +323,14 @@ std::uint64_t Trainer::Train(transport::BatchStream& stream, IoTiles::PositionPr
             step_stats.correct += replicas_[r]->stats.correct;
             step_stats.samples += replicas_[r]->stats.samples;
           }
+          for (const StagedBatch* item : items) step_bad_samples += item->meta.substituted;
           step_position = items.back()->position;
+          if (samples_) {
+            for (const StagedBatch* item : items) {
+              step_samples.insert(step_samples.end(), item->sample_indices.begin(),
+                                  item->sample_indices.end());
+            }
+          }
         }
         for (std::size_t i = 0; i < items.size(); ++i) io.Release();
         busy += Seconds(compute_start, Clock::now());
@@ -303,9 +355,11 @@ std::uint64_t Trainer::Train(transport::BatchStream& stream, IoTiles::PositionPr
       });
       ++step_;
       busy += Seconds(update_start, Clock::now());
+      if (samples_) samples_(epoch, step_samples);
       loss_sum += step_stats.loss_sum;
       correct += step_stats.correct;
       samples += step_stats.samples;
+      bad_samples += step_bad_samples;
       if (first_step) {
         // The first wait of a run is the pipeline filling, not a stall of the steady state.
         meter.AddFill(wait);
@@ -336,13 +390,14 @@ std::uint64_t Trainer::Train(transport::BatchStream& stream, IoTiles::PositionPr
     }
     // Every instance has the same number of steps here, so these collectives match.
     if (meter.steps() > 0) {
-      double sums[7] = {loss_sum,
+      double sums[8] = {loss_sum,
                         static_cast<double>(correct),
                         static_cast<double>(samples),
                         meter.wait_seconds(),
                         meter.step_seconds(),
                         meter.fill_seconds(),
-                        allreduce_exposed};
+                        allreduce_exposed,
+                        static_cast<double>(bad_samples)};
       collectives_.AllreduceSum(std::span<double>(sums));
       double slowest[1] = {meter.step_seconds()};
       collectives_.AllreduceMax(std::span<double>(slowest));
@@ -351,6 +406,7 @@ std::uint64_t Trainer::Train(transport::BatchStream& stream, IoTiles::PositionPr
       report.steps = meter.steps();
       report.global_step = step_;
       report.images = static_cast<std::uint64_t>(sums[2]);
+      report.bad_samples = static_cast<std::uint64_t>(sums[7]);
       report.seconds = slowest[0];
       report.images_per_second = slowest[0] > 0 ? sums[2] / slowest[0] : 0;
       report.loss = sums[2] > 0 ? sums[0] / sums[2] : 0;

@@ -97,6 +97,9 @@ class Trainer {
   using LogSink = std::function<void(const std::string&)>;
   using ReportSink = std::function<void(const EpochReport&)>;
   using ProgressSink = std::function<void(const StepProgress&)>;
+  // Told the dataset indices of the samples a completed step trained on (this instance's
+  // batches, replica by replica, micro-step by micro-step) and the epoch they belong to.
+  using SampleSink = std::function<void(std::uint64_t epoch, std::span<const std::uint64_t>)>;
   // Makes a fresh stream over one epoch of validation data (eval mode, this instance's shard).
   using ValidationFactory = std::function<std::unique_ptr<transport::BatchStream>()>;
 
@@ -112,6 +115,9 @@ class Trainer {
   // Calls `progress` after every step of later Train() calls, from the training thread;
   // the sink decides how often to show it. An empty sink turns it off.
   void SetProgressSink(ProgressSink progress) { progress_ = std::move(progress); }
+  // Calls `samples` after every completed step of later Train() calls (a dropped partial
+  // step at an epoch's end trained on nothing and is not reported). Empty: off.
+  void SetSampleSink(SampleSink samples) { samples_ = std::move(samples); }
 
   // Continues from `checkpoint`: parameters, velocity, step and epoch counters. Every
   // instance calls it with the same checkpoint. Throws TrainerError if it does not fit.
@@ -148,11 +154,27 @@ class Trainer {
   LogSink log_;
   ReportSink report_;
   ProgressSink progress_;
+  SampleSink samples_;
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::vector<float> reduced_;  // the summed gradient every replica applies
   std::uint64_t step_ = 0;
   std::uint64_t epoch_ = 0;
 };
+
+// A step's shape: samples per batch and micro-batches per replica.
+struct BatchLayout {
+  std::size_t local_batch = 0;
+  int gradient_accumulation = 1;
+};
+
+// The layout that keeps a checkpoint's global batch when a run resumes with `replicas` x
+// `instances` (perhaps another instance count): `current` when it already gives
+// `saved_global_batch` (or that is 0, unknown); otherwise another gradient accumulation if
+// `accumulation_fixed` is false and one fits, else another local batch if
+// `local_batch_fixed` is false and one fits. Throws TrainerError with the arithmetic when
+// none does.
+BatchLayout FitGlobalBatch(std::uint64_t saved_global_batch, BatchLayout current, int replicas,
+                           int instances, bool local_batch_fixed, bool accumulation_fixed);
 
 // FNV-1a 64 of the parameters' bytes: equal checksums, equal bits (almost surely).
 std::uint64_t ParameterChecksum(std::span<const float> parameters);

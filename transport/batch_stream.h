@@ -38,6 +38,9 @@ struct BatchMeta {
   int width = 0;
   int channels = 3;
   loader::Layout layout = loader::Layout::kNhwc;
+  // Bad samples the loader replaced in this batch (BadSamplePolicy::kSkip): the batch is
+  // still full, and the trainer counts them into its epoch report.
+  std::uint32_t substituted = 0;
 };
 
 class ReceivedBatch {

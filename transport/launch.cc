@@ -80,6 +80,10 @@ MpirunCommand BuildMpirunCommand(const LaunchPlan& plan, const HostFacts& facts)
     argv.insert(argv.end(),
                 {"--map-by", "slot:PE=" + std::to_string(cores_per_instance), "--bind-to", "core"});
   }
+  // Ranks blocked in MPI (MPI_Init, MPI_Finalize, any blocking call) yield the core instead
+  // of spinning on it; the trainer's collectives wait in their own sleeping loop
+  // (trainer/mpi_session.h).
+  argv.insert(argv.end(), {"--mca", "mpi_yield_when_idle", "1"});
   argv.insert(argv.end(),
               {"-x", "TILEFEED_INSTANCES=" + std::to_string(plan.instances), "-x",
                "TILEFEED_REPLICAS_PER_INSTANCE=" + std::to_string(plan.replicas_per_instance), "-x",

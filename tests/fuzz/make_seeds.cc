@@ -1,6 +1,7 @@
-// Writes the fuzzers' seed corpora: small JPEGs of every encoding the decoder meets and
-// a few LZ4 raw tensors, made at run time (the repository holds no images).
-//   make_seeds DIR    -> DIR/jpeg/*, DIR/raw/*, DIR/jpeg_index/*
+// Writes the fuzzers' seed corpora: small JPEGs of every encoding the decoder meets, a few
+// LZ4 raw tensors and PNGs of every colour type, made at run time (the repository holds no
+// images).
+//   make_seeds DIR    -> DIR/jpeg/*, DIR/raw/*, DIR/jpeg_index/*, DIR/png/*
 
 #include <cstdio>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include "codecs/jpeg_index.h"
 #include "codecs/raw.h"
 #include "tests/support/jpeg_maker.h"
+#include "tests/support/png_maker.h"
 #include "tests/support/temp_dir.h"
 
 int main(int argc, char** argv) {
@@ -86,6 +88,18 @@ int main(int argc, char** argv) {
   }
   transcoded(40, 33, gray, 1, 8);
   transcoded(33, 24, cmyk, 4, 16);
-  std::printf("wrote %d JPEG, 4 raw and %d JPEG-index seeds under %s\n", n, indexed, dir.c_str());
+  // png_fuzz: flags, crop (4 bytes), then the PNG; every colour type, plain and interlaced.
+  int pngs = 0;
+  for (const testing::PngKind kind : testing::kAllPngKinds) {
+    for (const bool interlaced : {false, true}) {
+      std::vector<std::byte> bytes = {std::byte(pngs * 8 & 0x1F), std::byte(40), std::byte(60),
+                                      std::byte(200), std::byte(150)};
+      const auto file = testing::MakeTestPng(kind, 13 + pngs, 9 + pngs % 5, interlaced).bytes;
+      bytes.insert(bytes.end(), file.begin(), file.end());
+      testing::WriteFile(dir / "png" / ("seed" + std::to_string(pngs++)), bytes);
+    }
+  }
+  std::printf("wrote %d JPEG, 4 raw, %d JPEG-index and %d PNG seeds under %s\n", n, indexed, pngs,
+              dir.c_str());
   return 0;
 }

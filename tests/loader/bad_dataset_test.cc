@@ -109,8 +109,10 @@ std::unique_ptr<BadDataset> MakeBadDataset() {
           bytes = Garbage(seed, 700);
           break;
         case 3:
-          kind = {"PNG named .jpg", "PNG"};
+          // A whole PNG named .jpg decodes (the loader goes by the bytes); a cut one fails.
+          kind = {"truncated PNG named .jpg", "truncated PNG"};
           bytes = testing::MakePngBytes();
+          bytes.resize(bytes.size() - 20);
           break;
         case 4:
           kind = {"GIF named .jpg", "GIF"};

@@ -188,11 +188,30 @@ TEST(IndexedShardTest, RefusedFilesAreStoredAsTheyCameAndCountedByReason) {
   for (const PackedSampleNote& note : result.not_indexed) ++by_category[note.category];
   EXPECT_EQ(by_category,
             (std::map<std::string, int>{{"not a JPEG (PNG image)", 2}, {"unsupported", 1}}));
-  EXPECT_EQ(result.not_jpeg.size(), 2u);
-  // The PNGs are records the loader will report; --verify names them now.
+  // PNGs are not suspects: the loader decodes them, and --verify notes them.
+  EXPECT_TRUE(result.not_jpeg.empty());
   const auto problems = VerifyShards((dir.path() / "indexed").string());
   ASSERT_EQ(problems.size(), 2u);
-  EXPECT_NE(problems[0].reason.find("SOI"), std::string::npos);
+  for (const ShardProblem& p : problems) {
+    EXPECT_TRUE(p.note) << p.where << ": " << p.reason;
+    EXPECT_NE(p.reason.find("PNG"), std::string::npos) << p.reason;
+  }
+}
+
+// A truncated JPEG cannot be transcoded, so it is stored as it came; --verify reports it.
+TEST(IndexedShardTest, VerifyReportsATruncatedJpegStoredAsItCame) {
+  TempDir dir;
+  const fs::path root = MakeFolder(dir, 2);
+  std::vector<std::byte> cut = testing::MakeJpeg(64, 48, codecs::EncodeOptions{}, 9);
+  cut.resize(cut.size() - 40);
+  WriteFile(root / "class0" / "zz_cut.jpg", cut);
+  const auto folder = ImageFolder::Open(root.string());
+  const PackResult result = PackIndexed(*folder, dir.path() / "indexed");
+  EXPECT_EQ(result.records, folder->size());
+  const auto problems = VerifyShards((dir.path() / "indexed").string());
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_FALSE(problems[0].note);
+  EXPECT_NE(problems[0].reason.find("truncated JPEG"), std::string::npos) << problems[0].reason;
 }
 
 TEST(IndexedShardTest, PackIsByteIdenticalWhateverTheWorkerCount) {

@@ -335,7 +335,7 @@ TEST(ShardTest, RawRecordsRoundTripBitExact) {
   EXPECT_TRUE(VerifyShards(out.string()).empty());
 }
 
-TEST(ShardTest, RawCodecDecodesJpegsAndReportsTheOnesItCannot) {
+TEST(ShardTest, RawCodecDecodesJpegsAndPngsAndReportsTheOnesItCannot) {
   TempDir dir;
   const fs::path root = MakeFolder(dir, 3);
   WriteFile(root / "class1" / "zz_png.jpg", testing::MakePngBytes());
@@ -347,22 +347,51 @@ TEST(ShardTest, RawCodecDecodesJpegsAndReportsTheOnesItCannot) {
   options.raw_width = 16;
   options.raw_height = 12;
   const PackResult raw = PackDataset(*folder, options);
-  EXPECT_EQ(raw.records, folder->size() - 2);
-  ASSERT_EQ(raw.skipped.size(), 2u);
-  EXPECT_EQ(raw.skipped[0].where, root.string() + "/class1/zz_png.jpg");
-  EXPECT_EQ(raw.skipped[1].where, root.string() + "/class2/zz_empty.jpg");
+  EXPECT_EQ(raw.records, folder->size() - 1);
+  ASSERT_EQ(raw.skipped.size(), 1u);
+  EXPECT_EQ(raw.skipped[0].where, root.string() + "/class2/zz_empty.jpg");
   const auto shards = ShardDataset::Open(options.output_dir);
   std::vector<std::byte> record;
   for (std::size_t i = 0; i < shards->size(); ++i) {
     shards->Read(i, record);
     EXPECT_EQ(codecs::ReadRawInfo(record), (codecs::RawInfo{12, 16, 3}));
   }
-  // In jpeg mode they are stored as they are and named as suspects.
+  // In jpeg mode both are stored as they are; the empty one is named as a suspect, and
+  // --verify fails it and notes the PNG.
   const PackResult jpeg = Pack(*folder, dir.path() / "jpeg");
   EXPECT_EQ(jpeg.records, folder->size());
-  EXPECT_EQ(jpeg.not_jpeg.size(), 2u);
+  ASSERT_EQ(jpeg.not_jpeg.size(), 1u);
+  EXPECT_EQ(jpeg.not_jpeg[0].where, root.string() + "/class2/zz_empty.jpg");
   const auto problems = VerifyShards((dir.path() / "jpeg").string());
-  EXPECT_EQ(problems.size(), 2u);
+  ASSERT_EQ(problems.size(), 2u);
+  EXPECT_TRUE(problems[0].note) << problems[0].reason;
+  EXPECT_NE(problems[0].reason.find("PNG"), std::string::npos) << problems[0].reason;
+  EXPECT_FALSE(problems[1].note);
+  EXPECT_NE(problems[1].reason.find("empty"), std::string::npos) << problems[1].reason;
+}
+
+// A truncated or corrupt JPEG packs (its bytes are stored as they are, with a good
+// checksum) and --verify reports it by decoding the entropy-coded data; so is a PNG that
+// does not decode.
+TEST(ShardTest, VerifyReportsTruncatedJpegsAndBrokenPngs) {
+  TempDir dir;
+  const fs::path root = MakeFolder(dir, 3);
+  std::vector<std::byte> cut = testing::MakeJpeg(64, 48, codecs::EncodeOptions{}, 5);
+  cut.resize(cut.size() * 2 / 3);
+  WriteFile(root / "class0" / "zz_cut.jpg", cut);
+  std::vector<std::byte> png = testing::MakePngBytes(16, 16);
+  png.resize(png.size() - 20);
+  WriteFile(root / "class1" / "zz_cut_png.png", png);
+  const auto folder = ImageFolder::Open(root.string());
+  Pack(*folder, dir.path() / "jpeg");
+  const auto problems = VerifyShards((dir.path() / "jpeg").string());
+  ASSERT_EQ(problems.size(), 2u);
+  for (const ShardProblem& p : problems) {
+    EXPECT_FALSE(p.note) << p.where;
+    EXPECT_NE(p.reason.find("truncated"), std::string::npos) << p.reason;
+  }
+  EXPECT_NE(problems[0].reason.find("JPEG"), std::string::npos) << problems[0].reason;
+  EXPECT_NE(problems[1].reason.find("PNG"), std::string::npos) << problems[1].reason;
 }
 
 TEST(ShardTest, LoaderGivesTheSameBatchesAsOverTheFolder) {

@@ -206,7 +206,15 @@ TEST(ImageFolderTest, ExtensionsMatchCaseInsensitivelyAndOthersAreIgnored) {
     Touch(dir / file);
   }
   const auto folder = ImageFolder::Open(dir.path().string());
-  EXPECT_THAT(RelativePaths(*folder), ElementsAre("k/a.JPG", "k/b.Jpeg", "k/c.jpeg", "k/d.jpg"));
+  EXPECT_THAT(RelativePaths(*folder),
+              ElementsAre("k/a.JPG", "k/b.Jpeg", "k/c.jpeg", "k/d.jpg", "k/e.png"));
+  // The others are counted by extension and named in one warning.
+  using Entry = std::pair<std::string, std::size_t>;
+  EXPECT_EQ(folder->skipped_files().count, 4u);
+  EXPECT_THAT(folder->skipped_files().by_extension,
+              ElementsAre(Entry{"", 2}, Entry{".bak", 1}, Entry{".txt", 1}));
+  ASSERT_EQ(folder->warnings().size(), 1u);
+  EXPECT_THAT(folder->warnings()[0], HasSubstr("2 without extension, 1 .bak, 1 .txt"));
 
   ImageFolderOptions png_only;
   png_only.extensions = {".PNG"};

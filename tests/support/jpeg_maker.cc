@@ -252,6 +252,8 @@ std::vector<std::byte> MakeJpeg(int width, int height, const codecs::EncodeOptio
                             options);
 }
 
+std::uint32_t PngCrc32(const std::byte* data, std::size_t n) { return Crc32(data, n); }
+
 std::vector<std::byte> MakePngBytes(int width, int height) {
   assert(width > 0 && height > 0);
   std::vector<std::byte> png;

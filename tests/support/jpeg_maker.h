@@ -32,6 +32,8 @@ std::vector<std::byte> MakeJpeg(int width, int height, const codecs::EncodeOptio
 
 // A valid RGB PNG (zlib stored blocks, correct CRCs and Adler-32) of a gradient.
 std::vector<std::byte> MakePngBytes(int width = 8, int height = 8);
+// CRC-32 as PNG chunks (and zlib) define it.
+std::uint32_t PngCrc32(const std::byte* data, std::size_t n);
 // A valid 1x1 GIF89a.
 std::vector<std::byte> MakeGifBytes();
 // A valid 2x2 24-bit BMP.

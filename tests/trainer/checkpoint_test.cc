@@ -21,6 +21,7 @@ Checkpoint Sample() {
   c.loader_state = "tilefeed-loader-state v1 seed=5 epoch=3 position=40 size=90";
   c.parameters = {1.5f, -2.0f, 3.25f, 0.0f};
   c.velocity = {0.1f, 0.2f, -0.3f, 0.4f};
+  c.global_batch = 256;
   return c;
 }
 

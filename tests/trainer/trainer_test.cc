@@ -165,5 +165,34 @@ TEST(Trainer, AllreduceModesParseAndNameThemselves) {
   EXPECT_THROW(ParseAllreduceMode("async"), TrainerError);
 }
 
+// A resume on another instance count keeps the global batch: accumulation first, then the
+// local batch, else a refusal that shows the arithmetic.
+TEST(FitGlobalBatch, KeepsTheGlobalBatchOrRefusesWithTheArithmetic) {
+  const BatchLayout layout{4, 1};
+  auto fit = [&](std::uint64_t saved, int instances, bool batch_fixed, bool accumulation_fixed) {
+    return FitGlobalBatch(saved, layout, 1, instances, batch_fixed, accumulation_fixed);
+  };
+  EXPECT_EQ(fit(8, 2, false, false).gradient_accumulation, 1);  // unchanged
+  EXPECT_EQ(fit(0, 3, false, false).local_batch, 4u);           // unknown: unchanged
+  const BatchLayout two_to_one = fit(8, 1, false, false);
+  EXPECT_EQ(two_to_one.local_batch, 4u);
+  EXPECT_EQ(two_to_one.gradient_accumulation, 2);
+  const BatchLayout one_to_four = fit(8, 4, false, false);  // 8 / 16: a smaller batch
+  EXPECT_EQ(one_to_four.local_batch, 2u);
+  EXPECT_EQ(one_to_four.gradient_accumulation, 1);
+  EXPECT_EQ(fit(8, 1, true, false).gradient_accumulation, 2);
+  EXPECT_EQ(fit(8, 1, false, true).local_batch, 8u);
+  try {
+    fit(8, 3, false, false);  // 8 is a multiple of neither 12 nor 3
+    FAIL() << "no refusal";
+  } catch (const TrainerError& e) {
+    EXPECT_NE(std::string(e.what()).find("global batch 8; here local batch 4 x replicas 1 x "
+                                         "instances 3 x gradient accumulation 1 = 12"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(fit(8, 1, true, true), TrainerError);
+}
+
 }  // namespace
 }  // namespace tilefeed::trainer

@@ -1,0 +1,234 @@
+"""Issue 16: every tool's metrics stream against docs/metrics-schema.json, the schema
+against docs/metrics.md, and the Prometheus endpoint during a run.
+
+The tools come from the environment (set by tests/CMakeLists.txt): TILEFEED_TRAIN,
+TILEFEED_SERVE, TILEFEED_PACK, TILEFEED_LOADER_BENCH, TILEFEED_STALL_BENCH,
+TILEFEED_MAKE_DEMO, TILEFEED_POPRUN. A tool that is not given is skipped."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import metrics_schema  # noqa: E402
+
+SCHEMA = metrics_schema.load_schema()
+TIMEOUT = 240  # generous: a loaded 2-core machine
+
+
+def tool(name):
+    path = os.environ.get(name)
+    if not path or not os.path.exists(path):
+        pytest.skip(name + " not given")
+    return path
+
+
+def run(args, **kwargs):
+    result = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            timeout=TIMEOUT, **kwargs)
+    assert result.returncode == 0, "%s exited %d:\n%s" % (args[0], result.returncode,
+                                                         result.stdout)
+    return result.stdout
+
+
+def assert_valid(path):
+    errors = metrics_schema.file_errors(str(path), SCHEMA)
+    assert not errors, "\n".join(errors)
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo") / "data"
+    run([tool("TILEFEED_MAKE_DEMO"), "--classes", "2", "--train-per-class", "48",
+         "--val-per-class", "8", "--seed", "5", "--threads", "1", str(out)])
+    return out
+
+
+# --- the schema itself -------------------------------------------------------------------
+
+def test_doc_tables_match_the_schema():
+    assert metrics_schema.doc_tables() == metrics_schema.schema_tables(SCHEMA)
+
+
+def test_a_missing_or_renamed_field_fails():
+    good = {"record": "epoch", "time": 1.0, "instance": 0, "epoch": 0, "steps": 1, "images": 8,
+            "seconds": 1.0, "images_per_s": 8.0, "stall_percent": 0.0, "wait_s": 0.0,
+            "read_s": 0.0, "decode_s": 0.0, "resize_s": 0.0, "bad_samples": 0, "loss": None,
+            "accuracy": None, "val_accuracy": None}
+    assert metrics_schema.record_errors(good, SCHEMA) == []
+    missing = dict(good)
+    del missing["stall_percent"]
+    assert metrics_schema.record_errors(missing, SCHEMA)
+    renamed = dict(missing, stall_pct=0.0)
+    assert len(metrics_schema.record_errors(renamed, SCHEMA)) == 2
+    wrong_type = dict(good, steps=1.5)
+    assert metrics_schema.record_errors(wrong_type, SCHEMA)
+    not_nullable = dict(good, seconds=None)
+    assert metrics_schema.record_errors(not_nullable, SCHEMA)
+
+
+# --- every tool --------------------------------------------------------------------------
+
+def test_loader_bench(demo, tmp_path):
+    out = tmp_path / "lb.jsonl"
+    run([tool("TILEFEED_LOADER_BENCH"), "--data", str(demo), "--batch", "8", "--size", "32",
+         "--workers", "1", "--epochs", "2", "--warmup", "1", "--metrics", str(out),
+         "--metrics-interval", "0.2"])
+    records = assert_valid(out)
+    assert records[0]["tool"] == "loader_bench"
+    assert [r["epoch"] for r in records if r["record"] == "epoch"] == [0, 1]
+    end = records[-1]
+    assert end["exit"] == "completed" and end["images"] > 0 and end["decode_s"] > 0
+
+
+def test_train(demo, tmp_path):
+    out = tmp_path / "train.jsonl"
+    log = run([tool("TILEFEED_TRAIN"), "--data", str(demo), "--core", "synthetic",
+               "--us-per-sample", "50", "--batch-size", "8", "--image-size", "32", "--workers",
+               "1", "--epochs", "2", "--metrics", str(out), "--metrics-interval", "0.2"])
+    records = assert_valid(out)
+    epochs = [r for r in records if r["record"] == "epoch"]
+    assert [r["epoch"] for r in epochs] == [0, 1]
+    assert all(r["loss"] is not None and r["steps"] == 12 for r in epochs)
+    assert records[-1]["steps"] == 24 and records[-1]["images"] == 24 * 8
+    # Off a terminal: one plain progress line per interval on stderr.
+    assert re.search(r"\[train\] instance 0: .* images/s, stall .* %", log)
+
+
+def test_serve_and_train_over_loopback(demo, tmp_path):
+    serve_out, train_out = tmp_path / "serve.jsonl", tmp_path / "train.jsonl"
+    reader = subprocess.Popen(
+        [tool("TILEFEED_SERVE"), "--data", str(demo / "train"), "--bind", "tcp://127.0.0.1:*",
+         "--batch-size", "8", "--image-size", "32", "--epochs", "2", "--workers", "1",
+         "--prefetch", "2", "--instance-index", "0", "--instance-count", "1", "--drop-last",
+         "--metrics", str(serve_out), "--metrics-interval", "0.2"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        endpoint = None
+        for line in reader.stderr:
+            found = re.search(r" on (tcp://127\.0\.0\.1:\d+)", line)
+            if found:
+                endpoint = found.group(1)
+                break
+        assert endpoint, "the reader named no endpoint"
+        run([tool("TILEFEED_TRAIN"), "--readers", endpoint, "--data", str(demo), "--core",
+             "synthetic", "--us-per-sample", "50", "--batch-size", "8", "--image-size", "32",
+             "--metrics", str(train_out), "--metrics-interval", "0.2"])
+        reader.stderr.read()
+        assert reader.wait(timeout=TIMEOUT) == 0
+    finally:
+        if reader.poll() is None:
+            reader.kill()
+            reader.wait()
+    served = assert_valid(serve_out)
+    assert served[0]["tool"] == "tilefeed-serve" and served[-1]["batches"] >= 24
+    trained = assert_valid(train_out)
+    assert trained[-1]["steps"] == 24
+
+
+def test_stall_bench(demo, tmp_path):
+    out = tmp_path / "sb.jsonl"
+    result = subprocess.run(
+        [tool("TILEFEED_STALL_BENCH"), "--data", str(demo), "--batch", "4", "--image-size",
+         "32", "--steps", "3", "--capacity-steps", "3", "--rounds", "1", "--tune-rounds", "0",
+         "--mixed-seconds", "0.5", "--demands", "1.2", "--metrics", str(out),
+         "--metrics-interval", "0.2"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=TIMEOUT)
+    assert result.returncode in (0, 3), result.stdout  # 3: an invalid (too short) run
+    records = assert_valid(out)
+    assert records[-1]["steps"] > 0
+
+
+def test_pack(demo, tmp_path):
+    out = tmp_path / "pack.jsonl"
+    run([tool("TILEFEED_PACK"), str(demo / "train"), str(tmp_path / "shards"), "--workers", "1",
+         "--metrics", str(out), "--metrics-interval", "0.2"])
+    records = assert_valid(out)
+    assert records[0]["tool"] == "tilefeed-pack"
+    assert records[-1]["images"] == 96 and records[-1]["bytes_read"] > 0
+
+
+def test_two_instances_write_one_file_each(demo, tmp_path):
+    out = tmp_path / "run.jsonl"
+    run([tool("TILEFEED_POPRUN"), "--instances", "2", "--", tool("TILEFEED_TRAIN"), "--data",
+         str(demo), "--core", "synthetic", "--us-per-sample", "50", "--batch-size", "4",
+         "--image-size", "32", "--workers", "1", "--epochs", "1", "--metrics", str(out),
+         "--metrics-interval", "0.2"])
+    for index in (0, 1):
+        records = assert_valid(tmp_path / ("run.%d.jsonl" % index))
+        assert records[0]["instance"] == index and records[0]["instances"] == 2
+        assert all(r["instance"] == index for r in records)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("name", ["TILEFEED_TRAIN", "TILEFEED_LOADER_BENCH",
+                                  "TILEFEED_STALL_BENCH", "TILEFEED_SERVE"])
+def test_a_file_that_cannot_be_written_is_one_line(demo, name):
+    args = [tool(name), "--data", str(demo / "train"), "--metrics", "/nonexistent/m.jsonl"]
+    if name == "TILEFEED_TRAIN":
+        args += ["--core", "synthetic"]
+    result = subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            timeout=TIMEOUT)
+    assert result.returncode != 0
+    lines = [l for l in result.stderr.splitlines() if "/nonexistent/m.jsonl" in l]
+    assert len(lines) == 1 and "cannot open the metrics file" in lines[0], result.stderr
+
+
+# --- Prometheus --------------------------------------------------------------------------
+
+def scrape(port):
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=30) as response:
+        text = response.read().decode()
+    values = {}
+    for line in text.splitlines():
+        found = re.match(r'^(tilefeed_\w+)\{[^}]*instance="0"[^}]*\} (\S+)$', line)
+        if found:
+            values[found.group(1)] = float(found.group(2))
+    return values
+
+
+def test_prometheus_counters_move_during_a_run(demo, tmp_path):
+    train = subprocess.Popen(
+        [tool("TILEFEED_TRAIN"), "--data", str(demo), "--core", "synthetic", "--us-per-sample",
+         "2000", "--batch-size", "4", "--image-size", "32", "--workers", "1", "--epochs",
+         "100000", "--seconds", "60", "--metrics-port", "127.0.0.1:0", "--metrics",
+         str(tmp_path / "train.jsonl"), "--metrics-interval", "0.5"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        port = None
+        for line in train.stderr:
+            found = re.search(r"Prometheus metrics at http://localhost:(\d+)/metrics", line)
+            if found:
+                port = int(found.group(1))
+                break
+        assert port, "train named no Prometheus port"
+        first = scrape(port)
+        # Counters move: wait (bounded) until the consumer has taken more images.
+        deadline = time.monotonic() + 120
+        later = scrape(port)
+        while later["tilefeed_images_total"] <= first["tilefeed_images_total"]:
+            assert time.monotonic() < deadline, "tilefeed_images_total did not move"
+            time.sleep(0.2)
+            later = scrape(port)
+        # A port in use: one clear line and a failing exit status, no crash.
+        taken = subprocess.run(
+            [tool("TILEFEED_TRAIN"), "--data", str(demo), "--core", "synthetic", "--epochs", "1",
+             "--metrics-port", "127.0.0.1:%d" % port], stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, text=True, timeout=TIMEOUT)
+        assert taken.returncode == 1
+        assert "cannot serve Prometheus metrics on 127.0.0.1:%d" % port in taken.stderr
+        for name in ("tilefeed_steps_total", "tilefeed_busy_seconds_total",
+                     "tilefeed_elapsed_seconds"):
+            assert later[name] >= first[name]
+        assert later["tilefeed_ring_slots"] == 4 and later["tilefeed_rss_bytes"] > 0
+    finally:
+        train.terminate()
+        train.wait(timeout=TIMEOUT)

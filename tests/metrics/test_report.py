@@ -1,0 +1,93 @@
+"""Issue 16: tilefeed-report's page (rendered in headless chromium where there is one) and
+its verdicts on a deliberately input-bound and a compute-bound training run."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_metrics import TIMEOUT, assert_valid, run, tool  # noqa: E402
+
+
+def make_demo(path):
+    run([tool("TILEFEED_MAKE_DEMO"), "--classes", "2", "--train-per-class", "64",
+         "--val-per-class", "0", "--seed", "7", "--threads", "1", str(path)])
+
+
+def train(demo, out, us_per_sample, batch, image_size, extra=()):
+    run([tool("TILEFEED_TRAIN"), "--data", str(demo), "--core", "synthetic", "--us-per-sample",
+         str(us_per_sample), "--batch-size", str(batch), "--image-size", str(image_size),
+         "--workers", "1", "--epochs", "2", "--metrics", str(out), "--metrics-interval", "0.25",
+         *extra])
+    assert_valid(out)
+
+
+def report(files, out):
+    return run([sys.executable, tool("TILEFEED_REPORT"), *map(str, files), "-o", str(out),
+                "--verdict"])
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    work = tmp_path_factory.mktemp("report")
+    make_demo(work / "data")
+    # Input-bound: a core that costs 1 us per sample against one decode worker making
+    # 128-pixel crops. Compute-bound: 20 ms per sample against 32-pixel crops.
+    train(work / "data" / "train", work / "input.jsonl", 1, 16, 128)
+    train(work / "data" / "train", work / "compute.jsonl", 20000, 4, 32)
+    return work
+
+
+def summary_of(page):
+    found = re.search(
+        r'<script type="application/json" id="tilefeed-report-summary">(.*?)</script>', page,
+        re.S)
+    assert found, "no summary in the page"
+    return json.loads(found.group(1).replace("<\\/", "</"))
+
+
+def test_verdicts(runs, tmp_path):
+    out = report([runs / "input.jsonl"], tmp_path / "input.html")
+    assert "input-bound: the core waited" in out, out
+    out = report([runs / "compute.jsonl"], tmp_path / "compute.html")
+    assert "compute-bound: stall" in out, out
+
+
+def test_page_renders_every_plot_with_data(runs, tmp_path):
+    page_path = tmp_path / "both.html"
+    report([runs / "input.jsonl", runs / "compute.jsonl"], page_path)
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium:
+        # The DOM as the browser built it, not just the file we wrote.
+        page = subprocess.run(
+            [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
+             page_path.as_uri()], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            timeout=TIMEOUT).stdout
+    else:
+        page = page_path.read_text()
+    summary = summary_of(page)
+    assert len(summary["runs"]) == 2  # side by side
+    images = dict(re.findall(r'<img id="([\w-]+)"[^>]*src="data:image/png;base64,([^"]+)"',
+                             page))
+    for run_summary in summary["runs"]:
+        assert len(run_summary["plots"]) == 2  # over time, per epoch
+        for plot in run_summary["plots"]:
+            assert len(images.get(plot["id"], "")) > 1000, "plot %s missing" % plot["id"]
+            assert plot["series"], plot
+            for name, points in plot["series"].items():
+                assert points > 0, "%s: series %s is empty" % (plot["id"], name)
+
+
+def test_bad_input_gets_one_line(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"record": "interval"}\n')
+    result = subprocess.run([sys.executable, tool("TILEFEED_REPORT"), str(bad), "-o",
+                             str(tmp_path / "x.html")], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, timeout=TIMEOUT)
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1 and "no config record" in result.stderr

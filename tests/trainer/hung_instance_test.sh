@@ -1,0 +1,92 @@
+#!/bin/sh
+# Issue 18: a stopped (SIGSTOP) or killed (SIGKILL) instance of a 2-instance `poprun ...
+# train` ends the whole job. With `stop`, the other instance's collective watchdog
+# (--collective-timeout) names the instance that did not arrive and aborts the job; every
+# process must be gone within the timeout + 10 s. With `kill`, mpirun notices the dead
+# process. Prints each run's signal-to-gone time and the median.
+#
+#   hung_instance_test.sh TRAIN POPRUN MAKE_DEMO stop|kill [RUNS] [TIMEOUT_S]
+set -u
+train=$1
+poprun=$2
+make_demo=$3
+mode=$4
+runs=${5:-1}
+timeout_s=${6:-5}
+bound=$((timeout_s + 10))
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-hung.XXXXXX") || exit 1
+job=
+cleanup() {
+  if [ -n "$job" ]; then
+    for p in $(ps -o pid= --ppid "$job" 2>/dev/null) "$job"; do kill -KILL "$p" 2>/dev/null; done
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+fail() {
+  echo "hung_instance_test: FAIL: $*"
+  [ -f "$work/job.log" ] && { echo "--- job.log"; tail -20 "$work/job.log"; }
+  exit 1
+}
+now() { date +%s.%N; }
+
+# OpenMPI's shared-memory segments (vader_segment.*) outlive an aborted job; here they go
+# to the work folder, which is removed on the way out.
+export OMPI_MCA_btl_vader_backing_directory="$work"
+
+timeout 60 "$make_demo" "$work/data" --classes 4 --train-per-class 12 --val-per-class 2 \
+  --threads 2 >"$work/make_demo.log" 2>&1 || fail "tilefeed-make-demo: $(cat "$work/make_demo.log")"
+
+times=""
+run=0
+while [ $run -lt "$runs" ]; do
+  run=$((run + 1))
+  # poprun execs mpirun, so $! is mpirun; it starts the instances as its children.
+  "$poprun" --instances 2 -- "$train" --data "$work/data/train" --image-size 32 \
+    --batch-size 4 --epochs 1000000 --workers 1 --hidden 16 --check-every 0 \
+    --collective-timeout "$timeout_s" >"$work/job.log" 2>&1 &
+  job=$!
+  # Wait (bounded) until training runs: the first epoch line.
+  deadline=$(($(date +%s) + 120))
+  until grep -q "epoch 0:" "$work/job.log"; do
+    kill -0 "$job" 2>/dev/null || fail "the job ended before its first epoch"
+    [ "$(date +%s)" -lt "$deadline" ] || fail "no epoch line within 120 s"
+    sleep 0.1
+  done
+  pids=$(ps -o pid= --ppid "$job")
+  victim=
+  for p in $pids; do
+    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then
+      victim=$p
+    fi
+  done
+  [ -n "$victim" ] || fail "no instance 1 among mpirun's children ($pids)"
+  if [ "$mode" = stop ]; then kill -STOP "$victim"; else kill -KILL "$victim"; fi
+  start=$(now)
+  deadline=$(($(date +%s) + bound + 5))
+  while :; do
+    alive=
+    for p in $pids $job; do kill -0 "$p" 2>/dev/null && alive="$alive $p"; done
+    [ -z "$alive" ] && break
+    [ "$(date +%s)" -lt "$deadline" ] || fail "still alive $bound s after SIG$mode:$alive"
+    sleep 0.05
+  done
+  gone=$(awk -v a="$(now)" -v b="$start" 'BEGIN { printf "%.2f", a - b }')
+  wait "$job"
+  rc=$?
+  job=
+  [ $rc -ne 0 ] || fail "the job exited 0 after SIG$mode of an instance"
+  if [ "$mode" = stop ]; then
+    grep -q "instance 1 did not arrive" "$work/job.log" ||
+      fail "no line naming instance 1 as the one that did not arrive"
+    awk -v g="$gone" -v b="$bound" 'BEGIN { exit !(g <= b) }' ||
+      fail "gone after $gone s, more than $bound s"
+  fi
+  echo "hung_instance_test: run $run: SIG$mode -> every process gone in $gone s (rc $rc)"
+  times="$times $gone"
+done
+grep -m1 "did not arrive\|exited on signal\|aborted" "$work/job.log"
+median=$(for t in $times; do echo "$t"; done | sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}')
+echo "hung_instance_test: OK: SIG$mode, $runs run(s), median $median s, all:$times"
