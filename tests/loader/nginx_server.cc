@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -79,6 +80,9 @@ void NginxServer::Start() {
   pid_ = ::fork();
   if (pid_ < 0) throw std::runtime_error("fork failed");
   if (pid_ == 0) {
+    // nginx goes when the test goes, even when the test is killed (a ctest timeout):
+    // otherwise it would hold the test's output pipe open forever.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     ::execl(TILEFEED_TEST_NGINX, "nginx", "-e", error_log.c_str(), "-p", prefix.c_str(), "-c",
             conf.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);

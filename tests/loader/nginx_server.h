@@ -26,7 +26,8 @@ class NginxServer {
   int port() const { return port_; }
   // Stops the server and waits for it to exit; connections are refused afterwards.
   void Stop();
-  // Starts it again on the same port. Throws std::runtime_error.
+  // Starts it again on the same port. nginx is killed when the calling thread exits
+  // (PR_SET_PDEATHSIG), so call it from the test's own thread. Throws std::runtime_error.
   void Start();
   std::filesystem::path access_log() const { return work_ / "access.log"; }
 

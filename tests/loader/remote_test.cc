@@ -153,17 +153,17 @@ TEST_F(RemoteTest, ServerStoppedAndStartedAgainLosesNothing) {
   for (const ReadResult& r : results) ASSERT_TRUE(r.ok) << r.error;
   server_->Stop();
   const std::uint64_t retries = counters_.retries.load();
-  // The server comes back once the reads below have seen it gone (a retry counted), so
-  // they must ride out the gap within their retry budget, however long the start takes.
-  auto restart = std::async(std::launch::async, [&] {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (counters_.retries.load() == retries && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    server_->Start();
-  });
-  remote->ReadMany(second_half, buffers, results);
-  restart.get();
+  // The server comes back once the reads have seen it gone (a retry counted), so they
+  // must ride out the gap within their retry budget, however long the start takes. nginx is
+  // restarted from this thread: it dies with the thread that started it (PR_SET_PDEATHSIG).
+  auto reads =
+      std::async(std::launch::async, [&] { remote->ReadMany(second_half, buffers, results); });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (counters_.retries.load() == retries && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  server_->Start();
+  reads.get();
   EXPECT_GT(counters_.retries.load(), retries);
   std::vector<std::byte> expected;
   for (int i = 0; i < kSamples / 2; ++i) {
