@@ -23,7 +23,7 @@ PACKAGES=(
   libjpeg62-turbo-dev libturbojpeg0-dev libspng-dev liblz4-dev libxxhash-dev libtbb-dev
   libzmq3-dev cppzmq-dev libopenmpi-dev openmpi-bin procps iproute2
   libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libopenblas-dev clang libclang-rt-14-dev
+  libopenblas-dev clang libclang-rt-14-dev libcurl4-openssl-dev nginx-light
   python3 python3-dev pybind11-dev python3-numpy python3-pytest python3-torch
   python3-torchvision python3-pil
   prometheus-cpp-dev python3-matplotlib chromium curl

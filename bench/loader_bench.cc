@@ -287,6 +287,12 @@ int main(int argc, char** argv) {
                  "--against: timed batches per dataset and round (after --warmup untimed ones)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  std::string cache_dir;
+  app.add_option("--cache-dir", cache_dir,
+                 "http(s)/s3 datasets: the block cache's directory (default: no cache)");
+  std::uint64_t cache_limit_mib = 10240;
+  app.add_option("--cache-limit-mib", cache_limit_mib, "--cache-dir: its size bound in MiB")
+      ->capture_default_str();
   tilefeed::metrics::Flags metrics_flags;
   tilefeed::metrics::AddFlags(app, metrics_flags);
   bool metrics_overhead = false;
@@ -297,6 +303,10 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   loader::DatasetOptions dataset_options;
+  loader::RemoteCounters remote_counters;
+  dataset_options.remote.cache_dir = cache_dir;
+  dataset_options.remote.cache_limit = cache_limit_mib << 20;
+  dataset_options.remote.counters = &remote_counters;
   dataset_options.split = mode == "train" ? loader::Split::kTrain : loader::Split::kVal;
   dataset_options.shards.io = shard_io == "mmap" ? loader::ShardIo::kMmap : loader::ShardIo::kPread;
   dataset_options.shards.coalesce = !no_coalesce;
@@ -481,6 +491,20 @@ int main(int argc, char** argv) {
   std::printf("  bad samples       %10llu\n", static_cast<unsigned long long>(end.bad_samples));
   std::printf("  peak RSS          %10.1f MiB  (prefetch slots %.1f MiB)\n", PeakRssMiB(),
               prefetch_mib);
+  if (loader::IsRemoteLocation(data)) {
+    // Requests and bytes of the whole run (opening and warm-up included), over its wall time.
+    const double run_s = std::chrono::duration<double>(Clock::now() - begin).count();
+    std::printf(
+        "  remote            %10.2f requests per batch  (%llu requests, %llu retries), %.1f MB "
+        "received (%.1f MB/s over %.2f s), %llu cache hits, %llu blocks stored\n",
+        double(remote_counters.requests.load()) / double(batches),
+        static_cast<unsigned long long>(remote_counters.requests.load()),
+        static_cast<unsigned long long>(remote_counters.retries.load()),
+        double(remote_counters.bytes.load()) / 1e6,
+        double(remote_counters.bytes.load()) / 1e6 / run_s, run_s,
+        static_cast<unsigned long long>(remote_counters.cache_hits.load()),
+        static_cast<unsigned long long>(remote_counters.cache_fills.load()));
+  }
   double records_per_read = 0;
   if (shard_source != nullptr) {
     const std::uint64_t calls = shard_source->read_calls();

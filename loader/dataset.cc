@@ -39,12 +39,17 @@ bool IsSplitRoot(const std::string& dir) {
 
 // Rules 1, 2 and 4 of the header for a directory or file that is not a split root.
 DatasetKind DetectKind(const std::string& path) {
+  if (IsRemoteLocation(path)) {
+    return path.ends_with(".tar") ? DatasetKind::kTar : DatasetKind::kShards;
+  }
   if (IsShardDataset(path)) return DatasetKind::kShards;
+  if (IsTarDataset(path)) return DatasetKind::kTar;
   if (!IsDirectory(path)) {
     throw SourceError(path, IsRegularFile(path)
                                 ? "is a file but not a shard manifest (tilefeed-manifest.txt)"
                                 : "no such dataset: looked for a directory (ImageFolder, "
-                                  "train/ and val/ splits, shards, CIFAR-10) or a shard manifest");
+                                  "train/ and val/ splits, shards, tars, CIFAR-10), a shard "
+                                  "manifest or a .tar");
   }
   if (IsCifarDirectory(path)) return DatasetKind::kCifar10;
   return DatasetKind::kImageFolder;
@@ -65,13 +70,15 @@ const char* ToString(DatasetKind kind) {
       return "shards";
     case DatasetKind::kCifar10:
       return "cifar10";
+    case DatasetKind::kTar:
+      return "tar";
   }
   return "?";
 }
 
 std::optional<DatasetKind> ParseDatasetKind(const std::string& name) {
-  for (DatasetKind kind :
-       {DatasetKind::kImageFolder, DatasetKind::kShards, DatasetKind::kCifar10}) {
+  for (DatasetKind kind : {DatasetKind::kImageFolder, DatasetKind::kShards, DatasetKind::kCifar10,
+                           DatasetKind::kTar}) {
     if (name == ToString(kind)) return kind;
   }
   return std::nullopt;
@@ -137,10 +144,24 @@ OpenedDataset OpenDataset(const std::string& location, const DatasetOptions& opt
       break;
     }
     case DatasetKind::kShards: {
-      auto shards = ShardDataset::Open(path, options.shards);
+      ShardReadOptions shard_options = options.shards;
+      shard_options.remote = options.remote;
+      auto shards = ShardDataset::Open(path, shard_options);
       what = std::string("shards (") + ToString(shards->codec()) + ", " +
              Count(shards->shard_count(), "shard", "shards") + ")";
       out.source = std::move(shards);
+      break;
+    }
+    case DatasetKind::kTar: {
+      TarOptions tar_options = options.tar;
+      tar_options.remote = options.remote;
+      auto tars = TarDataset::Open(path, tar_options);
+      what = "WebDataset tars (" + Count(tars->tar_count(), "tar", "tars") + ")";
+      if (tars->ignored_keys() > 0) {
+        out.notes.push_back(path + ": " + Count(tars->ignored_keys(), "key", "keys") +
+                            " with neither an image nor a .cls member ignored");
+      }
+      out.source = std::move(tars);
       break;
     }
     case DatasetKind::kCifar10:

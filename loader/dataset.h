@@ -5,8 +5,13 @@
 // a Source, so every door knows every format and reads a path the same way.
 //
 // What a location means, decided in this order:
+//   0. an "http://", "https://" or "s3://" URL: WebDataset tars if it ends in ".tar" (one
+//      tar, or a brace pattern "train-{000000..000146}.tar"), else record shards (the URL of
+//      a manifest or of the directory holding one); read with DatasetOptions::remote;
 //   1. a shard manifest ("tilefeed-manifest.txt"), or a directory holding one: record shards
 //      of any codec (loader/shard_source.h);
+//   1b. a path ending in ".tar" (a tar file or a brace pattern of them), or a directory
+//      holding *.tar files and no manifest: WebDataset tar shards (loader/tar_dataset.h);
 //   2. a directory holding CIFAR-10 binary batches (data_batch_N.bin or test_batch.bin):
 //      CIFAR-10, its training batches for Split::kTrain and test_batch.bin for kVal;
 //   3. a directory with a subdirectory named exactly "train" or "val": a split root; the
@@ -27,14 +32,16 @@
 #include <vector>
 
 #include "loader/image_folder.h"
+#include "loader/remote.h"
 #include "loader/shard_source.h"
 #include "loader/source.h"
+#include "loader/tar_dataset.h"
 
 namespace tilefeed::loader {
 
-enum class DatasetKind { kImageFolder, kShards, kCifar10 };
+enum class DatasetKind { kImageFolder, kShards, kCifar10, kTar };
 
-// "imagefolder", "shards", "cifar10".
+// "imagefolder", "shards", "cifar10", "tar".
 const char* ToString(DatasetKind kind);
 // The inverse of ToString; nullopt for any other name.
 std::optional<DatasetKind> ParseDatasetKind(const std::string& name);
@@ -57,6 +64,11 @@ struct DatasetOptions {
   ImageFolderOptions image_folder;
   // For shard locations.
   ShardReadOptions shards;
+  // For WebDataset tar locations.
+  TarOptions tar;
+  // For http(s):// and s3:// locations of shards or tars: cache, retries, S3 endpoint and
+  // keys. Replaces shards.remote and tar.remote.
+  RemoteOptions remote;
 };
 
 // What a location holds, found without reading any sample.

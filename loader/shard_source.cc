@@ -23,6 +23,8 @@
 #include "codecs/png.h"
 #include "codecs/raw.h"
 #include "loader/detail/file_io.h"
+#include "loader/detail/merged_reads.h"
+#include "loader/detail/range_file.h"
 #include "loader/detail/shard_format.h"
 
 namespace tilefeed::loader {
@@ -68,22 +70,26 @@ struct LoadedManifest {
   detail::Manifest manifest;
 };
 
-LoadedManifest LoadManifest(const std::string& manifest_or_dir) {
+LoadedManifest LoadManifest(const std::string& manifest_or_dir, const RemoteOptions& remote) {
   LoadedManifest out;
   std::string path = manifest_or_dir;
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   struct stat st;
-  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+  const bool is_dir = IsRemoteLocation(path)
+                          ? !path.ends_with("/" + std::string(detail::kManifestFileName))
+                          : ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  if (is_dir) {
     out.dir = path;
-    out.path = path + "/" + std::string(detail::kManifestFileName);
+    out.path = detail::JoinLocation(path, std::string(detail::kManifestFileName));
   } else {
     out.path = path;
-    const std::size_t slash = path.rfind('/');
-    out.dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+    out.dir = detail::ParentOf(path);
   }
   std::vector<std::byte> bytes;
-  if (auto error = detail::ReadRegularFile(AT_FDCWD, out.path.c_str(), kMaxManifestBytes, bytes)) {
-    throw SourceError(out.path, "cannot read shard manifest: " + *error);
+  try {
+    bytes = detail::ReadWholeFile(out.path, remote, kMaxManifestBytes);
+  } catch (const SourceError& e) {
+    throw SourceError(out.path, "cannot read shard manifest: " + e.reason());
   }
   try {
     out.manifest = detail::ParseManifest(
@@ -95,33 +101,24 @@ LoadedManifest LoadManifest(const std::string& manifest_or_dir) {
 }
 
 std::string ShardPath(const LoadedManifest& m, std::size_t shard) {
-  return (m.dir == "/" ? "" : m.dir) + "/" + m.manifest.shards[shard].file_name;
+  return detail::JoinLocation(m.dir, m.manifest.shards[shard].file_name);
 }
 
 struct OpenedShard {
-  UniqueFd fd;
+  std::unique_ptr<detail::RangeFile> file;
   detail::ShardIndex index;
 };
 
-// Opens shard `number` and checks it against the manifest with one fstat and two
-// preads: the header, then exactly the footer whose size the record count gives.
-OpenedShard OpenShard(const LoadedManifest& m, std::size_t number, const std::string& path) {
+// Opens shard `number` and checks it against the manifest with two reads: the header,
+// then exactly the footer whose size the record count gives.
+OpenedShard OpenShard(const LoadedManifest& m, std::size_t number, const std::string& path,
+                      const RemoteOptions& remote) {
   const detail::ManifestShard& expected = m.manifest.shards[number];
   OpenedShard out;
-  out.fd = UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
-  if (!out.fd) {
-    const int error = errno;
-    if (error == EMFILE) {
-      throw SourceError(path,
-                        "too many open files: a ShardDataset keeps every shard open; "
-                        "raise the limit (ulimit -n) above the shard count");
-    }
-    detail::ThrowWithErrno(path, "cannot open shard: ", error);
-  }
-  struct stat st;
-  if (::fstat(out.fd.get(), &st) != 0) detail::ThrowWithErrno(path, "fstat: ", errno);
-  if (!S_ISREG(st.st_mode)) throw SourceError(path, "shard is not a regular file");
-  const auto file_size = static_cast<std::uint64_t>(st.st_size);
+  // A remote shard's size comes from the manifest (no HEAD request); a wrong one fails the
+  // footer read or its checksum below.
+  out.file = detail::OpenRangeFile(path, remote, expected.bytes);
+  const std::uint64_t file_size = out.file->size();
   if (file_size != expected.bytes) {
     throw SourceError(path, "shard is " + std::to_string(file_size) + " bytes, the manifest says " +
                                 std::to_string(expected.bytes) +
@@ -129,10 +126,11 @@ OpenedShard OpenShard(const LoadedManifest& m, std::size_t number, const std::st
   }
   try {
     std::array<std::byte, detail::kShardHeaderSize> head{};
-    const ssize_t n = detail::PreadFull(out.fd.get(), head.data(), head.size(), 0);
-    if (n < 0) detail::ThrowWithErrno(path, "reading shard header: ", errno);
-    const detail::ShardHeader header =
-        detail::ParseShardHeader(std::span(head).first(static_cast<std::size_t>(n)));
+    if (file_size < head.size()) throw detail::ShardFormatError("file too small for a header");
+    if (std::string error = out.file->Read(0, head); !error.empty()) {
+      throw SourceError(path, "reading shard header: " + error);
+    }
+    const detail::ShardHeader header = detail::ParseShardHeader(head);
     if (header.shard_number != number) {
       throw detail::ShardFormatError("header says shard " + std::to_string(header.shard_number) +
                                      ", the manifest lists it as shard " + std::to_string(number));
@@ -152,11 +150,8 @@ OpenedShard OpenShard(const LoadedManifest& m, std::size_t number, const std::st
                                      std::to_string(expected.records) + " records");
     }
     std::vector<std::byte> tail(detail::FooterSize(expected.records));
-    const auto tail_offset = static_cast<off_t>(file_size - tail.size());
-    const ssize_t t = detail::PreadFull(out.fd.get(), tail.data(), tail.size(), tail_offset);
-    if (t < 0) detail::ThrowWithErrno(path, "reading shard footer: ", errno);
-    if (static_cast<std::size_t>(t) != tail.size()) {
-      throw detail::ShardFormatError("file shrank while its footer was read");
+    if (std::string error = out.file->Read(file_size - tail.size(), tail); !error.empty()) {
+      throw SourceError(path, "reading shard footer: " + error);
     }
     out.index = detail::ParseShardFooter(tail, file_size);
     if (out.index.footer_checksum != expected.footer_checksum) {
@@ -179,38 +174,14 @@ OpenedShard OpenShard(const LoadedManifest& m, std::size_t number, const std::st
 }
 
 // Reads the record's header into `header` and its payload into `payload` with one
-// preadv, so the payload lands at the start of the caller's buffer without a copy.
+// ReadV, so the payload lands at the start of the caller's buffer without a copy.
 // Returns an empty string on success, else the reason.
-std::string ReadRecord(int fd, const detail::IndexEntry& entry, RecordCodec codec,
-                       std::array<std::byte, detail::kRecordHeaderSize>& header,
+std::string ReadRecord(const detail::RangeFile& file, const detail::IndexEntry& entry,
+                       RecordCodec codec, std::array<std::byte, detail::kRecordHeaderSize>& header,
                        std::vector<std::byte>& payload) {
   payload.resize(entry.size - detail::kRecordHeaderSize);
-  iovec parts[2] = {{header.data(), header.size()}, {payload.data(), payload.size()}};
-  const std::size_t total = entry.size;
-  const auto offset = static_cast<off_t>(entry.offset);
-  ssize_t n;
-  do {
-    n = ::preadv(fd, parts, 2, offset);
-  } while (n < 0 && errno == EINTR);
-  if (n < 0) return "read: " + detail::ErrnoMessage(errno);
-  auto done = static_cast<std::size_t>(n);
-  // Short reads are rare on regular files; finish each part with the retrying pread.
-  if (done < header.size()) {
-    const ssize_t h = detail::PreadFull(fd, header.data() + done, header.size() - done,
-                                        offset + static_cast<off_t>(done));
-    if (h < 0) return "read: " + detail::ErrnoMessage(errno);
-    done += static_cast<std::size_t>(h);
-  }
-  if (done >= header.size() && done < total) {
-    const ssize_t p = detail::PreadFull(fd, payload.data() + (done - header.size()), total - done,
-                                        offset + static_cast<off_t>(done));
-    if (p < 0) return "read: " + detail::ErrnoMessage(errno);
-    done += static_cast<std::size_t>(p);
-  }
-  if (done != total) {
-    return "short read: " + std::to_string(done) + " of " + std::to_string(total) +
-           " bytes (shard truncated since open?)";
-  }
+  const iovec parts[2] = {{header.data(), header.size()}, {payload.data(), payload.size()}};
+  if (std::string error = file.ReadV(entry.offset, parts); !error.empty()) return error;
   return detail::CheckRecord(header, payload, entry, codec);
 }
 
@@ -252,9 +223,10 @@ struct RecordChecker {
   std::array<std::byte, detail::kRecordHeaderSize> header{};
   std::vector<std::byte> payload;
 
-  RecordVerdict Check(int fd, const detail::IndexEntry& entry, RecordCodec codec) {
+  RecordVerdict Check(const detail::RangeFile& file, const detail::IndexEntry& entry,
+                      RecordCodec codec) {
     RecordVerdict verdict;
-    verdict.reason = ReadRecord(fd, entry, codec, header, payload);
+    verdict.reason = ReadRecord(file, entry, codec, header, payload);
     if (!verdict.reason.empty()) return verdict;
     const detail::RecordLayout layout = detail::ReadRecordLayout(header);
     const auto image = std::span<const std::byte>(payload).subspan(layout.index_size);
@@ -304,8 +276,8 @@ constexpr std::size_t kSortBlock = 64;
 
 const char* ToString(ShardCodec codec) { return detail::CodecName(ToRecordCodec(codec)); }
 
-ShardManifest ReadShardManifest(const std::string& manifest_or_dir) {
-  const LoadedManifest m = LoadManifest(manifest_or_dir);
+ShardManifest ReadShardManifest(const std::string& manifest_or_dir, const RemoteOptions& remote) {
+  const LoadedManifest m = LoadManifest(manifest_or_dir, remote);
   ShardManifest out;
   out.path = m.path;
   out.codec = ToShardCodec(m.manifest.codec);
@@ -319,6 +291,7 @@ ShardManifest ReadShardManifest(const std::string& manifest_or_dir) {
 }
 
 bool IsShardDataset(const std::string& path) {
+  if (IsRemoteLocation(path)) return path.ends_with("/" + std::string(detail::kManifestFileName));
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return false;
   if (S_ISDIR(st.st_mode)) {
@@ -332,8 +305,9 @@ bool IsShardDataset(const std::string& path) {
 
 std::vector<ShardProblem> VerifyShards(
     const std::string& manifest_or_dir,
-    const std::function<void(std::uint64_t, std::uint64_t)>& on_record) {
-  const LoadedManifest m = LoadManifest(manifest_or_dir);
+    const std::function<void(std::uint64_t, std::uint64_t)>& on_record,
+    const RemoteOptions& remote) {
+  const LoadedManifest m = LoadManifest(manifest_or_dir, remote);
   std::vector<ShardProblem> problems;
   tbb::enumerable_thread_specific<RecordChecker> checkers;
   std::vector<RecordVerdict> verdicts;
@@ -342,22 +316,22 @@ std::vector<ShardProblem> VerifyShards(
     const std::string path = ShardPath(m, s);
     OpenedShard shard;
     try {
-      shard = OpenShard(m, s, path);
+      shard = OpenShard(m, s, path, remote);
     } catch (const SourceError& e) {
       problems.push_back({e.where(), e.reason()});
       done += m.manifest.shards[s].records;
       if (on_record) on_record(done, m.manifest.records);
       continue;
     }
-    // Decoding dominates, so a shard's records are checked in parallel (pread shares the
-    // descriptor safely) and reported in order afterwards.
+    // Decoding dominates, so a shard's records are checked in parallel (RangeFile reads may
+    // run concurrently) and reported in order afterwards.
     const std::vector<detail::IndexEntry>& entries = shard.index.entries;
     verdicts.assign(entries.size(), RecordVerdict{});
     tbb::parallel_for(tbb::blocked_range<std::size_t>(0, entries.size(), 4),
                       [&](const tbb::blocked_range<std::size_t>& range) {
                         RecordChecker& checker = checkers.local();
                         for (std::size_t r = range.begin(); r != range.end(); ++r) {
-                          verdicts[r] = checker.Check(shard.fd.get(), entries[r], m.manifest.codec);
+                          verdicts[r] = checker.Check(*shard.file, entries[r], m.manifest.codec);
                         }
                       });
     for (std::size_t r = 0; r < entries.size(); ++r) {
@@ -373,7 +347,7 @@ std::vector<ShardProblem> VerifyShards(
 
 std::unique_ptr<ShardDataset> ShardDataset::Open(const std::string& manifest_or_dir,
                                                  const ShardReadOptions& options) {
-  const LoadedManifest m = LoadManifest(manifest_or_dir);
+  const LoadedManifest m = LoadManifest(manifest_or_dir, options.remote);
   std::unique_ptr<ShardDataset> dataset(new ShardDataset());
   dataset->read_options_ = options;
   dataset->codec_ = ToShardCodec(m.manifest.codec);
@@ -383,21 +357,24 @@ std::unique_ptr<ShardDataset> ShardDataset::Open(const std::string& manifest_or_
   dataset->record_begin_.push_back(0);
   for (std::size_t s = 0; s < m.manifest.shards.size(); ++s) {
     std::string path = ShardPath(m, s);
-    OpenedShard shard = OpenShard(m, s, path);
+    OpenedShard shard = OpenShard(m, s, path, options.remote);
     for (const detail::IndexEntry& e : shard.index.entries) {
       dataset->entries_.push_back({e.offset, e.checksum, e.size, e.label});
     }
     dataset->record_begin_.push_back(dataset->entries_.size());
-    Shard opened{std::move(path), -1, nullptr, 0};
+    Shard opened{std::move(path), nullptr, nullptr, 0};
     if (options.io == ShardIo::kMmap) {
+      if (shard.file->fd() < 0) {
+        throw SourceError(opened.path, "ShardIo::kMmap needs a local file");
+      }
       // OpenShard checked the size against the manifest; a shard is never empty.
       const auto bytes = static_cast<std::size_t>(m.manifest.shards[s].bytes);
-      void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, shard.fd.get(), 0);
+      void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, shard.file->fd(), 0);
       if (map == MAP_FAILED) detail::ThrowWithErrno(opened.path, "mmap: ", errno);
       opened.map = static_cast<const std::byte*>(map);
       opened.map_bytes = bytes;
     }
-    opened.fd = shard.fd.release();
+    opened.file = std::move(shard.file);
     dataset->shards_.push_back(std::move(opened));
   }
   return dataset;
@@ -406,7 +383,6 @@ std::unique_ptr<ShardDataset> ShardDataset::Open(const std::string& manifest_or_
 ShardDataset::~ShardDataset() {
   for (const Shard& shard : shards_) {
     if (shard.map != nullptr) ::munmap(const_cast<std::byte*>(shard.map), shard.map_bytes);
-    ::close(shard.fd);
   }
 }
 
@@ -422,8 +398,9 @@ SampleInfo ShardDataset::Read(std::size_t index, std::vector<std::byte>& buffer)
   const auto [shard, record] = Locate(index);
   std::array<std::byte, detail::kRecordHeaderSize> header{};
   read_calls_.fetch_add(1, std::memory_order_relaxed);
-  const std::string reason = ReadRecord(shards_[shard].fd, {e.offset, e.checksum, e.size, e.label},
-                                        ToRecordCodec(codec_), header, buffer);
+  const std::string reason =
+      ReadRecord(*shards_[shard].file, {e.offset, e.checksum, e.size, e.label},
+                 ToRecordCodec(codec_), header, buffer);
   if (!reason.empty()) {
     throw SourceError(shards_[shard].path + "#" + std::to_string(record), reason);
   }
@@ -452,55 +429,28 @@ void ShardDataset::ReadMany(std::span<const std::uint64_t> indices,
     Source::ReadMany(indices, buffers, results);
     return;
   }
-  std::array<std::uint32_t, kSortBlock> order;
-  std::array<std::uint32_t, kSortBlock> shard_of;
-  for (std::size_t block = 0; block < indices.size(); block += kSortBlock) {
-    const std::size_t n = std::min(kSortBlock, indices.size() - block);
-    for (std::size_t i = 0; i < n; ++i) {
-      order[i] = static_cast<std::uint32_t>(block + i);
-      shard_of[i] =
-          static_cast<std::uint32_t>(Locate(static_cast<std::size_t>(indices[block + i])).first);
-    }
-    // By shard, then offset; ties (a repeated index) by position, so the result does not
-    // depend on the sort.
-    std::sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n),
-              [&](std::uint32_t a, std::uint32_t b) {
-                const std::uint32_t sa = shard_of[a - block], sb = shard_of[b - block];
-                if (sa != sb) return sa < sb;
-                const std::uint64_t oa = entries_[indices[a]].offset;
-                const std::uint64_t ob = entries_[indices[b]].offset;
-                return oa != ob ? oa < ob : a < b;
-              });
-    std::size_t k = 0;
-    while (k < n) {
-      const std::uint32_t shard = shard_of[order[k] - block];
-      const Entry& first = entries_[indices[order[k]]];
-      std::uint64_t end = first.offset + first.size;
-      std::size_t g = k + 1;
-      while (g < n && g - k < kMaxGroupRecords && shard_of[order[g] - block] == shard) {
-        const Entry& next = entries_[indices[order[g]]];
-        // A repeated record (offset before the end) starts a new read of its own.
-        if (next.offset < end || next.offset - end > read_options_.max_gap) break;
-        end = next.offset + next.size;
-        ++g;
-      }
-      if (g - k == 1) {
-        ReadOne(*this, static_cast<std::size_t>(indices[order[k]]), buffers[order[k]],
-                results[order[k]]);
-      } else {
-        ReadGroup(shard, order.data() + k, g - k, indices, buffers, results);
-      }
-      k = g;
-    }
-  }
+  detail::ForEachMergedRun(
+      indices, read_options_.max_gap,
+      [&](std::uint64_t index) {
+        const Entry& e = entries_[index];
+        return detail::Extent{static_cast<std::uint32_t>(Locate(index).first), e.offset, e.size};
+      },
+      [&](const std::uint32_t* order, std::size_t count) {
+        if (count == 1) {
+          ReadOne(*this, static_cast<std::size_t>(indices[order[0]]), buffers[order[0]],
+                  results[order[0]]);
+        } else {
+          ReadGroup(Locate(indices[order[0]]).first, order, count, indices, buffers, results);
+        }
+      });
 }
 
 void ShardDataset::ReadGroup(std::size_t shard, const std::uint32_t* order, std::size_t count,
                              std::span<const std::uint64_t> indices,
                              std::span<std::vector<std::byte>> buffers,
                              std::span<ReadResult> results) const {
-  std::array<std::array<std::byte, detail::kRecordHeaderSize>, kMaxGroupRecords> headers;
-  std::array<iovec, 2 * kMaxGroupRecords> parts;
+  std::array<std::array<std::byte, detail::kRecordHeaderSize>, detail::kMaxMergedReads> headers;
+  std::array<iovec, 2 * detail::kMaxMergedReads> parts;
   // Each record's payload buffer also takes the gap after it, so the whole range lands in
   // the caller's buffers; sized first, since a resize may move a buffer.
   for (std::size_t i = 0; i < count; ++i) {
@@ -515,15 +465,18 @@ void ShardDataset::ReadGroup(std::size_t shard, const std::uint32_t* order, std:
     parts[2 * i + 1] = {b.data(), b.size()};
   }
   const Entry& first = entries_[indices[order[0]]];
-  const Entry& last = entries_[indices[order[count - 1]]];
-  const std::uint64_t total = last.offset + last.size - first.offset;
   read_calls_.fetch_add(1, std::memory_order_relaxed);
-  ssize_t n;
-  do {
-    n = ::preadv(shards_[shard].fd, parts.data(), static_cast<int>(2 * count),
-                 static_cast<off_t>(first.offset));
-  } while (n < 0 && errno == EINTR);
-  if (n < 0 || static_cast<std::uint64_t>(n) != total) {
+  const std::string error =
+      shards_[shard].file->ReadV(first.offset, std::span(parts).first(2 * count));
+  if (!error.empty() && shards_[shard].file->fd() < 0) {
+    // A remote read already spent its retries: every record of the run gets its error.
+    for (std::size_t i = 0; i < count; ++i) {
+      results[order[i]].ok = false;
+      results[order[i]].error = error;
+    }
+    return;
+  }
+  if (!error.empty()) {
     // An error or a short read: read each record alone, which retries short reads and
     // says which record is affected and why.
     for (std::size_t i = 0; i < count; ++i) {

@@ -18,10 +18,12 @@
 // its buffer; every record is still checked on its own, so a bad record in a merged read
 // is the only one reported. With ShardIo::kMmap the shards are mapped at open instead and
 // records are copied out of the mapping (measured against pread in bench/loader_bench;
-// pread stays the default, see ShardIo).
+// pread stays the default, see ShardIo). The manifest may also be an http(s):// or s3://
+// URL (or the URL of its directory): the shards are then read with HTTP range requests,
+// merged the same way, through ShardReadOptions::remote (loader/remote.h).
 //
 // Ownership: a ShardDataset owns the in-memory index (24 bytes a record) and one open
-// descriptor per shard, so the process needs a descriptor limit above the shard count.
+// descriptor per local shard, so the process needs a descriptor limit above the shard count.
 // Thread safety: immutable after Open(); all const members may be called concurrently.
 
 #include <atomic>
@@ -33,9 +35,13 @@
 #include <string>
 #include <vector>
 
+#include "loader/remote.h"
 #include "loader/source.h"
 
 namespace tilefeed::loader {
+namespace detail {
+class RangeFile;
+}  // namespace detail
 
 // How a dataset's records are stored.
 enum class ShardCodec {
@@ -71,6 +77,8 @@ struct ShardReadOptions {
   // (the gap is read and dropped); 0 merges only adjacent records. kPread only.
   bool coalesce = true;
   std::size_t max_gap = std::size_t{64} << 10;
+  // For http(s):// and s3:// locations (loader/remote.h): cache, retries, S3 signing.
+  RemoteOptions remote;
 };
 
 // What a manifest says, without opening any shard.
@@ -89,9 +97,11 @@ struct ShardManifest {
 
 // Reads and checks the manifest at `manifest_or_dir` (the file, or the directory that
 // holds it). Throws SourceError naming the file if it is missing, unreadable or malformed.
-ShardManifest ReadShardManifest(const std::string& manifest_or_dir);
+ShardManifest ReadShardManifest(const std::string& manifest_or_dir,
+                                const RemoteOptions& remote = {});
 
-// True if `path` is a shard manifest or a directory that holds one. Never throws.
+// True if `path` is a shard manifest or a directory that holds one (for a URL: if it ends
+// in "/tilefeed-manifest.txt"; nothing is fetched). Never throws.
 bool IsShardDataset(const std::string& path);
 
 // A problem found by VerifyShards: "<shard path>" or "<shard path>#<record>", and why.
@@ -112,7 +122,8 @@ struct ShardProblem {
 // only if the manifest itself cannot be read.
 std::vector<ShardProblem> VerifyShards(
     const std::string& manifest_or_dir,
-    const std::function<void(std::uint64_t, std::uint64_t)>& on_record = {});
+    const std::function<void(std::uint64_t, std::uint64_t)>& on_record = {},
+    const RemoteOptions& remote = {});
 
 class ShardDataset final : public Source {
  public:
@@ -164,7 +175,7 @@ class ShardDataset final : public Source {
  private:
   struct Shard {
     std::string path;
-    int fd;  // owned; closed by the destructor (the class is neither copied nor moved)
+    std::unique_ptr<detail::RangeFile> file;  // a local file or a remote one
     // ShardIo::kMmap: the whole file, mapped read-only; unmapped by the destructor.
     const std::byte* map = nullptr;
     std::size_t map_bytes = 0;

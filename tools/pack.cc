@@ -24,6 +24,7 @@
 #include "loader/dataset.h"
 #include "loader/shard_writer.h"
 #include "metrics/cli.h"
+#include "tools/remote_flags.h"
 
 namespace {
 
@@ -31,27 +32,7 @@ namespace fs = std::filesystem;
 namespace loader = tilefeed::loader;
 using Clock = std::chrono::steady_clock;
 
-// "128MiB", "64M", "1g", "500000000": binary units unless written "KB"/"MB"/"GB".
-bool ParseSize(std::string text, std::uint64_t& out) {
-  std::transform(text.begin(), text.end(), text.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  std::size_t digits = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
-  if (digits == 0 || digits > 15) return false;
-  const std::uint64_t value = std::stoull(text.substr(0, digits));
-  const std::string unit = text.substr(digits);
-  std::uint64_t scale = 0;
-  if (unit.empty() || unit == "b") scale = 1;
-  if (unit == "k" || unit == "kib") scale = std::uint64_t{1} << 10;
-  if (unit == "m" || unit == "mib") scale = std::uint64_t{1} << 20;
-  if (unit == "g" || unit == "gib") scale = std::uint64_t{1} << 30;
-  if (unit == "kb") scale = 1000;
-  if (unit == "mb") scale = 1000 * 1000;
-  if (unit == "gb") scale = 1000 * 1000 * 1000;
-  if (scale == 0) return false;
-  out = value * scale;
-  return true;
-}
+using tilefeed::tools::ParseSize;
 
 std::string Hms(double seconds) {
   const auto s = static_cast<long long>(seconds + 0.5);
@@ -109,7 +90,8 @@ int main(int argc, char** argv) {
   std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{
       "tilefeed-pack: packs a dataset (an ImageFolder root/<class>/<image>, a root with train/\n"
-      "and val/ splits, CIFAR-10's binary directory, or other shards) into checksummed record\n"
+      "and val/ splits, CIFAR-10's binary directory, WebDataset .tar shards, or other shards;\n"
+      "also http(s):// and s3:// locations of tars or shards) into checksummed record\n"
       "shards and a manifest that tilefeed's ShardDataset reads. Output is byte-identical for\n"
       "the same input."};
   std::string src;
@@ -125,7 +107,8 @@ int main(int argc, char** argv) {
   int interval_width = tilefeed::codecs::TranscodeOptions{}.interval_width;
   app.add_option("SRC", src,
                  "Dataset, found by the same rules as train --data: an ImageFolder, a root with "
-                 "train/ and val/ (--split picks one), CIFAR-10's binary directory, or shards")
+                 "train/ and val/ (--split picks one), CIFAR-10's binary directory, WebDataset "
+                 ".tar shards (a directory, a .tar, a brace pattern), or shards; local or a URL")
       ->required();
   app.add_option("OUT", out, "output directory for the shards and the manifest")->required();
   app.add_option("--shard-size", shard_size, "target shard size (e.g. 128MiB, 64M, 1GiB)")
@@ -151,7 +134,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(8, 65535))
       ->capture_default_str();
   app.add_option("--format", format, "source format (auto: detected)")
-      ->check(CLI::IsMember({"auto", "imagefolder", "cifar", "cifar10", "shards"}))
+      ->check(CLI::IsMember({"auto", "imagefolder", "cifar", "cifar10", "shards", "tar"}))
       ->capture_default_str();
   app.add_option("--split", split,
                  "the split of a root with train/ and val/, or CIFAR-10's (val = test_batch)")
@@ -162,6 +145,8 @@ int main(int argc, char** argv) {
   app.add_flag("--force", force, "replace a pack in a non-empty OUT");
   tilefeed::metrics::Flags metrics_flags;
   tilefeed::metrics::AddFlags(app, metrics_flags);
+  tilefeed::tools::RemoteFlags remote_flags;
+  tilefeed::tools::AddRemoteFlags(app, remote_flags);
   CLI11_PARSE(app, argc, argv);
 
   loader::PackOptions options;
@@ -186,6 +171,12 @@ int main(int argc, char** argv) {
   }
   loader::DatasetOptions dataset_options;
   dataset_options.split = *loader::ParseSplit(split);
+  try {
+    dataset_options.remote = tilefeed::tools::ToRemoteOptions(remote_flags);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tilefeed-pack: %s\n", e.what());
+    return 2;
+  }
   if (format != "auto") {
     dataset_options.kind = loader::ParseDatasetKind(format == "cifar" ? "cifar10" : format);
   }

@@ -52,6 +52,7 @@
 #include "loader/dataset.h"
 #include "loader/loader.h"
 #include "metrics/cli.h"
+#include "tools/remote_flags.h"
 #include "transport/context.h"
 #include "transport/curve.h"
 #include "transport/instance.h"
@@ -177,6 +178,8 @@ int main(int argc, char** argv) {
   app.add_option("--bad-sample-lines", bad_sample_lines,
                  "bad samples named in full on stderr; later ones are counted")
       ->capture_default_str();
+  tilefeed::tools::RemoteFlags remote_flags;
+  tilefeed::tools::AddRemoteFlags(app, remote_flags);
   app.add_option("--split", split, "The split served from a root with train/ and val/")
       ->check(CLI::IsMember({"train", "val"}));
   app.add_option("--curve-keygen", curve_keygen,
@@ -307,6 +310,7 @@ int main(int argc, char** argv) {
     };
     loader::DatasetOptions dataset_options;
     dataset_options.split = *loader::ParseSplit(split);
+    dataset_options.remote = tilefeed::tools::ToRemoteOptions(remote_flags);
     loader::OpenedDataset opened = loader::OpenDataset(data, dataset_options);
     std::cerr << "tilefeed-serve: data: " << opened.summary << '\n';
     for (const std::string& note : opened.notes)

@@ -54,6 +54,7 @@
 #include "loader/dataset.h"
 #include "loader/loader.h"
 #include "metrics/cli.h"
+#include "tools/remote_flags.h"
 #include "trainer/checkpoint.h"
 #include "trainer/mpi_session.h"
 #include "trainer/reference_core.h"
@@ -70,9 +71,11 @@ namespace {
 using namespace tilefeed;
 
 // The val/ split of `data` (loader/dataset.h's rules), for the validation loader.
-std::unique_ptr<loader::Source> OpenValidationSplit(const std::string& data) {
+std::unique_ptr<loader::Source> OpenValidationSplit(const std::string& data,
+                                                    const loader::RemoteOptions& remote) {
   loader::DatasetOptions options;
   options.split = loader::Split::kVal;
+  options.remote = remote;
   return loader::OpenDataset(data, options).source;
 }
 
@@ -286,7 +289,8 @@ struct TimeLimitReached {};
 
 struct Args {
   std::string data;
-  std::string readers;  // disaggregated mode: one tilefeed-serve endpoint per instance
+  tools::RemoteFlags remote;  // --cache-dir etc. for http(s)/s3 datasets
+  std::string readers;        // disaggregated mode: one tilefeed-serve endpoint per instance
   std::size_t reader_credits = 4;
   int reader_timeout_ms = 5000;
   bool reconnect = false;           // --readers: reconnect a lost reader
@@ -381,7 +385,9 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
   std::unique_ptr<loader::Source> train_source;
   int classes = args.classes;
   if (has_data) {
-    loader::OpenedDataset opened = loader::OpenDataset(args.data);
+    loader::DatasetOptions dataset_options;
+    dataset_options.remote = tools::ToRemoteOptions(args.remote);
+    loader::OpenedDataset opened = loader::OpenDataset(args.data, dataset_options);
     log("data: " + opened.summary);
     for (const std::string& note : opened.notes) log("data: " + note);
     train_source = std::move(opened.source);
@@ -567,8 +573,8 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
       o.first_epoch_position = 0;
       o.expected_dataset_size = 0;
       o.epochs = 1;
-      return std::make_unique<OwningLoaderStream>(
-          std::make_unique<loader::Loader>(OpenValidationSplit(args.data), o));
+      return std::make_unique<OwningLoaderStream>(std::make_unique<loader::Loader>(
+          OpenValidationSplit(args.data, tools::ToRemoteOptions(args.remote)), o));
     };
   }
 
@@ -660,10 +666,12 @@ int main(int argc, char** argv) {
   CLI::Option* data =
       app.add_option("--data", args.data,
                      "Dataset: an ImageFolder, a root with train/ and val/ splits (val/ is "
-                     "then the validation set), a shard directory or manifest of any codec, or "
-                     "CIFAR-10's binary directory. With --readers optional: the class count "
+                     "then the validation set), a shard directory or manifest of any codec, "
+                     "WebDataset .tar shards, CIFAR-10's binary directory, or an http(s)/s3 URL "
+                     "of shards or tars. With --readers optional: the class count "
                      "and the val/ split for local validation")
-          ->check(CLI::ExistingPath);
+          ->check(tools::DatasetLocationCheck());
+  tools::AddRemoteFlags(app, args.remote);
   app.add_option("--readers", args.readers,
                  "Disaggregated mode: comma-separated tilefeed-serve endpoints, exactly one "
                  "per instance (instance i reads from the i-th; a single endpoint for one "

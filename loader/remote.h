@@ -1,0 +1,67 @@
+#pragma once
+
+// Options and counters for datasets read over HTTP(S) or S3 (ShardDataset and TarDataset
+// accept "http://", "https://" and "s3://" locations wherever they take a path). Bytes
+// are fetched with HTTP range requests through libcurl, retried with exponential backoff
+// on transient failures (connection errors, timeouts, HTTP 408/429/5xx), and optionally
+// kept in a bounded on-disk cache of fixed-size blocks that the processes of one host may
+// share (see docs/datasets.md, "Remote datasets"). After the retry budget a read fails
+// like any bad sample: a SourceError whose where() is the URL and whose reason is the
+// HTTP status or the libcurl error.
+//
+// Reading dataset bytes over HTTP is a data source, not a transport of batches, so it
+// lives in loader/ (libcurl is linked PRIVATE and never appears in a public header);
+// transport/ still owns every socket that carries batches.
+//
+// The library never reads the environment: tools fill the AWS fields from
+// AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_REGION and pass them down.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace tilefeed::loader {
+
+// Counts what remote reads did; every member may be read while reads go on.
+struct RemoteCounters {
+  std::atomic<std::uint64_t> requests{0};     // HTTP requests sent, retries included
+  std::atomic<std::uint64_t> retries{0};      // requests that were retries
+  std::atomic<std::uint64_t> bytes{0};        // body bytes received
+  std::atomic<std::uint64_t> cache_hits{0};   // cache blocks read from disk
+  std::atomic<std::uint64_t> cache_fills{0};  // cache blocks fetched and stored
+  std::atomic<std::uint64_t> evictions{0};    // cache blocks removed to stay under the limit
+};
+
+struct RemoteOptions {
+  // Directory of the on-disk block cache, created if missing; empty: no cache, every read
+  // is a range request of exactly the bytes asked for.
+  std::string cache_dir;
+  // The cache's size bound in bytes (block files only); least-recently used blocks are
+  // removed before a new one would exceed it. Must be at least cache_block.
+  std::uint64_t cache_limit = std::uint64_t{10} << 30;
+  // Size of a cached block: a miss fetches the whole aligned block(s) around the bytes.
+  std::uint64_t cache_block = std::uint64_t{4} << 20;
+  // "s3://bucket/key" is fetched from "<s3_endpoint>/bucket/key" (path style) when set,
+  // else from "https://bucket.s3.<aws_region>.amazonaws.com/key".
+  std::string s3_endpoint;
+  // Signing key for s3:// (AWS SigV4 via libcurl); requests are unsigned when empty.
+  std::string aws_access_key_id;
+  std::string aws_secret_access_key;
+  std::string aws_region = "us-east-1";
+  // Retries of one request after its first try; waits backoff, 2 x backoff, ... (capped
+  // at 2 s) between tries.
+  int retries = 5;
+  std::chrono::milliseconds backoff{100};
+  // Limit for connecting, and for one request as a whole.
+  std::chrono::milliseconds connect_timeout{5000};
+  std::chrono::milliseconds request_timeout{60000};
+  // Optional; must outlive every dataset opened with these options.
+  RemoteCounters* counters = nullptr;
+};
+
+// True if `location` starts with "http://", "https://" or "s3://".
+bool IsRemoteLocation(std::string_view location);
+
+}  // namespace tilefeed::loader
