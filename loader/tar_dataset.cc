@@ -110,7 +110,9 @@ class SampleGrouper {
     const auto& [key, ext] = *split;
     if (!current_ || current_->key != key) Flush();
     if (!current_) {
-      current_.emplace();
+      // Group{} rather than emplace(): clang does not see a nested struct with default
+      // member initializers as default-constructible inside its enclosing class.
+      current_ = Group{};
       current_->key = key;
     }
     Group& g = *current_;

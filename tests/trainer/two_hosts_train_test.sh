@@ -126,11 +126,13 @@ echo "two_hosts_train_test: --data: 4 instances on h0,h1, checksum $two = one ho
 
 # 2. Readers across the link: the reader of instance i runs on the other host.
 timeout 30 "$reader" --curve-keygen "$work/reader" >"$work/keygen.log" 2>&1 || fail "keygen"
+# A reader on a non-loopback address needs CURVE with an allow-list: the trainers' key.
+timeout 30 "$reader" --curve-keygen "$work/trainer" >>"$work/keygen.log" 2>&1 || fail "keygen"
 endpoints=
 for i in 0 1 2 3; do
   if [ $i -lt 2 ]; then host=h1 addr=$ip1; else host=h0 addr=$ip0; fi
   ip netns exec "tilefeed-$host-$tag" timeout 240 "$reader" --data "$work/data/train" \
-    --bind "tcp://$addr:$((5555 + i))" --curve-secret-key "$work/reader.key" --batch-size 4 \
+    --bind "tcp://$addr:$((5555 + i))" --curve-secret-key "$work/reader.key" --curve-allow "$work/trainer.pub" --batch-size 4 \
     --image-size 32 --epochs 2 --seed 3 --workers 1 --prefetch 2 --drop-last \
     --instance-index $i --instance-count 4 >"$work/reader$i.log" 2>&1 &
   reader_pids="$reader_pids $!"
@@ -138,7 +140,7 @@ for i in 0 1 2 3; do
 done
 before=$(veth_bytes)
 timeout 240 ip netns exec "tilefeed-h0-$tag" "$poprun" --hosts h0,h1 --instances 4 -- \
-  "$train" --readers "$endpoints" --curve-server-key "$work/reader.pub" --classes 4 $common \
+  "$train" --readers "$endpoints" --curve-server-key "$work/reader.pub" --curve-key "$work/trainer.key" --classes 4 $common \
   --trace-samples "$work/remote.trace" >"$work/remote.log" 2>&1 ||
   fail "the two-host job with readers failed"
 after=$(veth_bytes)
