@@ -83,7 +83,9 @@ BatchLayout FitGlobalBatch(std::uint64_t saved_global_batch, BatchLayout current
       (local_batch_fixed ? ""
                          : " of " + std::to_string(per_sample) +
                                " (replicas x instances x gradient accumulation)") +
-      (accumulation_fixed && local_batch_fixed ? " cannot be kept with --batch-size and --gradient-accumulation as given" : "") +
+      (accumulation_fixed && local_batch_fixed
+           ? " cannot be kept with --batch-size and --gradient-accumulation as given"
+           : "") +
       ": choose --batch-size B and --gradient-accumulation G with B x " + r + " x " + n +
       " x G = " + std::to_string(saved_global_batch) +
       ", or pass --new-global-batch to continue with " + std::to_string(now));

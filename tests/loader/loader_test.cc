@@ -298,7 +298,7 @@ TEST(Loader, SlotsReleasedByAnotherThreadOrAnEpochEndAreNotADeadlock) {
     for (int i = 0; i < 3; ++i) kept.push_back(*loader.Next());
     EXPECT_FALSE(loader.Next().has_value());  // the end-of-epoch marker needs no slot
   }
-  auto data = MakeDataset(4);  // 12 samples: 6 batches of 2
+  auto data = MakeDataset(4);                                 // 12 samples: 6 batches of 2
   o.held_slots_timeout = LoaderOptions().held_slots_timeout;  // the default: forever
   Loader loader(ImageFolder::Open(data->dir.path().string()), o);
   std::vector<Batch> kept;
