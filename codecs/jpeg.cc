@@ -46,19 +46,8 @@ constexpr std::size_t kRingAhead = 16;
 // The guarded functions. Only trivially destructible locals below this line's callers'
 // setjmp (see the file comment). Each returns false when libjpeg jumped out.
 
-bool GuardedCreate(jpeg_decompress_struct* cinfo, ErrorManager* errors) {
-  if (setjmp(errors->jump)) return false;
-  jpeg_create_decompress(cinfo);
-  return true;
-}
-
-bool GuardedReadHeader(jpeg_decompress_struct* cinfo, ErrorManager* errors,
-                       const unsigned char* data, std::size_t size) {
-  if (setjmp(errors->jump)) return false;
-  jpeg_mem_src(cinfo, data, static_cast<unsigned long>(size));
-  jpeg_read_header(cinfo, TRUE);
-  return true;
-}
+using detail::GuardedCreate;
+using detail::GuardedReadHeader;
 
 void CmykRowToRgb(std::uint8_t* row, int width, bool inverted);
 

@@ -205,19 +205,8 @@ std::pair<std::size_t, std::uint32_t> BandAt(std::span<const std::byte> rec, con
 
 // --- Packing.
 
-bool GuardedCreate(jpeg_decompress_struct* cinfo, ErrorManager* errors) {
-  if (setjmp(errors->jump)) return false;
-  jpeg_create_decompress(cinfo);
-  return true;
-}
-
-bool GuardedReadHeader(jpeg_decompress_struct* cinfo, ErrorManager* errors,
-                       const unsigned char* data, std::size_t size) {
-  if (setjmp(errors->jump)) return false;
-  jpeg_mem_src(cinfo, data, static_cast<unsigned long>(size));
-  jpeg_read_header(cinfo, TRUE);
-  return true;
-}
+using detail::GuardedCreate;
+using detail::GuardedReadHeader;
 
 bool GuardedReadCoefficients(jpeg_decompress_struct* cinfo, ErrorManager* errors,
                              jvirt_barray_ptr** arrays) {

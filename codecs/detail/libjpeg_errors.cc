@@ -127,4 +127,18 @@ DecodeErrorKind ClassifyFailure(const LibjpegErrors& errors) {
   }
 }
 
+bool GuardedCreate(jpeg_decompress_struct* cinfo, LibjpegErrors* errors) {
+  if (setjmp(errors->jump)) return false;
+  jpeg_create_decompress(cinfo);
+  return true;
+}
+
+bool GuardedReadHeader(jpeg_decompress_struct* cinfo, LibjpegErrors* errors,
+                       const unsigned char* data, std::size_t size) {
+  if (setjmp(errors->jump)) return false;
+  jpeg_mem_src(cinfo, data, static_cast<unsigned long>(size));
+  jpeg_read_header(cinfo, TRUE);
+  return true;
+}
+
 }  // namespace tilefeed::codecs::detail

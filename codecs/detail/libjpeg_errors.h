@@ -56,4 +56,12 @@ jpeg_progress_mgr* InstallScanLimit(LibjpegProgress& progress, LibjpegErrors& er
 // What kind of failure the recorded one is, for DecodeError.
 DecodeErrorKind ClassifyFailure(const LibjpegErrors& errors);
 
+// jpeg_create_decompress and jpeg_mem_src + jpeg_read_header, each behind its own setjmp
+// on errors->jump (libjpeg's longjmp lands in the frame that called setjmp, which holds no
+// object with a destructor). They return false when libjpeg jumped out; errors->message
+// says why. Shared by the JPEG decoder and the coefficient store.
+bool GuardedCreate(jpeg_decompress_struct* cinfo, LibjpegErrors* errors);
+bool GuardedReadHeader(jpeg_decompress_struct* cinfo, LibjpegErrors* errors,
+                       const unsigned char* data, std::size_t size);
+
 }  // namespace tilefeed::codecs::detail
