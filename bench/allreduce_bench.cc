@@ -20,10 +20,10 @@
 #include <vector>
 
 #include "bench/median.h"
-#include "trainer/memory_stream.h"
-#include "trainer/mpi_session.h"
-#include "trainer/reference_core.h"
-#include "trainer/trainer.h"
+#include "tilefeed/trainer/memory_stream.h"
+#include "tilefeed/trainer/mpi_session.h"
+#include "tilefeed/trainer/reference_core.h"
+#include "tilefeed/trainer/trainer.h"
 
 namespace {
 

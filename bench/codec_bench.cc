@@ -11,11 +11,11 @@
 //   entropy   Huffman decoding of the whole image to DCT coefficients only: the part of
 //             a full decode that no crop or DCT scaling can skip
 //   resize    the resize step of rrc alone, on the same region sizes
-//   rrc_t     rrc on the files transcoded for random access (codecs/jpeg_index.h):
+//   rrc_t     rrc on the files transcoded for random access (tilefeed/codecs/jpeg_index.h):
 //             baseline, optimized Huffman tables, restart intervals on a grid
 //   indexed   rrc on the transcoded files that entropy-decodes only the restart
 //             intervals covering the crop (IndexedJpegDecoder); same pixels as rrc_t
-//   coef      rrc from the coefficient store (codecs/jpeg_coefficients.h): no entropy
+//   coef      rrc from the coefficient store (tilefeed/codecs/jpeg_coefficients.h): no entropy
 //             decoding at all, LZ4 bands of the crop's iMCU rows, libjpeg's IDCT,
 //             upsampling and colour; same pixels as rrc. Its pack runs once, untimed
 //             for the modes but timed for its own images/s, and its bytes are printed
@@ -55,13 +55,13 @@
 #include <vector>
 
 #include "bench/median.h"
-#include "codecs/jpeg.h"
-#include "codecs/jpeg_coefficients.h"
-#include "codecs/jpeg_index.h"
-#include "codecs/raw.h"
-#include "codecs/resize.h"
-#include "loader/augment.h"
-#include "loader/sampler.h"
+#include "tilefeed/codecs/jpeg.h"
+#include "tilefeed/codecs/jpeg_coefficients.h"
+#include "tilefeed/codecs/jpeg_index.h"
+#include "tilefeed/codecs/raw.h"
+#include "tilefeed/codecs/resize.h"
+#include "tilefeed/loader/augment.h"
+#include "tilefeed/loader/sampler.h"
 
 namespace {
 

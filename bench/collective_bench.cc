@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "bench/median.h"
-#include "trainer/mpi_session.h"
+#include "tilefeed/trainer/mpi_session.h"
 
 namespace {
 

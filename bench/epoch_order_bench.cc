@@ -6,7 +6,7 @@
 
 #include <benchmark/benchmark.h>
 
-#include "loader/sampler.h"
+#include "tilefeed/loader/sampler.h"
 
 namespace {
 

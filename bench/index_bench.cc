@@ -27,7 +27,7 @@
 #include <thread>
 #include <vector>
 
-#include "loader/image_folder.h"
+#include "tilefeed/loader/image_folder.h"
 
 namespace {
 

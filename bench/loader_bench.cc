@@ -10,7 +10,7 @@
 // they were packed from) in alternating rounds on the same samples, and ends with
 // ratio=... (data/against, the median of the per-round ratios).
 //
-// --metrics-overhead times --data with a metrics Writer (metrics/metrics.h) sampling the
+// --metrics-overhead times --data with a metrics Writer (tilefeed/metrics/metrics.h) sampling the
 // loader every --metrics-interval seconds against the same run without one, the same way
 // (ratio=with/without).
 
@@ -33,10 +33,10 @@
 #include <vector>
 
 #include "bench/median.h"
-#include "loader/dataset.h"
-#include "loader/loader.h"
-#include "loader/shard_source.h"
-#include "metrics/cli.h"
+#include "tilefeed/loader/dataset.h"
+#include "tilefeed/loader/loader.h"
+#include "tilefeed/loader/shard_source.h"
+#include "tilefeed/metrics/cli.h"
 
 namespace {
 
@@ -216,7 +216,7 @@ int main(int argc, char** argv) {
   bool fail = false;
   std::string scales = "pow2";
   app.add_option("--data", data,
-                 "dataset (loader/dataset.h): ImageFolder, a root with train/ and val/ (--mode "
+                 "dataset (tilefeed/loader/dataset.h): ImageFolder, a root with train/ and val/ (--mode "
                  "picks the split), a shard directory or manifest of any codec, or CIFAR-10")
       ->required();
   app.add_option("--batch-size,--batch", options.batch_size, "batch size")->capture_default_str();

@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "codecs/resize.h"
+#include "tilefeed/codecs/resize.h"
 
 namespace tilefeed::codecs {
 namespace {

@@ -91,14 +91,14 @@
 #include <vector>
 
 #include "bench/median.h"
-#include "loader/dataset.h"
-#include "loader/loader.h"
-#include "metrics/cli.h"
-#include "trainer/collectives.h"
-#include "trainer/memory_stream.h"
-#include "trainer/synthetic_core.h"
-#include "trainer/trainer.h"
-#include "transport/batch_stream.h"
+#include "tilefeed/loader/dataset.h"
+#include "tilefeed/loader/loader.h"
+#include "tilefeed/metrics/cli.h"
+#include "tilefeed/trainer/collectives.h"
+#include "tilefeed/trainer/memory_stream.h"
+#include "tilefeed/trainer/synthetic_core.h"
+#include "tilefeed/trainer/trainer.h"
+#include "tilefeed/transport/batch_stream.h"
 
 namespace {
 
@@ -469,7 +469,7 @@ int main(int argc, char** argv) {
   metrics::Flags metrics_flags;
   metrics::AddFlags(app, metrics_flags);
   CLI11_PARSE(app, argc, argv);
-  // Opened by loader/dataset.h's rules, so a train/ + val/ root gives its train split.
+  // Opened by tilefeed/loader/dataset.h's rules, so a train/ + val/ root gives its train split.
   const fs::path root(c.data);
   // The records carry the trainer's steps of every run (capacity, in-memory and fed alike).
   metrics::Session metrics;

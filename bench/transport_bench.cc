@@ -53,11 +53,11 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "loader/loader.h"
-#include "loader/source.h"
-#include "transport/batch_stream.h"
-#include "transport/sender.h"
-#include "transport/zmq_stream.h"
+#include "tilefeed/loader/loader.h"
+#include "tilefeed/loader/source.h"
+#include "tilefeed/transport/batch_stream.h"
+#include "tilefeed/transport/sender.h"
+#include "tilefeed/transport/zmq_stream.h"
 
 namespace {
 

@@ -10,7 +10,7 @@ install(TARGETS tilefeed_codecs tilefeed_loader tilefeed_transport tilefeed_trai
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 foreach(_dir codecs loader transport trainer)
-  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${_dir}/ DESTINATION include/tilefeed/${_dir}
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/tilefeed/${_dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tilefeed/${_dir}
           FILES_MATCHING PATTERN "*.h" PATTERN "detail" EXCLUDE)
 endforeach()
 install(EXPORT tilefeedTargets NAMESPACE tilefeed::

@@ -45,10 +45,10 @@
 #include <utility>
 #include <vector>
 
-#include "loader/dataset.h"
-#include "loader/loader.h"
-#include "loader/source.h"
-#include "transport/instance.h"
+#include "tilefeed/loader/dataset.h"
+#include "tilefeed/loader/loader.h"
+#include "tilefeed/loader/source.h"
+#include "tilefeed/transport/instance.h"
 
 namespace py = pybind11;
 namespace loader = tilefeed::loader;
@@ -629,7 +629,7 @@ loader::LoaderOptions ParseOptions(const py::dict& kwargs) {
   return options;
 }
 
-// Opens `data` through the one dataset opener (loader/dataset.h). `kind` is "auto" (detect),
+// Opens `data` through the one dataset opener (tilefeed/loader/dataset.h). `kind` is "auto" (detect),
 // a DatasetKind name, or CIFAR-10's "cifar10-train" / "cifar10-test" (which pick the split);
 // `split` picks the part of a train/ + val/ root.
 loader::OpenedDataset OpenSource(const std::string& data, const std::string& kind,
@@ -795,7 +795,7 @@ PYBIND11_MODULE(_tilefeed, m) {
   m.def(
       "_detect_instance",
       [] {
-        // The same detection as `train` (transport/instance.h), over this process's
+        // The same detection as `train` (tilefeed/transport/instance.h), over this process's
         // environment; its std::invalid_argument becomes ValueError.
         const tilefeed::transport::InstanceInfo info =
             tilefeed::transport::DetectInstance(tilefeed::transport::ProcessEnvironment());

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <numbers>
 
-#include "codecs/jpeg_encoder.h"
+#include "tilefeed/codecs/jpeg_encoder.h"
 
 namespace tilefeed::tools {
 namespace {

@@ -15,8 +15,8 @@
 #include <exception>
 #include <string>
 
-#include "loader/dataset.h"
-#include "loader/shard_source.h"
+#include "tilefeed/loader/dataset.h"
+#include "tilefeed/loader/shard_source.h"
 
 namespace {
 

@@ -1,7 +1,7 @@
 // tilefeed-pack: packs an ImageFolder or a CIFAR-10 binary directory into record shards
 // (docs/shard-format.md) with loader::PackDataset, showing progress, and prints a summary
 // that lists every sample left out. The output is byte-identical for the same input.
-// With --jpeg-index each JPEG is transcoded for random access (codecs/jpeg_index.h) and
+// With --jpeg-index each JPEG is transcoded for random access (tilefeed/codecs/jpeg_index.h) and
 // stored with its interval index; the summary counts the files stored as they came.
 
 #include <unistd.h>
@@ -21,9 +21,9 @@
 #include <memory>
 #include <string>
 
-#include "loader/dataset.h"
-#include "loader/shard_writer.h"
-#include "metrics/cli.h"
+#include "tilefeed/loader/dataset.h"
+#include "tilefeed/loader/shard_writer.h"
+#include "tilefeed/metrics/cli.h"
 #include "tools/remote_flags.h"
 
 namespace {

@@ -20,8 +20,8 @@
 #include <thread>
 #include <vector>
 
-#include "transport/instance.h"
-#include "transport/launch.h"
+#include "tilefeed/transport/instance.h"
+#include "tilefeed/transport/launch.h"
 
 namespace {
 

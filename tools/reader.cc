@@ -13,7 +13,7 @@
 // environment when the readers themselves run under poprun/mpirun (one per rank), else the
 // whole dataset.
 //
-// A trainer states what it expects in its hello (transport/session.h): dataset identity,
+// A trainer states what it expects in its hello (tilefeed/transport/session.h): dataset identity,
 // slice, seed, image size, batch size, mode, drop-last, epochs and its data position. Any
 // difference refuses it with one line naming both values. --epochs is the job's epoch
 // count, as train's (a resumed job's reader is started with the same --epochs). Each
@@ -27,7 +27,7 @@
 // allow-list (--curve-secret-key and --curve-allow), or --insecure for a network that is
 // trusted.
 //
-// On a network that is not trusted, turn on CURVE (transport/curve.h): make a key pair once
+// On a network that is not trusted, turn on CURVE (tilefeed/transport/curve.h): make a key pair once
 // with `tilefeed-serve --curve-keygen reader` (writes reader.key, mode 0600, and
 // reader.pub), serve with `--curve-secret-key reader.key`, and give the trainer reader.pub.
 // To admit only known trainers, make each trainer a key pair the same way and serve with
@@ -48,16 +48,16 @@
 #include <thread>
 #include <vector>
 
-#include "loader/bad_sample_log.h"
-#include "loader/dataset.h"
-#include "loader/loader.h"
-#include "metrics/cli.h"
+#include "tilefeed/loader/bad_sample_log.h"
+#include "tilefeed/loader/dataset.h"
+#include "tilefeed/loader/loader.h"
+#include "tilefeed/metrics/cli.h"
 #include "tools/remote_flags.h"
-#include "transport/context.h"
-#include "transport/curve.h"
-#include "transport/instance.h"
-#include "transport/sender.h"
-#include "transport/session.h"
+#include "tilefeed/transport/context.h"
+#include "tilefeed/transport/curve.h"
+#include "tilefeed/transport/instance.h"
+#include "tilefeed/transport/sender.h"
+#include "tilefeed/transport/session.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
 #pragma once
 
-// Command-line flags for datasets read over HTTP(S) or S3 (loader/remote.h), shared by the
+// Command-line flags for datasets read over HTTP(S) or S3 (tilefeed/loader/remote.h), shared by the
 // tools that take a dataset location: --cache-dir, --cache-limit, --s3-endpoint and
 // --remote-retries, plus the standard AWS environment variables, which only tools read.
 // Header-only; tools/ is a folder of executables, not a library.
@@ -13,7 +13,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "loader/remote.h"
+#include "tilefeed/loader/remote.h"
 
 namespace tilefeed::tools {
 

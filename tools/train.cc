@@ -2,7 +2,7 @@
 //
 //   poprun --instances 2 ./train --data DIR --core reference --epochs 3
 //
-// Each instance (MPI rank) reads its slice of DIR's train split (loader/dataset.h: an
+// Each instance (MPI rank) reads its slice of DIR's train split (tilefeed/loader/dataset.h: an
 // ImageFolder, shards of any codec, CIFAR-10, or DIR/train of a split root), lands batches in its
 // training core through IO tiles, and all-reduces gradients with the other instances. MPI's rank
 // and size are authoritative for the shard; the environment is read here only, never in the
@@ -19,7 +19,7 @@
 //   tilefeed-serve --data DIR/train --bind tcp://h2:5556 --insecure --shard 1/2 ...
 //   poprun --instances 2 ./train --readers tcp://h1:5555,tcp://h2:5556 --data DIR
 //
-// Each reader must agree with its instance on the session terms (transport/session.h):
+// Each reader must agree with its instance on the session terms (tilefeed/transport/session.h):
 // dataset identity (with --data), slice, --seed, --batch-size, --image-size, drop-last,
 // --epochs and the data position; it refuses any other trainer with a line naming both
 // values. Every batch's labels are checked against the class count (--data or --classes).
@@ -50,27 +50,27 @@
 #include <thread>
 #include <vector>
 
-#include "loader/bad_sample_log.h"
-#include "loader/dataset.h"
-#include "loader/loader.h"
-#include "metrics/cli.h"
+#include "tilefeed/loader/bad_sample_log.h"
+#include "tilefeed/loader/dataset.h"
+#include "tilefeed/loader/loader.h"
+#include "tilefeed/metrics/cli.h"
 #include "tools/remote_flags.h"
-#include "trainer/checkpoint.h"
-#include "trainer/mpi_session.h"
-#include "trainer/reference_core.h"
-#include "trainer/synthetic_core.h"
-#include "trainer/trainer.h"
-#include "transport/batch_stream.h"
-#include "transport/context.h"
-#include "transport/instance.h"
-#include "transport/session.h"
-#include "transport/zmq_stream.h"
+#include "tilefeed/trainer/checkpoint.h"
+#include "tilefeed/trainer/mpi_session.h"
+#include "tilefeed/trainer/reference_core.h"
+#include "tilefeed/trainer/synthetic_core.h"
+#include "tilefeed/trainer/trainer.h"
+#include "tilefeed/transport/batch_stream.h"
+#include "tilefeed/transport/context.h"
+#include "tilefeed/transport/instance.h"
+#include "tilefeed/transport/session.h"
+#include "tilefeed/transport/zmq_stream.h"
 
 namespace {
 
 using namespace tilefeed;
 
-// The val/ split of `data` (loader/dataset.h's rules), for the validation loader.
+// The val/ split of `data` (tilefeed/loader/dataset.h's rules), for the validation loader.
 std::unique_ptr<loader::Source> OpenValidationSplit(const std::string& data,
                                                     const loader::RemoteOptions& remote) {
   loader::DatasetOptions options;

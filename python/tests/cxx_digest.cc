@@ -20,9 +20,9 @@
 #include <span>
 #include <string>
 
-#include "loader/cifar.h"
-#include "loader/image_folder.h"
-#include "loader/loader.h"
+#include "tilefeed/loader/cifar.h"
+#include "tilefeed/loader/image_folder.h"
+#include "tilefeed/loader/loader.h"
 
 namespace {
 

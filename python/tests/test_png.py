@@ -72,7 +72,7 @@ def pillow_eval(path):
 
 def pillow_same_crop(path):
     """Pillow cropping the source rectangle tilefeed's eval plan picks, then resizing it
-    once (tilefeed's one-resize plan; loader/augment.h CenterCropAfterResize)."""
+    once (tilefeed's one-resize plan; tilefeed/loader/augment.h CenterCropAfterResize)."""
     image = Image.open(path).convert("RGB")
     w, h = image.size
     scale = min(w, h) / EVAL_RESIZE

@@ -83,7 +83,7 @@ class BadSampleWarning(UserWarning):
     """Issued once per epoch when bad samples were skipped and no on_bad_sample was given."""
 
 # The `source` spellings. "auto" (the default) detects what `data` holds with the same
-# rules as every tilefeed tool (loader/dataset.h): record shards (a directory holding
+# rules as every tilefeed tool (tilefeed/loader/dataset.h): record shards (a directory holding
 # tilefeed-manifest.txt, or the manifest), CIFAR-10 binary batches, a root with train/ and
 # val/ splits (the `split` argument picks one), or an ImageFolder tree. The others force a
 # kind; "cifar10-train" and "cifar10-test" also pick CIFAR-10's split.
@@ -495,7 +495,7 @@ def _check_options(options):
 
 # -- instance detection -----------------------------------------------------------------------
 
-# The launchers' rank/size variables that transport/instance.h reads, for naming the origin.
+# The launchers' rank/size variables that tilefeed/transport/instance.h reads, for naming the origin.
 _LAUNCHER_VARIABLES = (("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OpenMPI/poprun"),
                        ("PMI_RANK", "PMI_SIZE", "PMI"))
 _announced = set()  # (index, count, origin) lines already printed by this process

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "codecs/jpeg.h"
-#include "codecs/jpeg_encoder.h"
-#include "codecs/raw.h"
+#include "tilefeed/codecs/jpeg.h"
+#include "tilefeed/codecs/jpeg_encoder.h"
+#include "tilefeed/codecs/raw.h"
 #include "tests/support/jpeg_maker.h"
 
 namespace tilefeed::codecs {

@@ -1,4 +1,4 @@
-#include "codecs/jpeg_coefficients.h"
+#include "tilefeed/codecs/jpeg_coefficients.h"
 
 #include <gtest/gtest.h>
 
@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "codecs/jpeg.h"
-#include "codecs/jpeg_encoder.h"
+#include "tilefeed/codecs/jpeg.h"
+#include "tilefeed/codecs/jpeg_encoder.h"
 #include "tests/support/jpeg_maker.h"
 
 namespace tilefeed::codecs {

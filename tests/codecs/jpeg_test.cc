@@ -1,4 +1,4 @@
-#include "codecs/jpeg.h"
+#include "tilefeed/codecs/jpeg.h"
 
 #include <gtest/gtest.h>
 
@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "codecs/jpeg_encoder.h"
-#include "codecs/resize.h"
+#include "tilefeed/codecs/jpeg_encoder.h"
+#include "tilefeed/codecs/resize.h"
 #include "tests/support/jpeg_maker.h"
 
 namespace tilefeed::codecs {

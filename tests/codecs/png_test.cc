@@ -1,8 +1,8 @@
-// Tests codecs/png.h: every PNG colour type and bit depth comes out as the RGB8 a correct
+// Tests tilefeed/codecs/png.h: every PNG colour type and bit depth comes out as the RGB8 a correct
 // decoder gives, a crop decode equals "full decode, crop, resize" of the same pixels byte
 // for byte, and every kind of bad PNG is a DecodeError of the right kind.
 
-#include "codecs/png.h"
+#include "tilefeed/codecs/png.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "codecs/resize.h"
+#include "tilefeed/codecs/resize.h"
 #include "tests/support/jpeg_maker.h"
 #include "tests/support/png_maker.h"
 

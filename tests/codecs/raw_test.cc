@@ -1,4 +1,4 @@
-#include "codecs/raw.h"
+#include "tilefeed/codecs/raw.h"
 
 #include <gtest/gtest.h>
 

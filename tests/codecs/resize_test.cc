@@ -1,4 +1,4 @@
-#include "codecs/resize.h"
+#include "tilefeed/codecs/resize.h"
 
 #include <gtest/gtest.h>
 

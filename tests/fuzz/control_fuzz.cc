@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <span>
 
-#include "transport/detail/wire.h"
-#include "transport/session.h"
+#include "tilefeed/transport/detail/wire.h"
+#include "tilefeed/transport/session.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace tilefeed::transport;

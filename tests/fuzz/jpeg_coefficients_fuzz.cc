@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "codecs/jpeg.h"
-#include "codecs/jpeg_coefficients.h"
+#include "tilefeed/codecs/jpeg.h"
+#include "tilefeed/codecs/jpeg_coefficients.h"
 
 namespace {
 

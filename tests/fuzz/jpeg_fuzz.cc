@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "codecs/jpeg.h"
+#include "tilefeed/codecs/jpeg.h"
 
 namespace {
 

@@ -9,15 +9,15 @@
 #include <string>
 #include <vector>
 
-#include "codecs/jpeg_coefficients.h"
-#include "codecs/jpeg_encoder.h"
-#include "codecs/jpeg_index.h"
-#include "codecs/raw.h"
+#include "tilefeed/codecs/jpeg_coefficients.h"
+#include "tilefeed/codecs/jpeg_encoder.h"
+#include "tilefeed/codecs/jpeg_index.h"
+#include "tilefeed/codecs/raw.h"
 #include "tests/support/jpeg_maker.h"
 #include "tests/support/png_maker.h"
 #include "tests/support/temp_dir.h"
-#include "transport/detail/wire.h"
-#include "transport/session.h"
+#include "tilefeed/transport/detail/wire.h"
+#include "tilefeed/transport/session.h"
 
 int main(int argc, char** argv) {
   namespace codecs = tilefeed::codecs;

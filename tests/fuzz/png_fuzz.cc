@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "codecs/png.h"
+#include "tilefeed/codecs/png.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "loader/augment.h"
+#include "tilefeed/loader/augment.h"
 
 #include <gtest/gtest.h>
 
@@ -7,8 +7,8 @@
 #include <limits>
 #include <stdexcept>
 
-#include "codecs/image.h"
-#include "loader/sampler.h"
+#include "tilefeed/codecs/image.h"
+#include "tilefeed/loader/sampler.h"
 
 namespace tilefeed::loader {
 namespace {

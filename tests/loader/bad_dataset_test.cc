@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "codecs/jpeg_encoder.h"
-#include "loader/image_folder.h"
-#include "loader/loader.h"
-#include "loader/sampler.h"
+#include "tilefeed/codecs/jpeg_encoder.h"
+#include "tilefeed/loader/image_folder.h"
+#include "tilefeed/loader/loader.h"
+#include "tilefeed/loader/sampler.h"
 #include "tests/support/jpeg_maker.h"
 #include "tests/support/temp_dir.h"
 

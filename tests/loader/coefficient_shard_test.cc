@@ -1,4 +1,4 @@
-// Tests the coefficient records of loader/shard_writer.h and loader/shard_source.h
+// Tests the coefficient records of tilefeed/loader/shard_writer.h and tilefeed/loader/shard_source.h
 // (PackOptions::codec = kCoefficients, format version 3) and the loader's decode of
 // them: the loader over coefficient shards gives the batches it gives over the original
 // files, refused files are stored as they came, a damaged record is a bad sample named
@@ -15,13 +15,13 @@
 #include <tuple>
 #include <vector>
 
-#include "codecs/jpeg_coefficients.h"
-#include "codecs/jpeg_encoder.h"
-#include "loader/detail/shard_format.h"
-#include "loader/image_folder.h"
-#include "loader/loader.h"
-#include "loader/shard_source.h"
-#include "loader/shard_writer.h"
+#include "tilefeed/codecs/jpeg_coefficients.h"
+#include "tilefeed/codecs/jpeg_encoder.h"
+#include "tilefeed/loader/detail/shard_format.h"
+#include "tilefeed/loader/image_folder.h"
+#include "tilefeed/loader/loader.h"
+#include "tilefeed/loader/shard_source.h"
+#include "tilefeed/loader/shard_writer.h"
 #include "tests/support/jpeg_maker.h"
 #include "tests/support/temp_dir.h"
 

@@ -1,8 +1,8 @@
-// Tests loader/dataset.h: what a location means (ImageFolder, train/ + val/ splits, shards
+// Tests tilefeed/loader/dataset.h: what a location means (ImageFolder, train/ + val/ splits, shards
 // of every codec, CIFAR-10), the one-line refusals, and that a folder and its packs give
 // the same identity and byte-identical batches.
 
-#include "loader/dataset.h"
+#include "tilefeed/loader/dataset.h"
 
 #include <gtest/gtest.h>
 
@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "codecs/jpeg_encoder.h"
-#include "loader/cifar.h"
-#include "loader/loader.h"
-#include "loader/shard_writer.h"
+#include "tilefeed/codecs/jpeg_encoder.h"
+#include "tilefeed/loader/cifar.h"
+#include "tilefeed/loader/loader.h"
+#include "tilefeed/loader/shard_writer.h"
 #include "tests/support/jpeg_maker.h"
 #include "tests/support/temp_dir.h"
 

@@ -1,4 +1,4 @@
-#include "loader/loader.h"
+#include "tilefeed/loader/loader.h"
 
 #include <gtest/gtest.h>
 
@@ -10,9 +10,9 @@
 #include <thread>
 #include <vector>
 
-#include "codecs/jpeg_encoder.h"
-#include "loader/cifar.h"
-#include "loader/image_folder.h"
+#include "tilefeed/codecs/jpeg_encoder.h"
+#include "tilefeed/loader/cifar.h"
+#include "tilefeed/loader/image_folder.h"
 #include "tests/support/jpeg_maker.h"
 #include "tests/support/temp_dir.h"
 

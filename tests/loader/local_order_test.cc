@@ -1,4 +1,4 @@
-// Tests the block-local epoch order (OrderLocality in loader/sampler.h): deterministic,
+// Tests the block-local epoch order (OrderLocality in tilefeed/loader/sampler.h): deterministic,
 // a permutation, each window made of whole blocks, split among instances and resumed
 // exactly as the full shuffle is, and the full shuffle itself unchanged.
 
@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "loader/sampler.h"
+#include "tilefeed/loader/sampler.h"
 
 namespace tilefeed::loader {
 namespace {

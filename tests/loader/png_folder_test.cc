@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "codecs/jpeg_encoder.h"
-#include "codecs/png.h"
-#include "loader/augment.h"
-#include "loader/image_folder.h"
-#include "loader/loader.h"
+#include "tilefeed/codecs/jpeg_encoder.h"
+#include "tilefeed/codecs/png.h"
+#include "tilefeed/loader/augment.h"
+#include "tilefeed/loader/image_folder.h"
+#include "tilefeed/loader/loader.h"
 #include "tests/support/jpeg_maker.h"
 #include "tests/support/png_maker.h"
 #include "tests/support/temp_dir.h"

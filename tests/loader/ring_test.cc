@@ -1,4 +1,4 @@
-#include "loader/ring.h"
+#include "tilefeed/loader/ring.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "loader/sampler.h"
+#include "tilefeed/loader/sampler.h"
 
 #include <gtest/gtest.h>
 

@@ -19,9 +19,9 @@
 #include <utility>
 #include <vector>
 
-#include "loader/cifar.h"
-#include "loader/image_folder.h"
-#include "loader/source.h"
+#include "tilefeed/loader/cifar.h"
+#include "tilefeed/loader/image_folder.h"
+#include "tilefeed/loader/source.h"
 
 namespace tilefeed::loader {
 namespace {

@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string_view>
 
-#include "codecs/jpeg_encoder.h"
+#include "tilefeed/codecs/jpeg_encoder.h"
 #include "tests/support/jpeg_maker.h"
 #include "tests/support/temp_dir.h"
 

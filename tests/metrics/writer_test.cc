@@ -1,4 +1,4 @@
-// metrics/metrics.h: the Writer's records, its sampler beside a feeding thread, paths and
+// tilefeed/metrics/metrics.h: the Writer's records, its sampler beside a feeding thread, paths and
 // JSON escaping. The schema itself is checked against every tool by test_metrics.py.
 
 #include <gtest/gtest.h>
@@ -9,8 +9,8 @@
 #include <thread>
 #include <vector>
 
-#include "metrics/detail/json_line.h"
-#include "metrics/metrics.h"
+#include "tilefeed/metrics/detail/json_line.h"
+#include "tilefeed/metrics/metrics.h"
 #include "tests/support/temp_dir.h"
 
 namespace tilefeed::metrics {

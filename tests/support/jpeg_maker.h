@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "codecs/jpeg_encoder.h"
+#include "tilefeed/codecs/jpeg_encoder.h"
 
 namespace tilefeed::testing {
 

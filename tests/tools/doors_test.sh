@@ -1,7 +1,7 @@
 #!/bin/sh
 # One dataset, every door: a demo folder, its plain pack and its --jpeg-index pack give the
 # same training through each door that reads data, because every door opens datasets with
-# loader/dataset.h and the batches are byte-identical:
+# tilefeed/loader/dataset.h and the batches are byte-identical:
 #   - train on 1 instance and under poprun on 2 instances: the same parameter checksum;
 #   - tilefeed-serve -> train --readers: the same parameter checksum.
 # The packs are split roots (packed/train, packed/val), so train also finds the val split.

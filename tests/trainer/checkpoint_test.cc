@@ -1,4 +1,4 @@
-#include "trainer/checkpoint.h"
+#include "tilefeed/trainer/checkpoint.h"
 
 #include <gtest/gtest.h>
 

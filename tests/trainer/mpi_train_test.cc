@@ -6,7 +6,7 @@
 #include "tests/support/temp_dir.h"
 #include "tests/trainer/tiny_dataset.h"
 #include "tests/trainer/train_runs.h"
-#include "trainer/mpi_session.h"
+#include "tilefeed/trainer/mpi_session.h"
 
 namespace tilefeed::trainer {
 namespace {

@@ -1,4 +1,4 @@
-#include "trainer/stall.h"
+#include "tilefeed/trainer/stall.h"
 
 #include <gtest/gtest.h>
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "codecs/jpeg_encoder.h"
+#include "tilefeed/codecs/jpeg_encoder.h"
 #include "tests/support/temp_dir.h"
 
 namespace tilefeed::testing {

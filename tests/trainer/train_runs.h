@@ -6,12 +6,12 @@
 #include <optional>
 #include <vector>
 
-#include "loader/image_folder.h"
-#include "loader/loader.h"
-#include "trainer/checkpoint.h"
-#include "trainer/reference_core.h"
-#include "trainer/trainer.h"
-#include "transport/batch_stream.h"
+#include "tilefeed/loader/image_folder.h"
+#include "tilefeed/loader/loader.h"
+#include "tilefeed/trainer/checkpoint.h"
+#include "tilefeed/trainer/reference_core.h"
+#include "tilefeed/trainer/trainer.h"
+#include "tilefeed/transport/batch_stream.h"
 
 namespace tilefeed::testing {
 

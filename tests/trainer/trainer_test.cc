@@ -1,7 +1,7 @@
 // The trainer fed from memory: the in-memory stream replays exactly its batches, and
 // gradient accumulation G with batch B gives the update of one batch of G x B.
 
-#include "trainer/trainer.h"
+#include "tilefeed/trainer/trainer.h"
 
 #include <gtest/gtest.h>
 
@@ -10,8 +10,8 @@
 #include <random>
 #include <vector>
 
-#include "trainer/memory_stream.h"
-#include "trainer/reference_core.h"
+#include "tilefeed/trainer/memory_stream.h"
+#include "tilefeed/trainer/reference_core.h"
 
 namespace tilefeed::trainer {
 namespace {

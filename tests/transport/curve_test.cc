@@ -1,4 +1,4 @@
-#include "transport/curve.h"
+#include "tilefeed/transport/curve.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include <string>
 
 #include "tests/support/temp_dir.h"
-#include "transport/batch_stream.h"
+#include "tilefeed/transport/batch_stream.h"
 
 namespace tilefeed::transport {
 namespace {

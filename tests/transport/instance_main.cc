@@ -10,9 +10,9 @@
 #include <memory>
 #include <vector>
 
-#include "loader/loader.h"
+#include "tilefeed/loader/loader.h"
 #include "tests/transport/test_data.h"
-#include "transport/instance.h"
+#include "tilefeed/transport/instance.h"
 
 namespace {
 

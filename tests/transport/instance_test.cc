@@ -1,4 +1,4 @@
-#include "transport/instance.h"
+#include "tilefeed/transport/instance.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "transport/launch.h"
+#include "tilefeed/transport/launch.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

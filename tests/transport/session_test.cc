@@ -1,6 +1,6 @@
 // Issue 15/17/18: session terms, refusals, and peers that cannot be trusted.
 
-#include "transport/session.h"
+#include "tilefeed/transport/session.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -13,12 +13,12 @@
 #include <zmq_addon.hpp>
 
 #include "tests/transport/test_data.h"
-#include "transport/detail/socket_util.h"
-#include "transport/detail/wire.h"
-#include "transport/detail/zmq_context.h"
-#include "transport/frame.h"
-#include "transport/sender.h"
-#include "transport/zmq_stream.h"
+#include "tilefeed/transport/detail/socket_util.h"
+#include "tilefeed/transport/detail/wire.h"
+#include "tilefeed/transport/detail/zmq_context.h"
+#include "tilefeed/transport/frame.h"
+#include "tilefeed/transport/sender.h"
+#include "tilefeed/transport/zmq_stream.h"
 
 namespace tilefeed::transport {
 namespace {

@@ -1,4 +1,4 @@
-#include "transport/detail/shm.h"
+#include "tilefeed/transport/detail/shm.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -11,10 +11,10 @@
 #include <filesystem>
 #include <thread>
 
-#include "loader/image_folder.h"
+#include "tilefeed/loader/image_folder.h"
 #include "tests/transport/test_data.h"
-#include "transport/sender.h"
-#include "transport/zmq_stream.h"
+#include "tilefeed/transport/sender.h"
+#include "tilefeed/transport/zmq_stream.h"
 
 namespace tilefeed::transport {
 namespace {

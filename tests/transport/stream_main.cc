@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "transport/context.h"
-#include "transport/session.h"
-#include "transport/zmq_stream.h"
+#include "tilefeed/transport/context.h"
+#include "tilefeed/transport/session.h"
+#include "tilefeed/transport/zmq_stream.h"
 
 int main(int argc, char** argv) {
   using namespace tilefeed;
@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
   app.add_option("--samples", samples, "samples per epoch")->required();
   app.add_option("--timeout-ms", timeout_ms, "reader silent this long is an error")
       ->capture_default_str();
-  // The session terms (transport/session.h) the reader must agree to; the dataset's identity
+  // The session terms (tilefeed/transport/session.h) the reader must agree to; the dataset's identity
   // is left unknown.
   transport::SessionTerms terms;
   terms.batch_size = 8;

@@ -2,7 +2,7 @@
 
 #include <filesystem>
 
-#include "codecs/jpeg_encoder.h"
+#include "tilefeed/codecs/jpeg_encoder.h"
 #include "tests/support/jpeg_maker.h"
 
 namespace tilefeed::transport::testing {

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "loader/loader.h"
-#include "loader/source.h"
+#include "tilefeed/loader/loader.h"
+#include "tilefeed/loader/source.h"
 #include "tests/support/temp_dir.h"
-#include "transport/batch_stream.h"
+#include "tilefeed/transport/batch_stream.h"
 
 namespace tilefeed::transport::testing {
 

@@ -1,4 +1,4 @@
-#include "transport/zmq_stream.h"
+#include "tilefeed/transport/zmq_stream.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -11,12 +11,12 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
-#include "loader/image_folder.h"
+#include "tilefeed/loader/image_folder.h"
 #include "tests/transport/test_data.h"
-#include "transport/curve.h"
-#include "transport/detail/wire.h"
-#include "transport/detail/zmq_context.h"
-#include "transport/sender.h"
+#include "tilefeed/transport/curve.h"
+#include "tilefeed/transport/detail/wire.h"
+#include "tilefeed/transport/detail/zmq_context.h"
+#include "tilefeed/transport/sender.h"
 
 namespace tilefeed::transport {
 namespace {

@@ -6,8 +6,8 @@
 #include <span>
 #include <vector>
 
-#include "codecs/jpeg.h"
-#include "codecs/jpeg_encoder.h"
+#include <tilefeed/codecs/jpeg.h>
+#include <tilefeed/codecs/jpeg_encoder.h>
 
 namespace codecs = tilefeed::codecs;
 

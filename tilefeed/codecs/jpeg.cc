@@ -1,0 +1,529 @@
+// JPEG decoding over libjpeg-turbo (the transcoder for random access is jpeg_index.cc;
+// the error plumbing both use is tilefeed/codecs/detail/libjpeg_errors.h).
+//
+// libjpeg reports fatal errors by calling error_exit, which must not return. We
+// longjmp back to a setjmp taken in a small "guarded" function whose locals, and those
+// of every frame between it and libjpeg, are trivially destructible: longjmp over a frame
+// with a non-trivial destructor is undefined behaviour in C++. All C++ objects (scratch
+// vectors, strings, exceptions) live in the callers, which turn a failed guarded call
+// into a DecodeError after aborting the decompressor. Warnings come through emit_message;
+// corrupt-data warnings end the decode at once under CorruptDataPolicy::kFail (they are
+// also the usual way a hostile file makes libjpeg loop for long), and are recorded
+// under kAccept.
+
+#include "tilefeed/codecs/jpeg.h"
+
+#include <turbojpeg.h>
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <csetjmp>
+#include <cstdio>
+#include <cstring>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// jpeglib.h needs size_t and FILE declared first.
+#include <jpeglib.h>
+
+#include "tilefeed/codecs/detail/libjpeg_errors.h"
+#include "tilefeed/codecs/detail/row_stream.h"
+#include "tilefeed/codecs/resize.h"
+
+namespace tilefeed::codecs {
+namespace {
+
+using ErrorManager = detail::LibjpegErrors;
+using ProgressManager = detail::LibjpegProgress;
+
+// Rows a region decode may run ahead of the resize that reads them: enough that decode
+// and resize alternate in runs of rows (their times are summed per run), few enough that
+// the ring stays in L1.
+constexpr std::size_t kRingAhead = 16;
+
+// The guarded functions. Only trivially destructible locals below this line's callers'
+// setjmp (see the file comment). Each returns false when libjpeg jumped out.
+
+using detail::GuardedCreate;
+using detail::GuardedReadHeader;
+
+void CmykRowToRgb(std::uint8_t* row, int width, bool inverted);
+
+// Inputs and outputs of one region decode, plain data so it may cross a longjmp.
+struct RegionJob {
+  JDIMENSION x;      // in: first scaled column wanted; out: first column decoded
+  JDIMENSION width;  // in: columns wanted; out: columns decoded (iMCU-aligned)
+  JDIMENSION y;      // first scaled row wanted
+};
+
+// Starts the decode of a region: its columns, and the rows above it skipped.
+bool GuardedStartRegion(jpeg_decompress_struct* cinfo, ErrorManager* errors, RegionJob* job) {
+  if (setjmp(errors->jump)) return false;
+  jpeg_start_decompress(cinfo);
+  if (job->width < cinfo->output_width) jpeg_crop_scanline(cinfo, &job->x, &job->width);
+  if (job->y > 0) jpeg_skip_scanlines(cinfo, job->y);
+  return true;
+}
+
+// The region's rows, streamed through the resizer by detail::StreamRows, whose frames
+// hold only trivially destructible objects, so libjpeg may longjmp out of ReadScanline.
+struct ScanlineSource {
+  jpeg_decompress_struct* cinfo;
+  int cmyk_width;  // > 0: convert each CMYK row of this many pixels to RGB
+  bool adobe;      // the CMYK is Adobe's inverted kind
+};
+
+bool ReadScanline(void* context, std::uint8_t* row) {
+  auto* source = static_cast<ScanlineSource*>(context);
+  JSAMPROW rows[1] = {row};
+  if (jpeg_read_scanlines(source->cinfo, rows, 1) != 1) return false;  // truncated
+  if (source->cmyk_width > 0) CmykRowToRgb(row, source->cmyk_width, source->adobe);
+  return true;
+}
+
+bool GuardedStreamRows(jpeg_decompress_struct* cinfo, ErrorManager* errors, ScanlineSource* source,
+                       detail::RowStream* job) {
+  if (setjmp(errors->jump)) return false;
+  detail::StreamRows(job, &ReadScanline, source);
+  // The rows below the last one the resize reads are never decoded.
+  if (job->rows_written == job->out_rows) jpeg_abort_decompress(cinfo);
+  return true;
+}
+
+bool GuardedReadCoefficients(jpeg_decompress_struct* cinfo, ErrorManager* errors) {
+  if (setjmp(errors->jump)) return false;
+  jpeg_read_coefficients(cinfo);
+  jpeg_abort_decompress(cinfo);
+  return true;
+}
+
+struct TjDeleter {
+  void operator()(void* handle) const noexcept { tjDestroy(handle); }
+};
+
+ColorSpace FromLibjpeg(J_COLOR_SPACE space) {
+  switch (space) {
+    case JCS_GRAYSCALE:
+      return ColorSpace::kGrayscale;
+    case JCS_RGB:
+      return ColorSpace::kRgb;
+    case JCS_YCbCr:
+      return ColorSpace::kYCbCr;
+    case JCS_CMYK:
+      return ColorSpace::kCmyk;
+    case JCS_YCCK:
+      return ColorSpace::kYcck;
+    default:
+      return ColorSpace::kUnknown;
+  }
+}
+
+Subsampling SubsamplingOf(const jpeg_decompress_struct& cinfo) {
+  if (cinfo.num_components == 1) return Subsampling::kGray;
+  const int h = cinfo.comp_info[0].h_samp_factor;
+  const int v = cinfo.comp_info[0].v_samp_factor;
+  for (int c = 1; c < cinfo.num_components; ++c) {
+    // Only the common layout: full-resolution first component, the others 1x1.
+    if (c < 3 && (cinfo.comp_info[c].h_samp_factor != 1 || cinfo.comp_info[c].v_samp_factor != 1))
+      return Subsampling::kOther;
+  }
+  if (h == 1 && v == 1) return Subsampling::k444;
+  if (h == 2 && v == 1) return Subsampling::k422;
+  if (h == 2 && v == 2) return Subsampling::k420;
+  if (h == 1 && v == 2) return Subsampling::k440;
+  if (h == 4 && v == 1) return Subsampling::k411;
+  if (h == 1 && v == 4) return Subsampling::k441;
+  return Subsampling::kOther;
+}
+
+bool IsCmyk(J_COLOR_SPACE space) { return space == JCS_CMYK || space == JCS_YCCK; }
+
+// Converts `width` CMYK pixels to RGB in place (the RGB row is shorter, so writing
+// forward never overtakes reading). Adobe files store CMYK inverted, as Photoshop does.
+void CmykRowToRgb(std::uint8_t* row, int width, bool inverted) {
+  for (int x = 0; x < width; ++x) {
+    int c = row[4 * x], m = row[4 * x + 1], y = row[4 * x + 2], k = row[4 * x + 3];
+    if (!inverted) {
+      c = 255 - c;
+      m = 255 - m;
+      y = 255 - y;
+      k = 255 - k;
+    }
+    row[3 * x] = static_cast<std::uint8_t>((c * k + 127) / 255);
+    row[3 * x + 1] = static_cast<std::uint8_t>((m * k + 127) / 255);
+    row[3 * x + 2] = static_cast<std::uint8_t>((y * k + 127) / 255);
+  }
+}
+
+}  // namespace
+
+const char* ToString(ColorSpace space) {
+  switch (space) {
+    case ColorSpace::kGrayscale:
+      return "grayscale";
+    case ColorSpace::kRgb:
+      return "RGB";
+    case ColorSpace::kYCbCr:
+      return "YCbCr";
+    case ColorSpace::kCmyk:
+      return "CMYK";
+    case ColorSpace::kYcck:
+      return "YCCK";
+    case ColorSpace::kUnknown:
+      break;
+  }
+  return "unknown";
+}
+
+const char* ToString(Subsampling subsampling) {
+  switch (subsampling) {
+    case Subsampling::k444:
+      return "4:4:4";
+    case Subsampling::k422:
+      return "4:2:2";
+    case Subsampling::k420:
+      return "4:2:0";
+    case Subsampling::k440:
+      return "4:4:0";
+    case Subsampling::k411:
+      return "4:1:1";
+    case Subsampling::k441:
+      return "4:4:1";
+    case Subsampling::kGray:
+      return "gray";
+    case Subsampling::kOther:
+      break;
+  }
+  return "other";
+}
+
+const char* SniffNonJpeg(std::span<const std::byte> bytes) {
+  const std::string_view head(reinterpret_cast<const char*>(bytes.data()),
+                              std::min<std::size_t>(bytes.size(), 512));
+  auto at = [&](std::size_t offset, std::string_view magic) {
+    return head.size() >= offset + magic.size() && head.substr(offset, magic.size()) == magic;
+  };
+  using namespace std::string_view_literals;
+  if (head.empty()) return "empty file";
+  if (at(0, "\xFF\xD8"sv)) return nullptr;
+  if (at(0, "\x89PNG"sv)) return "PNG image";
+  if (at(0, "GIF87a"sv) || at(0, "GIF89a"sv)) return "GIF image";
+  if (at(0, "BM"sv)) return "BMP image";
+  if (at(0, "RIFF"sv) && at(8, "WEBP"sv)) return "WebP image";
+  if (at(0, "II*\0"sv) || at(0, "MM\0*"sv)) return "TIFF image";
+  if (at(4, "ftyp"sv)) return "HEIF/AVIF/MP4 container";
+  if (at(0, "\xFF\x0A"sv) || at(0, "\0\0\0\x0CJXL "sv)) return "JPEG XL image";
+  if (at(0, "%PDF"sv)) return "PDF document";
+  if (at(0, "<!DOCTYPE"sv) || at(0, "<html"sv) || at(0, "<?xml"sv)) return "HTML/XML document";
+  const bool text = std::all_of(head.begin(), head.end(), [](char ch) {
+    const auto c = static_cast<unsigned char>(ch);
+    return c == '\n' || c == '\r' || c == '\t' || (c >= 0x20 && c != 0x7F);
+  });
+  if (text) return "text, not an image";
+  return "unknown data, not a JPEG (no SOI marker)";
+}
+
+int ChooseScaleEighths(int crop_width, int crop_height, int out_width, int out_height,
+                       DctScales scales) {
+  // The crop scaled by n/8 must still cover the output on both sides, so the final
+  // resize only ever shrinks (or keeps) the decoded pixels.
+  auto fits = [&](int n) {
+    return std::int64_t{crop_width} * n >= std::int64_t{out_width} * 8 &&
+           std::int64_t{crop_height} * n >= std::int64_t{out_height} * 8;
+  };
+  if (scales == DctScales::kPowersOfTwo) {
+    for (int n : {1, 2, 4}) {
+      if (fits(n)) return n;
+    }
+    return 8;
+  }
+  for (int n = 1; n < 8; ++n) {
+    if (fits(n)) return n;
+  }
+  return 8;
+}
+
+ScaledRegion CropRegion(const Rect& crop, int n, std::int64_t margin_x, std::int64_t margin_y,
+                        std::int64_t scaled_width, std::int64_t scaled_height) {
+  return {std::max<std::int64_t>(std::int64_t{crop.x} * n / 8 - margin_x, 0),
+          std::max<std::int64_t>(std::int64_t{crop.y} * n / 8 - margin_y, 0),
+          std::min((std::int64_t{crop.x + crop.width} * n + 7) / 8 + margin_x, scaled_width),
+          std::min((std::int64_t{crop.y + crop.height} * n + 7) / 8 + margin_y, scaled_height)};
+}
+
+struct JpegDecoder::Impl {
+  JpegOptions options;
+  jpeg_decompress_struct cinfo{};
+  ErrorManager errors{};
+  ProgressManager progress{};
+  std::unique_ptr<void, TjDeleter> turbo;
+  detail::RowRing ring;  // the region decode's rows; DecodeFull's scratch
+  Resizer resizer;
+
+  explicit Impl(const JpegOptions& opts) : options(opts) {
+    cinfo.err = detail::InstallErrorHandlers(errors);
+    if (!GuardedCreate(&cinfo, &errors)) {
+      throw std::runtime_error(std::string("libjpeg: cannot create a decompressor: ") +
+                               errors.message);
+    }
+    cinfo.progress = detail::InstallScanLimit(progress, errors, options.max_scans);
+  }
+  ~Impl() { jpeg_destroy_decompress(&cinfo); }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+
+  void ResetErrors() { errors.Reset(options.corrupt_data == CorruptDataPolicy::kFail); }
+
+  // Turns the failure recorded by a guarded call into a DecodeError, after putting the
+  // decompressor back in its idle state so that the next image can use it.
+  [[noreturn]] void Fail(const char* stage) {
+    jpeg_abort_decompress(&cinfo);
+    const DecodeErrorKind kind = detail::ClassifyFailure(errors);
+    std::string reason = ToString(kind);
+    reason += " JPEG (";
+    reason += stage;
+    reason += "): ";
+    reason += errors.message;
+    throw DecodeError(kind, reason);
+  }
+
+  ImageInfo ReadHeader(std::span<const std::byte> jpeg) {
+    if (const char* what = SniffNonJpeg(jpeg)) {
+      throw DecodeError(DecodeErrorKind::kNotJpeg, std::string("not a JPEG: ") + what);
+    }
+    ResetErrors();
+    if (!GuardedReadHeader(&cinfo, &errors, reinterpret_cast<const unsigned char*>(jpeg.data()),
+                           jpeg.size())) {
+      Fail("header");
+    }
+    ImageInfo info;
+    info.width = static_cast<int>(cinfo.image_width);
+    info.height = static_cast<int>(cinfo.image_height);
+    info.components = cinfo.num_components;
+    info.color_space = FromLibjpeg(cinfo.jpeg_color_space);
+    info.subsampling = SubsamplingOf(cinfo);
+    info.progressive = cinfo.progressive_mode != 0;
+    info.arithmetic = cinfo.arith_code != 0;
+    info.restart_interval = static_cast<int>(cinfo.restart_interval);
+    info.mcu_width = cinfo.max_h_samp_factor * DCTSIZE;
+    info.mcu_height = cinfo.max_v_samp_factor * DCTSIZE;
+    const std::int64_t pixels = std::int64_t{info.width} * info.height;
+    if (pixels > options.max_pixels) {
+      jpeg_abort_decompress(&cinfo);
+      throw DecodeError(DecodeErrorKind::kTooLarge,
+                        "JPEG too large: " + std::to_string(info.width) + "x" +
+                            std::to_string(info.height) + " is over the limit of " +
+                            std::to_string(options.max_pixels) + " pixels");
+    }
+    return info;
+  }
+
+  // Decodes plan.crop of the image whose header ReadHeader has just read.
+  DecodeReport DecodeRegion(const ImageInfo& info, const CropPlan& plan, const PixelView& out) {
+    Impl& s = *this;
+    const Rect& crop = plan.crop;
+    if (crop.width <= 0 || crop.height <= 0 || crop.x < 0 || crop.y < 0 ||
+        crop.x + crop.width > info.width || crop.y + crop.height > info.height || out.width <= 0 ||
+        out.height <= 0 || out.channels != 3 || out.data == nullptr) {
+      jpeg_abort_decompress(&s.cinfo);
+      throw DecodeError(DecodeErrorKind::kInvalidArgument,
+                        "crop " + std::to_string(crop.width) + "x" + std::to_string(crop.height) +
+                            "+" + std::to_string(crop.x) + "+" + std::to_string(crop.y) +
+                            " does not fit the " + std::to_string(info.width) + "x" +
+                            std::to_string(info.height) + " image or the output is empty");
+    }
+
+    jpeg_decompress_struct& cinfo = s.cinfo;
+    int n = ChooseScaleEighths(crop.width, crop.height, out.width, out.height, s.options.scales);
+    // 4:1:1 / 4:4:1 chroma is box-upsampled 4x; scaled below 1/2 as well it loses too much
+    // colour (under 35 dB against a full decode), so those rare files decode at 1/2 or 8/8.
+    if (cinfo.max_h_samp_factor >= 4 || cinfo.max_v_samp_factor >= 4) n = n <= 4 ? 4 : 8;
+    const bool cmyk = IsCmyk(cinfo.jpeg_color_space);
+    cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+    cinfo.scale_num = static_cast<unsigned>(n);
+    cinfo.scale_denom = 8;
+    cinfo.dct_method = s.options.fast_dct ? JDCT_IFAST : JDCT_ISLOW;
+    cinfo.do_fancy_upsampling = s.options.fast_upsample ? FALSE : TRUE;
+    jpeg_calc_output_dimensions(&cinfo);
+    const auto scaled_width = static_cast<std::int64_t>(cinfo.output_width);
+    const auto scaled_height = static_cast<std::int64_t>(cinfo.output_height);
+
+    // The crop in scaled pixels, widened to whole pixels and then by one chroma sample on
+    // every side: libjpeg's fancy (triangle) chroma upsampling treats the edges of a
+    // cropped or skipped-to region as image edges, so without the margin the crop's
+    // border pixels of subsampled files would differ from a full decode. With it they are
+    // bit-identical (jpeg_test checks), at the cost of a few rows and columns.
+    const auto [x0, y0, x1, y1] = CropRegion(crop, n, cinfo.max_h_samp_factor,
+                                             cinfo.max_v_samp_factor, scaled_width, scaled_height);
+
+    // The region's columns, then the rows above it skipped; jpeg_crop_scanline widens the
+    // columns to whole iMCUs.
+    RegionJob job{static_cast<JDIMENSION>(x0), static_cast<JDIMENSION>(x1 - x0),
+                  static_cast<JDIMENSION>(y0)};
+    if (!GuardedStartRegion(&cinfo, &s.errors, &job)) s.Fail("data");
+
+    // The crop in region pixels, fractional after DCT scaling. The resize sees only the
+    // pixels the crop touches, so its filter stops at the crop's edges as torchvision's
+    // crop-then-resize does; at 8/8 this is exactly "full decode, crop, resize".
+    const auto region_rows = static_cast<std::size_t>(y1 - y0);
+    const double scale = n / 8.0;
+    const double bx0 = crop.x * scale - job.x;
+    const double by0 = crop.y * scale - static_cast<double>(y0);
+    const double bx1 = std::min((crop.x + crop.width) * scale - job.x, double(job.width));
+    const double by1 =
+        std::min((crop.y + crop.height) * scale - static_cast<double>(y0), double(region_rows));
+    const int ix0 = static_cast<int>(bx0);
+    const int iy0 = static_cast<int>(by0);
+    const int ix1 = static_cast<int>(std::ceil(bx1));
+    const int iy1 = static_cast<int>(std::ceil(by1));
+    s.resizer.Start(ix1 - ix0, iy1 - iy0, SourceBox{bx0 - ix0, by0 - iy0, bx1 - ix0, by1 - iy0},
+                    out, plan.flip);
+
+    // The decoded rows stream through a small ring into the resize, which runs as soon as
+    // the rows an output row needs are there: the region is never whole in memory, and
+    // the rows the resize reads are still in cache. Ring rows are as wide as the scaled
+    // image (any iMCU widening fits); the vectors only grow, so steady state does not
+    // allocate.
+    const int components = cmyk ? 4 : 3;
+    const auto row_bytes = static_cast<std::size_t>(scaled_width) * components;
+    const auto ring_rows =
+        std::min(static_cast<std::size_t>(s.resizer.MaxRows()) + kRingAhead, region_rows);
+    s.ring.Prepare(row_bytes, ring_rows, s.resizer.MaxRows());
+    ScanlineSource source{&cinfo, cmyk ? static_cast<int>(job.width) : 0,
+                          cinfo.saw_Adobe_marker != 0};
+    detail::RowStream stream{&s.resizer, s.ring.rows.data(), ring_rows,
+                             static_cast<std::size_t>(iy0),
+                             // The margin rows below the crop matter to no pixel it reads.
+                             static_cast<std::size_t>(iy1), out.height, s.ring.row_pointers.data(),
+                             // Ring rows hold column job.x at byte 0; the resize's column 0
+                             // is ix0.
+                             static_cast<std::size_t>(ix0) * 3};
+    if (!GuardedStreamRows(&cinfo, &s.errors, &source, &stream)) s.Fail("data");
+    if (stream.rows_written != out.height) {
+      jpeg_abort_decompress(&cinfo);
+      throw DecodeError(DecodeErrorKind::kTruncated, "truncated JPEG (data): decoded " +
+                                                         std::to_string(stream.rows_read) + " of " +
+                                                         std::to_string(iy1) + " rows");
+    }
+
+    DecodeReport report = s.Report();
+    report.resize_seconds = static_cast<double>(stream.resize_ns) * 1e-9;
+    report.scale_eighths = n;
+    report.decoded = Rect{static_cast<int>(job.x), static_cast<int>(y0),
+                          static_cast<int>(job.width), static_cast<int>(stream.rows_read)};
+    return report;
+  }
+
+  DecodeReport Report() const {
+    DecodeReport report;
+    if (errors.warned) {
+      report.warning = true;
+      report.message = errors.message;
+    }
+    return report;
+  }
+};
+
+JpegDecoder::JpegDecoder(const JpegOptions& options) : impl_(std::make_unique<Impl>(options)) {}
+JpegDecoder::~JpegDecoder() = default;
+JpegDecoder::JpegDecoder(JpegDecoder&&) noexcept = default;
+JpegDecoder& JpegDecoder::operator=(JpegDecoder&&) noexcept = default;
+
+const JpegOptions& JpegDecoder::options() const { return impl_->options; }
+
+ImageInfo JpegDecoder::ReadInfo(std::span<const std::byte> jpeg) {
+  ImageInfo info = impl_->ReadHeader(jpeg);
+  jpeg_abort_decompress(&impl_->cinfo);
+  return info;
+}
+
+DecodeReport JpegDecoder::DecodeInto(std::span<const std::byte> jpeg, const CropPlan& plan,
+                                     const PixelView& out) {
+  const ImageInfo info = impl_->ReadHeader(jpeg);
+  return impl_->DecodeRegion(info, plan, out);
+}
+
+DecodeReport JpegDecoder::DecodeInto(std::span<const std::byte> jpeg, const CropPlanner& planner,
+                                     const PixelView& out) {
+  const ImageInfo info = impl_->ReadHeader(jpeg);
+  CropPlan plan;
+  try {
+    plan = planner(info);
+  } catch (...) {
+    jpeg_abort_decompress(&impl_->cinfo);
+    throw;
+  }
+  return impl_->DecodeRegion(info, plan, out);
+}
+
+void JpegDecoder::EntropyDecode(std::span<const std::byte> jpeg) {
+  Impl& s = *impl_;
+  s.ReadHeader(jpeg);
+  if (!GuardedReadCoefficients(&s.cinfo, &s.errors)) s.Fail("data");
+}
+
+DecodeReport JpegDecoder::DecodeFull(std::span<const std::byte> jpeg, const PixelView& out) {
+  Impl& s = *impl_;
+  const ImageInfo info = s.ReadHeader(jpeg);
+  const bool cmyk = IsCmyk(s.cinfo.jpeg_color_space);
+  const bool adobe = s.cinfo.saw_Adobe_marker != 0;
+  const bool had_warning = s.errors.warned;
+  jpeg_abort_decompress(&s.cinfo);
+  if (out.width != info.width || out.height != info.height || out.channels != 3 ||
+      out.data == nullptr) {
+    throw DecodeError(DecodeErrorKind::kInvalidArgument,
+                      "output is " + std::to_string(out.width) + "x" + std::to_string(out.height) +
+                          ", image is " + std::to_string(info.width) + "x" +
+                          std::to_string(info.height));
+  }
+  if (!s.turbo) {
+    s.turbo.reset(tjInitDecompress());
+    if (!s.turbo) throw std::runtime_error(std::string("TurboJPEG: ") + tjGetErrorStr2(nullptr));
+  }
+  int flags = TJFLAG_NOREALLOC | TJFLAG_LIMITSCANS;
+  if (s.options.fast_dct) flags |= TJFLAG_FASTDCT;
+  if (s.options.fast_upsample) flags |= TJFLAG_FASTUPSAMPLE;
+  if (s.options.corrupt_data == CorruptDataPolicy::kFail) flags |= TJFLAG_STOPONWARNING;
+
+  // TurboJPEG writes packed rows; decode straight into `out` when it is packed RGB,
+  // otherwise through scratch (CMYK, planar or padded destinations).
+  const bool direct = !cmyk && out.interleaved();
+  unsigned char* target = out.data;
+  int pitch = static_cast<int>(out.row_stride);
+  const int pixel_format = cmyk ? TJPF_CMYK : TJPF_RGB;
+  if (!direct) {
+    pitch = info.width * tjPixelSize[pixel_format];
+    const std::size_t need = static_cast<std::size_t>(pitch) * info.height;
+    if (s.ring.scratch.size() < need) s.ring.scratch.resize(need);
+    target = s.ring.scratch.data();
+  }
+  const int rc = tjDecompress2(s.turbo.get(), reinterpret_cast<const unsigned char*>(jpeg.data()),
+                               static_cast<unsigned long>(jpeg.size()), target, info.width, pitch,
+                               info.height, pixel_format, flags);
+  DecodeReport report;
+  report.warning = had_warning;
+  if (rc != 0) {
+    const bool warning = tjGetErrorCode(s.turbo.get()) == TJERR_WARNING;
+    const std::string message = tjGetErrorStr2(s.turbo.get());
+    if (!warning || s.options.corrupt_data == CorruptDataPolicy::kFail) {
+      const bool eof = message.find("Premature end") != std::string::npos;
+      throw DecodeError(eof ? DecodeErrorKind::kTruncated : DecodeErrorKind::kCorrupt,
+                        std::string(eof ? "truncated" : "corrupt") + " JPEG (data): " + message);
+    }
+    report.warning = true;
+    report.message = message;
+  }
+  if (!direct) {
+    for (int y = 0; y < info.height; ++y) {
+      std::uint8_t* row = s.ring.scratch.data() + static_cast<std::size_t>(y) * pitch;
+      if (cmyk) CmykRowToRgb(row, info.width, adobe);
+    }
+    CopyPixels(ConstPixelView{s.ring.scratch.data(), info.width, info.height, 3, pitch}, out);
+  }
+  report.decoded = Rect{0, 0, info.width, info.height};
+  return report;
+}
+
+}  // namespace tilefeed::codecs

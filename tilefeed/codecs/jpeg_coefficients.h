@@ -1,0 +1,108 @@
+#pragma once
+
+// The coefficient store: a JPEG's quantised DCT coefficients kept in a byte-aligned
+// coding that decodes at memory speed, for decodes that skip Huffman decoding entirely.
+//
+// PackCoefficients reads a JPEG's coefficients losslessly (libjpeg's
+// jpeg_read_coefficients, so baseline, progressive and arithmetic files alike) and
+// stores them with what decoding needs (size, sampling factors, quantisation tables,
+// colour space, Adobe marker) in bands, one band per iMCU row, each an LZ4 block.
+// CoefficientDecoder::DecodeInto reads only the bands that cover a crop, unpacks only
+// the blocks of the crop's iMCU columns, and hands them to libjpeg-turbo's own IDCT,
+// upsampling and colour conversion: its pixels are byte-identical to
+// JpegDecoder::DecodeInto on the original JPEG with the same plan and options. The
+// layout is in docs/shard-format.md ("Coefficient records").
+//
+// ReadCoefficientInfo checks a stored record's header against itself (sizes, factors,
+// tables, band table adding up to the record's length) before any allocation, so a
+// damaged or hostile record is a DecodeError (kCorrupt, kTooLarge), never a crash.
+//
+// Ownership: all functions borrow their inputs for the call only; results are values.
+// Thread safety: the free functions keep no state; a CoefficientDecoder, like a
+// JpegDecoder, is used by one thread at a time.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tilefeed/codecs/image.h"
+#include "tilefeed/codecs/jpeg.h"
+
+namespace tilefeed::codecs {
+
+struct CoefficientPackOptions {
+  // Largest width * height accepted, checked from the header before reading any data.
+  std::int64_t max_pixels = std::int64_t{1} << 26;
+  // Largest number of scans read from a progressive file.
+  int max_scans = 100;
+  // LZ4HC compression level of the bands (1..12); 0 = LZ4's fast compressor. The same
+  // decoder reads both; HC costs pack time, not decode time.
+  int lz4hc_level = 9;
+};
+
+// A stored record, or why the input was left as it came.
+struct CoefficientPackResult {
+  bool packed = false;
+  // When !packed: the class (kUnsupported for 12-bit, lossless files and progressive
+  // files whose scans leave coefficients unrefined, which libjpeg would smooth;
+  // kCorrupt, kTruncated, kTooLarge, kNotJpeg, kTooManyScans) and a one-line reason.
+  // The caller stores such files unchanged.
+  DecodeErrorKind refusal = DecodeErrorKind::kUnsupported;
+  std::string reason;
+  std::vector<std::byte> record;  // the stored form (empty when !packed)
+};
+
+// Reads the coefficients of `jpeg` and stores them. Never throws DecodeError: input it
+// cannot store is reported in the result. Throws std::bad_alloc only.
+CoefficientPackResult PackCoefficients(std::span<const std::byte> jpeg,
+                                       const CoefficientPackOptions& options = {});
+
+// Whether `bytes` start with the coefficient record magic ("TFJC").
+bool LooksLikeCoefficients(std::span<const std::byte> bytes);
+
+// The image a record holds, from its header alone: width, height, components, colour
+// space, subsampling, mcu_width/mcu_height (the iMCU: 8 x the largest sampling
+// factors). Checks the whole header and band table against the record's size, and the
+// pixel limit. Throws DecodeError (kCorrupt, kTooLarge).
+ImageInfo ReadCoefficientInfo(std::span<const std::byte> record,
+                              std::int64_t max_pixels = std::int64_t{1} << 26);
+
+// ReadCoefficientInfo's checks, and every band decompressed and checked as a decode
+// would: for verifying stored data. Throws DecodeError (kCorrupt, kTooLarge).
+void CheckCoefficients(std::span<const std::byte> record,
+                       std::int64_t max_pixels = std::int64_t{1} << 26);
+
+// Where the time of one DecodeInto went, for codec_bench.
+struct CoefficientTimes {
+  double unpack_seconds = 0;  // LZ4 decompression of the bands and coefficient unpacking
+  double idct_seconds = 0;    // libjpeg-turbo's inverse DCT of the crop's blocks
+  double rows_seconds = 0;    // the rest of the scanline decode: upsampling, colour
+};
+
+class CoefficientDecoder {
+ public:
+  explicit CoefficientDecoder(const JpegOptions& options = {});
+  ~CoefficientDecoder();
+  CoefficientDecoder(CoefficientDecoder&&) noexcept;
+  CoefficientDecoder& operator=(CoefficientDecoder&&) noexcept;
+
+  const JpegOptions& options() const;
+
+  // Decodes plan.crop of the stored image resized to out.width x out.height into `out`,
+  // byte-identical to JpegDecoder(options()).DecodeInto on the original JPEG.
+  // report.decoded is in scaled pixels of the whole image; report.resize_seconds is the
+  // resize's share. `times`, if given, receives the rest of the split.
+  // REQUIRES: out.channels == 3; the crop lies inside the image and is non-empty
+  // (otherwise DecodeError kInvalidArgument). Throws DecodeError as ReadCoefficientInfo.
+  DecodeReport DecodeInto(std::span<const std::byte> record, const CropPlan& plan,
+                          const PixelView& out, CoefficientTimes* times = nullptr);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tilefeed::codecs

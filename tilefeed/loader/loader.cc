@@ -1,0 +1,956 @@
+// The loader's pipeline.
+//
+// Design. One producer thread runs a oneTBB parallel_pipeline inside an arena of
+// `workers` threads. Its three filters:
+//   1. plan (serial, in order): walks the epochs, takes a free slot for each new batch
+//      (blocking on the free ring: this is the back-pressure) and cuts the batch into
+//      chunks of a few samples; emits an end-of-epoch marker after each epoch.
+//   2. decode (parallel): reads and decodes each sample of a chunk straight into its row
+//      of the slot, with the worker's own decoder and buffers.
+//   3. publish (serial, in order): sees chunks in plan order, so when the last chunk of
+//      a batch passes, every earlier batch has been published; pushes the slot (or the
+//      marker) to the ready ring.
+// The consumer pops the ready ring in Next() and returns slots to the free ring when a
+// Batch is dropped. Both rings are SPSC: the ready ring's producer is the publish filter
+// (serialized by TBB) and, once the pipeline has returned, the producer thread; its
+// consumer is Next() (serialized by next_mutex_). The free ring's producer is Release()
+// (serialized by release_mutex_, since Batches may be dropped on any thread) and its
+// consumer the plan filter.
+//
+// Live tokens bound the chunks in flight; slots bound the batches. Stop requests reach
+// every blocking wait through the stop_token, and the decode filter skips its work once
+// stop is requested, so Stop() returns within one sample decode per worker.
+
+#include "tilefeed/loader/loader.h"
+
+#include <tbb/enumerable_thread_specific.h>
+#include <tbb/parallel_pipeline.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cassert>
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <mutex>
+#include <stop_token>
+#include <thread>
+
+#include "tilefeed/codecs/jpeg_coefficients.h"
+#include "tilefeed/codecs/jpeg_index.h"
+#include "tilefeed/codecs/png.h"
+#include "tilefeed/codecs/raw.h"
+#include "tilefeed/codecs/resize.h"
+#include "tilefeed/loader/ring.h"
+
+namespace tilefeed::loader {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::chrono::milliseconds kPollInterval{200};
+constexpr std::size_t kMaxKeptBadSamples = 10000;
+
+// libtbb is not built with ThreadSanitizer, so TSan cannot see the hand-offs between
+// oneTBB's own workers (token passing, its recycled filter nodes) and reports races that
+// are not there. Under TSan the decode arena therefore runs on the producer thread alone;
+// what TSan then checks is tilefeed's own protocol: the rings, the slot hand-off to the
+// consumer, Batch release from any thread, and stop.
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kUnderThreadSanitizer = true;
+#else
+constexpr bool kUnderThreadSanitizer = false;
+#endif
+
+std::uint64_t Nanos(Clock::duration d) {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+}
+
+struct Slot {
+  // The slot's memory: `owned` unless LoaderOptions::slot_memory provides it.
+  std::span<std::uint8_t> images;
+  std::span<std::int32_t> labels;
+  std::span<std::uint64_t> indices;
+  std::vector<std::uint8_t> owned_images;
+  std::vector<std::int32_t> owned_labels;
+  std::vector<std::uint64_t> owned_indices;
+  std::uint64_t epoch = 0;
+  std::uint64_t batch = 0;
+  std::size_t size = 0;
+  std::atomic<std::size_t> substituted{0};
+  // Hand-offs between pipeline stages, made explicit with acquire/release rather than
+  // left to oneTBB's token passing: the plan filter bumps `generation` (release) after
+  // setting up the batch and every decode of it starts by reading it (acquire); each
+  // decoded chunk adds to `decoded` (release) and publish reads it (acquire) before the
+  // slot goes to the consumer. The order is then visible to ThreadSanitizer, which
+  // cannot see inside the uninstrumented libtbb.
+  std::atomic<std::uint64_t> generation{0};
+  std::atomic<std::size_t> decoded{0};
+  // The first failure of the batch (lowest row) under kFail, or a batch that found no
+  // substitute under kSkip. Written by workers under error_mutex; read by the consumer
+  // after the publish filter handed the slot over.
+  std::mutex error_mutex;
+  std::size_t error_row = 0;
+  std::string error;
+};
+
+// An entry of the ready ring.
+struct Ready {
+  enum Kind : std::uint8_t { kBatch, kEndOfEpoch, kDone };
+  Kind kind = kBatch;
+  std::size_t slot = 0;
+};
+
+// A unit of work through the pipeline: positions [begin, end) of one batch, or a marker.
+struct Chunk {
+  Ready::Kind kind = Ready::kBatch;
+  std::size_t slot = 0;
+  std::uint64_t epoch = 0;
+  std::size_t batch_begin = 0;  // position of the batch's first sample in the epoch order
+  std::size_t begin = 0;
+  std::size_t end = 0;
+  bool last_of_batch = false;
+  std::shared_ptr<const EpochOrder> order;
+};
+
+// Per-worker state: one decoder and scratch each, reused for every sample. The indexed
+// decoder wraps the worker's only JpegDecoder (decoder.decoder()), which also decodes
+// plain JPEGs, so a worker holds one libjpeg handle whatever its records are. PNGs
+// share the JPEG pixel limit.
+struct Worker {
+  explicit Worker(const codecs::JpegOptions& options)
+      : decoder(options),
+        coefficients(options),
+        png(codecs::PngOptions{.max_pixels = options.max_pixels}) {}
+  codecs::IndexedJpegDecoder decoder;
+  codecs::CoefficientDecoder coefficients;  // kCoefficients records
+  codecs::PngDecoder png;
+  codecs::Resizer resizer;
+  std::vector<std::byte> bytes;
+  std::vector<std::uint8_t> raw;
+  // A chunk's samples, read with one Source::ReadMany. The buffers keep their capacity
+  // from chunk to chunk up to kRetainedSampleBytes each (see DecodeChunk).
+  std::vector<std::uint64_t> chunk_samples;
+  std::vector<std::vector<std::byte>> chunk_bytes;
+  std::vector<ReadResult> chunk_reads;
+};
+
+// Where one decoded sample goes and how long each part took.
+struct SampleTimes {
+  std::uint64_t read_ns = 0;
+  std::uint64_t decode_ns = 0;
+  std::uint64_t resize_ns = 0;
+  std::uint64_t bytes = 0;
+};
+
+}  // namespace
+
+struct Loader::Impl {
+  std::unique_ptr<Source> source;
+  LoaderOptions options;
+  int workers = 1;
+  std::size_t samples_per_epoch = 0;
+  std::size_t batches_per_epoch = 0;
+  std::size_t slot_bytes = 0;
+  std::size_t image_bytes = 0;
+  std::size_t chunk_size = 1;
+
+  std::vector<std::unique_ptr<Slot>> slots;
+  SpscRing<std::size_t> free_ring;
+  SpscRing<Ready> ready_ring;
+  std::mutex next_mutex;
+  std::mutex release_mutex;
+  // Batches Next() returned whose slots have not come back: all of them means the next
+  // batch can only come from a slot the consumer releases.
+  std::atomic<std::size_t> handed_out{0};
+  std::stop_source stop;
+  std::jthread producer;
+  std::exception_ptr pipeline_error;  // set by the producer thread before kDone
+
+  // Consumer-side state, under next_mutex.
+  bool done = false;
+  LoaderState position;  // where the consumer stands
+  std::optional<std::string> failure;
+
+  // Metrics.
+  Clock::time_point start = Clock::now();
+  std::atomic<std::uint64_t> images{0}, batches{0}, bad{0}, bytes_read{0};
+  std::atomic<std::uint64_t> read_ns{0}, decode_ns{0}, resize_ns{0}, wait_ns{0};
+  std::atomic<std::uint64_t> ready_observations{0}, ready_sum{0};
+  mutable std::mutex bad_mutex;
+  std::vector<BadSample> bad_samples;
+
+  Impl(std::unique_ptr<Source> src, LoaderOptions opts)
+      : source(std::move(src)),
+        options(std::move(opts)),
+        free_ring(std::max<std::size_t>(options.prefetch_depth, 1)),
+        ready_ring(2 * std::max<std::size_t>(options.prefetch_depth, 1) + 4) {}
+
+  void Validate();
+  void Run(std::stop_token token);
+  codecs::PixelView RowView(Slot& slot, std::size_t row);
+  void DecodeChunk(Worker& worker, const Chunk& chunk, const std::stop_token& token);
+  void DecodeOne(Worker& worker, std::uint64_t epoch, std::uint64_t sample,
+                 const std::vector<std::byte>& bytes, const SampleInfo& info,
+                 std::uint64_t sample_read_ns, const codecs::PixelView& out, std::int32_t& label);
+  void ReadAndDecode(Worker& worker, std::uint64_t epoch, std::uint64_t sample,
+                     const codecs::PixelView& out, std::int32_t& label);
+  void Report(std::uint64_t epoch, std::uint64_t sample, const std::string& reason);
+  void PushReady(Ready ready, const std::stop_token& token);
+  std::optional<Ready> PopReady();
+  std::string HeldSlotsMessage() const;
+  void ReturnSlot(std::size_t slot) noexcept;
+};
+
+void Loader::Impl::Validate() {
+  const LoaderOptions& o = options;
+  auto require = [](bool ok, const char* what) {
+    if (!ok) throw std::invalid_argument(std::string("LoaderOptions: ") + what);
+  };
+  require(source != nullptr, "no source");
+  require(source->size() > 0, "the source is empty");
+  require(o.batch_size >= 1, "batch_size must be at least 1");
+  require(o.image_size >= 1 && o.image_size <= 16384, "image_size must be in 1..16384");
+  require(o.prefetch_depth >= 1, "prefetch_depth must be at least 1");
+  require(o.workers >= 0, "workers must be >= 0");
+  require(o.mode != Mode::kEval || o.eval_resize >= o.image_size,
+          "eval_resize must be at least image_size");
+  require(o.flip_probability >= 0 && o.flip_probability <= 1, "flip_probability must be in [0, 1]");
+  require(o.max_substitute_attempts >= 1, "max_substitute_attempts must be at least 1");
+  require(o.held_slots_timeout.count() >= 0, "held_slots_timeout must be >= 0");
+  if (o.expected_dataset_size != 0 && o.expected_dataset_size != source->size()) {
+    throw std::invalid_argument("LoaderOptions: the saved state is for a dataset of " +
+                                std::to_string(o.expected_dataset_size) +
+                                " samples; this source has " + std::to_string(source->size()));
+  }
+  require(o.first_epoch_position <= source->size(),
+          "first_epoch_position is past the end of the dataset");
+  position = LoaderState{o.seed, o.first_epoch, o.first_epoch_position, source->size()};
+  // EpochOrder validates the shard; epoch 0 gives the sizes of every epoch.
+  const EpochOrder probe(source->size(), o.seed, 0, false, o.shard, o.remainder, 0, o.locality);
+  samples_per_epoch = probe.size();
+  batches_per_epoch = samples_per_epoch / o.batch_size;
+  if (!o.drop_last_batch && samples_per_epoch % o.batch_size != 0) ++batches_per_epoch;
+  if (batches_per_epoch == 0) {
+    throw std::invalid_argument("LoaderOptions: instance " + std::to_string(o.shard.index) +
+                                " of " + std::to_string(o.shard.count) + " gets " +
+                                std::to_string(samples_per_epoch) +
+                                " samples per epoch, not one full batch of " +
+                                std::to_string(o.batch_size) + " (drop_last_batch is set)");
+  }
+  workers = o.workers > 0 ? o.workers
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  image_bytes = static_cast<std::size_t>(o.image_size) * o.image_size * 3;
+  slot_bytes =
+      image_bytes * o.batch_size + o.batch_size * (sizeof(std::int32_t) + sizeof(std::uint64_t));
+  // Chunks small enough that every worker has several per batch, large enough that the
+  // per-token overhead vanishes next to a decode.
+  chunk_size =
+      std::clamp<std::size_t>(o.batch_size / (4 * static_cast<std::size_t>(workers)), 1, 16);
+}
+
+codecs::PixelView Loader::Impl::RowView(Slot& slot, std::size_t row) {
+  std::uint8_t* base = slot.images.data() + row * image_bytes;
+  const int side = options.image_size;
+  return options.layout == Layout::kNhwc ? codecs::PixelView::Interleaved(base, side, side)
+                                         : codecs::PixelView::Planar(base, side, side);
+}
+
+// Decodes `sample`, read into `bytes` and `info` in `sample_read_ns`, into `out`.
+// Throws DecodeError or std::exception on a bad sample.
+void Loader::Impl::DecodeOne(Worker& worker, std::uint64_t epoch, std::uint64_t sample,
+                             const std::vector<std::byte>& bytes, const SampleInfo& info,
+                             std::uint64_t sample_read_ns, const codecs::PixelView& out,
+                             std::int32_t& label) {
+  SampleTimes t;
+  const auto t1 = Clock::now();
+  t.read_ns = sample_read_ns;
+  t.bytes = bytes.size();
+
+  SampleRng rng(options.seed, epoch, sample);
+  auto plan_for = [&](int width, int height) {
+    codecs::CropPlan plan;
+    if (options.mode == Mode::kTrain) {
+      plan.crop = RandomResizedCrop(width, height, options.crop, rng);
+      plan.flip = DrawFlip(rng, options.flip_probability);
+    } else {
+      plan.crop = CenterCropAfterResize(width, height, options.eval_resize, options.image_size,
+                                        options.image_size);
+    }
+    return plan;
+  };
+  auto resize_raw = [&](const std::uint8_t* pixels, int width, int height, int channels) {
+    if (channels != 3) {
+      throw codecs::DecodeError(
+          codecs::DecodeErrorKind::kUnsupported,
+          "raw tensor has " + std::to_string(channels) + " channels; the loader needs 3");
+    }
+    const codecs::CropPlan plan = plan_for(width, height);
+    const auto r0 = Clock::now();
+    const codecs::Rect& c = plan.crop;
+    worker.resizer.Resize(
+        codecs::ConstPixelView{pixels, width, height, 3, std::ptrdiff_t{width} * 3},
+        codecs::SourceBox{double(c.x), double(c.y), double(c.x + c.width), double(c.y + c.height)},
+        out, plan.flip);
+    return Nanos(Clock::now() - r0);
+  };
+
+  switch (info.codec) {
+    case SampleCodec::kEncoded: {
+      // The format is what the bytes say, whatever the file is named.
+      const std::span<const std::byte> encoded(bytes);
+      auto planner = [&](const codecs::ImageInfo& image) {
+        return plan_for(image.width, image.height);
+      };
+      codecs::DecodeReport report;
+      if (codecs::IsPng(encoded)) {
+        report = worker.png.DecodeInto(encoded, planner, out);
+      } else if (const char* what = codecs::SniffNonJpeg(encoded)) {
+        throw codecs::DecodeError(codecs::DecodeErrorKind::kUnsupported,
+                                  std::string(what) + " (tilefeed decodes JPEG and PNG)");
+      } else {
+        report = worker.decoder.decoder().DecodeInto(encoded, planner, out);
+      }
+      const std::uint64_t total = Nanos(Clock::now() - t1);
+      t.resize_ns = static_cast<std::uint64_t>(report.resize_seconds * 1e9);
+      t.decode_ns = total > t.resize_ns ? total - t.resize_ns : 0;
+      break;
+    }
+    case SampleCodec::kIndexedJpeg: {
+      // The index comes from the source like any other bytes, so it is checked against
+      // its JPEG before any offset in it is used: a damaged one is a bad sample
+      // (DecodeError kCorrupt), like a damaged file. Its geometry is the SOF's, so the
+      // crop plan is the one the plain path would draw for the same file.
+      const std::span<const std::byte> sample(bytes);
+      if (info.index_size == 0 || info.index_size >= sample.size()) {
+        throw codecs::DecodeError(codecs::DecodeErrorKind::kCorrupt,
+                                  "interval index of " + std::to_string(info.index_size) +
+                                      " bytes does not fit the " + std::to_string(sample.size()) +
+                                      "-byte sample");
+      }
+      const auto jpeg = sample.subspan(info.index_size);
+      const codecs::JpegIntervalIndex index =
+          codecs::ParseIndex(sample.first(info.index_size), jpeg);
+      const codecs::DecodeReport report =
+          worker.decoder.DecodeInto(jpeg, index, plan_for(index.width, index.height), out);
+      const std::uint64_t total = Nanos(Clock::now() - t1);
+      t.resize_ns = static_cast<std::uint64_t>(report.resize_seconds * 1e9);
+      t.decode_ns = total > t.resize_ns ? total - t.resize_ns : 0;
+      break;
+    }
+    case SampleCodec::kCoefficients: {
+      // The header is read first (and checked: a damaged record is a bad sample) for the
+      // size that the crop plan is drawn from, as the plain path draws it from the SOF.
+      const codecs::ImageInfo image = codecs::ReadCoefficientInfo(bytes, options.jpeg.max_pixels);
+      const codecs::DecodeReport report =
+          worker.coefficients.DecodeInto(bytes, plan_for(image.width, image.height), out);
+      const std::uint64_t total = Nanos(Clock::now() - t1);
+      t.resize_ns = static_cast<std::uint64_t>(report.resize_seconds * 1e9);
+      t.decode_ns = total > t.resize_ns ? total - t.resize_ns : 0;
+      break;
+    }
+    case SampleCodec::kRawHwc: {
+      const std::size_t expected =
+          static_cast<std::size_t>(info.height) * info.width * info.channels;
+      if (info.height <= 0 || info.width <= 0 || bytes.size() != expected) {
+        throw codecs::DecodeError(
+            codecs::DecodeErrorKind::kCorrupt,
+            "raw sample of " + std::to_string(bytes.size()) + " bytes does not match its shape");
+      }
+      t.resize_ns = resize_raw(reinterpret_cast<const std::uint8_t*>(bytes.data()), info.width,
+                               info.height, info.channels);
+      break;
+    }
+    case SampleCodec::kLz4Raw: {
+      const codecs::RawInfo raw = codecs::ReadRawInfo(bytes, options.jpeg.max_pixels);
+      worker.raw.resize(raw.pixel_bytes());
+      codecs::DecodeRawInto(bytes, worker.raw, options.jpeg.max_pixels);
+      const auto t2 = Clock::now();
+      t.decode_ns = Nanos(t2 - t1);
+      t.resize_ns = resize_raw(worker.raw.data(), raw.width, raw.height, raw.channels);
+      break;
+    }
+  }
+  label = info.label;
+  read_ns.fetch_add(t.read_ns, std::memory_order_relaxed);
+  decode_ns.fetch_add(t.decode_ns, std::memory_order_relaxed);
+  resize_ns.fetch_add(t.resize_ns, std::memory_order_relaxed);
+  bytes_read.fetch_add(t.bytes, std::memory_order_relaxed);
+}
+
+// Reads `sample` alone and decodes it into `out`. Throws SourceError, DecodeError or
+// std::exception on a bad sample.
+void Loader::Impl::ReadAndDecode(Worker& worker, std::uint64_t epoch, std::uint64_t sample,
+                                 const codecs::PixelView& out, std::int32_t& label) {
+  const auto t0 = Clock::now();
+  const SampleInfo info = source->Read(sample, worker.bytes);
+  DecodeOne(worker, epoch, sample, worker.bytes, info, Nanos(Clock::now() - t0), out, label);
+}
+
+void Loader::Impl::Report(std::uint64_t epoch, std::uint64_t sample, const std::string& reason) {
+  BadSample bad_sample{epoch, sample, source->Describe(sample), reason};
+  bad.fetch_add(1, std::memory_order_relaxed);
+  if (options.on_bad_sample) options.on_bad_sample(bad_sample);
+  std::lock_guard lock(bad_mutex);
+  if (bad_samples.size() < kMaxKeptBadSamples) bad_samples.push_back(std::move(bad_sample));
+}
+
+// A chunk buffer larger than this is freed after its chunk. Without a cap each of a worker's
+// chunk buffers would grow, over many epochs, to the largest sample ever drawn at its
+// position (a 1.6 MB outlier on the ImageNet-like corpus, ~48 buffers over 3 threads): memory
+// that creeps up for minutes. 256 KiB holds ~97 % of ImageNet JPEGs; the rest cost one
+// allocation per read, nothing next to their decode.
+constexpr std::size_t kRetainedSampleBytes = 256 * 1024;
+
+void Loader::Impl::DecodeChunk(Worker& worker, const Chunk& chunk, const std::stop_token& token) {
+  // A source that merges reads gets the chunk's samples at once, one buffer each, when the
+  // order puts neighbouring records together (no shuffle, or a shard-local one): under a
+  // full shuffle a chunk's records are almost never close, and reading 16 samples ahead of
+  // their decode only costs cache (measured: decode 2-3 % slower on shards, 1.00 records
+  // per read). Otherwise samples are read and decoded one at a time through buffer 0,
+  // which then only grows to the largest sample, as a single buffer per worker would.
+  const bool batched = source->merges_reads() && (!options.shuffle || options.locality.block > 0);
+  // Runs however this chunk ends (done, stopped, or a kFail error).
+  struct TrimBuffers {
+    std::vector<std::vector<std::byte>>& buffers;
+    bool batched;
+    ~TrimBuffers() {
+      if (!batched) return;
+      for (std::vector<std::byte>& b : buffers) {
+        if (b.capacity() > kRetainedSampleBytes) std::vector<std::byte>().swap(b);
+      }
+    }
+  } trim{worker.chunk_bytes, batched};
+  Slot& slot = *slots[chunk.slot];
+  const EpochOrder& order = *chunk.order;
+  if (token.stop_requested()) return;
+  const std::size_t count = chunk.end - chunk.begin;
+  const std::size_t buffers = batched ? count : 1;
+  worker.chunk_samples.resize(count);
+  if (worker.chunk_bytes.size() < buffers) worker.chunk_bytes.resize(buffers);
+  if (worker.chunk_reads.size() < buffers) worker.chunk_reads.resize(buffers);
+  for (std::size_t i = 0; i < count; ++i) worker.chunk_samples[i] = order[chunk.begin + i];
+  std::uint64_t read_ns = 0;
+  if (batched) {
+    const auto read_start = Clock::now();
+    source->ReadMany(worker.chunk_samples, std::span(worker.chunk_bytes).first(count),
+                     std::span(worker.chunk_reads).first(count));
+    read_ns = Nanos(Clock::now() - read_start) / count;
+  }
+  for (std::size_t position = chunk.begin; position < chunk.end; ++position) {
+    if (token.stop_requested()) return;
+    const std::size_t row = position - chunk.batch_begin;
+    const codecs::PixelView out = RowView(slot, row);
+    const std::size_t i = position - chunk.begin;
+    const std::size_t b = batched ? i : 0;
+    const std::uint64_t sample = worker.chunk_samples[i];
+    if (!batched) {
+      const auto read_start = Clock::now();
+      ReadOne(*source, sample, worker.chunk_bytes[0], worker.chunk_reads[0]);
+      read_ns = Nanos(Clock::now() - read_start);
+    }
+    const ReadResult& read = worker.chunk_reads[b];
+    std::string reason = read.error;
+    if (read.ok) {
+      try {
+        DecodeOne(worker, chunk.epoch, sample, worker.chunk_bytes[b], read.info, read_ns, out,
+                  slot.labels[row]);
+        slot.indices[row] = sample;
+        images.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      } catch (const SourceError& e) {
+        reason = e.reason();
+      } catch (const std::exception& e) {
+        reason = e.what();
+      }
+    }
+    Report(chunk.epoch, sample, reason);
+    std::string failure;
+    if (options.bad_sample_policy == BadSamplePolicy::kFail) {
+      failure = source->Describe(sample) + ": " + reason;
+    } else {
+      // The substitute is the next sample of this instance's epoch order that decodes:
+      // a pure function of the data, so every run picks the same one.
+      bool replaced = false;
+      const int attempts =
+          static_cast<int>(std::min<std::size_t>(options.max_substitute_attempts, order.size()));
+      for (int k = 1; k <= attempts && !replaced; ++k) {
+        const std::uint64_t other = order[(position + k) % order.size()];
+        try {
+          ReadAndDecode(worker, chunk.epoch, other, out, slot.labels[row]);
+          slot.indices[row] = other;
+          slot.substituted.fetch_add(1, std::memory_order_relaxed);
+          images.fetch_add(1, std::memory_order_relaxed);
+          replaced = true;
+        } catch (const std::exception&) {
+          // Reported when its own position comes up.
+        }
+      }
+      if (replaced) continue;
+      failure = source->Describe(sample) + ": " + reason +
+                " (and no decodable substitute among the next " + std::to_string(attempts) +
+                " samples)";
+    }
+    std::lock_guard lock(slot.error_mutex);
+    if (slot.error.empty() || row < slot.error_row) {
+      slot.error_row = row;
+      slot.error = "epoch " + std::to_string(chunk.epoch) + ", sample " + std::to_string(sample) +
+                   ": " + failure;
+    }
+  }
+}
+
+void Loader::Impl::PushReady(Ready ready, const std::stop_token& token) {
+  Ready value = ready;
+  while (!ready_ring.PushFor(std::move(value), kPollInterval, token)) {
+    if (token.stop_requested()) return;
+    value = ready;
+  }
+}
+
+void Loader::Impl::Run(std::stop_token token) {
+  try {
+    tbb::task_arena arena(kUnderThreadSanitizer ? 1 : workers);
+    tbb::enumerable_thread_specific<Worker> worker_state([this] { return Worker(options.jpeg); });
+    // Plan-filter state: only the serial plan filter touches these.
+    std::uint64_t epoch = options.first_epoch;
+    std::shared_ptr<const EpochOrder> order;
+    std::size_t batch = 0;
+    std::size_t epoch_batches = 0;
+    std::size_t position = 0;
+    std::size_t slot_index = 0;
+    std::size_t batch_begin = 0;
+    std::size_t batch_end = 0;
+
+    // Everything above was set up on this thread; the filters may run on any worker. A
+    // serial filter's successive calls may also run on different workers, and carry
+    // state (the plan's position, the rings' producer and consumer sides) from one call
+    // to the next: each call acquires its predecessor's release of the turn counter.
+    std::atomic<bool> started{false};
+    std::atomic<std::uint64_t> plan_turn{0};
+    std::atomic<std::uint64_t> publish_turn{0};
+    auto plan_chunk = [&](tbb::flow_control& flow) -> std::optional<Chunk> {
+      if (token.stop_requested()) {
+        flow.stop();
+        return std::nullopt;
+      }
+      if (!order) {
+        if (options.epochs != 0 && epoch >= options.first_epoch + options.epochs) {
+          flow.stop();
+          return std::nullopt;
+        }
+        const std::uint64_t start = epoch == options.first_epoch ? options.first_epoch_position : 0;
+        order = std::make_shared<const EpochOrder>(source->size(), options.seed, epoch,
+                                                   options.shuffle, options.shard,
+                                                   options.remainder, start, options.locality);
+        // A resumed first epoch is shorter than the others.
+        epoch_batches = order->size() / options.batch_size;
+        if (!options.drop_last_batch && order->size() % options.batch_size != 0) ++epoch_batches;
+        batch = 0;
+        position = 0;
+        batch_end = 0;
+      }
+      if (batch == epoch_batches) {
+        Chunk marker;
+        marker.kind = Ready::kEndOfEpoch;
+        marker.epoch = epoch++;
+        order.reset();
+        return marker;
+      }
+      if (position == batch_end) {
+        // A new batch: wait for a free slot. This is where a slow consumer holds us back.
+        std::optional<std::size_t> free;
+        while (!(free = free_ring.PopFor(kPollInterval, token))) {
+          if (token.stop_requested()) {
+            flow.stop();
+            return std::nullopt;
+          }
+        }
+        slot_index = *free;
+        batch_begin = position;
+        batch_end = std::min(position + options.batch_size, order->size());
+        Slot& slot = *slots[slot_index];
+        slot.epoch = epoch;
+        slot.batch = batch;
+        slot.size = batch_end - batch_begin;
+        slot.substituted.store(0, std::memory_order_relaxed);
+        slot.error.clear();
+        slot.decoded.store(0, std::memory_order_relaxed);
+        slot.generation.fetch_add(1, std::memory_order_release);
+      }
+      Chunk chunk;
+      chunk.slot = slot_index;
+      chunk.epoch = epoch;
+      chunk.batch_begin = batch_begin;
+      chunk.begin = position;
+      chunk.end = std::min(position + chunk_size, batch_end);
+      chunk.last_of_batch = chunk.end == batch_end;
+      chunk.order = order;
+      position = chunk.end;
+      if (chunk.last_of_batch) ++batch;
+      return chunk;
+    };
+    // Tokens through the pipeline are plain numbers; the chunk itself waits in
+    // chunk_table[token % tokens], which no live token shares (TBB keeps at most
+    // `tokens` alive). Each entry's sequence publishes the chunk (release) to the stages
+    // that read it (acquire), and TBB never has to allocate or copy a Chunk.
+    const std::size_t tokens = static_cast<std::size_t>(workers) * 4 + 2;
+    struct ChunkEntry {
+      Chunk chunk;
+      std::atomic<std::uint64_t> sequence{~std::uint64_t{0}};
+      // Bumped (release) by decode and publish when they are done with the entry; read
+      // (acquire) before the entry is reused and when the pipeline is torn down.
+      std::atomic<std::uint64_t> stages_done{0};
+    };
+    std::vector<ChunkEntry> chunk_table(tokens);
+    std::uint64_t next_token = 0;  // plan-filter state
+    auto plan = [&](tbb::flow_control& flow) -> std::uint64_t {
+      (void)started.load(std::memory_order_acquire);
+      const std::uint64_t turn = plan_turn.load(std::memory_order_acquire);
+      struct EndTurn {
+        std::atomic<std::uint64_t>& counter;
+        std::uint64_t next;
+        ~EndTurn() { counter.store(next, std::memory_order_release); }
+      } end_turn{plan_turn, turn + 1};
+      std::optional<Chunk> chunk = plan_chunk(flow);
+      if (!chunk) return 0;  // flow stopped: TBB drops the value
+      const std::uint64_t token_number = next_token++;
+      ChunkEntry& entry = chunk_table[token_number % tokens];
+      (void)entry.stages_done.load(std::memory_order_acquire);
+      entry.chunk = std::move(*chunk);
+      entry.sequence.store(token_number, std::memory_order_release);
+      return token_number;
+    };
+    auto chunk_at = [&](std::uint64_t token_number) -> const Chunk& {
+      const ChunkEntry& entry = chunk_table[token_number % tokens];
+      [[maybe_unused]] const std::uint64_t sequence =
+          entry.sequence.load(std::memory_order_acquire);
+      assert(sequence == token_number);
+      return entry.chunk;
+    };
+    auto decode = [&](std::uint64_t token_number) -> std::uint64_t {
+      (void)started.load(std::memory_order_acquire);
+      const Chunk& chunk = chunk_at(token_number);
+      if (chunk.kind == Ready::kBatch) {
+        Slot& slot = *slots[chunk.slot];
+        (void)slot.generation.load(std::memory_order_acquire);
+        DecodeChunk(worker_state.local(), chunk, token);
+        slot.decoded.fetch_add(chunk.end - chunk.begin, std::memory_order_release);
+      }
+      chunk_table[token_number % tokens].stages_done.fetch_add(1, std::memory_order_release);
+      return token_number;
+    };
+    auto publish = [&](std::uint64_t token_number) {
+      const Chunk& chunk = chunk_at(token_number);
+      struct Done {
+        std::atomic<std::uint64_t>& counter;
+        ~Done() { counter.fetch_add(1, std::memory_order_release); }
+      } done{chunk_table[token_number % tokens].stages_done};
+      (void)started.load(std::memory_order_acquire);
+      const std::uint64_t turn = publish_turn.load(std::memory_order_acquire);
+      struct EndTurn {
+        std::atomic<std::uint64_t>& counter;
+        std::uint64_t next;
+        ~EndTurn() { counter.store(next, std::memory_order_release); }
+      } end_turn{publish_turn, turn + 1};
+      if (token.stop_requested()) return;
+      if (chunk.kind == Ready::kEndOfEpoch) {
+        PushReady({Ready::kEndOfEpoch, 0}, token);
+      } else if (chunk.last_of_batch) {
+        // Every chunk of the batch was decoded before this one reached publish.
+        [[maybe_unused]] const std::size_t decoded =
+            slots[chunk.slot]->decoded.load(std::memory_order_acquire);
+        assert(decoded == slots[chunk.slot]->size || token.stop_requested());
+        PushReady({Ready::kBatch, chunk.slot}, token);
+      }
+    };
+    started.store(true, std::memory_order_release);
+    arena.execute([&] {
+      tbb::parallel_pipeline(
+          tokens,
+          tbb::make_filter<void, std::uint64_t>(tbb::filter_mode::serial_in_order, plan) &
+              tbb::make_filter<std::uint64_t, std::uint64_t>(tbb::filter_mode::parallel, decode) &
+              tbb::make_filter<std::uint64_t, void>(tbb::filter_mode::serial_in_order, publish));
+    });
+    // Every stage's last use of the pipeline state happens before it is destroyed here.
+    (void)plan_turn.load(std::memory_order_acquire);
+    (void)publish_turn.load(std::memory_order_acquire);
+    for (const ChunkEntry& entry : chunk_table) {
+      (void)entry.stages_done.load(std::memory_order_acquire);
+    }
+  } catch (...) {
+    pipeline_error = std::current_exception();
+  }
+  // After the pipeline has returned this thread is the ready ring's only producer.
+  PushReady({Ready::kDone, 0}, token);
+}
+
+Loader::Loader(std::unique_ptr<Source> source, LoaderOptions options)
+    : impl_(std::make_unique<Impl>(std::move(source), std::move(options))) {
+  Impl& s = *impl_;
+  s.Validate();
+  const std::size_t batch_size = s.options.batch_size;
+  const std::size_t depth = s.options.prefetch_depth;
+  for (std::size_t i = 0; i < depth; ++i) {
+    auto slot = std::make_unique<Slot>();
+    if (s.options.slot_memory) {
+      const SlotMemory::Spans spans =
+          s.options.slot_memory->Slot(i, depth, batch_size, s.image_bytes);
+      if (spans.images.size() < s.image_bytes * batch_size || spans.labels.size() < batch_size ||
+          spans.indices.size() < batch_size) {
+        throw std::invalid_argument("LoaderOptions: slot_memory gave slot " + std::to_string(i) +
+                                    " less memory than a batch of " + std::to_string(batch_size) +
+                                    " needs");
+      }
+      slot->images = spans.images.first(s.image_bytes * batch_size);
+      slot->labels = spans.labels.first(batch_size);
+      slot->indices = spans.indices.first(batch_size);
+    } else {
+      slot->owned_images.resize(s.image_bytes * batch_size);
+      slot->owned_labels.resize(batch_size);
+      slot->owned_indices.resize(batch_size);
+      slot->images = slot->owned_images;
+      slot->labels = slot->owned_labels;
+      slot->indices = slot->owned_indices;
+    }
+    s.slots.push_back(std::move(slot));
+    [[maybe_unused]] const bool pushed = s.free_ring.TryPush(std::size_t{i});
+    assert(pushed);
+  }
+  s.producer = std::jthread([&s, token = s.stop.get_token()] { s.Run(token); });
+}
+
+Loader::~Loader() { Stop(); }
+
+void Loader::Stop() {
+  impl_->stop.request_stop();
+  if (impl_->producer.joinable()) impl_->producer.join();
+}
+
+std::optional<Batch> Loader::Next() {
+  Impl& s = *impl_;
+  std::lock_guard lock(s.next_mutex);
+  if (s.failure) throw LoaderError(*s.failure);
+  if (s.done) return std::nullopt;
+  const std::stop_token token = s.stop.get_token();
+  if (token.stop_requested()) {
+    s.done = true;
+    return std::nullopt;
+  }
+  const auto wait_start = Clock::now();
+  s.ready_observations.fetch_add(1, std::memory_order_relaxed);
+  s.ready_sum.fetch_add(s.ready_ring.size(), std::memory_order_relaxed);
+  const std::optional<Ready> ready = s.PopReady();
+  if (!ready) {
+    s.done = true;
+    return std::nullopt;
+  }
+  s.wait_ns.fetch_add(Nanos(Clock::now() - wait_start), std::memory_order_relaxed);
+  switch (ready->kind) {
+    case Ready::kEndOfEpoch:
+      s.position.epoch++;
+      s.position.position = 0;
+      return std::nullopt;
+    case Ready::kDone:
+      s.done = true;
+      if (s.pipeline_error) {
+        try {
+          std::rethrow_exception(s.pipeline_error);
+        } catch (const std::exception& e) {
+          s.failure = std::string("loader pipeline failed: ") + e.what();
+        } catch (...) {
+          s.failure = "loader pipeline failed with an unknown exception";
+        }
+        throw LoaderError(*s.failure);
+      }
+      return std::nullopt;
+    case Ready::kBatch:
+      break;
+  }
+  Slot& slot = *s.slots[ready->slot];
+  if (!slot.error.empty()) {
+    s.failure = slot.error;
+    s.ReturnSlot(ready->slot);
+    s.stop.request_stop();  // nothing after a failed batch is delivered
+    throw LoaderError(*s.failure);
+  }
+  Batch batch;
+  batch.loader_ = this;
+  batch.slot_ = ready->slot;
+  batch.epoch_ = slot.epoch;
+  batch.index_ = slot.batch;
+  batch.size_ = slot.size;
+  batch.height_ = batch.width_ = s.options.image_size;
+  batch.layout_ = s.options.layout;
+  batch.substituted_ = slot.substituted.load(std::memory_order_relaxed);
+  batch.images_ = std::span(slot.images.data(), s.image_bytes * slot.size);
+  batch.labels_ = std::span(slot.labels.data(), slot.size);
+  batch.sample_indices_ = std::span(slot.indices.data(), slot.size);
+  // Positions of the epoch order advance by the instance count per local sample.
+  const std::uint64_t start =
+      slot.epoch == s.options.first_epoch ? s.options.first_epoch_position : 0;
+  const std::uint64_t delivered = (slot.batch * s.options.batch_size + slot.size) *
+                                  static_cast<std::uint64_t>(s.options.shard.count);
+  s.position.epoch = slot.epoch;
+  s.position.position = std::min<std::uint64_t>(start + delivered, s.source->size());
+  s.batches.fetch_add(1, std::memory_order_relaxed);
+  s.handed_out.fetch_add(1, std::memory_order_release);
+  return batch;
+}
+
+// The next ready item, or nullopt once stopped. While every slot is held by batches the
+// consumer has not released, no batch can become ready (only markers can), so the wait is
+// bounded by held_slots_timeout: the consumer may be keeping them all itself.
+std::optional<Ready> Loader::Impl::PopReady() {
+  using std::chrono::milliseconds;
+  const std::stop_token token = stop.get_token();
+  bool all_held = false;
+  Clock::time_point held_since;  // when all_held became true
+  // In milliseconds, so that held_slots_timeout = milliseconds::max() cannot overflow.
+  auto held_for = [&] { return std::chrono::ceil<milliseconds>(Clock::now() - held_since); };
+  for (;;) {
+    milliseconds wait = kPollInterval;
+    if (handed_out.load(std::memory_order_acquire) < slots.size()) {
+      all_held = false;
+    } else {
+      if (!all_held) held_since = Clock::now();
+      all_held = true;
+      wait = std::clamp(options.held_slots_timeout - held_for(), milliseconds{0}, kPollInterval);
+    }
+    if (std::optional<Ready> ready = ready_ring.PopFor(wait, token)) return ready;
+    // The same stop state as `token`'s; asked of the source because GCC 12 at -O3 warns
+    // (falsely, -Wuse-after-free) about `token` after PopFor's copy of it is destroyed.
+    if (stop.stop_requested()) return std::nullopt;
+    if (all_held && held_for() >= options.held_slots_timeout &&
+        handed_out.load(std::memory_order_acquire) >= slots.size()) {
+      throw SlotsHeldError(HeldSlotsMessage());
+    }
+  }
+}
+
+std::string Loader::Impl::HeldSlotsMessage() const {
+  const std::string depth = std::to_string(slots.size());
+  return "Next() would wait forever: all " + depth + " batch slots (prefetch_depth=" + depth +
+         ") are held by batches it already returned that are still alive, and none came back "
+         "within held_slots_timeout (" +
+         std::to_string(options.held_slots_timeout.count()) +
+         " ms). Release or copy the batches you keep (drop the Batch, or copy its images "
+         "out), or raise prefetch_depth above the number you keep";
+}
+
+void Loader::Impl::ReturnSlot(std::size_t slot) noexcept {
+  std::lock_guard lock(release_mutex);
+  // The free ring holds every slot, so it is never full.
+  [[maybe_unused]] const bool pushed = free_ring.TryPush(std::size_t{slot});
+  assert(pushed);
+}
+
+void Loader::Release(std::size_t slot) noexcept {
+  impl_->handed_out.fetch_sub(1, std::memory_order_release);
+  impl_->ReturnSlot(slot);
+}
+
+LoaderState Loader::state() const {
+  std::lock_guard lock(impl_->next_mutex);
+  return impl_->position;
+}
+
+std::string LoaderState::Serialize() const {
+  return "tilefeed-loader-state v1 seed=" + std::to_string(seed) +
+         " epoch=" + std::to_string(epoch) + " position=" + std::to_string(position) +
+         " size=" + std::to_string(dataset_size);
+}
+
+LoaderState LoaderState::Parse(const std::string& text) {
+  LoaderState state;
+  unsigned long long seed = 0, epoch = 0, position = 0, size = 0;
+  int consumed = 0;
+  if (std::sscanf(text.c_str(),
+                  "tilefeed-loader-state v1 seed=%llu epoch=%llu position=%llu size=%llu%n", &seed,
+                  &epoch, &position, &size, &consumed) != 4 ||
+      text.find_first_not_of(" \n", static_cast<std::size_t>(consumed)) != std::string::npos) {
+    throw std::invalid_argument("not a tilefeed loader state (v1): '" + text + "'");
+  }
+  if (position > size) {
+    throw std::invalid_argument("loader state position " + std::to_string(position) +
+                                " is past the dataset size " + std::to_string(size));
+  }
+  state.seed = seed;
+  state.epoch = epoch;
+  state.position = position;
+  state.dataset_size = size;
+  return state;
+}
+
+void LoaderState::ApplyTo(LoaderOptions& options) const {
+  options.seed = seed;
+  options.first_epoch = epoch;
+  options.first_epoch_position = position;
+  options.expected_dataset_size = dataset_size;
+}
+
+std::size_t Loader::batches_per_epoch() const { return impl_->batches_per_epoch; }
+std::size_t Loader::samples_per_epoch() const { return impl_->samples_per_epoch; }
+const Source& Loader::source() const { return *impl_->source; }
+const LoaderOptions& Loader::options() const { return impl_->options; }
+
+LoaderMetrics Loader::metrics() const {
+  const Impl& s = *impl_;
+  LoaderMetrics m;
+  m.seconds = std::chrono::duration<double>(Clock::now() - s.start).count();
+  m.images = s.images.load(std::memory_order_relaxed);
+  m.batches = s.batches.load(std::memory_order_relaxed);
+  m.bad_samples = s.bad.load(std::memory_order_relaxed);
+  m.bytes_read = s.bytes_read.load(std::memory_order_relaxed);
+  m.images_per_second = m.seconds > 0 ? double(m.images) / m.seconds : 0;
+  m.read_seconds = double(s.read_ns.load(std::memory_order_relaxed)) * 1e-9;
+  m.decode_seconds = double(s.decode_ns.load(std::memory_order_relaxed)) * 1e-9;
+  m.resize_seconds = double(s.resize_ns.load(std::memory_order_relaxed)) * 1e-9;
+  m.wait_seconds = double(s.wait_ns.load(std::memory_order_relaxed)) * 1e-9;
+  const auto observations = s.ready_observations.load(std::memory_order_relaxed);
+  m.mean_ready_batches =
+      observations ? double(s.ready_sum.load(std::memory_order_relaxed)) / observations : 0;
+  m.slots = s.slots.size();
+  m.slot_bytes = s.slot_bytes;
+  return m;
+}
+
+std::vector<BadSample> Loader::bad_samples() const {
+  std::lock_guard lock(impl_->bad_mutex);
+  return impl_->bad_samples;
+}
+
+Batch::Batch(Batch&& other) noexcept { *this = std::move(other); }
+
+Batch& Batch::operator=(Batch&& other) noexcept {
+  if (this != &other) {
+    release();
+    loader_ = std::exchange(other.loader_, nullptr);
+    slot_ = other.slot_;
+    epoch_ = other.epoch_;
+    index_ = other.index_;
+    size_ = other.size_;
+    height_ = other.height_;
+    width_ = other.width_;
+    layout_ = other.layout_;
+    substituted_ = other.substituted_;
+    images_ = std::exchange(other.images_, {});
+    labels_ = std::exchange(other.labels_, {});
+    sample_indices_ = std::exchange(other.sample_indices_, {});
+    other.size_ = 0;
+  }
+  return *this;
+}
+
+void Batch::release() noexcept {
+  if (loader_ != nullptr) {
+    loader_->Release(slot_);
+    loader_ = nullptr;
+    images_ = {};
+    labels_ = {};
+    sample_indices_ = {};
+  }
+}
+
+}  // namespace tilefeed::loader

@@ -1,0 +1,279 @@
+#pragma once
+
+// The loader: turns a Source into a stream of uint8 batches, in order, for one instance.
+//
+// A Loader owns a fixed set of batch slots (prefetch_depth of them, each holding one
+// batch of images, labels and sample indices) and a pool of oneTBB workers that read
+// and decode samples straight into those slots. Finished slots go through a bounded
+// lock-free ring to the consumer in batch order; a slot comes back when the consumer
+// drops its Batch. Memory in flight is therefore prefetch_depth x batch bytes, and a
+// slow consumer simply makes the workers wait (back-pressure).
+//
+// Epoch e's batches are a pure function of (seed, e, source size, shard): which
+// samples, their order, their crops and flips. Worker count and scheduling change
+// nothing. The loader runs ahead across epoch boundaries, so a new epoch starts with
+// full slots; Next() returns nullopt once at the end of each epoch.
+//
+// A sample that cannot be read or decoded is reported to the on_bad_sample sink with
+// its path or record id and the reason. Under BadSamplePolicy::kSkip it is replaced by
+// the next decodable sample of this instance's epoch order (deterministically, so all
+// instances keep delivering the same number of full batches); under kFail the batch
+// that holds it surfaces as a LoaderError from Next() on the consumer's thread.
+//
+// Thread safety: Next(), the Batch destructor, metrics() and bad_samples() may be
+// called from any thread; Next() calls are serialized internally. The sink is called
+// from worker threads, concurrently. Destroying the Loader (or Stop()) stops the
+// workers promptly and joins them; Batches must not outlive their Loader.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "tilefeed/codecs/jpeg.h"
+#include "tilefeed/loader/augment.h"
+#include "tilefeed/loader/sampler.h"
+#include "tilefeed/loader/source.h"
+
+namespace tilefeed::loader {
+
+enum class Mode {
+  kTrain,  // RandomResizedCrop + random horizontal flip
+  kEval,   // resize the shorter side to eval_resize, then centre crop; no flip
+};
+enum class Layout { kNhwc, kNchw };
+enum class BadSamplePolicy { kSkip, kFail };
+
+// A sample that could not be used, as reported to the sink and by bad_samples().
+struct BadSample {
+  std::uint64_t epoch = 0;
+  std::uint64_t sample = 0;  // index in the source
+  std::string where;         // file path or record id
+  std::string reason;
+};
+
+// Memory for the loader's batch slots, for a caller that wants the workers to decode
+// straight into memory it owns (e.g. a shared-memory segment another process reads in
+// place, transport::SharedSlots). The default (no SlotMemory) is that the loader allocates
+// its slots itself.
+class SlotMemory {
+ public:
+  struct Spans {
+    std::span<std::uint8_t> images;    // >= samples x image_bytes
+    std::span<std::int32_t> labels;    // >= samples
+    std::span<std::uint64_t> indices;  // >= samples
+  };
+  virtual ~SlotMemory() = default;
+  // The memory of slot `slot` of `slots` (= prefetch_depth) for batches of up to `samples`
+  // images of `image_bytes` each. Called by the Loader's constructor, once per slot, before
+  // any worker starts. The spans must not overlap each other or another slot's, and must
+  // stay valid (and be written by nobody else) while the Loader lives. A span that is too
+  // short makes the constructor throw std::invalid_argument. Batch::slot() tells which
+  // slot a batch occupies.
+  virtual Spans Slot(std::size_t slot, std::size_t slots, std::size_t samples,
+                     std::size_t image_bytes) = 0;
+};
+
+struct LoaderOptions {
+  std::size_t batch_size = 256;  // samples per batch
+  int image_size = 224;          // output images are image_size x image_size x 3
+  Mode mode = Mode::kTrain;
+  int eval_resize = 256;          // kEval: the shorter side is resized to this before the crop
+  RandomResizedCropParams crop;   // kTrain: crop scale and aspect ranges
+  double flip_probability = 0.5;  // kTrain: chance of a horizontal flip
+  Layout layout = Layout::kNhwc;
+  int workers = 0;                 // decode threads; 0 = all hardware threads
+  std::size_t prefetch_depth = 4;  // batch slots; memory in flight = depth x batch bytes
+  std::uint64_t seed = 0;
+  bool shuffle = true;
+  OrderLocality locality;                   // shuffle: block-local order (sampler.h)
+  ShardSpec shard;                          // this instance's index and the instance count
+  Remainder remainder = Remainder::kPad;    // how the epoch is split among instances
+  bool drop_last_batch = false;             // drop this instance's final partial batch
+  std::uint64_t first_epoch = 0;            // the epoch the first Next() belongs to
+  std::uint64_t first_epoch_position = 0;   // resume: samples of first_epoch already delivered
+  std::uint64_t expected_dataset_size = 0;  // resume: refuse a source of another size (0 = any)
+  std::uint64_t epochs = 0;                 // epochs to produce; 0 = until destroyed
+  BadSamplePolicy bad_sample_policy = BadSamplePolicy::kSkip;
+  int max_substitute_attempts = 64;  // kSkip: samples tried before giving up on a batch
+  // While every slot is held by batches Next() already returned and nobody releases one,
+  // Next() waits this long, then throws SlotsHeldError: a consumer that keeps
+  // prefetch_depth batches itself would otherwise wait forever. The default, max(), waits
+  // forever, for consumers whose batches another thread or process releases (the
+  // transport's sender, IO tiles); a consumer that owns its batches sets a bound
+  // (Python's Loader: 10 s).
+  std::chrono::milliseconds held_slots_timeout = std::chrono::milliseconds::max();
+  codecs::JpegOptions jpeg;  // pixel/scan limits, DCT scales, IDCT choice
+  std::function<void(const BadSample&)> on_bad_sample;  // sink; called from workers
+  std::shared_ptr<SlotMemory> slot_memory;              // null: the loader allocates its slots
+};
+
+// Where a loader stands, for checkpoints: the next batch continues at global `position`
+// of `epoch`'s permutation (samples already delivered by all instances together). It does
+// not depend on the instance count: restoring it with the same count continues byte for
+// byte where an uninterrupted run would be; with another count, the rest of the epoch is
+// split among the new instances and no sample is lost or repeated (EpochOrder's rule).
+struct LoaderState {
+  std::uint64_t seed = 0;
+  std::uint64_t epoch = 0;
+  std::uint64_t position = 0;
+  std::uint64_t dataset_size = 0;
+
+  // One line of text, e.g. "tilefeed-loader-state v1 seed=0 epoch=3 position=5120 size=10000".
+  std::string Serialize() const;
+  // Parses Serialize()'s output. Throws std::invalid_argument naming what is wrong.
+  static LoaderState Parse(const std::string& text);
+  // Options that continue from this state (seed, first epoch and position, size check).
+  void ApplyTo(LoaderOptions& options) const;
+  friend bool operator==(const LoaderState&, const LoaderState&) = default;
+};
+
+// A failure that ends iteration: a bad sample under kFail (what() names it and gives
+// the reason), or an error that left the loader unable to continue.
+class LoaderError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Next() found every slot held by batches it had returned and not yet released, and none
+// came back within held_slots_timeout: the consumer keeps prefetch_depth batches alive.
+// Not sticky: once a batch is released, Next() continues where it was.
+class SlotsHeldError : public LoaderError {
+ public:
+  using LoaderError::LoaderError;
+};
+
+class Loader;
+
+// One batch, viewing a slot of the loader. Move-only; the slot returns to the loader
+// when the Batch is destroyed or release()d, after which its spans are invalid.
+class Batch {
+ public:
+  Batch() = default;
+  ~Batch() { release(); }
+  Batch(Batch&& other) noexcept;
+  Batch& operator=(Batch&& other) noexcept;
+  Batch(const Batch&) = delete;
+  Batch& operator=(const Batch&) = delete;
+
+  std::uint64_t epoch() const { return epoch_; }
+  std::uint64_t index() const { return index_; }  // batch number within the epoch
+  std::size_t size() const { return size_; }      // samples; the last batch may be short
+  int height() const { return height_; }
+  int width() const { return width_; }
+  int channels() const { return 3; }
+  Layout layout() const { return layout_; }
+  // size() images, NHWC or NCHW per layout(), uint8.
+  std::span<std::uint8_t> images() const { return images_; }
+  std::span<const std::int32_t> labels() const { return labels_; }
+  std::span<const std::uint64_t> sample_indices() const { return sample_indices_; }
+  std::size_t substituted() const { return substituted_; }  // bad samples replaced in this batch
+  // The slot it occupies, in [0, prefetch_depth) (see SlotMemory).
+  std::size_t slot() const { return slot_; }
+  // Returns the slot now; the Batch becomes empty.
+  void release() noexcept;
+
+ private:
+  friend class Loader;
+  Loader* loader_ = nullptr;
+  std::size_t slot_ = 0;
+  std::uint64_t epoch_ = 0;
+  std::uint64_t index_ = 0;
+  std::size_t size_ = 0;
+  int height_ = 0;
+  int width_ = 0;
+  Layout layout_ = Layout::kNhwc;
+  std::size_t substituted_ = 0;
+  std::span<std::uint8_t> images_;
+  std::span<const std::int32_t> labels_;
+  std::span<const std::uint64_t> sample_indices_;
+};
+
+// A snapshot of what the loader has done since it started.
+struct LoaderMetrics {
+  double seconds = 0;             // since the loader started
+  std::uint64_t images = 0;       // samples written into slots (substitutes included)
+  std::uint64_t batches = 0;      // batches handed to the consumer
+  std::uint64_t bad_samples = 0;  // samples reported as bad
+  std::uint64_t bytes_read = 0;   // encoded bytes read from the source
+  double images_per_second = 0;   // images / seconds
+  double read_seconds = 0;        // summed over workers: Source::Read
+  double decode_seconds = 0;      // summed over workers: decoding, resize excluded
+  double resize_seconds = 0;      // summed over workers: the final resize / copy
+  double wait_seconds = 0;        // consumer time blocked in Next()
+  double mean_ready_batches = 0;  // ready slots seen by Next(), averaged (ring occupancy)
+  std::size_t slots = 0;          // prefetch_depth
+  std::size_t slot_bytes = 0;     // bytes of one batch slot
+};
+
+class Loader {
+ public:
+  // Starts the workers. Throws std::invalid_argument for bad options or a shard that
+  // holds no batch.
+  Loader(std::unique_ptr<Source> source, LoaderOptions options);
+  ~Loader();
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  // The next batch of the current epoch, or nullopt at the end of the epoch (the
+  // following call starts the next one) or once `epochs` epochs are done. Blocks while
+  // the next batch is being decoded. Throws LoaderError (kFail policy, or a dead
+  // pipeline); after that every call throws it again. Throws SlotsHeldError (see
+  // held_slots_timeout) when the caller's own batches hold every slot.
+  std::optional<Batch> Next();
+
+  // Stops the workers and joins them; Next() then returns nullopt. Idempotent.
+  void Stop();
+
+  // The state after the last batch Next() returned (or at the end of an epoch, the start
+  // of the next one): save it with a checkpoint and pass it to LoaderState::ApplyTo.
+  LoaderState state() const;
+
+  std::size_t batches_per_epoch() const;
+  std::size_t samples_per_epoch() const;  // this instance's share, padded
+  const Source& source() const;
+  const LoaderOptions& options() const;
+  LoaderMetrics metrics() const;
+  // The bad samples reported so far (the first 10000; metrics() counts them all).
+  std::vector<BadSample> bad_samples() const;
+
+  // Iterates the batches of the current epoch: `for (Batch& b : loader)`.
+  class Iterator {
+   public:
+    explicit Iterator(Loader* loader) : loader_(loader) { Advance(); }
+    Iterator() = default;
+    Batch& operator*() { return *batch_; }
+    Iterator& operator++() {
+      Advance();
+      return *this;
+    }
+    bool operator==(const Iterator& other) const {
+      return !batch_.has_value() && !other.batch_.has_value();
+    }
+
+   private:
+    void Advance() {
+      batch_.reset();
+      if (loader_ != nullptr) batch_ = loader_->Next();
+    }
+    Loader* loader_ = nullptr;
+    std::optional<Batch> batch_;
+  };
+  Iterator begin() { return Iterator(this); }
+  Iterator end() { return Iterator(); }
+
+ private:
+  friend class Batch;
+  void Release(std::size_t slot) noexcept;
+
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tilefeed::loader

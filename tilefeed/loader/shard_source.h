@@ -1,0 +1,208 @@
+#pragma once
+
+// ShardDataset reads a dataset packed into record shards by PackDataset
+// (tilefeed/loader/shard_writer.h, tools/pack.cc; byte layout in docs/shard-format.md). A
+// directory holds the manifest "tilefeed-manifest.txt" (classes, shard names, record
+// counts) and shards "shard-00000.tfs", ...; each shard is a header, the records
+// (label, codec, payload) and a footer index (offset, size, label, checksum per record).
+//
+// Open() reads the manifest, then each shard's header and footer: two preads per shard,
+// whatever the number of records. It checks magic, version, sizes, the footer checksum,
+// that records are contiguous inside the file, and that each shard matches the manifest,
+// so a truncated, foreign or mixed-up file is refused at open, by name. Read() is one
+// pread of exactly the record and verifies the record's XXH3 checksum; a mismatch is a
+// SourceError naming "<shard path>#<record>", which the loader's bad-sample policy handles.
+// ReadMany() (the loader reads each chunk of a batch with it) sorts the records by shard
+// and offset and reads records of one shard whose gaps are at most
+// ShardReadOptions::max_gap bytes with one preadv, scattering each record straight into
+// its buffer; every record is still checked on its own, so a bad record in a merged read
+// is the only one reported. With ShardIo::kMmap the shards are mapped at open instead and
+// records are copied out of the mapping (measured against pread in bench/loader_bench;
+// pread stays the default, see ShardIo). The manifest may also be an http(s):// or s3://
+// URL (or the URL of its directory): the shards are then read with HTTP range requests,
+// merged the same way, through ShardReadOptions::remote (tilefeed/loader/remote.h).
+//
+// Ownership: a ShardDataset owns the in-memory index (24 bytes a record) and one open
+// descriptor per local shard, so the process needs a descriptor limit above the shard count.
+// Thread safety: immutable after Open(); all const members may be called concurrently.
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tilefeed/loader/remote.h"
+#include "tilefeed/loader/source.h"
+
+namespace tilefeed::loader {
+namespace detail {
+class RangeFile;
+}  // namespace detail
+
+// How a dataset's records are stored.
+enum class ShardCodec {
+  kJpeg,    // the original image files' bytes; read as SampleCodec::kEncoded
+  kLz4Raw,  // tilefeed/codecs/raw.h tensors (uint8 HWC + LZ4); read as SampleCodec::kLz4Raw
+  // JPEGs transcoded losslessly for random access, each with its interval index
+  // (tilefeed/codecs/jpeg_index.h), read as SampleCodec::kIndexedJpeg; files that could not be
+  // transcoded are stored as they came and read as kEncoded. Format version 2.
+  kIndexedJpeg,
+  // JPEGs stored as their quantised DCT coefficients (tilefeed/codecs/jpeg_coefficients.h), read
+  // as SampleCodec::kCoefficients; files that could not be stored so are kept as they
+  // came and read as kEncoded. Format version 3.
+  kCoefficients,
+};
+
+const char* ToString(ShardCodec codec);
+
+// How ShardDataset reads records.
+enum class ShardIo {
+  // pread/preadv on the shard's descriptor (the default). A shard truncated after open
+  // gives a short read: a bad sample naming the record.
+  kPread,
+  // The shards are mapped read-only at open and records copied out of the mapping: no
+  // system call per record, but a page fault per uncached page, and a shard truncated
+  // after open kills the process with SIGBUS on the next touch of a lost page. Only for
+  // files nothing rewrites while they are read.
+  kMmap,
+};
+
+struct ShardReadOptions {
+  ShardIo io = ShardIo::kPread;
+  // ReadMany merges reads of records of one shard that lie at most this many bytes apart
+  // (the gap is read and dropped); 0 merges only adjacent records. kPread only.
+  bool coalesce = true;
+  std::size_t max_gap = std::size_t{64} << 10;
+  // For http(s):// and s3:// locations (tilefeed/loader/remote.h): cache, retries, S3 signing.
+  RemoteOptions remote;
+};
+
+// What a manifest says, without opening any shard.
+struct ShardManifest {
+  struct Shard {
+    std::string path;  // the shard file: directory + "/" + name
+    std::uint64_t records = 0;
+    std::uint64_t bytes = 0;
+  };
+  std::string path;  // of the manifest file itself
+  ShardCodec codec = ShardCodec::kJpeg;
+  std::uint64_t records = 0;
+  std::vector<std::string> class_names;
+  std::vector<Shard> shards;
+};
+
+// Reads and checks the manifest at `manifest_or_dir` (the file, or the directory that
+// holds it). Throws SourceError naming the file if it is missing, unreadable or malformed.
+ShardManifest ReadShardManifest(const std::string& manifest_or_dir,
+                                const RemoteOptions& remote = {});
+
+// True if `path` is a shard manifest or a directory that holds one (for a URL: if it ends
+// in "/tilefeed-manifest.txt"; nothing is fetched). Never throws.
+bool IsShardDataset(const std::string& path);
+
+// A problem found by VerifyShards: "<shard path>" or "<shard path>#<record>", and why.
+// A note is worth knowing but nothing wrong (a PNG stored in a JPEG-codec record).
+struct ShardProblem {
+  std::string where;
+  std::string reason;
+  bool note = false;
+};
+
+// Checks a whole dataset: every shard's header and footer (a bad shard is reported and
+// the others still checked), every record's checksum, every interval index against its
+// JPEG (codecs::ParseIndex), and that every image record decodes: a JPEG's headers and
+// entropy-coded data (a truncated or corrupt JPEG fails), a PNG through IEND (and is
+// noted); a record in neither format fails. Records are decoded on the caller's TBB
+// arena. `on_record(done, total)` is called after each record, from the calling thread.
+// Returns the problems and notes found, in shard and record order. Throws SourceError
+// only if the manifest itself cannot be read.
+std::vector<ShardProblem> VerifyShards(
+    const std::string& manifest_or_dir,
+    const std::function<void(std::uint64_t, std::uint64_t)>& on_record = {},
+    const RemoteOptions& remote = {});
+
+class ShardDataset final : public Source {
+ public:
+  // Opens the dataset whose manifest is `manifest_or_dir` (or lies in that directory).
+  // Throws SourceError naming the manifest or the shard that is missing, truncated,
+  // foreign, of an unsupported version, or inconsistent with the manifest.
+  static std::unique_ptr<ShardDataset> Open(const std::string& manifest_or_dir,
+                                            const ShardReadOptions& options = {});
+
+  ShardDataset(const ShardDataset&) = delete;
+  ShardDataset& operator=(const ShardDataset&) = delete;
+  ~ShardDataset() override;
+
+  std::size_t size() const override { return entries_.size(); }
+  // Reads the record's payload into `buffer`; returns {label, kEncoded} for JPEG records,
+  // {label, kLz4Raw} for raw ones, {label, kIndexedJpeg, index_size} for indexed ones
+  // and {label, kCoefficients} for coefficient ones
+  // (the buffer holds the index, then the JPEG; the index is checked by the decoder, not
+  // here). Throws SourceError("<shard path>#<record>", reason) on an I/O error, a short
+  // read, a checksum mismatch or an index length that does not fit the record.
+  // REQUIRES: index < size().
+  SampleInfo Read(std::size_t index, std::vector<std::byte>& buffer) const override;
+  // As Read() for each sample, merging the reads of nearby records of one shard (see
+  // ShardReadOptions). A record that fails its checks is reported alone, with the reason
+  // Read() would give. No heap allocation beyond growing the buffers (by at most
+  // max_gap bytes each).
+  void ReadMany(std::span<const std::uint64_t> indices, std::span<std::vector<std::byte>> buffers,
+                std::span<ReadResult> results) const override;
+  bool merges_reads() const override {
+    return read_options_.io == ShardIo::kPread && read_options_.coalesce;
+  }
+  // "<shard path>#<record within the shard>", e.g. "data/shard-00003.tfs#1234".
+  // REQUIRES: index < size().
+  std::string Describe(std::size_t index) const override;
+  const std::vector<std::string>& class_names() const override { return class_names_; }
+  // From the in-memory index; no I/O. REQUIRES: index < size().
+  std::int32_t Label(std::size_t index) const override { return entries_[index].label; }
+
+  ShardCodec codec() const { return codec_; }
+  std::size_t shard_count() const { return shards_.size(); }
+  const ShardReadOptions& read_options() const { return read_options_; }
+  // Record reads issued so far (one pread/preadv each, merged or not; short-read retries
+  // not counted), for measuring how much ReadMany merges. 0 under ShardIo::kMmap.
+  std::uint64_t read_calls() const { return read_calls_.load(std::memory_order_relaxed); }
+  // The shard holding sample `index` and the record's number within it.
+  // REQUIRES: index < size().
+  std::pair<std::size_t, std::size_t> Locate(std::size_t index) const;
+
+ private:
+  struct Shard {
+    std::string path;
+    std::unique_ptr<detail::RangeFile> file;  // a local file or a remote one
+    // ShardIo::kMmap: the whole file, mapped read-only; unmapped by the destructor.
+    const std::byte* map = nullptr;
+    std::size_t map_bytes = 0;
+  };
+  // Mirrors detail::IndexEntry; kept here so this header needs no detail/ include.
+  struct Entry {
+    std::uint64_t offset;
+    std::uint64_t checksum;
+    std::uint32_t size;
+    std::int32_t label;
+  };
+  ShardDataset() = default;
+  // Reads records order[0..count) (positions in `indices`), all of shard `shard`, sorted
+  // by offset and non-overlapping, with one preadv.
+  void ReadGroup(std::size_t shard, const std::uint32_t* order, std::size_t count,
+                 std::span<const std::uint64_t> indices, std::span<std::vector<std::byte>> buffers,
+                 std::span<ReadResult> results) const;
+  SampleInfo ReadMapped(std::size_t index, std::vector<std::byte>& buffer) const;
+
+  ShardCodec codec_ = ShardCodec::kJpeg;
+  ShardReadOptions read_options_;
+  std::vector<std::string> class_names_;
+  std::vector<Shard> shards_;
+  // Sample i is in shard s where record_begin_[s] <= i < record_begin_[s + 1].
+  std::vector<std::size_t> record_begin_;
+  std::vector<Entry> entries_;
+  mutable std::atomic<std::uint64_t> read_calls_{0};
+};
+
+}  // namespace tilefeed::loader

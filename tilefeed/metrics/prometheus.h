@@ -1,0 +1,36 @@
+#pragma once
+
+// A Prometheus endpoint for a Writer's figures: GET http://HOST:PORT/metrics answers in the
+// Prometheus text format, served by prometheus-cpp (its civetweb server), with the Writer's
+// Totals taken at the moment of the scrape. Counters (tilefeed_images_total, ...) only grow;
+// gauges (tilefeed_rss_bytes, ...) are the value now. Every series carries an `instance`
+// label with the tool's instance index and a `tool` label.
+//
+// Thread safety: scrapes run on the server's threads and read the Writer through
+// Writer::totals(), which is thread-safe. The Writer must outlive the exporter.
+
+#include <memory>
+#include <string>
+
+#include "tilefeed/metrics/metrics.h"
+
+namespace tilefeed::metrics {
+
+class PrometheusExporter {
+ public:
+  // Listens on `address` ("PORT" or "HOST:PORT"; port 0 picks a free one). Throws
+  // MetricsError naming the address when it cannot listen.
+  PrometheusExporter(const std::string& address, const std::string& tool, const Writer& writer);
+  ~PrometheusExporter();
+  PrometheusExporter(const PrometheusExporter&) = delete;
+  PrometheusExporter& operator=(const PrometheusExporter&) = delete;
+
+  // The port it listens on (the one chosen, for port 0).
+  int port() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tilefeed::metrics

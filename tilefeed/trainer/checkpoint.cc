@@ -1,0 +1,175 @@
+#include "tilefeed/trainer/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <span>
+#include <sstream>
+
+namespace tilefeed::trainer {
+namespace {
+
+// Layout: a text header line, the raw little-endian floats, then a text trailer with
+// the FNV-1a 64 hash of everything before it. The header says how many floats follow.
+constexpr char kMagic[] = "tilefeed-checkpoint v1";
+
+std::uint64_t Fnv1a(std::span<const char> bytes) {
+  std::uint64_t hash = 0xcbf29ce484222325ULL;
+  for (char c : bytes) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 0x100000001b3ULL;
+  }
+  return hash;
+}
+
+[[noreturn]] void Fail(const std::filesystem::path& path, const std::string& what) {
+  throw CheckpointError("checkpoint " + path.string() + ": " + what);
+}
+
+std::string ErrnoText() { return std::strerror(errno); }
+
+// Writes all of `bytes` to a new file at `path` and fsyncs it.
+void WriteAndSync(const std::filesystem::path& path, const std::string& bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) Fail(path, "open: " + ErrnoText());
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const std::string reason = ErrnoText();
+      ::close(fd);
+      Fail(path, "write: " + reason);
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    const std::string reason = ErrnoText();
+    ::close(fd);
+    Fail(path, "fsync: " + reason);
+  }
+  if (::close(fd) != 0) Fail(path, "close: " + ErrnoText());
+}
+
+void SyncDirectory(const std::filesystem::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) Fail(dir, "open directory: " + ErrnoText());
+  const int rc = ::fsync(fd);
+  const std::string reason = rc != 0 ? ErrnoText() : "";
+  ::close(fd);
+  if (rc != 0) Fail(dir, "fsync directory: " + reason);
+}
+
+}  // namespace
+
+std::filesystem::path CheckpointPath(const std::filesystem::path& dir) {
+  return dir / "checkpoint.tfck";
+}
+
+void WriteCheckpoint(const std::filesystem::path& dir, const Checkpoint& checkpoint) {
+  const std::filesystem::path path = CheckpointPath(dir);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) Fail(path, "create directory: " + ec.message());
+  if (checkpoint.core.find_first_of(" \n") != std::string::npos ||
+      checkpoint.loader_state.find('\n') != std::string::npos) {
+    Fail(path, "core name or loader state holds a separator");
+  }
+  std::string bytes = std::string(kMagic) + " step=" + std::to_string(checkpoint.step) +
+                      " epoch=" + std::to_string(checkpoint.epoch) + " core=" + checkpoint.core +
+                      " parameters=" + std::to_string(checkpoint.parameters.size()) +
+                      " velocity=" + std::to_string(checkpoint.velocity.size()) +
+                      " global_batch=" + std::to_string(checkpoint.global_batch) + "\n" +
+                      checkpoint.loader_state + "\n";
+  auto append = [&bytes](const std::vector<float>& values) {
+    bytes.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+  };
+  append(checkpoint.parameters);
+  append(checkpoint.velocity);
+  bytes += "\nfnv1a64=" + std::to_string(Fnv1a(bytes)) + "\n";
+  // The temporary name is unique per process, so a stale one from a crash is simply replaced.
+  const std::filesystem::path temp = dir / (".checkpoint.tfck.tmp." + std::to_string(::getpid()));
+  WriteAndSync(temp, bytes);
+  if (::rename(temp.c_str(), path.c_str()) != 0) {
+    const std::string reason = ErrnoText();
+    std::filesystem::remove(temp, ec);
+    Fail(path, "rename: " + reason);
+  }
+  SyncDirectory(dir);
+}
+
+std::optional<Checkpoint> ReadCheckpoint(const std::filesystem::path& dir) {
+  const std::filesystem::path path = CheckpointPath(dir);
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) return std::nullopt;
+    Fail(path, "cannot open");
+  }
+  const std::string bytes{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+  return ParseCheckpoint(bytes, path);
+}
+
+Checkpoint ParseCheckpoint(const std::string& bytes, const std::filesystem::path& path) {
+  const std::size_t trailer = bytes.rfind("\nfnv1a64=");
+  if (trailer == std::string::npos) Fail(path, "no checksum trailer (truncated?)");
+  const std::string expected = std::to_string(Fnv1a(std::span(bytes.data(), trailer)));
+  if (bytes.compare(trailer + 9, std::string::npos, expected + "\n") != 0) {
+    Fail(path, "checksum mismatch (damaged file)");
+  }
+  const std::size_t header_end = bytes.find('\n');
+  const std::size_t state_end = bytes.find('\n', header_end + 1);
+  if (header_end == std::string::npos || state_end == std::string::npos) Fail(path, "no header");
+  std::istringstream header(bytes.substr(0, header_end));
+  std::string magic_a, magic_b, step, epoch, core, parameters, velocity, global_batch;
+  header >> magic_a >> magic_b >> step >> epoch >> core >> parameters >> velocity;
+  header >> global_batch;  // absent in older checkpoints
+  if (magic_a + " " + magic_b != kMagic) Fail(path, "not a tilefeed checkpoint (v1)");
+  auto field = [&](const std::string& text, const std::string& key) -> std::string {
+    if (text.rfind(key + "=", 0) != 0) Fail(path, "header field " + key + " missing");
+    return text.substr(key.size() + 1);
+  };
+  Checkpoint checkpoint;
+  std::size_t parameter_count = 0;
+  std::size_t velocity_count = 0;
+  try {
+    checkpoint.step = std::stoull(field(step, "step"));
+    checkpoint.epoch = std::stoull(field(epoch, "epoch"));
+    checkpoint.core = field(core, "core");
+    parameter_count = std::stoull(field(parameters, "parameters"));
+    velocity_count = std::stoull(field(velocity, "velocity"));
+    if (!global_batch.empty()) {
+      checkpoint.global_batch = std::stoull(field(global_batch, "global_batch"));
+    }
+  } catch (const std::logic_error&) {
+    Fail(path, "bad number in header");
+  }
+  checkpoint.loader_state = bytes.substr(header_end + 1, state_end - header_end - 1);
+  const std::size_t data_begin = state_end + 1;
+  // Counts are bounded by the bytes there before any arithmetic: a header may lie.
+  const std::size_t floats = data_begin <= trailer ? (trailer - data_begin) / sizeof(float) : 0;
+  if (data_begin > trailer || parameter_count > floats ||
+      velocity_count > floats - parameter_count ||
+      (parameter_count + velocity_count) * sizeof(float) != trailer - data_begin) {
+    Fail(path, "size does not match the header");
+  }
+  checkpoint.parameters.resize(parameter_count);
+  checkpoint.velocity.resize(velocity_count);
+  // memcpy of 0 bytes from an empty vector's null data() is undefined: skip it.
+  if (parameter_count > 0) {
+    std::memcpy(checkpoint.parameters.data(), bytes.data() + data_begin,
+                parameter_count * sizeof(float));
+  }
+  if (velocity_count > 0) {
+    std::memcpy(checkpoint.velocity.data(),
+                bytes.data() + data_begin + parameter_count * sizeof(float),
+                velocity_count * sizeof(float));
+  }
+  return checkpoint;
+}
+
+}  // namespace tilefeed::trainer
