@@ -4,7 +4,7 @@
 #   ./run.sh demo    install what is missing (apt), build (Release), make the demo
 #                    dataset, pack it into random-access shards (--jpeg-index) and run
 #                    the main job on them: two training instances under poprun
-#                    (OpenMPI), fed by tilefeed's loader
+#                    (OpenMPI), fed by tilefeed's loader, and report its metrics
 #   ./run.sh test    install what is missing, build, and run the whole test suite:
 #                    ctest (Release, -Werror under CI), the suite again under
 #                    AddressSanitizer+UBSan, the concurrency tests under ThreadSanitizer,
@@ -98,8 +98,13 @@ demo() {
     done
   fi
   log "main job: poprun --instances 2 ./train on the packed demo dataset (reference model, 3 epochs)"
+  rm -f "$BUILD_ROOT"/demo-metrics.*.jsonl
   "$build/tools/poprun" --instances 2 -- "$build/tools/train" --data "$shards" \
-    --core reference --epochs 3 --json "$BUILD_ROOT/demo-train.jsonl"
+    --core reference --epochs 3 --json "$BUILD_ROOT/demo-train.jsonl" \
+    --metrics "$BUILD_ROOT/demo-metrics.{instance}.jsonl" --metrics-interval 1
+  log "the run's metrics: $BUILD_ROOT/demo-report.html (open it in a browser), and as text:"
+  tools/tilefeed-report "$BUILD_ROOT"/demo-metrics.*.jsonl \
+    -o "$BUILD_ROOT/demo-report.html" --text
 }
 
 test_suite() {

@@ -83,6 +83,25 @@ def test_page_renders_every_plot_with_data(runs, tmp_path):
                 assert points > 0, "%s: series %s is empty" % (plot["id"], name)
 
 
+def test_text_report_draws_each_series_and_the_verdict(runs):
+    # The text form (the README's picture): verdict first, then per instance a sparkline of
+    # images/s, stall % and ready batches, one cell per interval (at most 48).
+    out = run([sys.executable, tool("TILEFEED_REPORT"), str(runs / "input.jsonl"),
+               str(runs / "compute.jsonl"), "--text"])
+    assert "verdict: input-bound: the core waited" in out, out
+    assert "verdict: compute-bound: stall" in out, out
+    intervals = [sum(1 for line in open(runs / name) if '"interval"' in line)
+                 for name in ("input.jsonl", "compute.jsonl")]
+    sparks = re.findall(r"^    (images/s|stall %|ready batches) +([\u2581-\u2588]+)  ", out, re.M)
+    assert [label for label, _ in sparks] == ["images/s", "stall %", "ready batches"] * 2, out
+    for k, (label, cells) in enumerate(sparks):
+        assert len(cells) == min(48, intervals[k // 3]), (label, cells)
+    # The input-bound run waited >= 5 % on a 0..5 % scale: its stall line is not flat.
+    assert set(sparks[1][1]) != {"\u2581"}, out
+    # The images/s lines rise above the floor: the loader delivered.
+    assert set(sparks[0][1]) != {"\u2581"} and set(sparks[3][1]) != {"\u2581"}, out
+
+
 def test_bad_input_gets_one_line(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"record": "interval"}\n')
