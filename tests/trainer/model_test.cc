@@ -181,5 +181,22 @@ TEST(SyntheticCore, DoesItsCalibratedWorkAndLearnsTheChannelMeans) {
   EXPECT_LT(core.Evaluate(batch.view).loss_sum, 1e-6);
 }
 
+TEST(SyntheticCore, ZeroCostDoesNoKernelWorkAndLearnsTheSame) {
+  // --us-per-sample 0 is the intake benchmark's "the loader is the limit": no loop, no
+  // normalisation (a 1 ns/pixel normalisation does not fit a zero budget).
+  const KernelCalibration fixed{200.0, 1.0};
+  SyntheticCore free_core(0, fixed);
+  SyntheticCore paid_core(500, KernelCalibration{200.0, 0.0});
+  const TinyBatch batch = MakeBatch(8, 16, 2, 3);
+  std::vector<float> free_gradients(3, 0.0f);
+  std::vector<float> paid_gradients(3, 0.0f);
+  const BatchStats free_stats = free_core.AccumulateGradients(batch.view, free_gradients);
+  const BatchStats paid_stats = paid_core.AccumulateGradients(batch.view, paid_gradients);
+  EXPECT_EQ(free_core.sink(), 0.0f);
+  EXPECT_NE(paid_core.sink(), 0.0f);
+  EXPECT_EQ(free_gradients, paid_gradients);
+  EXPECT_EQ(free_stats.loss_sum, paid_stats.loss_sum);
+}
+
 }  // namespace
 }  // namespace tilefeed::trainer

@@ -69,12 +69,17 @@ done
 
 # OpenMPI's rsh agent: called as AGENT HOST COMMAND..., it runs COMMAND (a shell line) in
 # HOST's namespace. mpirun itself runs in h0; it starts an orted on each host this way.
+# The namespaces share one /tmp and one hostname, which real hosts never do: each orted gets
+# its own session directory, or the two race on mkdir of the same one and truncate each
+# other's hwloc topology file (<session dir>/hwloc.sm) while mapping it.
 cat >"$work/agent.sh" <<AGENT
 #!/bin/sh
 host=\$1
 shift
 echo "\$host" >>"$work/agent-hosts"
-exec ip netns exec "tilefeed-\$host-$tag" /bin/sh -c "\$*"
+mkdir -p "$work/tmp-\$host"
+exec ip netns exec "tilefeed-\$host-$tag" env OMPI_MCA_orte_tmpdir_base="$work/tmp-\$host" \\
+  /bin/sh -c "\$*"
 AGENT
 chmod +x "$work/agent.sh"
 export OMPI_MCA_plm_rsh_agent="$work/agent.sh"

@@ -84,11 +84,6 @@ MpirunCommand BuildMpirunCommand(const LaunchPlan& plan, const HostFacts& facts)
   // of spinning on it; the trainer's collectives wait in their own sleeping loop
   // (tilefeed/trainer/mpi_session.h).
   argv.insert(argv.end(), {"--mca", "mpi_yield_when_idle", "1"});
-  // OpenMPI 4.1's orted writes the hwloc topology into a shared-memory segment it maps at a
-  // guessed hole in its address space; now and then (1 launch in ~40 under load here) the
-  // guess is wrong and the orted segfaults in hwloc_shmem_topology_write before the job
-  // starts. The segment only saves ranks re-reading the topology; "none" turns it off.
-  argv.insert(argv.end(), {"--mca", "rtc_hwloc_vmhole", "none"});
   argv.insert(argv.end(),
               {"-x", "TILEFEED_INSTANCES=" + std::to_string(plan.instances), "-x",
                "TILEFEED_REPLICAS_PER_INSTANCE=" + std::to_string(plan.replicas_per_instance), "-x",

@@ -83,17 +83,22 @@ SyntheticCore::SyntheticCore(double us_per_sample, const KernelCalibration& cali
 
 BatchStats SyntheticCore::Run(const InputView& input, std::span<float> gradients, bool burn) {
   const std::size_t plane = static_cast<std::size_t>(input.height) * input.width;
-  normalized_.resize(input.size * 3 * plane);
-  NormalizeInto(input, normalization_, normalized_);
   if (burn) {
-    // The normalisation above is part of the budget: the loop gets what it leaves. Both
-    // come from the calibration, never from a clock read now, so the iteration count is a
-    // pure function of the batch shape (and the step's cost does not chase the load).
+    // The step costs us_per_sample per sample, normalisation included: it runs only when the
+    // budget holds it, and the loop gets what it leaves. Both costs come from the
+    // calibration, never from a clock read now, so the work is a pure function of the batch
+    // shape (and the step's cost does not chase the load). At 0 us per sample the core does
+    // no per-pixel work at all beyond the channel sums below.
     const double budget_us = us_per_sample_ * static_cast<double>(input.size);
     const double normalize_us =
         calibration_.normalize_ns_per_pixel * 1e-3 * static_cast<double>(input.size * plane);
-    const auto iterations = static_cast<std::uint64_t>(std::max(0.0, budget_us - normalize_us) *
-                                                       calibration_.iterations_per_us);
+    double loop_us = budget_us;
+    if (budget_us > 0 && normalize_us <= budget_us) {
+      normalized_.resize(input.size * 3 * plane);
+      NormalizeInto(input, normalization_, normalized_);
+      loop_us -= normalize_us;
+    }
+    const auto iterations = static_cast<std::uint64_t>(loop_us * calibration_.iterations_per_us);
     sink_ += SyntheticKernel(normalized_, iterations);
   }
   // Per-channel means of the normalised input, from exact integer sums of the uint8 pixels

@@ -4,7 +4,9 @@
 // A step normalises the batch (the real per-pixel work every core does) and then runs a
 // fixed arithmetic loop over the normalised pixels for as many iterations as make the whole
 // step cost `us_per_sample` microseconds per sample, as calibrated once by
-// CalibrateSyntheticKernel() (the normalisation's calibrated cost is taken off the loop's).
+// CalibrateSyntheticKernel() (the normalisation's calibrated cost is taken off the loop's;
+// a budget smaller than the normalisation skips it, so 0 us per sample costs nothing but
+// one pass summing the pixels). Evaluate() only sums.
 // It computes for real; it never sleeps.
 //
 // Its three parameters learn the per-channel mean of the normalised input (loss: half the
