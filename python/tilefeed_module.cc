@@ -45,10 +45,10 @@
 #include <utility>
 #include <vector>
 
+#include "tilefeed/launch/instance.h"
 #include "tilefeed/loader/dataset.h"
 #include "tilefeed/loader/loader.h"
 #include "tilefeed/loader/source.h"
-#include "tilefeed/transport/instance.h"
 
 namespace py = pybind11;
 namespace loader = tilefeed::loader;
@@ -795,10 +795,10 @@ PYBIND11_MODULE(_tilefeed, m) {
   m.def(
       "_detect_instance",
       [] {
-        // The same detection as `train` (tilefeed/transport/instance.h), over this process's
+        // The same detection as `train` (tilefeed/launch/instance.h), over this process's
         // environment; its std::invalid_argument becomes ValueError.
-        const tilefeed::transport::InstanceInfo info =
-            tilefeed::transport::DetectInstance(tilefeed::transport::ProcessEnvironment());
+        const tilefeed::launch::InstanceInfo info =
+            tilefeed::launch::DetectInstance(tilefeed::launch::ProcessEnvironment());
         py::dict d;
         d["index"] = info.index;
         d["count"] = info.count;

@@ -1,6 +1,6 @@
 // poprun: launches N instances of a training program through OpenMPI's mpirun, each bound
 // to its own cores and told the layout through the environment. The command itself is built
-// by transport::BuildMpirunCommand; this file gathers the facts (cores, root, mpirun's path),
+// by launch::BuildMpirunCommand; this file gathers the facts (cores, root, mpirun's path),
 // then prints or execs. It never starts processes itself.
 //
 //   poprun --instances 4 [--hosts a,b] [--replicas-per-instance 2] [--cores-per-instance 8]
@@ -20,8 +20,8 @@
 #include <thread>
 #include <vector>
 
-#include "tilefeed/transport/instance.h"
-#include "tilefeed/transport/launch.h"
+#include "tilefeed/launch/instance.h"
+#include "tilefeed/launch/launch.h"
 
 namespace {
 
@@ -42,7 +42,7 @@ int Fail(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  using namespace tilefeed::transport;
+  using namespace tilefeed::launch;
   CLI::App app{
       "poprun: run N instances of PROGRAM with mpirun, one shard of the data each.\n"
       "usage: poprun --instances N [--hosts h1,h2] [options] [--] PROGRAM ARGS..."};

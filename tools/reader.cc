@@ -48,6 +48,7 @@
 #include <thread>
 #include <vector>
 
+#include "tilefeed/launch/instance.h"
 #include "tilefeed/loader/bad_sample_log.h"
 #include "tilefeed/loader/dataset.h"
 #include "tilefeed/loader/loader.h"
@@ -55,7 +56,6 @@
 #include "tools/remote_flags.h"
 #include "tilefeed/transport/context.h"
 #include "tilefeed/transport/curve.h"
-#include "tilefeed/transport/instance.h"
 #include "tilefeed/transport/sender.h"
 #include "tilefeed/transport/session.h"
 
@@ -291,8 +291,7 @@ int main(int argc, char** argv) {
       }
       options.shard = {instance_index, instance_count};
     } else if (shard.empty()) {
-      options.shard =
-          transport::ShardOf(transport::DetectInstance(transport::ProcessEnvironment()));
+      options.shard = launch::ShardOf(launch::DetectInstance(launch::ProcessEnvironment()));
     } else if (std::sscanf(shard.c_str(), "%d/%d", &options.shard.index, &options.shard.count) !=
                    2 ||
                options.shard.count < 1 || options.shard.index < 0 ||

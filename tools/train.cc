@@ -50,6 +50,7 @@
 #include <thread>
 #include <vector>
 
+#include "tilefeed/launch/instance.h"
 #include "tilefeed/loader/bad_sample_log.h"
 #include "tilefeed/loader/dataset.h"
 #include "tilefeed/loader/loader.h"
@@ -62,7 +63,6 @@
 #include "tilefeed/trainer/trainer.h"
 #include "tilefeed/transport/batch_stream.h"
 #include "tilefeed/transport/context.h"
-#include "tilefeed/transport/instance.h"
 #include "tilefeed/transport/session.h"
 #include "tilefeed/transport/zmq_stream.h"
 
@@ -346,8 +346,7 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
   const int rank = mpi.rank();
   // MPI's rank and size decide the shard; the launcher's environment must agree with them,
   // or the job was launched in a way this program does not understand.
-  const transport::InstanceInfo launched =
-      transport::DetectInstance(transport::ProcessEnvironment());
+  const launch::InstanceInfo launched = launch::DetectInstance(launch::ProcessEnvironment());
   if (launched.count != 1 && (launched.index != rank || launched.count != mpi.size())) {
     throw std::runtime_error("the launcher says instance " + std::to_string(launched.index) +
                              " of " + std::to_string(launched.count) + ", MPI says " +

@@ -495,7 +495,7 @@ def _check_options(options):
 
 # -- instance detection -----------------------------------------------------------------------
 
-# The launchers' rank/size variables that tilefeed/transport/instance.h reads, for naming the origin.
+# The launchers' rank/size variables that tilefeed/launch/instance.h reads, for naming the origin.
 _LAUNCHER_VARIABLES = (("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OpenMPI/poprun"),
                        ("PMI_RANK", "PMI_SIZE", "PMI"))
 _announced = set()  # (index, count, origin) lines already printed by this process

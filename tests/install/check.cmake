@@ -1,9 +1,14 @@
 # The install test, run by ctest as a CMake script:
 #   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... [-DGENERATOR=... -DCONFIG=...
-#         -DCXX_COMPILER=... -DSANITIZE=...] -P check.cmake
-# It installs the (already built) build tree into a fresh prefix, checks that the
-# installed package does not point back into the source or build tree, then configures,
-# builds and runs tests/install/consumer against the prefix, as a user would.
+#         -DCXX_COMPILER=... -DSANITIZE=... -DTOOLS=ON|OFF] -P check.cmake
+# It installs the (already built) build tree into a fresh prefix and checks, as a user would:
+# - the installed package does not point back into the source or build tree;
+# - every tool is installed and `TOOL --help` runs from the prefix (with -DTOOLS=ON);
+# - find_package(tilefeed COMPONENTS ...) gives the components asked for, those they link,
+#   and nothing else, and an unknown component is an error naming it (components/);
+# - a loader-only project (consumer/, COMPONENTS loader) and a training program
+#   (trainer_consumer/, every component) build in C++-only projects and run; the first also
+#   builds and runs examples/custom_source.cc.
 
 foreach(_var BUILD_DIR SOURCE_DIR WORK_DIR)
   if(NOT DEFINED ${_var})
@@ -50,25 +55,72 @@ foreach(_file IN LISTS _package_files)
   endforeach()
 endforeach()
 
-set(_configure_args
-  -S "${SOURCE_DIR}/tests/install/consumer" -B "${WORK_DIR}/build" -G "${GENERATOR}"
-  "-DCMAKE_PREFIX_PATH=${_prefix}")
+set(_common_args -G "${GENERATOR}" "-DCMAKE_PREFIX_PATH=${_prefix}")
 if(CONFIG)
-  list(APPEND _configure_args "-DCMAKE_BUILD_TYPE=${CONFIG}")
+  list(APPEND _common_args "-DCMAKE_BUILD_TYPE=${CONFIG}")
 endif()
 if(CXX_COMPILER)
-  list(APPEND _configure_args "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}")
+  list(APPEND _common_args "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}")
 endif()
 if(SANITIZE)
   # Sanitized static archives need the sanitizer runtimes at the consumer's link.
-  list(APPEND _configure_args "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=${SANITIZE}")
+  list(APPEND _common_args "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=${SANITIZE}")
 endif()
-_run_step("configure the consumer" "${CMAKE_COMMAND}" ${_configure_args})
-_run_step("build the consumer" "${CMAKE_COMMAND}" --build "${WORK_DIR}/build" ${_config_args})
+# OpenMPI leaks by design in MPI_Init/MPI_Finalize (tests/CMakeLists.txt); OpenMPI refuses
+# root unless told.
+set(_run_env "${CMAKE_COMMAND}" -E env "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1"
+    "LSAN_OPTIONS=detect_leaks=0" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
 
-set(_exe "${WORK_DIR}/build/consumer")
-if(CONFIG AND EXISTS "${WORK_DIR}/build/${CONFIG}/consumer")
-  set(_exe "${WORK_DIR}/build/${CONFIG}/consumer")  # multi-config generators
+# The tools, from the prefix: the README's commands are `poprun ... train`.
+if(TOOLS)
+  foreach(_tool train poprun tilefeed-serve tilefeed-pack tilefeed-inspect tilefeed-make-demo
+                tilefeed-report)
+    if(NOT EXISTS "${_prefix}/bin/${_tool}")
+      message(FATAL_ERROR "install_consumer: ${_tool} is not installed in ${_prefix}/bin")
+    endif()
+    _run_step("${_tool} --help from the prefix" ${_run_env} "${_prefix}/bin/${_tool}" --help)
+  endforeach()
+  message(STATUS "installed tools run: train, poprun, tilefeed-serve, tilefeed-pack, "
+                 "tilefeed-inspect, tilefeed-make-demo, tilefeed-report")
 endif()
-_run_step("run the consumer" "${_exe}")
-message(STATUS "consumer says:\n${_step_output}")
+
+# Components: configure-only projects (lists separated by '|').
+function(_check_components name components present absent)
+  _run_step("find_package(tilefeed COMPONENTS ${components})"
+    "${CMAKE_COMMAND}" -S "${SOURCE_DIR}/tests/install/components"
+    -B "${WORK_DIR}/components-${name}" ${_common_args}
+    "-DTILEFEED_COMPONENTS=${components}" "-DEXPECT_PRESENT=${present}"
+    "-DEXPECT_ABSENT=${absent}")
+endfunction()
+_check_components(trainer "trainer"
+  "tilefeed::codecs|tilefeed::loader|tilefeed::transport|tilefeed::trainer|MPI::MPI_CXX"
+  "tilefeed::launch")
+_check_components(launch "launch" "tilefeed::codecs|tilefeed::loader|tilefeed::launch"
+  "tilefeed::transport|tilefeed::trainer|PkgConfig::ZMQ|MPI::MPI_CXX|PkgConfig::OPENBLAS")
+execute_process(COMMAND "${CMAKE_COMMAND}" -S "${SOURCE_DIR}/tests/install/components"
+                -B "${WORK_DIR}/components-unknown" ${_common_args}
+                "-DTILEFEED_COMPONENTS=loader|tensorflow"
+                RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err)
+if(_rc EQUAL 0 OR NOT _err MATCHES "tilefeed has no component 'tensorflow'; its components are")
+  message(FATAL_ERROR "install_consumer: COMPONENTS tensorflow gave rc ${_rc} and:\n${_out}\n${_err}")
+endif()
+message(STATUS "find_package(tilefeed COMPONENTS loader tensorflow) fails: tilefeed has no "
+               "component 'tensorflow'")
+
+# Configures, builds and runs the consumer project `name` and its executables `ARGN`.
+function(_check_consumer name)
+  set(_build "${WORK_DIR}/${name}")
+  _run_step("configure ${name}" "${CMAKE_COMMAND}" -S "${SOURCE_DIR}/tests/install/${name}"
+    -B "${_build}" ${_common_args} "-DTILEFEED_EXAMPLES_DIR=${SOURCE_DIR}/examples")
+  _run_step("build ${name}" "${CMAKE_COMMAND}" --build "${_build}" ${_config_args})
+  foreach(_program IN LISTS ARGN)
+    set(_exe "${_build}/${_program}")
+    if(CONFIG AND EXISTS "${_build}/${CONFIG}/${_program}")
+      set(_exe "${_build}/${CONFIG}/${_program}")  # multi-config generators
+    endif()
+    _run_step("run ${_program}" ${_run_env} "${_exe}")
+    message(STATUS "${_program} says:\n${_step_output}")
+  endforeach()
+endfunction()
+_check_consumer(consumer consumer custom_source)
+_check_consumer(trainer_consumer trainer_consumer)

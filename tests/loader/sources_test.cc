@@ -26,40 +26,6 @@
 namespace tilefeed::loader {
 namespace {
 
-// ---------------------------------------------------------------------------------------
-// EXAMPLE: a custom Source. Copy this to feed the loader from your own storage; implement
-// these four functions (class_names() is optional). Read() is called from several decode
-// threads at once, so it must only read shared state; each caller brings its own buffer,
-// and assign() reuses that buffer's capacity, so steady-state reads do not allocate.
-class InMemorySource final : public Source {
- public:
-  struct Sample {
-    std::vector<std::byte> bytes;  // e.g. a JPEG file's contents
-    std::int32_t label = 0;
-  };
-
-  explicit InMemorySource(std::vector<Sample> samples) : samples_(std::move(samples)) {}
-
-  std::size_t size() const override { return samples_.size(); }
-
-  SampleInfo Read(std::size_t index, std::vector<std::byte>& buffer) const override {
-    const Sample& sample = samples_.at(index);
-    buffer.assign(sample.bytes.begin(), sample.bytes.end());
-    return SampleInfo{.label = sample.label, .codec = SampleCodec::kEncoded};
-  }
-
-  std::string Describe(std::size_t index) const override {
-    return "memory#" + std::to_string(index);
-  }
-
-  std::int32_t Label(std::size_t index) const override { return samples_.at(index).label; }
-
- private:
-  std::vector<Sample> samples_;
-};
-// END OF EXAMPLE
-// ---------------------------------------------------------------------------------------
-
 namespace fs = std::filesystem;
 
 std::vector<std::byte> Bytes(std::string_view text) {
@@ -146,23 +112,6 @@ TEST(SourceErrorTest, WhatJoinsWhereAndReason) {
   EXPECT_EQ(error.where(), "/data/a.jpg");
   EXPECT_EQ(error.reason(), "Permission denied");
   EXPECT_STREQ(error.what(), "/data/a.jpg: Permission denied");
-}
-
-TEST(CustomSourceTest, ExampleSourceReadsWhatItHolds) {
-  const InMemorySource source({{Bytes("first"), 3}, {Bytes(""), 1}, {Bytes("third!"), 0}});
-  const Source& as_source = source;
-  ASSERT_EQ(as_source.size(), 3u);
-  EXPECT_THAT(as_source.class_names(), IsEmpty());
-  EXPECT_THAT(Labels(as_source), ElementsAre(3, 1, 0));
-  EXPECT_EQ(as_source.Describe(2), "memory#2");
-
-  std::vector<std::byte> buffer;
-  const SampleInfo info = as_source.Read(0, buffer);
-  EXPECT_EQ(info.label, 3);
-  EXPECT_EQ(info.codec, SampleCodec::kEncoded);
-  EXPECT_EQ(buffer, Bytes("first"));
-  as_source.Read(1, buffer);
-  EXPECT_THAT(buffer, IsEmpty());
 }
 
 // ---------------------------------------------------------------------------------------

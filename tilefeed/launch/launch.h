@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-namespace tilefeed::transport {
+namespace tilefeed::launch {
 
 // A plan or fact that makes no valid command. what() is one line for the user.
 class LaunchError : public std::invalid_argument {
@@ -55,4 +55,4 @@ std::string ShellJoin(const std::vector<std::string>& argv);
 // The first executable `name` in the colon-separated `path` (as $PATH), or "" if none.
 std::string FindInPath(std::string_view name, std::string_view path);
 
-}  // namespace tilefeed::transport
+}  // namespace tilefeed::launch

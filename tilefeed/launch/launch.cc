@@ -1,10 +1,10 @@
-#include "tilefeed/transport/launch.h"
+#include "tilefeed/launch/launch.h"
 
 #include <unistd.h>
 
 #include <algorithm>
 
-namespace tilefeed::transport {
+namespace tilefeed::launch {
 
 std::vector<std::string> ParseHostList(std::string_view text) {
   if (text.empty()) throw LaunchError("--hosts: the host list is empty");
@@ -140,4 +140,4 @@ std::string FindInPath(std::string_view name, std::string_view path) {
   return {};
 }
 
-}  // namespace tilefeed::transport
+}  // namespace tilefeed::launch

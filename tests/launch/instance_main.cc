@@ -10,9 +10,9 @@
 #include <memory>
 #include <vector>
 
-#include "tilefeed/loader/loader.h"
 #include "tests/transport/test_data.h"
-#include "tilefeed/transport/instance.h"
+#include "tilefeed/launch/instance.h"
+#include "tilefeed/loader/loader.h"
 
 namespace {
 
@@ -36,9 +36,9 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
 
   int failures = 0;
-  transport::InstanceInfo instance;
+  launch::InstanceInfo instance;
   try {
-    instance = transport::DetectInstance(transport::ProcessEnvironment());
+    instance = launch::DetectInstance(launch::ProcessEnvironment());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rank %d: DetectInstance: %s\n", rank, e.what());
     ++failures;
@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
   const std::size_t samples = kSamplesPerRank * static_cast<std::size_t>(size);
   loader::LoaderOptions options = transport::testing::SmallOptions(4, 8, 1);
   options.workers = 1;
-  options.shard = transport::ShardOf(instance);
+  options.shard = launch::ShardOf(instance);
   loader::Loader loader(std::make_unique<transport::testing::RawSource>(samples, 8), options);
   std::vector<unsigned long long> mine;
   for (loader::Batch& batch : loader) {

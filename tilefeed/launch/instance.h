@@ -15,7 +15,7 @@
 
 #include "tilefeed/loader/sampler.h"
 
-namespace tilefeed::transport {
+namespace tilefeed::launch {
 
 // Returns the value of an environment variable, or nullopt when it is not set.
 using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
@@ -41,4 +41,4 @@ loader::ShardSpec ShardOf(const InstanceInfo& instance);
 // EnvLookup from their caller.
 EnvLookup ProcessEnvironment();
 
-}  // namespace tilefeed::transport
+}  // namespace tilefeed::launch

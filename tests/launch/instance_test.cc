@@ -1,4 +1,4 @@
-#include "tilefeed/transport/instance.h"
+#include "tilefeed/launch/instance.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace tilefeed::transport {
+namespace tilefeed::launch {
 namespace {
 
 EnvLookup Env(std::map<std::string, std::string> vars) {
@@ -55,4 +55,4 @@ TEST(DetectInstance, RejectsBadValues) {
 }
 
 }  // namespace
-}  // namespace tilefeed::transport
+}  // namespace tilefeed::launch

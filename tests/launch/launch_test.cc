@@ -1,4 +1,4 @@
-#include "tilefeed/transport/launch.h"
+#include "tilefeed/launch/launch.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace tilefeed::transport {
+namespace tilefeed::launch {
 namespace {
 
 using ::testing::ElementsAre;
@@ -105,4 +105,4 @@ TEST(FindInPath, FindsExecutables) {
 }
 
 }  // namespace
-}  // namespace tilefeed::transport
+}  // namespace tilefeed::launch

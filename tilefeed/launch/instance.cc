@@ -1,11 +1,11 @@
-#include "tilefeed/transport/instance.h"
+#include "tilefeed/launch/instance.h"
 
 #include <charconv>
 #include <cstdlib>
 #include <stdexcept>
 #include <string_view>
 
-namespace tilefeed::transport {
+namespace tilefeed::launch {
 namespace {
 
 // The value of `name` as an int in [min, max], or nullopt when unset.
@@ -92,4 +92,4 @@ EnvLookup ProcessEnvironment() {
   };
 }
 
-}  // namespace tilefeed::transport
+}  // namespace tilefeed::launch
