@@ -446,7 +446,7 @@ def test_state_dict_follows_the_epochs(folder):
     assert loader.state_dict() == state(5, 0)
     loader.stop()
     assert tilefeed.Loader(folder, first_epoch=1, first_epoch_position=3, workers=1,
-                           **dict(RESUME, epochs=0)).state_dict() == state(1, 3)
+                           **dict(RESUME, epochs=None)).state_dict() == state(1, 3)
 
 
 def test_resume_at_any_batch_is_byte_identical(folder):
