@@ -24,6 +24,7 @@
 #include "tilefeed/trainer/mpi_session.h"
 #include "tilefeed/trainer/reference_core.h"
 #include "tilefeed/trainer/trainer.h"
+#include "tools/cli_checks.h"
 
 namespace {
 
@@ -101,15 +102,17 @@ using bench::Median;
 int main(int argc, char** argv) {
   Config c;
   CLI::App app{"Blocking vs overlapped gradient all-reduce, reference core fed from memory."};
-  app.add_option("--rounds", c.rounds, "Blocking/overlap pairs")->check(CLI::Range(1, 1000));
-  app.add_option("--steps", c.steps, "Steps per run")->check(CLI::Range(2, 100000));
-  app.add_option("--batch", c.batch, "Local batch")->check(CLI::Range(1, 4096));
-  app.add_option("--image-size", c.image_size, "Image side")->check(CLI::Range(16, 1024));
-  app.add_option("--hidden", c.hidden, "Hidden units")->check(CLI::Range(1, 65536));
-  app.add_option("--pool", c.pool, "Pooled side")->check(CLI::Range(1, 64));
+  app.add_option("--rounds", c.rounds, "Blocking/overlap pairs")
+      ->check(tilefeed::tools::Between(1, 1000));
+  app.add_option("--steps", c.steps, "Steps per run")->check(tilefeed::tools::Between(2, 100000));
+  app.add_option("--batch", c.batch, "Local batch")->check(tilefeed::tools::Between(1, 4096));
+  app.add_option("--image-size", c.image_size, "Image side")
+      ->check(tilefeed::tools::Between(16, 1024));
+  app.add_option("--hidden", c.hidden, "Hidden units")->check(tilefeed::tools::Between(1, 65536));
+  app.add_option("--pool", c.pool, "Pooled side")->check(tilefeed::tools::Between(1, 64));
   app.add_flag("--each-round", c.each_round, "Print every run, not only the medians");
   app.add_option("--json", c.json, "Write one JSON line per mode (instance 0)");
-  CLI11_PARSE(app, argc, argv);
+  if (const auto rc = tilefeed::tools::ParseArgs(app, argc, argv, "allreduce_bench")) return *rc;
   trainer::MpiSession mpi(&argc, &argv);
   if (c.pool > c.image_size) c.pool = c.image_size;
   trainer::SetBlasThreads(1);

@@ -62,6 +62,7 @@
 #include "tilefeed/codecs/resize.h"
 #include "tilefeed/loader/augment.h"
 #include "tilefeed/loader/sampler.h"
+#include "tools/cli_checks.h"
 
 namespace {
 
@@ -342,13 +343,17 @@ int main(int argc, char** argv) {
   app.add_option("--data", data, "corpus root (its train/ split is used if present) or folder")
       ->required();
   app.add_option("--files", max_files, "use at most this many files (sorted by path)")
+      ->check(tilefeed::tools::AtLeast(1))
       ->capture_default_str();
-  app.add_option("--size", size, "RandomResizedCrop output side")->capture_default_str();
+  app.add_option("--size", size, "RandomResizedCrop output side")
+      ->check(tilefeed::tools::Between(16, 4096))
+      ->capture_default_str();
   app.add_option("--reps", reps,
-                 "round-robin repetitions; the median is reported (default 3; 1 with --only)");
+                 "round-robin repetitions; the median is reported (default 3; 1 with --only)")
+      ->check(tilefeed::tools::AtLeast(1));
   app.add_option("--threads", threads,
                  "decode threads, each with its own decoder; files split round-robin")
-      ->check(CLI::Range(1, 1024))
+      ->check(tilefeed::tools::Between(1, 1024))
       ->capture_default_str();
   int interval_width = codecs::TranscodeOptions{}.interval_width;
   app.add_option("--only", only,
@@ -357,8 +362,10 @@ int main(int argc, char** argv) {
   app.add_option("--interval-width", interval_width,
                  "restart-interval target width in pixels for the transcoded files (0: one "
                  "interval per MCU row)")
+      ->check(tilefeed::tools::Between(0, 65535))
       ->capture_default_str();
   app.add_option("--warmup", warmup, "untimed decodes per mode before timing, over all threads")
+      ->check(tilefeed::tools::AtLeast(0))
       ->capture_default_str();
   app.add_option("--scales", scales, "DCT scales: pow2 (1/2,1/4,1/8) or eighths (n/8)")
       ->check(CLI::IsMember({"pow2", "eighths"}));
@@ -366,9 +373,10 @@ int main(int argc, char** argv) {
   int lz4hc_level = codecs::CoefficientPackOptions{}.lz4hc_level;
   app.add_option("--lz4hc", lz4hc_level,
                  "LZ4HC level of the coefficient store's bands (0: LZ4's fast compressor)")
+      ->check(tilefeed::tools::Between(0, 12))
       ->capture_default_str();
   app.add_flag("--json", json, "also print one JSON line");
-  CLI11_PARSE(app, argc, argv);
+  if (const auto rc = tilefeed::tools::ParseArgs(app, argc, argv, "codec_bench")) return *rc;
   if (!only.empty() && app.count("--reps") == 0) reps = 1;
   if (reps < 1) {
     std::fprintf(stderr, "codec_bench: --reps must be >= 1\n");

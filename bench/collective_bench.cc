@@ -21,6 +21,7 @@
 
 #include "bench/median.h"
 #include "tilefeed/trainer/mpi_session.h"
+#include "tools/cli_checks.h"
 
 namespace {
 
@@ -42,16 +43,17 @@ int main(int argc, char** argv) {
   int max_sleep_us = 250;
   int spin_us = 2000;
   CLI::App app{"collective_bench: MpiSession all-reduce latency and the cost of waiting"};
-  app.add_option("--floats", floats, "Floats per all-reduce")->check(CLI::PositiveNumber);
-  app.add_option("--rounds", rounds, "Timed all-reduces")->check(CLI::Range(1, 100000));
+  app.add_option("--floats", floats, "Floats per all-reduce")->check(tilefeed::tools::AtLeast(1));
+  app.add_option("--rounds", rounds, "Timed all-reduces")
+      ->check(tilefeed::tools::Between(1, 100000));
   app.add_option("--late-ms", late_ms, "Phase 2: instance 0's lateness")
-      ->check(CLI::Range(1, 10000));
+      ->check(tilefeed::tools::Between(1, 10000));
   app.add_option("--max-sleep-us", max_sleep_us,
                  "MpiSessionOptions::max_wait_sleep (0: test without sleeping)")
-      ->check(CLI::Range(0, 100000));
+      ->check(tilefeed::tools::Between(0, 100000));
   app.add_option("--spin-us", spin_us, "MpiSessionOptions::spin_before_sleep")
-      ->check(CLI::Range(0, 1000000));
-  CLI11_PARSE(app, argc, argv);
+      ->check(tilefeed::tools::Between(0, 1000000));
+  if (const auto rc = tilefeed::tools::ParseArgs(app, argc, argv, "collective_bench")) return *rc;
 
   tilefeed::trainer::MpiSessionOptions options;
   options.max_wait_sleep = std::chrono::microseconds(max_sleep_us);

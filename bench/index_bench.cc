@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "tilefeed/loader/image_folder.h"
+#include "tools/cli_checks.h"
 
 namespace {
 
@@ -143,18 +144,18 @@ int main(int argc, char** argv) {
                  "afterwards: it uses one inode per file)");
   app.add_option("--files", files, "Files to create with --make-tree (ImageNet train: 1281167)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(tilefeed::tools::AtLeast(1));
   app.add_option("--classes", classes, "Class directories to create with --make-tree")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(tilefeed::tools::AtLeast(1));
   app.add_option("--runs", runs, "Timed Open() calls; the median is reported")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(tilefeed::tools::AtLeast(1));
   app.add_option("--threads", threads, "Threads for indexing (TBB arena) and --make-tree")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(tilefeed::tools::Between(1, 1024));
   app.add_flag("--serial", serial, "Also time a one-thread arena and print the speed-up");
-  CLI11_PARSE(app, argc, argv);
+  if (const auto rc = tilefeed::tools::ParseArgs(app, argc, argv, "index_bench")) return *rc;
   if (root.empty() == make_tree.empty()) {
     std::fprintf(stderr, "give exactly one of ROOT or --make-tree DIR (see --help)\n");
     return 2;

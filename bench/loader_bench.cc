@@ -37,6 +37,7 @@
 #include "tilefeed/loader/loader.h"
 #include "tilefeed/loader/shard_source.h"
 #include "tilefeed/metrics/cli.h"
+#include "tools/cli_checks.h"
 
 namespace {
 
@@ -215,13 +216,19 @@ int main(int argc, char** argv) {
   bool json = false;
   bool fail = false;
   std::string scales = "pow2";
-  app.add_option("--data", data,
-                 "dataset (tilefeed/loader/dataset.h): ImageFolder, a root with train/ and val/ (--mode "
-                 "picks the split), a shard directory or manifest of any codec, or CIFAR-10")
+  app.add_option(
+         "--data", data,
+         "dataset (tilefeed/loader/dataset.h): ImageFolder, a root with train/ and val/ (--mode "
+         "picks the split), a shard directory or manifest of any codec, or CIFAR-10")
       ->required();
-  app.add_option("--batch-size,--batch", options.batch_size, "batch size")->capture_default_str();
-  app.add_option("--workers", workers, "decode threads (0 = all cores)")->capture_default_str();
+  app.add_option("--batch-size,--batch", options.batch_size, "batch size")
+      ->check(tilefeed::tools::AtLeast(1))
+      ->capture_default_str();
+  app.add_option("--workers", workers, "decode threads (0 = all cores)")
+      ->check(tilefeed::tools::Between(0, 1024))
+      ->capture_default_str();
   app.add_option("--image-size,--size", options.image_size, "output side in pixels")
+      ->check(tilefeed::tools::Between(16, 4096))
       ->capture_default_str();
   app.add_option("--mode", mode,
                  "train: RandomResizedCrop + flip on the train split; eval (or val): resize 256 "
@@ -229,11 +236,20 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"train", "eval", "val"}))
       ->capture_default_str();
   app.add_option("--prefetch-depth,--depth", options.prefetch_depth, "prefetch depth (batch slots)")
+      ->check(tilefeed::tools::Between(1, 1 << 20))
       ->capture_default_str();
-  app.add_option("--seed", options.seed, "shuffle and augmentation seed")->capture_default_str();
-  auto* seconds_opt = app.add_option("--seconds", seconds, "run this long (crosses epochs)");
-  app.add_option("--epochs", epochs, "run this many epochs (default 1)")->excludes(seconds_opt);
-  app.add_option("--warmup", warmup, "untimed batches at the start")->capture_default_str();
+  app.add_option("--seed", options.seed, "shuffle and augmentation seed")
+      ->check(tilefeed::tools::AtLeast(0))
+      ->capture_default_str();
+  auto* seconds_opt =
+      app.add_option("--seconds", seconds, "run this long instead of --epochs (crosses epochs)")
+          ->check(tilefeed::tools::Above(0.0));
+  app.add_option("--epochs", epochs, "run this many epochs, at least 1 (default 1)")
+      ->check(tilefeed::tools::AtLeast(1))
+      ->excludes(seconds_opt);
+  app.add_option("--warmup", warmup, "untimed batches at the start")
+      ->check(tilefeed::tools::AtLeast(0))
+      ->capture_default_str();
   app.add_option("--scales", scales, "DCT scales: pow2 or eighths")
       ->check(CLI::IsMember({"pow2", "eighths"}))
       ->capture_default_str();
@@ -251,6 +267,7 @@ int main(int argc, char** argv) {
   std::size_t max_gap = loader::ShardReadOptions{}.max_gap;
   app.add_option("--coalesce-gap", max_gap,
                  "shards, pread: merge reads of records at most this many bytes apart")
+      ->check(tilefeed::tools::AtLeast(0))
       ->capture_default_str();
   bool no_shuffle = false;
   app.add_flag("--no-shuffle", no_shuffle,
@@ -259,10 +276,11 @@ int main(int argc, char** argv) {
   app.add_option("--local-block", options.locality.block,
                  "block-local shuffle: blocks of this many consecutive records (0 = full "
                  "shuffle)")
+      ->check(tilefeed::tools::AtLeast(0))
       ->capture_default_str();
   app.add_option("--local-window", options.locality.window,
                  "block-local shuffle: blocks shuffled together")
-      ->check(CLI::PositiveNumber)
+      ->check(tilefeed::tools::AtLeast(1))
       ->capture_default_str();
   bool read_only = false;
   app.add_flag("--read-only", read_only,
@@ -272,7 +290,8 @@ int main(int argc, char** argv) {
   app.add_flag("--no-coalesce", no_coalesce, "shards, pread: one read per record");
   double interval = 0;
   app.add_option("--interval", interval,
-                 "print a line with the images/s of each interval of this many seconds");
+                 "print a line with the images/s of each interval of this many seconds (0: none)")
+      ->check(tilefeed::tools::AtLeast(0.0));
   std::string against;
   app.add_option("--against", against,
                  "a second dataset (e.g. the ImageFolder that --data's shards were packed "
@@ -280,27 +299,29 @@ int main(int argc, char** argv) {
                  "data/against");
   int rounds = 10;
   app.add_option("--rounds", rounds, "--against: rounds, each timing both datasets once")
-      ->check(CLI::PositiveNumber)
+      ->check(tilefeed::tools::AtLeast(1))
       ->capture_default_str();
   std::size_t round_batches = 12;
   app.add_option("--round-batches", round_batches,
                  "--against: timed batches per dataset and round (after --warmup untimed ones)")
-      ->check(CLI::PositiveNumber)
+      ->check(tilefeed::tools::AtLeast(1))
       ->capture_default_str();
   std::string cache_dir;
   app.add_option("--cache-dir", cache_dir,
                  "http(s)/s3 datasets: the block cache's directory (default: no cache)");
   std::uint64_t cache_limit_mib = 10240;
   app.add_option("--cache-limit-mib", cache_limit_mib, "--cache-dir: its size bound in MiB")
+      ->check(tilefeed::tools::AtLeast(1))
       ->capture_default_str();
   tilefeed::metrics::Flags metrics_flags;
   tilefeed::metrics::AddFlags(app, metrics_flags);
+  tilefeed::tools::CheckMetricsFlags(app);
   bool metrics_overhead = false;
   app.add_flag("--metrics-overhead", metrics_overhead,
                "time --data with a metrics writer sampling every --metrics-interval seconds "
                "(to --metrics, or /dev/null) against without, in alternating rounds like "
                "--against; prints ratio=with/without");
-  CLI11_PARSE(app, argc, argv);
+  if (const auto rc = tilefeed::tools::ParseArgs(app, argc, argv, "loader_bench")) return *rc;
 
   loader::DatasetOptions dataset_options;
   loader::RemoteCounters remote_counters;

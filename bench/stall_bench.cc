@@ -99,6 +99,7 @@
 #include "tilefeed/trainer/synthetic_core.h"
 #include "tilefeed/trainer/trainer.h"
 #include "tilefeed/transport/batch_stream.h"
+#include "tools/cli_checks.h"
 
 namespace {
 
@@ -420,55 +421,56 @@ int main(int argc, char** argv) {
       ->required()
       ->check(CLI::ExistingDirectory);
   app.add_option("--workers", c.workers, "Loader decode threads")
-      ->check(CLI::PositiveNumber)
+      ->check(tilefeed::tools::Between(1, 1024))
       ->capture_default_str();
   app.add_option("--batch-size,--batch", c.batch, "Batch size")
-      ->check(CLI::PositiveNumber)
+      ->check(tilefeed::tools::AtLeast(1))
       ->capture_default_str();
   app.add_option("--image-size", c.image_size, "Image side")
-      ->check(CLI::Range(16, 4096))
+      ->check(tilefeed::tools::Between(16, 4096))
       ->capture_default_str();
   app.add_option("--prefetch-depth", c.prefetch_depth, "Loader batch slots")
-      ->check(CLI::PositiveNumber)
+      ->check(tilefeed::tools::Between(1, 1 << 20))
       ->capture_default_str();
   app.add_option("--steps", c.steps, "Measured steps per run")
-      ->check(CLI::Range(2, 1000000))
+      ->check(tilefeed::tools::Between(2, 1000000))
       ->capture_default_str();
   app.add_option("--capacity-steps", c.capacity_steps, "Steps timed for the capacity")
-      ->check(CLI::Range(2, 1000000))
+      ->check(tilefeed::tools::Between(2, 1000000))
       ->capture_default_str();
   app.add_option("--memory-batches", c.memory_batches, "Batches held for the in-memory runs")
-      ->check(CLI::PositiveNumber)
+      ->check(tilefeed::tools::AtLeast(1))
       ->capture_default_str();
   app.add_option("--demands", c.demands, "Core demand as fractions of the loader's capacity")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber)
+      ->check(tilefeed::tools::Above(0.0))
       ->capture_default_str();
   app.add_option("--tune-rounds", c.tune_rounds,
                  "Corrections of the core's cost per sample from its in-memory rate")
-      ->check(CLI::Range(0, 10))
+      ->check(tilefeed::tools::Between(0, 10))
       ->capture_default_str();
   app.add_option("--tolerance", c.tolerance,
                  "A point is invalid when its achieved demand (or the capacity, or the core's "
                  "in-memory rate) is off by more than this fraction")
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(tilefeed::tools::Between(0.0, 1.0))
       ->capture_default_str();
   app.add_option("--rounds", c.rounds,
                  "Rounds per point, each set against the capacity measured right before it: "
                  "a loader-fed run, and below 100 % an interleaved run")
-      ->check(CLI::Range(1, 100))
+      ->check(tilefeed::tools::Between(1, 100))
       ->capture_default_str();
   app.add_option("--mixed-seconds", c.mixed_seconds,
                  "Length of each interleaved run (below 100 %): its batches alternate every 4 "
                  "between the loader's and ones held in memory, the loader's then taken and "
                  "dropped beside")
-      ->check(CLI::Range(0.5, 3600.0))
+      ->check(tilefeed::tools::Between(0.5, 3600.0))
       ->capture_default_str();
   app.add_flag("!--no-pin", c.pin, "Do not give the loader and the core separate CPUs");
   app.add_option("--json", c.json, "Write the capacity and one line per demand as JSON lines");
   metrics::Flags metrics_flags;
   metrics::AddFlags(app, metrics_flags);
-  CLI11_PARSE(app, argc, argv);
+  tilefeed::tools::CheckMetricsFlags(app);
+  if (const auto rc = tilefeed::tools::ParseArgs(app, argc, argv, "stall_bench")) return *rc;
   // Opened by tilefeed/loader/dataset.h's rules, so a train/ + val/ root gives its train split.
   const fs::path root(c.data);
   // The records carry the trainer's steps of every run (capacity, in-memory and fed alike).

@@ -58,6 +58,7 @@
 #include "tilefeed/transport/batch_stream.h"
 #include "tilefeed/transport/sender.h"
 #include "tilefeed/transport/zmq_stream.h"
+#include "tools/cli_checks.h"
 
 namespace {
 
@@ -369,26 +370,29 @@ int main(int argc, char** argv) {
   bool json = false;
   int rounds = 3;
   app.add_option("--batch", settings.loader.batch_size, "samples per batch")
-      ->check(CLI::PositiveNumber)
+      ->check(tilefeed::tools::AtLeast(1))
       ->capture_default_str();
   app.add_option("--size", settings.loader.image_size, "image side")
-      ->check(CLI::PositiveNumber)
+      ->check(tilefeed::tools::Between(16, 4096))
       ->capture_default_str();
-  app.add_option("--workers", settings.loader.workers, "loader threads in each reader")
+  app.add_option("--workers", settings.loader.workers, "loader threads in each reader (0: all)")
+      ->check(tilefeed::tools::Between(0, 1024))
       ->capture_default_str();
   app.add_option("--batches", settings.batches, "timed batches per path")
-      ->check(CLI::PositiveNumber)
+      ->check(tilefeed::tools::AtLeast(1))
       ->capture_default_str();
-  app.add_option("--warmup", settings.warmup, "untimed batches per path")->capture_default_str();
+  app.add_option("--warmup", settings.warmup, "untimed batches per path")
+      ->check(tilefeed::tools::AtLeast(0))
+      ->capture_default_str();
   app.add_option("--credits", settings.credits,
                  "receiver credits (plain-zmq: its send and receive HWM)")
-      ->check(CLI::PositiveNumber)
+      ->check(tilefeed::tools::AtLeast(1))
       ->capture_default_str();
   app.add_option("--rounds", rounds, "measure every path this many times, keep the best")
-      ->check(CLI::PositiveNumber)
+      ->check(tilefeed::tools::AtLeast(1))
       ->capture_default_str();
   app.add_flag("--json", json, "also print one JSON line per path");
-  CLI11_PARSE(app, argc, argv);
+  if (const auto rc = tilefeed::tools::ParseArgs(app, argc, argv, "transport_bench")) return *rc;
   settings.loader.eval_resize = settings.loader.image_size;
   settings.ipc_dir =
       (std::filesystem::temp_directory_path() / ("tilefeed-bench-" + std::to_string(getpid())))

@@ -17,6 +17,7 @@
 
 #include "tilefeed/loader/dataset.h"
 #include "tilefeed/loader/shard_source.h"
+#include "tools/cli_checks.h"
 
 namespace {
 
@@ -44,7 +45,7 @@ int main(int argc, char** argv) {
                "read every record and check its checksum, its JPEG interval index if it has "
                "one, and that its image decodes (JPEG entropy data, PNG through IEND)");
   app.add_flag("--all-shards", all_shards, "list every shard (default: the first 20)");
-  CLI11_PARSE(app, argc, argv);
+  if (const auto rc = tilefeed::tools::ParseArgs(app, argc, argv, "tilefeed-inspect")) return *rc;
 
   loader::ShardManifest manifest;
   try {

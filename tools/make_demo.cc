@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "tools/cli_checks.h"
 #include "tools/demo_images.h"
 
 namespace {
@@ -61,6 +62,9 @@ int Run(const fs::path& out, int class_count, int train_per_class, int val_per_c
   std::vector<Job> jobs;
   const int per_split[] = {train_per_class, val_per_class};
   for (int split = 0; split < 2; ++split) {
+    // No images, no folder: val/ of empty class folders is no usable split, while a root
+    // without val/ trains without validation.
+    if (per_split[split] == 0) continue;
     for (int c = 0; c < class_count; ++c) {
       fs::create_directories(out / kSplits[split] / classes[c].name);
       for (int i = 0; i < per_split[split]; ++i) jobs.push_back({split, c, i});
@@ -127,16 +131,18 @@ int main(int argc, char** argv) {
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   app.add_option("OUT", out, "Output folder (gets train/ and val/)")->required();
   app.add_option("--classes", classes, "Number of classes")
-      ->check(CLI::Range(1, tilefeed::tools::MaxDemoClasses()));
+      ->check(tilefeed::tools::Between(1, tilefeed::tools::MaxDemoClasses()));
   app.add_option("--train-per-class", train_per_class, "Training images per class")
-      ->check(CLI::Range(0, 1000000));
-  app.add_option("--val-per-class", val_per_class, "Validation images per class")
-      ->check(CLI::Range(0, 1000000));
-  app.add_option("--seed", seed, "Dataset seed; the same seed gives the same files");
+      ->check(tilefeed::tools::Between(1, 1000000));
+  app.add_option("--val-per-class", val_per_class,
+                 "Validation images per class (0: no val/ split is written)")
+      ->check(tilefeed::tools::Between(0, 1000000));
+  app.add_option("--seed", seed, "Dataset seed; the same seed gives the same files")
+      ->check(tilefeed::tools::AtLeast(0));
   app.add_flag("--force", force, "Replace OUT/train and OUT/val if OUT is not empty");
   app.add_option("--threads", threads, "Worker threads (default: all cores)")
-      ->check(CLI::Range(1, 1024));
-  CLI11_PARSE(app, argc, argv);
+      ->check(tilefeed::tools::Between(1, 1024));
+  if (const auto rc = tilefeed::tools::ParseArgs(app, argc, argv, "tilefeed-make-demo")) return *rc;
   try {
     return Run(out, classes, train_per_class, val_per_class, seed, force, threads);
   } catch (const std::exception& e) {

@@ -131,7 +131,7 @@ int main(int argc, char** argv) {
   app.add_option("--interval-width", interval_width,
                  "--jpeg-index: target restart-interval width in pixels (wider: fewer markers; "
                  "narrower: crops skip more)")
-      ->check(CLI::Range(8, 65535))
+      ->check(tilefeed::tools::Between(8, 65535))
       ->capture_default_str();
   app.add_option("--format", format, "source format (auto: detected)")
       ->check(CLI::IsMember({"auto", "imagefolder", "cifar", "cifar10", "shards", "tar"}))
@@ -141,13 +141,15 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"train", "val", "test"}))
       ->capture_default_str();
   app.add_option("--workers", workers, "read/convert threads (0 = all cores)")
+      ->check(tilefeed::tools::Between(0, 1024))
       ->capture_default_str();
   app.add_flag("--force", force, "replace a pack in a non-empty OUT");
   tilefeed::metrics::Flags metrics_flags;
   tilefeed::metrics::AddFlags(app, metrics_flags);
+  tilefeed::tools::CheckMetricsFlags(app);
   tilefeed::tools::RemoteFlags remote_flags;
   tilefeed::tools::AddRemoteFlags(app, remote_flags);
-  CLI11_PARSE(app, argc, argv);
+  if (const auto rc = tilefeed::tools::ParseArgs(app, argc, argv, "tilefeed-pack")) return *rc;
 
   loader::PackOptions options;
   options.output_dir = out;

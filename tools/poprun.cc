@@ -22,6 +22,7 @@
 
 #include "tilefeed/launch/instance.h"
 #include "tilefeed/launch/launch.h"
+#include "tools/cli_checks.h"
 
 namespace {
 
@@ -49,24 +50,22 @@ int main(int argc, char** argv) {
   LaunchPlan plan;
   std::string hosts;
   bool print_command = false;
-  app.add_option("--instances,-n", plan.instances, "instances (MPI processes)")->required();
+  app.add_option("--instances,-n", plan.instances, "instances (MPI processes)")
+      ->required()
+      ->check(tilefeed::tools::AtLeast(1));
   app.add_option("--hosts", hosts, "comma-separated host names (default: this host)");
   app.add_option("--replicas-per-instance", plan.replicas_per_instance,
                  "replicas each instance feeds")
+      ->check(tilefeed::tools::AtLeast(1))
       ->capture_default_str();
   app.add_option("--cores-per-instance", plan.cores_per_instance,
                  "cores bound to each instance (0: share this host's cores evenly)")
+      ->check(tilefeed::tools::AtLeast(0))
       ->capture_default_str();
   app.add_flag("--print-command", print_command, "print the mpirun command line, do not run it");
   // Everything from PROGRAM on belongs to the program, options included.
   app.prefix_command();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    return Fail(e.what());
-  }
+  if (const auto rc = tilefeed::tools::ParseArgs(app, argc, argv, "poprun")) return *rc;
   plan.program = app.remaining();
   if (!plan.program.empty() && plan.program.front() == "--") {
     plan.program.erase(plan.program.begin());

@@ -27,10 +27,10 @@
 // allow-list (--curve-secret-key and --curve-allow), or --insecure for a network that is
 // trusted.
 //
-// On a network that is not trusted, turn on CURVE (tilefeed/transport/curve.h): make a key pair once
-// with `tilefeed-serve --curve-keygen reader` (writes reader.key, mode 0600, and
-// reader.pub), serve with `--curve-secret-key reader.key`, and give the trainer reader.pub.
-// To admit only known trainers, make each trainer a key pair the same way and serve with
+// On a network that is not trusted, turn on CURVE (tilefeed/transport/curve.h): make a key pair
+// once with `tilefeed-serve --curve-keygen reader` (writes reader.key, mode 0600, and reader.pub),
+// serve with `--curve-secret-key reader.key`, and give the trainer reader.pub. To admit only known
+// trainers, make each trainer a key pair the same way and serve with
 // `--curve-allow trainer1.pub trainer2.pub` (or a directory of *.pub files); any other key is
 // refused during the handshake, with a line on stderr. The trainer then runs with
 // `--curve-server-key reader.pub --curve-key trainer1.key`.
@@ -53,11 +53,12 @@
 #include "tilefeed/loader/dataset.h"
 #include "tilefeed/loader/loader.h"
 #include "tilefeed/metrics/cli.h"
-#include "tools/remote_flags.h"
 #include "tilefeed/transport/context.h"
 #include "tilefeed/transport/curve.h"
 #include "tilefeed/transport/sender.h"
 #include "tilefeed/transport/session.h"
+#include "tools/cli_checks.h"
+#include "tools/remote_flags.h"
 
 namespace {
 
@@ -177,6 +178,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--bad-sample-lines", bad_sample_lines,
                  "bad samples named in full on stderr; later ones are counted")
+      ->check(tilefeed::tools::AtLeast(0))
       ->capture_default_str();
   tilefeed::tools::RemoteFlags remote_flags;
   tilefeed::tools::AddRemoteFlags(app, remote_flags);
@@ -194,34 +196,45 @@ int main(int argc, char** argv) {
                  "endpoint to serve on: tcp://HOST:PORT, ipc://PATH, or shm://NAME (same host, "
                  "zero-copy shared memory); a non-loopback HOST needs --curve-allow or "
                  "--insecure")
+      ->check(tilefeed::tools::BindEndpoint())
       ->capture_default_str();
-  app.add_option("--batch-size", options.batch_size, "samples per batch")->capture_default_str();
+  app.add_option("--batch-size", options.batch_size, "samples per batch")
+      ->check(tilefeed::tools::AtLeast(1))
+      ->capture_default_str();
   app.add_option("--image-size", options.image_size, "output side in pixels")
+      ->check(tilefeed::tools::Between(16, 4096))
       ->capture_default_str();
   app.add_option("--mode", mode, "train: RandomResizedCrop + flip; eval: resize + centre crop")
       ->check(CLI::IsMember({"train", "eval"}))
       ->capture_default_str();
   app.add_option("--workers", options.workers, "decode threads (0 = all cores)")
+      ->check(tilefeed::tools::Between(0, 1024))
       ->capture_default_str();
   app.add_option("--prefetch-depth,--prefetch", options.prefetch_depth,
                  "batch slots; with shared memory they are the ring the trainer reads, so also "
                  "the most batches it can hold at once")
+      ->check(tilefeed::tools::Between(1, 1 << 20))
       ->capture_default_str();
-  app.add_option("--seed", options.seed, "shuffle and augmentation seed")->capture_default_str();
+  app.add_option("--seed", options.seed, "shuffle and augmentation seed")
+      ->check(tilefeed::tools::AtLeast(0))
+      ->capture_default_str();
   app.add_flag("--insecure", insecure,
                "allow a non-loopback --bind without CURVE (a trusted network only)");
   app.add_option("--epochs", options.epochs,
-                 "the job's epochs, as train's --epochs (a trainer must agree)")
-      ->check(CLI::PositiveNumber)
+                 "the job's epochs, at least 1, as train's --epochs (a trainer must agree)")
+      ->check(tilefeed::tools::AtLeast(1))
       ->capture_default_str();
   CLI::Option* first_epoch_option =
       app.add_option("--first-epoch", options.first_epoch,
                      "pin the data position: serve only a trainer at this epoch (default: each "
-                     "trainer's own position)");
-  CLI::Option* first_position_option = app.add_option(
-      "--first-epoch-position", options.first_epoch_position,
-      "pin the data position: samples of --first-epoch already delivered to all instances "
-      "together (train --resume prints it)");
+                     "trainer's own position)")
+          ->check(tilefeed::tools::AtLeast(0));
+  CLI::Option* first_position_option =
+      app.add_option(
+             "--first-epoch-position", options.first_epoch_position,
+             "pin the data position: samples of --first-epoch already delivered to all instances "
+             "together (train --resume prints it)")
+          ->check(tilefeed::tools::AtLeast(0));
   app.add_flag("--drop-last", options.drop_last_batch,
                "drop each epoch's final partial batch (train's own loader does)");
   CLI::Option* shard_option =
@@ -229,11 +242,11 @@ int main(int argc, char** argv) {
   CLI::Option* index_option =
       app.add_option("--instance-index", instance_index,
                      "serve this trainer instance's shard (with --instance-count)")
-          ->check(CLI::NonNegativeNumber)
+          ->check(tilefeed::tools::AtLeast(0))
           ->excludes(shard_option);
   CLI::Option* count_option =
       app.add_option("--instance-count", instance_count, "trainer instances in the job")
-          ->check(CLI::PositiveNumber)
+          ->check(tilefeed::tools::AtLeast(1))
           ->excludes(shard_option);
   index_option->needs(count_option);
   count_option->needs(index_option);
@@ -241,12 +254,16 @@ int main(int argc, char** argv) {
                "payload through shared memory with an ipc:// --bind (same as --bind shm://NAME)");
   app.add_option("--job-id", job_id, "names the shared-memory segment (shm://NAME: NAME)")
       ->capture_default_str();
-  app.add_option("--heartbeat-ms", heartbeat_ms, "heartbeat interval")->capture_default_str();
+  app.add_option("--heartbeat-ms", heartbeat_ms, "heartbeat interval")
+      ->check(tilefeed::tools::AtLeast(1))
+      ->capture_default_str();
   app.add_option("--timeout-ms", timeout_ms, "a trainer silent this long is an error")
+      ->check(tilefeed::tools::AtLeast(1))
       ->capture_default_str();
   metrics::Flags metrics_flags;
   metrics::AddFlags(app, metrics_flags, /*with_port=*/true);
-  CLI11_PARSE(app, argc, argv);
+  tilefeed::tools::CheckMetricsFlags(app);
+  if (const auto rc = tilefeed::tools::ParseArgs(app, argc, argv, "tilefeed-serve")) return *rc;
   if (!curve_keygen.empty()) {
     try {
       transport::WriteCurveKeyFiles(transport::GenerateCurveKeyPair(), curve_keygen + ".key",

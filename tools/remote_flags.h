@@ -14,6 +14,7 @@
 #include <string>
 
 #include "tilefeed/loader/remote.h"
+#include "tools/cli_checks.h"
 
 namespace tilefeed::tools {
 
@@ -59,7 +60,7 @@ inline void AddRemoteFlags(CLI::App& app, RemoteFlags& flags) {
   app.add_option("--remote-retries", flags.retries,
                  "http(s)/s3 datasets: retries of a failed request, with backoff, before the "
                  "sample is reported bad")
-      ->check(CLI::Range(0, 20))
+      ->check(Between(0, 20))
       ->capture_default_str();
 }
 

@@ -55,7 +55,6 @@
 #include "tilefeed/loader/dataset.h"
 #include "tilefeed/loader/loader.h"
 #include "tilefeed/metrics/cli.h"
-#include "tools/remote_flags.h"
 #include "tilefeed/trainer/checkpoint.h"
 #include "tilefeed/trainer/mpi_session.h"
 #include "tilefeed/trainer/reference_core.h"
@@ -65,6 +64,8 @@
 #include "tilefeed/transport/context.h"
 #include "tilefeed/transport/session.h"
 #include "tilefeed/transport/zmq_stream.h"
+#include "tools/cli_checks.h"
+#include "tools/remote_flags.h"
 
 namespace {
 
@@ -675,10 +676,11 @@ int main(int argc, char** argv) {
                  "Disaggregated mode: comma-separated tilefeed-serve endpoints, exactly one "
                  "per instance (instance i reads from the i-th; a single endpoint for one "
                  "instance), e.g. tcp://h1:5555,tcp://h2:5556. The readers own shard, seed, "
-                 "epochs and augmentation; start them with this --batch-size and --image-size");
+                 "epochs and augmentation; start them with this --batch-size and --image-size")
+      ->check(tools::ConnectEndpoints());
   app.add_option("--reader-credits", args.reader_credits,
                  "--readers: batches in flight or queued per instance")
-      ->check(CLI::PositiveNumber)
+      ->check(tools::AtLeast(1))
       ->capture_default_str();
   app.add_option("--curve-server-key", args.curve_server_key,
                  "--readers with CURVE: the readers' public key file (tilefeed-serve "
@@ -692,55 +694,58 @@ int main(int argc, char** argv) {
                "continue from this trainer's position instead of failing");
   app.add_option("--reconnect-window-ms", args.reconnect_window_ms,
                  "--readers --reconnect: how long a lost reader may take to come back")
-      ->check(CLI::PositiveNumber)
+      ->check(tools::AtLeast(1))
       ->capture_default_str();
   app.add_option("--reader-timeout-ms", args.reader_timeout_ms,
                  "--readers: a reader silent this long (or not answering at start) is an error")
-      ->check(CLI::PositiveNumber)
+      ->check(tools::AtLeast(1))
       ->capture_default_str();
   app.add_option("--classes", args.classes,
                  "Reference core: class count (0: from --data; needed with --readers and no "
                  "--data)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(tools::AtLeast(0))
       ->capture_default_str();
   app.add_option("--core", args.core, "Compute core")
       ->check(CLI::IsMember({"synthetic", "reference"}))
       ->capture_default_str();
   app.add_option("--us-per-sample", args.us_per_sample, "Synthetic core: compute cost per sample")
-      ->check(CLI::NonNegativeNumber)
+      ->check(tools::AtLeast(0.0))
       ->capture_default_str();
-  app.add_option("--epochs", args.epochs, "Epochs to train (with --readers: the readers' --epochs)")
+  app.add_option("--epochs", args.epochs,
+                 "Epochs to train, at least 1 (with --readers: the readers' --epochs); "
+                 "--seconds or --max-steps stop earlier")
+      ->check(tools::AtLeast(1))
       ->capture_default_str();
   app.add_option("--batch-size", args.batch_size, "Local batch (per replica and micro-step)")
-      ->check(CLI::PositiveNumber)
+      ->check(tools::AtLeast(1))
       ->capture_default_str();
   app.add_option("--image-size", args.image_size, "Image side in pixels")
-      ->check(CLI::Range(16, 4096))
+      ->check(tools::Between(16, 4096))
       ->capture_default_str();
   app.add_option("--workers", args.workers,
                  "Loader decode threads (0: the cores this instance is bound to)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(tools::Between(0, 1024))
       ->capture_default_str();
   app.add_option("--prefetch-depth", args.prefetch_depth, "Loader batch slots")
-      ->check(CLI::PositiveNumber)
+      ->check(tools::Between(1, 1 << 20))
       ->capture_default_str();
   app.add_option("--io-tiles", args.trainer.io_tiles,
                  "IO tile threads (at least one per replica is used)")
-      ->check(CLI::Range(1, 64))
+      ->check(tools::Between(1, 64))
       ->capture_default_str();
   app.add_option("--staging-depth", args.trainer.staging_depth, "Staged batches per replica")
-      ->check(CLI::Range(1, 64))
+      ->check(tools::Between(1, 64))
       ->capture_default_str();
   app.add_option("--compute-threads", args.trainer.compute_threads,
                  "Threads of the compute tiles (replicas run side by side)")
-      ->check(CLI::Range(1, 1024))
+      ->check(tools::Between(1, 1024))
       ->capture_default_str();
   app.add_option("--replicas", args.trainer.replicas, "Compute replicas per instance")
-      ->check(CLI::Range(1, 64))
+      ->check(tools::Between(1, 64))
       ->capture_default_str();
   app.add_option("--gradient-accumulation", args.trainer.gradient_accumulation,
                  "Micro-batches per replica per step")
-      ->check(CLI::Range(1, 4096))
+      ->check(tools::Between(1, 4096))
       ->capture_default_str();
   app.add_option_function<std::string>(
          "--allreduce",
@@ -752,27 +757,37 @@ int main(int argc, char** argv) {
          "pass)")
       ->check(CLI::IsMember({"overlap", "blocking"}))
       ->default_str(trainer::AllreduceModeName(trainer::TrainerOptions{}.allreduce));
-  app.add_option("--lr", args.trainer.sgd.learning_rate, "Learning rate")->capture_default_str();
-  app.add_option("--momentum", args.trainer.sgd.momentum, "SGD momentum")->capture_default_str();
+  app.add_option("--lr", args.trainer.sgd.learning_rate, "Learning rate")
+      ->check(tools::AtLeast(0.0))
+      ->capture_default_str();
+  app.add_option("--momentum", args.trainer.sgd.momentum, "SGD momentum")
+      ->check(tools::Between(0.0, 1.0))
+      ->capture_default_str();
   app.add_option("--weight-decay", args.trainer.sgd.weight_decay, "L2 weight decay")
+      ->check(tools::AtLeast(0.0))
       ->capture_default_str();
   app.add_option("--hidden", args.hidden, "Reference core: hidden units")
-      ->check(CLI::Range(1, 65536))
+      ->check(tools::Between(1, 65536))
       ->capture_default_str();
   app.add_option("--seed", args.seed, "Data order, augmentation and initialisation seed")
+      ->check(tools::AtLeast(0))
       ->capture_default_str();
   app.add_option("--max-steps", args.trainer.max_steps, "Stop after this many steps (0: all)")
+      ->check(tools::AtLeast(0))
       ->capture_default_str();
   app.add_option("--seconds", args.seconds,
                  "Stop after the step that ends past this many seconds (0: no limit; the "
                  "partial epoch gets no report)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(tools::AtLeast(0.0))
       ->capture_default_str();
   app.add_option("--check-every", args.trainer.check_every,
-                 "Compare parameter checksums across replicas/instances every N steps")
+                 "Compare parameter checksums across replicas/instances every N steps (0: at "
+                 "the end only)")
+      ->check(tools::AtLeast(0))
       ->capture_default_str();
   app.add_option("--checkpoint-every", args.trainer.checkpoint_every,
                  "Instance 0 writes a checkpoint every N steps (0: never)")
+      ->check(tools::AtLeast(0))
       ->capture_default_str();
   app.add_option("--checkpoint-dir", args.checkpoint_dir, "Checkpoint folder");
   app.add_flag("--resume", args.resume,
@@ -797,16 +812,18 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--bad-sample-lines", args.bad_sample_lines,
                  "bad samples named in full on stderr per instance; later ones are counted")
+      ->check(tools::AtLeast(0))
       ->capture_default_str();
   app.add_option("--json", args.json, "Append per-epoch reports to this file as JSON lines");
   app.add_option("--collective-timeout", args.collective_timeout,
                  "Seconds an instance waits in one collective (all-reduce, broadcast) before "
                  "the whole job is aborted with a line naming the instances that did not "
                  "arrive (0: wait forever)")
-      ->check(CLI::Range(0.0, 1e6))
+      ->check(tools::Between(0.0, 1e6))
       ->capture_default_str();
   metrics::AddFlags(app, args.metrics, /*with_port=*/true);
-  CLI11_PARSE(app, argc, argv);
+  tools::CheckMetricsFlags(app);
+  if (const std::optional<int> rc = tools::ParseArgs(app, argc, argv, "train")) return *rc;
   args.options_text = metrics::OptionsOf(app);
   if (data->count() == 0 && args.readers.empty()) {
     std::fprintf(stderr, "train: --data is required (or --readers for disaggregated mode)\n");

@@ -118,6 +118,8 @@ class Loader:
     Iterating a Loader yields the Batches of one epoch; each new iter() continues with the
     next epoch (or the one given to set_epoch()). Epoch e's batches are a pure function of
     (seed, e, dataset, shard): worker count and timing change nothing.
+    epochs=N (at least 1, as the tools' --epochs) ends iteration after epoch
+    first_epoch + N - 1; epochs=None, the default, iterates epochs until stop().
 
     Raises ValueError for bad options, SourceError (an OSError) if `data` cannot be
     indexed, and, while iterating, LoaderError (a RuntimeError) for a bad sample under
@@ -146,7 +148,7 @@ class Loader:
                  first_epoch=_D["first_epoch"],
                  first_epoch_position=_D["first_epoch_position"],
                  expected_dataset_size=_D["expected_dataset_size"],
-                 epochs=_D["epochs"],
+                 epochs=None,
                  bad_sample_policy=_D["bad_sample_policy"],
                  max_substitute_attempts=_D["max_substitute_attempts"],
                  held_slots_timeout=_D["held_slots_timeout"],
@@ -170,14 +172,15 @@ class Loader:
         self._on_bad_sample = on_bad_sample
         self._copy = bool(copy)
         self._first = int(first_epoch)
-        self._end = self._first + int(epochs) if epochs else None
+        self._end = self._first + int(epochs) if epochs is not None else None
         self._bad_history = []  # reports of replaced C++ loaders
         self._bad_warned = set()  # epochs whose bad samples were warned about
         self._stopped = False
         self._generation = 0
         self._wanted = None  # set_epoch()'s epoch, applied by the next iter()
+        # The C++ LoaderOptions say "no limit" with epochs 0.
         self._core = _tilefeed._Core(self._data, self._source, self._split, on_bad_sample,
-                                     self._options)
+                                     dict(self._options, epochs=int(epochs or 0)))
         self._epoch = self._first  # the epoch the core's next batch belongs to
         self._position = int(first_epoch_position)  # where the core started self._epoch
         self._mid_epoch = False  # the core has delivered part of self._epoch
@@ -437,15 +440,15 @@ _UINT64 = (1 << 64) - 1
 # bad value is one plain ValueError (or TypeError for a value of the wrong kind).
 _NUMERIC = {
     "batch_size": (int, 1, _UINT64),
-    "image_size": (int, 1, 16384),
+    "image_size": (int, 16, 4096),  # the tools' --image-size range
     "eval_resize": (int, 1, _INT32),
-    "workers": (int, 0, _INT32),
+    "workers": (int, 0, 1024),
     "prefetch_depth": (int, 1, 1 << 20),
     "seed": (int, 0, _UINT64),
     "first_epoch": (int, 0, _UINT64),
     "first_epoch_position": (int, 0, _UINT64),
     "expected_dataset_size": (int, 0, _UINT64),
-    "epochs": (int, 0, _UINT64),
+    "epochs": (int, 1, _UINT64),  # or None: no limit
     "max_substitute_attempts": (int, 1, _INT32),
     "max_pixels": (int, 1, (1 << 63) - 1),
     "max_scans": (int, 1, _INT32),
@@ -475,6 +478,8 @@ def _range_text(low, high):
 def _check_options(options):
     """Raises ValueError/TypeError naming the first bad numeric option and its value."""
     for name, (kind, low, high) in _NUMERIC.items():
+        if name == "epochs" and options[name] is None:
+            continue  # no limit: iterate epochs until stop()
         value = _number(name, options[name], kind)
         if not low <= value <= high:
             raise ValueError(f"tilefeed.Loader: {name} must be {_range_text(low, high)}, "

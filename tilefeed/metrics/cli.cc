@@ -16,8 +16,7 @@ void AddFlags(CLI::App& app, Flags& flags, bool with_port) {
                  "{instance} in the name is replaced by the instance index, and without it a "
                  "run of several instances writes FILE's name with .INDEX before the extension");
   app.add_option("--metrics-interval", flags.interval_seconds,
-                 "seconds between the metrics' interval records")
-      ->check(CLI::PositiveNumber)
+                 "seconds between the metrics' interval records (above 0)")
       ->capture_default_str();
   if (with_port) {
     app.add_option("--metrics-port", flags.port,

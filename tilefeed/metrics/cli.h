@@ -25,6 +25,8 @@ struct Flags {
 };
 
 // Adds --metrics and --metrics-interval to `app`, and --metrics-port when `with_port`.
+// Their ranges are checked by the tools (tools/cli_checks.h's CheckMetricsFlags, one
+// message style for every option); Open() refuses an interval that is not above 0.
 void AddFlags(CLI::App& app, Flags& flags, bool with_port = false);
 
 // Every option of the parsed `app` with its value (given or default), "--name" -> "value";

@@ -1,0 +1,177 @@
+#!/bin/sh
+# Strict arguments (issue 15): every tool, given a bad value for an option, exits 2 during
+# argument parsing -- before it opens any dataset -- with exactly one line on stderr that
+# names the option, the rule and the value. One table row per bad value.
+#
+#   args_test.sh NAME=PATH...   (train=..., tilefeed-serve=..., loader_bench=..., ...)
+#
+# Rows of a tool that is not given (benchmarks off) are skipped and counted.
+set -u
+set -f  # the rows' words are split on blanks, never globbed
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-args.XXXXXX") || exit 1
+trap 'rm -rf "$work"' EXIT
+trap 'exit 1' INT TERM HUP
+mkdir "$work/data"  # an empty folder: a tool that got past its arguments fails opening it
+for given in "$@"; do
+  name=${given%%=*}
+  printf '%s\n' "${given#*=}" >"$work/bin.$name"
+done
+
+D=$work/data
+rows() {
+  cat <<EOF
+train|--epochs must be at least 1, got -1|--data $D --epochs -1
+train|--epochs must be at least 1, got 0|--data $D --epochs 0
+train|--max-steps must be at least 0, got -3|--data $D --max-steps -3
+train|--batch-size must be at least 1, got 0|--data $D --batch-size 0
+train|--batch-size must be at least 1, got -1|--data $D --batch-size -1
+train|--workers must be between 0 and 1024, got -2|--data $D --workers -2
+train|--prefetch-depth must be between 1 and 1048576, got 0|--data $D --prefetch-depth 0
+train|--seed must be at least 0, got -1|--data $D --seed -1
+train|--image-size must be between 16 and 4096, got 8|--data $D --image-size 8
+train|--hidden must be between 1 and 65536, got 0|--data $D --hidden 0
+train|--classes must be at least 0, got -1|--data $D --classes -1
+train|--us-per-sample must be at least 0, got -5|--data $D --us-per-sample -5
+train|--lr must be at least 0, got -0.1|--data $D --lr -0.1
+train|--momentum must be between 0 and 1, got 2|--data $D --momentum 2
+train|--weight-decay must be at least 0, got -1|--data $D --weight-decay -1
+train|--seconds must be at least 0, got -1|--data $D --seconds -1
+train|--check-every must be at least 0, got -1|--data $D --check-every -1
+train|--checkpoint-every must be at least 0, got -1|--data $D --checkpoint-every -1
+train|--bad-sample-lines must be at least 0, got -1|--data $D --bad-sample-lines -1
+train|--reader-credits must be at least 1, got 0|--readers tcp://127.0.0.1:5555 --reader-credits 0
+train|--reader-timeout-ms must be at least 1, got 0|--data $D --reader-timeout-ms 0
+train|--reconnect-window-ms must be at least 1, got -1|--data $D --reconnect-window-ms -1
+train|--collective-timeout must be between 0 and 1000000, got -1|--data $D --collective-timeout -1
+train|--io-tiles must be between 1 and 64, got 0|--data $D --io-tiles 0
+train|--gradient-accumulation must be between 1 and 4096, got 0|--data $D --gradient-accumulation 0
+train|--remote-retries must be between 0 and 20, got -1|--data $D --remote-retries -1
+train|--metrics-interval must be above 0, got 0|--data $D --metrics-interval 0
+train|--metrics-port must be PORT or HOST:PORT with PORT between 0 and 65535|--data $D --metrics-port 127.0.0.1:70000
+train|--readers must give tcp://HOST:PORT a PORT between 1 and 65535, got tcp://127.0.0.1:99999|--readers tcp://127.0.0.1:5555,tcp://127.0.0.1:99999
+train|--readers must give tcp://HOST:PORT a PORT between 1 and 65535, got tcp://127.0.0.1:0|--readers tcp://127.0.0.1:0
+train|--epochs must be an integer, got '2.5'|--data $D --epochs 2.5
+tilefeed-serve|--batch-size must be at least 1, got -4|--data $D --batch-size -4
+tilefeed-serve|--bind must give tcp://HOST:PORT a PORT between 1 and 65535 (or * for a free one), got tcp://127.0.0.1:99999|--data $D --bind tcp://127.0.0.1:99999
+tilefeed-serve|--epochs must be at least 1, got 0|--data $D --epochs 0
+tilefeed-serve|--epochs must be at least 1, got -1|--data $D --epochs -1
+tilefeed-serve|--image-size must be between 16 and 4096, got 0|--data $D --image-size 0
+tilefeed-serve|--workers must be between 0 and 1024, got -1|--data $D --workers -1
+tilefeed-serve|--prefetch-depth must be between 1 and 1048576, got 0|--data $D --prefetch 0
+tilefeed-serve|--seed must be at least 0, got -1|--data $D --seed -1
+tilefeed-serve|--first-epoch must be at least 0, got -1|--data $D --first-epoch -1
+tilefeed-serve|--first-epoch-position must be at least 0, got -1|--data $D --first-epoch-position -1
+tilefeed-serve|--instance-index must be at least 0, got -1|--data $D --instance-index -1 --instance-count 2
+tilefeed-serve|--instance-count must be at least 1, got 0|--data $D --instance-index 0 --instance-count 0
+tilefeed-serve|--heartbeat-ms must be at least 1, got 0|--data $D --heartbeat-ms 0
+tilefeed-serve|--timeout-ms must be at least 1, got -5|--data $D --timeout-ms -5
+tilefeed-serve|--bad-sample-lines must be at least 0, got -1|--data $D --bad-sample-lines -1
+tilefeed-serve|--metrics-port must be PORT or HOST:PORT with PORT between 0 and 65535|--data $D --metrics-port 99999
+tilefeed-pack|--workers must be between 0 and 1024, got -3|$D $work/out --workers -3
+tilefeed-pack|--interval-width must be between 8 and 65535, got 4|$D $work/out --interval-width 4
+tilefeed-pack|--metrics-interval must be above 0, got -1|$D $work/out --metrics-interval -1
+tilefeed-make-demo|--train-per-class must be between 1 and 1000000, got 0|$work/demo --train-per-class 0
+tilefeed-make-demo|--val-per-class must be between 0 and 1000000, got -1|$work/demo --val-per-class -1
+tilefeed-make-demo|--classes must be between 1 and|$work/demo --classes 0
+tilefeed-make-demo|--threads must be between 1 and 1024, got 0|$work/demo --threads 0
+tilefeed-make-demo|--seed must be at least 0, got -1|$work/demo --seed -1
+tilefeed-inspect|--split: bogus not in|$D --split bogus
+poprun|--instances must be at least 1, got 0|--instances 0 ./train
+poprun|--instances must be at least 1, got -2|-n -2 ./train
+poprun|--replicas-per-instance must be at least 1, got 0|--instances 2 --replicas-per-instance 0 ./train
+poprun|--cores-per-instance must be at least 0, got -1|--instances 2 --cores-per-instance -1 ./train
+poprun|unknown option --bogus|--instances 2 --bogus ./train
+loader_bench|--epochs must be at least 1, got -1|--data $D --epochs -1
+loader_bench|--epochs must be at least 1, got 0|--data $D --epochs 0
+loader_bench|--batch-size must be at least 1, got -1|--data $D --batch -1
+loader_bench|--image-size must be between 16 and 4096, got 0|--data $D --size 0
+loader_bench|--workers must be between 0 and 1024, got -1|--data $D --workers -1
+loader_bench|--prefetch-depth must be between 1 and 1048576, got 0|--data $D --depth 0
+loader_bench|--seconds must be above 0, got -1|--data $D --seconds -1
+loader_bench|--warmup must be at least 0, got -1|--data $D --warmup -1
+loader_bench|--seed must be at least 0, got -1|--data $D --seed -1
+loader_bench|--coalesce-gap must be at least 0, got -1|--data $D --coalesce-gap -1
+loader_bench|--local-block must be at least 0, got -1|--data $D --local-block -1
+loader_bench|--local-window must be at least 1, got 0|--data $D --local-window 0
+loader_bench|--interval must be at least 0, got -1|--data $D --interval -1
+loader_bench|--rounds must be at least 1, got 0|--data $D --rounds 0
+loader_bench|--round-batches must be at least 1, got -1|--data $D --round-batches -1
+loader_bench|--cache-limit-mib must be at least 1, got -1|--data $D --cache-limit-mib -1
+loader_bench|--metrics-interval must be above 0, got 0|--data $D --metrics-interval 0
+stall_bench|--workers must be between 1 and 1024, got 0|--data $D --workers 0
+stall_bench|--batch-size must be at least 1, got -1|--data $D --batch -1
+stall_bench|--demands must be above 0, got -1|--data $D --demands 0.5,-1
+stall_bench|--tolerance must be between 0 and 1, got 2|--data $D --tolerance 2
+stall_bench|--metrics-interval must be above 0, got 0|--data $D --metrics-interval 0
+codec_bench|--files must be at least 1, got -1|--data $D --files -1
+codec_bench|--size must be between 16 and 4096, got 0|--data $D --size 0
+codec_bench|--reps must be at least 1, got 0|--data $D --reps 0
+codec_bench|--threads must be between 1 and 1024, got 0|--data $D --threads 0
+codec_bench|--warmup must be at least 0, got -1|--data $D --warmup -1
+codec_bench|--interval-width must be between 0 and 65535, got -1|--data $D --interval-width -1
+codec_bench|--lz4hc must be between 0 and 12, got 99|--data $D --lz4hc 99
+transport_bench|--batch must be at least 1, got -1|--batch -1
+transport_bench|--workers must be between 0 and 1024, got -1|--workers -1
+transport_bench|--warmup must be at least 0, got -1|--warmup -1
+index_bench|--files must be at least 1, got 0|--make-tree $work/tree --files 0
+index_bench|--threads must be between 1 and 1024, got -1|$D --threads -1
+allreduce_bench|--steps must be between 2 and 100000, got 1|--steps 1
+collective_bench|--floats must be at least 1, got -1|--floats -1
+EOF
+}
+
+# Pass 1 runs the rows, a few at a time (most of a row's time is loading the tool's
+# libraries); pass 2 checks each row's exit code and stderr.
+run_row() {  # INDEX TOOL ARGS
+  # shellcheck disable=SC2086 # the row's words are the arguments
+  timeout 20 "$(cat "$work/bin.$2")" $3 >"$work/$1.out" 2>"$work/$1.err" </dev/null
+  echo $? >"$work/$1.rc"
+}
+i=0
+while IFS='|' read -r tool expect args; do
+  i=$((i + 1))
+  [ -f "$work/bin.$tool" ] || continue
+  run_row "$i" "$tool" "$args" &
+  [ $((i % 6)) -ne 0 ] || wait
+done <<EOF
+$(rows)
+EOF
+wait
+
+failed=0
+passed=0
+skipped=0
+i=0
+while IFS='|' read -r tool expect args; do
+  i=$((i + 1))
+  if [ ! -f "$work/bin.$tool" ]; then
+    skipped=$((skipped + 1))
+    continue
+  fi
+  rc=$(cat "$work/$i.rc")
+  lines=$(wc -l <"$work/$i.err")
+  problem=""
+  if [ "$rc" -ne 2 ]; then
+    problem="exit code $rc, expected 2"
+  elif [ "$lines" -ne 1 ]; then
+    problem="$lines lines on stderr, expected 1"
+  elif ! grep -qF -- "$tool: $expect" "$work/$i.err"; then
+    problem="stderr lacks '$tool: $expect'"
+  fi
+  if [ -n "$problem" ]; then
+    failed=$((failed + 1))
+    echo "args_test: row FAILED: $tool $args: $problem"
+    sed 's/^/    stderr: /' "$work/$i.err" | head -n 5
+  else
+    passed=$((passed + 1))
+  fi
+done <<EOF
+$(rows)
+EOF
+
+if [ "$failed" -ne 0 ]; then
+  echo "args_test: FAIL: $failed of $((failed + passed)) rows ($skipped skipped)"
+  exit 1
+fi
+echo "args_test: OK ($passed rows, $skipped skipped: tools not built)"

@@ -1,0 +1,207 @@
+#pragma once
+
+// Argument checks shared by the tools and the benchmark drivers: range validators for
+// numeric options, port checks for endpoints, and the one parse call that turns any
+// command-line error into one line and exit code 2.
+//
+//   app.add_option("--batch-size", args.batch_size, "...")->check(tools::AtLeast(1));
+//   app.add_option("--tolerance", c.tolerance, "...")->check(tools::Between(0.0, 1.0));
+//   if (const std::optional<int> rc = tools::ParseArgs(app, argc, argv, "train")) return *rc;
+//
+// A bad value is reported as "TOOL: --batch-size must be at least 1, got -1".
+//
+// The validators read the text before CLI11 converts it. That matters for unsigned
+// options: CLI11 2.1 converts "-1" with strtoull, which wraps it to 2^64 - 1 (a job that
+// "trains forever"); here it is refused as below the minimum. Integer bounds (AtLeast(1))
+// also refuse "1.5"; floating bounds (AtLeast(0.0)) take any finite number.
+// Header-only; tools/ is a folder of executables, not a library.
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <iomanip>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+namespace tilefeed::tools {
+
+namespace detail {
+
+// `text` as CLI11 will read it (integers in base 0, like its strtoll/strtoull), or nullopt
+// when it is not one. Values beyond 64 bits come back as +-huge, so range checks refuse
+// them rather than CLI11's conversion.
+inline std::optional<long double> ParseNumberText(const std::string& text, bool integral) {
+  const std::size_t first = text.find_first_not_of(" \t");
+  if (first == std::string::npos) return std::nullopt;
+  const char* begin = text.c_str() + first;
+  char* end = nullptr;
+  errno = 0;
+  long double value = 0;
+  if (!integral) {
+    value = std::strtold(begin, &end);
+    if (!std::isfinite(value)) return std::nullopt;
+  } else if (*begin == '-') {
+    const long long v = std::strtoll(begin, &end, 0);
+    value = errno == ERANGE ? -HUGE_VALL : static_cast<long double>(v);
+  } else {
+    const unsigned long long v = std::strtoull(begin, &end, 0);
+    value = errno == ERANGE ? HUGE_VALL : static_cast<long double>(v);
+  }
+  if (end == begin || *end != '\0') return std::nullopt;
+  return value;
+}
+
+template <typename T>
+std::string NumberText(T value) {
+  std::ostringstream out;
+  out << std::setprecision(15) << value;  // 1e6 reads 1000000
+  return out.str();
+}
+
+// A validator of [min, max] (either side optional) for numbers of T's kind. Its message
+// starts with "must", which ParseArgs joins to the option's name.
+template <typename T>
+CLI::Validator RangeCheck(std::optional<T> min, std::optional<T> max, bool min_exclusive,
+                          const std::string& description) {
+  static_assert(std::is_arithmetic_v<T>);
+  constexpr bool kIntegral = std::is_integral_v<T>;
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        const std::optional<long double> value = ParseNumberText(text, kIntegral);
+        if (!value) {
+          return std::string(kIntegral ? "must be an integer" : "must be a number") + ", got '" +
+                 text + "'";
+        }
+        const bool low = min && (min_exclusive ? *value <= static_cast<long double>(*min)
+                                               : *value < static_cast<long double>(*min));
+        const bool high = max && *value > static_cast<long double>(*max);
+        if (!low && !high) return {};
+        return "must be " + description + ", got " + text;
+      },
+      description);
+}
+
+// Whether `port` is a decimal port in [min_port, 65535], or "*" when `any_port`.
+inline bool PortOk(const std::string& port, long min_port, bool any_port) {
+  if (any_port && port == "*") return true;
+  if (port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string::npos) {
+    return false;
+  }
+  const long value = std::stol(port);
+  return value >= min_port && value <= 65535;
+}
+
+// Whether "tcp://HOST:PORT"'s port passes PortOk; endpoints of other transports (ipc://,
+// shm://) are not checked here.
+inline bool TcpPortOk(const std::string& endpoint, long min_port, bool any_port) {
+  if (endpoint.rfind("tcp://", 0) != 0) return true;
+  const std::size_t colon = endpoint.rfind(':');
+  if (colon < 6) return false;  // only the scheme's colon: no port at all
+  return PortOk(endpoint.substr(colon + 1), min_port, any_port);
+}
+
+}  // namespace detail
+
+// Numbers of min's kind (integers for an integer min) no smaller than `min`.
+template <typename T>
+CLI::Validator AtLeast(T min) {
+  return detail::RangeCheck<T>(min, std::nullopt, false, "at least " + detail::NumberText(min));
+}
+
+// Numbers above `min` (for durations and rates, where 0 is meaningless).
+template <typename T>
+CLI::Validator Above(T min) {
+  return detail::RangeCheck<T>(min, std::nullopt, true, "above " + detail::NumberText(min));
+}
+
+// Numbers of min's kind in [min, max].
+template <typename T>
+CLI::Validator Between(T min, T max) {
+  return detail::RangeCheck<T>(
+      min, max, false, "between " + detail::NumberText(min) + " and " + detail::NumberText(max));
+}
+
+// A comma-separated list of endpoints to connect to: each tcp://HOST:PORT needs a PORT in
+// 1..65535 (ipc:// and shm:// pass; opening them names any other fault).
+inline CLI::Validator ConnectEndpoints() {
+  return CLI::Validator(
+      [](std::string& list) -> std::string {
+        std::size_t begin = 0;
+        while (true) {
+          const std::size_t comma = list.find(',', begin);
+          const std::string item = list.substr(begin, comma - begin);
+          if (!detail::TcpPortOk(item, 1, false)) {
+            return "must give tcp://HOST:PORT a PORT between 1 and 65535, got " + item;
+          }
+          if (comma == std::string::npos) return {};
+          begin = comma + 1;
+        }
+      },
+      "ENDPOINT");
+}
+
+// An endpoint to bind: tcp://HOST:PORT with PORT in 1..65535, or * (or 0) for a free one.
+inline CLI::Validator BindEndpoint() {
+  return CLI::Validator(
+      [](std::string& endpoint) -> std::string {
+        if (detail::TcpPortOk(endpoint, 0, true)) return {};
+        return "must give tcp://HOST:PORT a PORT between 1 and 65535 (or * for a free one), got " +
+               endpoint;
+      },
+      "ENDPOINT");
+}
+
+// PORT or HOST:PORT with PORT in 0..65535 (0: a free one), as --metrics-port takes it.
+inline CLI::Validator ListenPort() {
+  return CLI::Validator(
+      [](std::string& address) -> std::string {
+        const std::size_t colon = address.rfind(':');
+        if (detail::PortOk(colon == std::string::npos ? address : address.substr(colon + 1), 0,
+                           false)) {
+          return {};
+        }
+        return "must be PORT or HOST:PORT with PORT between 0 and 65535 (0: a free one), got " +
+               address;
+      },
+      "[HOST:]PORT");
+}
+
+// Checks the metrics options (tilefeed/metrics/cli.h's AddFlags) that `app` has:
+// --metrics-interval above 0 seconds, --metrics-port a port.
+inline void CheckMetricsFlags(CLI::App& app) {
+  if (CLI::Option* interval = app.get_option_no_throw("--metrics-interval")) {
+    interval->check(Above(0.0));
+  }
+  if (CLI::Option* port = app.get_option_no_throw("--metrics-port")) port->check(ListenPort());
+}
+
+// Parses the command line. Returns nullopt to go on, or the exit code to return from main:
+// 0 after --help, 2 after a usage error, which is printed as one line "TOOL: MESSAGE".
+inline std::optional<int> ParseArgs(CLI::App& app, int argc, const char* const* argv,
+                                    std::string_view tool) {
+  try {
+    app.parse(argc, argv);
+    return std::nullopt;
+  } catch (const CLI::Success& e) {
+    return app.exit(e);  // --help: the help text, rc 0
+  } catch (const CLI::ParseError& e) {
+    std::string message = e.what();
+    // A validator's "NAME: must be ..." reads as "NAME must be ...".
+    const std::size_t join = message.find(": must ");
+    if (join != std::string::npos && message.rfind("--", 0) == 0 && message.find(' ') > join) {
+      message.erase(join, 1);
+    }
+    for (char& c : message) {
+      if (c == '\n') c = ' ';
+    }
+    std::fprintf(stderr, "%.*s: %s\n", static_cast<int>(tool.size()), tool.data(), message.c_str());
+    return 2;
+  }
+}
+
+}  // namespace tilefeed::tools
