@@ -11,7 +11,9 @@
 #                    and a 10-second smoke run of every fuzz target
 #
 # Environment: JOBS (default: nproc), BUILD_ROOT (default: ./build), CI (set by CI:
-# warnings become errors), TILEFEED_SKIP_APT=1 (never call apt-get).
+# warnings become errors), TILEFEED_SKIP_APT=1 (never call apt-get). For tests of the
+# demo itself (tests/tools/readme_test.py): TILEFEED_DEMO_BUILD=DIR runs it on an existing
+# Release build (no apt, no build), TILEFEED_DEMO_SIZE="--classes 2 ..." sizes its dataset.
 set -euo pipefail
 cd "$(dirname "$0")"
 JOBS=${JOBS:-$(nproc)}
@@ -80,15 +82,18 @@ configure() {
 }
 
 demo() {
-  install_packages
-  local build=$BUILD_ROOT/release
-  log "building (Release) in $build"
-  configure "$build" -DCMAKE_BUILD_TYPE=Release -DTILEFEED_BUILD_TESTS=OFF
-  cmake --build "$build" -j "$JOBS"
+  local build=${TILEFEED_DEMO_BUILD:-$BUILD_ROOT/release}
+  if [ -z "${TILEFEED_DEMO_BUILD:-}" ]; then
+    install_packages
+    log "building (Release) in $build"
+    configure "$build" -DCMAKE_BUILD_TYPE=Release -DTILEFEED_BUILD_TESTS=OFF
+    cmake --build "$build" -j "$JOBS"
+  fi
   local data=$BUILD_ROOT/demo-data
   if [ ! -d "$data/train" ]; then
     log "making the demo dataset in $data"
-    "$build/tools/tilefeed-make-demo" "$data"
+    # shellcheck disable=SC2086
+    "$build/tools/tilefeed-make-demo" "$data" ${TILEFEED_DEMO_SIZE:-}
   fi
   local shards=$BUILD_ROOT/demo-shards
   if [ ! -f "$shards/val/tilefeed-manifest.txt" ]; then
