@@ -215,9 +215,10 @@ int main(int argc, char** argv) {
   bool json = false;
   bool fail = false;
   std::string scales = "pow2";
-  app.add_option("--data", data,
-                 "dataset (tilefeed/loader/dataset.h): ImageFolder, a root with train/ and val/ (--mode "
-                 "picks the split), a shard directory or manifest of any codec, or CIFAR-10")
+  app.add_option(
+         "--data", data,
+         "dataset (tilefeed/loader/dataset.h): ImageFolder, a root with train/ and val/ (--mode "
+         "picks the split), a shard directory or manifest of any codec, or CIFAR-10")
       ->required();
   app.add_option("--batch-size,--batch", options.batch_size, "batch size")->capture_default_str();
   app.add_option("--workers", workers, "decode threads (0 = all cores)")->capture_default_str();

@@ -27,10 +27,10 @@
 // allow-list (--curve-secret-key and --curve-allow), or --insecure for a network that is
 // trusted.
 //
-// On a network that is not trusted, turn on CURVE (tilefeed/transport/curve.h): make a key pair once
-// with `tilefeed-serve --curve-keygen reader` (writes reader.key, mode 0600, and
-// reader.pub), serve with `--curve-secret-key reader.key`, and give the trainer reader.pub.
-// To admit only known trainers, make each trainer a key pair the same way and serve with
+// On a network that is not trusted, turn on CURVE (tilefeed/transport/curve.h): make a key pair
+// once with `tilefeed-serve --curve-keygen reader` (writes reader.key, mode 0600, and reader.pub),
+// serve with `--curve-secret-key reader.key`, and give the trainer reader.pub. To admit only known
+// trainers, make each trainer a key pair the same way and serve with
 // `--curve-allow trainer1.pub trainer2.pub` (or a directory of *.pub files); any other key is
 // refused during the handshake, with a line on stderr. The trainer then runs with
 // `--curve-server-key reader.pub --curve-key trainer1.key`.
@@ -52,12 +52,12 @@
 #include "tilefeed/loader/dataset.h"
 #include "tilefeed/loader/loader.h"
 #include "tilefeed/metrics/cli.h"
-#include "tools/remote_flags.h"
 #include "tilefeed/transport/context.h"
 #include "tilefeed/transport/curve.h"
 #include "tilefeed/transport/instance.h"
 #include "tilefeed/transport/sender.h"
 #include "tilefeed/transport/session.h"
+#include "tools/remote_flags.h"
 
 namespace {
 

@@ -54,7 +54,6 @@
 #include "tilefeed/loader/dataset.h"
 #include "tilefeed/loader/loader.h"
 #include "tilefeed/metrics/cli.h"
-#include "tools/remote_flags.h"
 #include "tilefeed/trainer/checkpoint.h"
 #include "tilefeed/trainer/mpi_session.h"
 #include "tilefeed/trainer/reference_core.h"
@@ -65,6 +64,7 @@
 #include "tilefeed/transport/instance.h"
 #include "tilefeed/transport/session.h"
 #include "tilefeed/transport/zmq_stream.h"
+#include "tools/remote_flags.h"
 
 namespace {
 

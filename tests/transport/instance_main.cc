@@ -10,8 +10,8 @@
 #include <memory>
 #include <vector>
 
-#include "tilefeed/loader/loader.h"
 #include "tests/transport/test_data.h"
+#include "tilefeed/loader/loader.h"
 #include "tilefeed/transport/instance.h"
 
 namespace {

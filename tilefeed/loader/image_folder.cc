@@ -496,6 +496,8 @@ SampleInfo ImageFolder::Read(std::size_t index, std::vector<std::byte>& buffer) 
   }
   std::memcpy(path, class_name.data(), class_name.size());
   path[class_name.size()] = '/';
+  // Copies the name's terminating NUL too (in_class_size + 1 bytes).
+  // NOLINTNEXTLINE(bugprone-not-null-terminated-result)
   std::memcpy(path + class_name.size() + 1, in_class, in_class_size + 1);
 
   if (auto reason = detail::ReadRegularFile(root_fd_, path, max_file_bytes_, buffer)) {
