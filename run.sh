@@ -9,9 +9,13 @@
 #                    ctest (Release, -Werror under CI), the suite again under
 #                    AddressSanitizer+UBSan, the concurrency tests under ThreadSanitizer,
 #                    and a 10-second smoke run of every fuzz target
+#   ./run.sh lint    clang-format --dry-run --Werror on every C++ file, and clang-tidy
+#                    (.clang-tidy, warnings are errors) on the library folders
 #
 # Environment: JOBS (default: nproc), BUILD_ROOT (default: ./build), CI (set by CI:
-# warnings become errors), TILEFEED_SKIP_APT=1 (never call apt-get).
+# warnings become errors), TILEFEED_SKIP_APT=1 (never call apt-get). For tests of the
+# demo itself (tests/tools/readme_test.py): TILEFEED_DEMO_BUILD=DIR runs it on an existing
+# Release build (no apt, no build), TILEFEED_DEMO_SIZE="--classes 2 ..." sizes its dataset.
 set -euo pipefail
 cd "$(dirname "$0")"
 JOBS=${JOBS:-$(nproc)}
@@ -23,7 +27,7 @@ PACKAGES=(
   libjpeg62-turbo-dev libturbojpeg0-dev libspng-dev liblz4-dev libxxhash-dev libtbb-dev
   libzmq3-dev cppzmq-dev libopenmpi-dev openmpi-bin procps iproute2
   libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libopenblas-dev clang libclang-rt-14-dev libcurl4-openssl-dev nginx-light
+  libopenblas-dev clang clang-format clang-tidy libclang-rt-14-dev libcurl4-openssl-dev nginx-light
   python3 python3-dev pybind11-dev python3-numpy python3-pytest python3-torch
   python3-torchvision python3-pil
   prometheus-cpp-dev python3-matplotlib chromium curl
@@ -80,15 +84,18 @@ configure() {
 }
 
 demo() {
-  install_packages
-  local build=$BUILD_ROOT/release
-  log "building (Release) in $build"
-  configure "$build" -DCMAKE_BUILD_TYPE=Release -DTILEFEED_BUILD_TESTS=OFF
-  cmake --build "$build" -j "$JOBS"
+  local build=${TILEFEED_DEMO_BUILD:-$BUILD_ROOT/release}
+  if [ -z "${TILEFEED_DEMO_BUILD:-}" ]; then
+    install_packages
+    log "building (Release) in $build"
+    configure "$build" -DCMAKE_BUILD_TYPE=Release -DTILEFEED_BUILD_TESTS=OFF
+    cmake --build "$build" -j "$JOBS"
+  fi
   local data=$BUILD_ROOT/demo-data
   if [ ! -d "$data/train" ]; then
     log "making the demo dataset in $data"
-    "$build/tools/tilefeed-make-demo" "$data"
+    # shellcheck disable=SC2086
+    "$build/tools/tilefeed-make-demo" "$data" ${TILEFEED_DEMO_SIZE:-}
   fi
   local shards=$BUILD_ROOT/demo-shards
   if [ ! -f "$shards/val/tilefeed-manifest.txt" ]; then
@@ -137,11 +144,31 @@ test_suite() {
   echo "tests: $PASSED passed, $FAILED failed"
 }
 
+# Library files clang-tidy skips for now, each with the reason (keep this short).
+#   loader.cc: its Run is being split into stages (issue 17); its 3 findings go with that.
+TIDY_SKIP=(tilefeed/loader/loader.cc)
+
+lint() {
+  install_packages
+  local start=$SECONDS
+  log "clang-format --dry-run --Werror on every C++ file"
+  git ls-files '*.cc' '*.h' | xargs clang-format --dry-run --Werror
+  log "clang-tidy (.clang-tidy, warnings as errors) on the library folders, $JOBS at a time"
+  local build=$BUILD_ROOT/lint
+  configure "$build" -DCMAKE_BUILD_TYPE=Release -DTILEFEED_BUILD_TESTS=OFF \
+    -DTILEFEED_BUILD_BENCH=OFF -DTILEFEED_BUILD_PYTHON=OFF  # writes compile_commands.json
+  git ls-files 'tilefeed/**.cc' | grep -v -x -F "${TIDY_SKIP[@]/#/-e}" |
+    xargs -P "$JOBS" -n 1 clang-tidy -p "$build" --quiet \
+      --warnings-as-errors='*,-readability-function-size'
+  log "lint passed in $((SECONDS - start)) s"
+}
+
 case "${1:-}" in
   demo) demo ;;
   test) test_suite ;;
+  lint) lint ;;
   *)
-    echo "usage: $0 demo | test" >&2
+    echo "usage: $0 demo | test | lint" >&2
     exit 2
     ;;
 esac

@@ -629,9 +629,9 @@ loader::LoaderOptions ParseOptions(const py::dict& kwargs) {
   return options;
 }
 
-// Opens `data` through the one dataset opener (tilefeed/loader/dataset.h). `kind` is "auto" (detect),
-// a DatasetKind name, or CIFAR-10's "cifar10-train" / "cifar10-test" (which pick the split);
-// `split` picks the part of a train/ + val/ root.
+// Opens `data` through the one dataset opener (tilefeed/loader/dataset.h). `kind` is "auto"
+// (detect), a DatasetKind name, or CIFAR-10's "cifar10-train" / "cifar10-test" (which pick the
+// split); `split` picks the part of a train/ + val/ root.
 loader::OpenedDataset OpenSource(const std::string& data, const std::string& kind,
                                  const std::string& split) {
   loader::DatasetOptions options;

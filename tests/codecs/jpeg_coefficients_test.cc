@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/jpeg_maker.h"
 #include "tilefeed/codecs/jpeg.h"
 #include "tilefeed/codecs/jpeg_encoder.h"
-#include "tests/support/jpeg_maker.h"
 
 namespace tilefeed::codecs {
 namespace {

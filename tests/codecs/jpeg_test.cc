@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/jpeg_maker.h"
 #include "tilefeed/codecs/jpeg_encoder.h"
 #include "tilefeed/codecs/resize.h"
-#include "tests/support/jpeg_maker.h"
 
 namespace tilefeed::codecs {
 namespace {

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "tilefeed/codecs/resize.h"
 #include "tests/support/jpeg_maker.h"
 #include "tests/support/png_maker.h"
+#include "tilefeed/codecs/resize.h"
 
 namespace tilefeed::codecs {
 namespace {

@@ -1,7 +1,7 @@
-// Tests the coefficient records of tilefeed/loader/shard_writer.h and tilefeed/loader/shard_source.h
-// (PackOptions::codec = kCoefficients, format version 3) and the loader's decode of
-// them: the loader over coefficient shards gives the batches it gives over the original
-// files, refused files are stored as they came, a damaged record is a bad sample named
+// Tests the coefficient records of tilefeed/loader/shard_writer.h and
+// tilefeed/loader/shard_source.h (PackOptions::codec = kCoefficients, format version 3) and the
+// loader's decode of them: the loader over coefficient shards gives the batches it gives over the
+// original files, refused files are stored as they came, a damaged record is a bad sample named
 // "<shard>#<record>" (and VerifyShards finds it), and the version is 3.
 
 #include <gtest/gtest.h>
@@ -15,6 +15,8 @@
 #include <tuple>
 #include <vector>
 
+#include "tests/support/jpeg_maker.h"
+#include "tests/support/temp_dir.h"
 #include "tilefeed/codecs/jpeg_coefficients.h"
 #include "tilefeed/codecs/jpeg_encoder.h"
 #include "tilefeed/loader/detail/shard_format.h"
@@ -22,8 +24,6 @@
 #include "tilefeed/loader/loader.h"
 #include "tilefeed/loader/shard_source.h"
 #include "tilefeed/loader/shard_writer.h"
-#include "tests/support/jpeg_maker.h"
-#include "tests/support/temp_dir.h"
 
 namespace tilefeed::loader {
 namespace {

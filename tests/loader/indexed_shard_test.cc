@@ -1,8 +1,8 @@
-// Tests the indexed-JPEG records of tilefeed/loader/shard_writer.h and tilefeed/loader/shard_source.h
-// (PackOptions::codec = kIndexedJpeg, format version 2) and the loader's interval-skipping
-// decode of them: the loader over indexed shards gives the batches it gives over the
-// original files, refused files are stored as they came and counted, a damaged index is
-// a bad sample named "<shard>#<record>", and version-1 packs are unchanged.
+// Tests the indexed-JPEG records of tilefeed/loader/shard_writer.h and
+// tilefeed/loader/shard_source.h (PackOptions::codec = kIndexedJpeg, format version 2) and the
+// loader's interval-skipping decode of them: the loader over indexed shards gives the batches it
+// gives over the original files, refused files are stored as they came and counted, a damaged index
+// is a bad sample named "<shard>#<record>", and version-1 packs are unchanged.
 
 #include <gtest/gtest.h>
 
@@ -17,6 +17,8 @@
 #include <tuple>
 #include <vector>
 
+#include "tests/support/jpeg_maker.h"
+#include "tests/support/temp_dir.h"
 #include "tilefeed/codecs/jpeg_encoder.h"
 #include "tilefeed/codecs/jpeg_index.h"
 #include "tilefeed/loader/detail/shard_format.h"
@@ -24,8 +26,6 @@
 #include "tilefeed/loader/loader.h"
 #include "tilefeed/loader/shard_source.h"
 #include "tilefeed/loader/shard_writer.h"
-#include "tests/support/jpeg_maker.h"
-#include "tests/support/temp_dir.h"
 
 namespace tilefeed::loader {
 namespace {

@@ -10,11 +10,11 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/jpeg_maker.h"
+#include "tests/support/temp_dir.h"
 #include "tilefeed/codecs/jpeg_encoder.h"
 #include "tilefeed/loader/cifar.h"
 #include "tilefeed/loader/image_folder.h"
-#include "tests/support/jpeg_maker.h"
-#include "tests/support/temp_dir.h"
 
 namespace tilefeed::loader {
 namespace {

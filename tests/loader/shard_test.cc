@@ -1,6 +1,6 @@
-// Tests tilefeed/loader/shard_writer.h, tilefeed/loader/shard_source.h and tilefeed/loader/detail/shard_format.h:
-// packing round trips, corruption detection at open and at read, determinism, and the
-// loader over shards vs. over the folder they were packed from.
+// Tests tilefeed/loader/shard_writer.h, tilefeed/loader/shard_source.h and
+// tilefeed/loader/detail/shard_format.h: packing round trips, corruption detection at open and at
+// read, determinism, and the loader over shards vs. over the folder they were packed from.
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -18,6 +18,8 @@
 #include <tuple>
 #include <vector>
 
+#include "tests/support/jpeg_maker.h"
+#include "tests/support/temp_dir.h"
 #include "tilefeed/codecs/jpeg_encoder.h"
 #include "tilefeed/codecs/raw.h"
 #include "tilefeed/loader/cifar.h"
@@ -26,8 +28,6 @@
 #include "tilefeed/loader/loader.h"
 #include "tilefeed/loader/shard_source.h"
 #include "tilefeed/loader/shard_writer.h"
-#include "tests/support/jpeg_maker.h"
-#include "tests/support/temp_dir.h"
 
 namespace tilefeed::loader {
 namespace {

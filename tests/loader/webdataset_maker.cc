@@ -5,9 +5,9 @@
 #include <stdexcept>
 #include <string_view>
 
-#include "tilefeed/codecs/jpeg_encoder.h"
 #include "tests/support/jpeg_maker.h"
 #include "tests/support/temp_dir.h"
+#include "tilefeed/codecs/jpeg_encoder.h"
 
 namespace tilefeed::testing {
 namespace {

@@ -9,9 +9,9 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/temp_dir.h"
 #include "tilefeed/metrics/detail/json_line.h"
 #include "tilefeed/metrics/metrics.h"
-#include "tests/support/temp_dir.h"
 
 namespace tilefeed::metrics {
 namespace {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "tilefeed/codecs/jpeg_encoder.h"
 #include "tests/support/temp_dir.h"
+#include "tilefeed/codecs/jpeg_encoder.h"
 
 namespace tilefeed::testing {
 

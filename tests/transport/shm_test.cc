@@ -11,8 +11,8 @@
 #include <filesystem>
 #include <thread>
 
-#include "tilefeed/loader/image_folder.h"
 #include "tests/transport/test_data.h"
+#include "tilefeed/loader/image_folder.h"
 #include "tilefeed/transport/sender.h"
 #include "tilefeed/transport/zmq_stream.h"
 

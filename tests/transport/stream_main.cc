@@ -31,8 +31,8 @@ int main(int argc, char** argv) {
   app.add_option("--samples", samples, "samples per epoch")->required();
   app.add_option("--timeout-ms", timeout_ms, "reader silent this long is an error")
       ->capture_default_str();
-  // The session terms (tilefeed/transport/session.h) the reader must agree to; the dataset's identity
-  // is left unknown.
+  // The session terms (tilefeed/transport/session.h) the reader must agree to; the dataset's
+  // identity is left unknown.
   transport::SessionTerms terms;
   terms.batch_size = 8;
   terms.image_size = 32;

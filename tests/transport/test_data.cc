@@ -2,8 +2,8 @@
 
 #include <filesystem>
 
-#include "tilefeed/codecs/jpeg_encoder.h"
 #include "tests/support/jpeg_maker.h"
+#include "tilefeed/codecs/jpeg_encoder.h"
 
 namespace tilefeed::transport::testing {
 

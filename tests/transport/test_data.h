@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/temp_dir.h"
 #include "tilefeed/loader/loader.h"
 #include "tilefeed/loader/source.h"
-#include "tests/support/temp_dir.h"
 #include "tilefeed/transport/batch_stream.h"
 
 namespace tilefeed::transport::testing {

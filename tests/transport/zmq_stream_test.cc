@@ -11,8 +11,8 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
-#include "tilefeed/loader/image_folder.h"
 #include "tests/transport/test_data.h"
+#include "tilefeed/loader/image_folder.h"
 #include "tilefeed/transport/curve.h"
 #include "tilefeed/transport/detail/wire.h"
 #include "tilefeed/transport/detail/zmq_context.h"

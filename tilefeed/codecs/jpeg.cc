@@ -144,16 +144,17 @@ bool IsCmyk(J_COLOR_SPACE space) { return space == JCS_CMYK || space == JCS_YCCK
 // forward never overtakes reading). Adobe files store CMYK inverted, as Photoshop does.
 void CmykRowToRgb(std::uint8_t* row, int width, bool inverted) {
   for (int x = 0; x < width; ++x) {
-    int c = row[4 * x], m = row[4 * x + 1], y = row[4 * x + 2], k = row[4 * x + 3];
+    const std::size_t at = 4 * std::size_t(x), out = 3 * std::size_t(x);
+    int c = row[at], m = row[at + 1], y = row[at + 2], k = row[at + 3];
     if (!inverted) {
       c = 255 - c;
       m = 255 - m;
       y = 255 - y;
       k = 255 - k;
     }
-    row[3 * x] = static_cast<std::uint8_t>((c * k + 127) / 255);
-    row[3 * x + 1] = static_cast<std::uint8_t>((m * k + 127) / 255);
-    row[3 * x + 2] = static_cast<std::uint8_t>((y * k + 127) / 255);
+    row[out] = static_cast<std::uint8_t>((c * k + 127) / 255);
+    row[out + 1] = static_cast<std::uint8_t>((m * k + 127) / 255);
+    row[out + 2] = static_cast<std::uint8_t>((y * k + 127) / 255);
   }
 }
 

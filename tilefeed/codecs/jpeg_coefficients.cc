@@ -107,9 +107,10 @@ struct Geometry {
 
 void ComputeBlocks(Geometry& g) {
   for (int c = 0; c < g.components; ++c) {
-    g.wib[c] = static_cast<int>((std::int64_t{g.width} * g.h[c] + 8 * g.max_h - 1) / (8 * g.max_h));
-    g.hib[c] =
-        static_cast<int>((std::int64_t{g.height} * g.v[c] + 8 * g.max_v - 1) / (8 * g.max_v));
+    const std::int64_t imcu_width = std::int64_t{8} * g.max_h;
+    const std::int64_t imcu_height = std::int64_t{8} * g.max_v;
+    g.wib[c] = static_cast<int>((std::int64_t{g.width} * g.h[c] + imcu_width - 1) / imcu_width);
+    g.hib[c] = static_cast<int>((std::int64_t{g.height} * g.v[c] + imcu_height - 1) / imcu_height);
   }
   g.bands = (g.height + 8 * g.max_v - 1) / (8 * g.max_v);
 }
@@ -186,8 +187,8 @@ Geometry ParseGeometry(std::span<const std::byte> rec, std::int64_t max_pixels) 
     const std::uint64_t packed = Le32(rec, at + 8 * std::size_t(b));
     const std::uint64_t raw = Le32(rec, at + 8 * std::size_t(b) + 4);
     const std::uint64_t blocks = g.band_blocks(b);
-    if (raw < 3 * blocks || raw > 3 * blocks + 63 * 3 * blocks || packed == 0 ||
-        raw > LZ4_MAX_INPUT_SIZE || packed > std::uint64_t(LZ4_compressBound(int(raw)))) {
+    if (raw < 3 * blocks || raw > 192 * blocks || packed == 0 || raw > LZ4_MAX_INPUT_SIZE ||
+        packed > std::uint64_t(LZ4_compressBound(int(raw)))) {
       Corrupt("band " + std::to_string(b) + " sizes do not fit its blocks");
     }
     total += packed;
@@ -387,16 +388,17 @@ void AppendHeader(const Geometry& g, std::vector<std::byte>& out) {
 // Converts `width` CMYK pixels to RGB in place, as jpeg.cc does for the same files.
 void CmykRowToRgb(std::uint8_t* row, int width, bool inverted) {
   for (int x = 0; x < width; ++x) {
-    int c = row[4 * x], m = row[4 * x + 1], y = row[4 * x + 2], k = row[4 * x + 3];
+    const std::size_t at = 4 * std::size_t(x), out = 3 * std::size_t(x);
+    int c = row[at], m = row[at + 1], y = row[at + 2], k = row[at + 3];
     if (!inverted) {
       c = 255 - c;
       m = 255 - m;
       y = 255 - y;
       k = 255 - k;
     }
-    row[3 * x] = static_cast<std::uint8_t>((c * k + 127) / 255);
-    row[3 * x + 1] = static_cast<std::uint8_t>((m * k + 127) / 255);
-    row[3 * x + 2] = static_cast<std::uint8_t>((y * k + 127) / 255);
+    row[out] = static_cast<std::uint8_t>((c * k + 127) / 255);
+    row[out + 1] = static_cast<std::uint8_t>((m * k + 127) / 255);
+    row[out + 2] = static_cast<std::uint8_t>((y * k + 127) / 255);
   }
 }
 
@@ -460,7 +462,7 @@ void DecompressBands(std::span<const std::byte> rec, const Geometry& g, int row0
   std::size_t total = 0;
   for (int b = row0; b <= row1; ++b) total += Le32(rec, g.band_table + 8 * std::size_t(b) + 4);
   if (raw.size() < total) raw.resize(total);
-  cursors.resize(std::size_t(row1 - row0 + 1));
+  cursors.resize(std::size_t(row1) - std::size_t(row0) + 1);
   std::size_t at = 0;
   for (int b = row0; b <= row1; ++b) {
     packed = Le32(rec, g.band_table + 8 * std::size_t(b));
@@ -518,19 +520,22 @@ void UnpackRow(const std::uint8_t* raw, BandCursor& cursor, int width, int first
   for (int x = 0; x < width; ++x) {
     const unsigned n = headers[x] & 63u;
     const unsigned wide = headers[x] >> 7;
-    dc_value = static_cast<std::uint16_t>(dc_value + (dc[2 * x] | dc[2 * x + 1] << 8));
+    const std::size_t d = 2 * std::size_t(x);
+    dc_value = static_cast<std::uint16_t>(dc_value + (dc[d] | dc[d + 1] << 8));
     if (x >= first && x < first + count) {
       JCOEF* block = out[x - first].c;
       std::memset(block, 0, sizeof(Block));
       block[0] = static_cast<JCOEF>(dc_value);
       if (wide) {
-        for (unsigned k = 0; k < n; ++k) {
+        for (std::size_t k = 0; k < n; ++k) {
           block[kNatural[positions[k] & 63u]] = static_cast<JCOEF>(
               static_cast<std::uint16_t>(values[2 * k] | values[2 * k + 1] << 8));
         }
       } else {
         for (unsigned k = 0; k < n; ++k) {
-          block[kNatural[positions[k] & 63u]] = static_cast<std::int8_t>(values[k]);
+          // The byte is an i8: values 128..255 stand for -128..-1.
+          block[kNatural[positions[k] & 63u]] =
+              static_cast<JCOEF>(static_cast<int>(values[k] ^ 0x80u) - 128);
         }
       }
     }
@@ -919,8 +924,8 @@ JDIMENSION CoefficientDecoder::Impl::Stream(const Geometry& g, const Cover& cove
   const double scale = cover.scale / 8.0;
   // The crop in sub-image pixels (the origin is on the 8-pixel grid, so it scales
   // exactly): the same fractions jpeg.cc gives the resizer.
-  const double ox = cover.origin_x * cover.scale / 8;
-  const double oy = cover.origin_y * cover.scale / 8;
+  const double ox = cover.origin_x * cover.scale / 8.0;
+  const double oy = cover.origin_y * cover.scale / 8.0;
   const double bx0 = crop.x * scale - ox;
   const double by0 = crop.y * scale - oy;
   const double bx1 = (crop.x + crop.width) * scale - ox;

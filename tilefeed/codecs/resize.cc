@@ -81,8 +81,8 @@ void ComputeFilter(int in_size, double box0, double box1, int out_size, FilterWo
   for (int i = 0; i < out_size; ++i) {
     const double center = box0 + (i + 0.5) * scale;
     // PIL truncates toward zero here; the clamp makes that equal to floor.
-    const int xmin = std::max(static_cast<int>(center - support + 0.5), 0);
-    const int xmax = std::min(static_cast<int>(center + support + 0.5), in_size);
+    const int xmin = std::max(static_cast<int>(std::trunc(center - support + 0.5)), 0);
+    const int xmax = std::min(static_cast<int>(std::trunc(center + support + 0.5)), in_size);
     double* w = &work.weights[static_cast<std::size_t>(i) * work.stride];
     double total = 0;
     for (int x = xmin; x < xmax; ++x) {
@@ -157,7 +157,8 @@ std::size_t VerticalSse2(const std::uint8_t* const* rows, const std::uint16_t* b
     __m128i odd_sum = _mm_setzero_si128();
     for (int k = 0; k < taps; ++k) {
       const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[k] + x));
-      const __m128i w = _mm_loadu_si128(reinterpret_cast<const __m128i*>(broadcast + 8 * k));
+      const __m128i w =
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(broadcast + std::ptrdiff_t{8} * k));
       even_sum = _mm_add_epi16(even_sum, _mm_mulhi_epu16(_mm_slli_epi16(v, 8), w));
       odd_sum = _mm_add_epi16(odd_sum, _mm_mulhi_epu16(_mm_and_si128(v, odd_mask), w));
     }
@@ -201,14 +202,14 @@ __attribute__((target("avx2"))) std::size_t VerticalAvx2(const std::uint8_t* con
                                                          const std::uint16_t* broadcast,
                                                          int runtime_taps, std::size_t bytes,
                                                          std::int16_t* out) {
-  constexpr int kSlots = kTaps > 0 ? kTaps : 1;
+  constexpr int kSlots = std::max(kTaps, 1);
   const int taps = kTaps > 0 ? kTaps : runtime_taps;
   const __m256i odd_mask = _mm256_set1_epi16(static_cast<short>(0xff00));
   __m256i weights[kSlots];
   const std::uint8_t* row[kSlots];
   if constexpr (kTaps > 0) {
     for (int k = 0; k < kTaps; ++k) {
-      weights[k] = _mm256_set1_epi16(static_cast<short>(broadcast[8 * k]));
+      weights[k] = _mm256_set1_epi16(static_cast<short>(broadcast[std::size_t{8} * k]));
       row[k] = rows[k];
     }
   }
@@ -223,7 +224,7 @@ __attribute__((target("avx2"))) std::size_t VerticalAvx2(const std::uint8_t* con
         w = weights[k];
         p = row[k];
       } else {
-        w = _mm256_set1_epi16(static_cast<short>(broadcast[8 * k]));
+        w = _mm256_set1_epi16(static_cast<short>(broadcast[std::size_t{8} * k]));
         p = rows[k];
       }
       const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
@@ -245,7 +246,7 @@ __attribute__((target("avx2"))) std::size_t VerticalAvx2(const std::uint8_t* con
         w = weights[k];
         p = row[k] + x;
       } else {
-        w = _mm256_set1_epi16(static_cast<short>(broadcast[8 * k]));
+        w = _mm256_set1_epi16(static_cast<short>(broadcast[std::size_t{8} * k]));
         p = rows[k] + x;
       }
       const __m256i even =
@@ -329,9 +330,11 @@ inline __m128i HorizontalSums(const std::int16_t* row, const HorizontalFilter& f
   for (int k = 0; k < pairs; ++k) {
     // Pixels p and p+1 start 3 values apart; interleaving the two loads gives
     // r_p r_p1 g_p g_p1 b_p b_p1, plus a pair from the next pixel in the ignored lane.
-    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 6 * k));
-    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 6 * k + 3));
-    const __m128i wk = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 4 * k));
+    const __m128i a =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + std::ptrdiff_t{6} * k));
+    const __m128i b =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + std::ptrdiff_t{6} * k + 3));
+    const __m128i wk = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + std::ptrdiff_t{4} * k));
     acc = _mm_add_epi32(acc, _mm_madd_epi16(_mm_unpacklo_epi16(a, b), wk));
   }
   return _mm_srai_epi32(acc, kFinalShift);
@@ -401,7 +404,8 @@ void BuildHorizontalFilterAvx2(const HorizontalFilter& filter, int out_width,
     const int half = (i % 8) / 4;
     for (int k = 0; k < pairs; ++k) {
       std::int32_t* w = &avx2.weights[((static_cast<std::size_t>(g) * 4 + r) * pairs + k) * 8];
-      std::fill_n(w + 4 * half, 3, filter.weights[(static_cast<std::size_t>(i) * pairs + k) * 4]);
+      std::fill_n(w + std::ptrdiff_t{4} * half, 3,
+                  filter.weights[(static_cast<std::size_t>(i) * pairs + k) * 4]);
     }
   }
 }
@@ -422,9 +426,11 @@ __attribute__((target("avx2"))) inline __m256i HorizontalSumsAvx2(const std::int
   __m256i acc = _mm256_set1_epi32(kFinalRound);
   for (int k = 0; k < pairs; ++k) {
     const __m256i v = _mm256_inserti128_si256(
-        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(low + 6 * k))),
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(high + 6 * k)), 1);
-    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(weights + 8 * k));
+        _mm256_castsi128_si256(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(low + std::ptrdiff_t{6} * k))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(high + std::ptrdiff_t{6} * k)), 1);
+    const __m256i w =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(weights + std::ptrdiff_t{8} * k));
     acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_shuffle_epi8(v, pair_shuffle), w));
   }
   return _mm256_srai_epi32(acc, kFinalShift);
@@ -608,9 +614,9 @@ void Resizer::Start(int src_width, int src_height, const SourceBox& box, const P
              1 << kHorizontalBits, 1 << kHorizontalBits, s.taps.data());
     std::int32_t* w = &h.weights[static_cast<std::size_t>(i) * h.pairs * 4];
     for (int k = 0; k < h.pairs; ++k) {
-      const std::int32_t pair = static_cast<std::uint16_t>(s.taps[2 * k]) |
-                                (static_cast<std::int32_t>(s.taps[2 * k + 1]) << 16);
-      std::fill_n(w + 4 * k, 4, pair);
+      const std::int32_t pair = static_cast<std::uint16_t>(s.taps[2 * std::size_t(k)]) |
+                                (static_cast<std::int32_t>(s.taps[2 * std::size_t(k) + 1]) << 16);
+      std::fill_n(w + std::ptrdiff_t{4} * k, 4, pair);
     }
     h.first[i] = hw.first[from] - lo;
   }

@@ -494,6 +494,8 @@ SampleInfo ImageFolder::Read(std::size_t index, std::vector<std::byte>& buffer) 
   if (class_name.size() + 1 + in_class_size + 1 > sizeof(path)) {
     throw SourceError(Describe(index), ErrnoMessage(ENAMETOOLONG));
   }
+  // The path is terminated by the last copy, which takes in_class's NUL too.
+  // NOLINTNEXTLINE(bugprone-not-null-terminated-result)
   std::memcpy(path, class_name.data(), class_name.size());
   path[class_name.size()] = '/';
   std::memcpy(path + class_name.size() + 1, in_class, in_class_size + 1);

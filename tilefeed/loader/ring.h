@@ -133,7 +133,8 @@ class SpscRing {
              read_index_.load(std::memory_order_seq_cst);
     });
     // Only the consumer frees room, and only the producer takes it, so room seen stays room.
-    return has_room && TryPush(std::move(value));
+    // TryPush moves from `value` only when it succeeds, so a failed push left it whole.
+    return has_room && TryPush(std::move(value));  // NOLINT(bugprone-use-after-move)
   }
 
   // Consumer: like TryPop, but waits while the ring is empty. Returns nullopt if `timeout`

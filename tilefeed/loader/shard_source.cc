@@ -267,11 +267,6 @@ struct RecordChecker {
   }
 };
 
-// Records merged into one read at most; bounds the iovec and header arrays on the stack.
-constexpr std::size_t kMaxGroupRecords = 32;
-// ReadMany sorts the indices in blocks of this many, with the order kept on the stack.
-constexpr std::size_t kSortBlock = 64;
-
 }  // namespace
 
 const char* ToString(ShardCodec codec) { return detail::CodecName(ToRecordCodec(codec)); }

@@ -3,8 +3,8 @@
 // A Source is a dataset seen as an indexed array of encoded samples: size() samples,
 // each read by index into a caller-owned byte buffer together with its label and
 // encoding. The loader asks a Source only for bytes; decoding belongs to codecs/. Built-in
-// sources are ImageFolder (tilefeed/loader/image_folder.h) and Cifar10 (tilefeed/loader/cifar.h); users
-// write their own by implementing size(), Read(), Describe() and Label().
+// sources are ImageFolder (tilefeed/loader/image_folder.h) and Cifar10 (tilefeed/loader/cifar.h);
+// users write their own by implementing size(), Read(), Describe() and Label().
 //
 // Ownership: a Source owns its index (paths, open files) and nothing the caller passes
 // in; Read() writes into the caller's buffer and keeps no reference to it.

@@ -19,7 +19,7 @@ void NormalizeInto(const InputView& input, const Normalization& normalization,
         const float mean = normalization.mean[c];
         const float s = scale[c];
         for (std::size_t i = 0; i < plane; ++i)
-          dst[c * plane + i] = (src[c * plane + i] - mean) * s;
+          dst[c * plane + i] = (static_cast<float>(src[c * plane + i]) - mean) * s;
       }
     } else {
       // One channel at a time: contiguous stores, and a stride-3 load GCC vectorizes.
@@ -28,7 +28,8 @@ void NormalizeInto(const InputView& input, const Normalization& normalization,
         const float s = scale[c];
         float* out_c = dst + c * plane;
         const std::uint8_t* in_c = src + c;
-        for (std::size_t i = 0; i < plane; ++i) out_c[i] = (in_c[3 * i] - mean) * s;
+        for (std::size_t i = 0; i < plane; ++i)
+          out_c[i] = (static_cast<float>(in_c[3 * i]) - mean) * s;
       }
     }
   }

@@ -6,8 +6,8 @@
 // pixels cross the pipeline as uint8. The trainer owns the optimizer and the collectives.
 //
 // Two cores exist: SyntheticCore (tilefeed/trainer/synthetic_core.h), a calibrated kernel of fixed
-// cost per sample for measuring stall, and ReferenceCore (tilefeed/trainer/reference_core.h), a real
-// small classifier whose matrix work runs on OpenBLAS.
+// cost per sample for measuring stall, and ReferenceCore (tilefeed/trainer/reference_core.h), a
+// real small classifier whose matrix work runs on OpenBLAS.
 //
 // Thread safety: a core is used by one thread at a time; distinct cores run concurrently.
 // Calls are deterministic: the same parameters and batch give bit-identical gradients.

@@ -107,19 +107,23 @@ BatchStats ReferenceCore::Forward(const InputView& input, bool backward) {
   features_ = Features(input);
   // hidden = relu(X W1^T + b1)
   hidden_.resize(static_cast<std::size_t>(batch) * hidden);
-  for (int n = 0; n < batch; ++n) std::copy(b1, b1 + hidden, hidden_.data() + n * hidden);
+  for (std::size_t n = 0; n < std::size_t(batch); ++n) {
+    std::copy(b1, b1 + hidden, hidden_.data() + n * hidden);
+  }
   Gemm(false, true, batch, hidden, features, 1.0f, features_.data(), w1, 1.0f, hidden_.data());
   for (float& h : hidden_) h = std::max(h, 0.0f);
   // logits = H W2^T + b2
   logits_.resize(static_cast<std::size_t>(batch) * classes);
-  for (int n = 0; n < batch; ++n) std::copy(b2, b2 + classes, logits_.data() + n * classes);
+  for (std::size_t n = 0; n < std::size_t(batch); ++n) {
+    std::copy(b2, b2 + classes, logits_.data() + n * classes);
+  }
   Gemm(false, true, batch, classes, hidden, 1.0f, hidden_.data(), w2, 1.0f, logits_.data());
 
   // Softmax cross-entropy; logits_ becomes d(mean loss)/d(logits) in place.
   BatchStats stats;
   stats.samples = input.size;
   for (int n = 0; n < batch; ++n) {
-    float* z = logits_.data() + n * classes;
+    float* z = logits_.data() + static_cast<std::ptrdiff_t>(n) * classes;
     const int label = input.labels[static_cast<std::size_t>(n)];
     assert(label >= 0 && label < classes);
     const int argmax = static_cast<int>(std::max_element(z, z + classes) - z);

@@ -412,7 +412,8 @@ void BatchSender::Impl::Produce(std::stop_token token) {
       item.error = e.what();
     }
     const Item::Kind kind = item.kind;
-    while (!ring.PushFor(std::move(item), kLongWait, token)) {
+    // PushFor moves from `item` only when it succeeds, so a retry pushes it whole.
+    while (!ring.PushFor(std::move(item), kLongWait, token)) {  // NOLINT(bugprone-use-after-move)
       if (token.stop_requested()) return;
     }
     wake.Signal();

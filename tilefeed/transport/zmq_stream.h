@@ -4,9 +4,9 @@
 // (tilefeed/transport/sender.h) in another process or on another host. It connects to the sender's
 // endpoint (tcp:// or ipc://), grants `credits` batches, and receives them on a background
 // I/O thread that also sends heartbeats and watches the sender's. Each received frame is
-// checked (tilefeed/transport/frame.h) before it is handed out. The sender chooses the payload path:
-// ZeroMQ messages (the ReceivedBatch views them without a copy) or a shared-memory ring
-// (the ReceivedBatch views the shared slot in place; destroying it returns the slot).
+// checked (tilefeed/transport/frame.h) before it is handed out. The sender chooses the payload
+// path: ZeroMQ messages (the ReceivedBatch views them without a copy) or a shared-memory ring (the
+// ReceivedBatch views the shared slot in place; destroying it returns the slot).
 //
 // A sender silent for longer than peer_timeout makes Next() throw TransportError("reader
 // at <endpoint> silent for 5.0 s"), and so does a dropped connection, at once; a sender's

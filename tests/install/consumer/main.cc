@@ -1,13 +1,13 @@
 // Uses the installed headers and libraries the way a user's program would, and checks
 // answers that are known in advance.
 
+#include <tilefeed/codecs/jpeg.h>
+#include <tilefeed/codecs/jpeg_encoder.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <span>
 #include <vector>
-
-#include <tilefeed/codecs/jpeg.h>
-#include <tilefeed/codecs/jpeg_encoder.h>
 
 namespace codecs = tilefeed::codecs;
 

@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""Every command in README.md is run by this test or by CI.
+
+The README's fenced shell blocks (sh, bash, shell, console, or no language) are split into
+commands (comments dropped, backslash continuations joined). Each must be in one of three
+tables below, and is then checked the way its table says:
+
+  RUN        run here, from the source root, against the build tree, at a small size;
+  CI         the command .ci/run executes (checked by reading .ci/run, which CI runs);
+  NOT_RUN    needs what a test cannot have (a network, a GPU, several hosts): the reason.
+
+A command in none of them fails the test, so a new README command needs a line here. The
+tools named in the README's inline code (`tilefeed-pack SRC OUT --jpeg-index`, ...) are
+checked too: each flag they show must be one the tool's --help lists.
+
+    readme_test.py SOURCE_DIR BUILD_DIR
+"""
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+
+# Commands run here, with the environment that makes them small and keeps them out of the
+# source tree (run.sh documents these variables).
+RUN = {
+    "./run.sh demo": {
+        "TILEFEED_DEMO_SIZE": "--classes 2 --train-per-class 40 --val-per-class 4 --threads 2",
+    },
+}
+# Commands CI runs: .ci/run must execute each of them as one of its lines.
+CI = {"./run.sh test"}
+# Commands no test can run, with the reason. Keep it short.
+NOT_RUN = {}
+
+SHELL_LANGUAGES = {"", "sh", "bash", "shell", "console"}
+# Tools whose inline README commands have their flags checked against --help, and the
+# build-tree path of each.
+TOOLS = {
+    "tilefeed-pack": "tools/tilefeed-pack",
+    "tilefeed-inspect": "tools/tilefeed-inspect",
+    "tilefeed-serve": "tools/tilefeed-serve",
+    "poprun": "tools/poprun",
+    "train": "tools/train",
+}
+
+
+def fail(message):
+    print(f"readme_test: FAIL: {message}")
+    sys.exit(1)
+
+
+def fenced_commands(text):
+    commands, language, pending = [], None, ""
+    for line in text.splitlines():
+        fence = re.match(r"^\s*```(\S*)", line)
+        if fence:
+            language = fence.group(1).lower() if language is None else None
+            continue
+        if language is None or language not in SHELL_LANGUAGES:
+            continue
+        line = re.sub(r"\s+#.*$", "", line).strip()
+        if line.startswith("#") or not line:
+            continue
+        if line.startswith("$ "):
+            line = line[2:]
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        commands.append(pending + line)
+        pending = ""
+    return commands
+
+
+def inline_tool_commands(text):
+    """Inline code spans that start with a tool's name followed by an argument."""
+    prose = re.sub(r"^\s*```.*?^\s*```", "", text, flags=re.M | re.S)
+    spans = [" ".join(s.split()) for s in re.findall(r"`([^`]+)`", prose)]
+    return [s for s in spans if s.split(" ")[0] in TOOLS and " " in s]
+
+
+def ci_runs(source, command):
+    lines = open(os.path.join(source, ".ci", "run")).read().splitlines()
+    executed = [re.sub(r"^exec\s+", "", l).strip() for l in lines
+                if l.strip() and not l.lstrip().startswith(("#", "set ", "cd "))]
+    return command in executed
+
+
+def run_command(source, command, extra_env, build):
+    with tempfile.TemporaryDirectory(prefix="tilefeed-readme.") as work:
+        env = dict(os.environ, BUILD_ROOT=work, TILEFEED_DEMO_BUILD=build, JOBS="2", **extra_env)
+        try:
+            done = subprocess.run(command, shell=True, cwd=source, env=env, timeout=540,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        except subprocess.TimeoutExpired:
+            fail(f"'{command}' did not finish in 540 s")
+        if done.returncode != 0:
+            fail(f"'{command}' exited {done.returncode}:\n{done.stdout[-4000:]}")
+        print(f"readme_test: ran '{command}': exit 0")
+        return done.stdout
+
+
+def check_flags(build, span, helps):
+    words = shlex.split(span)
+    tool = words[0]
+    # A launcher's own flags end at the program it launches ("poprun -n 8 ./train --data").
+    for i, word in enumerate(words[1:], 1):
+        if word == "--" or word.startswith("./"):
+            nested = words[i + 1:] if word == "--" else [word[2:]] + words[i + 1:]
+            problem = check_flags(build, shlex.join(nested), helps) if nested else None
+            if problem:
+                return problem
+            words = words[:i]
+            break
+    if tool not in helps:
+        path = os.path.join(build, TOOLS[tool])
+        if not os.path.exists(path):
+            return f"'{span}': {path} is not built"
+        done = subprocess.run([path, "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, timeout=60)
+        helps[tool] = done.stdout
+    for word in words[1:]:
+        flag = word.split("=")[0]
+        if flag.startswith("--") and not re.search(re.escape(flag) + r"\b", helps[tool]):
+            return f"'{span}': {tool} --help does not list {flag}"
+    return None
+
+
+def unknown_commands(commands):
+    return [c for c in commands if c not in RUN and c not in CI and c not in NOT_RUN]
+
+
+def self_test(text):
+    """The test refuses a README that gains a command nobody runs."""
+    extra = text + "\n```bash\n# a new step\ntilefeed-pack /data out \\\n  --force\n```\n"
+    if unknown_commands(fenced_commands(extra)) != ["tilefeed-pack /data out  --force"]:
+        fail("self-test: an added README command was not reported: " +
+             repr(unknown_commands(fenced_commands(extra))))
+
+
+def main():
+    if len(sys.argv) != 3:
+        fail("usage: readme_test.py SOURCE_DIR BUILD_DIR")
+    source, build = (os.path.abspath(a) for a in sys.argv[1:])
+    text = open(os.path.join(source, "README.md")).read()
+    self_test(text)
+    commands = fenced_commands(text)
+    if not commands:
+        fail("no fenced shell commands found in README.md (has the fence syntax changed?)")
+    unknown = unknown_commands(commands)
+    if unknown:
+        fail("README commands no test or CI runs: " + "; ".join(repr(c) for c in unknown) +
+             " (run them in tests/tools/readme_test.py's RUN, or list them in CI or NOT_RUN)")
+    for command in commands:
+        if command in CI and not ci_runs(source, command):
+            fail(f"'{command}' is listed as run by CI, but .ci/run does not run it")
+    helps = {}
+    for span in inline_tool_commands(text):
+        problem = check_flags(build, span, helps)
+        if problem:
+            fail(problem)
+    for command in commands:
+        if command in RUN:
+            output = run_command(source, command, RUN[command], build)
+            if command == "./run.sh demo" and "epoch" not in output:
+                fail(f"'{command}' printed no epoch line:\n{output[-4000:]}")
+    for command in commands:
+        if command in NOT_RUN:
+            print(f"readme_test: not run: '{command}': {NOT_RUN[command]}")
+    print(f"readme_test: OK ({len(commands)} fenced commands, "
+          f"{len(inline_tool_commands(text))} inline tool commands)")
+
+
+if __name__ == "__main__":
+    main()
