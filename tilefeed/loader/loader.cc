@@ -166,6 +166,14 @@ struct Worker {
   std::vector<ReadResult> chunk_reads;
 };
 
+// Raw HWC pixels to crop and resize.
+struct RawPixels {
+  const std::uint8_t* pixels = nullptr;
+  int width = 0;
+  int height = 0;
+  int channels = 0;
+};
+
 // Where one decoded sample goes and how long each part took.
 struct SampleTimes {
   std::uint64_t read_ns = 0;
@@ -223,9 +231,17 @@ struct Loader::Impl {
   void Run(std::stop_token token);
   codecs::PixelView RowView(Slot& slot, std::size_t row);
   void DecodeChunk(Worker& worker, const Chunk& chunk, const std::stop_token& token);
+  codecs::CropPlan PlanCrop(SampleRng& rng, int width, int height) const;
+  std::uint64_t ResizeRaw(Worker& worker, SampleRng& rng, const RawPixels& raw,
+                          const codecs::PixelView& out) const;
+  codecs::DecodeReport DecodeImage(Worker& worker, SampleRng& rng,
+                                   const std::vector<std::byte>& bytes, const SampleInfo& info,
+                                   const codecs::PixelView& out) const;
   void DecodeOne(Worker& worker, std::uint64_t epoch, std::uint64_t sample,
                  const std::vector<std::byte>& bytes, const SampleInfo& info,
                  std::uint64_t sample_read_ns, const codecs::PixelView& out, std::int32_t& label);
+  void HandleBadSample(Worker& worker, const Chunk& chunk, std::size_t position,
+                       std::uint64_t sample, const std::string& reason);
   void ReadAndDecode(Worker& worker, std::uint64_t epoch, std::uint64_t sample,
                      const codecs::PixelView& out, std::int32_t& label);
   void Report(std::uint64_t epoch, std::uint64_t sample, const std::string& reason);
@@ -289,6 +305,78 @@ codecs::PixelView Loader::Impl::RowView(Slot& slot, std::size_t row) {
                                          : codecs::PixelView::Planar(base, side, side);
 }
 
+// The crop plan for a sample of this size: its own random crop and flip (train) or the
+// centre crop (eval).
+codecs::CropPlan Loader::Impl::PlanCrop(SampleRng& rng, int width, int height) const {
+  codecs::CropPlan plan;
+  if (options.mode == Mode::kTrain) {
+    plan.crop = RandomResizedCrop(width, height, options.crop, rng);
+    plan.flip = DrawFlip(rng, options.flip_probability);
+  } else {
+    plan.crop = CenterCropAfterResize(width, height, options.eval_resize, options.image_size,
+                                      options.image_size);
+  }
+  return plan;
+}
+
+// Crops and resizes raw HWC pixels into `out`; returns the resize time.
+std::uint64_t Loader::Impl::ResizeRaw(Worker& worker, SampleRng& rng, const RawPixels& raw,
+                                      const codecs::PixelView& out) const {
+  if (raw.channels != 3) {
+    throw codecs::DecodeError(
+        codecs::DecodeErrorKind::kUnsupported,
+        "raw tensor has " + std::to_string(raw.channels) + " channels; the loader needs 3");
+  }
+  const codecs::CropPlan plan = PlanCrop(rng, raw.width, raw.height);
+  const auto r0 = Clock::now();
+  const codecs::Rect& c = plan.crop;
+  worker.resizer.Resize(
+      codecs::ConstPixelView{raw.pixels, raw.width, raw.height, 3, std::ptrdiff_t{raw.width} * 3},
+      codecs::SourceBox{double(c.x), double(c.y), double(c.x + c.width), double(c.y + c.height)},
+      out, plan.flip);
+  return Nanos(Clock::now() - r0);
+}
+
+// Decodes a compressed image sample (encoded, indexed JPEG or coefficients) into `out`.
+codecs::DecodeReport Loader::Impl::DecodeImage(Worker& worker, SampleRng& rng,
+                                               const std::vector<std::byte>& bytes,
+                                               const SampleInfo& info,
+                                               const codecs::PixelView& out) const {
+  if (info.codec == SampleCodec::kIndexedJpeg) {
+    // The index comes from the source like any other bytes, so it is checked against
+    // its JPEG before any offset in it is used: a damaged one is a bad sample
+    // (DecodeError kCorrupt), like a damaged file. Its geometry is the SOF's, so the
+    // crop plan is the one the plain path would draw for the same file.
+    const std::span<const std::byte> sample(bytes);
+    if (info.index_size == 0 || info.index_size >= sample.size()) {
+      throw codecs::DecodeError(codecs::DecodeErrorKind::kCorrupt,
+                                "interval index of " + std::to_string(info.index_size) +
+                                    " bytes does not fit the " + std::to_string(sample.size()) +
+                                    "-byte sample");
+    }
+    const auto jpeg = sample.subspan(info.index_size);
+    const codecs::JpegIntervalIndex index = codecs::ParseIndex(sample.first(info.index_size), jpeg);
+    return worker.decoder.DecodeInto(jpeg, index, PlanCrop(rng, index.width, index.height), out);
+  }
+  if (info.codec == SampleCodec::kCoefficients) {
+    // The header is read first (and checked: a damaged record is a bad sample) for the
+    // size that the crop plan is drawn from, as the plain path draws it from the SOF.
+    const codecs::ImageInfo image = codecs::ReadCoefficientInfo(bytes, options.jpeg.max_pixels);
+    return worker.coefficients.DecodeInto(bytes, PlanCrop(rng, image.width, image.height), out);
+  }
+  // kEncoded: the format is what the bytes say, whatever the file is named.
+  const std::span<const std::byte> encoded(bytes);
+  auto planner = [&](const codecs::ImageInfo& image) {
+    return PlanCrop(rng, image.width, image.height);
+  };
+  if (codecs::IsPng(encoded)) return worker.png.DecodeInto(encoded, planner, out);
+  if (const char* what = codecs::SniffNonJpeg(encoded)) {
+    throw codecs::DecodeError(codecs::DecodeErrorKind::kUnsupported,
+                              std::string(what) + " (tilefeed decodes JPEG and PNG)");
+  }
+  return worker.decoder.decoder().DecodeInto(encoded, planner, out);
+}
+
 // Decodes `sample`, read into `bytes` and `info` in `sample_read_ns`, into `out`.
 // Throws DecodeError or std::exception on a bad sample.
 void Loader::Impl::DecodeOne(Worker& worker, std::uint64_t epoch, std::uint64_t sample,
@@ -301,82 +389,11 @@ void Loader::Impl::DecodeOne(Worker& worker, std::uint64_t epoch, std::uint64_t 
   t.bytes = bytes.size();
 
   SampleRng rng(options.seed, epoch, sample);
-  auto plan_for = [&](int width, int height) {
-    codecs::CropPlan plan;
-    if (options.mode == Mode::kTrain) {
-      plan.crop = RandomResizedCrop(width, height, options.crop, rng);
-      plan.flip = DrawFlip(rng, options.flip_probability);
-    } else {
-      plan.crop = CenterCropAfterResize(width, height, options.eval_resize, options.image_size,
-                                        options.image_size);
-    }
-    return plan;
-  };
-  auto resize_raw = [&](const std::uint8_t* pixels, int width, int height, int channels) {
-    if (channels != 3) {
-      throw codecs::DecodeError(
-          codecs::DecodeErrorKind::kUnsupported,
-          "raw tensor has " + std::to_string(channels) + " channels; the loader needs 3");
-    }
-    const codecs::CropPlan plan = plan_for(width, height);
-    const auto r0 = Clock::now();
-    const codecs::Rect& c = plan.crop;
-    worker.resizer.Resize(
-        codecs::ConstPixelView{pixels, width, height, 3, std::ptrdiff_t{width} * 3},
-        codecs::SourceBox{double(c.x), double(c.y), double(c.x + c.width), double(c.y + c.height)},
-        out, plan.flip);
-    return Nanos(Clock::now() - r0);
-  };
-
   switch (info.codec) {
-    case SampleCodec::kEncoded: {
-      // The format is what the bytes say, whatever the file is named.
-      const std::span<const std::byte> encoded(bytes);
-      auto planner = [&](const codecs::ImageInfo& image) {
-        return plan_for(image.width, image.height);
-      };
-      codecs::DecodeReport report;
-      if (codecs::IsPng(encoded)) {
-        report = worker.png.DecodeInto(encoded, planner, out);
-      } else if (const char* what = codecs::SniffNonJpeg(encoded)) {
-        throw codecs::DecodeError(codecs::DecodeErrorKind::kUnsupported,
-                                  std::string(what) + " (tilefeed decodes JPEG and PNG)");
-      } else {
-        report = worker.decoder.decoder().DecodeInto(encoded, planner, out);
-      }
-      const std::uint64_t total = Nanos(Clock::now() - t1);
-      t.resize_ns = static_cast<std::uint64_t>(report.resize_seconds * 1e9);
-      t.decode_ns = total > t.resize_ns ? total - t.resize_ns : 0;
-      break;
-    }
-    case SampleCodec::kIndexedJpeg: {
-      // The index comes from the source like any other bytes, so it is checked against
-      // its JPEG before any offset in it is used: a damaged one is a bad sample
-      // (DecodeError kCorrupt), like a damaged file. Its geometry is the SOF's, so the
-      // crop plan is the one the plain path would draw for the same file.
-      const std::span<const std::byte> sample(bytes);
-      if (info.index_size == 0 || info.index_size >= sample.size()) {
-        throw codecs::DecodeError(codecs::DecodeErrorKind::kCorrupt,
-                                  "interval index of " + std::to_string(info.index_size) +
-                                      " bytes does not fit the " + std::to_string(sample.size()) +
-                                      "-byte sample");
-      }
-      const auto jpeg = sample.subspan(info.index_size);
-      const codecs::JpegIntervalIndex index =
-          codecs::ParseIndex(sample.first(info.index_size), jpeg);
-      const codecs::DecodeReport report =
-          worker.decoder.DecodeInto(jpeg, index, plan_for(index.width, index.height), out);
-      const std::uint64_t total = Nanos(Clock::now() - t1);
-      t.resize_ns = static_cast<std::uint64_t>(report.resize_seconds * 1e9);
-      t.decode_ns = total > t.resize_ns ? total - t.resize_ns : 0;
-      break;
-    }
+    case SampleCodec::kEncoded:
+    case SampleCodec::kIndexedJpeg:
     case SampleCodec::kCoefficients: {
-      // The header is read first (and checked: a damaged record is a bad sample) for the
-      // size that the crop plan is drawn from, as the plain path draws it from the SOF.
-      const codecs::ImageInfo image = codecs::ReadCoefficientInfo(bytes, options.jpeg.max_pixels);
-      const codecs::DecodeReport report =
-          worker.coefficients.DecodeInto(bytes, plan_for(image.width, image.height), out);
+      const codecs::DecodeReport report = DecodeImage(worker, rng, bytes, info, out);
       const std::uint64_t total = Nanos(Clock::now() - t1);
       t.resize_ns = static_cast<std::uint64_t>(report.resize_seconds * 1e9);
       t.decode_ns = total > t.resize_ns ? total - t.resize_ns : 0;
@@ -390,8 +407,10 @@ void Loader::Impl::DecodeOne(Worker& worker, std::uint64_t epoch, std::uint64_t 
             codecs::DecodeErrorKind::kCorrupt,
             "raw sample of " + std::to_string(bytes.size()) + " bytes does not match its shape");
       }
-      t.resize_ns = resize_raw(reinterpret_cast<const std::uint8_t*>(bytes.data()), info.width,
-                               info.height, info.channels);
+      t.resize_ns = ResizeRaw(worker, rng,
+                              {reinterpret_cast<const std::uint8_t*>(bytes.data()), info.width,
+                               info.height, info.channels},
+                              out);
       break;
     }
     case SampleCodec::kLz4Raw: {
@@ -400,7 +419,8 @@ void Loader::Impl::DecodeOne(Worker& worker, std::uint64_t epoch, std::uint64_t 
       codecs::DecodeRawInto(bytes, worker.raw, options.jpeg.max_pixels);
       const auto t2 = Clock::now();
       t.decode_ns = Nanos(t2 - t1);
-      t.resize_ns = resize_raw(worker.raw.data(), raw.width, raw.height, raw.channels);
+      t.resize_ns =
+          ResizeRaw(worker, rng, {worker.raw.data(), raw.width, raw.height, raw.channels}, out);
       break;
     }
   }
@@ -498,38 +518,44 @@ void Loader::Impl::DecodeChunk(Worker& worker, const Chunk& chunk, const std::st
       }
     }
     Report(chunk.epoch, sample, reason);
-    std::string failure;
-    if (options.bad_sample_policy == BadSamplePolicy::kFail) {
-      failure = source->Describe(sample) + ": " + reason;
-    } else {
-      // The substitute is the next sample of this instance's epoch order that decodes:
-      // a pure function of the data, so every run picks the same one.
-      bool replaced = false;
-      const int attempts =
-          static_cast<int>(std::min<std::size_t>(options.max_substitute_attempts, order.size()));
-      for (int k = 1; k <= attempts && !replaced; ++k) {
-        const std::uint64_t other = order[(position + k) % order.size()];
-        try {
-          ReadAndDecode(worker, chunk.epoch, other, out, slot.labels[row]);
-          slot.indices[row] = other;
-          slot.substituted.fetch_add(1, std::memory_order_relaxed);
-          images.fetch_add(1, std::memory_order_relaxed);
-          replaced = true;
-        } catch (const std::exception&) {
-          // Reported when its own position comes up.
-        }
+    HandleBadSample(worker, chunk, position, sample, reason);
+  }
+}
+
+// After `sample` at `position` failed with `reason`: under kSkip fills its row with the
+// next sample of this instance's epoch order that decodes (a pure function of the data,
+// so every run picks the same one); under kFail, or if none does, records the batch's
+// error (the lowest row's wins).
+void Loader::Impl::HandleBadSample(Worker& worker, const Chunk& chunk, std::size_t position,
+                                   std::uint64_t sample, const std::string& reason) {
+  Slot& slot = *slots[chunk.slot];
+  const EpochOrder& order = *chunk.order;
+  const std::size_t row = position - chunk.batch_begin;
+  std::string failure = source->Describe(sample) + ": " + reason;
+  if (options.bad_sample_policy != BadSamplePolicy::kFail) {
+    const codecs::PixelView out = RowView(slot, row);
+    const int attempts =
+        static_cast<int>(std::min<std::size_t>(options.max_substitute_attempts, order.size()));
+    for (int k = 1; k <= attempts; ++k) {
+      const std::uint64_t other = order[(position + k) % order.size()];
+      try {
+        ReadAndDecode(worker, chunk.epoch, other, out, slot.labels[row]);
+        slot.indices[row] = other;
+        slot.substituted.fetch_add(1, std::memory_order_relaxed);
+        images.fetch_add(1, std::memory_order_relaxed);
+        return;
+      } catch (const std::exception&) {
+        // Reported when its own position comes up.
       }
-      if (replaced) continue;
-      failure = source->Describe(sample) + ": " + reason +
-                " (and no decodable substitute among the next " + std::to_string(attempts) +
-                " samples)";
     }
-    std::lock_guard lock(slot.error_mutex);
-    if (slot.error.empty() || row < slot.error_row) {
-      slot.error_row = row;
-      slot.error = "epoch " + std::to_string(chunk.epoch) + ", sample " + std::to_string(sample) +
-                   ": " + failure;
-    }
+    failure +=
+        " (and no decodable substitute among the next " + std::to_string(attempts) + " samples)";
+  }
+  std::lock_guard lock(slot.error_mutex);
+  if (slot.error.empty() || row < slot.error_row) {
+    slot.error_row = row;
+    slot.error = "epoch " + std::to_string(chunk.epoch) + ", sample " + std::to_string(sample) +
+                 ": " + failure;
   }
 }
 
