@@ -79,13 +79,8 @@ struct Slot {
   std::uint64_t batch = 0;
   std::size_t size = 0;
   std::atomic<std::size_t> substituted{0};
-  // Hand-offs between pipeline stages, made explicit with acquire/release rather than
-  // left to oneTBB's token passing: the plan filter bumps `generation` (release) after
-  // setting up the batch and every decode of it starts by reading it (acquire); each
-  // decoded chunk adds to `decoded` (release) and publish reads it (acquire) before the
-  // slot goes to the consumer. The order is then visible to ThreadSanitizer, which
-  // cannot see inside the uninstrumented libtbb.
-  std::atomic<std::uint64_t> generation{0};
+  // Rows decoded so far (chunks of one batch decode in parallel); publish checks that
+  // the whole batch is in before the slot goes to the consumer.
   std::atomic<std::size_t> decoded{0};
   // The first failure of the batch (lowest row) under kFail, or a batch that found no
   // substitute under kSkip. Written by workers under error_mutex; read by the consumer
@@ -114,6 +109,41 @@ struct Chunk {
   std::shared_ptr<const EpochOrder> order;
 };
 
+// Chunks waiting between the pipeline's stages. Tokens through TBB are plain numbers, so
+// TBB never allocates or copies a Chunk: chunk n waits in entry n % size(). No live token
+// shares an entry: TBB keeps at most size() tokens alive and the last stage is serial in
+// order, so chunk n has left the pipeline before chunk n + size() is planned.
+class ChunkTable {
+ public:
+  explicit ChunkTable(std::size_t size) : entries_(size) {}
+
+  std::size_t size() const { return entries_.size(); }
+
+  // Stores the next chunk and returns its token. Only the serial plan stage calls it.
+  std::uint64_t Put(Chunk chunk) {
+    const std::uint64_t token = next_token_++;
+    Entry& entry = entries_[token % entries_.size()];
+    entry.chunk = std::move(chunk);
+    entry.token = token;
+    return token;
+  }
+
+  // The chunk of a live token.
+  const Chunk& At(std::uint64_t token) const {
+    const Entry& entry = entries_[token % entries_.size()];
+    assert(entry.token == token);
+    return entry.chunk;
+  }
+
+ private:
+  struct Entry {
+    Chunk chunk;
+    std::uint64_t token = ~std::uint64_t{0};
+  };
+  std::vector<Entry> entries_;
+  std::uint64_t next_token_ = 0;
+};
+
 // Per-worker state: one decoder and scratch each, reused for every sample. The indexed
 // decoder wraps the worker's only JpegDecoder (decoder.decoder()), which also decodes
 // plain JPEGs, so a worker holds one libjpeg handle whatever its records are. PNGs
@@ -134,6 +164,14 @@ struct Worker {
   std::vector<std::uint64_t> chunk_samples;
   std::vector<std::vector<std::byte>> chunk_bytes;
   std::vector<ReadResult> chunk_reads;
+};
+
+// Raw HWC pixels to crop and resize.
+struct RawPixels {
+  const std::uint8_t* pixels = nullptr;
+  int width = 0;
+  int height = 0;
+  int channels = 0;
 };
 
 // Where one decoded sample goes and how long each part took.
@@ -187,13 +225,23 @@ struct Loader::Impl {
         free_ring(std::max<std::size_t>(options.prefetch_depth, 1)),
         ready_ring(2 * std::max<std::size_t>(options.prefetch_depth, 1) + 4) {}
 
+  class Pipeline;
+
   void Validate();
   void Run(std::stop_token token);
   codecs::PixelView RowView(Slot& slot, std::size_t row);
   void DecodeChunk(Worker& worker, const Chunk& chunk, const std::stop_token& token);
+  codecs::CropPlan PlanCrop(SampleRng& rng, int width, int height) const;
+  std::uint64_t ResizeRaw(Worker& worker, SampleRng& rng, const RawPixels& raw,
+                          const codecs::PixelView& out) const;
+  codecs::DecodeReport DecodeImage(Worker& worker, SampleRng& rng,
+                                   const std::vector<std::byte>& bytes, const SampleInfo& info,
+                                   const codecs::PixelView& out) const;
   void DecodeOne(Worker& worker, std::uint64_t epoch, std::uint64_t sample,
                  const std::vector<std::byte>& bytes, const SampleInfo& info,
                  std::uint64_t sample_read_ns, const codecs::PixelView& out, std::int32_t& label);
+  void HandleBadSample(Worker& worker, const Chunk& chunk, std::size_t position,
+                       std::uint64_t sample, const std::string& reason);
   void ReadAndDecode(Worker& worker, std::uint64_t epoch, std::uint64_t sample,
                      const codecs::PixelView& out, std::int32_t& label);
   void Report(std::uint64_t epoch, std::uint64_t sample, const std::string& reason);
@@ -257,6 +305,78 @@ codecs::PixelView Loader::Impl::RowView(Slot& slot, std::size_t row) {
                                          : codecs::PixelView::Planar(base, side, side);
 }
 
+// The crop plan for a sample of this size: its own random crop and flip (train) or the
+// centre crop (eval).
+codecs::CropPlan Loader::Impl::PlanCrop(SampleRng& rng, int width, int height) const {
+  codecs::CropPlan plan;
+  if (options.mode == Mode::kTrain) {
+    plan.crop = RandomResizedCrop(width, height, options.crop, rng);
+    plan.flip = DrawFlip(rng, options.flip_probability);
+  } else {
+    plan.crop = CenterCropAfterResize(width, height, options.eval_resize, options.image_size,
+                                      options.image_size);
+  }
+  return plan;
+}
+
+// Crops and resizes raw HWC pixels into `out`; returns the resize time.
+std::uint64_t Loader::Impl::ResizeRaw(Worker& worker, SampleRng& rng, const RawPixels& raw,
+                                      const codecs::PixelView& out) const {
+  if (raw.channels != 3) {
+    throw codecs::DecodeError(
+        codecs::DecodeErrorKind::kUnsupported,
+        "raw tensor has " + std::to_string(raw.channels) + " channels; the loader needs 3");
+  }
+  const codecs::CropPlan plan = PlanCrop(rng, raw.width, raw.height);
+  const auto r0 = Clock::now();
+  const codecs::Rect& c = plan.crop;
+  worker.resizer.Resize(
+      codecs::ConstPixelView{raw.pixels, raw.width, raw.height, 3, std::ptrdiff_t{raw.width} * 3},
+      codecs::SourceBox{double(c.x), double(c.y), double(c.x + c.width), double(c.y + c.height)},
+      out, plan.flip);
+  return Nanos(Clock::now() - r0);
+}
+
+// Decodes a compressed image sample (encoded, indexed JPEG or coefficients) into `out`.
+codecs::DecodeReport Loader::Impl::DecodeImage(Worker& worker, SampleRng& rng,
+                                               const std::vector<std::byte>& bytes,
+                                               const SampleInfo& info,
+                                               const codecs::PixelView& out) const {
+  if (info.codec == SampleCodec::kIndexedJpeg) {
+    // The index comes from the source like any other bytes, so it is checked against
+    // its JPEG before any offset in it is used: a damaged one is a bad sample
+    // (DecodeError kCorrupt), like a damaged file. Its geometry is the SOF's, so the
+    // crop plan is the one the plain path would draw for the same file.
+    const std::span<const std::byte> sample(bytes);
+    if (info.index_size == 0 || info.index_size >= sample.size()) {
+      throw codecs::DecodeError(codecs::DecodeErrorKind::kCorrupt,
+                                "interval index of " + std::to_string(info.index_size) +
+                                    " bytes does not fit the " + std::to_string(sample.size()) +
+                                    "-byte sample");
+    }
+    const auto jpeg = sample.subspan(info.index_size);
+    const codecs::JpegIntervalIndex index = codecs::ParseIndex(sample.first(info.index_size), jpeg);
+    return worker.decoder.DecodeInto(jpeg, index, PlanCrop(rng, index.width, index.height), out);
+  }
+  if (info.codec == SampleCodec::kCoefficients) {
+    // The header is read first (and checked: a damaged record is a bad sample) for the
+    // size that the crop plan is drawn from, as the plain path draws it from the SOF.
+    const codecs::ImageInfo image = codecs::ReadCoefficientInfo(bytes, options.jpeg.max_pixels);
+    return worker.coefficients.DecodeInto(bytes, PlanCrop(rng, image.width, image.height), out);
+  }
+  // kEncoded: the format is what the bytes say, whatever the file is named.
+  const std::span<const std::byte> encoded(bytes);
+  auto planner = [&](const codecs::ImageInfo& image) {
+    return PlanCrop(rng, image.width, image.height);
+  };
+  if (codecs::IsPng(encoded)) return worker.png.DecodeInto(encoded, planner, out);
+  if (const char* what = codecs::SniffNonJpeg(encoded)) {
+    throw codecs::DecodeError(codecs::DecodeErrorKind::kUnsupported,
+                              std::string(what) + " (tilefeed decodes JPEG and PNG)");
+  }
+  return worker.decoder.decoder().DecodeInto(encoded, planner, out);
+}
+
 // Decodes `sample`, read into `bytes` and `info` in `sample_read_ns`, into `out`.
 // Throws DecodeError or std::exception on a bad sample.
 void Loader::Impl::DecodeOne(Worker& worker, std::uint64_t epoch, std::uint64_t sample,
@@ -269,82 +389,11 @@ void Loader::Impl::DecodeOne(Worker& worker, std::uint64_t epoch, std::uint64_t 
   t.bytes = bytes.size();
 
   SampleRng rng(options.seed, epoch, sample);
-  auto plan_for = [&](int width, int height) {
-    codecs::CropPlan plan;
-    if (options.mode == Mode::kTrain) {
-      plan.crop = RandomResizedCrop(width, height, options.crop, rng);
-      plan.flip = DrawFlip(rng, options.flip_probability);
-    } else {
-      plan.crop = CenterCropAfterResize(width, height, options.eval_resize, options.image_size,
-                                        options.image_size);
-    }
-    return plan;
-  };
-  auto resize_raw = [&](const std::uint8_t* pixels, int width, int height, int channels) {
-    if (channels != 3) {
-      throw codecs::DecodeError(
-          codecs::DecodeErrorKind::kUnsupported,
-          "raw tensor has " + std::to_string(channels) + " channels; the loader needs 3");
-    }
-    const codecs::CropPlan plan = plan_for(width, height);
-    const auto r0 = Clock::now();
-    const codecs::Rect& c = plan.crop;
-    worker.resizer.Resize(
-        codecs::ConstPixelView{pixels, width, height, 3, std::ptrdiff_t{width} * 3},
-        codecs::SourceBox{double(c.x), double(c.y), double(c.x + c.width), double(c.y + c.height)},
-        out, plan.flip);
-    return Nanos(Clock::now() - r0);
-  };
-
   switch (info.codec) {
-    case SampleCodec::kEncoded: {
-      // The format is what the bytes say, whatever the file is named.
-      const std::span<const std::byte> encoded(bytes);
-      auto planner = [&](const codecs::ImageInfo& image) {
-        return plan_for(image.width, image.height);
-      };
-      codecs::DecodeReport report;
-      if (codecs::IsPng(encoded)) {
-        report = worker.png.DecodeInto(encoded, planner, out);
-      } else if (const char* what = codecs::SniffNonJpeg(encoded)) {
-        throw codecs::DecodeError(codecs::DecodeErrorKind::kUnsupported,
-                                  std::string(what) + " (tilefeed decodes JPEG and PNG)");
-      } else {
-        report = worker.decoder.decoder().DecodeInto(encoded, planner, out);
-      }
-      const std::uint64_t total = Nanos(Clock::now() - t1);
-      t.resize_ns = static_cast<std::uint64_t>(report.resize_seconds * 1e9);
-      t.decode_ns = total > t.resize_ns ? total - t.resize_ns : 0;
-      break;
-    }
-    case SampleCodec::kIndexedJpeg: {
-      // The index comes from the source like any other bytes, so it is checked against
-      // its JPEG before any offset in it is used: a damaged one is a bad sample
-      // (DecodeError kCorrupt), like a damaged file. Its geometry is the SOF's, so the
-      // crop plan is the one the plain path would draw for the same file.
-      const std::span<const std::byte> sample(bytes);
-      if (info.index_size == 0 || info.index_size >= sample.size()) {
-        throw codecs::DecodeError(codecs::DecodeErrorKind::kCorrupt,
-                                  "interval index of " + std::to_string(info.index_size) +
-                                      " bytes does not fit the " + std::to_string(sample.size()) +
-                                      "-byte sample");
-      }
-      const auto jpeg = sample.subspan(info.index_size);
-      const codecs::JpegIntervalIndex index =
-          codecs::ParseIndex(sample.first(info.index_size), jpeg);
-      const codecs::DecodeReport report =
-          worker.decoder.DecodeInto(jpeg, index, plan_for(index.width, index.height), out);
-      const std::uint64_t total = Nanos(Clock::now() - t1);
-      t.resize_ns = static_cast<std::uint64_t>(report.resize_seconds * 1e9);
-      t.decode_ns = total > t.resize_ns ? total - t.resize_ns : 0;
-      break;
-    }
+    case SampleCodec::kEncoded:
+    case SampleCodec::kIndexedJpeg:
     case SampleCodec::kCoefficients: {
-      // The header is read first (and checked: a damaged record is a bad sample) for the
-      // size that the crop plan is drawn from, as the plain path draws it from the SOF.
-      const codecs::ImageInfo image = codecs::ReadCoefficientInfo(bytes, options.jpeg.max_pixels);
-      const codecs::DecodeReport report =
-          worker.coefficients.DecodeInto(bytes, plan_for(image.width, image.height), out);
+      const codecs::DecodeReport report = DecodeImage(worker, rng, bytes, info, out);
       const std::uint64_t total = Nanos(Clock::now() - t1);
       t.resize_ns = static_cast<std::uint64_t>(report.resize_seconds * 1e9);
       t.decode_ns = total > t.resize_ns ? total - t.resize_ns : 0;
@@ -358,8 +407,10 @@ void Loader::Impl::DecodeOne(Worker& worker, std::uint64_t epoch, std::uint64_t 
             codecs::DecodeErrorKind::kCorrupt,
             "raw sample of " + std::to_string(bytes.size()) + " bytes does not match its shape");
       }
-      t.resize_ns = resize_raw(reinterpret_cast<const std::uint8_t*>(bytes.data()), info.width,
-                               info.height, info.channels);
+      t.resize_ns = ResizeRaw(worker, rng,
+                              {reinterpret_cast<const std::uint8_t*>(bytes.data()), info.width,
+                               info.height, info.channels},
+                              out);
       break;
     }
     case SampleCodec::kLz4Raw: {
@@ -368,7 +419,8 @@ void Loader::Impl::DecodeOne(Worker& worker, std::uint64_t epoch, std::uint64_t 
       codecs::DecodeRawInto(bytes, worker.raw, options.jpeg.max_pixels);
       const auto t2 = Clock::now();
       t.decode_ns = Nanos(t2 - t1);
-      t.resize_ns = resize_raw(worker.raw.data(), raw.width, raw.height, raw.channels);
+      t.resize_ns =
+          ResizeRaw(worker, rng, {worker.raw.data(), raw.width, raw.height, raw.channels}, out);
       break;
     }
   }
@@ -466,38 +518,44 @@ void Loader::Impl::DecodeChunk(Worker& worker, const Chunk& chunk, const std::st
       }
     }
     Report(chunk.epoch, sample, reason);
-    std::string failure;
-    if (options.bad_sample_policy == BadSamplePolicy::kFail) {
-      failure = source->Describe(sample) + ": " + reason;
-    } else {
-      // The substitute is the next sample of this instance's epoch order that decodes:
-      // a pure function of the data, so every run picks the same one.
-      bool replaced = false;
-      const int attempts =
-          static_cast<int>(std::min<std::size_t>(options.max_substitute_attempts, order.size()));
-      for (int k = 1; k <= attempts && !replaced; ++k) {
-        const std::uint64_t other = order[(position + k) % order.size()];
-        try {
-          ReadAndDecode(worker, chunk.epoch, other, out, slot.labels[row]);
-          slot.indices[row] = other;
-          slot.substituted.fetch_add(1, std::memory_order_relaxed);
-          images.fetch_add(1, std::memory_order_relaxed);
-          replaced = true;
-        } catch (const std::exception&) {
-          // Reported when its own position comes up.
-        }
+    HandleBadSample(worker, chunk, position, sample, reason);
+  }
+}
+
+// After `sample` at `position` failed with `reason`: under kSkip fills its row with the
+// next sample of this instance's epoch order that decodes (a pure function of the data,
+// so every run picks the same one); under kFail, or if none does, records the batch's
+// error (the lowest row's wins).
+void Loader::Impl::HandleBadSample(Worker& worker, const Chunk& chunk, std::size_t position,
+                                   std::uint64_t sample, const std::string& reason) {
+  Slot& slot = *slots[chunk.slot];
+  const EpochOrder& order = *chunk.order;
+  const std::size_t row = position - chunk.batch_begin;
+  std::string failure = source->Describe(sample) + ": " + reason;
+  if (options.bad_sample_policy != BadSamplePolicy::kFail) {
+    const codecs::PixelView out = RowView(slot, row);
+    const int attempts =
+        static_cast<int>(std::min<std::size_t>(options.max_substitute_attempts, order.size()));
+    for (int k = 1; k <= attempts; ++k) {
+      const std::uint64_t other = order[(position + k) % order.size()];
+      try {
+        ReadAndDecode(worker, chunk.epoch, other, out, slot.labels[row]);
+        slot.indices[row] = other;
+        slot.substituted.fetch_add(1, std::memory_order_relaxed);
+        images.fetch_add(1, std::memory_order_relaxed);
+        return;
+      } catch (const std::exception&) {
+        // Reported when its own position comes up.
       }
-      if (replaced) continue;
-      failure = source->Describe(sample) + ": " + reason +
-                " (and no decodable substitute among the next " + std::to_string(attempts) +
-                " samples)";
     }
-    std::lock_guard lock(slot.error_mutex);
-    if (slot.error.empty() || row < slot.error_row) {
-      slot.error_row = row;
-      slot.error = "epoch " + std::to_string(chunk.epoch) + ", sample " + std::to_string(sample) +
-                   ": " + failure;
-    }
+    failure +=
+        " (and no decodable substitute among the next " + std::to_string(attempts) + " samples)";
+  }
+  std::lock_guard lock(slot.error_mutex);
+  if (slot.error.empty() || row < slot.error_row) {
+    slot.error_row = row;
+    slot.error = "epoch " + std::to_string(chunk.epoch) + ", sample " + std::to_string(sample) +
+                 ": " + failure;
   }
 }
 
@@ -509,176 +567,160 @@ void Loader::Impl::PushReady(Ready ready, const std::stop_token& token) {
   }
 }
 
+// One run of the pipeline: the three stages of the design note and the state each carries
+// from one call to the next. The plan fields are touched only by the serial plan stage.
+// oneTBB's hand-off of a token from stage to stage orders that token's writes before the
+// next stage's reads, as it orders a serial stage's successive calls. ThreadSanitizer
+// cannot see those hand-offs inside the uninstrumented libtbb, so under TSan the arena
+// runs every stage on the producer thread (kUnderThreadSanitizer); what crosses threads
+// there is the rings' protocol, which carries its own acquire/release.
+class Loader::Impl::Pipeline {
+ public:
+  Pipeline(Impl& loader, std::stop_token token)
+      : loader_(loader),
+        token_(std::move(token)),
+        arena_(kUnderThreadSanitizer ? 1 : loader.workers),
+        workers_([&loader] { return Worker(loader.options.jpeg); }),
+        chunks_(static_cast<std::size_t>(loader.workers) * 4 + 2),
+        epoch_(loader.options.first_epoch) {}
+
+  // Runs the stages until the last epoch is published, stop is requested, or a stage throws.
+  void Run() {
+    arena_.execute([this] {
+      tbb::parallel_pipeline(
+          chunks_.size(),
+          tbb::make_filter<void, std::uint64_t>(
+              tbb::filter_mode::serial_in_order,
+              [this](tbb::flow_control& flow) { return Plan(flow); }) &
+              tbb::make_filter<std::uint64_t, std::uint64_t>(
+                  tbb::filter_mode::parallel,
+                  [this](std::uint64_t token_number) { return Decode(token_number); }) &
+              tbb::make_filter<std::uint64_t, void>(
+                  tbb::filter_mode::serial_in_order,
+                  [this](std::uint64_t token_number) { Publish(token_number); }));
+    });
+  }
+
+ private:
+  // Stage 1 (serial, in order): the next chunk's token, or a stopped flow.
+  std::uint64_t Plan(tbb::flow_control& flow) {
+    std::optional<Chunk> chunk = PlanChunk();
+    if (!chunk) {
+      flow.stop();
+      return 0;  // TBB drops the value of a stopped flow
+    }
+    return chunks_.Put(std::move(*chunk));
+  }
+
+  // The next chunk of the current batch, an end-of-epoch marker, or nullopt once stopped
+  // or past the last epoch.
+  std::optional<Chunk> PlanChunk() {
+    if (token_.stop_requested()) return std::nullopt;
+    if (!order_ && !StartEpoch()) return std::nullopt;
+    if (batch_ == epoch_batches_) return EndEpoch();
+    if (position_ == batch_end_ && !StartBatch()) return std::nullopt;
+    Chunk chunk;
+    chunk.slot = slot_;
+    chunk.epoch = epoch_;
+    chunk.batch_begin = batch_begin_;
+    chunk.begin = position_;
+    chunk.end = std::min(position_ + loader_.chunk_size, batch_end_);
+    chunk.last_of_batch = chunk.end == batch_end_;
+    chunk.order = order_;
+    position_ = chunk.end;
+    if (chunk.last_of_batch) ++batch_;
+    return chunk;
+  }
+
+  // Draws epoch_'s order; false once every epoch asked for has been planned.
+  bool StartEpoch() {
+    const LoaderOptions& o = loader_.options;
+    if (o.epochs != 0 && epoch_ >= o.first_epoch + o.epochs) return false;
+    const std::uint64_t start = epoch_ == o.first_epoch ? o.first_epoch_position : 0;
+    order_ = std::make_shared<const EpochOrder>(loader_.source->size(), o.seed, epoch_, o.shuffle,
+                                                o.shard, o.remainder, start, o.locality);
+    // A resumed first epoch is shorter than the others.
+    epoch_batches_ = order_->size() / o.batch_size;
+    if (!o.drop_last_batch && order_->size() % o.batch_size != 0) ++epoch_batches_;
+    batch_ = 0;
+    position_ = 0;
+    batch_end_ = 0;
+    return true;
+  }
+
+  Chunk EndEpoch() {
+    Chunk marker;
+    marker.kind = Ready::kEndOfEpoch;
+    marker.epoch = epoch_++;
+    order_.reset();
+    return marker;
+  }
+
+  // Takes a free slot for the batch that starts at position_ and sets it up; false if
+  // stopped while waiting. This wait is where a slow consumer holds the pipeline back.
+  bool StartBatch() {
+    std::optional<std::size_t> free;
+    while (!(free = loader_.free_ring.PopFor(kPollInterval, token_))) {
+      if (token_.stop_requested()) return false;
+    }
+    slot_ = *free;
+    batch_begin_ = position_;
+    batch_end_ = std::min(position_ + loader_.options.batch_size, order_->size());
+    Slot& slot = *loader_.slots[slot_];
+    slot.epoch = epoch_;
+    slot.batch = batch_;
+    slot.size = batch_end_ - batch_begin_;
+    slot.substituted.store(0, std::memory_order_relaxed);
+    slot.error.clear();
+    slot.decoded.store(0, std::memory_order_relaxed);
+    return true;
+  }
+
+  // Stage 2 (parallel): decodes a batch chunk into its slot's rows.
+  std::uint64_t Decode(std::uint64_t token_number) {
+    const Chunk& chunk = chunks_.At(token_number);
+    if (chunk.kind == Ready::kBatch) {
+      loader_.DecodeChunk(workers_.local(), chunk, token_);
+      loader_.slots[chunk.slot]->decoded.fetch_add(chunk.end - chunk.begin,
+                                                   std::memory_order_relaxed);
+    }
+    return token_number;
+  }
+
+  // Stage 3 (serial, in order): hands a finished batch, or an epoch's end, to the consumer.
+  void Publish(std::uint64_t token_number) {
+    const Chunk& chunk = chunks_.At(token_number);
+    if (token_.stop_requested()) return;
+    if (chunk.kind == Ready::kEndOfEpoch) {
+      loader_.PushReady({Ready::kEndOfEpoch, 0}, token_);
+    } else if (chunk.last_of_batch) {
+      // Every chunk of the batch was decoded before this one reached publish.
+      assert(loader_.slots[chunk.slot]->decoded.load(std::memory_order_relaxed) ==
+                 loader_.slots[chunk.slot]->size ||
+             token_.stop_requested());
+      loader_.PushReady({Ready::kBatch, chunk.slot}, token_);
+    }
+  }
+
+  Impl& loader_;
+  const std::stop_token token_;
+  tbb::task_arena arena_;
+  tbb::enumerable_thread_specific<Worker> workers_;
+  ChunkTable chunks_;
+  // Plan-stage state: where the plan stands.
+  std::uint64_t epoch_;
+  std::shared_ptr<const EpochOrder> order_;  // epoch_'s; null between epochs
+  std::size_t epoch_batches_ = 0;            // batches in order_
+  std::size_t batch_ = 0;                    // batches of order_ planned so far
+  std::size_t position_ = 0;                 // next position of order_ to plan
+  std::size_t slot_ = 0;                     // the current batch's slot
+  std::size_t batch_begin_ = 0;              // the current batch's positions in order_
+  std::size_t batch_end_ = 0;
+};
+
 void Loader::Impl::Run(std::stop_token token) {
   try {
-    tbb::task_arena arena(kUnderThreadSanitizer ? 1 : workers);
-    tbb::enumerable_thread_specific<Worker> worker_state([this] { return Worker(options.jpeg); });
-    // Plan-filter state: only the serial plan filter touches these.
-    std::uint64_t epoch = options.first_epoch;
-    std::shared_ptr<const EpochOrder> order;
-    std::size_t batch = 0;
-    std::size_t epoch_batches = 0;
-    std::size_t position = 0;
-    std::size_t slot_index = 0;
-    std::size_t batch_begin = 0;
-    std::size_t batch_end = 0;
-
-    // Everything above was set up on this thread; the filters may run on any worker. A
-    // serial filter's successive calls may also run on different workers, and carry
-    // state (the plan's position, the rings' producer and consumer sides) from one call
-    // to the next: each call acquires its predecessor's release of the turn counter.
-    std::atomic<bool> started{false};
-    std::atomic<std::uint64_t> plan_turn{0};
-    std::atomic<std::uint64_t> publish_turn{0};
-    auto plan_chunk = [&](tbb::flow_control& flow) -> std::optional<Chunk> {
-      if (token.stop_requested()) {
-        flow.stop();
-        return std::nullopt;
-      }
-      if (!order) {
-        if (options.epochs != 0 && epoch >= options.first_epoch + options.epochs) {
-          flow.stop();
-          return std::nullopt;
-        }
-        const std::uint64_t start = epoch == options.first_epoch ? options.first_epoch_position : 0;
-        order = std::make_shared<const EpochOrder>(source->size(), options.seed, epoch,
-                                                   options.shuffle, options.shard,
-                                                   options.remainder, start, options.locality);
-        // A resumed first epoch is shorter than the others.
-        epoch_batches = order->size() / options.batch_size;
-        if (!options.drop_last_batch && order->size() % options.batch_size != 0) ++epoch_batches;
-        batch = 0;
-        position = 0;
-        batch_end = 0;
-      }
-      if (batch == epoch_batches) {
-        Chunk marker;
-        marker.kind = Ready::kEndOfEpoch;
-        marker.epoch = epoch++;
-        order.reset();
-        return marker;
-      }
-      if (position == batch_end) {
-        // A new batch: wait for a free slot. This is where a slow consumer holds us back.
-        std::optional<std::size_t> free;
-        while (!(free = free_ring.PopFor(kPollInterval, token))) {
-          if (token.stop_requested()) {
-            flow.stop();
-            return std::nullopt;
-          }
-        }
-        slot_index = *free;
-        batch_begin = position;
-        batch_end = std::min(position + options.batch_size, order->size());
-        Slot& slot = *slots[slot_index];
-        slot.epoch = epoch;
-        slot.batch = batch;
-        slot.size = batch_end - batch_begin;
-        slot.substituted.store(0, std::memory_order_relaxed);
-        slot.error.clear();
-        slot.decoded.store(0, std::memory_order_relaxed);
-        slot.generation.fetch_add(1, std::memory_order_release);
-      }
-      Chunk chunk;
-      chunk.slot = slot_index;
-      chunk.epoch = epoch;
-      chunk.batch_begin = batch_begin;
-      chunk.begin = position;
-      chunk.end = std::min(position + chunk_size, batch_end);
-      chunk.last_of_batch = chunk.end == batch_end;
-      chunk.order = order;
-      position = chunk.end;
-      if (chunk.last_of_batch) ++batch;
-      return chunk;
-    };
-    // Tokens through the pipeline are plain numbers; the chunk itself waits in
-    // chunk_table[token % tokens], which no live token shares (TBB keeps at most
-    // `tokens` alive). Each entry's sequence publishes the chunk (release) to the stages
-    // that read it (acquire), and TBB never has to allocate or copy a Chunk.
-    const std::size_t tokens = static_cast<std::size_t>(workers) * 4 + 2;
-    struct ChunkEntry {
-      Chunk chunk;
-      std::atomic<std::uint64_t> sequence{~std::uint64_t{0}};
-      // Bumped (release) by decode and publish when they are done with the entry; read
-      // (acquire) before the entry is reused and when the pipeline is torn down.
-      std::atomic<std::uint64_t> stages_done{0};
-    };
-    std::vector<ChunkEntry> chunk_table(tokens);
-    std::uint64_t next_token = 0;  // plan-filter state
-    auto plan = [&](tbb::flow_control& flow) -> std::uint64_t {
-      (void)started.load(std::memory_order_acquire);
-      const std::uint64_t turn = plan_turn.load(std::memory_order_acquire);
-      struct EndTurn {
-        std::atomic<std::uint64_t>& counter;
-        std::uint64_t next;
-        ~EndTurn() { counter.store(next, std::memory_order_release); }
-      } end_turn{plan_turn, turn + 1};
-      std::optional<Chunk> chunk = plan_chunk(flow);
-      if (!chunk) return 0;  // flow stopped: TBB drops the value
-      const std::uint64_t token_number = next_token++;
-      ChunkEntry& entry = chunk_table[token_number % tokens];
-      (void)entry.stages_done.load(std::memory_order_acquire);
-      entry.chunk = std::move(*chunk);
-      entry.sequence.store(token_number, std::memory_order_release);
-      return token_number;
-    };
-    auto chunk_at = [&](std::uint64_t token_number) -> const Chunk& {
-      const ChunkEntry& entry = chunk_table[token_number % tokens];
-      [[maybe_unused]] const std::uint64_t sequence =
-          entry.sequence.load(std::memory_order_acquire);
-      assert(sequence == token_number);
-      return entry.chunk;
-    };
-    auto decode = [&](std::uint64_t token_number) -> std::uint64_t {
-      (void)started.load(std::memory_order_acquire);
-      const Chunk& chunk = chunk_at(token_number);
-      if (chunk.kind == Ready::kBatch) {
-        Slot& slot = *slots[chunk.slot];
-        (void)slot.generation.load(std::memory_order_acquire);
-        DecodeChunk(worker_state.local(), chunk, token);
-        slot.decoded.fetch_add(chunk.end - chunk.begin, std::memory_order_release);
-      }
-      chunk_table[token_number % tokens].stages_done.fetch_add(1, std::memory_order_release);
-      return token_number;
-    };
-    auto publish = [&](std::uint64_t token_number) {
-      const Chunk& chunk = chunk_at(token_number);
-      struct Done {
-        std::atomic<std::uint64_t>& counter;
-        ~Done() { counter.fetch_add(1, std::memory_order_release); }
-      } done{chunk_table[token_number % tokens].stages_done};
-      (void)started.load(std::memory_order_acquire);
-      const std::uint64_t turn = publish_turn.load(std::memory_order_acquire);
-      struct EndTurn {
-        std::atomic<std::uint64_t>& counter;
-        std::uint64_t next;
-        ~EndTurn() { counter.store(next, std::memory_order_release); }
-      } end_turn{publish_turn, turn + 1};
-      if (token.stop_requested()) return;
-      if (chunk.kind == Ready::kEndOfEpoch) {
-        PushReady({Ready::kEndOfEpoch, 0}, token);
-      } else if (chunk.last_of_batch) {
-        // Every chunk of the batch was decoded before this one reached publish.
-        [[maybe_unused]] const std::size_t decoded =
-            slots[chunk.slot]->decoded.load(std::memory_order_acquire);
-        assert(decoded == slots[chunk.slot]->size || token.stop_requested());
-        PushReady({Ready::kBatch, chunk.slot}, token);
-      }
-    };
-    started.store(true, std::memory_order_release);
-    arena.execute([&] {
-      tbb::parallel_pipeline(
-          tokens,
-          tbb::make_filter<void, std::uint64_t>(tbb::filter_mode::serial_in_order, plan) &
-              tbb::make_filter<std::uint64_t, std::uint64_t>(tbb::filter_mode::parallel, decode) &
-              tbb::make_filter<std::uint64_t, void>(tbb::filter_mode::serial_in_order, publish));
-    });
-    // Every stage's last use of the pipeline state happens before it is destroyed here.
-    (void)plan_turn.load(std::memory_order_acquire);
-    (void)publish_turn.load(std::memory_order_acquire);
-    for (const ChunkEntry& entry : chunk_table) {
-      (void)entry.stages_done.load(std::memory_order_acquire);
-    }
+    Pipeline(*this, token).Run();
   } catch (...) {
     pipeline_error = std::current_exception();
   }

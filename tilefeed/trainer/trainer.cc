@@ -4,9 +4,12 @@
 #include <tbb/task_arena.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
+#include <string>
 
 namespace tilefeed::trainer {
 namespace {
@@ -236,192 +239,299 @@ void Trainer::Validate(const ValidationFactory& make_validation, EpochReport& re
   }
 }
 
-std::uint64_t Trainer::Train(transport::BatchStream& stream, IoTiles::PositionProbe position,
-                             const ValidationFactory& make_validation) {
-  const std::size_t replica_count = replicas_.size();
-  const int accumulation = options_.gradient_accumulation;
-  // At least one IO tile per replica, so each replica has a tile's landing bandwidth; the
-  // tiles share one ordered ring and the batches are dealt round-robin from it.
-  IoTiles io(stream,
-             IoTilesOptions{std::max(options_.io_tiles, options_.replicas),
-                            options_.staging_depth * replica_count, options_.local_batch,
-                            options_.sample_bytes},
-             std::move(position));
-  tbb::task_arena arena(options_.compute_threads);
-  const float scale =
-      1.0f / static_cast<float>(replica_count * static_cast<std::size_t>(accumulation) *
-                                static_cast<std::size_t>(collectives_.size()));
-  bool first_step = true;
-  bool stream_ended = false;
-  const std::uint64_t steps_per_epoch =
-      stream.batches_per_epoch() / (replica_count * static_cast<std::size_t>(accumulation));
-  std::vector<const StagedBatch*> items;
-  items.reserve(replica_count);
-  std::vector<std::uint64_t> step_samples;  // for the sample sink
-  auto done = [&] { return options_.max_steps != 0 && step_ >= options_.max_steps; };
-  const bool overlap = options_.allreduce == AllreduceMode::kOverlap;
+namespace {
 
-  while (!stream_ended && !done()) {
-    StallMeter meter;
-    double allreduce_exposed = 0;
-    double loss_sum = 0;
-    std::uint64_t correct = 0;
-    std::uint64_t samples = 0;
-    std::uint64_t bad_samples = 0;
-    bool epoch_ended = false;
-    const std::uint64_t epoch = epoch_;
+// What one completed step trained on and how long it took, on this instance.
+struct StepRecord {
+  BatchStats stats;  // summed over replicas and micro-steps
+  std::uint64_t bad_samples = 0;
+  std::string position;  // where the stream stands after the step's last batch
+  double wait_seconds = 0;
+  double busy_seconds = 0;
+  double allreduce_exposed_seconds = 0;
+};
+
+// One instance's record of an epoch: the sum of its completed steps.
+struct EpochRecord {
+  std::uint64_t epoch = 0;
+  StallMeter meter;
+  BatchStats stats;
+  std::uint64_t bad_samples = 0;
+  double allreduce_exposed_seconds = 0;
+};
+
+// An epoch's figures summed over every instance. They cross instances as one all-reduce of
+// these doubles, in this order.
+struct EpochSums {
+  double loss_sum = 0;
+  double correct = 0;
+  double samples = 0;
+  double wait_seconds = 0;
+  double step_seconds = 0;
+  double fill_seconds = 0;
+  double allreduce_exposed_seconds = 0;
+  double bad_samples = 0;
+
+  // A collective: every instance calls it once per reported epoch.
+  static EpochSums SumOverInstances(const EpochRecord& record, Collectives& collectives) {
+    std::array<double, 8> values = {record.stats.loss_sum,
+                                    static_cast<double>(record.stats.correct),
+                                    static_cast<double>(record.stats.samples),
+                                    record.meter.wait_seconds(),
+                                    record.meter.step_seconds(),
+                                    record.meter.fill_seconds(),
+                                    record.allreduce_exposed_seconds,
+                                    static_cast<double>(record.bad_samples)};
+    collectives.AllreduceSum(std::span<double>(values));
+    return EpochSums{values[0], values[1], values[2], values[3],
+                     values[4], values[5], values[6], values[7]};
+  }
+};
+
+}  // namespace
+
+// One Train() call: the IO tiles and the compute arena it runs on, and what carries from
+// step to step. Its stages are the step (micro-steps, then the update) and the epoch's
+// report.
+class Trainer::TrainRun {
+ public:
+  TrainRun(Trainer& trainer, transport::BatchStream& stream, IoTiles::PositionProbe position)
+      : t_(trainer),
+        replica_count_(trainer.replicas_.size()),
+        accumulation_(trainer.options_.gradient_accumulation),
+        overlap_(trainer.options_.allreduce == AllreduceMode::kOverlap),
+        // At least one IO tile per replica, so each replica has a tile's landing bandwidth;
+        // the tiles share one ordered ring and the batches are dealt round-robin from it.
+        io_(stream,
+            IoTilesOptions{std::max(trainer.options_.io_tiles, trainer.options_.replicas),
+                           trainer.options_.staging_depth * replica_count_,
+                           trainer.options_.local_batch, trainer.options_.sample_bytes},
+            std::move(position)),
+        arena_(trainer.options_.compute_threads),
+        scale_(1.0f / static_cast<float>(replica_count_ * static_cast<std::size_t>(accumulation_) *
+                                         static_cast<std::size_t>(trainer.collectives_.size()))),
+        steps_per_epoch_(stream.batches_per_epoch() /
+                         (replica_count_ * static_cast<std::size_t>(accumulation_))) {
+    items_.reserve(replica_count_);
+  }
+
+  bool done() const { return t_.options_.max_steps != 0 && t_.step_ >= t_.options_.max_steps; }
+  bool stream_ended() const { return stream_ended_; }
+  bool epoch_ended() const { return epoch_ended_; }
+
+  // Steps through the trainer's epoch until the stream's epoch ends or max_steps is reached.
+  EpochRecord TrainEpoch() {
+    EpochRecord record;
+    record.epoch = t_.epoch_;
+    epoch_ended_ = false;
     while (!done()) {
-      for (auto& replica : replicas_) std::ranges::fill(replica->gradients, 0.0f);
-      double wait = 0;
-      double busy = 0;
-      BatchStats step_stats;  // counted only if the step completes
-      std::uint64_t step_bad_samples = 0;
-      std::string step_position;
-      step_samples.clear();
-      for (int g = 0; g < accumulation && !epoch_ended; ++g) {
-        const auto wait_start = Clock::now();
-        items.clear();
-        for (std::size_t r = 0; r < replica_count; ++r) {
-          const StagedBatch& item = io.Acquire();
-          items.push_back(&item);
-          if (item.end_of_epoch) {
-            epoch_ended = true;
-            stream_ended = item.end_of_stream;
-            break;
-          }
-        }
-        const auto compute_start = Clock::now();
-        wait += Seconds(wait_start, compute_start);
-        if (!epoch_ended) {
-          // With overlap, the last micro-step runs its backward pass in the core's segments:
-          // each segment's sum starts crossing instances as soon as every replica has
-          // finished it, while the next segment computes.
-          const bool staged = overlap && g == accumulation - 1;
-          // The compute tiles: replicas run side by side in the arena.
-          arena.execute([&] {
-            tbb::parallel_for(std::size_t{0}, replica_count, [&](std::size_t r) {
-              Replica& replica = *replicas_[r];
-              const InputView view = ViewOf(*items[r]);
-              replica.stats = staged ? replica.core->BeginGradients(view, replica.gradients)
-                                     : replica.core->AccumulateGradients(view, replica.gradients);
-            });
-          });
-          const std::size_t segments = staged ? replicas_[0]->core->gradient_segments() : 0;
-          for (std::size_t s = 0; s < segments; ++s) {
-            arena.execute([&] {
-              tbb::parallel_for(std::size_t{0}, replica_count, [&](std::size_t r) {
-                replicas_[r]->core->BackwardSegment(s, replicas_[r]->gradients);
-              });
-            });
-            const GradientSegment segment = replicas_[0]->core->gradient_segment(s);
-            SumReplicas(segment.offset, segment.size);
-            collectives_.StartAllreduceSum(
-                std::span<float>(reduced_.data() + segment.offset, segment.size));
-            // OpenMPI moves non-blocking collectives only inside MPI calls.
-            collectives_.Progress();
-          }
-          for (std::size_t r = 0; r < replica_count; ++r) {
-            step_stats.loss_sum += replicas_[r]->stats.loss_sum;
-            step_stats.correct += replicas_[r]->stats.correct;
-            step_stats.samples += replicas_[r]->stats.samples;
-          }
-          for (const StagedBatch* item : items) step_bad_samples += item->meta.substituted;
-          step_position = items.back()->position;
-          if (samples_) {
-            for (const StagedBatch* item : items) {
-              step_samples.insert(step_samples.end(), item->sample_indices.begin(),
-                                  item->sample_indices.end());
-            }
-          }
-        }
-        for (std::size_t i = 0; i < items.size(); ++i) io.Release();
-        busy += Seconds(compute_start, Clock::now());
-      }
-      if (epoch_ended) break;  // a partial step is dropped, identically on every instance
+      std::optional<StepRecord> step = Step();
+      if (!step) break;  // a partial step is dropped, identically on every instance
+      AfterStep(*step, record);
+    }
+    return record;
+  }
 
-      const auto update_start = Clock::now();
-      // Local reduction in replica order, then across instances: one fixed summation order
-      // (the overlap path did the same per segment and only waits here).
-      if (overlap) {
-        collectives_.WaitAllreduces();
-      } else {
-        SumReplicas(0, reduced_.size());
-        collectives_.AllreduceSum(std::span<float>(reduced_));
+  // Sums the epoch's record over the instances (collectives: every instance has the same
+  // number of steps here), validates after a whole epoch, and hands on the report.
+  void ReportEpoch(const EpochRecord& record, const ValidationFactory& make_validation) {
+    const EpochSums sums = EpochSums::SumOverInstances(record, t_.collectives_);
+    double slowest[1] = {record.meter.step_seconds()};
+    t_.collectives_.AllreduceMax(std::span<double>(slowest));
+    EpochReport report;
+    report.epoch = record.epoch;
+    report.steps = record.meter.steps();
+    report.global_step = t_.step_;
+    report.images = static_cast<std::uint64_t>(sums.samples);
+    report.bad_samples = static_cast<std::uint64_t>(sums.bad_samples);
+    report.seconds = slowest[0];
+    report.images_per_second = slowest[0] > 0 ? sums.samples / slowest[0] : 0;
+    report.loss = sums.samples > 0 ? sums.loss_sum / sums.samples : 0;
+    if (t_.replicas_[0]->core->classifies() && sums.samples > 0) {
+      report.accuracy = sums.correct / sums.samples;
+    }
+    report.stall_percent =
+        sums.step_seconds > 0 ? 100.0 * sums.wait_seconds / sums.step_seconds : 0;
+    report.wait_seconds = sums.wait_seconds;
+    report.fill_seconds = sums.fill_seconds;
+    report.allreduce = AllreduceModeName(t_.options_.allreduce);
+    report.allreduce_exposed_seconds = sums.allreduce_exposed_seconds;
+    if (epoch_ended_ && make_validation) t_.Validate(make_validation, report);
+    if (t_.report_) t_.report_(report);
+  }
+
+ private:
+  // One optimizer step: every micro-step's batches through every replica, then the
+  // all-reduce and the update. nullopt if the epoch ended first.
+  std::optional<StepRecord> Step() {
+    for (auto& replica : t_.replicas_) std::ranges::fill(replica->gradients, 0.0f);
+    StepRecord step;
+    step_samples_.clear();
+    for (int g = 0; g < accumulation_ && !epoch_ended_; ++g) {
+      MicroStep(g == accumulation_ - 1, step);
+    }
+    if (epoch_ended_) return std::nullopt;
+    Update(step);
+    return step;
+  }
+
+  void MicroStep(bool last, StepRecord& step) {
+    const auto wait_start = Clock::now();
+    AcquireItems();
+    const auto compute_start = Clock::now();
+    step.wait_seconds += Seconds(wait_start, compute_start);
+    if (!epoch_ended_) {
+      // With overlap, the last micro-step runs its backward pass in the core's segments.
+      Compute(overlap_ && last);
+      AddItems(step);
+    }
+    for (std::size_t i = 0; i < items_.size(); ++i) io_.Release();
+    step.busy_seconds += Seconds(compute_start, Clock::now());
+  }
+
+  // One batch per replica into items_, or fewer up to an end-of-epoch marker.
+  void AcquireItems() {
+    items_.clear();
+    for (std::size_t r = 0; r < replica_count_; ++r) {
+      const StagedBatch& item = io_.Acquire();
+      items_.push_back(&item);
+      if (item.end_of_epoch) {
+        epoch_ended_ = true;
+        stream_ended_ = item.end_of_stream;
+        return;
       }
-      allreduce_exposed += Seconds(update_start, Clock::now());
-      for (float& g : reduced_) g *= scale;
-      arena.execute([&] {
-        tbb::parallel_for(std::size_t{0}, replica_count, [&](std::size_t r) {
-          replicas_[r]->optimizer.Step(replicas_[r]->core->parameters(), reduced_);
+    }
+  }
+
+  // The compute tiles: the replicas run side by side in the arena. `staged`: the backward
+  // pass runs segment by segment, and each segment's sum starts crossing instances as
+  // soon as every replica has finished it, while the next segment computes.
+  void Compute(bool staged) {
+    arena_.execute([&] {
+      tbb::parallel_for(std::size_t{0}, replica_count_, [&](std::size_t r) {
+        Replica& replica = *t_.replicas_[r];
+        const InputView view = ViewOf(*items_[r]);
+        replica.stats = staged ? replica.core->BeginGradients(view, replica.gradients)
+                               : replica.core->AccumulateGradients(view, replica.gradients);
+      });
+    });
+    const std::size_t segments = staged ? t_.replicas_[0]->core->gradient_segments() : 0;
+    for (std::size_t s = 0; s < segments; ++s) {
+      arena_.execute([&] {
+        tbb::parallel_for(std::size_t{0}, replica_count_, [&](std::size_t r) {
+          t_.replicas_[r]->core->BackwardSegment(s, t_.replicas_[r]->gradients);
         });
       });
-      ++step_;
-      busy += Seconds(update_start, Clock::now());
-      if (samples_) samples_(epoch, step_samples);
-      loss_sum += step_stats.loss_sum;
-      correct += step_stats.correct;
-      samples += step_stats.samples;
-      bad_samples += step_bad_samples;
-      if (first_step) {
-        // The first wait of a run is the pipeline filling, not a stall of the steady state.
-        meter.AddFill(wait);
-        wait = 0;
-        first_step = false;
-      }
-      meter.AddStep(wait, busy);
-      if (progress_) {
-        StepProgress progress;
-        progress.epoch = epoch;
-        progress.step_in_epoch = meter.steps();
-        progress.steps_per_epoch = steps_per_epoch;
-        progress.global_step = step_;
-        const double seconds = meter.step_seconds();
-        progress.images_per_second =
-            seconds > 0 ? static_cast<double>(samples) * collectives_.size() / seconds : 0;
-        progress.stall_percent = 100 * meter.stall_fraction();
-        progress.step_wait_seconds = wait;
-        progress.step_busy_seconds = busy;
-        progress_(progress);
-      }
-      if (options_.check_every != 0 && step_ % options_.check_every == 0) {
-        CheckReplicasIdentical();
-      }
-      if (options_.checkpoint_every != 0 && step_ % options_.checkpoint_every == 0) {
-        SaveCheckpoint(step_position);
+      const GradientSegment segment = t_.replicas_[0]->core->gradient_segment(s);
+      t_.SumReplicas(segment.offset, segment.size);
+      t_.collectives_.StartAllreduceSum(
+          std::span<float>(t_.reduced_.data() + segment.offset, segment.size));
+      // OpenMPI moves non-blocking collectives only inside MPI calls.
+      t_.collectives_.Progress();
+    }
+  }
+
+  // Adds what the micro-step's batches trained on to the step.
+  void AddItems(StepRecord& step) {
+    for (std::size_t r = 0; r < replica_count_; ++r) {
+      step.stats.loss_sum += t_.replicas_[r]->stats.loss_sum;
+      step.stats.correct += t_.replicas_[r]->stats.correct;
+      step.stats.samples += t_.replicas_[r]->stats.samples;
+    }
+    for (const StagedBatch* item : items_) step.bad_samples += item->meta.substituted;
+    step.position = items_.back()->position;
+    if (t_.samples_) {
+      for (const StagedBatch* item : items_) {
+        step_samples_.insert(step_samples_.end(), item->sample_indices.begin(),
+                             item->sample_indices.end());
       }
     }
-    // Every instance has the same number of steps here, so these collectives match.
-    if (meter.steps() > 0) {
-      double sums[8] = {loss_sum,
-                        static_cast<double>(correct),
-                        static_cast<double>(samples),
-                        meter.wait_seconds(),
-                        meter.step_seconds(),
-                        meter.fill_seconds(),
-                        allreduce_exposed,
-                        static_cast<double>(bad_samples)};
-      collectives_.AllreduceSum(std::span<double>(sums));
-      double slowest[1] = {meter.step_seconds()};
-      collectives_.AllreduceMax(std::span<double>(slowest));
-      EpochReport report;
-      report.epoch = epoch;
-      report.steps = meter.steps();
-      report.global_step = step_;
-      report.images = static_cast<std::uint64_t>(sums[2]);
-      report.bad_samples = static_cast<std::uint64_t>(sums[7]);
-      report.seconds = slowest[0];
-      report.images_per_second = slowest[0] > 0 ? sums[2] / slowest[0] : 0;
-      report.loss = sums[2] > 0 ? sums[0] / sums[2] : 0;
-      if (replicas_[0]->core->classifies() && sums[2] > 0) report.accuracy = sums[1] / sums[2];
-      report.stall_percent = sums[4] > 0 ? 100.0 * sums[3] / sums[4] : 0;
-      report.wait_seconds = sums[3];
-      report.fill_seconds = sums[5];
-      report.allreduce = AllreduceModeName(options_.allreduce);
-      report.allreduce_exposed_seconds = sums[6];
-      if (epoch_ended && make_validation) Validate(make_validation, report);
-      if (report_) report_(report);
+  }
+
+  // Local reduction in replica order, then across instances: one fixed summation order
+  // (the overlap path did the same per segment and only waits here). Then every replica
+  // applies the mean gradient.
+  void Update(StepRecord& step) {
+    const auto update_start = Clock::now();
+    if (overlap_) {
+      t_.collectives_.WaitAllreduces();
+    } else {
+      t_.SumReplicas(0, t_.reduced_.size());
+      t_.collectives_.AllreduceSum(std::span<float>(t_.reduced_));
     }
-    if (epoch_ended) ++epoch_;
+    step.allreduce_exposed_seconds = Seconds(update_start, Clock::now());
+    for (float& g : t_.reduced_) g *= scale_;
+    arena_.execute([&] {
+      tbb::parallel_for(std::size_t{0}, replica_count_, [&](std::size_t r) {
+        t_.replicas_[r]->optimizer.Step(t_.replicas_[r]->core->parameters(), t_.reduced_);
+      });
+    });
+    ++t_.step_;
+    step.busy_seconds += Seconds(update_start, Clock::now());
+  }
+
+  // Adds a completed step to the epoch's record, then the per-step sinks and checks.
+  void AfterStep(StepRecord& step, EpochRecord& record) {
+    if (t_.samples_) t_.samples_(record.epoch, step_samples_);
+    record.allreduce_exposed_seconds += step.allreduce_exposed_seconds;
+    record.stats.loss_sum += step.stats.loss_sum;
+    record.stats.correct += step.stats.correct;
+    record.stats.samples += step.stats.samples;
+    record.bad_samples += step.bad_samples;
+    if (first_step_) {
+      // The first wait of a run is the pipeline filling, not a stall of the steady state.
+      record.meter.AddFill(step.wait_seconds);
+      step.wait_seconds = 0;
+      first_step_ = false;
+    }
+    record.meter.AddStep(step.wait_seconds, step.busy_seconds);
+    if (t_.progress_) t_.progress_(Progress(step, record));
+    if (t_.options_.check_every != 0 && t_.step_ % t_.options_.check_every == 0) {
+      t_.CheckReplicasIdentical();
+    }
+    if (t_.options_.checkpoint_every != 0 && t_.step_ % t_.options_.checkpoint_every == 0) {
+      t_.SaveCheckpoint(step.position);
+    }
+  }
+
+  StepProgress Progress(const StepRecord& step, const EpochRecord& record) const {
+    StepProgress progress;
+    progress.epoch = record.epoch;
+    progress.step_in_epoch = record.meter.steps();
+    progress.steps_per_epoch = steps_per_epoch_;
+    progress.global_step = t_.step_;
+    const double seconds = record.meter.step_seconds();
+    progress.images_per_second =
+        seconds > 0 ? static_cast<double>(record.stats.samples) * t_.collectives_.size() / seconds
+                    : 0;
+    progress.stall_percent = 100 * record.meter.stall_fraction();
+    progress.step_wait_seconds = step.wait_seconds;
+    progress.step_busy_seconds = step.busy_seconds;
+    return progress;
+  }
+
+  Trainer& t_;
+  const std::size_t replica_count_;
+  const int accumulation_;
+  const bool overlap_;
+  IoTiles io_;
+  tbb::task_arena arena_;
+  const float scale_;
+  const std::uint64_t steps_per_epoch_;
+  std::vector<const StagedBatch*> items_;    // this micro-step's batches, one per replica
+  std::vector<std::uint64_t> step_samples_;  // for the sample sink
+  bool first_step_ = true;
+  bool stream_ended_ = false;
+  bool epoch_ended_ = false;
+};
+
+std::uint64_t Trainer::Train(transport::BatchStream& stream, IoTiles::PositionProbe position,
+                             const ValidationFactory& make_validation) {
+  TrainRun run(*this, stream, std::move(position));
+  while (!run.stream_ended() && !run.done()) {
+    const EpochRecord record = run.TrainEpoch();
+    if (record.meter.steps() > 0) run.ReportEpoch(record, make_validation);
+    if (run.epoch_ended()) ++epoch_;
   }
   CheckReplicasIdentical();
   return step_;

@@ -143,6 +143,7 @@ class Trainer {
 
  private:
   struct Replica;
+  class TrainRun;  // one Train() call: its step and epoch-report stages
   void Log(const std::string& line) const;
   void SaveCheckpoint(const std::string& loader_state);
   // reduced_[offset, offset + size) = the replicas' gradients summed in replica order.
