@@ -114,11 +114,6 @@ void ReleaseBatch(void* /*data*/, void* hint) noexcept {
   in_flight->Done();
 }
 
-BatchMeta MetaOf(const loader::Batch& batch) {
-  return BatchMeta{batch.epoch(), batch.index(),    batch.size(),  batch.height(),
-                   batch.width(), batch.channels(), batch.layout()};
-}
-
 // One trainer's session: the loader that serves it (owned, or the borrowed one) and the
 // zero-copy messages ZeroMQ still holds of its slots. A session that ends with messages
 // still queued is retired until ZeroMQ has released them; only then may its loader go.
