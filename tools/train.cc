@@ -28,8 +28,8 @@
 // optional there: it gives the class count, the dataset identity and, when DIR/val exists,
 // the local validation set. Checkpoints record the trainer's step and a remote data position
 // ("tilefeed-remote-state v1 epoch=E position=P"): on --resume, train continues the model
-// and tells how to restart the readers (--first-epoch E --first-epoch-position P) -- where
-// the data resumes is the readers' business.
+// and states that position in its hello; each reader serves from it (a reader pinned to
+// another position refuses the session).
 
 #include <sched.h>
 #include <unistd.h>
@@ -550,10 +550,9 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
     first_epoch = resumed.epoch;
     log("resume: step " + std::to_string(checkpoint->step) + ", " + checkpoint->loader_state);
     if (remote) {
-      log("resume: the readers own the data position; for an exact continuation start each "
-          "with --first-epoch " +
-          std::to_string(resumed.epoch) + " --first-epoch-position " +
-          std::to_string(resumed.position) + " and the same --seed");
+      log("resume: each reader serves from this trainer's position (epoch " +
+          std::to_string(resumed.epoch) + ", position " + std::to_string(resumed.position) +
+          "); nothing to pass to the readers");
     }
   }
   if (first_epoch >= args.epochs) {
