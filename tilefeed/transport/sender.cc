@@ -42,6 +42,7 @@
 
 #include "tilefeed/loader/ring.h"
 #include "tilefeed/transport/curve.h"
+#include "tilefeed/transport/detail/connection_guard.h"
 #include "tilefeed/transport/detail/event_fd.h"
 #include "tilefeed/transport/detail/shm.h"
 #include "tilefeed/transport/detail/socket_util.h"
@@ -171,9 +172,10 @@ struct BatchSender::Impl {
 
   const SenderOptions options;
   zmq::socket_t socket;
-  std::optional<zmq::socket_t> zap;    // CURVE allow-list: the ZAP handler's socket
-  std::set<std::string> allowed_keys;  // 32-byte binary public keys
-  std::set<std::string> refused_keys;  // logged once each (ZeroMQ retries)
+  std::optional<zmq::socket_t> zap;              // CURVE allow-list: the ZAP handler's socket
+  std::optional<detail::ConnectionGuard> guard;  // connections within the descriptor limit
+  std::set<std::string> allowed_keys;            // 32-byte binary public keys
+  std::set<std::string> refused_keys;            // logged once each (ZeroMQ retries)
   std::string bound_endpoint;
   std::string socket_path;  // ipc:// and shm://: the socket file this sender bound
   ino_t socket_inode = 0;
@@ -291,6 +293,8 @@ void BatchSender::Impl::Setup(Context& context) {
     }
     socket.set(zmq::sockopt::zap_domain, "tilefeed");
   }
+  guard.emplace(context.impl().context, socket, detail::ConnectionCap(options.max_connections),
+                options.log);
   const std::string zmq_endpoint = ZmqEndpoint(options.endpoint);
   if (zmq_endpoint.rfind("ipc://", 0) == 0) {
     socket_path = zmq_endpoint.substr(6);
@@ -680,6 +684,10 @@ void BatchSender::Impl::Hello(const std::string& id, std::vector<zmq::message_t>
   } catch (const zmq::error_t&) {
   }
   peer_name = address != nullptr && *address != '\0' ? address : bound_endpoint;
+  try {
+    guard->set_protected_fd(parts[1].get(ZMQ_SRCFD));
+  } catch (const zmq::error_t&) {
+  }
   last_heard = Clock::now();
   checksums = hello.b != 0;
   end_epoch = session->loader->options().first_epoch;
@@ -842,10 +850,12 @@ SendResult BatchSender::Run(std::stop_token stop) {
     }
     zmq::pollitem_t items[] = {{s.socket.handle(), 0, ZMQ_POLLIN, 0},
                                {nullptr, s.wake.fd(), ZMQ_POLLIN, 0},
+                               {s.guard->monitor().handle(), 0, ZMQ_POLLIN, 0},
                                {s.zap ? s.zap->handle() : nullptr, -1, ZMQ_POLLIN, 0}};
-    zmq::poll(items, s.zap ? 3 : 2, timeout);
+    zmq::poll(items, s.zap ? 4 : 3, timeout);
     if (items[1].revents != 0) s.wake.Drain();
-    if (s.zap && items[2].revents != 0) s.AnswerZap();
+    if (items[2].revents != 0) s.guard->Drain();
+    if (s.zap && items[3].revents != 0) s.AnswerZap();
     try {
       while (detail::ReceiveParts(s.socket, parts, too_many)) {
         if (const std::optional<SendResult> result = s.Handle(parts, too_many)) return *result;
