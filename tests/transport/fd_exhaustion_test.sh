@@ -53,7 +53,7 @@ timeout 60 "$make_demo" "$work/data" --classes 4 --train-per-class 16 --val-per-
 
 # 128 descriptors: enough for the reader and one trainer, far fewer than the flood.
 prlimit --nofile=128:128 timeout 300 "$reader" --data "$work/data/train" \
-  --bind 'tcp://127.0.0.1:*' --batch-size 8 --image-size 32 --epochs 12 --drop-last \
+  --bind 'tcp://127.0.0.1:*' --batch-size 8 --image-size 32 --epochs 8 --drop-last \
   --workers 1 --prefetch 2 >"$work/reader.log" 2>&1 &
 reader_pid=$!
 waitfor "$work/reader.log" " on tcp://" 60
@@ -62,9 +62,9 @@ port=${endpoint##*:}
 serve_pid=$(pgrep -P "$reader_pid" | head -n 1)
 [ -n "$serve_pid" ] || fail "no tilefeed-serve under timeout"
 
-# A slow trainer: 12 epochs of 8 steps of 0.16 s or more: 15 s at the least.
+# A slow trainer: 8 epochs of 8 steps of 0.16 s or more: 10 s at the least.
 timeout 300 "$train" --readers "$endpoint" --data "$work/data/train" --core synthetic \
-  --us-per-sample 20000 --epochs 12 --batch-size 8 --image-size 32 --workers 1 \
+  --us-per-sample 20000 --epochs 8 --batch-size 8 --image-size 32 --workers 1 \
   >"$work/train.log" 2>&1 &
 train_pid=$!
 waitfor "$work/train.log" "epoch 0:" 120
@@ -99,7 +99,7 @@ kill -0 "$train_pid" 2>/dev/null || fail "the trainer ended during the flood"
 
 wait "$train_pid" || fail "train exited $? during or after the flood"
 train_pid=
-grep -q "done: 96 steps" "$work/train.log" || fail "the trainer did not finish its 96 steps"
+grep -q "done: 64 steps" "$work/train.log" || fail "the trainer did not finish its 64 steps"
 kill -KILL "$flood_pid" 2>/dev/null
 wait "$flood_pid" 2>/dev/null
 flood_pid=
