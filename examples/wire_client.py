@@ -32,7 +32,7 @@ HELLO, WELCOME, READY, CREDIT, BATCH, EPOCH_END, HEARTBEAT, BYE, ERROR = range(1
 TERMS = struct.Struct("<IHBBQQIIQIIQQQQ")
 TERMS_MAGIC = 0x32534654
 HEADER = struct.Struct("<IHHQQIIIIBBHIQQQ")
-FRAME_MAGIC, FRAME_VERSION = 0x31424654, 1
+FRAME_MAGIC, FRAME_VERSION = 0x31424654, 2
 
 
 class WireError(Exception):
@@ -79,7 +79,7 @@ def parse_header(part):
     if len(part) != HEADER.size:
         raise WireError(f"frame header of {len(part)} bytes, not {HEADER.size}")
     (magic, version, header_size, epoch, index, n, h, w, c, dtype, layout, reserved,
-     label_count, payload_bytes, payload_checksum, checksum) = HEADER.unpack(part)
+     substituted, payload_bytes, payload_checksum, checksum) = HEADER.unpack(part)
     if magic != FRAME_MAGIC or version != FRAME_VERSION or header_size != HEADER.size:
         raise WireError("bad frame magic, version or header size")
     if xxhash.xxh3_64_intdigest(part[:64]) != checksum:
@@ -88,9 +88,10 @@ def parse_header(part):
         raise WireError("bad dtype, layout or reserved field")
     if not (1 <= n <= 65536 and 1 <= h <= 32768 and 1 <= w <= 32768 and 1 <= c <= 4):
         raise WireError(f"shape {n}x{h}x{w}x{c} out of range")
-    if label_count != n or payload_bytes != n * h * w * c + 12 * n or payload_bytes > 1 << 34:
+    if substituted > n or payload_bytes != n * h * w * c + 12 * n or payload_bytes > 1 << 34:
         raise WireError("frame sizes do not agree")
-    return dict(epoch=epoch, index=index, n=n, h=h, w=w, c=c, payload_checksum=payload_checksum)
+    return dict(epoch=epoch, index=index, n=n, h=h, w=w, c=c, substituted=substituted,
+                payload_checksum=payload_checksum)
 
 
 class Client:
@@ -189,6 +190,7 @@ def run(args):
     client = Client(args)
     client.handshake(terms)
     epoch, batches, seen, last_epoch_batches = 0, 0, [], 0
+    substituted = 0  # bad samples the reader's loader replaced
     while True:
         (kind, a, _, _, _), parts = client.receive()
         if kind == BATCH:
@@ -213,6 +215,7 @@ def run(args):
                 if args.classes and not 0 <= label < args.classes:
                     raise WireError(f"label {label} outside [0, {args.classes})")
             seen += struct.unpack(f"<{header['n']}Q", indices)
+            substituted += header["substituted"]
             batches += 1
             last_epoch_batches += 1
             # Consumed: give the credit (or the shared slot) back.
@@ -234,7 +237,7 @@ def run(args):
                 client.send(control(BYE))
                 client.socket.close()
                 client.context.term()
-                return batches
+                return batches, substituted
         else:
             raise WireError(f"unexpected message type {kind}")
 
@@ -257,12 +260,13 @@ def main():
     parser.add_argument("--timeout", type=float, default=10.0)
     args = parser.parse_args()
     try:
-        batches = run(args)
+        batches, substituted = run(args)
     except (WireError, zmq.ZMQError, OSError) as e:
         print(f"wire_client: FAILED: {e}")
         return 1
-    print(f"wire_client: {args.epochs} epochs, {batches} batches from {args.connect}, every "
-          f"header and checksum checked: OK")
+    print(f"wire_client: {args.epochs} epochs, {batches} batches from {args.connect}, "
+          f"{substituted} bad samples replaced by the reader, every header and checksum "
+          f"checked: OK")
     return 0
 
 

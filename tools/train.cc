@@ -28,8 +28,8 @@
 // optional there: it gives the class count, the dataset identity and, when DIR/val exists,
 // the local validation set. Checkpoints record the trainer's step and a remote data position
 // ("tilefeed-remote-state v1 epoch=E position=P"): on --resume, train continues the model
-// and tells how to restart the readers (--first-epoch E --first-epoch-position P) -- where
-// the data resumes is the readers' business.
+// and states that position in its hello; each reader serves from it (a reader pinned to
+// another position refuses the session).
 
 #include <sched.h>
 #include <unistd.h>
@@ -274,6 +274,19 @@ std::vector<std::string> SplitEndpoints(const std::string& list) {
   }
 }
 
+// "" if every --readers endpoint is distinct, else a line naming the first repeated one and
+// the two instances it was given to.
+std::string ReaderNamedTwice(const std::vector<std::string>& endpoints) {
+  for (std::size_t i = 0; i < endpoints.size(); ++i) {
+    for (std::size_t j = i + 1; j < endpoints.size(); ++j) {
+      if (endpoints[i] != endpoints[j]) continue;
+      return "--readers names " + endpoints[i] + " for instances " + std::to_string(i) + " and " +
+             std::to_string(j) + "; each instance needs its own reader (a reader serves one slice)";
+    }
+  }
+  return "";
+}
+
 // The cores this process may run on: poprun binds each instance to its share of the host,
 // and std::thread::hardware_concurrency() does not see that.
 int CoresOfThisProcess() {
@@ -376,6 +389,12 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
                      endpoints.size(), endpoints.size() == 1 ? "" : "s", mpi.size(),
                      mpi.size() == 1 ? "" : "s");
       }
+      return 2;
+    }
+    // One reader serves one slice: a second instance on it would be refused by slice, or
+    // wait behind the first. Said before connecting, naming both instances.
+    if (const std::string twice = ReaderNamedTwice(endpoints); !twice.empty()) {
+      if (rank == 0) std::fprintf(stderr, "train: %s\n", twice.c_str());
       return 2;
     }
   }
@@ -550,10 +569,9 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
     first_epoch = resumed.epoch;
     log("resume: step " + std::to_string(checkpoint->step) + ", " + checkpoint->loader_state);
     if (remote) {
-      log("resume: the readers own the data position; for an exact continuation start each "
-          "with --first-epoch " +
-          std::to_string(resumed.epoch) + " --first-epoch-position " +
-          std::to_string(resumed.position) + " and the same --seed");
+      log("resume: each reader serves from this trainer's position (epoch " +
+          std::to_string(resumed.epoch) + ", position " + std::to_string(resumed.position) +
+          "); nothing to pass to the readers");
     }
   }
   if (first_epoch >= args.epochs) {

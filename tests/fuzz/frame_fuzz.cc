@@ -16,7 +16,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     // Checked with __builtin_trap, not assert: fuzz builds define NDEBUG.
     if (header.payload_bytes !=
             header.image_bytes() + header.label_bytes() + header.index_bytes() ||
-        header.payload_bytes > kMaxFramePayload) {
+        header.payload_bytes > kMaxFramePayload || header.substituted > header.size) {
       __builtin_trap();
     }
     // A parsed header re-encodes to the same bytes.

@@ -1,15 +1,26 @@
 #!/bin/sh
 # Bad samples are visible in the main job: train over a folder with truncated JPEGs names
 # each on stderr (path and reason) and counts them in the epoch line and --json; with
-# --bad-sample-policy fail it stops with a non-zero exit naming the file.
+# --bad-sample-policy fail it stops with a non-zero exit naming the file. Given SERVE, the
+# same folder served by tilefeed-serve to `train --readers` is counted the same way: the
+# reader names the files, the frame header carries the count to the trainer.
 #
-#   bad_samples_test.sh TRAIN MAKE_DEMO
+#   bad_samples_test.sh TRAIN MAKE_DEMO [SERVE]
 set -u
 train=$1
 make_demo=$2
+serve=${3:-}
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-bad.XXXXXX") || exit 1
-trap 'rm -rf "$work"' EXIT
+reader_pid=
+cleanup() {
+  if [ -n "$reader_pid" ] && kill -0 "$reader_pid" 2>/dev/null; then
+    kill -KILL "$reader_pid" 2>/dev/null
+    wait "$reader_pid" 2>/dev/null
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 fail() {
   echo "bad_samples_test: FAIL: $*"
@@ -44,4 +55,32 @@ timeout 300 "$train" --data "$work/data/train" --core synthetic --us-per-sample 
   --batch-size 8 --image-size 32 --workers 1 --bad-sample-policy fail \
   >"$work/fail.log" 2>&1 && fail "train exited 0 with --bad-sample-policy fail"
 grep -q "JPEG" "$work/fail.log" || fail "the fail policy's message names no file"
-echo "bad_samples_test: OK ($bad bad files named and counted)"
+
+if [ -n "$serve" ]; then
+  timeout 300 "$serve" --data "$work/data/train" --bind 'tcp://127.0.0.1:*' --batch-size 8 \
+    --image-size 32 --epochs 2 --workers 1 --instance-index 0 --instance-count 1 --drop-last \
+    >"$work/reader.log" 2>&1 &
+  reader_pid=$!
+  endpoint=
+  i=0
+  while [ $i -lt 300 ]; do
+    endpoint=$(sed -n 's/.* on \(tcp:\/\/127\.0\.0\.1:[0-9][0-9]*\).*/\1/p' "$work/reader.log")
+    [ -n "$endpoint" ] && break
+    kill -0 "$reader_pid" 2>/dev/null || fail "the reader exited before serving"
+    sleep 0.1
+    i=$((i + 1))
+  done
+  [ -n "$endpoint" ] || fail "the reader named no endpoint within 30 s"
+  timeout 300 "$train" --readers "$endpoint" --data "$work/data/train" --core synthetic \
+    --us-per-sample 10 --epochs 2 --batch-size 8 --image-size 32 --workers 1 \
+    --json "$work/readers.jsonl" >"$work/readers.log" 2>&1 || fail "train --readers exited $?"
+  wait "$reader_pid" || fail "the reader exited $?"
+  reader_pid=
+  grep -q "bad sample .*JPEG" "$work/reader.log" || fail "the reader named no bad file"
+  counts=$(sed -n 's/.*"bad_samples":\([0-9]*\).*/\1/p' "$work/readers.jsonl" | tr '\n' ' ')
+  [ "$counts" = "$bad $bad " ] ||
+    fail "train --readers JSON bad_samples per epoch: '$counts', expected $bad each"
+  grep -q "epoch 0: .*, $bad bad samples replaced" "$work/readers.log" ||
+    fail "the epoch line of train --readers does not count $bad bad samples"
+fi
+echo "bad_samples_test: OK ($bad bad files named and counted${serve:+, also through a reader})"

@@ -181,6 +181,9 @@ timeout 120 "$train" $ref --readers "$endpoint" --checkpoint-dir "$work/ckpt2" -
   --reconnect >"$work/resumed_ok.log" 2>&1 || fail "the resumed trainer failed"
 got=$(sed -n 's/.*parameter checksum \([0-9]*\).*/\1/p' "$work/resumed_ok.log")
 [ "$got" = "$want" ] || fail "parameters after kill and resume $got, uninterrupted $want"
+grep -q "resume: each reader serves from this trainer's position" "$work/resumed_ok.log" ||
+  fail "no resume line for the readers"
+grep -q -- "--first-epoch" "$work/resumed_ok.log" && fail "the resume line tells to pin the readers"
 echo "readers_faults_test: killed trainer resumed against the same reader; parameter checksum $got"
 
 # --- A resumed trainer refuses a reader pinned at another position.

@@ -29,8 +29,9 @@ Payload MakePayload(std::size_t size, int h, int w) {
   return p;
 }
 
-FrameHeader MakeHeader(const Payload& p, std::size_t size, int h, int w) {
-  const BatchMeta meta{7, 3, size, h, w, 3, loader::Layout::kNchw};
+FrameHeader MakeHeader(const Payload& p, std::size_t size, int h, int w,
+                       std::uint32_t substituted = 0) {
+  const BatchMeta meta{7, 3, size, h, w, 3, loader::Layout::kNchw, substituted};
   return MakeFrameHeader(meta, p.images, p.labels, p.indices);
 }
 
@@ -55,12 +56,14 @@ EncodedFrameHeader Patched(EncodedFrameHeader bytes, std::size_t offset, T value
 
 TEST(Frame, RoundTrips) {
   const Payload p = MakePayload(4, 5, 6);
-  const FrameHeader header = MakeHeader(p, 4, 5, 6);
+  const FrameHeader header = MakeHeader(p, 4, 5, 6, /*substituted=*/3);
   EXPECT_EQ(header.payload_bytes, 4u * 5 * 6 * 3 + 4 * 4 + 4 * 8);
   const EncodedFrameHeader bytes = EncodeFrameHeader(header);
   const FrameHeader parsed = ParseFrameHeader(bytes, "test");
   EXPECT_EQ(parsed, header);
   EXPECT_EQ(parsed.meta().layout, loader::Layout::kNchw);
+  // The loader's substituted samples cross the wire, so a remote trainer counts them too.
+  EXPECT_EQ(parsed.meta().substituted, 3u);
   EXPECT_NO_THROW(VerifyPayload(parsed, p.images, p.labels, p.indices));
 }
 
@@ -104,7 +107,7 @@ TEST(Frame, RejectsInconsistentFieldsEvenWithAValidChecksum) {
   } cases[] = {
       {Patched<std::uint64_t>(good, 48, header.payload_bytes + 1), "shape needs"},
       {Patched<std::uint64_t>(good, 48, 0), "shape needs"},
-      {Patched<std::uint32_t>(good, 44, 3), "3 labels for 2 samples"},
+      {Patched<std::uint32_t>(good, 44, 3), "3 substituted samples in a batch of 2"},
       {Patched<std::uint32_t>(good, 24, 0), "batch size 0 out of range"},
       {Patched<std::uint32_t>(good, 24, 0xFFFFFFFF), "out of range"},
       {Patched<std::uint32_t>(good, 28, 0), "out of range"},
@@ -113,7 +116,7 @@ TEST(Frame, RejectsInconsistentFieldsEvenWithAValidChecksum) {
       {Patched<std::uint8_t>(good, 40, 2), "dtype is not uint8"},
       {Patched<std::uint8_t>(good, 41, 2), "unknown layout 2"},
       {Patched<std::uint16_t>(good, 42, 1), "reserved field"},
-      {Patched<std::uint16_t>(good, 4, 2), "unsupported version 2"},
+      {Patched<std::uint16_t>(good, 4, 1), "unsupported version 1"},
       {Patched<std::uint16_t>(good, 6, 80), "header size field is 80"},
   };
   for (const auto& c : cases) {

@@ -16,13 +16,17 @@ class LoaderBatchOwner final : public ReceivedBatch::Owner {
 
 }  // namespace
 
+BatchMeta MetaOf(const loader::Batch& batch) {
+  return BatchMeta{batch.epoch(),  batch.index(),
+                   batch.size(),   batch.height(),
+                   batch.width(),  batch.channels(),
+                   batch.layout(), static_cast<std::uint32_t>(batch.substituted())};
+}
+
 std::optional<ReceivedBatch> LoaderStream::Next() {
   std::optional<loader::Batch> batch = loader_.Next();
   if (!batch) return std::nullopt;
-  const BatchMeta meta{batch->epoch(),  batch->index(),
-                       batch->size(),   batch->height(),
-                       batch->width(),  batch->channels(),
-                       batch->layout(), static_cast<std::uint32_t>(batch->substituted())};
+  const BatchMeta meta = MetaOf(*batch);
   const std::span<const std::uint8_t> images = batch->images();
   const std::span<const std::int32_t> labels = batch->labels();
   const std::span<const std::uint64_t> indices = batch->sample_indices();

@@ -43,6 +43,9 @@ struct BatchMeta {
   std::uint32_t substituted = 0;
 };
 
+// The meta of a loader batch (what a stream or a sender reports for it).
+BatchMeta MetaOf(const loader::Batch& batch);
+
 class ReceivedBatch {
  public:
   // Whatever keeps the batch's memory alive; destroying it gives the memory back.

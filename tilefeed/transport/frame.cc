@@ -28,7 +28,7 @@ constexpr std::size_t kChannelsOffset = 36;
 constexpr std::size_t kDtypeOffset = 40;
 constexpr std::size_t kLayoutOffset = 41;
 constexpr std::size_t kReservedOffset = 42;
-constexpr std::size_t kLabelCountOffset = 44;
+constexpr std::size_t kSubstitutedOffset = 44;
 constexpr std::size_t kPayloadBytesOffset = 48;
 constexpr std::size_t kPayloadChecksumOffset = 56;
 constexpr std::size_t kChecksumOffset = 64;
@@ -65,7 +65,8 @@ BatchMeta FrameHeader::meta() const {
                    static_cast<int>(height),
                    static_cast<int>(width),
                    static_cast<int>(channels),
-                   layout};
+                   layout,
+                   substituted};
 }
 
 std::uint64_t PayloadChecksum(std::span<const std::uint8_t> images,
@@ -91,7 +92,7 @@ FrameHeader MakeFrameHeader(const BatchMeta& meta, std::span<const std::uint8_t>
   header.width = static_cast<std::uint32_t>(meta.width);
   header.channels = static_cast<std::uint32_t>(meta.channels);
   header.layout = meta.layout;
-  header.label_count = header.size;
+  header.substituted = meta.substituted;
   assert(images.size() == header.image_bytes());
   assert(labels.size() == meta.size && indices.size() == meta.size);
   header.payload_bytes = header.image_bytes() + header.label_bytes() + header.index_bytes();
@@ -113,7 +114,7 @@ EncodedFrameHeader EncodeFrameHeader(const FrameHeader& header) {
   Put<std::uint8_t>(out, kDtypeOffset, kDtypeUint8);
   Put<std::uint8_t>(out, kLayoutOffset, header.layout == loader::Layout::kNchw ? 1 : 0);
   Put<std::uint16_t>(out, kReservedOffset, 0);
-  Put<std::uint32_t>(out, kLabelCountOffset, header.label_count);
+  Put<std::uint32_t>(out, kSubstitutedOffset, header.substituted);
   Put<std::uint64_t>(out, kPayloadBytesOffset, header.payload_bytes);
   Put<std::uint64_t>(out, kPayloadChecksumOffset, header.payload_checksum);
   Put<std::uint64_t>(out, kChecksumOffset, XXH3_64bits(out.data(), kChecksumOffset));
@@ -143,7 +144,7 @@ FrameHeader ParseFrameHeader(std::span<const std::byte> bytes, std::string_view 
   h.height = Get<std::uint32_t>(bytes, kHeightOffset);
   h.width = Get<std::uint32_t>(bytes, kWidthOffset);
   h.channels = Get<std::uint32_t>(bytes, kChannelsOffset);
-  h.label_count = Get<std::uint32_t>(bytes, kLabelCountOffset);
+  h.substituted = Get<std::uint32_t>(bytes, kSubstitutedOffset);
   h.payload_bytes = Get<std::uint64_t>(bytes, kPayloadBytesOffset);
   h.payload_checksum = Get<std::uint64_t>(bytes, kPayloadChecksumOffset);
   if (Get<std::uint8_t>(bytes, kDtypeOffset) != kDtypeUint8) Reject(peer, "dtype is not uint8");
@@ -161,9 +162,9 @@ FrameHeader ParseFrameHeader(std::span<const std::byte> bytes, std::string_view 
   if (h.channels == 0 || h.channels > kMaxFrameChannels) {
     Reject(peer, std::to_string(h.channels) + " channels out of range");
   }
-  if (h.label_count != h.size) {
-    Reject(peer,
-           std::to_string(h.label_count) + " labels for " + std::to_string(h.size) + " samples");
+  if (h.substituted > h.size) {
+    Reject(peer, std::to_string(h.substituted) + " substituted samples in a batch of " +
+                     std::to_string(h.size));
   }
   // The bounds above keep every product below 2^64, but check anyway: the bounds may grow.
   std::uint64_t image_bytes = 0;

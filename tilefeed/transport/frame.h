@@ -22,7 +22,8 @@
 namespace tilefeed::transport {
 
 inline constexpr std::uint32_t kFrameMagic = 0x31424654;  // "TFB1", little-endian
-inline constexpr std::uint16_t kFrameVersion = 1;
+// Version 2 carries the substituted-sample count where version 1 repeated the sample count.
+inline constexpr std::uint16_t kFrameVersion = 2;
 inline constexpr std::size_t kFrameHeaderSize = 72;
 // Bounds a parser accepts; anything larger is a corrupt or hostile frame.
 inline constexpr std::uint32_t kMaxFrameDim = 1u << 15;  // height, width
@@ -39,7 +40,7 @@ struct FrameHeader {
   std::uint32_t width = 0;
   std::uint32_t channels = 0;
   loader::Layout layout = loader::Layout::kNhwc;
-  std::uint32_t label_count = 0;       // == size
+  std::uint32_t substituted = 0;       // bad samples the loader replaced, <= size
   std::uint64_t payload_bytes = 0;     // image_bytes() + size * 4 + size * 8
   std::uint64_t payload_checksum = 0;  // XXH3-64 of the payload
 

@@ -42,6 +42,7 @@
 
 #include "tilefeed/loader/ring.h"
 #include "tilefeed/transport/curve.h"
+#include "tilefeed/transport/detail/connection_guard.h"
 #include "tilefeed/transport/detail/event_fd.h"
 #include "tilefeed/transport/detail/shm.h"
 #include "tilefeed/transport/detail/socket_util.h"
@@ -114,11 +115,6 @@ void ReleaseBatch(void* /*data*/, void* hint) noexcept {
   in_flight->Done();
 }
 
-BatchMeta MetaOf(const loader::Batch& batch) {
-  return BatchMeta{batch.epoch(), batch.index(),    batch.size(),  batch.height(),
-                   batch.width(), batch.channels(), batch.layout()};
-}
-
 // One trainer's session: the loader that serves it (owned, or the borrowed one) and the
 // zero-copy messages ZeroMQ still holds of its slots. A session that ends with messages
 // still queued is retired until ZeroMQ has released them; only then may its loader go.
@@ -176,9 +172,10 @@ struct BatchSender::Impl {
 
   const SenderOptions options;
   zmq::socket_t socket;
-  std::optional<zmq::socket_t> zap;    // CURVE allow-list: the ZAP handler's socket
-  std::set<std::string> allowed_keys;  // 32-byte binary public keys
-  std::set<std::string> refused_keys;  // logged once each (ZeroMQ retries)
+  std::optional<zmq::socket_t> zap;              // CURVE allow-list: the ZAP handler's socket
+  std::optional<detail::ConnectionGuard> guard;  // connections within the descriptor limit
+  std::set<std::string> allowed_keys;            // 32-byte binary public keys
+  std::set<std::string> refused_keys;            // logged once each (ZeroMQ retries)
   std::string bound_endpoint;
   std::string socket_path;  // ipc:// and shm://: the socket file this sender bound
   ino_t socket_inode = 0;
@@ -216,6 +213,15 @@ struct BatchSender::Impl {
 };
 
 namespace {
+
+// The connection a received message came from (-1 if ZeroMQ does not say).
+int SourceFd(zmq::message_t& message) {
+  try {
+    return message.get(ZMQ_SRCFD);
+  } catch (const zmq::error_t&) {
+    return -1;
+  }
+}
 
 // True if a live process accepts connections on the Unix socket at `path`: binding there
 // would silently take its socket (ZeroMQ unlinks the file first).
@@ -296,6 +302,8 @@ void BatchSender::Impl::Setup(Context& context) {
     }
     socket.set(zmq::sockopt::zap_domain, "tilefeed");
   }
+  guard.emplace(context.impl().context, socket, detail::ConnectionCap(options.max_connections),
+                options.peer_timeout, options.log);
   const std::string zmq_endpoint = ZmqEndpoint(options.endpoint);
   if (zmq_endpoint.rfind("ipc://", 0) == 0) {
     socket_path = zmq_endpoint.substr(6);
@@ -686,6 +694,7 @@ void BatchSender::Impl::Hello(const std::string& id, std::vector<zmq::message_t>
   } catch (const zmq::error_t&) {
   }
   peer_name = address != nullptr && *address != '\0' ? address : bound_endpoint;
+  guard->set_protected_fd(SourceFd(parts[1]));
   last_heard = Clock::now();
   checksums = hello.b != 0;
   end_epoch = session->loader->options().first_epoch;
@@ -840,20 +849,24 @@ SendResult BatchSender::Run(std::stop_token stop) {
       }
       return SendResult::kStopped;
     }
-    std::chrono::milliseconds timeout =
-        s.retired.empty() ? std::chrono::hours(1) : std::chrono::milliseconds(100);
+    s.guard->Drain();
+    std::chrono::milliseconds timeout = s.guard->Sweep();
+    if (!s.retired.empty()) timeout = std::min(timeout, std::chrono::milliseconds(100));
     if (s.state != Impl::State::kWaiting) {
       timeout = std::min({timeout, detail::Until(s.last_sent + s.options.heartbeat_interval),
                           detail::Until(s.last_heard + s.options.peer_timeout)});
     }
     zmq::pollitem_t items[] = {{s.socket.handle(), 0, ZMQ_POLLIN, 0},
                                {nullptr, s.wake.fd(), ZMQ_POLLIN, 0},
+                               {s.guard->monitor().handle(), 0, ZMQ_POLLIN, 0},
                                {s.zap ? s.zap->handle() : nullptr, -1, ZMQ_POLLIN, 0}};
-    zmq::poll(items, s.zap ? 3 : 2, timeout);
+    zmq::poll(items, s.zap ? 4 : 3, timeout);
     if (items[1].revents != 0) s.wake.Drain();
-    if (s.zap && items[2].revents != 0) s.AnswerZap();
+    s.guard->Drain();  // every time: a message's handshake event must come before it
+    if (s.zap && items[3].revents != 0) s.AnswerZap();
     try {
       while (detail::ReceiveParts(s.socket, parts, too_many)) {
+        if (parts.size() >= 2) s.guard->Heard(SourceFd(parts[1]));
         if (const std::optional<SendResult> result = s.Handle(parts, too_many)) return *result;
       }
       s.Stream();

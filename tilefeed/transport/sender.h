@@ -41,6 +41,7 @@
 // any thread.
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -115,6 +116,11 @@ struct SenderOptions {
   // naming its address and key. REQUIRES: curve_secret_key_file is set.
   std::vector<std::string> curve_allowed_keys{};
   std::function<void(const std::string&)> on_refused{};
+  // Connections this reader keeps open at once; each further one is shut down as it is
+  // accepted (its peer sees the connection dropped) and `log` says so once, then every
+  // 1000th. Out of descriptors, ZeroMQ would otherwise retry its accept at full speed.
+  // 0 = half the file-descriptor limit (RLIMIT_NOFILE) less 16.
+  std::size_t max_connections = 0;
   // After a trainer leaves or fails, wait for the next one instead of returning. Needs a
   // SessionOpener (a borrowed loader serves one session).
   bool keep_serving = false;

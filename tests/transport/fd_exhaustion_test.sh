@@ -1,0 +1,112 @@
+#!/bin/sh
+# Issue 18: a reader that runs out of file descriptors neither spins a core nor drops the
+# trainer it serves. tilefeed-serve runs under a small `prlimit --nofile`; a trainer starts
+# streaming, then a flood of plain TCP connections (more than the limit) arrives and stays
+# open. The reader must say one clear line about the connections it refuses, use little CPU
+# while the flood lasts (libzmq's accept loop retried EMFILE at full speed before), and
+# finish the trainer's epochs.
+#
+#   fd_exhaustion_test.sh PYTHON READER TRAIN MAKE_DEMO
+set -u
+python=$1
+reader=$2
+train=$3
+make_demo=$4
+
+command -v prlimit >/dev/null 2>&1 || {
+  echo "fd_exhaustion_test: SKIP: no prlimit (util-linux)"
+  exit 77
+}
+work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-fds.XXXXXX") || exit 1
+reader_pid=
+flood_pid=
+train_pid=
+cleanup() {
+  for pid in $train_pid $flood_pid $reader_pid; do
+    kill -KILL "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+  done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+fail() {
+  echo "fd_exhaustion_test: FAIL: $*"
+  for f in "$work"/*.log; do echo "--- $f"; tail -n 40 "$f"; done
+  exit 1
+}
+# CPU seconds x 100 (user + system) that process $1 has used so far.
+cpu_ticks() {
+  # Fields after the ")" that ends the command name: utime is the 12th, stime the 13th.
+  sed 's/.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'
+}
+waitfor() {  # waitfor FILE PATTERN SECONDS
+  i=0
+  until grep -q "$2" "$1" 2>/dev/null; do
+    i=$((i + 1))
+    [ $i -gt $(($3 * 20)) ] && fail "no '$2' in $1 within $3 s"
+    sleep 0.05
+  done
+}
+
+timeout 60 "$make_demo" "$work/data" --classes 4 --train-per-class 16 --val-per-class 0 \
+  --threads 2 >"$work/make_demo.log" 2>&1 || fail "tilefeed-make-demo failed"
+
+# 128 descriptors: enough for the reader and one trainer, far fewer than the flood.
+prlimit --nofile=128:128 timeout 300 "$reader" --data "$work/data/train" \
+  --bind 'tcp://127.0.0.1:*' --batch-size 8 --image-size 32 --epochs 8 --drop-last \
+  --workers 1 --prefetch 2 >"$work/reader.log" 2>&1 &
+reader_pid=$!
+waitfor "$work/reader.log" " on tcp://" 60
+endpoint=$(sed -n 's/.* on \(tcp:\/\/127\.0\.0\.1:[0-9]*\).*/\1/p' "$work/reader.log" | head -n 1)
+port=${endpoint##*:}
+serve_pid=$(pgrep -P "$reader_pid" | head -n 1)
+[ -n "$serve_pid" ] || fail "no tilefeed-serve under timeout"
+
+# A slow trainer: 8 epochs of 8 steps of 0.16 s or more: 10 s at the least.
+timeout 300 "$train" --readers "$endpoint" --data "$work/data/train" --core synthetic \
+  --us-per-sample 20000 --epochs 8 --batch-size 8 --image-size 32 --workers 1 \
+  >"$work/train.log" 2>&1 &
+train_pid=$!
+waitfor "$work/train.log" "epoch 0:" 120
+
+timeout 200 "$python" - "$port" "$work/flood.ready" >"$work/flood.log" 2>&1 <<'PY' &
+import socket, sys, time
+held = []
+for _ in range(400):
+    try:
+        held.append(socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5))
+    except OSError as e:
+        print("connect:", e)
+        break
+open(sys.argv[2], "w").write(f"{len(held)}\n")
+time.sleep(180)
+PY
+flood_pid=$!
+waitfor "$work/flood.ready" "[0-9]" 60
+sleep 1  # the reader's I/O thread sees the backlog
+
+before=$(cpu_ticks "$serve_pid")
+start=$(date +%s.%N)
+sleep 4
+after=$(cpu_ticks "$serve_pid")
+elapsed=$(awk -v a="$(date +%s.%N)" -v b="$start" 'BEGIN { printf "%.1f", a - b }')
+used=$((after - before))
+share=$(awk -v u="$used" -v e="$elapsed" 'BEGIN { printf "%d", u / e }')
+echo "fd_exhaustion_test: $(cat "$work/flood.ready") connections held; the reader used" \
+  "$used CPU ticks in ${elapsed} s (${share}% of a core)"
+[ "$share" -lt 40 ] || fail "the reader used ${share}% of a core while out of descriptors"
+kill -0 "$train_pid" 2>/dev/null || fail "the trainer ended during the flood"
+
+wait "$train_pid" || fail "train exited $? during or after the flood"
+train_pid=
+grep -q "done: 64 steps" "$work/train.log" || fail "the trainer did not finish its 64 steps"
+kill -KILL "$flood_pid" 2>/dev/null
+wait "$flood_pid" 2>/dev/null
+flood_pid=
+wait "$reader_pid" || fail "the reader exited $?"
+reader_pid=
+grep -q "refused connections: .*file descriptors" "$work/reader.log" ||
+  fail "the reader did not say why it refused connections"
+lines=$(grep -c "refused connections" "$work/reader.log")
+[ "$lines" -le 3 ] || fail "$lines lines about refused connections (one, then a summary)"
+echo "fd_exhaustion_test: OK"
