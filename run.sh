@@ -148,10 +148,6 @@ test_suite() {
   echo "tests: $PASSED passed, $FAILED failed"
 }
 
-# Library files clang-tidy skips for now, each with the reason (keep this short).
-#   loader.cc: its Run is being split into stages (issue 17); its 3 findings go with that.
-TIDY_SKIP=(tilefeed/loader/loader.cc)
-
 lint() {
   install_packages
   local start=$SECONDS
@@ -161,7 +157,7 @@ lint() {
   local build=$BUILD_ROOT/lint
   configure "$build" -DCMAKE_BUILD_TYPE=Release -DTILEFEED_BUILD_TESTS=OFF \
     -DTILEFEED_BUILD_BENCH=OFF -DTILEFEED_BUILD_PYTHON=OFF  # writes compile_commands.json
-  git ls-files 'tilefeed/**.cc' | grep -v -x -F "${TIDY_SKIP[@]/#/-e}" |
+  git ls-files 'tilefeed/**.cc' |
     xargs -P "$JOBS" -n 1 clang-tidy -p "$build" --quiet \
       --warnings-as-errors='*,-readability-function-size'
   log "lint passed in $((SECONDS - start)) s"

@@ -453,7 +453,7 @@ void Loader::Impl::Report(std::uint64_t epoch, std::uint64_t sample, const std::
 // position (a 1.6 MB outlier on the ImageNet-like corpus, ~48 buffers over 3 threads): memory
 // that creeps up for minutes. 256 KiB holds ~97 % of ImageNet JPEGs; the rest cost one
 // allocation per read, nothing next to their decode.
-constexpr std::size_t kRetainedSampleBytes = 256 * 1024;
+constexpr std::size_t kRetainedSampleBytes = std::size_t{256} * 1024;
 
 void Loader::Impl::DecodeChunk(Worker& worker, const Chunk& chunk, const std::stop_token& token) {
   // A source that merges reads gets the chunk's samples at once, one buffer each, when the
@@ -560,10 +560,9 @@ void Loader::Impl::HandleBadSample(Worker& worker, const Chunk& chunk, std::size
 }
 
 void Loader::Impl::PushReady(Ready ready, const std::stop_token& token) {
-  Ready value = ready;
-  while (!ready_ring.PushFor(std::move(value), kPollInterval, token)) {
+  // A trivially copyable value: each try pushes a fresh copy.
+  while (!ready_ring.PushFor(Ready{ready}, kPollInterval, token)) {
     if (token.stop_requested()) return;
-    value = ready;
   }
 }
 
@@ -952,7 +951,7 @@ LoaderMetrics Loader::metrics() const {
   m.wait_seconds = double(s.wait_ns.load(std::memory_order_relaxed)) * 1e-9;
   const auto observations = s.ready_observations.load(std::memory_order_relaxed);
   m.mean_ready_batches =
-      observations ? double(s.ready_sum.load(std::memory_order_relaxed)) / observations : 0;
+      observations ? double(s.ready_sum.load(std::memory_order_relaxed)) / double(observations) : 0;
   m.slots = s.slots.size();
   m.slot_bytes = s.slot_bytes;
   return m;
