@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -22,14 +23,14 @@
 #include <thread>
 #include <vector>
 
+#include "tests/loader/nginx_server.h"
+#include "tests/loader/webdataset_maker.h"
+#include "tests/support/temp_dir.h"
 #include "tilefeed/loader/dataset.h"
 #include "tilefeed/loader/loader.h"
 #include "tilefeed/loader/shard_source.h"
 #include "tilefeed/loader/shard_writer.h"
 #include "tilefeed/loader/tar_dataset.h"
-#include "tests/loader/nginx_server.h"
-#include "tests/loader/webdataset_maker.h"
-#include "tests/support/temp_dir.h"
 
 namespace tilefeed::loader {
 namespace {
@@ -271,9 +272,17 @@ TEST_F(RemoteTest, TheCacheNeverExceedsItsLimit) {
       }
     }
   };
-  std::thread other(reader);
-  reader();
-  other.join();
+  // Both readers run as futures: an exception in either (a failed open) is caught here and
+  // fails the test, where a throwing std::thread body or an unjoined thread would abort.
+  std::future<void> readers[] = {std::async(std::launch::async, reader),
+                                 std::async(std::launch::async, reader)};
+  for (std::future<void>& r : readers) {
+    try {
+      r.get();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "a cache reader threw: " << e.what();
+    }
+  }
   EXPECT_LE(max_seen.load(), o.cache_limit);
   EXPECT_LE(DirectoryBytes(o.cache_dir), o.cache_limit);
   EXPECT_GT(counters_.evictions.load(), 0u);
