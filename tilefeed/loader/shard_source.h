@@ -188,11 +188,12 @@ class ShardDataset final : public Source {
     std::int32_t label;
   };
   ShardDataset() = default;
-  // Reads records order[0..count) (positions in `indices`), all of shard `shard`, sorted
-  // by offset and non-overlapping, with one preadv.
-  void ReadGroup(std::size_t shard, const std::uint32_t* order, std::size_t count,
-                 std::span<const std::uint64_t> indices, std::span<std::vector<std::byte>> buffers,
-                 std::span<ReadResult> results) const;
+  // One merged read of ReadMany (defined in the .cc): records order[0..count) (positions
+  // in the indices), all of one shard, sorted by offset and non-overlapping.
+  struct GroupRead;
+  // Sizes the group's buffers and sets up its one read; then checks what it read.
+  void PrepareGroup(GroupRead& group) const;
+  void FinishGroup(GroupRead& group) const;
   SampleInfo ReadMapped(std::size_t index, std::vector<std::byte>& buffer) const;
 
   ShardCodec codec_ = ShardCodec::kJpeg;

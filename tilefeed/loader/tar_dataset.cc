@@ -12,6 +12,7 @@
 #include <optional>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "tilefeed/loader/detail/file_io.h"
 #include "tilefeed/loader/detail/merged_reads.h"
@@ -486,8 +487,9 @@ std::unique_ptr<TarDataset> TarDataset::OpenFiles(const std::vector<std::string>
   std::unique_ptr<TarDataset> d(new TarDataset());
   d->options_ = options;
   std::int32_t max_label = -1;
+  const auto session = detail::MakeHttpSession();  // shared by the remote tars
   for (const std::string& path : tars) {
-    auto file = detail::OpenRangeFile(path, options.remote);
+    auto file = detail::OpenRangeFile(path, options.remote, {}, session);
     ScannedTar scanned = IndexTar(*file, options);
     const auto tar = static_cast<std::uint32_t>(d->tars_.size());
     for (ScannedSample& s : scanned.samples) {
@@ -532,6 +534,16 @@ SampleInfo TarDataset::Read(std::size_t index, std::vector<std::byte>& buffer) c
   return info;
 }
 
+struct TarDataset::RunRead {
+  const std::uint32_t* order = nullptr;
+  std::size_t count = 0;
+  std::span<const std::uint64_t> indices;
+  std::span<std::vector<std::byte>> buffers;
+  std::span<ReadResult> results;
+  std::span<iovec> parts;  // one per sample
+  detail::RangeRead* read = nullptr;
+};
+
 void TarDataset::ReadMany(std::span<const std::uint64_t> indices,
                           std::span<std::vector<std::byte>> buffers,
                           std::span<ReadResult> results) const {
@@ -539,58 +551,69 @@ void TarDataset::ReadMany(std::span<const std::uint64_t> indices,
     Source::ReadMany(indices, buffers, results);
     return;
   }
-  detail::ForEachMergedRun(
-      indices, options_.max_gap,
-      [&](std::uint64_t index) {
+  const detail::MergedRuns plan =
+      detail::PlanMergedRuns(indices, options_.max_gap, [&](std::uint64_t index) {
         const Entry& e = entries_[index];
         // A bad sample gets a run of its own (size 0 at offset 0 never merges forward).
         if (e.problem >= 0) return detail::Extent{e.tar, 0, 0};
         return detail::Extent{e.tar, e.offset, e.size};
-      },
-      [&](const std::uint32_t* order, std::size_t count) {
-        if (count == 1 || entries_[indices[order[0]]].problem >= 0) {
-          for (std::size_t i = 0; i < count; ++i) {
-            ReadOne(*this, static_cast<std::size_t>(indices[order[i]]), buffers[order[i]],
-                    results[order[i]]);
-          }
-        } else {
-          ReadRun(order, count, indices, buffers, results);
-        }
       });
+  // Every run's read is set up first and all are issued together, so that remote tars
+  // have a chunk's requests in flight at once.
+  std::vector<iovec> parts(indices.size());
+  std::vector<detail::RangeRead> reads(plan.runs.size());
+  std::vector<RunRead> runs(plan.runs.size());
+  for (std::size_t r = 0; r < plan.runs.size(); ++r) {
+    const auto [first, count] = plan.runs[r];
+    runs[r] = {&plan.order[first],
+               count,
+               indices,
+               buffers,
+               results,
+               std::span(parts).subspan(first, count),
+               &reads[r]};
+    PrepareRun(runs[r]);
+  }
+  detail::ReadRanges(reads);
+  for (RunRead& run : runs) FinishRun(run);
 }
 
-void TarDataset::ReadRun(const std::uint32_t* order, std::size_t count,
-                         std::span<const std::uint64_t> indices,
-                         std::span<std::vector<std::byte>> buffers,
-                         std::span<ReadResult> results) const {
-  std::array<iovec, detail::kMaxMergedReads> parts;
+void TarDataset::PrepareRun(RunRead& run) const {
+  const Entry& first = entries_[run.indices[run.order[0]]];
+  if (first.problem >= 0) return;  // no read: FinishRun reports the problem
   // Each buffer also takes the gap after its member, so the whole range lands in the
   // caller's buffers; sized first, since a resize may move a buffer.
-  for (std::size_t i = 0; i < count; ++i) {
-    const Entry& e = entries_[indices[order[i]]];
+  for (std::size_t i = 0; i < run.count; ++i) {
+    const Entry& e = entries_[run.indices[run.order[i]]];
     std::uint64_t gap = 0;
-    if (i + 1 < count) gap = entries_[indices[order[i + 1]]].offset - (e.offset + e.size);
-    buffers[order[i]].resize(static_cast<std::size_t>(e.size + gap));
+    if (i + 1 < run.count) {
+      gap = entries_[run.indices[run.order[i + 1]]].offset - (e.offset + e.size);
+    }
+    run.buffers[run.order[i]].resize(static_cast<std::size_t>(e.size + gap));
   }
-  for (std::size_t i = 0; i < count; ++i) {
-    parts[i] = {buffers[order[i]].data(), buffers[order[i]].size()};
+  for (std::size_t i = 0; i < run.count; ++i) {
+    run.parts[i] = {run.buffers[run.order[i]].data(), run.buffers[run.order[i]].size()};
   }
-  const Entry& first = entries_[indices[order[0]]];
   read_calls_.fetch_add(1, std::memory_order_relaxed);
-  const std::string error =
-      tars_[first.tar].file->ReadV(first.offset, std::span(parts).first(count));
-  if (!error.empty() && tars_[first.tar].file->fd() >= 0) {
-    // A local error or short read: read each member alone to say which is affected.
-    for (std::size_t i = 0; i < count; ++i) {
-      ReadOne(*this, static_cast<std::size_t>(indices[order[i]]), buffers[order[i]],
-              results[order[i]]);
+  *run.read = {tars_[first.tar].file.get(), first.offset, run.parts, {}};
+}
+
+void TarDataset::FinishRun(RunRead& run) const {
+  const std::string& error = run.read->error;
+  const bool local = run.read->file != nullptr && run.read->file->fd() >= 0;
+  if (run.read->file == nullptr || (!error.empty() && local && run.count > 1)) {
+    // A bad sample; or a local error or short read: each member read alone says which
+    // is affected.
+    for (std::size_t i = 0; i < run.count; ++i) {
+      ReadOne(*this, static_cast<std::size_t>(run.indices[run.order[i]]), run.buffers[run.order[i]],
+              run.results[run.order[i]]);
     }
     return;
   }
-  for (std::size_t i = 0; i < count; ++i) {
-    const Entry& e = entries_[indices[order[i]]];
-    ReadResult& r = results[order[i]];
-    buffers[order[i]].resize(static_cast<std::size_t>(e.size));
+  for (std::size_t i = 0; i < run.count; ++i) {
+    const Entry& e = entries_[run.indices[run.order[i]]];
+    ReadResult& r = run.results[run.order[i]];
+    run.buffers[run.order[i]].resize(static_cast<std::size_t>(e.size));
     r.ok = error.empty();
     r.error = error;
     if (r.ok) r.info = SampleInfo{.label = e.label};

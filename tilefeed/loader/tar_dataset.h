@@ -127,9 +127,12 @@ class TarDataset final : public Source {
   };
   friend struct TarIndexBuilder;
   TarDataset() = default;
-  void ReadRun(const std::uint32_t* order, std::size_t count,
-               std::span<const std::uint64_t> indices, std::span<std::vector<std::byte>> buffers,
-               std::span<ReadResult> results) const;
+  // One merged read of ReadMany (defined in the .cc): samples order[0..count) (positions in
+  // the indices) of one tar, sorted by offset and non-overlapping.
+  struct RunRead;
+  // Sizes the run's buffers and sets up its one read; then hands out what it read.
+  void PrepareRun(RunRead& run) const;
+  void FinishRun(RunRead& run) const;
 
   TarOptions options_;
   std::vector<Tar> tars_;

@@ -90,8 +90,11 @@ std::string RangeFile::Read(std::uint64_t offset, std::span<std::byte> out) cons
 }
 
 std::unique_ptr<RangeFile> OpenRangeFile(const std::string& location, const RemoteOptions& remote,
-                                         std::optional<std::uint64_t> remote_size) {
-  if (IsRemoteLocation(location)) return OpenHttpFile(location, remote, remote_size);
+                                         std::optional<std::uint64_t> remote_size,
+                                         std::shared_ptr<HttpSession> session) {
+  if (IsRemoteLocation(location)) {
+    return OpenHttpFile(location, remote, remote_size, std::move(session));
+  }
   return OpenLocalFile(location);
 }
 
