@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cinttypes>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <string_view>
@@ -275,10 +277,11 @@ ScannedTar ScanTar(const RangeFile& file, std::uint64_t max_member_bytes) {
   return out;
 }
 
-// The sidecar index: "TFTARIX1", tar size, tar mtime (ns), sample count, ignored keys,
-// then per sample offset, size (u64), label (i32), key and problem lengths (u32) and their
-// bytes, then XXH3 of everything before. Native byte order: it is a per-host cache.
-constexpr std::string_view kSidecarMagic = "TFTARIX1";
+// The sidecar index: "TFTARIX2", tar size, tar mtime (ns), ETag length (u32) and bytes
+// (empty for a local tar), sample count, ignored keys, then per sample offset, size (u64),
+// label (i32), key and problem lengths (u32) and their bytes, then XXH3 of everything
+// before. Native byte order: it is a per-host cache.
+constexpr std::string_view kSidecarMagic = "TFTARIX2";
 constexpr std::uint64_t kMaxSidecarBytes = std::uint64_t{4} << 30;
 
 template <class T>
@@ -314,17 +317,7 @@ struct SidecarCursor {
   }
 };
 
-struct TarStamp {
-  std::uint64_t size = 0;
-  std::int64_t mtime_ns = 0;
-};
-
-std::optional<TarStamp> StampOf(const RangeFile& file) {
-  struct stat st;
-  if (file.fd() < 0 || ::fstat(file.fd(), &st) != 0) return std::nullopt;
-  return TarStamp{static_cast<std::uint64_t>(st.st_size),
-                  std::int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec};
-}
+using TarStamp = detail::FileStamp;
 
 std::optional<ScannedTar> ReadSidecar(const std::string& path, const TarStamp& stamp) {
   std::vector<std::byte> bytes;
@@ -340,7 +333,8 @@ std::optional<ScannedTar> ReadSidecar(const std::string& path, const TarStamp& s
   std::memcpy(&checksum, bytes.data() + body.size(), 8);
   if (detail::Checksum(body) != checksum) return std::nullopt;
   SidecarCursor c{body, kSidecarMagic.size()};
-  if (c.Get<std::uint64_t>() != stamp.size || c.Get<std::int64_t>() != stamp.mtime_ns) {
+  if (c.Get<std::uint64_t>() != stamp.size || c.Get<std::int64_t>() != stamp.mtime_ns ||
+      c.GetString(c.Get<std::uint32_t>()) != stamp.etag || !c.ok) {
     return std::nullopt;
   }
   ScannedTar out;
@@ -370,6 +364,9 @@ void WriteSidecar(const std::string& path, const TarStamp& stamp, const ScannedT
              reinterpret_cast<const std::byte*>(kSidecarMagic.data()) + kSidecarMagic.size());
   Put(out, stamp.size);
   Put(out, stamp.mtime_ns);
+  Put(out, static_cast<std::uint32_t>(stamp.etag.size()));
+  out.insert(out.end(), reinterpret_cast<const std::byte*>(stamp.etag.data()),
+             reinterpret_cast<const std::byte*>(stamp.etag.data()) + stamp.etag.size());
   Put(out, static_cast<std::uint64_t>(tar.samples.size()));
   Put(out, tar.ignored_keys);
   for (const ScannedSample& s : tar.samples) {
@@ -397,9 +394,24 @@ void WriteSidecar(const std::string& path, const TarStamp& stamp, const ScannedT
   if (done != out.size() || ::rename(temp.c_str(), path.c_str()) != 0) ::unlink(temp.c_str());
 }
 
+// Where a tar's sidecar lives: beside a local tar; for a remote one, in the cache
+// directory ("<cache_dir>/index/<XXH3 of the URL>.tfidx"), or nowhere without one.
+std::string SidecarPath(const RangeFile& file, const TarOptions& options) {
+  if (!IsRemoteLocation(file.name())) return file.name() + ".tfidx";
+  if (options.remote.cache_dir.empty()) return {};
+  const std::string dir = options.remote.cache_dir + "/index";
+  ::mkdir(options.remote.cache_dir.c_str(), 0755);
+  ::mkdir(dir.c_str(), 0755);
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016" PRIx64,
+                detail::Checksum(std::as_bytes(std::span(file.name()))));
+  return dir + "/" + hex + ".tfidx";
+}
+
 ScannedTar IndexTar(const RangeFile& file, const TarOptions& options) {
-  const std::optional<TarStamp> stamp = options.sidecar ? StampOf(file) : std::nullopt;
-  const std::string sidecar = file.name() + ".tfidx";
+  std::optional<TarStamp> stamp = options.sidecar ? file.stamp() : std::nullopt;
+  const std::string sidecar = stamp ? SidecarPath(file, options) : std::string();
+  if (sidecar.empty()) stamp.reset();
   if (stamp) {
     if (auto cached = ReadSidecar(sidecar, *stamp)) return std::move(*cached);
   }

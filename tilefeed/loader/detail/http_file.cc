@@ -55,6 +55,11 @@ struct CurlDeleter {
 };
 using CurlHandle = std::unique_ptr<CURL, CurlDeleter>;
 
+struct SlistDeleter {
+  void operator()(curl_slist* list) const noexcept { curl_slist_free_all(list); }
+};
+using HeaderList = std::unique_ptr<curl_slist, SlistDeleter>;
+
 // Where the body of one response goes: consecutive bytes scattered over `parts`.
 struct Sink {
   std::span<const iovec> parts;
@@ -187,7 +192,8 @@ std::string HttpUrlOf(const std::string& location, const RemoteOptions& o) {
 
 class BlockCache {
  public:
-  BlockCache(const RemoteOptions& o, const std::string& url, std::uint64_t file_size)
+  BlockCache(const RemoteOptions& o, const std::string& url, std::uint64_t file_size,
+             const std::string& etag)
       : options_(o), dir_(o.cache_dir + "/blocks") {
     ::mkdir(o.cache_dir.c_str(), 0755);
     ::mkdir(dir_.c_str(), 0755);
@@ -199,8 +205,10 @@ class BlockCache {
       throw SourceError(o.cache_dir, "cache_limit must be at least one block (" +
                                          std::to_string(o.cache_block) + " bytes)");
     }
-    const std::string id =
-        url + "\n" + std::to_string(file_size) + "\n" + std::to_string(o.cache_block);
+    // The ETag, when the server gives one, keys the version too: a file rewritten with
+    // the same size does not hit the old blocks.
+    std::string id = url + "\n" + std::to_string(file_size) + "\n" + std::to_string(o.cache_block);
+    if (!etag.empty()) id += "\n" + etag;
     char hex[17];
     std::snprintf(hex, sizeof(hex), "%016" PRIx64, Checksum(std::as_bytes(std::span(id))));
     prefix_ = dir_ + "/" + hex + "-";
@@ -325,8 +333,8 @@ struct Transfer {
   std::uint64_t offset = 0;
   std::uint64_t length = 0;
   std::span<const iovec> parts;
-  std::uint64_t size = 0;  // a HEAD's Content-Length
-  std::string error;       // the outcome; empty on success
+  FileStamp stamp;    // a HEAD's Content-Length, Last-Modified and ETag
+  std::string error;  // the outcome; empty on success
   // A cached read fetches whole blocks into `scratch` (through `whole`), stores the missed
   // ones and copies the asked-for bytes into the caller's parts afterwards.
   std::span<const iovec> user_parts;
@@ -366,11 +374,19 @@ class HttpFile final : public RangeFile {
       Transfer* const one[] = {&head};
       RunTransfers(one, *session_);
       if (!head.error.empty()) throw SourceError(name(), head.error);
-      size = head.size;
+      size = head.stamp.size;
+      if (head.stamp.mtime_ns != 0 || !head.stamp.etag.empty()) stamp_ = head.stamp;
+      if (!head.stamp.etag.empty()) {
+        if_match_.reset(curl_slist_append(nullptr, ("If-Match: " + head.stamp.etag).c_str()));
+      }
     }
     set_size(size);
-    if (!options_.cache_dir.empty()) cache_.emplace(options_, url_, size);
+    if (!options_.cache_dir.empty()) {
+      cache_.emplace(options_, url_, size, stamp_ ? stamp_->etag : std::string());
+    }
   }
+
+  std::optional<FileStamp> stamp() const override { return stamp_; }
 
   std::string ReadV(std::uint64_t offset, std::span<const iovec> parts) const override {
     RangeRead read{this, offset, parts, {}};
@@ -398,6 +414,8 @@ class HttpFile final : public RangeFile {
   std::string url_;
   const RemoteOptions options_;
   std::shared_ptr<HttpSession> session_;
+  std::optional<FileStamp> stamp_;
+  HeaderList if_match_;  // sent with every GET when the HEAD gave an ETag
   std::optional<BlockCache> cache_;
   mutable std::atomic<std::uint64_t> reads_{0};
 };
@@ -422,8 +440,10 @@ void HttpFile::Setup(Transfer& t) const {
   }
   if (t.head) {
     curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+    curl_easy_setopt(curl, CURLOPT_FILETIME, 1L);
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, Discard);
   } else {
+    if (if_match_) curl_easy_setopt(curl, CURLOPT_HTTPHEADER, if_match_.get());
     char range[64];
     std::snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64, t.offset, t.offset + t.length - 1);
     curl_easy_setopt(curl, CURLOPT_RANGE, range);
@@ -452,8 +472,19 @@ std::string HttpFile::Evaluate(Transfer& t, CURLcode code, bool& transient) cons
     curl_off_t content_length = -1;
     curl_easy_getinfo(curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &content_length);
     if (content_length < 0) return "the server gave no Content-Length";
-    t.size = static_cast<std::uint64_t>(content_length);
+    t.stamp.size = static_cast<std::uint64_t>(content_length);
+    curl_off_t filetime = -1;
+    curl_easy_getinfo(curl, CURLINFO_FILETIME_T, &filetime);
+    if (filetime > 0) t.stamp.mtime_ns = std::int64_t{filetime} * 1'000'000'000;
+    curl_header* etag = nullptr;
+    if (curl_easy_header(curl, "ETag", 0, CURLH_HEADER, -1, &etag) == CURLHE_OK) {
+      t.stamp.etag = etag->value;
+    }
     return {};
+  }
+  if (status == 412) {
+    return "HTTP 412: the file changed on the server since it was opened (ETag " +
+           stamp_.value_or(FileStamp{}).etag + " no longer matches)";
   }
   // 206 for a range; 200 is accepted only when the range is the whole file.
   if (status != 206 && !(status == 200 && t.offset == 0 && t.length == size())) {

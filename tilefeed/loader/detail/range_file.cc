@@ -58,6 +58,13 @@ class LocalFile final : public RangeFile {
   }
 
   int fd() const override { return fd_.get(); }
+  std::optional<FileStamp> stamp() const override {
+    struct stat st;
+    if (::fstat(fd_.get(), &st) != 0) return std::nullopt;
+    return FileStamp{static_cast<std::uint64_t>(st.st_size),
+                     std::int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec,
+                     {}};
+  }
   std::uint64_t reads() const override { return reads_.load(std::memory_order_relaxed); }
 
  private:

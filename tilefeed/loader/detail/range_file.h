@@ -20,6 +20,14 @@
 
 namespace tilefeed::loader::detail {
 
+// What identifies one version of a file: its size, modification time and, for a remote
+// file, the server's ETag (empty if it gave none).
+struct FileStamp {
+  std::uint64_t size = 0;
+  std::int64_t mtime_ns = 0;
+  std::string etag;
+};
+
 class RangeFile {
  public:
   RangeFile(const RangeFile&) = delete;
@@ -40,6 +48,13 @@ class RangeFile {
   virtual int fd() const { return -1; }
   // Read requests issued (one per ReadV; retries not counted).
   virtual std::uint64_t reads() const = 0;
+  // The version read when the file was opened: fstat for a local file; for a remote one
+  // opened with a HEAD request, its Content-Length, Last-Modified (whole seconds) and
+  // ETag. Empty when unknown (a remote file opened with a known size, or a server that
+  // sent neither Last-Modified nor ETag). A remote file with an ETag sends it as If-Match
+  // on every read, so a file changed since open fails with HTTP 412 instead of mixing
+  // versions.
+  virtual std::optional<FileStamp> stamp() const = 0;
 
  protected:
   RangeFile(std::string name, std::uint64_t size) : name_(std::move(name)), size_(size) {}
