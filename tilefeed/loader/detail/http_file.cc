@@ -118,8 +118,7 @@ struct MultiDeleter {
 };
 using MultiHandle = std::unique_ptr<CURLM, MultiDeleter>;
 
-// Requests of one ReadRanges call in flight at once, at most; also the connections a multi
-// handle keeps open.
+// Requests of one ReadRanges call in flight at once, at most.
 constexpr std::size_t kMaxInFlight = 16;
 
 // A mutex-guarded stack of idle handles.
@@ -158,7 +157,11 @@ class HttpSession {
     MultiHandle m = multi_.Acquire();
     if (m) return m;
     m.reset(curl_multi_init());
-    if (m) curl_multi_setopt(m.get(), CURLMOPT_MAXCONNECTS, static_cast<long>(kMaxInFlight));
+    if (!m) return m;
+    // No multiplexing: with it (libcurl's default), or with CURLMOPT_MAXCONNECTS set,
+    // libcurl 7.88 queues transfers to a host that has an idle HTTP/1.1 connection on that
+    // one connection instead of opening more (RemoteTest.AChunksReadsAreInFlightTogether).
+    curl_multi_setopt(m.get(), CURLMOPT_PIPELINING, static_cast<long>(CURLPIPE_NOTHING));
     return m;
   }
   void Release(MultiHandle m) { multi_.Release(std::move(m)); }
