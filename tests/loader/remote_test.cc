@@ -236,6 +236,16 @@ TEST_F(RemoteTest, ACorruptByteServedFailsTheChecksum) {
             Url("shards/shard-0000" + std::to_string(shard) + ".tfs#") + std::to_string(record));
 }
 
+// Cuts a tar 10 bytes into the data of its last .jpg member (whose name is in its header
+// block).
+void CutIntoLastJpeg(const fs::path& tar) {
+  const std::vector<std::byte> bytes = testing::ReadFile(tar);
+  const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  const std::size_t name = text.rfind(".jpg");
+  ASSERT_NE(name, std::string_view::npos);
+  fs::resize_file(tar, name - name % 512 + 512 + 10);
+}
+
 // The merged runs of one ReadMany are requested together: 16 runs of one record each (no
 // gap is merged) go out as 16 requests on more than one connection at once.
 TEST_F(RemoteTest, AChunksReadsAreInFlightTogether) {
@@ -330,14 +340,7 @@ TEST_F(RemoteTest, BadRemoteInputsGiveOneClearLine) {
   fs::create_directories(root_ / "cut");
   const fs::path cut_tar = root_ / "cut" / "train-000000.tar";
   fs::copy_file(root_ / "wds" / "train-000000.tar", cut_tar);
-  {
-    // Cut 10 bytes into the data of the last .jpg member (its name is in its header block).
-    const std::vector<std::byte> bytes = testing::ReadFile(cut_tar);
-    const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-    const std::size_t name = text.rfind(".jpg");
-    ASSERT_NE(name, std::string_view::npos);
-    fs::resize_file(cut_tar, name - name % 512 + 512 + 10);
-  }
+  CutIntoLastJpeg(cut_tar);
   TarOptions tar_options;
   tar_options.remote = Remote();
   const auto cut = TarDataset::Open(Url("cut/train-000000.tar"), tar_options);
@@ -380,6 +383,35 @@ TEST_F(RemoteTest, BadRemoteInputsGiveOneClearLine) {
     short_reads += 1;
   }
   EXPECT_GT(short_reads, 0);
+}
+
+// tilefeed-inspect --verify on remote datasets: VerifyShards over range requests catches a
+// corrupt record; VerifySamples reads every sample of remote tars and names the bad one.
+TEST_F(RemoteTest, VerifyChecksRemoteShardsAndTars) {
+  EXPECT_TRUE(VerifyShards(Url("shards"), {}, Remote()).empty());
+  const std::string shard0 = ReadShardManifest((root_ / "shards").string()).shards[0].path;
+  testing::XorByte(shard0, fs::file_size(shard0) / 2, 0x20);
+  const std::vector<ShardProblem> shard_problems = VerifyShards(Url("shards"), {}, Remote());
+  ASSERT_EQ(shard_problems.size(), 1u);
+  EXPECT_EQ(shard_problems[0].where.rfind(Url("shards/shard-00000.tfs#"), 0), 0u)
+      << shard_problems[0].where;
+
+  TarOptions options;
+  options.remote = Remote();
+  const auto tars = TarDataset::Open(Url("wds/train-{000000..000002}.tar"), options);
+  std::uint64_t reported = 0;
+  EXPECT_TRUE(
+      VerifySamples(*tars, [&](std::uint64_t done, std::uint64_t) { reported = done; }).empty());
+  EXPECT_EQ(reported, static_cast<std::uint64_t>(kSamples));
+  CutIntoLastJpeg(root_ / "wds" / "train-000002.tar");
+  const auto cut = TarDataset::Open(Url("wds/train-{000000..000002}.tar"), options);
+  const std::vector<ShardProblem> problems = VerifySamples(*cut);
+  ASSERT_FALSE(problems.empty());
+  for (const ShardProblem& p : problems) {
+    EXPECT_EQ(p.where.rfind(Url("wds/train-000002.tar#"), 0), 0u) << p.where;
+    EXPECT_FALSE(p.reason.empty());
+    EXPECT_EQ(p.reason.find('\n'), std::string::npos);
+  }
 }
 
 std::uint64_t DirectoryBytes(const fs::path& dir) {

@@ -248,21 +248,48 @@ struct RecordChecker {
           codecs::CheckCoefficients(payload);
           return verdict;
         case RecordCodec::kJpeg:
-          if (codecs::IsPng(image)) {
-            png.Verify(image);
-            verdict.reason = "PNG image stored as it came (it decodes)";
-            verdict.note = true;
-          } else if (const char* what = codecs::SniffNonJpeg(image)) {
-            verdict.reason = std::string("not a JPEG or PNG (") + what +
-                             "): the loader will report it as a bad sample";
-          } else {
-            jpeg.EntropyDecode(image);
-          }
+          CheckEncoded(image, verdict);
           return verdict;
       }
     } catch (const codecs::DecodeError& e) {
       verdict.reason = e.what();
       verdict.note = false;
+    }
+    return verdict;
+  }
+
+  // An image file's bytes: a PNG is verified (and noted), a JPEG entropy-decoded, anything
+  // else fails. Throws codecs::DecodeError.
+  void CheckEncoded(std::span<const std::byte> image, RecordVerdict& verdict) {
+    if (codecs::IsPng(image)) {
+      png.Verify(image);
+      verdict.reason = "PNG image stored as it came (it decodes)";
+      verdict.note = true;
+    } else if (const char* what = codecs::SniffNonJpeg(image)) {
+      verdict.reason = std::string("not a JPEG or PNG (") + what +
+                       "): the loader will report it as a bad sample";
+    } else {
+      jpeg.EntropyDecode(image);
+    }
+  }
+
+  // A sample that `source` read (`result`, bytes in `bytes`), checked as the loader will
+  // decode it. PNGs are not noted: a folder or tar holds them as they are.
+  RecordVerdict CheckSample(const ReadResult& result, std::span<const std::byte> bytes) {
+    RecordVerdict verdict;
+    if (!result.ok) {
+      verdict.reason = result.error;
+      return verdict;
+    }
+    try {
+      if (result.info.codec == SampleCodec::kEncoded) {
+        CheckEncoded(bytes, verdict);
+        if (verdict.note) verdict = {};
+      } else if (result.info.codec == SampleCodec::kLz4Raw) {
+        codecs::ReadRawInfo(bytes);
+      }
+    } catch (const codecs::DecodeError& e) {
+      verdict = {e.what(), false};
     }
     return verdict;
   }
@@ -276,6 +303,37 @@ constexpr std::size_t kSortBlock = 64;
 }  // namespace
 
 const char* ToString(ShardCodec codec) { return detail::CodecName(ToRecordCodec(codec)); }
+
+std::vector<ShardProblem> VerifySamples(
+    const Source& source, const std::function<void(std::uint64_t, std::uint64_t)>& on_record) {
+  constexpr std::size_t kChunk = 16;  // a loader chunk: merged reads, requests in flight
+  const std::size_t n = source.size();
+  tbb::enumerable_thread_specific<RecordChecker> checkers;
+  std::vector<RecordVerdict> verdicts(n);
+  std::vector<ShardProblem> problems;
+  // Blocks of 64 chunks keep progress reports flowing and memory bounded.
+  for (std::size_t block = 0; block < n; block += 64 * kChunk) {
+    const std::size_t end = std::min(n, block + 64 * kChunk);
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(block, end, kChunk), [&](const auto& range) {
+      std::vector<std::uint64_t> indices(range.size());
+      for (std::size_t i = 0; i < indices.size(); ++i) indices[i] = range.begin() + i;
+      std::vector<std::vector<std::byte>> buffers(indices.size());
+      std::vector<ReadResult> results(indices.size());
+      source.ReadMany(indices, buffers, results);
+      RecordChecker& checker = checkers.local();
+      for (std::size_t i = 0; i < indices.size(); ++i) {
+        verdicts[indices[i]] = checker.CheckSample(results[i], buffers[i]);
+      }
+    });
+    for (std::size_t i = block; i < end; ++i) {
+      if (!verdicts[i].reason.empty()) {
+        problems.push_back({source.Describe(i), std::move(verdicts[i].reason), verdicts[i].note});
+      }
+      if (on_record) on_record(i + 1, n);
+    }
+  }
+  return problems;
+}
 
 ShardManifest ReadShardManifest(const std::string& manifest_or_dir, const RemoteOptions& remote) {
   const LoadedManifest m = LoadManifest(manifest_or_dir, remote);

@@ -125,6 +125,14 @@ std::vector<ShardProblem> VerifyShards(
     const std::function<void(std::uint64_t, std::uint64_t)>& on_record = {},
     const RemoteOptions& remote = {});
 
+// Checks every sample of any source as the loader will read it: the read (a bad sample's
+// reason: a tar sample without a label, a failed remote read) and that an encoded image
+// decodes (JPEG entropy data, PNG through IEND) or a raw tensor's header parses. Reads in
+// chunks of 16 with ReadMany on the caller's TBB arena. Problems are "<Describe(i)>: reason"
+// in sample order; `on_record` as for VerifyShards.
+std::vector<ShardProblem> VerifySamples(
+    const Source& source, const std::function<void(std::uint64_t, std::uint64_t)>& on_record = {});
+
 class ShardDataset final : public Source {
  public:
   // Opens the dataset whose manifest is `manifest_or_dir` (or lies in that directory).
