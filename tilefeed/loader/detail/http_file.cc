@@ -3,10 +3,10 @@
 //
 // Requests in flight: every request goes through ReadRanges, which puts all the ranges of
 // one call (a loader chunk's merged runs, over any files) on one curl multi handle at once,
-// at most kMaxInFlight of them, and retries each on its own clock. The multi and easy
-// handles come from the dataset's HttpSession pools, so connections stay open between
-// calls and are shared by the dataset's files; each call holds its own multi handle, so
-// concurrent callers (the loader's workers) never share one.
+// at most RemoteOptions::max_in_flight of them, and retries each on its own clock. The multi and
+// easy handles come from the dataset's HttpSession pools, so connections stay open between calls
+// and are shared by the dataset's files; each call holds its own multi handle, so concurrent
+// callers (the loader's workers) never share one.
 //
 // Cache protocol: blocks are files "<cache_dir>/blocks/<16 hex digits>-<block>" holding
 // block `block` (cache_block bytes, the last one shorter) of one remote file; the hex is
@@ -117,9 +117,6 @@ struct MultiDeleter {
   void operator()(CURLM* multi) const noexcept { curl_multi_cleanup(multi); }
 };
 using MultiHandle = std::unique_ptr<CURLM, MultiDeleter>;
-
-// Requests of one ReadRanges call in flight at once, at most.
-constexpr std::size_t kMaxInFlight = 16;
 
 // A mutex-guarded stack of idle handles.
 template <class Handle>
@@ -647,8 +644,12 @@ int PollMillis(std::span<Transfer* const> waiting) {
   return static_cast<int>(wait.count());
 }
 
-// Runs every transfer to its outcome, at most kMaxInFlight at once on one multi handle.
+// Runs every transfer to its outcome, at most max_in_flight (of the first transfer's
+// file's options) at once on one multi handle.
 void RunTransfers(std::span<Transfer* const> transfers, HttpSession& session) {
+  if (transfers.empty()) return;
+  const auto max_in_flight =
+      static_cast<std::size_t>(std::max(1, transfers[0]->file->options().max_in_flight));
   MultiHandle multi = session.AcquireMulti();
   if (!multi) {
     for (Transfer* t : transfers) t->error = "libcurl: curl_multi_init failed";
@@ -659,7 +660,7 @@ void RunTransfers(std::span<Transfer* const> transfers, HttpSession& session) {
   std::vector<Transfer*> waiting;  // retries, each due at its not_before
   for (;;) {
     const auto now = std::chrono::steady_clock::now();
-    for (auto it = waiting.begin(); it != waiting.end() && active < kMaxInFlight;) {
+    for (auto it = waiting.begin(); it != waiting.end() && active < max_in_flight;) {
       if ((*it)->not_before > now) {
         ++it;
       } else {
@@ -667,7 +668,7 @@ void RunTransfers(std::span<Transfer* const> transfers, HttpSession& session) {
         it = waiting.erase(it);
       }
     }
-    for (; next < transfers.size() && active < kMaxInFlight; ++next) {
+    for (; next < transfers.size() && active < max_in_flight; ++next) {
       active += Start(multi.get(), *transfers[next]) ? 1 : 0;
     }
     if (active == 0 && waiting.empty() && next == transfers.size()) break;
