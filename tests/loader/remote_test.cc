@@ -417,7 +417,10 @@ TEST_F(RemoteTest, VerifyChecksRemoteShardsAndTars) {
 std::uint64_t DirectoryBytes(const fs::path& dir) {
   std::uint64_t total = 0;
   for (const auto& e : fs::recursive_directory_iterator(dir)) {
-    if (e.is_regular_file() && e.path().filename() != "lock") total += e.file_size();
+    // Another reader's temporary block may be renamed or removed between listing and size.
+    std::error_code error;
+    const std::uintmax_t bytes = e.file_size(error);
+    if (!error && e.path().filename() != "lock") total += bytes;
   }
   return total;
 }
