@@ -157,7 +157,7 @@ class HttpSession {
     if (!m) return m;
     // No multiplexing: with it (libcurl's default), or with CURLMOPT_MAXCONNECTS set,
     // libcurl 7.88 queues transfers to a host that has an idle HTTP/1.1 connection on that
-    // one connection instead of opening more (RemoteTest.AChunksReadsAreInFlightTogether).
+    // one connection instead of opening more (seen in nginx's $connection log).
     curl_multi_setopt(m.get(), CURLMOPT_PIPELINING, static_cast<long>(CURLPIPE_NOTHING));
     return m;
   }
