@@ -9,8 +9,14 @@
 #   4. loader_bench --data http://.../shards, one epoch, empty cache: the cold epoch's
 #      images/s, MB/s and requests per batch; the same for the tars over HTTP
 #   5. loader_bench --data http://.../shards --against SHARDS with the now warm cache (>= 0.95)
-# Env: ROUNDS (10), BATCH (64), WORKERS (0 = all cores), SIZE (224), PARTS ("tar cold warm";
-# warm runs the cold shards epoch first, to fill the cache).
+#   6. (PARTS=reads) the read stage alone (--read-only: one thread, chunks of 16 records in
+#      the epoch's random order, no decode): http://.../shards without a cache against the
+#      local shards, in alternating rounds of READ_SECONDS each; prints each round's ratio
+#      and the median. This is where requests in flight show: a chunk's runs are about 16
+#      range requests.
+# Env: ROUNDS (10), BATCH (64), WORKERS (0 = all cores), SIZE (224), READ_SECONDS (3),
+# PARTS ("tar cold warm"; warm runs the cold shards epoch first, to fill the cache; add
+# "reads" for 6).
 set -euo pipefail
 CORPUS=${1:?usage: remote_bench.sh CORPUS [BUILD_DIR]}
 BUILD=${2:-build/release}
@@ -19,6 +25,7 @@ BATCH=${BATCH:-64}
 WORKERS=${WORKERS:-0}
 SIZE=${SIZE:-224}
 PARTS=${PARTS:-tar cold warm}
+READ_SECONDS=${READ_SECONDS:-3}
 has() { [[ " $PARTS " == *" $1 "* ]]; }
 BENCH="$BUILD/bench/loader_bench"
 PACK="$BUILD/tools/tilefeed-pack"
@@ -96,4 +103,17 @@ if has warm; then
   echo "== HTTP with the warm cache against local shards"
   "$BENCH" --data "$URL/shards" --cache-dir "$WORK/cache" --against "$WORK/www/shards" \
     --rounds "$ROUNDS" "${COMMON[@]}"
+fi
+if has reads; then
+  echo "== read stage alone: HTTP without a cache against local shards (--read-only)"
+  rate() { "$BENCH" --data "$1" --read-only --seconds "$READ_SECONDS" | sed -n 's/^read_records_per_s=//p'; }
+  ratios=()
+  for r in $(seq "$ROUNDS"); do
+    if (( r % 2 )); then h=$(rate "$URL/shards"); l=$(rate "$WORK/www/shards")
+    else l=$(rate "$WORK/www/shards"); h=$(rate "$URL/shards"); fi
+    ratio=$(/usr/bin/python3 -c "print(f'{$h / $l:.4f}')")
+    ratios+=("$ratio")
+    echo "  round $r/$ROUNDS: http $h vs local $l records/s  ratio $ratio"
+  done
+  /usr/bin/python3 -c "import statistics, sys; print('  read-only ratio http/local: %.4f (median of %d rounds)' % (statistics.median(map(float, sys.argv[1:])), len(sys.argv) - 1))" "${ratios[@]}"
 fi

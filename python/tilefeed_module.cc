@@ -629,12 +629,30 @@ loader::LoaderOptions ParseOptions(const py::dict& kwargs) {
   return options;
 }
 
+// RemoteOptions from the dict that tilefeed.Loader builds; absent keys keep the defaults.
+loader::RemoteOptions ToRemoteOptions(const py::dict& remote) {
+  loader::RemoteOptions o;
+  const auto text = [&](const char* key, std::string& out) {
+    if (remote.contains(key)) out = remote[key].cast<std::string>();
+  };
+  text("cache_dir", o.cache_dir);
+  text("s3_endpoint", o.s3_endpoint);
+  text("aws_access_key_id", o.aws_access_key_id);
+  text("aws_secret_access_key", o.aws_secret_access_key);
+  text("aws_region", o.aws_region);
+  if (remote.contains("cache_limit")) o.cache_limit = remote["cache_limit"].cast<std::uint64_t>();
+  if (remote.contains("retries")) o.retries = remote["retries"].cast<int>();
+  return o;
+}
+
 // Opens `data` through the one dataset opener (tilefeed/loader/dataset.h). `kind` is "auto"
 // (detect), a DatasetKind name, or CIFAR-10's "cifar10-train" / "cifar10-test" (which pick the
-// split); `split` picks the part of a train/ + val/ root.
+// split); `split` picks the part of a train/ + val/ root; `remote` holds RemoteOptions fields
+// (checked by tilefeed/__init__.py's _remote_options).
 loader::OpenedDataset OpenSource(const std::string& data, const std::string& kind,
-                                 const std::string& split) {
+                                 const std::string& split, const py::dict& remote) {
   loader::DatasetOptions options;
+  options.remote = ToRemoteOptions(remote);
   const std::optional<loader::Split> parsed_split = loader::ParseSplit(split);
   if (!parsed_split) {
     throw py::value_error("tilefeed.Loader: split=\"" + split +
@@ -660,9 +678,9 @@ loader::OpenedDataset OpenSource(const std::string& data, const std::string& kin
 class PyCore {
  public:
   PyCore(const std::string& data, const std::string& source_kind, const std::string& split,
-         py::object on_bad_sample, const py::dict& options) {
+         py::object on_bad_sample, const py::dict& options, const py::dict& remote) {
     loader::LoaderOptions parsed = ParseOptions(options);
-    loader::OpenedDataset opened = OpenSource(data, source_kind, split);
+    loader::OpenedDataset opened = OpenSource(data, source_kind, split, remote);
     summary_ = opened.summary;
     notes_ = std::move(opened.notes);
     core_ = std::make_shared<Core>(std::move(opened.source), std::move(parsed),
@@ -846,9 +864,9 @@ PYBIND11_MODULE(_tilefeed, m) {
 
   py::class_<PyCore>(m, "_Core")
       .def(py::init<const std::string&, const std::string&, const std::string&, py::object,
-                    const py::dict&>(),
+                    const py::dict&, const py::dict&>(),
            py::arg("data"), py::arg("source"), py::arg("split"), py::arg("on_bad_sample"),
-           py::arg("options"))
+           py::arg("options"), py::arg("remote") = py::dict())
       .def("next", &PyCore::Next, py::arg("copy") = false)
       .def("stop", &PyCore::Stop)
       .def("metrics", &PyCore::Metrics)

@@ -3,7 +3,9 @@
 // reads every record, checks its checksum, an indexed record's interval index against its
 // JPEG, and that every image record decodes (a JPEG's entropy-coded data, a PNG through
 // IEND), and exits non-zero naming each bad record as "<shard file>#<record>: <reason>".
-// A PNG stored in a JPEG-codec record decodes, so it is a note, not a failure.
+// A PNG stored in a JPEG-codec record decodes, so it is a note, not a failure. Any other
+// dataset (a folder, tars, local or over http(s)/s3) is summarized, and with --verify
+// every sample is read and its image decoded the same way ("<sample>: <reason>").
 
 #include <unistd.h>
 
@@ -13,16 +15,49 @@
 #include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "tilefeed/loader/dataset.h"
 #include "tilefeed/loader/shard_source.h"
 #include "tools/cli_checks.h"
+#include "tools/remote_flags.h"
 
 namespace {
 
 namespace loader = tilefeed::loader;
 using Clock = std::chrono::steady_clock;
+
+// Prints the problems and the verdict line; returns the exit status.
+int Report(const std::vector<loader::ShardProblem>& problems, std::uint64_t checked,
+           std::uint64_t bytes, Clock::time_point start) {
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  std::size_t failures = 0;
+  for (const loader::ShardProblem& p : problems) {
+    std::printf("%s %s: %s\n", p.note ? "note" : "BAD", p.where.c_str(), p.reason.c_str());
+    if (!p.note) ++failures;
+  }
+  std::printf("verify     %s: %zu problems, %zu notes, %llu records checked in %.2f s",
+              failures == 0 ? "OK" : "FAILED", failures, problems.size() - failures,
+              static_cast<unsigned long long>(checked), seconds);
+  if (bytes > 0) std::printf(" (%.0f MB/s)", seconds > 0 ? double(bytes) / 1e6 / seconds : 0.0);
+  std::printf("\n");
+  return failures == 0 ? 0 : 1;
+}
+
+// A progress line on a terminal, at most every 200 ms.
+std::function<void(std::uint64_t, std::uint64_t)> Progress() {
+  const bool live = isatty(STDERR_FILENO) != 0;
+  return [live, last = Clock::now()](std::uint64_t done, std::uint64_t total) mutable {
+    const auto now = Clock::now();
+    if (!live || (now - last < std::chrono::milliseconds(200) && done != total)) return;
+    last = now;
+    std::fprintf(stderr, "\rverifying %llu/%llu records ", static_cast<unsigned long long>(done),
+                 static_cast<unsigned long long>(total));
+    if (done == total) std::fprintf(stderr, "\r%40s\r", "");
+  };
+}
 
 }  // namespace
 
@@ -45,11 +80,14 @@ int main(int argc, char** argv) {
                "read every record and check its checksum, its JPEG interval index if it has "
                "one, and that its image decodes (JPEG entropy data, PNG through IEND)");
   app.add_flag("--all-shards", all_shards, "list every shard (default: the first 20)");
+  tilefeed::tools::RemoteFlags remote_flags;
+  tilefeed::tools::AddRemoteFlags(app, remote_flags);
   if (const auto rc = tilefeed::tools::ParseArgs(app, argc, argv, "tilefeed-inspect")) return *rc;
 
   loader::ShardManifest manifest;
+  loader::DatasetOptions options;
   try {
-    loader::DatasetOptions options;
+    options.remote = tilefeed::tools::ToRemoteOptions(remote_flags);
     options.split = *loader::ParseSplit(split);
     const loader::DatasetLocation location = loader::ResolveDataset(path, options);
     if (location.kind != loader::DatasetKind::kShards) {
@@ -57,15 +95,13 @@ int main(int argc, char** argv) {
       std::printf("dataset    %s\n", opened.summary.c_str());
       std::printf("identity   %s\n", ToString(loader::Identify(*opened.source)).c_str());
       for (const std::string& note : opened.notes) std::printf("note       %s\n", note.c_str());
-      if (verify) {
-        std::fprintf(stderr, "tilefeed-inspect: --verify checks record shards; %s is not one\n",
-                     location.path.c_str());
-        return 2;
-      }
-      return 0;
+      if (!verify) return 0;
+      const auto start = Clock::now();
+      return Report(loader::VerifySamples(*opened.source, Progress()), opened.source->size(), 0,
+                    start);
     }
     path = location.path;
-    manifest = loader::ReadShardManifest(path);
+    manifest = loader::ReadShardManifest(path, options.remote);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tilefeed-inspect: %s\n", e.what());
     return 1;
@@ -108,7 +144,9 @@ int main(int argc, char** argv) {
   if (!verify) {
     // Opening checks every shard's header and footer index: cheap, O(shards).
     try {
-      const auto dataset = loader::ShardDataset::Open(path);
+      loader::ShardReadOptions read;
+      read.remote = options.remote;
+      const auto dataset = loader::ShardDataset::Open(path, read);
       std::printf("indexes    OK (%zu shards opened)\n", dataset->shard_count());
     } catch (const std::exception& e) {
       std::printf("indexes    BAD: %s\n", e.what());
@@ -117,27 +155,7 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  const bool live = isatty(STDERR_FILENO) != 0;
-  auto last = Clock::now();
-  const auto start = last;
-  const auto problems = loader::VerifyShards(path, [&](std::uint64_t done, std::uint64_t total) {
-    const auto now = Clock::now();
-    if (!live || (now - last < std::chrono::milliseconds(200) && done != total)) return;
-    last = now;
-    std::fprintf(stderr, "\rverifying %llu/%llu records ", static_cast<unsigned long long>(done),
-                 static_cast<unsigned long long>(total));
-  });
-  if (live) std::fprintf(stderr, "\r%40s\r", "");
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  std::size_t failures = 0;
-  for (const loader::ShardProblem& p : problems) {
-    std::printf("%s %s: %s\n", p.note ? "note" : "BAD", p.where.c_str(), p.reason.c_str());
-    if (!p.note) ++failures;
-  }
-  std::printf(
-      "verify     %s: %zu problems, %zu notes, %llu records checked in %.2f s (%.0f MB/s)\n",
-      failures == 0 ? "OK" : "FAILED", failures, problems.size() - failures,
-      static_cast<unsigned long long>(manifest.records), seconds,
-      seconds > 0 ? double(total_bytes) / 1e6 / seconds : 0.0);
-  return failures == 0 ? 0 : 1;
+  const auto start = Clock::now();
+  return Report(loader::VerifyShards(path, Progress(), options.remote), manifest.records,
+                total_bytes, start);
 }

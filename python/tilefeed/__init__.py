@@ -103,6 +103,34 @@ def _stop_all():
         loader.stop()
 
 
+def _remote_options(cache_dir, cache_limit, s3_endpoint, remote_retries):
+    """The remote-dataset options as the _Core takes them (RemoteOptions' fields)."""
+    def integer(name, value, low, high):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"tilefeed.Loader: {name} must be an int, got {value!r}")
+        if not low <= int(value) <= high:
+            raise ValueError(f"tilefeed.Loader: {name}={value} is out of range [{low}, {high}]")
+        return int(value)
+
+    remote = {"cache_limit": integer("cache_limit", cache_limit, 4 << 20, (1 << 63) - 1),
+              "retries": integer("remote_retries", remote_retries, 0, 20)}
+    if cache_dir is not None:
+        if not isinstance(cache_dir, (str, os.PathLike)) or not os.fspath(cache_dir):
+            raise TypeError(f"tilefeed.Loader: cache_dir must be a path or None, got {cache_dir!r}")
+        remote["cache_dir"] = os.fspath(cache_dir)
+    if s3_endpoint is not None:
+        if not isinstance(s3_endpoint, str) or not s3_endpoint:
+            raise TypeError(f"tilefeed.Loader: s3_endpoint must be a URL or None, "
+                            f"got {s3_endpoint!r}")
+        remote["s3_endpoint"] = s3_endpoint
+    for key, variable in (("aws_access_key_id", "AWS_ACCESS_KEY_ID"),
+                          ("aws_secret_access_key", "AWS_SECRET_ACCESS_KEY"),
+                          ("aws_region", "AWS_REGION")):
+        if os.environ.get(variable):
+            remote[key] = os.environ[variable]
+    return remote
+
+
 class Loader:
     """Batches of uint8 images from any dataset tilefeed opens, decoded in C++.
 
@@ -127,6 +155,14 @@ class Loader:
     pipeline. on_bad_sample(dict(epoch, sample, where, reason)) is called from a worker
     thread for every bad sample; an exception it raises is re-raised by the next batch
     request.
+
+    Remote datasets (http://, https://, s3:// shards and tars; docs/datasets.md), like the
+    tools' --cache-dir, --cache-limit, --s3-endpoint and --remote-retries: cache_dir (a
+    path, or None for no cache) keeps fetched blocks and remote tar indexes on disk, shared
+    by the processes of the host; cache_limit (bytes, at least 4 MiB) bounds its blocks;
+    s3_endpoint (a URL, or None for AWS) serves s3://bucket/key; remote_retries (0-20) is
+    the retries of a failed request before its sample is bad. s3:// keys come from
+    AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_REGION, read when the Loader is made.
     """
 
     def __init__(self, data, *, source="auto", split="train",
@@ -159,12 +195,17 @@ class Loader:
                  fast_dct=_D["fast_dct"],
                  fast_upsample=_D["fast_upsample"],
                  on_bad_sample=None,
-                 copy=False):
+                 copy=False,
+                 cache_dir=None,
+                 cache_limit=10 << 30,
+                 s3_endpoint=None,
+                 remote_retries=5):
         arguments = locals()
         self._options = {name: arguments[name] for name in _D}
         _check_options(self._options)
         if on_bad_sample is not None and not callable(on_bad_sample):
             raise TypeError("tilefeed.Loader: on_bad_sample must be callable or None")
+        self._remote = _remote_options(cache_dir, cache_limit, s3_endpoint, remote_retries)
         self._options["shard"], self._shard_origin = _resolve_shard(shard)
         self._data = os.fspath(data)
         self._source = source
@@ -180,7 +221,7 @@ class Loader:
         self._wanted = None  # set_epoch()'s epoch, applied by the next iter()
         # The C++ LoaderOptions say "no limit" with epochs 0.
         self._core = _tilefeed._Core(self._data, self._source, self._split, on_bad_sample,
-                                     dict(self._options, epochs=int(epochs or 0)))
+                                     dict(self._options, epochs=int(epochs or 0)), self._remote)
         self._epoch = self._first  # the epoch the core's next batch belongs to
         self._position = int(first_epoch_position)  # where the core started self._epoch
         self._mid_epoch = False  # the core has delivered part of self._epoch
@@ -243,7 +284,7 @@ class Loader:
         if expected_dataset_size is not None:
             options["expected_dataset_size"] = expected_dataset_size
         self._core = _tilefeed._Core(self._data, self._source, self._split, self._on_bad_sample,
-                                     options)
+                                     options, self._remote)
 
     def _next(self, iterator):
         if iterator._generation != self._generation:

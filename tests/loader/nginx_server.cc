@@ -53,7 +53,8 @@ NginxServer::NginxServer(const std::filesystem::path& root, const std::filesyste
        << "pid " << w << "/nginx.pid;\nerror_log " << w << "/error.log warn;\n"
        << "events { worker_connections 512; }\n"
        << "http {\n"
-       << "  log_format tf '$request_method $uri $status auth=[$http_authorization] "
+       << "  log_format tf '$request_method $uri $status conn=$connection "
+          "auth=[$http_authorization] "
           "date=[$http_x_amz_date]';\n"
        << "  access_log " << w << "/access.log tf;\n"
        << "  client_body_temp_path " << w << "/tmp/body;\n"
@@ -63,7 +64,8 @@ NginxServer::NginxServer(const std::filesystem::path& root, const std::filesyste
        << "  scgi_temp_path " << w << "/tmp/scgi;\n"
        << "  keepalive_requests 100000;\n"
        << "  server {\n    listen 127.0.0.1:" << port_ << " reuseport;\n"
-       << "    root " << root_.string() << ";\n  }\n}\n";
+       << "    root " << root_.string() << ";\n"
+       << "    location /status500/ { return 500; }\n  }\n}\n";
   conf.close();
   Start();
 }

@@ -2,8 +2,9 @@
 
 // A real web server for the remote-dataset tests: Debian's nginx, started on a free
 // loopback port with a generated configuration (no daemon, no master process, every path
-// in a temp directory), serving a directory with HTTP range support. Access log lines
-// are "<method> <uri> <status> auth=[<Authorization>] date=[<x-amz-date>]".
+// in a temp directory), serving a directory with HTTP range support; every path under
+// /status500/ answers HTTP 500. Access log lines are
+// "<method> <uri> <status> conn=<connection number> auth=[<Authorization>] date=[<x-amz-date>]".
 
 #include <sys/types.h>
 

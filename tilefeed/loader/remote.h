@@ -54,6 +54,11 @@ struct RemoteOptions {
   // at 2 s) between tries.
   int retries = 5;
   std::chrono::milliseconds backoff{100};
+  // Requests one read call (a loader chunk's merged runs) keeps in flight at once, each on
+  // its own connection (libcurl's multi interface); 1 sends them one after another. More
+  // hides network latency; on loopback, where there is none, it costs CPU
+  // (docs/datasets.md has the figures).
+  int max_in_flight = 8;
   // Limit for connecting, and for one request as a whole.
   std::chrono::milliseconds connect_timeout{5000};
   std::chrono::milliseconds request_timeout{60000};

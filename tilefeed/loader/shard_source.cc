@@ -112,12 +112,13 @@ struct OpenedShard {
 // Opens shard `number` and checks it against the manifest with two reads: the header,
 // then exactly the footer whose size the record count gives.
 OpenedShard OpenShard(const LoadedManifest& m, std::size_t number, const std::string& path,
-                      const RemoteOptions& remote) {
+                      const RemoteOptions& remote,
+                      const std::shared_ptr<detail::HttpSession>& session) {
   const detail::ManifestShard& expected = m.manifest.shards[number];
   OpenedShard out;
   // A remote shard's size comes from the manifest (no HEAD request); a wrong one fails the
   // footer read or its checksum below.
-  out.file = detail::OpenRangeFile(path, remote, expected.bytes);
+  out.file = detail::OpenRangeFile(path, remote, expected.bytes, session);
   const std::uint64_t file_size = out.file->size();
   if (file_size != expected.bytes) {
     throw SourceError(path, "shard is " + std::to_string(file_size) + " bytes, the manifest says " +
@@ -247,16 +248,7 @@ struct RecordChecker {
           codecs::CheckCoefficients(payload);
           return verdict;
         case RecordCodec::kJpeg:
-          if (codecs::IsPng(image)) {
-            png.Verify(image);
-            verdict.reason = "PNG image stored as it came (it decodes)";
-            verdict.note = true;
-          } else if (const char* what = codecs::SniffNonJpeg(image)) {
-            verdict.reason = std::string("not a JPEG or PNG (") + what +
-                             "): the loader will report it as a bad sample";
-          } else {
-            jpeg.EntropyDecode(image);
-          }
+          CheckEncoded(image, verdict);
           return verdict;
       }
     } catch (const codecs::DecodeError& e) {
@@ -265,11 +257,78 @@ struct RecordChecker {
     }
     return verdict;
   }
+
+  // An image file's bytes: a PNG is verified (and noted), a JPEG entropy-decoded, anything
+  // else fails. Throws codecs::DecodeError.
+  void CheckEncoded(std::span<const std::byte> image, RecordVerdict& verdict) {
+    if (codecs::IsPng(image)) {
+      png.Verify(image);
+      verdict.reason = "PNG image stored as it came (it decodes)";
+      verdict.note = true;
+    } else if (const char* what = codecs::SniffNonJpeg(image)) {
+      verdict.reason = std::string("not a JPEG or PNG (") + what +
+                       "): the loader will report it as a bad sample";
+    } else {
+      jpeg.EntropyDecode(image);
+    }
+  }
+
+  // A sample that `source` read (`result`, bytes in `bytes`), checked as the loader will
+  // decode it. PNGs are not noted: a folder or tar holds them as they are.
+  RecordVerdict CheckSample(const ReadResult& result, std::span<const std::byte> bytes) {
+    RecordVerdict verdict;
+    if (!result.ok) {
+      verdict.reason = result.error;
+      return verdict;
+    }
+    try {
+      if (result.info.codec == SampleCodec::kEncoded) {
+        CheckEncoded(bytes, verdict);
+        if (verdict.note) verdict = {};
+      } else if (result.info.codec == SampleCodec::kLz4Raw) {
+        codecs::ReadRawInfo(bytes);
+      }
+    } catch (const codecs::DecodeError& e) {
+      verdict = {e.what(), false};
+    }
+    return verdict;
+  }
 };
 
 }  // namespace
 
 const char* ToString(ShardCodec codec) { return detail::CodecName(ToRecordCodec(codec)); }
+
+std::vector<ShardProblem> VerifySamples(
+    const Source& source, const std::function<void(std::uint64_t, std::uint64_t)>& on_record) {
+  constexpr std::size_t kChunk = 16;  // a loader chunk: merged reads, requests in flight
+  const std::size_t n = source.size();
+  tbb::enumerable_thread_specific<RecordChecker> checkers;
+  std::vector<RecordVerdict> verdicts(n);
+  std::vector<ShardProblem> problems;
+  // Blocks of 64 chunks keep progress reports flowing and memory bounded.
+  for (std::size_t block = 0; block < n; block += 64 * kChunk) {
+    const std::size_t end = std::min(n, block + 64 * kChunk);
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(block, end, kChunk), [&](const auto& range) {
+      std::vector<std::uint64_t> indices(range.size());
+      for (std::size_t i = 0; i < indices.size(); ++i) indices[i] = range.begin() + i;
+      std::vector<std::vector<std::byte>> buffers(indices.size());
+      std::vector<ReadResult> results(indices.size());
+      source.ReadMany(indices, buffers, results);
+      RecordChecker& checker = checkers.local();
+      for (std::size_t i = 0; i < indices.size(); ++i) {
+        verdicts[indices[i]] = checker.CheckSample(results[i], buffers[i]);
+      }
+    });
+    for (std::size_t i = block; i < end; ++i) {
+      if (!verdicts[i].reason.empty()) {
+        problems.push_back({source.Describe(i), std::move(verdicts[i].reason), verdicts[i].note});
+      }
+      if (on_record) on_record(i + 1, n);
+    }
+  }
+  return problems;
+}
 
 ShardManifest ReadShardManifest(const std::string& manifest_or_dir, const RemoteOptions& remote) {
   const LoadedManifest m = LoadManifest(manifest_or_dir, remote);
@@ -307,11 +366,12 @@ std::vector<ShardProblem> VerifyShards(
   tbb::enumerable_thread_specific<RecordChecker> checkers;
   std::vector<RecordVerdict> verdicts;
   std::uint64_t done = 0;
+  const auto session = detail::MakeHttpSession();
   for (std::size_t s = 0; s < m.manifest.shards.size(); ++s) {
     const std::string path = ShardPath(m, s);
     OpenedShard shard;
     try {
-      shard = OpenShard(m, s, path, remote);
+      shard = OpenShard(m, s, path, remote, session);
     } catch (const SourceError& e) {
       problems.push_back({e.where(), e.reason()});
       done += m.manifest.shards[s].records;
@@ -350,9 +410,10 @@ std::unique_ptr<ShardDataset> ShardDataset::Open(const std::string& manifest_or_
   dataset->entries_.reserve(m.manifest.records);
   dataset->record_begin_.reserve(m.manifest.shards.size() + 1);
   dataset->record_begin_.push_back(0);
+  const auto session = detail::MakeHttpSession();  // shared by the remote shards
   for (std::size_t s = 0; s < m.manifest.shards.size(); ++s) {
     std::string path = ShardPath(m, s);
-    OpenedShard shard = OpenShard(m, s, path, options.remote);
+    OpenedShard shard = OpenShard(m, s, path, options.remote, session);
     for (const detail::IndexEntry& e : shard.index.entries) {
       dataset->entries_.push_back({e.offset, e.checksum, e.size, e.label});
     }
@@ -417,6 +478,17 @@ SampleInfo ShardDataset::ReadMapped(std::size_t index, std::vector<std::byte>& b
   return InfoFrom(header, e.label);
 }
 
+struct ShardDataset::GroupRead {
+  const std::uint32_t* order = nullptr;
+  std::size_t count = 0;
+  std::span<const std::uint64_t> indices;
+  std::span<std::vector<std::byte>> buffers;
+  std::span<ReadResult> results;
+  std::span<std::array<std::byte, detail::kRecordHeaderSize>> headers;  // one per record
+  std::span<iovec> parts;                                               // two per record
+  detail::RangeRead* read = nullptr;
+};
+
 void ShardDataset::ReadMany(std::span<const std::uint64_t> indices,
                             std::span<std::vector<std::byte>> buffers,
                             std::span<ReadResult> results) const {
@@ -424,71 +496,80 @@ void ShardDataset::ReadMany(std::span<const std::uint64_t> indices,
     Source::ReadMany(indices, buffers, results);
     return;
   }
-  detail::ForEachMergedRun(
-      indices, read_options_.max_gap,
-      [&](std::uint64_t index) {
+  const detail::MergedRuns plan =
+      detail::PlanMergedRuns(indices, read_options_.max_gap, [&](std::uint64_t index) {
         const Entry& e = entries_[index];
         return detail::Extent{static_cast<std::uint32_t>(Locate(index).first), e.offset, e.size};
-      },
-      [&](const std::uint32_t* order, std::size_t count) {
-        if (count == 1) {
-          ReadOne(*this, static_cast<std::size_t>(indices[order[0]]), buffers[order[0]],
-                  results[order[0]]);
-        } else {
-          ReadGroup(Locate(indices[order[0]]).first, order, count, indices, buffers, results);
-        }
       });
+  // Every run's read is set up first and all are issued together, so that a remote
+  // dataset has a chunk's requests in flight at once.
+  std::vector<std::array<std::byte, detail::kRecordHeaderSize>> headers(indices.size());
+  std::vector<iovec> parts(2 * indices.size());
+  std::vector<detail::RangeRead> reads(plan.runs.size());
+  std::vector<GroupRead> groups(plan.runs.size());
+  for (std::size_t r = 0; r < plan.runs.size(); ++r) {
+    const auto [first, count] = plan.runs[r];
+    groups[r] = {&plan.order[first],
+                 count,
+                 indices,
+                 buffers,
+                 results,
+                 std::span(headers).subspan(first, count),
+                 std::span(parts).subspan(2 * first, 2 * count),
+                 &reads[r]};
+    PrepareGroup(groups[r]);
+  }
+  read_calls_.fetch_add(reads.size(), std::memory_order_relaxed);
+  detail::ReadRanges(reads);
+  for (GroupRead& group : groups) FinishGroup(group);
 }
 
-void ShardDataset::ReadGroup(std::size_t shard, const std::uint32_t* order, std::size_t count,
-                             std::span<const std::uint64_t> indices,
-                             std::span<std::vector<std::byte>> buffers,
-                             std::span<ReadResult> results) const {
-  std::array<std::array<std::byte, detail::kRecordHeaderSize>, detail::kMaxMergedReads> headers;
-  std::array<iovec, 2 * detail::kMaxMergedReads> parts;
+void ShardDataset::PrepareGroup(GroupRead& g) const {
   // Each record's payload buffer also takes the gap after it, so the whole range lands in
   // the caller's buffers; sized first, since a resize may move a buffer.
-  for (std::size_t i = 0; i < count; ++i) {
-    const Entry& e = entries_[indices[order[i]]];
+  for (std::size_t i = 0; i < g.count; ++i) {
+    const Entry& e = entries_[g.indices[g.order[i]]];
     std::size_t gap = 0;
-    if (i + 1 < count) gap = entries_[indices[order[i + 1]]].offset - (e.offset + e.size);
-    buffers[order[i]].resize(e.size - detail::kRecordHeaderSize + gap);
+    if (i + 1 < g.count) gap = entries_[g.indices[g.order[i + 1]]].offset - (e.offset + e.size);
+    g.buffers[g.order[i]].resize(e.size - detail::kRecordHeaderSize + gap);
   }
-  for (std::size_t i = 0; i < count; ++i) {
-    std::vector<std::byte>& b = buffers[order[i]];
-    parts[2 * i] = {headers[i].data(), headers[i].size()};
-    parts[2 * i + 1] = {b.data(), b.size()};
+  for (std::size_t i = 0; i < g.count; ++i) {
+    std::vector<std::byte>& b = g.buffers[g.order[i]];
+    g.parts[2 * i] = {g.headers[i].data(), g.headers[i].size()};
+    g.parts[2 * i + 1] = {b.data(), b.size()};
   }
-  const Entry& first = entries_[indices[order[0]]];
-  read_calls_.fetch_add(1, std::memory_order_relaxed);
-  const std::string error =
-      shards_[shard].file->ReadV(first.offset, std::span(parts).first(2 * count));
-  if (!error.empty() && shards_[shard].file->fd() < 0) {
+  const std::uint64_t index = g.indices[g.order[0]];
+  *g.read = {shards_[Locate(index).first].file.get(), entries_[index].offset, g.parts, {}};
+}
+
+void ShardDataset::FinishGroup(GroupRead& g) const {
+  const std::string& error = g.read->error;
+  if (!error.empty() && (g.read->file->fd() < 0 || g.count == 1)) {
     // A remote read already spent its retries: every record of the run gets its error.
-    for (std::size_t i = 0; i < count; ++i) {
-      results[order[i]].ok = false;
-      results[order[i]].error = error;
+    for (std::size_t i = 0; i < g.count; ++i) {
+      g.results[g.order[i]].ok = false;
+      g.results[g.order[i]].error = error;
     }
     return;
   }
   if (!error.empty()) {
     // An error or a short read: read each record alone, which retries short reads and
     // says which record is affected and why.
-    for (std::size_t i = 0; i < count; ++i) {
-      ReadOne(*this, static_cast<std::size_t>(indices[order[i]]), buffers[order[i]],
-              results[order[i]]);
+    for (std::size_t i = 0; i < g.count; ++i) {
+      ReadOne(*this, static_cast<std::size_t>(g.indices[g.order[i]]), g.buffers[g.order[i]],
+              g.results[g.order[i]]);
     }
     return;
   }
-  for (std::size_t i = 0; i < count; ++i) {
-    const Entry& e = entries_[indices[order[i]]];
-    std::vector<std::byte>& b = buffers[order[i]];
-    ReadResult& r = results[order[i]];
+  for (std::size_t i = 0; i < g.count; ++i) {
+    const Entry& e = entries_[g.indices[g.order[i]]];
+    std::vector<std::byte>& b = g.buffers[g.order[i]];
+    ReadResult& r = g.results[g.order[i]];
     b.resize(e.size - detail::kRecordHeaderSize);
-    r.error = detail::CheckRecord(headers[i], b, {e.offset, e.checksum, e.size, e.label},
+    r.error = detail::CheckRecord(g.headers[i], b, {e.offset, e.checksum, e.size, e.label},
                                   ToRecordCodec(codec_));
     r.ok = r.error.empty();
-    if (r.ok) r.info = InfoFrom(headers[i], e.label);
+    if (r.ok) r.info = InfoFrom(g.headers[i], e.label);
   }
 }
 

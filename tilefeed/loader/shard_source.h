@@ -125,6 +125,14 @@ std::vector<ShardProblem> VerifyShards(
     const std::function<void(std::uint64_t, std::uint64_t)>& on_record = {},
     const RemoteOptions& remote = {});
 
+// Checks every sample of any source as the loader will read it: the read (a bad sample's
+// reason: a tar sample without a label, a failed remote read) and that an encoded image
+// decodes (JPEG entropy data, PNG through IEND) or a raw tensor's header parses. Reads in
+// chunks of 16 with ReadMany on the caller's TBB arena. Problems are "<Describe(i)>: reason"
+// in sample order; `on_record` as for VerifyShards.
+std::vector<ShardProblem> VerifySamples(
+    const Source& source, const std::function<void(std::uint64_t, std::uint64_t)>& on_record = {});
+
 class ShardDataset final : public Source {
  public:
   // Opens the dataset whose manifest is `manifest_or_dir` (or lies in that directory).
@@ -188,11 +196,12 @@ class ShardDataset final : public Source {
     std::int32_t label;
   };
   ShardDataset() = default;
-  // Reads records order[0..count) (positions in `indices`), all of shard `shard`, sorted
-  // by offset and non-overlapping, with one preadv.
-  void ReadGroup(std::size_t shard, const std::uint32_t* order, std::size_t count,
-                 std::span<const std::uint64_t> indices, std::span<std::vector<std::byte>> buffers,
-                 std::span<ReadResult> results) const;
+  // One merged read of ReadMany (defined in the .cc): records order[0..count) (positions
+  // in the indices), all of one shard, sorted by offset and non-overlapping.
+  struct GroupRead;
+  // Sizes the group's buffers and sets up its one read; then checks what it read.
+  void PrepareGroup(GroupRead& group) const;
+  void FinishGroup(GroupRead& group) const;
   SampleInfo ReadMapped(std::size_t index, std::vector<std::byte>& buffer) const;
 
   ShardCodec codec_ = ShardCodec::kJpeg;

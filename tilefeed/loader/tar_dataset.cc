@@ -8,10 +8,13 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cinttypes>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "tilefeed/loader/detail/file_io.h"
 #include "tilefeed/loader/detail/merged_reads.h"
@@ -274,10 +277,11 @@ ScannedTar ScanTar(const RangeFile& file, std::uint64_t max_member_bytes) {
   return out;
 }
 
-// The sidecar index: "TFTARIX1", tar size, tar mtime (ns), sample count, ignored keys,
-// then per sample offset, size (u64), label (i32), key and problem lengths (u32) and their
-// bytes, then XXH3 of everything before. Native byte order: it is a per-host cache.
-constexpr std::string_view kSidecarMagic = "TFTARIX1";
+// The sidecar index: "TFTARIX2", tar size, tar mtime (ns), ETag length (u32) and bytes
+// (empty for a local tar), sample count, ignored keys, then per sample offset, size (u64),
+// label (i32), key and problem lengths (u32) and their bytes, then XXH3 of everything
+// before. Native byte order: it is a per-host cache.
+constexpr std::string_view kSidecarMagic = "TFTARIX2";
 constexpr std::uint64_t kMaxSidecarBytes = std::uint64_t{4} << 30;
 
 template <class T>
@@ -313,17 +317,7 @@ struct SidecarCursor {
   }
 };
 
-struct TarStamp {
-  std::uint64_t size = 0;
-  std::int64_t mtime_ns = 0;
-};
-
-std::optional<TarStamp> StampOf(const RangeFile& file) {
-  struct stat st;
-  if (file.fd() < 0 || ::fstat(file.fd(), &st) != 0) return std::nullopt;
-  return TarStamp{static_cast<std::uint64_t>(st.st_size),
-                  std::int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec};
-}
+using TarStamp = detail::FileStamp;
 
 std::optional<ScannedTar> ReadSidecar(const std::string& path, const TarStamp& stamp) {
   std::vector<std::byte> bytes;
@@ -339,7 +333,8 @@ std::optional<ScannedTar> ReadSidecar(const std::string& path, const TarStamp& s
   std::memcpy(&checksum, bytes.data() + body.size(), 8);
   if (detail::Checksum(body) != checksum) return std::nullopt;
   SidecarCursor c{body, kSidecarMagic.size()};
-  if (c.Get<std::uint64_t>() != stamp.size || c.Get<std::int64_t>() != stamp.mtime_ns) {
+  if (c.Get<std::uint64_t>() != stamp.size || c.Get<std::int64_t>() != stamp.mtime_ns ||
+      c.GetString(c.Get<std::uint32_t>()) != stamp.etag || !c.ok) {
     return std::nullopt;
   }
   ScannedTar out;
@@ -369,6 +364,9 @@ void WriteSidecar(const std::string& path, const TarStamp& stamp, const ScannedT
              reinterpret_cast<const std::byte*>(kSidecarMagic.data()) + kSidecarMagic.size());
   Put(out, stamp.size);
   Put(out, stamp.mtime_ns);
+  Put(out, static_cast<std::uint32_t>(stamp.etag.size()));
+  out.insert(out.end(), reinterpret_cast<const std::byte*>(stamp.etag.data()),
+             reinterpret_cast<const std::byte*>(stamp.etag.data()) + stamp.etag.size());
   Put(out, static_cast<std::uint64_t>(tar.samples.size()));
   Put(out, tar.ignored_keys);
   for (const ScannedSample& s : tar.samples) {
@@ -396,9 +394,24 @@ void WriteSidecar(const std::string& path, const TarStamp& stamp, const ScannedT
   if (done != out.size() || ::rename(temp.c_str(), path.c_str()) != 0) ::unlink(temp.c_str());
 }
 
+// Where a tar's sidecar lives: beside a local tar; for a remote one, in the cache
+// directory ("<cache_dir>/index/<XXH3 of the URL>.tfidx"), or nowhere without one.
+std::string SidecarPath(const RangeFile& file, const TarOptions& options) {
+  if (!IsRemoteLocation(file.name())) return file.name() + ".tfidx";
+  if (options.remote.cache_dir.empty()) return {};
+  const std::string dir = options.remote.cache_dir + "/index";
+  ::mkdir(options.remote.cache_dir.c_str(), 0755);
+  ::mkdir(dir.c_str(), 0755);
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016" PRIx64,
+                detail::Checksum(std::as_bytes(std::span(file.name()))));
+  return dir + "/" + hex + ".tfidx";
+}
+
 ScannedTar IndexTar(const RangeFile& file, const TarOptions& options) {
-  const std::optional<TarStamp> stamp = options.sidecar ? StampOf(file) : std::nullopt;
-  const std::string sidecar = file.name() + ".tfidx";
+  std::optional<TarStamp> stamp = options.sidecar ? file.stamp() : std::nullopt;
+  const std::string sidecar = stamp ? SidecarPath(file, options) : std::string();
+  if (sidecar.empty()) stamp.reset();
   if (stamp) {
     if (auto cached = ReadSidecar(sidecar, *stamp)) return std::move(*cached);
   }
@@ -486,8 +499,9 @@ std::unique_ptr<TarDataset> TarDataset::OpenFiles(const std::vector<std::string>
   std::unique_ptr<TarDataset> d(new TarDataset());
   d->options_ = options;
   std::int32_t max_label = -1;
+  const auto session = detail::MakeHttpSession();  // shared by the remote tars
   for (const std::string& path : tars) {
-    auto file = detail::OpenRangeFile(path, options.remote);
+    auto file = detail::OpenRangeFile(path, options.remote, {}, session);
     ScannedTar scanned = IndexTar(*file, options);
     const auto tar = static_cast<std::uint32_t>(d->tars_.size());
     for (ScannedSample& s : scanned.samples) {
@@ -532,6 +546,16 @@ SampleInfo TarDataset::Read(std::size_t index, std::vector<std::byte>& buffer) c
   return info;
 }
 
+struct TarDataset::RunRead {
+  const std::uint32_t* order = nullptr;
+  std::size_t count = 0;
+  std::span<const std::uint64_t> indices;
+  std::span<std::vector<std::byte>> buffers;
+  std::span<ReadResult> results;
+  std::span<iovec> parts;  // one per sample
+  detail::RangeRead* read = nullptr;
+};
+
 void TarDataset::ReadMany(std::span<const std::uint64_t> indices,
                           std::span<std::vector<std::byte>> buffers,
                           std::span<ReadResult> results) const {
@@ -539,58 +563,69 @@ void TarDataset::ReadMany(std::span<const std::uint64_t> indices,
     Source::ReadMany(indices, buffers, results);
     return;
   }
-  detail::ForEachMergedRun(
-      indices, options_.max_gap,
-      [&](std::uint64_t index) {
+  const detail::MergedRuns plan =
+      detail::PlanMergedRuns(indices, options_.max_gap, [&](std::uint64_t index) {
         const Entry& e = entries_[index];
         // A bad sample gets a run of its own (size 0 at offset 0 never merges forward).
         if (e.problem >= 0) return detail::Extent{e.tar, 0, 0};
         return detail::Extent{e.tar, e.offset, e.size};
-      },
-      [&](const std::uint32_t* order, std::size_t count) {
-        if (count == 1 || entries_[indices[order[0]]].problem >= 0) {
-          for (std::size_t i = 0; i < count; ++i) {
-            ReadOne(*this, static_cast<std::size_t>(indices[order[i]]), buffers[order[i]],
-                    results[order[i]]);
-          }
-        } else {
-          ReadRun(order, count, indices, buffers, results);
-        }
       });
+  // Every run's read is set up first and all are issued together, so that remote tars
+  // have a chunk's requests in flight at once.
+  std::vector<iovec> parts(indices.size());
+  std::vector<detail::RangeRead> reads(plan.runs.size());
+  std::vector<RunRead> runs(plan.runs.size());
+  for (std::size_t r = 0; r < plan.runs.size(); ++r) {
+    const auto [first, count] = plan.runs[r];
+    runs[r] = {&plan.order[first],
+               count,
+               indices,
+               buffers,
+               results,
+               std::span(parts).subspan(first, count),
+               &reads[r]};
+    PrepareRun(runs[r]);
+  }
+  detail::ReadRanges(reads);
+  for (RunRead& run : runs) FinishRun(run);
 }
 
-void TarDataset::ReadRun(const std::uint32_t* order, std::size_t count,
-                         std::span<const std::uint64_t> indices,
-                         std::span<std::vector<std::byte>> buffers,
-                         std::span<ReadResult> results) const {
-  std::array<iovec, detail::kMaxMergedReads> parts;
+void TarDataset::PrepareRun(RunRead& run) const {
+  const Entry& first = entries_[run.indices[run.order[0]]];
+  if (first.problem >= 0) return;  // no read: FinishRun reports the problem
   // Each buffer also takes the gap after its member, so the whole range lands in the
   // caller's buffers; sized first, since a resize may move a buffer.
-  for (std::size_t i = 0; i < count; ++i) {
-    const Entry& e = entries_[indices[order[i]]];
+  for (std::size_t i = 0; i < run.count; ++i) {
+    const Entry& e = entries_[run.indices[run.order[i]]];
     std::uint64_t gap = 0;
-    if (i + 1 < count) gap = entries_[indices[order[i + 1]]].offset - (e.offset + e.size);
-    buffers[order[i]].resize(static_cast<std::size_t>(e.size + gap));
+    if (i + 1 < run.count) {
+      gap = entries_[run.indices[run.order[i + 1]]].offset - (e.offset + e.size);
+    }
+    run.buffers[run.order[i]].resize(static_cast<std::size_t>(e.size + gap));
   }
-  for (std::size_t i = 0; i < count; ++i) {
-    parts[i] = {buffers[order[i]].data(), buffers[order[i]].size()};
+  for (std::size_t i = 0; i < run.count; ++i) {
+    run.parts[i] = {run.buffers[run.order[i]].data(), run.buffers[run.order[i]].size()};
   }
-  const Entry& first = entries_[indices[order[0]]];
   read_calls_.fetch_add(1, std::memory_order_relaxed);
-  const std::string error =
-      tars_[first.tar].file->ReadV(first.offset, std::span(parts).first(count));
-  if (!error.empty() && tars_[first.tar].file->fd() >= 0) {
-    // A local error or short read: read each member alone to say which is affected.
-    for (std::size_t i = 0; i < count; ++i) {
-      ReadOne(*this, static_cast<std::size_t>(indices[order[i]]), buffers[order[i]],
-              results[order[i]]);
+  *run.read = {tars_[first.tar].file.get(), first.offset, run.parts, {}};
+}
+
+void TarDataset::FinishRun(RunRead& run) const {
+  const std::string& error = run.read->error;
+  const bool local = run.read->file != nullptr && run.read->file->fd() >= 0;
+  if (run.read->file == nullptr || (!error.empty() && local && run.count > 1)) {
+    // A bad sample; or a local error or short read: each member read alone says which
+    // is affected.
+    for (std::size_t i = 0; i < run.count; ++i) {
+      ReadOne(*this, static_cast<std::size_t>(run.indices[run.order[i]]), run.buffers[run.order[i]],
+              run.results[run.order[i]]);
     }
     return;
   }
-  for (std::size_t i = 0; i < count; ++i) {
-    const Entry& e = entries_[indices[order[i]]];
-    ReadResult& r = results[order[i]];
-    buffers[order[i]].resize(static_cast<std::size_t>(e.size));
+  for (std::size_t i = 0; i < run.count; ++i) {
+    const Entry& e = entries_[run.indices[run.order[i]]];
+    ReadResult& r = run.results[run.order[i]];
+    run.buffers[run.order[i]].resize(static_cast<std::size_t>(e.size));
     r.ok = error.empty();
     r.error = error;
     if (r.ok) r.info = SampleInfo{.label = e.label};

@@ -12,9 +12,11 @@
 // 'L' long names), reading every .cls member on the way, so Label() needs no I/O and a
 // Read() is one pread of exactly the image member. Tar order is the sample order: the
 // tars in the order given (a directory's *.tar files sorted by name, a brace pattern in
-// its own order), then each tar's samples in the order their members appear. For a local
-// tar the index may be kept in a sidecar "<tar>.tfidx" written by the first open (when the
-// directory is writable) and used by later opens while the tar's size and mtime match.
+// its own order), then each tar's samples in the order their members appear. The index
+// may be kept in a sidecar written by the first open and used by later opens while the
+// tar's size, mtime and (remote) ETag match and the sidecar's own checksum is right: for a
+// local tar "<tar>.tfidx" (when the directory is writable), for a remote one
+// "<cache_dir>/index/<hash of the URL>.tfidx" (when RemoteOptions::cache_dir is set).
 //
 // The reader is tilefeed's own (tilefeed/loader/detail/tar_format.h), not libarchive: the index
 // needs each member's byte offset for pread and merged preadv, which libarchive's read API
@@ -34,8 +36,9 @@
 //
 // Class names are "0", "1", ..., "C-1" where C is one more than the largest label, so a
 // pack of a tar dataset keeps the class count. http(s):// and s3:// tars are read through
-// TarOptions::remote (tilefeed/loader/remote.h); their open reads every header over the network
-// (through the block cache when one is set).
+// TarOptions::remote (tilefeed/loader/remote.h); their open is a HEAD request, then, without a
+// valid sidecar, a read of every header (through the block cache when one is set). A
+// remote tar changed on the server after open fails its reads with HTTP 412 (If-Match).
 //
 // Ownership: owns the index (about 40 bytes + the key per sample) and one open file per
 // tar. Thread safety: immutable after Open(); all const members may be called concurrently.
@@ -61,7 +64,8 @@ struct TarOptions {
   // gap is read and dropped); false reads each sample alone.
   bool coalesce = true;
   std::size_t max_gap = std::size_t{64} << 10;
-  // Read and write the "<tar>.tfidx" sidecar index of local tars.
+  // Read and write sidecar indexes: "<tar>.tfidx" beside a local tar, and for a remote tar
+  // "<remote.cache_dir>/index/<hash>.tfidx" when a cache directory is set.
   bool sidecar = true;
   // An image member larger than this is a bad sample.
   std::uint64_t max_member_bytes = std::uint64_t{256} << 20;
@@ -127,9 +131,12 @@ class TarDataset final : public Source {
   };
   friend struct TarIndexBuilder;
   TarDataset() = default;
-  void ReadRun(const std::uint32_t* order, std::size_t count,
-               std::span<const std::uint64_t> indices, std::span<std::vector<std::byte>> buffers,
-               std::span<ReadResult> results) const;
+  // One merged read of ReadMany (defined in the .cc): samples order[0..count) (positions in
+  // the indices) of one tar, sorted by offset and non-overlapping.
+  struct RunRead;
+  // Sizes the run's buffers and sets up its one read; then hands out what it read.
+  void PrepareRun(RunRead& run) const;
+  void FinishRun(RunRead& run) const;
 
   TarOptions options_;
   std::vector<Tar> tars_;

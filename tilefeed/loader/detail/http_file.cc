@@ -1,6 +1,13 @@
 // Remote dataset files over HTTP(S) and S3 with libcurl: range requests, retries with
 // exponential backoff, and an on-disk block cache shared by the processes of one host.
 //
+// Requests in flight: every request goes through ReadRanges, which puts all the ranges of
+// one call (a loader chunk's merged runs, over any files) on one curl multi handle at once,
+// at most RemoteOptions::max_in_flight of them, and retries each on its own clock. The multi and
+// easy handles come from the dataset's HttpSession pools, so connections stay open between calls
+// and are shared by the dataset's files; each call holds its own multi handle, so concurrent
+// callers (the loader's workers) never share one.
+//
 // Cache protocol: blocks are files "<cache_dir>/blocks/<16 hex digits>-<block>" holding
 // block `block` (cache_block bytes, the last one shorter) of one remote file; the hex is
 // XXH3 of the URL, the file's size and the block size, so a file that changed size or a
@@ -47,6 +54,11 @@ struct CurlDeleter {
   void operator()(CURL* curl) const noexcept { curl_easy_cleanup(curl); }
 };
 using CurlHandle = std::unique_ptr<CURL, CurlDeleter>;
+
+struct SlistDeleter {
+  void operator()(curl_slist* list) const noexcept { curl_slist_free_all(list); }
+};
+using HeaderList = std::unique_ptr<curl_slist, SlistDeleter>;
 
 // Where the body of one response goes: consecutive bytes scattered over `parts`.
 struct Sink {
@@ -101,29 +113,65 @@ bool Transient(CURLcode code, long status) {
   }
 }
 
-// A pool of easy handles, so connections are kept alive between requests; one per file.
-class HandlePool {
+struct MultiDeleter {
+  void operator()(CURLM* multi) const noexcept { curl_multi_cleanup(multi); }
+};
+using MultiHandle = std::unique_ptr<CURLM, MultiDeleter>;
+
+// A mutex-guarded stack of idle handles.
+template <class Handle>
+class Pool {
  public:
-  CurlHandle Acquire() {
-    {
-      std::lock_guard lock(mu_);
-      if (!idle_.empty()) {
-        CurlHandle h = std::move(idle_.back());
-        idle_.pop_back();
-        return h;
-      }
-    }
-    return CurlHandle(curl_easy_init());
+  Handle Acquire() {
+    std::lock_guard lock(mu_);
+    if (idle_.empty()) return Handle();
+    Handle h = std::move(idle_.back());
+    idle_.pop_back();
+    return h;
   }
-  void Release(CurlHandle h) {
+  void Release(Handle h) {
     std::lock_guard lock(mu_);
     idle_.push_back(std::move(h));
   }
 
  private:
   std::mutex mu_;
-  std::vector<CurlHandle> idle_;
+  std::vector<Handle> idle_;
 };
+
+}  // namespace
+
+// Connections live in the handles: an easy handle keeps its own between requests, a multi
+// handle those of every transfer it ran.
+class HttpSession {
+ public:
+  CurlHandle AcquireEasy() {
+    CurlHandle h = easy_.Acquire();
+    return h ? std::move(h) : CurlHandle(curl_easy_init());
+  }
+  void Release(CurlHandle h) { easy_.Release(std::move(h)); }
+  MultiHandle AcquireMulti() {
+    MultiHandle m = multi_.Acquire();
+    if (m) return m;
+    m.reset(curl_multi_init());
+    if (!m) return m;
+    // No multiplexing: with it (libcurl's default), or with CURLMOPT_MAXCONNECTS set,
+    // libcurl 7.88 queues transfers to a host that has an idle HTTP/1.1 connection on that
+    // one connection instead of opening more (seen in nginx's $connection log).
+    curl_multi_setopt(m.get(), CURLMOPT_PIPELINING, static_cast<long>(CURLPIPE_NOTHING));
+    return m;
+  }
+  void Release(MultiHandle m) { multi_.Release(std::move(m)); }
+
+ private:
+  // Declared after the easy pool so that multi handles are cleaned up first.
+  Pool<CurlHandle> easy_;
+  Pool<MultiHandle> multi_;
+};
+
+std::shared_ptr<HttpSession> MakeHttpSession() { return std::make_shared<HttpSession>(); }
+
+namespace {
 
 // "s3://bucket/key" as an HTTP URL: path style under the endpoint, else AWS's own host.
 std::string HttpUrlOf(const std::string& location, const RemoteOptions& o) {
@@ -144,7 +192,8 @@ std::string HttpUrlOf(const std::string& location, const RemoteOptions& o) {
 
 class BlockCache {
  public:
-  BlockCache(const RemoteOptions& o, const std::string& url, std::uint64_t file_size)
+  BlockCache(const RemoteOptions& o, const std::string& url, std::uint64_t file_size,
+             const std::string& etag)
       : options_(o), dir_(o.cache_dir + "/blocks") {
     ::mkdir(o.cache_dir.c_str(), 0755);
     ::mkdir(dir_.c_str(), 0755);
@@ -156,8 +205,10 @@ class BlockCache {
       throw SourceError(o.cache_dir, "cache_limit must be at least one block (" +
                                          std::to_string(o.cache_block) + " bytes)");
     }
-    const std::string id =
-        url + "\n" + std::to_string(file_size) + "\n" + std::to_string(o.cache_block);
+    // The ETag, when the server gives one, keys the version too: a file rewritten with
+    // the same size does not hit the old blocks.
+    std::string id = url + "\n" + std::to_string(file_size) + "\n" + std::to_string(o.cache_block);
+    if (!etag.empty()) id += "\n" + etag;
     char hex[17];
     std::snprintf(hex, sizeof(hex), "%016" PRIx64, Checksum(std::as_bytes(std::span(id))));
     prefix_ = dir_ + "/" + hex + "-";
@@ -270,62 +321,112 @@ class BlockCache {
   std::string prefix_;
 };
 
+class HttpFile;
+
+// One HTTP request, from its first try to its outcome: a HEAD (size), or a GET of
+// [offset, offset + length) into `parts`. Not moved once started: libcurl holds pointers to
+// its sink and error buffer.
+struct Transfer {
+  const HttpFile* file = nullptr;
+  RangeRead* read = nullptr;  // the caller's read; null for a HEAD
+  bool head = false;
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+  std::span<const iovec> parts;
+  FileStamp stamp;    // a HEAD's Content-Length, Last-Modified and ETag
+  std::string error;  // the outcome; empty on success
+  // A cached read fetches whole blocks into `scratch` (through `whole`), stores the missed
+  // ones and copies the asked-for bytes into the caller's parts afterwards.
+  std::span<const iovec> user_parts;
+  std::uint64_t user_offset = 0;
+  std::uint64_t user_length = 0;
+  std::vector<std::uint64_t> missed;
+  std::vector<std::byte> scratch;
+  iovec whole{};
+  // Libcurl state and the retry clock.
+  Sink sink;
+  CurlHandle curl;
+  char curl_error[CURL_ERROR_SIZE] = "";
+  int attempt = 0;
+  std::chrono::milliseconds wait{0};
+  std::chrono::steady_clock::time_point not_before{};
+};
+
+void RunTransfers(std::span<Transfer* const> transfers, HttpSession& session);
+
 class HttpFile final : public RangeFile {
  public:
-  HttpFile(std::string location, std::string url, const RemoteOptions& options)
-      : RangeFile(std::move(location), 0), url_(std::move(url)), options_(options) {}
+  HttpFile(std::string location, std::string url, const RemoteOptions& options,
+           std::shared_ptr<HttpSession> session)
+      : RangeFile(std::move(location), 0),
+        url_(std::move(url)),
+        options_(options),
+        session_(std::move(session)) {}
 
   // Finds the size with a HEAD request unless it is `known`; then sets up the cache, which
   // keys on it.
   void Open(std::optional<std::uint64_t> known) {
     std::uint64_t size = known.value_or(0);
     if (!known) {
-      const std::string error = Perform(0, 0, nullptr, &size);
-      if (!error.empty()) throw SourceError(name(), error);
+      Transfer head;
+      head.file = this;
+      head.head = true;
+      Transfer* const one[] = {&head};
+      RunTransfers(one, *session_);
+      if (!head.error.empty()) throw SourceError(name(), head.error);
+      size = head.stamp.size;
+      if (head.stamp.mtime_ns != 0 || !head.stamp.etag.empty()) stamp_ = head.stamp;
+      if (!head.stamp.etag.empty()) {
+        if_match_.reset(curl_slist_append(nullptr, ("If-Match: " + head.stamp.etag).c_str()));
+      }
     }
     set_size(size);
-    if (!options_.cache_dir.empty()) cache_.emplace(options_, url_, size);
+    if (!options_.cache_dir.empty()) {
+      cache_.emplace(options_, url_, size, stamp_ ? stamp_->etag : std::string());
+    }
   }
 
+  std::optional<FileStamp> stamp() const override { return stamp_; }
+
   std::string ReadV(std::uint64_t offset, std::span<const iovec> parts) const override {
-    reads_.fetch_add(1, std::memory_order_relaxed);
-    std::uint64_t total = 0;
-    for (const iovec& p : parts) total += p.iov_len;
-    if (offset > size() || total > size() - offset) {
-      return "short read: range ends at byte " + std::to_string(offset + total) +
-             ", the file has " + std::to_string(size());
-    }
-    if (total == 0) return {};
-    if (!cache_) return Perform(offset, total, &parts, nullptr);
-    return ReadCached(offset, total, parts);
+    RangeRead read{this, offset, parts, {}};
+    ReadRanges(std::span(&read, 1));
+    return read.error;
   }
 
   std::uint64_t reads() const override { return reads_.load(std::memory_order_relaxed); }
 
+  // Sets `t` up to read `r`, serving what the cache holds at once. Returns false when
+  // nothing is left to fetch (r.error then holds the outcome).
+  bool Plan(RangeRead& r, Transfer& t) const;
+  // After `t` succeeded: stores its missed blocks and copies the caller's bytes.
+  void Complete(Transfer& t) const;
+  // Sets up t's easy handle for its next try.
+  void Setup(Transfer& t) const;
+  // The outcome of a finished try; `transient` says whether a retry may help.
+  std::string Evaluate(Transfer& t, CURLcode code, bool& transient) const;
+  const RemoteOptions& options() const { return options_; }
+  HttpSession& session() const { return *session_; }
+
  private:
-  std::string ReadCached(std::uint64_t offset, std::uint64_t total,
-                         std::span<const iovec> parts) const;
-  // One request with retries: a HEAD when `parts` is null (sets *size), else a GET of
-  // [offset, offset + length) into `parts`. Returns an empty string or the last error.
-  std::string Perform(std::uint64_t offset, std::uint64_t length,
-                      const std::span<const iovec>* parts, std::uint64_t* size) const;
-  std::string Once(CURL* curl, std::uint64_t offset, std::uint64_t length,
-                   const std::span<const iovec>* parts, std::uint64_t* size, bool& transient) const;
+  bool PlanCached(Transfer& t) const;
 
   std::string url_;
   const RemoteOptions options_;
+  std::shared_ptr<HttpSession> session_;
+  std::optional<FileStamp> stamp_;
+  HeaderList if_match_;  // sent with every GET when the HEAD gave an ETag
   std::optional<BlockCache> cache_;
-  mutable HandlePool pool_;
   mutable std::atomic<std::uint64_t> reads_{0};
 };
 
-std::string HttpFile::Once(CURL* curl, std::uint64_t offset, std::uint64_t length,
-                           const std::span<const iovec>* parts, std::uint64_t* size_out,
-                           bool& transient) const {
+void HttpFile::Setup(Transfer& t) const {
+  CURL* curl = t.curl.get();
   curl_easy_reset(curl);
-  char range[64];
-  Sink sink;
+  t.sink = Sink{};
+  t.curl_error[0] = 0;
   curl_easy_setopt(curl, CURLOPT_URL, url_.c_str());
+  curl_easy_setopt(curl, CURLOPT_PRIVATE, &t);
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L);
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
@@ -337,68 +438,64 @@ std::string HttpFile::Once(CURL* curl, std::uint64_t offset, std::uint64_t lengt
     curl_easy_setopt(curl, CURLOPT_USERNAME, options_.aws_access_key_id.c_str());
     curl_easy_setopt(curl, CURLOPT_PASSWORD, options_.aws_secret_access_key.c_str());
   }
-  if (parts == nullptr) {
+  if (t.head) {
     curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+    curl_easy_setopt(curl, CURLOPT_FILETIME, 1L);
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, Discard);
   } else {
-    std::snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64, offset, offset + length - 1);
+    if (if_match_) curl_easy_setopt(curl, CURLOPT_HTTPHEADER, if_match_.get());
+    char range[64];
+    std::snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64, t.offset, t.offset + t.length - 1);
     curl_easy_setopt(curl, CURLOPT_RANGE, range);
-    sink.parts = *parts;
+    t.sink.parts = t.parts;
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, WriteBody);
-    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &sink);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &t.sink);
   }
-  char error[CURL_ERROR_SIZE] = "";
-  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
-  Count(&RemoteCounters::requests, options_);
-  const CURLcode code = curl_easy_perform(curl);
+  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, t.curl_error);
+}
+
+std::string HttpFile::Evaluate(Transfer& t, CURLcode code, bool& transient) const {
+  CURL* curl = t.curl.get();
   long status = 0;
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-  Count(&RemoteCounters::bytes, options_, sink.received);
+  Count(&RemoteCounters::bytes, options_, t.sink.received);
   transient = Transient(code, status);
-  if (sink.overflow)
-    return "the server sent more than the " + std::to_string(length) + " bytes asked for";
-  if (code != CURLE_OK) {
-    return std::string("libcurl: ") + (error[0] != 0 ? error : curl_easy_strerror(code));
+  if (t.sink.overflow) {
+    return "the server sent more than the " + std::to_string(t.length) + " bytes asked for";
   }
-  if (parts == nullptr) {
+  if (code != CURLE_OK) {
+    return std::string("libcurl: ") +
+           (t.curl_error[0] != 0 ? t.curl_error : curl_easy_strerror(code));
+  }
+  if (t.head) {
     if (status != 200) return "HTTP " + std::to_string(status);
     curl_off_t content_length = -1;
     curl_easy_getinfo(curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &content_length);
     if (content_length < 0) return "the server gave no Content-Length";
-    *size_out = static_cast<std::uint64_t>(content_length);
+    t.stamp.size = static_cast<std::uint64_t>(content_length);
+    curl_off_t filetime = -1;
+    curl_easy_getinfo(curl, CURLINFO_FILETIME_T, &filetime);
+    if (filetime > 0) t.stamp.mtime_ns = std::int64_t{filetime} * 1'000'000'000;
+    curl_header* etag = nullptr;
+    if (curl_easy_header(curl, "ETag", 0, CURLH_HEADER, -1, &etag) == CURLHE_OK) {
+      t.stamp.etag = etag->value;
+    }
     return {};
   }
+  if (status == 412) {
+    return "HTTP 412: the file changed on the server since it was opened (ETag " +
+           stamp_.value_or(FileStamp{}).etag + " no longer matches)";
+  }
   // 206 for a range; 200 is accepted only when the range is the whole file.
-  if (status != 206 && !(status == 200 && offset == 0 && length == size())) {
+  if (status != 206 && !(status == 200 && t.offset == 0 && t.length == size())) {
     return status == 200 ? "the server ignored the Range header (HTTP 200)"
                          : "HTTP " + std::to_string(status);
   }
-  if (sink.received != length) {
-    return "short read: " + std::to_string(sink.received) + " of " + std::to_string(length) +
+  if (t.sink.received != t.length) {
+    return "short read: " + std::to_string(t.sink.received) + " of " + std::to_string(t.length) +
            " bytes";
   }
   return {};
-}
-
-std::string HttpFile::Perform(std::uint64_t offset, std::uint64_t length,
-                              const std::span<const iovec>* parts, std::uint64_t* size) const {
-  CurlHandle curl = pool_.Acquire();
-  if (!curl) return "libcurl: curl_easy_init failed";
-  std::string error;
-  auto wait = options_.backoff;
-  for (int attempt = 0;; ++attempt) {
-    bool transient = false;
-    error = Once(curl.get(), offset, length, parts, size, transient);
-    if (error.empty() || !transient || attempt >= options_.retries) break;
-    std::this_thread::sleep_for(wait);
-    wait = std::min(wait * 2, std::chrono::milliseconds(2000));
-    Count(&RemoteCounters::retries, options_);
-  }
-  pool_.Release(std::move(curl));
-  if (!error.empty() && options_.retries > 0) {
-    error += " (after " + std::to_string(options_.retries + 1) + " tries)";
-  }
-  return error;
 }
 
 // The parts of `parts` that hold bytes [from, from + length) of the logical range they
@@ -437,63 +534,203 @@ void Scatter(std::span<const iovec> parts, std::uint64_t from, std::span<const s
   }
 }
 
-std::string HttpFile::ReadCached(std::uint64_t offset, std::uint64_t total,
-                                 std::span<const iovec> parts) const {
+bool HttpFile::Plan(RangeRead& r, Transfer& t) const {
+  reads_.fetch_add(1, std::memory_order_relaxed);
+  std::uint64_t total = 0;
+  for (const iovec& p : r.parts) total += p.iov_len;
+  if (r.offset > size() || total > size() - r.offset) {
+    r.error = "short read: range ends at byte " + std::to_string(r.offset + total) +
+              ", the file has " + std::to_string(size());
+    return false;
+  }
+  r.error.clear();
+  if (total == 0) return false;
+  t.file = this;
+  t.read = &r;
+  t.user_parts = r.parts;
+  t.user_offset = r.offset;
+  t.user_length = total;
+  if (cache_) return PlanCached(t);
+  t.offset = r.offset;
+  t.length = total;
+  t.parts = r.parts;
+  return true;
+}
+
+// Serves the cached blocks at once; the missed ones, from the first to the last, are
+// fetched with one request (blocks between them that were cached are fetched again but
+// not stored again).
+bool HttpFile::PlanCached(Transfer& t) const {
   const std::uint64_t block_size = options_.cache_block;
-  const std::uint64_t first = offset / block_size;
-  const std::uint64_t last = (offset + total - 1) / block_size;
-  std::vector<std::byte> scratch;
+  const std::uint64_t first = t.user_offset / block_size;
+  const std::uint64_t last = (t.user_offset + t.user_length - 1) / block_size;
   std::vector<iovec> slice;
-  std::uint64_t b = first;
-  while (b <= last) {
+  for (std::uint64_t b = first; b <= last; ++b) {
     const std::uint64_t block_begin = b * block_size;
     const std::uint64_t block_bytes = std::min(block_size, size() - block_begin);
-    const std::uint64_t from = std::max(offset, block_begin);
-    const std::uint64_t to = std::min(offset + total, block_begin + block_bytes);
-    SliceParts(parts, from - offset, to - from, slice);
-    if (cache_->Lookup(b, from - block_begin, slice, block_bytes)) {
-      ++b;
-      continue;
-    }
-    // A miss: fetch this block and the following missed ones up to `last` in one request.
-    std::uint64_t end = b + 1;
-    std::byte probe_byte;
-    const iovec probe{&probe_byte, 1};
-    while (end <= last) {
-      const std::uint64_t eb = std::min(block_size, size() - end * block_size);
-      if (cache_->Lookup(end, 0, std::span(&probe, 1), eb, /*count=*/false)) break;
-      ++end;
-    }
-    const std::uint64_t fetch_end = std::min(end * block_size, size());
-    scratch.resize(static_cast<std::size_t>(fetch_end - block_begin));
-    const iovec whole{scratch.data(), scratch.size()};
-    const std::span<const iovec> one(&whole, 1);
-    if (std::string error = Perform(block_begin, scratch.size(), &one, nullptr); !error.empty()) {
-      return error;
-    }
-    for (std::uint64_t k = b; k < end; ++k) {
-      const std::uint64_t kb = k * block_size - block_begin;
-      const std::uint64_t kn = std::min(block_size, size() - k * block_size);
-      cache_->Store(k, std::span<const std::byte>(scratch).subspan(kb, kn));
-    }
-    const std::uint64_t use_from = std::max(offset, block_begin);
-    const std::uint64_t use_to = std::min(offset + total, fetch_end);
-    Scatter(parts, use_from - offset,
-            std::span<const std::byte>(scratch).subspan(use_from - block_begin, use_to - use_from));
-    b = end;
+    const std::uint64_t from = std::max(t.user_offset, block_begin);
+    const std::uint64_t to = std::min(t.user_offset + t.user_length, block_begin + block_bytes);
+    SliceParts(t.user_parts, from - t.user_offset, to - from, slice);
+    if (!cache_->Lookup(b, from - block_begin, slice, block_bytes)) t.missed.push_back(b);
   }
-  return {};
+  if (t.missed.empty()) return false;
+  t.offset = t.missed.front() * block_size;
+  t.length = std::min((t.missed.back() + 1) * block_size, size()) - t.offset;
+  t.scratch.resize(static_cast<std::size_t>(t.length));
+  t.whole = {t.scratch.data(), t.scratch.size()};
+  t.parts = std::span(&t.whole, 1);
+  return true;
+}
+
+void HttpFile::Complete(Transfer& t) const {
+  if (t.scratch.empty()) return;  // read straight into the caller's parts
+  const std::uint64_t block_size = options_.cache_block;
+  const std::span<const std::byte> fetched(t.scratch);
+  for (const std::uint64_t b : t.missed) {
+    const std::uint64_t begin = b * block_size;
+    cache_->Store(b, fetched.subspan(begin - t.offset, std::min(block_size, size() - begin)));
+  }
+  const std::uint64_t from = std::max(t.user_offset, t.offset);
+  const std::uint64_t to = std::min(t.user_offset + t.user_length, t.offset + t.length);
+  Scatter(t.user_parts, from - t.user_offset, fetched.subspan(from - t.offset, to - from));
+}
+
+// Starts t's next try on `multi`. Returns false (and sets t.error) if it cannot.
+bool Start(CURLM* multi, Transfer& t) {
+  if (!t.curl) t.curl = t.file->session().AcquireEasy();
+  if (!t.curl) {
+    t.error = "libcurl: curl_easy_init failed";
+    return false;
+  }
+  t.file->Setup(t);
+  Count(&RemoteCounters::requests, t.file->options());
+  if (curl_multi_add_handle(multi, t.curl.get()) != CURLM_OK) {
+    t.error = "libcurl: curl_multi_add_handle failed";
+    return false;
+  }
+  return true;
+}
+
+// Judges t's finished try. Returns true if it is to be tried again (at t.not_before);
+// otherwise t.error holds its outcome and its easy handle is back in the pool.
+bool Finish(Transfer& t, CURLcode code) {
+  bool transient = false;
+  t.error = t.file->Evaluate(t, code, transient);
+  const RemoteOptions& o = t.file->options();
+  if (!t.error.empty() && transient && t.attempt < o.retries) {
+    if (t.attempt == 0) t.wait = o.backoff;
+    ++t.attempt;
+    t.not_before = std::chrono::steady_clock::now() + t.wait;
+    t.wait = std::min(t.wait * 2, std::chrono::milliseconds(2000));
+    Count(&RemoteCounters::retries, o);
+    return true;
+  }
+  if (!t.error.empty() && t.attempt > 0) {
+    t.error += " (after " + std::to_string(t.attempt + 1) + " tries)";
+  }
+  t.file->session().Release(std::move(t.curl));
+  return false;
+}
+
+// How long the loop may wait for network activity: until the earliest retry is due, at
+// most 100 ms (libcurl shortens it further for its own timeouts).
+int PollMillis(std::span<Transfer* const> waiting) {
+  auto wait = std::chrono::milliseconds(100);
+  const auto now = std::chrono::steady_clock::now();
+  for (const Transfer* t : waiting) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(t->not_before - now);
+    wait = std::clamp(left, std::chrono::milliseconds(0), wait);
+  }
+  return static_cast<int>(wait.count());
+}
+
+// Runs every transfer to its outcome, at most max_in_flight (of the first transfer's
+// file's options) at once on one multi handle.
+void RunTransfers(std::span<Transfer* const> transfers, HttpSession& session) {
+  if (transfers.empty()) return;
+  const auto max_in_flight =
+      static_cast<std::size_t>(std::max(1, transfers[0]->file->options().max_in_flight));
+  MultiHandle multi = session.AcquireMulti();
+  if (!multi) {
+    for (Transfer* t : transfers) t->error = "libcurl: curl_multi_init failed";
+    return;
+  }
+  std::size_t next = 0;
+  std::size_t active = 0;
+  std::vector<Transfer*> waiting;  // retries, each due at its not_before
+  for (;;) {
+    const auto now = std::chrono::steady_clock::now();
+    for (auto it = waiting.begin(); it != waiting.end() && active < max_in_flight;) {
+      if ((*it)->not_before > now) {
+        ++it;
+      } else {
+        active += Start(multi.get(), **it) ? 1 : 0;
+        it = waiting.erase(it);
+      }
+    }
+    for (; next < transfers.size() && active < max_in_flight; ++next) {
+      active += Start(multi.get(), *transfers[next]) ? 1 : 0;
+    }
+    if (active == 0 && waiting.empty() && next == transfers.size()) break;
+    int running = 0;
+    curl_multi_perform(multi.get(), &running);
+    int left = 0;
+    while (CURLMsg* m = curl_multi_info_read(multi.get(), &left)) {
+      if (m->msg != CURLMSG_DONE) continue;
+      CURL* easy = m->easy_handle;
+      const CURLcode code = m->data.result;  // m does not survive the removal
+      Transfer* t = nullptr;
+      curl_easy_getinfo(easy, CURLINFO_PRIVATE, &t);
+      curl_multi_remove_handle(multi.get(), easy);
+      --active;
+      if (Finish(*t, code)) waiting.push_back(t);
+    }
+    if (active > 0) {
+      curl_multi_poll(multi.get(), nullptr, 0, PollMillis(waiting), nullptr);
+    } else if (!waiting.empty()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(PollMillis(waiting)));
+    }
+  }
+  session.Release(std::move(multi));
 }
 
 }  // namespace
 
+void ReadRanges(std::span<RangeRead> reads) {
+  std::vector<std::unique_ptr<Transfer>> owned;
+  std::vector<Transfer*> transfers;
+  HttpSession* session = nullptr;
+  for (RangeRead& r : reads) {
+    if (r.file == nullptr) continue;
+    const auto* http = dynamic_cast<const HttpFile*>(r.file);
+    if (http == nullptr) {
+      r.error = r.file->ReadV(r.offset, r.parts);
+      continue;
+    }
+    auto t = std::make_unique<Transfer>();
+    if (!http->Plan(r, *t)) continue;
+    session = &http->session();
+    transfers.push_back(t.get());
+    owned.push_back(std::move(t));
+  }
+  if (transfers.empty()) return;
+  RunTransfers(transfers, *session);
+  for (Transfer* t : transfers) {
+    if (t->error.empty()) t->file->Complete(*t);
+    t->read->error = std::move(t->error);
+  }
+}
+
 std::unique_ptr<RangeFile> OpenHttpFile(const std::string& location, const RemoteOptions& options,
-                                        std::optional<std::uint64_t> size) {
+                                        std::optional<std::uint64_t> size,
+                                        std::shared_ptr<HttpSession> session) {
   // Thread-safe and reference-counted in libcurl >= 7.84; paired with no cleanup, as
   // libcurl allows, since other users in the process may still hold handles.
   static const CURLcode kInit = curl_global_init(CURL_GLOBAL_DEFAULT);
   if (kInit != CURLE_OK) throw SourceError(location, "libcurl: curl_global_init failed");
-  auto file = std::make_unique<HttpFile>(location, HttpUrlOf(location, options), options);
+  if (!session) session = MakeHttpSession();
+  auto file = std::make_unique<HttpFile>(location, HttpUrlOf(location, options), options,
+                                         std::move(session));
   file->Open(size);
   return file;
 }

@@ -4,13 +4,16 @@
 // TarDataset): a batch's samples are sorted by file and offset, in blocks of
 // kMergeSortBlock kept on the stack, and runs of samples of one file whose gaps are at
 // most `max_gap` bytes (at most kMaxMergedReads of them) become one read. Internal: not
-// installed, never included from a public header. Stateless and allocation-free.
+// installed, never included from a public header. ForEachMergedRun is stateless and
+// allocation-free; PlanMergedRuns collects its runs so that their reads can be issued
+// together (detail::ReadRanges).
 
 #include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 namespace tilefeed::loader::detail {
 
@@ -64,6 +67,29 @@ void ForEachMergedRun(std::span<const std::uint64_t> indices, std::uint64_t max_
       k = g;
     }
   }
+}
+
+// The runs of ForEachMergedRun, one after another: run r is order[runs[r].first ..
+// runs[r].first + runs[r].count).
+struct MergedRuns {
+  struct Run {
+    std::size_t first = 0;
+    std::size_t count = 0;
+  };
+  std::vector<std::uint32_t> order;
+  std::vector<Run> runs;
+};
+
+template <class ExtentOf>
+MergedRuns PlanMergedRuns(std::span<const std::uint64_t> indices, std::uint64_t max_gap,
+                          ExtentOf&& extent_of) {
+  MergedRuns plan;
+  plan.order.reserve(indices.size());
+  ForEachMergedRun(indices, max_gap, extent_of, [&](const std::uint32_t* order, std::size_t n) {
+    plan.runs.push_back({plan.order.size(), n});
+    plan.order.insert(plan.order.end(), order, order + n);
+  });
+  return plan;
 }
 
 }  // namespace tilefeed::loader::detail

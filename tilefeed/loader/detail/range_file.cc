@@ -58,6 +58,13 @@ class LocalFile final : public RangeFile {
   }
 
   int fd() const override { return fd_.get(); }
+  std::optional<FileStamp> stamp() const override {
+    struct stat st;
+    if (::fstat(fd_.get(), &st) != 0) return std::nullopt;
+    return FileStamp{static_cast<std::uint64_t>(st.st_size),
+                     std::int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec,
+                     {}};
+  }
   std::uint64_t reads() const override { return reads_.load(std::memory_order_relaxed); }
 
  private:
@@ -90,8 +97,11 @@ std::string RangeFile::Read(std::uint64_t offset, std::span<std::byte> out) cons
 }
 
 std::unique_ptr<RangeFile> OpenRangeFile(const std::string& location, const RemoteOptions& remote,
-                                         std::optional<std::uint64_t> remote_size) {
-  if (IsRemoteLocation(location)) return OpenHttpFile(location, remote, remote_size);
+                                         std::optional<std::uint64_t> remote_size,
+                                         std::shared_ptr<HttpSession> session) {
+  if (IsRemoteLocation(location)) {
+    return OpenHttpFile(location, remote, remote_size, std::move(session));
+  }
   return OpenLocalFile(location);
 }
 

@@ -20,6 +20,14 @@
 
 namespace tilefeed::loader::detail {
 
+// What identifies one version of a file: its size, modification time and, for a remote
+// file, the server's ETag (empty if it gave none).
+struct FileStamp {
+  std::uint64_t size = 0;
+  std::int64_t mtime_ns = 0;
+  std::string etag;
+};
+
 class RangeFile {
  public:
   RangeFile(const RangeFile&) = delete;
@@ -40,6 +48,13 @@ class RangeFile {
   virtual int fd() const { return -1; }
   // Read requests issued (one per ReadV; retries not counted).
   virtual std::uint64_t reads() const = 0;
+  // The version read when the file was opened: fstat for a local file; for a remote one
+  // opened with a HEAD request, its Content-Length, Last-Modified (whole seconds) and
+  // ETag. Empty when unknown (a remote file opened with a known size, or a server that
+  // sent neither Last-Modified nor ETag). A remote file with an ETag sends it as If-Match
+  // on every read, so a file changed since open fails with HTTP 412 instead of mixing
+  // versions.
+  virtual std::optional<FileStamp> stamp() const = 0;
 
  protected:
   RangeFile(std::string name, std::uint64_t size) : name_(std::move(name)), size_(size) {}
@@ -51,15 +66,37 @@ class RangeFile {
   std::uint64_t size_;
 };
 
+// Connection pools shared by the remote files of one dataset (libcurl easy and multi
+// handles), so reads of different files reuse connections. Thread-safe.
+class HttpSession;
+std::shared_ptr<HttpSession> MakeHttpSession();
+
+// One range read of a batch: fills `parts` with consecutive bytes of `file` from `offset`
+// on; `error` receives the outcome as ReadV gives it. A null `file` is skipped.
+struct RangeRead {
+  const RangeFile* file = nullptr;
+  std::uint64_t offset = 0;
+  std::span<const iovec> parts;
+  std::string error;
+};
+
+// Performs every read. Reads of remote files are in flight together (libcurl's multi
+// interface, each retried on its own clock); reads of local files are preadv'd in turn.
+// Defined in http_file.cc.
+void ReadRanges(std::span<RangeRead> reads);
+
 // Opens a local regular file or, for a remote location (IsRemoteLocation), a remote one:
 // a HEAD request for its size, unless the caller knows it (`remote_size`, e.g. from a
-// manifest; a wrong one shows up as failed reads). Throws SourceError naming the path or URL.
+// manifest; a wrong one shows up as failed reads). A remote file uses `session`'s
+// connections, or its own when it is null. Throws SourceError naming the path or URL.
 std::unique_ptr<RangeFile> OpenRangeFile(const std::string& location, const RemoteOptions& remote,
-                                         std::optional<std::uint64_t> remote_size = {});
+                                         std::optional<std::uint64_t> remote_size = {},
+                                         std::shared_ptr<HttpSession> session = nullptr);
 
 // Opens the remote file at `url`. Defined in http_file.cc. Throws SourceError.
 std::unique_ptr<RangeFile> OpenHttpFile(const std::string& url, const RemoteOptions& remote,
-                                        std::optional<std::uint64_t> size = {});
+                                        std::optional<std::uint64_t> size = {},
+                                        std::shared_ptr<HttpSession> session = nullptr);
 
 // Reads a whole (small) file at a path or URL. Throws SourceError naming it, also when it is
 // over `max_bytes`.
