@@ -42,9 +42,8 @@ std::size_t ConnectionCap(std::size_t requested) {
 }
 
 ConnectionGuard::ConnectionGuard(zmq::context_t& context, zmq::socket_t& socket, std::size_t cap,
-                                 std::chrono::milliseconds quiet,
                                  std::function<void(const std::string&)> log)
-    : monitor_(Monitor(context, socket)), cap_(cap), quiet_(quiet), log_(std::move(log)) {}
+    : monitor_(Monitor(context, socket)), cap_(cap), log_(std::move(log)) {}
 
 void ConnectionGuard::Drain() {
   // Read everything first: a disconnect later in the batch means that descriptor may have
@@ -75,7 +74,6 @@ void ConnectionGuard::Drain() {
       Accepted(event.value, closed_since);
     } else if (event.id == ZMQ_EVENT_DISCONNECTED) {
       std::erase(open_, event.value);
-      Unheard(event.value);
       if (event.value == protected_fd_) protected_fd_ = -1;
     } else if (event.id == ZMQ_EVENT_ACCEPT_FAILED) {
       AcceptFailed(event.value);
@@ -92,49 +90,6 @@ void ConnectionGuard::Accepted(int fd, bool closed_since) {
     return;
   }
   open_.push_back(fd);
-  // Its hello may have been read before this event.
-  if (std::find(heard_.begin(), heard_.end(), fd) == heard_.end()) {
-    silent_.push_back(Silent{fd, Clock::now()});
-  }
-}
-
-void ConnectionGuard::Heard(int fd) {
-  if (fd < 0 || std::find(heard_.begin(), heard_.end(), fd) != heard_.end()) return;
-  heard_.push_back(fd);
-  std::erase_if(silent_, [fd](const Silent& s) { return s.fd == fd; });
-}
-
-void ConnectionGuard::Unheard(int fd) {
-  std::erase(heard_, fd);
-  std::erase_if(silent_, [fd](const Silent& s) { return s.fd == fd; });
-}
-
-std::chrono::milliseconds ConnectionGuard::Sweep() {
-  const Clock::time_point now = Clock::now();
-  std::chrono::milliseconds next = std::chrono::hours(1);
-  std::vector<int> due;
-  for (const Silent& s : silent_) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(s.since + quiet_ - now);
-    if (left.count() <= 0 && s.fd != protected_fd_) {
-      due.push_back(s.fd);
-    } else {
-      next = std::min(next, std::max(left, std::chrono::milliseconds(1)));
-    }
-  }
-  for (const int fd : due) {
-    std::erase(open_, fd);
-    Unheard(fd);
-    (void)shutdown(fd, SHUT_RDWR);
-    ++silenced_;
-    if (log_ && (silenced_ == 1 || silenced_ % 1000 == 0)) {
-      log_("closed a connection that sent nothing for " + std::to_string(quiet_.count()) +
-           " ms after it connected (" + std::to_string(silenced_) +
-           " so far): a trainer says hello at once, and ZeroMQ delivers nothing from a second "
-           "connection whose routing id another connection already uses; such a peer cannot "
-           "be answered, so its connection is dropped");
-    }
-  }
-  return next;
 }
 
 void ConnectionGuard::AcceptFailed(int error) {
@@ -146,7 +101,6 @@ void ConnectionGuard::AcceptFailed(int error) {
   if (newest != open_.rend()) {
     const int fd = *newest;
     open_.erase(std::next(newest).base());
-    Unheard(fd);
     Refuse(fd, std::string("out of file descriptors (accept: ") + std::strerror(error) + ") with " +
                    std::to_string(open_.size() + 1) + " connections open");
   } else if (!told_accept_failed_ && log_) {

@@ -214,15 +214,6 @@ struct BatchSender::Impl {
 
 namespace {
 
-// The connection a received message came from (-1 if ZeroMQ does not say).
-int SourceFd(zmq::message_t& message) {
-  try {
-    return message.get(ZMQ_SRCFD);
-  } catch (const zmq::error_t&) {
-    return -1;
-  }
-}
-
 // True if a live process accepts connections on the Unix socket at `path`: binding there
 // would silently take its socket (ZeroMQ unlinks the file first).
 bool SocketServed(const std::string& path) {
@@ -303,7 +294,7 @@ void BatchSender::Impl::Setup(Context& context) {
     socket.set(zmq::sockopt::zap_domain, "tilefeed");
   }
   guard.emplace(context.impl().context, socket, detail::ConnectionCap(options.max_connections),
-                options.peer_timeout, options.log);
+                options.log);
   const std::string zmq_endpoint = ZmqEndpoint(options.endpoint);
   if (zmq_endpoint.rfind("ipc://", 0) == 0) {
     socket_path = zmq_endpoint.substr(6);
@@ -694,7 +685,10 @@ void BatchSender::Impl::Hello(const std::string& id, std::vector<zmq::message_t>
   } catch (const zmq::error_t&) {
   }
   peer_name = address != nullptr && *address != '\0' ? address : bound_endpoint;
-  guard->set_protected_fd(SourceFd(parts[1]));
+  try {
+    guard->set_protected_fd(parts[1].get(ZMQ_SRCFD));
+  } catch (const zmq::error_t&) {
+  }
   last_heard = Clock::now();
   checksums = hello.b != 0;
   end_epoch = session->loader->options().first_epoch;
@@ -849,9 +843,8 @@ SendResult BatchSender::Run(std::stop_token stop) {
       }
       return SendResult::kStopped;
     }
-    s.guard->Drain();
-    std::chrono::milliseconds timeout = s.guard->Sweep();
-    if (!s.retired.empty()) timeout = std::min(timeout, std::chrono::milliseconds(100));
+    std::chrono::milliseconds timeout =
+        s.retired.empty() ? std::chrono::hours(1) : std::chrono::milliseconds(100);
     if (s.state != Impl::State::kWaiting) {
       timeout = std::min({timeout, detail::Until(s.last_sent + s.options.heartbeat_interval),
                           detail::Until(s.last_heard + s.options.peer_timeout)});
@@ -862,11 +855,10 @@ SendResult BatchSender::Run(std::stop_token stop) {
                                {s.zap ? s.zap->handle() : nullptr, -1, ZMQ_POLLIN, 0}};
     zmq::poll(items, s.zap ? 4 : 3, timeout);
     if (items[1].revents != 0) s.wake.Drain();
-    s.guard->Drain();  // every time: a message's handshake event must come before it
+    if (items[2].revents != 0) s.guard->Drain();
     if (s.zap && items[3].revents != 0) s.AnswerZap();
     try {
       while (detail::ReceiveParts(s.socket, parts, too_many)) {
-        if (parts.size() >= 2) s.guard->Heard(SourceFd(parts[1]));
         if (const std::optional<SendResult> result = s.Handle(parts, too_many)) return *result;
       }
       s.Stream();

@@ -191,13 +191,6 @@ struct ZmqBatchStream::Impl {
   // Why a reader may be silent, when CURVE is on and it never welcomed us.
   std::string SilenceHint() const {
     std::string hint;
-    if (dropped_unwelcomed && options.curve_server_key_file.empty() && !Welcomed()) {
-      // ZeroMQ reconnects by itself, so this is all we can tell.
-      hint =
-          " and dropped our connection before welcoming us (a reader drops a connection "
-          "that says nothing, and ZeroMQ delivers nothing from a second connection whose "
-          "routing id another connection to that reader already uses)";
-    }
     if (!options.curve_server_key_file.empty() && !Welcomed()) {
       // A CURVE handshake with the wrong server key fails without a word to us: the
       // reader cannot decrypt our hello and drops the connection; ZeroMQ retries.
@@ -220,8 +213,7 @@ struct ZmqBatchStream::Impl {
   zmq::socket_t socket;
   std::optional<zmq::socket_t> monitor;  // ZMQ_EVENT_DISCONNECTED of `socket`
   std::shared_ptr<Shared> shared;
-  const std::string peer;           // "reader at <endpoint>", for messages
-  bool dropped_unwelcomed = false;  // the I/O thread saw a disconnect before the welcome
+  const std::string peer;  // "reader at <endpoint>", for messages
 
   // Set by the I/O thread before `welcomed` is published under the mutex.
   std::size_t batches_per_epoch = 0;
@@ -332,7 +324,6 @@ void ZmqBatchStream::Impl::Loop(std::stop_token token) {
                              " dropped the connection (it stopped or died, or sent a message "
                              "larger than a batch)");
       }
-      dropped_unwelcomed = dropped_unwelcomed || disconnected;
       // Give back what the trainer has consumed.
       std::size_t credits = 0;
       std::vector<std::uint32_t> slots;

@@ -12,12 +12,6 @@
 // of descriptors, the newest connection that is not the served trainer's is shut down too,
 // so the retry succeeds and is refused.
 //
-// A connection that sends nothing for `quiet` after it was accepted is shut down too, with
-// a line: a trainer says hello at once, and libzmq's ROUTER never delivers a message from a
-// second connection that claims a routing id already in use (nor can it answer one: the id
-// routes to the first). So such a peer, or an idle one holding a descriptor, sees its
-// connection dropped instead of waiting forever. The served trainer's is never shut down.
-//
 // Monitor events are read after the fact: a descriptor may have been closed and reused by a
 // newer connection between the event and its handling. The guard skips a connection whose
 // disconnect it has already seen; the window left is the time between libzmq closing one
@@ -25,7 +19,6 @@
 //
 // Thread safety: one thread (the sender's Run loop) uses a guard.
 
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -43,7 +36,7 @@ class ConnectionGuard {
   // Starts monitoring `socket` (before it binds). `log` gets the first refusal's line and
   // a count every 1000 refusals; may be empty.
   ConnectionGuard(zmq::context_t& context, zmq::socket_t& socket, std::size_t cap,
-                  std::chrono::milliseconds quiet, std::function<void(const std::string&)> log);
+                  std::function<void(const std::string&)> log);
   ConnectionGuard(const ConnectionGuard&) = delete;
   ConnectionGuard& operator=(const ConnectionGuard&) = delete;
 
@@ -54,11 +47,6 @@ class ConnectionGuard {
   // The served trainer's connection (ZMQ_SRCFD of its messages; -1: none). It is never
   // shut down to make room.
   void set_protected_fd(int fd) { protected_fd_ = fd; }
-  // A message arrived on connection `fd` (ZMQ_SRCFD).
-  void Heard(int fd);
-  // Shuts down the connections silent since they were accepted for longer than `quiet`;
-  // returns how long until the next one is due (an hour if none).
-  std::chrono::milliseconds Sweep();
   std::size_t cap() const { return cap_; }
   std::uint64_t refused() const { return refused_; }
 
@@ -70,24 +58,13 @@ class ConnectionGuard {
   void Accepted(int fd, bool closed_since);
   void AcceptFailed(int error);
   void Refuse(int fd, const std::string& why);
-  void Unheard(int fd);
-
-  using Clock = std::chrono::steady_clock;
-  struct Silent {
-    int fd = -1;
-    Clock::time_point since;
-  };
 
   zmq::socket_t monitor_;
   const std::size_t cap_;
-  const std::chrono::milliseconds quiet_;
   std::function<void(const std::string&)> log_;
-  std::vector<int> open_;       // accepted and not yet disconnected, oldest first
-  std::vector<int> heard_;      // of those, the ones a message came from
-  std::vector<Silent> silent_;  // accepted, nothing heard yet
+  std::vector<int> open_;  // accepted and not yet disconnected, oldest first
   int protected_fd_ = -1;
   std::uint64_t refused_ = 0;
-  std::uint64_t silenced_ = 0;
   bool told_accept_failed_ = false;
 };
 
