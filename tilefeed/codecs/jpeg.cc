@@ -49,7 +49,7 @@ constexpr std::size_t kRingAhead = 16;
 using detail::GuardedCreate;
 using detail::GuardedReadHeader;
 
-void CmykRowToRgb(std::uint8_t* row, int width, bool inverted);
+using detail::CmykRowToRgb;
 
 // Inputs and outputs of one region decode, plain data so it may cross a longjmp.
 struct RegionJob {
@@ -139,24 +139,6 @@ Subsampling SubsamplingOf(const jpeg_decompress_struct& cinfo) {
 }
 
 bool IsCmyk(J_COLOR_SPACE space) { return space == JCS_CMYK || space == JCS_YCCK; }
-
-// Converts `width` CMYK pixels to RGB in place (the RGB row is shorter, so writing
-// forward never overtakes reading). Adobe files store CMYK inverted, as Photoshop does.
-void CmykRowToRgb(std::uint8_t* row, int width, bool inverted) {
-  for (int x = 0; x < width; ++x) {
-    const std::size_t at = 4 * std::size_t(x), out = 3 * std::size_t(x);
-    int c = row[at], m = row[at + 1], y = row[at + 2], k = row[at + 3];
-    if (!inverted) {
-      c = 255 - c;
-      m = 255 - m;
-      y = 255 - y;
-      k = 255 - k;
-    }
-    row[out] = static_cast<std::uint8_t>((c * k + 127) / 255);
-    row[out + 1] = static_cast<std::uint8_t>((m * k + 127) / 255);
-    row[out + 2] = static_cast<std::uint8_t>((y * k + 127) / 255);
-  }
-}
 
 }  // namespace
 

@@ -40,6 +40,7 @@
 // clang-format on
 
 #include "tilefeed/codecs/detail/libjpeg_errors.h"
+#include "tilefeed/codecs/detail/row_stream.h"
 #include "tilefeed/codecs/resize.h"
 
 namespace tilefeed::codecs {
@@ -385,22 +386,7 @@ void AppendHeader(const Geometry& g, std::vector<std::byte>& out) {
 
 // --- Decoding.
 
-// Converts `width` CMYK pixels to RGB in place, as jpeg.cc does for the same files.
-void CmykRowToRgb(std::uint8_t* row, int width, bool inverted) {
-  for (int x = 0; x < width; ++x) {
-    const std::size_t at = 4 * std::size_t(x), out = 3 * std::size_t(x);
-    int c = row[at], m = row[at + 1], y = row[at + 2], k = row[at + 3];
-    if (!inverted) {
-      c = 255 - c;
-      m = 255 - m;
-      y = 255 - y;
-      k = 255 - k;
-    }
-    row[out] = static_cast<std::uint8_t>((c * k + 127) / 255);
-    row[out + 1] = static_cast<std::uint8_t>((m * k + 127) / 255);
-    row[out + 2] = static_cast<std::uint8_t>((y * k + 127) / 255);
-  }
-}
+using detail::CmykRowToRgb;
 
 // A JPEG header (SOI, DQT, SOF1, SOS) for the sub_width x sub_height sub-image: the
 // record's tables and sampling factors, one interleaved sequential scan, no entropy data.

@@ -53,4 +53,20 @@ void RowRing::Prepare(std::size_t row_bytes, std::size_t ring_rows, int max_rows
   if (row_pointers.size() < static_cast<std::size_t>(max_rows)) row_pointers.resize(max_rows);
 }
 
+void CmykRowToRgb(std::uint8_t* row, int width, bool inverted) {
+  for (int x = 0; x < width; ++x) {
+    const std::size_t at = 4 * std::size_t(x), out = 3 * std::size_t(x);
+    int c = row[at], m = row[at + 1], y = row[at + 2], k = row[at + 3];
+    if (!inverted) {
+      c = 255 - c;
+      m = 255 - m;
+      y = 255 - y;
+      k = 255 - k;
+    }
+    row[out] = static_cast<std::uint8_t>((c * k + 127) / 255);
+    row[out + 1] = static_cast<std::uint8_t>((m * k + 127) / 255);
+    row[out + 2] = static_cast<std::uint8_t>((y * k + 127) / 255);
+  }
+}
+
 }  // namespace tilefeed::codecs::detail

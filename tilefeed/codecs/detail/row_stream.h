@@ -39,6 +39,11 @@ struct RowStream {
   std::int64_t resize_ns = 0;         // out: time spent resizing
 };
 
+// Converts `width` CMYK pixels to RGB in place (the RGB row is shorter, so writing
+// forward never overtakes reading). Adobe files store CMYK inverted, as Photoshop does.
+// Both JPEG decoders (jpeg.cc, jpeg_coefficients.cc) use it for the same files.
+void CmykRowToRgb(std::uint8_t* row, int width, bool inverted);
+
 // Runs `job` to its end or until read_row returns false (then rows_written < out_rows).
 // Rows are decoded as far ahead as the ring allows, and resize time is summed per run
 // of output rows, not per row.
