@@ -131,6 +131,7 @@ test_suite() {
     -DTILEFEED_SANITIZE=address,undefined -DTILEFEED_BUILD_BENCH=OFF -DTILEFEED_BUILD_PYTHON=OFF
   cmake --build "$BUILD_ROOT/asan" -j "$JOBS"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0" \
     run_ctest --test-dir "$BUILD_ROOT/asan" -j "$JOBS" --timeout 900 --output-on-failure \
     -E 'install_consumer|python'
 

@@ -231,6 +231,7 @@ struct ZmqBatchStream::Impl {
   Clock::time_point last_heard;
   std::vector<bool> slot_busy;
   std::uint64_t outstanding = 0;  // inline: credits granted and not yet spent by a batch
+  std::uint64_t granted = 0;      // inline: every credit granted so far, for the error line
   std::optional<std::uint64_t> last_epoch_end;
   std::optional<std::uint64_t> last_batch_epoch;
   std::uint64_t epoch_batches = 0;  // batches of last_batch_epoch received
@@ -337,6 +338,7 @@ void ZmqBatchStream::Impl::Loop(std::stop_token token) {
       }
       if (credits > 0) {
         outstanding += credits;
+        granted += credits;
         Send(Control{MessageType::kCredit, credits});
       }
       for (const std::uint32_t slot : slots) {
@@ -476,6 +478,7 @@ void ZmqBatchStream::Impl::HandleWelcome(const Control& control,
   }
   batches_per_epoch = control.a;
   outstanding = layout ? 0 : credits;
+  granted = outstanding;
   Send(Control{MessageType::kReady, credits});
   {
     std::lock_guard lock(mutex);
@@ -519,7 +522,7 @@ ReceivedBatch ZmqBatchStream::Impl::MakeBatch(const Control& control,
   if (outstanding == 0) {
     throw TransportError(peer + " sent batch " + std::to_string(header.index) + " of epoch " +
                          std::to_string(header.epoch) + " without a credit (" +
-                         std::to_string(options.credits) + " granted, all spent)");
+                         std::to_string(granted) + " granted, all spent)");
   }
   --outstanding;
   if (parts.size() != 5)
