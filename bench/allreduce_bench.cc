@@ -90,7 +90,7 @@ Round RunOnce(const Config& c, trainer::MpiSession& mpi,
                            static_cast<double>(mpi.size());
       });
   trainer::InMemoryStream stream(batches, 0);
-  trainer.Train(stream, {});
+  trainer.Train(stream);
   round.parameters.assign(trainer.parameters().begin(), trainer.parameters().end());
   return round;
 }

@@ -295,7 +295,7 @@ RunResult Train(const Config& c, transport::BatchStream& stream, std::size_t ste
       if (on_step) on_step(p);
     });
   }
-  trainer.Train(stream, {});
+  trainer.Train(stream);
   return result;
 }
 
@@ -385,6 +385,8 @@ class InterleavedStream final : public transport::BatchStream {
   }
   bool ended() const override { return false; }
   std::size_t batches_per_epoch() const override { return loader_.batches_per_epoch(); }
+  // The loader's: a benchmark writes no checkpoint.
+  loader::LoaderState position() const override { return loader_.state(); }
 
  private:
   loader::Loader& loader_;

@@ -26,10 +26,12 @@
 // A reader that stops before the last epoch, dies or is replaced is an error, unless
 // --reconnect, which reconnects and continues from this trainer's position. --data is
 // optional there: it gives the class count, the dataset identity and, when DIR/val exists,
-// the local validation set. Checkpoints record the trainer's step and a remote data position
-// ("tilefeed-remote-state v1 epoch=E position=P"): on --resume, train continues the model
-// and states that position in its hello; each reader serves from it (a reader pinned to
-// another position refuses the session).
+// the local validation set. Checkpoints record the trainer's step and the data position its
+// stream reports, the same loader::LoaderState line as with local data (seed, epoch, global
+// position, dataset size): on --resume, train continues the model and states that seed and
+// position in its hello; each reader serves from it (a reader with another seed, or pinned
+// to another position, refuses the session), and a reader of a dataset of another size than
+// the checkpoint's is refused.
 
 #include <sched.h>
 #include <unistd.h>
@@ -88,54 +90,29 @@ class OwningLoaderStream final : public transport::BatchStream {
   std::optional<transport::ReceivedBatch> Next() override { return stream_.Next(); }
   bool ended() const override { return stream_.ended(); }
   std::size_t batches_per_epoch() const override { return stream_.batches_per_epoch(); }
+  loader::LoaderState position() const override { return stream_.position(); }
 
  private:
   std::unique_ptr<loader::Loader> loader_;
   transport::LoaderStream stream_;
 };
 
-// Where the training data stands, from a checkpoint of either mode: epoch and global
-// position (samples of the epoch delivered by all instances together, LoaderState's sense).
-struct DataPosition {
-  std::uint64_t epoch = 0;
-  std::uint64_t position = 0;
-};
-
-constexpr const char* kRemoteStateTag = "tilefeed-remote-state v1";
-
-std::string SerializeRemoteState(const DataPosition& p) {
-  return std::string(kRemoteStateTag) + " epoch=" + std::to_string(p.epoch) +
-         " position=" + std::to_string(p.position);
-}
-
-// Parses a remote state; nullopt when `text` is not one (e.g. a loader::LoaderState).
-std::optional<DataPosition> ParseRemoteState(const std::string& text) {
-  const std::string tag(kRemoteStateTag);
-  if (text.compare(0, tag.size(), tag) != 0) return std::nullopt;
-  unsigned long long epoch = 0;
-  unsigned long long position = 0;
-  if (std::sscanf(text.c_str() + tag.size(), " epoch=%llu position=%llu", &epoch, &position) != 2) {
-    throw std::invalid_argument("bad remote data position in the checkpoint: '" + text + "'");
-  }
-  return DataPosition{epoch, position};
-}
-
 // The trainer side of disaggregated mode: a ZmqBatchStream from this instance's reader,
 // opened on this trainer's session terms (the reader refuses other data, and the stream
-// checks every batch's shape and labels), that tracks the data position for checkpoints.
-// With `reconnect`, a lost reader (stopped, dead, replaced) is reconnected within the
-// window and continues from this trainer's own position; without, it is an error.
+// checks every batch's shape, epoch and labels and reports the data position). With
+// `reconnect`, a lost reader (stopped, dead, replaced) is reconnected within the window and
+// continues from the lost stream's position; without, it is an error.
 // Next() and position() are called under the IO tiles' fetch lock (serialized).
 class RemoteStream final : public transport::BatchStream {
  public:
-  RemoteStream(transport::Context& context, transport::StreamOptions options, int instances,
+  RemoteStream(transport::Context& context, transport::StreamOptions options,
                std::optional<std::chrono::milliseconds> reconnect, int rank)
       : context_(context),
         options_(std::move(options)),
-        instances_(static_cast<std::uint64_t>(instances)),
         reconnect_(reconnect),
         rank_(rank),
-        current_{options_.terms->first_epoch, options_.terms->first_position} {
+        lost_at_{options_.terms->seed, options_.terms->first_epoch, options_.terms->first_position,
+                 options_.terms->dataset.size} {
     if (reconnect_) {
       Reconnect("");
     } else {
@@ -146,7 +123,7 @@ class RemoteStream final : public transport::BatchStream {
   std::optional<transport::ReceivedBatch> Next() override {
     while (!ended_) {
       try {
-        return Track(stream_->Next());
+        return stream_->Next();
       } catch (const transport::TransportError& e) {
         if (!reconnect_) throw;
         Reconnect(e.what());
@@ -154,42 +131,29 @@ class RemoteStream final : public transport::BatchStream {
     }
     return std::nullopt;
   }
-  bool ended() const override { return ended_ || stream_->ended(); }
-  std::size_t batches_per_epoch() const override { return stream_->batches_per_epoch(); }
-
-  // Where the data stands after the last batch Next() returned (padding may overshoot the
-  // dataset size in an epoch's last batch; the reader clamps it).
-  std::string position() const { return SerializeRemoteState(current_); }
+  bool ended() const override { return ended_ || (stream_ && stream_->ended()); }
+  std::size_t batches_per_epoch() const override {
+    return stream_ ? stream_->batches_per_epoch() : 0;
+  }
+  // The reader's stream's; between a loss and the reconnection, where the lost one stood.
+  loader::LoaderState position() const override { return stream_ ? stream_->position() : lost_at_; }
   bool shared_memory() const { return stream_->shared_memory(); }
 
  private:
-  std::optional<transport::ReceivedBatch> Track(std::optional<transport::ReceivedBatch> batch) {
-    if (!batch) {
-      if (!stream_->ended()) current_ = {current_.epoch + 1, 0};
-      return batch;
-    }
-    if (batch->epoch() != current_.epoch) {
-      throw transport::TransportError("reader at " + options_.endpoint + " sent a batch of epoch " +
-                                      std::to_string(batch->epoch()) + " during epoch " +
-                                      std::to_string(current_.epoch));
-    }
-    current_.position += batch->size() * instances_;
-    return batch;
-  }
-
-  // Opens a stream at this trainer's position, retrying until the window closes.
+  // Opens a stream at the lost stream's position, retrying until the window closes.
   void Reconnect(const std::string& why) {
+    if (stream_) lost_at_ = stream_->position();
     stream_.reset();
-    if (current_.epoch >= options_.terms->epochs) {
+    if (lost_at_.epoch >= options_.terms->epochs) {
       ended_ = true;  // lost after the last epoch's end, before the bye: nothing is missing
       return;
     }
-    options_.terms->first_epoch = current_.epoch;
-    options_.terms->first_position = current_.position;
+    options_.terms->first_epoch = lost_at_.epoch;
+    options_.terms->first_position = lost_at_.position;
     if (!why.empty()) {
       std::fprintf(stderr, "train: instance %d: %s; reconnecting at epoch %llu position %llu\n",
-                   rank_, why.c_str(), static_cast<unsigned long long>(current_.epoch),
-                   static_cast<unsigned long long>(current_.position));
+                   rank_, why.c_str(), static_cast<unsigned long long>(lost_at_.epoch),
+                   static_cast<unsigned long long>(lost_at_.position));
     }
     const auto deadline = std::chrono::steady_clock::now() + *reconnect_;
     while (true) {
@@ -209,10 +173,9 @@ class RemoteStream final : public transport::BatchStream {
 
   transport::Context& context_;
   transport::StreamOptions options_;
-  std::uint64_t instances_;
   std::optional<std::chrono::milliseconds> reconnect_;
   int rank_;
-  DataPosition current_;
+  loader::LoaderState lost_at_;  // the terms' position until a stream is lost
   bool ended_ = false;
   std::optional<transport::ZmqBatchStream> stream_;
 };
@@ -552,22 +515,15 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
   };
   // Every batch full: core buffers have one shape, and all instances take the same steps.
   loader_options.drop_last_batch = true;
+  // One data position for both modes: a local loader continues from it (ApplyTo), and the
+  // readers are asked for it in the session terms below.
   std::uint64_t first_epoch = 0;
-  DataPosition resumed;
   if (checkpoint) {
     trainer.Restore(*checkpoint);
-    if (std::optional<DataPosition> r = ParseRemoteState(checkpoint->loader_state)) {
-      // Written in disaggregated mode: no seed or dataset size, --seed must match.
-      resumed = *r;
-      loader_options.first_epoch = r->epoch;
-      loader_options.first_epoch_position = r->position;
-    } else {
-      const loader::LoaderState state = loader::LoaderState::Parse(checkpoint->loader_state);
-      state.ApplyTo(loader_options);
-      resumed = {state.epoch, state.position};
-    }
+    const loader::LoaderState& resumed = checkpoint->data_position;
+    resumed.ApplyTo(loader_options);
     first_epoch = resumed.epoch;
-    log("resume: step " + std::to_string(checkpoint->step) + ", " + checkpoint->loader_state);
+    log("resume: step " + std::to_string(checkpoint->step) + ", " + resumed.Serialize());
     if (remote) {
       log("resume: each reader serves from this trainer's position (epoch " +
           std::to_string(resumed.epoch) + ", position " + std::to_string(resumed.position) +
@@ -626,19 +582,25 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
     if (has_data) terms.dataset = transport::IdentityOf(*train_source);
     terms.slice_index = static_cast<std::uint32_t>(rank);
     terms.slice_count = static_cast<std::uint32_t>(mpi.size());
-    terms.seed = args.seed;
+    terms.seed = loader_options.seed;  // --seed, or the checkpoint's
     terms.image_size = static_cast<std::uint32_t>(args.image_size);
     terms.batch_size = static_cast<std::uint32_t>(options.local_batch);
     terms.drop_last = loader_options.drop_last_batch;  // as this trainer's own loader
     terms.remainder = loader_options.remainder == loader::Remainder::kDrop ? 1 : 0;
     terms.epochs = args.epochs;
-    terms.first_epoch = resumed.epoch;
-    terms.first_position = resumed.position;
+    terms.first_epoch = loader_options.first_epoch;
+    terms.first_position = loader_options.first_epoch_position;
     stream_options.terms = terms;
     stream_options.classes = static_cast<std::uint32_t>(std::max(classes, 0));
     std::optional<std::chrono::milliseconds> reconnect;
     if (args.reconnect) reconnect = std::chrono::milliseconds(args.reconnect_window_ms);
-    RemoteStream stream(context, stream_options, mpi.size(), reconnect, rank);
+    RemoteStream stream(context, stream_options, reconnect, rank);
+    if (checkpoint && checkpoint->data_position.dataset_size != stream.position().dataset_size) {
+      throw std::invalid_argument("resume: the checkpoint's data position is in a dataset of " +
+                                  std::to_string(checkpoint->data_position.dataset_size) +
+                                  " samples; the reader at " + stream_options.endpoint +
+                                  " serves " + std::to_string(stream.position().dataset_size));
+    }
     // Instance 0 speaks for all; a per-instance line would interleave.
     log("instance " + std::to_string(rank) + " of " + std::to_string(mpi.size()) + ": reader " +
         stream_options.endpoint + " (" + (stream.shared_memory() ? "shared memory" : "ZeroMQ") +
@@ -649,8 +611,7 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
                    : "validation skipped: no --data DIR with a val/ split");
     }
     try {
-      trainer.Train(
-          stream, [&stream] { return stream.position(); }, make_validation);
+      trainer.Train(stream, make_validation);
     } catch (const TimeLimitReached&) {
     }
   } else {
@@ -664,8 +625,7 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
         std::to_string(train_loader.batches_per_epoch()) + " batches per epoch, " +
         std::to_string(classes) + " classes, core " + args.core);
     try {
-      trainer.Train(
-          stream, [&train_loader] { return train_loader.state().Serialize(); }, make_validation);
+      trainer.Train(stream, make_validation);
     } catch (const TimeLimitReached&) {
     }
   }

@@ -18,7 +18,7 @@ Checkpoint Sample() {
   c.step = 12;
   c.epoch = 3;
   c.core = "reference";
-  c.loader_state = "tilefeed-loader-state v1 seed=5 epoch=3 position=40 size=90";
+  c.data_position = {5, 3, 40, 90};
   c.parameters = {1.5f, -2.0f, 3.25f, 0.0f};
   c.velocity = {0.1f, 0.2f, -0.3f, 0.4f};
   c.global_batch = 256;
@@ -54,6 +54,42 @@ TEST(Checkpoint, RefusesADamagedOrTruncatedFile) {
   bytes.resize(bytes.size() / 2);
   testing::WriteFile(path, bytes);
   EXPECT_THROW(ReadCheckpoint(dir.path()), CheckpointError);
+}
+
+// Files with a data position line this version refuses, each with a valid checksum (of all
+// before the trailer), so that the refusal is the line's: the retired remote format that
+// train --readers wrote (no seed or dataset size) and a loader state that cannot be.
+TEST(Checkpoint, RefusesARetiredOrImpossibleDataPositionNamingTheFile) {
+  struct Case {
+    const char* line;
+    const char* checksum;
+    const char* why;
+  };
+  const Case cases[] = {
+      {"tilefeed-remote-state v1 epoch=1 position=64", "12216936293313675323",
+       "its data position is in the retired format 'tilefeed-remote-state v1 epoch=1 "
+       "position=64' (no seed or dataset size)"},
+      {"tilefeed-loader-state v1 seed=1 epoch=1 position=64 size=10", "18443514433520957398",
+       "data position: loader state position 64 is past the dataset size 10"},
+  };
+  for (const Case& c : cases) {
+    TempDir dir("tilefeed-ckpt");
+    std::ofstream(CheckpointPath(dir.path()), std::ios::binary)
+        << "tilefeed-checkpoint v1 step=20 epoch=1 core=reference parameters=0 velocity=0 "
+           "global_batch=4\n"
+        << c.line << "\n\nfnv1a64=" << c.checksum << "\n";
+    try {
+      (void)ReadCheckpoint(dir.path());
+      ADD_FAILURE() << "read a checkpoint whose data position is " << c.line;
+    } catch (const CheckpointError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("checkpoint " + CheckpointPath(dir.path()).string() + ": "),
+                std::string::npos)
+          << what;
+      EXPECT_NE(what.find(c.why), std::string::npos) << what;
+      EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    }
+  }
 }
 
 // Training in two runs (stop, then --resume) gives bit-identical parameters and optimizer

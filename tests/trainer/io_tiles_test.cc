@@ -22,6 +22,7 @@ class CountingStream final : public transport::BatchStream {
     std::lock_guard lock(mutex_);
     // Jitter lets a later tile overtake an earlier one between Next() and landing.
     std::this_thread::sleep_for(std::chrono::microseconds(next_ % 3 * 200));
+    ++position_;
     if (epoch_ >= epochs_) return std::nullopt;
     if (index_ == per_epoch_) {
       ++epoch_;
@@ -42,6 +43,9 @@ class CountingStream final : public transport::BatchStream {
     return transport::ReceivedBatch(meta, images, labels, {}, std::move(owner));
   }
   bool ended() const override { return epoch_ >= epochs_; }
+  // Counts the calls of Next(): the IO tiles must pair each item with the position right
+  // after the Next() that took it.
+  loader::LoaderState position() const override { return {0, 0, position_, 0}; }
   std::size_t batches_per_epoch() const override { return static_cast<std::size_t>(per_epoch_); }
   int outstanding() const { return outstanding_.load(); }
 
@@ -59,6 +63,7 @@ class CountingStream final : public transport::BatchStream {
   int epochs_, per_epoch_;
   std::size_t samples_, sample_bytes_;
   int epoch_ = 0, index_ = 0, next_ = 0;
+  std::uint64_t position_ = 0;  // Next() calls
   std::atomic<int> outstanding_{0};
 };
 
@@ -68,11 +73,9 @@ TEST_P(IoTilesTest, DeliversEveryBatchOnceInOrder) {
   constexpr int kEpochs = 3;
   constexpr int kPerEpoch = 7;
   CountingStream stream(kEpochs, kPerEpoch, 4, 6);
-  int probes = 0;
-  IoTiles tiles(stream, IoTilesOptions{GetParam(), 3, 4, 6},
-                [&probes] { return std::to_string(probes++); });
+  IoTiles tiles(stream, IoTilesOptions{GetParam(), 3, 4, 6});
   int expected = 0;
-  std::vector<std::string> positions;
+  std::vector<std::uint64_t> positions;
   for (int epoch = 0; epoch < kEpochs; ++epoch) {
     for (int i = 0; i < kPerEpoch; ++i) {
       const StagedBatch& item = tiles.Acquire();
@@ -82,18 +85,18 @@ TEST_P(IoTilesTest, DeliversEveryBatchOnceInOrder) {
       ASSERT_EQ(item.images.size(), 24u);
       for (std::uint8_t p : item.images) ASSERT_EQ(p, static_cast<std::uint8_t>(expected));
       for (std::int32_t l : item.labels) ASSERT_EQ(l, expected);
-      positions.push_back(item.position);
+      positions.push_back(item.position.position);
       ++expected;
       tiles.Release();
     }
     const StagedBatch& end = tiles.Acquire();
     EXPECT_TRUE(end.end_of_epoch);
     EXPECT_EQ(end.end_of_stream, epoch == kEpochs - 1);
-    positions.push_back(end.position);
+    positions.push_back(end.position.position);
     tiles.Release();
   }
-  // The probe runs right after each Next(), under the same lock: positions are in order.
-  for (std::size_t i = 0; i < positions.size(); ++i) EXPECT_EQ(positions[i], std::to_string(i));
+  // position() is asked right after each Next(), under the same lock: positions are in order.
+  for (std::size_t i = 0; i < positions.size(); ++i) EXPECT_EQ(positions[i], i + 1);
   // Landing copies the batch, so no loader slot stays taken by the core.
   EXPECT_EQ(stream.outstanding(), 0);
 }

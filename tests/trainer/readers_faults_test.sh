@@ -3,8 +3,9 @@
 # what decides the samples are refused with both values; a reader stopped (SIGTERM) or
 # killed (SIGKILL) mid-stream fails the trainer naming it; with --reconnect a restarted
 # reader continues and the parameters equal an uninterrupted run's; a resumed trainer
-# refuses a reader pinned at another position; a second reader on one shm:// name is
-# refused and the socket file goes with the first; a non-loopback bind needs CURVE.
+# refuses a reader pinned at another position, and a checkpoint in the retired remote
+# format; a second reader on one shm:// name is refused and the socket file goes with the
+# first; a non-loopback bind needs CURVE.
 #
 #   readers_faults_test.sh TRAIN READER MAKE_DEMO
 #
@@ -194,6 +195,19 @@ timeout 60 "$train" $ref --readers "$endpoint" --resume --checkpoint-dir "$work/
   >"$work/resumed.log" 2>&1 && fail "a resumed trainer took a reader at another position"
 grep -q "data position: trainer epoch [0-9]* position [0-9]*, reader epoch 0 position 0" \
   "$work/resumed.log" || fail "no data position line"
+
+# --- Issue 17: a checkpoint with the retired remote data position line (no seed or dataset
+# size) is refused in one line naming the file. The trailer is FNV-1a 64 of the two lines.
+mkdir "$work/old.ck"
+printf '%s\n%s\n\nfnv1a64=%s\n' \
+  'tilefeed-checkpoint v1 step=20 epoch=1 core=reference parameters=0 velocity=0 global_batch=4' \
+  'tilefeed-remote-state v1 epoch=1 position=64' 12216936293313675323 >"$work/old.ck/checkpoint.tfck"
+# shellcheck disable=SC2086
+timeout 60 "$train" $ref --readers "$endpoint" --resume --checkpoint-dir "$work/old.ck" \
+  >/dev/null 2>"$work/old_checkpoint.log" && fail "a retired remote-state checkpoint was resumed"
+[ "$(wc -l <"$work/old_checkpoint.log")" -eq 1 ] || fail "the refusal is not one line"
+grep -qF "checkpoint $work/old.ck/checkpoint.tfck: its data position is in the retired format 'tilefeed-remote-state v1 epoch=1 position=64'" \
+  "$work/old_checkpoint.log" || fail "the refusal does not name the file and the format"
 
 # --- One shm:// name, one reader; the socket file goes with it.
 shm_name="faults-$$"

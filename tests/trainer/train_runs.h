@@ -75,15 +75,14 @@ inline RunResult TrainTiny(const RunConfig& config, trainer::Collectives& collec
         trainer::ReadCheckpoint(config.checkpoint_dir);
     if (checkpoint) {
       trainer.Restore(*checkpoint);
-      const loader::LoaderState state = loader::LoaderState::Parse(checkpoint->loader_state);
-      state.ApplyTo(lo);
-      first_epoch = state.epoch;
+      checkpoint->data_position.ApplyTo(lo);
+      first_epoch = checkpoint->data_position.epoch;
     }
   }
   lo.epochs = config.epochs - first_epoch;
   loader::Loader loader(loader::ImageFolder::Open(config.data.string()), lo);
   transport::LoaderStream stream(loader);
-  result.steps = trainer.Train(stream, [&loader] { return loader.state().Serialize(); });
+  result.steps = trainer.Train(stream);
   result.parameters.assign(trainer.parameters().begin(), trainer.parameters().end());
   result.velocity.assign(trainer.velocity().begin(), trainer.velocity().end());
   result.global_batch = trainer.global_batch();

@@ -53,9 +53,12 @@ TEST(InMemoryStream, ReplaysItsBatchesEpochAfterEpoch) {
       EXPECT_EQ(batch->index(), i);
       EXPECT_EQ(batch->sample_indices()[0], 2 * i);
       EXPECT_EQ(batch->images().size(), 2 * kSampleBytes);
+      // The held samples are the whole dataset of one instance.
+      EXPECT_EQ(stream.position(), (loader::LoaderState{0, epoch, 2 * (i + 1), 6}));
     }
     EXPECT_FALSE(stream.ended());
     EXPECT_FALSE(stream.Next());  // the epoch's end
+    EXPECT_EQ(stream.position(), (loader::LoaderState{0, epoch + 1, 0, 6}));
   }
   EXPECT_TRUE(stream.ended());
   EXPECT_FALSE(stream.Next());
@@ -82,7 +85,7 @@ std::vector<float> TrainSteps(std::size_t batch, int accumulation, std::uint64_t
   Trainer trainer([&] { return std::make_unique<ReferenceCore>(core_options); }, local, options);
   if (initial != nullptr) initial->assign(trainer.parameters().begin(), trainer.parameters().end());
   InMemoryStream stream(MakeBatches(8 * steps, batch), 1);
-  EXPECT_EQ(trainer.Train(stream, {}), steps);
+  EXPECT_EQ(trainer.Train(stream), steps);
   return {trainer.parameters().begin(), trainer.parameters().end()};
 }
 
@@ -141,7 +144,7 @@ TEST(Trainer, ProgressStepTimesAddUpToTheEpochReport) {
   std::vector<StepProgress> steps;
   trainer.SetProgressSink([&](const StepProgress& p) { steps.push_back(p); });
   InMemoryStream stream(MakeBatches(2 * kSteps, 2), 1);
-  EXPECT_EQ(trainer.Train(stream, {}), kSteps);
+  EXPECT_EQ(trainer.Train(stream), kSteps);
   ASSERT_EQ(reports.size(), 1u);
   ASSERT_EQ(steps.size(), kSteps);
   double wait = 0;

@@ -47,9 +47,12 @@ SessionTerms Terms(std::uint64_t epochs = 1) {
   return t;
 }
 
+// The reader's loader for a session on `agreed`: its slice, seed and position.
 std::unique_ptr<loader::Loader> OpenAt(const SessionTerms& agreed) {
   loader::LoaderOptions o =
       testing::SmallOptions(kBatch, kSide, agreed.epochs - agreed.first_epoch);
+  o.shard = {static_cast<int>(agreed.slice_index), static_cast<int>(agreed.slice_count)};
+  o.seed = agreed.seed;
   o.first_epoch = agreed.first_epoch;
   o.first_epoch_position = agreed.first_position;
   return std::make_unique<loader::Loader>(std::make_unique<testing::RawSource>(kSamples, kSide), o);
@@ -338,6 +341,53 @@ TEST(Sessions, ATrainerThatLeavesIsFollowedByOneThatContinuesFromItsPosition) {
   EXPECT_EQ(reader.Join(), "");
 }
 
+// Issue 17: the stream's data position is the reader's loader state. Resumed mid-epoch, for
+// one instance and for the last of three (whose epoch ends in a short batch that the
+// padding takes past the dataset size), after every batch, epoch end and the end, the
+// trainer's ZmqBatchStream says what an in-process loader on the agreed terms says. The
+// trainer states no dataset: the size comes from the reader's echo.
+class StreamPosition : public ::testing::TestWithParam<std::uint32_t> {};
+
+TEST_P(StreamPosition, IsTheInProcessLoadersStateAfterTheSameBatches) {
+  Context context;
+  SessionTerms terms = Terms(3);
+  terms.slice_count = GetParam();
+  terms.slice_index = GetParam() - 1;
+  terms.seed = 7;
+  Reader reader(context, terms);
+  SessionTerms trainer = terms;
+  trainer.dataset = {};
+  trainer.first_epoch = 1;
+  trainer.first_position = 2 * kBatch * GetParam();
+  ZmqBatchStream stream(context, TrainerOptions(reader.endpoint(), trainer));
+  std::unique_ptr<loader::Loader> local = OpenAt(Agreed(trainer, terms));
+  LoaderStream in_process(*local);
+  EXPECT_EQ(stream.position(), in_process.position());
+  EXPECT_EQ(stream.position().dataset_size, kSamples);
+  std::size_t batches = 0;
+  std::size_t clamped = 0;  // positions that the padding would have taken past the size
+  while (!in_process.ended()) {
+    const std::optional<ReceivedBatch> remote = stream.Next();
+    const std::optional<ReceivedBatch> here = in_process.Next();
+    ASSERT_EQ(remote.has_value(), here.has_value()) << "after " << batches << " batches";
+    if (here) {
+      EXPECT_EQ(remote->sample_indices()[0], here->sample_indices()[0]);
+      ++batches;
+      if (in_process.position().position == kSamples && remote->size() < kBatch) ++clamped;
+    }
+    EXPECT_EQ(stream.position(), in_process.position()) << "after " << batches << " batches";
+  }
+  EXPECT_TRUE(stream.ended());
+  EXPECT_EQ(stream.position(), (loader::LoaderState{7, 3, 0, kSamples}));
+  // One instance: 8 batches left of epoch 1, 10 of epoch 2. Three: of epoch 1's last 16
+  // samples 6 each (4 + 2), of epoch 2 14 each (4 + 4 + 4 + 2).
+  EXPECT_EQ(batches, GetParam() == 1 ? 18u : 6u);
+  EXPECT_EQ(clamped, GetParam() == 3 ? 2u : 0u);
+  EXPECT_EQ(reader.Join(), "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Slices, StreamPosition, ::testing::Values(1u, 3u));
+
 // A fake reader: answers the hello with a welcome that echoes the trainer's terms.
 class FakeReader {
  public:
@@ -359,13 +409,13 @@ class FakeReader {
               static_cast<const std::byte*>(hello.at(2).data()),
               static_cast<const std::byte*>(hello.at(2).data()) + hello.at(2).size())});
   }
-  // A well-formed batch whose labels are all `label`.
-  void Batch(std::uint64_t index, std::int32_t label) {
+  // A well-formed batch of `epoch` whose labels are all `label`.
+  void Batch(std::uint64_t index, std::int32_t label, std::uint64_t epoch = 0) {
     std::vector<std::uint8_t> images(kBatch * kSide * kSide * 3, 7);
     std::vector<std::int32_t> labels(kBatch, label);
     std::vector<std::uint64_t> indices(kBatch);
     for (std::size_t i = 0; i < kBatch; ++i) indices[i] = index * kBatch + i;
-    const BatchMeta meta{0, index, kBatch, kSide, kSide, 3, loader::Layout::kNhwc};
+    const BatchMeta meta{epoch, index, kBatch, kSide, kSide, 3, loader::Layout::kNhwc};
     const FrameHeader header = MakeFrameHeader(meta, images, labels, indices);
     auto raw = [](const auto& v) {
       const auto* p = reinterpret_cast<const std::byte*>(v.data());
@@ -412,6 +462,19 @@ TEST(HostileReader, ALabelOutsideTheClassesIsRefusedNamingTheSample) {
                 "has 10 classes");
 }
 
+TEST(HostileReader, ABatchOfAnotherEpochIsRefused) {
+  Context context;
+  FakeReader fake(context);
+  std::jthread serve([&] {
+    fake.Welcome();
+    fake.Batch(0, 1);
+    fake.Batch(0, 1, /*epoch=*/1);  // with no end of epoch 0 between them
+  });
+  ZmqBatchStream stream(context, TrainerOptions(fake.endpoint()));
+  ExpectFailure(stream, 1, "sent batch 0 of epoch 1 during epoch 0");
+  EXPECT_EQ(stream.position().position, kBatch);  // the first batch's samples only
+}
+
 TEST(HostileReader, AnUnrequestedBatchIsRefused) {
   Context context;
   FakeReader fake(context);
@@ -430,9 +493,9 @@ TEST(HostileReader, AnUnrequestedBatchIsRefused) {
     FAIL() << "no error after " << good << " batches";
   } catch (const TransportError& e) {
     EXPECT_GE(good, 2u);
-    EXPECT_THAT(e.what(), HasSubstr("sent batch " + std::to_string(good) +
-                                    " of epoch 0 without a credit (" + std::to_string(good) +
-                                    " granted, all spent)"));
+    EXPECT_THAT(e.what(),
+                HasSubstr("sent batch " + std::to_string(good) + " of epoch 0 without a credit (" +
+                          std::to_string(good) + " granted, all spent)"));
   }
 }
 

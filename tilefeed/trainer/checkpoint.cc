@@ -16,6 +16,9 @@ namespace {
 // Layout: a text header line, the raw little-endian floats, then a text trailer with
 // the FNV-1a 64 hash of everything before it. The header says how many floats follow.
 constexpr char kMagic[] = "tilefeed-checkpoint v1";
+// The data position line train wrote for remote readers until the streams carried one
+// position: it has no seed or dataset size, so it cannot become a LoaderState.
+constexpr char kRetiredRemoteState[] = "tilefeed-remote-state v1";
 
 std::uint64_t Fnv1a(std::span<const char> bytes) {
   std::uint64_t hash = 0xcbf29ce484222325ULL;
@@ -31,6 +34,19 @@ std::uint64_t Fnv1a(std::span<const char> bytes) {
 }
 
 std::string ErrnoText() { return std::strerror(errno); }
+
+loader::LoaderState ParseDataPosition(const std::string& line, const std::filesystem::path& path) {
+  if (line.rfind(kRetiredRemoteState, 0) == 0) {
+    Fail(path, "its data position is in the retired format '" + line.substr(0, 120) +
+                   "' (no seed or dataset size), which this version no longer reads; start "
+                   "the run afresh, or resume it with the tilefeed that wrote it");
+  }
+  try {
+    return loader::LoaderState::Parse(line);
+  } catch (const std::invalid_argument& e) {
+    Fail(path, "data position: " + std::string(e.what()).substr(0, 300));
+  }
+}
 
 // Writes all of `bytes` to a new file at `path` and fsyncs it.
 void WriteAndSync(const std::filesystem::path& path, const std::string& bytes) {
@@ -75,16 +91,15 @@ void WriteCheckpoint(const std::filesystem::path& dir, const Checkpoint& checkpo
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) Fail(path, "create directory: " + ec.message());
-  if (checkpoint.core.find_first_of(" \n") != std::string::npos ||
-      checkpoint.loader_state.find('\n') != std::string::npos) {
-    Fail(path, "core name or loader state holds a separator");
+  if (checkpoint.core.find_first_of(" \n") != std::string::npos) {
+    Fail(path, "core name holds a separator");
   }
   std::string bytes = std::string(kMagic) + " step=" + std::to_string(checkpoint.step) +
                       " epoch=" + std::to_string(checkpoint.epoch) + " core=" + checkpoint.core +
                       " parameters=" + std::to_string(checkpoint.parameters.size()) +
                       " velocity=" + std::to_string(checkpoint.velocity.size()) +
                       " global_batch=" + std::to_string(checkpoint.global_batch) + "\n" +
-                      checkpoint.loader_state + "\n";
+                      checkpoint.data_position.Serialize() + "\n";
   auto append = [&bytes](const std::vector<float>& values) {
     bytes.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
   };
@@ -148,7 +163,8 @@ Checkpoint ParseCheckpoint(const std::string& bytes, const std::filesystem::path
   } catch (const std::logic_error&) {
     Fail(path, "bad number in header");
   }
-  checkpoint.loader_state = bytes.substr(header_end + 1, state_end - header_end - 1);
+  checkpoint.data_position =
+      ParseDataPosition(bytes.substr(header_end + 1, state_end - header_end - 1), path);
   const std::size_t data_begin = state_end + 1;
   // Counts are bounded by the bytes there before any arithmetic: a header may lie.
   const std::size_t floats = data_begin <= trailer ? (trailer - data_begin) / sizeof(float) : 0;

@@ -7,6 +7,11 @@
 // either the old or the new checkpoint, never a torn one. The file carries a checksum of
 // everything in it; a damaged file is refused, not half-loaded.
 //
+// Where the data stands is stored as the one data position every BatchStream reports
+// (loader::LoaderState, in its one serialization), whether the run read a local dataset or
+// remote readers. A checkpoint written with the retired "tilefeed-remote-state v1" line is
+// refused, naming the file and why.
+//
 // Thread safety: plain functions; concurrent writers to one DIR are not supported.
 
 #include <cstdint>
@@ -15,6 +20,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "tilefeed/loader/loader.h"
 
 namespace tilefeed::trainer {
 
@@ -25,10 +32,10 @@ class CheckpointError : public std::runtime_error {
 };
 
 struct Checkpoint {
-  std::uint64_t step = 0;    // optimizer steps done
-  std::uint64_t epoch = 0;   // the epoch the next step belongs to
-  std::string core;          // the core's name; resume refuses another core
-  std::string loader_state;  // loader::LoaderState::Serialize() of the data consumed
+  std::uint64_t step = 0;             // optimizer steps done
+  std::uint64_t epoch = 0;            // the epoch the next step belongs to
+  std::string core;                   // the core's name; resume refuses another core
+  loader::LoaderState data_position;  // the stream's position() after the last step
   std::vector<float> parameters;
   std::vector<float> velocity;  // the optimizer's state
   // local batch x replicas x instances x gradient accumulation of the run that wrote it;

@@ -21,9 +21,8 @@ namespace tilefeed::trainer {
 struct IoTiles::State {
   transport::BatchStream& stream;
   IoTilesOptions options;
-  PositionProbe probe;
 
-  std::mutex fetch_mutex;         // serializes stream.Next(), the probe and ticket numbering
+  std::mutex fetch_mutex;         // serializes stream.Next(), position() and ticket numbering
   std::uint64_t next_ticket = 0;  // guarded by fetch_mutex
   bool stream_done = false;       // guarded by fetch_mutex: end of stream or an error taken
 
@@ -38,8 +37,7 @@ struct IoTiles::State {
 
   std::vector<std::jthread> tiles;
 
-  State(transport::BatchStream& s, const IoTilesOptions& o, PositionProbe p)
-      : stream(s), options(o), probe(std::move(p)) {}
+  State(transport::BatchStream& s, const IoTilesOptions& o) : stream(s), options(o) {}
 
   void Tile(std::stop_token token);
   // Blocks until ticket's slot is free; false if stopped.
@@ -68,7 +66,7 @@ void IoTiles::State::Tile(std::stop_token token) {
     std::uint64_t ticket = 0;
     std::exception_ptr error;
     bool end_of_stream = false;
-    std::string position;
+    loader::LoaderState position;
     {
       std::lock_guard lock(fetch_mutex);
       if (stream_done) return;
@@ -76,7 +74,7 @@ void IoTiles::State::Tile(std::stop_token token) {
       try {
         batch = stream.Next();
         if (!batch) end_of_stream = stream.ended();
-        if (probe) position = probe();
+        position = stream.position();
       } catch (...) {
         error = std::current_exception();
       }
@@ -85,7 +83,7 @@ void IoTiles::State::Tile(std::stop_token token) {
     // Even a stopped tile publishes nothing past this point; the consumer is gone too.
     if (!WaitForSlot(ticket, token)) return;
     StagedBatch& staged = slots[ticket % options.capacity];
-    staged.position = std::move(position);
+    staged.position = position;
     staged.end_of_epoch = !batch.has_value();
     staged.end_of_stream = end_of_stream;
     staged.meta = {};
@@ -117,8 +115,8 @@ void IoTiles::State::Tile(std::stop_token token) {
   }
 }
 
-IoTiles::IoTiles(transport::BatchStream& stream, const IoTilesOptions& options, PositionProbe probe)
-    : state_(std::make_unique<State>(stream, options, std::move(probe))) {
+IoTiles::IoTiles(transport::BatchStream& stream, const IoTilesOptions& options)
+    : state_(std::make_unique<State>(stream, options)) {
   assert(options.tiles >= 1 && options.capacity >= 1);
   State& s = *state_;
   s.slots.resize(options.capacity);

@@ -11,16 +11,16 @@
 // has been released. The consumer takes tickets 0, 1, 2, ... so with any K it sees every
 // batch and every end-of-epoch exactly once, in stream order.
 //
-// Ownership: IoTiles owns its threads and buffers; the stream (and a position probe, if
-// given) must outlive it. The destructor stops and joins the tiles.
-// Thread safety: Acquire() and Release() are called by one consumer thread. The probe is
-// called by IO tiles, serialized with the stream's Next().
+// Each item carries the stream's position() right after it was taken (under the lock that
+// serializes Next()), so a checkpoint after a step names exactly the data it trained on.
+//
+// Ownership: IoTiles owns its threads and buffers; the stream must outlive it. The
+// destructor stops and joins the tiles.
+// Thread safety: Acquire() and Release() are called by one consumer thread.
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
-#include <string>
 #include <vector>
 
 #include "tilefeed/transport/batch_stream.h"
@@ -35,7 +35,7 @@ struct StagedBatch {
   std::vector<std::uint8_t> images;  // meta.size images; capacity preallocated
   std::vector<std::int32_t> labels;
   std::vector<std::uint64_t> sample_indices;  // the dataset index of each sample
-  std::string position;                       // the probe's answer right after this item was taken
+  loader::LoaderState position;               // the stream's, right after this item was taken
 };
 
 struct IoTilesOptions {
@@ -47,13 +47,9 @@ struct IoTilesOptions {
 
 class IoTiles {
  public:
-  // Says where the stream stands after the item just taken (e.g. a loader's serialized
-  // LoaderState), for checkpoints.
-  using PositionProbe = std::function<std::string()>;
-
   // Allocates the buffers and starts the tiles.
-  // REQUIRES: tiles >= 1, capacity >= 1; `stream` and `probe` outlive this object.
-  IoTiles(transport::BatchStream& stream, const IoTilesOptions& options, PositionProbe probe = {});
+  // REQUIRES: tiles >= 1, capacity >= 1; `stream` outlives this object.
+  IoTiles(transport::BatchStream& stream, const IoTilesOptions& options);
   ~IoTiles();
   IoTiles(const IoTiles&) = delete;
   IoTiles& operator=(const IoTiles&) = delete;

@@ -27,6 +27,7 @@ std::vector<HeldBatch> CaptureBatches(transport::BatchStream& source, std::size_
 InMemoryStream::InMemoryStream(std::vector<HeldBatch> batches, std::uint64_t epochs)
     : batches_(std::move(batches)), epochs_(epochs) {
   assert(!batches_.empty());
+  for (const HeldBatch& held : batches_) samples_ += held.meta.size;
 }
 
 std::optional<transport::ReceivedBatch> InMemoryStream::Next() {
@@ -35,14 +36,21 @@ std::optional<transport::ReceivedBatch> InMemoryStream::Next() {
   if (next_ == batches_.size()) {
     ++epoch_;
     next_ = 0;
+    delivered_ = 0;
     return std::nullopt;
   }
   const HeldBatch& held = batches_[next_];
   transport::BatchMeta meta = held.meta;
   meta.epoch = epoch_;
   meta.index = next_++;
+  delivered_ += meta.size;
   // No owner: the memory stays with the stream.
   return transport::ReceivedBatch(meta, held.images, held.labels, held.sample_indices, nullptr);
+}
+
+loader::LoaderState InMemoryStream::position() const {
+  std::lock_guard lock(mutex_);
+  return {0, epoch_, delivered_, samples_};
 }
 
 bool InMemoryStream::ended() const {

@@ -4,10 +4,13 @@
 // after epoch. It is the baseline of a stall measurement -- the same IO tiles and core, with
 // no loader behind them -- and lets tests feed a trainer exactly the samples they choose.
 //
+// Its data position counts the held batches as the whole dataset of one instance: seed 0,
+// dataset_size the samples of one epoch, position the samples of the epoch handed out.
+//
 // Ownership: the stream owns its batches; a ReceivedBatch it returns borrows them and must
 // not outlive the stream. Replaying copies nothing (the IO tiles land the batch as usual).
 // Thread safety: Next() may be called from several IO tile threads (a mutex serializes
-// it); ended() and batches_per_epoch() from any thread.
+// it); ended(), batches_per_epoch() and position() from any thread.
 
 #include <cstddef>
 #include <cstdint>
@@ -40,13 +43,16 @@ class InMemoryStream final : public transport::BatchStream {
   std::optional<transport::ReceivedBatch> Next() override;
   bool ended() const override;
   std::size_t batches_per_epoch() const override { return batches_.size(); }
+  loader::LoaderState position() const override;
 
  private:
   const std::vector<HeldBatch> batches_;
   const std::uint64_t epochs_;
+  std::uint64_t samples_ = 0;  // in one epoch: the held batches' sizes summed
   mutable std::mutex mutex_;
-  std::uint64_t epoch_ = 0;  // guarded by mutex_
-  std::size_t next_ = 0;     // guarded by mutex_: the batch of epoch_ handed out next
+  std::uint64_t epoch_ = 0;      // guarded by mutex_
+  std::size_t next_ = 0;         // guarded by mutex_: the batch of epoch_ handed out next
+  std::uint64_t delivered_ = 0;  // guarded by mutex_: samples of epoch_ handed out
 };
 
 }  // namespace tilefeed::trainer

@@ -202,14 +202,14 @@ void Trainer::SumReplicas(std::size_t offset, std::size_t size) {
   }
 }
 
-void Trainer::SaveCheckpoint(const std::string& loader_state) {
+void Trainer::SaveCheckpoint(const loader::LoaderState& data_position) {
   if (collectives_.rank() != 0) return;
   Checkpoint checkpoint;
   checkpoint.global_batch = global_batch();
   checkpoint.step = step_;
   checkpoint.epoch = epoch_;
   checkpoint.core = replicas_[0]->core->name();
-  checkpoint.loader_state = loader_state;
+  checkpoint.data_position = data_position;
   const std::span<float> p = replicas_[0]->core->parameters();
   checkpoint.parameters.assign(p.begin(), p.end());
   const std::span<const float> v = replicas_[0]->optimizer.velocity();
@@ -245,7 +245,7 @@ namespace {
 struct StepRecord {
   BatchStats stats;  // summed over replicas and micro-steps
   std::uint64_t bad_samples = 0;
-  std::string position;  // where the stream stands after the step's last batch
+  loader::LoaderState position;  // where the stream stands after the step's last batch
   double wait_seconds = 0;
   double busy_seconds = 0;
   double allreduce_exposed_seconds = 0;
@@ -295,18 +295,16 @@ struct EpochSums {
 // report.
 class Trainer::TrainRun {
  public:
-  TrainRun(Trainer& trainer, transport::BatchStream& stream, IoTiles::PositionProbe position)
+  TrainRun(Trainer& trainer, transport::BatchStream& stream)
       : t_(trainer),
         replica_count_(trainer.replicas_.size()),
         accumulation_(trainer.options_.gradient_accumulation),
         overlap_(trainer.options_.allreduce == AllreduceMode::kOverlap),
         // At least one IO tile per replica, so each replica has a tile's landing bandwidth;
         // the tiles share one ordered ring and the batches are dealt round-robin from it.
-        io_(stream,
-            IoTilesOptions{std::max(trainer.options_.io_tiles, trainer.options_.replicas),
-                           trainer.options_.staging_depth * replica_count_,
-                           trainer.options_.local_batch, trainer.options_.sample_bytes},
-            std::move(position)),
+        io_(stream, IoTilesOptions{std::max(trainer.options_.io_tiles, trainer.options_.replicas),
+                                   trainer.options_.staging_depth * replica_count_,
+                                   trainer.options_.local_batch, trainer.options_.sample_bytes}),
         arena_(trainer.options_.compute_threads),
         scale_(1.0f / static_cast<float>(replica_count_ * static_cast<std::size_t>(accumulation_) *
                                          static_cast<std::size_t>(trainer.collectives_.size()))),
@@ -525,9 +523,9 @@ class Trainer::TrainRun {
   bool epoch_ended_ = false;
 };
 
-std::uint64_t Trainer::Train(transport::BatchStream& stream, IoTiles::PositionProbe position,
+std::uint64_t Trainer::Train(transport::BatchStream& stream,
                              const ValidationFactory& make_validation) {
-  TrainRun run(*this, stream, std::move(position));
+  TrainRun run(*this, stream);
   while (!run.stream_ended() && !run.done()) {
     const EpochRecord record = run.TrainEpoch();
     if (record.meter.steps() > 0) run.ReportEpoch(record, make_validation);

@@ -124,10 +124,10 @@ class Trainer {
   void Restore(const Checkpoint& checkpoint);
 
   // Trains on `stream` until it ends or max_steps steps are done in all; after each full
-  // epoch evaluates on make_validation() if given. `position` names where the stream stands
-  // after each batch (the loader state saved in checkpoints). Returns the steps done in all.
+  // epoch evaluates on make_validation() if given. Checkpoints save the stream's position()
+  // after each step's last batch. Returns the steps done in all.
   // Throws what the stream throws, MpiError, CheckpointError, TrainerError.
-  std::uint64_t Train(transport::BatchStream& stream, IoTiles::PositionProbe position,
+  std::uint64_t Train(transport::BatchStream& stream,
                       const ValidationFactory& make_validation = {});
 
   // Compares the parameter checksums of all replicas and instances (a collective); throws
@@ -145,7 +145,7 @@ class Trainer {
   struct Replica;
   class TrainRun;  // one Train() call: its step and epoch-report stages
   void Log(const std::string& line) const;
-  void SaveCheckpoint(const std::string& loader_state);
+  void SaveCheckpoint(const loader::LoaderState& data_position);
   // reduced_[offset, offset + size) = the replicas' gradients summed in replica order.
   void SumReplicas(std::size_t offset, std::size_t size);
   void Validate(const ValidationFactory& make_validation, EpochReport& report);

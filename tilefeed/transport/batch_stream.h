@@ -7,8 +7,14 @@
 //
 // A ReceivedBatch is a move-only, read-only view; its memory (a loader slot, a shared
 // ring slot, a ZeroMQ message) goes back to where it came from when the handle is
-// destroyed. Thread safety: a BatchStream's Next() may be called from several IO tile
-// threads; implementations serialize it. A ReceivedBatch is used by one thread at a time.
+// destroyed. Every stream also says where its consumer stands in the data, as the one
+// typed data position (loader::LoaderState): what a checkpoint saves and a resume
+// continues from, whichever stream wrote it.
+//
+// Thread safety: a BatchStream's Next() may be called from several IO tile threads;
+// implementations serialize it. position() may be called from any thread; to pair it with
+// a batch, call it under the same lock as the Next() that returned the batch. A
+// ReceivedBatch is used by one thread at a time.
 
 #include <cstddef>
 #include <cstdint>
@@ -91,6 +97,12 @@ class BatchStream {
   // True once the stream has no more batches at all.
   virtual bool ended() const = 0;
   virtual std::size_t batches_per_epoch() const = 0;
+  // Where the data stands after the last batch Next() returned: `position` samples of
+  // `epoch` delivered to all instances together (after an epoch's end, or the stream's,
+  // the start of the next epoch), as loader::Loader::state() counts them. A checkpoint
+  // saves it; LoaderState::ApplyTo (a local loader) or SessionTerms' first epoch and
+  // position (a remote reader) continue from it.
+  virtual loader::LoaderState position() const = 0;
 };
 
 // Batches straight from a Loader in this process: no copy, the loader slot is the memory.
@@ -101,6 +113,7 @@ class LoaderStream final : public BatchStream {
   std::optional<ReceivedBatch> Next() override;
   bool ended() const override;
   std::size_t batches_per_epoch() const override { return loader_.batches_per_epoch(); }
+  loader::LoaderState position() const override { return loader_.state(); }
 
  private:
   loader::Loader& loader_;

@@ -105,6 +105,7 @@ struct Entry {
   Kind kind = kBatch;
   std::optional<ReceivedBatch> batch;
   std::string error;
+  std::uint64_t end_epoch = 0;  // kEnd: the epoch after the last, as the bye names it
 };
 
 }  // namespace
@@ -132,6 +133,12 @@ struct ZmqBatchStream::Impl {
   void CheckBatch(const FrameHeader& header, std::span<const std::int32_t> labels,
                   std::span<const std::uint64_t> indices) const;
   void CheckEnd(const Control& bye) const;
+  // With terms: the epoch whose batches come now (the first, or the one after the last end).
+  std::uint64_t EpochUnderWay() const {
+    return last_epoch_end ? *last_epoch_end + 1 : options.terms->first_epoch;
+  }
+  // Moves `position` past what Next() hands out. REQUIRES: mutex held.
+  void Advance(const Entry& entry);
   void WatchConnection(zmq::context_t& context);
   void Push(Entry entry) {
     {
@@ -224,6 +231,8 @@ struct ZmqBatchStream::Impl {
   std::deque<Entry> queue;           // guarded by mutex
   std::size_t queued_batches = 0;    // guarded by mutex
   bool welcomed = false;             // guarded by mutex
+  loader::LoaderState position;      // guarded by mutex; set at the welcome, then by Next()
+  std::uint64_t instances = 1;       // guarded by mutex; the agreed slice count
   std::size_t credits_to_grant = 0;  // guarded by mutex; inline mode
 
   // I/O thread only.
@@ -399,6 +408,10 @@ bool ZmqBatchStream::Impl::Handle(std::vector<zmq::message_t>& parts, bool too_m
         throw TransportError(peer + ": end of epoch " + std::to_string(control->a) +
                              " after the end of epoch " + std::to_string(*last_epoch_end));
       }
+      if (options.terms && control->a != EpochUnderWay()) {
+        throw TransportError(peer + ": end of epoch " + std::to_string(control->a) +
+                             " during epoch " + std::to_string(EpochUnderWay()));
+      }
       last_epoch_end = control->a;
       Push(Entry{Entry::kEpochEnd, std::nullopt, {}});
       return true;
@@ -406,7 +419,7 @@ bool ZmqBatchStream::Impl::Handle(std::vector<zmq::message_t>& parts, bool too_m
       return true;
     case MessageType::kBye:
       CheckEnd(*control);
-      Push(Entry{Entry::kEnd, std::nullopt, {}});
+      Push(Entry{Entry::kEnd, std::nullopt, {}, control->a});
       // Acknowledge: every batch before the bye has arrived.
       (void)detail::TrySendControl(socket, Control{MessageType::kBye});
       return false;
@@ -446,8 +459,9 @@ void ZmqBatchStream::Impl::CheckEnd(const Control& bye) const {
 void ZmqBatchStream::Impl::HandleWelcome(const Control& control,
                                          std::vector<zmq::message_t>& parts) {
   if (parts.size() < 2) throw TransportError(peer + ": welcome without session terms");
+  std::optional<SessionTerms> echoed;
   if (options.terms) {
-    const std::optional<SessionTerms> echoed = ParseSessionTerms(detail::Bytes(parts[1]));
+    echoed = ParseSessionTerms(detail::Bytes(parts[1]));
     if (!echoed) throw TransportError(peer + ": welcome without well-formed session terms");
     const SessionTerms& mine = *options.terms;
     std::optional<std::string> differs = Disagreement(mine, *echoed);
@@ -482,6 +496,11 @@ void ZmqBatchStream::Impl::HandleWelcome(const Control& control,
   Send(Control{MessageType::kReady, credits});
   {
     std::lock_guard lock(mutex);
+    // The echo carries the reader's dataset identity even when this trainer knows none.
+    if (echoed) {
+      position = {echoed->seed, echoed->first_epoch, echoed->first_position, echoed->dataset.size};
+      instances = echoed->slice_count;
+    }
     welcomed = true;
   }
   changed.notify_all();
@@ -552,6 +571,10 @@ void ZmqBatchStream::Impl::CheckBatch(const FrameHeader& header,
   };
   if (options.terms) {
     const SessionTerms& t = *options.terms;
+    if (header.epoch != EpochUnderWay()) {
+      throw TransportError(peer + " sent " + where() + " during epoch " +
+                           std::to_string(EpochUnderWay()));
+    }
     if (header.size > t.batch_size || header.height != t.image_size ||
         header.width != t.image_size || header.channels != 3) {
       throw TransportError(peer + " sent " + where() + " with " + std::to_string(header.size) +
@@ -572,11 +595,38 @@ void ZmqBatchStream::Impl::CheckBatch(const FrameHeader& header,
   }
 }
 
+// As the reader's Loader::state() moves: a batch adds its samples for every instance (up to
+// the dataset size, which an epoch's padded last batches would pass), an end starts the next
+// epoch. Without terms (dataset size 0, one instance) a batch of another epoch starts it.
+void ZmqBatchStream::Impl::Advance(const Entry& entry) {
+  switch (entry.kind) {
+    case Entry::kBatch: {
+      if (entry.batch->epoch() != position.epoch)
+        position = {position.seed, entry.batch->epoch(), 0, position.dataset_size};
+      const std::uint64_t after = position.position + entry.batch->size() * instances;
+      position.position =
+          position.dataset_size == 0 ? after : std::min(after, position.dataset_size);
+      return;
+    }
+    case Entry::kEpochEnd:
+      position.epoch++;
+      position.position = 0;
+      return;
+    case Entry::kEnd:
+      position.epoch = entry.end_epoch;
+      position.position = 0;
+      return;
+    case Entry::kError:
+      return;
+  }
+}
+
 std::optional<ReceivedBatch> ZmqBatchStream::Next() {
   Impl& s = *impl_;
   std::unique_lock lock(s.mutex);
   s.changed.wait(lock, [&s] { return !s.queue.empty(); });
   Entry& entry = s.queue.front();
+  s.Advance(entry);
   switch (entry.kind) {
     case Entry::kError:
       throw TransportError(entry.error);  // stays queued: every later call throws it too
@@ -604,6 +654,11 @@ bool ZmqBatchStream::ended() const {
 }
 
 std::size_t ZmqBatchStream::batches_per_epoch() const { return impl_->batches_per_epoch; }
+
+loader::LoaderState ZmqBatchStream::position() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->position;
+}
 
 bool ZmqBatchStream::shared_memory() const { return impl_->layout.has_value(); }
 

@@ -11,10 +11,18 @@
 // A sender silent for longer than peer_timeout makes Next() throw TransportError("reader
 // at <endpoint> silent for 5.0 s"), and so does a dropped connection, at once; a sender's
 // bye ends the stream (ended() true). Nothing from the sender is trusted: a batch it had no
-// credit for, a frame that fails a check, a label outside [0, classes) is an error. With
+// credit for, a frame that fails a check, a label outside [0, classes), a batch of another
+// epoch than the one under way (with terms) is an error. With
 // CURVE, a reader whose key is not the one in curve_server_key_file, or one that does not
 // allow our key, never welcomes us: the constructor throws after peer_timeout, naming the
 // key files.
+//
+// position() starts at the agreed terms' seed, first epoch and position and dataset size,
+// adds each batch's samples times the instance count (at most up to the dataset size), and
+// moves to the next epoch at each epoch end and to the end epoch at the bye: what the
+// reader's own Loader::state() says after the same batches. Without terms the stream knows
+// no seed, dataset or instance count: it counts its own samples from epoch 0 (seed and
+// dataset_size 0).
 //
 // Thread safety: Next() may be called from several threads (serialized); a ReceivedBatch
 // may be destroyed from any thread, also after the stream is gone.
@@ -71,6 +79,7 @@ class ZmqBatchStream final : public BatchStream {
   std::optional<ReceivedBatch> Next() override;
   bool ended() const override;
   std::size_t batches_per_epoch() const override;
+  loader::LoaderState position() const override;
 
   // Whether the payload comes through shared memory.
   bool shared_memory() const;
