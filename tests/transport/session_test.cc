@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <zmq.hpp>
@@ -449,30 +450,35 @@ void ExpectFailure(ZmqBatchStream& stream, std::size_t good, const std::string& 
   }
 }
 
-TEST(HostileReader, ALabelOutsideTheClassesIsRefusedNamingTheSample) {
+// A fake reader welcomes a trainer and plays `script`; the trainer's Next() must fail with
+// `message` after `good` batches. Returns the stream's position then.
+loader::LoaderState ExpectScriptFails(const std::function<void(FakeReader&)>& script,
+                                      std::size_t good, const std::string& message) {
   Context context;
   FakeReader fake(context);
   std::jthread serve([&] {
     fake.Welcome();
-    fake.Batch(0, 1'000'000'000);
+    script(fake);
   });
   ZmqBatchStream stream(context, TrainerOptions(fake.endpoint()));
-  ExpectFailure(stream, 0,
-                "sent sample 0 (batch 0 of epoch 0) with label 1000000000; this trainer "
-                "has 10 classes");
+  ExpectFailure(stream, good, message);
+  return stream.position();
+}
+
+TEST(HostileReader, ALabelOutsideTheClassesIsRefusedNamingTheSample) {
+  ExpectScriptFails([](FakeReader& fake) { fake.Batch(0, 1'000'000'000); }, 0,
+                    "sent sample 0 (batch 0 of epoch 0) with label 1000000000; this trainer "
+                    "has 10 classes");
 }
 
 TEST(HostileReader, ABatchOfAnotherEpochIsRefused) {
-  Context context;
-  FakeReader fake(context);
-  std::jthread serve([&] {
-    fake.Welcome();
-    fake.Batch(0, 1);
-    fake.Batch(0, 1, /*epoch=*/1);  // with no end of epoch 0 between them
-  });
-  ZmqBatchStream stream(context, TrainerOptions(fake.endpoint()));
-  ExpectFailure(stream, 1, "sent batch 0 of epoch 1 during epoch 0");
-  EXPECT_EQ(stream.position().position, kBatch);  // the first batch's samples only
+  const loader::LoaderState at = ExpectScriptFails(
+      [](FakeReader& fake) {
+        fake.Batch(0, 1);
+        fake.Batch(0, 1, /*epoch=*/1);  // with no end of epoch 0 between them
+      },
+      1, "sent batch 0 of epoch 1 during epoch 0");
+  EXPECT_EQ(at, (loader::LoaderState{0, 0, kBatch, kSamples}));  // the first batch's only
 }
 
 TEST(HostileReader, AnUnrequestedBatchIsRefused) {
@@ -512,15 +518,12 @@ TEST(HostileReader, AMessageLargerThanABatchIsRefusedBeforeItIsHeld) {
 }
 
 TEST(HostileReader, AnEarlyByeIsAnError) {
-  Context context;
-  FakeReader fake(context);
-  std::jthread serve([&] {
-    fake.Welcome();
-    fake.Batch(0, 1);
-    fake.Send({Bytes(detail::EncodeControl({MessageType::kBye, 1}))});
-  });
-  ZmqBatchStream stream(context, TrainerOptions(fake.endpoint()));
-  ExpectFailure(stream, 1, "ended the stream early: 1 batches of epoch 0");
+  ExpectScriptFails(
+      [](FakeReader& fake) {
+        fake.Batch(0, 1);
+        fake.Send({Bytes(detail::EncodeControl({MessageType::kBye, 1}))});
+      },
+      1, "ended the stream early: 1 batches of epoch 0");
 }
 
 TEST(SharedMemoryName, ASecondReaderIsRefusedAndTheSocketFileGoes) {

@@ -601,8 +601,9 @@ void ZmqBatchStream::Impl::CheckBatch(const FrameHeader& header,
 void ZmqBatchStream::Impl::Advance(const Entry& entry) {
   switch (entry.kind) {
     case Entry::kBatch: {
-      if (entry.batch->epoch() != position.epoch)
+      if (entry.batch->epoch() != position.epoch) {
         position = {position.seed, entry.batch->epoch(), 0, position.dataset_size};
+      }
       const std::uint64_t after = position.position + entry.batch->size() * instances;
       position.position =
           position.dataset_size == 0 ? after : std::min(after, position.dataset_size);
