@@ -12,10 +12,9 @@
 // at <endpoint> silent for 5.0 s"), and so does a dropped connection, at once; a sender's
 // bye ends the stream (ended() true). Nothing from the sender is trusted: a batch it had no
 // credit for, a frame that fails a check, a label outside [0, classes), a batch of another
-// epoch than the one under way (with terms) is an error. With
-// CURVE, a reader whose key is not the one in curve_server_key_file, or one that does not
-// allow our key, never welcomes us: the constructor throws after peer_timeout, naming the
-// key files.
+// epoch than the one under way (with terms) is an error. With CURVE, a reader whose key is
+// not the one in curve_server_key_file, or one that does not allow our key, never welcomes
+// us: the constructor throws after peer_timeout, naming the key files.
 //
 // position() starts at the agreed terms' seed, first epoch and position and dataset size,
 // adds each batch's samples times the instance count (at most up to the dataset size), and
