@@ -63,6 +63,18 @@ grep -q "reader $endpoint" "$work/train.log" || fail "train did not read from $e
 grep -q "epoch 1: 8 steps.*images/s" "$work/train.log" || fail "no report of epoch 1 with images/s"
 grep -q "done: 16 steps" "$work/train.log" || fail "train did not finish 16 steps"
 
+# Issue 17: one data position for both modes. The last checkpoint (step 16, after epoch 1's
+# last batch) holds the loader state line that the same run on local data writes.
+timeout 120 "$train" --data "$work/data" --core synthetic --us-per-sample 50 --batch-size 8 \
+  --image-size 32 --epochs 2 --workers 1 --checkpoint-every 4 --checkpoint-dir "$work/ckpt_local" \
+  >"$work/train_local.log" 2>&1 || fail "the local run failed: $(cat "$work/train_local.log")"
+remote_position=$(sed -n 2p "$work/ckpt/checkpoint.tfck")
+local_position=$(sed -n 2p "$work/ckpt_local/checkpoint.tfck")
+[ "$remote_position" = "tilefeed-loader-state v1 seed=0 epoch=1 position=64 size=64" ] ||
+  fail "the remote run's checkpoint holds '$remote_position'"
+[ "$remote_position" = "$local_position" ] ||
+  fail "checkpoints differ: remote '$remote_position', local '$local_position'"
+
 # The reader sent its two epochs and ends on its own once the trainer says bye.
 wait "$reader_pid"
 reader_rc=$?
