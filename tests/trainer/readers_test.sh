@@ -1,6 +1,7 @@
 #!/bin/sh
 # Disaggregated mode end to end: a tilefeed-serve serves a tiny demo dataset on a free
-# loopback port and `train --readers` trains on it with the synthetic core for two epochs.
+# loopback port and `train --readers` trains on it with the synthetic core for two epochs;
+# its checkpoint holds the same data position line as a run on the local data.
 #
 #   readers_test.sh TRAIN READER MAKE_DEMO
 #
