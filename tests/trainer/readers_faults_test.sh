@@ -3,9 +3,9 @@
 # what decides the samples are refused with both values; a reader stopped (SIGTERM) or
 # killed (SIGKILL) mid-stream fails the trainer naming it; with --reconnect a restarted
 # reader continues and the parameters equal an uninterrupted run's; a resumed trainer
-# refuses a reader pinned at another position, and a checkpoint in the retired remote
-# format; a second reader on one shm:// name is refused and the socket file goes with the
-# first; a non-loopback bind needs CURVE.
+# refuses a reader pinned at another position or of another dataset size, and a checkpoint
+# in the retired remote format; a second reader on one shm:// name is refused and the socket
+# file goes with the first; a non-loopback bind needs CURVE.
 #
 #   readers_faults_test.sh TRAIN READER MAKE_DEMO
 #
@@ -208,6 +208,15 @@ timeout 60 "$train" $ref --readers "$endpoint" --resume --checkpoint-dir "$work/
 [ "$(wc -l <"$work/old_checkpoint.log")" -eq 1 ] || fail "the refusal is not one line"
 grep -qF "checkpoint $work/old.ck/checkpoint.tfck: its data position is in the retired format 'tilefeed-remote-state v1 epoch=1 position=64'" \
   "$work/old_checkpoint.log" || fail "the refusal does not name the file and the format"
+
+# --- A trainer without --data resumed against a reader of another dataset: the checkpoint's
+# data position names its dataset size, and the reader's differs.
+serve other --data "$work/other/train" --bind 'tcp://127.0.0.1:*' --epochs 4 --drop-last
+timeout 60 "$train" --core reference --hidden 2048 --classes 4 --batch-size 4 --image-size 32 \
+  --workers 1 --epochs 4 --readers "$endpoint" --resume --checkpoint-dir "$work/ckpt" \
+  >"$work/other_resumed.log" 2>&1 && fail "a checkpoint of 64 samples resumed on a reader of 48"
+grep -q "resume: the checkpoint's data position is in a dataset of 64 samples; the reader at $endpoint serves 48" \
+  "$work/other_resumed.log" || fail "no line for the checkpoint's dataset size"
 
 # --- One shm:// name, one reader; the socket file goes with it.
 shm_name="faults-$$"
