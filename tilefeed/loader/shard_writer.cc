@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <thread>
 #include <utility>
@@ -205,6 +206,21 @@ class Converter {
 
   // Fills item.payload from the source sample, or marks the item skipped.
   void Convert(Item& item) {
+    ResetOutcome(item);
+    const std::optional<SampleInfo> info = ReadSample(item);
+    if (!info) return;
+    ConvertPayload(item, *info);
+    if (!item.skipped) SealRecord(item);
+  }
+
+ private:
+  static void Skip(Item& item, std::string reason) {
+    item.skipped = true;
+    item.reason = std::move(reason);
+  }
+
+  // Forgets the previous sample's outcome; the buffers stay, for reuse.
+  static void ResetOutcome(Item& item) {
     item.skipped = false;
     item.not_jpeg = false;
     item.reason.clear();
@@ -212,18 +228,25 @@ class Converter {
     item.coefficients = false;
     item.refusal.clear();
     item.refusal_category.clear();
+  }
+
+  bool raw() const { return options_.codec == ShardCodec::kLz4Raw; }
+
+  // Reads the sample into item.read (an indexed JPEG record without its index) and
+  // returns what the source says of it, or marks the item skipped and returns nothing.
+  std::optional<SampleInfo> ReadSample(Item& item) const {
     SampleInfo info;
     try {
       info = source_.Read(item.index, item.read);
     } catch (const SourceError& e) {
       Skip(item, e.reason());
-      return;
+      return std::nullopt;
     }
     if (info.codec == SampleCodec::kIndexedJpeg) {
       // Repacking indexed records: keep the JPEG; an index is made anew if asked for.
       if (info.index_size >= item.read.size()) {
         Skip(item, "interval index length does not fit the sample");
-        return;
+        return std::nullopt;
       }
       item.read.erase(item.read.begin(), item.read.begin() + info.index_size);
       info.codec = SampleCodec::kEncoded;
@@ -231,89 +254,100 @@ class Converter {
     item.source_bytes = item.read.size();
     if (info.label < 0) {
       Skip(item, "negative label " + std::to_string(info.label));
-      return;
+      return std::nullopt;
     }
     item.label = info.label;
-    const bool raw = options_.codec == ShardCodec::kLz4Raw;
+    return info;
+  }
+
+  // Points item.payload at what the shard stores for the sample, or marks it skipped.
+  // Throws PackError when the source's kind of sample cannot go into this codec's shards.
+  void ConvertPayload(Item& item, const SampleInfo& info) {
     item.payload = item.read;
     switch (info.codec) {
-      case SampleCodec::kIndexedJpeg:  // made kEncoded above
+      case SampleCodec::kIndexedJpeg:  // made kEncoded by ReadSample
       case SampleCodec::kEncoded:
-        if (!raw) {
-          // PNGs are stored as they are and decoded at read time, like JPEGs.
-          const char* kind = codecs::IsPng(item.read) ? nullptr : codecs::SniffNonJpeg(item.read);
-          if (kind != nullptr) {
-            item.not_jpeg = true;
-            item.reason = std::string("stored, but it is not a JPEG or PNG (") + kind + ")";
-          }
-          if (options_.codec == ShardCodec::kIndexedJpeg) Transcode(item);
-          if (options_.codec == ShardCodec::kCoefficients) StoreCoefficients(item);
-        } else {
-          try {
-            DecodeImage(item);
-          } catch (const codecs::DecodeError& e) {
-            Skip(item, e.what());
-            return;
-          }
-        }
+        ConvertImage(item);
         break;
       case SampleCodec::kRawHwc:
-        if (!raw) {
-          throw PackError(source_.Describe(item.index) +
-                          ": the source yields raw pixels; pack it with the raw codec");
-        }
-        try {
-          const codecs::RawInfo shape{info.height, info.width, info.channels};
-          if (shape.pixel_bytes() != item.read.size()) {
-            throw codecs::DecodeError(codecs::DecodeErrorKind::kCorrupt,
-                                      "raw sample size does not match its shape");
-          }
-          item.encoded = codecs::EncodeRaw(
-              std::span(reinterpret_cast<const std::uint8_t*>(item.read.data()), item.read.size()),
-              shape);
-          item.payload = item.encoded;
-        } catch (const codecs::DecodeError& e) {
-          Skip(item, e.what());
-          return;
-        }
+        RequireShardCodec(item, ShardCodec::kLz4Raw, "raw pixels", "raw");
+        EncodeRawPixels(item, info);
         break;
       case SampleCodec::kCoefficients:
-        if (options_.codec != ShardCodec::kCoefficients) {
-          throw PackError(source_.Describe(item.index) +
-                          ": the source yields coefficient records; pack it with the "
-                          "coefficients codec");
-        }
+        RequireShardCodec(item, ShardCodec::kCoefficients, "coefficient records", "coefficients");
         item.coefficients = true;
         break;
       case SampleCodec::kLz4Raw:
-        if (!raw) {
-          throw PackError(source_.Describe(item.index) +
-                          ": the source yields raw tensors; pack it with the raw codec");
-        }
+        RequireShardCodec(item, ShardCodec::kLz4Raw, "raw tensors", "raw");
         try {
           codecs::ReadRawInfo(item.read);
         } catch (const codecs::DecodeError& e) {
           Skip(item, e.what());
-          return;
         }
         break;
     }
+  }
+
+  void RequireShardCodec(const Item& item, ShardCodec codec, const char* samples,
+                         const char* codec_name) const {
+    if (options_.codec != codec) {
+      throw PackError(source_.Describe(item.index) + ": the source yields " + samples +
+                      "; pack it with the " + codec_name + " codec");
+    }
+  }
+
+  // A JPEG or PNG sample: stored as it came (noting a file that is neither), with an
+  // interval index, as coefficients, or decoded into a raw record.
+  void ConvertImage(Item& item) {
+    if (raw()) {
+      try {
+        DecodeImage(item);
+      } catch (const codecs::DecodeError& e) {
+        Skip(item, e.what());
+      }
+      return;
+    }
+    // PNGs are stored as they are and decoded at read time, like JPEGs.
+    const char* kind = codecs::IsPng(item.read) ? nullptr : codecs::SniffNonJpeg(item.read);
+    if (kind != nullptr) {
+      item.not_jpeg = true;
+      item.reason = std::string("stored, but it is not a JPEG or PNG (") + kind + ")";
+    }
+    if (options_.codec == ShardCodec::kIndexedJpeg) Transcode(item);
+    if (options_.codec == ShardCodec::kCoefficients) StoreCoefficients(item);
+  }
+
+  // Raw HWC pixels into an LZ4 raw record, or the item skipped when their size does not
+  // match the shape the source gives.
+  static void EncodeRawPixels(Item& item, const SampleInfo& info) {
+    try {
+      const codecs::RawInfo shape{info.height, info.width, info.channels};
+      if (shape.pixel_bytes() != item.read.size()) {
+        throw codecs::DecodeError(codecs::DecodeErrorKind::kCorrupt,
+                                  "raw sample size does not match its shape");
+      }
+      item.encoded = codecs::EncodeRaw(
+          std::span(reinterpret_cast<const std::uint8_t*>(item.read.data()), item.read.size()),
+          shape);
+      item.payload = item.encoded;
+    } catch (const codecs::DecodeError& e) {
+      Skip(item, e.what());
+    }
+  }
+
+  // Makes the record header and checksum of item.payload, or skips a payload too large
+  // for the record format.
+  void SealRecord(Item& item) const {
     if (item.payload.size() > UINT32_MAX - detail::kRecordHeaderSize) {
       Skip(item, "sample of " + std::to_string(item.payload.size()) + " bytes is too large");
       return;
     }
-    const RecordCodec record_codec = raw                   ? RecordCodec::kLz4Raw
+    const RecordCodec record_codec = raw()                 ? RecordCodec::kLz4Raw
                                      : item.index_size > 0 ? RecordCodec::kIndexedJpeg
                                      : item.coefficients   ? RecordCodec::kCoefficients
                                                            : RecordCodec::kJpeg;
     item.header = detail::EncodeRecordHeader(item.label, record_codec, item.index_size);
     item.checksum = detail::RecordChecksum(item.header, item.payload);
-  }
-
- private:
-  static void Skip(Item& item, std::string reason) {
-    item.skipped = true;
-    item.reason = std::move(reason);
   }
 
   // Replaces item.payload by the transcoded JPEG behind its index, or leaves the file as
