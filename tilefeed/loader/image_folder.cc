@@ -40,6 +40,23 @@ using detail::ThrowWithErrno;
 using detail::UniqueFd;
 
 namespace {
+struct ClassScan;
+}  // namespace
+
+struct ImageFolder::Index {
+  std::vector<std::string> class_names;
+  std::vector<std::string> warnings;
+  SkippedFiles skipped_files;
+  std::vector<char> paths;
+  std::vector<std::uint64_t> path_offsets;
+  std::vector<std::int32_t> labels;
+
+  // Appends the classes' files, labelled by class, and their warnings, in class order;
+  // frees each scan once it is copied, so the peak is about twice the path arena.
+  void AddClasses(std::vector<ClassScan>& scans);
+};
+
+namespace {
 
 struct DirCloser {
   void operator()(DIR* dir) const noexcept { ::closedir(dir); }
@@ -445,37 +462,26 @@ void CheckImagesFound(const std::string& root, const std::vector<std::string>& c
 
 }  // namespace
 
-struct ImageFolder::Index {
-  std::vector<std::string> class_names;
-  std::vector<std::string> warnings;
-  SkippedFiles skipped_files;
-  std::vector<char> paths;
-  std::vector<std::uint64_t> path_offsets;
-  std::vector<std::int32_t> labels;
-
-  // Appends the classes' files, labelled by class, and their warnings, in class order;
-  // frees each scan once it is copied, so the peak is about twice the path arena.
-  void AddClasses(std::vector<ClassScan>& scans) {
-    std::size_t files = 0;
-    std::size_t bytes = 0;
-    for (const ClassScan& scan : scans) {
-      files += scan.offsets.size();
-      bytes += scan.paths.size();
-    }
-    paths.reserve(bytes);
-    path_offsets.reserve(files + 1);
-    labels.reserve(files);
-    for (std::size_t c = 0; c < scans.size(); ++c) {
-      const std::uint64_t base = paths.size();
-      for (std::uint64_t offset : scans[c].offsets) path_offsets.push_back(base + offset);
-      labels.insert(labels.end(), scans[c].offsets.size(), static_cast<std::int32_t>(c));
-      paths.insert(paths.end(), scans[c].paths.begin(), scans[c].paths.end());
-      for (std::string& warning : scans[c].warnings) warnings.push_back(std::move(warning));
-      scans[c] = ClassScan{};
-    }
-    path_offsets.push_back(paths.size());
+void ImageFolder::Index::AddClasses(std::vector<ClassScan>& scans) {
+  std::size_t files = 0;
+  std::size_t bytes = 0;
+  for (const ClassScan& scan : scans) {
+    files += scan.offsets.size();
+    bytes += scan.paths.size();
   }
-};
+  paths.reserve(bytes);
+  path_offsets.reserve(files + 1);
+  labels.reserve(files);
+  for (std::size_t c = 0; c < scans.size(); ++c) {
+    const std::uint64_t base = paths.size();
+    for (std::uint64_t offset : scans[c].offsets) path_offsets.push_back(base + offset);
+    labels.insert(labels.end(), scans[c].offsets.size(), static_cast<std::int32_t>(c));
+    paths.insert(paths.end(), scans[c].paths.begin(), scans[c].paths.end());
+    for (std::string& warning : scans[c].warnings) warnings.push_back(std::move(warning));
+    scans[c] = ClassScan{};
+  }
+  path_offsets.push_back(paths.size());
+}
 
 std::unique_ptr<ImageFolder> ImageFolder::Open(const std::string& root_path,
                                                const ImageFolderOptions& options) {
