@@ -28,6 +28,7 @@
 // jpeglib.h needs size_t and FILE declared first.
 #include <jpeglib.h>
 
+#include "tilefeed/codecs/detail/crop_check.h"
 #include "tilefeed/codecs/detail/libjpeg_errors.h"
 #include "tilefeed/codecs/detail/row_stream.h"
 #include "tilefeed/codecs/resize.h"
@@ -314,15 +315,9 @@ struct JpegDecoder::Impl {
   // Decodes plan.crop of the image whose header ReadHeader has just read.
   DecodeReport DecodeRegion(const ImageInfo& info, const CropPlan& plan, const PixelView& out) {
     const Rect& crop = plan.crop;
-    if (crop.width <= 0 || crop.height <= 0 || crop.x < 0 || crop.y < 0 ||
-        crop.x + crop.width > info.width || crop.y + crop.height > info.height || out.width <= 0 ||
-        out.height <= 0 || out.channels != 3 || out.data == nullptr) {
+    if (!detail::CropFits(crop, info.width, info.height, out)) {
       jpeg_abort_decompress(&cinfo);
-      throw DecodeError(DecodeErrorKind::kInvalidArgument,
-                        "crop " + std::to_string(crop.width) + "x" + std::to_string(crop.height) +
-                            "+" + std::to_string(crop.x) + "+" + std::to_string(crop.y) +
-                            " does not fit the " + std::to_string(info.width) + "x" +
-                            std::to_string(info.height) + " image or the output is empty");
+      throw detail::CropDoesNotFit(crop, info.width, info.height, "image");
     }
     const int n = SetScaledOutput(crop, out);
 
