@@ -430,9 +430,9 @@ TEST(HostileReader, AnUnrequestedBatchIsRefused) {
     FAIL() << "no error after " << good << " batches";
   } catch (const TransportError& e) {
     EXPECT_GE(good, 2u);
-    EXPECT_THAT(e.what(), HasSubstr("sent batch " + std::to_string(good) +
-                                    " of epoch 0 without a credit (" + std::to_string(good) +
-                                    " granted, all spent)"));
+    EXPECT_THAT(e.what(),
+                HasSubstr("sent batch " + std::to_string(good) + " of epoch 0 without a credit (" +
+                          std::to_string(good) + " granted, all spent)"));
   }
 }
 
