@@ -85,10 +85,10 @@ void PrintOrderStats(const loader::ShardDataset& source, const loader::LoaderOpt
     return std::make_pair(distinct / double(batches), pairs > 0 ? same_pairs / pairs : 0);
   };
   const auto mine =
-      stats(loader::EpochOrder(source.size(), options.seed, 0, options.shuffle, options.shard,
+      stats(loader::EpochOrder(source.size(), options.seed, 0, options.shuffle, options.slice,
                                options.remainder, 0, options.locality));
   const auto full = stats(
-      loader::EpochOrder(source.size(), options.seed, 0, true, options.shard, options.remainder));
+      loader::EpochOrder(source.size(), options.seed, 0, true, options.slice, options.remainder));
   std::printf(
       "  order randomness  %10.2f shards per batch, %.3f of pairs in a batch from one shard "
       "(full shuffle: %.2f, %.3f; %zu shards)\n",
@@ -106,7 +106,7 @@ int ReadOnly(const loader::Source& source, const loader::LoaderOptions& options,
   double elapsed = 0;
   for (std::uint64_t epoch = 0; elapsed < seconds; ++epoch) {
     const loader::EpochOrder order(source.size(), options.seed, epoch, options.shuffle,
-                                   options.shard, options.remainder, 0, options.locality);
+                                   options.slice, options.remainder, 0, options.locality);
     for (std::size_t p = 0; p < order.size() && elapsed < seconds; p += kChunk) {
       const std::size_t n = std::min(kChunk, order.size() - p);
       for (std::size_t i = 0; i < n; ++i) indices[i] = order[p + i];

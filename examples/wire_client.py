@@ -180,6 +180,36 @@ def zmq_endpoint(endpoint):
     return f"ipc://{directory}/tilefeed-{os.getuid()}-{endpoint[6:]}.sock"
 
 
+def endpoint_arg(text):
+    """--connect: tcp://HOST:PORT (port 1-65535), ipc://PATH or shm://NAME."""
+    if text.startswith("tcp://"):
+        host, _, port = text[6:].rpartition(":")
+        if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise argparse.ArgumentTypeError(f"want tcp://HOST:PORT with PORT in 1-65535, "
+                                             f"got '{text}'")
+    elif text.startswith("ipc://") or text.startswith("shm://"):
+        if len(text) == 6 or (text.startswith("shm://") and "/" in text[6:]):
+            raise argparse.ArgumentTypeError(f"want ipc://PATH or shm://NAME, got '{text}'")
+    else:
+        raise argparse.ArgumentTypeError(f"want tcp://, ipc:// or shm://, got '{text}'")
+    return text
+
+
+def slice_arg(text):
+    """--slice: INDEX/COUNT with 0 <= INDEX < COUNT."""
+    index, _, count = text.partition("/")
+    if not (index.isdigit() and count.isdigit() and int(index) < int(count)):
+        raise argparse.ArgumentTypeError(f"want INDEX/COUNT with 0 <= INDEX < COUNT, "
+                                         f"got '{text}'")
+    return text
+
+
+def positive(text):
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got '{text}'")
+    return int(text)
+
+
 def run(args):
     index, count = (int(x) for x in args.slice.split("/"))
     terms = dict(drop_last=args.drop_last, pinned=False, mode=1 if args.mode == "eval" else 0,
@@ -244,15 +274,15 @@ def run(args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--connect", required=True)
-    parser.add_argument("--batch-size", type=int, required=True)
-    parser.add_argument("--image-size", type=int, required=True)
-    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--connect", required=True, type=endpoint_arg)
+    parser.add_argument("--batch-size", type=positive, required=True)
+    parser.add_argument("--image-size", type=positive, required=True)
+    parser.add_argument("--epochs", type=positive, default=1)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--slice", default="0/1", help="INDEX/COUNT")
+    parser.add_argument("--slice", default="0/1", type=slice_arg, help="INDEX/COUNT")
     parser.add_argument("--mode", choices=["train", "eval"], default="train")
     parser.add_argument("--drop-last", action="store_true")
-    parser.add_argument("--credits", type=int, default=4)
+    parser.add_argument("--credits", type=positive, default=4)
     parser.add_argument("--classes", type=int, default=0, help="check labels (0: do not)")
     parser.add_argument("--samples", type=int, default=0,
                         help="dataset size: check each epoch delivers every id once (a whole-"

@@ -511,8 +511,8 @@ const std::map<std::string, Setter>& Setters() {
       {"shuffle", [](O& o, const std::string& n, py::handle v) { o.shuffle = Cast<bool>(n, v); }},
       {"shard",
        [](O& o, const std::string& n, py::handle v) {
-         std::tie(o.shard.index, o.shard.count) = Pair<int>(n, v);
-         if (o.shard.count < 1 || o.shard.index < 0 || o.shard.index >= o.shard.count) {
+         std::tie(o.slice.index, o.slice.count) = Pair<int>(n, v);
+         if (o.slice.count < 1 || o.slice.index < 0 || o.slice.index >= o.slice.count) {
            throw py::value_error(
                "tilefeed.Loader: shard=(index, count) needs count >= 1 and "
                "0 <= index < count");
@@ -594,7 +594,7 @@ py::dict DefaultOptions() {
   d["prefetch_depth"] = o.prefetch_depth;
   d["seed"] = o.seed;
   d["shuffle"] = o.shuffle;
-  d["shard"] = py::make_tuple(o.shard.index, o.shard.count);
+  d["shard"] = py::make_tuple(o.slice.index, o.slice.count);
   d["remainder"] = o.remainder == loader::Remainder::kPad ? "pad" : "drop";
   d["drop_last_batch"] = o.drop_last_batch;
   d["first_epoch"] = o.first_epoch;
@@ -720,7 +720,7 @@ class PyCore {
     // PyBatch reads the metadata from data->batch, which is then released.
     data->batch = std::move(*batch);
     PyBatch result(data);
-    data->batch.release();
+    data->batch.ReturnSlot();
     return result;
   }
 

@@ -159,6 +159,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tilefeed-pack: bad --shard-size '%s'\n", shard_size.c_str());
     return 2;
   }
+  if (options.shard_bytes == 0) {  // would start a new shard after every record
+    std::fprintf(stderr, "tilefeed-pack: --shard-size must be above 0, got '%s'\n",
+                 shard_size.c_str());
+    return 2;
+  }
   if (!raw_size.empty()) {
     char x = 0;
     char extra = 0;

@@ -113,8 +113,8 @@ tilefeed::transport::SessionTerms TermsOf(const tilefeed::loader::LoaderOptions&
   using tilefeed::loader::Remainder;
   tilefeed::transport::SessionTerms terms;
   terms.dataset = dataset;
-  terms.slice_index = static_cast<std::uint32_t>(options.shard.index);
-  terms.slice_count = static_cast<std::uint32_t>(options.shard.count);
+  terms.slice_index = static_cast<std::uint32_t>(options.slice.index);
+  terms.slice_count = static_cast<std::uint32_t>(options.slice.count);
   terms.seed = options.seed;
   terms.image_size = static_cast<std::uint32_t>(options.image_size);
   terms.batch_size = static_cast<std::uint32_t>(options.batch_size);
@@ -306,13 +306,13 @@ int main(int argc, char** argv) {
                   << " is not below --instance-count " << instance_count << '\n';
         return 2;
       }
-      options.shard = {instance_index, instance_count};
+      options.slice = {instance_index, instance_count};
     } else if (shard.empty()) {
-      options.shard = launch::ShardOf(launch::DetectInstance(launch::ProcessEnvironment()));
-    } else if (std::sscanf(shard.c_str(), "%d/%d", &options.shard.index, &options.shard.count) !=
+      options.slice = launch::SliceOf(launch::DetectInstance(launch::ProcessEnvironment()));
+    } else if (std::sscanf(shard.c_str(), "%d/%d", &options.slice.index, &options.slice.count) !=
                    2 ||
-               options.shard.count < 1 || options.shard.index < 0 ||
-               options.shard.index >= options.shard.count) {
+               options.slice.count < 1 || options.slice.index < 0 ||
+               options.slice.index >= options.slice.count) {
       std::cerr << "tilefeed-serve: --shard wants INDEX/COUNT, got '" << shard << "'\n";
       return 2;
     }
@@ -354,7 +354,7 @@ int main(int argc, char** argv) {
     };
     metrics::Session metrics = metrics::Open(
         metrics_flags, {"tilefeed-serve", metrics::OptionsOf(app), data, dataset_size,
-                        source->class_names().size(), options.shard.index, options.shard.count,
+                        source->class_names().size(), options.slice.index, options.slice.count,
                         options.prefetch_depth * options.batch_size * options.image_size *
                             options.image_size * 3});
     // Each session's loader feeds the metrics while it serves; the sender detaches it before
@@ -369,8 +369,8 @@ int main(int argc, char** argv) {
     transport::Context context;
     transport::BatchSender sender(context, sender_options, terms, open);
     std::cerr << "tilefeed-serve: serving " << dataset_size << " samples, epochs 0 to "
-              << options.epochs - 1 << " (shard " << options.shard.index << "/"
-              << options.shard.count << ") on " << sender.endpoint() << '\n';
+              << options.epochs - 1 << " (shard " << options.slice.index << "/"
+              << options.slice.count << ") on " << sender.endpoint() << '\n';
     const auto start = std::chrono::steady_clock::now();
     const transport::SendResult result = sender.Run(stopper.token());
     const double seconds =

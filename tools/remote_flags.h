@@ -2,8 +2,8 @@
 
 // Command-line flags for datasets read over HTTP(S) or S3 (tilefeed/loader/remote.h), shared by the
 // tools that take a dataset location: --cache-dir, --cache-limit, --s3-endpoint and
-// --remote-retries, plus the standard AWS environment variables, which only tools read.
-// Header-only; tools/ is a folder of executables, not a library.
+// --remote-retries, --remote-in-flight, plus the standard AWS environment variables, which only
+// tools read. Header-only; tools/ is a folder of executables, not a library.
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -35,7 +35,7 @@ inline bool ParseSize(std::string text, std::uint64_t& out) {
   if (unit == "kb") scale = 1000;
   if (unit == "mb") scale = 1000 * 1000;
   if (unit == "gb") scale = 1000 * 1000 * 1000;
-  if (scale == 0) return false;
+  if (scale == 0 || value > UINT64_MAX / scale) return false;
   out = value * scale;
   return true;
 }
@@ -45,6 +45,7 @@ struct RemoteFlags {
   std::string cache_limit = "10GiB";
   std::string s3_endpoint;
   int retries = loader::RemoteOptions{}.retries;
+  int in_flight = loader::RemoteOptions{}.max_in_flight;
 };
 
 inline void AddRemoteFlags(CLI::App& app, RemoteFlags& flags) {
@@ -61,6 +62,11 @@ inline void AddRemoteFlags(CLI::App& app, RemoteFlags& flags) {
                  "http(s)/s3 datasets: retries of a failed request, with backoff, before the "
                  "sample is reported bad")
       ->check(Between(0, 20))
+      ->capture_default_str();
+  app.add_option("--remote-in-flight", flags.in_flight,
+                 "http(s)/s3 datasets: requests one read keeps in flight at once, each on its "
+                 "own connection (1: one after another)")
+      ->check(Between(1, 64))
       ->capture_default_str();
 }
 
@@ -86,6 +92,7 @@ inline loader::RemoteOptions ToRemoteOptions(const RemoteFlags& flags) {
   }
   o.s3_endpoint = flags.s3_endpoint;
   o.retries = flags.retries;
+  o.max_in_flight = flags.in_flight;
   if (const char* v = std::getenv("AWS_ACCESS_KEY_ID")) o.aws_access_key_id = v;
   if (const char* v = std::getenv("AWS_SECRET_ACCESS_KEY")) o.aws_secret_access_key = v;
   if (const char* v = std::getenv("AWS_REGION")) o.aws_region = v;

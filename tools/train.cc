@@ -502,7 +502,7 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
   loader_options.workers = args.workers > 0 ? args.workers : CoresOfThisProcess();
   loader_options.prefetch_depth = args.prefetch_depth;
   loader_options.seed = args.seed;
-  loader_options.shard = {rank, mpi.size()};
+  loader_options.slice = {rank, mpi.size()};
   loader_options.bad_sample_policy = args.bad_sample_policy == "fail"
                                          ? loader::BadSamplePolicy::kFail
                                          : loader::BadSamplePolicy::kSkip;

@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
   const std::size_t samples = kSamplesPerRank * static_cast<std::size_t>(size);
   loader::LoaderOptions options = transport::testing::SmallOptions(4, 8, 1);
   options.workers = 1;
-  options.shard = launch::ShardOf(instance);
+  options.slice = launch::SliceOf(instance);
   loader::Loader loader(std::make_unique<transport::testing::RawSource>(samples, 8), options);
   std::vector<unsigned long long> mine;
   for (loader::Batch& batch : loader) {

@@ -29,8 +29,8 @@ TEST(DetectInstance, ReadsOpenMpi) {
                                                 {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"},
                                                 {"TILEFEED_INSTANCES", "8"}}));
   EXPECT_EQ(info, (InstanceInfo{5, 8, 1, 4}));
-  EXPECT_EQ(ShardOf(info).index, 5);
-  EXPECT_EQ(ShardOf(info).count, 8);
+  EXPECT_EQ(SliceOf(info).index, 5);
+  EXPECT_EQ(SliceOf(info).count, 8);
 }
 
 TEST(DetectInstance, ReadsPmi) {

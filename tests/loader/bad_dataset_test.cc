@@ -1,5 +1,5 @@
 // The loader over a dataset with 1 % bad files (issue 8): under BadSamplePolicy::kSkip every
-// good sample of an instance's shard is delivered, no bad one ever is, and each bad one is
+// good sample of an instance's slice is delivered, no bad one ever is, and each bad one is
 // reported exactly once with its path and a reason; under kFail the epoch stops at the first
 // bad file of the instance's order, naming it. With 1 and 2 instances (shards).
 
@@ -150,14 +150,14 @@ std::unique_ptr<BadDataset> MakeBadDataset() {
   return d;
 }
 
-LoaderOptions Options(ShardSpec shard) {
+LoaderOptions Options(InstanceSlice slice) {
   LoaderOptions o;
   o.batch_size = 32;
   o.image_size = 16;
   o.workers = 2;
   o.prefetch_depth = 3;
   o.seed = 77;
-  o.shard = shard;
+  o.slice = slice;
   o.epochs = 1;  // no running ahead into a second epoch: every report is this epoch's
   return o;
 }
@@ -212,8 +212,8 @@ TEST_P(BadDatasetTest, SkipDeliversEveryGoodSampleAndReportsEveryBadOneOnce) {
     }
     EXPECT_FALSE(loader.Next().has_value()) << "more than the one epoch asked for";
 
-    // This instance's shard, as the sampler defines it.
-    const EpochOrder order(data.total, o.seed, 0, o.shuffle, o.shard);
+    // This instance's slice, as the sampler defines it.
+    const EpochOrder order(data.total, o.seed, 0, o.shuffle, o.slice);
     std::set<std::uint64_t> shard_good;
     std::set<std::uint64_t> shard_bad;
     for (std::size_t p = 0; p < order.size(); ++p) {
@@ -231,7 +231,7 @@ TEST_P(BadDatasetTest, SkipDeliversEveryGoodSampleAndReportsEveryBadOneOnce) {
       EXPECT_EQ(bad.count(s), 0u) << "bad sample " << s << " was delivered";
       all_delivered.insert(s);
     }
-    // Every bad sample of the shard reported once, with its path and a reason; nothing else.
+    // Every bad sample of the slice reported once, with its path and a reason; nothing else.
     std::map<std::uint64_t, int> times;
     for (const BadSample& b : reported) {
       ++times[b.sample];
@@ -269,12 +269,12 @@ TEST_P(BadDatasetTest, FailStopsAtTheFirstBadFileOfTheOrderNamingIt) {
     o.bad_sample_policy = BadSamplePolicy::kFail;
     Loader loader(ImageFolder::Open(data.dir.path().string()), o);
     const std::set<std::uint64_t> bad = BadIndices(loader.source(), data);
-    const EpochOrder order(data.total, o.seed, 0, o.shuffle, o.shard);
+    const EpochOrder order(data.total, o.seed, 0, o.shuffle, o.slice);
     std::size_t first_bad = order.size();
     for (std::size_t p = 0; p < order.size() && first_bad == order.size(); ++p) {
       if (bad.count(order[p]) != 0) first_bad = p;
     }
-    ASSERT_LT(first_bad, order.size()) << "this shard has no bad file";
+    ASSERT_LT(first_bad, order.size()) << "this slice has no bad file";
     const std::string path = loader.source().Describe(order[first_bad]);
 
     std::size_t batches = 0;

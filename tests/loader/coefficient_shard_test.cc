@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tests/support/jpeg_maker.h"
+#include "tests/support/loader_runs.h"
 #include "tests/support/temp_dir.h"
 #include "tilefeed/codecs/jpeg_coefficients.h"
 #include "tilefeed/codecs/jpeg_encoder.h"
@@ -66,34 +67,10 @@ PackResult PackCoefficients(const Source& source, const fs::path& out, int worke
 }
 
 LoaderOptions TestOptions(Mode mode) {
-  LoaderOptions options;
-  options.batch_size = 4;
-  options.image_size = 32;
-  options.workers = 2;
-  options.prefetch_depth = 2;
-  options.seed = 7;
-  options.epochs = 2;
-  options.mode = mode;
-  options.eval_resize = 40;
-  options.bad_sample_policy = BadSamplePolicy::kSkip;
-  return options;
+  return testing::SmallCodecOptions(mode, BadSamplePolicy::kSkip);
 }
 
-// Every batch of `options.epochs` epochs: images, labels and sample indices.
-auto Collect(std::unique_ptr<Source> source, const LoaderOptions& options) {
-  Loader loader(std::move(source), options);
-  std::vector<std::vector<std::uint8_t>> images;
-  std::vector<std::int32_t> labels;
-  std::vector<std::uint64_t> indices;
-  for (std::uint64_t epoch = 0; epoch < options.epochs; ++epoch) {
-    for (Batch& batch : loader) {
-      images.emplace_back(batch.images().begin(), batch.images().end());
-      labels.insert(labels.end(), batch.labels().begin(), batch.labels().end());
-      indices.insert(indices.end(), batch.sample_indices().begin(), batch.sample_indices().end());
-    }
-  }
-  return std::make_tuple(images, labels, indices);
-}
+using testing::CollectEpochs;
 
 TEST(CoefficientShardTest, LoaderOverCoefficientShardsEqualsLoaderOverTheOriginalFiles) {
   TempDir dir;
@@ -126,8 +103,8 @@ TEST(CoefficientShardTest, LoaderOverCoefficientShardsEqualsLoaderOverTheOrigina
 
   for (const Mode mode : {Mode::kTrain, Mode::kEval}) {
     const LoaderOptions options = TestOptions(mode);
-    const auto from_folder = Collect(ImageFolder::Open(root.string()), options);
-    const auto from_shards = Collect(ShardDataset::Open(out.string()), options);
+    const auto from_folder = CollectEpochs(ImageFolder::Open(root.string()), options);
+    const auto from_shards = CollectEpochs(ShardDataset::Open(out.string()), options);
     EXPECT_EQ(from_folder, from_shards) << (mode == Mode::kTrain ? "train" : "eval");
   }
 }

@@ -151,7 +151,7 @@ TEST(Loader, InstanceShardsAreDisjointAndCoverTheEpoch) {
   for (int i = 0; i < 4; ++i) {
     LoaderOptions o = SmallOptions(2);
     o.batch_size = 3;
-    o.shard = {i, 4};
+    o.slice = {i, 4};
     Loader loader(ImageFolder::Open(data->dir.path().string()), o);
     EXPECT_EQ(loader.samples_per_epoch(), 9u);
     const Collected c = RunEpoch(loader);
@@ -303,7 +303,7 @@ TEST(Loader, SlotsReleasedByAnotherThreadOrAnEpochEndAreNotADeadlock) {
   Loader loader(ImageFolder::Open(data->dir.path().string()), o);
   std::vector<Batch> kept;
   for (int i = 0; i < 3; ++i) kept.push_back(*loader.Next());
-  std::jthread releaser([batch = std::move(kept.front())]() mutable { batch.release(); });
+  std::jthread releaser([batch = std::move(kept.front())]() mutable { batch.ReturnSlot(); });
   auto next = loader.Next();  // waits for the other thread's release
   ASSERT_TRUE(next.has_value());
   EXPECT_EQ(next->index(), 3u);
@@ -356,7 +356,7 @@ TEST(Loader, RejectsBadOptions) {
   };
   EXPECT_THROW(make([](LoaderOptions& o) { o.batch_size = 0; }), std::invalid_argument);
   EXPECT_THROW(make([](LoaderOptions& o) { o.prefetch_depth = 0; }), std::invalid_argument);
-  EXPECT_THROW(make([](LoaderOptions& o) { o.shard = {2, 2}; }), std::invalid_argument);
+  EXPECT_THROW(make([](LoaderOptions& o) { o.slice = {2, 2}; }), std::invalid_argument);
   EXPECT_THROW(make([](LoaderOptions& o) {
                  o.batch_size = 100;
                  o.drop_last_batch = true;
@@ -576,7 +576,7 @@ TEST(LoaderResume, AnotherInstanceCountLosesAndRepeatsNothing) {
   LoaderState saved;
   for (int i = 0; i < 2; ++i) {  // two instances take two batches each, then stop
     LoaderOptions mine = o;
-    mine.shard = {i, 2};
+    mine.slice = {i, 2};
     Loader loader(ImageFolder::Open(data->dir.path().string()), mine);
     for (const Delivered& d : Take(loader, 2, 0)) seen.insert(d.indices.begin(), d.indices.end());
     saved = loader.state();
@@ -586,7 +586,7 @@ TEST(LoaderResume, AnotherInstanceCountLosesAndRepeatsNothing) {
   for (int i = 0; i < 3; ++i) {  // three instances finish the epoch
     LoaderOptions mine = o;
     saved.ApplyTo(mine);
-    mine.shard = {i, 3};
+    mine.slice = {i, 3};
     Loader loader(ImageFolder::Open(data->dir.path().string()), mine);
     EXPECT_EQ(loader.state(), saved);
     for (const Delivered& d : Take(loader, 1000, 0)) {

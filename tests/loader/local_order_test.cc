@@ -22,9 +22,9 @@ std::vector<std::uint64_t> Indices(const EpochOrder& order) {
 }
 
 std::vector<std::uint64_t> Local(std::uint64_t n, std::uint64_t seed, std::uint64_t epoch,
-                                 OrderLocality locality, ShardSpec shard = {},
+                                 OrderLocality locality, InstanceSlice slice = {},
                                  Remainder remainder = Remainder::kPad, std::uint64_t start = 0) {
-  return Indices(EpochOrder(n, seed, epoch, true, shard, remainder, start, locality));
+  return Indices(EpochOrder(n, seed, epoch, true, slice, remainder, start, locality));
 }
 
 TEST(LocalOrder, SameArgumentsGiveSameOrderAndAnyChangeAnother) {

@@ -22,7 +22,7 @@ std::vector<std::uint64_t> Indices(const EpochOrder& order) {
 
 std::vector<std::uint64_t> FullOrder(std::uint64_t n, std::uint64_t seed, std::uint64_t epoch,
                                      bool shuffle) {
-  return Indices(EpochOrder(n, seed, epoch, shuffle, ShardSpec{}));
+  return Indices(EpochOrder(n, seed, epoch, shuffle, InstanceSlice{}));
 }
 
 TEST(EpochOrder, SameArgumentsGiveSameOrder) {

@@ -47,6 +47,7 @@ train|--collective-timeout must be between 0 and 1000000, got -1|--data $D --col
 train|--io-tiles must be between 1 and 64, got 0|--data $D --io-tiles 0
 train|--gradient-accumulation must be between 1 and 4096, got 0|--data $D --gradient-accumulation 0
 train|--remote-retries must be between 0 and 20, got -1|--data $D --remote-retries -1
+train|--remote-in-flight must be between 1 and 64, got 0|--data $D --remote-in-flight 0
 train|--metrics-interval must be above 0, got 0|--data $D --metrics-interval 0
 train|--metrics-port must be PORT or HOST:PORT with PORT between 0 and 65535|--data $D --metrics-port 127.0.0.1:70000
 train|--readers must give tcp://HOST:PORT a PORT between 1 and 65535, got tcp://127.0.0.1:99999|--readers tcp://127.0.0.1:5555,tcp://127.0.0.1:99999
@@ -69,6 +70,7 @@ tilefeed-serve|--timeout-ms must be at least 1, got -5|--data $D --timeout-ms -5
 tilefeed-serve|--bad-sample-lines must be at least 0, got -1|--data $D --bad-sample-lines -1
 tilefeed-serve|--metrics-port must be PORT or HOST:PORT with PORT between 0 and 65535|--data $D --metrics-port 99999
 tilefeed-pack|--workers must be between 0 and 1024, got -3|$D $work/out --workers -3
+tilefeed-pack|--shard-size must be above 0, got '0'|$D $work/out --shard-size 0
 tilefeed-pack|--interval-width must be between 8 and 65535, got 4|$D $work/out --interval-width 4
 tilefeed-pack|--metrics-interval must be above 0, got -1|$D $work/out --metrics-interval -1
 tilefeed-make-demo|--train-per-class must be between 1 and 1000000, got 0|$work/demo --train-per-class 0

@@ -67,7 +67,7 @@ inline RunResult TrainTiny(const RunConfig& config, trainer::Collectives& collec
   lo.workers = 2;
   lo.prefetch_depth = 3;
   lo.seed = 5;
-  lo.shard = {collectives.rank(), collectives.size()};
+  lo.slice = {collectives.rank(), collectives.size()};
   lo.drop_last_batch = true;
   std::uint64_t first_epoch = 0;
   if (config.resume) {

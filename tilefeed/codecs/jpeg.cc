@@ -28,6 +28,7 @@
 // jpeglib.h needs size_t and FILE declared first.
 #include <jpeglib.h>
 
+#include "tilefeed/codecs/detail/crop_check.h"
 #include "tilefeed/codecs/detail/libjpeg_errors.h"
 #include "tilefeed/codecs/detail/row_stream.h"
 #include "tilefeed/codecs/resize.h"
@@ -56,6 +57,14 @@ struct RegionJob {
   JDIMENSION x;      // in: first scaled column wanted; out: first column decoded
   JDIMENSION width;  // in: columns wanted; out: columns decoded (iMCU-aligned)
   JDIMENSION y;      // first scaled row wanted
+};
+
+// The part of a started region that the resize reads, in region pixels: rows
+// [first_row, end_row), from column first_column on.
+struct ResizeWindow {
+  int first_column;
+  int first_row;
+  int end_row;
 };
 
 // Starts the decode of a region: its columns, and the rows above it skipped.
@@ -305,98 +314,114 @@ struct JpegDecoder::Impl {
 
   // Decodes plan.crop of the image whose header ReadHeader has just read.
   DecodeReport DecodeRegion(const ImageInfo& info, const CropPlan& plan, const PixelView& out) {
-    Impl& s = *this;
     const Rect& crop = plan.crop;
-    if (crop.width <= 0 || crop.height <= 0 || crop.x < 0 || crop.y < 0 ||
-        crop.x + crop.width > info.width || crop.y + crop.height > info.height || out.width <= 0 ||
-        out.height <= 0 || out.channels != 3 || out.data == nullptr) {
-      jpeg_abort_decompress(&s.cinfo);
-      throw DecodeError(DecodeErrorKind::kInvalidArgument,
-                        "crop " + std::to_string(crop.width) + "x" + std::to_string(crop.height) +
-                            "+" + std::to_string(crop.x) + "+" + std::to_string(crop.y) +
-                            " does not fit the " + std::to_string(info.width) + "x" +
-                            std::to_string(info.height) + " image or the output is empty");
+    if (!detail::CropFits(crop, info.width, info.height, out)) {
+      jpeg_abort_decompress(&cinfo);
+      throw detail::CropDoesNotFit(crop, info.width, info.height, "image");
     }
-
-    jpeg_decompress_struct& cinfo = s.cinfo;
-    int n = ChooseScaleEighths(crop.width, crop.height, out.width, out.height, s.options.scales);
-    // 4:1:1 / 4:4:1 chroma is box-upsampled 4x; scaled below 1/2 as well it loses too much
-    // colour (under 35 dB against a full decode), so those rare files decode at 1/2 or 8/8.
-    if (cinfo.max_h_samp_factor >= 4 || cinfo.max_v_samp_factor >= 4) n = n <= 4 ? 4 : 8;
-    const bool cmyk = IsCmyk(cinfo.jpeg_color_space);
-    cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
-    cinfo.scale_num = static_cast<unsigned>(n);
-    cinfo.scale_denom = 8;
-    cinfo.dct_method = s.options.fast_dct ? JDCT_IFAST : JDCT_ISLOW;
-    cinfo.do_fancy_upsampling = s.options.fast_upsample ? FALSE : TRUE;
-    jpeg_calc_output_dimensions(&cinfo);
-    const auto scaled_width = static_cast<std::int64_t>(cinfo.output_width);
-    const auto scaled_height = static_cast<std::int64_t>(cinfo.output_height);
+    const int n = SetScaledOutput(crop, out);
 
     // The crop in scaled pixels, widened to whole pixels and then by one chroma sample on
     // every side: libjpeg's fancy (triangle) chroma upsampling treats the edges of a
     // cropped or skipped-to region as image edges, so without the margin the crop's
     // border pixels of subsampled files would differ from a full decode. With it they are
     // bit-identical (jpeg_test checks), at the cost of a few rows and columns.
-    const auto [x0, y0, x1, y1] = CropRegion(crop, n, cinfo.max_h_samp_factor,
-                                             cinfo.max_v_samp_factor, scaled_width, scaled_height);
+    const ScaledRegion region =
+        CropRegion(crop, n, cinfo.max_h_samp_factor, cinfo.max_v_samp_factor,
+                   static_cast<std::int64_t>(cinfo.output_width),
+                   static_cast<std::int64_t>(cinfo.output_height));
 
     // The region's columns, then the rows above it skipped; jpeg_crop_scanline widens the
     // columns to whole iMCUs.
-    RegionJob job{static_cast<JDIMENSION>(x0), static_cast<JDIMENSION>(x1 - x0),
-                  static_cast<JDIMENSION>(y0)};
-    if (!GuardedStartRegion(&cinfo, &s.errors, &job)) s.Fail("data");
+    RegionJob job{static_cast<JDIMENSION>(region.x0),
+                  static_cast<JDIMENSION>(region.x1 - region.x0),
+                  static_cast<JDIMENSION>(region.y0)};
+    if (!GuardedStartRegion(&cinfo, &errors, &job)) Fail("data");
 
-    // The crop in region pixels, fractional after DCT scaling. The resize sees only the
-    // pixels the crop touches, so its filter stops at the crop's edges as torchvision's
-    // crop-then-resize does; at 8/8 this is exactly "full decode, crop, resize".
-    const auto region_rows = static_cast<std::size_t>(y1 - y0);
+    const auto region_rows = static_cast<std::size_t>(region.y1 - region.y0);
+    const ResizeWindow window = StartResize(plan, n, job, region.y0, region_rows, out);
+    const detail::RowStream stream = StreamRegion(job, region_rows, window, out);
+
+    DecodeReport report = Report();
+    report.resize_seconds = static_cast<double>(stream.resize_ns) * 1e-9;
+    report.scale_eighths = n;
+    report.decoded = Rect{static_cast<int>(job.x), static_cast<int>(region.y0),
+                          static_cast<int>(job.width), static_cast<int>(stream.rows_read)};
+    return report;
+  }
+
+  // Sets the decompressor's output (colour space, DCT scale, DCT and upsampling methods)
+  // for a decode of `crop` into `out`; returns the scale in eighths.
+  int SetScaledOutput(const Rect& crop, const PixelView& out) {
+    int n = ChooseScaleEighths(crop.width, crop.height, out.width, out.height, options.scales);
+    // 4:1:1 / 4:4:1 chroma is box-upsampled 4x; scaled below 1/2 as well it loses too much
+    // colour (under 35 dB against a full decode), so those rare files decode at 1/2 or 8/8.
+    if (cinfo.max_h_samp_factor >= 4 || cinfo.max_v_samp_factor >= 4) n = n <= 4 ? 4 : 8;
+    cinfo.out_color_space = IsCmyk(cinfo.jpeg_color_space) ? JCS_CMYK : JCS_RGB;
+    cinfo.scale_num = static_cast<unsigned>(n);
+    cinfo.scale_denom = 8;
+    cinfo.dct_method = options.fast_dct ? JDCT_IFAST : JDCT_ISLOW;
+    cinfo.do_fancy_upsampling = options.fast_upsample ? FALSE : TRUE;
+    jpeg_calc_output_dimensions(&cinfo);
+    return n;
+  }
+
+  // Starts the resize of plan.crop, in pixels of the started region (scale n/8; its
+  // first row is scaled row `first_row`), into `out`. The crop's edges are fractional
+  // after DCT scaling. The resize sees only the pixels the crop touches, so its filter
+  // stops at the crop's edges as torchvision's crop-then-resize does; at 8/8 this is
+  // exactly "full decode, crop, resize".
+  ResizeWindow StartResize(const CropPlan& plan, int n, const RegionJob& job,
+                           std::int64_t first_row, std::size_t region_rows, const PixelView& out) {
+    const Rect& crop = plan.crop;
     const double scale = n / 8.0;
     const double bx0 = crop.x * scale - job.x;
-    const double by0 = crop.y * scale - static_cast<double>(y0);
+    const double by0 = crop.y * scale - static_cast<double>(first_row);
     const double bx1 = std::min((crop.x + crop.width) * scale - job.x, double(job.width));
-    const double by1 =
-        std::min((crop.y + crop.height) * scale - static_cast<double>(y0), double(region_rows));
+    const double by1 = std::min((crop.y + crop.height) * scale - static_cast<double>(first_row),
+                                double(region_rows));
     const int ix0 = static_cast<int>(bx0);
     const int iy0 = static_cast<int>(by0);
     const int ix1 = static_cast<int>(std::ceil(bx1));
     const int iy1 = static_cast<int>(std::ceil(by1));
-    s.resizer.Start(ix1 - ix0, iy1 - iy0, SourceBox{bx0 - ix0, by0 - iy0, bx1 - ix0, by1 - iy0},
-                    out, plan.flip);
+    resizer.Start(ix1 - ix0, iy1 - iy0, SourceBox{bx0 - ix0, by0 - iy0, bx1 - ix0, by1 - iy0}, out,
+                  plan.flip);
+    return ResizeWindow{ix0, iy0, iy1};
+  }
 
+  // Streams the started region's rows through the started resize into `out`; returns the
+  // stream with its counts. Throws DecodeError when the data ends before the last row the
+  // resize reads.
+  detail::RowStream StreamRegion(const RegionJob& job, std::size_t region_rows,
+                                 const ResizeWindow& window, const PixelView& out) {
     // The decoded rows stream through a small ring into the resize, which runs as soon as
     // the rows an output row needs are there: the region is never whole in memory, and
     // the rows the resize reads are still in cache. Ring rows are as wide as the scaled
     // image (any iMCU widening fits); the vectors only grow, so steady state does not
     // allocate.
+    const bool cmyk = IsCmyk(cinfo.jpeg_color_space);
     const int components = cmyk ? 4 : 3;
-    const auto row_bytes = static_cast<std::size_t>(scaled_width) * components;
+    const auto row_bytes = static_cast<std::size_t>(cinfo.output_width) * components;
     const auto ring_rows =
-        std::min(static_cast<std::size_t>(s.resizer.MaxRows()) + kRingAhead, region_rows);
-    s.ring.Prepare(row_bytes, ring_rows, s.resizer.MaxRows());
+        std::min(static_cast<std::size_t>(resizer.MaxRows()) + kRingAhead, region_rows);
+    ring.Prepare(row_bytes, ring_rows, resizer.MaxRows());
     ScanlineSource source{&cinfo, cmyk ? static_cast<int>(job.width) : 0,
                           cinfo.saw_Adobe_marker != 0};
-    detail::RowStream stream{&s.resizer, s.ring.rows.data(), ring_rows,
-                             static_cast<std::size_t>(iy0),
-                             // The margin rows below the crop matter to no pixel it reads.
-                             static_cast<std::size_t>(iy1), out.height, s.ring.row_pointers.data(),
-                             // Ring rows hold column job.x at byte 0; the resize's column 0
-                             // is ix0.
-                             static_cast<std::size_t>(ix0) * 3};
-    if (!GuardedStreamRows(&cinfo, &s.errors, &source, &stream)) s.Fail("data");
+    detail::RowStream stream{
+        &resizer, ring.rows.data(), ring_rows, static_cast<std::size_t>(window.first_row),
+        // The margin rows below the crop matter to no pixel it reads.
+        static_cast<std::size_t>(window.end_row), out.height, ring.row_pointers.data(),
+        // Ring rows hold column job.x at byte 0; the resize's column 0
+        // is window.first_column.
+        static_cast<std::size_t>(window.first_column) * 3};
+    if (!GuardedStreamRows(&cinfo, &errors, &source, &stream)) Fail("data");
     if (stream.rows_written != out.height) {
       jpeg_abort_decompress(&cinfo);
       throw DecodeError(DecodeErrorKind::kTruncated, "truncated JPEG (data): decoded " +
                                                          std::to_string(stream.rows_read) + " of " +
-                                                         std::to_string(iy1) + " rows");
+                                                         std::to_string(window.end_row) + " rows");
     }
-
-    DecodeReport report = s.Report();
-    report.resize_seconds = static_cast<double>(stream.resize_ns) * 1e-9;
-    report.scale_eighths = n;
-    report.decoded = Rect{static_cast<int>(job.x), static_cast<int>(y0),
-                          static_cast<int>(job.width), static_cast<int>(stream.rows_read)};
-    return report;
+    return stream;
   }
 
   DecodeReport Report() const {

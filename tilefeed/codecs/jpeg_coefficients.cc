@@ -39,6 +39,7 @@
 #include <jpegint.h>
 // clang-format on
 
+#include "tilefeed/codecs/detail/crop_check.h"
 #include "tilefeed/codecs/detail/libjpeg_errors.h"
 #include "tilefeed/codecs/detail/row_stream.h"
 #include "tilefeed/codecs/resize.h"
@@ -957,14 +958,8 @@ DecodeReport CoefficientDecoder::Impl::Decode(std::span<const std::byte> rec, co
   const auto t0 = Clock::now();
   const Geometry g = ParseGeometry(rec, options.max_pixels);
   const Rect& crop = plan.crop;
-  if (crop.width <= 0 || crop.height <= 0 || crop.x < 0 || crop.y < 0 ||
-      crop.x > g.width - crop.width || crop.y > g.height - crop.height || out.width <= 0 ||
-      out.height <= 0 || out.channels != 3 || out.data == nullptr) {
-    throw DecodeError(DecodeErrorKind::kInvalidArgument,
-                      "crop " + std::to_string(crop.width) + "x" + std::to_string(crop.height) +
-                          "+" + std::to_string(crop.x) + "+" + std::to_string(crop.y) +
-                          " does not fit the " + std::to_string(g.width) + "x" +
-                          std::to_string(g.height) + " image or the output is empty");
+  if (!detail::CropFits(crop, g.width, g.height, out)) {
+    throw detail::CropDoesNotFit(crop, g.width, g.height, "image");
   }
   const Cover cover = CoverFor(g, crop, out.width, out.height, options);
   Prepare(rec, g, cover.row0, cover.row1);

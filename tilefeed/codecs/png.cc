@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "tilefeed/codecs/detail/crop_check.h"
 #include "tilefeed/codecs/detail/row_stream.h"
 #include "tilefeed/codecs/resize.h"
 
@@ -84,18 +85,6 @@ std::string SizeText(int width, int height) {
   return std::to_string(width) + "x" + std::to_string(height);
 }
 
-void CheckCrop(const ImageInfo& info, const CropPlan& plan, const PixelView& out) {
-  const Rect& crop = plan.crop;
-  if (crop.width <= 0 || crop.height <= 0 || crop.x < 0 || crop.y < 0 ||
-      crop.x > info.width - crop.width || crop.y > info.height - crop.height || out.width <= 0 ||
-      out.height <= 0 || out.channels != 3 || out.data == nullptr) {
-    throw DecodeError(DecodeErrorKind::kInvalidArgument,
-                      "crop " + SizeText(crop.width, crop.height) + "+" + std::to_string(crop.x) +
-                          "+" + std::to_string(crop.y) + " does not fit the " +
-                          SizeText(info.width, info.height) + " PNG image or the output is empty");
-  }
-}
-
 }  // namespace
 
 bool IsPng(std::span<const std::byte> bytes) {
@@ -161,7 +150,9 @@ struct PngDecoder::Impl {
 
   DecodeReport Decode(spng_ctx* ctx, const ImageInfo& info, const CropPlan& plan,
                       const PixelView& out) {
-    CheckCrop(info, plan, out);
+    if (!detail::CropFits(plan.crop, info.width, info.height, out)) {
+      throw detail::CropDoesNotFit(plan.crop, info.width, info.height, "PNG image");
+    }
     return info.progressive ? DecodeWhole(ctx, info, plan, out) : DecodeRows(ctx, info, plan, out);
   }
 

@@ -79,8 +79,8 @@ InstanceInfo DetectInstance(const EnvLookup& env) {
   return info;
 }
 
-loader::ShardSpec ShardOf(const InstanceInfo& instance) {
-  return loader::ShardSpec{instance.index, instance.count};
+loader::InstanceSlice SliceOf(const InstanceInfo& instance) {
+  return loader::InstanceSlice{instance.index, instance.count};
 }
 
 EnvLookup ProcessEnvironment() {

@@ -4,7 +4,7 @@
 //
 // mpirun tells each process its rank through the environment (OpenMPI:
 // OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK/LOCAL_SIZE; MPICH and other PMI launchers:
-// PMI_RANK/PMI_SIZE, MPI_LOCALRANKID/MPI_LOCALNRANKS), so an instance can find its shard
+// PMI_RANK/PMI_SIZE, MPI_LOCALRANKID/MPI_LOCALNRANKS), so an instance can find its slice
 // without initializing MPI. The library never reads the environment itself: `main` passes
 // a lookup (ProcessEnvironment() or its own, e.g. a map in tests). Pure functions;
 // thread-safe if the lookup is.
@@ -34,8 +34,8 @@ struct InstanceInfo {
 // out of range, or inconsistent with the others.
 InstanceInfo DetectInstance(const EnvLookup& env);
 
-// This instance's shard of every epoch, for LoaderOptions::shard.
-loader::ShardSpec ShardOf(const InstanceInfo& instance);
+// This instance's slice of every epoch, for LoaderOptions::slice.
+loader::InstanceSlice SliceOf(const InstanceInfo& instance);
 
 // A lookup over this process's environment (getenv). For `main` only: libraries take an
 // EnvLookup from their caller.

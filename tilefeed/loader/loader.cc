@@ -276,13 +276,13 @@ void Loader::Impl::Validate() {
           "first_epoch_position is past the end of the dataset");
   position = LoaderState{o.seed, o.first_epoch, o.first_epoch_position, source->size()};
   // EpochOrder validates the shard; epoch 0 gives the sizes of every epoch.
-  const EpochOrder probe(source->size(), o.seed, 0, false, o.shard, o.remainder, 0, o.locality);
+  const EpochOrder probe(source->size(), o.seed, 0, false, o.slice, o.remainder, 0, o.locality);
   samples_per_epoch = probe.size();
   batches_per_epoch = samples_per_epoch / o.batch_size;
   if (!o.drop_last_batch && samples_per_epoch % o.batch_size != 0) ++batches_per_epoch;
   if (batches_per_epoch == 0) {
-    throw std::invalid_argument("LoaderOptions: instance " + std::to_string(o.shard.index) +
-                                " of " + std::to_string(o.shard.count) + " gets " +
+    throw std::invalid_argument("LoaderOptions: instance " + std::to_string(o.slice.index) +
+                                " of " + std::to_string(o.slice.count) + " gets " +
                                 std::to_string(samples_per_epoch) +
                                 " samples per epoch, not one full batch of " +
                                 std::to_string(o.batch_size) + " (drop_last_batch is set)");
@@ -637,7 +637,7 @@ class Loader::Impl::Pipeline {
     if (o.epochs != 0 && epoch_ >= o.first_epoch + o.epochs) return false;
     const std::uint64_t start = epoch_ == o.first_epoch ? o.first_epoch_position : 0;
     order_ = std::make_shared<const EpochOrder>(loader_.source->size(), o.seed, epoch_, o.shuffle,
-                                                o.shard, o.remainder, start, o.locality);
+                                                o.slice, o.remainder, start, o.locality);
     // A resumed first epoch is shorter than the others.
     epoch_batches_ = order_->size() / o.batch_size;
     if (!o.drop_last_batch && order_->size() % o.batch_size != 0) ++epoch_batches_;
@@ -832,7 +832,7 @@ std::optional<Batch> Loader::Next() {
   const std::uint64_t start =
       slot.epoch == s.options.first_epoch ? s.options.first_epoch_position : 0;
   const std::uint64_t delivered = (slot.batch * s.options.batch_size + slot.size) *
-                                  static_cast<std::uint64_t>(s.options.shard.count);
+                                  static_cast<std::uint64_t>(s.options.slice.count);
   s.position.epoch = slot.epoch;
   s.position.position = std::min<std::uint64_t>(start + delivered, s.source->size());
   s.batches.fetch_add(1, std::memory_order_relaxed);
@@ -966,7 +966,7 @@ Batch::Batch(Batch&& other) noexcept { *this = std::move(other); }
 
 Batch& Batch::operator=(Batch&& other) noexcept {
   if (this != &other) {
-    release();
+    ReturnSlot();
     loader_ = std::exchange(other.loader_, nullptr);
     slot_ = other.slot_;
     epoch_ = other.epoch_;
@@ -984,7 +984,7 @@ Batch& Batch::operator=(Batch&& other) noexcept {
   return *this;
 }
 
-void Batch::release() noexcept {
+void Batch::ReturnSlot() noexcept {
   if (loader_ != nullptr) {
     loader_->Release(slot_);
     loader_ = nullptr;

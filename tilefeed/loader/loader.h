@@ -9,7 +9,7 @@
 // drops its Batch. Memory in flight is therefore prefetch_depth x batch bytes, and a
 // slow consumer simply makes the workers wait (back-pressure).
 //
-// Epoch e's batches are a pure function of (seed, e, source size, shard): which
+// Epoch e's batches are a pure function of (seed, e, source size, instance slice): which
 // samples, their order, their crops and flips. Worker count and scheduling change
 // nothing. The loader runs ahead across epoch boundaries, so a new epoch starts with
 // full slots; Next() returns nullopt once at the end of each epoch.
@@ -93,7 +93,7 @@ struct LoaderOptions {
   std::uint64_t seed = 0;
   bool shuffle = true;
   OrderLocality locality;                   // shuffle: block-local order (sampler.h)
-  ShardSpec shard;                          // this instance's index and the instance count
+  InstanceSlice slice;                      // this instance's index and the instance count
   Remainder remainder = Remainder::kPad;    // how the epoch is split among instances
   bool drop_last_batch = false;             // drop this instance's final partial batch
   std::uint64_t first_epoch = 0;            // the epoch the first Next() belongs to
@@ -152,11 +152,11 @@ class SlotsHeldError : public LoaderError {
 class Loader;
 
 // One batch, viewing a slot of the loader. Move-only; the slot returns to the loader
-// when the Batch is destroyed or release()d, after which its spans are invalid.
+// when the Batch is destroyed or ReturnSlot() is called, after which its spans are invalid.
 class Batch {
  public:
   Batch() = default;
-  ~Batch() { release(); }
+  ~Batch() { ReturnSlot(); }
   Batch(Batch&& other) noexcept;
   Batch& operator=(Batch&& other) noexcept;
   Batch(const Batch&) = delete;
@@ -177,7 +177,7 @@ class Batch {
   // The slot it occupies, in [0, prefetch_depth) (see SlotMemory).
   std::size_t slot() const { return slot_; }
   // Returns the slot now; the Batch becomes empty.
-  void release() noexcept;
+  void ReturnSlot() noexcept;
 
  private:
   friend class Loader;
@@ -214,7 +214,7 @@ struct LoaderMetrics {
 
 class Loader {
  public:
-  // Starts the workers. Throws std::invalid_argument for bad options or a shard that
+  // Starts the workers. Throws std::invalid_argument for bad options or an instance slice that
   // holds no batch.
   Loader(std::unique_ptr<Source> source, LoaderOptions options);
   ~Loader();

@@ -111,8 +111,8 @@ std::vector<Index> LocalPermutation(std::uint64_t n, std::uint64_t seed, std::ui
 // positions of the padded/dropped order. Index is uint32 for datasets below 2^32 to halve
 // the memory and cache traffic.
 template <typename Index>
-std::vector<Index> ShuffledShard(std::uint64_t n, std::uint64_t seed, std::uint64_t epoch,
-                                 ShardSpec shard, std::uint64_t start, std::size_t size,
+std::vector<Index> ShuffledSlice(std::uint64_t n, std::uint64_t seed, std::uint64_t epoch,
+                                 InstanceSlice slice, std::uint64_t start, std::size_t size,
                                  OrderLocality locality) {
   std::vector<Index> permutation;
   if (locality.block > 0) {
@@ -125,10 +125,10 @@ std::vector<Index> ShuffledShard(std::uint64_t n, std::uint64_t seed, std::uint6
     Shuffle(permutation.data(), n, state);
   }
   std::vector<Index> mine(size);
-  const auto count = static_cast<std::uint64_t>(shard.count);
+  const auto count = static_cast<std::uint64_t>(slice.count);
   for (std::size_t k = 0; k < size; ++k) {
     // Positions past n are padding, which repeats the permutation from its start.
-    mine[k] = permutation[(start + static_cast<std::uint64_t>(shard.index) + k * count) % n];
+    mine[k] = permutation[(start + static_cast<std::uint64_t>(slice.index) + k * count) % n];
   }
   return mine;
 }
@@ -136,26 +136,26 @@ std::vector<Index> ShuffledShard(std::uint64_t n, std::uint64_t seed, std::uint6
 }  // namespace
 
 EpochOrder::EpochOrder(std::uint64_t dataset_size, std::uint64_t seed, std::uint64_t epoch,
-                       bool shuffle, ShardSpec shard, Remainder remainder, std::uint64_t start,
+                       bool shuffle, InstanceSlice slice, Remainder remainder, std::uint64_t start,
                        OrderLocality locality)
-    : dataset_size_(dataset_size), start_(start), shard_(shard), shuffle_(shuffle) {
+    : dataset_size_(dataset_size), start_(start), slice_(slice), shuffle_(shuffle) {
   if (locality.window < 1) {
     throw std::invalid_argument("EpochOrder: locality window must be >= 1 block");
   }
-  if (shard.count < 1) {
-    throw std::invalid_argument("EpochOrder: shard count must be >= 1, got " +
-                                std::to_string(shard.count));
+  if (slice.count < 1) {
+    throw std::invalid_argument("EpochOrder: instance count must be >= 1, got " +
+                                std::to_string(slice.count));
   }
-  if (shard.index < 0 || shard.index >= shard.count) {
-    throw std::invalid_argument("EpochOrder: shard index must be in [0, " +
-                                std::to_string(shard.count) + "), got " +
-                                std::to_string(shard.index));
+  if (slice.index < 0 || slice.index >= slice.count) {
+    throw std::invalid_argument("EpochOrder: instance index must be in [0, " +
+                                std::to_string(slice.count) + "), got " +
+                                std::to_string(slice.index));
   }
   if (start > dataset_size) {
     throw std::invalid_argument("EpochOrder: start " + std::to_string(start) +
                                 " is past the end of a dataset of " + std::to_string(dataset_size));
   }
-  const auto count = static_cast<std::uint64_t>(shard.count);
+  const auto count = static_cast<std::uint64_t>(slice.count);
   const std::uint64_t remaining = dataset_size - start;
   const std::uint64_t per_instance = remainder == Remainder::kPad
                                          ? remaining / count + (remaining % count != 0)
@@ -168,17 +168,17 @@ EpochOrder::EpochOrder(std::uint64_t dataset_size, std::uint64_t seed, std::uint
   if (!shuffle_ || size_ == 0) return;
   if (dataset_size <= std::numeric_limits<std::uint32_t>::max()) {
     indices32_ =
-        ShuffledShard<std::uint32_t>(dataset_size, seed, epoch, shard, start, size_, locality);
+        ShuffledSlice<std::uint32_t>(dataset_size, seed, epoch, slice, start, size_, locality);
   } else {
     indices64_ =
-        ShuffledShard<std::uint64_t>(dataset_size, seed, epoch, shard, start, size_, locality);
+        ShuffledSlice<std::uint64_t>(dataset_size, seed, epoch, slice, start, size_, locality);
   }
 }
 
 std::uint64_t EpochOrder::operator[](std::size_t position) const {
   if (!shuffle_) {
-    return (start_ + static_cast<std::uint64_t>(shard_.index) +
-            position * static_cast<std::uint64_t>(shard_.count)) %
+    return (start_ + static_cast<std::uint64_t>(slice_.index) +
+            position * static_cast<std::uint64_t>(slice_.count)) %
            dataset_size_;
   }
   return indices64_.empty() ? indices32_[position] : indices64_[position];

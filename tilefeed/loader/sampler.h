@@ -6,7 +6,7 @@
 // epoch permutation is a pure function of (seed, epoch, dataset size), built with our own
 // generator and bounded draw so that it is the same on every standard library, compiler and
 // run; instance i takes positions i, i+N, i+2N, ... of it, after padding or dropping the tail
-// so that every instance takes the same number of samples. The N shards of an epoch are
+// so that every instance takes the same number of samples. The N instance slices of an epoch are
 // disjoint apart from padding and together cover the dataset.
 //
 // SampleRng is the random stream one sample's augmentations draw from, a pure function of
@@ -23,7 +23,7 @@
 namespace tilefeed::loader {
 
 // Which instance this is, of how many.
-struct ShardSpec {
+struct InstanceSlice {
   int index = 0;  // this instance, in [0, count)
   int count = 1;  // instances sharing the epoch
 };
@@ -53,7 +53,7 @@ struct OrderLocality {
 class EpochOrder {
  public:
   // Builds the order; shuffle = false gives the identity permutation. Throws
-  // std::invalid_argument on a bad shard. An empty dataset gives an empty order, as does
+  // std::invalid_argument on a bad instance slice. An empty dataset gives an empty order, as does
   // kDrop with fewer samples than instances.
   //
   // `start` resumes an epoch: the first `start` positions of the epoch's permutation were
@@ -65,9 +65,9 @@ class EpochOrder {
   //
   // `locality` (used only when shuffling) selects the block-local shuffle; throws
   // std::invalid_argument if its window is 0.
-  // REQUIRES: shard.count >= 1, 0 <= shard.index < shard.count, start <= dataset_size.
+  // REQUIRES: slice.count >= 1, 0 <= slice.index < slice.count, start <= dataset_size.
   EpochOrder(std::uint64_t dataset_size, std::uint64_t seed, std::uint64_t epoch, bool shuffle,
-             ShardSpec shard, Remainder remainder = Remainder::kPad, std::uint64_t start = 0,
+             InstanceSlice slice, Remainder remainder = Remainder::kPad, std::uint64_t start = 0,
              OrderLocality locality = {});
 
   // Number of samples this instance takes this epoch (the same for every instance).
@@ -77,7 +77,7 @@ class EpochOrder {
   // REQUIRES: position < size().
   std::uint64_t operator[](std::size_t position) const;
 
-  // Samples taken by all instances together from `start` on: size() * shard.count.
+  // Samples taken by all instances together from `start` on: size() * slice.count.
   std::uint64_t global_size() const { return global_size_; }
 
  private:
@@ -85,7 +85,7 @@ class EpochOrder {
   std::uint64_t start_ = 0;
   std::uint64_t global_size_ = 0;
   std::size_t size_ = 0;
-  ShardSpec shard_;
+  InstanceSlice slice_;
   bool shuffle_ = false;
   // This instance's indices when shuffled; the narrow vector whenever the dataset has fewer
   // than 2^32 samples. Unshuffled orders store nothing: they are computed.

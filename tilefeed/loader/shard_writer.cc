@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <thread>
 #include <utility>
@@ -205,6 +206,21 @@ class Converter {
 
   // Fills item.payload from the source sample, or marks the item skipped.
   void Convert(Item& item) {
+    ResetOutcome(item);
+    const std::optional<SampleInfo> info = ReadSample(item);
+    if (!info) return;
+    ConvertPayload(item, *info);
+    if (!item.skipped) SealRecord(item);
+  }
+
+ private:
+  static void Skip(Item& item, std::string reason) {
+    item.skipped = true;
+    item.reason = std::move(reason);
+  }
+
+  // Forgets the previous sample's outcome; the buffers stay, for reuse.
+  static void ResetOutcome(Item& item) {
     item.skipped = false;
     item.not_jpeg = false;
     item.reason.clear();
@@ -212,18 +228,25 @@ class Converter {
     item.coefficients = false;
     item.refusal.clear();
     item.refusal_category.clear();
+  }
+
+  bool raw() const { return options_.codec == ShardCodec::kLz4Raw; }
+
+  // Reads the sample into item.read (an indexed JPEG record without its index) and
+  // returns what the source says of it, or marks the item skipped and returns nothing.
+  std::optional<SampleInfo> ReadSample(Item& item) const {
     SampleInfo info;
     try {
       info = source_.Read(item.index, item.read);
     } catch (const SourceError& e) {
       Skip(item, e.reason());
-      return;
+      return std::nullopt;
     }
     if (info.codec == SampleCodec::kIndexedJpeg) {
       // Repacking indexed records: keep the JPEG; an index is made anew if asked for.
       if (info.index_size >= item.read.size()) {
         Skip(item, "interval index length does not fit the sample");
-        return;
+        return std::nullopt;
       }
       item.read.erase(item.read.begin(), item.read.begin() + info.index_size);
       info.codec = SampleCodec::kEncoded;
@@ -231,89 +254,100 @@ class Converter {
     item.source_bytes = item.read.size();
     if (info.label < 0) {
       Skip(item, "negative label " + std::to_string(info.label));
-      return;
+      return std::nullopt;
     }
     item.label = info.label;
-    const bool raw = options_.codec == ShardCodec::kLz4Raw;
+    return info;
+  }
+
+  // Points item.payload at what the shard stores for the sample, or marks it skipped.
+  // Throws PackError when the source's kind of sample cannot go into this codec's shards.
+  void ConvertPayload(Item& item, const SampleInfo& info) {
     item.payload = item.read;
     switch (info.codec) {
-      case SampleCodec::kIndexedJpeg:  // made kEncoded above
+      case SampleCodec::kIndexedJpeg:  // made kEncoded by ReadSample
       case SampleCodec::kEncoded:
-        if (!raw) {
-          // PNGs are stored as they are and decoded at read time, like JPEGs.
-          const char* kind = codecs::IsPng(item.read) ? nullptr : codecs::SniffNonJpeg(item.read);
-          if (kind != nullptr) {
-            item.not_jpeg = true;
-            item.reason = std::string("stored, but it is not a JPEG or PNG (") + kind + ")";
-          }
-          if (options_.codec == ShardCodec::kIndexedJpeg) Transcode(item);
-          if (options_.codec == ShardCodec::kCoefficients) StoreCoefficients(item);
-        } else {
-          try {
-            DecodeImage(item);
-          } catch (const codecs::DecodeError& e) {
-            Skip(item, e.what());
-            return;
-          }
-        }
+        ConvertImage(item);
         break;
       case SampleCodec::kRawHwc:
-        if (!raw) {
-          throw PackError(source_.Describe(item.index) +
-                          ": the source yields raw pixels; pack it with the raw codec");
-        }
-        try {
-          const codecs::RawInfo shape{info.height, info.width, info.channels};
-          if (shape.pixel_bytes() != item.read.size()) {
-            throw codecs::DecodeError(codecs::DecodeErrorKind::kCorrupt,
-                                      "raw sample size does not match its shape");
-          }
-          item.encoded = codecs::EncodeRaw(
-              std::span(reinterpret_cast<const std::uint8_t*>(item.read.data()), item.read.size()),
-              shape);
-          item.payload = item.encoded;
-        } catch (const codecs::DecodeError& e) {
-          Skip(item, e.what());
-          return;
-        }
+        RequireShardCodec(item, ShardCodec::kLz4Raw, "raw pixels", "raw");
+        EncodeRawPixels(item, info);
         break;
       case SampleCodec::kCoefficients:
-        if (options_.codec != ShardCodec::kCoefficients) {
-          throw PackError(source_.Describe(item.index) +
-                          ": the source yields coefficient records; pack it with the "
-                          "coefficients codec");
-        }
+        RequireShardCodec(item, ShardCodec::kCoefficients, "coefficient records", "coefficients");
         item.coefficients = true;
         break;
       case SampleCodec::kLz4Raw:
-        if (!raw) {
-          throw PackError(source_.Describe(item.index) +
-                          ": the source yields raw tensors; pack it with the raw codec");
-        }
+        RequireShardCodec(item, ShardCodec::kLz4Raw, "raw tensors", "raw");
         try {
           codecs::ReadRawInfo(item.read);
         } catch (const codecs::DecodeError& e) {
           Skip(item, e.what());
-          return;
         }
         break;
     }
+  }
+
+  void RequireShardCodec(const Item& item, ShardCodec codec, const char* samples,
+                         const char* codec_name) const {
+    if (options_.codec != codec) {
+      throw PackError(source_.Describe(item.index) + ": the source yields " + samples +
+                      "; pack it with the " + codec_name + " codec");
+    }
+  }
+
+  // A JPEG or PNG sample: stored as it came (noting a file that is neither), with an
+  // interval index, as coefficients, or decoded into a raw record.
+  void ConvertImage(Item& item) {
+    if (raw()) {
+      try {
+        DecodeImage(item);
+      } catch (const codecs::DecodeError& e) {
+        Skip(item, e.what());
+      }
+      return;
+    }
+    // PNGs are stored as they are and decoded at read time, like JPEGs.
+    const char* kind = codecs::IsPng(item.read) ? nullptr : codecs::SniffNonJpeg(item.read);
+    if (kind != nullptr) {
+      item.not_jpeg = true;
+      item.reason = std::string("stored, but it is not a JPEG or PNG (") + kind + ")";
+    }
+    if (options_.codec == ShardCodec::kIndexedJpeg) Transcode(item);
+    if (options_.codec == ShardCodec::kCoefficients) StoreCoefficients(item);
+  }
+
+  // Raw HWC pixels into an LZ4 raw record, or the item skipped when their size does not
+  // match the shape the source gives.
+  static void EncodeRawPixels(Item& item, const SampleInfo& info) {
+    try {
+      const codecs::RawInfo shape{info.height, info.width, info.channels};
+      if (shape.pixel_bytes() != item.read.size()) {
+        throw codecs::DecodeError(codecs::DecodeErrorKind::kCorrupt,
+                                  "raw sample size does not match its shape");
+      }
+      item.encoded = codecs::EncodeRaw(
+          std::span(reinterpret_cast<const std::uint8_t*>(item.read.data()), item.read.size()),
+          shape);
+      item.payload = item.encoded;
+    } catch (const codecs::DecodeError& e) {
+      Skip(item, e.what());
+    }
+  }
+
+  // Makes the record header and checksum of item.payload, or skips a payload too large
+  // for the record format.
+  void SealRecord(Item& item) const {
     if (item.payload.size() > UINT32_MAX - detail::kRecordHeaderSize) {
       Skip(item, "sample of " + std::to_string(item.payload.size()) + " bytes is too large");
       return;
     }
-    const RecordCodec record_codec = raw                   ? RecordCodec::kLz4Raw
+    const RecordCodec record_codec = raw()                 ? RecordCodec::kLz4Raw
                                      : item.index_size > 0 ? RecordCodec::kIndexedJpeg
                                      : item.coefficients   ? RecordCodec::kCoefficients
                                                            : RecordCodec::kJpeg;
     item.header = detail::EncodeRecordHeader(item.label, record_codec, item.index_size);
     item.checksum = detail::RecordChecksum(item.header, item.payload);
-  }
-
- private:
-  static void Skip(Item& item, std::string reason) {
-    item.skipped = true;
-    item.reason = std::move(reason);
   }
 
   // Replaces item.payload by the transcoded JPEG behind its index, or leaves the file as
@@ -398,11 +432,8 @@ class Converter {
   tbb::enumerable_thread_specific<Decoders> decoders_;
 };
 
-}  // namespace
-
-PackResult PackDataset(const Source& source, const PackOptions& options,
-                       const std::function<void(const PackProgress&)>& progress) {
-  const auto start = Clock::now();
+// Throws PackError for options or a source that cannot make a pack.
+void CheckPackArguments(const Source& source, const PackOptions& options) {
   if (options.output_dir.empty()) throw PackError("no output directory given");
   if (options.shard_bytes < kMinShardBytes) {
     throw PackError("shard size " + std::to_string(options.shard_bytes) +
@@ -414,106 +445,19 @@ PackResult PackDataset(const Source& source, const PackOptions& options,
     }
   }
   if (source.size() == 0) throw PackError("the source has no samples");
-  PrepareOutput(options);
+}
 
-  const RecordCodec codec = options.codec == ShardCodec::kJpeg     ? RecordCodec::kJpeg
-                            : options.codec == ShardCodec::kLz4Raw ? RecordCodec::kLz4Raw
-                            : options.codec == ShardCodec::kIndexedJpeg
-                                ? RecordCodec::kIndexedJpeg
-                                : RecordCodec::kCoefficients;
-  const int threads = options.workers > 0
-                          ? options.workers
-                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  // Live tokens bound the memory in flight: tokens x (sample + converted sample).
-  const std::size_t tokens = static_cast<std::size_t>(threads) * 4;
-  std::vector<Item> items(tokens);
-  Converter converter(source, options);
+RecordCodec RecordCodecOf(ShardCodec codec) {
+  return codec == ShardCodec::kJpeg          ? RecordCodec::kJpeg
+         : codec == ShardCodec::kLz4Raw      ? RecordCodec::kLz4Raw
+         : codec == ShardCodec::kIndexedJpeg ? RecordCodec::kIndexedJpeg
+                                             : RecordCodec::kCoefficients;
+}
 
-  PackResult result;
-  detail::Manifest manifest;
-  manifest.codec = codec;
-  manifest.class_names = source.class_names();
-  std::unique_ptr<ShardFileWriter> shard;
-  PackProgress state;
-  state.samples_total = source.size();
-  auto finish_shard = [&] {
-    manifest.shards.push_back(shard->Finish());
-    state.bytes_written += manifest.shards.back().bytes - shard->size();  // the footer
-    shard.reset();
-    ++state.shards_written;
-  };
-
-  std::size_t next = 0;
-  tbb::task_arena arena(threads);
-  arena.execute([&] {
-    tbb::parallel_pipeline(
-        tokens,
-        tbb::make_filter<
-            void,
-            Item*>(tbb::filter_mode::serial_in_order, [&](tbb::flow_control& control) -> Item* {
-          if (next == source.size()) {
-            control.stop();
-            return nullptr;
-          }
-          // Live tokens form a contiguous range of at most
-          // `tokens` samples, so this slot is free.
-          Item* item = &items[next % tokens];
-          item->index = next++;
-          return item;
-        }) & tbb::make_filter<Item*, Item*>(tbb::filter_mode::parallel, [&](Item* item) {
-          converter.Convert(*item);
-          return item;
-        }) & tbb::make_filter<Item*, void>(tbb::filter_mode::serial_in_order, [&](Item* item) {
-          if (item->skipped) {
-            result.skipped.push_back({item->index, source.Describe(item->index), item->reason, {}});
-          } else {
-            if (item->not_jpeg) {
-              result.not_jpeg.push_back(
-                  {item->index, source.Describe(item->index), item->reason, {}});
-            }
-            if (codec == RecordCodec::kIndexedJpeg || codec == RecordCodec::kCoefficients) {
-              if (item->index_size == 0 && !item->coefficients) {
-                result.not_indexed.push_back({item->index, source.Describe(item->index),
-                                              item->refusal, item->refusal_category});
-              } else {
-                ++result.indexed;
-                result.indexed_source_bytes += item->source_bytes;
-                result.indexed_stored_bytes += item->payload.size();
-                result.index_bytes += item->index_size;
-              }
-            }
-            const std::uint64_t size = item->header.size() + item->payload.size();
-            if (shard && shard->records() > 0 &&
-                shard->size() + size + detail::FooterSize(shard->records() + 1) >
-                    options.shard_bytes) {
-              finish_shard();
-            }
-            if (!shard) {
-              const auto number = static_cast<std::uint32_t>(manifest.shards.size());
-              shard = std::make_unique<ShardFileWriter>(
-                  (fs::path(options.output_dir) / detail::ShardFileName(number)).string(), number,
-                  codec);
-              state.bytes_written += detail::kShardHeaderSize;
-            }
-            shard->Add(item->header, item->payload, item->label, item->checksum);
-            state.bytes_written += size;
-            ++manifest.records;
-          }
-          ++state.samples_done;
-          if (progress) {
-            state.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-            progress(state);
-          }
-        }));
-  });
-  if (shard) finish_shard();
-  if (manifest.records == 0) throw PackError("every sample was skipped; nothing was written");
-
-  // The shards' renames must be durable before the manifest that names them.
-  SyncDirectory(options.output_dir);
-  const std::string text = detail::FormatManifest(manifest);
-  const std::string manifest_path =
-      (fs::path(options.output_dir) / detail::kManifestFileName).string();
+// Writes `text` as the manifest of the pack in `output_dir`, durably and atomically (a
+// temporary file, fsynced, renamed); returns the manifest's path.
+std::string WriteManifest(const std::string& output_dir, const std::string& text) {
+  std::string manifest_path = (fs::path(output_dir) / detail::kManifestFileName).string();
   const std::string tmp_path = manifest_path + ".tmp";
   {
     UniqueFd fd(::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
@@ -522,14 +466,151 @@ PackResult PackDataset(const Source& source, const PackOptions& options,
     if (::fsync(fd.get()) != 0) ThrowErrno(tmp_path, "fsync");
   }
   if (::rename(tmp_path.c_str(), manifest_path.c_str()) != 0) ThrowErrno(manifest_path, "rename");
-  SyncDirectory(options.output_dir);
+  SyncDirectory(output_dir);
+  return manifest_path;
+}
 
-  result.records = manifest.records;
-  result.shards = manifest.shards.size();
-  result.bytes = state.bytes_written + text.size();
-  result.manifest_path = manifest_path;
-  result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  return result;
+// The pipeline's last, serial stage: takes the converted samples in order, counts each
+// one's outcome in the PackResult, and appends the records to shard files, starting the
+// next shard when a record would take the current one over options.shard_bytes. Finish()
+// closes the last shard and writes the manifest.
+class PackWriter {
+ public:
+  PackWriter(const Source& source, const PackOptions& options,
+             const std::function<void(const PackProgress&)>& progress, Clock::time_point start)
+      : source_(source), options_(options), progress_(progress), start_(start) {
+    manifest_.codec = RecordCodecOf(options.codec);
+    manifest_.class_names = source.class_names();
+    state_.samples_total = source.size();
+  }
+
+  void Take(const Item& item) {
+    if (item.skipped) {
+      result_.skipped.push_back({item.index, source_.Describe(item.index), item.reason, {}});
+    } else {
+      Count(item);
+      Append(item);
+    }
+    ++state_.samples_done;
+    if (progress_) {
+      state_.seconds = std::chrono::duration<double>(Clock::now() - start_).count();
+      progress_(state_);
+    }
+  }
+
+  PackResult Finish() {
+    if (shard_) FinishShard();
+    if (manifest_.records == 0) throw PackError("every sample was skipped; nothing was written");
+    // The shards' renames must be durable before the manifest that names them.
+    SyncDirectory(options_.output_dir);
+    const std::string text = detail::FormatManifest(manifest_);
+    result_.manifest_path = WriteManifest(options_.output_dir, text);
+    result_.records = manifest_.records;
+    result_.shards = manifest_.shards.size();
+    result_.bytes = state_.bytes_written + text.size();
+    result_.seconds = std::chrono::duration<double>(Clock::now() - start_).count();
+    return std::move(result_);
+  }
+
+ private:
+  // Counts a stored sample that is not a JPEG or PNG, and, in an indexed or coefficient
+  // pack, whether it got its index or coefficients.
+  void Count(const Item& item) {
+    if (item.not_jpeg) {
+      result_.not_jpeg.push_back({item.index, source_.Describe(item.index), item.reason, {}});
+    }
+    if (manifest_.codec != RecordCodec::kIndexedJpeg &&
+        manifest_.codec != RecordCodec::kCoefficients) {
+      return;
+    }
+    if (item.index_size == 0 && !item.coefficients) {
+      result_.not_indexed.push_back(
+          {item.index, source_.Describe(item.index), item.refusal, item.refusal_category});
+    } else {
+      ++result_.indexed;
+      result_.indexed_source_bytes += item.source_bytes;
+      result_.indexed_stored_bytes += item.payload.size();
+      result_.index_bytes += item.index_size;
+    }
+  }
+
+  void Append(const Item& item) {
+    const std::uint64_t size = item.header.size() + item.payload.size();
+    if (shard_ && shard_->records() > 0 &&
+        shard_->size() + size + detail::FooterSize(shard_->records() + 1) > options_.shard_bytes) {
+      FinishShard();
+    }
+    if (!shard_) {
+      const auto number = static_cast<std::uint32_t>(manifest_.shards.size());
+      shard_ = std::make_unique<ShardFileWriter>(
+          (fs::path(options_.output_dir) / detail::ShardFileName(number)).string(), number,
+          manifest_.codec);
+      state_.bytes_written += detail::kShardHeaderSize;
+    }
+    shard_->Add(item.header, item.payload, item.label, item.checksum);
+    state_.bytes_written += size;
+    ++manifest_.records;
+  }
+
+  void FinishShard() {
+    manifest_.shards.push_back(shard_->Finish());
+    state_.bytes_written += manifest_.shards.back().bytes - shard_->size();  // the footer
+    shard_.reset();
+    ++state_.shards_written;
+  }
+
+  const Source& source_;
+  const PackOptions& options_;
+  const std::function<void(const PackProgress&)>& progress_;
+  const Clock::time_point start_;
+  PackResult result_;
+  detail::Manifest manifest_;
+  std::unique_ptr<ShardFileWriter> shard_;
+  PackProgress state_;
+};
+
+}  // namespace
+
+PackResult PackDataset(const Source& source, const PackOptions& options,
+                       const std::function<void(const PackProgress&)>& progress) {
+  const auto start = Clock::now();
+  CheckPackArguments(source, options);
+  PrepareOutput(options);
+
+  const int threads = options.workers > 0
+                          ? options.workers
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // Live tokens bound the memory in flight: tokens x (sample + converted sample).
+  const std::size_t tokens = static_cast<std::size_t>(threads) * 4;
+  std::vector<Item> items(tokens);
+  Converter converter(source, options);
+  PackWriter writer(source, options, progress, start);
+
+  std::size_t next = 0;
+  auto read_order = [&](tbb::flow_control& control) -> Item* {
+    if (next == source.size()) {
+      control.stop();
+      return nullptr;
+    }
+    // Live tokens form a contiguous range of at most `tokens` samples, so this slot is
+    // free.
+    Item* item = &items[next % tokens];
+    item->index = next++;
+    return item;
+  };
+  auto convert = [&](Item* item) {
+    converter.Convert(*item);
+    return item;
+  };
+  auto write = [&](Item* item) { writer.Take(*item); };
+  tbb::task_arena arena(threads);
+  arena.execute([&] {
+    tbb::parallel_pipeline(
+        tokens, tbb::make_filter<void, Item*>(tbb::filter_mode::serial_in_order, read_order) &
+                    tbb::make_filter<Item*, Item*>(tbb::filter_mode::parallel, convert) &
+                    tbb::make_filter<Item*, void>(tbb::filter_mode::serial_in_order, write));
+  });
+  return writer.Finish();
 }
 
 }  // namespace tilefeed::loader
