@@ -54,7 +54,7 @@ SessionTerms Terms(std::uint64_t epochs = 1) {
 std::unique_ptr<loader::Loader> OpenAt(const SessionTerms& agreed) {
   loader::LoaderOptions o =
       testing::SmallOptions(kBatch, kSide, agreed.epochs - agreed.first_epoch);
-  o.shard = {static_cast<int>(agreed.slice_index), static_cast<int>(agreed.slice_count)};
+  o.slice = {static_cast<int>(agreed.slice_index), static_cast<int>(agreed.slice_count)};
   o.seed = agreed.seed;
   o.first_epoch = agreed.first_epoch;
   o.first_epoch_position = agreed.first_position;
