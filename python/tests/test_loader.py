@@ -484,6 +484,29 @@ def test_load_state_dict_then_set_epoch(folder):
     loader.stop()
 
 
+def test_load_state_dict_of_another_seed_takes_its_seed(folder):
+    other = tilefeed.Loader(folder, workers=1, **dict(RESUME, seed=7))
+    other.load_state_dict(state(0, 8, seed=7))
+    expected = run_to_end(other)
+    other.stop()
+    loader = tilefeed.Loader(folder, workers=2, **RESUME)
+    next(iter(loader))
+    loader.load_state_dict(state(0, 8, seed=7))
+    assert loader.options["seed"] == 7 and loader.state_dict() == state(0, 8, seed=7)
+    assert_same_batches(run_to_end(loader), expected)
+    loader.stop()
+
+
+def test_views_kept_across_set_epoch_stay_valid(folder):
+    loader = tilefeed.Loader(folder, workers=2, prefetch_depth=3, **RESUME)
+    batch = next(iter(loader))
+    kept, copied = batch.torch(), batch.images.copy()
+    loader.set_epoch(1)
+    assert [b.epoch for b in loader] == [1, 1, 1]
+    np.testing.assert_array_equal(kept.numpy(), copied)
+    loader.stop()
+
+
 def test_state_dict_is_a_picklable_plain_dict(folder):
     loader = tilefeed.Loader(folder, workers=1, **RESUME)
     it = iter(loader)
