@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -515,6 +516,23 @@ struct Delivered {
   friend bool operator==(const Delivered&, const Delivered&) = default;
 };
 
+// A copy of a batch's contents.
+Delivered Copy(const Batch& batch) {
+  return {batch.epoch(),
+          batch.index(),
+          {batch.labels().begin(), batch.labels().end()},
+          {batch.sample_indices().begin(), batch.sample_indices().end()},
+          {batch.images().begin(), batch.images().end()}};
+}
+
+// 27 samples in batches of 4 for two epochs: 7 batches per epoch, the last one short.
+LoaderOptions TwoEpochsOfSevenBatches(int workers) {
+  LoaderOptions o = SmallOptions(workers);
+  o.batch_size = 4;
+  o.epochs = 2;
+  return o;
+}
+
 // Takes up to `limit` batches (crossing epoch ends) and returns them.
 std::vector<Delivered> Take(Loader& loader, std::size_t limit, std::uint64_t last_epoch) {
   std::vector<Delivered> out;
@@ -524,22 +542,21 @@ std::vector<Delivered> Take(Loader& loader, std::size_t limit, std::uint64_t las
       if (loader.state().epoch > last_epoch) break;
       continue;
     }
-    out.push_back({batch->epoch(),
-                   batch->index(),
-                   {batch->labels().begin(), batch->labels().end()},
-                   {batch->sample_indices().begin(), batch->sample_indices().end()},
-                   {batch->images().begin(), batch->images().end()}});
+    out.push_back(Copy(*batch));
   }
   return out;
 }
 
+// Every batch of a run over `data` with `o` through its last epoch (o.epochs != 0).
+std::vector<Delivered> Uninterrupted(const Dataset& data, const LoaderOptions& o) {
+  Loader loader(ImageFolder::Open(data.dir.path().string()), o);
+  return Take(loader, std::numeric_limits<std::size_t>::max(), o.first_epoch + o.epochs - 1);
+}
+
 TEST(LoaderResume, ResumingAtAnyBatchGivesTheUninterruptedBatchesByteForByte) {
-  auto data = MakeDataset(9);  // 27 samples, batch 4: 7 batches per epoch, the last short
-  LoaderOptions o = SmallOptions(2);
-  o.batch_size = 4;
-  o.epochs = 2;
-  Loader whole(ImageFolder::Open(data->dir.path().string()), o);
-  const std::vector<Delivered> expected = Take(whole, 1000, 1);
+  auto data = MakeDataset(9);
+  const LoaderOptions o = TwoEpochsOfSevenBatches(2);
+  const std::vector<Delivered> expected = Uninterrupted(*data, o);
   ASSERT_EQ(expected.size(), 14u);
   for (std::size_t cut = 0; cut <= expected.size(); ++cut) {
     SCOPED_TRACE(cut);
@@ -647,14 +664,6 @@ class GatedSource : public Source {
   bool open_ = false;
 };
 
-Delivered Copy(const Batch& batch) {
-  return {batch.epoch(),
-          batch.index(),
-          {batch.labels().begin(), batch.labels().end()},
-          {batch.sample_indices().begin(), batch.sample_indices().end()},
-          {batch.images().begin(), batch.images().end()}};
-}
-
 // Every batch until the loader ends, asking with Next(timeout); counts the timeouts.
 std::vector<Delivered> TakeWithTimeouts(Loader& loader, std::chrono::milliseconds timeout,
                                         std::size_t& timeouts) {
@@ -668,12 +677,9 @@ std::vector<Delivered> TakeWithTimeouts(Loader& loader, std::chrono::millisecond
 }
 
 TEST(Loader, TimedOutNextConsumesNothing) {
-  auto data = MakeDataset(9);  // 27 samples, batch 4: 7 batches per epoch
-  LoaderOptions o = SmallOptions(2);
-  o.batch_size = 4;
-  o.epochs = 2;
-  Loader reference(ImageFolder::Open(data->dir.path().string()), o);
-  const std::vector<Delivered> expected = Take(reference, 1000, 1);
+  auto data = MakeDataset(9);
+  const LoaderOptions o = TwoEpochsOfSevenBatches(2);
+  const std::vector<Delivered> expected = Uninterrupted(*data, o);
   ASSERT_EQ(expected.size(), 14u);
 
   auto gated = std::make_unique<GatedSource>(ImageFolder::Open(data->dir.path().string()));
@@ -723,10 +729,8 @@ TEST(Loader, EndedAfterTheLastEpochAndAfterStop) {
 }
 
 TEST(LoaderResume, SeekGivesTheBatchesOfApplyToByteForByte) {
-  auto data = MakeDataset(9);  // 27 samples, batch 4: 7 batches per epoch, the last short
-  LoaderOptions o = SmallOptions(2);
-  o.batch_size = 4;
-  o.epochs = 2;
+  auto data = MakeDataset(9);
+  const LoaderOptions o = TwoEpochsOfSevenBatches(2);
   // expected[k] is the k-th batch of an uninterrupted run; states[k] the state before it.
   std::vector<Delivered> expected;
   std::vector<LoaderState> states;
