@@ -241,7 +241,7 @@ class Loader {
   // held_slots_timeout) when the caller's own batches hold every slot.
   std::optional<Batch> Next();
 
-  // Next() that waits at most `timeout` (rounded up to the ring's wake-ups, a few ms).
+  // Next() that waits for at most about `timeout` (0: only what is ready now).
   // kTimedOut consumes nothing and changes no state(): the next call continues exactly
   // where this one was, so batches are those of a loader that never timed out. `batch` is
   // set only with kBatch. Throws what Next() throws.
