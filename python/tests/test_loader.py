@@ -388,7 +388,7 @@ def test_interrupted_request_loses_no_batch(tmp_path):
             next(it)
     finally:
         timer.cancel()
-    time.sleep(2.0)  # the fetcher may now hold the third batch; the consumer has not had it
+    time.sleep(2.0)  # the third batch may now be ready in the loader; the consumer has not had it
     assert loader.state_dict()["position"] == 8
     got.extend(b.sample_indices.tolist() for b in it)
     assert got == expected and len(got) == 3
