@@ -781,6 +781,38 @@ TEST(LoaderResume, SeekGivesTheBatchesOfApplyToByteForByte) {
   EXPECT_EQ(last->sample_indices()[0], expected[13].indices[0]);
 }
 
+TEST(LoaderResume, SeekWhileAnotherThreadDropsBatchesLosesNoSlot) {
+  auto data = MakeDataset(9);
+  LoaderOptions o = TwoEpochsOfSevenBatches(2);
+  o.held_slots_timeout = std::chrono::seconds{30};  // a lost slot fails instead of hanging
+  const std::vector<Delivered> expected = Uninterrupted(*data, o);
+  Loader loader(ImageFolder::Open(data->dir.path().string()), o);
+  const LoaderState start = loader.state();
+  for (int round = 0; round < 10; ++round) {
+    std::vector<Batch> held;
+    for (int i = 0; i < 2; ++i) {
+      std::optional<Batch> batch = loader.Next();
+      ASSERT_TRUE(batch.has_value());
+      held.push_back(std::move(*batch));
+    }
+    std::jthread dropper([held = std::move(held)]() mutable { held.clear(); });
+    loader.Seek(start);
+  }
+  // Every slot is back exactly once: prefetch_depth batches can be held at once, and the
+  // batches are the uninterrupted run's.
+  std::vector<Batch> all_held;
+  std::vector<Delivered> got;
+  for (std::size_t k = 0; k < expected.size(); ++k) {
+    std::optional<Batch> batch = loader.Next();
+    if (!batch) batch = loader.Next();  // the end of epoch 0
+    ASSERT_TRUE(batch.has_value());
+    got.push_back(Copy(*batch));
+    all_held.push_back(std::move(*batch));
+    if (all_held.size() == o.prefetch_depth) all_held.clear();
+  }
+  EXPECT_TRUE(got == expected);
+}
+
 TEST(LoaderResume, SeekRefusesAnotherSeedOrDatasetSize) {
   auto data = MakeDataset(2);
   const LoaderOptions o = SmallOptions(1);
