@@ -10,17 +10,22 @@
 //    Python Batch and every view of it are gone, and a Loader outlives its Batches as
 //    loader.h requires. Nothing in a BatchData is a Python object, so torch may run the
 //    DLPack deleter on any thread without the GIL.
-//  * Ctrl-C. Loader::Next() blocks without a timeout, and Python runs its SIGINT handler
-//    only on the main thread between bytecodes. So Next() runs on a fetcher thread that
-//    the consumer asks for one batch at a time; the consumer waits for the answer in
-//    slices of kSignalSlice with the GIL released and calls PyErr_CheckSignals between
-//    slices. An interrupted request stays pending: the next call collects its batch, so
-//    an interrupt loses no batch and changes no epoch's contents.
+//  * Ctrl-C. Python runs its SIGINT handler only on the main thread between bytecodes,
+//    so Core::Next() waits with Loader::Next(kSignalSlice), the GIL released, and calls
+//    PyErr_CheckSignals between slices. A wait that times out consumes nothing, so an
+//    interrupt loses no batch and changes no epoch's contents: the next call returns the
+//    batch the interrupted one was waiting for.
+//  * Epochs. The loader says where it stands (state(): the epoch a new iteration yields)
+//    and moves to another epoch or a checkpoint's state in place (Seek()), so
+//    tilefeed/__init__.py keeps no epoch count of its own and re-creates the loader only
+//    for a checkpoint of another seed.
 //  * The GIL. It is released while waiting, while constructing (indexing, starting
-//    workers) and while stopping (joining workers). Workers take it only to call
-//    on_bad_sample; since no C++ lock is held while the consumer waits with the GIL
-//    released, that cannot deadlock. The callback object and its pending exception are
-//    dropped under the GIL by Shutdown(), after the workers are joined.
+//    workers) and while stopping or seeking (joining workers). Workers take it only to
+//    call on_bad_sample, and no lock is held while they wait for it: Loader::Next() holds
+//    the loader's own mutex for one slice at most, so a thread asking state() with the
+//    GIL held waits no longer than that and cannot deadlock with a consumer or a worker.
+//    The callback object and its pending exception are dropped under the GIL by
+//    Shutdown(), after the workers are joined.
 
 #include <Python.h>
 #include <pybind11/numpy.h>
@@ -30,18 +35,15 @@
 #include <cassert>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <exception>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -111,8 +113,8 @@ py::dict ToDict(const loader::BadSample& bad) {
   return d;
 }
 
-// Owns one loader and its fetcher thread. Shared by the Python _Core object and every
-// live BatchData; Shutdown() is called by the former, with the GIL held.
+// Owns one loader. Shared by the Python _Core object and every live BatchData; Shutdown()
+// is called by the former, with the GIL held.
 class Core {
  public:
   // REQUIRES: the GIL is held.
@@ -124,12 +126,8 @@ class Core {
     } else {
       callback_ = py::object();
     }
-    {
-      py::gil_scoped_release release;
-      loader_ = std::make_unique<loader::Loader>(std::move(source), std::move(options));
-    }
-    state_ = loader_->state();
-    fetcher_ = std::thread([this] { FetchLoop(); });
+    py::gil_scoped_release release;
+    loader_ = std::make_unique<loader::Loader>(std::move(source), std::move(options));
   }
 
   Core(const Core&) = delete;
@@ -138,22 +136,15 @@ class Core {
   // May run on any thread, with or without the GIL: after Shutdown() nothing here is a
   // Python object.
   ~Core() {
-    StopThreads();
+    if (loader_) loader_->Stop();
     assert(!callback_);
   }
 
   loader::Loader& loader() { return *loader_; }
 
-  // Where the loader stands after the last batch Next() handed over (or the end of an
-  // epoch it reported). Not loader().state(): after an interrupted request the fetcher
-  // may already hold the next batch, which the consumer has not received yet.
-  loader::LoaderState state() {
-    std::lock_guard lock(mutex_);
-    return state_;
-  }
-
-  // The next batch, or nullopt at the end of an epoch or once stopped. Raises what the
-  // callback raised, LoaderError, or KeyboardInterrupt (the request stays pending).
+  // The next batch, or nullopt at the end of an epoch or once ended. Raises what the
+  // callback raised, LoaderError, or KeyboardInterrupt (nothing consumed: the next call
+  // returns the batch this one was waiting for).
   // REQUIRES: the GIL is held.
   std::optional<loader::Batch> Next() {
     if (callback_error_) {
@@ -161,96 +152,36 @@ class Core {
       callback_error_.reset();
       throw error;
     }
-    // One consumer at a time; waiting for another consumer is interruptible too.
-    std::unique_lock consumer(consumer_mutex_, std::defer_lock);
     for (;;) {
-      bool locked;
+      loader::Loader::NextResult next;
       {
         py::gil_scoped_release release;
-        locked = consumer.try_lock_for(kSignalSlice);
+        next = loader_->Next(kSignalSlice);
       }
-      if (locked) break;
+      if (next.status != loader::NextStatus::kTimedOut) return std::move(next.batch);
       CheckSignals();
     }
-    {
-      std::lock_guard lock(mutex_);
-      if (quit_) return std::nullopt;
-      if (!requested_) {
-        requested_ = true;
-        cv_.notify_all();
-      }
-    }
-    for (;;) {
-      bool done;
-      {
-        py::gil_scoped_release release;
-        std::unique_lock lock(mutex_);
-        done = cv_.wait_for(lock, kSignalSlice, [&] { return answered_ || quit_; });
-      }
-      if (done) break;
-      CheckSignals();
-    }
-    std::optional<loader::Batch> batch;
-    std::exception_ptr error;
-    {
-      std::lock_guard lock(mutex_);
-      if (!answered_) return std::nullopt;  // stopped
-      requested_ = answered_ = false;
-      batch = std::move(answer_);
-      answer_.reset();
-      state_ = answer_state_;
-      error = std::exchange(answer_error_, nullptr);
-    }
-    if (error) std::rethrow_exception(error);
-    return batch;
   }
 
-  // Stops the workers and the fetcher and drops the callback. Idempotent.
+  // loader::Loader::Seek with the GIL released (it joins the workers).
+  // REQUIRES: the GIL is held.
+  void Seek(const loader::LoaderState& state) {
+    py::gil_scoped_release release;
+    loader_->Seek(state);
+  }
+
+  // Stops the workers and drops the callback. Idempotent.
   // REQUIRES: the GIL is held.
   void Shutdown() {
     {
       py::gil_scoped_release release;
-      StopThreads();
+      loader_->Stop();
     }
     callback_ = py::object();
     callback_error_.reset();
   }
 
  private:
-  void StopThreads() {
-    std::lock_guard stopping(stop_mutex_);  // stop() may race the _Core's deallocation
-    if (loader_) loader_->Stop();           // the fetcher's Next() returns; workers are joined
-    {
-      std::lock_guard lock(mutex_);
-      quit_ = true;
-    }
-    cv_.notify_all();
-    if (fetcher_.joinable()) fetcher_.join();
-  }
-
-  void FetchLoop() {
-    std::unique_lock lock(mutex_);
-    for (;;) {
-      cv_.wait(lock, [&] { return quit_ || (requested_ && !answered_); });
-      if (quit_) return;
-      lock.unlock();
-      std::optional<loader::Batch> batch;
-      std::exception_ptr error;
-      try {
-        batch = loader_->Next();
-      } catch (...) {
-        error = std::current_exception();
-      }
-      const loader::LoaderState state = loader_->state();
-      lock.lock();
-      answer_ = std::move(batch);
-      answer_error_ = error;
-      answer_state_ = state;
-      answered_ = true;
-      cv_.notify_all();
-    }
-  }
-
   // Runs on a decode worker.
   void OnBadSample(const loader::BadSample& bad) {
     if (IsFinalizing()) return;
@@ -267,20 +198,7 @@ class Core {
   py::object callback_;
   std::optional<py::error_already_set> callback_error_;
 
-  std::timed_mutex consumer_mutex_;
-  std::mutex stop_mutex_;
-  // The request/answer protocol with the fetcher, under mutex_.
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool requested_ = false;
-  bool answered_ = false;
-  bool quit_ = false;
   std::unique_ptr<loader::Loader> loader_;
-  std::optional<loader::Batch> answer_;  // destroyed before loader_
-  std::exception_ptr answer_error_;
-  loader::LoaderState answer_state_;  // loader_->state() right after answer_ was fetched
-  loader::LoaderState state_;         // the state after the last answer collected by Next()
-  std::thread fetcher_;
 };
 
 // One batch's memory: a loader slot, or owned copies (copy=True). Holds no Python object.
@@ -763,15 +681,21 @@ class PyCore {
   }
 
   // loader::LoaderState as a dict: the next batch continues at global `position` of
-  // `epoch`'s permutation (see Core::state()).
+  // `epoch`'s permutation.
   py::dict State() const {
-    const loader::LoaderState s = core_->state();
+    const loader::LoaderState s = core_->loader().state();
     py::dict d;
     d["seed"] = s.seed;
     d["epoch"] = s.epoch;
     d["position"] = s.position;
     d["dataset_size"] = s.dataset_size;
     return d;
+  }
+
+  // Continues at `position` of `epoch` (loader::Loader::Seek, this loader's seed).
+  void Seek(std::uint64_t epoch, std::uint64_t position) {
+    const loader::LoaderState now = core_->loader().state();
+    core_->Seek({now.seed, epoch, position, now.dataset_size});
   }
 
   std::size_t batches_per_epoch() const { return core_->loader().batches_per_epoch(); }
@@ -873,6 +797,8 @@ PYBIND11_MODULE(_tilefeed, m) {
       .def("bad_samples", &PyCore::BadSamples)
       .def("state", &PyCore::State,
            "loader::LoaderState as a dict: seed, epoch, position, dataset_size")
+      .def("seek", &PyCore::Seek, py::arg("epoch"), py::arg("position"),
+           "continues at `position` of `epoch` (loader::Loader::Seek)")
       .def_property_readonly("batches_per_epoch", &PyCore::batches_per_epoch)
       .def_property_readonly("samples_per_epoch", &PyCore::samples_per_epoch)
       .def_property_readonly("dataset_size", &PyCore::dataset_size)

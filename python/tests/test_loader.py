@@ -388,7 +388,7 @@ def test_interrupted_request_loses_no_batch(tmp_path):
             next(it)
     finally:
         timer.cancel()
-    time.sleep(2.0)  # the fetcher may now hold the third batch; the consumer has not had it
+    time.sleep(2.0)  # the third batch may now be ready in the loader; the consumer has not had it
     assert loader.state_dict()["position"] == 8
     got.extend(b.sample_indices.tolist() for b in it)
     assert got == expected and len(got) == 3
@@ -481,6 +481,29 @@ def test_load_state_dict_then_set_epoch(folder):
     loader.set_epoch(1)  # another epoch: from its beginning
     assert loader.state_dict() == state(1, 0)
     assert [b.size for b in loader] == [8, 8, 5]
+    loader.stop()
+
+
+def test_load_state_dict_of_another_seed_takes_its_seed(folder):
+    other = tilefeed.Loader(folder, workers=1, **dict(RESUME, seed=7))
+    other.load_state_dict(state(0, 8, seed=7))
+    expected = run_to_end(other)
+    other.stop()
+    loader = tilefeed.Loader(folder, workers=2, **RESUME)
+    next(iter(loader))
+    loader.load_state_dict(state(0, 8, seed=7))
+    assert loader.options["seed"] == 7 and loader.state_dict() == state(0, 8, seed=7)
+    assert_same_batches(run_to_end(loader), expected)
+    loader.stop()
+
+
+def test_views_kept_across_set_epoch_stay_valid(folder):
+    loader = tilefeed.Loader(folder, workers=2, prefetch_depth=3, **RESUME)
+    batch = next(iter(loader))
+    kept, copied = batch.torch(), batch.images.copy()
+    loader.set_epoch(1)
+    assert [b.epoch for b in loader] == [1, 1, 1]
+    np.testing.assert_array_equal(kept.numpy(), copied)
     loader.stop()
 
 

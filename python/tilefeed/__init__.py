@@ -212,19 +212,13 @@ class Loader:
         self._split = split
         self._on_bad_sample = on_bad_sample
         self._copy = bool(copy)
-        self._first = int(first_epoch)
-        self._end = self._first + int(epochs) if epochs is not None else None
-        self._bad_history = []  # reports of replaced C++ loaders
+        self._bad_history = []  # reports of C++ loaders replaced by load_state_dict()
         self._bad_warned = set()  # epochs whose bad samples were warned about
         self._stopped = False
         self._generation = 0
         self._wanted = None  # set_epoch()'s epoch, applied by the next iter()
-        # The C++ LoaderOptions say "no limit" with epochs 0.
-        self._core = _tilefeed._Core(self._data, self._source, self._split, on_bad_sample,
-                                     dict(self._options, epochs=int(epochs or 0)), self._remote)
-        self._epoch = self._first  # the epoch the core's next batch belongs to
-        self._position = int(first_epoch_position)  # where the core started self._epoch
-        self._mid_epoch = False  # the core has delivered part of self._epoch
+        self._core = self._make_core()
+        self._mid_epoch = False  # the core has delivered part of its current epoch
         self._batches_per_epoch = self._core.batches_per_epoch
         self._samples_per_epoch = self._core.samples_per_epoch
         self._dataset_size = self._core.dataset_size
@@ -233,7 +227,6 @@ class Loader:
         self._notes = tuple(self._core.notes)
         for note in self._notes:
             warnings.warn(f"tilefeed.Loader: {note}", stacklevel=2)
-        self._last_metrics = None
         self._previous = None  # the last zero-copy batch handed out
         _live.add(self)
 
@@ -245,9 +238,9 @@ class Loader:
         if self._wanted is not None:
             target, self._wanted = self._wanted, None
         else:
-            target = self._epoch + 1 if self._mid_epoch else self._epoch
-        if target != self._epoch or self._mid_epoch:
-            self._restart(target)
+            target = self.epoch + 1 if self._mid_epoch else self.epoch
+        if target != self.epoch or self._mid_epoch:
+            self._seek(target, 0)
         self._generation += 1
         return _EpochIterator(self, self._generation)
 
@@ -259,8 +252,8 @@ class Loader:
         """Makes the next iter() yield epoch `epoch` (like DistributedSampler.set_epoch).
 
         Free when the loader is already at the start of that epoch (the usual loop);
-        otherwise the C++ loader is re-created at that epoch, which costs an index of the
-        dataset and refilling the prefetch slots.
+        otherwise the C++ loader seeks to that epoch, which costs refilling the prefetch
+        slots.
         """
         if isinstance(epoch, bool) or not isinstance(epoch, numbers.Integral):
             raise TypeError(f"tilefeed.Loader.set_epoch: epoch must be an int, got {epoch!r}")
@@ -269,27 +262,23 @@ class Loader:
             raise ValueError(f"tilefeed.Loader.set_epoch: epoch must be at least 0, got {epoch}")
         self._wanted = epoch
 
-    def _restart(self, epoch, position=0, expected_dataset_size=None):
-        self._warn_bad_samples(self._epoch)
-        old, self._core = self._core, None
-        if old is not None:
-            self._bad_history.extend(old.bad_samples())
-            self._last_metrics = old.metrics()
-            old.stop()
-        self._epoch, self._mid_epoch, self._position = epoch, False, position
-        if self._end is not None and not self._first <= epoch < self._end:
-            return  # outside first_epoch + [0, epochs): nothing to yield
-        options = dict(self._options, first_epoch=epoch, first_epoch_position=position,
-                       epochs=self._end - epoch if self._end is not None else 0)
-        if expected_dataset_size is not None:
-            options["expected_dataset_size"] = expected_dataset_size
-        self._core = _tilefeed._Core(self._data, self._source, self._split, self._on_bad_sample,
-                                     options, self._remote)
+    def _make_core(self):
+        # The C++ LoaderOptions say "no limit" with epochs 0.
+        options = dict(self._options, epochs=int(self._options["epochs"] or 0))
+        return _tilefeed._Core(self._data, self._source, self._split, self._on_bad_sample,
+                               options, self._remote)
+
+    def _seek(self, epoch, position):
+        """Moves the C++ loader to `position` of `epoch`; outside first_epoch + [0, epochs)
+        it has nothing more to yield."""
+        self._warn_bad_samples(self.epoch)
+        self._core.seek(epoch, position)
+        self._mid_epoch = False
 
     def _next(self, iterator):
         if iterator._generation != self._generation:
             raise RuntimeError("tilefeed.Loader: this iterator was replaced by a newer iter()")
-        if iterator._done or self._core is None:
+        if iterator._done:
             raise StopIteration
         # Advancing releases the previous batch's own hold on its slot; views made from
         # it keep theirs. Without this, `for batch in loader` would hold the previous slot
@@ -297,16 +286,14 @@ class Loader:
         previous, self._previous = self._previous, None
         if previous is not None:
             previous.release()
+        epoch = self.epoch
         try:
             batch = self._core.next(self._copy)
         except _tilefeed._SlotsHeldError:
             raise SlotsHeldError(self._slots_held_message()) from None
-        if batch is None:
+        if batch is None:  # the end of the epoch (the core moved to the next), or the end
             iterator._done = True
-            self._warn_bad_samples(self._epoch)
-            # End of the epoch, unless the loader was stopped or has run all its epochs.
-            if not self._stopped and (self._end is None or self._epoch < self._end):
-                self._epoch += 1
+            self._warn_bad_samples(epoch)
             self._mid_epoch = False
             raise StopIteration
         self._mid_epoch = True
@@ -328,7 +315,7 @@ class Loader:
         """One BadSampleWarning for `epoch`'s skipped samples, unless the user handles them
         (on_bad_sample) or was already warned."""
         if (self._on_bad_sample is not None or self._options["bad_sample_policy"] != "skip"
-                or epoch in self._bad_warned or self._core is None):
+                or epoch in self._bad_warned):
             return  # handled by the user, or raised as LoaderError under "fail"
         bad = [b for b in self.bad_samples() if b["epoch"] == epoch]
         if not bad:
@@ -352,13 +339,10 @@ class Loader:
         epoch in progress continues; between epochs, where the next iter() starts (after
         set_epoch(e), the start of epoch e). It does not depend on the instance count.
         """
-        if self._wanted is not None and (self._wanted != self._epoch or self._mid_epoch):
+        state = self._core.state()
+        epoch, position = state["epoch"], state["position"]
+        if self._wanted is not None and (self._wanted != epoch or self._mid_epoch):
             epoch, position = self._wanted, 0  # the next iter() restarts at set_epoch's epoch
-        elif self._core is not None:
-            state = self._core.state()
-            epoch, position = state["epoch"], state["position"]
-        else:
-            epoch, position = self._epoch, self._position  # past the epochs limit
         return {"version": _STATE_VERSION, "seed": int(self._options["seed"]),
                 "epoch": int(epoch), "position": int(position),
                 "dataset_size": int(self._dataset_size)}
@@ -371,7 +355,8 @@ class Loader:
         uninterrupted run; with another count, the new instances split the rest of the epoch
         and deliver every remaining sample once (plus padding) and none already delivered.
         The loader's seed becomes the state's. set_epoch() of the state's epoch keeps the
-        position; another epoch starts from its beginning. Re-creates the C++ loader now.
+        position; another epoch starts from its beginning. Moves the C++ loader there now
+        (re-creating it for a state of another seed).
         Raises TypeError for a state that is not a dict of ints, ValueError for another
         version, a position past the end, or a state saved for a dataset of another size.
         """
@@ -382,17 +367,23 @@ class Loader:
                 f"{dataset_size} samples; this loader's source has {self._dataset_size}")
         if self._stopped:
             raise ValueError("tilefeed.Loader.load_state_dict: the loader is stopped")
-        self._options["seed"] = seed
         self._wanted = None
         self._generation += 1  # iterators made before yield no more
-        self._restart(epoch, position, expected_dataset_size=dataset_size)
+        self._warn_bad_samples(self.epoch)
+        if seed != self._options["seed"]:  # a C++ loader's seed is fixed: make another
+            self._bad_history.extend(self._core.bad_samples())
+            self._core.stop()
+            self._options["seed"] = seed
+            self._core = self._make_core()
+        self._core.seek(epoch, position)
+        self._mid_epoch = False
 
     # -- state ----------------------------------------------------------------------------
 
     @property
     def epoch(self):
         """The epoch the current or next iteration yields (before any set_epoch())."""
-        return self._epoch
+        return self._core.state()["epoch"]
 
     @property
     def classes(self):
@@ -437,24 +428,21 @@ class Loader:
         return dict(self._options)
 
     def metrics(self):
-        """LoaderMetrics as a dict, for the C++ loader since the last (re)start."""
-        if self._core is not None:
-            return self._core.metrics()
-        return dict(self._last_metrics or {})
+        """LoaderMetrics as a dict, for the C++ loader since it was made (by the Loader, or
+        by a load_state_dict() of another seed)."""
+        return self._core.metrics()
 
     def bad_samples(self):
         """Bad samples reported so far: dicts with epoch, sample, where and reason."""
-        current = self._core.bad_samples() if self._core is not None else []
-        return self._bad_history + current
+        return self._bad_history + self._core.bad_samples()
 
     def stop(self):
         """Stops the workers and joins them; iteration then ends. Idempotent. Batches
         already handed out stay valid."""
         if not self._stopped:
-            self._warn_bad_samples(self._epoch)
+            self._warn_bad_samples(self.epoch)
         self._stopped = True
-        if self._core is not None:
-            self._core.stop()
+        self._core.stop()
 
     close = stop
 
@@ -470,7 +458,7 @@ class Loader:
         return (f"tilefeed.Loader({self._data!r}, source={self._source!r}, "
                 f"batch_size={o['batch_size']}, image_size={o['image_size']}, "
                 f"mode={o['mode']!r}, layout={o['layout']!r}, workers={o['workers']}, "
-                f"epoch={self._epoch}{', stopped' if self._stopped else ''})")
+                f"epoch={self.epoch}{', stopped' if self._stopped else ''})")
 
 
 # -- argument checks ------------------------------------------------------------------------

@@ -4,7 +4,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <limits>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -512,6 +516,23 @@ struct Delivered {
   friend bool operator==(const Delivered&, const Delivered&) = default;
 };
 
+// A copy of a batch's contents.
+Delivered Copy(const Batch& batch) {
+  return {batch.epoch(),
+          batch.index(),
+          {batch.labels().begin(), batch.labels().end()},
+          {batch.sample_indices().begin(), batch.sample_indices().end()},
+          {batch.images().begin(), batch.images().end()}};
+}
+
+// 27 samples in batches of 4 for two epochs: 7 batches per epoch, the last one short.
+LoaderOptions TwoEpochsOfSevenBatches(int workers) {
+  LoaderOptions o = SmallOptions(workers);
+  o.batch_size = 4;
+  o.epochs = 2;
+  return o;
+}
+
 // Takes up to `limit` batches (crossing epoch ends) and returns them.
 std::vector<Delivered> Take(Loader& loader, std::size_t limit, std::uint64_t last_epoch) {
   std::vector<Delivered> out;
@@ -521,22 +542,21 @@ std::vector<Delivered> Take(Loader& loader, std::size_t limit, std::uint64_t las
       if (loader.state().epoch > last_epoch) break;
       continue;
     }
-    out.push_back({batch->epoch(),
-                   batch->index(),
-                   {batch->labels().begin(), batch->labels().end()},
-                   {batch->sample_indices().begin(), batch->sample_indices().end()},
-                   {batch->images().begin(), batch->images().end()}});
+    out.push_back(Copy(*batch));
   }
   return out;
 }
 
+// Every batch of a run over `data` with `o` through its last epoch (o.epochs != 0).
+std::vector<Delivered> Uninterrupted(const Dataset& data, const LoaderOptions& o) {
+  Loader loader(ImageFolder::Open(data.dir.path().string()), o);
+  return Take(loader, std::numeric_limits<std::size_t>::max(), o.first_epoch + o.epochs - 1);
+}
+
 TEST(LoaderResume, ResumingAtAnyBatchGivesTheUninterruptedBatchesByteForByte) {
-  auto data = MakeDataset(9);  // 27 samples, batch 4: 7 batches per epoch, the last short
-  LoaderOptions o = SmallOptions(2);
-  o.batch_size = 4;
-  o.epochs = 2;
-  Loader whole(ImageFolder::Open(data->dir.path().string()), o);
-  const std::vector<Delivered> expected = Take(whole, 1000, 1);
+  auto data = MakeDataset(9);
+  const LoaderOptions o = TwoEpochsOfSevenBatches(2);
+  const std::vector<Delivered> expected = Uninterrupted(*data, o);
   ASSERT_EQ(expected.size(), 14u);
   for (std::size_t cut = 0; cut <= expected.size(); ++cut) {
     SCOPED_TRACE(cut);
@@ -615,6 +635,203 @@ TEST(LoaderResume, StateTextIsValidated) {
   LoaderOptions o = SmallOptions(1);
   LoaderState{7, 0, 0, 99}.ApplyTo(o);
   EXPECT_THROW(Loader(ImageFolder::Open(data->dir.path().string()), o), std::invalid_argument);
+}
+
+// A Source that reads nothing until the test opens its gate: a loader over it has no batch
+// ready, deterministically, until then.
+class GatedSource : public Source {
+ public:
+  explicit GatedSource(std::unique_ptr<Source> inner) : inner_(std::move(inner)) {}
+  void Open() {
+    std::lock_guard lock(mutex_);
+    open_ = true;
+    opened_.notify_all();
+  }
+  std::size_t size() const override { return inner_->size(); }
+  SampleInfo Read(std::size_t index, std::vector<std::byte>& buffer) const override {
+    std::unique_lock lock(mutex_);
+    opened_.wait(lock, [&] { return open_; });
+    lock.unlock();
+    return inner_->Read(index, buffer);
+  }
+  std::string Describe(std::size_t index) const override { return inner_->Describe(index); }
+  std::int32_t Label(std::size_t index) const override { return inner_->Label(index); }
+
+ private:
+  std::unique_ptr<Source> inner_;
+  mutable std::mutex mutex_;
+  mutable std::condition_variable opened_;
+  bool open_ = false;
+};
+
+// Every batch until the loader ends, asking with Next(timeout); counts the timeouts.
+std::vector<Delivered> TakeWithTimeouts(Loader& loader, std::chrono::milliseconds timeout,
+                                        std::size_t& timeouts) {
+  std::vector<Delivered> out;
+  for (;;) {
+    Loader::NextResult next = loader.Next(timeout);
+    if (next.status == NextStatus::kEnded) return out;
+    if (next.status == NextStatus::kTimedOut) ++timeouts;
+    if (next.status == NextStatus::kBatch) out.push_back(Copy(*next.batch));
+  }
+}
+
+TEST(Loader, TimedOutNextConsumesNothing) {
+  auto data = MakeDataset(9);
+  const LoaderOptions o = TwoEpochsOfSevenBatches(2);
+  const std::vector<Delivered> expected = Uninterrupted(*data, o);
+  ASSERT_EQ(expected.size(), 14u);
+
+  auto gated = std::make_unique<GatedSource>(ImageFolder::Open(data->dir.path().string()));
+  GatedSource& gate = *gated;
+  Loader loader(std::move(gated), o);
+  const LoaderState before = loader.state();
+  for (int i = 0; i < 3; ++i) {
+    const Loader::NextResult next = loader.Next(std::chrono::milliseconds{3});
+    EXPECT_EQ(next.status, NextStatus::kTimedOut);
+    EXPECT_FALSE(next.batch.has_value());
+    EXPECT_EQ(loader.state(), before);
+    EXPECT_FALSE(loader.ended());
+  }
+  gate.Open();
+  // Slices of 1 ms time out often on a loaded machine; none may lose or repeat a batch.
+  std::size_t timeouts = 0;
+  const std::vector<Delivered> got =
+      TakeWithTimeouts(loader, std::chrono::milliseconds{1}, timeouts);
+  ASSERT_EQ(got.size(), expected.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    EXPECT_TRUE(got[i] == expected[i]) << "batch " << i << " differs (" << timeouts << " timeouts)";
+  }
+}
+
+TEST(Loader, EndedAfterTheLastEpochAndAfterStop) {
+  auto data = MakeDataset(4);  // 12 samples, batch 8: 2 batches per epoch
+  LoaderOptions o = SmallOptions(2);
+  o.epochs = 2;
+  Loader loader(ImageFolder::Open(data->dir.path().string()), o);
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    EXPECT_FALSE(loader.ended());
+    EXPECT_EQ(RunEpoch(loader).batches, 2u);
+  }
+  EXPECT_TRUE(loader.ended());
+  EXPECT_EQ(loader.Next(std::chrono::seconds{60}).status, NextStatus::kEnded);
+  EXPECT_FALSE(loader.Next().has_value());
+
+  o.epochs = 0;  // no end of its own
+  Loader endless(ImageFolder::Open(data->dir.path().string()), o);
+  EXPECT_EQ(RunEpoch(endless).batches, 2u);
+  std::optional<Batch> held = endless.Next();
+  ASSERT_TRUE(held.has_value());
+  EXPECT_FALSE(endless.ended());
+  endless.Stop();
+  EXPECT_TRUE(endless.ended());
+  EXPECT_EQ(endless.Next(std::chrono::milliseconds{0}).status, NextStatus::kEnded);
+}
+
+TEST(LoaderResume, SeekGivesTheBatchesOfApplyToByteForByte) {
+  auto data = MakeDataset(9);
+  const LoaderOptions o = TwoEpochsOfSevenBatches(2);
+  // expected[k] is the k-th batch of an uninterrupted run; states[k] the state before it.
+  std::vector<Delivered> expected;
+  std::vector<LoaderState> states;
+  {
+    Loader whole(ImageFolder::Open(data->dir.path().string()), o);
+    for (;;) {
+      const LoaderState state = whole.state();
+      std::optional<Batch> batch = whole.Next();
+      if (!batch) {
+        if (whole.ended()) break;
+        continue;
+      }
+      states.push_back(state);
+      expected.push_back(Copy(*batch));
+    }
+  }
+  ASSERT_EQ(expected.size(), 14u);
+  Loader loader(ImageFolder::Open(data->dir.path().string()), o);
+  // Forward, backward, across the epoch end and to the very start, from wherever the
+  // loader is, while a batch from before the Seek is still held.
+  for (const std::size_t target : {5u, 1u, 7u, 0u, 3u, 12u}) {
+    SCOPED_TRACE(target);
+    std::optional<Batch> kept = loader.Next();
+    ASSERT_TRUE(kept.has_value());
+    const Delivered kept_copy = Copy(*kept);
+    loader.Seek(states[target]);
+    EXPECT_EQ(loader.state(), states[target]);
+    EXPECT_FALSE(loader.ended());
+    for (std::size_t k = target; k < std::min<std::size_t>(target + 3, expected.size()); ++k) {
+      std::optional<Batch> batch = loader.Next();
+      if (!batch) batch = loader.Next();  // the end of epoch 0
+      ASSERT_TRUE(batch.has_value()) << "batch " << k;
+      // index() counts from the resumed position, as in a loader made with ApplyTo.
+      Delivered got = Copy(*batch);
+      got.index = expected[k].index;
+      EXPECT_TRUE(got == expected[k]) << "batch " << k << " differs";
+    }
+    EXPECT_TRUE(Copy(*kept) == kept_copy) << "a batch held across Seek() was overwritten";
+  }
+  // A state outside the loader's epochs leaves it ended; one inside starts it again.
+  loader.Seek(LoaderState{o.seed, 2, 0, data->total});
+  EXPECT_TRUE(loader.ended());
+  EXPECT_FALSE(loader.Next().has_value());
+  loader.Seek(states[13]);
+  EXPECT_FALSE(loader.ended());
+  std::optional<Batch> last = loader.Next();
+  ASSERT_TRUE(last.has_value());
+  EXPECT_EQ(last->sample_indices()[0], expected[13].indices[0]);
+}
+
+TEST(LoaderResume, SeekWhileAnotherThreadDropsBatchesLosesNoSlot) {
+  auto data = MakeDataset(9);
+  LoaderOptions o = TwoEpochsOfSevenBatches(2);
+  o.held_slots_timeout = std::chrono::seconds{30};  // a lost slot fails instead of hanging
+  const std::vector<Delivered> expected = Uninterrupted(*data, o);
+  Loader loader(ImageFolder::Open(data->dir.path().string()), o);
+  const LoaderState start = loader.state();
+  for (int round = 0; round < 10; ++round) {
+    std::vector<Batch> held;
+    for (int i = 0; i < 2; ++i) {
+      std::optional<Batch> batch = loader.Next();
+      ASSERT_TRUE(batch.has_value());
+      held.push_back(std::move(*batch));
+    }
+    std::jthread dropper([held = std::move(held)]() mutable { held.clear(); });
+    loader.Seek(start);
+  }
+  // Every slot is back exactly once: prefetch_depth batches can be held at once, and the
+  // batches are the uninterrupted run's.
+  std::vector<Batch> all_held;
+  std::vector<Delivered> got;
+  for (std::size_t k = 0; k < expected.size(); ++k) {
+    std::optional<Batch> batch = loader.Next();
+    if (!batch) batch = loader.Next();  // the end of epoch 0
+    ASSERT_TRUE(batch.has_value());
+    got.push_back(Copy(*batch));
+    all_held.push_back(std::move(*batch));
+    if (all_held.size() == o.prefetch_depth) all_held.clear();
+  }
+  EXPECT_TRUE(got == expected);
+}
+
+TEST(LoaderResume, SeekRefusesAnotherSeedOrDatasetSize) {
+  auto data = MakeDataset(2);
+  const LoaderOptions o = SmallOptions(1);
+  Loader loader(ImageFolder::Open(data->dir.path().string()), o);
+  auto message = [&](const LoaderState& state) {
+    try {
+      loader.Seek(state);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no exception");
+  };
+  EXPECT_NE(message({o.seed + 1, 0, 0, data->total}).find("seed"), std::string::npos);
+  EXPECT_NE(message({o.seed, 0, 0, data->total + 1}).find("dataset"), std::string::npos);
+  EXPECT_NE(message({o.seed, 0, data->total + 1, data->total}).find("past"), std::string::npos);
+  EXPECT_EQ(loader.state(), (LoaderState{o.seed, 0, 0, data->total}));  // unchanged
+  EXPECT_TRUE(loader.Next().has_value());
+  loader.Stop();
+  EXPECT_THROW(loader.Seek({o.seed, 0, 0, data->total}), std::logic_error);
 }
 
 }  // namespace

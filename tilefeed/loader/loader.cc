@@ -20,6 +20,13 @@
 // Live tokens bound the chunks in flight; slots bound the batches. Stop requests reach
 // every blocking wait through the stop_token, and the decode filter skips its work once
 // stop is requested, so Stop() returns within one sample decode per worker.
+//
+// Seek() restarts the pipeline rather than steering a running one: it stops and joins the
+// producer (so both rings' other sides are quiet), empties both rings, and refills the free
+// ring with every slot the consumer does not hold. Which slots the consumer holds is
+// Slot::held, written under release_mutex by Next() and ReturnSlot(), so a Batch dropped
+// on another thread during a Seek goes back exactly once. lifecycle_mutex orders Seek()'s
+// replacement of the stop source and producer thread against Stop().
 
 #include "tilefeed/loader/loader.h"
 
@@ -78,6 +85,7 @@ struct Slot {
   std::uint64_t epoch = 0;
   std::uint64_t batch = 0;
   std::size_t size = 0;
+  bool held = false;  // handed to the consumer and not returned; under release_mutex
   std::atomic<std::size_t> substituted{0};
   // Rows decoded so far (chunks of one batch decode in parallel); publish checks that
   // the whole batch is in before the slot goes to the consumer.
@@ -202,14 +210,22 @@ struct Loader::Impl {
   // Batches Next() returned whose slots have not come back: all of them means the next
   // batch can only come from a slot the consumer releases.
   std::atomic<std::size_t> handed_out{0};
+  std::mutex lifecycle_mutex;        // Stop() against Seek()'s new stop source and producer
+  std::atomic<bool> stopped{false};  // Stop() was called
   std::stop_source stop;
   std::jthread producer;
   std::exception_ptr pipeline_error;  // set by the producer thread before kDone
+  // Where the running pipeline started: the options' first epoch and position, or Seek()'s.
+  std::uint64_t start_epoch = 0;
+  std::uint64_t start_position = 0;
 
   // Consumer-side state, under next_mutex.
   bool done = false;
   LoaderState position;  // where the consumer stands
   std::optional<std::string> failure;
+  // Since when every slot has been held by the consumer, across timed-out Next() calls.
+  std::optional<Clock::time_point> held_since;
+  bool wait_resumed = false;  // the last Next() timed out (its ring observation counted)
 
   // Metrics.
   Clock::time_point start = Clock::now();
@@ -246,9 +262,15 @@ struct Loader::Impl {
                      const codecs::PixelView& out, std::int32_t& label);
   void Report(std::uint64_t epoch, std::uint64_t sample, const std::string& reason);
   void PushReady(Ready ready, const std::stop_token& token);
-  std::optional<Ready> PopReady();
+  std::optional<Ready> PopReady(Clock::time_point deadline);
   std::string HeldSlotsMessage() const;
   void ReturnSlot(std::size_t slot) noexcept;
+  Batch HandOut(Loader* loader, std::size_t slot_index);
+  void FinishPipeline();
+  bool InEpochRange(std::uint64_t epoch) const;
+  void CheckSeek(const LoaderState& state) const;
+  void StartProducer();
+  void ReclaimSlots();
 };
 
 void Loader::Impl::Validate() {
@@ -275,6 +297,8 @@ void Loader::Impl::Validate() {
   require(o.first_epoch_position <= source->size(),
           "first_epoch_position is past the end of the dataset");
   position = LoaderState{o.seed, o.first_epoch, o.first_epoch_position, source->size()};
+  start_epoch = o.first_epoch;
+  start_position = o.first_epoch_position;
   // EpochOrder validates the shard; epoch 0 gives the sizes of every epoch.
   const EpochOrder probe(source->size(), o.seed, 0, false, o.slice, o.remainder, 0, o.locality);
   samples_per_epoch = probe.size();
@@ -581,7 +605,7 @@ class Loader::Impl::Pipeline {
         arena_(kUnderThreadSanitizer ? 1 : loader.workers),
         workers_([&loader] { return Worker(loader.options.jpeg); }),
         chunks_(static_cast<std::size_t>(loader.workers) * 4 + 2),
-        epoch_(loader.options.first_epoch) {}
+        epoch_(loader.start_epoch) {}
 
   // Runs the stages until the last epoch is published, stop is requested, or a stage throws.
   void Run() {
@@ -635,7 +659,7 @@ class Loader::Impl::Pipeline {
   bool StartEpoch() {
     const LoaderOptions& o = loader_.options;
     if (o.epochs != 0 && epoch_ >= o.first_epoch + o.epochs) return false;
-    const std::uint64_t start = epoch_ == o.first_epoch ? o.first_epoch_position : 0;
+    const std::uint64_t start = epoch_ == loader_.start_epoch ? loader_.start_position : 0;
     order_ = std::make_shared<const EpochOrder>(loader_.source->size(), o.seed, epoch_, o.shuffle,
                                                 o.slice, o.remainder, start, o.locality);
     // A resumed first epoch is shorter than the others.
@@ -759,114 +783,165 @@ Loader::Loader(std::unique_ptr<Source> source, LoaderOptions options)
     [[maybe_unused]] const bool pushed = s.free_ring.TryPush(std::size_t{i});
     assert(pushed);
   }
-  s.producer = std::jthread([&s, token = s.stop.get_token()] { s.Run(token); });
+  s.StartProducer();
 }
 
 Loader::~Loader() { Stop(); }
 
-void Loader::Stop() {
-  impl_->stop.request_stop();
-  if (impl_->producer.joinable()) impl_->producer.join();
+void Loader::Impl::StartProducer() {
+  producer = std::jthread([this, token = stop.get_token()] { Run(token); });
 }
 
+void Loader::Stop() {
+  Impl& s = *impl_;
+  std::lock_guard lifecycle(s.lifecycle_mutex);
+  s.stopped.store(true, std::memory_order_relaxed);
+  s.stop.request_stop();
+  if (s.producer.joinable()) s.producer.join();
+}
+
+namespace {
+
+// `timeout` after `now`, saturating: milliseconds::max() is "never".
+Clock::time_point Deadline(Clock::time_point now, std::chrono::milliseconds timeout) {
+  const auto room = std::chrono::duration_cast<std::chrono::milliseconds>(
+      Clock::time_point::max() - now - std::chrono::milliseconds{1});
+  if (timeout >= room) return Clock::time_point::max();
+  return now + std::max(timeout, std::chrono::milliseconds{0});
+}
+
+}  // namespace
+
 std::optional<Batch> Loader::Next() {
+  for (;;) {
+    NextResult result = Next(std::chrono::milliseconds::max());
+    if (result.status != NextStatus::kTimedOut) return std::move(result.batch);
+  }
+}
+
+Loader::NextResult Loader::Next(std::chrono::milliseconds timeout) {
   Impl& s = *impl_;
   std::lock_guard lock(s.next_mutex);
   if (s.failure) throw LoaderError(*s.failure);
-  if (s.done) return std::nullopt;
-  const std::stop_token token = s.stop.get_token();
-  if (token.stop_requested()) {
+  if (s.done || s.stop.stop_requested()) {
     s.done = true;
-    return std::nullopt;
+    return {NextStatus::kEnded, std::nullopt};
   }
   const auto wait_start = Clock::now();
-  s.ready_observations.fetch_add(1, std::memory_order_relaxed);
-  s.ready_sum.fetch_add(s.ready_ring.size(), std::memory_order_relaxed);
-  const std::optional<Ready> ready = s.PopReady();
-  if (!ready) {
-    s.done = true;
-    return std::nullopt;
+  if (!s.wait_resumed) {  // one observation per batch, however many slices its wait takes
+    s.ready_observations.fetch_add(1, std::memory_order_relaxed);
+    s.ready_sum.fetch_add(s.ready_ring.size(), std::memory_order_relaxed);
   }
+  s.wait_resumed = false;
+  const std::optional<Ready> ready = s.PopReady(Deadline(wait_start, timeout));
   s.wait_ns.fetch_add(Nanos(Clock::now() - wait_start), std::memory_order_relaxed);
+  if (!ready) {
+    if (s.stop.stop_requested()) {
+      s.done = true;
+      return {NextStatus::kEnded, std::nullopt};
+    }
+    s.wait_resumed = true;
+    return {NextStatus::kTimedOut, std::nullopt};
+  }
   switch (ready->kind) {
     case Ready::kEndOfEpoch:
       s.position.epoch++;
       s.position.position = 0;
-      return std::nullopt;
+      return {NextStatus::kEndOfEpoch, std::nullopt};
     case Ready::kDone:
-      s.done = true;
-      if (s.pipeline_error) {
-        try {
-          std::rethrow_exception(s.pipeline_error);
-        } catch (const std::exception& e) {
-          s.failure = std::string("loader pipeline failed: ") + e.what();
-        } catch (...) {
-          s.failure = "loader pipeline failed with an unknown exception";
-        }
-        throw LoaderError(*s.failure);
-      }
-      return std::nullopt;
+      s.FinishPipeline();  // throws the pipeline's error, if any
+      return {NextStatus::kEnded, std::nullopt};
     case Ready::kBatch:
       break;
   }
-  Slot& slot = *s.slots[ready->slot];
+  return {NextStatus::kBatch, s.HandOut(this, ready->slot)};
+}
+
+// The pipeline has returned: the loader is done, or failed if the pipeline threw.
+void Loader::Impl::FinishPipeline() {
+  done = true;
+  if (!pipeline_error) return;
+  try {
+    std::rethrow_exception(pipeline_error);
+  } catch (const std::exception& e) {
+    failure = std::string("loader pipeline failed: ") + e.what();
+  } catch (...) {
+    failure = "loader pipeline failed with an unknown exception";
+  }
+  throw LoaderError(*failure);
+}
+
+// The Batch for a published slot, and the consumer's position after it; throws the batch's
+// error instead (kFail, or no substitute found), which ends the loader.
+Batch Loader::Impl::HandOut(Loader* loader, std::size_t slot_index) {
+  Slot& slot = *slots[slot_index];
   if (!slot.error.empty()) {
-    s.failure = slot.error;
-    s.ReturnSlot(ready->slot);
-    s.stop.request_stop();  // nothing after a failed batch is delivered
-    throw LoaderError(*s.failure);
+    failure = slot.error;
+    ReturnSlot(slot_index);
+    stop.request_stop();  // nothing after a failed batch is delivered
+    throw LoaderError(*failure);
+  }
+  {
+    std::lock_guard lock(release_mutex);
+    slot.held = true;
   }
   Batch batch;
-  batch.loader_ = this;
-  batch.slot_ = ready->slot;
+  batch.loader_ = loader;
+  batch.slot_ = slot_index;
   batch.epoch_ = slot.epoch;
   batch.index_ = slot.batch;
   batch.size_ = slot.size;
-  batch.height_ = batch.width_ = s.options.image_size;
-  batch.layout_ = s.options.layout;
+  batch.height_ = batch.width_ = options.image_size;
+  batch.layout_ = options.layout;
   batch.substituted_ = slot.substituted.load(std::memory_order_relaxed);
-  batch.images_ = std::span(slot.images.data(), s.image_bytes * slot.size);
+  batch.images_ = std::span(slot.images.data(), image_bytes * slot.size);
   batch.labels_ = std::span(slot.labels.data(), slot.size);
   batch.sample_indices_ = std::span(slot.indices.data(), slot.size);
   // Positions of the epoch order advance by the instance count per local sample.
-  const std::uint64_t start =
-      slot.epoch == s.options.first_epoch ? s.options.first_epoch_position : 0;
-  const std::uint64_t delivered = (slot.batch * s.options.batch_size + slot.size) *
-                                  static_cast<std::uint64_t>(s.options.slice.count);
-  s.position.epoch = slot.epoch;
-  s.position.position = std::min<std::uint64_t>(start + delivered, s.source->size());
-  s.batches.fetch_add(1, std::memory_order_relaxed);
-  s.handed_out.fetch_add(1, std::memory_order_release);
+  const std::uint64_t start = slot.epoch == start_epoch ? start_position : 0;
+  const std::uint64_t delivered = (slot.batch * options.batch_size + slot.size) *
+                                  static_cast<std::uint64_t>(options.slice.count);
+  position.epoch = slot.epoch;
+  position.position = std::min<std::uint64_t>(start + delivered, source->size());
+  batches.fetch_add(1, std::memory_order_relaxed);
+  handed_out.fetch_add(1, std::memory_order_release);
   return batch;
 }
 
-// The next ready item, or nullopt once stopped. While every slot is held by batches the
-// consumer has not released, no batch can become ready (only markers can), so the wait is
-// bounded by held_slots_timeout: the consumer may be keeping them all itself.
-std::optional<Ready> Loader::Impl::PopReady() {
+// The next ready item, or nullopt once stopped or past `deadline`. While every slot is held
+// by batches the consumer has not released, no batch can become ready (only markers can), so
+// the wait is bounded by held_slots_timeout: the consumer may be keeping them all itself.
+// held_since carries that wait across calls that time out.
+std::optional<Ready> Loader::Impl::PopReady(Clock::time_point deadline) {
   using std::chrono::milliseconds;
   const std::stop_token token = stop.get_token();
-  bool all_held = false;
-  Clock::time_point held_since;  // when all_held became true
   // In milliseconds, so that held_slots_timeout = milliseconds::max() cannot overflow.
-  auto held_for = [&] { return std::chrono::ceil<milliseconds>(Clock::now() - held_since); };
+  auto held_for = [&] { return std::chrono::ceil<milliseconds>(Clock::now() - *held_since); };
   for (;;) {
     milliseconds wait = kPollInterval;
     if (handed_out.load(std::memory_order_acquire) < slots.size()) {
-      all_held = false;
+      held_since.reset();
     } else {
-      if (!all_held) held_since = Clock::now();
-      all_held = true;
+      if (!held_since) held_since = Clock::now();
       wait = std::clamp(options.held_slots_timeout - held_for(), milliseconds{0}, kPollInterval);
     }
-    if (std::optional<Ready> ready = ready_ring.PopFor(wait, token)) return ready;
+    if (deadline != Clock::time_point::max()) {
+      wait = std::clamp(std::chrono::ceil<milliseconds>(deadline - Clock::now()), milliseconds{0},
+                        wait);
+    }
+    if (std::optional<Ready> ready = ready_ring.PopFor(wait, token)) {
+      held_since.reset();
+      return ready;
+    }
     // The same stop state as `token`'s; asked of the source because GCC 12 at -O3 warns
     // (falsely, -Wuse-after-free) about `token` after PopFor's copy of it is destroyed.
     if (stop.stop_requested()) return std::nullopt;
-    if (all_held && held_for() >= options.held_slots_timeout &&
+    if (held_since && held_for() >= options.held_slots_timeout &&
         handed_out.load(std::memory_order_acquire) >= slots.size()) {
+      held_since.reset();  // not sticky: the next call waits afresh
       throw SlotsHeldError(HeldSlotsMessage());
     }
+    if (Clock::now() >= deadline) return std::nullopt;
   }
 }
 
@@ -882,6 +957,7 @@ std::string Loader::Impl::HeldSlotsMessage() const {
 
 void Loader::Impl::ReturnSlot(std::size_t slot) noexcept {
   std::lock_guard lock(release_mutex);
+  slots[slot]->held = false;
   // The free ring holds every slot, so it is never full.
   [[maybe_unused]] const bool pushed = free_ring.TryPush(std::size_t{slot});
   assert(pushed);
@@ -890,6 +966,76 @@ void Loader::Impl::ReturnSlot(std::size_t slot) noexcept {
 void Loader::Release(std::size_t slot) noexcept {
   impl_->handed_out.fetch_sub(1, std::memory_order_release);
   impl_->ReturnSlot(slot);
+}
+
+bool Loader::ended() const {
+  Impl& s = *impl_;
+  std::lock_guard lock(s.next_mutex);
+  return s.stopped.load(std::memory_order_relaxed) || s.failure || s.done ||
+         !s.InEpochRange(s.position.epoch);
+}
+
+// Whether `epoch` is one this loader produces: [first_epoch, first_epoch + epochs).
+bool Loader::Impl::InEpochRange(std::uint64_t epoch) const {
+  return options.epochs == 0 ||
+         (epoch >= options.first_epoch && epoch - options.first_epoch < options.epochs);
+}
+
+void Loader::Impl::CheckSeek(const LoaderState& state) const {
+  auto refuse = [](const std::string& what) {
+    throw std::invalid_argument("Loader::Seek: " + what);
+  };
+  if (state.seed != options.seed) {
+    refuse("the state is for seed " + std::to_string(state.seed) + "; this loader's seed is " +
+           std::to_string(options.seed));
+  }
+  if (state.dataset_size != source->size()) {
+    refuse("the state is for a dataset of " + std::to_string(state.dataset_size) +
+           " samples; this source has " + std::to_string(source->size()));
+  }
+  if (state.position > state.dataset_size) {
+    refuse("position " + std::to_string(state.position) + " is past the dataset size " +
+           std::to_string(state.dataset_size));
+  }
+}
+
+// Puts every slot the consumer does not hold back in the free ring, and drops what was
+// ready. REQUIRES: the producer is joined (no other side of either ring runs).
+void Loader::Impl::ReclaimSlots() {
+  while (ready_ring.TryPop()) {
+  }
+  std::lock_guard lock(release_mutex);
+  while (free_ring.TryPop()) {
+  }
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i]->held) continue;
+    [[maybe_unused]] const bool pushed = free_ring.TryPush(std::size_t{i});
+    assert(pushed);
+  }
+}
+
+void Loader::Seek(const LoaderState& state) {
+  Impl& s = *impl_;
+  s.CheckSeek(state);
+  std::lock_guard lock(s.next_mutex);
+  std::lock_guard lifecycle(s.lifecycle_mutex);
+  if (s.stopped.load(std::memory_order_relaxed)) {
+    throw std::logic_error("Loader::Seek: the loader was stopped");
+  }
+  s.stop.request_stop();
+  if (s.producer.joinable()) s.producer.join();
+  s.ReclaimSlots();
+  s.pipeline_error = nullptr;
+  s.failure.reset();
+  s.held_since.reset();
+  s.wait_resumed = false;
+  s.position = state;
+  s.start_epoch = state.epoch;
+  s.start_position = state.position;
+  s.done = !s.InEpochRange(state.epoch);
+  if (s.done) return;  // nothing to produce: the loader stays ended
+  s.stop = std::stop_source();
+  s.StartProducer();
 }
 
 LoaderState Loader::state() const {

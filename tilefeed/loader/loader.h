@@ -20,9 +20,14 @@
 // instances keep delivering the same number of full batches); under kFail the batch
 // that holds it surfaces as a LoaderError from Next() on the consumer's thread.
 //
-// Thread safety: Next(), the Batch destructor, metrics() and bad_samples() may be
-// called from any thread; Next() calls are serialized internally. The sink is called
-// from worker threads, concurrently. Destroying the Loader (or Stop()) stops the
+// Next(timeout) waits at most `timeout` and consumes nothing when it times out, so a
+// consumer that must stay responsive (Python, servicing Ctrl-C) waits in slices. Seek()
+// moves a running loader to a saved LoaderState without rebuilding it.
+//
+// Thread safety: Next(), Seek(), state(), ended(), Stop(), the Batch destructor,
+// metrics() and bad_samples() may be called from any thread; Next(), Seek(), state()
+// and ended() are serialized internally (each waits for one in progress). The sink is
+// called from worker threads, concurrently. Destroying the Loader (or Stop()) stops the
 // workers promptly and joins them; Batches must not outlive their Loader.
 
 #include <chrono>
@@ -99,7 +104,7 @@ struct LoaderOptions {
   std::uint64_t first_epoch = 0;            // the epoch the first Next() belongs to
   std::uint64_t first_epoch_position = 0;   // resume: samples of first_epoch already delivered
   std::uint64_t expected_dataset_size = 0;  // resume: refuse a source of another size (0 = any)
-  std::uint64_t epochs = 0;                 // epochs to produce; 0 = until destroyed
+  std::uint64_t epochs = 0;  // epochs to produce, [first_epoch, first_epoch + epochs); 0 = no end
   BadSamplePolicy bad_sample_policy = BadSamplePolicy::kSkip;
   int max_substitute_attempts = 64;  // kSkip: samples tried before giving up on a batch
   // While every slot is held by batches Next() already returned and nobody releases one,
@@ -147,6 +152,14 @@ class LoaderError : public std::runtime_error {
 class SlotsHeldError : public LoaderError {
  public:
   using LoaderError::LoaderError;
+};
+
+// What Next(timeout) found.
+enum class NextStatus {
+  kBatch,       // a batch of the current epoch
+  kEndOfEpoch,  // the current epoch is over; the following call starts the next one
+  kEnded,       // no more batches at all (ended() is true)
+  kTimedOut,    // nothing within the timeout; nothing was consumed
 };
 
 class Loader;
@@ -228,12 +241,38 @@ class Loader {
   // held_slots_timeout) when the caller's own batches hold every slot.
   std::optional<Batch> Next();
 
+  // Next() that waits for at most about `timeout` (0: only what is ready now).
+  // kTimedOut consumes nothing and changes no state(): the next call continues exactly
+  // where this one was, so batches are those of a loader that never timed out. `batch` is
+  // set only with kBatch. Throws what Next() throws.
+  struct NextResult {
+    NextStatus status = NextStatus::kTimedOut;
+    std::optional<Batch> batch;
+  };
+  NextResult Next(std::chrono::milliseconds timeout);
+
+  // True once the loader has no more batches at all: the end of its last epoch was
+  // reported (epochs != 0), Stop() was called, or Next() threw LoaderError (not
+  // SlotsHeldError). Next() then returns nullopt (kEnded) or throws that error again.
+  bool ended() const;
+
   // Stops the workers and joins them; Next() then returns nullopt. Idempotent.
   void Stop();
 
   // The state after the last batch Next() returned (or at the end of an epoch, the start
-  // of the next one): save it with a checkpoint and pass it to LoaderState::ApplyTo.
+  // of the next one): save it with a checkpoint and pass it to LoaderState::ApplyTo or
+  // Seek().
   LoaderState state() const;
+
+  // Continues from `state`: the batches after it are byte for byte those of a new Loader
+  // built with state.ApplyTo(options()), and state() becomes `state`. The workers are
+  // stopped, batches decoded ahead are dropped and the pipeline restarts at the state.
+  // Batches returned before stay valid: their slots rejoin the pipeline when dropped. The
+  // range of epochs does not move: with epochs != 0, a state outside [first_epoch,
+  // first_epoch + epochs) leaves the loader ended(). Clears a LoaderError (the pipeline
+  // is new). Throws std::invalid_argument naming what differs for a state of another seed
+  // or dataset size, or a position past the dataset's end; std::logic_error after Stop().
+  void Seek(const LoaderState& state);
 
   std::size_t batches_per_epoch() const;
   std::size_t samples_per_epoch() const;  // this instance's share, padded
