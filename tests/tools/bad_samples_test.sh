@@ -29,6 +29,7 @@ fail() {
   done
   exit 1
 }
+. "${0%/*}/../support/reader_endpoint.sh"
 
 # 4 classes x 8 training images: 32 samples, 4 full batches of 8, no remainder dropped.
 timeout 60 "$make_demo" "$work/data" --classes 4 --train-per-class 8 --val-per-class 0 \
@@ -61,16 +62,7 @@ if [ -n "$serve" ]; then
     --image-size 32 --epochs 2 --workers 1 --instance-index 0 --instance-count 1 --drop-last \
     >"$work/reader.log" 2>&1 &
   reader_pid=$!
-  endpoint=
-  i=0
-  while [ $i -lt 300 ]; do
-    endpoint=$(sed -n 's/.* on \(tcp:\/\/127\.0\.0\.1:[0-9][0-9]*\).*/\1/p' "$work/reader.log")
-    [ -n "$endpoint" ] && break
-    kill -0 "$reader_pid" 2>/dev/null || fail "the reader exited before serving"
-    sleep 0.1
-    i=$((i + 1))
-  done
-  [ -n "$endpoint" ] || fail "the reader named no endpoint within 30 s"
+  reader_endpoint "$work/reader.log" "$reader_pid" 30
   timeout 300 "$train" --readers "$endpoint" --data "$work/data/train" --core synthetic \
     --us-per-sample 10 --epochs 2 --batch-size 8 --image-size 32 --workers 1 \
     --json "$work/readers.jsonl" >"$work/readers.log" 2>&1 || fail "train --readers exited $?"

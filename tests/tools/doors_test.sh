@@ -34,6 +34,7 @@ fail() {
   done
   exit 1
 }
+. "${0%/*}/../support/reader_endpoint.sh"
 
 # 3 classes x 12 training images (36 samples: 4 batches of 8 and a dropped remainder),
 # 3 x 3 validation images.
@@ -86,16 +87,7 @@ for d in folder plain indexed; do
     --image-size 32 --epochs 2 --workers 1 --prefetch 2 --seed 3 --instance-index 0 \
     --instance-count 1 --drop-last >"$work/reader-$d.log" 2>&1 &
   reader_pid=$!
-  endpoint=
-  i=0
-  while [ $i -lt 300 ]; do
-    endpoint=$(sed -n 's/.* on \(tcp:\/\/127\.0\.0\.1:[0-9][0-9]*\).*/\1/p' "$work/reader-$d.log")
-    [ -n "$endpoint" ] && break
-    kill -0 "$reader_pid" 2>/dev/null || fail "the reader on $d exited before serving"
-    sleep 0.1
-    i=$((i + 1))
-  done
-  [ -n "$endpoint" ] || fail "the reader on $d named no endpoint within 30 s"
+  reader_endpoint "$work/reader-$d.log" "$reader_pid" 30
   timeout 300 "$train" --readers "$endpoint" --data "$work/$d" --core reference \
     --batch-size 8 --image-size 32 --epochs 2 --workers 1 --seed 3 >"$work/readers-$d.log" 2>&1 ||
     fail "train --readers (data $d) exited $?"

@@ -31,6 +31,7 @@ fail() {
   done
   exit 1
 }
+. "${0%/*}/../support/reader_endpoint.sh"
 
 # 4 classes x 16 training images: 64 samples, 8 batches of 8 per epoch.
 timeout 60 "$make_demo" "$work/data" --classes 4 --train-per-class 16 --val-per-class 4 \
@@ -42,16 +43,7 @@ timeout 120 "$reader" --data "$work/data/train" --bind 'tcp://127.0.0.1:*' --bat
   --drop-last >"$work/reader.log" 2>&1 &
 reader_pid=$!
 
-endpoint=
-i=0
-while [ $i -lt 200 ]; do
-  endpoint=$(sed -n 's/.* on \(tcp:\/\/127\.0\.0\.1:[0-9][0-9]*\).*/\1/p' "$work/reader.log")
-  [ -n "$endpoint" ] && break
-  kill -0 "$reader_pid" 2>/dev/null || fail "the reader exited before serving"
-  sleep 0.1
-  i=$((i + 1))
-done
-[ -n "$endpoint" ] || fail "the reader named no endpoint within 20 s"
+reader_endpoint "$work/reader.log" "$reader_pid" 20
 echo "readers_test: reader on $endpoint"
 
 timeout 120 "$train" --readers "$endpoint" --data "$work/data" --core synthetic \
