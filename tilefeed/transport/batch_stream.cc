@@ -34,9 +34,6 @@ std::optional<ReceivedBatch> LoaderStream::Next() {
                        std::make_unique<LoaderBatchOwner>(std::move(*batch)));
 }
 
-bool LoaderStream::ended() const {
-  const loader::LoaderOptions& options = loader_.options();
-  return options.epochs != 0 && loader_.state().epoch >= options.first_epoch + options.epochs;
-}
+bool LoaderStream::ended() const { return loader_.ended(); }
 
 }  // namespace tilefeed::transport
