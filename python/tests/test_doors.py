@@ -12,6 +12,7 @@ import pytest
 from PIL import Image
 
 import tilefeed
+from epochs import one_epoch
 
 PACK = os.environ.get("TILEFEED_PACK")
 
@@ -37,14 +38,7 @@ def pack(src, out, *extra):
 
 def epoch(data, **kwargs):
     """Every batch of one epoch: (images, labels) concatenated."""
-    options = dict(batch_size=4, image_size=24, workers=2, seed=11, epochs=1, copy=True)
-    options.update(kwargs)
-    images, labels = [], []
-    with tilefeed.Loader(str(data), **options) as loader:
-        for batch in loader:
-            images.append(np.array(batch.images))
-            labels.append(np.array(batch.labels_int32))
-    return np.concatenate(images), np.concatenate(labels)
+    return one_epoch(data, seed=11, **kwargs)
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ import pytest
 from PIL import Image
 
 import tilefeed
+from epochs import one_epoch
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 SAMPLES_PER_TAR = 10
@@ -81,14 +82,7 @@ def served(tmp_path_factory):
 
 def epoch(data, **kwargs):
     """Every batch of one epoch: (images, labels) concatenated."""
-    options = dict(batch_size=4, image_size=24, workers=2, seed=5, epochs=1, copy=True)
-    options.update(kwargs)
-    images, labels = [], []
-    with tilefeed.Loader(str(data), **options) as loader:
-        for batch in loader:
-            images.append(np.array(batch.images))
-            labels.append(np.array(batch.labels_int32))
-    return np.concatenate(images), np.concatenate(labels)
+    return one_epoch(data, seed=5, **kwargs)
 
 
 def test_http_tars_equal_local_tars_with_and_without_the_cache(served, tmp_path):
