@@ -156,10 +156,12 @@ TEST(ZmqBatchStream, ASilentReaderIsReportedWithinTheTimeout) {
   });
   // The timeout also bounds the wait for the welcome, which the reader thread above sends:
   // 1 s, not less, or a loaded machine under ThreadSanitizer fails the constructor.
+  // The silence is timed from the welcome, which comes after `start` but may come well
+  // before the constructor returns (300 ms under TSan), so `start` is taken first.
+  const auto start = Clock::now();
   ZmqBatchStream stream(context,
                         {.endpoint = endpoint, .heartbeat_interval = 50ms, .peer_timeout = 1s});
   EXPECT_EQ(stream.batches_per_epoch(), 5u);
-  const auto start = Clock::now();
   try {
     (void)stream.Next();
     FAIL() << "Next() returned from a silent reader";
