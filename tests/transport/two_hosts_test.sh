@@ -93,7 +93,7 @@ cat "$work/intruder.log"
 grep -Eq "never welcomed us|during the CURVE handshake" "$work/intruder.log" ||
   fail "the refused trainer's message does not say why"
 intruder_key=$(sed -n 's/^public=//p' "$work/intruder.pub")
-grep -qF "$intruder_key is not on the allow-list" "$work/reader.log" ||
+grep -qF -e "$intruder_key is not on the allow-list" "$work/reader.log" ||
   fail "the reader did not log the refused key"
 
 # The allowed trainer holds the reader's public key and its own key pair. ZeroMQ reconnects
