@@ -20,6 +20,10 @@ set -euo pipefail
 cd "$(dirname "$0")"
 JOBS=${JOBS:-$(nproc)}
 BUILD_ROOT=${BUILD_ROOT:-build}
+# Ninja hands the compiler absolute paths, and ccache hashes them (and, for -g builds, the
+# working directory): without these two, a clone in another folder (CI's) never hits the
+# cache that an earlier clone filled. Debug info then names the folder that filled it.
+export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
 
 # Debian packages the build, tests, tools and Python binding need.
 PACKAGES=(

@@ -8,7 +8,11 @@ cd "$(dirname "$0")/../.."
 SECONDS_EACH=${1:-10}
 BUILD=${2:-build/fuzz}
 command -v clang++ >/dev/null || { echo "run_fuzzers: clang++ missing: apt-get install clang libclang-rt-14-dev" >&2; exit 1; }
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+# ccache when there is one (run.sh's package list has it; run.sh sets its base folder).
+launcher=()
+command -v ccache >/dev/null &&
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ "${launcher[@]}" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTILEFEED_BUILD_FUZZERS=ON -DTILEFEED_BUILD_BENCH=OFF \
   -DTILEFEED_BUILD_TOOLS=OFF -DTILEFEED_BUILD_PYTHON=OFF \
   "-DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all" \
