@@ -121,13 +121,12 @@ demo() {
     -o "$BUILD_ROOT/demo-report.html" --text
 }
 
-# The sanitizer trees keep line tables only (-g1): a report still names every frame's file
-# and line, and each compile is about 17 % faster than with full debug info.
-SANITIZER_DEBUG_INFO="-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"
-
 test_suite() {
   install_packages
   local start=$SECONDS
+  # The sanitizer trees keep line tables only (-g1): a report still names every frame's
+  # file and line, and each compile is about 17 % faster than with full debug info.
+  local sanitizer_debug_info="-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"
   lint
   log "build + ctest (Release)"
   configure "$BUILD_ROOT/ci" -DCMAKE_BUILD_TYPE=Release
@@ -135,7 +134,7 @@ test_suite() {
   run_ctest --test-dir "$BUILD_ROOT/ci" -j "$JOBS" --timeout 600 --output-on-failure
 
   log "build + ctest under AddressSanitizer + UndefinedBehaviorSanitizer"
-  configure "$BUILD_ROOT/asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$SANITIZER_DEBUG_INFO" \
+  configure "$BUILD_ROOT/asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$sanitizer_debug_info" \
     -DTILEFEED_SANITIZE=address,undefined -DTILEFEED_BUILD_BENCH=OFF -DTILEFEED_BUILD_PYTHON=OFF
   cmake --build "$BUILD_ROOT/asan" -j "$JOBS"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
@@ -144,7 +143,7 @@ test_suite() {
     -E 'install_consumer|python'
 
   log "ring, pipeline, stream and IO-tile tests under ThreadSanitizer"
-  configure "$BUILD_ROOT/tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$SANITIZER_DEBUG_INFO" \
+  configure "$BUILD_ROOT/tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$sanitizer_debug_info" \
     -DTILEFEED_SANITIZE=thread \
     -DTILEFEED_BUILD_BENCH=OFF -DTILEFEED_BUILD_TOOLS=OFF -DTILEFEED_BUILD_PYTHON=OFF
   cmake --build "$BUILD_ROOT/tsan" -j "$JOBS" \
