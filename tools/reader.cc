@@ -352,6 +352,10 @@ int main(int argc, char** argv) {
           std::to_string(o.first_epoch_position));
       return std::make_unique<loader::Loader>(loader::OpenDataset(data, dataset_options).source, o);
     };
+    // One --metrics-port for the instances of a host started by a launcher: P + local index.
+    if (!metrics_flags.port.empty()) {
+      metrics_flags.port_offset = launch::DetectInstance(launch::ProcessEnvironment()).local_index;
+    }
     metrics::Session metrics = metrics::Open(
         metrics_flags, {"tilefeed-serve", metrics::OptionsOf(app), data, dataset_size,
                         source->class_names().size(), options.slice.index, options.slice.count,

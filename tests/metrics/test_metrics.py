@@ -198,7 +198,7 @@ def scrape(port):
         text = response.read().decode()
     values = {}
     for line in text.splitlines():
-        found = re.match(r'^(tilefeed_\w+)\{[^}]*instance="0"[^}]*\} (\S+)$', line)
+        found = re.match(r'^(tilefeed_\w+)\{[^}]*tilefeed_instance="0"[^}]*\} (\S+)$', line)
         if found:
             values[found.group(1)] = float(found.group(2))
     return values
@@ -214,7 +214,7 @@ def test_prometheus_counters_move_during_a_run(demo, tmp_path):
     try:
         port = None
         for line in train.stderr:
-            found = re.search(r"Prometheus metrics at http://localhost:(\d+)/metrics", line)
+            found = re.search(r"Prometheus metrics at http://127\.0\.0\.1:(\d+)/metrics", line)
             if found:
                 port = int(found.group(1))
                 break
