@@ -186,12 +186,14 @@ def served(tmp_path_factory):
     server.server_close()
 
 
-def _train(served, location, secret=SECRET, addressing="auto", endpoint=None, name="train"):
-    env = dict(os.environ, AWS_ACCESS_KEY_ID=KEY_ID, AWS_SECRET_ACCESS_KEY=secret,
-               AWS_SESSION_TOKEN=TOKEN, AWS_DEFAULT_REGION=REGION,
-               AWS_ENDPOINT_URL_S3=endpoint or served["server"].endpoint)
-    env.pop("AWS_REGION", None)
-    env.pop("AWS_PROFILE", None)
+def _train(served, location, secret=SECRET, addressing="auto", endpoint=None, name="train",
+           env=None):
+    if env is None:
+        env = dict(os.environ, AWS_ACCESS_KEY_ID=KEY_ID, AWS_SECRET_ACCESS_KEY=secret,
+                   AWS_SESSION_TOKEN=TOKEN, AWS_DEFAULT_REGION=REGION,
+                   AWS_ENDPOINT_URL_S3=endpoint or served["server"].endpoint)
+        for variable in ("AWS_REGION", "AWS_PROFILE", "AWS_ENDPOINT_URL"):
+            env.pop(variable, None)
     report = served["work"] / (name + ".jsonl")
     result = subprocess.run(
         [_tool("TILEFEED_TRAIN"), "--data", location, "--core", "synthetic", "--us-per-sample",
@@ -259,3 +261,22 @@ def test_a_wrong_secret_is_refused_with_one_line(served):
     assert len(lines) == 1, result.stderr
     assert "access denied" in lines[0] and KEY_ID in lines[0], lines[0]
     assert "tilefeed-manifest.txt" in lines[0], lines[0]
+
+
+def test_keys_and_region_from_an_aws_profile(served, tmp_path):
+    """No key in the environment: AWS_PROFILE's section of ~/.aws/credentials, and its region
+    from ~/.aws/config, as the AWS CLI reads them; AWS_ENDPOINT_URL for the endpoint."""
+    home = tmp_path / "home"
+    os.makedirs(home / ".aws")
+    (home / ".aws" / "credentials").write_text(
+        "[default]\naws_access_key_id = AKIDWRONG\naws_secret_access_key = wrong\n\n"
+        "[tilefeed]\naws_access_key_id = %s\naws_secret_access_key = %s\n"
+        "aws_session_token = %s\n" % (KEY_ID, SECRET, TOKEN))
+    (home / ".aws" / "config").write_text("[profile tilefeed]\nregion = %s\n" % REGION)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(HOME=str(home), AWS_PROFILE="tilefeed",
+               AWS_ENDPOINT_URL=served["server"].endpoint)
+    result, report = _train(served, "s3://%s/%s" % (BUCKET, SHARD_PREFIX), env=env,
+                            name="profile")
+    assert result.returncode == 0, result.stderr
+    assert _epoch_images(report) == served["images"]
