@@ -181,3 +181,30 @@ def test_prometheus_scrapes_every_instance_of_a_poprun_job(demo, tmp_path):
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+def test_the_endpoint_binds_loopback_unless_told_and_prints_what_it_bound(demo, tmp_path):
+    """A bare --metrics-port binds 127.0.0.1 only; --metrics-bind moves it (here to another
+    loopback address, 127.0.0.2); the printed URL is the address bound."""
+    for bind, other in ((None, "127.0.0.2"), ("127.0.0.2", "127.0.0.1")):
+        log = open(tmp_path / ("bind-%s.log" % bind), "w+")
+        train = subprocess.Popen(
+            [tool("TILEFEED_TRAIN"), "--data", str(demo), "--core", "synthetic",
+             "--us-per-sample", "3000", "--batch-size", "4", "--image-size", "32", "--workers",
+             "1", "--epochs", "100000", "--seconds", "300", "--metrics-port", "0"] +
+            ([] if bind is None else ["--metrics-bind", bind]),
+            stdout=subprocess.DEVNULL, stderr=log)
+        try:
+            def printed():
+                log.seek(0)
+                return re.search(r"Prometheus metrics at http://([\d.]+):(\d+)/metrics",
+                                 log.read())
+            found = wait_for("the printed URL", printed, train)
+            assert found.group(1) == (bind or "127.0.0.1")
+            port = int(found.group(2))
+            assert http("GET", "http://%s:%d/metrics" % (found.group(1), port))[0] == 200
+            with pytest.raises(OSError):
+                http("GET", "http://%s:%d/metrics" % (other, port))
+        finally:
+            train.terminate()
+            train.wait(timeout=60)

@@ -20,7 +20,7 @@ std::string ListenAddress(const Flags& flags) {
     throw MetricsError("--metrics-port " + flags.port + " + local instance index " +
                        std::to_string(flags.port_offset) + " is above 65535");
   }
-  // civetweb wants an IPv6 address in brackets.
+  // An IPv6 address goes in brackets, as in a URL.
   if (host.find(':') != std::string::npos && host.front() != '[') host = "[" + host + "]";
   return host + ":" + std::to_string(chosen);
 }
