@@ -8,7 +8,7 @@ server's own secret and region. A request without x-amz-content-sha256 is refuse
 one whose token or signature differ with 403, as AWS does. `train` reads a whole epoch of a
 shard pack and of WebDataset tars through s3:// under keys with spaces, '+', '=', ",;@()!'"
 and non-ASCII, with a session token, path style and virtual-hosted; a wrong secret stops it
-with one line naming the refusal.
+with one line naming the refusal, a wrong region with one naming the bucket's.
 
 Needs TILEFEED_TRAIN, TILEFEED_PACK and TILEFEED_MAKE_DEMO (tests/CMakeLists.txt sets them).
 """
@@ -75,6 +75,8 @@ def _verify(method, host, raw_path, query, headers):
         return 400, "InvalidRequest", bucket, key  # AWS: "Missing required header"
     if m.group(1) != KEY_ID:
         return 403, "InvalidAccessKeyId", bucket, key
+    if m.group(3) != REGION:  # AWS names the bucket's region in a header
+        return 400, "AuthorizationHeaderMalformed", bucket, key
     if lower.get("x-amz-security-token") != TOKEN:
         return 403, "InvalidToken", bucket, key
     # The canonical URI AWS derives: the key as decoded, encoded the SigV4 way.
@@ -103,6 +105,8 @@ class S3Handler(http.server.BaseHTTPRequestHandler):
         body = ("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>%s</Code>"
                 "<Message>refused by the test's S3 server</Message></Error>" % code).encode()
         self.send_response(status)
+        if code == "AuthorizationHeaderMalformed":
+            self.send_header("x-amz-bucket-region", REGION)
         self.send_header("Content-Type", "application/xml")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -280,3 +284,14 @@ def test_keys_and_region_from_an_aws_profile(served, tmp_path):
                             name="profile")
     assert result.returncode == 0, result.stderr
     assert _epoch_images(report) == served["images"]
+
+
+def test_a_wrong_region_is_one_line_naming_the_buckets(served):
+    env = dict(os.environ, AWS_ACCESS_KEY_ID=KEY_ID, AWS_SECRET_ACCESS_KEY=SECRET,
+               AWS_SESSION_TOKEN=TOKEN, AWS_REGION="us-west-2",
+               AWS_ENDPOINT_URL_S3=served["server"].endpoint)
+    result, _ = _train(served, "s3://%s/%s" % (BUCKET, SHARD_PREFIX), env=env, name="region")
+    assert result.returncode != 0
+    lines = [line for line in result.stderr.splitlines() if "HTTP 400" in line]
+    assert len(lines) == 1, result.stderr
+    assert "the bucket is in region %s, not us-west-2" % REGION in lines[0], lines[0]
