@@ -557,6 +557,7 @@ loader::RemoteOptions ToRemoteOptions(const py::dict& remote) {
   text("s3_endpoint", o.s3_endpoint);
   text("aws_access_key_id", o.aws_access_key_id);
   text("aws_secret_access_key", o.aws_secret_access_key);
+  text("aws_session_token", o.aws_session_token);
   text("aws_region", o.aws_region);
   if (remote.contains("cache_limit")) o.cache_limit = remote["cache_limit"].cast<std::uint64_t>();
   if (remote.contains("retries")) o.retries = remote["retries"].cast<int>();

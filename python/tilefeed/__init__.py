@@ -123,11 +123,15 @@ def _remote_options(cache_dir, cache_limit, s3_endpoint, remote_retries):
             raise TypeError(f"tilefeed.Loader: s3_endpoint must be a URL or None, "
                             f"got {s3_endpoint!r}")
         remote["s3_endpoint"] = s3_endpoint
-    for key, variable in (("aws_access_key_id", "AWS_ACCESS_KEY_ID"),
-                          ("aws_secret_access_key", "AWS_SECRET_ACCESS_KEY"),
-                          ("aws_region", "AWS_REGION")):
-        if os.environ.get(variable):
-            remote[key] = os.environ[variable]
+    # The standard AWS variables, each field from the first one set (as the tools read them).
+    for key, variables in (("aws_access_key_id", ("AWS_ACCESS_KEY_ID",)),
+                           ("aws_secret_access_key", ("AWS_SECRET_ACCESS_KEY",)),
+                           ("aws_session_token", ("AWS_SESSION_TOKEN",)),
+                           ("aws_region", ("AWS_REGION", "AWS_DEFAULT_REGION")),
+                           ("s3_endpoint", ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"))):
+        value = next((os.environ[v] for v in variables if os.environ.get(v)), None)
+        if value is not None and key not in remote:
+            remote[key] = value
     return remote
 
 
@@ -162,7 +166,9 @@ class Loader:
     by the processes of the host; cache_limit (bytes, at least 4 MiB) bounds its blocks;
     s3_endpoint (a URL, or None for AWS) serves s3://bucket/key; remote_retries (0-20) is
     the retries of a failed request before its sample is bad. s3:// keys come from
-    AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_REGION, read when the Loader is made.
+    AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION (or
+    AWS_DEFAULT_REGION) and AWS_ENDPOINT_URL_S3 (or AWS_ENDPOINT_URL), read when the Loader is
+    made.
     """
 
     def __init__(self, data, *, source="auto", split="train",
