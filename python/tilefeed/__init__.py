@@ -63,6 +63,7 @@ any thread, but not from inside on_bad_sample.
 """
 
 import atexit
+import inspect
 import math
 import numbers
 import os
@@ -473,6 +474,11 @@ class Loader:
                 f"batch_size={o['batch_size']}, image_size={o['image_size']}, "
                 f"mode={o['mode']!r}, layout={o['layout']!r}, workers={o['workers']}, "
                 f"epoch={self.epoch}{', stopped' if self._stopped else ''})")
+
+
+# Loader(...)'s signature is __init__'s: its __new__ only routes device="cuda" (tilefeed.cuda).
+Loader.__signature__ = inspect.signature(Loader.__init__).replace(
+    parameters=list(inspect.signature(Loader.__init__).parameters.values())[1:])
 
 
 # -- argument checks ------------------------------------------------------------------------
