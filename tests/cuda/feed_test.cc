@@ -67,6 +67,7 @@ class FakeDevice final : public FeedDevice {
   void HandOver(std::size_t /*buffer*/, StreamHandle /*consumer*/) override {}
   void MarkReleased(std::size_t buffer, StreamHandle /*consumer*/) override {
     std::lock_guard lock(mutex_);
+    if (fail_release_) throw std::runtime_error("fake: cannot record the release");
     buffers_.at(buffer).released = true;
   }
 
@@ -88,6 +89,10 @@ class FakeDevice final : public FeedDevice {
   Violations violations() {
     std::lock_guard lock(mutex_);
     return violations_;
+  }
+  void FailReleases() {
+    std::lock_guard lock(mutex_);
+    fail_release_ = true;
   }
   std::size_t pending() {
     std::lock_guard lock(mutex_);
@@ -140,6 +145,7 @@ class FakeDevice final : public FeedDevice {
   std::multiset<const std::uint8_t*> pending_sources_;
   Violations violations_;
   bool lying_;
+  bool fail_release_ = false;
   bool stop_ = false;
   std::thread engine_;  // last: starts after the members it uses
 };
@@ -220,11 +226,36 @@ TEST(DeviceFeed, KeepingEveryBufferIsAClearError) {
   EXPECT_EQ(third->buffer(), first->buffer());
 }
 
-TEST(DeviceFeed, RejectsZeroBuffers) {
+TEST(DeviceFeed, AFailedReleaseIsThrownByTheNextNext) {
+  FakeDevice device(2);
+  loader::Loader loader(std::make_unique<testing::RawSource>(40, kSide),
+                        testing::RawOptions(4, kSide, 1));
+  DeviceFeed feed(loader, device, 2);
+  std::optional<DeviceBatch> first = feed.Next(nullptr);
+  ASSERT_TRUE(first.has_value());
+  device.FailReleases();
+  first->Release();  // cannot throw: the error waits for Next()
+  EXPECT_THROW(
+      {
+        try {
+          feed.Next(nullptr);
+        } catch (const std::runtime_error& e) {
+          EXPECT_STREQ(e.what(), "fake: cannot record the release");
+          throw;
+        }
+      },
+      std::runtime_error);
+}
+
+TEST(DeviceFeed, RejectsZeroBuffersAndNchwLoaders) {
   FakeDevice device(1);
   loader::Loader loader(std::make_unique<testing::RawSource>(8, kSide),
                         testing::RawOptions(4, kSide, 1));
   EXPECT_THROW(DeviceFeed(loader, device, 0), std::invalid_argument);
+  loader::LoaderOptions nchw = testing::RawOptions(4, kSide, 1);
+  nchw.layout = loader::Layout::kNchw;
+  loader::Loader planar(std::make_unique<testing::RawSource>(8, kSide), nchw);
+  EXPECT_THROW(DeviceFeed(planar, device, 1), std::invalid_argument);
 }
 
 }  // namespace

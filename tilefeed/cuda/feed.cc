@@ -59,6 +59,7 @@ void DeviceFeed::Reap(bool wait_oldest) {
 }
 
 std::optional<DeviceBatch> DeviceFeed::Next(StreamHandle consumer) {
+  if (release_error_) std::rethrow_exception(release_error_);  // sticky: the ring is unsafe
   Reap(false);
   // The loader needs a free slot to decode the next batch into: never hold them all.
   const std::size_t slots = loader_.options().prefetch_depth;
@@ -87,9 +88,15 @@ std::optional<DeviceBatch> DeviceFeed::Next(StreamHandle consumer) {
   return batch;
 }
 
+// Runs in DeviceBatch's destructor, so it cannot throw: a device that fails to mark the
+// release leaves the buffer held, and the next Next() throws the device's error.
 void DeviceFeed::Released(std::size_t buffer, StreamHandle consumer) noexcept {
-  device_.MarkReleased(buffer, consumer);
-  held_[buffer] = false;
+  try {
+    device_.MarkReleased(buffer, consumer);
+    held_[buffer] = false;
+  } catch (...) {
+    if (!release_error_) release_error_ = std::current_exception();
+  }
 }
 
 }  // namespace tilefeed::cuda

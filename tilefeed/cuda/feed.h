@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <optional>
 #include <span>
 #include <vector>
@@ -91,7 +92,8 @@ class DeviceFeed {
   // The next batch, landed (or landing) in a device buffer and handed over to `consumer`:
   // work enqueued on `consumer` after this call sees it. nullopt at the end of an epoch
   // (the following call starts the next) or once the loader ended. Throws what the
-  // loader's Next() throws, and std::logic_error when every device buffer is held by a
+  // loader's Next() throws, what the device threw (also from an earlier release, which
+  // cannot throw itself), and std::logic_error when every device buffer is held by a
   // DeviceBatch that is still alive (the consumer keeps `buffers` batches).
   std::optional<DeviceBatch> Next(StreamHandle consumer);
 
@@ -112,6 +114,7 @@ class DeviceFeed {
   std::vector<bool> held_;          // per buffer: a DeviceBatch is alive
   std::deque<InFlight> in_flight_;  // in upload order, which is copy-completion order
   std::uint64_t uploads_ = 0;
+  std::exception_ptr release_error_;  // a failed MarkReleased, rethrown by Next()
 };
 
 }  // namespace tilefeed::cuda
