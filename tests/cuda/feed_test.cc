@@ -158,38 +158,51 @@ constexpr int kSide = 16;
 // the reference loader's.
 int LandAll(FakeDevice& device, std::size_t buffers, std::uint64_t epochs) {
   const loader::LoaderOptions options = testing::RawOptions(4, kSide, epochs);
-  loader::Loader reference(std::make_unique<testing::RawSource>(40, kSide), options);
+  struct Expected {
+    std::vector<std::uint8_t> images;
+    std::vector<std::int32_t> labels;
+  };
+  // The reference batches first, from a loader that is gone before the feed's starts (two
+  // loaders starting their oneTBB arenas at once trip a false TSan report inside libtbb).
+  std::vector<std::vector<Expected>> expected(epochs);
+  {
+    loader::Loader reference(std::make_unique<testing::RawSource>(40, kSide), options);
+    for (auto& epoch : expected) {
+      while (std::optional<loader::Batch> b = reference.Next()) {
+        epoch.push_back(
+            {{b->images().begin(), b->images().end()}, {b->labels().begin(), b->labels().end()}});
+      }
+    }
+  }
   loader::Loader loader(std::make_unique<testing::RawSource>(40, kSide), options);
   DeviceFeed feed(loader, device, buffers);
   struct Held {
     DeviceBatch got;
-    std::vector<std::uint8_t> images;
-    std::vector<std::int32_t> labels;
+    const Expected* want;
   };
   std::deque<Held> held;
   int wrong = 0;
   auto check_oldest = [&] {
     const Held& h = held.front();
-    wrong += device.images(h.got.buffer()) == h.images && device.labels(h.got.buffer()) == h.labels
-                 ? 0
-                 : 1;
+    const bool same = device.images(h.got.buffer()) == h.want->images &&
+                      device.labels(h.got.buffer()) == h.want->labels;
+    wrong += same ? 0 : 1;
     held.pop_front();  // releases the buffer
   };
-  for (std::uint64_t epoch = 0; epoch < epochs; ++epoch) {
-    for (;;) {
-      if (held.size() == buffers) check_oldest();
-      std::optional<loader::Batch> want = reference.Next();
+  for (const auto& epoch : expected) {
+    for (const Expected& want : epoch) {
       std::optional<DeviceBatch> got = feed.Next(nullptr);
-      EXPECT_EQ(want.has_value(), got.has_value());
-      if (!want || !got) break;
+      if (!got) {
+        ADD_FAILURE() << "the feed ended an epoch early";
+        return wrong + 1;
+      }
       EXPECT_LT(feed.copies_in_flight(), options.prefetch_depth);
-      held.push_back(Held{std::move(*got),
-                          {want->images().begin(), want->images().end()},
-                          {want->labels().begin(), want->labels().end()}});
+      held.push_back(Held{std::move(*got), &want});
       if (held.size() == buffers) check_oldest();
     }
+    while (!held.empty()) check_oldest();
+    EXPECT_FALSE(feed.Next(nullptr).has_value()) << "the end of the epoch";
   }
-  while (!held.empty()) check_oldest();
   return wrong;
 }
 
@@ -204,6 +217,9 @@ TEST(DeviceFeed, NoSlotOrBufferIsReusedBeforeItsCopyOrRelease) {
 }
 
 TEST(DeviceFeed, ABrokenDeviceThatReportsCopiesEarlyIsCaught) {
+#ifdef __SANITIZE_THREAD__
+  GTEST_SKIP() << "races on purpose (a copy reads a slot the workers refill): not under TSan";
+#endif
   // The same run over a device whose CopyDone() lies: the feed then returns slots under
   // pending copies, and the fake must see it (else the test above proves nothing).
   FakeDevice device(2, /*lying=*/true);
@@ -247,11 +263,15 @@ TEST(DeviceFeed, AFailedReleaseIsThrownByTheNextNext) {
       std::runtime_error);
 }
 
-TEST(DeviceFeed, RejectsZeroBuffersAndNchwLoaders) {
+TEST(DeviceFeed, RejectsZeroBuffers) {
   FakeDevice device(1);
   loader::Loader loader(std::make_unique<testing::RawSource>(8, kSide),
                         testing::RawOptions(4, kSide, 1));
   EXPECT_THROW(DeviceFeed(loader, device, 0), std::invalid_argument);
+}
+
+TEST(DeviceFeed, RejectsNchwLoaders) {
+  FakeDevice device(1);
   loader::LoaderOptions nchw = testing::RawOptions(4, kSide, 1);
   nchw.layout = loader::Layout::kNchw;
   loader::Loader planar(std::make_unique<testing::RawSource>(8, kSide), nchw);
