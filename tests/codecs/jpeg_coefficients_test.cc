@@ -66,6 +66,8 @@ void ExpectSamePixels(const std::vector<std::byte>& jpeg, const std::vector<std:
   ASSERT_EQ(stored.width, info.width);
   ASSERT_EQ(stored.height, info.height);
   ASSERT_EQ(stored.subsampling, info.subsampling);
+  // The ceiling's decode (codec_bench) must give the same pixels from unpacked blocks.
+  const UnpackedCoefficients unpacked = UnpackCoefficients(record);
   std::mt19937 rng(seed);
   for (const Rect& crop : CropsFor(info.width, info.height, rng, random_crops)) {
     for (auto [ow, oh] : OutputsFor(crop.width, crop.height, options)) {
@@ -82,6 +84,9 @@ void ExpectSamePixels(const std::vector<std::byte>& jpeg, const std::vector<std:
             decoder.DecodeInto(record, plan, PixelView::Interleaved(got.data(), ow, oh), &times);
         ASSERT_EQ(a.scale_eighths, b.scale_eighths);
         ASSERT_TRUE(want == got);
+        std::fill(got.begin(), got.end(), 7);
+        decoder.DecodeUnpackedInto(unpacked, plan, PixelView::Interleaved(got.data(), ow, oh));
+        ASSERT_TRUE(want == got) << "from unpacked coefficients";
       }
     }
   }

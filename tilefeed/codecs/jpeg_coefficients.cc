@@ -476,9 +476,8 @@ void DecompressBands(std::span<const std::byte> rec, const Geometry& g, int row0
   }
 }
 
-struct alignas(32) Block {
-  JCOEF c[64];
-};
+using Block = CoefficientBlock;
+static_assert(sizeof(JCOEF) == sizeof(std::int16_t) && sizeof(Block) == sizeof(JBLOCK));
 
 // The coefficient controller libjpeg calls for each iMCU row of the sub-image. Plain
 // data: it lives in the decoder and is read inside libjpeg.
@@ -490,6 +489,10 @@ struct BandFeed {
   int wib[4];                  // blocks per row of each component, whole image
   int first[4];                // first block column of the sub-image, per component
   Block* blocks;               // one component row of unpacked blocks
+  // DecodeUnpackedInto: each component's whole-image blocks (the rows then come from
+  // here, row0 being the sub-image's first iMCU row in the image); else all null.
+  const Block* whole[4];
+  int row0;
   bool timed;
   std::int64_t unpack_ns;
   std::int64_t idct_ns;
@@ -556,12 +559,21 @@ int DecompressRow(j_decompress_ptr cinfo, JSAMPIMAGE output_buf) {
     JSAMPARRAY output = output_buf[ci];
     for (int y = 0; y < block_rows; ++y, output += size) {
       const auto t0 = feed->timed ? Clock::now() : Clock::time_point();
-      UnpackRow(feed->raw, cursor, feed->wib[ci], feed->first[ci], count, feed->blocks);
+      const Block* blocks = feed->blocks;
+      if (feed->whole[ci] != nullptr) {
+        const std::size_t block_row =
+            (std::size_t(feed->row0) + row) * std::size_t(comp->v_samp_factor) + std::size_t(y);
+        blocks = feed->whole[ci] + block_row * std::size_t(feed->wib[ci]) + feed->first[ci];
+      } else {
+        UnpackRow(feed->raw, cursor, feed->wib[ci], feed->first[ci], count, feed->blocks);
+      }
       if (!comp->component_needed) continue;
       const auto t1 = feed->timed ? Clock::now() : Clock::time_point();
       inverse_DCT_method_ptr idct = cinfo->idct->inverse_DCT[ci];
       for (int x = 0; x < count; ++x) {
-        idct(cinfo, comp, feed->blocks[x].c, output, static_cast<JDIMENSION>(x * size));
+        // libjpeg's IDCT takes a mutable JCOEFPTR but only reads the block.
+        idct(cinfo, comp, const_cast<JCOEF*>(blocks[x].c), output,
+             static_cast<JDIMENSION>(x * size));
       }
       if (feed->timed) {
         const auto t2 = Clock::now();
@@ -698,6 +710,34 @@ void CheckCoefficients(std::span<const std::byte> record, std::int64_t max_pixel
   std::vector<std::uint8_t> raw;
   std::vector<BandCursor> cursors;
   for (int b = 0; b < g.bands; ++b) DecompressBands(record, g, b, b, raw, cursors);
+}
+
+UnpackedCoefficients UnpackCoefficients(std::span<const std::byte> record,
+                                        std::int64_t max_pixels) {
+  const Geometry g = ParseGeometry(record, max_pixels);
+  std::vector<std::uint8_t> raw;
+  std::vector<BandCursor> cursors;
+  DecompressBands(record, g, 0, g.bands - 1, raw, cursors);
+  UnpackedCoefficients u;
+  u.record.assign(record.begin(), record.end());
+  std::size_t total = 0;
+  for (int c = 0; c < g.components; ++c) {
+    u.first_block[c] = total;
+    total += std::size_t(g.wib[c]) * std::size_t(g.hib[c]);
+  }
+  u.blocks.resize(total);
+  for (int b = 0; b < g.bands; ++b) {
+    BandCursor cursor = cursors[std::size_t(b)];
+    for (int c = 0; c < g.components; ++c) {
+      const int rows = std::min(g.v[c], g.hib[c] - b * g.v[c]);
+      for (int y = 0; y < rows; ++y) {
+        const std::size_t row = std::size_t(b) * std::size_t(g.v[c]) + std::size_t(y);
+        UnpackRow(raw.data(), cursor, g.wib[c], 0, g.wib[c],
+                  u.blocks.data() + u.first_block[c] + row * std::size_t(g.wib[c]));
+      }
+    }
+  }
+  return u;
 }
 
 bool LooksLikeCoefficients(std::span<const std::byte> bytes) {
@@ -844,15 +884,16 @@ struct CoefficientDecoder::Impl {
     DecompressBands(rec, g, row0, row1, raw, cursors);
   }
 
-  DecodeReport Decode(std::span<const std::byte> rec, const CropPlan& plan, const PixelView& out,
-                      CoefficientTimes* times);
-  void Start(const Geometry& g, const Cover& cover);
+  DecodeReport Decode(std::span<const std::byte> rec, const UnpackedCoefficients* unpacked,
+                      const CropPlan& plan, const PixelView& out, CoefficientTimes* times);
+  void Start(const Geometry& g, const Cover& cover, const UnpackedCoefficients* unpacked);
   JDIMENSION Stream(const Geometry& g, const Cover& cover, const CropPlan& plan,
                     const PixelView& out, std::int64_t* resize_ns);
 };
 
 // Sets libjpeg up for the cover's sub-image and installs the band feed.
-void CoefficientDecoder::Impl::Start(const Geometry& g, const Cover& cover) {
+void CoefficientDecoder::Impl::Start(const Geometry& g, const Cover& cover,
+                                     const UnpackedCoefficients* unpacked) {
   BuildJpegHeader(g, cover.sub_width, cover.sub_height, header);
   const bool cmyk = g.color_space == JCS_CMYK || g.color_space == JCS_YCCK;
   const StartJob job{reinterpret_cast<const unsigned char*>(header.data()),
@@ -877,7 +918,9 @@ void CoefficientDecoder::Impl::Start(const Geometry& g, const Cover& cover) {
            first + static_cast<int>(comp.width_in_blocks) <= g.wib[c] && sub_last_rows == last_rows;
     feed.wib[c] = g.wib[c];
     feed.first[c] = first;
+    feed.whole[c] = unpacked ? unpacked->blocks.data() + unpacked->first_block[c] : nullptr;
   }
+  feed.row0 = cover.row0;
   if (!fits) {
     jpeg_abort_decompress(&cinfo);
     Corrupt("geometry does not match libjpeg's");
@@ -953,8 +996,10 @@ JDIMENSION CoefficientDecoder::Impl::Stream(const Geometry& g, const Cover& cove
   return stream.rows_read;
 }
 
-DecodeReport CoefficientDecoder::Impl::Decode(std::span<const std::byte> rec, const CropPlan& plan,
-                                              const PixelView& out, CoefficientTimes* times) {
+DecodeReport CoefficientDecoder::Impl::Decode(std::span<const std::byte> rec,
+                                              const UnpackedCoefficients* unpacked,
+                                              const CropPlan& plan, const PixelView& out,
+                                              CoefficientTimes* times) {
   const auto t0 = Clock::now();
   const Geometry g = ParseGeometry(rec, options.max_pixels);
   const Rect& crop = plan.crop;
@@ -962,10 +1007,10 @@ DecodeReport CoefficientDecoder::Impl::Decode(std::span<const std::byte> rec, co
     throw detail::CropDoesNotFit(crop, g.width, g.height, "image");
   }
   const Cover cover = CoverFor(g, crop, out.width, out.height, options);
-  Prepare(rec, g, cover.row0, cover.row1);
+  if (unpacked == nullptr) Prepare(rec, g, cover.row0, cover.row1);
   const auto t1 = Clock::now();
   feed.timed = times != nullptr;
-  Start(g, cover);
+  Start(g, cover, unpacked);
   std::int64_t resize_ns = 0;
   const JDIMENSION rows_read = Stream(g, cover, plan, out, &resize_ns);
   DecodeReport report;
@@ -977,7 +1022,8 @@ DecodeReport CoefficientDecoder::Impl::Decode(std::span<const std::byte> rec, co
   if (times != nullptr) {
     const std::int64_t rows_ns =
         Nanos(Clock::now() - t1) - resize_ns - feed.unpack_ns - feed.idct_ns;
-    times->unpack_seconds = static_cast<double>(Nanos(t1 - t0) + feed.unpack_ns) * 1e-9;
+    times->lz4_seconds = static_cast<double>(Nanos(t1 - t0)) * 1e-9;
+    times->unpack_seconds = static_cast<double>(feed.unpack_ns) * 1e-9;
     times->idct_seconds = static_cast<double>(feed.idct_ns) * 1e-9;
     times->rows_seconds = static_cast<double>(std::max<std::int64_t>(rows_ns, 0)) * 1e-9;
   }
@@ -994,7 +1040,13 @@ const JpegOptions& CoefficientDecoder::options() const { return impl_->options; 
 
 DecodeReport CoefficientDecoder::DecodeInto(std::span<const std::byte> record, const CropPlan& plan,
                                             const PixelView& out, CoefficientTimes* times) {
-  return impl_->Decode(record, plan, out, times);
+  return impl_->Decode(record, nullptr, plan, out, times);
+}
+
+DecodeReport CoefficientDecoder::DecodeUnpackedInto(const UnpackedCoefficients& unpacked,
+                                                    const CropPlan& plan, const PixelView& out,
+                                                    CoefficientTimes* times) {
+  return impl_->Decode(unpacked.record, &unpacked, plan, out, times);
 }
 
 }  // namespace tilefeed::codecs

@@ -77,10 +77,32 @@ void CheckCoefficients(std::span<const std::byte> record,
 
 // Where the time of one DecodeInto went, for codec_bench.
 struct CoefficientTimes {
-  double unpack_seconds = 0;  // LZ4 decompression of the bands and coefficient unpacking
+  double lz4_seconds = 0;     // the header, LZ4 decompression of the bands and their checks
+  double unpack_seconds = 0;  // coefficient unpacking (zero for DecodeUnpackedInto)
   double idct_seconds = 0;    // libjpeg-turbo's inverse DCT of the crop's blocks
   double rows_seconds = 0;    // the rest of the scanline decode: upsampling, colour
 };
+
+// One 8x8 block of quantised coefficients in natural (row-major) order, as libjpeg's
+// JBLOCK; aligned as libjpeg-turbo's SIMD IDCT may load it.
+struct alignas(32) CoefficientBlock {
+  std::int16_t c[64];
+};
+
+// A record with all its coefficients unpacked in memory: what DecodeUnpackedInto decodes,
+// so that codec_bench can measure the decode's ceiling (IDCT, upsampling, colour and
+// resize alone, no LZ4 and no unpacking). `blocks` holds component after component, each
+// its height_in_blocks x width_in_blocks blocks row-major; `first_block[c]` is where
+// component c starts. Memory: 128 bytes per block (about 6x the record).
+struct UnpackedCoefficients {
+  std::vector<std::byte> record;  // a copy of the record (its header is read per decode)
+  std::vector<CoefficientBlock> blocks;
+  std::size_t first_block[4] = {0, 0, 0, 0};
+};
+
+// Decompresses and unpacks every band of `record`. Throws DecodeError as CheckCoefficients.
+UnpackedCoefficients UnpackCoefficients(std::span<const std::byte> record,
+                                        std::int64_t max_pixels = std::int64_t{1} << 26);
 
 class CoefficientDecoder {
  public:
@@ -99,6 +121,12 @@ class CoefficientDecoder {
   // (otherwise DecodeError kInvalidArgument). Throws DecodeError as ReadCoefficientInfo.
   DecodeReport DecodeInto(std::span<const std::byte> record, const CropPlan& plan,
                           const PixelView& out, CoefficientTimes* times = nullptr);
+
+  // DecodeInto from coefficients UnpackCoefficients already unpacked: the same pixels,
+  // without the bands' LZ4 and unpacking (the ceiling a stored decode can reach).
+  // REQUIRES and throws as DecodeInto.
+  DecodeReport DecodeUnpackedInto(const UnpackedCoefficients& unpacked, const CropPlan& plan,
+                                  const PixelView& out, CoefficientTimes* times = nullptr);
 
  private:
   struct Impl;
