@@ -6,8 +6,11 @@
 // PackCoefficients reads a JPEG's coefficients losslessly (libjpeg's
 // jpeg_read_coefficients, so baseline, progressive and arithmetic files alike) and
 // stores them with what decoding needs (size, sampling factors, quantisation tables,
-// colour space, Adobe marker) in bands, one band per iMCU row, each an LZ4 block.
-// CoefficientDecoder::DecodeInto reads only the bands that cover a crop, unpacks only
+// colour space, Adobe marker) in bands, one band per iMCU row. Version 2 (the default)
+// splits each band into column groups, each its own zstd frame (or LZ4 block, or stored),
+// holding per block a DC delta, a 64-bit nonzero mask and the nonzero values; version 1
+// (still read) keeps each whole band one LZ4 block. CoefficientDecoder::DecodeInto reads
+// only the bands (and, version 2, the column groups) that cover a crop, unpacks only
 // the blocks of the crop's iMCU columns, and hands them to libjpeg-turbo's own IDCT,
 // upsampling and colour conversion: its pixels are byte-identical to
 // JpegDecoder::DecodeInto on the original JPEG with the same plan and options. The
@@ -33,13 +36,24 @@
 
 namespace tilefeed::codecs {
 
+// How a version-2 record codes each column group (docs/shard-format.md).
+enum class CoefficientCoding : std::uint8_t { kNone = 0, kLz4 = 1, kZstd = 2 };
+
 struct CoefficientPackOptions {
   // Largest width * height accepted, checked from the header before reading any data.
   std::int64_t max_pixels = std::int64_t{1} << 26;
   // Largest number of scans read from a progressive file.
   int max_scans = 100;
-  // LZ4HC compression level of the bands (1..12); 0 = LZ4's fast compressor. The same
-  // decoder reads both; HC costs pack time, not decode time.
+  // The record layout: 2 (column groups within each band, nonzero masks and value
+  // streams; the default) or 1 (whole bands; issue 20's layout). Both are read.
+  int version = 2;
+  // Version 2: the coding of each column group, and the group width in pixels (rounded
+  // down to whole iMCUs, at least one; 1..255 iMCUs).
+  CoefficientCoding coding = CoefficientCoding::kZstd;
+  int zstd_level = 1;  // -5..19: higher is smaller and slower to pack, not to decode
+  int group_pixels = 128;
+  // LZ4HC compression level (1..12) of the bands (version 1) or groups (version 2 with
+  // kLz4); 0 = LZ4's fast compressor. HC costs pack time, not decode time.
   int lz4hc_level = 9;
 };
 
@@ -56,7 +70,8 @@ struct CoefficientPackResult {
 };
 
 // Reads the coefficients of `jpeg` and stores them. Never throws DecodeError: input it
-// cannot store is reported in the result. Throws std::bad_alloc only.
+// cannot store is reported in the result. Throws std::bad_alloc, and
+// std::invalid_argument for options out of their ranges.
 CoefficientPackResult PackCoefficients(std::span<const std::byte> jpeg,
                                        const CoefficientPackOptions& options = {});
 
