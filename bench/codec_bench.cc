@@ -15,8 +15,10 @@
 //             baseline, optimized Huffman tables, restart intervals on a grid
 //   indexed   rrc on the transcoded files that entropy-decodes only the restart
 //             intervals covering the crop (IndexedJpegDecoder); same pixels as rrc_t
-//   coef      rrc from the coefficient store (tilefeed/codecs/jpeg_coefficients.h): no entropy
-//             decoding at all, LZ4 bands of the crop's iMCU rows, libjpeg's IDCT,
+//   coef      rrc from the coefficient store (tilefeed/codecs/jpeg_coefficients.h), version 2
+//             (--coef-layout; version 1 with --lz4hc runs beside it in the rotating
+//             rounds): no entropy decoding at all, the crop's bands (v2: and column
+//             groups), libjpeg's IDCT,
 //             upsampling and colour; same pixels as rrc. Its pack runs once, untimed
 //             for the modes but timed for its own images/s, and its bytes are printed
 //             against the files and LZ4 raw pixels. On one thread full, indexed, coef
@@ -108,8 +110,9 @@ struct Job {
   codecs::ImageInfo info;
   codecs::CropPlan plan;
   codecs::Rect decoded;
-  const codecs::TranscodeResult* transcoded = nullptr;    // null until transcoded
-  const codecs::CoefficientPackResult* packed = nullptr;  // null until packed
+  const codecs::TranscodeResult* transcoded = nullptr;       // null until transcoded
+  const codecs::CoefficientPackResult* packed = nullptr;     // null until packed
+  const codecs::CoefficientPackResult* packed_v1 = nullptr;  // version 1, likewise
 };
 
 // What one thread owns: one codec handle per thread, and its own output buffers so
@@ -254,22 +257,26 @@ std::vector<double> RunRotating(const std::vector<const ModeFn*>& fns, const std
 // Packs every job's file into the coefficient store (timed for the pack rate), checks
 // on each that the stored decode gives rrc's bytes, and prints the bytes against the
 // files and against LZ4 raw pixels of the whole images.
+using PackSlot = const codecs::CoefficientPackResult* Job::*;
+
 void PackCoefficientsFor(std::vector<Job>& jobs, std::vector<codecs::CoefficientPackResult>& packed,
-                         const codecs::JpegOptions& options, int size, int lz4hc_level) {
-  codecs::CoefficientPackOptions pack_options;
-  pack_options.lz4hc_level = lz4hc_level;
+                         const codecs::JpegOptions& options, int size,
+                         const codecs::CoefficientPackOptions& pack_options, const char* label,
+                         PackSlot slot) {
   codecs::JpegDecoder decoder(options);
   codecs::CoefficientDecoder coef(options);
   std::vector<std::uint8_t> a(std::size_t(size) * size * 3), b(a.size()), pixels;
   std::size_t original = 0, stored = 0, raw_lz4 = 0, refused = 0, mismatches = 0, checked = 0;
   std::map<std::string, int> refusals;
-  double pack_seconds = 0;
+  double pack_seconds = 0, pack_cpu = 0;
   for (std::size_t i = 0; i < jobs.size(); ++i) {
     Job& job = jobs[i];
     const auto start = Clock::now();
+    const double cpu_start = ThreadCpuSeconds();
     packed[i] = codecs::PackCoefficients(job.file->bytes, pack_options);
+    pack_cpu += ThreadCpuSeconds() - cpu_start;
     pack_seconds += std::chrono::duration<double>(Clock::now() - start).count();
-    job.packed = &packed[i];
+    job.*slot = &packed[i];
     original += job.file->bytes.size();
     stored += packed[i].packed ? packed[i].record.size() : job.file->bytes.size();
     if (!packed[i].packed) {
@@ -292,9 +299,10 @@ void PackCoefficientsFor(std::vector<Job>& jobs, std::vector<codecs::Coefficient
     }
   }
   std::printf(
-      "coefficient store (pack %.1f s = %.0f images/s on one core): %zu packed, %zu "
-      "stored as they came\n",
-      pack_seconds, double(jobs.size()) / pack_seconds, jobs.size() - refused, refused);
+      "coefficient store %s (pack %.1f s = %.0f images/s on one core, %.0f per CPU-second): "
+      "%zu packed, %zu stored as they came\n",
+      label, pack_seconds, double(jobs.size()) / pack_seconds, double(jobs.size()) / pack_cpu,
+      jobs.size() - refused, refused);
   for (const auto& [reason, count] : refusals)
     std::printf("  as they came %d: %s\n", count, reason.c_str());
   std::printf(
@@ -331,7 +339,7 @@ struct StageSums {
 //   ceiling  as coef from coefficients unpacked (untimed) before each block of 16 files
 void PrintStageSplits(const std::vector<Job>& jobs, Worker& w, int size, const PrepareFn& prepare,
                       std::size_t block) {
-  StageSums full, indexed, coef, ceiling;
+  StageSums full, indexed, coef, coef_v1, ceiling;
   const auto out = codecs::PixelView::Interleaved(w.crop_out.data(), size, size);
   const auto seconds = [](Clock::time_point since) {
     return std::chrono::duration<double>(Clock::now() - since).count();
@@ -341,7 +349,7 @@ void PrintStageSplits(const std::vector<Job>& jobs, Worker& w, int size, const P
     prepare(w, begin, end);
     for (std::size_t i = begin; i < end; ++i) {
       const Job& job = jobs[i];
-      if (!job.packed->packed || !job.transcoded->transcoded) continue;
+      if (!job.packed->packed || !job.packed_v1->packed || !job.transcoded->transcoded) continue;
       try {
         auto start = Clock::now();
         w.decoder.EntropyDecode(job.file->bytes);
@@ -363,13 +371,14 @@ void PrintStageSplits(const std::vector<Job>& jobs, Worker& w, int size, const P
         indexed.pixels += std::max(0.0, total - resize);
         indexed.total += std::max(total, resize);
         ++indexed.count;
-        for (StageSums* sums : {&coef, &ceiling}) {
+        for (StageSums* sums : {&coef, &coef_v1, &ceiling}) {
           codecs::CoefficientTimes times;
           start = Clock::now();
+          const auto& record = (sums == &coef ? job.packed : job.packed_v1)->record;
           const codecs::DecodeReport report =
-              sums == &coef ? w.coef.DecodeInto(job.packed->record, job.plan, out, &times)
-                            : w.coef.DecodeUnpackedInto(w.unpacked[i - w.unpacked_begin], job.plan,
-                                                        out, &times);
+              sums != &ceiling ? w.coef.DecodeInto(record, job.plan, out, &times)
+                               : w.coef.DecodeUnpackedInto(w.unpacked[i - w.unpacked_begin],
+                                                           job.plan, out, &times);
           sums->total += seconds(start);
           sums->lz4 += times.lz4_seconds;
           sums->unpack += times.unpack_seconds;
@@ -385,7 +394,8 @@ void PrintStageSplits(const std::vector<Job>& jobs, Worker& w, int size, const P
   std::printf("  stage split (one timed pass per path, files both stores hold, us/image):\n");
   full.Print("full", "entropy", "IDCT+upsample+colour");
   indexed.Print("indexed", "    lz4", "entropy+IDCT+ups+col");
-  coef.Print("coef v1", "    lz4", "IDCT+upsample+colour");
+  coef.Print("coef v2", "    lz4", "IDCT+upsample+colour");
+  coef_v1.Print("coef v1", "    lz4", "IDCT+upsample+colour");
   ceiling.Print("ceiling", "    lz4", "IDCT+upsample+colour");
   std::printf(
       "    (ceiling: 'lz4' is the header parse, 'unpack' the per-row timing itself; indexed's "
@@ -439,9 +449,18 @@ int main(int argc, char** argv) {
   app.add_option("--scales", scales, "DCT scales: pow2 (1/2,1/4,1/8) or eighths (n/8)")
       ->check(CLI::IsMember({"pow2", "eighths"}));
   app.add_flag("--fast-dct", fast_dct, "libjpeg's fast integer IDCT");
+  std::string coef_layout = "v2-zstd";
+  app.add_option("--coef-layout", coef_layout,
+                 "the coefficient store's layout for coef and the ceiling (v1 runs beside it)")
+      ->check(CLI::IsMember({"v2-zstd", "v2-lz4", "v2-none"}))
+      ->capture_default_str();
+  int group_pixels = codecs::CoefficientPackOptions{}.group_pixels;
+  app.add_option("--group-pixels", group_pixels, "v2 column group width in pixels")
+      ->check(tilefeed::tools::Between(1, 65535))
+      ->capture_default_str();
   int lz4hc_level = codecs::CoefficientPackOptions{}.lz4hc_level;
   app.add_option("--lz4hc", lz4hc_level,
-                 "LZ4HC level of the coefficient store's bands (0: LZ4's fast compressor)")
+                 "LZ4HC level of the v1 store's bands (0: LZ4's fast compressor)")
       ->check(tilefeed::tools::Between(0, 12))
       ->capture_default_str();
   app.add_flag("--json", json, "also print one JSON line");
@@ -588,8 +607,22 @@ int main(int argc, char** argv) {
         100.0 * rrc_share / std::max<std::size_t>(1, checked));
   }
 
-  std::vector<codecs::CoefficientPackResult> packed(jobs.size());
-  if (only.empty() || only == "coef") PackCoefficientsFor(jobs, packed, options, size, lz4hc_level);
+  std::vector<codecs::CoefficientPackResult> packed(jobs.size()), packed_v1(jobs.size());
+  if (only.empty() || only == "coef") {
+    codecs::CoefficientPackOptions v2;
+    v2.coding = coef_layout == "v2-lz4"    ? codecs::CoefficientCoding::kLz4
+                : coef_layout == "v2-none" ? codecs::CoefficientCoding::kNone
+                                           : codecs::CoefficientCoding::kZstd;
+    v2.lz4hc_level = 0;
+    v2.group_pixels = group_pixels;
+    PackCoefficientsFor(jobs, packed, options, size, v2, coef_layout.c_str(), &Job::packed);
+  }
+  if (only.empty()) {
+    codecs::CoefficientPackOptions v1;
+    v1.version = 1;
+    v1.lz4hc_level = lz4hc_level;
+    PackCoefficientsFor(jobs, packed_v1, options, size, v1, "v1", &Job::packed_v1);
+  }
 
   std::vector<std::unique_ptr<Worker>> workers;
   for (int t = 0; t < threads; ++t) {
@@ -637,6 +670,14 @@ int main(int argc, char** argv) {
       w.decoder.DecodeInto(job.file->bytes, job.plan, out);
     }
   };
+  const ModeFn coef_v1_fn = [size](Worker& w, const Job& job) {
+    const auto out = codecs::PixelView::Interleaved(w.crop_out.data(), size, size);
+    if (job.packed_v1->packed) {
+      w.coef.DecodeInto(job.packed_v1->record, job.plan, out);
+    } else {
+      w.decoder.DecodeInto(job.file->bytes, job.plan, out);
+    }
+  };
   // The ceiling: coef's decode from coefficients unpacked (untimed) before each block.
   auto run_ceiling = [size, &jobs](Worker& w, const Job& job) {
     const auto out = codecs::PixelView::Interleaved(w.crop_out.data(), size, size);
@@ -676,7 +717,7 @@ int main(int argc, char** argv) {
   // coef against full and against indexed per repetition, the three rotating.
   std::vector<double> coef_over_full, coef_over_indexed;
   // ... and against its ceiling (as a fraction of the ceiling's speed), the ceiling vs full.
-  std::vector<double> coef_of_ceiling, ceiling_over_full;
+  std::vector<double> coef_of_ceiling, ceiling_over_full, v1_of_ceiling, coef_over_v1;
   try {
     // Untimed warm-up: code and tables hot, every thread's buffers touched.
     for (Mode& mode : modes) RunPass(mode.run, jobs, std::min(warmup, jobs.size()), workers);
@@ -692,13 +733,15 @@ int main(int argc, char** argv) {
         const auto [full_s, rrc_s] =
             RunInterleaved(run_full, run_rrc, jobs, kInterleaveBlock, *workers[0]);
         interleaved_ratios.push_back(full_s / rrc_s);
-        const std::vector<double> s4 =
-            RunRotating({&modes[0].run, &modes[5].run, &modes[6].run, &ceiling_fn}, jobs,
-                        kInterleaveBlock, *workers[0], unpack_block);
-        coef_over_full.push_back(s4[0] / s4[2]);
-        coef_over_indexed.push_back(s4[1] / s4[2]);
-        coef_of_ceiling.push_back(s4[3] / s4[2]);
-        ceiling_over_full.push_back(s4[0] / s4[3]);
+        const std::vector<double> s5 =
+            RunRotating({&modes[0].run, &modes[5].run, &modes[6].run, &ceiling_fn, &coef_v1_fn},
+                        jobs, kInterleaveBlock, *workers[0], unpack_block);
+        coef_over_full.push_back(s5[0] / s5[2]);
+        coef_over_indexed.push_back(s5[1] / s5[2]);
+        coef_of_ceiling.push_back(s5[3] / s5[2]);
+        ceiling_over_full.push_back(s5[0] / s5[3]);
+        v1_of_ceiling.push_back(s5[3] / s5[4]);
+        coef_over_v1.push_back(s5[4] / s5[2]);
       }
     }
   } catch (const std::exception& e) {
@@ -776,9 +819,10 @@ int main(int argc, char** argv) {
     for (double r : interleaved_ratios) std::printf(" %.3f", r);
     std::printf(")\n");
     std::printf(
-        "  interleaved (full, indexed, coef rotating every %zu files): coef %.3fx full, "
-        "%.3fx indexed (medians of per-round ratios; each vs full:",
-        kInterleaveBlock, Median(coef_over_full), Median(coef_over_indexed));
+        "  interleaved (full, indexed, coef %s, ceiling, coef v1 rotating every %zu files): "
+        "coef %.3fx full, %.3fx indexed, %.3fx v1 (medians of per-round ratios; each vs full:",
+        coef_layout.c_str(), kInterleaveBlock, Median(coef_over_full), Median(coef_over_indexed),
+        Median(coef_over_v1));
     for (double r : coef_over_full) std::printf(" %.3f", r);
     std::printf(")\n");
     std::printf(
@@ -786,7 +830,8 @@ int main(int argc, char** argv) {
         "ceiling's speed (each:",
         Median(coef_of_ceiling));
     for (double r : coef_of_ceiling) std::printf(" %.3f", r);
-    std::printf("); ceiling %.3fx full\n", Median(ceiling_over_full));
+    std::printf("); v1 = %.3f of it; ceiling %.3fx full\n", Median(v1_of_ceiling),
+                Median(ceiling_over_full));
     PrintStageSplits(jobs, *workers[0], size, unpack_block, kInterleaveBlock);
   }
   std::printf("  decoded region: mean %.3f MP per image; DCT scale histogram:",

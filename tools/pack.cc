@@ -32,6 +32,7 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace loader = tilefeed::loader;
+namespace codecs = tilefeed::codecs;
 using Clock = std::chrono::steady_clock;
 
 using tilefeed::tools::ParseSize;
@@ -157,10 +158,17 @@ int main(int argc, char** argv) {
       ->check(tilefeed::tools::Between(0, 1024))
       ->capture_default_str();
   app.add_flag("--force", force, "replace a pack in a non-empty OUT");
+  std::string coef_layout = "v2-zstd";
+  app.add_option("--coef-layout", coef_layout,
+                 "--codec coefficients: v2-zstd (column groups, zstd; ~1.1x the JPEG bytes), "
+                 "v2-lz4 (faster to decode, ~1.6x), v2-none (fastest, ~1.75x) or v1 (issue "
+                 "20's whole LZ4 bands, ~1.9x); docs/shard-format.md")
+      ->check(CLI::IsMember({"v2-zstd", "v2-lz4", "v2-none", "v1"}))
+      ->capture_default_str();
   int lz4hc = loader::PackOptions{}.coefficients.lz4hc_level;
   app.add_option("--lz4hc", lz4hc,
-                 "--codec coefficients: LZ4HC level of the bands, 1..12 (smaller, slower to "
-                 "pack), or 0 for LZ4's fast compressor; decoding is as fast either way")
+                 "--coef-layout v1 or v2-lz4: LZ4HC level, 1..12 (smaller, slower to pack), "
+                 "or 0 for LZ4's fast compressor; decoding is as fast either way")
       ->check(tilefeed::tools::Between(0, 12))
       ->capture_default_str();
   bool progress = false;
@@ -179,6 +187,10 @@ int main(int argc, char** argv) {
   options.workers = workers;
   options.force = force;
   options.coefficients.lz4hc_level = lz4hc;
+  options.coefficients.version = coef_layout == "v1" ? 1 : 2;
+  options.coefficients.coding = coef_layout == "v2-lz4"    ? codecs::CoefficientCoding::kLz4
+                                : coef_layout == "v2-none" ? codecs::CoefficientCoding::kNone
+                                                           : codecs::CoefficientCoding::kZstd;
   if (!ParseSize(shard_size, options.shard_bytes)) {
     std::fprintf(stderr, "tilefeed-pack: bad --shard-size '%s'\n", shard_size.c_str());
     return 2;
