@@ -610,6 +610,7 @@ int main(int argc, char** argv) {
   std::vector<codecs::CoefficientPackResult> packed(jobs.size()), packed_v1(jobs.size());
   if (only.empty() || only == "coef") {
     codecs::CoefficientPackOptions v2;
+    v2.version = 2;
     v2.coding = coef_layout == "v2-lz4"    ? codecs::CoefficientCoding::kLz4
                 : coef_layout == "v2-none" ? codecs::CoefficientCoding::kNone
                                            : codecs::CoefficientCoding::kZstd;

@@ -158,11 +158,12 @@ int main(int argc, char** argv) {
       ->check(tilefeed::tools::Between(0, 1024))
       ->capture_default_str();
   app.add_flag("--force", force, "replace a pack in a non-empty OUT");
-  std::string coef_layout = "v2-zstd";
+  std::string coef_layout = "v1";
   app.add_option("--coef-layout", coef_layout,
-                 "--codec coefficients: v2-zstd (column groups, zstd; ~1.1x the JPEG bytes), "
-                 "v2-lz4 (faster to decode, ~1.6x), v2-none (fastest, ~1.75x) or v1 (issue "
-                 "20's whole LZ4 bands, ~1.9x); docs/shard-format.md")
+                 "--codec coefficients: v1 (whole LZ4 bands, ~1.9x the JPEG bytes, the "
+                 "fastest to decode), v2-zstd (column groups, zstd: ~1.2x, ~0.6x v1's decode "
+                 "speed), v2-lz4 (~1.7x) or v2-none (~1.9x) (column groups, no entropy coder); "
+                 "bench/RESULTS-coef.md, docs/shard-format.md")
       ->check(CLI::IsMember({"v2-zstd", "v2-lz4", "v2-none", "v1"}))
       ->capture_default_str();
   int lz4hc = loader::PackOptions{}.coefficients.lz4hc_level;

@@ -28,8 +28,9 @@ std::vector<std::byte> MustPack(std::span<const std::byte> jpeg,
 // stored groups, groups of one iMCU and wider than the image; version 1.
 std::vector<std::pair<std::string, CoefficientPackOptions>> Layouts() {
   std::vector<std::pair<std::string, CoefficientPackOptions>> layouts;
-  layouts.push_back({"v2 zstd", {}});
   CoefficientPackOptions o;
+  o.version = 2;
+  layouts.push_back({"v2 zstd", o});
   o.coding = CoefficientCoding::kLz4;
   o.lz4hc_level = 0;
   o.group_pixels = 1;  // one iMCU per group
@@ -38,6 +39,7 @@ std::vector<std::pair<std::string, CoefficientPackOptions>> Layouts() {
   o.group_pixels = 40;
   layouts.push_back({"v2 stored, 40-px groups", o});
   o = {};
+  o.version = 2;
   o.group_pixels = 100000;  // one group per band
   o.zstd_level = 3;
   layouts.push_back({"v2 zstd 3, one group", o});
@@ -170,9 +172,9 @@ TEST(CoefficientStore, VersionTwoIsSmallerThanVersionOne) {
   EncodeOptions o;
   o.quality = 90;
   const auto jpeg = MakeJpeg(333, 257, o, 21);
-  CoefficientPackOptions v1;
-  v1.version = 1;
-  EXPECT_LT(MustPack(jpeg).size(), MustPack(jpeg, v1).size());
+  CoefficientPackOptions v2;
+  v2.version = 2;
+  EXPECT_LT(MustPack(jpeg, v2).size(), MustPack(jpeg).size());
 }
 
 TEST(CoefficientStore, OptionsOutOfRangeAreRefusedUpFront) {

@@ -6,10 +6,10 @@
 // PackCoefficients reads a JPEG's coefficients losslessly (libjpeg's
 // jpeg_read_coefficients, so baseline, progressive and arithmetic files alike) and
 // stores them with what decoding needs (size, sampling factors, quantisation tables,
-// colour space, Adobe marker) in bands, one band per iMCU row. Version 2 (the default)
+// colour space, Adobe marker) in bands, one band per iMCU row. Version 2 (opt-in)
 // splits each band into column groups, each its own zstd frame (or LZ4 block, or stored),
 // holding per block a DC delta, a 64-bit nonzero mask and the nonzero values; version 1
-// (still read) keeps each whole band one LZ4 block. CoefficientDecoder::DecodeInto reads
+// (the default) keeps each whole band one LZ4 block. CoefficientDecoder::DecodeInto reads
 // only the bands (and, version 2, the column groups) that cover a crop, unpacks only
 // the blocks of the crop's iMCU columns, and hands them to libjpeg-turbo's own IDCT,
 // upsampling and colour conversion: its pixels are byte-identical to
@@ -44,9 +44,11 @@ struct CoefficientPackOptions {
   std::int64_t max_pixels = std::int64_t{1} << 26;
   // Largest number of scans read from a progressive file.
   int max_scans = 100;
-  // The record layout: 2 (column groups within each band, nonzero masks and value
-  // streams; the default) or 1 (whole bands; issue 20's layout). Both are read.
-  int version = 2;
+  // The record layout: 1 (whole bands, each an LZ4 block; the default, the fastest to
+  // decode as measured in bench/RESULTS-coef.md) or 2 (column groups within each band,
+  // nonzero masks and value streams; with zstd about 0.65x version 1's bytes, but slower
+  // to decode). Both are read.
+  int version = 1;
   // Version 2: the coding of each column group, and the group width in pixels (rounded
   // down to whole iMCUs, at least one; 1..255 iMCUs).
   CoefficientCoding coding = CoefficientCoding::kZstd;
