@@ -290,6 +290,103 @@ std::vector<Bytes> LoadJpegs(const std::filesystem::path& root, std::size_t limi
   return files;
 }
 
+// Codes every image's bands with every coding (CPU time charged to each); returns v1
+// LZ4 fast's encode time, to take out of the measured pack time.
+double EncodeAll(std::vector<Coding>& codings, const std::vector<Image>& images) {
+  ZSTD_CCtx* cctx = ZSTD_createCCtx();
+  double lz4_fast_encode = 0;
+  for (Coding& coding : codings) {
+    for (const Image& image : images) {
+      const double start = CpuNow();
+      Bytes all;
+      std::vector<std::uint32_t> sizes;
+      for (std::size_t b = 0; b < image.bands.size(); ++b) {
+        const Bytes raw = coding.mask ? ToMask(image.bands[b], image.blocks[b]) : image.bands[b];
+        const Bytes coded = Compress(raw, coding.back, coding.level, cctx);
+        all.insert(all.end(), coded.begin(), coded.end());
+        sizes.push_back(static_cast<std::uint32_t>(coded.size()));
+        sizes.push_back(static_cast<std::uint32_t>(raw.size()));
+      }
+      coding.encode_seconds += CpuNow() - start;
+      coding.bytes += all.size();
+      coding.coded.push_back(std::move(all));
+      coding.sizes.push_back(std::move(sizes));
+    }
+    if (coding.name == "v1 lz4") lz4_fast_encode = coding.encode_seconds;
+  }
+
+  ZSTD_freeCCtx(cctx);
+  return lz4_fast_encode;
+}
+
+// Decodes every image with every coding in `reps` rounds, the codings rotating every 16
+// images; returns a checksum of the blocks.
+std::uint64_t DecodeRounds(std::vector<Coding>& codings, const std::vector<Image>& images,
+                           int reps) {
+  ZSTD_DCtx* dctx = ZSTD_createDCtx();
+  Bytes raw;
+  std::vector<Block> blocks;
+  std::uint64_t checksum = 0;
+  constexpr std::size_t kBlock = 16;
+  for (int r = 0; r < reps; ++r) {
+    std::vector<double> seconds(codings.size(), 0.0);
+    for (std::size_t begin = 0, k = 0; begin < images.size(); begin += kBlock, ++k) {
+      const std::size_t end = std::min(images.size(), begin + kBlock);
+      for (std::size_t turn = 0; turn < codings.size(); ++turn) {
+        const std::size_t m = (k + turn) % codings.size();
+        const auto start = Clock::now();
+        for (std::size_t i = begin; i < end; ++i) {
+          checksum += DecodeImage(codings[m], i, images[i], raw, blocks, dctx);
+        }
+        seconds[m] += Since(start);
+      }
+    }
+    for (std::size_t m = 0; m < codings.size(); ++m) codings[m].decode_rounds.push_back(seconds[m]);
+  }
+  ZSTD_freeDCtx(dctx);
+  return checksum;
+}
+
+// What main measured besides the codings.
+struct Totals {
+  std::size_t images, files, jpeg_bytes, v1_lz4_record_bytes;
+  double pack_seconds, lz4_fast_encode;
+};
+
+void PrintTable(const std::vector<Coding>& codings, const Totals& t, const std::string& root,
+                int reps, std::uint64_t checksum) {
+  const double n = double(t.images);
+  const std::size_t jpeg_bytes = t.jpeg_bytes;
+  const double pack_seconds = t.pack_seconds, lz4_fast_encode = t.lz4_fast_encode;
+  const double read_seconds = pack_seconds - lz4_fast_encode;  // coefficient read + streams
+  std::printf(
+      "coef_coding_bench: %zu storable JPEGs of %zu files from %s, %.1f MB; one thread, "
+      "decode median of %d rotating rounds (checksum %llu)\n",
+      t.images, t.files, root.c_str(), jpeg_bytes / 1e6, reps,
+      static_cast<unsigned long long>(checksum));
+  std::printf(
+      "  pack with v1 LZ4 fast: %.0f images per CPU-second (coefficient read + streams %.0f "
+      "CPU-us/image, LZ4 fast %.0f); v1 records %.3fx the JPEGs\n",
+      n / pack_seconds, 1e6 * read_seconds / n, 1e6 * lz4_fast_encode / n,
+      double(t.v1_lz4_record_bytes) / double(jpeg_bytes));
+  std::printf("  %-13s %9s %8s %10s %14s %10s %10s\n", "coding", "MB", "x JPEG", "enc CPU-us",
+              "pack img/CPU-s", "decode us", "x v1 lz4");
+  double v1_lz4_decode = 0;
+  for (const Coding& c : codings) {
+    if (c.name == "v1 lz4") v1_lz4_decode = tilefeed::bench::Median(c.decode_rounds);
+  }
+  for (const Coding& c : codings) {
+    const double decode = tilefeed::bench::Median(c.decode_rounds);
+    std::printf("  %-13s %9.1f %8.3f %10.0f %14.0f %10.1f %10.2f\n", c.name.c_str(),
+                double(c.bytes) / 1e6, double(c.bytes) / double(jpeg_bytes),
+                1e6 * c.encode_seconds / n, n / (read_seconds + c.encode_seconds), 1e6 * decode / n,
+                decode / v1_lz4_decode);
+  }
+  std::printf(
+      "  (bytes: band data only, without the record header and band table; decode: a "
+      "whole image's bands to 8x8 blocks)\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -314,6 +411,7 @@ int main(int argc, char** argv) {
   const std::vector<Bytes> files = LoadJpegs(root, max_files);
 
   codecs::CoefficientPackOptions fast;
+  fast.version = 1;  // BandsOf reads version 1 records
   fast.lz4hc_level = 0;
   std::vector<Image> images;
   std::size_t jpeg_bytes = 0, v1_lz4_record_bytes = 0;
@@ -333,7 +431,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "coef_coding_bench: no storable JPEG under %s\n", root.c_str());
     return 2;
   }
-  const double n = double(images.size());
 
   std::vector<Coding> codings = {
       {"v1 none", false, Back::kNone, 0, {}, {}, 0, 0, {}},
@@ -349,78 +446,12 @@ int main(int argc, char** argv) {
       {"mask zstd 1", true, Back::kZstd, 1, {}, {}, 0, 0, {}},
       {"mask zstd 3", true, Back::kZstd, 3, {}, {}, 0, 0, {}},
   };
-  ZSTD_CCtx* cctx = ZSTD_createCCtx();
-  ZSTD_DCtx* dctx = ZSTD_createDCtx();
-  // v1 LZ4 fast encode time, to take out of the measured pack time.
-  double lz4_fast_encode = 0;
-  for (Coding& coding : codings) {
-    for (const Image& image : images) {
-      const double start = CpuNow();
-      Bytes all;
-      std::vector<std::uint32_t> sizes;
-      for (std::size_t b = 0; b < image.bands.size(); ++b) {
-        const Bytes raw = coding.mask ? ToMask(image.bands[b], image.blocks[b]) : image.bands[b];
-        const Bytes coded = Compress(raw, coding.back, coding.level, cctx);
-        all.insert(all.end(), coded.begin(), coded.end());
-        sizes.push_back(static_cast<std::uint32_t>(coded.size()));
-        sizes.push_back(static_cast<std::uint32_t>(raw.size()));
-      }
-      coding.encode_seconds += CpuNow() - start;
-      coding.bytes += all.size();
-      coding.coded.push_back(std::move(all));
-      coding.sizes.push_back(std::move(sizes));
-    }
-    if (coding.name == "v1 lz4") lz4_fast_encode = coding.encode_seconds;
-  }
+  const double lz4_fast_encode = EncodeAll(codings, images);
+  const std::uint64_t checksum = DecodeRounds(codings, images, reps);
 
-  Bytes raw;
-  std::vector<Block> blocks;
-  std::uint64_t checksum = 0;
-  constexpr std::size_t kBlock = 16;
-  for (int r = 0; r < reps; ++r) {
-    std::vector<double> seconds(codings.size(), 0.0);
-    for (std::size_t begin = 0, k = 0; begin < images.size(); begin += kBlock, ++k) {
-      const std::size_t end = std::min(images.size(), begin + kBlock);
-      for (std::size_t turn = 0; turn < codings.size(); ++turn) {
-        const std::size_t m = (k + turn) % codings.size();
-        const auto start = Clock::now();
-        for (std::size_t i = begin; i < end; ++i) {
-          checksum += DecodeImage(codings[m], i, images[i], raw, blocks, dctx);
-        }
-        seconds[m] += Since(start);
-      }
-    }
-    for (std::size_t m = 0; m < codings.size(); ++m) codings[m].decode_rounds.push_back(seconds[m]);
-  }
-  ZSTD_freeCCtx(cctx);
-  ZSTD_freeDCtx(dctx);
-
-  const double read_seconds = pack_seconds - lz4_fast_encode;  // coefficient read + streams
-  std::printf(
-      "coef_coding_bench: %zu storable JPEGs of %zu files from %s, %.1f MB; one thread, "
-      "decode median of %d rotating rounds (checksum %llu)\n",
-      images.size(), files.size(), root.c_str(), jpeg_bytes / 1e6, reps,
-      static_cast<unsigned long long>(checksum));
-  std::printf(
-      "  pack with v1 LZ4 fast: %.0f images per CPU-second (coefficient read + streams %.0f "
-      "CPU-us/image, LZ4 fast %.0f); v1 records %.3fx the JPEGs\n",
-      n / pack_seconds, 1e6 * read_seconds / n, 1e6 * lz4_fast_encode / n,
-      double(v1_lz4_record_bytes) / double(jpeg_bytes));
-  std::printf("  %-13s %9s %8s %10s %14s %10s %10s\n", "coding", "MB", "x JPEG", "enc CPU-us",
-              "pack img/CPU-s", "decode us", "x v1 lz4");
-  double v1_lz4_decode = 0;
-  for (const Coding& c : codings) {
-    if (c.name == "v1 lz4") v1_lz4_decode = tilefeed::bench::Median(c.decode_rounds);
-  }
-  for (const Coding& c : codings) {
-    const double decode = tilefeed::bench::Median(c.decode_rounds);
-    std::printf("  %-13s %9.1f %8.3f %10.0f %14.0f %10.1f %10.2f\n", c.name.c_str(),
-                double(c.bytes) / 1e6, double(c.bytes) / double(jpeg_bytes),
-                1e6 * c.encode_seconds / n, n / (read_seconds + c.encode_seconds), 1e6 * decode / n,
-                decode / v1_lz4_decode);
-  }
-  std::printf(
-      "  (bytes: band data only, without the record header and band table; decode: a "
-      "whole image's bands to 8x8 blocks)\n");
+  PrintTable(codings,
+             Totals{images.size(), files.size(), jpeg_bytes, v1_lz4_record_bytes, pack_seconds,
+                    lz4_fast_encode},
+             root.string(), reps, checksum);
   return 0;
 }

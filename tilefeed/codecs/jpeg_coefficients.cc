@@ -163,6 +163,8 @@ bool ColorSpaceFits(int color_space, int components) {
   throw DecodeError(DecodeErrorKind::kCorrupt, "corrupt coefficient record: " + what);
 }
 
+void CheckTable(std::span<const std::byte> rec, const Geometry& g);
+
 // Reads and checks everything but the bands' contents.
 Geometry ParseGeometry(std::span<const std::byte> rec, std::int64_t max_pixels) {
   if (rec.size() < kFixedHeader || std::memcmp(rec.data(), kMagic, 4) != 0) Corrupt("bad magic");
@@ -226,6 +228,15 @@ Geometry ParseGeometry(std::span<const std::byte> rec, std::int64_t max_pixels) 
   if ((rec.size() - at) / 8 < entries) Corrupt("band table ends early");
   g.band_table = at;
   g.data = at + 8 * entries;
+  CheckTable(rec, g);
+  return g;
+}
+
+// Checks every band (group) table entry against its blocks and the coding, and that the
+// packed sizes fill the record.
+void CheckTable(std::span<const std::byte> rec, const Geometry& g) {
+  const std::size_t entries = std::size_t(g.bands) * std::size_t(g.groups);
+  const std::size_t at = g.band_table;
   std::uint64_t total = 0;
   for (std::size_t e = 0; e < entries; ++e) {
     const std::uint64_t packed = Le32(rec, at + 8 * e);
@@ -247,7 +258,6 @@ Geometry ParseGeometry(std::span<const std::byte> rec, std::int64_t max_pixels) 
     total += packed;
   }
   if (total != rec.size() - g.data) Corrupt("bands do not fill the record");
-  return g;
 }
 
 std::pair<std::size_t, std::uint32_t> BandAt(std::span<const std::byte> rec, const Geometry& g,
