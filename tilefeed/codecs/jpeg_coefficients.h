@@ -94,7 +94,7 @@ void CheckCoefficients(std::span<const std::byte> record,
 
 // Where the time of one DecodeInto went, for codec_bench.
 struct CoefficientTimes {
-  double lz4_seconds = 0;     // the header, LZ4 decompression of the bands and their checks
+  double lz4_seconds = 0;     // the header, decompression (LZ4 or zstd) and checks of the data
   double unpack_seconds = 0;  // coefficient unpacking (zero for DecodeUnpackedInto)
   double idct_seconds = 0;    // libjpeg-turbo's inverse DCT of the crop's blocks
   double rows_seconds = 0;    // the rest of the scanline decode: upsampling, colour
