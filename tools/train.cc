@@ -270,7 +270,8 @@ struct Args {
   std::string readers;        // disaggregated mode: one tilefeed-serve endpoint per instance
   std::size_t reader_credits = 4;
   int reader_timeout_ms = 5000;
-  bool reconnect = false;           // --readers: reconnect a lost reader
+  double data_timeout = 0;  // --readers: seconds without a batch while a reader holds credits
+  bool reconnect = false;   // --readers: reconnect a lost reader
   int reconnect_window_ms = 30000;  // --readers --reconnect: how long to try
   std::string curve_server_key;     // --readers with CURVE: the readers' public key file(s)
   std::string curve_key;            // --readers with CURVE: this trainer's own key file(s)
@@ -560,6 +561,8 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
     stream_options.endpoint = endpoints[static_cast<std::size_t>(rank)];
     stream_options.credits = args.reader_credits;
     stream_options.peer_timeout = std::chrono::milliseconds(args.reader_timeout_ms);
+    stream_options.data_timeout =
+        std::chrono::milliseconds(static_cast<std::int64_t>(args.data_timeout * 1000));
     // One file for every instance, or a comma-separated list with one per instance.
     auto per_instance = [&](const std::string& list, const char* option) -> std::string {
       if (list.empty()) return {};
@@ -677,6 +680,11 @@ int main(int argc, char** argv) {
   app.add_option("--reader-timeout-ms", args.reader_timeout_ms,
                  "--readers: a reader silent this long (or not answering at start) is an error")
       ->check(tools::AtLeast(1))
+      ->capture_default_str();
+  app.add_option("--data-timeout", args.data_timeout,
+                 "--readers: a reader that holds credits and sends no batch for this many "
+                 "seconds is an error, even if it heartbeats (0: 60 heartbeat intervals, 60 s)")
+      ->check(tools::Between(0.0, 1e6))
       ->capture_default_str();
   app.add_option("--classes", args.classes,
                  "Reference core: class count (0: from --data; needed with --readers and no "
