@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A hostile tilefeed reader, written from docs/wire-protocol.md: it welcomes one trainer
-on the trainer's own terms (a dataset of --samples samples) and then misshapes the epoch
-as --mode says. The trainer must end with rc != 0 and one line naming the fault.
+on the trainer's own terms (a dataset of --samples samples) and then misshapes epoch 0 as
+--mode says; the later epochs, their ends and the bye are as agreed. The trainer must end with rc != 0 and one line naming the fault.
 
     hostile_reader.py MODE --samples 128 --endpoint-file FILE
 
@@ -14,6 +14,7 @@ Needs pyzmq and xxhash (Debian: python3-zmq python3-xxhash).
 """
 
 import argparse
+import os
 import struct
 import sys
 import time
@@ -60,7 +61,7 @@ def plan(mode, batches, batch_size):
         return [(0, [1 << 63] + normal[0][1][1:])] + normal[1:]
     if mode == "repeated-sample":
         return [normal[0], (1, normal[0][1][:1] + normal[1][1][1:])] + normal[2:]
-    if mode == "silent" or mode == "few-announced":
+    if mode in ("silent", "few-announced", "normal"):
         return normal
     raise SystemExit(f"unknown mode {mode}")
 
@@ -77,7 +78,6 @@ def main():
     router.bind("tcp://127.0.0.1:*")
     with open(args.endpoint_file + ".tmp", "w") as out:
         out.write(router.getsockopt_string(zmq.LAST_ENDPOINT) + "\n")
-    import os
     os.rename(args.endpoint_file + ".tmp", args.endpoint_file)
 
     peer, hello, terms = router.recv_multipart()
@@ -88,9 +88,16 @@ def main():
     batches = args.samples // batch_size
     announced = 5 if args.mode == "few-announced" else batches
     router.send_multipart([peer, control(WELCOME, announced), TERMS.pack(*t)])
+    epochs = t[11]
+    # Epoch 0 misshapen, the others as agreed; an epoch end after each, then the bye.
+    todo = []
+    if args.mode != "silent":
+        for epoch in range(epochs):
+            shape = args.mode if epoch == 0 else "normal"
+            todo += [(epoch, index, ids) for index, ids in plan(shape, batches, batch_size)]
+            todo.append((epoch, None, None))
+        todo.append((epochs, "bye", None))
     credits = 0
-    todo = [] if args.mode == "silent" else plan(args.mode, batches, batch_size)
-    ended = False
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if router.poll(200):
@@ -102,14 +109,16 @@ def main():
                 return 0
         else:
             router.send_multipart([peer, control(HEARTBEAT)])
-        while credits > 0 and todo:
-            index, ids = todo.pop(0)
-            router.send_multipart([peer, control(BATCH)] + frame(0, index, ids, side, checksums))
-            credits -= 1
-        if not todo and not ended and args.mode != "silent":
-            router.send_multipart([peer, control(EPOCH_END, 0)])
-            router.send_multipart([peer, control(BYE, 1)])
-            ended = True
+        while todo and (credits > 0 or todo[0][1] is None or todo[0][1] == "bye"):
+            epoch, index, ids = todo.pop(0)
+            if index is None:
+                router.send_multipart([peer, control(EPOCH_END, epoch)])
+            elif index == "bye":
+                router.send_multipart([peer, control(BYE, epoch)])
+            else:
+                router.send_multipart([peer, control(BATCH)] +
+                                      frame(epoch, index, ids, side, checksums))
+                credits -= 1
     return 0
 
 
