@@ -361,6 +361,9 @@ int main(int argc, char** argv) {
         metrics.SetLoader([serving] { return serving->metrics(); });
       }
     };
+    // A ring /dev/shm has no room for is one line now, not a SIGBUS at the first batch: each
+    // session's ring is allocated in full (posix_fallocate), and so is this trial one.
+    if (sender_options.shared_memory) (void)transport::SharedSlots::Create(options, job_id);
     transport::Context context;
     transport::BatchSender sender(context, sender_options, terms, open);
     std::cerr << "tilefeed-serve: serving " << dataset_size << " samples, epochs 0 to "

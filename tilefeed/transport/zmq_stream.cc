@@ -133,6 +133,14 @@ struct ZmqBatchStream::Impl {
   void CheckBatch(const FrameHeader& header, std::span<const std::int32_t> labels,
                   std::span<const std::uint64_t> indices) const;
   void CheckEnd(const Control& bye) const;
+  // With shared memory: throws if the reader shrank the segment (detail/shm.h's guard).
+  void CheckSegment() const {
+    if (!layout || !shared->segment.Shrunk()) return;
+    throw TransportError(peer + " cut its shared-memory segment " + shared->segment.name() +
+                         " to " + std::to_string(shared->segment.FileBytes()) + " of the " +
+                         std::to_string(shared->segment.size()) +
+                         " bytes it announced: the batches there are gone");
+  }
   // With terms: batch numbering, sample indices in range and once per epoch.
   void CheckOrder(const FrameHeader& header, std::span<const std::uint64_t> indices);
   // With terms and a known dataset size: the batches epoch `epoch` has for this slice.
@@ -357,6 +365,8 @@ void ZmqBatchStream::Impl::Loop(std::stop_token token) {
                              " dropped the connection (it stopped or died, or sent a message "
                              "larger than a batch)");
       }
+      // A batch handed out may have been read as zeros from a vanished page: never go on.
+      CheckSegment();
       // Give back what the trainer has consumed.
       std::size_t credits = 0;
       std::vector<std::uint32_t> slots;
@@ -572,6 +582,7 @@ ReceivedBatch ZmqBatchStream::Impl::MakeBatch(const Control& control,
     if (header.image_bytes() > layout->image_bytes || header.size > layout->max_samples) {
       throw TransportError("frame from " + peer + ": batch larger than its shared slot");
     }
+    CheckSegment();
     const auto slot = static_cast<std::uint32_t>(control.a);
     const std::byte* base = shared->segment.data() + slot * layout->stride();
     const std::span<const std::uint8_t> images(reinterpret_cast<const std::uint8_t*>(base),
@@ -586,6 +597,7 @@ ReceivedBatch ZmqBatchStream::Impl::MakeBatch(const Control& control,
     owner->labels.assign(labels.begin(), labels.end());
     owner->indices.assign(indices.begin(), indices.end());
     if (options.verify_checksums) VerifyPayload(header, images, labels, indices, peer);
+    CheckSegment();  // a read above may have met a vanished page (it read zeros)
     const std::span<const std::int32_t> own_labels = owner->labels;
     const std::span<const std::uint64_t> own_indices = owner->indices;
     CheckBatch(header, own_labels, own_indices);
@@ -743,6 +755,8 @@ std::optional<ReceivedBatch> ZmqBatchStream::Next() {
     case Entry::kBatch:
       break;
   }
+  // Queued before the reader shrank the segment, its pixels may now read as zeros.
+  s.CheckSegment();
   ReceivedBatch batch = std::move(*entry.batch);
   s.queue.pop_front();
   --s.queued_batches;
