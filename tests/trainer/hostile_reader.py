@@ -8,7 +8,8 @@ on the trainer's own terms (a dataset of --samples samples) and then misshapes e
 Modes: short (5 of 32 batches, then the epoch end), long (96 batches), reversed (batch
 numbers 31, 30, ...), repeated (batch 0 twice), huge-index (a sample index 2^63),
 repeated-sample (one sample index in two batches), silent (heartbeats, never a batch),
-few-announced (the welcome announces 5 batches of 32). It prints the bound endpoint to
+few-announced (the welcome announces 5 batches of 32), huge-frame (a
+300 MB images part), huge-welcome (a 300 MB welcome). It prints the bound endpoint to
 --endpoint-file and serves until the trainer leaves, errs out, or 60 s pass.
 Needs pyzmq and xxhash (Debian: python3-zmq python3-xxhash).
 """
@@ -61,7 +62,7 @@ def plan(mode, batches, batch_size):
         return [(0, [1 << 63] + normal[0][1][1:])] + normal[1:]
     if mode == "repeated-sample":
         return [normal[0], (1, normal[0][1][:1] + normal[1][1][1:])] + normal[2:]
-    if mode in ("silent", "few-announced", "normal"):
+    if mode in ("silent", "few-announced", "normal", "huge-frame", "huge-welcome"):
         return normal
     raise SystemExit(f"unknown mode {mode}")
 
@@ -87,7 +88,10 @@ def main():
     side, batch_size = t[9], t[10]
     batches = args.samples // batch_size
     announced = 5 if args.mode == "few-announced" else batches
-    router.send_multipart([peer, control(WELCOME, announced), TERMS.pack(*t)])
+    if args.mode == "huge-welcome":
+        router.send_multipart([peer, control(WELCOME, announced), bytes(300 * 1000 * 1000)])
+    else:
+        router.send_multipart([peer, control(WELCOME, announced), TERMS.pack(*t)])
     epochs = t[11]
     # Epoch 0 misshapen, the others as agreed; an epoch end after each, then the bye.
     todo = []
@@ -115,6 +119,12 @@ def main():
                 router.send_multipart([peer, control(EPOCH_END, epoch)])
             elif index == "bye":
                 router.send_multipart([peer, control(BYE, epoch)])
+            elif args.mode == "huge-frame":
+                # A 300 MB images part, far above what the agreed batch allows.
+                parts = frame(epoch, index, ids, side, checksums)
+                parts[1] = bytes(300 * 1000 * 1000)
+                router.send_multipart([peer, control(BATCH)] + parts)
+                credits -= 1
             else:
                 router.send_multipart([peer, control(BATCH)] +
                                       frame(epoch, index, ids, side, checksums))

@@ -270,6 +270,7 @@ struct ZmqBatchStream::Impl {
   std::optional<std::uint64_t> last_batch_epoch;
   std::uint64_t epoch_batches = 0;  // batches of last_batch_epoch received
   std::uint64_t dataset_size = 0;   // the echoed terms'; 0 = unknown
+  std::int64_t message_limit = 0;   // ZMQ_MAXMSGSIZE: a larger message drops the connection
   std::vector<bool> seen;           // sample indices of the epoch under way
   Clock::time_point data_since;     // the last data, or when the reader got a credit back
   bool was_waiting = false;         // the reader held a credit at the last look
@@ -312,6 +313,7 @@ ZmqBatchStream::ZmqBatchStream(Context& context, StreamOptions options)
                                                            t.image_size * t.image_size * 3);
     }
     s.socket.set(zmq::sockopt::maxmsgsize, limit);
+    s.message_limit = limit;
     s.WatchConnection(context.impl().context);
     s.socket.connect(ZmqEndpoint(s.options.endpoint));
   } catch (const zmq::error_t& e) {
@@ -360,10 +362,18 @@ void ZmqBatchStream::Impl::Loop(std::stop_token token) {
         last_heard = Clock::now();
         if (!Handle(parts, too_many)) return;
       }
-      if (disconnected && Welcomed()) {
-        throw TransportError(peer +
-                             " dropped the connection (it stopped or died, or sent a message "
-                             "larger than a batch)");
+      // ZeroMQ drops a connection whose peer announces a message over the limit, before
+      // reading it: an oversized frame looks like this, also before the welcome (a
+      // connection refused by a reader out of descriptors does too). A failed CURVE
+      // handshake drops it as well, before the welcome: that one is left to the timeout,
+      // whose line says what to check (SilenceHint).
+      const bool curve_handshake = !options.curve_server_key_file.empty() && !Welcomed();
+      if (disconnected && !curve_handshake) {
+        throw TransportError(peer + " dropped the connection" +
+                             (Welcomed() ? "" : " before welcoming us") +
+                             " (it stopped, died or refused us, or sent an oversized frame: a "
+                             "message over this trainer's limit of " +
+                             std::to_string(message_limit) + " bytes, one agreed batch)");
       }
       // A batch handed out may have been read as zeros from a vanished page: never go on.
       CheckSegment();
