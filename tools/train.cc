@@ -303,6 +303,13 @@ struct Args {
   std::vector<std::pair<std::string, std::string>> options_text;  // for the metrics' config
 };
 
+// "digest 0123456789abcdef", as loader::ToString writes a digest.
+std::string DigestText(std::uint64_t digest) {
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(digest));
+  return std::string("digest ") + text;
+}
+
 // The checkpoint to resume from: nullopt without --resume(-if-present), or when
 // --resume-if-present finds none. --resume without one is an error (a typo in
 // --checkpoint-dir must not quietly start from scratch).
@@ -376,6 +383,10 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
     train_source = std::move(opened.source);
     if (classes == 0) classes = static_cast<int>(train_source->class_names().size());
   }
+  // What the checkpoints record and the readers are asked to serve: it covers the content
+  // (a sample of the bytes), so other images under the same names and counts differ.
+  std::optional<loader::DatasetIdentity> identity;
+  if (has_data) identity = loader::Identify(*train_source);
   if (args.core == "reference" && classes < 1) {
     throw std::invalid_argument("the reference core needs --data or --classes");
   }
@@ -388,6 +399,7 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
   options.local_batch = args.batch_size;
   options.sample_bytes = static_cast<std::size_t>(args.image_size) * args.image_size * 3;
   options.checkpoint_dir = args.checkpoint_dir;
+  options.dataset_digest = identity ? identity->digest : 0;
 
   trainer::Trainer::CoreFactory make_core;
   if (args.core == "synthetic") {
@@ -443,6 +455,13 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
   };
 
   const std::optional<trainer::Checkpoint> checkpoint = ReadResumeCheckpoint(args, log);
+  if (checkpoint && identity && checkpoint->dataset_digest != 0 &&
+      checkpoint->dataset_digest != identity->digest) {
+    throw std::invalid_argument(
+        "resume: the checkpoint in " + args.checkpoint_dir + " was written for the dataset " +
+        DigestText(checkpoint->dataset_digest) + "; --data " + args.data + " is " +
+        loader::ToString(*identity) + ": other data (same names and counts or not)");
+  }
   if (checkpoint && !args.new_global_batch) {
     // Another instance count keeps the global batch: more or fewer micro-batches per step,
     // or (where the readers do not fix it) another local batch.
@@ -582,7 +601,7 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
       throw std::invalid_argument("--curve-key needs --curve-server-key (the readers' public key)");
     }
     transport::SessionTerms terms;
-    if (has_data) terms.dataset = transport::IdentityOf(*train_source);
+    if (identity) terms.dataset = {identity->samples, identity->digest};
     terms.slice_index = static_cast<std::uint32_t>(rank);
     terms.slice_count = static_cast<std::uint32_t>(mpi.size());
     terms.seed = loader_options.seed;  // --seed, or the checkpoint's

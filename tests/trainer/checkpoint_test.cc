@@ -26,6 +26,7 @@ Checkpoint Sample() {
   c.parameters = {1.5f, -2.0f, 3.25f, 0.0f};
   c.velocity = {0.1f, 0.2f, -0.3f, 0.4f};
   c.global_batch = 256;
+  c.dataset_digest = 0xfedcba9876543210;
   return c;
 }
 

@@ -143,7 +143,8 @@ void WriteCheckpoint(const std::filesystem::path& dir, const Checkpoint& checkpo
                       " epoch=" + std::to_string(checkpoint.epoch) + " core=" + checkpoint.core +
                       " parameters=" + std::to_string(checkpoint.parameters.size()) +
                       " velocity=" + std::to_string(checkpoint.velocity.size()) +
-                      " global_batch=" + std::to_string(checkpoint.global_batch) + "\n" +
+                      " global_batch=" + std::to_string(checkpoint.global_batch) +
+                      " dataset_digest=" + std::to_string(checkpoint.dataset_digest) + "\n" +
                       checkpoint.data_position.Serialize() + "\n";
   auto append = [&bytes](const std::vector<float>& values) {
     bytes.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
@@ -188,9 +189,9 @@ Checkpoint ParseCheckpoint(const std::string& bytes, const std::filesystem::path
   const std::size_t state_end = bytes.find('\n', header_end + 1);
   if (header_end == std::string::npos || state_end == std::string::npos) Fail(path, "no header");
   std::istringstream header(bytes.substr(0, header_end));
-  std::string magic_a, magic_b, step, epoch, core, parameters, velocity, global_batch;
+  std::string magic_a, magic_b, step, epoch, core, parameters, velocity, global_batch, digest;
   header >> magic_a >> magic_b >> step >> epoch >> core >> parameters >> velocity;
-  header >> global_batch;  // absent in older checkpoints
+  header >> global_batch >> digest;  // absent in older checkpoints
   if (magic_a + " " + magic_b != kMagic) Fail(path, "not a tilefeed checkpoint (v1)");
   auto field = [&](const std::string& text, const std::string& key) -> std::string {
     if (text.rfind(key + "=", 0) != 0) Fail(path, "header field " + key + " missing");
@@ -208,6 +209,7 @@ Checkpoint ParseCheckpoint(const std::string& bytes, const std::filesystem::path
     if (!global_batch.empty()) {
       checkpoint.global_batch = std::stoull(field(global_batch, "global_batch"));
     }
+    if (!digest.empty()) checkpoint.dataset_digest = std::stoull(field(digest, "dataset_digest"));
   } catch (const std::logic_error&) {
     Fail(path, "bad number in header");
   }

@@ -43,6 +43,9 @@ struct Checkpoint {
   // local batch x replicas x instances x gradient accumulation of the run that wrote it;
   // 0 in checkpoints written before it was recorded (unknown).
   std::uint64_t global_batch = 0;
+  // loader::Identify's digest of the dataset the run trained on (it covers the content);
+  // resume refuses other data. 0 = unknown (no --data, or written before it was recorded).
+  std::uint64_t dataset_digest = 0;
 
   friend bool operator==(const Checkpoint&, const Checkpoint&) = default;
 };
