@@ -25,7 +25,8 @@
 //
 // It binds loopback unless told otherwise. A non-loopback --bind needs CURVE with an
 // allow-list (--curve-secret-key and --curve-allow), or --insecure for a network that is
-// trusted.
+// trusted. Loopback is what ZeroMQ actually bound (ZMQ_LAST_ENDPOINT), and --bind is read
+// as ZeroMQ reads it: tcp://SOURCE;DEST is refused, a host name is resolved.
 //
 // On a network that is not trusted, turn on CURVE (tilefeed/transport/curve.h): make a key pair
 // once with `tilefeed-serve --curve-keygen reader` (writes reader.key, mode 0600, and reader.pub),

@@ -22,7 +22,10 @@
 // Each reader must agree with its instance on the session terms (tilefeed/transport/session.h):
 // dataset identity (with --data), slice, --seed, --batch-size, --image-size, drop-last,
 // --epochs and the data position; it refuses any other trainer with a line naming both
-// values. Every batch's labels are checked against the class count (--data or --classes).
+// values. Every batch's labels are checked against the class count (--data or --classes),
+// and every epoch's shape against the agreed terms (batch count and numbering, sample
+// indices in range and once per epoch); a reader that holds credits and sends nothing for
+// --data-timeout (default 60 s) is an error naming it.
 // A reader that stops before the last epoch, dies or is replaced is an error, unless
 // --reconnect, which reconnects and continues from this trainer's position. --data is
 // optional there: it gives the class count, the dataset identity and, when DIR/val exists,
