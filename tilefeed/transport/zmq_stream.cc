@@ -126,6 +126,7 @@ struct ZmqBatchStream::Impl {
   }
 
   void Loop(std::stop_token token);
+  void ReturnCredits();
   // Handles one message; returns false when the session is over.
   bool Handle(std::vector<zmq::message_t>& parts, bool too_many);
   void HandleWelcome(const Control& control, std::vector<zmq::message_t>& parts);
@@ -340,6 +341,29 @@ void ZmqBatchStream::Impl::WatchConnection(zmq::context_t& context) {
   monitor->connect(address);
 }
 
+// Gives back what the trainer has consumed: inline credits, or shared slots.
+void ZmqBatchStream::Impl::ReturnCredits() {
+  std::size_t credits = 0;
+  std::vector<std::uint32_t> slots;
+  {
+    std::lock_guard lock(mutex);
+    std::swap(credits, credits_to_grant);
+  }
+  {
+    std::lock_guard lock(shared->mutex);
+    slots.swap(shared->returned_slots);
+  }
+  if (credits > 0) {
+    outstanding += credits;
+    granted += credits;
+    Send(Control{MessageType::kCredit, credits});
+  }
+  for (const std::uint32_t slot : slots) {
+    slot_busy[slot] = false;
+    Send(Control{MessageType::kCredit, slot});
+  }
+}
+
 void ZmqBatchStream::Impl::Loop(std::stop_token token) {
   last_heard = Clock::now();
   std::vector<zmq::message_t> parts;
@@ -377,26 +401,7 @@ void ZmqBatchStream::Impl::Loop(std::stop_token token) {
       }
       // A batch handed out may have been read as zeros from a vanished page: never go on.
       CheckSegment();
-      // Give back what the trainer has consumed.
-      std::size_t credits = 0;
-      std::vector<std::uint32_t> slots;
-      {
-        std::lock_guard lock(mutex);
-        std::swap(credits, credits_to_grant);
-      }
-      {
-        std::lock_guard lock(shared->mutex);
-        slots.swap(shared->returned_slots);
-      }
-      if (credits > 0) {
-        outstanding += credits;
-        granted += credits;
-        Send(Control{MessageType::kCredit, credits});
-      }
-      for (const std::uint32_t slot : slots) {
-        slot_busy[slot] = false;
-        Send(Control{MessageType::kCredit, slot});
-      }
+      ReturnCredits();
       // Time counts against the reader only while it could send.
       const bool waiting = Welcomed() && ReaderHoldsCredit();
       if (!waiting || !was_waiting) data_since = Clock::now();
@@ -642,6 +647,7 @@ ReceivedBatch ZmqBatchStream::Impl::MakeBatch(const Control& control,
 std::optional<std::uint64_t> ZmqBatchStream::Impl::AgreedBatches(std::uint64_t epoch) const {
   if (!options.terms || dataset_size == 0) return std::nullopt;
   const SessionTerms& t = *options.terms;
+  if (t.batch_size == 0 || t.slice_count == 0) return std::nullopt;
   // As loader::EpochOrder and the Loader count them: the slice's share of what is left of
   // the epoch (all of it but in the epoch the session entered), padded or dropped, then
   // cut into batches.
