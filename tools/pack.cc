@@ -123,7 +123,8 @@ int main(int argc, char** argv) {
                  "Dataset, found by the same rules as train --data: an ImageFolder, a root with "
                  "train/ and val/ (--split picks one), CIFAR-10's binary directory, WebDataset "
                  ".tar shards (a directory, a .tar, a brace pattern), or shards; local or a URL")
-      ->required();
+      ->required()
+      ->check(tilefeed::tools::DatasetLocationCheck());
   app.add_option("OUT", out, "output directory for the shards and the manifest")->required();
   app.add_option("--shard-size", shard_size, "target shard size (e.g. 128MiB, 64M, 1GiB)")
       ->capture_default_str();

@@ -54,6 +54,18 @@ train|--readers must give tcp://HOST:PORT a PORT between 1 and 65535, got tcp://
 train|--readers must give tcp://HOST:PORT a PORT between 1 and 65535, got tcp://127.0.0.1:0|--readers tcp://127.0.0.1:0
 train|--epochs must be an integer, got '2.5'|--data $D --epochs 2.5
 tilefeed-serve|--batch-size must be at least 1, got -4|--data $D --batch-size -4
+tilefeed-serve|--batch-size must be at most 18446744073709551615, got 99999999999999999999|--data $D --batch-size 99999999999999999999
+tilefeed-serve|--bind must be tcp://HOST:PORT, ipc://PATH or shm://NAME: endpoint 'tcp://127.0.0.1:1;0.0.0.0:5603': ';' is ZeroMQ's SOURCE;DEST syntax|--data $D --bind tcp://127.0.0.1:1;0.0.0.0:5603
+tilefeed-serve|--bind must be tcp://HOST:PORT, ipc://PATH or shm://NAME: endpoint 'bogus': not tcp://HOST:PORT|--data $D --bind bogus
+tilefeed-serve|--cache-limit must be a size such as 20GiB|--data $D --cache-limit abc
+tilefeed-serve|--data: Path does not exist|--data $work/missing
+tilefeed-pack|SRC: Path does not exist|$work/missing $work/out
+tilefeed-inspect|PATH: Path does not exist|$work/missing
+train|--readers must be tcp://HOST:PORT, ipc://PATH or shm://NAME: endpoint 'foo://bar': scheme foo:// is not|--readers foo://bar --data $D
+train|--readers must be tcp://HOST:PORT, ipc://PATH or shm://NAME: endpoint 'tcp://127.0.0.1:1;127.0.0.1:2': ';'|--readers tcp://127.0.0.1:1;127.0.0.1:2
+train|--cache-limit must be a size such as 20GiB|--data $D --cache-limit abc
+train|--batch-size must be at most 18446744073709551615, got 99999999999999999999|--data $D --batch-size 99999999999999999999
+train|--data: Path does not exist|--data $work/missing
 tilefeed-serve|--bind must give tcp://HOST:PORT a PORT between 1 and 65535 (or * for a free one), got tcp://127.0.0.1:99999|--data $D --bind tcp://127.0.0.1:99999
 tilefeed-serve|--epochs must be at least 1, got 0|--data $D --epochs 0
 tilefeed-serve|--epochs must be at least 1, got -1|--data $D --epochs -1
