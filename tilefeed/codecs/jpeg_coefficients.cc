@@ -669,10 +669,11 @@ struct Cover {
   int sub_width, sub_height;   // in source pixels
 };
 
-Cover CoverFor(const Geometry& g, const Rect& crop, int out_width, int out_height,
+Cover CoverFor(const Geometry& g, const CropPlan& plan, int out_width, int out_height,
                const JpegOptions& options) {
   Cover c{};
-  int n = ChooseScaleEighths(crop.width, crop.height, out_width, out_height, options.scales);
+  const Rect& crop = plan.crop;
+  int n = PlanScaleEighths(plan, out_width, out_height, options.scales);
   if (g.max_h >= 4 || g.max_v >= 4) n = n <= 4 ? 4 : 8;  // as jpeg.cc
   c.scale = n;
   const std::int64_t scaled_width = (std::int64_t{g.width} * n + 7) / 8;
@@ -907,20 +908,14 @@ void CoefficientDecoder::Impl::Start(const Geometry& g, const Cover& cover) {
 JDIMENSION CoefficientDecoder::Impl::Stream(const Geometry& g, const Cover& cover,
                                             const CropPlan& plan, const PixelView& out,
                                             std::int64_t* resize_ns) {
-  const Rect& crop = plan.crop;
-  const double scale = cover.scale / 8.0;
   // The crop in sub-image pixels (the origin is on the 8-pixel grid, so it scales
   // exactly): the same fractions jpeg.cc gives the resizer.
   const double ox = cover.origin_x * cover.scale / 8.0;
   const double oy = cover.origin_y * cover.scale / 8.0;
-  const double bx0 = crop.x * scale - ox;
-  const double by0 = crop.y * scale - oy;
-  const double bx1 = (crop.x + crop.width) * scale - ox;
-  const double by1 = (crop.y + crop.height) * scale - oy;
-  const int ix0 = static_cast<int>(bx0), iy0 = static_cast<int>(by0);
-  const int ix1 = static_cast<int>(std::ceil(bx1)), iy1 = static_cast<int>(std::ceil(by1));
-  resizer.Start(ix1 - ix0, iy1 - iy0, SourceBox{bx0 - ix0, by0 - iy0, bx1 - ix0, by1 - iy0}, out,
-                plan.flip);
+  const double unlimited = std::numeric_limits<double>::infinity();
+  const detail::PlanWindow w = detail::WindowFor(plan, cover.scale, ox, oy, unlimited, unlimited);
+  const int ix0 = w.x0, iy0 = w.y0, iy1 = w.y1;
+  resizer.Start(w.x1 - w.x0, w.y1 - w.y0, w.box, out, plan.flip);
   const bool cmyk = g.components == 4;
   const auto row_bytes = static_cast<std::size_t>(cinfo.output_width) * (cmyk ? 4 : 3);
   const auto ring_rows =
@@ -958,10 +953,10 @@ DecodeReport CoefficientDecoder::Impl::Decode(std::span<const std::byte> rec, co
   const auto t0 = Clock::now();
   const Geometry g = ParseGeometry(rec, options.max_pixels);
   const Rect& crop = plan.crop;
-  if (!detail::CropFits(crop, g.width, g.height, out)) {
+  if (!detail::PlanFits(plan, g.width, g.height, out)) {
     throw detail::CropDoesNotFit(crop, g.width, g.height, "image");
   }
-  const Cover cover = CoverFor(g, crop, out.width, out.height, options);
+  const Cover cover = CoverFor(g, plan, out.width, out.height, options);
   Prepare(rec, g, cover.row0, cover.row1);
   const auto t1 = Clock::now();
   feed.timed = times != nullptr;
