@@ -6,6 +6,9 @@
 // A PNG stored in a JPEG-codec record decodes, so it is a note, not a failure. Any other
 // dataset (a folder, tars, local or over http(s)/s3) is summarized, and with --verify
 // every sample is read and its image decoded the same way ("<sample>: <reason>").
+// With --verify --against SRC (the dataset the pack was made from) every record is also
+// decoded whole, the loader's way for its codec, and compared pixel for pixel with the
+// decode of SRC's sample: a lossless claim (--jpeg-index, --codec coefficients) checked.
 
 #include <unistd.h>
 
@@ -14,11 +17,18 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <functional>
+#include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "tilefeed/codecs/jpeg.h"
+#include "tilefeed/codecs/jpeg_coefficients.h"
+#include "tilefeed/codecs/jpeg_index.h"
+#include "tilefeed/codecs/png.h"
 #include "tilefeed/loader/dataset.h"
 #include "tilefeed/loader/shard_source.h"
 #include "tools/cli_checks.h"
@@ -59,6 +69,101 @@ std::function<void(std::uint64_t, std::uint64_t)> Progress() {
   };
 }
 
+// One decoder of each kind the loader uses, for whole-image decodes.
+struct WholeDecoders {
+  tilefeed::codecs::IndexedJpegDecoder indexed;
+  tilefeed::codecs::CoefficientDecoder coefficients;
+  tilefeed::codecs::PngDecoder png;
+};
+
+// Decodes a sample whole, at full size, the way the loader decodes its codec: the pixels
+// every crop of it is taken from. Throws on a sample that does not decode.
+std::vector<std::uint8_t> DecodeWhole(WholeDecoders& d, const loader::SampleInfo& info,
+                                      std::span<const std::byte> bytes) {
+  namespace codecs = tilefeed::codecs;
+  std::vector<std::uint8_t> pixels;
+  codecs::CropPlan plan;
+  codecs::PixelView out;
+  // Sizes the output for `image`; call before the decode that uses plan and out.
+  auto whole = [&](const codecs::ImageInfo& image) {
+    pixels.assign(std::size_t(image.width) * image.height * 3, 0);
+    plan = codecs::CropPlan{codecs::Rect{0, 0, image.width, image.height}};
+    out = codecs::PixelView::Interleaved(pixels.data(), image.width, image.height);
+  };
+  if (info.codec == loader::SampleCodec::kIndexedJpeg) {
+    if (info.index_size == 0 || info.index_size >= bytes.size()) {
+      throw std::runtime_error("interval index does not fit the record");
+    }
+    const auto jpeg = bytes.subspan(info.index_size);
+    const codecs::JpegIntervalIndex index = codecs::ParseIndex(bytes.first(info.index_size), jpeg);
+    whole(codecs::ImageInfo{index.width, index.height});
+    d.indexed.DecodeInto(jpeg, index, plan, out);
+  } else if (info.codec == loader::SampleCodec::kCoefficients) {
+    whole(codecs::ReadCoefficientInfo(bytes));
+    d.coefficients.DecodeInto(bytes, plan, out);
+  } else if (info.codec != loader::SampleCodec::kEncoded) {
+    throw std::runtime_error("a raw tensor (resized at pack time), not an image file");
+  } else if (codecs::IsPng(bytes)) {
+    whole(d.png.ReadInfo(bytes));
+    d.png.DecodeInto(bytes, plan, out);
+  } else {
+    whole(d.indexed.decoder().ReadInfo(bytes));
+    d.indexed.decoder().DecodeInto(bytes, plan, out);
+  }
+  return pixels;
+}
+
+// Why record `index` of `pack` and sample `index` of `src` decode differently, or "".
+std::string CompareWhole(WholeDecoders& d, const loader::Source& pack, const loader::Source& src,
+                         std::size_t index, std::vector<std::byte>& buffer) {
+  std::vector<std::uint8_t> stored;
+  try {
+    const loader::SampleInfo info = pack.Read(index, buffer);
+    stored = DecodeWhole(d, info, buffer);
+  } catch (const std::exception& e) {
+    return std::string("the record does not decode: ") + e.what();
+  }
+  std::vector<std::uint8_t> given;
+  try {
+    const loader::SampleInfo info = src.Read(index, buffer);
+    given = DecodeWhole(d, info, buffer);
+  } catch (const std::exception& e) {
+    return std::string("the source sample does not decode: ") + e.what();
+  }
+  if (stored.size() != given.size()) return "the record's image size differs from the source's";
+  std::size_t differ = 0;
+  int worst = 0;
+  for (std::size_t i = 0; i < stored.size(); ++i) {
+    const int delta = std::abs(int(stored[i]) - int(given[i]));
+    differ += delta != 0;
+    worst = std::max(worst, delta);
+  }
+  if (differ == 0) return "";
+  return "pixels differ from " + src.Describe(index) + "'s: " + std::to_string(differ) +
+         " values, by up to " + std::to_string(worst);
+}
+
+// --verify --against SRC: every record's whole decode against SRC's sample's. Records and
+// samples pair by index, so the pack must hold every sample of SRC (none skipped).
+std::vector<loader::ShardProblem> VerifyAgainst(const loader::Source& pack, const std::string& src,
+                                                const loader::DatasetOptions& options) {
+  const loader::OpenedDataset opened = loader::OpenDataset(src, options);
+  if (opened.source->size() != pack.size()) {
+    throw std::runtime_error("--against " + src + ": " + std::to_string(opened.source->size()) +
+                             " samples, the pack " + std::to_string(pack.size()) +
+                             " records; records pair with samples by index, so the pack "
+                             "must hold every sample (none skipped at pack time)");
+  }
+  WholeDecoders decoders;
+  std::vector<std::byte> buffer;
+  std::vector<loader::ShardProblem> problems;
+  for (std::size_t i = 0; i < pack.size(); ++i) {
+    std::string why = CompareWhole(decoders, pack, *opened.source, i, buffer);
+    if (!why.empty()) problems.push_back({pack.Describe(i), std::move(why), false});
+  }
+  return problems;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -80,6 +185,11 @@ int main(int argc, char** argv) {
                "read every record and check its checksum, its JPEG interval index if it has "
                "one, and that its image decodes (JPEG entropy data, PNG through IEND)");
   app.add_flag("--all-shards", all_shards, "list every shard (default: the first 20)");
+  std::string against;
+  app.add_option("--against", against,
+                 "with --verify on a pack: the dataset it was made from; every record is "
+                 "decoded whole and compared pixel for pixel with its source sample's decode")
+      ->needs("--verify");
   tilefeed::tools::RemoteFlags remote_flags;
   tilefeed::tools::AddRemoteFlags(app, remote_flags);
   if (const auto rc = tilefeed::tools::ParseArgs(app, argc, argv, "tilefeed-inspect")) return *rc;
@@ -156,6 +266,19 @@ int main(int argc, char** argv) {
   }
 
   const auto start = Clock::now();
-  return Report(loader::VerifyShards(path, Progress(), options.remote), manifest.records,
-                total_bytes, start);
+  std::vector<loader::ShardProblem> problems =
+      loader::VerifyShards(path, Progress(), options.remote);
+  if (!against.empty()) {
+    try {
+      loader::ShardReadOptions read;
+      read.remote = options.remote;
+      const auto dataset = loader::ShardDataset::Open(path, read);
+      for (auto& p : VerifyAgainst(*dataset, against, options)) problems.push_back(std::move(p));
+      std::printf("against    %s: every record decoded whole and compared\n", against.c_str());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "tilefeed-inspect: %s\n", e.what());
+      return 1;
+    }
+  }
+  return Report(problems, manifest.records, total_bytes, start);
 }

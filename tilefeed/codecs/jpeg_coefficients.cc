@@ -325,20 +325,6 @@ const char* Unstorable(const jpeg_decompress_struct& cinfo) {
   return nullptr;
 }
 
-// After jpeg_read_coefficients: nullptr if a decode of the original runs libjpeg's plain
-// IDCT path, else why not. Progressive files whose scans leave coefficients unrefined
-// (coef_bits != 0) get block smoothing, which the stored coefficients would not repeat.
-const char* NotPlain(const jpeg_decompress_struct& cinfo) {
-  for (int c = 0; c < cinfo.num_components; ++c) {
-    if (cinfo.comp_info[c].quant_table == nullptr) return "a component without a scan";
-    if (!cinfo.progressive_mode || cinfo.coef_bits == nullptr) continue;
-    for (int k = 0; k < 10; ++k) {
-      if (cinfo.coef_bits[c][k] != 0) return "progressive scans leave coefficients unrefined";
-    }
-  }
-  return nullptr;
-}
-
 // The header of a record for the image `cinfo` has read; tables deduplicated.
 Geometry GeometryOf(const jpeg_decompress_struct& cinfo) {
   Geometry g;
@@ -737,7 +723,7 @@ CoefficientPackResult PackCoefficients(std::span<const std::byte> jpeg,
     auto [kind, reason] = r.Failed("data");
     return refuse(kind, std::move(reason));
   }
-  if (const char* why = NotPlain(r.cinfo)) {
+  if (const char* why = detail::NotPlain(r.cinfo)) {
     return refuse(DecodeErrorKind::kUnsupported, std::string("unsupported JPEG: ") + why);
   }
   const Geometry g = GeometryOf(r.cinfo);

@@ -406,6 +406,11 @@ TranscodeResult TranscodeForRandomAccess(std::span<const std::byte> jpeg,
     auto [kind, reason] = t.Failed("data");
     return refuse(kind, std::move(reason));
   }
+  // A file libjpeg would block-smooth cannot be transcoded without changing its pixels.
+  if (const char* why = detail::NotPlain(t.src)) {
+    return refuse(DecodeErrorKind::kUnsupported, std::string("unsupported JPEG: ") + why +
+                                                     " (libjpeg smooths it; not transcoded)");
+  }
   const bool single = t.src.num_components == 1;
   const int mcu_width = single ? 8 : 8 * t.src.max_h_samp_factor;
   const int mcus_per_row = static_cast<int>((t.src.image_width + mcu_width - 1) / mcu_width);
