@@ -73,6 +73,8 @@ tilefeed-pack|--workers must be between 0 and 1024, got -3|$D $work/out --worker
 tilefeed-pack|--shard-size must be above 0, got '0'|$D $work/out --shard-size 0
 tilefeed-pack|--interval-width must be between 8 and 65535, got 4|$D $work/out --interval-width 4
 tilefeed-pack|--metrics-interval must be above 0, got -1|$D $work/out --metrics-interval -1
+tilefeed-pack|--raw-size resizes images to raw pixels; it needs --codec raw (the codec is auto)|$D $work/out --raw-size 64x64
+tilefeed-pack|--raw-size resizes images to raw pixels; it needs --codec raw (the codec is jpeg)|$D $work/out --codec jpeg --raw-size 64x64
 tilefeed-make-demo|--train-per-class must be between 1 and 1000000, got 0|$work/demo --train-per-class 0
 tilefeed-make-demo|--val-per-class must be between 0 and 1000000, got -1|$work/demo --val-per-class -1
 tilefeed-make-demo|--classes must be between 1 and|$work/demo --classes 0
