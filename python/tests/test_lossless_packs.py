@@ -127,14 +127,15 @@ def test_partial_refinement_is_what_libjpeg_smooths(data):
         assert (not np.array_equal(a, b)) == differs, name
 
 
-@pytest.mark.parametrize("mode", ["train", "eval"])
+@pytest.mark.parametrize("mode", ["train", "eval", "eval_dct"])
 def test_folder_and_lossless_packs_give_identical_batches(data, mode):
     root, folder, _ = data
-    images, labels = one_epoch(folder, seed=3, mode=mode, image_size=32, eval_resize=36,
-                               bad_sample_policy="fail")
+    options = dict(seed=3, image_size=32, eval_resize=36, bad_sample_policy="fail",
+                   mode="eval" if mode == "eval_dct" else mode,
+                   eval_dct_scaling=mode == "eval_dct")
+    images, labels = one_epoch(folder, **options)
     for kind in ("indexed", "coefficients"):
-        packed_images, packed_labels = one_epoch(root / kind, seed=3, mode=mode, image_size=32,
-                                                 eval_resize=36, bad_sample_policy="fail")
+        packed_images, packed_labels = one_epoch(root / kind, **options)
         assert np.array_equal(packed_labels, labels), kind
         for row in range(len(images)):
             assert np.array_equal(packed_images[row], images[row]), f"{kind} row {row}"
