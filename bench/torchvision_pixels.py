@@ -12,8 +12,8 @@ one). For every image it compares, per image, |tilefeed - torchvision| in levels
   eval+dct       the same with eval_dct_scaling=True;
   train          Mode train against torchvision.transforms.functional.resized_crop of
                  the box the loader drew (Loader.crop_plan), flipped when it flipped;
-  train, no DCT  the train rows whose crop is under 2x the output on a side (no DCT
-                 scale-down, so the contract of tilefeed/loader/augment.h applies).
+  train, no DCT  the train rows whose crop is under 2x the output on some side (no DCT
+                 scale-down with the default pow2 scales: augment.h's bound applies).
 
 It prints, for each, the mean over images of the per-image mean |d|, its 90th percentile
 and maximum, and the largest single-pixel |d|. Pixels, not time: no timing here."""

@@ -13,13 +13,14 @@
 // subsampling, progressive JPEGs and PNGs; bench/torchvision_pixels.py on real photos):
 //  * Eval (CenterCropAfterResize, dct_scaling false, the loader's default): a batch row is
 //    torchvision's Resize(R) + CenterCrop(S) of the PIL image (antialiased bilinear) to
-//    within one level per pixel (fixed-point rounding), mean |d| well under 0.5/255.
+//    within 2 levels per pixel (the two resizers' fixed-point rounding; 1 on every photo
+//    measured), mean |d| under 0.5/255.
 //  * Train (RandomResizedCrop): a row is
 //    torchvision.transforms.functional.resized_crop(img, y, x, h, w, size, antialias=True)
 //    for the rectangle drawn (loader::PlanSample gives it), flipped when drawn, to the same
-//    bound as long as the crop is under twice the output on a side. Larger crops of JPEGs
-//    are decoded at a DCT scale-down (JpegOptions::scales) and then differ by a few levels
-//    (smoother, like an antialiased resize of the whole crop; figures in docs/design.md).
+//    bound unless the crop of a JPEG is at least twice the output on both sides: such a
+//    crop is decoded at a DCT scale-down (JpegOptions::scales) and differs by a few levels
+//    (figures in docs/design.md).
 
 #include "tilefeed/codecs/image.h"
 #include "tilefeed/codecs/jpeg.h"
