@@ -113,24 +113,38 @@ std::vector<std::uint8_t> DecodeWhole(WholeDecoders& d, const loader::SampleInfo
   return pixels;
 }
 
-// Why record `index` of `pack` and sample `index` of `src` decode differently, or "".
-std::string CompareWhole(WholeDecoders& d, const loader::Source& pack, const loader::Source& src,
-                         std::size_t index, std::vector<std::byte>& buffer) {
+// Decodes sample `index` of `source` whole into `pixels`; returns why not, or "".
+std::string TryDecodeWhole(WholeDecoders& d, const loader::Source& source, std::size_t index,
+                           std::vector<std::byte>& buffer, std::vector<std::uint8_t>& pixels) {
+  try {
+    const loader::SampleInfo info = source.Read(index, buffer);
+    pixels = DecodeWhole(d, info, buffer);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// How record `index` of `pack` and sample `index` of `src` differ, or an empty reason.
+// Both failing to decode is a note (the pack kept a bad file as it came), not a failure.
+loader::ShardProblem CompareWhole(WholeDecoders& d, const loader::Source& pack,
+                                  const loader::Source& src, std::size_t index,
+                                  std::vector<std::byte>& buffer) {
   std::vector<std::uint8_t> stored;
-  try {
-    const loader::SampleInfo info = pack.Read(index, buffer);
-    stored = DecodeWhole(d, info, buffer);
-  } catch (const std::exception& e) {
-    return std::string("the record does not decode: ") + e.what();
-  }
   std::vector<std::uint8_t> given;
-  try {
-    const loader::SampleInfo info = src.Read(index, buffer);
-    given = DecodeWhole(d, info, buffer);
-  } catch (const std::exception& e) {
-    return std::string("the source sample does not decode: ") + e.what();
+  const std::string record_error = TryDecodeWhole(d, pack, index, buffer, stored);
+  const std::string source_error = TryDecodeWhole(d, src, index, buffer, given);
+  const std::string where = pack.Describe(index);
+  if (!record_error.empty() && !source_error.empty()) {
+    return {where, "neither the record nor " + src.Describe(index) + " decodes: " + record_error,
+            true};
   }
-  if (stored.size() != given.size()) return "the record's image size differs from the source's";
+  if (!record_error.empty()) return {where, "the record does not decode: " + record_error, false};
+  if (!source_error.empty()) {
+    return {where, "the record decodes but " + src.Describe(index) + " does not: " + source_error,
+            false};
+  }
+  if (stored.size() != given.size()) return {where, "image size differs from the source's", false};
   std::size_t differ = 0;
   int worst = 0;
   for (std::size_t i = 0; i < stored.size(); ++i) {
@@ -138,9 +152,10 @@ std::string CompareWhole(WholeDecoders& d, const loader::Source& pack, const loa
     differ += delta != 0;
     worst = std::max(worst, delta);
   }
-  if (differ == 0) return "";
-  return "pixels differ from " + src.Describe(index) + "'s: " + std::to_string(differ) +
-         " values, by up to " + std::to_string(worst);
+  if (differ == 0) return {where, "", false};
+  return {where, "pixels differ from " + src.Describe(index) + "'s: " + std::to_string(differ) +
+                     " values, by up to " + std::to_string(worst),
+          false};
 }
 
 // --verify --against SRC: every record's whole decode against SRC's sample's. Records and
@@ -158,8 +173,8 @@ std::vector<loader::ShardProblem> VerifyAgainst(const loader::Source& pack, cons
   std::vector<std::byte> buffer;
   std::vector<loader::ShardProblem> problems;
   for (std::size_t i = 0; i < pack.size(); ++i) {
-    std::string why = CompareWhole(decoders, pack, *opened.source, i, buffer);
-    if (!why.empty()) problems.push_back({pack.Describe(i), std::move(why), false});
+    loader::ShardProblem problem = CompareWhole(decoders, pack, *opened.source, i, buffer);
+    if (!problem.reason.empty()) problems.push_back(std::move(problem));
   }
   return problems;
 }

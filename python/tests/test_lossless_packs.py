@@ -167,3 +167,19 @@ def test_inspect_verify_against_source(data, kind, tmp_path):
     done = inspect(root / kind, "--verify", "--against", other)
     assert done.returncode == 1
     assert "pixels differ from" in done.stdout and "420_0.jpg" in done.stdout
+
+
+def test_inspect_against_notes_a_file_that_never_decoded(tmp_path):
+    """A broken file is stored as it came: neither side decodes, which is a note, not a
+    failure; a pack that lacks a sample of SRC cannot be paired and is refused."""
+    folder = tmp_path / "folder"
+    (folder / "a").mkdir(parents=True)
+    Image.fromarray(photo(40, 30, 1)).save(folder / "a" / "good.jpg", quality=90)
+    (folder / "a" / "broken.jpg").write_bytes(b"\xff\xd8\xff\xdb not a JPEG body")
+    pack(folder, tmp_path / "indexed", "--jpeg-index")
+    done = inspect(tmp_path / "indexed", "--verify", "--against", folder)
+    assert "note" in done.stdout and "neither the record nor" in done.stdout, done.stdout
+    assert "broken.jpg" in done.stdout
+    Image.fromarray(photo(40, 30, 2)).save(folder / "a" / "more.jpg", quality=90)
+    done = inspect(tmp_path / "indexed", "--verify", "--against", folder)
+    assert done.returncode == 1 and "pair with samples by index" in done.stderr
