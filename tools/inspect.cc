@@ -153,8 +153,9 @@ loader::ShardProblem CompareWhole(WholeDecoders& d, const loader::Source& pack,
     worst = std::max(worst, delta);
   }
   if (differ == 0) return {where, "", false};
-  return {where, "pixels differ from " + src.Describe(index) + "'s: " + std::to_string(differ) +
-                     " values, by up to " + std::to_string(worst),
+  return {where,
+          "pixels differ from " + src.Describe(index) + "'s: " + std::to_string(differ) +
+              " values, by up to " + std::to_string(worst),
           false};
 }
 
