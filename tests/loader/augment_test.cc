@@ -154,14 +154,14 @@ TEST(AugmentCenterCrop, ImageNetEvalOn500x375) {
   // [58, 282) * 500 / 341 by [16, 240) * 375 / 256: a fractional box, not whole pixels.
   const codecs::CropPlan plan = CenterCropAfterResize(500, 375, 256, 224, 224);
   ExpectBox(plan.box, 58 * 500.0 / 341, 16 * 375.0 / 256, 282 * 500.0 / 341, 240 * 375.0 / 256);
-  // The filter reads ceil(1.47) + 1 = 3 more pixels on each side.
-  EXPECT_EQ(plan.crop, (Rect{82, 20, 335, 335}));
+  // The filter reads up to 1.47 - 1.47 / 2 + 1.5 = 2.24 more pixels on each side.
+  EXPECT_EQ(plan.crop, (Rect{82, 21, 334, 333}));
   EXPECT_FALSE(plan.flip);
   EXPECT_FALSE(plan.dct_scaling);
   // Portrait: the same numbers with the axes swapped.
   const codecs::CropPlan portrait = CenterCropAfterResize(375, 500, 256, 224, 224);
   ExpectBox(portrait.box, 16 * 375.0 / 256, 58 * 500.0 / 341, 240 * 375.0 / 256, 282 * 500.0 / 341);
-  EXPECT_EQ(portrait.crop, (Rect{20, 82, 335, 335}));
+  EXPECT_EQ(portrait.crop, (Rect{21, 82, 333, 334}));
   EXPECT_TRUE(CenterCropAfterResize(500, 375, 256, 224, 224, true).dct_scaling);
 }
 

@@ -110,11 +110,17 @@ codecs::CropPlan CenterCropAfterResize(int width, int height, int resize_shorter
   plan.box = {left * sx, top * sy, std::min((left + crop_width) * sx, double(width)),
               std::min((top + crop_height) * sy, double(height))};
   plan.dct_scaling = dct_scaling;
-  // The filter reaches max(s, 1) source pixels beyond an output pixel's centre (PIL's
-  // bilinear support), plus one for its rounding to whole pixels; a DCT-scaled decode's
-  // pixels are up to 8 source pixels wide.
-  const double reach_x = std::ceil(std::max(sx, 1.0)) + (dct_scaling ? 9 : 1);
-  const double reach_y = std::ceil(std::max(sy, 1.0)) + (dct_scaling ? 9 : 1);
+  // The first output pixel's centre lies s/2 inside the box, and PIL's bilinear filter
+  // reads the pixels whose centres lie within max(s, 1) of it: up to max(s, 1) - s/2 + 1/2
+  // beyond the box, plus one more for the rounding to whole pixels. A DCT-scaled decode's
+  // pixels are up to max(s, 1) source pixels wide (it scales only while they stay under
+  // s), which widens both terms. The smallest rectangle is the least decoding.
+  auto reach = [dct_scaling](double s) {
+    const double pixel = dct_scaling ? std::max(s, 1.0) : 1.0;
+    return std::max(s, 1.0) - 0.5 * s + 1.5 * pixel + 0.01;
+  };
+  const double reach_x = reach(sx);
+  const double reach_y = reach(sy);
   const auto x0 = static_cast<int>(std::max(0.0, std::floor(plan.box.x0 - reach_x)));
   const auto y0 = static_cast<int>(std::max(0.0, std::floor(plan.box.y0 - reach_y)));
   const auto x1 = static_cast<int>(std::min(double(width), std::ceil(plan.box.x1 + reach_x)));
