@@ -235,6 +235,9 @@ int main(int argc, char** argv) {
                  "+ centre crop on the val split")
       ->check(CLI::IsMember({"train", "eval", "val"}))
       ->capture_default_str();
+  app.add_flag("--eval-dct-scaling", options.eval_dct_scaling,
+               "eval: let JPEGs decode at a DCT scale-down (faster; pixels then differ from "
+               "torchvision's Resize + CenterCrop by a few levels)");
   app.add_option("--prefetch-depth,--depth", options.prefetch_depth, "prefetch depth (batch slots)")
       ->check(tilefeed::tools::Between(1, 1 << 20))
       ->capture_default_str();

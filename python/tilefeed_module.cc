@@ -407,6 +407,8 @@ const std::map<std::string, Setter>& Setters() {
        }},
       {"eval_resize",
        [](O& o, const std::string& n, py::handle v) { o.eval_resize = Cast<int>(n, v); }},
+      {"eval_dct_scaling",
+       [](O& o, const std::string& n, py::handle v) { o.eval_dct_scaling = Cast<bool>(n, v); }},
       {"crop_scale",
        [](O& o, const std::string& n, py::handle v) {
          std::tie(o.crop.scale_min, o.crop.scale_max) = Pair<double>(n, v);
@@ -505,6 +507,7 @@ py::dict DefaultOptions() {
   d["image_size"] = o.image_size;
   d["mode"] = o.mode == loader::Mode::kTrain ? "train" : "eval";
   d["eval_resize"] = o.eval_resize;
+  d["eval_dct_scaling"] = o.eval_dct_scaling;
   d["crop_scale"] = py::make_tuple(o.crop.scale_min, o.crop.scale_max);
   d["crop_ratio"] = py::make_tuple(o.crop.ratio_min, o.crop.ratio_max);
   d["flip_probability"] = o.flip_probability;
@@ -745,6 +748,21 @@ PYBIND11_MODULE(_tilefeed, m) {
 
   m.def("_default_options", &DefaultOptions);
   tilefeed::python::RegisterCuda(m);
+  m.def(
+      "_plan_sample",
+      [](const py::dict& options, std::uint64_t epoch, std::uint64_t sample, int width,
+         int height) {
+        const codecs::CropPlan plan =
+            loader::PlanSample(ParseOptions(options), epoch, sample, width, height);
+        const codecs::SourceBox box = codecs::ShownBox(plan);
+        py::dict d;
+        d["crop"] = py::make_tuple(plan.crop.x, plan.crop.y, plan.crop.width, plan.crop.height);
+        d["box"] = py::make_tuple(box.x0, box.y0, box.x1, box.y1);
+        d["flip"] = plan.flip;
+        d["dct_scaling"] = plan.dct_scaling;
+        return d;
+      },
+      "loader::PlanSample: the crop plan of one sample");
   m.def(
       "_detect_instance",
       [] {

@@ -6,6 +6,9 @@
 // A PNG stored in a JPEG-codec record decodes, so it is a note, not a failure. Any other
 // dataset (a folder, tars, local or over http(s)/s3) is summarized, and with --verify
 // every sample is read and its image decoded the same way ("<sample>: <reason>").
+// With --verify --against SRC (the dataset the pack was made from) every record is also
+// decoded whole, the loader's way for its codec, and compared pixel for pixel with the
+// decode of SRC's sample: a lossless claim (--jpeg-index, --codec coefficients) checked.
 
 #include <unistd.h>
 
@@ -14,11 +17,18 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <functional>
+#include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "tilefeed/codecs/jpeg.h"
+#include "tilefeed/codecs/jpeg_coefficients.h"
+#include "tilefeed/codecs/jpeg_index.h"
+#include "tilefeed/codecs/png.h"
 #include "tilefeed/loader/dataset.h"
 #include "tilefeed/loader/shard_source.h"
 #include "tools/cli_checks.h"
@@ -59,6 +69,117 @@ std::function<void(std::uint64_t, std::uint64_t)> Progress() {
   };
 }
 
+// One decoder of each kind the loader uses, for whole-image decodes.
+struct WholeDecoders {
+  tilefeed::codecs::IndexedJpegDecoder indexed;
+  tilefeed::codecs::CoefficientDecoder coefficients;
+  tilefeed::codecs::PngDecoder png;
+};
+
+// Decodes a sample whole, at full size, the way the loader decodes its codec: the pixels
+// every crop of it is taken from. Throws on a sample that does not decode.
+std::vector<std::uint8_t> DecodeWhole(WholeDecoders& d, const loader::SampleInfo& info,
+                                      std::span<const std::byte> bytes) {
+  namespace codecs = tilefeed::codecs;
+  std::vector<std::uint8_t> pixels;
+  codecs::CropPlan plan;
+  codecs::PixelView out;
+  // Sizes the output for `image`; call before the decode that uses plan and out.
+  auto whole = [&](const codecs::ImageInfo& image) {
+    pixels.assign(std::size_t(image.width) * image.height * 3, 0);
+    plan = codecs::CropPlan{codecs::Rect{0, 0, image.width, image.height}};
+    out = codecs::PixelView::Interleaved(pixels.data(), image.width, image.height);
+  };
+  if (info.codec == loader::SampleCodec::kIndexedJpeg) {
+    if (info.index_size == 0 || info.index_size >= bytes.size()) {
+      throw std::runtime_error("interval index does not fit the record");
+    }
+    const auto jpeg = bytes.subspan(info.index_size);
+    const codecs::JpegIntervalIndex index = codecs::ParseIndex(bytes.first(info.index_size), jpeg);
+    whole(codecs::ImageInfo{index.width, index.height});
+    d.indexed.DecodeInto(jpeg, index, plan, out);
+  } else if (info.codec == loader::SampleCodec::kCoefficients) {
+    whole(codecs::ReadCoefficientInfo(bytes));
+    d.coefficients.DecodeInto(bytes, plan, out);
+  } else if (info.codec != loader::SampleCodec::kEncoded) {
+    throw std::runtime_error("a raw tensor (resized at pack time), not an image file");
+  } else if (codecs::IsPng(bytes)) {
+    whole(d.png.ReadInfo(bytes));
+    d.png.DecodeInto(bytes, plan, out);
+  } else {
+    whole(d.indexed.decoder().ReadInfo(bytes));
+    d.indexed.decoder().DecodeInto(bytes, plan, out);
+  }
+  return pixels;
+}
+
+// Decodes sample `index` of `source` whole into `pixels`; returns why not, or "".
+std::string TryDecodeWhole(WholeDecoders& d, const loader::Source& source, std::size_t index,
+                           std::vector<std::byte>& buffer, std::vector<std::uint8_t>& pixels) {
+  try {
+    const loader::SampleInfo info = source.Read(index, buffer);
+    pixels = DecodeWhole(d, info, buffer);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// How record `index` of `pack` and sample `index` of `src` differ, or an empty reason.
+// Both failing to decode is a note (the pack kept a bad file as it came), not a failure.
+loader::ShardProblem CompareWhole(WholeDecoders& d, const loader::Source& pack,
+                                  const loader::Source& src, std::size_t index,
+                                  std::vector<std::byte>& buffer) {
+  std::vector<std::uint8_t> stored;
+  std::vector<std::uint8_t> given;
+  const std::string record_error = TryDecodeWhole(d, pack, index, buffer, stored);
+  const std::string source_error = TryDecodeWhole(d, src, index, buffer, given);
+  const std::string where = pack.Describe(index);
+  if (!record_error.empty() && !source_error.empty()) {
+    return {where, "neither the record nor " + src.Describe(index) + " decodes: " + record_error,
+            true};
+  }
+  if (!record_error.empty()) return {where, "the record does not decode: " + record_error, false};
+  if (!source_error.empty()) {
+    return {where, "the record decodes but " + src.Describe(index) + " does not: " + source_error,
+            false};
+  }
+  if (stored.size() != given.size()) return {where, "image size differs from the source's", false};
+  std::size_t differ = 0;
+  int worst = 0;
+  for (std::size_t i = 0; i < stored.size(); ++i) {
+    const int delta = std::abs(int(stored[i]) - int(given[i]));
+    differ += delta != 0;
+    worst = std::max(worst, delta);
+  }
+  if (differ == 0) return {where, "", false};
+  return {where,
+          "pixels differ from " + src.Describe(index) + "'s: " + std::to_string(differ) +
+              " values, by up to " + std::to_string(worst),
+          false};
+}
+
+// --verify --against SRC: every record's whole decode against SRC's sample's. Records and
+// samples pair by index, so the pack must hold every sample of SRC (none skipped).
+std::vector<loader::ShardProblem> VerifyAgainst(const loader::Source& pack, const std::string& src,
+                                                const loader::DatasetOptions& options) {
+  const loader::OpenedDataset opened = loader::OpenDataset(src, options);
+  if (opened.source->size() != pack.size()) {
+    throw std::runtime_error("--against " + src + ": " + std::to_string(opened.source->size()) +
+                             " samples, the pack " + std::to_string(pack.size()) +
+                             " records; records pair with samples by index, so the pack "
+                             "must hold every sample (none skipped at pack time)");
+  }
+  WholeDecoders decoders;
+  std::vector<std::byte> buffer;
+  std::vector<loader::ShardProblem> problems;
+  for (std::size_t i = 0; i < pack.size(); ++i) {
+    loader::ShardProblem problem = CompareWhole(decoders, pack, *opened.source, i, buffer);
+    if (!problem.reason.empty()) problems.push_back(std::move(problem));
+  }
+  return problems;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -81,6 +202,11 @@ int main(int argc, char** argv) {
                "read every record and check its checksum, its JPEG interval index if it has "
                "one, and that its image decodes (JPEG entropy data, PNG through IEND)");
   app.add_flag("--all-shards", all_shards, "list every shard (default: the first 20)");
+  std::string against;
+  app.add_option("--against", against,
+                 "with --verify on a pack: the dataset it was made from; every record is "
+                 "decoded whole and compared pixel for pixel with its source sample's decode")
+      ->needs("--verify");
   tilefeed::tools::RemoteFlags remote_flags;
   tilefeed::tools::AddRemoteFlags(app, remote_flags);
   if (const auto rc = tilefeed::tools::ParseArgs(app, argc, argv, "tilefeed-inspect")) return *rc;
@@ -157,6 +283,19 @@ int main(int argc, char** argv) {
   }
 
   const auto start = Clock::now();
-  return Report(loader::VerifyShards(path, Progress(), options.remote), manifest.records,
-                total_bytes, start);
+  std::vector<loader::ShardProblem> problems =
+      loader::VerifyShards(path, Progress(), options.remote);
+  if (!against.empty()) {
+    try {
+      loader::ShardReadOptions read;
+      read.remote = options.remote;
+      const auto dataset = loader::ShardDataset::Open(path, read);
+      for (auto& p : VerifyAgainst(*dataset, against, options)) problems.push_back(std::move(p));
+      std::printf("against    %s: every record decoded whole and compared\n", against.c_str());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "tilefeed-inspect: %s\n", e.what());
+      return 1;
+    }
+  }
+  return Report(problems, manifest.records, total_bytes, start);
 }

@@ -202,6 +202,13 @@ int main(int argc, char** argv) {
                  shard_size.c_str());
     return 2;
   }
+  if (!raw_size.empty() && codec != "raw") {
+    std::fprintf(stderr,
+                 "tilefeed-pack: --raw-size resizes images to raw pixels; it needs --codec raw "
+                 "(the codec is %s)\n",
+                 codec.c_str());
+    return 2;
+  }
   if (!raw_size.empty()) {
     char x = 0;
     char extra = 0;

@@ -204,6 +204,9 @@ int main(int argc, char** argv) {
   app.add_option("--mode", mode, "train: RandomResizedCrop + flip; eval: resize + centre crop")
       ->check(CLI::IsMember({"train", "eval"}))
       ->capture_default_str();
+  app.add_flag("--eval-dct-scaling", options.eval_dct_scaling,
+               "eval: let JPEGs decode at a DCT scale-down (faster; pixels then differ from "
+               "torchvision's Resize + CenterCrop by a few levels)");
   app.add_option("--workers", options.workers, "decode threads (0 = all cores)")
       ->check(tilefeed::tools::Between(0, 1024))
       ->capture_default_str();

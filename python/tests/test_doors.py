@@ -97,3 +97,61 @@ def test_notes_become_warnings(tmp_path):
         loader = tilefeed.Loader(str(tmp_path), batch_size=2, image_size=16)
     assert [str(w.message) for w in caught] == [f"tilefeed.Loader: {n}" for n in loader.notes]
     loader.stop()
+
+
+# The README's words on packs (## Datasets), each checked below: "A folder and its packs of
+# the files as they are, `--jpeg-index` and `--codec coefficients` give byte-identical
+# batches" and "`--codec raw` does not: its pixels are resized at pack time, and a file that
+# does not decode is left out there".
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory):
+    """JPEGs (baseline 4:2:0 and 4:4:4, progressive, grayscale), PNGs, and one file that
+    does not decode, packed with every codec."""
+    root = tmp_path_factory.mktemp("mixed")
+    folder = root / "folder"
+    rng = np.random.default_rng(5)
+    for c in range(2):
+        d = folder / f"c{c}"
+        d.mkdir(parents=True)
+        for i in range(5):
+            pixels = rng.integers(0, 256, (40 + 9 * i, 70 - 6 * i, 3), dtype=np.uint8)
+            image = Image.fromarray(pixels)
+            if i == 4:
+                image.save(d / f"{i}.png")
+            elif i == 3:
+                image.convert("L").save(d / f"{i}.jpg", quality=85)
+            else:
+                image.save(d / f"{i}.jpg", quality=85, subsampling=i % 3,
+                           progressive=i == 2)
+    (folder / "c1" / "9_broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 not really a JPEG")
+    packs = {kind: pack(folder, root / kind, *extra) for kind, extra in [
+        ("plain", ()), ("indexed", ("--jpeg-index",)),
+        ("coefficients", ("--codec", "coefficients")),
+        ("raw", ("--codec", "raw", "--raw-size", "32x32"))]}
+    return folder, packs
+
+
+@pytest.mark.parametrize("mode", ["train", "eval"])
+def test_readme_claim_folder_and_file_packs_identical(mixed, mode):
+    folder, packs = mixed
+    images, labels = epoch(folder, mode=mode)
+    for kind in ("plain", "indexed", "coefficients"):
+        packed_images, packed_labels = epoch(packs[kind], mode=mode)
+        assert np.array_equal(packed_labels, labels), kind
+        assert np.array_equal(packed_images, images), kind
+
+
+def test_readme_claim_raw_is_the_exception(mixed):
+    folder, packs = mixed
+    with tilefeed.Loader(str(folder), batch_size=4, image_size=24) as loader:
+        folder_size = loader.dataset_size
+    with tilefeed.Loader(str(packs["raw"]), batch_size=4, image_size=24) as loader:
+        raw_size = loader.dataset_size
+    assert raw_size == folder_size - 1  # the broken file was left out at pack time
+    # Pixels resized to 32x32 at pack time, then cropped: not the folder's batches.
+    images, _ = epoch(folder, mode="eval")
+    raw_images, _ = epoch(packs["raw"], mode="eval")
+    assert len(raw_images) == len(images) - 1
+    assert not np.array_equal(images[:len(raw_images)], raw_images)

@@ -188,6 +188,7 @@ class Loader:
                  image_size=_D["image_size"],
                  mode=_D["mode"],
                  eval_resize=_D["eval_resize"],
+                 eval_dct_scaling=_D["eval_dct_scaling"],
                  crop_scale=_D["crop_scale"],
                  crop_ratio=_D["crop_ratio"],
                  flip_probability=_D["flip_probability"],
@@ -282,6 +283,16 @@ class Loader:
         if epoch < 0:
             raise ValueError(f"tilefeed.Loader.set_epoch: epoch must be at least 0, got {epoch}")
         self._wanted = epoch
+
+    def crop_plan(self, epoch, sample, width, height):
+        """Which source pixels the batch row of `sample` (an index in the source, as in
+        batch.sample_indices) of `epoch` shows, for a width x height image: a dict with
+        "box" (x0, y0, x1, y1), the fractional source box resized to the output; "crop"
+        (x, y, w, h), the whole pixels the resize reads (in train, the box itself: the
+        rectangle to give torchvision's resized_crop); "flip"; "dct_scaling" (whether a JPEG
+        may be decoded at a DCT scale-down). The contracts are in tilefeed/loader/augment.h."""
+        options = dict(self._options, epochs=int(self._options["epochs"] or 0))
+        return _tilefeed._plan_sample(options, epoch, sample, width, height)
 
     def _make_core(self):
         # The C++ LoaderOptions say "no limit" with epochs 0.

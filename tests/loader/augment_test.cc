@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "tilefeed/codecs/image.h"
+#include "tilefeed/codecs/jpeg.h"
 #include "tilefeed/loader/sampler.h"
 
 namespace tilefeed::loader {
@@ -139,28 +140,53 @@ TEST(RandomResizedCrop, RejectsBadArguments) {
   EXPECT_THROW(RandomResizedCrop(10, 10, {0.1, nan, 0.75, 1.33}, rng), std::invalid_argument);
 }
 
-TEST(AugmentCenterCrop, ImageNetEvalOn500x375) {
-  // Resize(256) scales by 256 / 375, so CenterCrop(224) shows 224 * 375 / 256 = 328.1 -> 328
-  // source pixels each way, centred: x = (500 - 328) / 2 = 86, y = round(47 / 2) = 24
-  // (halves to even, as Python's round).
-  EXPECT_EQ(CenterCropAfterResize(500, 375, 256, 224, 224), (Rect{86, 24, 328, 328}));
-  // Portrait: the same numbers with the axes swapped.
-  EXPECT_EQ(CenterCropAfterResize(375, 500, 256, 224, 224), (Rect{24, 86, 328, 328}));
+void ExpectBox(const codecs::SourceBox& box, double x0, double y0, double x1, double y1) {
+  EXPECT_NEAR(box.x0, x0, 1e-9);
+  EXPECT_NEAR(box.y0, y0, 1e-9);
+  EXPECT_NEAR(box.x1, x1, 1e-9);
+  EXPECT_NEAR(box.y1, y1, 1e-9);
 }
 
-TEST(AugmentCenterCrop, IdentityAndClamping) {
+TEST(AugmentCenterCrop, ImageNetEvalOn500x375) {
+  // Resize(256) makes 500x375 int(256 * 500 / 375) = 341 x 256 (each axis its own factor);
+  // CenterCrop(224) starts at round((341 - 224) / 2) = round(58.5) = 58 (halves to even, as
+  // Python's round) and round(16) = 16 resized pixels. In source pixels that is
+  // [58, 282) * 500 / 341 by [16, 240) * 375 / 256: a fractional box, not whole pixels.
+  const codecs::CropPlan plan = CenterCropAfterResize(500, 375, 256, 224, 224);
+  ExpectBox(plan.box, 58 * 500.0 / 341, 16 * 375.0 / 256, 282 * 500.0 / 341, 240 * 375.0 / 256);
+  // The filter reads up to 1.47 - 1.47 / 2 + 1.5 = 2.24 more pixels on each side.
+  EXPECT_EQ(plan.crop, (Rect{82, 21, 334, 333}));
+  EXPECT_FALSE(plan.flip);
+  EXPECT_FALSE(plan.dct_scaling);
+  // Portrait: the same numbers with the axes swapped.
+  const codecs::CropPlan portrait = CenterCropAfterResize(375, 500, 256, 224, 224);
+  ExpectBox(portrait.box, 16 * 375.0 / 256, 58 * 500.0 / 341, 240 * 375.0 / 256, 282 * 500.0 / 341);
+  EXPECT_EQ(portrait.crop, (Rect{21, 82, 333, 334}));
+  EXPECT_TRUE(CenterCropAfterResize(500, 375, 256, 224, 224, true).dct_scaling);
+}
+
+TEST(AugmentCenterCrop, IdentityTinyAndTooLarge) {
   // Resize to its own size and crop all of it: the whole image.
-  EXPECT_EQ(CenterCropAfterResize(300, 200, 200, 300, 200), (Rect{0, 0, 300, 200}));
-  // A crop larger than the resized image is clamped to the image.
-  EXPECT_EQ(CenterCropAfterResize(100, 50, 50, 500, 500), (Rect{0, 0, 100, 50}));
-  // Tiny images still give a non-empty rect.
-  EXPECT_EQ(CenterCropAfterResize(1, 1, 256, 224, 224), (Rect{0, 0, 1, 1}));
+  const codecs::CropPlan whole = CenterCropAfterResize(300, 200, 200, 300, 200);
+  ExpectBox(whole.box, 0, 0, 300, 200);
+  EXPECT_EQ(whole.crop, (Rect{0, 0, 300, 200}));
+  // A 1x1 image resized to 256x256: the crop's 224 pixels are 7/8 of the one pixel.
+  const codecs::CropPlan tiny = CenterCropAfterResize(1, 1, 256, 224, 224);
+  ExpectBox(tiny.box, 16 / 256.0, 16 / 256.0, 240 / 256.0, 240 / 256.0);
+  EXPECT_EQ(tiny.crop, (Rect{0, 0, 1, 1}));
+  // A crop larger than the resized image (torchvision would pad) is refused.
+  EXPECT_THROW(CenterCropAfterResize(100, 50, 50, 500, 500), std::invalid_argument);
   SampleRng sizes(3, 3, 3);
   for (int i = 0; i < 5000; ++i) {
     const int width = static_cast<int>(sizes.UniformInt(1, 5000));
     const int height = static_cast<int>(sizes.UniformInt(1, 5000));
-    const Rect rect = CenterCropAfterResize(width, height, 256, 224, 224);
-    ASSERT_TRUE(Inside(rect, width, height)) << width << "x" << height;
+    for (const bool dct : {false, true}) {
+      const codecs::CropPlan plan = CenterCropAfterResize(width, height, 256, 224, 224, dct);
+      ASSERT_TRUE(Inside(plan.crop, width, height)) << width << "x" << height;
+      ASSERT_TRUE(codecs::BoxInsideCrop(plan)) << width << "x" << height;
+      ASSERT_LT(plan.box.x0, plan.box.x1);
+      ASSERT_LT(plan.box.y0, plan.box.y1);
+    }
   }
 }
 

@@ -76,8 +76,7 @@ TEST(PngFolderTest, FiftyTwoFilesWithAPngLoadFiftyTwoSamples) {
   // The loader's row is the PNG decoder's center crop.
   codecs::PngDecoder decoder;
   std::vector<std::uint8_t> expected(16 * 16 * 3);
-  decoder.DecodeInto(png.bytes,
-                     codecs::CropPlan{CenterCropAfterResize(png.width, png.height, 20, 16, 16)},
+  decoder.DecodeInto(png.bytes, CenterCropAfterResize(png.width, png.height, 20, 16, 16),
                      codecs::PixelView::Interleaved(expected.data(), 16, 16));
   EXPECT_EQ(png_row, expected);
 }

@@ -87,6 +87,8 @@ tilefeed-pack|--interval-width must be between 8 and 65535, got 4|$D $work/out -
 tilefeed-pack|--metrics-interval must be above 0, got -1|$D $work/out --metrics-interval -1
 tilefeed-pack|--lz4hc must be between 0 and 12, got 13|$D $work/out --lz4hc 13
 tilefeed-pack|--coef-layout: v3 not in|$D $work/out --coef-layout v3
+tilefeed-pack|--raw-size resizes images to raw pixels; it needs --codec raw (the codec is auto)|$D $work/out --raw-size 64x64
+tilefeed-pack|--raw-size resizes images to raw pixels; it needs --codec raw (the codec is jpeg)|$D $work/out --codec jpeg --raw-size 64x64
 tilefeed-make-demo|--train-per-class must be between 1 and 1000000, got 0|$work/demo --train-per-class 0
 tilefeed-make-demo|--val-per-class must be between 0 and 1000000, got -1|$work/demo --val-per-class -1
 tilefeed-make-demo|--classes must be between 1 and|$work/demo --classes 0

@@ -21,6 +21,15 @@ struct Rect {
   friend bool operator==(const Rect&, const Rect&) = default;
 };
 
+// A source rectangle in fractional pixel coordinates: [x0, x1) x [y0, y1), where pixel
+// (x, y) covers [x, x+1) x [y, y+1). Fractional edges keep crops exact after DCT scaling.
+struct SourceBox {
+  double x0 = 0;
+  double y0 = 0;
+  double x1 = 0;
+  double y1 = 0;
+};
+
 // A mutable view of caller-owned uint8 pixels. Element (row y, column x, channel c) lives
 // at data[y * row_stride + x * pixel_stride + c * channel_stride], so the same view type
 // describes an interleaved HWC batch slot and a planar CHW one. The view does not own the

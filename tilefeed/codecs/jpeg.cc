@@ -315,11 +315,11 @@ struct JpegDecoder::Impl {
   // Decodes plan.crop of the image whose header ReadHeader has just read.
   DecodeReport DecodeRegion(const ImageInfo& info, const CropPlan& plan, const PixelView& out) {
     const Rect& crop = plan.crop;
-    if (!detail::CropFits(crop, info.width, info.height, out)) {
+    if (!detail::PlanFits(plan, info.width, info.height, out)) {
       jpeg_abort_decompress(&cinfo);
       throw detail::CropDoesNotFit(crop, info.width, info.height, "image");
     }
-    const int n = SetScaledOutput(crop, out);
+    const int n = SetScaledOutput(plan, out);
 
     // The crop in scaled pixels, widened to whole pixels and then by one chroma sample on
     // every side: libjpeg's fancy (triangle) chroma upsampling treats the edges of a
@@ -351,9 +351,9 @@ struct JpegDecoder::Impl {
   }
 
   // Sets the decompressor's output (colour space, DCT scale, DCT and upsampling methods)
-  // for a decode of `crop` into `out`; returns the scale in eighths.
-  int SetScaledOutput(const Rect& crop, const PixelView& out) {
-    int n = ChooseScaleEighths(crop.width, crop.height, out.width, out.height, options.scales);
+  // for a decode of `plan` into `out`; returns the scale in eighths.
+  int SetScaledOutput(const CropPlan& plan, const PixelView& out) {
+    int n = PlanScaleEighths(plan, out.width, out.height, options.scales);
     // 4:1:1 / 4:4:1 chroma is box-upsampled 4x; scaled below 1/2 as well it loses too much
     // colour (under 35 dB against a full decode), so those rare files decode at 1/2 or 8/8.
     if (cinfo.max_h_samp_factor >= 4 || cinfo.max_v_samp_factor >= 4) n = n <= 4 ? 4 : 8;
@@ -366,27 +366,16 @@ struct JpegDecoder::Impl {
     return n;
   }
 
-  // Starts the resize of plan.crop, in pixels of the started region (scale n/8; its
-  // first row is scaled row `first_row`), into `out`. The crop's edges are fractional
-  // after DCT scaling. The resize sees only the pixels the crop touches, so its filter
-  // stops at the crop's edges as torchvision's crop-then-resize does; at 8/8 this is
-  // exactly "full decode, crop, resize".
+  // Starts the resize of the plan's box, in pixels of the started region (scale n/8; its
+  // first row is scaled row `first_row`), into `out`. The resize sees only the pixels the
+  // crop touches, so its filter stops at the crop's edges (detail::WindowFor); at 8/8 this
+  // is exactly "full decode, crop, resize".
   ResizeWindow StartResize(const CropPlan& plan, int n, const RegionJob& job,
                            std::int64_t first_row, std::size_t region_rows, const PixelView& out) {
-    const Rect& crop = plan.crop;
-    const double scale = n / 8.0;
-    const double bx0 = crop.x * scale - job.x;
-    const double by0 = crop.y * scale - static_cast<double>(first_row);
-    const double bx1 = std::min((crop.x + crop.width) * scale - job.x, double(job.width));
-    const double by1 = std::min((crop.y + crop.height) * scale - static_cast<double>(first_row),
-                                double(region_rows));
-    const int ix0 = static_cast<int>(bx0);
-    const int iy0 = static_cast<int>(by0);
-    const int ix1 = static_cast<int>(std::ceil(bx1));
-    const int iy1 = static_cast<int>(std::ceil(by1));
-    resizer.Start(ix1 - ix0, iy1 - iy0, SourceBox{bx0 - ix0, by0 - iy0, bx1 - ix0, by1 - iy0}, out,
-                  plan.flip);
-    return ResizeWindow{ix0, iy0, iy1};
+    const detail::PlanWindow w = detail::WindowFor(plan, n, job.x, static_cast<double>(first_row),
+                                                   job.width, static_cast<double>(region_rows));
+    resizer.Start(w.x1 - w.x0, w.y1 - w.y0, w.box, out, plan.flip);
+    return ResizeWindow{w.x0, w.y0, w.y1};
   }
 
   // Streams the started region's rows through the started resize into `out`; returns the

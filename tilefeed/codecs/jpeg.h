@@ -76,10 +76,36 @@ struct JpegOptions {
 
 // One crop-before-decode request: the crop in source pixels, the output written to
 // `out` (whose width and height are the output size), and an optional left-right flip.
+//
+// Two resize contracts share this struct. With `box` left empty, the output shows `crop`
+// and the filter stops at the crop's edges: torchvision's crop-then-resize
+// (RandomResizedCrop, resized_crop). With `box` set, the output shows that fractional
+// source box and the filter reads the crop's pixels around it as far as its support
+// reaches, as PIL resizing the whole image does: Resize + CenterCrop (torchvision's eval),
+// with `crop` the box widened by the filter's reach (loader/augment.h).
 struct CropPlan {
-  Rect crop;
-  bool flip = false;
+  CropPlan() = default;
+  // The crop-then-resize plan (no box), as most callers write it: CropPlan{rect, flip}.
+  CropPlan(const Rect& crop_rect, bool flip_output = false)  // NOLINT: implicit by design
+      : crop(crop_rect), flip(flip_output) {}
+
+  Rect crop;          // the source pixels the decode covers and the resize may read
+  bool flip = false;  // mirror the output left-right
+  SourceBox box;      // the fractional box shown, inside `crop`; empty: `crop` itself
+  // Whether DecodeInto may decode at a DCT scale-down (JpegOptions::scales); false decodes
+  // at full size, so the pixels are those of a full decode resized (torchvision's).
+  bool dct_scaling = true;
 };
+
+// The box a plan shows: plan.box, or plan.crop when plan.box is empty.
+SourceBox ShownBox(const CropPlan& plan);
+
+// Whether plan.box is empty or lies inside plan.crop.
+bool BoxInsideCrop(const CropPlan& plan);
+
+// The DCT scale DecodeInto uses for a plan: 8 when !plan.dct_scaling, else
+// ChooseScaleEighths for the shown box's whole-pixel size.
+int PlanScaleEighths(const CropPlan& plan, int out_width, int out_height, DctScales scales);
 
 // What DecodeInto did, for metrics and tests.
 struct DecodeReport {

@@ -386,20 +386,6 @@ const char* Unstorable(const jpeg_decompress_struct& cinfo) {
   return nullptr;
 }
 
-// After jpeg_read_coefficients: nullptr if a decode of the original runs libjpeg's plain
-// IDCT path, else why not. Progressive files whose scans leave coefficients unrefined
-// (coef_bits != 0) get block smoothing, which the stored coefficients would not repeat.
-const char* NotPlain(const jpeg_decompress_struct& cinfo) {
-  for (int c = 0; c < cinfo.num_components; ++c) {
-    if (cinfo.comp_info[c].quant_table == nullptr) return "a component without a scan";
-    if (!cinfo.progressive_mode || cinfo.coef_bits == nullptr) continue;
-    for (int k = 0; k < 10; ++k) {
-      if (cinfo.coef_bits[c][k] != 0) return "progressive scans leave coefficients unrefined";
-    }
-  }
-  return nullptr;
-}
-
 // The header of a record for the image `cinfo` has read; tables deduplicated.
 Geometry GeometryOf(const jpeg_decompress_struct& cinfo, const CoefficientPackOptions& options) {
   Geometry g;
@@ -977,10 +963,11 @@ struct Cover {
   int sub_width, sub_height;   // in source pixels
 };
 
-Cover CoverFor(const Geometry& g, const Rect& crop, int out_width, int out_height,
+Cover CoverFor(const Geometry& g, const CropPlan& plan, int out_width, int out_height,
                const JpegOptions& options) {
   Cover c{};
-  int n = ChooseScaleEighths(crop.width, crop.height, out_width, out_height, options.scales);
+  const Rect& crop = plan.crop;
+  int n = PlanScaleEighths(plan, out_width, out_height, options.scales);
   if (g.max_h >= 4 || g.max_v >= 4) n = n <= 4 ? 4 : 8;  // as jpeg.cc
   c.scale = n;
   const std::int64_t scaled_width = (std::int64_t{g.width} * n + 7) / 8;
@@ -1153,7 +1140,7 @@ CoefficientPackResult PackCoefficients(std::span<const std::byte> jpeg,
     auto [kind, reason] = r.Failed("data");
     return refuse(kind, std::move(reason));
   }
-  if (const char* why = NotPlain(r.cinfo)) {
+  if (const char* why = detail::NotPlain(r.cinfo)) {
     return refuse(DecodeErrorKind::kUnsupported, std::string("unsupported JPEG: ") + why);
   }
   const Geometry g = GeometryOf(r.cinfo, options);
@@ -1327,20 +1314,14 @@ void CoefficientDecoder::Impl::Start(const Geometry& g, const Cover& cover,
 JDIMENSION CoefficientDecoder::Impl::Stream(const Geometry& g, const Cover& cover,
                                             const CropPlan& plan, const PixelView& out,
                                             std::int64_t* resize_ns) {
-  const Rect& crop = plan.crop;
-  const double scale = cover.scale / 8.0;
   // The crop in sub-image pixels (the origin is on the 8-pixel grid, so it scales
   // exactly): the same fractions jpeg.cc gives the resizer.
   const double ox = cover.origin_x * cover.scale / 8.0;
   const double oy = cover.origin_y * cover.scale / 8.0;
-  const double bx0 = crop.x * scale - ox;
-  const double by0 = crop.y * scale - oy;
-  const double bx1 = (crop.x + crop.width) * scale - ox;
-  const double by1 = (crop.y + crop.height) * scale - oy;
-  const int ix0 = static_cast<int>(bx0), iy0 = static_cast<int>(by0);
-  const int ix1 = static_cast<int>(std::ceil(bx1)), iy1 = static_cast<int>(std::ceil(by1));
-  resizer.Start(ix1 - ix0, iy1 - iy0, SourceBox{bx0 - ix0, by0 - iy0, bx1 - ix0, by1 - iy0}, out,
-                plan.flip);
+  const double unlimited = std::numeric_limits<double>::infinity();
+  const detail::PlanWindow w = detail::WindowFor(plan, cover.scale, ox, oy, unlimited, unlimited);
+  const int ix0 = w.x0, iy0 = w.y0, iy1 = w.y1;
+  resizer.Start(w.x1 - w.x0, w.y1 - w.y0, w.box, out, plan.flip);
   const bool cmyk = g.components == 4;
   const auto row_bytes = static_cast<std::size_t>(cinfo.output_width) * (cmyk ? 4 : 3);
   const auto ring_rows =
@@ -1380,10 +1361,10 @@ DecodeReport CoefficientDecoder::Impl::Decode(std::span<const std::byte> rec,
   const auto t0 = Clock::now();
   const Geometry g = ParseGeometry(rec, options.max_pixels);
   const Rect& crop = plan.crop;
-  if (!detail::CropFits(crop, g.width, g.height, out)) {
+  if (!detail::PlanFits(plan, g.width, g.height, out)) {
     throw detail::CropDoesNotFit(crop, g.width, g.height, "image");
   }
-  const Cover cover = CoverFor(g, crop, out.width, out.height, options);
+  const Cover cover = CoverFor(g, plan, out.width, out.height, options);
   if (unpacked == nullptr) Prepare(rec, g, cover);
   const auto t1 = Clock::now();
   feed.timed = times != nullptr;

@@ -346,9 +346,10 @@ struct McuCover {
   int row0, row1;  // MCU rows [row0, row1]
 };
 
-McuCover CoverFor(const JpegIntervalIndex& index, int max_h, int max_v, const Rect& crop,
+McuCover CoverFor(const JpegIntervalIndex& index, int max_h, int max_v, const CropPlan& plan,
                   int out_width, int out_height, const JpegOptions& options) {
-  int n = ChooseScaleEighths(crop.width, crop.height, out_width, out_height, options.scales);
+  const Rect& crop = plan.crop;
+  int n = PlanScaleEighths(plan, out_width, out_height, options.scales);
   if (max_h >= 4 || max_v >= 4) n = n <= 4 ? 4 : 8;
   const std::int64_t scaled_width = (std::int64_t{index.width} * n + 7) / 8;
   const std::int64_t scaled_height = (std::int64_t{index.height} * n + 7) / 8;
@@ -404,6 +405,11 @@ TranscodeResult TranscodeForRandomAccess(std::span<const std::byte> jpeg,
   if (!GuardedReadCoefficients(&t.src, &t.errors, &job.coefficients)) {
     auto [kind, reason] = t.Failed("data");
     return refuse(kind, std::move(reason));
+  }
+  // A file libjpeg would block-smooth cannot be transcoded without changing its pixels.
+  if (const char* why = detail::NotPlain(t.src)) {
+    return refuse(DecodeErrorKind::kUnsupported, std::string("unsupported JPEG: ") + why +
+                                                     " (libjpeg smooths it; not transcoded)");
   }
   const bool single = t.src.num_components == 1;
   const int mcu_width = single ? 8 : 8 * t.src.max_h_samp_factor;
@@ -512,7 +518,7 @@ Rect CoveredRegion(std::span<const std::byte> jpeg, const JpegIntervalIndex& ind
   // The sampling factors (the decoder's margin) come from the header, not the index.
   const HeaderFacts facts = ReadHeaderFacts(jpeg);
   const McuCover cover =
-      CoverFor(index, facts.max_h, facts.max_v, plan.crop, out_width, out_height, options);
+      CoverFor(index, facts.max_h, facts.max_v, plan, out_width, out_height, options);
   const int k = index.mcus_per_interval;
   const int x0 = cover.col0 / k * k * index.mcu_width;
   const int x1 = std::min(index.width, (cover.col1 / k + 1) * k * index.mcu_width);
@@ -537,12 +543,12 @@ DecodeReport IndexedJpegDecoder::DecodeInto(std::span<const std::byte> jpeg,
       std::size_t{index.scan_end} + 2 > jpeg.size()) {
     Corrupt("the index does not belong to this JPEG");
   }
-  if (!CropFits(index, plan.crop)) {
+  if (!CropFits(index, plan.crop) || !BoxInsideCrop(plan)) {
     // JpegDecoder::DecodeInto words the error.
     return decoder_.DecodeInto(jpeg, plan, out);
   }
-  const McuCover cover = CoverFor(index, facts.max_h, facts.max_v, plan.crop, out.width, out.height,
-                                  decoder_.options());
+  const McuCover cover =
+      CoverFor(index, facts.max_h, facts.max_v, plan, out.width, out.height, decoder_.options());
   const int per_row = index.intervals_per_row();
   const int first = cover.col0 / k;
   const int last = cover.col1 / k;
@@ -596,6 +602,10 @@ DecodeReport IndexedJpegDecoder::DecodeInto(std::span<const std::byte> jpeg,
   CropPlan moved = plan;
   moved.crop.x -= origin_x;
   moved.crop.y -= origin_y;
+  if (plan.box.x1 > plan.box.x0 && plan.box.y1 > plan.box.y0) {
+    moved.box = {plan.box.x0 - origin_x, plan.box.y0 - origin_y, plan.box.x1 - origin_x,
+                 plan.box.y1 - origin_y};
+  }
   DecodeReport report = decoder_.DecodeInto(sub, moved, out);
   report.decoded.x += origin_x * report.scale_eighths / 8;
   report.decoded.y += origin_y * report.scale_eighths / 8;

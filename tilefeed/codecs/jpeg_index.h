@@ -76,7 +76,9 @@ struct TranscodeOptions {
 struct TranscodeResult {
   bool transcoded = false;
   // When !transcoded: the class (kUnsupported for 12-bit, arithmetic, lossless and
-  // hierarchical files; kCorrupt, kTruncated, kTooLarge, kNotJpeg, kTooManyScans) and a
+  // hierarchical files, and progressive files whose scans leave any of the first 10
+  // coefficients unrefined, which libjpeg block-smooths and a transcode would not;
+  // kCorrupt, kTruncated, kTooLarge, kNotJpeg, kTooManyScans) and a
   // one-line reason with libjpeg's message. The caller stores such files unchanged.
   DecodeErrorKind refusal = DecodeErrorKind::kUnsupported;
   std::string reason;

@@ -150,7 +150,7 @@ struct PngDecoder::Impl {
 
   DecodeReport Decode(spng_ctx* ctx, const ImageInfo& info, const CropPlan& plan,
                       const PixelView& out) {
-    if (!detail::CropFits(plan.crop, info.width, info.height, out)) {
+    if (!detail::PlanFits(plan, info.width, info.height, out)) {
       throw detail::CropDoesNotFit(plan.crop, info.width, info.height, "PNG image");
     }
     return info.progressive ? DecodeWhole(ctx, info, plan, out) : DecodeRows(ctx, info, plan, out);
@@ -161,8 +161,9 @@ struct PngDecoder::Impl {
                           const PixelView& out) {
     const Rect& crop = plan.crop;
     Check(spng_decode_image(ctx, nullptr, 0, SPNG_FMT_RGB8, SPNG_DECODE_PROGRESSIVE), "data");
-    resizer.Start(crop.width, crop.height, SourceBox{0, 0, double(crop.width), double(crop.height)},
-                  out, plan.flip);
+    resizer.Start(crop.width, crop.height,
+                  detail::WindowFor(plan, 8, crop.x, crop.y, crop.width, crop.height).box, out,
+                  plan.flip);
     const auto source_rows = static_cast<std::size_t>(crop.y) + crop.height;
     const auto ring_rows =
         std::min(static_cast<std::size_t>(resizer.MaxRows()) + kRingAhead, source_rows);
@@ -201,12 +202,11 @@ struct PngDecoder::Impl {
     }
     const auto start = std::chrono::steady_clock::now();
     const Rect& c = plan.crop;
-    // The filter sees only the crop, as in the row-by-row path and torchvision's
-    // crop-then-resize.
+    // The filter sees only the crop, as in the row-by-row path.
     const std::ptrdiff_t stride = std::ptrdiff_t{info.width} * 3;
     resizer.Resize(ConstPixelView{image.data() + c.y * stride + std::ptrdiff_t{c.x} * 3, c.width,
                                   c.height, 3, stride},
-                   SourceBox{0, 0, double(c.width), double(c.height)}, out, plan.flip);
+                   detail::WindowFor(plan, 8, c.x, c.y, c.width, c.height).box, out, plan.flip);
     DecodeReport report;
     report.resize_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -19,15 +19,6 @@
 
 namespace tilefeed::codecs {
 
-// A source rectangle in fractional pixel coordinates: [x0, x1) x [y0, y1), where pixel
-// (x, y) covers [x, x+1) x [y, y+1). Fractional edges keep crops exact after DCT scaling.
-struct SourceBox {
-  double x0 = 0;
-  double y0 = 0;
-  double x1 = 0;
-  double y1 = 0;
-};
-
 class Resizer {
  public:
   Resizer();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -75,8 +76,8 @@ codecs::Rect RandomResizedCrop(int width, int height, const RandomResizedCropPar
   return {(width - crop_width) / 2, (height - crop_height) / 2, crop_width, crop_height};
 }
 
-codecs::Rect CenterCropAfterResize(int width, int height, int resize_shorter, int crop_width,
-                                   int crop_height) {
+codecs::CropPlan CenterCropAfterResize(int width, int height, int resize_shorter, int crop_width,
+                                       int crop_height, bool dct_scaling) {
   RequireImageSize("CenterCropAfterResize", width, height);
   if (resize_shorter < 1 || crop_width < 1 || crop_height < 1) {
     throw std::invalid_argument(
@@ -84,15 +85,48 @@ codecs::Rect CenterCropAfterResize(int width, int height, int resize_shorter, in
         std::to_string(resize_shorter) + ", crop " + std::to_string(crop_width) + "x" +
         std::to_string(crop_height));
   }
-  // One scale for both axes: the resize keeps the aspect ratio, so a crop_width x
-  // crop_height window of the resized image is this many source pixels on each axis.
-  const double scale = static_cast<double>(std::min(width, height)) / resize_shorter;
-  const int source_width = ClampLength(crop_width * scale, width);
-  const int source_height = ClampLength(crop_height * scale, height);
-  // torchvision's CenterCrop places the window at int(round((size - crop) / 2)).
-  const auto x = static_cast<int>(RoundHalfEven((width - source_width) / 2.0));
-  const auto y = static_cast<int>(RoundHalfEven((height - source_height) / 2.0));
-  return {x, y, source_width, source_height};
+  // torchvision's _compute_resized_output_size: Python's int(new_short * long / short),
+  // a correctly rounded division of exact integers, truncated; so is this.
+  const std::int64_t shorter = std::min(width, height);
+  const std::int64_t longer = std::max(width, height);
+  const auto new_long =
+      static_cast<std::int64_t>(static_cast<double>(resize_shorter * longer) / shorter);
+  const std::int64_t new_width = width <= height ? resize_shorter : new_long;
+  const std::int64_t new_height = width <= height ? new_long : resize_shorter;
+  if (crop_width > new_width || crop_height > new_height) {
+    throw std::invalid_argument("CenterCropAfterResize: a " + std::to_string(crop_width) + "x" +
+                                std::to_string(crop_height) + " crop does not fit the " +
+                                std::to_string(new_width) + "x" + std::to_string(new_height) +
+                                " resized image");
+  }
+  // torchvision's CenterCrop: int(round((size - crop) / 2.0)), in resized pixels.
+  const double left = RoundHalfEven(static_cast<double>(new_width - crop_width) / 2.0);
+  const double top = RoundHalfEven(static_cast<double>(new_height - crop_height) / 2.0);
+  // PIL maps resized pixel i to source [i * s, (i + 1) * s) with s = source / resized.
+  const double sx = static_cast<double>(width) / static_cast<double>(new_width);
+  const double sy = static_cast<double>(height) / static_cast<double>(new_height);
+  codecs::CropPlan plan;
+  // (Clamped: (new_width) * sx may round past `width` by an ulp.)
+  plan.box = {left * sx, top * sy, std::min((left + crop_width) * sx, double(width)),
+              std::min((top + crop_height) * sy, double(height))};
+  plan.dct_scaling = dct_scaling;
+  // The first output pixel's centre lies s/2 inside the box, and PIL's bilinear filter
+  // reads the pixels whose centres lie within max(s, 1) of it: up to max(s, 1) - s/2 + 1/2
+  // beyond the box, plus one more for the rounding to whole pixels. A DCT-scaled decode's
+  // pixels are up to max(s, 1) source pixels wide (it scales only while they stay under
+  // s), which widens both terms. The smallest rectangle is the least decoding.
+  auto reach = [dct_scaling](double s) {
+    const double pixel = dct_scaling ? std::max(s, 1.0) : 1.0;
+    return std::max(s, 1.0) - 0.5 * s + 1.5 * pixel + 0.01;
+  };
+  const double reach_x = reach(sx);
+  const double reach_y = reach(sy);
+  const auto x0 = static_cast<int>(std::max(0.0, std::floor(plan.box.x0 - reach_x)));
+  const auto y0 = static_cast<int>(std::max(0.0, std::floor(plan.box.y0 - reach_y)));
+  const auto x1 = static_cast<int>(std::min(double(width), std::ceil(plan.box.x1 + reach_x)));
+  const auto y1 = static_cast<int>(std::min(double(height), std::ceil(plan.box.y1 + reach_y)));
+  plan.crop = {x0, y0, x1 - x0, y1 - y0};
+  return plan;
 }
 
 bool DrawFlip(SampleRng& rng, double probability) {

@@ -43,7 +43,10 @@ bool IsSplitRoot(const std::string& dir) {
 // Rules 1, 2 and 4 of the header for a directory or file that is not a split root.
 DatasetKind DetectKind(const std::string& path) {
   if (IsRemoteLocation(path)) {
-    return path.ends_with(".tar") ? DatasetKind::kTar : DatasetKind::kShards;
+    // A .tar.gz/.tgz goes to the tar reader, which refuses it saying why.
+    return path.ends_with(".tar") || path.ends_with(".tar.gz") || path.ends_with(".tgz")
+               ? DatasetKind::kTar
+               : DatasetKind::kShards;
   }
   if (IsShardDataset(path)) return DatasetKind::kShards;
   if (IsTarDataset(path)) return DatasetKind::kTar;

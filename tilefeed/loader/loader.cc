@@ -362,6 +362,29 @@ void Loader::Impl::Validate() {
       std::clamp<std::size_t>(o.batch_size / (4 * static_cast<std::size_t>(workers)), 1, 16);
 }
 
+namespace {
+
+// The crop plan for a sample of this size, drawn from its own stream: its random crop and
+// flip (train) or torchvision's Resize + CenterCrop (eval).
+codecs::CropPlan PlanFor(const LoaderOptions& options, SampleRng& rng, int width, int height) {
+  if (options.mode == Mode::kTrain) {
+    codecs::CropPlan plan;
+    plan.crop = RandomResizedCrop(width, height, options.crop, rng);
+    plan.flip = DrawFlip(rng, options.flip_probability);
+    return plan;
+  }
+  return CenterCropAfterResize(width, height, options.eval_resize, options.image_size,
+                               options.image_size, options.eval_dct_scaling);
+}
+
+}  // namespace
+
+codecs::CropPlan PlanSample(const LoaderOptions& options, std::uint64_t epoch, std::uint64_t sample,
+                            int width, int height) {
+  SampleRng rng(options.seed, epoch, sample);
+  return PlanFor(options, rng, width, height);
+}
+
 codecs::PixelView Loader::Impl::RowView(Slot& slot, std::size_t row) {
   std::uint8_t* base = slot.images.data() + row * image_bytes;
   const int side = options.image_size;
@@ -369,18 +392,8 @@ codecs::PixelView Loader::Impl::RowView(Slot& slot, std::size_t row) {
                                          : codecs::PixelView::Planar(base, side, side);
 }
 
-// The crop plan for a sample of this size: its own random crop and flip (train) or the
-// centre crop (eval).
 codecs::CropPlan Loader::Impl::PlanCrop(SampleRng& rng, int width, int height) const {
-  codecs::CropPlan plan;
-  if (options.mode == Mode::kTrain) {
-    plan.crop = RandomResizedCrop(width, height, options.crop, rng);
-    plan.flip = DrawFlip(rng, options.flip_probability);
-  } else {
-    plan.crop = CenterCropAfterResize(width, height, options.eval_resize, options.image_size,
-                                      options.image_size);
-  }
-  return plan;
+  return PlanFor(options, rng, width, height);
 }
 
 // Crops and resizes raw HWC pixels into `out`; returns the resize time.
@@ -393,11 +406,15 @@ std::uint64_t Loader::Impl::ResizeRaw(Worker& worker, SampleRng& rng, const RawP
   }
   const codecs::CropPlan plan = PlanCrop(rng, raw.width, raw.height);
   const auto r0 = Clock::now();
+  // The filter reads the crop's pixels only, as the codecs' resizes do.
   const codecs::Rect& c = plan.crop;
+  const codecs::SourceBox shown = codecs::ShownBox(plan);
+  const std::ptrdiff_t stride = std::ptrdiff_t{raw.width} * 3;
   worker.resizer.Resize(
-      codecs::ConstPixelView{raw.pixels, raw.width, raw.height, 3, std::ptrdiff_t{raw.width} * 3},
-      codecs::SourceBox{double(c.x), double(c.y), double(c.x + c.width), double(c.y + c.height)},
-      out, plan.flip);
+      codecs::ConstPixelView{raw.pixels + c.y * stride + std::ptrdiff_t{c.x} * 3, c.width, c.height,
+                             3, stride},
+      codecs::SourceBox{shown.x0 - c.x, shown.y0 - c.y, shown.x1 - c.x, shown.y1 - c.y}, out,
+      plan.flip);
   return Nanos(Clock::now() - r0);
 }
 

@@ -90,6 +90,9 @@ struct LoaderOptions {
   int image_size = 224;          // output images are image_size x image_size x 3
   Mode mode = Mode::kTrain;
   int eval_resize = 256;          // kEval: the shorter side is resized to this before the crop
+  // kEval: let the JPEG decoders use DCT scale-downs (faster for large images; the pixels
+  // then differ from torchvision's by a few levels). false: torchvision's pixels.
+  bool eval_dct_scaling = false;
   RandomResizedCropParams crop;   // kTrain: crop scale and aspect ranges
   double flip_probability = 0.5;  // kTrain: chance of a horizontal flip
   Layout layout = Layout::kNhwc;
@@ -118,6 +121,13 @@ struct LoaderOptions {
   std::function<void(const BadSample&)> on_bad_sample;  // sink; called from workers
   std::shared_ptr<SlotMemory> slot_memory;              // null: the loader allocates its slots
 };
+
+// The crop plan the loader draws for `sample` of `epoch` from a width x height image:
+// which source pixels its batch row shows, resized how and whether flipped (augment.h's
+// contracts). Lets tests and tools reproduce a row with torchvision. Throws what
+// RandomResizedCrop and CenterCropAfterResize throw.
+codecs::CropPlan PlanSample(const LoaderOptions& options, std::uint64_t epoch, std::uint64_t sample,
+                            int width, int height);
 
 // Where a loader stands, for checkpoints: the next batch continues at global `position`
 // of `epoch`'s permutation (samples already delivered by all instances together). It does

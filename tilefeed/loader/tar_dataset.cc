@@ -39,6 +39,18 @@ bool EndsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
+// A gzip-compressed WebDataset shard, by name (webdataset's TarWriter(compress=True) and
+// its test shards): .tar.gz or .tgz.
+bool IsGzipTarName(std::string_view name) {
+  return EndsWith(name, ".tar.gz") || EndsWith(name, ".tgz");
+}
+
+// Why a gzip-compressed shard is refused, and how to convert it.
+constexpr const char* kGzipRefusal =
+    "a gzip-compressed WebDataset shard (.tar.gz/.tgz), which tilefeed does not read: it "
+    "reads shards in place by offset, and gzip has none to seek to; decompress once with "
+    "`gunzip -k FILE` (FILE.tar.gz or FILE.tgz becomes FILE.tar) and give the .tar files";
+
 std::string Lower(std::string_view s) {
   std::string out(s);
   for (char& c : out) {
@@ -448,16 +460,32 @@ std::vector<std::string> ExpandBraces(const std::string& pattern) {
   return out;
 }
 
-std::vector<std::string> TarsInDirectory(const std::string& dir) {
+// The .tar files of `dir`, sorted, and (in `gzipped`) its .tar.gz/.tgz files.
+std::vector<std::string> ListTarNames(const std::string& dir, std::vector<std::string>& gzipped) {
   std::vector<std::string> out;
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) detail::ThrowWithErrno(dir, "cannot list directory: ", errno);
   while (const dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
     if (EndsWith(name, ".tar")) out.push_back(detail::JoinLocation(dir, name));
+    if (IsGzipTarName(name)) gzipped.push_back(name);
   }
   ::closedir(d);
   std::sort(out.begin(), out.end());
+  std::sort(gzipped.begin(), gzipped.end());
+  return out;
+}
+
+// The .tar files of `dir`. A gzip-compressed shard among them is refused, not skipped:
+// leaving it out would silently drop its samples.
+std::vector<std::string> TarsInDirectory(const std::string& dir) {
+  std::vector<std::string> gzipped;
+  std::vector<std::string> out = ListTarNames(dir, gzipped);
+  if (!gzipped.empty()) {
+    throw SourceError(detail::JoinLocation(dir, gzipped.front()),
+                      std::string(kGzipRefusal) + " (" + std::to_string(gzipped.size()) +
+                          " such file(s) in the directory)");
+  }
   if (out.empty()) throw SourceError(dir, "no .tar files in the directory");
   return out;
 }
@@ -473,17 +501,20 @@ std::vector<std::string> ListTarShards(const std::string& location) {
   std::string path = location;
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   if (IsDirectory(path)) return TarsInDirectory(path);
+  if (IsGzipTarName(path)) throw SourceError(path, kGzipRefusal);
   return ExpandBraces(path);
 }
 
 bool IsTarDataset(const std::string& location) {
-  if (EndsWith(location, ".tar")) return true;
+  if (EndsWith(location, ".tar") || IsGzipTarName(location)) return true;
   if (!IsDirectory(location)) return false;
   const std::string manifest = location + "/" + std::string(detail::kManifestFileName);
   struct stat st;
   if (::stat(manifest.c_str(), &st) == 0) return false;
   try {
-    return !TarsInDirectory(location).empty();
+    // gzip-compressed shards make it a tar dataset too, so that opening it says why not.
+    std::vector<std::string> gzipped;
+    return !ListTarNames(location, gzipped).empty() || !gzipped.empty();
   } catch (const SourceError&) {
     return false;
   }

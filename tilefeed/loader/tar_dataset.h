@@ -76,11 +76,16 @@ struct TarOptions {
 // The tar files named by `location`: a ".tar" file or URL; a directory's "*.tar" files,
 // sorted by name; or a brace pattern such as "train-{000000..000146}.tar" (numbers padded
 // to the width written, one range per pattern; also in a URL). Throws SourceError if the
-// pattern is malformed or a directory holds no .tar file.
+// pattern is malformed or a directory holds no .tar file. gzip-compressed shards
+// (".tar.gz", ".tgz": a location so named, or any such file in the directory, even beside
+// .tar files) are refused with a SourceError that says what they are and how to convert
+// them (gunzip -k): a compressed tar has no offsets to read samples at, and skipping one
+// would silently drop its samples.
 std::vector<std::string> ListTarShards(const std::string& location);
 
-// True if `location` looks like a tar dataset: it ends in ".tar" (a file, URL or brace
-// pattern) or is a directory holding a .tar file and no shard manifest. Never throws.
+// True if `location` looks like a tar dataset: it ends in ".tar", ".tar.gz" or ".tgz" (a
+// file, URL or brace pattern) or is a directory holding such a file and no shard manifest
+// (so that opening it refuses the gzip-compressed ones by name). Never throws.
 bool IsTarDataset(const std::string& location);
 
 class TarDataset final : public Source {

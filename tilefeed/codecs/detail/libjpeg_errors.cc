@@ -141,4 +141,15 @@ bool GuardedReadHeader(jpeg_decompress_struct* cinfo, LibjpegErrors* errors,
   return true;
 }
 
+const char* NotPlain(const jpeg_decompress_struct& cinfo) {
+  for (int c = 0; c < cinfo.num_components; ++c) {
+    if (cinfo.comp_info[c].quant_table == nullptr) return "a component without a scan";
+    if (!cinfo.progressive_mode || cinfo.coef_bits == nullptr) continue;
+    for (int k = 0; k < 10; ++k) {
+      if (cinfo.coef_bits[c][k] != 0) return "progressive scans leave coefficients unrefined";
+    }
+  }
+  return nullptr;
+}
+
 }  // namespace tilefeed::codecs::detail

@@ -64,4 +64,13 @@ bool GuardedCreate(jpeg_decompress_struct* cinfo, LibjpegErrors* errors);
 bool GuardedReadHeader(jpeg_decompress_struct* cinfo, LibjpegErrors* errors,
                        const unsigned char* data, std::size_t size);
 
+// After jpeg_read_coefficients: nullptr if a decode of the file runs libjpeg's plain IDCT
+// path on the coefficients read, else why not. A progressive file whose scans leave any of
+// a component's first 10 coefficients unrefined (coef_bits != 0 after the last scan) is
+// block-smoothed by libjpeg (jdcoefct.c, do_block_smoothing); coefficients stored or
+// transcoded to a complete baseline file would not be, so their pixels would differ.
+// --jpeg-index (jpeg_index.cc) and --codec coefficients (jpeg_coefficients.cc) both store
+// such files as they came, by this one test.
+const char* NotPlain(const jpeg_decompress_struct& cinfo);
+
 }  // namespace tilefeed::codecs::detail

@@ -1,0 +1,161 @@
+"""Batches against torchvision itself (issue 25): Mode eval is torchvision's
+Resize(R) + CenterCrop(S) on the PIL image, and mode train is
+torchvision.transforms.functional.resized_crop with the rectangle the loader drew
+(Loader.crop_plan) and its flip. The contracts are in tilefeed/loader/augment.h.
+
+The images are photograph-like (gradients, texture noise, hard edges) in several sizes and
+aspect ratios, written at run time as baseline JPEG 4:4:4, 4:2:2 and 4:2:0, progressive
+JPEG, and PNG. Bound per image: mean |d| <= 0.5/255 and no pixel off by more than 2 levels
+(the resizers' fixed-point rounding), where no DCT scaling is used."""
+
+import numpy as np
+import pytest
+from PIL import Image
+from torchvision import transforms
+from torchvision.transforms import functional as F
+
+import tilefeed
+
+IMAGE_SIZE = 96
+EVAL_RESIZE = 110
+# (width, height): landscape, portrait, wide, square, an odd size, one smaller than the
+# output (upscaled). The shorter side stays under 2 * IMAGE_SIZE, so no train crop of them
+# is large enough for a DCT scale-down.
+SIZES = [(150, 113), (113, 150), (190, 100), (96, 96), (131, 177), (57, 83)]
+ENCODINGS = ["jpeg444", "jpeg422", "jpeg420", "progressive", "png"]
+MEAN_BOUND = 0.5
+MAX_BOUND = 2
+
+
+def photo(width, height, seed):
+    """Smooth gradients, fine texture and hard edges, as a photograph has all three."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:height, 0:width].astype(np.float64)
+    channels = []
+    for _ in range(3):
+        fx, fy = rng.uniform(0.02, 0.2, 2)
+        wave = 50 * np.sin(fx * x + rng.uniform(0, 6.3)) * np.cos(fy * y)
+        channels.append(110 + wave + 60 * (x / width - y / height))
+    image = np.stack(channels, axis=-1) + rng.normal(0, 12, (height, width, 3))
+    # A bright disc and a dark bar: edges the filters must treat alike.
+    disc = (x - width * 0.6) ** 2 + (y - height * 0.4) ** 2 < (min(width, height) * 0.2) ** 2
+    image[disc] = [235, 40, 60]
+    image[int(height * 0.7):int(height * 0.8), int(width * 0.1):] = [20, 25, 30]
+    return np.clip(image, 0, 255).astype(np.uint8)
+
+
+def save(image, path, encoding):
+    pil = Image.fromarray(image)
+    if encoding == "png":
+        pil.save(path.with_suffix(".png"))
+        return
+    subsampling = {"jpeg444": 0, "jpeg422": 1, "jpeg420": 2, "progressive": 2}[encoding]
+    pil.save(path.with_suffix(".jpg"), quality=90, subsampling=subsampling,
+             progressive=encoding == "progressive")
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    """One class per encoding; returns the root and the files in sample order."""
+    root = tmp_path_factory.mktemp("photos")
+    for c, encoding in enumerate(ENCODINGS):
+        (root / f"{c}_{encoding}").mkdir()
+        for i, (w, h) in enumerate(SIZES):
+            save(photo(w, h, 100 * c + i), root / f"{c}_{encoding}" / f"{i:02d}", encoding)
+    files = [f for d in sorted(root.iterdir()) for f in sorted(d.iterdir())]
+    return root, files
+
+
+def rows(root, **options):
+    """sample index -> HWC uint8 image, one epoch (epoch 0) of the loader."""
+    images = {}
+    with tilefeed.Loader(root, source="imagefolder", batch_size=7, image_size=IMAGE_SIZE,
+                         eval_resize=EVAL_RESIZE, workers=2, epochs=1,
+                         bad_sample_policy="fail", **options) as loader:
+        for batch in loader:
+            for row, sample in enumerate(batch.sample_indices.tolist()):
+                images[sample] = batch.images[row].copy()
+    return images
+
+
+def differences(ours, theirs):
+    d = np.abs(ours.astype(np.int32) - np.asarray(theirs).astype(np.int32))
+    return d.mean(), int(d.max())
+
+
+def test_eval_is_torchvision_resize_and_center_crop(folder):
+    root, files = folder
+    images = rows(root, mode="eval", shuffle=False)
+    assert sorted(images) == list(range(len(files)))
+    reference = transforms.Compose([transforms.Resize(EVAL_RESIZE),
+                                    transforms.CenterCrop(IMAGE_SIZE)])
+    for sample, path in enumerate(files):
+        with Image.open(path) as image:
+            theirs = reference(image.convert("RGB"))
+        mean, worst = differences(images[sample], theirs)
+        where = f"{path.parent.name}/{path.name}"
+        assert mean <= MEAN_BOUND, f"{where}: mean |d| {mean:.3f}/255 against torchvision"
+        assert worst <= MAX_BOUND, f"{where}: a pixel {worst} levels off torchvision"
+
+
+def test_train_is_torchvision_resized_crop_of_the_drawn_box(folder):
+    root, files = folder
+    for epoch in (0, 1):
+        with tilefeed.Loader(root, source="imagefolder", mode="train", batch_size=7,
+                             image_size=IMAGE_SIZE, workers=2, seed=5, first_epoch=epoch,
+                             epochs=1, bad_sample_policy="fail") as loader:
+            images = {}
+            for batch in loader:
+                assert batch.epoch == epoch
+                for row, sample in enumerate(batch.sample_indices.tolist()):
+                    images[sample] = batch.images[row].copy()
+            assert sorted(images) == list(range(len(files)))
+            flips = 0
+            for sample, path in enumerate(files):
+                with Image.open(path) as image:
+                    image = image.convert("RGB")
+                plan = loader.crop_plan(epoch, sample, image.width, image.height)
+                x, y, w, h = plan["crop"]
+                assert plan["box"] == (x, y, x + w, y + h)
+                theirs = F.resized_crop(image, y, x, h, w, [IMAGE_SIZE, IMAGE_SIZE],
+                                        antialias=True)
+                if plan["flip"]:
+                    theirs = F.hflip(theirs)
+                    flips += 1
+                mean, worst = differences(images[sample], theirs)
+                where = f"epoch {epoch} {path.parent.name}/{path.name} crop {plan['crop']}"
+                assert mean <= MEAN_BOUND, f"{where}: mean |d| {mean:.3f}/255"
+                assert worst <= MAX_BOUND, f"{where}: a pixel {worst} levels off"
+            assert 0 < flips < len(files)  # both branches were compared
+
+
+def test_eval_plan_is_torchvision_geometry(folder):
+    """The fractional box is torchvision's window: int-truncated long side, round-half-even
+    offset, each axis scaled by its own factor."""
+    root, _ = folder
+    with tilefeed.Loader(root, source="imagefolder", mode="eval", image_size=224,
+                         eval_resize=256, batch_size=1, workers=1, epochs=1) as loader:
+        plan = loader.crop_plan(0, 0, 500, 375)
+        # Resize(256): 341 x 256; CenterCrop(224) at round(58.5) = 58, 16.
+        expected = (58 * 500 / 341, 16 * 375 / 256, 282 * 500 / 341, 240 * 375 / 256)
+        assert plan["box"] == pytest.approx(expected, abs=1e-9)
+        assert plan["flip"] is False and plan["dct_scaling"] is False
+        assert loader.crop_plan(0, 0, 1000, 10)["box"][2] <= 1000
+
+
+def test_eval_dct_scaling_is_asked_for_and_stays_close(tmp_path):
+    """eval_dct_scaling=True lets a large JPEG decode at a DCT scale-down: the plan says so
+    and the pixels stay near torchvision's (not exact: the figure is in docs/design.md)."""
+    (tmp_path / "a").mkdir()
+    path = tmp_path / "a" / "big.jpg"
+    Image.fromarray(photo(640, 480, 7)).save(path, quality=90)
+    with Image.open(path) as image:
+        theirs = transforms.Compose([transforms.Resize(EVAL_RESIZE),
+                                     transforms.CenterCrop(IMAGE_SIZE)])(image.convert("RGB"))
+    exact = rows(tmp_path, mode="eval", shuffle=False)
+    scaled = rows(tmp_path, mode="eval", shuffle=False, eval_dct_scaling=True)
+    mean_exact, worst_exact = differences(exact[0], theirs)
+    mean_scaled, _ = differences(scaled[0], theirs)
+    assert mean_exact <= MEAN_BOUND and worst_exact <= MAX_BOUND
+    assert not np.array_equal(exact[0], scaled[0])  # the scale-down was used
+    assert mean_scaled <= 4, f"DCT-scaled eval is {mean_scaled:.2f}/255 from torchvision"
