@@ -44,6 +44,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -91,6 +92,8 @@ struct DLManagedTensor {
 };
 constexpr std::int32_t kDLCPU = 1;
 constexpr std::uint8_t kDLUInt = 1;
+constexpr std::uint8_t kDLFloat = 2;
+constexpr std::uint8_t kDLBfloat = 4;
 
 bool IsFinalizing() {
 #if PY_VERSION_HEX >= 0x030D0000
@@ -111,6 +114,26 @@ py::dict ToDict(const loader::BadSample& bad) {
   d["where"] = bad.where;
   d["reason"] = bad.reason;
   return d;
+}
+
+// Runs `work` on a thread of its own and returns its result (or rethrows its exception).
+// Indexing a dataset runs oneTBB algorithms on the calling thread, which then holds oneTBB
+// state until it exits; a Python thread that did would keep oneTBB's workers from ever
+// being released for a fork() (loader::ReleaseWorkerThreads). A thread that exits here
+// releases its share at once.
+template <typename Work>
+auto OnOwnThread(Work work) -> decltype(work()) {
+  std::optional<decltype(work())> result;
+  std::exception_ptr error;
+  std::thread([&] {
+    try {
+      result.emplace(work());
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }).join();
+  if (error) std::rethrow_exception(error);
+  return std::move(*result);
 }
 
 // Owns one loader. Shared by the Python _Core object and every live BatchData; Shutdown()
@@ -168,6 +191,17 @@ class Core {
   void Seek(const loader::LoaderState& state) {
     py::gil_scoped_release release;
     loader_->Seek(state);
+  }
+
+  // loader::Loader::Pause / Resume with the GIL released (they join or start the workers).
+  // REQUIRES: the GIL is held.
+  void Pause() {
+    py::gil_scoped_release release;
+    loader_->Pause();
+  }
+  void Resume() {
+    py::gil_scoped_release release;
+    loader_->Resume();
   }
 
   // Stops the workers and drops the callback. Idempotent.
@@ -589,7 +623,7 @@ loader::OpenedDataset OpenSource(const std::string& data, const std::string& kin
     }
   }
   py::gil_scoped_release release;
-  return loader::OpenDataset(data, options);
+  return OnOwnThread([&] { return loader::OpenDataset(data, options); });
 }
 
 // The Python _Core: one C++ loader. Its deallocation shuts the Core down.
@@ -643,6 +677,8 @@ class PyCore {
   }
 
   void Stop() { core_->Shutdown(); }
+  void Pause() { core_->Pause(); }
+  void Resume() { core_->Resume(); }
   const std::string& summary() const { return summary_; }
   const std::vector<std::string>& notes() const { return notes_; }
 
@@ -735,6 +771,14 @@ PYBIND11_MODULE(_tilefeed, m) {
 
   m.def("_default_options", &DefaultOptions);
   m.def(
+      "_release_worker_threads",
+      [] {
+        py::gil_scoped_release release;
+        return loader::ReleaseWorkerThreads();
+      },
+      "loader::ReleaseWorkerThreads: waits for oneTBB's workers to exit, for a fork(); "
+      "False if something still uses them");
+  m.def(
       "_detect_instance",
       [] {
         // The same detection as `train` (tilefeed/launch/instance.h), over this process's
@@ -793,6 +837,8 @@ PYBIND11_MODULE(_tilefeed, m) {
            py::arg("options"), py::arg("remote") = py::dict())
       .def("next", &PyCore::Next, py::arg("copy") = false)
       .def("stop", &PyCore::Stop)
+      .def("pause", &PyCore::Pause, "loader::Loader::Pause: joins the workers, for a fork()")
+      .def("resume", &PyCore::Resume, "loader::Loader::Resume: restarts them at state()")
       .def("metrics", &PyCore::Metrics)
       .def("bad_samples", &PyCore::BadSamples)
       .def("state", &PyCore::State,

@@ -103,6 +103,46 @@ def _stop_all():
         loader.stop()
 
 
+# -- fork() -----------------------------------------------------------------------------------
+# A thread pool does not survive fork(): the child has only the forking thread, while
+# oneTBB's process-wide scheduler state (copied into the child) still describes the parent's
+# workers, and a Loader built on it in the child can crash. So before a fork made through
+# Python (os.fork, multiprocessing, torch DataLoader workers) every live Loader of this
+# process pauses (joins its workers, keeping its position) and oneTBB's workers are waited
+# out; the child then starts with no threads and builds its own pool on first use, and the
+# parent's Loaders resume where they were (the batches they had decoded ahead are decoded
+# again: a fork costs each running Loader one refill of its prefetch slots).
+# Loaders inherited by the child have no workers there: using one raises LoaderError.
+# If oneTBB's workers could not be released (a thread of this process was still inside a
+# oneTBB algorithm), the child refuses to make Loaders, with one line saying why.
+_fork = {"unusable": None}  # in a child: why oneTBB cannot run here, or None
+
+
+def _before_fork():
+    for loader in list(_live):
+        loader._core.pause()
+    _fork["released"] = _tilefeed._release_worker_threads()
+
+
+def _after_fork_in_parent():
+    for loader in list(_live):
+        loader._core.resume()
+
+
+def _after_fork_in_child():
+    _live.clear()  # the parent's Loaders: never paused, resumed or stopped from here
+    if not _fork.pop("released", True):
+        _fork["unusable"] = (
+            f"tilefeed.Loader: this process (pid {os.getpid()}) was forked while oneTBB worker "
+            f"threads of its parent were still in use, so no Loader can run in it; make the "
+            f"Loader before starting other threads that use tilefeed, or start processes with "
+            f"multiprocessing's 'spawn' or 'forkserver' method")
+
+
+os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                    after_in_child=_after_fork_in_child)
+
+
 def _remote_options(cache_dir, cache_limit, s3_endpoint, remote_retries):
     """The remote-dataset options as the _Core takes them (RemoteOptions' fields)."""
     def integer(name, value, low, high):
@@ -201,6 +241,9 @@ class Loader:
                  s3_endpoint=None,
                  remote_retries=5):
         arguments = locals()
+        if _fork["unusable"]:
+            raise LoaderError(_fork["unusable"])
+        self._pid = os.getpid()
         self._options = {name: arguments[name] for name in _D}
         _check_options(self._options)
         if on_bad_sample is not None and not callable(on_bad_sample):
@@ -233,6 +276,7 @@ class Loader:
     # -- iteration ------------------------------------------------------------------------
 
     def __iter__(self):
+        self._check_process()
         if self._stopped:
             raise ValueError("tilefeed.Loader: iterating a stopped loader")
         if self._wanted is not None:
@@ -275,7 +319,16 @@ class Loader:
         self._core.seek(epoch, position)
         self._mid_epoch = False
 
+    def _check_process(self):
+        if os.getpid() != self._pid:
+            raise LoaderError(
+                f"tilefeed.Loader: this Loader was made in process {self._pid} and this is "
+                f"process {os.getpid()}, a fork of it; its workers do not survive fork(). "
+                f"Make the Loader in the process that iterates it (e.g. in an IterableDataset's "
+                f"__iter__, which DataLoader workers call; see tilefeed.IterableDataset)")
+
     def _next(self, iterator):
+        self._check_process()
         if iterator._generation != self._generation:
             raise RuntimeError("tilefeed.Loader: this iterator was replaced by a newer iter()")
         if iterator._done:

@@ -31,6 +31,7 @@
 #include "tilefeed/loader/loader.h"
 
 #include <tbb/enumerable_thread_specific.h>
+#include <tbb/global_control.h>
 #include <tbb/parallel_pipeline.h>
 #include <tbb/task_arena.h>
 
@@ -41,6 +42,7 @@
 #include <cstdio>
 #include <exception>
 #include <mutex>
+#include <new>
 #include <stop_token>
 #include <thread>
 
@@ -212,6 +214,7 @@ struct Loader::Impl {
   std::atomic<std::size_t> handed_out{0};
   std::mutex lifecycle_mutex;        // Stop() against Seek()'s new stop source and producer
   std::atomic<bool> stopped{false};  // Stop() was called
+  bool paused = false;               // Pause()d; under next_mutex and lifecycle_mutex
   std::stop_source stop;
   std::jthread producer;
   std::exception_ptr pipeline_error;  // set by the producer thread before kDone
@@ -1025,6 +1028,7 @@ void Loader::Seek(const LoaderState& state) {
   s.stop.request_stop();
   if (s.producer.joinable()) s.producer.join();
   s.ReclaimSlots();
+  s.paused = false;
   s.pipeline_error = nullptr;
   s.failure.reset();
   s.held_since.reset();
@@ -1036,6 +1040,42 @@ void Loader::Seek(const LoaderState& state) {
   if (s.done) return;  // nothing to produce: the loader stays ended
   s.stop = std::stop_source();
   s.StartProducer();
+}
+
+void Loader::Pause() {
+  Impl& s = *impl_;
+  std::lock_guard lock(s.next_mutex);
+  std::lock_guard lifecycle(s.lifecycle_mutex);
+  if (s.paused || s.stopped.load(std::memory_order_relaxed)) return;
+  s.paused = true;
+  s.stop.request_stop();
+  if (s.producer.joinable()) s.producer.join();
+  s.ReclaimSlots();
+}
+
+void Loader::Resume() {
+  Impl& s = *impl_;
+  std::lock_guard lock(s.next_mutex);
+  std::lock_guard lifecycle(s.lifecycle_mutex);
+  if (!s.paused || s.stopped.load(std::memory_order_relaxed)) return;
+  s.paused = false;
+  // An error the consumer has seen stays (Next() repeats it); one it has not is found
+  // again by the new pipeline, which decodes the same batches.
+  s.pipeline_error = nullptr;
+  s.held_since.reset();
+  s.wait_resumed = false;
+  s.start_epoch = s.position.epoch;
+  s.start_position = s.position.position;
+  if (s.done || s.failure) return;
+  s.done = !s.InEpochRange(s.position.epoch);
+  if (s.done) return;
+  s.stop = std::stop_source();
+  s.StartProducer();
+}
+
+bool ReleaseWorkerThreads() {
+  tbb::task_scheduler_handle handle{tbb::attach{}};
+  return tbb::finalize(handle, std::nothrow);
 }
 
 LoaderState Loader::state() const {

@@ -259,6 +259,14 @@ class Loader {
   // Stops the workers and joins them; Next() then returns nullopt. Idempotent.
   void Stop();
 
+  // For a fork() of this process (a thread pool does not survive one): stops and joins the
+  // workers, keeping state() and the batches handed out; batches decoded ahead are dropped.
+  // While paused, Next(timeout) times out. Resume() restarts the workers at state(), so the
+  // batches that follow are those an unpaused loader would have given. Both are
+  // idempotent and serialized with Next() and Seek(); a Seek() also resumes.
+  void Pause();
+  void Resume();
+
   // The state after the last batch Next() returned (or at the end of an epoch, the start
   // of the next one): save it with a checkpoint and pass it to LoaderState::ApplyTo or
   // Seek().
@@ -314,5 +322,13 @@ class Loader {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// For fork(): waits until oneTBB's worker threads have exited, so that a child process
+// starts with no thread pool and builds its own on first use. True when none is left; false
+// when something still uses the pool (a Loader not Pause()d or Stop()ped, a thread inside a
+// oneTBB algorithm, another thread that ran one and still lives), in which case a child
+// cannot use oneTBB. Call it on the forking thread, after pausing every Loader; the next
+// Resume() or oneTBB use in this process starts a new pool.
+bool ReleaseWorkerThreads();
 
 }  // namespace tilefeed::loader
