@@ -51,6 +51,7 @@
 #include "tilefeed/codecs/png.h"
 #include "tilefeed/codecs/raw.h"
 #include "tilefeed/codecs/resize.h"
+#include "tilefeed/loader/output_convert.h"
 #include "tilefeed/loader/ring.h"
 
 namespace tilefeed::loader {
@@ -84,6 +85,8 @@ struct Slot {
   std::vector<std::uint8_t> owned_images;
   std::vector<std::int32_t> owned_labels;
   std::vector<std::uint64_t> owned_indices;
+  // LoaderOptions::output's conversion of `images` (empty for uint8 output).
+  std::vector<std::byte> output;
   std::uint64_t epoch = 0;
   std::uint64_t batch = 0;
   std::size_t size = 0;
@@ -203,6 +206,7 @@ struct Loader::Impl {
   std::size_t slot_bytes = 0;
   std::size_t image_bytes = 0;
   std::size_t chunk_size = 1;
+  std::optional<OutputConverter> converter;  // LoaderOptions::output, unless uint8
 
   std::vector<std::unique_ptr<Slot>> slots;
   SpscRing<std::size_t> free_ring;
@@ -221,10 +225,14 @@ struct Loader::Impl {
   // Where the running pipeline started: the options' first epoch and position, or Seek()'s.
   std::uint64_t start_epoch = 0;
   std::uint64_t start_position = 0;
+  // The index of the first batch of start_epoch: 0, or after Resume() the batches of that
+  // epoch already delivered, so that a paused loader numbers its batches as before.
+  std::uint64_t start_batch = 0;
 
   // Consumer-side state, under next_mutex.
   bool done = false;
-  LoaderState position;  // where the consumer stands
+  LoaderState position;          // where the consumer stands
+  std::uint64_t next_batch = 0;  // the index of the batch after the last one handed out
   std::optional<std::string> failure;
   // Since when every slot has been held by the consumer, across timed-out Next() calls.
   std::optional<Clock::time_point> held_since;
@@ -292,6 +300,13 @@ void Loader::Impl::Validate() {
   require(o.flip_probability >= 0 && o.flip_probability <= 1, "flip_probability must be in [0, 1]");
   require(o.max_substitute_attempts >= 1, "max_substitute_attempts must be at least 1");
   require(o.held_slots_timeout.count() >= 0, "held_slots_timeout must be >= 0");
+  const OutputConverter output(o.output);  // throws for a bad mean or std
+  if (o.output.dtype != OutputDType::kUint8) {
+    require(o.layout == Layout::kNhwc,
+            "a converted output needs layout kNhwc (output.layout "
+            "is the converted batch's)");
+    converter.emplace(output);
+  }
   if (o.expected_dataset_size != 0 && o.expected_dataset_size != source->size()) {
     throw std::invalid_argument("LoaderOptions: the saved state is for a dataset of " +
                                 std::to_string(o.expected_dataset_size) +
@@ -547,6 +562,13 @@ void Loader::Impl::DecodeChunk(Worker& worker, const Chunk& chunk, const std::st
     Report(chunk.epoch, sample, reason);
     HandleBadSample(worker, chunk, position, sample, reason);
   }
+  if (converter) {  // the chunk's rows, while they are still in this core's cache
+    const std::size_t first = chunk.begin - chunk.batch_begin;
+    const std::size_t bytes = converter->ImageBytes(options.image_size, options.image_size);
+    converter->Convert(std::span<const std::uint8_t>(slot.images).subspan(first * image_bytes),
+                       count, options.image_size, options.image_size,
+                       std::span(slot.output).subspan(first * bytes));
+  }
 }
 
 // After `sample` at `position` failed with `reason`: under kSkip fills its row with the
@@ -668,7 +690,8 @@ class Loader::Impl::Pipeline {
     // A resumed first epoch is shorter than the others.
     epoch_batches_ = order_->size() / o.batch_size;
     if (!o.drop_last_batch && order_->size() % o.batch_size != 0) ++epoch_batches_;
-    batch_ = 0;
+    batch_ = epoch_ == loader_.start_epoch ? loader_.start_batch : 0;
+    epoch_batches_ += batch_;
     position_ = 0;
     batch_end_ = 0;
     return true;
@@ -782,6 +805,10 @@ Loader::Loader(std::unique_ptr<Source> source, LoaderOptions options)
       slot->labels = slot->owned_labels;
       slot->indices = slot->owned_indices;
     }
+    if (s.converter) {
+      slot->output.resize(s.converter->ImageBytes(s.options.image_size, s.options.image_size) *
+                          batch_size);
+    }
     s.slots.push_back(std::move(slot));
     [[maybe_unused]] const bool pushed = s.free_ring.TryPush(std::size_t{i});
     assert(pushed);
@@ -850,6 +877,7 @@ Loader::NextResult Loader::Next(std::chrono::milliseconds timeout) {
     case Ready::kEndOfEpoch:
       s.position.epoch++;
       s.position.position = 0;
+      s.next_batch = 0;
       return {NextStatus::kEndOfEpoch, std::nullopt};
     case Ready::kDone:
       s.FinishPipeline();  // throws the pipeline's error, if any
@@ -900,10 +928,14 @@ Batch Loader::Impl::HandOut(Loader* loader, std::size_t slot_index) {
   batch.images_ = std::span(slot.images.data(), image_bytes * slot.size);
   batch.labels_ = std::span(slot.labels.data(), slot.size);
   batch.sample_indices_ = std::span(slot.indices.data(), slot.size);
+  batch.output_ = std::span(slot.output).first(slot.output.size() / options.batch_size * slot.size);
   // Positions of the epoch order advance by the instance count per local sample.
-  const std::uint64_t start = slot.epoch == start_epoch ? start_position : 0;
-  const std::uint64_t delivered = (slot.batch * options.batch_size + slot.size) *
+  const bool first = slot.epoch == start_epoch;
+  const std::uint64_t start = first ? start_position : 0;
+  const std::uint64_t run_batches = slot.batch - (first ? start_batch : 0);
+  const std::uint64_t delivered = (run_batches * options.batch_size + slot.size) *
                                   static_cast<std::uint64_t>(options.slice.count);
+  next_batch = slot.batch + 1;
   position.epoch = slot.epoch;
   position.position = std::min<std::uint64_t>(start + delivered, source->size());
   batches.fetch_add(1, std::memory_order_relaxed);
@@ -1036,6 +1068,8 @@ void Loader::Seek(const LoaderState& state) {
   s.position = state;
   s.start_epoch = state.epoch;
   s.start_position = state.position;
+  s.start_batch = 0;
+  s.next_batch = 0;
   s.done = !s.InEpochRange(state.epoch);
   if (s.done) return;  // nothing to produce: the loader stays ended
   s.stop = std::stop_source();
@@ -1051,6 +1085,7 @@ void Loader::Pause() {
   s.stop.request_stop();
   if (s.producer.joinable()) s.producer.join();
   s.ReclaimSlots();
+  s.stop = std::stop_source();  // not stopped: Next() waits (and times out) until Resume()
 }
 
 void Loader::Resume() {
@@ -1066,10 +1101,10 @@ void Loader::Resume() {
   s.wait_resumed = false;
   s.start_epoch = s.position.epoch;
   s.start_position = s.position.position;
+  s.start_batch = s.position.position == 0 ? 0 : s.next_batch;
   if (s.done || s.failure) return;
   s.done = !s.InEpochRange(s.position.epoch);
   if (s.done) return;
-  s.stop = std::stop_source();
   s.StartProducer();
 }
 
@@ -1165,6 +1200,7 @@ Batch& Batch::operator=(Batch&& other) noexcept {
     images_ = std::exchange(other.images_, {});
     labels_ = std::exchange(other.labels_, {});
     sample_indices_ = std::exchange(other.sample_indices_, {});
+    output_ = std::exchange(other.output_, {});
     other.size_ = 0;
   }
   return *this;
@@ -1177,6 +1213,7 @@ void Batch::ReturnSlot() noexcept {
     images_ = {};
     labels_ = {};
     sample_indices_ = {};
+    output_ = {};
   }
 }
 

@@ -43,6 +43,7 @@
 
 #include "tilefeed/codecs/jpeg.h"
 #include "tilefeed/loader/augment.h"
+#include "tilefeed/loader/output_format.h"
 #include "tilefeed/loader/sampler.h"
 #include "tilefeed/loader/source.h"
 
@@ -93,6 +94,10 @@ struct LoaderOptions {
   RandomResizedCropParams crop;   // kTrain: crop scale and aspect ranges
   double flip_probability = 0.5;  // kTrain: chance of a horizontal flip
   Layout layout = Layout::kNhwc;
+  // What Batch::output() holds: element type, layout and normalisation (output_format.h's
+  // contract), converted by the workers into the slot. kUint8 (the default) converts
+  // nothing; any other dtype needs layout kNhwc (the conversion sets the output's layout).
+  OutputFormat output;
   int workers = 0;                 // decode threads; 0 = all hardware threads
   std::size_t prefetch_depth = 4;  // batch slots; memory in flight = depth x batch bytes
   std::uint64_t seed = 0;
@@ -186,6 +191,9 @@ class Batch {
   std::span<std::uint8_t> images() const { return images_; }
   std::span<const std::int32_t> labels() const { return labels_; }
   std::span<const std::uint64_t> sample_indices() const { return sample_indices_; }
+  // size() images converted per LoaderOptions::output (ElementSize(dtype) bytes per
+  // element, its layout); empty when output.dtype is kUint8. Valid as long as images().
+  std::span<std::byte> output() const { return output_; }
   std::size_t substituted() const { return substituted_; }  // bad samples replaced in this batch
   // The slot it occupies, in [0, prefetch_depth) (see SlotMemory).
   std::size_t slot() const { return slot_; }
@@ -206,6 +214,7 @@ class Batch {
   std::span<std::uint8_t> images_;
   std::span<const std::int32_t> labels_;
   std::span<const std::uint64_t> sample_indices_;
+  std::span<std::byte> output_;
 };
 
 // A snapshot of what the loader has done since it started.
@@ -261,9 +270,9 @@ class Loader {
 
   // For a fork() of this process (a thread pool does not survive one): stops and joins the
   // workers, keeping state() and the batches handed out; batches decoded ahead are dropped.
-  // While paused, Next(timeout) times out. Resume() restarts the workers at state(), so the
-  // batches that follow are those an unpaused loader would have given. Both are
-  // idempotent and serialized with Next() and Seek(); a Seek() also resumes.
+  // While paused, Next(timeout) times out (Next() waits). Resume() restarts the workers at state(),
+  // so the batches that follow are those an unpaused loader would have given. Both are idempotent
+  // and serialized with Next() and Seek(); a Seek() also resumes.
   void Pause();
   void Resume();
 
