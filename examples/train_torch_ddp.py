@@ -190,13 +190,17 @@ def main():
             if rank == 0 and a.checkpoint and a.checkpoint_every and step % a.checkpoint_every == 0:
                 save_checkpoint(a.checkpoint, model, optimizer, loader, step)
             if a.steps and step >= a.steps:
+                # Saved inside the loop: the state is where this epoch continues. After the
+                # `break` it would be where the next iteration starts (the next epoch).
+                if rank == 0 and a.checkpoint:
+                    save_checkpoint(a.checkpoint, model, optimizer, loader, step)
                 done = True
                 break
         if rank == 0:
             rate = (step - first_step) * a.batch_size * size / (time.monotonic() - start)
             print(f"epoch {epoch} step {step} loss {loss.item():.3f} {rate:.0f} images/s",
                   flush=True)
-    if rank == 0 and a.checkpoint:
+    if rank == 0 and a.checkpoint and not done:
         save_checkpoint(a.checkpoint, model, optimizer, loader, step)
     loader.stop()
     dist.barrier()

@@ -32,6 +32,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <array>
 #include <cassert>
 #include <chrono>
 #include <cmath>
@@ -242,7 +243,11 @@ struct BatchData {
   std::unique_ptr<std::uint8_t[]> owned_images;
   std::unique_ptr<std::int32_t[]> owned_labels;
   std::unique_ptr<std::uint64_t[]> owned_indices;
+  std::unique_ptr<std::byte[]> owned_output;
   std::span<std::uint8_t> images;
+  std::span<std::byte> output;  // LoaderOptions::output's conversion; empty for uint8
+  loader::OutputDType dtype = loader::OutputDType::kUint8;  // of `output`, or uint8 `images`
+  loader::Layout layout = loader::Layout::kNhwc;            // of the pixels exposed
   std::span<const std::int32_t> labels;
   std::span<const std::uint64_t> indices;
 };
@@ -288,6 +293,35 @@ const char* LayoutName(loader::Layout layout) {
   return layout == loader::Layout::kNchw ? "nchw" : "nhwc";
 }
 
+const char* DTypeName(loader::OutputDType dtype) {
+  switch (dtype) {
+    case loader::OutputDType::kFloat16:
+      return "float16";
+    case loader::OutputDType::kBFloat16:
+      return "bfloat16";
+    case loader::OutputDType::kFloat32:
+      return "float32";
+    case loader::OutputDType::kUint8:
+      break;
+  }
+  return "uint8";
+}
+
+// The batch's pixels as DLPack and numpy describe them.
+DLDataType DlpackType(loader::OutputDType dtype) {
+  switch (dtype) {
+    case loader::OutputDType::kFloat16:
+      return {kDLFloat, 16, 1};
+    case loader::OutputDType::kBFloat16:
+      return {kDLBfloat, 16, 1};
+    case loader::OutputDType::kFloat32:
+      return {kDLFloat, 32, 1};
+    case loader::OutputDType::kUint8:
+      break;
+  }
+  return {kDLUInt, 8, 1};
+}
+
 // The Python Batch. Keeps the metadata after release() so that repr() still works.
 class PyBatch {
  public:
@@ -298,7 +332,8 @@ class PyBatch {
         size_(data_->batch.size()),
         height_(data_->batch.height()),
         width_(data_->batch.width()),
-        layout_(data_->batch.layout()),
+        layout_(data_->layout),
+        dtype_(data_->dtype),
         substituted_(data_->batch.substituted()) {}
 
   std::uint64_t epoch() const { return epoch_; }
@@ -307,14 +342,26 @@ class PyBatch {
   int height() const { return height_; }
   int width() const { return width_; }
   std::string layout() const { return LayoutName(layout_); }
+  std::string dtype() const { return DTypeName(dtype_); }
   std::size_t substituted() const { return substituted_; }
   bool released() const { return data_ == nullptr; }
 
   py::array images() const {
     const BatchData& d = Live();
     const ImageShape s = ShapeOf(size_, height_, width_, layout_);
-    return py::array(py::dtype::of<std::uint8_t>(), std::vector<py::ssize_t>(s.shape, s.shape + 4),
-                     std::vector<py::ssize_t>(s.strides, s.strides + 4), d.images.data(),
+    py::dtype type = py::dtype::of<std::uint8_t>();
+    void* pixels = d.images.data();
+    if (dtype_ == loader::OutputDType::kBFloat16) {
+      throw py::type_error(
+          "tilefeed.Batch.images: numpy has no bfloat16; use batch.torch() (DLPack)");
+    }
+    if (dtype_ != loader::OutputDType::kUint8) {
+      type = py::dtype(dtype_ == loader::OutputDType::kFloat16 ? "float16" : "float32");
+      pixels = d.output.data();
+    }
+    std::vector<py::ssize_t> strides(s.strides, s.strides + 4);
+    for (py::ssize_t& stride : strides) stride *= type.itemsize();
+    return py::array(type, std::vector<py::ssize_t>(s.shape, s.shape + 4), strides, pixels,
                      Keeper(data_));
   }
 
@@ -336,10 +383,11 @@ class PyBatch {
     Live();
     auto* ctx = new DlpackContext{data_, ShapeOf(size_, height_, width_, layout_), {}};
     DLTensor& t = ctx->tensor.dl_tensor;
-    t.data = data_->images.data();
+    t.data = dtype_ == loader::OutputDType::kUint8 ? static_cast<void*>(data_->images.data())
+                                                   : static_cast<void*>(data_->output.data());
     t.device = {kDLCPU, 0};
     t.ndim = 4;
-    t.dtype = {kDLUInt, 8, 1};
+    t.dtype = DlpackType(dtype_);
     t.shape = ctx->shape.shape;
     t.strides = ctx->shape.strides;
     t.byte_offset = 0;
@@ -391,6 +439,7 @@ class PyBatch {
   int height_;
   int width_;
   loader::Layout layout_;
+  loader::OutputDType dtype_;
   std::size_t substituted_;
 };
 
@@ -456,6 +505,22 @@ const std::map<std::string, Setter>& Setters() {
              n, v, {{"nhwc", loader::Layout::kNhwc}, {"nchw", loader::Layout::kNchw}});
        }},
       {"workers", [](O& o, const std::string& n, py::handle v) { o.workers = Cast<int>(n, v); }},
+      {"dtype",
+       [](O& o, const std::string& n, py::handle v) {
+         o.output.dtype = Choose<loader::OutputDType>(n, v,
+                                                      {{"uint8", loader::OutputDType::kUint8},
+                                                       {"float16", loader::OutputDType::kFloat16},
+                                                       {"bfloat16", loader::OutputDType::kBFloat16},
+                                                       {"float32", loader::OutputDType::kFloat32}});
+       }},
+      {"mean",
+       [](O& o, const std::string& n, py::handle v) {
+         o.output.mean = Cast<std::array<float, 3>>(n, v);
+       }},
+      {"std",
+       [](O& o, const std::string& n, py::handle v) {
+         o.output.std = Cast<std::array<float, 3>>(n, v);
+       }},
       {"prefetch_depth", [](O& o, const std::string& n,
                             py::handle v) { o.prefetch_depth = Cast<std::size_t>(n, v); }},
       {"seed",
@@ -542,6 +607,9 @@ py::dict DefaultOptions() {
   d["crop_ratio"] = py::make_tuple(o.crop.ratio_min, o.crop.ratio_max);
   d["flip_probability"] = o.flip_probability;
   d["layout"] = LayoutName(o.layout);
+  d["dtype"] = DTypeName(o.output.dtype);
+  d["mean"] = py::make_tuple(o.output.mean[0], o.output.mean[1], o.output.mean[2]);
+  d["std"] = py::make_tuple(o.output.std[0], o.output.std[1], o.output.std[2]);
   d["workers"] = o.workers;
   d["prefetch_depth"] = o.prefetch_depth;
   d["seed"] = o.seed;
@@ -577,6 +645,12 @@ loader::LoaderOptions ParseOptions(const py::dict& kwargs) {
       throw py::type_error("tilefeed.Loader: unknown option '" + name + "'");
     }
     it->second(options, name, value);
+  }
+  if (options.output.dtype != loader::OutputDType::kUint8) {
+    // The workers decode NHWC; the conversion writes the layout asked for.
+    options.output.layout = options.layout == loader::Layout::kNchw ? loader::OutputLayout::kNCHW
+                                                                    : loader::OutputLayout::kNHWC;
+    options.layout = loader::Layout::kNhwc;
   }
   return options;
 }
@@ -647,7 +721,13 @@ class PyCore {
     if (!batch) return std::nullopt;
     auto data = std::make_shared<BatchData>();
     data->core = core_;
+    const loader::LoaderOptions& options = core_->loader().options();
+    data->dtype = options.output.dtype;
+    data->layout = options.output.dtype == loader::OutputDType::kUint8    ? options.layout
+                   : options.output.layout == loader::OutputLayout::kNCHW ? loader::Layout::kNchw
+                                                                          : loader::Layout::kNhwc;
     if (!copy) {
+      data->output = batch->output();
       data->images = batch->images();
       data->labels = batch->labels();
       data->indices = batch->sample_indices();
@@ -665,6 +745,12 @@ class PyCore {
       std::memcpy(data->owned_images.get(), images.data(), images.size_bytes());
       std::memcpy(data->owned_labels.get(), labels.data(), labels.size_bytes());
       std::memcpy(data->owned_indices.get(), indices.data(), indices.size_bytes());
+      const auto output = batch->output();
+      if (!output.empty()) {
+        data->owned_output = std::make_unique_for_overwrite<std::byte[]>(output.size());
+        std::memcpy(data->owned_output.get(), output.data(), output.size_bytes());
+        data->output = {data->owned_output.get(), output.size()};
+      }
       data->images = {data->owned_images.get(), images.size()};
       data->labels = {data->owned_labels.get(), labels.size()};
       data->indices = {data->owned_indices.get(), indices.size()};
@@ -771,6 +857,13 @@ PYBIND11_MODULE(_tilefeed, m) {
 
   m.def("_default_options", &DefaultOptions);
   m.def(
+      "_has_split",
+      [](const std::string& location, const std::string& split) {
+        return loader::HasSplit(location,
+                                split == "train" ? loader::Split::kTrain : loader::Split::kVal);
+      },
+      "loader::HasSplit: is `location` a split root or CIFAR-10 directory with that split");
+  m.def(
       "_release_worker_threads",
       [] {
         py::gil_scoped_release release;
@@ -805,17 +898,23 @@ PYBIND11_MODULE(_tilefeed, m) {
       .def_property_readonly("height", &PyBatch::height)
       .def_property_readonly("width", &PyBatch::width)
       .def_property_readonly("layout", &PyBatch::layout, "'nhwc' or 'nchw'")
+      .def_property_readonly("dtype", &PyBatch::dtype,
+                             "the pixels' element type: 'uint8', 'float16', 'bfloat16' or "
+                             "'float32'")
       .def_property_readonly("substituted", &PyBatch::substituted,
                              "bad samples replaced in this batch")
       .def_property_readonly("released", &PyBatch::released)
-      .def_property_readonly("images", &PyBatch::images,
-                             "uint8 numpy view of the images, NHWC or NCHW (no copy)")
+      .def_property_readonly(
+          "images", &PyBatch::images,
+          "numpy view of the images in the loader's dtype, NHWC or NCHW (no copy; "
+          "bfloat16 has no numpy type: use torch())")
       .def_property_readonly("labels", &PyBatch::labels, "int64 numpy array (a copy)")
       .def_property_readonly("labels_int32", &PyBatch::labels_int32,
                              "int32 numpy view of the labels, read-only (no copy)")
       .def_property_readonly("sample_indices", &PyBatch::sample_indices,
                              "uint64 numpy view of the dataset indices, read-only (no copy)")
-      .def("torch", &PyBatch::torch, "the images as a torch.uint8 tensor via DLPack (no copy)")
+      .def("torch", &PyBatch::torch,
+           "the images as a torch tensor of the loader's dtype via DLPack (no copy)")
       .def(
           "__dlpack__", [](const PyBatch& b, py::object /*stream*/) { return b.dlpack(); },
           py::arg("stream") = py::none())

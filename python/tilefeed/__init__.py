@@ -69,8 +69,8 @@ import weakref
 from . import _tilefeed
 from ._tilefeed import Batch, LoaderError, SourceError
 
-__all__ = ["Batch", "BadSampleWarning", "Loader", "LoaderError", "SlotsHeldError",
-           "SourceError", "SOURCES", "detect_shard"]
+__all__ = ["Batch", "BadSampleWarning", "IMAGENET_MEAN", "IMAGENET_STD", "IterableDataset",
+           "Loader", "LoaderError", "SlotsHeldError", "SourceError", "SOURCES", "detect_shard"]
 
 
 class SlotsHeldError(_tilefeed._SlotsHeldError):
@@ -214,6 +214,9 @@ class Loader:
                  crop_ratio=_D["crop_ratio"],
                  flip_probability=_D["flip_probability"],
                  layout=_D["layout"],
+                 dtype=_D["dtype"],
+                 mean=_D["mean"],
+                 std=_D["std"],
                  workers=_D["workers"],
                  prefetch_depth=_D["prefetch_depth"],
                  seed=_D["seed"],
@@ -241,6 +244,7 @@ class Loader:
                  s3_endpoint=None,
                  remote_retries=5):
         arguments = locals()
+        arguments.update(_output_options(dtype, mean, std, layout))
         if _fork["unusable"]:
             raise LoaderError(_fork["unusable"])
         self._pid = os.getpid()
@@ -250,9 +254,8 @@ class Loader:
             raise TypeError("tilefeed.Loader: on_bad_sample must be callable or None")
         self._remote = _remote_options(cache_dir, cache_limit, s3_endpoint, remote_retries)
         self._options["shard"], self._shard_origin = _resolve_shard(shard)
-        self._data = os.fspath(data)
+        self._data, self._split = _resolve_split(os.fspath(data), split)
         self._source = source
-        self._split = split
         self._on_bad_sample = on_bad_sample
         self._copy = bool(copy)
         self._bad_history = []  # reports of C++ loaders replaced by load_state_dict()
@@ -271,7 +274,12 @@ class Loader:
         for note in self._notes:
             warnings.warn(f"tilefeed.Loader: {note}", stacklevel=2)
         self._previous = None  # the last zero-copy batch handed out
+        self._iterator = None  # a weak reference to the newest iter()'s iterator
         _live.add(self)
+        if type(self) is Loader:
+            torch_class = _torch_loader_class()
+            if torch_class is not None:
+                self.__class__ = torch_class
 
     # -- iteration ------------------------------------------------------------------------
 
@@ -286,7 +294,9 @@ class Loader:
         if target != self.epoch or self._mid_epoch:
             self._seek(target, 0)
         self._generation += 1
-        return _EpochIterator(self, self._generation)
+        iterator = _EpochIterator(self, self._generation)
+        self._iterator = weakref.ref(iterator)
+        return iterator
 
     def __len__(self):
         """Batches per epoch for this instance."""
@@ -388,14 +398,19 @@ class Loader:
         {"version": 1, "seed", "epoch", "position", "dataset_size"}, position being the
         samples of `epoch`'s permutation already delivered by all instances together.
 
-        Mid-epoch (even after the epoch's last batch, before StopIteration) it is where the
-        epoch in progress continues; between epochs, where the next iter() starts (after
-        set_epoch(e), the start of epoch e). It does not depend on the instance count.
+        While an iterator of an epoch is alive (inside `for batch in loader`, even after the
+        epoch's last batch, before StopIteration) it is where that epoch continues. Otherwise
+        (between epochs, or after a `break` dropped the iterator) it is where the next iter()
+        starts: the next epoch, or set_epoch(e)'s start of epoch e. So resuming from it
+        yields the batches the next batch request or iteration would have yielded. It does
+        not depend on the instance count.
         """
         state = self._core.state()
         epoch, position = state["epoch"], state["position"]
         if self._wanted is not None and (self._wanted != epoch or self._mid_epoch):
             epoch, position = self._wanted, 0  # the next iter() restarts at set_epoch's epoch
+        elif self._mid_epoch and (self._iterator is None or self._iterator() is None):
+            epoch, position = epoch + 1, 0  # left early: the next iter() starts the next epoch
         return {"version": _STATE_VERSION, "seed": int(self._options["seed"]),
                 "epoch": int(epoch), "position": int(position),
                 "dataset_size": int(self._dataset_size)}
@@ -514,6 +529,70 @@ class Loader:
                 f"epoch={self.epoch}{', stopped' if self._stopped else ''})")
 
 
+# -- splits -----------------------------------------------------------------------------------
+
+_SPLITS = ("train", "val", "test")
+
+
+def _resolve_split(data, split):
+    """(location, split) to open for Loader(data, split=...). "train" (the default) opens a
+    split root's train/ (CIFAR-10's training batches) or, for anything else, `data` itself;
+    "val" needs a split root with val/ (or CIFAR-10); "test" needs a test/ directory beside
+    the splits (or CIFAR-10, whose held-out batch is test_batch.bin). Raises ValueError
+    naming the location when `data` has no such split."""
+    if not isinstance(split, str) or split not in _SPLITS:
+        raise ValueError(f"tilefeed.Loader: split={split!r}; expected \"train\", \"val\" or "
+                         f"\"test\"")
+    if split == "train" or "://" in data:  # remote locations: the opener checks
+        return data, split
+    test_dir = os.path.join(data, "test")
+    is_split_root = os.path.isdir(os.path.join(data, "train")) or os.path.isdir(
+        os.path.join(data, "val"))
+    is_cifar = _tilefeed._has_split(data, "train") or _tilefeed._has_split(data, "val")
+    if split == "test":
+        if is_split_root and os.path.isdir(test_dir):
+            return test_dir, "train"  # test/ is opened as a dataset of its own
+        if is_cifar and not is_split_root:
+            return data, "val"  # CIFAR-10's test_batch.bin
+        if is_split_root:
+            raise ValueError(f"tilefeed.Loader: split='test', but {data} has no test/ split "
+                             f"(only train/ and val/)")
+    elif is_split_root or is_cifar:
+        return data, split
+    raise ValueError(
+        f"tilefeed.Loader: split='{split}', but {data} has no splits (no train/ or val/ "
+        f"directory, not CIFAR-10): it is one dataset, read with split='train' (the "
+        f"default); pass the root that holds the splits to read another")
+
+
+# -- PyTorch --------------------------------------------------------------------------------
+
+_torch_classes = {}  # torch.utils.data.IterableDataset -> the Loader subclass deriving from it
+
+
+def _torch_loader_class():
+    """Loader with torch.utils.data.IterableDataset as a second base, if the program has
+    imported torch (tilefeed never imports it just for this), else None. DataLoader decides
+    how to read a dataset with isinstance(dataset, IterableDataset)."""
+    data = sys.modules.get("torch.utils.data")
+    base = getattr(data, "IterableDataset", None)
+    if base is None:
+        return None
+    if base not in _torch_classes:
+        _torch_classes[base] = type("Loader", (Loader, base), {
+            "__doc__": Loader.__doc__, "__module__": __name__, "__qualname__": "Loader"})
+    return _torch_classes[base]
+
+
+def __getattr__(name):
+    """tilefeed.IterableDataset, made (and torch imported) on first use."""
+    if name == "IterableDataset":
+        from ._torch import IterableDataset
+        globals()[name] = IterableDataset
+        return IterableDataset
+    raise AttributeError(f"module 'tilefeed' has no attribute {name!r}")
+
+
 # -- argument checks ------------------------------------------------------------------------
 
 _INT32 = (1 << 31) - 1
@@ -578,6 +657,64 @@ def _check_options(options):
         raise ValueError(f"tilefeed.Loader: eval_resize must be at least image_size "
                          f"({options['image_size']}) in mode='eval', got "
                          f"{options['eval_resize']}")
+
+
+# -- output ---------------------------------------------------------------------------------
+
+# torchvision's ImageNet normalisation, for mean= and std= (images scaled to [0, 1]).
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+_DTYPES = {"uint8": "uint8", "float16": "float16", "half": "float16", "bfloat16": "bfloat16",
+           "float32": "float32", "float": "float32"}
+
+
+def _dtype_name(dtype):
+    """The C++ name of `dtype`: a string, a torch.dtype or a numpy dtype (or type)."""
+    if isinstance(dtype, str):
+        name = dtype.lower().removeprefix("torch.")
+    elif type(dtype).__name__ == "dtype" and type(dtype).__module__ == "torch":
+        name = str(dtype).removeprefix("torch.")
+    else:
+        try:
+            import numpy
+            name = numpy.dtype(dtype).name
+        except TypeError:
+            name = repr(dtype)
+    if name not in _DTYPES:
+        raise ValueError(f"tilefeed.Loader: dtype={dtype!r}; expected uint8, float16, bfloat16 or "
+                         f"float32 (a string, torch dtype or numpy dtype)")
+    return _DTYPES[name]
+
+
+def _channels(name, value):
+    """mean= or std=: three numbers (one per RGB channel) or one for all three."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        value = (value,) * 3
+    try:
+        values = tuple(float(v) for v in value)
+    except TypeError:
+        raise TypeError(f"tilefeed.Loader: {name} must be 3 numbers (R, G, B), got "
+                        f"{value!r}") from None
+    if len(values) != 3 or not all(math.isfinite(v) for v in values):
+        raise ValueError(f"tilefeed.Loader: {name} must be 3 finite numbers (R, G, B), got "
+                         f"{value!r}")
+    if name == "std" and not all(v > 0 for v in values):
+        raise ValueError(f"tilefeed.Loader: std must be > 0 in every channel, got {value!r}")
+    return values
+
+
+def _output_options(dtype, mean, std, layout):
+    """dtype, mean, std and layout as the C++ loader takes them; ValueError naming a bad one."""
+    out = {"dtype": _dtype_name(dtype), "mean": _channels("mean", mean),
+           "std": _channels("std", std)}
+    if not isinstance(layout, str) or layout.lower() not in ("nhwc", "nchw"):
+        raise ValueError(f"tilefeed.Loader: layout={layout!r}; expected \"NHWC\" or \"NCHW\"")
+    out["layout"] = layout.lower()
+    if out["dtype"] == "uint8" and (out["mean"] != (0.0,) * 3 or out["std"] != (1.0,) * 3):
+        raise ValueError("tilefeed.Loader: mean and std normalise float output: pass "
+                         "dtype='float32' (or float16, bfloat16) with them")
+    return out
 
 
 # -- instance detection -----------------------------------------------------------------------
@@ -703,7 +840,7 @@ def _check_state(state):
 class _EpochIterator:
     """The batches of one epoch; made by iter(loader)."""
 
-    __slots__ = ("_loader", "_generation", "_done")
+    __slots__ = ("_loader", "_generation", "_done", "__weakref__")
 
     def __init__(self, loader, generation):
         self._loader = loader
