@@ -69,7 +69,9 @@ def parse_args():
                     help="stop after this global step (0: at the end of --epochs)")
     ap.add_argument("--lr", type=float, default=0.0125,
                     help="learning rate per instance; the optimizer uses lr x world size")
-    ap.add_argument("--workers", type=int, default=2, help="decode threads per instance")
+    ap.add_argument("--workers", type=int, default=0,
+                    help="decode threads per instance (0: one per core the instance is bound to; "
+                    "more than that cannot run: poprun binds each instance to its cores)")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--remainder", default="pad", choices=("pad", "drop"))

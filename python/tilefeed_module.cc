@@ -45,12 +45,14 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "tilefeed/launch/instance.h"
 #include "tilefeed/loader/dataset.h"
+#include "tilefeed/loader/list_source.h"
 #include "tilefeed/loader/loader.h"
 #include "tilefeed/loader/source.h"
 
@@ -712,7 +714,35 @@ class PyCore {
     core_ = std::make_shared<Core>(std::move(opened.source), std::move(parsed),
                                    std::move(on_bad_sample));
   }
-  ~PyCore() { core_->Shutdown(); }
+
+  // A loader over samples listed in Python: (path, bytes, label) tuples, bytes empty for a
+  // file to read (tilefeed/__init__.py's _list_samples checks them).
+  static std::unique_ptr<PyCore> FromList(const py::list& samples,
+                                          std::vector<std::string> class_names,
+                                          py::object on_bad_sample, const py::dict& options) {
+    loader::LoaderOptions parsed = ParseOptions(options);
+    std::vector<loader::ListSample> list;
+    list.reserve(samples.size());
+    for (py::handle item : samples) {
+      const auto [path, bytes, label] = item.cast<std::tuple<std::string, py::bytes, int>>();
+      loader::ListSample sample{path, {}, label};
+      const std::string_view view = bytes;
+      const auto* begin = reinterpret_cast<const std::byte*>(view.data());
+      sample.bytes.assign(begin, begin + view.size());
+      list.push_back(std::move(sample));
+    }
+    const std::size_t count = list.size();
+    auto core = std::unique_ptr<PyCore>(new PyCore());
+    core->summary_ = "samples listed in Python: " + std::to_string(count) + " samples, " +
+                     std::to_string(class_names.size()) + " classes";
+    auto source = std::make_unique<loader::ListSource>(std::move(list), std::move(class_names));
+    core->core_ =
+        std::make_shared<Core>(std::move(source), std::move(parsed), std::move(on_bad_sample));
+    return core;
+  }
+  ~PyCore() {
+    if (core_) core_->Shutdown();
+  }
   PyCore(const PyCore&) = delete;
   PyCore& operator=(const PyCore&) = delete;
 
@@ -826,6 +856,8 @@ class PyCore {
   std::vector<std::string> class_names() const { return core_->loader().source().class_names(); }
 
  private:
+  PyCore() = default;
+
   std::shared_ptr<Core> core_;
   std::string summary_;
   std::vector<std::string> notes_;
@@ -835,11 +867,17 @@ class PyCore {
 
 PYBIND11_MODULE(_tilefeed, m) {
   m.doc() = "tilefeed's C++ loader; use the tilefeed package, not this module.";
+  m.attr("__version__") = TILEFEED_VERSION;
 
   py::register_exception<loader::LoaderError>(m, "LoaderError", PyExc_RuntimeError);
+  m.attr("LoaderError").attr("__doc__") =
+      "A failure that ends iteration: a bad sample under bad_sample_policy='fail' (the message "
+      "names the file and the reason), a failed pipeline, or a Loader used in a forked child.";
   // SourceError carries where() and reason() as attributes; the translator finds the type
   // through the module rather than a static.
   py::exception<loader::SourceError>(m, "SourceError", PyExc_OSError);
+  m.attr("SourceError").attr("__doc__") =
+      "The dataset cannot be opened (an OSError); .where names the location, .reason says why.";
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
@@ -892,18 +930,19 @@ PYBIND11_MODULE(_tilefeed, m) {
                       ".torch() are views of it. The slot returns to the loader once this "
                       "Batch is released (the iterator advanced, or release()) and every view "
                       "made from it is gone.")
-      .def_property_readonly("epoch", &PyBatch::epoch)
+      .def_property_readonly("epoch", &PyBatch::epoch, "the epoch this batch belongs to")
       .def_property_readonly("index", &PyBatch::index, "batch number within the epoch")
       .def_property_readonly("size", &PyBatch::size, "samples; the last batch may be short")
-      .def_property_readonly("height", &PyBatch::height)
-      .def_property_readonly("width", &PyBatch::width)
+      .def_property_readonly("height", &PyBatch::height, "image height in pixels")
+      .def_property_readonly("width", &PyBatch::width, "image width in pixels")
       .def_property_readonly("layout", &PyBatch::layout, "'nhwc' or 'nchw'")
       .def_property_readonly("dtype", &PyBatch::dtype,
                              "the pixels' element type: 'uint8', 'float16', 'bfloat16' or "
                              "'float32'")
       .def_property_readonly("substituted", &PyBatch::substituted,
                              "bad samples replaced in this batch")
-      .def_property_readonly("released", &PyBatch::released)
+      .def_property_readonly("released", &PyBatch::released,
+                             "True once this Batch gave up its slot (views keep theirs)")
       .def_property_readonly(
           "images", &PyBatch::images,
           "numpy view of the images in the loader's dtype, NHWC or NCHW (no copy; "
@@ -917,8 +956,11 @@ PYBIND11_MODULE(_tilefeed, m) {
            "the images as a torch tensor of the loader's dtype via DLPack (no copy)")
       .def(
           "__dlpack__", [](const PyBatch& b, py::object /*stream*/) { return b.dlpack(); },
-          py::arg("stream") = py::none())
-      .def("__dlpack_device__", [](const PyBatch&) { return py::make_tuple(kDLCPU, 0); })
+          py::arg("stream") = py::none(),
+          "the images as a DLPack capsule (no copy), for torch.from_dlpack and friends")
+      .def(
+          "__dlpack_device__", [](const PyBatch&) { return py::make_tuple(kDLCPU, 0); },
+          "(kDLCPU, 0): the images are in host memory")
       .def("release", &PyBatch::release,
            "drops this object's hold on the slot; views keep their own")
       .def("__len__", &PyBatch::size)
@@ -934,6 +976,9 @@ PYBIND11_MODULE(_tilefeed, m) {
                     const py::dict&, const py::dict&>(),
            py::arg("data"), py::arg("source"), py::arg("split"), py::arg("on_bad_sample"),
            py::arg("options"), py::arg("remote") = py::dict())
+      .def_static("from_list", &PyCore::FromList, py::arg("samples"), py::arg("class_names"),
+                  py::arg("on_bad_sample"), py::arg("options"),
+                  "a loader over (path, bytes, label) samples (loader::ListSource)")
       .def("next", &PyCore::Next, py::arg("copy") = false)
       .def("stop", &PyCore::Stop)
       .def("pause", &PyCore::Pause, "loader::Loader::Pause: joins the workers, for a fork()")

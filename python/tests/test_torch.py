@@ -1,6 +1,8 @@
 """tilefeed as PyTorch users write it: DataLoader, IterableDataset with workers, splits,
 checkpoints after a break, and normalised float output. Every dataset is made here."""
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -168,3 +170,85 @@ def test_output_options_are_checked(folder):
         tilefeed.Loader(folder, mean=MEAN, **OPTIONS)  # uint8 output is not normalised
     with pytest.raises(ValueError, match="layout"):
         tilefeed.Loader(folder, layout="CHW", **OPTIONS)
+
+
+# -- documentation ---------------------------------------------------------------------------
+
+def test_every_public_name_has_help_text():
+    import inspect
+    missing = []
+    for name in tilefeed.__all__:
+        obj = getattr(tilefeed, name)
+        if isinstance(obj, tuple):  # SOURCES, IMAGENET_MEAN/STD: data, documented in the module
+            continue
+        if not (obj.__doc__ or "").strip():
+            missing.append(name)
+        if inspect.isclass(obj):
+            for attribute, value in vars(obj).items():
+                if not attribute.startswith("_") and not (value.__doc__ or "").strip():
+                    missing.append(f"{name}.{attribute}")
+    assert not missing
+    assert tilefeed.__version__.count(".") == 2
+
+
+# -- sources defined in Python ---------------------------------------------------------------
+
+def test_list_of_paths_and_bytes(folder):
+    files = sorted(folder.rglob("*.jpg"))
+    samples = [(path if i % 2 else path.read_bytes(), i % 5) for i, path in enumerate(files)]
+    loader = tilefeed.Loader(samples, **dict(OPTIONS, seed=2))
+    assert loader.dataset_size == len(files) and loader.classes == ["0", "1", "2", "3", "4"]
+    got = {}
+    for batch in loader:
+        for index, label in zip(batch.sample_indices.tolist(), batch.labels.tolist()):
+            got[index] = label
+    assert got == {i: i % 5 for i in range(len(files))}
+    # The same files through the folder give the same pixels (same seed, same order).
+    by_folder = [b.images.copy() for b in tilefeed.Loader(folder, **dict(OPTIONS, seed=2))]
+    by_list = [b.images.copy() for b in tilefeed.Loader(samples, **dict(OPTIONS, seed=2))]
+    assert all(np.array_equal(a, b) for a, b in zip(by_folder, by_list))
+
+
+def test_csv_with_class_names_and_relative_paths(folder, tmp_path):
+    files = sorted(folder.rglob("*.jpg"))
+    csv = tmp_path / "train.csv"
+    lines = ["path,label"] + [f"{os.path.relpath(p, tmp_path)},{p.parent.name}" for p in files]
+    csv.write_text("\n".join(lines) + "\n")
+    loader = tilefeed.Loader(csv, **OPTIONS)
+    assert loader.classes == ["class0", "class1", "class2"]
+    labels = {i: l for b in loader for i, l in zip(b.sample_indices.tolist(), b.labels.tolist())}
+    assert labels == {i: i // 8 for i in range(SAMPLES)}
+
+
+def test_bad_list_entries_are_one_clear_error(tmp_path):
+    with pytest.raises(TypeError, match=r"data\[1\]"):
+        tilefeed.Loader([(b"x", 0), ("a.jpg",)], **OPTIONS)
+    with pytest.raises(ValueError, match="label"):
+        tilefeed.Loader([(b"x", -1)], **OPTIONS)
+    with pytest.raises(ValueError, match="empty"):
+        tilefeed.Loader([], **OPTIONS)
+    missing = tilefeed.Loader([(tmp_path / "gone.jpg", 0)] * 4, bad_sample_policy="fail",
+                              **OPTIONS)
+    with pytest.raises(tilefeed.LoaderError, match="gone.jpg"):
+        next(iter(missing))
+
+
+def test_more_workers_than_usable_cores_is_one_warning(folder):
+    """Under mpirun --bind-to core a process may run on fewer cores than workers asks: one
+    warning says so; workers=0 means one thread per usable core (no warning)."""
+    import subprocess
+    import sys
+    program = (
+        "import os, sys, warnings\n"
+        "os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
+        "import tilefeed\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    for workers in (3, 3, 0):\n"
+        "        loader = tilefeed.Loader(sys.argv[1], workers=workers, batch_size=4,\n"
+        "                                 image_size=32, shard=(0, 1), epochs=1)\n"
+        "        assert sum(b.size for b in loader) == %d\n"
+        "print(len(caught)); print(caught[0].message if caught else '')\n" % SAMPLES)
+    out = subprocess.run([sys.executable, "-c", program, str(folder)], check=True,
+                         capture_output=True, text=True).stdout.splitlines()
+    assert out[0] == "1" and "workers=3" in out[1] and "1 core" in out[1], out

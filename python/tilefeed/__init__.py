@@ -69,6 +69,8 @@ import weakref
 from . import _tilefeed
 from ._tilefeed import Batch, LoaderError, SourceError
 
+__version__ = _tilefeed.__version__  # the CMake project's version
+
 __all__ = ["Batch", "BadSampleWarning", "IMAGENET_MEAN", "IMAGENET_STD", "IterableDataset",
            "Loader", "LoaderError", "SlotsHeldError", "SourceError", "SOURCES", "detect_shard"]
 
@@ -254,7 +256,21 @@ class Loader:
             raise TypeError("tilefeed.Loader: on_bad_sample must be callable or None")
         self._remote = _remote_options(cache_dir, cache_limit, s3_endpoint, remote_retries)
         self._options["shard"], self._shard_origin = _resolve_shard(shard)
-        self._data, self._split = _resolve_split(os.fspath(data), split)
+        _check_workers(self._options["workers"])
+        self._samples, self._sample_classes = None, None
+        if isinstance(data, (list, tuple)) or (
+                isinstance(data, (str, os.PathLike)) and os.fspath(data).endswith(".csv")
+                and os.path.isfile(data)):
+            if split != "train":
+                raise ValueError(f"tilefeed.Loader: split={split!r} needs a location with "
+                                 f"splits; a list or CSV of samples is one dataset")
+            self._samples, self._sample_classes = (
+                _list_samples(data) if isinstance(data, (list, tuple)) else _csv_samples(data))
+            self._data = (f"<list of {len(data)} samples>" if isinstance(data, (list, tuple))
+                          else os.fspath(data))
+            self._split = split
+        else:
+            self._data, self._split = _resolve_split(os.fspath(data), split)
         self._source = source
         self._on_bad_sample = on_bad_sample
         self._copy = bool(copy)
@@ -319,6 +335,9 @@ class Loader:
     def _make_core(self):
         # The C++ LoaderOptions say "no limit" with epochs 0.
         options = dict(self._options, epochs=int(self._options["epochs"] or 0))
+        if self._samples is not None:
+            return _tilefeed._Core.from_list(self._samples, self._sample_classes,
+                                             self._on_bad_sample, options)
         return _tilefeed._Core(self._data, self._source, self._split, self._on_bad_sample,
                                options, self._remote)
 
@@ -565,6 +584,68 @@ def _resolve_split(data, split):
         f"default); pass the root that holds the splits to read another")
 
 
+# -- samples listed in Python ------------------------------------------------------------------
+
+
+def _list_samples(data, where="data"):
+    """[(path or bytes, label)] -> ([(path, bytes, label)], class names). Labels are ints >= 0
+    (class names "0".."K-1") or all strings (class names sorted, labels their indices)."""
+    if not data:
+        raise ValueError(f"tilefeed.Loader: {where} is empty: no samples")
+    entries, labels = [], []
+    for i, entry in enumerate(data):
+        if not isinstance(entry, (tuple, list)) or len(entry) != 2:
+            raise TypeError(f"tilefeed.Loader: {where}[{i}] must be (path or bytes, label), got "
+                            f"{entry!r:.80}")
+        item, label = entry
+        if isinstance(item, (str, os.PathLike)):
+            entries.append((os.fspath(item), b""))
+        else:
+            try:
+                raw = bytes(memoryview(item).cast("B"))
+            except TypeError:
+                raise TypeError(f"tilefeed.Loader: {where}[{i}][0] must be a path or bytes, got "
+                                f"{type(item).__name__}") from None
+            if not raw:
+                raise ValueError(f"tilefeed.Loader: {where}[{i}][0] is empty bytes")
+            entries.append(("", raw))
+        labels.append(label)
+    if all(isinstance(label, str) for label in labels):
+        classes = sorted(set(labels))
+        index = {name: k for k, name in enumerate(classes)}
+        labels = [index[label] for label in labels]
+    else:
+        for i, label in enumerate(labels):
+            if isinstance(label, bool) or not isinstance(label, numbers.Integral):
+                raise TypeError(f"tilefeed.Loader: {where}[{i}][1] must be an int label (or every "
+                                f"label a class name), got {label!r}")
+            if not 0 <= label <= _INT32:
+                raise ValueError(f"tilefeed.Loader: {where}[{i}][1]: label {label} is outside "
+                                 f"[0, 2^31)")
+        classes = [str(k) for k in range(max(labels) + 1)]
+    return [(path, raw, int(label)) for (path, raw), label in zip(entries, labels)], classes
+
+
+def _csv_samples(path):
+    """A CSV of path,label rows (an optional header row "path,label"; relative paths are
+    relative to the CSV's directory) -> _list_samples' result."""
+    import csv
+    base = os.path.dirname(os.path.abspath(path))
+    rows = []
+    with open(path, newline="", encoding="utf-8") as f:
+        for number, row in enumerate(csv.reader(f), start=1):
+            if not row or (number == 1 and [c.strip().lower() for c in row] == ["path", "label"]):
+                continue
+            if len(row) != 2:
+                raise ValueError(f"tilefeed.Loader: {path}:{number}: expected 'path,label', got "
+                                 f"{len(row)} fields")
+            file, label = row[0].strip(), row[1].strip()
+            rows.append((os.path.join(base, file), label))
+    if rows and all(label.lstrip("-").isdigit() for _, label in rows):
+        rows = [(file, int(label)) for file, label in rows]
+    return _list_samples(rows, where=os.fspath(path))
+
+
 # -- PyTorch --------------------------------------------------------------------------------
 
 _torch_classes = {}  # torch.utils.data.IterableDataset -> the Loader subclass deriving from it
@@ -715,6 +796,22 @@ def _output_options(dtype, mean, std, layout):
         raise ValueError("tilefeed.Loader: mean and std normalise float output: pass "
                          "dtype='float32' (or float16, bfloat16) with them")
     return out
+
+
+def _check_workers(workers):
+    """Warns once per process when `workers` asks for more decode threads than the cores this
+    process may run on (its CPU affinity: mpirun --bind-to core, taskset): oneTBB runs at most
+    that many, so the rest would never start."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return
+    if workers > cores and ("workers", workers, cores) not in _announced:
+        _announced.add(("workers", workers, cores))
+        warnings.warn(f"tilefeed.Loader: workers={workers}, but this process may run on only "
+                      f"{cores} core(s) (its CPU affinity, e.g. mpirun --bind-to core), so at most "
+                      f"{cores} decode thread(s) run; pass workers=0 (one per usable core) or "
+                      f"give the process more cores", stacklevel=3)
 
 
 # -- instance detection -----------------------------------------------------------------------

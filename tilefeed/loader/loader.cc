@@ -30,6 +30,7 @@
 
 #include "tilefeed/loader/loader.h"
 
+#include <sched.h>
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/global_control.h>
 #include <tbb/parallel_pipeline.h>
@@ -58,6 +59,15 @@ namespace tilefeed::loader {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The cores this process may run on: its CPU affinity (mpirun --bind-to core, taskset,
+// cgroups cpusets narrow it), which is also what oneTBB sizes its pool by; at least 1.
+int UsableCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
 constexpr std::chrono::milliseconds kPollInterval{200};
 constexpr std::size_t kMaxKeptBadSamples = 10000;
 
@@ -329,8 +339,7 @@ void Loader::Impl::Validate() {
                                 " samples per epoch, not one full batch of " +
                                 std::to_string(o.batch_size) + " (drop_last_batch is set)");
   }
-  workers = o.workers > 0 ? o.workers
-                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  workers = o.workers > 0 ? o.workers : UsableCores();
   image_bytes = static_cast<std::size_t>(o.image_size) * o.image_size * 3;
   slot_bytes =
       image_bytes * o.batch_size + o.batch_size * (sizeof(std::int32_t) + sizeof(std::uint64_t));

@@ -98,7 +98,9 @@ struct LoaderOptions {
   // contract), converted by the workers into the slot. kUint8 (the default) converts
   // nothing; any other dtype needs layout kNhwc (the conversion sets the output's layout).
   OutputFormat output;
-  int workers = 0;                 // decode threads; 0 = all hardware threads
+  // Decode threads; 0 = one per core this process may run on (its CPU affinity). oneTBB
+  // runs at most that many at once, whatever is asked.
+  int workers = 0;
   std::size_t prefetch_depth = 4;  // batch slots; memory in flight = depth x batch bytes
   std::uint64_t seed = 0;
   bool shuffle = true;
