@@ -36,6 +36,7 @@ PACKAGES=(
   python3-torchvision python3-pil
   prometheus-cpp-dev python3-matplotlib chromium curl
   python3-zmq python3-xxhash
+  python3-setuptools python3-pip python3-wheel
 )
 
 log() { printf '\n== %s\n' "$*" >&2; }
