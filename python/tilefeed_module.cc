@@ -484,6 +484,10 @@ const std::map<std::string, Setter>& Setters() {
        [](O& o, const std::string& n, py::handle v) { o.batch_size = Cast<std::size_t>(n, v); }},
       {"image_size",
        [](O& o, const std::string& n, py::handle v) { o.image_size = Cast<int>(n, v); }},
+      {"image_height",
+       [](O& o, const std::string& n, py::handle v) { o.image_height = Cast<int>(n, v); }},
+      {"image_width",
+       [](O& o, const std::string& n, py::handle v) { o.image_width = Cast<int>(n, v); }},
       {"mode",
        [](O& o, const std::string& n, py::handle v) {
          o.mode = Choose<loader::Mode>(

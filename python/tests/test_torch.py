@@ -252,3 +252,28 @@ def test_more_workers_than_usable_cores_is_one_warning(folder):
     out = subprocess.run([sys.executable, "-c", program, str(folder)], check=True,
                          capture_output=True, text=True).stdout.splitlines()
     assert out[0] == "1" and "workers=3" in out[1] and "1 core" in out[1], out
+
+
+# -- rectangular output ----------------------------------------------------------------------
+
+def test_rectangular_image_size(folder):
+    common = dict(OPTIONS, seed=4, copy=True)
+    del common["image_size"]
+    for mode in ("train", "eval"):
+        extra = dict(mode=mode, eval_resize=48) if mode == "eval" else {}
+        batch = next(iter(tilefeed.Loader(folder, image_size=(24, 40), **common, **extra)))
+        assert batch.images.shape == (4, 24, 40, 3) and (batch.height, batch.width) == (24, 40)
+        chw = next(iter(tilefeed.Loader(folder, image_size=(24, 40), dtype="float32",
+                                        layout="NCHW", **common, **extra)))
+        assert chw.torch().shape == (4, 3, 24, 40)
+        expected = (batch.torch().float().div(255).sub(torch.tensor(0.5)).div(0.25)
+                    .permute(0, 3, 1, 2))
+        assert torch.equal(
+            next(iter(tilefeed.Loader(folder, image_size=(24, 40), dtype="float32",
+                                      layout="NCHW", mean=0.5, std=0.25, **common,
+                                      **extra))).torch(), expected)
+    square = [b.images for b in tilefeed.Loader(folder, image_size=(32, 32), **common)]
+    assert all(np.array_equal(a, b.images) for a, b in
+               zip(square, tilefeed.Loader(folder, image_size=32, **common)))
+    with pytest.raises(ValueError, match="image_size"):
+        tilefeed.Loader(folder, image_size=(24, 8), **common)

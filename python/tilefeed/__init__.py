@@ -180,6 +180,14 @@ class Loader:
     directory of tilefeed record shards (any codec, e.g. packed with --jpeg-index), or
     CIFAR-10's binary directory: the same rules as `train --data`. `source` forces a kind.
 
+    image_size is the side of square output images, or (height, width) for rectangles.
+    dtype ("uint8", the default; "float16", "bfloat16", "float32", or the torch/numpy dtype)
+    with mean/std (per RGB channel, torchvision units: images scaled to [0, 1]; see
+    IMAGENET_MEAN, IMAGENET_STD) and layout ("NHWC" or "NCHW") make the C++ workers write
+    batches a model eats: (x / 255 - mean) / std in float32, rounded to dtype, no pass in
+    Python. A list of (path or bytes, label) pairs, or a CSV file of path,label rows, is a
+    dataset too, read by the same workers.
+
     shard="auto" (the default) reads the launcher's slice of every epoch (see the module
     help: OpenMPI/poprun, torchrun, torch.distributed); shard=(index, count) sets it.
     held_slots_timeout (seconds) bounds the wait for a batch while every slot is held by
@@ -257,20 +265,7 @@ class Loader:
         self._remote = _remote_options(cache_dir, cache_limit, s3_endpoint, remote_retries)
         self._options["shard"], self._shard_origin = _resolve_shard(shard)
         _check_workers(self._options["workers"])
-        self._samples, self._sample_classes = None, None
-        if isinstance(data, (list, tuple)) or (
-                isinstance(data, (str, os.PathLike)) and os.fspath(data).endswith(".csv")
-                and os.path.isfile(data)):
-            if split != "train":
-                raise ValueError(f"tilefeed.Loader: split={split!r} needs a location with "
-                                 f"splits; a list or CSV of samples is one dataset")
-            self._samples, self._sample_classes = (
-                _list_samples(data) if isinstance(data, (list, tuple)) else _csv_samples(data))
-            self._data = (f"<list of {len(data)} samples>" if isinstance(data, (list, tuple))
-                          else os.fspath(data))
-            self._split = split
-        else:
-            self._data, self._split = _resolve_split(os.fspath(data), split)
+        self._data, self._split, self._samples, self._sample_classes = _resolve_data(data, split)
         self._source = source
         self._on_bad_sample = on_bad_sample
         self._copy = bool(copy)
@@ -335,6 +330,9 @@ class Loader:
     def _make_core(self):
         # The C++ LoaderOptions say "no limit" with epochs 0.
         options = dict(self._options, epochs=int(self._options["epochs"] or 0))
+        if isinstance(options["image_size"], (tuple, list)):  # (height, width)
+            height, width = (int(side) for side in options["image_size"])
+            options.update(image_size=max(height, width), image_height=height, image_width=width)
         if self._samples is not None:
             return _tilefeed._Core.from_list(self._samples, self._sample_classes,
                                              self._on_bad_sample, options)
@@ -587,6 +585,21 @@ def _resolve_split(data, split):
 # -- samples listed in Python ------------------------------------------------------------------
 
 
+def _resolve_data(data, split):
+    """(location or description, split, listed samples or None, their class names or None)
+    for Loader's `data`: a list of (path or bytes, label), a CSV file, or a location."""
+    listed = isinstance(data, (list, tuple))
+    if listed or (isinstance(data, (str, os.PathLike)) and os.fspath(data).endswith(".csv")
+                  and os.path.isfile(data)):
+        if split != "train":
+            raise ValueError(f"tilefeed.Loader: split={split!r} needs a location with splits; "
+                             f"a list or CSV of samples is one dataset")
+        samples, classes = _list_samples(data) if listed else _csv_samples(data)
+        where = f"<list of {len(data)} samples>" if listed else os.fspath(data)
+        return where, split, samples, classes
+    return (*_resolve_split(os.fspath(data), split), None, None)
+
+
 def _list_samples(data, where="data"):
     """[(path or bytes, label)] -> ([(path, bytes, label)], class names). Labels are ints >= 0
     (class names "0".."K-1") or all strings (class names sorted, labels their indices)."""
@@ -722,6 +735,15 @@ def _check_options(options):
     for name, (kind, low, high) in _NUMERIC.items():
         if name == "epochs" and options[name] is None:
             continue  # no limit: iterate epochs until stop()
+        if name == "image_size" and isinstance(options[name], (tuple, list)):
+            if len(options[name]) != 2:
+                raise TypeError(f"tilefeed.Loader: image_size must be an int or (height, width), "
+                                f"got {options[name]!r}")
+            for side in options[name]:
+                if not low <= _number(name, side, int) <= high:
+                    raise ValueError(f"tilefeed.Loader: image_size sides must be "
+                                     f"{_range_text(low, high)}, got {options[name]!r}")
+            continue
         value = _number(name, options[name], kind)
         if not low <= value <= high:
             raise ValueError(f"tilefeed.Loader: {name} must be {_range_text(low, high)}, "
@@ -734,7 +756,9 @@ def _check_options(options):
         if not 0 < low <= high:
             raise ValueError(f"tilefeed.Loader: {name}=(min, max) needs 0 < min <= max, "
                              f"got {tuple(pair)!r}")
-    if options["mode"] == "eval" and options["eval_resize"] < options["image_size"]:
+    size = options["image_size"]
+    longer = max(size) if isinstance(size, (tuple, list)) else size
+    if options["mode"] == "eval" and options["eval_resize"] < longer:
         raise ValueError(f"tilefeed.Loader: eval_resize must be at least image_size "
                          f"({options['image_size']}) in mode='eval', got "
                          f"{options['eval_resize']}")

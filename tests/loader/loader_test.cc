@@ -908,3 +908,35 @@ TEST(LoaderOutput, ConvertedBatchIsTheContractOfTheUint8Batch) {
 
 }  // namespace
 }  // namespace tilefeed::loader
+
+namespace tilefeed::loader {
+namespace {
+
+TEST(LoaderOutput, RectangularImagesInEveryModeAndLayout) {
+  auto data = MakeDataset(3);
+  for (Mode mode : {Mode::kTrain, Mode::kEval}) {
+    for (Layout layout : {Layout::kNhwc, Layout::kNchw}) {
+      LoaderOptions o = SmallOptions(2);
+      o.image_height = 20;
+      o.image_width = 36;
+      o.eval_resize = 40;
+      o.mode = mode;
+      o.layout = layout;
+      Loader loader(ImageFolder::Open(data->dir.path().string()), o);
+      std::size_t samples = 0;
+      for (Batch& batch : loader) {
+        EXPECT_EQ(batch.height(), 20);
+        EXPECT_EQ(batch.width(), 36);
+        EXPECT_EQ(batch.images().size(), batch.size() * 20 * 36 * 3);
+        samples += batch.size();
+      }
+      EXPECT_EQ(samples, data->total);
+    }
+  }
+  LoaderOptions half = SmallOptions(1);
+  half.image_height = 20;  // without image_width
+  EXPECT_THROW(Loader(ImageFolder::Open(data->dir.path().string()), half), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace tilefeed::loader

@@ -216,6 +216,8 @@ struct Loader::Impl {
   std::size_t slot_bytes = 0;
   std::size_t image_bytes = 0;
   std::size_t chunk_size = 1;
+  int height = 0;  // of every output image: image_height/width, or image_size square
+  int width = 0;
   std::optional<OutputConverter> converter;  // LoaderOptions::output, unless uint8
 
   std::vector<std::unique_ptr<Slot>> slots;
@@ -302,11 +304,17 @@ void Loader::Impl::Validate() {
   require(source != nullptr, "no source");
   require(source->size() > 0, "the source is empty");
   require(o.batch_size >= 1, "batch_size must be at least 1");
-  require(o.image_size >= 1 && o.image_size <= 16384, "image_size must be in 1..16384");
+  const bool rectangle = o.image_height > 0 || o.image_width > 0;
+  require(!rectangle || (o.image_height > 0 && o.image_width > 0),
+          "image_height and image_width are set together");
+  height = rectangle ? o.image_height : o.image_size;
+  width = rectangle ? o.image_width : o.image_size;
+  require(height >= 1 && height <= 16384 && width >= 1 && width <= 16384,
+          "image_size (or image_height, image_width) must be in 1..16384");
   require(o.prefetch_depth >= 1, "prefetch_depth must be at least 1");
   require(o.workers >= 0, "workers must be >= 0");
-  require(o.mode != Mode::kEval || o.eval_resize >= o.image_size,
-          "eval_resize must be at least image_size");
+  require(o.mode != Mode::kEval || o.eval_resize >= std::max(height, width),
+          "eval_resize must be at least image_size (a rectangle's longer side)");
   require(o.flip_probability >= 0 && o.flip_probability <= 1, "flip_probability must be in [0, 1]");
   require(o.max_substitute_attempts >= 1, "max_substitute_attempts must be at least 1");
   require(o.held_slots_timeout.count() >= 0, "held_slots_timeout must be >= 0");
@@ -340,7 +348,7 @@ void Loader::Impl::Validate() {
                                 std::to_string(o.batch_size) + " (drop_last_batch is set)");
   }
   workers = o.workers > 0 ? o.workers : UsableCores();
-  image_bytes = static_cast<std::size_t>(o.image_size) * o.image_size * 3;
+  image_bytes = static_cast<std::size_t>(height) * static_cast<std::size_t>(width) * 3;
   slot_bytes =
       image_bytes * o.batch_size + o.batch_size * (sizeof(std::int32_t) + sizeof(std::uint64_t));
   // Chunks small enough that every worker has several per batch, large enough that the
@@ -351,9 +359,8 @@ void Loader::Impl::Validate() {
 
 codecs::PixelView Loader::Impl::RowView(Slot& slot, std::size_t row) {
   std::uint8_t* base = slot.images.data() + row * image_bytes;
-  const int side = options.image_size;
-  return options.layout == Layout::kNhwc ? codecs::PixelView::Interleaved(base, side, side)
-                                         : codecs::PixelView::Planar(base, side, side);
+  return options.layout == Layout::kNhwc ? codecs::PixelView::Interleaved(base, width, height)
+                                         : codecs::PixelView::Planar(base, width, height);
 }
 
 // The crop plan for a sample of this size: its own random crop and flip (train) or the
@@ -364,8 +371,8 @@ codecs::CropPlan Loader::Impl::PlanCrop(SampleRng& rng, int width, int height) c
     plan.crop = RandomResizedCrop(width, height, options.crop, rng);
     plan.flip = DrawFlip(rng, options.flip_probability);
   } else {
-    plan.crop = CenterCropAfterResize(width, height, options.eval_resize, options.image_size,
-                                      options.image_size);
+    plan.crop =
+        CenterCropAfterResize(width, height, options.eval_resize, this->width, this->height);
   }
   return plan;
 }
@@ -573,10 +580,9 @@ void Loader::Impl::DecodeChunk(Worker& worker, const Chunk& chunk, const std::st
   }
   if (converter) {  // the chunk's rows, while they are still in this core's cache
     const std::size_t first = chunk.begin - chunk.batch_begin;
-    const std::size_t bytes = converter->ImageBytes(options.image_size, options.image_size);
+    const std::size_t bytes = converter->ImageBytes(height, width);
     converter->Convert(std::span<const std::uint8_t>(slot.images).subspan(first * image_bytes),
-                       count, options.image_size, options.image_size,
-                       std::span(slot.output).subspan(first * bytes));
+                       count, height, width, std::span(slot.output).subspan(first * bytes));
   }
 }
 
@@ -815,8 +821,7 @@ Loader::Loader(std::unique_ptr<Source> source, LoaderOptions options)
       slot->indices = slot->owned_indices;
     }
     if (s.converter) {
-      slot->output.resize(s.converter->ImageBytes(s.options.image_size, s.options.image_size) *
-                          batch_size);
+      slot->output.resize(s.converter->ImageBytes(s.height, s.width) * batch_size);
     }
     s.slots.push_back(std::move(slot));
     [[maybe_unused]] const bool pushed = s.free_ring.TryPush(std::size_t{i});
@@ -931,7 +936,8 @@ Batch Loader::Impl::HandOut(Loader* loader, std::size_t slot_index) {
   batch.epoch_ = slot.epoch;
   batch.index_ = slot.batch;
   batch.size_ = slot.size;
-  batch.height_ = batch.width_ = options.image_size;
+  batch.height_ = height;
+  batch.width_ = width;
   batch.layout_ = options.layout;
   batch.substituted_ = slot.substituted.load(std::memory_order_relaxed);
   batch.images_ = std::span(slot.images.data(), image_bytes * slot.size);

@@ -89,6 +89,10 @@ class SlotMemory {
 struct LoaderOptions {
   std::size_t batch_size = 256;  // samples per batch
   int image_size = 224;          // output images are image_size x image_size x 3
+  // Both > 0: output images are image_height x image_width x 3 instead (torchvision's
+  // RandomResizedCrop((h, w)) / CenterCrop((h, w))); image_size is then unused.
+  int image_height = 0;
+  int image_width = 0;
   Mode mode = Mode::kTrain;
   int eval_resize = 256;          // kEval: the shorter side is resized to this before the crop
   RandomResizedCropParams crop;   // kTrain: crop scale and aspect ranges
