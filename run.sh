@@ -36,6 +36,7 @@ PACKAGES=(
   python3-torchvision python3-pil
   prometheus-cpp-dev python3-matplotlib chromium curl
   python3-zmq python3-xxhash libjpeg-turbo-progs
+  python3-setuptools python3-pip python3-wheel
   libssl-dev python3-botocore prometheus python3-jsonschema
 )
 

@@ -69,7 +69,9 @@ def parse_args():
                     help="stop after this global step (0: at the end of --epochs)")
     ap.add_argument("--lr", type=float, default=0.0125,
                     help="learning rate per instance; the optimizer uses lr x world size")
-    ap.add_argument("--workers", type=int, default=2, help="decode threads per instance")
+    ap.add_argument("--workers", type=int, default=0,
+                    help="decode threads per instance (0: one per core the instance is bound to; "
+                    "more than that cannot run: poprun binds each instance to its cores)")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--remainder", default="pad", choices=("pad", "drop"))
@@ -190,13 +192,17 @@ def main():
             if rank == 0 and a.checkpoint and a.checkpoint_every and step % a.checkpoint_every == 0:
                 save_checkpoint(a.checkpoint, model, optimizer, loader, step)
             if a.steps and step >= a.steps:
+                # Saved inside the loop: the state is where this epoch continues. After the
+                # `break` it would be where the next iteration starts (the next epoch).
+                if rank == 0 and a.checkpoint:
+                    save_checkpoint(a.checkpoint, model, optimizer, loader, step)
                 done = True
                 break
         if rank == 0:
             rate = (step - first_step) * a.batch_size * size / (time.monotonic() - start)
             print(f"epoch {epoch} step {step} loss {loss.item():.3f} {rate:.0f} images/s",
                   flush=True)
-    if rank == 0 and a.checkpoint:
+    if rank == 0 and a.checkpoint and not done:
         save_checkpoint(a.checkpoint, model, optimizer, loader, step)
     loader.stop()
     dist.barrier()

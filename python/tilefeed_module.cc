@@ -32,6 +32,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <array>
 #include <cassert>
 #include <chrono>
 #include <cmath>
@@ -44,12 +45,15 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "cuda_binding.h"
 #include "tilefeed/launch/instance.h"
 #include "tilefeed/loader/dataset.h"
+#include "tilefeed/loader/list_source.h"
 #include "tilefeed/loader/loader.h"
 #include "tilefeed/loader/source.h"
 
@@ -92,6 +96,8 @@ struct DLManagedTensor {
 };
 constexpr std::int32_t kDLCPU = 1;
 constexpr std::uint8_t kDLUInt = 1;
+constexpr std::uint8_t kDLFloat = 2;
+constexpr std::uint8_t kDLBfloat = 4;
 
 bool IsFinalizing() {
 #if PY_VERSION_HEX >= 0x030D0000
@@ -112,6 +118,26 @@ py::dict ToDict(const loader::BadSample& bad) {
   d["where"] = bad.where;
   d["reason"] = bad.reason;
   return d;
+}
+
+// Runs `work` on a thread of its own and returns its result (or rethrows its exception).
+// Indexing a dataset runs oneTBB algorithms on the calling thread, which then holds oneTBB
+// state until it exits; a Python thread that did would keep oneTBB's workers from ever
+// being released for a fork() (loader::ReleaseWorkerThreads). A thread that exits here
+// releases its share at once.
+template <typename Work>
+auto OnOwnThread(Work work) -> decltype(work()) {
+  std::optional<decltype(work())> result;
+  std::exception_ptr error;
+  std::thread([&] {
+    try {
+      result.emplace(work());
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }).join();
+  if (error) std::rethrow_exception(error);
+  return std::move(*result);
 }
 
 // Owns one loader. Shared by the Python _Core object and every live BatchData; Shutdown()
@@ -171,6 +197,17 @@ class Core {
     loader_->Seek(state);
   }
 
+  // loader::Loader::Pause / Resume with the GIL released (they join or start the workers).
+  // REQUIRES: the GIL is held.
+  void Pause() {
+    py::gil_scoped_release release;
+    loader_->Pause();
+  }
+  void Resume() {
+    py::gil_scoped_release release;
+    loader_->Resume();
+  }
+
   // Stops the workers and drops the callback. Idempotent.
   // REQUIRES: the GIL is held.
   void Shutdown() {
@@ -209,7 +246,11 @@ struct BatchData {
   std::unique_ptr<std::uint8_t[]> owned_images;
   std::unique_ptr<std::int32_t[]> owned_labels;
   std::unique_ptr<std::uint64_t[]> owned_indices;
+  std::unique_ptr<std::byte[]> owned_output;
   std::span<std::uint8_t> images;
+  std::span<std::byte> output;  // LoaderOptions::output's conversion; empty for uint8
+  loader::OutputDType dtype = loader::OutputDType::kUint8;  // of `output`, or uint8 `images`
+  loader::Layout layout = loader::Layout::kNhwc;            // of the pixels exposed
   std::span<const std::int32_t> labels;
   std::span<const std::uint64_t> indices;
 };
@@ -255,6 +296,35 @@ const char* LayoutName(loader::Layout layout) {
   return layout == loader::Layout::kNchw ? "nchw" : "nhwc";
 }
 
+const char* DTypeName(loader::OutputDType dtype) {
+  switch (dtype) {
+    case loader::OutputDType::kFloat16:
+      return "float16";
+    case loader::OutputDType::kBFloat16:
+      return "bfloat16";
+    case loader::OutputDType::kFloat32:
+      return "float32";
+    case loader::OutputDType::kUint8:
+      break;
+  }
+  return "uint8";
+}
+
+// The batch's pixels as DLPack and numpy describe them.
+DLDataType DlpackType(loader::OutputDType dtype) {
+  switch (dtype) {
+    case loader::OutputDType::kFloat16:
+      return {kDLFloat, 16, 1};
+    case loader::OutputDType::kBFloat16:
+      return {kDLBfloat, 16, 1};
+    case loader::OutputDType::kFloat32:
+      return {kDLFloat, 32, 1};
+    case loader::OutputDType::kUint8:
+      break;
+  }
+  return {kDLUInt, 8, 1};
+}
+
 // The Python Batch. Keeps the metadata after release() so that repr() still works.
 class PyBatch {
  public:
@@ -265,7 +335,8 @@ class PyBatch {
         size_(data_->batch.size()),
         height_(data_->batch.height()),
         width_(data_->batch.width()),
-        layout_(data_->batch.layout()),
+        layout_(data_->layout),
+        dtype_(data_->dtype),
         substituted_(data_->batch.substituted()) {}
 
   std::uint64_t epoch() const { return epoch_; }
@@ -274,14 +345,26 @@ class PyBatch {
   int height() const { return height_; }
   int width() const { return width_; }
   std::string layout() const { return LayoutName(layout_); }
+  std::string dtype() const { return DTypeName(dtype_); }
   std::size_t substituted() const { return substituted_; }
   bool released() const { return data_ == nullptr; }
 
   py::array images() const {
     const BatchData& d = Live();
     const ImageShape s = ShapeOf(size_, height_, width_, layout_);
-    return py::array(py::dtype::of<std::uint8_t>(), std::vector<py::ssize_t>(s.shape, s.shape + 4),
-                     std::vector<py::ssize_t>(s.strides, s.strides + 4), d.images.data(),
+    py::dtype type = py::dtype::of<std::uint8_t>();
+    void* pixels = d.images.data();
+    if (dtype_ == loader::OutputDType::kBFloat16) {
+      throw py::type_error(
+          "tilefeed.Batch.images: numpy has no bfloat16; use batch.torch() (DLPack)");
+    }
+    if (dtype_ != loader::OutputDType::kUint8) {
+      type = py::dtype(dtype_ == loader::OutputDType::kFloat16 ? "float16" : "float32");
+      pixels = d.output.data();
+    }
+    std::vector<py::ssize_t> strides(s.strides, s.strides + 4);
+    for (py::ssize_t& stride : strides) stride *= type.itemsize();
+    return py::array(type, std::vector<py::ssize_t>(s.shape, s.shape + 4), strides, pixels,
                      Keeper(data_));
   }
 
@@ -303,10 +386,11 @@ class PyBatch {
     Live();
     auto* ctx = new DlpackContext{data_, ShapeOf(size_, height_, width_, layout_), {}};
     DLTensor& t = ctx->tensor.dl_tensor;
-    t.data = data_->images.data();
+    t.data = dtype_ == loader::OutputDType::kUint8 ? static_cast<void*>(data_->images.data())
+                                                   : static_cast<void*>(data_->output.data());
     t.device = {kDLCPU, 0};
     t.ndim = 4;
-    t.dtype = {kDLUInt, 8, 1};
+    t.dtype = DlpackType(dtype_);
     t.shape = ctx->shape.shape;
     t.strides = ctx->shape.strides;
     t.byte_offset = 0;
@@ -358,6 +442,7 @@ class PyBatch {
   int height_;
   int width_;
   loader::Layout layout_;
+  loader::OutputDType dtype_;
   std::size_t substituted_;
 };
 
@@ -400,6 +485,10 @@ const std::map<std::string, Setter>& Setters() {
        [](O& o, const std::string& n, py::handle v) { o.batch_size = Cast<std::size_t>(n, v); }},
       {"image_size",
        [](O& o, const std::string& n, py::handle v) { o.image_size = Cast<int>(n, v); }},
+      {"image_height",
+       [](O& o, const std::string& n, py::handle v) { o.image_height = Cast<int>(n, v); }},
+      {"image_width",
+       [](O& o, const std::string& n, py::handle v) { o.image_width = Cast<int>(n, v); }},
       {"mode",
        [](O& o, const std::string& n, py::handle v) {
          o.mode = Choose<loader::Mode>(
@@ -425,6 +514,22 @@ const std::map<std::string, Setter>& Setters() {
              n, v, {{"nhwc", loader::Layout::kNhwc}, {"nchw", loader::Layout::kNchw}});
        }},
       {"workers", [](O& o, const std::string& n, py::handle v) { o.workers = Cast<int>(n, v); }},
+      {"dtype",
+       [](O& o, const std::string& n, py::handle v) {
+         o.output.dtype = Choose<loader::OutputDType>(n, v,
+                                                      {{"uint8", loader::OutputDType::kUint8},
+                                                       {"float16", loader::OutputDType::kFloat16},
+                                                       {"bfloat16", loader::OutputDType::kBFloat16},
+                                                       {"float32", loader::OutputDType::kFloat32}});
+       }},
+      {"mean",
+       [](O& o, const std::string& n, py::handle v) {
+         o.output.mean = Cast<std::array<float, 3>>(n, v);
+       }},
+      {"std",
+       [](O& o, const std::string& n, py::handle v) {
+         o.output.std = Cast<std::array<float, 3>>(n, v);
+       }},
       {"prefetch_depth", [](O& o, const std::string& n,
                             py::handle v) { o.prefetch_depth = Cast<std::size_t>(n, v); }},
       {"seed",
@@ -512,6 +617,9 @@ py::dict DefaultOptions() {
   d["crop_ratio"] = py::make_tuple(o.crop.ratio_min, o.crop.ratio_max);
   d["flip_probability"] = o.flip_probability;
   d["layout"] = LayoutName(o.layout);
+  d["dtype"] = DTypeName(o.output.dtype);
+  d["mean"] = py::make_tuple(o.output.mean[0], o.output.mean[1], o.output.mean[2]);
+  d["std"] = py::make_tuple(o.output.std[0], o.output.std[1], o.output.std[2]);
   d["workers"] = o.workers;
   d["prefetch_depth"] = o.prefetch_depth;
   d["seed"] = o.seed;
@@ -547,6 +655,12 @@ loader::LoaderOptions ParseOptions(const py::dict& kwargs) {
       throw py::type_error("tilefeed.Loader: unknown option '" + name + "'");
     }
     it->second(options, name, value);
+  }
+  if (options.output.dtype != loader::OutputDType::kUint8) {
+    // The workers decode NHWC; the conversion writes the layout asked for.
+    options.output.layout = options.layout == loader::Layout::kNchw ? loader::OutputLayout::kNCHW
+                                                                    : loader::OutputLayout::kNHWC;
+    options.layout = loader::Layout::kNhwc;
   }
   return options;
 }
@@ -594,7 +708,7 @@ loader::OpenedDataset OpenSource(const std::string& data, const std::string& kin
     }
   }
   py::gil_scoped_release release;
-  return loader::OpenDataset(data, options);
+  return OnOwnThread([&] { return loader::OpenDataset(data, options); });
 }
 
 // The Python _Core: one C++ loader. Its deallocation shuts the Core down.
@@ -614,7 +728,35 @@ class PyCore {
     core_ = std::make_shared<Core>(std::move(opened.source), std::move(parsed),
                                    std::move(on_bad_sample));
   }
-  ~PyCore() { core_->Shutdown(); }
+
+  // A loader over samples listed in Python: (path, bytes, label) tuples, bytes empty for a
+  // file to read (tilefeed/__init__.py's _list_samples checks them).
+  static std::unique_ptr<PyCore> FromList(const py::list& samples,
+                                          std::vector<std::string> class_names,
+                                          py::object on_bad_sample, const py::dict& options) {
+    loader::LoaderOptions parsed = ParseOptions(options);
+    std::vector<loader::ListSample> list;
+    list.reserve(samples.size());
+    for (py::handle item : samples) {
+      const auto [path, bytes, label] = item.cast<std::tuple<std::string, py::bytes, int>>();
+      loader::ListSample sample{path, {}, label};
+      const std::string_view view = bytes;
+      const auto* begin = reinterpret_cast<const std::byte*>(view.data());
+      sample.bytes.assign(begin, begin + view.size());
+      list.push_back(std::move(sample));
+    }
+    const std::size_t count = list.size();
+    auto core = std::unique_ptr<PyCore>(new PyCore());
+    core->summary_ = "samples listed in Python: " + std::to_string(count) + " samples, " +
+                     std::to_string(class_names.size()) + " classes";
+    auto source = std::make_unique<loader::ListSource>(std::move(list), std::move(class_names));
+    core->core_ =
+        std::make_shared<Core>(std::move(source), std::move(parsed), std::move(on_bad_sample));
+    return core;
+  }
+  ~PyCore() {
+    if (core_) core_->Shutdown();
+  }
   PyCore(const PyCore&) = delete;
   PyCore& operator=(const PyCore&) = delete;
 
@@ -623,7 +765,13 @@ class PyCore {
     if (!batch) return std::nullopt;
     auto data = std::make_shared<BatchData>();
     data->core = core_;
+    const loader::LoaderOptions& options = core_->loader().options();
+    data->dtype = options.output.dtype;
+    data->layout = options.output.dtype == loader::OutputDType::kUint8    ? options.layout
+                   : options.output.layout == loader::OutputLayout::kNCHW ? loader::Layout::kNchw
+                                                                          : loader::Layout::kNhwc;
     if (!copy) {
+      data->output = batch->output();
       data->images = batch->images();
       data->labels = batch->labels();
       data->indices = batch->sample_indices();
@@ -641,6 +789,12 @@ class PyCore {
       std::memcpy(data->owned_images.get(), images.data(), images.size_bytes());
       std::memcpy(data->owned_labels.get(), labels.data(), labels.size_bytes());
       std::memcpy(data->owned_indices.get(), indices.data(), indices.size_bytes());
+      const auto output = batch->output();
+      if (!output.empty()) {
+        data->owned_output = std::make_unique_for_overwrite<std::byte[]>(output.size());
+        std::memcpy(data->owned_output.get(), output.data(), output.size_bytes());
+        data->output = {data->owned_output.get(), output.size()};
+      }
       data->images = {data->owned_images.get(), images.size()};
       data->labels = {data->owned_labels.get(), labels.size()};
       data->indices = {data->owned_indices.get(), indices.size()};
@@ -653,6 +807,8 @@ class PyCore {
   }
 
   void Stop() { core_->Shutdown(); }
+  void Pause() { core_->Pause(); }
+  void Resume() { core_->Resume(); }
   const std::string& summary() const { return summary_; }
   const std::vector<std::string>& notes() const { return notes_; }
 
@@ -714,6 +870,8 @@ class PyCore {
   std::vector<std::string> class_names() const { return core_->loader().source().class_names(); }
 
  private:
+  PyCore() = default;
+
   // Owns the slot memory, if the caller gave it (tilefeed.cuda); outlives core_'s loader
   // being stopped, which happens in ~PyCore.
   py::object slot_owner_;
@@ -726,11 +884,17 @@ class PyCore {
 
 PYBIND11_MODULE(_tilefeed, m) {
   m.doc() = "tilefeed's C++ loader; use the tilefeed package, not this module.";
+  m.attr("__version__") = TILEFEED_VERSION;
 
   py::register_exception<loader::LoaderError>(m, "LoaderError", PyExc_RuntimeError);
+  m.attr("LoaderError").attr("__doc__") =
+      "A failure that ends iteration: a bad sample under bad_sample_policy='fail' (the message "
+      "names the file and the reason), a failed pipeline, or a Loader used in a forked child.";
   // SourceError carries where() and reason() as attributes; the translator finds the type
   // through the module rather than a static.
   py::exception<loader::SourceError>(m, "SourceError", PyExc_OSError);
+  m.attr("SourceError").attr("__doc__") =
+      "The dataset cannot be opened (an OSError); .where names the location, .reason says why.";
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
@@ -764,6 +928,21 @@ PYBIND11_MODULE(_tilefeed, m) {
       },
       "loader::PlanSample: the crop plan of one sample");
   m.def(
+      "_has_split",
+      [](const std::string& location, const std::string& split) {
+        return loader::HasSplit(location,
+                                split == "train" ? loader::Split::kTrain : loader::Split::kVal);
+      },
+      "loader::HasSplit: is `location` a split root or CIFAR-10 directory with that split");
+  m.def(
+      "_release_worker_threads",
+      [] {
+        py::gil_scoped_release release;
+        return loader::ReleaseWorkerThreads();
+      },
+      "loader::ReleaseWorkerThreads: waits for oneTBB's workers to exit, for a fork(); "
+      "False if something still uses them");
+  m.def(
       "_detect_instance",
       [] {
         // The same detection as `train` (tilefeed/launch/instance.h), over this process's
@@ -784,27 +963,37 @@ PYBIND11_MODULE(_tilefeed, m) {
                       ".torch() are views of it. The slot returns to the loader once this "
                       "Batch is released (the iterator advanced, or release()) and every view "
                       "made from it is gone.")
-      .def_property_readonly("epoch", &PyBatch::epoch)
+      .def_property_readonly("epoch", &PyBatch::epoch, "the epoch this batch belongs to")
       .def_property_readonly("index", &PyBatch::index, "batch number within the epoch")
       .def_property_readonly("size", &PyBatch::size, "samples; the last batch may be short")
-      .def_property_readonly("height", &PyBatch::height)
-      .def_property_readonly("width", &PyBatch::width)
+      .def_property_readonly("height", &PyBatch::height, "image height in pixels")
+      .def_property_readonly("width", &PyBatch::width, "image width in pixels")
       .def_property_readonly("layout", &PyBatch::layout, "'nhwc' or 'nchw'")
+      .def_property_readonly("dtype", &PyBatch::dtype,
+                             "the pixels' element type: 'uint8', 'float16', 'bfloat16' or "
+                             "'float32'")
       .def_property_readonly("substituted", &PyBatch::substituted,
                              "bad samples replaced in this batch")
-      .def_property_readonly("released", &PyBatch::released)
-      .def_property_readonly("images", &PyBatch::images,
-                             "uint8 numpy view of the images, NHWC or NCHW (no copy)")
+      .def_property_readonly("released", &PyBatch::released,
+                             "True once this Batch gave up its slot (views keep theirs)")
+      .def_property_readonly(
+          "images", &PyBatch::images,
+          "numpy view of the images in the loader's dtype, NHWC or NCHW (no copy; "
+          "bfloat16 has no numpy type: use torch())")
       .def_property_readonly("labels", &PyBatch::labels, "int64 numpy array (a copy)")
       .def_property_readonly("labels_int32", &PyBatch::labels_int32,
                              "int32 numpy view of the labels, read-only (no copy)")
       .def_property_readonly("sample_indices", &PyBatch::sample_indices,
                              "uint64 numpy view of the dataset indices, read-only (no copy)")
-      .def("torch", &PyBatch::torch, "the images as a torch.uint8 tensor via DLPack (no copy)")
+      .def("torch", &PyBatch::torch,
+           "the images as a torch tensor of the loader's dtype via DLPack (no copy)")
       .def(
           "__dlpack__", [](const PyBatch& b, py::object /*stream*/) { return b.dlpack(); },
-          py::arg("stream") = py::none())
-      .def("__dlpack_device__", [](const PyBatch&) { return py::make_tuple(kDLCPU, 0); })
+          py::arg("stream") = py::none(),
+          "the images as a DLPack capsule (no copy), for torch.from_dlpack and friends")
+      .def(
+          "__dlpack_device__", [](const PyBatch&) { return py::make_tuple(kDLCPU, 0); },
+          "(kDLCPU, 0): the images are in host memory")
       .def("release", &PyBatch::release,
            "drops this object's hold on the slot; views keep their own")
       .def("__len__", &PyBatch::size)
@@ -820,8 +1009,13 @@ PYBIND11_MODULE(_tilefeed, m) {
                     const py::dict&, const py::dict&, py::object>(),
            py::arg("data"), py::arg("source"), py::arg("split"), py::arg("on_bad_sample"),
            py::arg("options"), py::arg("remote") = py::dict(), py::arg("slot_memory") = py::none())
+      .def_static("from_list", &PyCore::FromList, py::arg("samples"), py::arg("class_names"),
+                  py::arg("on_bad_sample"), py::arg("options"),
+                  "a loader over (path, bytes, label) samples (loader::ListSource)")
       .def("next", &PyCore::Next, py::arg("copy") = false)
       .def("stop", &PyCore::Stop)
+      .def("pause", &PyCore::Pause, "loader::Loader::Pause: joins the workers, for a fork()")
+      .def("resume", &PyCore::Resume, "loader::Loader::Resume: restarts them at state()")
       .def("metrics", &PyCore::Metrics)
       .def("bad_samples", &PyCore::BadSamples)
       .def("state", &PyCore::State,

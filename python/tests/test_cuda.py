@@ -40,7 +40,7 @@ def folder(tmp_path_factory):
 def test_device_cpu_or_none_is_the_cpu_loader(folder):
     for device in (None, "cpu"):
         loader = tilefeed.Loader(folder, device=device, **OPTIONS)
-        assert type(loader) is tilefeed.Loader
+        assert isinstance(loader, tilefeed.Loader)  # not tilefeed.cuda.CudaLoader: the CPU one
         assert len(list(loader)) == 4
         loader.stop()
 

@@ -436,8 +436,11 @@ def test_state_dict_follows_the_epochs(folder):
     assert loader.state_dict() == state(0, SAMPLES)  # the last batch: epoch 0 has no more
     assert list(it) == []
     assert loader.state_dict() == state(1, 0)  # at the epoch end: the next iter() starts 1
-    next(iter(loader))
-    assert loader.state_dict() == state(1, 8)
+    it = iter(loader)
+    next(it)
+    assert loader.state_dict() == state(1, 8)  # the iterator lives: epoch 1 continues
+    del it
+    assert loader.state_dict() == state(2, 0)  # left early: the next iter() starts epoch 2
     loader.set_epoch(1)  # restarts epoch 1 from its beginning
     assert loader.state_dict() == state(1, 0)
     loader.set_epoch(0)

@@ -74,8 +74,10 @@ import weakref
 from . import _tilefeed
 from ._tilefeed import Batch, LoaderError, SourceError
 
-__all__ = ["Batch", "BadSampleWarning", "Loader", "LoaderError", "SlotsHeldError",
-           "SourceError", "SOURCES", "detect_shard"]
+__version__ = _tilefeed.__version__  # the CMake project's version
+
+__all__ = ["Batch", "BadSampleWarning", "IMAGENET_MEAN", "IMAGENET_STD", "IterableDataset",
+           "Loader", "LoaderError", "SlotsHeldError", "SourceError", "SOURCES", "detect_shard"]
 
 
 class SlotsHeldError(_tilefeed._SlotsHeldError):
@@ -106,6 +108,46 @@ _live = weakref.WeakSet()
 def _stop_all():
     for loader in list(_live):
         loader.stop()
+
+
+# -- fork() -----------------------------------------------------------------------------------
+# A thread pool does not survive fork(): the child has only the forking thread, while
+# oneTBB's process-wide scheduler state (copied into the child) still describes the parent's
+# workers, and a Loader built on it in the child can crash. So before a fork made through
+# Python (os.fork, multiprocessing, torch DataLoader workers) every live Loader of this
+# process pauses (joins its workers, keeping its position) and oneTBB's workers are waited
+# out; the child then starts with no threads and builds its own pool on first use, and the
+# parent's Loaders resume where they were (the batches they had decoded ahead are decoded
+# again: a fork costs each running Loader one refill of its prefetch slots).
+# Loaders inherited by the child have no workers there: using one raises LoaderError.
+# If oneTBB's workers could not be released (a thread of this process was still inside a
+# oneTBB algorithm), the child refuses to make Loaders, with one line saying why.
+_fork = {"unusable": None}  # in a child: why oneTBB cannot run here, or None
+
+
+def _before_fork():
+    for loader in list(_live):
+        loader._core.pause()
+    _fork["released"] = _tilefeed._release_worker_threads()
+
+
+def _after_fork_in_parent():
+    for loader in list(_live):
+        loader._core.resume()
+
+
+def _after_fork_in_child():
+    _live.clear()  # the parent's Loaders: never paused, resumed or stopped from here
+    if not _fork.pop("released", True):
+        _fork["unusable"] = (
+            f"tilefeed.Loader: this process (pid {os.getpid()}) was forked while oneTBB worker "
+            f"threads of its parent were still in use, so no Loader can run in it; make the "
+            f"Loader before starting other threads that use tilefeed, or start processes with "
+            f"multiprocessing's 'spawn' or 'forkserver' method")
+
+
+os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                    after_in_child=_after_fork_in_child)
 
 
 def _remote_options(cache_dir, cache_limit, s3_endpoint, remote_retries):
@@ -146,6 +188,14 @@ class Loader:
     `data` is an ImageFolder tree, a root with train/ and val/ (`split` picks one), a
     directory of tilefeed record shards (any codec, e.g. packed with --jpeg-index), or
     CIFAR-10's binary directory: the same rules as `train --data`. `source` forces a kind.
+
+    image_size is the side of square output images, or (height, width) for rectangles.
+    dtype ("uint8", the default; "float16", "bfloat16", "float32", or the torch/numpy dtype)
+    with mean/std (per RGB channel, torchvision units: images scaled to [0, 1]; see
+    IMAGENET_MEAN, IMAGENET_STD) and layout ("NHWC" or "NCHW") make the C++ workers write
+    batches a model eats: (x / 255 - mean) / std in float32, rounded to dtype, no pass in
+    Python. A list of (path or bytes, label) pairs, or a CSV file of path,label rows, is a
+    dataset too, read by the same workers.
 
     shard="auto" (the default) reads the launcher's slice of every epoch (see the module
     help: OpenMPI/poprun, torchrun, torch.distributed); shard=(index, count) sets it.
@@ -193,6 +243,9 @@ class Loader:
                  crop_ratio=_D["crop_ratio"],
                  flip_probability=_D["flip_probability"],
                  layout=_D["layout"],
+                 dtype=_D["dtype"],
+                 mean=_D["mean"],
+                 std=_D["std"],
                  workers=_D["workers"],
                  prefetch_depth=_D["prefetch_depth"],
                  seed=_D["seed"],
@@ -222,15 +275,19 @@ class Loader:
                  device=None,
                  _slot_memory=None):
         arguments = locals()
+        arguments.update(_output_options(dtype, mean, std, layout))
+        if _fork["unusable"]:
+            raise LoaderError(_fork["unusable"])
+        self._pid = os.getpid()
         self._options = {name: arguments[name] for name in _D}
         _check_options(self._options)
         if on_bad_sample is not None and not callable(on_bad_sample):
             raise TypeError("tilefeed.Loader: on_bad_sample must be callable or None")
         self._remote = _remote_options(cache_dir, cache_limit, s3_endpoint, remote_retries)
         self._options["shard"], self._shard_origin = _resolve_shard(shard)
-        self._data = os.fspath(data)
+        _check_workers(self._options["workers"])
+        self._data, self._split, self._samples, self._sample_classes = _resolve_data(data, split)
         self._source = source
-        self._split = split
         self._on_bad_sample = on_bad_sample
         self._copy = bool(copy)
         self._slot_memory = _slot_memory  # tilefeed.cuda's pinned slots
@@ -250,11 +307,17 @@ class Loader:
         for note in self._notes:
             warnings.warn(f"tilefeed.Loader: {note}", stacklevel=2)
         self._previous = None  # the last zero-copy batch handed out
+        self._iterator = None  # a weak reference to the newest iter()'s iterator
         _live.add(self)
+        if type(self) is Loader:
+            torch_class = _torch_loader_class()
+            if torch_class is not None:
+                self.__class__ = torch_class
 
     # -- iteration ------------------------------------------------------------------------
 
     def __iter__(self):
+        self._check_process()
         if self._stopped:
             raise ValueError("tilefeed.Loader: iterating a stopped loader")
         if self._wanted is not None:
@@ -264,7 +327,9 @@ class Loader:
         if target != self.epoch or self._mid_epoch:
             self._seek(target, 0)
         self._generation += 1
-        return _EpochIterator(self, self._generation)
+        iterator = _EpochIterator(self, self._generation)
+        self._iterator = weakref.ref(iterator)
+        return iterator
 
     def __len__(self):
         """Batches per epoch for this instance."""
@@ -297,6 +362,12 @@ class Loader:
     def _make_core(self):
         # The C++ LoaderOptions say "no limit" with epochs 0.
         options = dict(self._options, epochs=int(self._options["epochs"] or 0))
+        if isinstance(options["image_size"], (tuple, list)):  # (height, width)
+            height, width = (int(side) for side in options["image_size"])
+            options.update(image_size=max(height, width), image_height=height, image_width=width)
+        if self._samples is not None:
+            return _tilefeed._Core.from_list(self._samples, self._sample_classes,
+                                             self._on_bad_sample, options)
         return _tilefeed._Core(self._data, self._source, self._split, self._on_bad_sample,
                                options, self._remote, self._slot_memory)
 
@@ -307,7 +378,16 @@ class Loader:
         self._core.seek(epoch, position)
         self._mid_epoch = False
 
+    def _check_process(self):
+        if os.getpid() != self._pid:
+            raise LoaderError(
+                f"tilefeed.Loader: this Loader was made in process {self._pid} and this is "
+                f"process {os.getpid()}, a fork of it; its workers do not survive fork(). "
+                f"Make the Loader in the process that iterates it (e.g. in an IterableDataset's "
+                f"__iter__, which DataLoader workers call; see tilefeed.IterableDataset)")
+
     def _next(self, iterator):
+        self._check_process()
         if iterator._generation != self._generation:
             raise RuntimeError("tilefeed.Loader: this iterator was replaced by a newer iter()")
         if iterator._done:
@@ -367,14 +447,19 @@ class Loader:
         {"version": 1, "seed", "epoch", "position", "dataset_size"}, position being the
         samples of `epoch`'s permutation already delivered by all instances together.
 
-        Mid-epoch (even after the epoch's last batch, before StopIteration) it is where the
-        epoch in progress continues; between epochs, where the next iter() starts (after
-        set_epoch(e), the start of epoch e). It does not depend on the instance count.
+        While an iterator of an epoch is alive (inside `for batch in loader`, even after the
+        epoch's last batch, before StopIteration) it is where that epoch continues. Otherwise
+        (between epochs, or after a `break` dropped the iterator) it is where the next iter()
+        starts: the next epoch, or set_epoch(e)'s start of epoch e. So resuming from it
+        yields the batches the next batch request or iteration would have yielded. It does
+        not depend on the instance count.
         """
         state = self._core.state()
         epoch, position = state["epoch"], state["position"]
         if self._wanted is not None and (self._wanted != epoch or self._mid_epoch):
             epoch, position = self._wanted, 0  # the next iter() restarts at set_epoch's epoch
+        elif self._mid_epoch and (self._iterator is None or self._iterator() is None):
+            epoch, position = epoch + 1, 0  # left early: the next iter() starts the next epoch
         return {"version": _STATE_VERSION, "seed": int(self._options["seed"]),
                 "epoch": int(epoch), "position": int(position),
                 "dataset_size": int(self._dataset_size)}
@@ -493,6 +578,147 @@ class Loader:
                 f"epoch={self.epoch}{', stopped' if self._stopped else ''})")
 
 
+# -- splits -----------------------------------------------------------------------------------
+
+_SPLITS = ("train", "val", "test")
+
+
+def _resolve_split(data, split):
+    """(location, split) to open for Loader(data, split=...). "train" (the default) opens a
+    split root's train/ (CIFAR-10's training batches) or, for anything else, `data` itself;
+    "val" needs a split root with val/ (or CIFAR-10); "test" needs a test/ directory beside
+    the splits (or CIFAR-10, whose held-out batch is test_batch.bin). Raises ValueError
+    naming the location when `data` has no such split."""
+    if not isinstance(split, str) or split not in _SPLITS:
+        raise ValueError(f"tilefeed.Loader: split={split!r}; expected \"train\", \"val\" or "
+                         f"\"test\"")
+    if split == "train" or "://" in data:  # remote locations: the opener checks
+        return data, split
+    test_dir = os.path.join(data, "test")
+    is_split_root = os.path.isdir(os.path.join(data, "train")) or os.path.isdir(
+        os.path.join(data, "val"))
+    is_cifar = _tilefeed._has_split(data, "train") or _tilefeed._has_split(data, "val")
+    if split == "test":
+        if is_split_root and os.path.isdir(test_dir):
+            return test_dir, "train"  # test/ is opened as a dataset of its own
+        if is_cifar and not is_split_root:
+            return data, "val"  # CIFAR-10's test_batch.bin
+        if is_split_root:
+            raise ValueError(f"tilefeed.Loader: split='test', but {data} has no test/ split "
+                             f"(only train/ and val/)")
+    elif is_split_root or is_cifar:
+        return data, split
+    raise ValueError(
+        f"tilefeed.Loader: split='{split}', but {data} has no splits (no train/ or val/ "
+        f"directory, not CIFAR-10): it is one dataset, read with split='train' (the "
+        f"default); pass the root that holds the splits to read another")
+
+
+# -- samples listed in Python ------------------------------------------------------------------
+
+
+def _resolve_data(data, split):
+    """(location or description, split, listed samples or None, their class names or None)
+    for Loader's `data`: a list of (path or bytes, label), a CSV file, or a location."""
+    listed = isinstance(data, (list, tuple))
+    if listed or (isinstance(data, (str, os.PathLike)) and os.fspath(data).endswith(".csv")
+                  and os.path.isfile(data)):
+        if split != "train":
+            raise ValueError(f"tilefeed.Loader: split={split!r} needs a location with splits; "
+                             f"a list or CSV of samples is one dataset")
+        samples, classes = _list_samples(data) if listed else _csv_samples(data)
+        where = f"<list of {len(data)} samples>" if listed else os.fspath(data)
+        return where, split, samples, classes
+    return (*_resolve_split(os.fspath(data), split), None, None)
+
+
+def _list_samples(data, where="data"):
+    """[(path or bytes, label)] -> ([(path, bytes, label)], class names). Labels are ints >= 0
+    (class names "0".."K-1") or all strings (class names sorted, labels their indices)."""
+    if not data:
+        raise ValueError(f"tilefeed.Loader: {where} is empty: no samples")
+    entries, labels = [], []
+    for i, entry in enumerate(data):
+        if not isinstance(entry, (tuple, list)) or len(entry) != 2:
+            raise TypeError(f"tilefeed.Loader: {where}[{i}] must be (path or bytes, label), got "
+                            f"{entry!r:.80}")
+        item, label = entry
+        if isinstance(item, (str, os.PathLike)):
+            entries.append((os.fspath(item), b""))
+        else:
+            try:
+                raw = bytes(memoryview(item).cast("B"))
+            except TypeError:
+                raise TypeError(f"tilefeed.Loader: {where}[{i}][0] must be a path or bytes, got "
+                                f"{type(item).__name__}") from None
+            if not raw:
+                raise ValueError(f"tilefeed.Loader: {where}[{i}][0] is empty bytes")
+            entries.append(("", raw))
+        labels.append(label)
+    if all(isinstance(label, str) for label in labels):
+        classes = sorted(set(labels))
+        index = {name: k for k, name in enumerate(classes)}
+        labels = [index[label] for label in labels]
+    else:
+        for i, label in enumerate(labels):
+            if isinstance(label, bool) or not isinstance(label, numbers.Integral):
+                raise TypeError(f"tilefeed.Loader: {where}[{i}][1] must be an int label (or every "
+                                f"label a class name), got {label!r}")
+            if not 0 <= label <= _INT32:
+                raise ValueError(f"tilefeed.Loader: {where}[{i}][1]: label {label} is outside "
+                                 f"[0, 2^31)")
+        classes = [str(k) for k in range(max(labels) + 1)]
+    return [(path, raw, int(label)) for (path, raw), label in zip(entries, labels)], classes
+
+
+def _csv_samples(path):
+    """A CSV of path,label rows (an optional header row "path,label"; relative paths are
+    relative to the CSV's directory) -> _list_samples' result."""
+    import csv
+    base = os.path.dirname(os.path.abspath(path))
+    rows = []
+    with open(path, newline="", encoding="utf-8") as f:
+        for number, row in enumerate(csv.reader(f), start=1):
+            if not row or (number == 1 and [c.strip().lower() for c in row] == ["path", "label"]):
+                continue
+            if len(row) != 2:
+                raise ValueError(f"tilefeed.Loader: {path}:{number}: expected 'path,label', got "
+                                 f"{len(row)} fields")
+            file, label = row[0].strip(), row[1].strip()
+            rows.append((os.path.join(base, file), label))
+    if rows and all(label.lstrip("-").isdigit() for _, label in rows):
+        rows = [(file, int(label)) for file, label in rows]
+    return _list_samples(rows, where=os.fspath(path))
+
+
+# -- PyTorch --------------------------------------------------------------------------------
+
+_torch_classes = {}  # torch.utils.data.IterableDataset -> the Loader subclass deriving from it
+
+
+def _torch_loader_class():
+    """Loader with torch.utils.data.IterableDataset as a second base, if the program has
+    imported torch (tilefeed never imports it just for this), else None. DataLoader decides
+    how to read a dataset with isinstance(dataset, IterableDataset)."""
+    data = sys.modules.get("torch.utils.data")
+    base = getattr(data, "IterableDataset", None)
+    if base is None:
+        return None
+    if base not in _torch_classes:
+        _torch_classes[base] = type("Loader", (Loader, base), {
+            "__doc__": Loader.__doc__, "__module__": __name__, "__qualname__": "Loader"})
+    return _torch_classes[base]
+
+
+def __getattr__(name):
+    """tilefeed.IterableDataset, made (and torch imported) on first use."""
+    if name == "IterableDataset":
+        from ._torch import IterableDataset
+        globals()[name] = IterableDataset
+        return IterableDataset
+    raise AttributeError(f"module 'tilefeed' has no attribute {name!r}")
+
+
 # Loader(...)'s signature is __init__'s: its __new__ only routes device="cuda" (tilefeed.cuda).
 Loader.__signature__ = inspect.signature(Loader.__init__).replace(
     parameters=list(inspect.signature(Loader.__init__).parameters.values())[1:])
@@ -546,6 +772,15 @@ def _check_options(options):
     for name, (kind, low, high) in _NUMERIC.items():
         if name == "epochs" and options[name] is None:
             continue  # no limit: iterate epochs until stop()
+        if name == "image_size" and isinstance(options[name], (tuple, list)):
+            if len(options[name]) != 2:
+                raise TypeError(f"tilefeed.Loader: image_size must be an int or (height, width), "
+                                f"got {options[name]!r}")
+            for side in options[name]:
+                if not low <= _number(name, side, int) <= high:
+                    raise ValueError(f"tilefeed.Loader: image_size sides must be "
+                                     f"{_range_text(low, high)}, got {options[name]!r}")
+            continue
         value = _number(name, options[name], kind)
         if not low <= value <= high:
             raise ValueError(f"tilefeed.Loader: {name} must be {_range_text(low, high)}, "
@@ -558,10 +793,86 @@ def _check_options(options):
         if not 0 < low <= high:
             raise ValueError(f"tilefeed.Loader: {name}=(min, max) needs 0 < min <= max, "
                              f"got {tuple(pair)!r}")
-    if options["mode"] == "eval" and options["eval_resize"] < options["image_size"]:
+    size = options["image_size"]
+    longer = max(size) if isinstance(size, (tuple, list)) else size
+    if options["mode"] == "eval" and options["eval_resize"] < longer:
         raise ValueError(f"tilefeed.Loader: eval_resize must be at least image_size "
                          f"({options['image_size']}) in mode='eval', got "
                          f"{options['eval_resize']}")
+
+
+# -- output ---------------------------------------------------------------------------------
+
+# torchvision's ImageNet normalisation, for mean= and std= (images scaled to [0, 1]).
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+_DTYPES = {"uint8": "uint8", "float16": "float16", "half": "float16", "bfloat16": "bfloat16",
+           "float32": "float32", "float": "float32"}
+
+
+def _dtype_name(dtype):
+    """The C++ name of `dtype`: a string, a torch.dtype or a numpy dtype (or type)."""
+    if isinstance(dtype, str):
+        name = dtype.lower().removeprefix("torch.")
+    elif type(dtype).__name__ == "dtype" and type(dtype).__module__ == "torch":
+        name = str(dtype).removeprefix("torch.")
+    else:
+        try:
+            import numpy
+            name = numpy.dtype(dtype).name
+        except TypeError:
+            name = repr(dtype)
+    if name not in _DTYPES:
+        raise ValueError(f"tilefeed.Loader: dtype={dtype!r}; expected uint8, float16, bfloat16 or "
+                         f"float32 (a string, torch dtype or numpy dtype)")
+    return _DTYPES[name]
+
+
+def _channels(name, value):
+    """mean= or std=: three numbers (one per RGB channel) or one for all three."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        value = (value,) * 3
+    try:
+        values = tuple(float(v) for v in value)
+    except TypeError:
+        raise TypeError(f"tilefeed.Loader: {name} must be 3 numbers (R, G, B), got "
+                        f"{value!r}") from None
+    if len(values) != 3 or not all(math.isfinite(v) for v in values):
+        raise ValueError(f"tilefeed.Loader: {name} must be 3 finite numbers (R, G, B), got "
+                         f"{value!r}")
+    if name == "std" and not all(v > 0 for v in values):
+        raise ValueError(f"tilefeed.Loader: std must be > 0 in every channel, got {value!r}")
+    return values
+
+
+def _output_options(dtype, mean, std, layout):
+    """dtype, mean, std and layout as the C++ loader takes them; ValueError naming a bad one."""
+    out = {"dtype": _dtype_name(dtype), "mean": _channels("mean", mean),
+           "std": _channels("std", std)}
+    if not isinstance(layout, str) or layout.lower() not in ("nhwc", "nchw"):
+        raise ValueError(f"tilefeed.Loader: layout={layout!r}; expected \"NHWC\" or \"NCHW\"")
+    out["layout"] = layout.lower()
+    if out["dtype"] == "uint8" and (out["mean"] != (0.0,) * 3 or out["std"] != (1.0,) * 3):
+        raise ValueError("tilefeed.Loader: mean and std normalise float output: pass "
+                         "dtype='float32' (or float16, bfloat16) with them")
+    return out
+
+
+def _check_workers(workers):
+    """Warns once per process when `workers` asks for more decode threads than the cores this
+    process may run on (its CPU affinity: mpirun --bind-to core, taskset): oneTBB runs at most
+    that many, so the rest would never start."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return
+    if workers > cores and ("workers", workers, cores) not in _announced:
+        _announced.add(("workers", workers, cores))
+        warnings.warn(f"tilefeed.Loader: workers={workers}, but this process may run on only "
+                      f"{cores} core(s) (its CPU affinity, e.g. mpirun --bind-to core), so at most "
+                      f"{cores} decode thread(s) run; pass workers=0 (one per usable core) or "
+                      f"give the process more cores", stacklevel=3)
 
 
 # -- instance detection -----------------------------------------------------------------------
@@ -687,7 +998,7 @@ def _check_state(state):
 class _EpochIterator:
     """The batches of one epoch; made by iter(loader)."""
 
-    __slots__ = ("_loader", "_generation", "_done")
+    __slots__ = ("_loader", "_generation", "_done", "__weakref__")
 
     def __init__(self, loader, generation):
         self._loader = loader

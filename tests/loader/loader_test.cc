@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -870,6 +871,109 @@ TEST(LoaderResume, SeekRefusesAnotherSeedOrDatasetSize) {
   EXPECT_TRUE(loader.Next().has_value());
   loader.Stop();
   EXPECT_THROW(loader.Seek({o.seed, 0, 0, data->total}), std::logic_error);
+}
+
+}  // namespace
+}  // namespace tilefeed::loader
+
+namespace tilefeed::loader {
+namespace {
+
+// A fork() pauses a running loader mid-epoch: the batches after Resume() are those of a
+// loader that was never paused, and while paused a timed Next() consumes nothing.
+TEST(LoaderPause, ResumeGivesTheUninterruptedBatchesByteForByte) {
+  auto data = MakeDataset(9);
+  const LoaderOptions o = TwoEpochsOfSevenBatches(2);
+  const std::vector<Delivered> expected = Uninterrupted(*data, o);
+  for (std::size_t at : {0u, 3u, 7u, 10u}) {
+    Loader loader(ImageFolder::Open(data->dir.path().string()), o);
+    std::vector<Delivered> got = Take(loader, at, 1);
+    loader.Pause();
+    loader.Pause();  // idempotent
+    const LoaderState paused = loader.state();
+    EXPECT_EQ(loader.Next(std::chrono::milliseconds(50)).status, NextStatus::kTimedOut);
+    EXPECT_EQ(loader.state(), paused);
+    loader.Resume();
+    loader.Resume();
+    std::vector<Delivered> rest = Take(loader, expected.size() - got.size(), 1);
+    got.insert(got.end(), rest.begin(), rest.end());
+    EXPECT_EQ(got, expected) << "paused after " << at << " batches";
+  }
+}
+
+TEST(LoaderPause, ReleaseWorkerThreadsOnceEveryLoaderIsPaused) {
+  auto data = MakeDataset(4);
+  Loader loader(ImageFolder::Open(data->dir.path().string()), SmallOptions(2));
+  ASSERT_TRUE(loader.Next().has_value());
+  loader.Pause();
+  EXPECT_TRUE(ReleaseWorkerThreads());
+  loader.Resume();  // a new pool
+  EXPECT_TRUE(loader.Next().has_value());
+}
+
+// LoaderOptions::output: the workers' conversion of each batch equals the contract applied
+// to the uint8 batch of the same loader.
+TEST(LoaderOutput, ConvertedBatchIsTheContractOfTheUint8Batch) {
+  auto data = MakeDataset(5);
+  LoaderOptions o = SmallOptions(2);
+  o.output.dtype = OutputDType::kFloat32;
+  o.output.layout = OutputLayout::kNCHW;
+  o.output.mean = kImageNetMean;
+  o.output.std = kImageNetStd;
+  Loader loader(ImageFolder::Open(data->dir.path().string()), o);
+  const int side = o.image_size;
+  const std::size_t pixels = static_cast<std::size_t>(side) * side;
+  std::size_t batches = 0;
+  for (Batch& batch : loader) {
+    ASSERT_EQ(batch.output().size(), batch.size() * pixels * 3 * sizeof(float));
+    std::vector<float> out(batch.output().size() / sizeof(float));
+    std::memcpy(out.data(), batch.output().data(), batch.output().size());
+    for (std::size_t n = 0; n < batch.size(); ++n) {
+      for (std::size_t p = 0; p < pixels; ++p) {
+        for (int c = 0; c < 3; ++c) {
+          const float x = batch.images()[(n * pixels + p) * 3 + c];
+          const float expected = (x / 255.0f - o.output.mean[c]) / o.output.std[c];
+          ASSERT_EQ(out[(n * 3 + c) * pixels + p], expected);
+        }
+      }
+    }
+    ++batches;
+  }
+  EXPECT_EQ(batches, loader.batches_per_epoch());
+  o.layout = Layout::kNchw;  // the workers write NHWC; the conversion sets the layout
+  EXPECT_THROW(Loader(ImageFolder::Open(data->dir.path().string()), o), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace tilefeed::loader
+
+namespace tilefeed::loader {
+namespace {
+
+TEST(LoaderOutput, RectangularImagesInEveryModeAndLayout) {
+  auto data = MakeDataset(3);
+  for (Mode mode : {Mode::kTrain, Mode::kEval}) {
+    for (Layout layout : {Layout::kNhwc, Layout::kNchw}) {
+      LoaderOptions o = SmallOptions(2);
+      o.image_height = 20;
+      o.image_width = 36;
+      o.eval_resize = 40;
+      o.mode = mode;
+      o.layout = layout;
+      Loader loader(ImageFolder::Open(data->dir.path().string()), o);
+      std::size_t samples = 0;
+      for (Batch& batch : loader) {
+        EXPECT_EQ(batch.height(), 20);
+        EXPECT_EQ(batch.width(), 36);
+        EXPECT_EQ(batch.images().size(), batch.size() * 20 * 36 * 3);
+        samples += batch.size();
+      }
+      EXPECT_EQ(samples, data->total);
+    }
+  }
+  LoaderOptions half = SmallOptions(1);
+  half.image_height = 20;  // without image_width
+  EXPECT_THROW(Loader(ImageFolder::Open(data->dir.path().string()), half), std::invalid_argument);
 }
 
 }  // namespace

@@ -30,7 +30,9 @@
 
 #include "tilefeed/loader/loader.h"
 
+#include <sched.h>
 #include <tbb/enumerable_thread_specific.h>
+#include <tbb/global_control.h>
 #include <tbb/parallel_pipeline.h>
 #include <tbb/task_arena.h>
 #include <unistd.h>
@@ -44,6 +46,7 @@
 #include <fstream>
 #include <limits>
 #include <mutex>
+#include <new>
 #include <stop_token>
 #include <thread>
 
@@ -52,12 +55,22 @@
 #include "tilefeed/codecs/png.h"
 #include "tilefeed/codecs/raw.h"
 #include "tilefeed/codecs/resize.h"
+#include "tilefeed/loader/output_convert.h"
 #include "tilefeed/loader/ring.h"
 
 namespace tilefeed::loader {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The cores this process may run on: its CPU affinity (mpirun --bind-to core, taskset,
+// cgroups cpusets narrow it), which is also what oneTBB sizes its pool by; at least 1.
+int UsableCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
 constexpr std::chrono::milliseconds kPollInterval{200};
 constexpr std::size_t kMaxKeptBadSamples = 10000;
 
@@ -85,6 +98,8 @@ struct Slot {
   std::vector<std::uint8_t> owned_images;
   std::vector<std::int32_t> owned_labels;
   std::vector<std::uint64_t> owned_indices;
+  // LoaderOptions::output's conversion of `images` (empty for uint8 output).
+  std::vector<std::byte> output;
   std::uint64_t epoch = 0;
   std::uint64_t batch = 0;
   std::size_t size = 0;
@@ -207,16 +222,16 @@ std::uint64_t MachineMemoryBytes() {
 
 // Refuses batch slots the machine cannot hold, with the arithmetic, before allocating any:
 // a huge batch was std::bad_alloc, and a huge prefetch depth grew for gigabytes first.
-void CheckMemory(const LoaderOptions& o, std::size_t image_bytes) {
+void CheckMemory(const LoaderOptions& o, int height, int width, std::size_t image_bytes) {
   const long double per_sample = static_cast<long double>(image_bytes) + 12;
   const long double batch = per_sample * static_cast<long double>(o.batch_size);
   const long double total = batch * static_cast<long double>(o.prefetch_depth);
   const std::uint64_t memory = MachineMemoryBytes();
   auto text = [](long double v) { return std::to_string(static_cast<unsigned long long>(v)); };
-  const std::string side = std::to_string(o.image_size);
-  const std::string arithmetic =
-      "batch " + std::to_string(o.batch_size) + " x " + side + " x " + side +
-      " x 3 (+ 12 bytes of label and index each) = " + text(batch) + " bytes";
+  const std::string arithmetic = "batch " + std::to_string(o.batch_size) + " x " +
+                                 std::to_string(height) + " x " + std::to_string(width) +
+                                 " x 3 (+ 12 bytes of label and index each) = " + text(batch) +
+                                 " bytes";
   if (batch > static_cast<long double>(memory)) {
     throw std::invalid_argument("LoaderOptions: one batch is more than this machine's " +
                                 std::to_string(memory) + " bytes of memory: " + arithmetic);
@@ -240,6 +255,9 @@ struct Loader::Impl {
   std::size_t slot_bytes = 0;
   std::size_t image_bytes = 0;
   std::size_t chunk_size = 1;
+  int height = 0;  // of every output image: image_height/width, or image_size square
+  int width = 0;
+  std::optional<OutputConverter> converter;  // LoaderOptions::output, unless uint8
 
   std::vector<std::unique_ptr<Slot>> slots;
   SpscRing<std::size_t> free_ring;
@@ -251,16 +269,21 @@ struct Loader::Impl {
   std::atomic<std::size_t> handed_out{0};
   std::mutex lifecycle_mutex;        // Stop() against Seek()'s new stop source and producer
   std::atomic<bool> stopped{false};  // Stop() was called
+  bool paused = false;               // Pause()d; under next_mutex and lifecycle_mutex
   std::stop_source stop;
   std::jthread producer;
   std::exception_ptr pipeline_error;  // set by the producer thread before kDone
   // Where the running pipeline started: the options' first epoch and position, or Seek()'s.
   std::uint64_t start_epoch = 0;
   std::uint64_t start_position = 0;
+  // The index of the first batch of start_epoch: 0, or after Resume() the batches of that
+  // epoch already delivered, so that a paused loader numbers its batches as before.
+  std::uint64_t start_batch = 0;
 
   // Consumer-side state, under next_mutex.
   bool done = false;
-  LoaderState position;  // where the consumer stands
+  LoaderState position;          // where the consumer stands
+  std::uint64_t next_batch = 0;  // the index of the batch after the last one handed out
   std::optional<std::string> failure;
   // Since when every slot has been held by the consumer, across timed-out Next() calls.
   std::optional<Clock::time_point> held_since;
@@ -320,14 +343,27 @@ void Loader::Impl::Validate() {
   require(source != nullptr, "no source");
   require(source->size() > 0, "the source is empty");
   require(o.batch_size >= 1, "batch_size must be at least 1");
-  require(o.image_size >= 1 && o.image_size <= 16384, "image_size must be in 1..16384");
+  const bool rectangle = o.image_height > 0 || o.image_width > 0;
+  require(!rectangle || (o.image_height > 0 && o.image_width > 0),
+          "image_height and image_width are set together");
+  height = rectangle ? o.image_height : o.image_size;
+  width = rectangle ? o.image_width : o.image_size;
+  require(height >= 1 && height <= 16384 && width >= 1 && width <= 16384,
+          "image_size (or image_height, image_width) must be in 1..16384");
   require(o.prefetch_depth >= 1, "prefetch_depth must be at least 1");
   require(o.workers >= 0, "workers must be >= 0");
-  require(o.mode != Mode::kEval || o.eval_resize >= o.image_size,
-          "eval_resize must be at least image_size");
+  require(o.mode != Mode::kEval || o.eval_resize >= std::max(height, width),
+          "eval_resize must be at least image_size (a rectangle's longer side)");
   require(o.flip_probability >= 0 && o.flip_probability <= 1, "flip_probability must be in [0, 1]");
   require(o.max_substitute_attempts >= 1, "max_substitute_attempts must be at least 1");
   require(o.held_slots_timeout.count() >= 0, "held_slots_timeout must be >= 0");
+  const OutputConverter output(o.output);  // throws for a bad mean or std
+  if (o.output.dtype != OutputDType::kUint8) {
+    require(o.layout == Layout::kNhwc,
+            "a converted output needs layout kNhwc (output.layout "
+            "is the converted batch's)");
+    converter.emplace(output);
+  }
   if (o.expected_dataset_size != 0 && o.expected_dataset_size != source->size()) {
     throw std::invalid_argument("LoaderOptions: the saved state is for a dataset of " +
                                 std::to_string(o.expected_dataset_size) +
@@ -350,10 +386,9 @@ void Loader::Impl::Validate() {
                                 " samples per epoch, not one full batch of " +
                                 std::to_string(o.batch_size) + " (drop_last_batch is set)");
   }
-  workers = o.workers > 0 ? o.workers
-                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  image_bytes = static_cast<std::size_t>(o.image_size) * o.image_size * 3;
-  CheckMemory(o, image_bytes);
+  workers = o.workers > 0 ? o.workers : UsableCores();
+  image_bytes = static_cast<std::size_t>(height) * static_cast<std::size_t>(width) * 3;
+  CheckMemory(o, height, width, image_bytes);
   slot_bytes =
       image_bytes * o.batch_size + o.batch_size * (sizeof(std::int32_t) + sizeof(std::uint64_t));
   // Chunks small enough that every worker has several per batch, large enough that the
@@ -373,8 +408,10 @@ codecs::CropPlan PlanFor(const LoaderOptions& options, SampleRng& rng, int width
     plan.flip = DrawFlip(rng, options.flip_probability);
     return plan;
   }
-  return CenterCropAfterResize(width, height, options.eval_resize, options.image_size,
-                               options.image_size, options.eval_dct_scaling);
+  const bool rectangle = options.image_height > 0 && options.image_width > 0;
+  return CenterCropAfterResize(
+      width, height, options.eval_resize, rectangle ? options.image_width : options.image_size,
+      rectangle ? options.image_height : options.image_size, options.eval_dct_scaling);
 }
 
 }  // namespace
@@ -387,9 +424,8 @@ codecs::CropPlan PlanSample(const LoaderOptions& options, std::uint64_t epoch, s
 
 codecs::PixelView Loader::Impl::RowView(Slot& slot, std::size_t row) {
   std::uint8_t* base = slot.images.data() + row * image_bytes;
-  const int side = options.image_size;
-  return options.layout == Layout::kNhwc ? codecs::PixelView::Interleaved(base, side, side)
-                                         : codecs::PixelView::Planar(base, side, side);
+  return options.layout == Layout::kNhwc ? codecs::PixelView::Interleaved(base, width, height)
+                                         : codecs::PixelView::Planar(base, width, height);
 }
 
 codecs::CropPlan Loader::Impl::PlanCrop(SampleRng& rng, int width, int height) const {
@@ -601,6 +637,12 @@ void Loader::Impl::DecodeChunk(Worker& worker, const Chunk& chunk, const std::st
     Report(chunk.epoch, sample, reason);
     HandleBadSample(worker, chunk, position, sample, reason);
   }
+  if (converter) {  // the chunk's rows, while they are still in this core's cache
+    const std::size_t first = chunk.begin - chunk.batch_begin;
+    const std::size_t bytes = converter->ImageBytes(height, width);
+    converter->Convert(std::span<const std::uint8_t>(slot.images).subspan(first * image_bytes),
+                       count, height, width, std::span(slot.output).subspan(first * bytes));
+  }
 }
 
 // After `sample` at `position` failed with `reason`: under kSkip fills its row with the
@@ -722,7 +764,8 @@ class Loader::Impl::Pipeline {
     // A resumed first epoch is shorter than the others.
     epoch_batches_ = order_->size() / o.batch_size;
     if (!o.drop_last_batch && order_->size() % o.batch_size != 0) ++epoch_batches_;
-    batch_ = 0;
+    batch_ = epoch_ == loader_.start_epoch ? loader_.start_batch : 0;
+    epoch_batches_ += batch_;
     position_ = 0;
     batch_end_ = 0;
     return true;
@@ -836,6 +879,9 @@ Loader::Loader(std::unique_ptr<Source> source, LoaderOptions options)
       slot->labels = slot->owned_labels;
       slot->indices = slot->owned_indices;
     }
+    if (s.converter) {
+      slot->output.resize(s.converter->ImageBytes(s.height, s.width) * batch_size);
+    }
     s.slots.push_back(std::move(slot));
     [[maybe_unused]] const bool pushed = s.free_ring.TryPush(std::size_t{i});
     assert(pushed);
@@ -904,6 +950,7 @@ Loader::NextResult Loader::Next(std::chrono::milliseconds timeout) {
     case Ready::kEndOfEpoch:
       s.position.epoch++;
       s.position.position = 0;
+      s.next_batch = 0;
       return {NextStatus::kEndOfEpoch, std::nullopt};
     case Ready::kDone:
       s.FinishPipeline();  // throws the pipeline's error, if any
@@ -948,16 +995,21 @@ Batch Loader::Impl::HandOut(Loader* loader, std::size_t slot_index) {
   batch.epoch_ = slot.epoch;
   batch.index_ = slot.batch;
   batch.size_ = slot.size;
-  batch.height_ = batch.width_ = options.image_size;
+  batch.height_ = height;
+  batch.width_ = width;
   batch.layout_ = options.layout;
   batch.substituted_ = slot.substituted.load(std::memory_order_relaxed);
   batch.images_ = std::span(slot.images.data(), image_bytes * slot.size);
   batch.labels_ = std::span(slot.labels.data(), slot.size);
   batch.sample_indices_ = std::span(slot.indices.data(), slot.size);
+  batch.output_ = std::span(slot.output).first(slot.output.size() / options.batch_size * slot.size);
   // Positions of the epoch order advance by the instance count per local sample.
-  const std::uint64_t start = slot.epoch == start_epoch ? start_position : 0;
-  const std::uint64_t delivered = (slot.batch * options.batch_size + slot.size) *
+  const bool first = slot.epoch == start_epoch;
+  const std::uint64_t start = first ? start_position : 0;
+  const std::uint64_t run_batches = slot.batch - (first ? start_batch : 0);
+  const std::uint64_t delivered = (run_batches * options.batch_size + slot.size) *
                                   static_cast<std::uint64_t>(options.slice.count);
+  next_batch = slot.batch + 1;
   position.epoch = slot.epoch;
   position.position = std::min<std::uint64_t>(start + delivered, source->size());
   batches.fetch_add(1, std::memory_order_relaxed);
@@ -1082,6 +1134,7 @@ void Loader::Seek(const LoaderState& state) {
   s.stop.request_stop();
   if (s.producer.joinable()) s.producer.join();
   s.ReclaimSlots();
+  s.paused = false;
   s.pipeline_error = nullptr;
   s.failure.reset();
   s.held_since.reset();
@@ -1089,10 +1142,49 @@ void Loader::Seek(const LoaderState& state) {
   s.position = state;
   s.start_epoch = state.epoch;
   s.start_position = state.position;
+  s.start_batch = 0;
+  s.next_batch = 0;
   s.done = !s.InEpochRange(state.epoch);
   if (s.done) return;  // nothing to produce: the loader stays ended
   s.stop = std::stop_source();
   s.StartProducer();
+}
+
+void Loader::Pause() {
+  Impl& s = *impl_;
+  std::lock_guard lock(s.next_mutex);
+  std::lock_guard lifecycle(s.lifecycle_mutex);
+  if (s.paused || s.stopped.load(std::memory_order_relaxed)) return;
+  s.paused = true;
+  s.stop.request_stop();
+  if (s.producer.joinable()) s.producer.join();
+  s.ReclaimSlots();
+  s.stop = std::stop_source();  // not stopped: Next() waits (and times out) until Resume()
+}
+
+void Loader::Resume() {
+  Impl& s = *impl_;
+  std::lock_guard lock(s.next_mutex);
+  std::lock_guard lifecycle(s.lifecycle_mutex);
+  if (!s.paused || s.stopped.load(std::memory_order_relaxed)) return;
+  s.paused = false;
+  // An error the consumer has seen stays (Next() repeats it); one it has not is found
+  // again by the new pipeline, which decodes the same batches.
+  s.pipeline_error = nullptr;
+  s.held_since.reset();
+  s.wait_resumed = false;
+  s.start_epoch = s.position.epoch;
+  s.start_position = s.position.position;
+  s.start_batch = s.position.position == 0 ? 0 : s.next_batch;
+  if (s.done || s.failure) return;
+  s.done = !s.InEpochRange(s.position.epoch);
+  if (s.done) return;
+  s.StartProducer();
+}
+
+bool ReleaseWorkerThreads() {
+  tbb::task_scheduler_handle handle{tbb::attach{}};
+  return tbb::finalize(handle, std::nothrow);
 }
 
 LoaderState Loader::state() const {
@@ -1182,6 +1274,7 @@ Batch& Batch::operator=(Batch&& other) noexcept {
     images_ = std::exchange(other.images_, {});
     labels_ = std::exchange(other.labels_, {});
     sample_indices_ = std::exchange(other.sample_indices_, {});
+    output_ = std::exchange(other.output_, {});
     other.size_ = 0;
   }
   return *this;
@@ -1194,6 +1287,7 @@ void Batch::ReturnSlot() noexcept {
     images_ = {};
     labels_ = {};
     sample_indices_ = {};
+    output_ = {};
   }
 }
 

@@ -43,6 +43,7 @@
 
 #include "tilefeed/codecs/jpeg.h"
 #include "tilefeed/loader/augment.h"
+#include "tilefeed/loader/output_format.h"
 #include "tilefeed/loader/sampler.h"
 #include "tilefeed/loader/source.h"
 
@@ -88,6 +89,10 @@ class SlotMemory {
 struct LoaderOptions {
   std::size_t batch_size = 256;  // samples per batch
   int image_size = 224;          // output images are image_size x image_size x 3
+  // Both > 0: output images are image_height x image_width x 3 instead (torchvision's
+  // RandomResizedCrop((h, w)) / CenterCrop((h, w))); image_size is then unused.
+  int image_height = 0;
+  int image_width = 0;
   Mode mode = Mode::kTrain;
   int eval_resize = 256;          // kEval: the shorter side is resized to this before the crop
   // kEval: let the JPEG decoders use DCT scale-downs (faster for large images; the pixels
@@ -96,7 +101,13 @@ struct LoaderOptions {
   RandomResizedCropParams crop;   // kTrain: crop scale and aspect ranges
   double flip_probability = 0.5;  // kTrain: chance of a horizontal flip
   Layout layout = Layout::kNhwc;
-  int workers = 0;                 // decode threads; 0 = all hardware threads
+  // What Batch::output() holds: element type, layout and normalisation (output_format.h's
+  // contract), converted by the workers into the slot. kUint8 (the default) converts
+  // nothing; any other dtype needs layout kNhwc (the conversion sets the output's layout).
+  OutputFormat output;
+  // Decode threads; 0 = one per core this process may run on (its CPU affinity). oneTBB
+  // runs at most that many at once, whatever is asked.
+  int workers = 0;
   std::size_t prefetch_depth = 4;  // batch slots; memory in flight = depth x batch bytes
   std::uint64_t seed = 0;
   bool shuffle = true;
@@ -196,6 +207,9 @@ class Batch {
   std::span<std::uint8_t> images() const { return images_; }
   std::span<const std::int32_t> labels() const { return labels_; }
   std::span<const std::uint64_t> sample_indices() const { return sample_indices_; }
+  // size() images converted per LoaderOptions::output (ElementSize(dtype) bytes per
+  // element, its layout); empty when output.dtype is kUint8. Valid as long as images().
+  std::span<std::byte> output() const { return output_; }
   std::size_t substituted() const { return substituted_; }  // bad samples replaced in this batch
   // The slot it occupies, in [0, prefetch_depth) (see SlotMemory).
   std::size_t slot() const { return slot_; }
@@ -216,6 +230,7 @@ class Batch {
   std::span<std::uint8_t> images_;
   std::span<const std::int32_t> labels_;
   std::span<const std::uint64_t> sample_indices_;
+  std::span<std::byte> output_;
 };
 
 // A snapshot of what the loader has done since it started.
@@ -268,6 +283,14 @@ class Loader {
 
   // Stops the workers and joins them; Next() then returns nullopt. Idempotent.
   void Stop();
+
+  // For a fork() of this process (a thread pool does not survive one): stops and joins the
+  // workers, keeping state() and the batches handed out; batches decoded ahead are dropped.
+  // While paused, Next(timeout) times out (Next() waits). Resume() restarts the workers at state(),
+  // so the batches that follow are those an unpaused loader would have given. Both are idempotent
+  // and serialized with Next() and Seek(); a Seek() also resumes.
+  void Pause();
+  void Resume();
 
   // The state after the last batch Next() returned (or at the end of an epoch, the start
   // of the next one): save it with a checkpoint and pass it to LoaderState::ApplyTo or
@@ -324,5 +347,13 @@ class Loader {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// For fork(): waits until oneTBB's worker threads have exited, so that a child process
+// starts with no thread pool and builds its own on first use. True when none is left; false
+// when something still uses the pool (a Loader not Pause()d or Stop()ped, a thread inside a
+// oneTBB algorithm, another thread that ran one and still lives), in which case a child
+// cannot use oneTBB. Call it on the forking thread, after pausing every Loader; the next
+// Resume() or oneTBB use in this process starts a new pool.
+bool ReleaseWorkerThreads();
 
 }  // namespace tilefeed::loader
