@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -96,6 +97,7 @@ inline loader::RemoteOptions ToRemoteOptions(const RemoteFlags& flags) {
   if (const char* v = std::getenv("AWS_ACCESS_KEY_ID")) o.aws_access_key_id = v;
   if (const char* v = std::getenv("AWS_SECRET_ACCESS_KEY")) o.aws_secret_access_key = v;
   if (const char* v = std::getenv("AWS_REGION")) o.aws_region = v;
+  o.warn = [](const std::string& line) { std::fprintf(stderr, "warning: %s\n", line.c_str()); };
   return o;
 }
 

@@ -71,7 +71,7 @@ NginxServer::NginxServer(const std::filesystem::path& root, const std::filesyste
        << "      if ($http_range) { return 400; }\n    }\n"
        << "    location /loop/ { return 302 $uri; }\n"
        << "    location /trickle/ {\n      alias " << root_.string() << "/;\n"
-       << "      limit_rate 64;\n    }\n"
+       << "      limit_rate_after 512;\n      limit_rate 64;\n    }\n"
        << "    location /gzip-encoded/ {\n      alias " << root_.string() << "/;\n"
        << "      add_header Content-Encoding gzip;\n    }\n"
        << "  }\n}\n";

@@ -24,6 +24,7 @@
 #include <fstream>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -590,6 +591,9 @@ TEST_F(RemoteTest, ACorruptCachedBlockIsDroppedAndFetchedAgain) {
   read_all();
   const std::uint64_t after = counters_.requests.load();
   EXPECT_GT(after, before) << "the corrupt blocks are fetched again";
+  // Every block read again was caught (some hold only headers read at open).
+  EXPECT_GT(counters_.cache_bad.load(), 0u);
+  EXPECT_LE(counters_.cache_bad.load(), static_cast<std::uint64_t>(flipped));
   read_all();
   EXPECT_EQ(counters_.requests.load(), after) << "and stored again: the next pass is all hits";
 }
@@ -613,6 +617,12 @@ TEST_F(RemoteTest, AFullCacheDiskStopsCachingAndReadsDirectly) {
   RemoteOptions o = Remote();
   o.cache_dir = (small / "cache").string();
   o.cache_block = 16384;
+  std::mutex mutex;
+  std::vector<std::string> warnings;
+  o.warn = [&](const std::string& line) {
+    std::lock_guard lock(mutex);
+    warnings.push_back(line);
+  };
   ShardReadOptions read;
   read.remote = o;
   const auto remote = ShardDataset::Open(Url("shards"), read);
@@ -629,6 +639,10 @@ TEST_F(RemoteTest, AFullCacheDiskStopsCachingAndReadsDirectly) {
   EXPECT_EQ(served.requests, counters_.requests.load());
   EXPECT_LE(served.bytes, 2 * dataset_bytes)
       << served.requests << " requests for a dataset of " << dataset_bytes << " bytes";
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0].rfind(o.cache_dir + ": cannot store cache blocks (", 0), 0u) << warnings[0];
+  EXPECT_NE(warnings[0].find("No space left on device"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("caching stops"), std::string::npos) << warnings[0];
 }
 
 // Issue 27: a redirect to itself was followed about 12,000 times in 5 s per try, reported
@@ -646,18 +660,20 @@ TEST_F(RemoteTest, ARedirectLoopEndsAtTheRedirectCap) {
 
 // Issue 27: a server trickling 64 bytes/s held each request for the whole request timeout,
 // every try. A request slower than RemoteOptions::low_speed_limit (1024 bytes/s) for
-// low_speed_time fails: here, with one retry, the open of a tar whose header window
-// trickles ends after the HEAD and two tries of its first read, long before the request
+// low_speed_time (10 s; 2 s here) fails: here, with one retry, the open of a tar whose header
+// window trickles ends after the HEAD and two tries of its first read, long before the request
 // timeout.
 TEST_F(RemoteTest, ATricklingServerFailsAtTheLowSpeedLimit) {
   RemoteOptions o = Remote();
   o.retries = 1;
   o.request_timeout = std::chrono::seconds(30);
+  o.low_speed_time = std::chrono::seconds(2);
   const std::string error = OpenError(Url("trickle/wds/train-000000.tar"), o);
   EXPECT_NE(error.find("too slow"), std::string::npos) << error;
   EXPECT_NE(error.find("(after 2 tries)"), std::string::npos) << error;
   EXPECT_EQ(error.find('\n'), std::string::npos) << error;
   EXPECT_EQ(counters_.requests.load(), 3u) << error;
+  EXPECT_EQ(ServedUnder(*server_, "/trickle/", 3).requests, 3u) << "a HEAD and two tries";
 }
 
 // Issue 27: only 408, 429 and 5xx are retried, as the docs say: an HTTP 400 is requested
