@@ -31,6 +31,7 @@
 #include "tilefeed/codecs/detail/crop_check.h"
 #include "tilefeed/codecs/detail/libjpeg_errors.h"
 #include "tilefeed/codecs/detail/row_stream.h"
+#include "tilefeed/codecs/png.h"
 #include "tilefeed/codecs/resize.h"
 
 namespace tilefeed::codecs {
@@ -229,6 +230,9 @@ const char* SniffNonJpeg(std::span<const std::byte> bytes) {
   using namespace std::string_view_literals;
   if (head.empty()) return "empty file";
   if (at(0, "\xFF\xD8"sv)) return nullptr;
+  if (HasDamagedPngSignature(bytes)) {
+    return "PNG with a damaged signature (its first 8 bytes should be 89 50 4E 47 0D 0A 1A 0A)";
+  }
   if (at(0, "\x89PNG"sv)) return "PNG image";
   if (at(0, "GIF87a"sv) || at(0, "GIF89a"sv)) return "GIF image";
   if (at(0, "BM"sv)) return "BMP image";
