@@ -35,7 +35,8 @@ PACKAGES=(
   python3 python3-dev pybind11-dev python3-numpy python3-pytest python3-torch
   python3-torchvision python3-pil
   prometheus-cpp-dev python3-matplotlib chromium curl
-  python3-zmq python3-xxhash valgrind
+  python3-zmq python3-xxhash
+  libssl-dev python3-botocore prometheus python3-jsonschema valgrind
 )
 
 log() { printf '\n== %s\n' "$*" >&2; }

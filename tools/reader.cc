@@ -158,8 +158,12 @@ int main(int argc, char** argv) {
   int instance_count = -1;
   int heartbeat_ms = 1000;
   int timeout_ms = 5000;
+  // Defaults are train's (tools/train.cc), so `tilefeed-serve --data DIR` and
+  // `train --readers ... --data DIR` agree unless told otherwise.
   loader::LoaderOptions options;
-  options.epochs = 1;
+  options.batch_size = 32;
+  options.epochs = 3;
+  options.drop_last_batch = true;
   transport::SenderOptions sender_options;
   std::string curve_keygen;
   std::vector<std::string> curve_allow;
@@ -235,8 +239,10 @@ int main(int argc, char** argv) {
              "pin the data position: samples of --first-epoch already delivered to all instances "
              "together (train --resume prints it)")
           ->check(tilefeed::tools::AtLeast(0));
-  app.add_flag("--drop-last", options.drop_last_batch,
-               "drop each epoch's final partial batch (train's own loader does)");
+  app.add_flag("--drop-last,!--no-drop-last", options.drop_last_batch,
+               "drop each epoch's final partial batch, as train's own loader does (the "
+               "default; --no-drop-last serves it, for trainers that take it)")
+      ->capture_default_str();
   CLI::Option* shard_option =
       app.add_option("--shard", shard, "INDEX/COUNT (default: this instance under mpirun)");
   CLI::Option* index_option =
@@ -352,6 +358,10 @@ int main(int argc, char** argv) {
           std::to_string(o.first_epoch_position));
       return std::make_unique<loader::Loader>(loader::OpenDataset(data, dataset_options).source, o);
     };
+    // One --metrics-port for the instances of a host started by a launcher: P + local index.
+    if (!metrics_flags.port.empty()) {
+      metrics_flags.port_offset = launch::DetectInstance(launch::ProcessEnvironment()).local_index;
+    }
     metrics::Session metrics = metrics::Open(
         metrics_flags, {"tilefeed-serve", metrics::OptionsOf(app), data, dataset_size,
                         source->class_names().size(), options.slice.index, options.slice.count,

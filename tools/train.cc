@@ -404,8 +404,11 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
     make_core = [core_options] { return std::make_unique<trainer::ReferenceCore>(core_options); };
   }
 
-  metrics::Session metrics = metrics::Open(
-      args.metrics, {"train", args.options_text, args.data, train_source ? train_source->size() : 0,
+  metrics::Flags metrics_flags = args.metrics;
+  metrics_flags.port_offset = launched.local_index;  // one --metrics-port for a whole host
+  metrics::Session metrics =
+      metrics::Open(metrics_flags,
+                    {"train", args.options_text, args.data, train_source ? train_source->size() : 0,
                      static_cast<std::uint64_t>(std::max(classes, 0)), rank, mpi.size(),
                      args.prefetch_depth * args.batch_size * options.sample_bytes, true});
   std::string metrics_exit = "completed";

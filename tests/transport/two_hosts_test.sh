@@ -79,7 +79,7 @@ mkdir "$work/allowed" && cp "$work/trainer.pub" "$work/allowed/" || fail "cannot
 endpoint="tcp://$reader_ip:5555"
 ip netns exec "$ns_reader" timeout 120 "$reader" --data "$work/data/train" --bind "$endpoint" \
   --curve-secret-key "$work/reader.key" --curve-allow "$work/allowed" --batch-size 8 --image-size 32 --epochs 2 --workers 1 \
-  --prefetch 2 --instance-index 0 --instance-count 1 >"$work/reader.log" 2>&1 &
+  --prefetch 2 --instance-index 0 --instance-count 1 --no-drop-last >"$work/reader.log" 2>&1 &
 reader_pid=$!
 
 # A trainer whose key is not on the reader's allow-list is refused during the handshake: it
