@@ -36,7 +36,7 @@ PACKAGES=(
   python3-torchvision python3-pil
   prometheus-cpp-dev python3-matplotlib chromium curl
   python3-zmq python3-xxhash
-  libssl-dev python3-botocore prometheus python3-jsonschema valgrind
+  libssl-dev python3-botocore prometheus python3-jsonschema valgrind zlib1g-dev
 )
 
 log() { printf '\n== %s\n' "$*" >&2; }

@@ -9,9 +9,9 @@
 #include "tilefeed/codecs/png.h"
 
 #include <spng.h>
+#include <zlib.h>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -89,22 +89,16 @@ std::string SizeText(int width, int height) {
 
 constexpr unsigned char kSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
 
-// CRC-32 as PNG defines it (ISO 3309, reflected polynomial 0xEDB88320), by table.
-constexpr std::array<std::uint32_t, 256> kCrcTable = [] {
-  std::array<std::uint32_t, 256> table{};
-  for (std::uint32_t n = 0; n < 256; ++n) {
-    std::uint32_t c = n;
-    for (int k = 0; k < 8; ++k) c = (c & 1) != 0 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-    table[n] = c;
-  }
-  return table;
-}();
-
+// CRC-32 as PNG defines it (ISO 3309), by zlib: about ten times a byte-wise table's speed,
+// so that checking every chunk costs little beside inflating them.
 std::uint32_t Crc32(std::span<const std::byte> bytes) {
-  std::uint32_t c = 0xFFFFFFFFu;
-  for (const std::byte b : bytes)
-    c = kCrcTable[(c ^ static_cast<std::uint32_t>(b)) & 0xFF] ^ (c >> 8);
-  return c ^ 0xFFFFFFFFu;
+  uLong crc = crc32(0L, Z_NULL, 0);
+  while (!bytes.empty()) {
+    const auto n = static_cast<uInt>(std::min<std::size_t>(bytes.size(), 1u << 30));
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(bytes.data()), n);
+    bytes = bytes.subspan(n);
+  }
+  return static_cast<std::uint32_t>(crc);
 }
 
 std::uint32_t LoadBigEndian32(const std::byte* p) {
