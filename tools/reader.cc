@@ -25,7 +25,8 @@
 //
 // It binds loopback unless told otherwise. A non-loopback --bind needs CURVE with an
 // allow-list (--curve-secret-key and --curve-allow), or --insecure for a network that is
-// trusted.
+// trusted. Loopback is what ZeroMQ actually bound (ZMQ_LAST_ENDPOINT), and --bind is read
+// as ZeroMQ reads it: tcp://SOURCE;DEST is refused, a host name is resolved.
 //
 // On a network that is not trusted, turn on CURVE (tilefeed/transport/curve.h): make a key pair
 // once with `tilefeed-serve --curve-keygen reader` (writes reader.key, mode 0600, and reader.pub),
@@ -96,15 +97,6 @@ class SignalStopper {
   std::jthread thread_;
 };
 
-// Whether `endpoint` is tcp:// on a loopback address (or not tcp at all: ipc, shm).
-bool LoopbackOnly(const std::string& endpoint) {
-  if (endpoint.rfind("tcp://", 0) != 0) return true;
-  const std::string rest = endpoint.substr(6);
-  const std::size_t colon = rest.rfind(':');
-  const std::string host = rest.substr(0, colon);
-  return host == "localhost" || host == "[::1]" || host.rfind("127.", 0) == 0;
-}
-
 // What this reader serves, as a trainer must agree to it.
 tilefeed::transport::SessionTerms TermsOf(const tilefeed::loader::LoaderOptions& options,
                                           const tilefeed::transport::DatasetIdentity& dataset,
@@ -174,7 +166,8 @@ int main(int argc, char** argv) {
   app.add_option("--data", data,
                  "Dataset: an ImageFolder, a root with train/ and val/ splits (--split picks "
                  "one), a shard directory or manifest of any codec, or CIFAR-10's binary "
-                 "directory (required unless --curve-keygen)");
+                 "directory (required unless --curve-keygen)")
+      ->check(tilefeed::tools::DatasetLocationCheck());
   app.add_option("--bad-sample-policy", bad_sample_policy,
                  "skip: a bad file is replaced by the next good one of the slice, named on "
                  "stderr and counted; fail: the session ends at the first, naming it")
@@ -290,7 +283,10 @@ int main(int argc, char** argv) {
     std::cerr << "tilefeed-serve: --curve-allow needs --curve-secret-key\n";
     return 2;
   }
-  if (!LoopbackOnly(sender_options.endpoint) && curve_allow.empty() && !insecure) {
+  // Checked here on the text (a host name resolved) before the data is opened, and by the
+  // sender on what ZeroMQ actually bound.
+  sender_options.loopback_only = curve_allow.empty() && !insecure;
+  if (sender_options.loopback_only && !transport::IsLoopbackEndpoint(sender_options.endpoint)) {
     std::cerr << "tilefeed-serve: --bind " << sender_options.endpoint
               << " is not loopback: serve it with CURVE and an allow-list (--curve-secret-key, "
                  "--curve-allow) or pass --insecure\n";
@@ -376,6 +372,9 @@ int main(int argc, char** argv) {
         metrics.SetLoader([serving] { return serving->metrics(); });
       }
     };
+    // A ring /dev/shm has no room for is one line now, not a SIGBUS at the first batch: each
+    // session's ring is allocated in full (posix_fallocate), and so is this trial one.
+    if (sender_options.shared_memory) (void)transport::SharedSlots::Create(options, job_id);
     transport::Context context;
     transport::BatchSender sender(context, sender_options, terms, open);
     std::cerr << "tilefeed-serve: serving " << dataset_size << " samples, epochs 0 to "

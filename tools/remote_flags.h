@@ -59,6 +59,13 @@ inline void AddRemoteFlags(CLI::App& app, RemoteFlags& flags) {
                  "processes of this host (default: no cache)");
   app.add_option("--cache-limit", flags.cache_limit,
                  "size bound of --cache-dir (e.g. 20GiB); least recently used blocks go first")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            std::uint64_t bytes = 0;
+            if (ParseSize(text, bytes)) return {};
+            return "must be a size such as 20GiB, 512M or 1000000 (bytes), got '" + text + "'";
+          },
+          "SIZE"))
       ->capture_default_str();
   app.add_option("--s3-endpoint", flags.s3_endpoint,
                  "s3:// datasets: S3-compatible endpoint URL (e.g. http://minio:9000); default "
