@@ -37,7 +37,7 @@ PACKAGES=(
   prometheus-cpp-dev python3-matplotlib chromium curl
   python3-zmq python3-xxhash libjpeg-turbo-progs
   python3-setuptools python3-pip python3-wheel
-  libssl-dev python3-botocore prometheus python3-jsonschema
+  libssl-dev python3-botocore prometheus python3-jsonschema valgrind zlib1g-dev
 )
 
 log() { printf '\n== %s\n' "$*" >&2; }

@@ -37,6 +37,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <functional>
@@ -679,6 +680,10 @@ loader::RemoteOptions ToRemoteOptions(const py::dict& remote) {
   text("aws_region", o.aws_region);
   if (remote.contains("cache_limit")) o.cache_limit = remote["cache_limit"].cast<std::uint64_t>();
   if (remote.contains("retries")) o.retries = remote["retries"].cast<int>();
+  // From worker threads, without the GIL: straight to the process's stderr.
+  o.warn = [](const std::string& line) {
+    std::fprintf(stderr, "tilefeed: warning: %s\n", line.c_str());
+  };
   return o;
 }
 

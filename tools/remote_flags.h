@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -175,6 +176,7 @@ inline loader::RemoteOptions ToRemoteOptions(const RemoteFlags& flags) {
                     : flags.s3_addressing == "path"  ? Addressing::kPath
                                                      : Addressing::kAuto;
   ReadAwsEnvironment(o);
+  o.warn = [](const std::string& line) { std::fprintf(stderr, "warning: %s\n", line.c_str()); };
   return o;
 }
 

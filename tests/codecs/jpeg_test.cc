@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -16,8 +19,11 @@
 namespace tilefeed::codecs {
 namespace {
 
+using testing::DecodeScaledWithLibjpeg;
 using testing::MakeJpeg;
+using testing::MakeJpegSampled;
 using testing::Psnr;
+using testing::ScaledImage;
 
 using Encoding = testing::NamedEncoding;
 
@@ -42,6 +48,44 @@ std::vector<std::uint8_t> Reference(const std::vector<std::uint8_t>& full, const
   resizer.Resize(cropped, SourceBox{0, 0, double(c.width), double(c.height)},
                  PixelView::Interleaved(out.data(), out_w, out_h), plan.flip);
   return out;
+}
+
+// The crop decode's result computed another way: the image decoded whole by libjpeg at
+// the same scale, then the crop's window of it resized exactly as DecodeInto resizes
+// its region (the box in scaled pixels, the window its whole pixels).
+std::vector<std::uint8_t> ScaledReference(const ScaledImage& scaled, const CropPlan& plan, int n,
+                                          int out_w, int out_h) {
+  const double s = n / 8.0;
+  const Rect& c = plan.crop;
+  const double bx0 = c.x * s;
+  const double by0 = c.y * s;
+  const double bx1 = std::min((c.x + c.width) * s, double(scaled.width));
+  const double by1 = std::min((c.y + c.height) * s, double(scaled.height));
+  const int ix0 = static_cast<int>(bx0);
+  const int iy0 = static_cast<int>(by0);
+  const int ix1 = static_cast<int>(std::ceil(bx1));
+  const int iy1 = static_cast<int>(std::ceil(by1));
+  const ConstPixelView window{scaled.pixels.data() + (std::size_t(iy0) * scaled.width + ix0) * 3,
+                              ix1 - ix0, iy1 - iy0, 3, scaled.width * 3};
+  std::vector<std::uint8_t> out(std::size_t(out_w) * out_h * 3);
+  Resizer resizer;
+  resizer.Resize(window, SourceBox{bx0 - ix0, by0 - iy0, bx1 - ix0, by1 - iy0},
+                 PixelView::Interleaved(out.data(), out_w, out_h), plan.flip);
+  return out;
+}
+
+// Allocates blocks of many sizes, fills them with `pattern` and frees them, so that the
+// memory the next decode allocates holds other bytes each time: a decode that reads
+// memory it never wrote then gives other pixels from call to call.
+void DirtyTheHeap(std::uint8_t pattern) {
+  std::vector<volatile std::uint8_t*> blocks;
+  for (std::size_t size = 24; size <= (std::size_t{1} << 17); size = size * 3 / 2) {
+    auto* block = static_cast<volatile std::uint8_t*>(std::malloc(size));
+    if (block == nullptr) continue;
+    for (std::size_t i = 0; i < size; ++i) block[i] = static_cast<std::uint8_t>(pattern + i);
+    blocks.push_back(block);
+  }
+  for (volatile std::uint8_t* block : blocks) std::free(const_cast<std::uint8_t*>(block));
 }
 
 // Random crops, plus crops that touch each edge and each corner.
@@ -147,6 +191,96 @@ TEST(JpegCrop, MatchesFullDecodeCropResize) {
             }
           }
         }
+      }
+    }
+  }
+}
+
+// Issue 27: crops of 4x2 (4:1:0) and 2x4 files at 1/2 scale read memory libjpeg never
+// wrote (libjpeg-turbo 2.1.5's jpeg_crop_scanline sizes such components' rows from their
+// sampling factors alone, while part of their upsampling is done by DCT scaling), so up
+// to a third of a crop was garbage and the same crop gave other pixels on every run.
+// Twenty runs, fresh decoders and one reused, each after the heap was dirtied
+// differently, must all give the pixels of a whole decode at that scale.
+TEST(JpegCrop, Sampling4x2And2x4CropsAreTheFullDecodesPixelsRunAfterRun) {
+  for (auto [h_samp, v_samp] : {std::pair{4, 2}, std::pair{2, 4}}) {
+    SCOPED_TRACE(std::to_string(h_samp) + "x" + std::to_string(v_samp));
+    const auto jpeg = MakeJpegSampled(400, 300, h_samp, v_samp, 11);
+    // Off both left and right edges, so the decode crops columns; 180x140 -> 64x48
+    // decodes at 1/2 (files with a 4x sampling factor never go below 1/2).
+    const CropPlan plan{Rect{77, 51, 180, 140}, false};
+    constexpr int kOutW = 64, kOutH = 48;
+    JpegDecoder reused;
+    std::vector<std::uint8_t> first;
+    for (int run = 0; run < 20; ++run) {
+      SCOPED_TRACE("run " + std::to_string(run));
+      DirtyTheHeap(static_cast<std::uint8_t>(run * 37 + 1));
+      JpegDecoder fresh;
+      JpegDecoder& decoder = run % 2 == 0 ? fresh : reused;
+      std::vector<std::uint8_t> out(std::size_t(kOutW) * kOutH * 3);
+      const DecodeReport report =
+          decoder.DecodeInto(jpeg, plan, PixelView::Interleaved(out.data(), kOutW, kOutH));
+      ASSERT_EQ(report.scale_eighths, 4);
+      if (run == 0) {
+        first = out;
+        const ScaledImage scaled = DecodeScaledWithLibjpeg(jpeg, report.scale_eighths);
+        const auto ref = ScaledReference(scaled, plan, report.scale_eighths, kOutW, kOutH);
+        EXPECT_TRUE(out == ref) << "psnr against the whole decode "
+                                << Psnr(out.data(), ref.data(), out.size());
+      }
+      EXPECT_TRUE(out == first) << "psnr against run 0 "
+                                << Psnr(out.data(), first.data(), out.size());
+    }
+  }
+}
+
+// Every sampling the codec tests cover, plus 4x2, 2x4 and 1x4 luma sampling: each crop
+// decodes to the same bytes with a reused decoder, a fresh one and the reused one again,
+// the heap dirtied differently before each; and, where libjpeg alone can make the
+// reference (not CMYK), to the pixels of a whole decode at the same scale.
+TEST(JpegCrop, EverySamplingDecodesTheSameWithFreshAndReusedDecoders) {
+  struct Case {
+    std::string name;
+    std::vector<std::byte> jpeg;
+    bool cmyk;
+  };
+  std::vector<Case> cases;
+  for (const Encoding& e : AllEncodings()) {
+    cases.push_back({e.name, MakeJpeg(203, 157, e.options, 9, e.channels), e.channels == 4});
+  }
+  for (auto [h, v] : {std::pair{4, 2}, std::pair{2, 4}, std::pair{1, 4}}) {
+    cases.push_back({std::to_string(h) + "x" + std::to_string(v) + "-sampled",
+                     MakeJpegSampled(203, 157, h, v, 9), false});
+  }
+  std::mt19937 rng(27);
+  JpegDecoder reused;
+  for (const Case& c : cases) {
+    const ImageInfo info = reused.ReadInfo(c.jpeg);
+    for (const Rect& crop : CropsFor(info.width, info.height, rng)) {
+      for (auto [ow, oh] : {std::pair{40, 30}, std::pair{16, 16}}) {
+        SCOPED_TRACE(c.name + " crop " + std::to_string(crop.x) + "," + std::to_string(crop.y) +
+                     " " + std::to_string(crop.width) + "x" + std::to_string(crop.height) + " -> " +
+                     std::to_string(ow) + "x" + std::to_string(oh));
+        const CropPlan plan{crop, (crop.y & 1) != 0};
+        const std::size_t bytes = std::size_t(ow) * oh * 3;
+        std::vector<std::uint8_t> a(bytes), b(bytes), again(bytes);
+        DirtyTheHeap(0x11);
+        const DecodeReport report =
+            reused.DecodeInto(c.jpeg, plan, PixelView::Interleaved(a.data(), ow, oh));
+        DirtyTheHeap(0xA5);
+        JpegDecoder fresh;
+        fresh.DecodeInto(c.jpeg, plan, PixelView::Interleaved(b.data(), ow, oh));
+        DirtyTheHeap(0x5A);
+        reused.DecodeInto(c.jpeg, plan, PixelView::Interleaved(again.data(), ow, oh));
+        EXPECT_TRUE(a == b) << "fresh decoder differs, psnr " << Psnr(a.data(), b.data(), bytes);
+        EXPECT_TRUE(a == again) << "second decode differs, psnr "
+                                << Psnr(a.data(), again.data(), bytes);
+        if (c.cmyk) continue;
+        const ScaledImage scaled = DecodeScaledWithLibjpeg(c.jpeg, report.scale_eighths);
+        const auto ref = ScaledReference(scaled, plan, report.scale_eighths, ow, oh);
+        EXPECT_TRUE(a == ref) << "scale " << report.scale_eighths
+                              << "/8, psnr against the whole decode "
+                              << Psnr(a.data(), ref.data(), bytes);
       }
     }
   }

@@ -171,9 +171,11 @@ TEST(PngBad, WrongSignatureNamesTheFormat) {
   EXPECT_EQ(KindOfFailure(decoder, testing::MakeGifBytes(), &message), DecodeErrorKind::kNotJpeg);
   EXPECT_NE(message.find("GIF"), std::string::npos) << message;
   EXPECT_EQ(KindOfFailure(decoder, {}, &message), DecodeErrorKind::kNotJpeg);
+  // Seven of the signature's eight bytes right: a damaged PNG, not another format (issue 27).
   std::vector<std::byte> png = GoodPng();
   png[1] = std::byte{'X'};
-  EXPECT_EQ(KindOfFailure(decoder, png), DecodeErrorKind::kNotJpeg);
+  EXPECT_EQ(KindOfFailure(decoder, png, &message), DecodeErrorKind::kCorrupt);
+  EXPECT_NE(message.find("damaged signature"), std::string::npos) << message;
 }
 
 TEST(PngBad, TruncatedAnywhere) {
@@ -223,6 +225,50 @@ TEST(PngBad, BadCrc) {
   png = GoodPng();
   png[8 + 8 + 2] ^= std::byte{1};
   EXPECT_EQ(KindOfFailure(decoder, png, &message), DecodeErrorKind::kCorrupt) << message;
+}
+
+// Issue 27: a crop decode stops after the crop's last row, before the CRC of the IDAT
+// chunk it read from, so a file with a damaged chunk decoded to pixels; every chunk's CRC
+// is now checked before the decode (Verify read on through IEND already).
+TEST(PngBad, ABadChunkCrcFailsEveryDecode) {
+  for (const char* chunk : {"IDAT", "IEND", "IHDR"}) {
+    SCOPED_TRACE(chunk);
+    std::vector<std::byte> png = GoodPng();
+    const std::size_t at = testing::FindPngChunk(png, chunk);
+    const std::size_t size = static_cast<std::size_t>(png[at + 2]) << 8 | std::size_t(png[at + 3]);
+    png[at + 8 + size] ^= std::byte{0x5A};  // the CRC field
+    PngDecoder decoder;
+    std::vector<std::uint8_t> out(4 * 4 * 3);
+    try {
+      decoder.DecodeInto(png, CropPlan{Rect{0, 0, 4, 4}}, PixelView::Interleaved(out.data(), 4, 4));
+      ADD_FAILURE() << "decoded a PNG whose " << chunk << " CRC is wrong";
+    } catch (const DecodeError& e) {
+      EXPECT_EQ(e.kind(), DecodeErrorKind::kCorrupt);
+      EXPECT_NE(std::string(e.what()).find("CRC"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Issue 27: a PNG whose signature is damaged (one byte changed, or the "\r\n" turned into
+// "\n" by a text-mode copy) is named as such, not as "unknown data" or a PNG that is fine.
+TEST(PngBad, ADamagedSignatureIsNamed) {
+  const std::vector<std::byte> good = GoodPng();
+  std::vector<std::byte> flipped = good;
+  flipped[7] ^= std::byte{0x01};
+  std::vector<std::byte> text_mode = good;
+  text_mode.erase(text_mode.begin() + 4);  // "\r\n" -> "\n"
+  for (const auto& png : {flipped, text_mode}) {
+    EXPECT_TRUE(HasDamagedPngSignature(png));
+    const std::string sniffed = SniffNonJpeg(png);
+    EXPECT_NE(sniffed.find("damaged signature"), std::string::npos) << sniffed;
+    PngDecoder decoder;
+    std::string message;
+    EXPECT_EQ(KindOfFailure(decoder, png, &message), DecodeErrorKind::kCorrupt) << message;
+    EXPECT_NE(message.find("damaged signature"), std::string::npos) << message;
+  }
+  EXPECT_FALSE(HasDamagedPngSignature(good));
+  EXPECT_FALSE(HasDamagedPngSignature(testing::MakeGifBytes()));
+  EXPECT_FALSE(HasDamagedPngSignature(testing::MakeTextBytes()));
 }
 
 TEST(PngBad, BadZlibStream) {

@@ -138,6 +138,27 @@ TEST(OpenDataset, NothingThereNamesWhatWasLookedFor) {
   EXPECT_THROW(OpenDataset(""), SourceError);
 }
 
+// Issue 27: a pack killed before it wrote its manifest (written last) leaves shard files
+// and no manifest; opening that folder said "no class directories", as for an empty
+// ImageFolder. It names the interrupted pack.
+TEST(OpenDataset, AnInterruptedPackIsNamed) {
+  TempDir dir;
+  MakeFolder(dir.path() / "folder", 2, 4);
+  const fs::path out = dir.path() / "packed";
+  Pack(*OpenDataset((dir.path() / "folder").string()).source, out, ShardCodec::kJpeg);
+  fs::remove(out / "tilefeed-manifest.txt");
+  WriteFile(out / "shard-00009.tfs.tmp", testing::MakeTextBytes());  // a shard being written
+  try {
+    OpenDataset(out.string());
+    FAIL() << "opened a pack without its manifest";
+  } catch (const SourceError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("interrupted pack"), std::string::npos) << what;
+    EXPECT_NE(what.find("no tilefeed-manifest.txt"), std::string::npos) << what;
+    EXPECT_EQ(what.find("no class directories"), std::string::npos) << what;
+  }
+}
+
 TEST(OpenDataset, ShardsOfEveryCodecAndTheirManifest) {
   TempDir dir;
   MakeFolder(dir.path() / "folder", 3, 4);

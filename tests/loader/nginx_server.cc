@@ -54,7 +54,7 @@ NginxServer::NginxServer(const std::filesystem::path& root, const std::filesyste
        << "events { worker_connections 512; }\n"
        << "http {\n"
        << "  log_format tf '$request_method $uri $status conn=$connection "
-          "auth=[$http_authorization] "
+          "bytes=$body_bytes_sent auth=[$http_authorization] "
           "date=[$http_x_amz_date]';\n"
        << "  access_log " << w << "/access.log tf;\n"
        << "  client_body_temp_path " << w << "/tmp/body;\n"
@@ -65,7 +65,16 @@ NginxServer::NginxServer(const std::filesystem::path& root, const std::filesyste
        << "  keepalive_requests 100000;\n"
        << "  server {\n    listen 127.0.0.1:" << port_ << " reuseport;\n"
        << "    root " << root_.string() << ";\n"
-       << "    location /status500/ { return 500; }\n  }\n}\n";
+       << "    location /status500/ { return 500; }\n"
+       << "    location /status400/ { return 400; }\n"
+       << "    location /range400/ {\n      alias " << root_.string() << "/;\n"
+       << "      if ($http_range) { return 400; }\n    }\n"
+       << "    location /loop/ { return 302 $uri; }\n"
+       << "    location /trickle/ {\n      alias " << root_.string() << "/;\n"
+       << "      limit_rate_after 512;\n      limit_rate 64;\n    }\n"
+       << "    location /gzip-encoded/ {\n      alias " << root_.string() << "/;\n"
+       << "      add_header Content-Encoding gzip;\n    }\n"
+       << "  }\n}\n";
   conf.close();
   Start();
 }

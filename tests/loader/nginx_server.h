@@ -2,9 +2,14 @@
 
 // A real web server for the remote-dataset tests: Debian's nginx, started on a free
 // loopback port with a generated configuration (no daemon, no master process, every path
-// in a temp directory), serving a directory with HTTP range support; every path under
-// /status500/ answers HTTP 500. Access log lines are
-// "<method> <uri> <status> conn=<connection number> auth=[<Authorization>] date=[<x-amz-date>]".
+// in a temp directory), serving a directory with HTTP range support. Hostile paths: every
+// path under /status500/ answers HTTP 500, under /status400/ HTTP 400; /range400/<path>
+// serves <path> but answers a request with a Range header with HTTP 400; /loop/<path>
+// redirects (302) to itself; /trickle/<path> serves <path> at 64 bytes/s after its first
+// 512 bytes (so headers come at once);
+// /gzip-encoded/<path> serves <path> with "Content-Encoding: gzip". Access log lines are
+// "<method> <uri> <status> conn=<connection number> bytes=<body bytes sent>
+// auth=[<Authorization>] date=[<x-amz-date>]".
 
 #include <sys/types.h>
 

@@ -81,6 +81,48 @@ TEST(PngFolderTest, FiftyTwoFilesWithAPngLoadFiftyTwoSamples) {
   EXPECT_EQ(png_row, expected);
 }
 
+// Issue 27: in the loader, a PNG with a bad IDAT CRC decoded (the crop stops before the
+// CRC), and a PNG with a damaged signature was reported as "PNG image (tilefeed decodes
+// JPEG and PNG)". Both are bad samples that say what is wrong.
+TEST(PngFolderTest, DamagedPngsAreBadSamplesSayingWhy) {
+  testing::TempDir dir;
+  const fs::path root = dir.path();
+  for (int i = 0; i < 4; ++i) {
+    testing::WriteFile(root / "c0" / ("img" + std::to_string(i) + ".jpg"),
+                       testing::MakeJpeg(40, 36, {}, i));
+  }
+  std::vector<std::byte> bad_crc = testing::MakeTestPng(testing::PngKind::kRgb8, 64, 64).bytes;
+  const std::size_t idat = testing::FindPngChunk(bad_crc, "IDAT");
+  const std::size_t idat_size =
+      static_cast<std::size_t>(bad_crc[idat + 2]) << 8 | std::size_t(bad_crc[idat + 3]);
+  bad_crc[idat + 8 + idat_size] ^= std::byte{0x5A};
+  testing::WriteFile(root / "c1" / "bad_crc.png", bad_crc);
+  std::vector<std::byte> bad_signature =
+      testing::MakeTestPng(testing::PngKind::kRgb8, 20, 20).bytes;
+  bad_signature[7] ^= std::byte{0x01};
+  testing::WriteFile(root / "c1" / "bad_signature.png", bad_signature);
+
+  LoaderOptions options;
+  options.batch_size = 2;
+  options.image_size = 16;
+  options.shuffle = false;
+  options.workers = 1;
+  options.epochs = 1;
+  Loader loader(ImageFolder::Open(root.string()), options);
+  for (Batch& batch : loader) (void)batch;
+  const std::vector<BadSample> bad = loader.bad_samples();
+  ASSERT_EQ(bad.size(), 2u);
+  for (const BadSample& b : bad) {
+    EXPECT_EQ(b.reason.find("tilefeed decodes JPEG and PNG"), std::string::npos) << b.reason;
+    if (b.where.find("bad_crc.png") != std::string::npos) {
+      EXPECT_THAT(b.reason, HasSubstr("CRC"));
+    } else {
+      EXPECT_THAT(b.where, HasSubstr("bad_signature.png"));
+      EXPECT_THAT(b.reason, HasSubstr("damaged signature"));
+    }
+  }
+}
+
 TEST(PngFolderTest, NoImagesNamesTheSkippedFiles) {
   testing::TempDir dir;
   testing::WriteFile(dir.path() / "c" / "a.webp", testing::MakeTextBytes());

@@ -189,6 +189,42 @@ TEST(TarDatasetTest, IncompleteSamplesAreBadSamples) {
   EXPECT_EQ(results[1].error, "no sample_1.cls member (the label)");
 }
 
+// Issue 27: class names are made for every label up to the largest, so a .cls of
+// 100000000 built 10^8 names at open (92 s, 4.2 GB) and 2147483647 ran out of memory.
+// Labels at or past TarOptions::max_classes are bad samples that say so; the class count
+// comes from the good labels only. (The default limit's memory is not asserted: no
+// timing or RSS assertions; a regression here takes minutes and gigabytes.)
+TEST(TarDatasetTest, LabelsPastTheClassLimitAreBadSamples) {
+  TempDir dir;
+  std::vector<TarSample> samples = MakeImageSamples(5, 2);
+  samples[2].members[0].bytes = Bytes("100000000");
+  samples[3].members[0].bytes = Bytes("2147483647\n");
+  WriteWebDataset(dir.path() / "scratch", (dir.path() / "t-%d.tar").string(), samples, 10);
+  const std::string tar = (dir.path() / "t-0.tar").string();
+  const auto d = TarDataset::Open(tar);
+  ASSERT_EQ(d->size(), 5u);
+  EXPECT_EQ(d->class_names().size(), 2u);
+  EXPECT_EQ(d->Label(2), -1);
+  EXPECT_EQ(d->Label(3), -1);
+  EXPECT_EQ(ReadError(*d, 2), tar +
+                                  "#sample_2: member sample_2.cls holds label 100000000, past "
+                                  "the limit of 1000000 classes (labels 0 to 999999)");
+  EXPECT_NE(ReadError(*d, 3).find("holds label 2147483647, past the limit"), std::string::npos);
+  EXPECT_EQ(ReadError(*d, 4), "");
+
+  // The limit is an option; the sidecar index written above is re-checked against it.
+  TarOptions small;
+  small.max_classes = 1;
+  const auto limited = TarDataset::Open(tar, small);
+  EXPECT_EQ(limited->class_names().size(), 1u);
+  EXPECT_EQ(limited->Label(0), 0);
+  EXPECT_EQ(limited->Label(1), -1);
+  EXPECT_NE(ReadError(*limited, 1)
+                .find("holds label 1, past the limit of 1 classes (labels 0 "
+                      "to 0)"),
+            std::string::npos);
+}
+
 // A tar cut inside its last image: that sample is bad, the ones before it read. A size
 // field beyond the file does the same. A bad header checksum is an open error that names
 // the tar and the header's offset.

@@ -1,5 +1,12 @@
 #include "tests/support/jpeg_maker.h"
 
+// clang-format off
+#include <csetjmp>
+#include <cstdio>  // jpeglib.h uses FILE and size_t without including their headers.
+#include <cstdlib>
+#include <jpeglib.h>
+// clang-format on
+
 #include <algorithm>
 #include <array>
 #include <cassert>
@@ -7,6 +14,8 @@
 #include <cstring>
 #include <limits>
 #include <numbers>
+#include <stdexcept>
+#include <string>
 #include <string_view>
 
 namespace tilefeed::testing {
@@ -250,6 +259,137 @@ std::vector<std::byte> MakeJpeg(int width, int height, const codecs::EncodeOptio
   return codecs::EncodeJpeg(codecs::ConstPixelView{pixels.data(), width, height, channels,
                                                    std::ptrdiff_t{width} * channels},
                             options);
+}
+
+namespace {
+
+// libjpeg's fatal errors longjmp back to the guarded function that called setjmp; the
+// guarded functions hold only trivially destructible locals.
+struct TestJpegErrors {
+  jpeg_error_mgr pub;
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+};
+
+[[noreturn]] void TestJpegErrorExit(j_common_ptr cinfo) {
+  auto* errors = reinterpret_cast<TestJpegErrors*>(cinfo->err);
+  (*cinfo->err->format_message)(cinfo, errors->message);
+  std::longjmp(errors->jump, 1);
+}
+
+void TestJpegSilence(j_common_ptr) {}
+
+struct SampledJob {
+  const std::uint8_t* rgb;
+  int width, height, h_samp, v_samp, quality;
+  unsigned char* out;  // malloc'd by jpeg_mem_dest
+  unsigned long size;
+};
+
+bool GuardedEncodeSampled(jpeg_compress_struct* cinfo, TestJpegErrors* errors, SampledJob* job) {
+  if (setjmp(errors->jump)) return false;
+  jpeg_mem_dest(cinfo, &job->out, &job->size);
+  cinfo->image_width = static_cast<JDIMENSION>(job->width);
+  cinfo->image_height = static_cast<JDIMENSION>(job->height);
+  cinfo->input_components = 3;
+  cinfo->in_color_space = JCS_RGB;
+  jpeg_set_defaults(cinfo);
+  jpeg_set_quality(cinfo, job->quality, TRUE);
+  cinfo->comp_info[0].h_samp_factor = job->h_samp;
+  cinfo->comp_info[0].v_samp_factor = job->v_samp;
+  for (int c = 1; c < 3; ++c) {
+    cinfo->comp_info[c].h_samp_factor = 1;
+    cinfo->comp_info[c].v_samp_factor = 1;
+  }
+  jpeg_start_compress(cinfo, TRUE);
+  while (cinfo->next_scanline < cinfo->image_height) {
+    JSAMPROW row = const_cast<std::uint8_t*>(job->rgb) +
+                   std::size_t{cinfo->next_scanline} * static_cast<std::size_t>(job->width) * 3;
+    jpeg_write_scanlines(cinfo, &row, 1);
+  }
+  jpeg_finish_compress(cinfo);
+  return true;
+}
+
+struct ScaledJob {
+  const unsigned char* data;
+  unsigned long size;
+  int n;
+  std::uint8_t* pixels;  // null: start only (sets the output size)
+};
+
+bool GuardedStartScaled(jpeg_decompress_struct* cinfo, TestJpegErrors* errors, ScaledJob* job) {
+  if (setjmp(errors->jump)) return false;
+  jpeg_mem_src(cinfo, job->data, job->size);
+  jpeg_read_header(cinfo, TRUE);
+  cinfo->out_color_space = JCS_RGB;
+  cinfo->scale_num = static_cast<unsigned>(job->n);
+  cinfo->scale_denom = 8;
+  cinfo->dct_method = JDCT_ISLOW;
+  cinfo->do_fancy_upsampling = TRUE;
+  jpeg_start_decompress(cinfo);
+  return true;
+}
+
+bool GuardedReadScaled(jpeg_decompress_struct* cinfo, TestJpegErrors* errors, ScaledJob* job) {
+  if (setjmp(errors->jump)) return false;
+  while (cinfo->output_scanline < cinfo->output_height) {
+    JSAMPROW row = job->pixels + std::size_t{cinfo->output_scanline} * cinfo->output_width * 3;
+    jpeg_read_scanlines(cinfo, &row, 1);
+  }
+  jpeg_finish_decompress(cinfo);
+  return true;
+}
+
+TestJpegErrors* InstallTestErrors(TestJpegErrors& errors) {
+  jpeg_std_error(&errors.pub);
+  errors.pub.error_exit = TestJpegErrorExit;
+  errors.pub.output_message = TestJpegSilence;
+  errors.message[0] = '\0';
+  return &errors;
+}
+
+}  // namespace
+
+std::vector<std::byte> MakeJpegSampled(int width, int height, int h_samp, int v_samp,
+                                       std::uint64_t seed, int quality) {
+  const std::vector<std::uint8_t> rgb = SyntheticPhoto(width, height, 3, seed);
+  jpeg_compress_struct cinfo{};
+  TestJpegErrors errors{};
+  cinfo.err = &InstallTestErrors(errors)->pub;
+  jpeg_create_compress(&cinfo);
+  SampledJob job{rgb.data(), width, height, h_samp, v_samp, quality, nullptr, 0};
+  const bool ok = GuardedEncodeSampled(&cinfo, &errors, &job);
+  jpeg_destroy_compress(&cinfo);
+  std::vector<std::byte> jpeg;
+  if (ok) {
+    const auto* begin = reinterpret_cast<const std::byte*>(job.out);
+    jpeg.assign(begin, begin + job.size);
+  }
+  std::free(job.out);
+  if (!ok) throw std::runtime_error(std::string("MakeJpegSampled: ") + errors.message);
+  return jpeg;
+}
+
+ScaledImage DecodeScaledWithLibjpeg(std::span<const std::byte> jpeg, int n) {
+  jpeg_decompress_struct cinfo{};
+  TestJpegErrors errors{};
+  cinfo.err = &InstallTestErrors(errors)->pub;
+  jpeg_create_decompress(&cinfo);
+  ScaledJob job{reinterpret_cast<const unsigned char*>(jpeg.data()),
+                static_cast<unsigned long>(jpeg.size()), n, nullptr};
+  ScaledImage image;
+  bool ok = GuardedStartScaled(&cinfo, &errors, &job);
+  if (ok) {
+    image.width = static_cast<int>(cinfo.output_width);
+    image.height = static_cast<int>(cinfo.output_height);
+    image.pixels.resize(std::size_t(image.width) * image.height * 3);
+    job.pixels = image.pixels.data();
+    ok = GuardedReadScaled(&cinfo, &errors, &job);
+  }
+  jpeg_destroy_decompress(&cinfo);
+  if (!ok) throw std::runtime_error(std::string("DecodeScaledWithLibjpeg: ") + errors.message);
+  return image;
 }
 
 std::uint32_t PngCrc32(const std::byte* data, std::size_t n) { return Crc32(data, n); }

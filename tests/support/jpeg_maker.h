@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "tilefeed/codecs/jpeg_encoder.h"
@@ -29,6 +30,23 @@ std::vector<std::uint8_t> SyntheticPhoto(int width, int height, int channels, st
 // Throws codecs::EncodeError for options the encoder refuses.
 std::vector<std::byte> MakeJpeg(int width, int height, const codecs::EncodeOptions& options,
                                 std::uint64_t seed = 1, int channels = 3);
+
+// A JPEG of SyntheticPhoto(width, height, 3, seed) encoded by libjpeg with luma sampling
+// factors h_samp x v_samp and 1x1 chroma: sampling EncodeOptions cannot express, e.g.
+// 4x2 (4:1:0) and 2x4. REQUIRES: 1 <= h_samp, v_samp <= 4.
+std::vector<std::byte> MakeJpegSampled(int width, int height, int h_samp, int v_samp,
+                                       std::uint64_t seed = 1, int quality = 92);
+
+// A whole image decoded by libjpeg alone at scale n/8, with the accurate DCT and fancy
+// upsampling, no crop and no skipped rows: the pixels a crop decode at that scale must
+// reproduce. RGB, rows packed. REQUIRES: a valid 8-bit JPEG (gray, YCbCr or RGB);
+// 1 <= n <= 8.
+struct ScaledImage {
+  std::vector<std::uint8_t> pixels;
+  int width = 0;
+  int height = 0;
+};
+ScaledImage DecodeScaledWithLibjpeg(std::span<const std::byte> jpeg, int n);
 
 // A valid RGB PNG (zlib stored blocks, correct CRCs and Adler-32) of a gradient.
 std::vector<std::byte> MakePngBytes(int width = 8, int height = 8);

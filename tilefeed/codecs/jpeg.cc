@@ -31,6 +31,7 @@
 #include "tilefeed/codecs/detail/crop_check.h"
 #include "tilefeed/codecs/detail/libjpeg_errors.h"
 #include "tilefeed/codecs/detail/row_stream.h"
+#include "tilefeed/codecs/png.h"
 #include "tilefeed/codecs/resize.h"
 
 namespace tilefeed::codecs {
@@ -67,11 +68,40 @@ struct ResizeWindow {
   int end_row;
 };
 
-// Starts the decode of a region: its columns, and the rows above it skipped.
+// Whether jpeg_crop_scanline leaves every component's rows whole. libjpeg-turbo before
+// 3.0 (its issue #669, fixed by commit 3a536273) sets a cropped component's
+// downsampled_width from its sampling factors alone; when DCT scaling does part of that
+// component's upsampling (its scaled block size is not the smallest one, as for the
+// chroma of 4x2 and 2x4 files at 1/2 or 1/4) and the rest is real upsampling, the
+// upsampler then fills only part of each row and the colour converter reads memory
+// nothing wrote. Components that DCT scaling brings to full size are not upsampled, so
+// the width is not used (4:2:0 at 1/2 crops safely). Called after
+// jpeg_start_decompress, when the scaled sizes are known.
+bool CropScanlineIsSafe(const jpeg_decompress_struct& cinfo) {
+  const int min_size = cinfo.min_DCT_scaled_size;
+  for (int c = 0; c < cinfo.num_components; ++c) {
+    const jpeg_component_info& component = cinfo.comp_info[c];
+    const int size = component.DCT_scaled_size;
+    const bool full_size = component.h_samp_factor * size == cinfo.max_h_samp_factor * min_size &&
+                           component.v_samp_factor * size == cinfo.max_v_samp_factor * min_size;
+    if (size != min_size && !full_size) return false;
+  }
+  return true;
+}
+
+// Starts the decode of a region: its columns (all of them where cropping columns is not
+// safe, see CropScanlineIsSafe), and the rows above it skipped.
 bool GuardedStartRegion(jpeg_decompress_struct* cinfo, ErrorManager* errors, RegionJob* job) {
   if (setjmp(errors->jump)) return false;
   jpeg_start_decompress(cinfo);
-  if (job->width < cinfo->output_width) jpeg_crop_scanline(cinfo, &job->x, &job->width);
+  if (job->width < cinfo->output_width) {
+    if (CropScanlineIsSafe(*cinfo)) {
+      jpeg_crop_scanline(cinfo, &job->x, &job->width);
+    } else {
+      job->x = 0;
+      job->width = cinfo->output_width;
+    }
+  }
   if (job->y > 0) jpeg_skip_scanlines(cinfo, job->y);
   return true;
 }
@@ -200,6 +230,9 @@ const char* SniffNonJpeg(std::span<const std::byte> bytes) {
   using namespace std::string_view_literals;
   if (head.empty()) return "empty file";
   if (at(0, "\xFF\xD8"sv)) return nullptr;
+  if (HasDamagedPngSignature(bytes)) {
+    return "PNG with a damaged signature (its first 8 bytes should be 89 50 4E 47 0D 0A 1A 0A)";
+  }
   if (at(0, "\x89PNG"sv)) return "PNG image";
   if (at(0, "GIF87a"sv) || at(0, "GIF89a"sv)) return "GIF image";
   if (at(0, "BM"sv)) return "BMP image";

@@ -12,7 +12,9 @@
 // The crop is planned as for a JPEG, but a PNG has no DCT scaling and no random access:
 // rows are decoded one at a time from the top (the rows above the crop too, as the zlib
 // stream demands) and streamed through the same resize as JPEG rows (see
-// tilefeed/codecs/detail/row_stream.h), and decoding stops after the crop's last row. At 8/8
+// tilefeed/codecs/detail/row_stream.h), and decoding stops after the crop's last row; the
+// CRC of every chunk is checked first (the bytes are in memory), so damage below the crop
+// still fails the decode instead of going unseen. At 8/8
 // the result is exactly "full decode, crop, resize". Interlaced (Adam7) files cannot be
 // read row by row: they are decoded whole into a scratch image (within max_pixels) and
 // then cropped and resized; they are rare in datasets, and this keeps them loadable.
@@ -53,6 +55,11 @@ struct PngOptions {
 
 // True when `bytes` start with the 8-byte PNG signature.
 bool IsPng(std::span<const std::byte> bytes);
+
+// True when `bytes` are not IsPng but start like a PNG whose signature was damaged: at
+// least 5 of its 8 bytes in place, or the signature with its "\r\n" turned into "\n" (a
+// text-mode copy). SniffNonJpeg names such files, and decoders call them corrupt PNGs.
+bool HasDamagedPngSignature(std::span<const std::byte> bytes);
 
 class PngDecoder {
  public:

@@ -12,6 +12,7 @@
 #include <cassert>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -20,6 +21,7 @@
 #include <utility>
 
 #include "tilefeed/loader/detail/file_io.h"
+#include "tilefeed/loader/detail/shard_format.h"
 
 // Indexing reads each directory once with readdir and trusts d_type, which every local
 // Linux file system fills in; only DT_UNKNOWN (some network and FUSE file systems) and
@@ -370,6 +372,24 @@ std::vector<std::string> ListClassDirectories(int root_fd, const std::string& ro
   return names;
 }
 
+// The files a tilefeed pack leaves in its output directory before it writes its manifest
+// (last): "shard-<digits>.tfs", with ".tmp" while a shard is being written, and the
+// manifest's own temporary file. Counted in `root` when it turns out to be no ImageFolder.
+std::size_t CountPackFiles(const std::string& root) {
+  std::size_t count = 0;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(root, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name == std::string(detail::kManifestFileName) + ".tmp") ++count;
+    if (!name.starts_with("shard-")) continue;
+    std::size_t i = 6;
+    while (i < name.size() && name[i] >= '0' && name[i] <= '9') ++i;
+    const std::string_view rest = std::string_view(name).substr(i);
+    if (i > 6 && (rest == ".tfs" || rest == ".tfs.tmp")) ++count;
+  }
+  return count;
+}
+
 std::vector<std::string> LowerCased(const std::vector<std::string>& extensions) {
   assert(!extensions.empty());
   std::vector<std::string> lower_extensions;
@@ -494,6 +514,11 @@ std::unique_ptr<ImageFolder> ImageFolder::Open(const std::string& root_path,
   Index index;
   index.class_names = ListClassDirectories(root_fd.get(), root);
   if (index.class_names.empty()) {
+    if (const std::size_t pack_files = CountPackFiles(root); pack_files > 0) {
+      throw SourceError(root, "an interrupted pack: " + std::to_string(pack_files) +
+                                  " shard files but no " + std::string(detail::kManifestFileName) +
+                                  ", which tilefeed-pack writes last; pack again");
+    }
     throw SourceError(root, "no class directories (expected <root>/<class>/<image>)");
   }
   if (index.class_names.size() > static_cast<std::size_t>(INT32_MAX)) {

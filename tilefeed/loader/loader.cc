@@ -488,6 +488,10 @@ codecs::DecodeReport Loader::Impl::DecodeImage(Worker& worker, SampleRng& rng,
   };
   if (codecs::IsPng(encoded)) return worker.png.DecodeInto(encoded, planner, out);
   if (const char* what = codecs::SniffNonJpeg(encoded)) {
+    if (codecs::HasDamagedPngSignature(encoded)) {
+      throw codecs::DecodeError(codecs::DecodeErrorKind::kCorrupt,
+                                std::string("corrupt PNG: ") + what);
+    }
     throw codecs::DecodeError(codecs::DecodeErrorKind::kUnsupported,
                               std::string(what) + " (tilefeed decodes JPEG and PNG)");
   }

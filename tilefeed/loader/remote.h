@@ -5,9 +5,11 @@
 // are fetched with HTTP range requests through libcurl, retried with exponential backoff
 // on transient failures (connection errors, timeouts, HTTP 408/429/5xx), and optionally
 // kept in a bounded on-disk cache of fixed-size blocks that the processes of one host may
-// share (see docs/datasets.md, "Remote datasets"). After the retry budget a read fails
-// like any bad sample: a SourceError whose where() is the URL and whose reason is the
-// HTTP status or the libcurl error.
+// share, each block checked against its own checksums on every hit (see docs/datasets.md,
+// "Remote datasets"). A cache directory that cannot store a block (a full disk) stops
+// caching for the dataset, says so once through `warn`, and reads go to the server. After the retry
+// budget a read fails like any bad sample: a SourceError whose where() is the URL and whose reason
+// is the HTTP status or the libcurl error.
 //
 // Reading dataset bytes over HTTP is a data source, not a transport of batches, so it
 // lives in loader/ (libcurl is linked PRIVATE and never appears in a public header);
@@ -21,6 +23,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -34,6 +37,8 @@ struct RemoteCounters {
   std::atomic<std::uint64_t> cache_hits{0};   // cache blocks read from disk
   std::atomic<std::uint64_t> cache_fills{0};  // cache blocks fetched and stored
   std::atomic<std::uint64_t> evictions{0};    // cache blocks removed to stay under the limit
+  // Cached blocks whose checksum failed on a hit: removed and fetched again.
+  std::atomic<std::uint64_t> cache_bad{0};
 };
 
 struct RemoteOptions {
@@ -72,8 +77,20 @@ struct RemoteOptions {
   // Limit for connecting, and for one request as a whole.
   std::chrono::milliseconds connect_timeout{5000};
   std::chrono::milliseconds request_timeout{60000};
+  // A try that receives less than low_speed_limit bytes/s for low_speed_time fails (and is
+  // retried like a timeout), so a server trickling data costs each try low_speed_time,
+  // not request_timeout. 0 turns the check off.
+  std::uint64_t low_speed_limit = 1024;
+  std::chrono::seconds low_speed_time{10};
+  // Redirects followed by one request; a longer chain or a loop fails the read ("more
+  // than N redirects"), without retries.
+  int max_redirects = 10;
   // Optional; must outlive every dataset opened with these options.
   RemoteCounters* counters = nullptr;
+  // Receives one-line warnings about remote reads that still go on (a cache directory
+  // that cannot store blocks: said once per dataset). Called from reading threads, one
+  // line at a time per dataset; may be empty (no warnings).
+  std::function<void(const std::string&)> warn;
 };
 
 // True if `location` starts with "http://", "https://" or "s3://".

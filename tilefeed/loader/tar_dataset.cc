@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cassert>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -527,6 +528,7 @@ std::unique_ptr<TarDataset> TarDataset::Open(const std::string& location,
 
 std::unique_ptr<TarDataset> TarDataset::OpenFiles(const std::vector<std::string>& tars,
                                                   const TarOptions& options) {
+  assert(options.max_classes > 0);
   std::unique_ptr<TarDataset> d(new TarDataset());
   d->options_ = options;
   std::int32_t max_label = -1;
@@ -536,6 +538,13 @@ std::unique_ptr<TarDataset> TarDataset::OpenFiles(const std::vector<std::string>
     ScannedTar scanned = IndexTar(*file, options);
     const auto tar = static_cast<std::uint32_t>(d->tars_.size());
     for (ScannedSample& s : scanned.samples) {
+      // Checked here rather than in the scan so that a sidecar index written under
+      // another limit is held to this one.
+      if (s.problem.empty() && s.label >= options.max_classes) {
+        s.problem = "member " + s.key + ".cls holds label " + std::to_string(s.label) +
+                    ", past the limit of " + std::to_string(options.max_classes) +
+                    " classes (labels 0 to " + std::to_string(options.max_classes - 1) + ")";
+      }
       Entry e{s.offset, s.size, s.label, tar, -1};
       if (!s.problem.empty()) {
         e.problem = static_cast<std::int32_t>(d->problems_.size());

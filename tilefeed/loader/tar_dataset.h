@@ -34,10 +34,11 @@
 // neither an image nor a .cls is not a sample (counted in ignored_keys()). Tar has no
 // checksum: corrupt image bytes are caught by the decoder.
 //
-// Class names are "0", "1", ..., "C-1" where C is one more than the largest label, so a
-// pack of a tar dataset keeps the class count. http(s):// and s3:// tars are read through
-// TarOptions::remote (tilefeed/loader/remote.h); their open is a HEAD request, then, without a
-// valid sidecar, a read of every header (through the block cache when one is set). A
+// Class names are "0", "1", ..., "C-1" where C is one more than the largest good label, so
+// a pack of a tar dataset keeps the class count; a label of TarOptions::max_classes
+// (1,000,000) or more is a bad sample, so C never exceeds it. http(s):// and s3:// tars are read
+// through TarOptions::remote (tilefeed/loader/remote.h); their open is a HEAD request, then,
+// without a valid sidecar, a read of every header (through the block cache when one is set). A
 // remote tar changed on the server after open fails its reads with HTTP 412 (If-Match).
 //
 // Ownership: owns the index (about 40 bytes + the key per sample) and one open file per
@@ -69,6 +70,10 @@ struct TarOptions {
   bool sidecar = true;
   // An image member larger than this is a bad sample.
   std::uint64_t max_member_bytes = std::uint64_t{256} << 20;
+  // A label of this or more is a bad sample: the class names "0" .. "C-1" are made for
+  // every label up to the largest good one, so this bounds them (1,000,000 names take
+  // about 32 MB). REQUIRES: > 0.
+  std::int32_t max_classes = 1'000'000;
   // For http(s):// and s3:// tars: cache, retries, S3 signing.
   RemoteOptions remote;
 };

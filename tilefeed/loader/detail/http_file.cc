@@ -9,16 +9,22 @@
 // callers (the loader's workers) never share one.
 //
 // Cache protocol: blocks are files "<cache_dir>/blocks/<16 hex digits>-<block>" holding
-// block `block` (cache_block bytes, the last one shorter) of one remote file; the hex is
-// XXH3 of the URL, the file's size and the block size, so a file that changed size or a
-// cache with another block size never matches. A reader opens a block without any lock
-// (a block is only ever created complete, by rename) and bumps its mtime, which is the
-// LRU clock. A writer takes an exclusive flock on "<cache_dir>/lock", sums the block
-// files, removes the least recently used until the new block fits under cache_limit,
-// writes it to a temporary name and renames it into place, then unlocks: the directory
-// never holds more than cache_limit bytes of blocks, whatever the number of processes.
-// Removing a block that another process has open is safe (POSIX keeps the data until
-// it is closed); a block removed between lookup and open is simply a miss.
+// block `block` (cache_block bytes, the last one shorter) of one remote file, followed by
+// one little-endian XXH3-64 per 64 KiB chunk of those bytes (the last chunk shorter); the
+// hex is XXH3 of the block format's version, the URL, the file's size and the block size
+// (and the ETag), so a file that changed size or a cache with another block size never
+// matches. A reader opens a block without any lock (a block is only ever created complete,
+// by rename), checks the checksums of the chunks it reads (a disk error or a stray write
+// must not become other pixels: tars have no checksums of their own), and bumps its mtime,
+// which is the LRU clock; a block that fails its check is removed and fetched again. A writer takes
+// an exclusive flock on "<cache_dir>/lock", sums the block files, removes the least recently used
+// until the new block fits under cache_limit, writes it to a temporary name and renames it into
+// place, then unlocks: the directory never holds more than cache_limit bytes of blocks, whatever
+// the number of processes. Removing a block that another process has open is safe (POSIX keeps the
+// data until it is closed); a block removed between lookup and open is simply a miss. A block that
+// cannot be stored (a full disk, a read-only directory) stops the cache for the dataset
+// (its HttpSession): one warning, and from then on every read fetches exactly its bytes,
+// as without a cache, instead of whole blocks that are never kept.
 
 #include <curl/curl.h>
 #include <dirent.h>
@@ -34,6 +40,8 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -63,6 +71,7 @@ using HeaderList = std::unique_ptr<curl_slist, SlistDeleter>;
 
 // Where the body of one response goes: consecutive bytes scattered over `parts`.
 struct Sink {
+  CURL* curl = nullptr;
   std::span<const iovec> parts;
   std::size_t part = 0;
   std::size_t at = 0;  // within parts[part]
@@ -74,6 +83,11 @@ std::size_t WriteBody(char* data, std::size_t size, std::size_t count, void* use
   auto& sink = *static_cast<Sink*>(user);
   std::size_t left = size * count;
   const std::size_t total = left;
+  // The body of an error response (an S3 XML error, an HTML page) is not the file's
+  // bytes, and may be longer than the range: dropped, so that the status decides.
+  long status = 0;
+  curl_easy_getinfo(sink.curl, CURLINFO_RESPONSE_CODE, &status);
+  if (status < 200 || status > 299) return total;
   while (left > 0) {
     while (sink.part < sink.parts.size() && sink.at == sink.parts[sink.part].iov_len) {
       ++sink.part;
@@ -96,10 +110,13 @@ std::size_t WriteBody(char* data, std::size_t size, std::size_t count, void* use
 
 std::size_t Discard(char*, std::size_t size, std::size_t count, void*) { return size * count; }
 
+// Whether a failed try may succeed if repeated: connection-level failures, timeouts (also
+// the low-speed limit), and HTTP 408, 429 and 5xx. Every other status (400, 403, 404,
+// 412, 416, ...) and too many redirects are final.
 bool Transient(CURLcode code, long status) {
   switch (code) {
     case CURLE_OK:
-      return status == 408 || status == 429 || status >= 500;
+      return status == 408 || status == 429 || (status >= 500 && status <= 599);
     case CURLE_COULDNT_CONNECT:
     case CURLE_OPERATION_TIMEDOUT:
     case CURLE_RECV_ERROR:
@@ -164,7 +181,18 @@ class HttpSession {
   }
   void Release(MultiHandle m) { multi_.Release(std::move(m)); }
 
+  // Whether the dataset's block cache has been stopped (StopCache).
+  bool cache_stopped() const { return cache_stopped_.load(std::memory_order_acquire); }
+  // Stops the block cache of every file of the dataset; the first call sends `line` to
+  // options.warn.
+  void StopCache(const RemoteOptions& options, const std::string& line) {
+    if (!cache_stopped_.exchange(true, std::memory_order_acq_rel) && options.warn) {
+      options.warn(line);
+    }
+  }
+
  private:
+  std::atomic<bool> cache_stopped_{false};
   // Declared after the easy pool so that multi handles are cleaned up first.
   Pool<CurlHandle> easy_;
   Pool<MultiHandle> multi_;
@@ -191,56 +219,97 @@ class BlockCache {
     }
     // The ETag, when the server gives one, keys the version too: a file rewritten with
     // the same size does not hit the old blocks.
-    std::string id = url + "\n" + std::to_string(file_size) + "\n" + std::to_string(o.cache_block);
+    std::string id = "checksummed blocks v2\n" + url + "\n" + std::to_string(file_size) + "\n" +
+                     std::to_string(o.cache_block);
     if (!etag.empty()) id += "\n" + etag;
     char hex[17];
     std::snprintf(hex, sizeof(hex), "%016" PRIx64, Checksum(std::as_bytes(std::span(id))));
     prefix_ = dir_ + "/" + hex + "-";
   }
 
-  // Copies [from, from + out.size()) of block `block` into `out` if it is cached.
-  // Reads [from, from + length) of block `block` into the parts of `out` if it is cached.
-  // `count` says whether a hit counts in RemoteCounters::cache_hits.
+  // Reads [from, from + length) of block `block` (block_bytes long) into the parts of
+  // `out` if it is cached and the checksums of the chunks read are right; a block that
+  // fails them is removed (counted in cache_bad). `scratch` holds the chunks read.
   bool Lookup(std::uint64_t block, std::uint64_t from, std::span<const iovec> out,
-              std::uint64_t block_bytes, bool count = true) const {
+              std::uint64_t block_bytes, std::vector<std::byte>& scratch) const {
     const std::string path = prefix_ + std::to_string(block);
     UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd) return false;
     struct stat st;
-    if (::fstat(fd.get(), &st) != 0 || static_cast<std::uint64_t>(st.st_size) != block_bytes) {
+    if (::fstat(fd.get(), &st) != 0 ||
+        static_cast<std::uint64_t>(st.st_size) != block_bytes + 8 * ChunksOf(block_bytes)) {
       return false;
     }
-    std::size_t total = 0;
+    std::uint64_t total = 0;
     for (const iovec& p : out) total += p.iov_len;
-    ssize_t n;
-    do {
-      n = ::preadv(fd.get(), out.data(), static_cast<int>(out.size()), static_cast<off_t>(from));
-    } while (n < 0 && errno == EINTR);
-    if (n < 0 || static_cast<std::size_t>(n) != total) return false;
+    if (total == 0) return true;
+    // The chunks [first, last] that hold the bytes, then their checksums.
+    const std::uint64_t first = from / kCacheChunk;
+    const std::uint64_t last = (from + total - 1) / kCacheChunk;
+    const std::uint64_t begin = first * kCacheChunk;
+    const std::uint64_t end = std::min((last + 1) * kCacheChunk, block_bytes);
+    const std::uint64_t sums = 8 * (last - first + 1);
+    scratch.resize(static_cast<std::size_t>(end - begin + sums));
+    if (PreadFull(fd.get(), scratch.data(), end - begin, static_cast<off_t>(begin)) !=
+            static_cast<ssize_t>(end - begin) ||
+        PreadFull(fd.get(), scratch.data() + (end - begin), sums,
+                  static_cast<off_t>(block_bytes + 8 * first)) != static_cast<ssize_t>(sums)) {
+      return false;
+    }
+    for (std::uint64_t c = first; c <= last; ++c) {
+      const std::uint64_t chunk_begin = c * kCacheChunk - begin;
+      const std::uint64_t chunk_end = std::min((c + 1) * kCacheChunk, block_bytes) - begin;
+      const std::span<const std::byte> chunk(scratch.data() + chunk_begin, chunk_end - chunk_begin);
+      if (Checksum(chunk) != LoadLittleEndian64(scratch.data() + (end - begin) + 8 * (c - first))) {
+        ::unlink(path.c_str());  // fetched again and stored afresh by this read
+        Count(&RemoteCounters::cache_bad, options_);
+        return false;
+      }
+    }
+    std::uint64_t at = from - begin;
+    for (const iovec& p : out) {
+      std::memcpy(p.iov_base, scratch.data() + at, p.iov_len);
+      at += p.iov_len;
+    }
     // The LRU clock, at one-second resolution: no inode write on most hits.
     timespec now;
     ::clock_gettime(CLOCK_REALTIME, &now);
     if (now.tv_sec > st.st_mtim.tv_sec) ::futimens(fd.get(), nullptr);
-    if (count) Count(&RemoteCounters::cache_hits, options_);
+    Count(&RemoteCounters::cache_hits, options_);
     return true;
   }
 
-  // Stores a whole block, evicting least recently used blocks to stay under the limit.
-  // Best effort: a failure leaves the block uncached.
-  void Store(std::uint64_t block, std::span<const std::byte> bytes) const {
+  // Stores a whole block with its checksums, evicting least recently used blocks to stay
+  // under the limit. Returns an empty string, or why the block could not be stored.
+  std::string Store(std::uint64_t block, std::span<const std::byte> bytes) const {
     const std::string lock_path = options_.cache_dir + "/lock";
     UniqueFd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
-    if (!lock) return;
+    if (!lock) return "cannot open " + lock_path + ": " + ErrnoMessage(errno);
     int rc;
     do {
       rc = ::flock(lock.get(), LOCK_EX);
     } while (rc != 0 && errno == EINTR);
-    if (rc != 0) return;
-    if (MakeRoom(bytes.size())) Write(block, bytes);
+    if (rc != 0) return "cannot lock " + lock_path + ": " + ErrnoMessage(errno);
+    const std::uint64_t file_bytes = bytes.size() + 8 * ChunksOf(bytes.size());
+    std::string error = MakeRoom(file_bytes) ? Write(block, bytes)
+                                             : "cannot evict blocks from " + dir_ + " to make room";
     ::flock(lock.get(), LOCK_UN);
+    return error;
   }
 
  private:
+  // Checksummed chunks of a cached block: a hit reads and checks only the chunks it needs.
+  static constexpr std::uint64_t kCacheChunk = std::uint64_t{64} << 10;
+
+  static std::uint64_t ChunksOf(std::uint64_t block_bytes) {
+    return (block_bytes + kCacheChunk - 1) / kCacheChunk;
+  }
+  static std::uint64_t LoadLittleEndian64(const std::byte* p) {
+    std::uint64_t v = 0;
+    for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<std::uint64_t>(p[i]);
+    return v;
+  }
+
   struct CachedBlock {
     std::int64_t mtime_ns;
     std::uint64_t bytes;
@@ -281,23 +350,49 @@ class BlockCache {
     return total + incoming <= options_.cache_limit;
   }
 
-  void Write(std::uint64_t block, std::span<const std::byte> bytes) const {
+  // The block's bytes and then their chunk checksums, written to a temporary name and
+  // renamed into place. Returns an empty string, or the failed call and its errno.
+  std::string Write(std::uint64_t block, std::span<const std::byte> bytes) const {
+    std::vector<std::byte> sums(8 * ChunksOf(bytes.size()));
+    for (std::uint64_t c = 0; c * kCacheChunk < bytes.size(); ++c) {
+      const std::uint64_t begin = c * kCacheChunk;
+      const std::uint64_t sum = Checksum(
+          bytes.subspan(begin, std::min<std::uint64_t>(kCacheChunk, bytes.size() - begin)));
+      for (int i = 0; i < 8; ++i) sums[8 * c + i] = static_cast<std::byte>(sum >> (8 * i));
+    }
     const std::string path = prefix_ + std::to_string(block);
     const std::string temp = path + ".tmp";
     UniqueFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (!fd) return;
-    std::size_t done = 0;
-    while (done < bytes.size()) {
-      const ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      done += static_cast<std::size_t>(n);
+    if (!fd) return "cannot create " + temp + ": " + ErrnoMessage(errno);
+    std::string error;
+    for (const std::span<const std::byte> part : {bytes, std::span<const std::byte>(sums)}) {
+      if (error.empty() && !WriteFull(fd.get(), part)) error = "write: " + ErrnoMessage(errno);
     }
-    if (done != bytes.size() || ::rename(temp.c_str(), path.c_str()) != 0) {
+    if (error.empty() && ::rename(temp.c_str(), path.c_str()) != 0) {
+      error = "rename: " + ErrnoMessage(errno);
+    }
+    if (!error.empty()) {
       ::unlink(temp.c_str());
-      return;
+      return error;
     }
     Count(&RemoteCounters::cache_fills, options_);
+    return {};
+  }
+
+  // Writes all of `bytes`; false with errno set if a write fails (ENOSPC for a short one).
+  static bool WriteFull(int fd, std::span<const std::byte> bytes) {
+    std::size_t done = 0;
+    while (done < bytes.size()) {
+      const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return false;
+      if (n == 0) {
+        errno = ENOSPC;
+        return false;
+      }
+      done += static_cast<std::size_t>(n);
+    }
+    return true;
   }
 
   const RemoteOptions& options_;
@@ -413,6 +508,37 @@ class HttpFile final : public RangeFile {
   mutable std::atomic<std::uint64_t> reads_{0};
 };
 
+// The limits that end a hostile or broken server's request: redirects followed, and the
+// lowest transfer rate held for longer than low_speed_time.
+void SetBounds(CURL* curl, const RemoteOptions& o) {
+  curl_easy_setopt(curl, CURLOPT_MAXREDIRS, static_cast<long>(o.max_redirects));
+  if (o.low_speed_limit > 0 && o.low_speed_time.count() > 0) {
+    curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, static_cast<long>(o.low_speed_limit));
+    curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, static_cast<long>(o.low_speed_time.count()));
+  }
+}
+
+// Why a finished try's response cannot be used, beyond its status: a redirect chain past
+// the cap, or a body with a Content-Encoding (compressed bytes, whose ranges are not the
+// file's). Empty if neither.
+std::string ResponseProblem(CURL* curl, CURLcode code, const RemoteOptions& o) {
+  if (code == CURLE_TOO_MANY_REDIRECTS) {
+    char* next = nullptr;
+    curl_easy_getinfo(curl, CURLINFO_REDIRECT_URL, &next);
+    return "more than " + std::to_string(o.max_redirects) +
+           " redirects (a redirect loop?), the last to " + (next != nullptr ? next : "?");
+  }
+  if (code != CURLE_OK) return {};
+  curl_header* encoding = nullptr;
+  if (curl_easy_header(curl, "Content-Encoding", 0, CURLH_HEADER, -1, &encoding) == CURLHE_OK &&
+      std::string_view(encoding->value) != "identity" && encoding->value[0] != '\0') {
+    return std::string("the server sent the file with Content-Encoding: ") + encoding->value +
+           " (compressed in transfer); tilefeed reads a file's own bytes by range and does "
+           "not decode it: serve it without a Content-Encoding";
+  }
+  return {};
+}
+
 void HttpFile::Setup(Transfer& t) const {
   CURL* curl = t.curl.get();
   curl_easy_reset(curl);
@@ -426,6 +552,7 @@ void HttpFile::Setup(Transfer& t) const {
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
                    static_cast<long>(options_.connect_timeout.count()));
   curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.request_timeout.count()));
+  SetBounds(curl, options_);
   if (s3_) {
     // The key is already encoded; "." and ".." segments are part of it, not to be resolved.
     curl_easy_setopt(curl, CURLOPT_PATH_AS_IS, 1L);
@@ -441,6 +568,7 @@ void HttpFile::Setup(Transfer& t) const {
     char range[64];
     std::snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64, t.offset, t.offset + t.length - 1);
     if (!s3_) curl_easy_setopt(curl, CURLOPT_RANGE, range);  // S3's is in t.headers, signed
+    t.sink.curl = curl;
     t.sink.parts = t.parts;
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, WriteBody);
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, &t.sink);
@@ -505,6 +633,10 @@ std::string HttpFile::Evaluate(Transfer& t, CURLcode code, bool& transient) cons
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
   Count(&RemoteCounters::bytes, options_, t.sink.received);
   transient = Transient(code, status);
+  if (std::string problem = ResponseProblem(curl, code, options_); !problem.empty()) {
+    transient = false;
+    return problem;
+  }
   if (t.sink.overflow) {
     return "the server sent more than the " + std::to_string(t.length) + " bytes asked for";
   }
@@ -606,17 +738,26 @@ bool HttpFile::Plan(RangeRead& r, Transfer& t) const {
 // fetched with one request (blocks between them that were cached are fetched again but
 // not stored again).
 bool HttpFile::PlanCached(Transfer& t) const {
+  if (session_->cache_stopped()) {  // read exactly the bytes asked for, as with no cache
+    t.offset = t.user_offset;
+    t.length = t.user_length;
+    t.parts = t.user_parts;
+    return true;
+  }
   const std::uint64_t block_size = options_.cache_block;
   const std::uint64_t first = t.user_offset / block_size;
   const std::uint64_t last = (t.user_offset + t.user_length - 1) / block_size;
   std::vector<iovec> slice;
+  std::vector<std::byte> scratch;
   for (std::uint64_t b = first; b <= last; ++b) {
     const std::uint64_t block_begin = b * block_size;
     const std::uint64_t block_bytes = std::min(block_size, size() - block_begin);
     const std::uint64_t from = std::max(t.user_offset, block_begin);
     const std::uint64_t to = std::min(t.user_offset + t.user_length, block_begin + block_bytes);
     SliceParts(t.user_parts, from - t.user_offset, to - from, slice);
-    if (!cache_->Lookup(b, from - block_begin, slice, block_bytes)) t.missed.push_back(b);
+    if (!cache_->Lookup(b, from - block_begin, slice, block_bytes, scratch)) {
+      t.missed.push_back(b);
+    }
   }
   if (t.missed.empty()) return false;
   t.offset = t.missed.front() * block_size;
@@ -632,8 +773,15 @@ void HttpFile::Complete(Transfer& t) const {
   const std::uint64_t block_size = options_.cache_block;
   const std::span<const std::byte> fetched(t.scratch);
   for (const std::uint64_t b : t.missed) {
+    if (session_->cache_stopped()) break;
     const std::uint64_t begin = b * block_size;
-    cache_->Store(b, fetched.subspan(begin - t.offset, std::min(block_size, size() - begin)));
+    const std::string error =
+        cache_->Store(b, fetched.subspan(begin - t.offset, std::min(block_size, size() - begin)));
+    if (!error.empty()) {
+      session_->StopCache(options_, options_.cache_dir + ": cannot store cache blocks (" + error +
+                                        "); caching stops for this dataset, reads go to the "
+                                        "server directly");
+    }
   }
   const std::uint64_t from = std::max(t.user_offset, t.offset);
   const std::uint64_t to = std::min(t.user_offset + t.user_length, t.offset + t.length);
