@@ -1,23 +1,29 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets with clang (ASan + UBSan + coverage), makes the seed
-# corpora and runs every target for SECONDS seconds (default 10: CI's smoke run).
+# Runs every libFuzzer target for SECONDS seconds (default 10: CI's smoke run) from a clang
+# ASan+UBSan tree, after making the seed corpora.
 #   tests/fuzz/run_fuzzers.sh [SECONDS] [BUILD_DIR]
-# For a long run: tests/fuzz/run_fuzzers.sh 3600; crashes land in BUILD_DIR/fuzz-out/.
+# A BUILD_DIR already configured with TILEFEED_BUILD_FUZZERS=ON is used as it is (CI passes
+# its ASan tree, which ./run.sh test built with the fuzz targets); any other is configured
+# here with clang, ASan + UBSan and coverage on everything (TILEFEED_FUZZ_COVERAGE), which
+# is what a long run wants: tests/fuzz/run_fuzzers.sh 3600 (default BUILD_DIR build/fuzz).
+# Crashes land in BUILD_DIR/fuzz-out/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SECONDS_EACH=${1:-10}
 BUILD=${2:-build/fuzz}
 command -v clang++ >/dev/null || { echo "run_fuzzers: clang++ missing: apt-get install clang libclang-rt-14-dev" >&2; exit 1; }
-# ccache when there is one (run.sh's package list has it; run.sh sets its base folder).
-launcher=()
-command -v ccache >/dev/null &&
-  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ "${launcher[@]}" \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTILEFEED_BUILD_FUZZERS=ON -DTILEFEED_BUILD_BENCH=OFF \
-  -DTILEFEED_BUILD_TOOLS=OFF -DTILEFEED_BUILD_PYTHON=OFF \
-  "-DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all" \
-  "-DCMAKE_C_FLAGS=-fsanitize=fuzzer-no-link,address,undefined" >/dev/null
+if ! grep -q '^TILEFEED_BUILD_FUZZERS:BOOL=ON$' "$BUILD/CMakeCache.txt" 2>/dev/null; then
+  # ccache when there is one (run.sh's package list has it; run.sh sets its base folder).
+  launcher=()
+  command -v ccache >/dev/null &&
+    launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ "${launcher[@]}" \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTILEFEED_SANITIZE=address,undefined \
+    -DTILEFEED_BUILD_FUZZERS=ON -DTILEFEED_FUZZ_COVERAGE=ON -DTILEFEED_BUILD_BENCH=OFF \
+    -DTILEFEED_BUILD_TOOLS=OFF -DTILEFEED_BUILD_PYTHON=OFF >/dev/null
+fi
 targets=$(cd tests/fuzz && ls *_fuzz.cc | sed 's/\.cc$//')
+# shellcheck disable=SC2086
 cmake --build "$BUILD" -j "${JOBS:-$(nproc)}" --target make_seeds $targets
 seeds="$BUILD/fuzz-seeds"
 rm -rf "$seeds" && "$BUILD/tests/fuzz/make_seeds" "$seeds"
