@@ -1,4 +1,4 @@
-"""Tests for the tilefeed Python module. Run by ctest (python_tests), which sets PYTHONPATH
+"""Tests for the tilefeed Python module. Run by ctest (python_test_*), which sets PYTHONPATH
 to the build's python/ folder and TILEFEED_CXX_DIGEST to the cxx_digest helper. Every
 dataset is written here, at run time."""
 
