@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs every libFuzzer target for SECONDS seconds (default 10: CI's smoke run) from a clang
-# ASan+UBSan tree, after making the seed corpora.
+# Runs every libFuzzer target for SECONDS seconds (default 10: CI's smoke run), JOBS at a
+# time (default: nproc), from a clang ASan+UBSan tree, after making the seed corpora.
 #   tests/fuzz/run_fuzzers.sh [SECONDS] [BUILD_DIR]
 # A BUILD_DIR already configured with TILEFEED_BUILD_FUZZERS=ON is used as it is (CI passes
 # its ASan tree, which ./run.sh test built with the fuzz targets); any other is configured
@@ -27,13 +27,25 @@ targets=$(cd tests/fuzz && ls *_fuzz.cc | sed 's/\.cc$//')
 cmake --build "$BUILD" -j "${JOBS:-$(nproc)}" --target make_seeds $targets
 seeds="$BUILD/fuzz-seeds"
 rm -rf "$seeds" && "$BUILD/tests/fuzz/make_seeds" "$seeds"
-for t in $targets; do
-  corpus="$BUILD/fuzz-corpus/$t"
+# fuzz_one TARGET: runs it on its corpus (seeded) for SECONDS_EACH; prints the end of its
+# output, all of it when it fails. JOBS targets at a time (each is one process).
+fuzz_one() {
+  local t=$1 corpus="$BUILD/fuzz-corpus/$1" log="$BUILD/fuzz-out/$1.log"
   mkdir -p "$corpus" "$BUILD/fuzz-out/$t"
-  seed_dir="$seeds/${t%_fuzz}"
-  [ -d "$seed_dir" ] && cp -n "$seed_dir"/* "$corpus"/ 2>/dev/null || true
-  echo "== $t for ${SECONDS_EACH}s"
+  local seed_dir="$seeds/${t%_fuzz}"
+  [ -d "$seed_dir" ] && cp -n "$seed_dir"/* "$corpus"/ 2>/dev/null
+  local rc=0
   "$BUILD/tests/fuzz/$t" -max_total_time="$SECONDS_EACH" -rss_limit_mb=2048 -timeout=10 \
-    -artifact_prefix="$BUILD/fuzz-out/$t/" -print_final_stats=1 "$corpus" 2>&1 | tail -4
-done
+    -artifact_prefix="$BUILD/fuzz-out/$t/" -print_final_stats=1 "$corpus" >"$log" 2>&1 || rc=$?
+  echo "== $t for ${SECONDS_EACH}s: exit $rc"
+  if [ $rc -eq 0 ]; then tail -4 "$log"; else cat "$log"; fi
+  return $rc
+}
+export -f fuzz_one
+export BUILD SECONDS_EACH seeds
+# shellcheck disable=SC2086
+printf '%s\n' $targets | xargs -P "${JOBS:-$(nproc)}" -I{} bash -c 'fuzz_one "$1"' _ {} || {
+  echo "fuzzers: a target failed (its output above; inputs in $BUILD/fuzz-out/)" >&2
+  exit 1
+}
 echo "fuzzers: all targets ran ${SECONDS_EACH}s without a crash"
