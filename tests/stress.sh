@@ -15,7 +15,7 @@
 # and the sanitizer options CI uses (tests/sanitizer_env.sh). Each run's ctest output is
 # kept in TREE/stress/run-K.log. Exit status 0 only if every run passed.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 if [ $# -lt 1 ] || ! [[ $1 =~ ^[1-9][0-9]*$ ]]; then
   echo "usage: $0 N [TREE] [CTEST ARGS...]  (N >= 1 runs)" >&2
   exit 2
