@@ -200,12 +200,14 @@ test_suite() {
   lint_tidy >"$BUILD_ROOT/lint.log" 2>&1 &
   local tidy=$!
   log "ctest (Release): every test"
-  run_ctest --test-dir "$BUILD_ROOT/ci" -j "$JOBS" --timeout 1500 --output-on-failure
+  local rc=0
+  run_ctest --test-dir "$BUILD_ROOT/ci" -j "$JOBS" --timeout 1500 --output-on-failure || rc=$?
   if ! wait "$tidy"; then
     cat "$BUILD_ROOT/lint.log" >&2
     log "clang-tidy failed (above)"
     exit 1
   fi
+  [ $rc -eq 0 ] || exit $rc
   log "Release stage and clang-tidy: $((SECONDS - stage)) s"
 
   stage=$SECONDS
@@ -231,7 +233,8 @@ test_suite() {
 # inputs: its preprocessed text (every header it includes, comments kept for NOLINT), its
 # compile command, .clang-tidy and the clang-tidy version. Only clean results are kept.
 tidy_clean() {
-  local file=$1 build=$BUILD_ROOT/lint cache=${TILEFEED_LINT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tilefeed-lint}
+  local file=$1 build=$BUILD_ROOT/lint
+  local cache=${TILEFEED_LINT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tilefeed-lint}
   local command key
   command=$(python3 -c 'import json, os, sys
 for e in json.load(open(sys.argv[1])):

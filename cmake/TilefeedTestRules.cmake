@@ -34,8 +34,9 @@ function(tilefeed_check_tests)
     endif()
     get_test_property(${test} PASS_REGULAR_EXPRESSION pass)
     if(pass)
-      message(FATAL_ERROR "ctest entry ${test} has PASS_REGULAR_EXPRESSION, which makes ctest "
-                          "ignore its exit code: run it as tests/support/pass_if.sh REGEX COMMAND...")
+      message(FATAL_ERROR "ctest entry ${test} has PASS_REGULAR_EXPRESSION, which makes "
+                          "ctest ignore its exit code: run it as "
+                          "tests/support/pass_if.sh REGEX COMMAND...")
     endif()
   endforeach()
 endfunction()
