@@ -37,7 +37,7 @@ export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
 # Debian packages the build, tests, tools and Python binding need.
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git ccache
-  libjpeg62-turbo-dev libturbojpeg0-dev libspng-dev liblz4-dev libxxhash-dev libtbb-dev
+  libjpeg62-turbo-dev libturbojpeg0-dev libspng-dev liblz4-dev libzstd-dev libxxhash-dev libtbb-dev
   libzmq3-dev cppzmq-dev libopenmpi-dev openmpi-bin procps iproute2
   libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev clang clang-format clang-tidy libclang-rt-14-dev libcurl4-openssl-dev nginx-light
@@ -45,6 +45,7 @@ PACKAGES=(
   python3-torchvision python3-pil
   prometheus-cpp-dev python3-matplotlib chromium curl
   python3-zmq python3-xxhash
+  libssl-dev python3-botocore prometheus python3-jsonschema
 )
 
 log() { printf '\n== %s\n' "$*" >&2; }
@@ -175,8 +176,7 @@ tsan_tree() {
   configure "$BUILD_ROOT/tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" -DTILEFEED_SANITIZE=thread \
     -DTILEFEED_BUILD_BENCH=OFF -DTILEFEED_BUILD_TOOLS=OFF -DTILEFEED_BUILD_PYTHON=OFF
-  cmake --build "$BUILD_ROOT/tsan" -j "$JOBS" \
-    --target tilefeed_loader_test tilefeed_transport_test tilefeed_trainer_test
+  cmake --build "$BUILD_ROOT/tsan" -j "$JOBS" --target tilefeed_tsan_tests
 }
 
 test_suite() {

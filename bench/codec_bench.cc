@@ -15,14 +15,19 @@
 //             baseline, optimized Huffman tables, restart intervals on a grid
 //   indexed   rrc on the transcoded files that entropy-decodes only the restart
 //             intervals covering the crop (IndexedJpegDecoder); same pixels as rrc_t
-//   coef      rrc from the coefficient store (tilefeed/codecs/jpeg_coefficients.h): no entropy
-//             decoding at all, LZ4 bands of the crop's iMCU rows, libjpeg's IDCT,
+//   coef      rrc from the coefficient store (tilefeed/codecs/jpeg_coefficients.h), version 2
+//             (--coef-layout; version 1 with --lz4hc runs beside it in the rotating
+//             rounds): no entropy decoding at all, the crop's bands (v2: and column
+//             groups), libjpeg's IDCT,
 //             upsampling and colour; same pixels as rrc. Its pack runs once, untimed
 //             for the modes but timed for its own images/s, and its bytes are printed
-//             against the files and LZ4 raw pixels; one more pass splits its time
-//             (unpack, IDCT, upsampling + colour, resize), and on one thread full,
-//             indexed and coef also run interleaved (rotating every 16 files), whose
-//             per-round ratios give the goal's figures.
+//             against the files and LZ4 raw pixels. On one thread full, indexed, coef
+//             and the ceiling also run interleaved (rotating every 16 files), whose
+//             per-round ratios give the goal's figures, and one more pass per path
+//             splits its time (LZ4/entropy, unpack, IDCT + upsampling + colour, resize).
+//   ceiling   (interleaved rounds only) coef fed from coefficients unpacked in memory
+//             before each block of 16 files, untimed: IDCT, upsampling, colour and
+//             resize alone, the most any coefficient layout can reach.
 // and the ratios rrc/full and entropy/full explain each other. On one thread, each
 // repetition also times full and rrc interleaved, alternating every 16 files, for the
 // goal's ratio: on a machine whose load comes and goes within seconds, passes one after
@@ -105,8 +110,9 @@ struct Job {
   codecs::ImageInfo info;
   codecs::CropPlan plan;
   codecs::Rect decoded;
-  const codecs::TranscodeResult* transcoded = nullptr;    // null until transcoded
-  const codecs::CoefficientPackResult* packed = nullptr;  // null until packed
+  const codecs::TranscodeResult* transcoded = nullptr;       // null until transcoded
+  const codecs::CoefficientPackResult* packed = nullptr;     // null until packed
+  const codecs::CoefficientPackResult* packed_v1 = nullptr;  // version 1, likewise
 };
 
 // What one thread owns: one codec handle per thread, and its own output buffers so
@@ -128,7 +134,14 @@ struct Worker {
   std::vector<std::uint8_t> crop_out;
   std::vector<std::uint8_t> region;  // a stand-in decoded region for the resize-only mode
   std::size_t errors = 0;            // DecodeErrors met while timed (none expected)
+  // For the ceiling: the current block's records, unpacked (untimed) before it runs;
+  // unpacked[i - unpacked_begin] belongs to job i.
+  std::vector<codecs::UnpackedCoefficients> unpacked;
+  std::size_t unpacked_begin = 0;
 };
+
+// Untimed work before a block of jobs [begin, end) runs (the ceiling's unpacking).
+using PrepareFn = std::function<void(Worker&, std::size_t begin, std::size_t end)>;
 
 using ModeFn = std::function<void(Worker&, const Job&)>;
 
@@ -216,12 +229,15 @@ std::pair<double, double> RunInterleaved(const ModeFn& a, const ModeFn& b,
 }
 
 // RunInterleaved for any number of modes: per block, the modes run in an order that
-// rotates from block to block. Returns each mode's seconds.
+// rotates from block to block; `prepare`, if given, runs untimed before each block.
+// Returns each mode's seconds.
 std::vector<double> RunRotating(const std::vector<const ModeFn*>& fns, const std::vector<Job>& jobs,
-                                std::size_t block, Worker& worker) {
+                                std::size_t block, Worker& worker,
+                                const PrepareFn& prepare = nullptr) {
   std::vector<double> seconds(fns.size(), 0.0);
   for (std::size_t begin = 0, k = 0; begin < jobs.size(); begin += block, ++k) {
     const std::size_t end = std::min(jobs.size(), begin + block);
+    if (prepare) prepare(worker, begin, end);
     for (std::size_t turn = 0; turn < fns.size(); ++turn) {
       const std::size_t m = (k + turn) % fns.size();
       const auto start = Clock::now();
@@ -241,22 +257,26 @@ std::vector<double> RunRotating(const std::vector<const ModeFn*>& fns, const std
 // Packs every job's file into the coefficient store (timed for the pack rate), checks
 // on each that the stored decode gives rrc's bytes, and prints the bytes against the
 // files and against LZ4 raw pixels of the whole images.
+using PackSlot = const codecs::CoefficientPackResult* Job::*;
+
 void PackCoefficientsFor(std::vector<Job>& jobs, std::vector<codecs::CoefficientPackResult>& packed,
-                         const codecs::JpegOptions& options, int size, int lz4hc_level) {
-  codecs::CoefficientPackOptions pack_options;
-  pack_options.lz4hc_level = lz4hc_level;
+                         const codecs::JpegOptions& options, int size,
+                         const codecs::CoefficientPackOptions& pack_options, const char* label,
+                         PackSlot slot) {
   codecs::JpegDecoder decoder(options);
   codecs::CoefficientDecoder coef(options);
   std::vector<std::uint8_t> a(std::size_t(size) * size * 3), b(a.size()), pixels;
   std::size_t original = 0, stored = 0, raw_lz4 = 0, refused = 0, mismatches = 0, checked = 0;
   std::map<std::string, int> refusals;
-  double pack_seconds = 0;
+  double pack_seconds = 0, pack_cpu = 0;
   for (std::size_t i = 0; i < jobs.size(); ++i) {
     Job& job = jobs[i];
     const auto start = Clock::now();
+    const double cpu_start = ThreadCpuSeconds();
     packed[i] = codecs::PackCoefficients(job.file->bytes, pack_options);
+    pack_cpu += ThreadCpuSeconds() - cpu_start;
     pack_seconds += std::chrono::duration<double>(Clock::now() - start).count();
-    job.packed = &packed[i];
+    job.*slot = &packed[i];
     original += job.file->bytes.size();
     stored += packed[i].packed ? packed[i].record.size() : job.file->bytes.size();
     if (!packed[i].packed) {
@@ -279,9 +299,10 @@ void PackCoefficientsFor(std::vector<Job>& jobs, std::vector<codecs::Coefficient
     }
   }
   std::printf(
-      "coefficient store (pack %.1f s = %.0f images/s on one core): %zu packed, %zu "
-      "stored as they came\n",
-      pack_seconds, double(jobs.size()) / pack_seconds, jobs.size() - refused, refused);
+      "coefficient store %s (pack %.1f s = %.0f images/s on one core, %.0f per CPU-second): "
+      "%zu packed, %zu stored as they came\n",
+      label, pack_seconds, double(jobs.size()) / pack_seconds, double(jobs.size()) / pack_cpu,
+      jobs.size() - refused, refused);
   for (const auto& [reason, count] : refusals)
     std::printf("  as they came %d: %s\n", count, reason.c_str());
   std::printf(
@@ -293,34 +314,92 @@ void PackCoefficientsFor(std::vector<Job>& jobs, std::vector<codecs::Coefficient
               checked, mismatches == 0 ? "(all identical)" : "MISMATCH");
 }
 
-// One more pass of coef on one thread with its time split: unpack (LZ4 + coefficient
-// unpacking), IDCT, upsampling + colour (the rest of libjpeg's scanline work), resize.
-void PrintCoefficientSplit(const std::vector<Job>& jobs, Worker& w, int size) {
-  codecs::CoefficientTimes sum;
-  double resize = 0, total = 0;
+// Per-image stage times of one path, summed over a pass (seconds).
+struct StageSums {
+  double lz4 = 0, unpack = 0, pixels = 0, resize = 0, total = 0;
   std::size_t count = 0;
-  const auto out = codecs::PixelView::Interleaved(w.crop_out.data(), size, size);
-  for (const Job& job : jobs) {
-    if (!job.packed->packed) continue;
-    codecs::CoefficientTimes t;
-    const auto start = Clock::now();
-    try {
-      resize += w.coef.DecodeInto(job.packed->record, job.plan, out, &t).resize_seconds;
-    } catch (const codecs::DecodeError&) {
-      continue;
-    }
-    total += std::chrono::duration<double>(Clock::now() - start).count();
-    sum.unpack_seconds += t.unpack_seconds;
-    sum.idct_seconds += t.idct_seconds;
-    sum.rows_seconds += t.rows_seconds;
-    ++count;
+  void Print(const char* path, const char* first_stage, const char* pixels_stage) const {
+    const double us = 1e6 / double(std::max<std::size_t>(1, count));
+    const double other = total - lz4 - unpack - pixels - resize;
+    std::printf(
+        "    %-9s %s %7.1f  unpack %7.1f  %s %7.1f  resize %6.1f  other %6.1f  = %7.1f "
+        "us/image\n",
+        path, first_stage, lz4 * us, unpack * us, pixels_stage, pixels * us, resize * us,
+        other * us, total * us);
   }
-  const double us = 1e6 / double(std::max<std::size_t>(1, count));
+};
+
+// One more pass of each path on one thread with its time split (steady_clock around each
+// stage, so the stages carry their timing overhead and any preemption):
+//   full     entropy = EntropyDecode of the same file; the rest of DecodeFull is
+//            IDCT + upsampling + colour (no resize)
+//   indexed  resize from its report; the rest is libjpeg's entropy decode of the
+//            covering intervals + IDCT + upsampling + colour, not separable from outside
+//   coef     LZ4 (+ header and band checks), unpacking, IDCT + upsampling + colour, resize
+//   ceiling  as coef from coefficients unpacked (untimed) before each block of 16 files
+void PrintStageSplits(const std::vector<Job>& jobs, Worker& w, int size, const PrepareFn& prepare,
+                      std::size_t block) {
+  StageSums full, indexed, coef, coef_v1, ceiling;
+  const auto out = codecs::PixelView::Interleaved(w.crop_out.data(), size, size);
+  const auto seconds = [](Clock::time_point since) {
+    return std::chrono::duration<double>(Clock::now() - since).count();
+  };
+  for (std::size_t begin = 0; begin < jobs.size(); begin += block) {
+    const std::size_t end = std::min(jobs.size(), begin + block);
+    prepare(w, begin, end);
+    for (std::size_t i = begin; i < end; ++i) {
+      const Job& job = jobs[i];
+      if (!job.packed->packed || !job.packed_v1->packed || !job.transcoded->transcoded) continue;
+      try {
+        auto start = Clock::now();
+        w.decoder.EntropyDecode(job.file->bytes);
+        const double entropy = seconds(start);
+        start = Clock::now();
+        w.decoder.DecodeFull(
+            job.file->bytes,
+            codecs::PixelView::Interleaved(w.full_out.data(), job.info.width, job.info.height));
+        const double whole = seconds(start);
+        full.lz4 += entropy;
+        full.pixels += std::max(0.0, whole - entropy);
+        full.total += std::max(whole, entropy);
+        ++full.count;
+        start = Clock::now();
+        const codecs::TranscodeResult& t = *job.transcoded;
+        const double resize = w.indexed.DecodeInto(t.jpeg, t.index, job.plan, out).resize_seconds;
+        const double total = seconds(start);
+        indexed.resize += resize;
+        indexed.pixels += std::max(0.0, total - resize);
+        indexed.total += std::max(total, resize);
+        ++indexed.count;
+        for (StageSums* sums : {&coef, &coef_v1, &ceiling}) {
+          codecs::CoefficientTimes times;
+          start = Clock::now();
+          const auto& record = (sums == &coef ? job.packed : job.packed_v1)->record;
+          const codecs::DecodeReport report =
+              sums != &ceiling ? w.coef.DecodeInto(record, job.plan, out, &times)
+                               : w.coef.DecodeUnpackedInto(w.unpacked[i - w.unpacked_begin],
+                                                           job.plan, out, &times);
+          sums->total += seconds(start);
+          sums->lz4 += times.lz4_seconds;
+          sums->unpack += times.unpack_seconds;
+          sums->pixels += times.idct_seconds + times.rows_seconds;
+          sums->resize += report.resize_seconds;
+          ++sums->count;
+        }
+      } catch (const codecs::DecodeError&) {
+        ++w.errors;
+      }
+    }
+  }
+  std::printf("  stage split (one timed pass per path, files both stores hold, us/image):\n");
+  full.Print("full", "entropy", "IDCT+upsample+colour");
+  indexed.Print("indexed", "    lz4", "entropy+IDCT+ups+col");
+  coef.Print("coef v2", "    lz4", "IDCT+upsample+colour");
+  coef_v1.Print("coef v1", "    lz4", "IDCT+upsample+colour");
+  ceiling.Print("ceiling", "    lz4", "IDCT+upsample+colour");
   std::printf(
-      "  coef time split (one timed pass, %zu packed files, us/image): unpack %.1f, IDCT "
-      "%.1f, upsampling+colour %.1f, resize %.1f, other %.1f, total %.1f\n",
-      count, sum.unpack_seconds * us, sum.idct_seconds * us, sum.rows_seconds * us, resize * us,
-      (total - sum.unpack_seconds - sum.idct_seconds - sum.rows_seconds - resize) * us, total * us);
+      "    (ceiling: 'lz4' is the header parse, 'unpack' the per-row timing itself; indexed's "
+      "entropy decode is inside libjpeg)\n");
 }
 
 }  // namespace
@@ -370,9 +449,18 @@ int main(int argc, char** argv) {
   app.add_option("--scales", scales, "DCT scales: pow2 (1/2,1/4,1/8) or eighths (n/8)")
       ->check(CLI::IsMember({"pow2", "eighths"}));
   app.add_flag("--fast-dct", fast_dct, "libjpeg's fast integer IDCT");
+  std::string coef_layout = "v2-zstd";
+  app.add_option("--coef-layout", coef_layout,
+                 "the coefficient store's layout for coef and the ceiling (v1 runs beside it)")
+      ->check(CLI::IsMember({"v2-zstd", "v2-lz4", "v2-none"}))
+      ->capture_default_str();
+  int group_pixels = codecs::CoefficientPackOptions{}.group_pixels;
+  app.add_option("--group-pixels", group_pixels, "v2 column group width in pixels")
+      ->check(tilefeed::tools::Between(1, 65535))
+      ->capture_default_str();
   int lz4hc_level = codecs::CoefficientPackOptions{}.lz4hc_level;
   app.add_option("--lz4hc", lz4hc_level,
-                 "LZ4HC level of the coefficient store's bands (0: LZ4's fast compressor)")
+                 "LZ4HC level of the v1 store's bands (0: LZ4's fast compressor)")
       ->check(tilefeed::tools::Between(0, 12))
       ->capture_default_str();
   app.add_flag("--json", json, "also print one JSON line");
@@ -519,8 +607,23 @@ int main(int argc, char** argv) {
         100.0 * rrc_share / std::max<std::size_t>(1, checked));
   }
 
-  std::vector<codecs::CoefficientPackResult> packed(jobs.size());
-  if (only.empty() || only == "coef") PackCoefficientsFor(jobs, packed, options, size, lz4hc_level);
+  std::vector<codecs::CoefficientPackResult> packed(jobs.size()), packed_v1(jobs.size());
+  if (only.empty() || only == "coef") {
+    codecs::CoefficientPackOptions v2;
+    v2.version = 2;
+    v2.coding = coef_layout == "v2-lz4"    ? codecs::CoefficientCoding::kLz4
+                : coef_layout == "v2-none" ? codecs::CoefficientCoding::kNone
+                                           : codecs::CoefficientCoding::kZstd;
+    v2.lz4hc_level = 0;
+    v2.group_pixels = group_pixels;
+    PackCoefficientsFor(jobs, packed, options, size, v2, coef_layout.c_str(), &Job::packed);
+  }
+  if (only.empty()) {
+    codecs::CoefficientPackOptions v1;
+    v1.version = 1;
+    v1.lz4hc_level = lz4hc_level;
+    PackCoefficientsFor(jobs, packed_v1, options, size, v1, "v1", &Job::packed_v1);
+  }
 
   std::vector<std::unique_ptr<Worker>> workers;
   for (int t = 0; t < threads; ++t) {
@@ -568,6 +671,34 @@ int main(int argc, char** argv) {
       w.decoder.DecodeInto(job.file->bytes, job.plan, out);
     }
   };
+  const ModeFn coef_v1_fn = [size](Worker& w, const Job& job) {
+    const auto out = codecs::PixelView::Interleaved(w.crop_out.data(), size, size);
+    if (job.packed_v1->packed) {
+      w.coef.DecodeInto(job.packed_v1->record, job.plan, out);
+    } else {
+      w.decoder.DecodeInto(job.file->bytes, job.plan, out);
+    }
+  };
+  // The ceiling: coef's decode from coefficients unpacked (untimed) before each block.
+  auto run_ceiling = [size, &jobs](Worker& w, const Job& job) {
+    const auto out = codecs::PixelView::Interleaved(w.crop_out.data(), size, size);
+    if (job.packed->packed) {
+      const auto i = static_cast<std::size_t>(&job - jobs.data());
+      w.coef.DecodeUnpackedInto(w.unpacked[i - w.unpacked_begin], job.plan, out);
+    } else {
+      w.decoder.DecodeInto(job.file->bytes, job.plan, out);
+    }
+  };
+  const PrepareFn unpack_block = [&jobs](Worker& w, std::size_t begin, std::size_t end) {
+    w.unpacked.clear();
+    w.unpacked_begin = begin;
+    for (std::size_t i = begin; i < end; ++i) {
+      const codecs::CoefficientPackResult& p = *jobs[i].packed;
+      w.unpacked.push_back(p.packed ? codecs::UnpackCoefficients(p.record)
+                                    : codecs::UnpackedCoefficients{});
+    }
+  };
+  const ModeFn ceiling_fn = run_ceiling;
   struct Mode {
     const char* name;
     ModeFn run;
@@ -586,6 +717,8 @@ int main(int argc, char** argv) {
   std::vector<double> interleaved_ratios;  // rrc/full per repetition, interleaved
   // coef against full and against indexed per repetition, the three rotating.
   std::vector<double> coef_over_full, coef_over_indexed;
+  // ... and against its ceiling (as a fraction of the ceiling's speed), the ceiling vs full.
+  std::vector<double> coef_of_ceiling, ceiling_over_full, v1_of_ceiling, coef_over_v1;
   try {
     // Untimed warm-up: code and tables hot, every thread's buffers touched.
     for (Mode& mode : modes) RunPass(mode.run, jobs, std::min(warmup, jobs.size()), workers);
@@ -601,10 +734,15 @@ int main(int argc, char** argv) {
         const auto [full_s, rrc_s] =
             RunInterleaved(run_full, run_rrc, jobs, kInterleaveBlock, *workers[0]);
         interleaved_ratios.push_back(full_s / rrc_s);
-        const std::vector<double> s3 = RunRotating({&modes[0].run, &modes[5].run, &modes[6].run},
-                                                   jobs, kInterleaveBlock, *workers[0]);
-        coef_over_full.push_back(s3[0] / s3[2]);
-        coef_over_indexed.push_back(s3[1] / s3[2]);
+        const std::vector<double> s5 =
+            RunRotating({&modes[0].run, &modes[5].run, &modes[6].run, &ceiling_fn, &coef_v1_fn},
+                        jobs, kInterleaveBlock, *workers[0], unpack_block);
+        coef_over_full.push_back(s5[0] / s5[2]);
+        coef_over_indexed.push_back(s5[1] / s5[2]);
+        coef_of_ceiling.push_back(s5[3] / s5[2]);
+        ceiling_over_full.push_back(s5[0] / s5[3]);
+        v1_of_ceiling.push_back(s5[3] / s5[4]);
+        coef_over_v1.push_back(s5[4] / s5[2]);
       }
     }
   } catch (const std::exception& e) {
@@ -682,13 +820,21 @@ int main(int argc, char** argv) {
     for (double r : interleaved_ratios) std::printf(" %.3f", r);
     std::printf(")\n");
     std::printf(
-        "  interleaved (full, indexed, coef rotating every %zu files): coef %.3fx full, "
-        "%.3fx indexed (medians of per-round ratios; each vs full:",
-        kInterleaveBlock, Median(coef_over_full), Median(coef_over_indexed));
+        "  interleaved (full, indexed, coef %s, ceiling, coef v1 rotating every %zu files): "
+        "coef %.3fx full, %.3fx indexed, %.3fx v1 (medians of per-round ratios; each vs full:",
+        coef_layout.c_str(), kInterleaveBlock, Median(coef_over_full), Median(coef_over_indexed),
+        Median(coef_over_v1));
     for (double r : coef_over_full) std::printf(" %.3f", r);
     std::printf(")\n");
+    std::printf(
+        "  same rounds, the ceiling (coef from unpacked coefficients): coef = %.3f of the "
+        "ceiling's speed (each:",
+        Median(coef_of_ceiling));
+    for (double r : coef_of_ceiling) std::printf(" %.3f", r);
+    std::printf("); v1 = %.3f of it; ceiling %.3fx full\n", Median(v1_of_ceiling),
+                Median(ceiling_over_full));
+    PrintStageSplits(jobs, *workers[0], size, unpack_block, kInterleaveBlock);
   }
-  PrintCoefficientSplit(jobs, *workers[0], size);
   std::printf("  decoded region: mean %.3f MP per image; DCT scale histogram:",
               decoded_pixels / std::max<std::size_t>(1, jobs.size()) / 1e6);
   for (const auto& [n, count] : scale_histogram) std::printf(" %d/8:%d", n, count);
@@ -701,14 +847,17 @@ int main(int argc, char** argv) {
         "\"indexed_ips\":%.1f,\"indexed_over_full\":%.3f,\"interval_width\":%d,"
         "\"transcode_growth\":%.4f,\"index_share\":%.4f,\"cpu_rrc_over_full\":%.3f,"
         "\"interleaved_rrc_over_full\":%.3f,\"coef_ips\":%.1f,"
-        "\"interleaved_coef_over_full\":%.3f,\"interleaved_coef_over_indexed\":%.3f}\n",
+        "\"interleaved_coef_over_full\":%.3f,\"interleaved_coef_over_indexed\":%.3f,"
+        "\"interleaved_coef_of_ceiling\":%.3f,\"interleaved_ceiling_over_full\":%.3f}\n",
         jobs.size(), size, scales.c_str(), threads, full, rrc, entropy, resize, rrc / full,
         full / entropy, rrc_t, indexed, indexed / full, interval_width,
         double(transcoded_bytes) / std::max<std::size_t>(1, original_bytes) - 1,
         double(index_bytes) / std::max<std::size_t>(1, original_bytes), cpu(1) / cpu(0),
         interleaved_ratios.empty() ? 0.0 : Median(interleaved_ratios), coef,
         coef_over_full.empty() ? 0.0 : Median(coef_over_full),
-        coef_over_indexed.empty() ? 0.0 : Median(coef_over_indexed));
+        coef_over_indexed.empty() ? 0.0 : Median(coef_over_indexed),
+        coef_of_ceiling.empty() ? 0.0 : Median(coef_of_ceiling),
+        ceiling_over_full.empty() ? 0.0 : Median(ceiling_over_full));
   }
   std::printf("images_per_s=%.1f\n", rrc);
   return 0;

@@ -47,6 +47,7 @@
 #include <utility>
 #include <vector>
 
+#include "cuda_binding.h"
 #include "tilefeed/launch/instance.h"
 #include "tilefeed/loader/dataset.h"
 #include "tilefeed/loader/loader.h"
@@ -557,6 +558,7 @@ loader::RemoteOptions ToRemoteOptions(const py::dict& remote) {
   text("s3_endpoint", o.s3_endpoint);
   text("aws_access_key_id", o.aws_access_key_id);
   text("aws_secret_access_key", o.aws_secret_access_key);
+  text("aws_session_token", o.aws_session_token);
   text("aws_region", o.aws_region);
   if (remote.contains("cache_limit")) o.cache_limit = remote["cache_limit"].cast<std::uint64_t>();
   if (remote.contains("retries")) o.retries = remote["retries"].cast<int>();
@@ -596,8 +598,13 @@ loader::OpenedDataset OpenSource(const std::string& data, const std::string& kin
 class PyCore {
  public:
   PyCore(const std::string& data, const std::string& source_kind, const std::string& split,
-         py::object on_bad_sample, const py::dict& options, const py::dict& remote) {
+         py::object on_bad_sample, const py::dict& options, const py::dict& remote,
+         py::object slot_memory)
+      : slot_owner_(slot_memory) {
     loader::LoaderOptions parsed = ParseOptions(options);
+    if (!slot_memory.is_none()) {
+      parsed.slot_memory = tilefeed::python::ExternalSlotMemory(slot_memory.attr("regions"));
+    }
     loader::OpenedDataset opened = OpenSource(data, source_kind, split, remote);
     summary_ = opened.summary;
     notes_ = std::move(opened.notes);
@@ -704,6 +711,9 @@ class PyCore {
   std::vector<std::string> class_names() const { return core_->loader().source().class_names(); }
 
  private:
+  // Owns the slot memory, if the caller gave it (tilefeed.cuda); outlives core_'s loader
+  // being stopped, which happens in ~PyCore.
+  py::object slot_owner_;
   std::shared_ptr<Core> core_;
   std::string summary_;
   std::vector<std::string> notes_;
@@ -734,6 +744,7 @@ PYBIND11_MODULE(_tilefeed, m) {
   py::register_exception<loader::SlotsHeldError>(m, "_SlotsHeldError", m.attr("LoaderError").ptr());
 
   m.def("_default_options", &DefaultOptions);
+  tilefeed::python::RegisterCuda(m);
   m.def(
       "_detect_instance",
       [] {
@@ -788,9 +799,9 @@ PYBIND11_MODULE(_tilefeed, m) {
 
   py::class_<PyCore>(m, "_Core")
       .def(py::init<const std::string&, const std::string&, const std::string&, py::object,
-                    const py::dict&, const py::dict&>(),
+                    const py::dict&, const py::dict&, py::object>(),
            py::arg("data"), py::arg("source"), py::arg("split"), py::arg("on_bad_sample"),
-           py::arg("options"), py::arg("remote") = py::dict())
+           py::arg("options"), py::arg("remote") = py::dict(), py::arg("slot_memory") = py::none())
       .def("next", &PyCore::Next, py::arg("copy") = false)
       .def("stop", &PyCore::Stop)
       .def("metrics", &PyCore::Metrics)

@@ -21,11 +21,14 @@
 #include <cmath>
 #include <cstdlib>
 #include <iomanip>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
 #include <type_traits>
+
+#include "tilefeed/transport/context.h"
 
 namespace tilefeed::tools {
 
@@ -76,6 +79,12 @@ CLI::Validator RangeCheck(std::optional<T> min, std::optional<T> max, bool min_e
           return std::string(kIntegral ? "must be an integer" : "must be a number") + ", got '" +
                  text + "'";
         }
+        // Beyond 64 bits (or a double): CLI11's conversion would clamp it to the maximum.
+        using Widest = std::conditional_t<kIntegral, unsigned long long, double>;
+        if (*value > static_cast<long double>(std::numeric_limits<Widest>::max())) {
+          return "must be at most " + NumberText(std::numeric_limits<Widest>::max()) + ", got " +
+                 text;
+        }
         const bool low = min && (min_exclusive ? *value <= static_cast<long double>(*min)
                                                : *value < static_cast<long double>(*min));
         const bool high = max && *value > static_cast<long double>(*max);
@@ -105,6 +114,22 @@ inline bool TcpPortOk(const std::string& endpoint, long min_port, bool any_port)
   return PortOk(endpoint.substr(colon + 1), min_port, any_port);
 }
 
+// The first endpoint of the comma-separated `list` that ZeroMQ would not read as it is
+// written (transport::ParseEndpoint's line), or "" when every one is fine.
+inline std::string EndpointProblem(const std::string& list, bool bind) {
+  std::size_t begin = 0;
+  while (true) {
+    const std::size_t comma = bind ? std::string::npos : list.find(',', begin);
+    try {
+      (void)transport::ParseEndpoint(list.substr(begin, comma - begin), bind);
+    } catch (const std::invalid_argument& e) {
+      return std::string("must be tcp://HOST:PORT, ipc://PATH or shm://NAME: ") + e.what();
+    }
+    if (comma == std::string::npos) return {};
+    begin = comma + 1;
+  }
+}
+
 }  // namespace detail
 
 // Numbers of min's kind (integers for an integer min) no smaller than `min`.
@@ -127,7 +152,8 @@ CLI::Validator Between(T min, T max) {
 }
 
 // A comma-separated list of endpoints to connect to: each tcp://HOST:PORT needs a PORT in
-// 1..65535 (ipc:// and shm:// pass; opening them names any other fault).
+// 1..65535, and each must be one ZeroMQ reads as written (transport::ParseEndpoint: no
+// SOURCE;DEST, a known scheme).
 inline CLI::Validator ConnectEndpoints() {
   return CLI::Validator(
       [](std::string& list) -> std::string {
@@ -138,18 +164,19 @@ inline CLI::Validator ConnectEndpoints() {
           if (!detail::TcpPortOk(item, 1, false)) {
             return "must give tcp://HOST:PORT a PORT between 1 and 65535, got " + item;
           }
-          if (comma == std::string::npos) return {};
+          if (comma == std::string::npos) return detail::EndpointProblem(list, false);
           begin = comma + 1;
         }
       },
       "ENDPOINT");
 }
 
-// An endpoint to bind: tcp://HOST:PORT with PORT in 1..65535, or * (or 0) for a free one.
+// An endpoint to bind: tcp://HOST:PORT with PORT in 1..65535, or * (or 0) for a free one,
+// ipc://PATH or shm://NAME, as transport::ParseEndpoint accepts it.
 inline CLI::Validator BindEndpoint() {
   return CLI::Validator(
       [](std::string& endpoint) -> std::string {
-        if (detail::TcpPortOk(endpoint, 0, true)) return {};
+        if (detail::TcpPortOk(endpoint, 0, true)) return detail::EndpointProblem(endpoint, true);
         return "must give tcp://HOST:PORT a PORT between 1 and 65535 (or * for a free one), got " +
                endpoint;
       },

@@ -73,7 +73,8 @@ int main(int argc, char** argv) {
   app.add_option("PATH", path,
                  "shard directory or its tilefeed-manifest.txt; any other dataset (found by the "
                  "same rules as train --data) is summarized")
-      ->required();
+      ->required()
+      ->check(tilefeed::tools::DatasetLocationCheck());
   app.add_option("--split", split, "the split of a root with train/ and val/")
       ->check(CLI::IsMember({"train", "val", "test"}));
   app.add_flag("--verify", verify,

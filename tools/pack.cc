@@ -4,6 +4,7 @@
 // With --jpeg-index each JPEG is transcoded for random access (tilefeed/codecs/jpeg_index.h) and
 // stored with its interval index; the summary counts the files stored as they came.
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -20,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "tilefeed/loader/dataset.h"
 #include "tilefeed/loader/shard_writer.h"
@@ -30,9 +32,18 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace loader = tilefeed::loader;
+namespace codecs = tilefeed::codecs;
 using Clock = std::chrono::steady_clock;
 
 using tilefeed::tools::ParseSize;
+
+// User + system CPU seconds of this process so far (all its threads).
+double CpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+         1e-6 * double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
+}
 
 std::string Hms(double seconds) {
   const auto s = static_cast<long long>(seconds + 0.5);
@@ -41,15 +52,18 @@ std::string Hms(double seconds) {
   return text;
 }
 
-// A bar redrawn in place on a terminal; otherwise one plain line every 10 seconds.
+// Progress and ETA on stderr, at most once a second: a bar redrawn in place when stderr
+// is a terminal; otherwise nothing, unless --progress asks for one plain line a second.
 class ProgressPrinter {
  public:
-  ProgressPrinter() : live_(isatty(STDERR_FILENO) != 0) {}
+  explicit ProgressPrinter(bool forced)
+      : live_(isatty(STDERR_FILENO) != 0), enabled_(live_ || forced) {}
 
   void operator()(const loader::PackProgress& p) {
+    if (!enabled_) return;
     const auto now = Clock::now();
     const bool last = p.samples_done == p.samples_total;
-    if (!last && now - last_print_ < (live_ ? kLiveInterval : kPlainInterval)) return;
+    if (!last && now - last_print_ < kInterval) return;
     last_print_ = now;
     const double rate = p.seconds > 0 ? double(p.samples_done) / p.seconds : 0;
     const double eta = rate > 0 ? double(p.samples_total - p.samples_done) / rate : 0;
@@ -75,9 +89,9 @@ class ProgressPrinter {
   }
 
  private:
-  static constexpr auto kLiveInterval = std::chrono::milliseconds(200);
-  static constexpr auto kPlainInterval = std::chrono::seconds(10);
+  static constexpr auto kInterval = std::chrono::seconds(1);
   bool live_;
+  bool enabled_;
   Clock::time_point last_print_{};
 };
 
@@ -109,7 +123,8 @@ int main(int argc, char** argv) {
                  "Dataset, found by the same rules as train --data: an ImageFolder, a root with "
                  "train/ and val/ (--split picks one), CIFAR-10's binary directory, WebDataset "
                  ".tar shards (a directory, a .tar, a brace pattern), or shards; local or a URL")
-      ->required();
+      ->required()
+      ->check(tilefeed::tools::DatasetLocationCheck());
   app.add_option("OUT", out, "output directory for the shards and the manifest")->required();
   app.add_option("--shard-size", shard_size, "target shard size (e.g. 128MiB, 64M, 1GiB)")
       ->capture_default_str();
@@ -144,6 +159,24 @@ int main(int argc, char** argv) {
       ->check(tilefeed::tools::Between(0, 1024))
       ->capture_default_str();
   app.add_flag("--force", force, "replace a pack in a non-empty OUT");
+  std::string coef_layout = "v1";
+  app.add_option("--coef-layout", coef_layout,
+                 "--codec coefficients: v1 (whole LZ4 bands, ~1.9x the JPEG bytes, the "
+                 "fastest to decode), v2-zstd (column groups, zstd: ~1.2x, ~0.6x v1's decode "
+                 "speed), v2-lz4 (~1.7x) or v2-none (~1.9x) (column groups, no entropy coder); "
+                 "bench/RESULTS-coef.md, docs/shard-format.md")
+      ->check(CLI::IsMember({"v2-zstd", "v2-lz4", "v2-none", "v1"}))
+      ->capture_default_str();
+  int lz4hc = loader::PackOptions{}.coefficients.lz4hc_level;
+  app.add_option("--lz4hc", lz4hc,
+                 "--coef-layout v1 or v2-lz4: LZ4HC level, 1..12 (smaller, slower to pack), "
+                 "or 0 for LZ4's fast compressor; decoding is as fast either way")
+      ->check(tilefeed::tools::Between(0, 12))
+      ->capture_default_str();
+  bool progress = false;
+  app.add_flag("--progress", progress,
+               "progress and ETA on stderr once a second even when it is not a terminal "
+               "(on a terminal they are always shown)");
   tilefeed::metrics::Flags metrics_flags;
   tilefeed::metrics::AddFlags(app, metrics_flags);
   tilefeed::tools::CheckMetricsFlags(app);
@@ -155,6 +188,11 @@ int main(int argc, char** argv) {
   options.output_dir = out;
   options.workers = workers;
   options.force = force;
+  options.coefficients.lz4hc_level = lz4hc;
+  options.coefficients.version = coef_layout == "v1" ? 1 : 2;
+  options.coefficients.coding = coef_layout == "v2-lz4"    ? codecs::CoefficientCoding::kLz4
+                                : coef_layout == "v2-none" ? codecs::CoefficientCoding::kNone
+                                                           : codecs::CoefficientCoding::kZstd;
   if (!ParseSize(shard_size, options.shard_bytes)) {
     std::fprintf(stderr, "tilefeed-pack: bad --shard-size '%s'\n", shard_size.c_str());
     return 2;
@@ -229,7 +267,7 @@ int main(int argc, char** argv) {
     tilefeed::metrics::Session metrics = tilefeed::metrics::Open(
         metrics_flags, {"tilefeed-pack", tilefeed::metrics::OptionsOf(app), src, source->size(),
                         source->class_names().size(), 0, 1, 0});
-    ProgressPrinter printer;
+    ProgressPrinter printer(progress);
     const loader::PackResult result =
         loader::PackDataset(*source, options, [&](const loader::PackProgress& p) {
           printer(p);
@@ -241,6 +279,12 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(result.records),
                 static_cast<unsigned long long>(result.shards), double(result.bytes) / 1e6,
                 result.seconds, result.seconds > 0 ? double(result.records) / result.seconds : 0.0);
+    const double cpu = CpuSeconds();
+    std::printf("CPU %.2f s on %d workers: %.0f records per CPU-second\n", cpu,
+                options.workers > 0
+                    ? options.workers
+                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
+                cpu > 0 ? double(result.records) / cpu : 0.0);
     std::printf("manifest: %s\n", result.manifest_path.c_str());
     std::printf("skipped %zu unreadable samples%s\n", result.skipped.size(),
                 result.skipped.empty() ? "" : ":");

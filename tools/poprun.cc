@@ -6,9 +6,16 @@
 //   poprun --instances 4 [--hosts a,b] [--replicas-per-instance 2] [--cores-per-instance 8]
 //          [--print-command] [--] ./train --epochs 90
 //
-// Errors are one line on stderr and exit code 2.
+// Errors are one line on stderr and exit code 2: a PROGRAM that is missing or not
+// executable is one of them (checked here for a job on this host, before mpirun prints its
+// banner). mpirun runs as poprun's child; poprun exits with its exit code. SIGINT and
+// SIGTERM of poprun are forwarded to mpirun (which ends the job) with one line saying so,
+// and poprun then exits 128 + the signal's number.
 
 #include <sched.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -38,6 +45,62 @@ int UsableCores() {
 int Fail(const std::string& message) {
   std::cerr << "poprun: " << message << '\n';
   return kUsageError;
+}
+
+// Why `program` cannot be run on this host, or "" when it can: a name with a '/' is a
+// path, any other is looked up in PATH, as mpirun does.
+std::string ProgramProblem(const std::string& program, const std::string& path) {
+  const std::string file = program.find('/') != std::string::npos
+                               ? program
+                               : tilefeed::launch::FindInPath(program, path);
+  if (file.empty()) return program + ": not found in PATH";
+  struct stat st {};
+  if (stat(file.c_str(), &st) != 0) return file + ": " + std::strerror(errno);
+  if (S_ISDIR(st.st_mode)) return file + ": is a directory, not a program";
+  if (access(file.c_str(), X_OK) != 0)
+    return file + ": not executable (" + std::strerror(errno) + ")";
+  return {};
+}
+
+// Runs argv as a child with SIGINT/SIGTERM forwarded to it; returns poprun's exit code.
+// The signals (and SIGCHLD) are blocked before the fork and taken with sigwait, so no
+// handler runs; the child gets the original mask back before it execs.
+int RunForwardingSignals(std::vector<std::string>& argv) {
+  std::vector<char*> exec_argv;
+  for (std::string& word : argv) exec_argv.push_back(word.data());
+  exec_argv.push_back(nullptr);
+  sigset_t set;
+  sigset_t original;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &set, &original);
+  std::cout.flush();
+  const pid_t child = fork();
+  if (child < 0) return Fail(std::string("fork: ") + std::strerror(errno));
+  if (child == 0) {
+    sigprocmask(SIG_SETMASK, &original, nullptr);
+    execv(exec_argv[0], exec_argv.data());
+    std::fprintf(stderr, "poprun: exec %s: %s\n", exec_argv[0], std::strerror(errno));
+    _exit(127);
+  }
+  int forwarded = 0;
+  while (true) {
+    int status = 0;
+    const pid_t done = waitpid(child, &status, WNOHANG);
+    if (done == child) {
+      if (forwarded != 0) return 128 + forwarded;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    int signal = 0;
+    if (sigwait(&set, &signal) != 0 || signal == SIGCHLD) continue;
+    if (kill(child, signal) == 0 && forwarded == 0) {
+      std::fprintf(stderr, "poprun: %s: forwarded to mpirun (pid %d), which ends the job\n",
+                   signal == SIGINT ? "SIGINT" : "SIGTERM", static_cast<int>(child));
+    }
+    forwarded = signal;
+  }
 }
 
 }  // namespace
@@ -94,10 +157,10 @@ int main(int argc, char** argv) {
     std::cout << ShellJoin(command.argv) << '\n';
     return 0;
   }
-  std::cout.flush();
-  std::vector<char*> exec_argv;
-  for (std::string& word : command.argv) exec_argv.push_back(word.data());
-  exec_argv.push_back(nullptr);
-  execv(exec_argv[0], exec_argv.data());
-  return Fail("exec " + command.argv[0] + ": " + std::strerror(errno));
+  // On other hosts the program is mpirun's to find; on this one a typo gets one line.
+  if (plan.hosts.empty() && !plan.program.empty()) {
+    const std::string problem = ProgramProblem(plan.program.front(), env("PATH").value_or(""));
+    if (!problem.empty()) return Fail(problem);
+  }
+  return RunForwardingSignals(command.argv);
 }

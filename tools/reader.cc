@@ -25,7 +25,8 @@
 //
 // It binds loopback unless told otherwise. A non-loopback --bind needs CURVE with an
 // allow-list (--curve-secret-key and --curve-allow), or --insecure for a network that is
-// trusted.
+// trusted. Loopback is what ZeroMQ actually bound (ZMQ_LAST_ENDPOINT), and --bind is read
+// as ZeroMQ reads it: tcp://SOURCE;DEST is refused, a host name is resolved.
 //
 // On a network that is not trusted, turn on CURVE (tilefeed/transport/curve.h): make a key pair
 // once with `tilefeed-serve --curve-keygen reader` (writes reader.key, mode 0600, and reader.pub),
@@ -96,15 +97,6 @@ class SignalStopper {
   std::jthread thread_;
 };
 
-// Whether `endpoint` is tcp:// on a loopback address (or not tcp at all: ipc, shm).
-bool LoopbackOnly(const std::string& endpoint) {
-  if (endpoint.rfind("tcp://", 0) != 0) return true;
-  const std::string rest = endpoint.substr(6);
-  const std::size_t colon = rest.rfind(':');
-  const std::string host = rest.substr(0, colon);
-  return host == "localhost" || host == "[::1]" || host.rfind("127.", 0) == 0;
-}
-
 // What this reader serves, as a trainer must agree to it.
 tilefeed::transport::SessionTerms TermsOf(const tilefeed::loader::LoaderOptions& options,
                                           const tilefeed::transport::DatasetIdentity& dataset,
@@ -158,8 +150,12 @@ int main(int argc, char** argv) {
   int instance_count = -1;
   int heartbeat_ms = 1000;
   int timeout_ms = 5000;
+  // Defaults are train's (tools/train.cc), so `tilefeed-serve --data DIR` and
+  // `train --readers ... --data DIR` agree unless told otherwise.
   loader::LoaderOptions options;
-  options.epochs = 1;
+  options.batch_size = 32;
+  options.epochs = 3;
+  options.drop_last_batch = true;
   transport::SenderOptions sender_options;
   std::string curve_keygen;
   std::vector<std::string> curve_allow;
@@ -170,7 +166,8 @@ int main(int argc, char** argv) {
   app.add_option("--data", data,
                  "Dataset: an ImageFolder, a root with train/ and val/ splits (--split picks "
                  "one), a shard directory or manifest of any codec, or CIFAR-10's binary "
-                 "directory (required unless --curve-keygen)");
+                 "directory (required unless --curve-keygen)")
+      ->check(tilefeed::tools::DatasetLocationCheck());
   app.add_option("--bad-sample-policy", bad_sample_policy,
                  "skip: a bad file is replaced by the next good one of the slice, named on "
                  "stderr and counted; fail: the session ends at the first, naming it")
@@ -235,8 +232,10 @@ int main(int argc, char** argv) {
              "pin the data position: samples of --first-epoch already delivered to all instances "
              "together (train --resume prints it)")
           ->check(tilefeed::tools::AtLeast(0));
-  app.add_flag("--drop-last", options.drop_last_batch,
-               "drop each epoch's final partial batch (train's own loader does)");
+  app.add_flag("--drop-last,!--no-drop-last", options.drop_last_batch,
+               "drop each epoch's final partial batch, as train's own loader does (the "
+               "default; --no-drop-last serves it, for trainers that take it)")
+      ->capture_default_str();
   CLI::Option* shard_option =
       app.add_option("--shard", shard, "INDEX/COUNT (default: this instance under mpirun)");
   CLI::Option* index_option =
@@ -284,7 +283,10 @@ int main(int argc, char** argv) {
     std::cerr << "tilefeed-serve: --curve-allow needs --curve-secret-key\n";
     return 2;
   }
-  if (!LoopbackOnly(sender_options.endpoint) && curve_allow.empty() && !insecure) {
+  // Checked here on the text (a host name resolved) before the data is opened, and by the
+  // sender on what ZeroMQ actually bound.
+  sender_options.loopback_only = curve_allow.empty() && !insecure;
+  if (sender_options.loopback_only && !transport::IsLoopbackEndpoint(sender_options.endpoint)) {
     std::cerr << "tilefeed-serve: --bind " << sender_options.endpoint
               << " is not loopback: serve it with CURVE and an allow-list (--curve-secret-key, "
                  "--curve-allow) or pass --insecure\n";
@@ -352,6 +354,10 @@ int main(int argc, char** argv) {
           std::to_string(o.first_epoch_position));
       return std::make_unique<loader::Loader>(loader::OpenDataset(data, dataset_options).source, o);
     };
+    // One --metrics-port for the instances of a host started by a launcher: P + local index.
+    if (!metrics_flags.port.empty()) {
+      metrics_flags.port_offset = launch::DetectInstance(launch::ProcessEnvironment()).local_index;
+    }
     metrics::Session metrics = metrics::Open(
         metrics_flags, {"tilefeed-serve", metrics::OptionsOf(app), data, dataset_size,
                         source->class_names().size(), options.slice.index, options.slice.count,
@@ -366,6 +372,9 @@ int main(int argc, char** argv) {
         metrics.SetLoader([serving] { return serving->metrics(); });
       }
     };
+    // A ring /dev/shm has no room for is one line now, not a SIGBUS at the first batch: each
+    // session's ring is allocated in full (posix_fallocate), and so is this trial one.
+    if (sender_options.shared_memory) (void)transport::SharedSlots::Create(options, job_id);
     transport::Context context;
     transport::BatchSender sender(context, sender_options, terms, open);
     std::cerr << "tilefeed-serve: serving " << dataset_size << " samples, epochs 0 to "

@@ -2,14 +2,17 @@
 
 // Command-line flags for datasets read over HTTP(S) or S3 (tilefeed/loader/remote.h), shared by the
 // tools that take a dataset location: --cache-dir, --cache-limit, --s3-endpoint and
-// --remote-retries, --remote-in-flight, plus the standard AWS environment variables, which only
-// tools read. Header-only; tools/ is a folder of executables, not a library.
+// --s3-addressing, --remote-retries, --remote-in-flight, plus the standard AWS environment
+// variables and shared credentials file, which only tools read. Header-only; tools/ is a folder
+// of executables, not a library.
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
 #include <cstdlib>
+#include <fstream>
+#include <map>
 #include <stdexcept>
 #include <string>
 
@@ -44,6 +47,7 @@ struct RemoteFlags {
   std::string cache_dir;
   std::string cache_limit = "10GiB";
   std::string s3_endpoint;
+  std::string s3_addressing = "auto";
   int retries = loader::RemoteOptions{}.retries;
   int in_flight = loader::RemoteOptions{}.max_in_flight;
 };
@@ -54,10 +58,24 @@ inline void AddRemoteFlags(CLI::App& app, RemoteFlags& flags) {
                  "processes of this host (default: no cache)");
   app.add_option("--cache-limit", flags.cache_limit,
                  "size bound of --cache-dir (e.g. 20GiB); least recently used blocks go first")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            std::uint64_t bytes = 0;
+            if (ParseSize(text, bytes)) return {};
+            return "must be a size such as 20GiB, 512M or 1000000 (bytes), got '" + text + "'";
+          },
+          "SIZE"))
       ->capture_default_str();
   app.add_option("--s3-endpoint", flags.s3_endpoint,
-                 "s3:// datasets: endpoint URL (path-style, e.g. http://minio:9000); default "
-                 "AWS. Keys from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION");
+                 "s3:// datasets: S3-compatible endpoint URL (e.g. http://minio:9000); default "
+                 "$AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS. Keys from AWS_ACCESS_KEY_ID, "
+                 "AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN or AWS_PROFILE's ~/.aws/credentials; "
+                 "region from AWS_REGION or AWS_DEFAULT_REGION (default us-east-1)");
+  app.add_option("--s3-addressing", flags.s3_addressing,
+                 "s3:// datasets: bucket in the host name (virtual) or in the path (path); auto: "
+                 "virtual on AWS for DNS-safe bucket names, path elsewhere")
+      ->check(CLI::IsMember({"auto", "virtual", "path"}))
+      ->capture_default_str();
   app.add_option("--remote-retries", flags.retries,
                  "http(s)/s3 datasets: retries of a failed request, with backoff, before the "
                  "sample is reported bad")
@@ -82,6 +100,65 @@ inline CLI::Validator DatasetLocationCheck() {
       "PATH|URL");
 }
 
+// The sections of an AWS INI file (~/.aws/credentials, ~/.aws/config): section -> key -> value.
+// Missing or unreadable: empty.
+inline std::map<std::string, std::map<std::string, std::string>> ReadAwsIni(
+    const std::string& path) {
+  std::map<std::string, std::map<std::string, std::string>> sections;
+  std::ifstream in(path);
+  std::string line, section;
+  const auto trim = [](std::string s) {
+    const std::size_t b = s.find_first_not_of(" \t\r");
+    const std::size_t e = s.find_last_not_of(" \t\r");
+    return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+  };
+  while (std::getline(in, line)) {
+    line = trim(line);
+    if (line.empty() || line[0] == '#' || line[0] == ';') continue;
+    if (line.front() == '[' && line.back() == ']') {
+      section = trim(line.substr(1, line.size() - 2));
+      continue;
+    }
+    const std::size_t eq = line.find('=');
+    if (eq != std::string::npos)
+      sections[section][trim(line.substr(0, eq))] = trim(line.substr(eq + 1));
+  }
+  return sections;
+}
+
+inline std::string EnvOr(const char* name, const std::string& fallback = {}) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != 0 ? std::string(v) : fallback;
+}
+
+// The AWS key, region and endpoint as the AWS CLI finds them: AWS_ACCESS_KEY_ID,
+// AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, else the AWS_PROFILE (default "default")
+// section of AWS_SHARED_CREDENTIALS_FILE (default ~/.aws/credentials); AWS_REGION, else
+// AWS_DEFAULT_REGION, else the profile's region in AWS_CONFIG_FILE (default ~/.aws/config);
+// AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL, when no --s3-endpoint is given.
+inline void ReadAwsEnvironment(loader::RemoteOptions& o) {
+  const std::string home = EnvOr("HOME");
+  const std::string profile = EnvOr("AWS_PROFILE", "default");
+  o.aws_access_key_id = EnvOr("AWS_ACCESS_KEY_ID");
+  o.aws_secret_access_key = EnvOr("AWS_SECRET_ACCESS_KEY");
+  o.aws_session_token = EnvOr("AWS_SESSION_TOKEN");
+  if (o.aws_access_key_id.empty() && !home.empty()) {
+    auto ini = ReadAwsIni(EnvOr("AWS_SHARED_CREDENTIALS_FILE", home + "/.aws/credentials"));
+    auto& keys = ini[profile];
+    o.aws_access_key_id = keys["aws_access_key_id"];
+    o.aws_secret_access_key = keys["aws_secret_access_key"];
+    o.aws_session_token = keys["aws_session_token"];
+  }
+  std::string region = EnvOr("AWS_REGION", EnvOr("AWS_DEFAULT_REGION"));
+  if (region.empty() && !home.empty()) {
+    auto ini = ReadAwsIni(EnvOr("AWS_CONFIG_FILE", home + "/.aws/config"));
+    region = ini[profile == "default" ? profile : "profile " + profile]["region"];
+  }
+  if (!region.empty()) o.aws_region = region;
+  if (o.s3_endpoint.empty())
+    o.s3_endpoint = EnvOr("AWS_ENDPOINT_URL_S3", EnvOr("AWS_ENDPOINT_URL"));
+}
+
 // The options the flags and the AWS environment variables give. Throws
 // std::invalid_argument for a malformed --cache-limit.
 inline loader::RemoteOptions ToRemoteOptions(const RemoteFlags& flags) {
@@ -93,9 +170,11 @@ inline loader::RemoteOptions ToRemoteOptions(const RemoteFlags& flags) {
   o.s3_endpoint = flags.s3_endpoint;
   o.retries = flags.retries;
   o.max_in_flight = flags.in_flight;
-  if (const char* v = std::getenv("AWS_ACCESS_KEY_ID")) o.aws_access_key_id = v;
-  if (const char* v = std::getenv("AWS_SECRET_ACCESS_KEY")) o.aws_secret_access_key = v;
-  if (const char* v = std::getenv("AWS_REGION")) o.aws_region = v;
+  using Addressing = loader::RemoteOptions::S3Addressing;
+  o.s3_addressing = flags.s3_addressing == "virtual" ? Addressing::kVirtualHosted
+                    : flags.s3_addressing == "path"  ? Addressing::kPath
+                                                     : Addressing::kAuto;
+  ReadAwsEnvironment(o);
   return o;
 }
 

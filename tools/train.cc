@@ -22,7 +22,10 @@
 // Each reader must agree with its instance on the session terms (tilefeed/transport/session.h):
 // dataset identity (with --data), slice, --seed, --batch-size, --image-size, drop-last,
 // --epochs and the data position; it refuses any other trainer with a line naming both
-// values. Every batch's labels are checked against the class count (--data or --classes).
+// values. Every batch's labels are checked against the class count (--data or --classes),
+// and every epoch's shape against the agreed terms (batch count and numbering, sample
+// indices in range and once per epoch); a reader that holds credits and sends nothing for
+// --data-timeout (default 60 s) is an error naming it.
 // A reader that stops before the last epoch, dies or is replaced is an error, unless
 // --reconnect, which reconnects and continues from this trainer's position. --data is
 // optional there: it gives the class count, the dataset identity and, when DIR/val exists,
@@ -270,7 +273,8 @@ struct Args {
   std::string readers;        // disaggregated mode: one tilefeed-serve endpoint per instance
   std::size_t reader_credits = 4;
   int reader_timeout_ms = 5000;
-  bool reconnect = false;           // --readers: reconnect a lost reader
+  double data_timeout = 0;  // --readers: seconds without a batch while a reader holds credits
+  bool reconnect = false;   // --readers: reconnect a lost reader
   int reconnect_window_ms = 30000;  // --readers --reconnect: how long to try
   std::string curve_server_key;     // --readers with CURVE: the readers' public key file(s)
   std::string curve_key;            // --readers with CURVE: this trainer's own key file(s)
@@ -301,6 +305,13 @@ struct Args {
   metrics::Flags metrics;
   std::vector<std::pair<std::string, std::string>> options_text;  // for the metrics' config
 };
+
+// "digest 0123456789abcdef", as loader::ToString writes a digest.
+std::string DigestText(std::uint64_t digest) {
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(digest));
+  return std::string("digest ") + text;
+}
 
 // The checkpoint to resume from: nullopt without --resume(-if-present), or when
 // --resume-if-present finds none. --resume without one is an error (a typo in
@@ -375,6 +386,10 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
     train_source = std::move(opened.source);
     if (classes == 0) classes = static_cast<int>(train_source->class_names().size());
   }
+  // What the checkpoints record and the readers are asked to serve: it covers the content
+  // (a sample of the bytes), so other images under the same names and counts differ.
+  std::optional<loader::DatasetIdentity> identity;
+  if (has_data) identity = loader::Identify(*train_source);
   if (args.core == "reference" && classes < 1) {
     throw std::invalid_argument("the reference core needs --data or --classes");
   }
@@ -387,6 +402,7 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
   options.local_batch = args.batch_size;
   options.sample_bytes = static_cast<std::size_t>(args.image_size) * args.image_size * 3;
   options.checkpoint_dir = args.checkpoint_dir;
+  options.dataset_digest = identity ? identity->digest : 0;
 
   trainer::Trainer::CoreFactory make_core;
   if (args.core == "synthetic") {
@@ -404,8 +420,11 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
     make_core = [core_options] { return std::make_unique<trainer::ReferenceCore>(core_options); };
   }
 
-  metrics::Session metrics = metrics::Open(
-      args.metrics, {"train", args.options_text, args.data, train_source ? train_source->size() : 0,
+  metrics::Flags metrics_flags = args.metrics;
+  metrics_flags.port_offset = launched.local_index;  // one --metrics-port for a whole host
+  metrics::Session metrics =
+      metrics::Open(metrics_flags,
+                    {"train", args.options_text, args.data, train_source ? train_source->size() : 0,
                      static_cast<std::uint64_t>(std::max(classes, 0)), rank, mpi.size(),
                      args.prefetch_depth * args.batch_size * options.sample_bytes, true});
   std::string metrics_exit = "completed";
@@ -442,6 +461,13 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
   };
 
   const std::optional<trainer::Checkpoint> checkpoint = ReadResumeCheckpoint(args, log);
+  if (checkpoint && identity && checkpoint->dataset_digest != 0 &&
+      checkpoint->dataset_digest != identity->digest) {
+    throw std::invalid_argument(
+        "resume: the checkpoint in " + args.checkpoint_dir + " was written for the dataset " +
+        DigestText(checkpoint->dataset_digest) + "; --data " + args.data + " is " +
+        loader::ToString(*identity) + ": other data (same names and counts or not)");
+  }
   if (checkpoint && !args.new_global_batch) {
     // Another instance count keeps the global batch: more or fewer micro-batches per step,
     // or (where the readers do not fix it) another local batch.
@@ -560,6 +586,8 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
     stream_options.endpoint = endpoints[static_cast<std::size_t>(rank)];
     stream_options.credits = args.reader_credits;
     stream_options.peer_timeout = std::chrono::milliseconds(args.reader_timeout_ms);
+    stream_options.data_timeout =
+        std::chrono::milliseconds(static_cast<std::int64_t>(args.data_timeout * 1000));
     // One file for every instance, or a comma-separated list with one per instance.
     auto per_instance = [&](const std::string& list, const char* option) -> std::string {
       if (list.empty()) return {};
@@ -579,7 +607,7 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
       throw std::invalid_argument("--curve-key needs --curve-server-key (the readers' public key)");
     }
     transport::SessionTerms terms;
-    if (has_data) terms.dataset = transport::IdentityOf(*train_source);
+    if (identity) terms.dataset = {identity->samples, identity->digest};
     terms.slice_index = static_cast<std::uint32_t>(rank);
     terms.slice_count = static_cast<std::uint32_t>(mpi.size());
     terms.seed = loader_options.seed;  // --seed, or the checkpoint's
@@ -677,6 +705,11 @@ int main(int argc, char** argv) {
   app.add_option("--reader-timeout-ms", args.reader_timeout_ms,
                  "--readers: a reader silent this long (or not answering at start) is an error")
       ->check(tools::AtLeast(1))
+      ->capture_default_str();
+  app.add_option("--data-timeout", args.data_timeout,
+                 "--readers: a reader that holds credits and sends no batch for this many "
+                 "seconds is an error, even if it heartbeats (0: 60 heartbeat intervals, 60 s)")
+      ->check(tools::Between(0.0, 1e6))
       ->capture_default_str();
   app.add_option("--classes", args.classes,
                  "Reference core: class count (0: from --data; needed with --readers and no "

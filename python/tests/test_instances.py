@@ -87,19 +87,24 @@ def run_ranks(folder, environments, extra=None, timeout=120):
 
 
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="OpenMPI's mpirun is not installed")
-def test_two_ranks_under_mpirun_read_disjoint_slices_covering_the_epoch(folder):
+def test_two_ranks_under_mpirun_read_disjoint_slices_covering_the_epoch(folder, tmp_path):
+    # mpirun forwards both ranks' output through one pipe in chunks that can interleave
+    # within a line, so each rank's stdout and stderr go to files of their own.
+    outputs = tmp_path / "ranks"
     proc = subprocess.run(
-        ["mpirun", "-np", "2", "--allow-run-as-root", "--oversubscribe", sys.executable, "-c",
-         RANK_SCRIPT, str(folder), "{}"],
+        ["mpirun", "-np", "2", "--allow-run-as-root", "--oversubscribe",
+         "--output-filename", str(outputs), sys.executable, "-c", RANK_SCRIPT, str(folder), "{}"],
         env=clean_environment(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    runs = results(proc.stdout)
-    assert len(runs) == 2, proc.stdout
+    rank_dirs = sorted(outputs.glob("*/rank.*"))
+    assert len(rank_dirs) == 2, list(outputs.rglob("*"))
+    runs = [results((d / "stdout").read_text())[0] for d in rank_dirs]
     assert_disjoint_cover(runs, 2)
     assert all("OMPI_COMM_WORLD" in r["origin"] for r in runs)
     # Each rank says once which instance it is and from what.
+    stderr = "".join((d / "stderr").read_text() for d in rank_dirs)
     for index in range(2):
-        assert proc.stderr.count(f"tilefeed: instance {index} of 2 (from OMPI_COMM_WORLD") == 1
+        assert stderr.count(f"tilefeed: instance {index} of 2 (from OMPI_COMM_WORLD") == 1
 
 
 def test_torchrun_environment_gives_the_slice(folder):

@@ -51,6 +51,10 @@ and the first file and reason. loader.bad_samples() lists them all.
 Checkpoints. loader.state_dict() is a plain picklable dict: where the next batch comes from.
 loader.load_state_dict(d) resumes there: byte for byte, or split over another shard count.
 
+GPU. Loader(..., device="cuda", dtype="bfloat16", mean=..., std=..., layout="nchw") yields
+batches already on the GPU, converted and normalised there, while the model computes on the
+previous one: see help(tilefeed.cuda). Without CUDA it raises RuntimeError saying why.
+
 Threads. The GIL is released while waiting for a batch and while indexing, starting and
 stopping; decode workers take it only to call on_bad_sample. Ctrl-C interrupts a wait with
 KeyboardInterrupt within about 20 ms; the batch being waited for is not lost (the next
@@ -59,6 +63,7 @@ any thread, but not from inside on_bad_sample.
 """
 
 import atexit
+import inspect
 import math
 import numbers
 import os
@@ -123,11 +128,15 @@ def _remote_options(cache_dir, cache_limit, s3_endpoint, remote_retries):
             raise TypeError(f"tilefeed.Loader: s3_endpoint must be a URL or None, "
                             f"got {s3_endpoint!r}")
         remote["s3_endpoint"] = s3_endpoint
-    for key, variable in (("aws_access_key_id", "AWS_ACCESS_KEY_ID"),
-                          ("aws_secret_access_key", "AWS_SECRET_ACCESS_KEY"),
-                          ("aws_region", "AWS_REGION")):
-        if os.environ.get(variable):
-            remote[key] = os.environ[variable]
+    # The standard AWS variables, each field from the first one set (as the tools read them).
+    for key, variables in (("aws_access_key_id", ("AWS_ACCESS_KEY_ID",)),
+                           ("aws_secret_access_key", ("AWS_SECRET_ACCESS_KEY",)),
+                           ("aws_session_token", ("AWS_SESSION_TOKEN",)),
+                           ("aws_region", ("AWS_REGION", "AWS_DEFAULT_REGION")),
+                           ("s3_endpoint", ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"))):
+        value = next((os.environ[v] for v in variables if os.environ.get(v)), None)
+        if value is not None and key not in remote:
+            remote[key] = value
     return remote
 
 
@@ -162,8 +171,17 @@ class Loader:
     by the processes of the host; cache_limit (bytes, at least 4 MiB) bounds its blocks;
     s3_endpoint (a URL, or None for AWS) serves s3://bucket/key; remote_retries (0-20) is
     the retries of a failed request before its sample is bad. s3:// keys come from
-    AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_REGION, read when the Loader is made.
+    AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION (or
+    AWS_DEFAULT_REGION) and AWS_ENDPOINT_URL_S3 (or AWS_ENDPOINT_URL), read when the Loader is
+    made.
     """
+
+    def __new__(cls, *args, device=None, **kwargs):
+        # device="cuda": batches land on the GPU, converted there (tilefeed.cuda).
+        if device is not None and str(device) != "cpu":
+            from .cuda import CudaLoader
+            return CudaLoader(*args, device=device, **kwargs)
+        return super().__new__(cls)
 
     def __init__(self, data, *, source="auto", split="train",
                  batch_size=_D["batch_size"],
@@ -199,7 +217,9 @@ class Loader:
                  cache_dir=None,
                  cache_limit=10 << 30,
                  s3_endpoint=None,
-                 remote_retries=5):
+                 remote_retries=5,
+                 device=None,
+                 _slot_memory=None):
         arguments = locals()
         self._options = {name: arguments[name] for name in _D}
         _check_options(self._options)
@@ -212,6 +232,7 @@ class Loader:
         self._split = split
         self._on_bad_sample = on_bad_sample
         self._copy = bool(copy)
+        self._slot_memory = _slot_memory  # tilefeed.cuda's pinned slots
         self._bad_history = []  # reports of C++ loaders replaced by load_state_dict()
         self._bad_warned = set()  # epochs whose bad samples were warned about
         self._stopped = False
@@ -266,7 +287,7 @@ class Loader:
         # The C++ LoaderOptions say "no limit" with epochs 0.
         options = dict(self._options, epochs=int(self._options["epochs"] or 0))
         return _tilefeed._Core(self._data, self._source, self._split, self._on_bad_sample,
-                               options, self._remote)
+                               options, self._remote, self._slot_memory)
 
     def _seek(self, epoch, position):
         """Moves the C++ loader to `position` of `epoch`; outside first_epoch + [0, epochs)
@@ -459,6 +480,11 @@ class Loader:
                 f"batch_size={o['batch_size']}, image_size={o['image_size']}, "
                 f"mode={o['mode']!r}, layout={o['layout']!r}, workers={o['workers']}, "
                 f"epoch={self.epoch}{', stopped' if self._stopped else ''})")
+
+
+# Loader(...)'s signature is __init__'s: its __new__ only routes device="cuda" (tilefeed.cuda).
+Loader.__signature__ = inspect.signature(Loader.__init__).replace(
+    parameters=list(inspect.signature(Loader.__init__).parameters.values())[1:])
 
 
 # -- argument checks ------------------------------------------------------------------------

@@ -17,10 +17,36 @@ namespace {
 using testing::MakeJpeg;
 using Encoding = testing::NamedEncoding;
 
-std::vector<std::byte> MustPack(std::span<const std::byte> jpeg) {
-  CoefficientPackResult result = PackCoefficients(jpeg);
+std::vector<std::byte> MustPack(std::span<const std::byte> jpeg,
+                                const CoefficientPackOptions& options = {}) {
+  CoefficientPackResult result = PackCoefficients(jpeg, options);
   EXPECT_TRUE(result.packed) << result.reason;
   return std::move(result.record);
+}
+
+// Every layout and coding the store writes: version 2 with zstd (the default), LZ4 and
+// stored groups, groups of one iMCU and wider than the image; version 1.
+std::vector<std::pair<std::string, CoefficientPackOptions>> Layouts() {
+  std::vector<std::pair<std::string, CoefficientPackOptions>> layouts;
+  CoefficientPackOptions o;
+  o.version = 2;
+  layouts.push_back({"v2 zstd", o});
+  o.coding = CoefficientCoding::kLz4;
+  o.lz4hc_level = 0;
+  o.group_pixels = 1;  // one iMCU per group
+  layouts.push_back({"v2 lz4, 1-iMCU groups", o});
+  o.coding = CoefficientCoding::kNone;
+  o.group_pixels = 40;
+  layouts.push_back({"v2 stored, 40-px groups", o});
+  o = {};
+  o.version = 2;
+  o.group_pixels = 100000;  // one group per band
+  o.zstd_level = 3;
+  layouts.push_back({"v2 zstd 3, one group", o});
+  o = {};
+  o.version = 1;
+  layouts.push_back({"v1", o});
+  return layouts;
 }
 
 // Crops touching every edge and corner, tiny and whole ones, and random ones.
@@ -66,6 +92,8 @@ void ExpectSamePixels(const std::vector<std::byte>& jpeg, const std::vector<std:
   ASSERT_EQ(stored.width, info.width);
   ASSERT_EQ(stored.height, info.height);
   ASSERT_EQ(stored.subsampling, info.subsampling);
+  // The ceiling's decode (codec_bench) must give the same pixels from unpacked blocks.
+  const UnpackedCoefficients unpacked = UnpackCoefficients(record);
   std::mt19937 rng(seed);
   for (const Rect& crop : CropsFor(info.width, info.height, rng, random_crops)) {
     for (auto [ow, oh] : OutputsFor(crop.width, crop.height, options)) {
@@ -82,6 +110,9 @@ void ExpectSamePixels(const std::vector<std::byte>& jpeg, const std::vector<std:
             decoder.DecodeInto(record, plan, PixelView::Interleaved(got.data(), ow, oh), &times);
         ASSERT_EQ(a.scale_eighths, b.scale_eighths);
         ASSERT_TRUE(want == got);
+        std::fill(got.begin(), got.end(), 7);
+        decoder.DecodeUnpackedInto(unpacked, plan, PixelView::Interleaved(got.data(), ow, oh));
+        ASSERT_TRUE(want == got) << "from unpacked coefficients";
       }
     }
   }
@@ -91,10 +122,13 @@ TEST(CoefficientStore, SamePixelsAsTheJpegDecodeForEveryEncodingCropAndScale) {
   for (const Encoding& e : testing::CommonEncodings(90, true)) {
     for (auto [w, h] : {std::pair{333, 257}, std::pair{97, 61}, std::pair{1, 1}, std::pair{16, 16},
                         std::pair{129, 33}}) {
-      SCOPED_TRACE(std::string(e.name) + " " + std::to_string(w) + "x" + std::to_string(h));
       const auto jpeg = MakeJpeg(w, h, e.options, w * 7 + h, e.channels);
-      const auto record = MustPack(jpeg);
-      ExpectSamePixels(jpeg, record, {}, 6, static_cast<std::uint32_t>(w + h));
+      for (const auto& [layout, options] : Layouts()) {
+        SCOPED_TRACE(std::string(e.name) + " " + std::to_string(w) + "x" + std::to_string(h) + " " +
+                     layout);
+        const auto record = MustPack(jpeg, options);
+        ExpectSamePixels(jpeg, record, {}, 6, static_cast<std::uint32_t>(w + h));
+      }
     }
   }
 }
@@ -118,14 +152,39 @@ TEST(CoefficientStore, ManyRandomCropsOfALargeImage) {
   EncodeOptions o;
   o.quality = 95;
   const auto jpeg = MakeJpeg(500, 375, o, 5);
-  ExpectSamePixels(jpeg, MustPack(jpeg), {}, 60, 99);
+  for (const auto& [layout, options] : Layouts()) {
+    SCOPED_TRACE(layout);
+    ExpectSamePixels(jpeg, MustPack(jpeg, options), {}, 25, 99);
+  }
 }
 
 TEST(CoefficientStore, HighQualityNeedsWideValues) {
   EncodeOptions o;
   o.quality = 100;
   const auto jpeg = MakeJpeg(120, 90, o, 8);
-  ExpectSamePixels(jpeg, MustPack(jpeg), {}, 4, 5);
+  for (const auto& [layout, options] : Layouts()) {
+    SCOPED_TRACE(layout);
+    ExpectSamePixels(jpeg, MustPack(jpeg, options), {}, 4, 5);
+  }
+}
+
+TEST(CoefficientStore, VersionTwoIsSmallerThanVersionOne) {
+  EncodeOptions o;
+  o.quality = 90;
+  const auto jpeg = MakeJpeg(333, 257, o, 21);
+  CoefficientPackOptions v2;
+  v2.version = 2;
+  EXPECT_LT(MustPack(jpeg, v2).size(), MustPack(jpeg).size());
+}
+
+TEST(CoefficientStore, OptionsOutOfRangeAreRefusedUpFront) {
+  const auto jpeg = MakeJpeg(16, 16, {}, 1);
+  CoefficientPackOptions o;
+  o.version = 3;
+  EXPECT_THROW(PackCoefficients(jpeg, o), std::invalid_argument);
+  o = {};
+  o.group_pixels = 0;
+  EXPECT_THROW(PackCoefficients(jpeg, o), std::invalid_argument);
 }
 
 TEST(CoefficientStore, RefusesWhatItCannotStore) {
@@ -163,8 +222,7 @@ TEST(CoefficientStore, ReadsTheHeaderAlone) {
 
 // Every truncation and many single-byte changes of a record are reported, never
 // crash (the ASan build runs this too).
-TEST(CoefficientStore, DamagedRecordsAreDecodeErrors) {
-  const auto record = MustPack(MakeJpeg(150, 100, {}, 6));
+void ExpectDamageReported(const std::vector<std::byte>& record) {
   CoefficientDecoder decoder;
   std::vector<std::uint8_t> out(32 * 32 * 3);
   const CropPlan plan{{10, 10, 120, 80}, false};
@@ -185,6 +243,11 @@ TEST(CoefficientStore, DamagedRecordsAreDecodeErrors) {
     const std::size_t at = std::uniform_int_distribution<std::size_t>(0, record.size() - 1)(rng);
     damaged[at] = std::byte(std::uniform_int_distribution<int>(0, 255)(rng));
     decode(damaged);
+    try {
+      CheckCoefficients(damaged);
+    } catch (const DecodeError& e) {
+      EXPECT_EQ(e.kind(), DecodeErrorKind::kCorrupt) << e.what();
+    }
   }
   // And the decoder is still good afterwards.
   std::vector<std::uint8_t> want(out.size());
@@ -193,6 +256,13 @@ TEST(CoefficientStore, DamagedRecordsAreDecodeErrors) {
   reference.DecodeInto(jpeg, plan, PixelView::Interleaved(want.data(), 32, 32));
   decoder.DecodeInto(record, plan, PixelView::Interleaved(out.data(), 32, 32));
   EXPECT_TRUE(want == out);
+}
+
+TEST(CoefficientStore, DamagedRecordsAreDecodeErrors) {
+  for (const auto& [layout, options] : Layouts()) {
+    SCOPED_TRACE(layout);
+    ExpectDamageReported(MustPack(MakeJpeg(150, 100, {}, 6), options));
+  }
 }
 
 TEST(CoefficientStore, CropOutsideTheImageIsAnInvalidArgument) {

@@ -2,7 +2,7 @@
 // LZ4 raw tensors and PNGs of every colour type, made at run time (the repository holds no
 // images).
 //   make_seeds DIR    -> DIR/jpeg/*, DIR/raw/*, DIR/jpeg_index/*, DIR/png/*,
-//                     DIR/jpeg_coefficients/*
+//                     DIR/jpeg_coefficients/*, DIR/coefficient_groups/*
 
 #include <cstdio>
 #include <filesystem>
@@ -113,6 +113,42 @@ int main(int argc, char** argv) {
   }
   pack(40, 33, gray, 1);
   pack(33, 24, cmyk, 4);
+  // coefficient_groups_fuzz: flags, two crops (8 bytes), then a record of each layout.
+  int grouped = 0;
+  auto pack_layout = [&](int w, int h, codecs::EncodeOptions o, int channels,
+                         const codecs::CoefficientPackOptions& layout) {
+    const auto result = codecs::PackCoefficients(
+        testing::MakeJpeg(w, h, o, static_cast<std::uint64_t>(grouped), channels), layout);
+    if (!result.packed) return;
+    std::vector<std::byte> bytes = {std::byte(grouped & 0x1F),
+                                    std::byte(70),
+                                    std::byte(90),
+                                    std::byte(120),
+                                    std::byte(100),
+                                    std::byte(10),
+                                    std::byte(0),
+                                    std::byte(200),
+                                    std::byte(255)};
+    bytes.insert(bytes.end(), result.record.begin(), result.record.end());
+    testing::WriteFile(dir / "coefficient_groups" / ("seed" + std::to_string(grouped++)), bytes);
+  };
+  for (const auto coding : {codecs::CoefficientCoding::kZstd, codecs::CoefficientCoding::kLz4,
+                            codecs::CoefficientCoding::kNone}) {
+    codecs::CoefficientPackOptions layout;
+    layout.version = 2;
+    layout.coding = coding;
+    layout.lz4hc_level = 0;
+    layout.group_pixels = 16;
+    codecs::EncodeOptions o;
+    pack_layout(97, 45, o, 3, layout);
+    o.subsampling = codecs::Subsampling::k444;
+    o.quality = 100;  // wide values
+    pack_layout(40, 24, o, 3, layout);
+    pack_layout(33, 24, gray, 1, layout);
+  }
+  codecs::CoefficientPackOptions v1;
+  v1.version = 1;
+  pack_layout(64, 40, codecs::EncodeOptions{}, 3, v1);
   // png_fuzz: flags, crop (4 bytes), then the PNG; every colour type, plain and interlaced.
   int pngs = 0;
   for (const testing::PngKind kind : testing::kAllPngKinds) {

@@ -57,12 +57,14 @@ fs::path MakeFolder(const TempDir& dir, int per_class) {
   return root;
 }
 
-PackResult PackCoefficients(const Source& source, const fs::path& out, int workers = 2) {
+PackResult PackCoefficients(const Source& source, const fs::path& out, int workers = 2,
+                            int record_version = 1) {
   PackOptions options;
   options.output_dir = out.string();
   options.shard_bytes = 64 << 10;
   options.codec = ShardCodec::kCoefficients;
   options.workers = workers;
+  options.coefficients.version = record_version;
   return PackDataset(source, options);
 }
 
@@ -106,6 +108,29 @@ TEST(CoefficientShardTest, LoaderOverCoefficientShardsEqualsLoaderOverTheOrigina
     const auto from_folder = CollectEpochs(ImageFolder::Open(root.string()), options);
     const auto from_shards = CollectEpochs(ShardDataset::Open(out.string()), options);
     EXPECT_EQ(from_folder, from_shards) << (mode == Mode::kTrain ? "train" : "eval");
+  }
+}
+
+// Issue 31: shards of version-2 coefficient records (column groups, zstd) verify and load
+// the same batches as the original files.
+TEST(CoefficientShardTest, VersionTwoRecordsLoadLikeTheOriginalFiles) {
+  TempDir dir;
+  const fs::path root = MakeFolder(dir, 8);
+  const fs::path out = dir.path() / "coefficients-v2";
+  const auto folder = ImageFolder::Open(root.string());
+  const PackResult result = PackCoefficients(*folder, out, 2, 2);
+  EXPECT_EQ(result.indexed, folder->size() - 1);
+  const auto shards = ShardDataset::Open(out.string());
+  std::vector<std::byte> record;
+  for (std::size_t i = 0; i < shards->size(); ++i) {
+    if (shards->Read(i, record).codec != SampleCodec::kCoefficients) continue;
+    EXPECT_EQ(std::to_integer<int>(record[4]), 2) << "record " << i << " is not version 2";
+  }
+  EXPECT_EQ(VerifyShards(out.string()).size(), 1u);  // only the PNG's note
+  for (const Mode mode : {Mode::kTrain, Mode::kEval}) {
+    const LoaderOptions options = TestOptions(mode);
+    EXPECT_EQ(CollectEpochs(ImageFolder::Open(root.string()), options),
+              CollectEpochs(ShardDataset::Open(out.string()), options));
   }
 }
 

@@ -1,5 +1,6 @@
 #include "tilefeed/loader/loader.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -366,6 +367,43 @@ TEST(Loader, RejectsBadOptions) {
                  o.drop_last_batch = true;
                }),
                std::invalid_argument);
+}
+
+// Issue 27: a batch larger than the machine was std::bad_alloc with no arithmetic, and a
+// huge prefetch depth allocated for gigabytes before failing. Both are refused before any
+// slot is allocated, with the arithmetic. (Do not run this on an older tilefeed: its
+// prefetch-depth case allocates until the machine runs out.)
+TEST(Loader, RefusesSlotsLargerThanTheMachineWithTheArithmetic) {
+  auto data = MakeDataset(2);
+  auto message = [&](auto edit) -> std::string {
+    LoaderOptions o = SmallOptions(1);
+    edit(o);
+    try {
+      Loader loader(ImageFolder::Open(data->dir.path().string()), o);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  EXPECT_THAT(message([](LoaderOptions& o) {
+                o.batch_size = std::size_t{1} << 40;
+                o.image_size = 224;
+                o.drop_last_batch = false;
+              }),
+              ::testing::HasSubstr("one batch is more than this machine's"));
+  EXPECT_THAT(message([](LoaderOptions& o) {
+                o.batch_size = std::size_t{1} << 40;
+                o.image_size = 224;
+                o.drop_last_batch = false;
+              }),
+              ::testing::HasSubstr("batch 1099511627776 x 224 x 224 x 3 (+ 12 bytes"));
+  EXPECT_THAT(message([](LoaderOptions& o) {
+                o.prefetch_depth = std::size_t{1} << 20;
+                o.batch_size = 256;
+                o.image_size = 1024;
+                o.drop_last_batch = false;
+              }),
+              ::testing::HasSubstr("prefetch_depth 1048576 slots x batch 256 x 1024 x 1024 x 3"));
 }
 
 // Caller-provided slot memory (LoaderOptions::slot_memory): one arena with a guard gap

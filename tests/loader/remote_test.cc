@@ -504,7 +504,8 @@ bool IsSignedLine(std::string_view line) {
          AllOf(date.substr(9, 6), 6, IsDigit) && date.substr(15) == "Z]";
 }
 
-// s3://bucket/key goes to <endpoint>/bucket/key, signed with SigV4 by libcurl.
+// s3://bucket/key goes to <endpoint>/bucket/key, signed with SigV4 (loader/detail/sigv4.cc;
+// tests/loader/test_s3_botocore.py verifies the signature itself with botocore).
 TEST_F(RemoteTest, S3RequestsAreSignedWithSigV4) {
   fs::create_directories(root_ / "bucket");
   fs::create_directory_symlink(root_ / "shards", root_ / "bucket" / "imagenet");

@@ -1,5 +1,6 @@
-"""Checks metrics records against docs/metrics-schema.json, and the schema against the
-tables of docs/metrics.md (the two must not drift)."""
+"""Checks metrics records against docs/metrics-schema.json (a Draft 2020-12 JSON Schema) with
+python3-jsonschema's Draft202012Validator, and the schema against the tables of
+docs/metrics.md (the two must not drift)."""
 
 import json
 import os
@@ -15,39 +16,18 @@ def load_schema():
         return json.load(f)
 
 
-def _type_ok(value, field):
-    if value is None:
-        return bool(field.get("nullable"))
-    kind = field["type"]
-    if kind == "string":
-        return isinstance(value, str)
-    if kind == "integer":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if kind == "number":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if kind == "object":
-        return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
-    raise ValueError("unknown type in the schema: " + kind)
+def validator(schema):
+    """A standard JSON Schema validator (Debian's python3-jsonschema) for `schema`, which
+    must itself be a valid Draft 2020-12 schema."""
+    from jsonschema import Draft202012Validator
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema)
 
 
 def record_errors(record, schema):
-    """The ways `record` (a parsed JSON object) departs from the schema; [] if none."""
-    kind = record.get("record")
-    fields = schema["records"].get(kind)
-    if fields is None:
-        return ["unknown record kind %r" % (kind,)]
-    errors = []
-    names = {f["name"] for f in fields}
-    for field in fields:
-        if field["name"] not in record:
-            errors.append("%s: missing field %s" % (kind, field["name"]))
-        elif not _type_ok(record[field["name"]], field):
-            errors.append("%s: field %s = %r is not %s" % (kind, field["name"],
-                                                            record[field["name"]], field["type"]))
-    for name in record:
-        if name not in names:
-            errors.append("%s: field %s is not in the schema" % (kind, name))
-    return errors
+    """The ways `record` (a parsed JSON value) departs from the schema; [] if none."""
+    return ["%s: %s" % ("/".join(str(p) for p in e.absolute_path) or "record", e.message)
+            for e in validator(schema).iter_errors(record)]
 
 
 def file_errors(path, schema):
@@ -90,8 +70,12 @@ def doc_tables(path=DOC_PATH):
 
 
 def schema_tables(schema):
+    """{record: [(name, type, unit), ...]} as docs/metrics.md's tables write them."""
+    def kind(field):
+        types = field["type"] if isinstance(field["type"], list) else [field["type"]]
+        return " or ".join(types)
     return {
-        kind: [(f["name"], f["type"] + (" or null" if f.get("nullable") else ""), f["unit"])
-               for f in fields]
-        for kind, fields in schema["records"].items()
+        name: [(field, kind(spec), spec.get("x-unit", "")) for field, spec in
+               definition["properties"].items()]
+        for name, definition in schema["$defs"].items()
     }

@@ -1,4 +1,5 @@
-"""Issue 16: every tool's metrics stream against docs/metrics-schema.json, the schema
+"""Issue 16 and 26: every tool's metrics stream validated against docs/metrics-schema.json with a
+standard validator (python3-jsonschema's Draft202012Validator), broken records rejected, the schema
 against docs/metrics.md, and the Prometheus endpoint during a run.
 
 The tools come from the environment (set by tests/CMakeLists.txt): TILEFEED_TRAIN,
@@ -82,6 +83,56 @@ def test_a_missing_or_renamed_field_fails():
     assert metrics_schema.record_errors(wrong_type, SCHEMA)
     not_nullable = dict(good, seconds=None)
     assert metrics_schema.record_errors(not_nullable, SCHEMA)
+
+
+def test_the_schema_is_a_draft_2020_12_json_schema():
+    from jsonschema import Draft202012Validator
+    assert SCHEMA["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    Draft202012Validator.check_schema(SCHEMA)
+
+
+def _good(kind):
+    """A valid record of `kind`, from the schema's own field types."""
+    sample = {"string": "x", "integer": 1, "number": 1.0, "object": {}}
+    record = {}
+    for name, spec in SCHEMA["$defs"][kind]["properties"].items():
+        types = spec["type"] if isinstance(spec["type"], list) else [spec["type"]]
+        record[name] = spec["const"] if "const" in spec else (
+            spec["enum"][0] if "enum" in spec else sample[types[0]])
+    if kind == "end":
+        record["error"] = None
+    return record
+
+
+@pytest.mark.parametrize("broken,why", [
+    ({}, "no record kind"), ([], "not an object"), ("config", "a string"), (42, "a number"),
+    (None, "null"), ({"record": "config"}, "no other field"),
+    ({"record": "progress"}, "an unknown kind"),
+    (dict(_good("config"), schema=2), "another schema version"),
+    (dict(_good("config"), tool="my_tool"), "a tool the doc does not list"),
+    (dict(_good("config"), instances=0), "no instances"),
+    (dict(_good("config"), options={"--workers": 4}), "an option value that is not a string"),
+    (dict(_good("config"), interval_s=0), "an interval of 0 s"),
+    (dict(_good("interval"), images=-1), "a negative count"),
+    (dict(_good("interval"), images=1.5), "a fractional count"),
+    (dict(_good("interval"), images=True), "a boolean count"),
+    (dict(_good("interval"), stall_percent=150.0), "a share above 100 %"),
+    (dict(_good("interval"), rss_mb=1.0), "a field the schema does not have"),
+    (dict(_good("epoch"), seconds=None), "null where not nullable"),
+    (dict(_good("epoch"), accuracy=1.5), "an accuracy above 1"),
+    (dict(_good("epoch"), loss="0.3"), "a number as a string"),
+    (dict(_good("end"), exit="crashed"), "an exit the doc does not list"),
+    (dict(_good("end"), exit="error", error=None), "an error exit without its message"),
+    (dict(_good("end"), exit="completed", error="boom"), "a message without an error exit"),
+    ({k: v for k, v in _good("end").items() if k != "peak_rss_mib"}, "a missing field"),
+])
+def test_a_standard_validator_rejects_broken_records(broken, why):
+    assert metrics_schema.record_errors(broken, SCHEMA), "accepted " + why
+
+
+@pytest.mark.parametrize("kind", ["config", "interval", "epoch", "end"])
+def test_a_standard_validator_accepts_each_kind(kind):
+    assert metrics_schema.record_errors(_good(kind), SCHEMA) == []
 
 
 # --- every tool --------------------------------------------------------------------------
@@ -198,7 +249,7 @@ def scrape(port):
         text = response.read().decode()
     values = {}
     for line in text.splitlines():
-        found = re.match(r'^(tilefeed_\w+)\{[^}]*instance="0"[^}]*\} (\S+)$', line)
+        found = re.match(r'^(tilefeed_\w+)\{[^}]*tilefeed_instance="0"[^}]*\} (\S+)$', line)
         if found:
             values[found.group(1)] = float(found.group(2))
     return values
@@ -214,7 +265,7 @@ def test_prometheus_counters_move_during_a_run(demo, tmp_path):
     try:
         port = None
         for line in train.stderr:
-            found = re.search(r"Prometheus metrics at http://localhost:(\d+)/metrics", line)
+            found = re.search(r"Prometheus metrics at http://127\.0\.0\.1:(\d+)/metrics", line)
             if found:
                 port = int(found.group(1))
                 break

@@ -17,7 +17,7 @@ SHARED = ["images", "bad_samples", "read_s", "decode_s", "resize_s", "wait_s",
 def test_loader_metrics_use_the_schema_names(demo):
     tilefeed = pytest.importorskip("tilefeed")
     schema = metrics_schema.load_schema()
-    interval = {f["name"]: f for f in schema["records"]["interval"]}
+    interval = schema["$defs"]["interval"]["properties"]
     loader = tilefeed.Loader(str(demo / "train"), batch_size=8, image_size=32, workers=1)
     for _ in loader:
         pass

@@ -54,6 +54,18 @@ train|--readers must give tcp://HOST:PORT a PORT between 1 and 65535, got tcp://
 train|--readers must give tcp://HOST:PORT a PORT between 1 and 65535, got tcp://127.0.0.1:0|--readers tcp://127.0.0.1:0
 train|--epochs must be an integer, got '2.5'|--data $D --epochs 2.5
 tilefeed-serve|--batch-size must be at least 1, got -4|--data $D --batch-size -4
+tilefeed-serve|--batch-size must be at most 18446744073709551615, got 99999999999999999999|--data $D --batch-size 99999999999999999999
+tilefeed-serve|--bind must be tcp://HOST:PORT, ipc://PATH or shm://NAME: endpoint 'tcp://127.0.0.1:1;0.0.0.0:5603': ';' is ZeroMQ's SOURCE;DEST syntax|--data $D --bind tcp://127.0.0.1:1;0.0.0.0:5603
+tilefeed-serve|--bind must be tcp://HOST:PORT, ipc://PATH or shm://NAME: endpoint 'bogus': not tcp://HOST:PORT|--data $D --bind bogus
+tilefeed-serve|--cache-limit must be a size such as 20GiB|--data $D --cache-limit abc
+tilefeed-serve|--data: Path does not exist|--data $work/missing
+tilefeed-pack|SRC: Path does not exist|$work/missing $work/out
+tilefeed-inspect|PATH: Path does not exist|$work/missing
+train|--readers must be tcp://HOST:PORT, ipc://PATH or shm://NAME: endpoint 'foo://bar': scheme foo:// is not|--readers foo://bar --data $D
+train|--readers must be tcp://HOST:PORT, ipc://PATH or shm://NAME: endpoint 'tcp://127.0.0.1:1;127.0.0.1:2': ';'|--readers tcp://127.0.0.1:1;127.0.0.1:2
+train|--cache-limit must be a size such as 20GiB|--data $D --cache-limit abc
+train|--batch-size must be at most 18446744073709551615, got 99999999999999999999|--data $D --batch-size 99999999999999999999
+train|--data: Path does not exist|--data $work/missing
 tilefeed-serve|--bind must give tcp://HOST:PORT a PORT between 1 and 65535 (or * for a free one), got tcp://127.0.0.1:99999|--data $D --bind tcp://127.0.0.1:99999
 tilefeed-serve|--epochs must be at least 1, got 0|--data $D --epochs 0
 tilefeed-serve|--epochs must be at least 1, got -1|--data $D --epochs -1
@@ -73,6 +85,8 @@ tilefeed-pack|--workers must be between 0 and 1024, got -3|$D $work/out --worker
 tilefeed-pack|--shard-size must be above 0, got '0'|$D $work/out --shard-size 0
 tilefeed-pack|--interval-width must be between 8 and 65535, got 4|$D $work/out --interval-width 4
 tilefeed-pack|--metrics-interval must be above 0, got -1|$D $work/out --metrics-interval -1
+tilefeed-pack|--lz4hc must be between 0 and 12, got 13|$D $work/out --lz4hc 13
+tilefeed-pack|--coef-layout: v3 not in|$D $work/out --coef-layout v3
 tilefeed-make-demo|--train-per-class must be between 1 and 1000000, got 0|$work/demo --train-per-class 0
 tilefeed-make-demo|--val-per-class must be between 0 and 1000000, got -1|$work/demo --val-per-class -1
 tilefeed-make-demo|--classes must be between 1 and|$work/demo --classes 0
@@ -113,6 +127,8 @@ codec_bench|--threads must be between 1 and 1024, got 0|--data $D --threads 0
 codec_bench|--warmup must be at least 0, got -1|--data $D --warmup -1
 codec_bench|--interval-width must be between 0 and 65535, got -1|--data $D --interval-width -1
 codec_bench|--lz4hc must be between 0 and 12, got 99|--data $D --lz4hc 99
+codec_bench|--group-pixels must be between 1 and 65535, got 0|--data $D --group-pixels 0
+codec_bench|--coef-layout: v1 not in|--data $D --coef-layout v1
 transport_bench|--batch must be at least 1, got -1|--batch -1
 transport_bench|--workers must be between 0 and 1024, got -1|--workers -1
 transport_bench|--warmup must be at least 0, got -1|--warmup -1

@@ -11,7 +11,12 @@ tables below, and is then checked the way its table says:
 
 A command in none of them fails the test, so a new README command needs a line here. The
 tools named in the README's inline code (`tilefeed-pack SRC OUT --jpeg-index`, ...) are
-checked too: each flag they show must be one the tool's --help lists.
+checked too: each flag they show must be one the tool's --help lists, and each is run as
+written (INLINE below) with only the README's placeholders filled in: a demo dataset the
+test makes for DIR and SRC (256 images: the fewest that give 8 instances one full batch of
+train's default 32), a fresh folder for OUT, instance 0 of 1 for i and N, this
+host for h0, a free port for 5555 and one reader for "tcp://...,...". Every other word,
+default and flag is the README's.
 
     readme_test.py SOURCE_DIR BUILD_DIR
 """
@@ -41,6 +46,28 @@ NOT_RUN = {
 }
 
 SHELL_LANGUAGES = {"", "sh", "bash", "shell", "console"}
+# Inline README commands: how each is run. "run": in order, each to exit 0; "background": a
+# server started before the next command, which must then exit 0, and which itself must exit
+# 0 afterwards (tilefeed-serve ends once its trainer has every epoch). A tool command in the
+# README that is not here fails the test.
+INLINE = {
+    "tilefeed-pack SRC OUT": "run",
+    "tilefeed-inspect OUT --verify": "run",
+    "poprun --instances 8 ./train --data DIR":
+        "run",  # 8 instances on 2 cores: poprun oversubscribes when it must
+    "tilefeed-serve --data DIR --bind tcp://127.0.0.1:5555 --instance-index i --instance-count N":
+        "background",
+    "train --readers tcp://h0:5555,... --data DIR": "run",
+}
+# Other commands in the README's prose, run elsewhere with other file names: the reason.
+# Each must still be in the README (so these notes cannot go stale).
+ELSEWHERE = {
+    "tilefeed-report run-*.jsonl -o report.html":
+        "./run.sh demo (RUN above) ends with it on its own run's files (demo-metrics.*.jsonl)",
+    "cmake --install build/release --prefix /usr/local":
+        "the install_consumer test installs the build into a temporary prefix instead "
+        "(a test does not write /usr/local)",
+}
 # Tools whose inline README commands have their flags checked against --help, and the
 # build-tree path of each.
 TOOLS = {
@@ -133,6 +160,72 @@ def check_flags(build, span, helps):
     return None
 
 
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def fill_placeholders(span, demo, out, port):
+    """The README's inline command with its placeholders filled in (see the docstring)."""
+    words = []
+    for word in shlex.split(span):
+        word = word.replace("tcp://h0:5555,...", "tcp://127.0.0.1:5555")
+        word = word.replace(":5555", ":%d" % port)
+        words.append({"DIR": demo, "SRC": demo, "OUT": out, "i": "0", "N": "1"}.get(word, word))
+    return words
+
+
+def run_inline_commands(build, spans):
+    """Runs every INLINE command as the README writes it, from the build's tools/ folder (so
+    `./train` and the bare tool names are this build's)."""
+    tools = os.path.join(build, "tools")
+    with tempfile.TemporaryDirectory(prefix="tilefeed-readme-inline.") as work:
+        demo = os.path.join(work, "demo")
+        subprocess.run([os.path.join(tools, "tilefeed-make-demo"), demo, "--classes", "2",
+                        "--train-per-class", "128", "--val-per-class", "0", "--threads", "2"],
+                       check=True, stdout=subprocess.DEVNULL, timeout=120)
+        demo = os.path.join(demo, "train")
+        out, port = os.path.join(work, "out"), free_port()
+        env = dict(os.environ, PATH=tools + os.pathsep + os.environ.get("PATH", ""))
+        background = None
+        try:
+            for span in spans:
+                words = fill_placeholders(span, demo, out, port)
+                log = open(os.path.join(work, "%s.log" % words[0]), "w+")
+                process = subprocess.Popen(words, cwd=tools, env=env, stdout=log,
+                                           stderr=subprocess.STDOUT)
+                if INLINE[span] == "background":
+                    background = (span, process, log)
+                    continue
+                try:
+                    rc = process.wait(timeout=400)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    rc = "a timeout"
+                log.seek(0)
+                if rc != 0:
+                    fail(f"README's '{span}' (run as {shlex.join(words)}) exited {rc}:\n"
+                         f"{log.read()[-3000:]}")
+                print(f"readme_test: ran README's '{span}': exit 0")
+            if background:
+                span, process, log = background
+                try:
+                    rc = process.wait(timeout=120)
+                except subprocess.TimeoutExpired:
+                    rc = "still running after its trainer finished"
+                log.seek(0)
+                if rc != 0:
+                    fail(f"README's '{span}' exited {rc}:\n{log.read()[-3000:]}")
+                print(f"readme_test: ran README's '{span}': exit 0")
+                background = None
+        finally:
+            if background and background[1].poll() is None:
+                background[1].kill()
+                background[1].wait()
+
+
 def unknown_commands(commands):
     return [c for c in commands if c not in RUN and c not in CI and c not in NOT_RUN]
 
@@ -162,10 +255,21 @@ def main():
         if command in CI and not ci_runs(source, command):
             fail(f"'{command}' is listed as run by CI, but .ci/run does not run it")
     helps = {}
-    for span in inline_tool_commands(text):
+    spans = inline_tool_commands(text)
+    for span in spans:
         problem = check_flags(build, span, helps)
         if problem:
             fail(problem)
+    not_run = [span for span in spans if span not in INLINE]
+    if not_run:
+        fail("README tool commands no test runs: " + "; ".join(repr(s) for s in not_run) +
+             " (add them to tests/tools/readme_test.py's INLINE)")
+    prose = " ".join(text.split())
+    for command, reason in ELSEWHERE.items():
+        if f"`{command}`" not in prose:
+            fail(f"ELSEWHERE lists '{command}', which README.md no longer has")
+        print(f"readme_test: '{command}': {reason}")
+    run_inline_commands(build, spans)
     for command in commands:
         if command in RUN:
             output = run_command(source, command, RUN[command], build)

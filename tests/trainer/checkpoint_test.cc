@@ -1,8 +1,12 @@
 #include "tilefeed/trainer/checkpoint.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "tests/support/temp_dir.h"
 #include "tests/trainer/tiny_dataset.h"
@@ -22,6 +26,7 @@ Checkpoint Sample() {
   c.parameters = {1.5f, -2.0f, 3.25f, 0.0f};
   c.velocity = {0.1f, 0.2f, -0.3f, 0.4f};
   c.global_batch = 256;
+  c.dataset_digest = 0xfedcba9876543210;
   return c;
 }
 
@@ -41,6 +46,40 @@ TEST(Checkpoint, RoundTripsAndLeavesNoTemporaryFile) {
     ++files;
   }
   EXPECT_EQ(files, 1);
+}
+
+// A pid that no process has now: a child's, after it was reaped.
+pid_t DeadPid() {
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  int status = 0;
+  waitpid(child, &status, 0);
+  return child;
+}
+
+// Issue 27: a writer SIGKILLed mid-write left its model-sized temporary file for good.
+TEST(Checkpoint, RemovesTemporaryFilesOfDeadWritersOnly) {
+  TempDir dir("tilefeed-ckpt");
+  const std::filesystem::path run = dir.path() / "run";
+  std::filesystem::create_directories(run);
+  char host[256] = {};
+  ASSERT_EQ(gethostname(host, sizeof(host) - 1), 0);
+  const std::string dead = std::to_string(DeadPid());
+  const std::string live = std::to_string(getppid());
+  const std::string prefix = ".checkpoint.tfck.tmp.";
+  const std::vector<std::string> stale = {prefix + dead, prefix + host + "." + dead};
+  const std::vector<std::string> kept = {prefix + host + "." + live,
+                                         prefix + "another-host." + dead, prefix + "notapid"};
+  for (const auto& names : {stale, kept}) {
+    for (const std::string& name : names) std::ofstream(run / name) << "partial";
+  }
+  WriteCheckpoint(run, Sample());
+  for (const std::string& name : stale) EXPECT_FALSE(std::filesystem::exists(run / name)) << name;
+  for (const std::string& name : kept) EXPECT_TRUE(std::filesystem::exists(run / name)) << name;
+  // Opening a checkpoint cleans too.
+  std::ofstream(run / stale[1]) << "partial";
+  EXPECT_TRUE(ReadCheckpoint(run).has_value());
+  EXPECT_FALSE(std::filesystem::exists(run / stale[1]));
 }
 
 TEST(Checkpoint, RefusesADamagedOrTruncatedFile) {

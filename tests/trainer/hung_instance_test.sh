@@ -19,9 +19,16 @@ bound=$((timeout_s + 60))
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-hung.XXXXXX") || exit 1
 job=
+# The processes under poprun ($1): mpirun, and the instances it starts.
+below() {
+  for c in $(ps -o pid= --ppid "$1" 2>/dev/null); do
+    echo "$c"
+    ps -o pid= --ppid "$c" 2>/dev/null
+  done
+}
 cleanup() {
   if [ -n "$job" ]; then
-    for p in $(ps -o pid= --ppid "$job" 2>/dev/null) "$job"; do kill -KILL "$p" 2>/dev/null; done
+    for p in $(below "$job") "$job"; do kill -KILL "$p" 2>/dev/null; done
   fi
   rm -rf "$work"
 }
@@ -45,7 +52,7 @@ times=""
 run=0
 while [ $run -lt "$runs" ]; do
   run=$((run + 1))
-  # poprun execs mpirun, so $! is mpirun; it starts the instances as its children.
+  # $! is poprun; its child mpirun starts the instances as its children.
   "$poprun" --instances 2 -- "$train" --data "$work/data/train" --image-size 32 \
     --batch-size 4 --epochs 1000000 --workers 1 --hidden 16 --check-every 0 \
     --collective-timeout "$timeout_s" >"$work/job.log" 2>&1 &
@@ -57,14 +64,14 @@ while [ $run -lt "$runs" ]; do
     [ "$(date +%s)" -lt "$deadline" ] || fail "no epoch line within 300 s"
     sleep 0.1
   done
-  pids=$(ps -o pid= --ppid "$job")
+  pids=$(below "$job")
   victim=
   for p in $pids; do
     if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then
       victim=$p
     fi
   done
-  [ -n "$victim" ] || fail "no instance 1 among mpirun's children ($pids)"
+  [ -n "$victim" ] || fail "no instance 1 among poprun's descendants ($pids)"
   if [ "$mode" = stop ]; then kill -STOP "$victim"; else kill -KILL "$victim"; fi
   start=$(now)
   deadline=$(($(date +%s) + bound + 5))

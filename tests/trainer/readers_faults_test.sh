@@ -107,7 +107,7 @@ timeout 300 "$train" --data "$work/other" --core synthetic --batch-size 4 --imag
 grep -q "dataset: trainer 48 samples" "$work/refused.log" || fail "dataset: $(cat "$work/refused.log")"
 serve eval --data "$data" --bind 'tcp://127.0.0.1:*' --epochs 2 --drop-last --mode eval
 refused mode "mode: trainer train, reader eval" $sizes --readers "$endpoint" --epochs 2
-serve keep --data "$data" --bind 'tcp://127.0.0.1:*' --epochs 2
+serve keep --data "$data" --bind 'tcp://127.0.0.1:*' --epochs 2 --no-drop-last
 refused "drop-last" "drop-last: trainer on, reader off" $sizes --readers "$endpoint" \
   --epochs 2
 serve half --data "$data" --bind 'tcp://127.0.0.1:*' --epochs 2 --drop-last --instance-index 1 \

@@ -1,13 +1,16 @@
 #include "tilefeed/transport/detail/shm.h"
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -80,6 +83,37 @@ TEST(SharedMemoryRing, RoundTripsAndLeavesNothingBehind) {
   serving.join();
   EXPECT_EQ(result, SendResult::kCompleted);
   EXPECT_EQ(SegmentsOf(job), 0);
+}
+
+// Issue 27: a same-host reader that shrank its segment killed the trainer with SIGBUS. The
+// opened mapping is guarded: a read past the new end reads zeros and the segment says it
+// shrank. (On main this test dies of SIGBUS at the read.)
+TEST(SharedMemoryRing, AShrunkSegmentReadsZerosInsteadOfRaisingSigbus) {
+  const std::size_t bytes = 64 * 4096;
+  const std::string name = detail::MakeSegmentName(UniqueJob("shrink"));
+  detail::ShmSegment created = detail::ShmSegment::Create(name, bytes);
+  std::memset(created.data(), 0x5a, bytes);
+  const detail::ShmSegment opened = detail::ShmSegment::Open(name, bytes);
+  EXPECT_FALSE(opened.Shrunk());
+  // The peer cuts its file to one page.
+  const int fd = shm_open(name.c_str(), O_RDWR, 0);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 4096), 0);
+  close(fd);
+  created.Unlink();
+  EXPECT_TRUE(opened.Shrunk());
+  EXPECT_EQ(opened.FileBytes(), 4096u);
+  // The first page is still the peer's; every later one now reads as zeros.
+  const volatile std::byte* data = opened.data();
+  const std::byte first = data[0];
+  const std::byte last = data[bytes - 1];
+  const std::byte middle = data[5 * 4096];
+  EXPECT_EQ(first, std::byte{0x5a});
+  EXPECT_EQ(last, std::byte{0});
+  EXPECT_EQ(middle, std::byte{0});
+  EXPECT_TRUE(opened.Shrunk());
+  // A SIGBUS outside every guarded mapping still ends the process as before.
+  EXPECT_DEATH(raise(SIGBUS), "");
 }
 
 TEST(SharedMemoryRing, ShmEndpointsNameTheRingAndNeedSharedSlots) {

@@ -21,9 +21,14 @@
 
 #include <lz4.h>
 #include <lz4hc.h>
+// Version 2's frames drop zstd's 4-byte magic (ZSTD_f_zstd1_magicless, an "experimental"
+// parameter of libzstd's stable functions, whose value is fixed since zstd 1.4).
+#define ZSTD_STATIC_LINKING_ONLY
+#include <zstd.h>
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cassert>
 #include <chrono>
 #include <cmath>
@@ -31,6 +36,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
 #include <utility>
 
 // jpeglib.h needs size_t and FILE declared first; jpegint.h follows it.
@@ -52,8 +58,8 @@ using ProgressManager = detail::LibjpegProgress;
 using Clock = std::chrono::steady_clock;
 
 constexpr std::uint8_t kMagic[4] = {'T', 'F', 'J', 'C'};
-constexpr std::uint8_t kVersion = 1;
 constexpr std::size_t kFixedHeader = 16;
+constexpr int kMaxGroupWidth = 255;     // iMCU columns
 constexpr std::size_t kRingAhead = 16;  // as jpeg.cc: decoded rows ahead of the resize
 
 // Zigzag index -> natural (row-major) index, as in the JPEG standard.
@@ -94,9 +100,27 @@ struct Geometry {
   int max_h = 1, max_v = 1;
   std::array<int, 4> h{}, v{}, table{}, wib{}, hib{};  // wib/hib: size in blocks
   std::array<std::array<std::uint16_t, 64>, 4> quant{};
-  int bands = 0;                                    // iMCU rows
-  std::size_t band_table = 0;                       // offset of the band table
-  std::size_t data = 0;                             // offset of band 0's LZ4 block
+  int bands = 0;  // iMCU rows
+  int version = 1;
+  int coding = 1;              // version 2's CoefficientCoding (version 1: LZ4)
+  int cols = 0;                // iMCU columns
+  int group_width = 0;         // iMCU columns per group (version 1: all of them)
+  int groups = 1;              // column groups per band
+  std::size_t band_table = 0;  // offset of the band (group) table
+  std::size_t data = 0;        // offset of the first band's (group's) data
+  // Block columns [group_begin, group_end) of component c in column group k.
+  int group_begin(int k, int c) const {
+    return static_cast<int>(std::min<std::int64_t>(std::int64_t{k} * group_width * h[c], wib[c]));
+  }
+  int group_end(int k, int c) const { return group_begin(k + 1, c); }
+  int band_rows(int band, int c) const { return std::min(v[c], hib[c] - band * v[c]); }
+  std::size_t group_blocks(int band, int k) const {
+    std::size_t n = 0;
+    for (int c = 0; c < components; ++c) {
+      n += std::size_t(band_rows(band, c)) * std::size_t(group_end(k, c) - group_begin(k, c));
+    }
+    return n;
+  }
   std::size_t band_blocks(int band, int c) const {  // blocks of component c in a band
     return std::size_t(std::min(v[c], hib[c] - band * v[c])) * wib[c];
   }
@@ -115,6 +139,9 @@ void ComputeBlocks(Geometry& g) {
     g.hib[c] = static_cast<int>((std::int64_t{g.height} * g.v[c] + imcu_height - 1) / imcu_height);
   }
   g.bands = (g.height + 8 * g.max_v - 1) / (8 * g.max_v);
+  g.cols = (g.width + 8 * g.max_h - 1) / (8 * g.max_h);
+  if (g.version == 1) g.group_width = g.cols;
+  g.groups = (g.cols + g.group_width - 1) / g.group_width;
 }
 
 bool ColorSpaceFits(int color_space, int components) {
@@ -136,11 +163,14 @@ bool ColorSpaceFits(int color_space, int components) {
   throw DecodeError(DecodeErrorKind::kCorrupt, "corrupt coefficient record: " + what);
 }
 
+void CheckTable(std::span<const std::byte> rec, const Geometry& g);
+
 // Reads and checks everything but the bands' contents.
 Geometry ParseGeometry(std::span<const std::byte> rec, std::int64_t max_pixels) {
   if (rec.size() < kFixedHeader || std::memcmp(rec.data(), kMagic, 4) != 0) Corrupt("bad magic");
-  if (ByteAt(rec, 4) != kVersion) Corrupt("unknown version " + std::to_string(ByteAt(rec, 4)));
   Geometry g;
+  g.version = static_cast<int>(ByteAt(rec, 4));
+  if (g.version != 1 && g.version != 2) Corrupt("unknown version " + std::to_string(g.version));
   g.components = static_cast<int>(ByteAt(rec, 5));
   g.color_space = static_cast<int>(ByteAt(rec, 6));
   if (!ColorSpaceFits(g.color_space, g.components)) Corrupt("bad colour space or components");
@@ -178,25 +208,56 @@ Geometry ParseGeometry(std::span<const std::byte> rec, std::int64_t max_pixels) 
   for (int t = 0; t < g.tables; ++t) {
     for (int k = 0; k < 64; ++k, at += 2) g.quant[t][k] = static_cast<std::uint16_t>(Le16(rec, at));
   }
-  ComputeBlocks(g);
-  if (Le32(rec, at) != static_cast<std::uint32_t>(g.bands)) Corrupt("band count differs");
+  const std::uint32_t band_count = Le32(rec, at);
   at += 4;
-  if ((rec.size() - at) / 8 < std::size_t(g.bands)) Corrupt("band table ends early");
+  if (g.version == 2) {
+    if (rec.size() - at < 8) Corrupt("header ends early");
+    g.coding = static_cast<int>(ByteAt(rec, at));
+    g.group_width = static_cast<int>(ByteAt(rec, at + 1));
+    if (g.coding > 2 || g.group_width == 0 || Le16(rec, at + 2) != 0) {
+      Corrupt("bad coding, group width or reserved bytes");
+    }
+  }
+  ComputeBlocks(g);
+  if (band_count != static_cast<std::uint32_t>(g.bands)) Corrupt("band count differs");
+  if (g.version == 2) {
+    if (Le32(rec, at + 4) != static_cast<std::uint32_t>(g.groups)) Corrupt("group count differs");
+    at += 8;
+  }
+  const std::size_t entries = std::size_t(g.bands) * std::size_t(g.groups);
+  if ((rec.size() - at) / 8 < entries) Corrupt("band table ends early");
   g.band_table = at;
-  g.data = at + 8 * std::size_t(g.bands);
+  g.data = at + 8 * entries;
+  CheckTable(rec, g);
+  return g;
+}
+
+// Checks every band (group) table entry against its blocks and the coding, and that the
+// packed sizes fill the record.
+void CheckTable(std::span<const std::byte> rec, const Geometry& g) {
+  const std::size_t entries = std::size_t(g.bands) * std::size_t(g.groups);
+  const std::size_t at = g.band_table;
   std::uint64_t total = 0;
-  for (int b = 0; b < g.bands; ++b) {
-    const std::uint64_t packed = Le32(rec, at + 8 * std::size_t(b));
-    const std::uint64_t raw = Le32(rec, at + 8 * std::size_t(b) + 4);
-    const std::uint64_t blocks = g.band_blocks(b);
-    if (raw < 3 * blocks || raw > 192 * blocks || packed == 0 || raw > LZ4_MAX_INPUT_SIZE ||
-        packed > std::uint64_t(LZ4_compressBound(int(raw)))) {
-      Corrupt("band " + std::to_string(b) + " sizes do not fit its blocks");
+  for (std::size_t e = 0; e < entries; ++e) {
+    const std::uint64_t packed = Le32(rec, at + 8 * e);
+    const std::uint64_t raw = Le32(rec, at + 8 * e + 4);
+    const int band = static_cast<int>(e / std::size_t(g.groups));
+    const std::uint64_t blocks = g.group_blocks(band, static_cast<int>(e % std::size_t(g.groups)));
+    // Version 1: 3..192 bytes a block; version 2: 10 (DC delta, mask) + up to 63 values of
+    // 1 byte, each possibly with 2 more in the wide stream.
+    const bool sizes_fit = g.version == 1 ? raw >= 3 * blocks && raw <= 192 * blocks
+                                          : raw >= 10 * blocks && raw <= 199 * blocks;
+    const bool packed_fits = g.coding == 0 ? packed == raw
+                             : g.coding == 1
+                                 ? raw <= LZ4_MAX_INPUT_SIZE && packed > 0 &&
+                                       packed <= std::uint64_t(LZ4_compressBound(int(raw)))
+                                 : packed > 0 && packed <= ZSTD_compressBound(raw);
+    if (!sizes_fit || !packed_fits) {
+      Corrupt("band " + std::to_string(band) + " sizes do not fit its blocks");
     }
     total += packed;
   }
   if (total != rec.size() - g.data) Corrupt("bands do not fill the record");
-  return g;
 }
 
 std::pair<std::size_t, std::uint32_t> BandAt(std::span<const std::byte> rec, const Geometry& g,
@@ -340,8 +401,10 @@ const char* NotPlain(const jpeg_decompress_struct& cinfo) {
 }
 
 // The header of a record for the image `cinfo` has read; tables deduplicated.
-Geometry GeometryOf(const jpeg_decompress_struct& cinfo) {
+Geometry GeometryOf(const jpeg_decompress_struct& cinfo, const CoefficientPackOptions& options) {
   Geometry g;
+  g.version = options.version;
+  g.coding = g.version == 1 ? 1 : static_cast<int>(options.coding);
   g.width = static_cast<int>(cinfo.image_width);
   g.height = static_cast<int>(cinfo.image_height);
   g.components = cinfo.num_components;
@@ -360,13 +423,14 @@ Geometry GeometryOf(const jpeg_decompress_struct& cinfo) {
     if (t == g.tables) g.quant[g.tables++] = table;
     g.table[c] = t;
   }
+  g.group_width = std::clamp(options.group_pixels / (8 * g.max_h), 1, kMaxGroupWidth);
   ComputeBlocks(g);
   return g;
 }
 
 void AppendHeader(const Geometry& g, std::vector<std::byte>& out) {
   for (std::uint8_t b : kMagic) out.push_back(std::byte{b});
-  out.push_back(std::byte{kVersion});
+  out.push_back(std::byte(g.version));
   out.push_back(std::byte(g.components));
   out.push_back(std::byte(g.color_space));
   out.push_back(std::byte(g.adobe ? 1 : 0));
@@ -383,7 +447,100 @@ void AppendHeader(const Geometry& g, std::vector<std::byte>& out) {
     for (std::uint16_t q : g.quant[t]) PutLe16(out, q);
   }
   PutLe32(out, static_cast<std::uint32_t>(g.bands));
+  if (g.version == 2) {
+    out.push_back(std::byte(g.coding));
+    out.push_back(std::byte(g.group_width));
+    PutLe16(out, 0);
+    PutLe32(out, static_cast<std::uint32_t>(g.groups));
+  }
 }
+
+// --- Version 2: column groups of blocks as DC deltas, nonzero masks and values.
+
+// The four streams of one column group (docs/shard-format.md): per block a DC delta
+// (i16) and the 64-bit zigzag nonzero mask of its AC coefficients; the nonzero values as
+// i8, where 0x80 says "the next i16 of the wide stream".
+struct GroupStreams {
+  std::vector<std::byte> dc, masks, values, wide;
+  void Clear() {
+    dc.clear();
+    masks.clear();
+    values.clear();
+    wide.clear();
+  }
+  // Blocks [begin, end) of one block row.
+  void AddRow(const JBLOCKROW row, int begin, int end) {
+    std::uint16_t previous = 0;
+    for (int x = begin; x < end; ++x) {
+      const JCOEF* block = row[x];
+      const auto dc_value = static_cast<std::uint16_t>(block[0]);
+      PutLe16(dc, static_cast<std::uint16_t>(dc_value - previous));
+      previous = dc_value;
+      std::uint64_t mask = 0;
+      for (int k = 1; k < 64; ++k) {
+        const int value = block[kNatural[k]];
+        if (value == 0) continue;
+        mask |= std::uint64_t{1} << k;
+        if (value < -127 || value > 127) {
+          values.push_back(std::byte{0x80});
+          PutLe16(wide, static_cast<std::uint16_t>(value));
+        } else {
+          values.push_back(std::byte(static_cast<std::uint8_t>(value)));
+        }
+      }
+      PutLe32(masks, static_cast<std::uint32_t>(mask));
+      PutLe32(masks, static_cast<std::uint32_t>(mask >> 32));
+    }
+  }
+};
+
+// Appends `raw` coded as `g.coding` says to `out`; writes its sizes at `entry_at`.
+void AppendCoded(const std::vector<char>& raw, const Geometry& g,
+                 const CoefficientPackOptions& options, ZSTD_CCtx* zstd,
+                 std::vector<std::byte>& out, std::size_t entry_at) {
+  const std::size_t at = out.size();
+  std::size_t packed = raw.size();
+  if (g.coding == 0) {
+    out.resize(at + raw.size());
+    if (!raw.empty()) std::memcpy(out.data() + at, raw.data(), raw.size());
+  } else if (g.coding == 1) {
+    const int bound = LZ4_compressBound(static_cast<int>(raw.size()));
+    out.resize(at + static_cast<std::size_t>(bound));
+    auto* dst = reinterpret_cast<char*>(out.data() + at);
+    const int size = static_cast<int>(raw.size());
+    const int n = options.lz4hc_level > 0
+                      ? LZ4_compress_HC(raw.data(), dst, size, bound, options.lz4hc_level)
+                      : LZ4_compress_default(raw.data(), dst, size, bound);
+    assert(n > 0);
+    packed = static_cast<std::size_t>(n);
+  } else {
+    out.resize(at + ZSTD_compressBound(raw.size()));
+    packed = ZSTD_compress2(zstd, out.data() + at, out.size() - at, raw.data(), raw.size());
+    if (ZSTD_isError(packed)) throw std::bad_alloc();  // zstd fails only for memory here
+  }
+  out.resize(at + packed);
+  for (int i = 0; i < 4; ++i) {
+    out[entry_at + i] = std::byte((packed >> (8 * i)) & 0xFF);
+    out[entry_at + 4 + i] = std::byte((raw.size() >> (8 * i)) & 0xFF);
+  }
+}
+
+// A zstd compressor set up for version 2's frames: no magic, no checksum, no content
+// size (the group table holds the sizes), at the options' level.
+struct ZstdCompressor {
+  ZSTD_CCtx* cctx = nullptr;
+  explicit ZstdCompressor(int level) : cctx(ZSTD_createCCtx()) {
+    if (cctx == nullptr) throw std::bad_alloc();
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level);
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_format, ZSTD_f_zstd1_magicless);
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 0);
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 0);
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_dictIDFlag, 0);
+  }
+  ~ZstdCompressor() { ZSTD_freeCCtx(cctx); }
+  ZstdCompressor(const ZstdCompressor&) = delete;
+  ZstdCompressor& operator=(const ZstdCompressor&) = delete;
+};
 
 // --- Decoding.
 
@@ -476,9 +633,138 @@ void DecompressBands(std::span<const std::byte> rec, const Geometry& g, int row0
   }
 }
 
-struct alignas(32) Block {
-  JCOEF c[64];
+using Block = CoefficientBlock;
+static_assert(sizeof(JCOEF) == sizeof(std::int16_t) && sizeof(Block) == sizeof(JBLOCK));
+
+// Version 2: where the next block row of each stream of one column group starts.
+struct GroupCursor {
+  const std::uint8_t* dc;
+  const std::uint8_t* masks;
+  const std::uint8_t* values;
+  const std::uint8_t* wide;
 };
+
+std::uint64_t Le64(const std::uint8_t* p) {
+  std::uint64_t v = 0;
+  std::memcpy(&v, p, 8);
+  if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap64(v);
+  return v;
+}
+
+// A zstd decompressor for version 2's magicless frames.
+struct ZstdDecompressor {
+  ZSTD_DCtx* dctx = ZSTD_createDCtx();
+  ZstdDecompressor() {
+    if (dctx == nullptr) throw std::bad_alloc();
+    ZSTD_DCtx_setParameter(dctx, ZSTD_d_format, ZSTD_f_zstd1_magicless);
+  }
+  ~ZstdDecompressor() { ZSTD_freeDCtx(dctx); }
+  ZstdDecompressor(const ZstdDecompressor&) = delete;
+  ZstdDecompressor& operator=(const ZstdDecompressor&) = delete;
+};
+
+// Decodes one group's stored bytes into `out` (exactly `raw_size` bytes) or throws.
+void DecodeGroup(const Geometry& g, const std::byte* packed, std::size_t packed_size,
+                 std::uint8_t* out, std::size_t raw_size, ZSTD_DCtx* zstd, int band) {
+  bool ok = true;
+  if (g.coding == 0) {
+    std::memcpy(out, packed, raw_size);
+  } else if (g.coding == 1) {
+    ok = LZ4_decompress_safe(reinterpret_cast<const char*>(packed), reinterpret_cast<char*>(out),
+                             static_cast<int>(packed_size),
+                             static_cast<int>(raw_size)) == static_cast<int>(raw_size);
+  } else {
+    ok = ZSTD_decompressDCtx(zstd, out, raw_size, packed, packed_size) == raw_size;
+  }
+  if (!ok) Corrupt("band " + std::to_string(band) + " is damaged");
+}
+
+// Checks one decoded group of `blocks` blocks and returns its cursor: masks without bit
+// 0, and the values and wide streams exactly as long as the masks and escapes say.
+GroupCursor CheckGroup(const std::uint8_t* raw, std::size_t size, std::size_t blocks, int band) {
+  const std::uint8_t* masks = raw + 2 * blocks;
+  const std::uint8_t* values = raw + 10 * blocks;
+  std::size_t count = 0;
+  std::uint64_t bit0 = 0;
+  for (std::size_t i = 0; i < blocks; ++i) {
+    const std::uint64_t mask = Le64(masks + 8 * i);
+    bit0 |= mask;
+    count += static_cast<std::size_t>(std::popcount(mask));
+  }
+  if ((bit0 & 1) != 0 || 10 * blocks + count > size) {
+    Corrupt("band " + std::to_string(band) + " masks do not fit");
+  }
+  std::size_t escapes = 0;
+  for (std::size_t i = 0; i < count; ++i) escapes += values[i] == 0x80;
+  if (10 * blocks + count + 2 * escapes != size) {
+    Corrupt("band " + std::to_string(band) + " streams do not add up");
+  }
+  return {raw, masks, values, values + count};
+}
+
+// Decodes and checks groups [k0, k1] of bands [row0, row1] into `raw` (grown as needed),
+// one cursor per group, row-major, so that the controller reads only checked bytes.
+// Throws DecodeError(kCorrupt).
+void DecompressGroups(std::span<const std::byte> rec, const Geometry& g, int row0, int row1, int k0,
+                      int k1, std::vector<std::uint8_t>& raw, std::vector<GroupCursor>& cursors,
+                      ZSTD_DCtx* zstd) {
+  const auto entry = [&](int b, int k) {
+    return g.band_table + 8 * (std::size_t(b) * std::size_t(g.groups) + std::size_t(k));
+  };
+  std::size_t total = 0;
+  for (int b = row0; b <= row1; ++b) {
+    for (int k = k0; k <= k1; ++k) total += Le32(rec, entry(b, k) + 4);
+  }
+  if (raw.size() < total) raw.resize(total);
+  cursors.clear();
+  std::size_t offset = g.data;  // of entry (0, 0), then walked forward
+  std::size_t walked = 0;       // entries summed into `offset`
+  std::size_t at = 0;
+  for (int b = row0; b <= row1; ++b) {
+    for (int k = k0; k <= k1; ++k) {
+      const std::size_t e = std::size_t(b) * std::size_t(g.groups) + std::size_t(k);
+      for (; walked < e; ++walked) offset += Le32(rec, g.band_table + 8 * walked);
+      const std::size_t packed = Le32(rec, entry(b, k)), size = Le32(rec, entry(b, k) + 4);
+      DecodeGroup(g, rec.data() + offset, packed, raw.data() + at, size, zstd, b);
+      cursors.push_back(CheckGroup(raw.data() + at, size, g.group_blocks(b, k), b));
+      at += size;
+    }
+  }
+}
+
+// Unpacks blocks [first, first + count) of the next block row of component c from groups
+// k0.. k0 + groups - 1 (their cursors) into `out`, moving each cursor past the row.
+void UnpackGroupsRow(GroupCursor* cursors, const Geometry& g, int c, int k0, int groups, int first,
+                     int count, Block* out) {
+  for (int i = 0; i < groups; ++i) {
+    GroupCursor& cur = cursors[i];
+    const int begin = g.group_begin(k0 + i, c), end = g.group_end(k0 + i, c);
+    std::uint16_t dc = 0;
+    for (int x = begin; x < end; ++x) {
+      dc = static_cast<std::uint16_t>(dc + (cur.dc[0] | cur.dc[1] << 8));
+      cur.dc += 2;
+      std::uint64_t mask = Le64(cur.masks);
+      cur.masks += 8;
+      if (x < first || x >= first + count) {  // beside the crop: step over its values
+        const int n = std::popcount(mask);
+        for (int j = 0; j < n; ++j) cur.wide += cur.values[j] == 0x80 ? 2 : 0;
+        cur.values += n;
+        continue;
+      }
+      JCOEF* block = out[x - first].c;
+      std::memset(block, 0, sizeof(Block));
+      block[0] = static_cast<JCOEF>(dc);
+      for (; mask != 0; mask &= mask - 1) {
+        int value = static_cast<std::int8_t>(*cur.values++);
+        if (value == -128) {
+          value = static_cast<std::int16_t>(cur.wide[0] | cur.wide[1] << 8);
+          cur.wide += 2;
+        }
+        block[kNatural[static_cast<unsigned>(std::countr_zero(mask))]] = static_cast<JCOEF>(value);
+      }
+    }
+  }
+}
 
 // The coefficient controller libjpeg calls for each iMCU row of the sub-image. Plain
 // data: it lives in the decoder and is read inside libjpeg.
@@ -490,6 +776,15 @@ struct BandFeed {
   int wib[4];                  // blocks per row of each component, whole image
   int first[4];                // first block column of the sub-image, per component
   Block* blocks;               // one component row of unpacked blocks
+  // DecodeUnpackedInto: each component's whole-image blocks (the rows then come from
+  // here, row0 being the sub-image's first iMCU row in the image); else all null.
+  const Block* whole[4];
+  int row0;
+  // Version 2: the geometry, and per sub-image iMCU row the cursors of groups
+  // [k0, k0 + groups) (else null).
+  const Geometry* geometry;
+  GroupCursor* group_cursors;
+  int k0, groups;
   bool timed;
   std::int64_t unpack_ns;
   std::int64_t idct_ns;
@@ -543,7 +838,7 @@ int NoInput(j_decompress_ptr) { return JPEG_SUSPENDED; }
 int DecompressRow(j_decompress_ptr cinfo, JSAMPIMAGE output_buf) {
   auto* feed = reinterpret_cast<BandFeed*>(cinfo->coef);
   const JDIMENSION row = cinfo->output_iMCU_row;
-  BandCursor cursor = feed->cursors[row];
+  BandCursor cursor = feed->cursors != nullptr ? feed->cursors[row] : BandCursor{};
   for (int ci = 0; ci < cinfo->num_components; ++ci) {
     jpeg_component_info* comp = cinfo->comp_info + ci;
     int block_rows = comp->v_samp_factor;
@@ -556,12 +851,25 @@ int DecompressRow(j_decompress_ptr cinfo, JSAMPIMAGE output_buf) {
     JSAMPARRAY output = output_buf[ci];
     for (int y = 0; y < block_rows; ++y, output += size) {
       const auto t0 = feed->timed ? Clock::now() : Clock::time_point();
-      UnpackRow(feed->raw, cursor, feed->wib[ci], feed->first[ci], count, feed->blocks);
+      const Block* blocks = feed->blocks;
+      if (feed->whole[ci] != nullptr) {
+        const std::size_t block_row =
+            (std::size_t(feed->row0) + row) * std::size_t(comp->v_samp_factor) + std::size_t(y);
+        blocks = feed->whole[ci] + block_row * std::size_t(feed->wib[ci]) + feed->first[ci];
+      } else if (feed->group_cursors != nullptr) {
+        UnpackGroupsRow(feed->group_cursors + std::size_t(row) * std::size_t(feed->groups),
+                        *feed->geometry, ci, feed->k0, feed->groups, feed->first[ci], count,
+                        feed->blocks);
+      } else {
+        UnpackRow(feed->raw, cursor, feed->wib[ci], feed->first[ci], count, feed->blocks);
+      }
       if (!comp->component_needed) continue;
       const auto t1 = feed->timed ? Clock::now() : Clock::time_point();
       inverse_DCT_method_ptr idct = cinfo->idct->inverse_DCT[ci];
       for (int x = 0; x < count; ++x) {
-        idct(cinfo, comp, feed->blocks[x].c, output, static_cast<JDIMENSION>(x * size));
+        // libjpeg's IDCT takes a mutable JCOEFPTR but only reads the block.
+        idct(cinfo, comp, const_cast<JCOEF*>(blocks[x].c), output,
+             static_cast<JDIMENSION>(x * size));
       }
       if (feed->timed) {
         const auto t2 = Clock::now();
@@ -691,13 +999,117 @@ Cover CoverFor(const Geometry& g, const Rect& crop, int out_width, int out_heigh
       c.row1 == g.bands - 1 ? g.height - c.origin_y : (c.row1 - c.row0 + 1) * 8 * g.max_v;
   return c;
 }
+// Version 1: each band's streams, one LZ4 block. False if libjpeg failed.
+bool PackBands(Reader& r, jvirt_barray_ptr* arrays, const Geometry& g,
+               const CoefficientPackOptions& options, std::vector<std::byte>& out) {
+  const std::size_t table_at = out.size();
+  out.resize(out.size() + 8 * std::size_t(g.bands));
+  BandStreams streams;
+  for (int band = 0; band < g.bands; ++band) {
+    streams.Clear();
+    for (int c = 0; c < g.components; ++c) {
+      JBLOCKARRAY rows = nullptr;
+      const auto start = static_cast<JDIMENSION>(band * g.v[c]);
+      if (!GuardedAccess(&r.cinfo, &r.errors, arrays[c], start, static_cast<JDIMENSION>(g.v[c]),
+                         &rows)) {
+        return false;
+      }
+      for (int y = 0; y < g.band_rows(band, c); ++y) streams.AddRow(rows[y], g.wib[c]);
+    }
+    AppendBand(streams, options.lz4hc_level, out, table_at + 8 * std::size_t(band));
+  }
+  return true;
+}
+
+// Version 2: each band's column groups, each coded on its own. False if libjpeg failed.
+bool PackGroups(Reader& r, jvirt_barray_ptr* arrays, const Geometry& g,
+                const CoefficientPackOptions& options, std::vector<std::byte>& out) {
+  const std::size_t table_at = out.size();
+  out.resize(out.size() + 8 * std::size_t(g.bands) * std::size_t(g.groups));
+  ZstdCompressor zstd(options.zstd_level);
+  GroupStreams streams;
+  std::vector<char> raw;
+  std::array<JBLOCKARRAY, 4> rows{};
+  for (int band = 0; band < g.bands; ++band) {
+    for (int k = 0; k < g.groups; ++k) {
+      streams.Clear();
+      for (int c = 0; c < g.components; ++c) {
+        // In-memory arrays (jpeg_read_coefficients realises them whole), so access is
+        // cheap; asked again per group, as libjpeg promises a row pointer only until the
+        // next access.
+        const auto start = static_cast<JDIMENSION>(band * g.v[c]);
+        if (!GuardedAccess(&r.cinfo, &r.errors, arrays[c], start, static_cast<JDIMENSION>(g.v[c]),
+                           &rows[c])) {
+          return false;
+        }
+        for (int y = 0; y < g.band_rows(band, c); ++y) {
+          streams.AddRow(rows[c][y], g.group_begin(k, c), g.group_end(k, c));
+        }
+      }
+      raw.clear();
+      for (const auto* s : {&streams.dc, &streams.masks, &streams.values, &streams.wide}) {
+        raw.insert(raw.end(), reinterpret_cast<const char*>(s->data()),
+                   reinterpret_cast<const char*>(s->data() + s->size()));
+      }
+      const std::size_t entry = std::size_t(band) * std::size_t(g.groups) + std::size_t(k);
+      AppendCoded(raw, g, options, zstd.cctx, out, table_at + 8 * entry);
+    }
+  }
+  return true;
+}
 }  // namespace
 
 void CheckCoefficients(std::span<const std::byte> record, std::int64_t max_pixels) {
   const Geometry g = ParseGeometry(record, max_pixels);
   std::vector<std::uint8_t> raw;
   std::vector<BandCursor> cursors;
-  for (int b = 0; b < g.bands; ++b) DecompressBands(record, g, b, b, raw, cursors);
+  std::vector<GroupCursor> group_cursors;
+  ZstdDecompressor zstd;
+  for (int b = 0; b < g.bands; ++b) {
+    if (g.version == 1) {
+      DecompressBands(record, g, b, b, raw, cursors);
+    } else {
+      DecompressGroups(record, g, b, b, 0, g.groups - 1, raw, group_cursors, zstd.dctx);
+    }
+  }
+}
+
+UnpackedCoefficients UnpackCoefficients(std::span<const std::byte> record,
+                                        std::int64_t max_pixels) {
+  const Geometry g = ParseGeometry(record, max_pixels);
+  std::vector<std::uint8_t> raw;
+  std::vector<BandCursor> cursors;
+  std::vector<GroupCursor> group_cursors;
+  if (g.version == 1) {
+    DecompressBands(record, g, 0, g.bands - 1, raw, cursors);
+  } else {
+    ZstdDecompressor zstd;
+    DecompressGroups(record, g, 0, g.bands - 1, 0, g.groups - 1, raw, group_cursors, zstd.dctx);
+  }
+  UnpackedCoefficients u;
+  u.record.assign(record.begin(), record.end());
+  std::size_t total = 0;
+  for (int c = 0; c < g.components; ++c) {
+    u.first_block[c] = total;
+    total += std::size_t(g.wib[c]) * std::size_t(g.hib[c]);
+  }
+  u.blocks.resize(total);
+  for (int b = 0; b < g.bands; ++b) {
+    BandCursor cursor = g.version == 1 ? cursors[std::size_t(b)] : BandCursor{};
+    for (int c = 0; c < g.components; ++c) {
+      for (int y = 0; y < g.band_rows(b, c); ++y) {
+        const std::size_t row = std::size_t(b) * std::size_t(g.v[c]) + std::size_t(y);
+        Block* out = u.blocks.data() + u.first_block[c] + row * std::size_t(g.wib[c]);
+        if (g.version == 1) {
+          UnpackRow(raw.data(), cursor, g.wib[c], 0, g.wib[c], out);
+        } else {
+          UnpackGroupsRow(group_cursors.data() + std::size_t(b) * std::size_t(g.groups), g, c, 0,
+                          g.groups, 0, g.wib[c], out);
+        }
+      }
+    }
+  }
+  return u;
 }
 
 bool LooksLikeCoefficients(std::span<const std::byte> bytes) {
@@ -706,6 +1118,11 @@ bool LooksLikeCoefficients(std::span<const std::byte> bytes) {
 
 CoefficientPackResult PackCoefficients(std::span<const std::byte> jpeg,
                                        const CoefficientPackOptions& options) {
+  if ((options.version != 1 && options.version != 2) || options.group_pixels < 1 ||
+      options.lz4hc_level < 0 || options.lz4hc_level > 12 || options.zstd_level < -5 ||
+      options.zstd_level > 19 || static_cast<int>(options.coding) > 2) {
+    throw std::invalid_argument("CoefficientPackOptions out of range");
+  }
   CoefficientPackResult result;
   auto refuse = [&](DecodeErrorKind kind, std::string reason) {
     result.refusal = kind;
@@ -739,27 +1156,14 @@ CoefficientPackResult PackCoefficients(std::span<const std::byte> jpeg,
   if (const char* why = NotPlain(r.cinfo)) {
     return refuse(DecodeErrorKind::kUnsupported, std::string("unsupported JPEG: ") + why);
   }
-  const Geometry g = GeometryOf(r.cinfo);
-  std::vector<std::byte>& out = result.record;
-  AppendHeader(g, out);
-  const std::size_t table_at = out.size();
-  out.resize(out.size() + 8 * std::size_t(g.bands));
-  BandStreams streams;
-  for (int band = 0; band < g.bands; ++band) {
-    streams.Clear();
-    for (int c = 0; c < g.components; ++c) {
-      JBLOCKARRAY rows = nullptr;
-      const auto start = static_cast<JDIMENSION>(band * g.v[c]);
-      if (!GuardedAccess(&r.cinfo, &r.errors, arrays[c], start, static_cast<JDIMENSION>(g.v[c]),
-                         &rows)) {
-        auto [kind, reason] = r.Failed("coefficients");
-        result.record.clear();
-        return refuse(kind, std::move(reason));
-      }
-      const int count = std::min(g.v[c], g.hib[c] - band * g.v[c]);
-      for (int y = 0; y < count; ++y) streams.AddRow(rows[y], g.wib[c]);
-    }
-    AppendBand(streams, options.lz4hc_level, out, table_at + 8 * std::size_t(band));
+  const Geometry g = GeometryOf(r.cinfo, options);
+  AppendHeader(g, result.record);
+  const bool stored = g.version == 1 ? PackBands(r, arrays, g, options, result.record)
+                                     : PackGroups(r, arrays, g, options, result.record);
+  if (!stored) {
+    auto [kind, reason] = r.Failed("coefficients");
+    result.record.clear();
+    return refuse(kind, std::move(reason));
   }
   jpeg_abort_decompress(&r.cinfo);
   result.packed = true;
@@ -816,6 +1220,8 @@ struct CoefficientDecoder::Impl {
   std::vector<std::byte> header;
   std::vector<std::uint8_t> raw;  // the covering bands, decompressed; only grows
   std::vector<BandCursor> cursors;
+  std::vector<GroupCursor> group_cursors;
+  ZstdDecompressor zstd;
   std::vector<Block> blocks;
   std::vector<std::uint8_t> scratch;
   std::vector<JSAMPROW> rows;
@@ -840,19 +1246,25 @@ struct CoefficientDecoder::Impl {
                                 "): " + errors.message);
   }
 
-  void Prepare(std::span<const std::byte> rec, const Geometry& g, int row0, int row1) {
-    DecompressBands(rec, g, row0, row1, raw, cursors);
+  void Prepare(std::span<const std::byte> rec, const Geometry& g, const Cover& cover) {
+    if (g.version == 1) {
+      DecompressBands(rec, g, cover.row0, cover.row1, raw, cursors);
+    } else {
+      DecompressGroups(rec, g, cover.row0, cover.row1, cover.col0 / g.group_width,
+                       cover.col1 / g.group_width, raw, group_cursors, zstd.dctx);
+    }
   }
 
-  DecodeReport Decode(std::span<const std::byte> rec, const CropPlan& plan, const PixelView& out,
-                      CoefficientTimes* times);
-  void Start(const Geometry& g, const Cover& cover);
+  DecodeReport Decode(std::span<const std::byte> rec, const UnpackedCoefficients* unpacked,
+                      const CropPlan& plan, const PixelView& out, CoefficientTimes* times);
+  void Start(const Geometry& g, const Cover& cover, const UnpackedCoefficients* unpacked);
   JDIMENSION Stream(const Geometry& g, const Cover& cover, const CropPlan& plan,
                     const PixelView& out, std::int64_t* resize_ns);
 };
 
 // Sets libjpeg up for the cover's sub-image and installs the band feed.
-void CoefficientDecoder::Impl::Start(const Geometry& g, const Cover& cover) {
+void CoefficientDecoder::Impl::Start(const Geometry& g, const Cover& cover,
+                                     const UnpackedCoefficients* unpacked) {
   BuildJpegHeader(g, cover.sub_width, cover.sub_height, header);
   const bool cmyk = g.color_space == JCS_CMYK || g.color_space == JCS_YCCK;
   const StartJob job{reinterpret_cast<const unsigned char*>(header.data()),
@@ -877,7 +1289,9 @@ void CoefficientDecoder::Impl::Start(const Geometry& g, const Cover& cover) {
            first + static_cast<int>(comp.width_in_blocks) <= g.wib[c] && sub_last_rows == last_rows;
     feed.wib[c] = g.wib[c];
     feed.first[c] = first;
+    feed.whole[c] = unpacked ? unpacked->blocks.data() + unpacked->first_block[c] : nullptr;
   }
+  feed.row0 = cover.row0;
   if (!fits) {
     jpeg_abort_decompress(&cinfo);
     Corrupt("geometry does not match libjpeg's");
@@ -893,8 +1307,14 @@ void CoefficientDecoder::Impl::Start(const Geometry& g, const Cover& cover) {
   feed.pub.start_output_pass = NoPass;
   feed.pub.decompress_data = DecompressRow;
   feed.pub.coef_arrays = nullptr;
+  const bool grouped = unpacked == nullptr && g.version == 2;
+  const bool banded = unpacked == nullptr && g.version == 1;
   feed.raw = raw.data();
-  feed.cursors = cursors.data();
+  feed.cursors = banded ? cursors.data() : nullptr;
+  feed.geometry = &g;
+  feed.group_cursors = grouped ? group_cursors.data() : nullptr;
+  feed.k0 = cover.col0 / g.group_width;
+  feed.groups = cover.col1 / g.group_width - feed.k0 + 1;
   feed.rows = cinfo.total_iMCU_rows;
   feed.blocks = blocks.data();
   feed.unpack_ns = 0;
@@ -953,8 +1373,10 @@ JDIMENSION CoefficientDecoder::Impl::Stream(const Geometry& g, const Cover& cove
   return stream.rows_read;
 }
 
-DecodeReport CoefficientDecoder::Impl::Decode(std::span<const std::byte> rec, const CropPlan& plan,
-                                              const PixelView& out, CoefficientTimes* times) {
+DecodeReport CoefficientDecoder::Impl::Decode(std::span<const std::byte> rec,
+                                              const UnpackedCoefficients* unpacked,
+                                              const CropPlan& plan, const PixelView& out,
+                                              CoefficientTimes* times) {
   const auto t0 = Clock::now();
   const Geometry g = ParseGeometry(rec, options.max_pixels);
   const Rect& crop = plan.crop;
@@ -962,10 +1384,10 @@ DecodeReport CoefficientDecoder::Impl::Decode(std::span<const std::byte> rec, co
     throw detail::CropDoesNotFit(crop, g.width, g.height, "image");
   }
   const Cover cover = CoverFor(g, crop, out.width, out.height, options);
-  Prepare(rec, g, cover.row0, cover.row1);
+  if (unpacked == nullptr) Prepare(rec, g, cover);
   const auto t1 = Clock::now();
   feed.timed = times != nullptr;
-  Start(g, cover);
+  Start(g, cover, unpacked);
   std::int64_t resize_ns = 0;
   const JDIMENSION rows_read = Stream(g, cover, plan, out, &resize_ns);
   DecodeReport report;
@@ -977,7 +1399,8 @@ DecodeReport CoefficientDecoder::Impl::Decode(std::span<const std::byte> rec, co
   if (times != nullptr) {
     const std::int64_t rows_ns =
         Nanos(Clock::now() - t1) - resize_ns - feed.unpack_ns - feed.idct_ns;
-    times->unpack_seconds = static_cast<double>(Nanos(t1 - t0) + feed.unpack_ns) * 1e-9;
+    times->lz4_seconds = static_cast<double>(Nanos(t1 - t0)) * 1e-9;
+    times->unpack_seconds = static_cast<double>(feed.unpack_ns) * 1e-9;
     times->idct_seconds = static_cast<double>(feed.idct_ns) * 1e-9;
     times->rows_seconds = static_cast<double>(std::max<std::int64_t>(rows_ns, 0)) * 1e-9;
   }
@@ -994,7 +1417,13 @@ const JpegOptions& CoefficientDecoder::options() const { return impl_->options; 
 
 DecodeReport CoefficientDecoder::DecodeInto(std::span<const std::byte> record, const CropPlan& plan,
                                             const PixelView& out, CoefficientTimes* times) {
-  return impl_->Decode(record, plan, out, times);
+  return impl_->Decode(record, nullptr, plan, out, times);
+}
+
+DecodeReport CoefficientDecoder::DecodeUnpackedInto(const UnpackedCoefficients& unpacked,
+                                                    const CropPlan& plan, const PixelView& out,
+                                                    CoefficientTimes* times) {
+  return impl_->Decode(unpacked.record, &unpacked, plan, out, times);
 }
 
 }  // namespace tilefeed::codecs

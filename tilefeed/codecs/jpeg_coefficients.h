@@ -6,8 +6,11 @@
 // PackCoefficients reads a JPEG's coefficients losslessly (libjpeg's
 // jpeg_read_coefficients, so baseline, progressive and arithmetic files alike) and
 // stores them with what decoding needs (size, sampling factors, quantisation tables,
-// colour space, Adobe marker) in bands, one band per iMCU row, each an LZ4 block.
-// CoefficientDecoder::DecodeInto reads only the bands that cover a crop, unpacks only
+// colour space, Adobe marker) in bands, one band per iMCU row. Version 2 (opt-in)
+// splits each band into column groups, each its own zstd frame (or LZ4 block, or stored),
+// holding per block a DC delta, a 64-bit nonzero mask and the nonzero values; version 1
+// (the default) keeps each whole band one LZ4 block. CoefficientDecoder::DecodeInto reads
+// only the bands (and, version 2, the column groups) that cover a crop, unpacks only
 // the blocks of the crop's iMCU columns, and hands them to libjpeg-turbo's own IDCT,
 // upsampling and colour conversion: its pixels are byte-identical to
 // JpegDecoder::DecodeInto on the original JPEG with the same plan and options. The
@@ -33,13 +36,26 @@
 
 namespace tilefeed::codecs {
 
+// How a version-2 record codes each column group (docs/shard-format.md).
+enum class CoefficientCoding : std::uint8_t { kNone = 0, kLz4 = 1, kZstd = 2 };
+
 struct CoefficientPackOptions {
   // Largest width * height accepted, checked from the header before reading any data.
   std::int64_t max_pixels = std::int64_t{1} << 26;
   // Largest number of scans read from a progressive file.
   int max_scans = 100;
-  // LZ4HC compression level of the bands (1..12); 0 = LZ4's fast compressor. The same
-  // decoder reads both; HC costs pack time, not decode time.
+  // The record layout: 1 (whole bands, each an LZ4 block; the default, the fastest to
+  // decode as measured in bench/RESULTS-coef.md) or 2 (column groups within each band,
+  // nonzero masks and value streams; with zstd about 0.65x version 1's bytes, but slower
+  // to decode). Both are read.
+  int version = 1;
+  // Version 2: the coding of each column group, and the group width in pixels (rounded
+  // down to whole iMCUs, at least one; 1..255 iMCUs).
+  CoefficientCoding coding = CoefficientCoding::kZstd;
+  int zstd_level = 1;  // -5..19: higher is smaller and slower to pack, not to decode
+  int group_pixels = 128;
+  // LZ4HC compression level (1..12) of the bands (version 1) or groups (version 2 with
+  // kLz4); 0 = LZ4's fast compressor. HC costs pack time, not decode time.
   int lz4hc_level = 9;
 };
 
@@ -56,7 +72,8 @@ struct CoefficientPackResult {
 };
 
 // Reads the coefficients of `jpeg` and stores them. Never throws DecodeError: input it
-// cannot store is reported in the result. Throws std::bad_alloc only.
+// cannot store is reported in the result. Throws std::bad_alloc, and
+// std::invalid_argument for options out of their ranges.
 CoefficientPackResult PackCoefficients(std::span<const std::byte> jpeg,
                                        const CoefficientPackOptions& options = {});
 
@@ -77,10 +94,32 @@ void CheckCoefficients(std::span<const std::byte> record,
 
 // Where the time of one DecodeInto went, for codec_bench.
 struct CoefficientTimes {
-  double unpack_seconds = 0;  // LZ4 decompression of the bands and coefficient unpacking
+  double lz4_seconds = 0;     // the header, decompression (LZ4 or zstd) and checks of the data
+  double unpack_seconds = 0;  // coefficient unpacking (zero for DecodeUnpackedInto)
   double idct_seconds = 0;    // libjpeg-turbo's inverse DCT of the crop's blocks
   double rows_seconds = 0;    // the rest of the scanline decode: upsampling, colour
 };
+
+// One 8x8 block of quantised coefficients in natural (row-major) order, as libjpeg's
+// JBLOCK; aligned as libjpeg-turbo's SIMD IDCT may load it.
+struct alignas(32) CoefficientBlock {
+  std::int16_t c[64];
+};
+
+// A record with all its coefficients unpacked in memory: what DecodeUnpackedInto decodes,
+// so that codec_bench can measure the decode's ceiling (IDCT, upsampling, colour and
+// resize alone, no LZ4 and no unpacking). `blocks` holds component after component, each
+// its height_in_blocks x width_in_blocks blocks row-major; `first_block[c]` is where
+// component c starts. Memory: 128 bytes per block (about 6x the record).
+struct UnpackedCoefficients {
+  std::vector<std::byte> record;  // a copy of the record (its header is read per decode)
+  std::vector<CoefficientBlock> blocks;
+  std::size_t first_block[4] = {0, 0, 0, 0};
+};
+
+// Decompresses and unpacks every band of `record`. Throws DecodeError as CheckCoefficients.
+UnpackedCoefficients UnpackCoefficients(std::span<const std::byte> record,
+                                        std::int64_t max_pixels = std::int64_t{1} << 26);
 
 class CoefficientDecoder {
  public:
@@ -99,6 +138,12 @@ class CoefficientDecoder {
   // (otherwise DecodeError kInvalidArgument). Throws DecodeError as ReadCoefficientInfo.
   DecodeReport DecodeInto(std::span<const std::byte> record, const CropPlan& plan,
                           const PixelView& out, CoefficientTimes* times = nullptr);
+
+  // DecodeInto from coefficients UnpackCoefficients already unpacked: the same pixels,
+  // without the bands' LZ4 and unpacking (the ceiling a stored decode can reach).
+  // REQUIRES and throws as DecodeInto.
+  DecodeReport DecodeUnpackedInto(const UnpackedCoefficients& unpacked, const CropPlan& plan,
+                                  const PixelView& out, CoefficientTimes* times = nullptr);
 
  private:
   struct Impl;

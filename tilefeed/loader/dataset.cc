@@ -3,7 +3,10 @@
 #include <sys/stat.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <limits>
+#include <vector>
 
 #include "tilefeed/loader/cifar.h"
 
@@ -189,6 +192,25 @@ DatasetIdentity Identify(const Source& source) {
   for (std::size_t i = 0; i < source.size(); ++i) {
     const std::int32_t label = source.Label(i);
     XXH3_64bits_update(state, &label, sizeof(label));
+  }
+  // The content: the stored bytes of kIdentitySamples samples spread evenly over the
+  // dataset, each after its index and byte count (docs/wire-protocol.md, "Dataset identity").
+  const std::uint64_t n = source.size();
+  const std::uint64_t samples = std::min<std::uint64_t>(n, kIdentitySamples);
+  std::vector<std::byte> bytes;
+  for (std::uint64_t k = 0; k < samples; ++k) {
+    // floor(k * n / samples), without overflow.
+    const std::uint64_t index = k * (n / samples) + k * (n % samples) / samples;
+    std::uint64_t count = std::numeric_limits<std::uint64_t>::max();  // unreadable
+    try {
+      source.Read(static_cast<std::size_t>(index), bytes);
+      count = bytes.size();
+    } catch (const SourceError&) {
+      bytes.clear();
+    }
+    XXH3_64bits_update(state, &index, sizeof(index));
+    XXH3_64bits_update(state, &count, sizeof(count));
+    if (!bytes.empty()) XXH3_64bits_update(state, bytes.data(), bytes.size());
   }
   id.digest = XXH3_64bits_digest(state);
   XXH3_freeState(state);

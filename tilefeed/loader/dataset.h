@@ -105,13 +105,22 @@ OpenedDataset OpenDataset(const std::string& location, const DatasetOptions& opt
 struct DatasetIdentity {
   std::uint64_t samples = 0;
   std::uint64_t classes = 0;
-  // XXH3-64 of the class names (each followed by '\n') and of every sample's label.
+  // XXH3-64 of the class names (each followed by '\n'), of every sample's label, and of
+  // the stored bytes of kIdentitySamples samples spread over the dataset; exactly as
+  // docs/wire-protocol.md ("Dataset identity") says.
   std::uint64_t digest = 0;
 
   friend bool operator==(const DatasetIdentity&, const DatasetIdentity&) = default;
 };
 
-// The identity of `source`: reads labels through Source::Label (no sample bytes).
+// Samples whose bytes the identity covers (all of a smaller dataset).
+inline constexpr std::uint64_t kIdentitySamples = 64;
+
+// The identity of `source`: reads every label through Source::Label and the bytes of
+// kIdentitySamples samples through Source::Read (a sample that cannot be read counts as
+// such, it does not throw). Two datasets of other images with the same class names and
+// counts differ unless all those samples' bytes are equal. The stored bytes count: a
+// folder and its --codec jpeg pack agree, a --jpeg-index or raw pack (other bytes) does not.
 DatasetIdentity Identify(const Source& source);
 
 // "1300 samples, 10 classes, digest 0123456789abcdef".

@@ -33,6 +33,7 @@
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_pipeline.h>
 #include <tbb/task_arena.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -40,6 +41,8 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <fstream>
+#include <limits>
 #include <mutex>
 #include <stop_token>
 #include <thread>
@@ -190,6 +193,42 @@ struct SampleTimes {
   std::uint64_t bytes = 0;
 };
 
+// This machine's memory: its physical memory, or the cgroup's limit (memory.max) if lower.
+std::uint64_t MachineMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  std::uint64_t bytes = pages > 0 && page > 0 ? std::uint64_t(pages) * std::uint64_t(page)
+                                              : std::numeric_limits<std::uint64_t>::max();
+  std::ifstream cgroup("/sys/fs/cgroup/memory.max");
+  std::uint64_t limit = 0;
+  if (cgroup >> limit && limit > 0) bytes = std::min(bytes, limit);
+  return bytes;
+}
+
+// Refuses batch slots the machine cannot hold, with the arithmetic, before allocating any:
+// a huge batch was std::bad_alloc, and a huge prefetch depth grew for gigabytes first.
+void CheckMemory(const LoaderOptions& o, std::size_t image_bytes) {
+  const long double per_sample = static_cast<long double>(image_bytes) + 12;
+  const long double batch = per_sample * static_cast<long double>(o.batch_size);
+  const long double total = batch * static_cast<long double>(o.prefetch_depth);
+  const std::uint64_t memory = MachineMemoryBytes();
+  auto text = [](long double v) { return std::to_string(static_cast<unsigned long long>(v)); };
+  const std::string side = std::to_string(o.image_size);
+  const std::string arithmetic =
+      "batch " + std::to_string(o.batch_size) + " x " + side + " x " + side +
+      " x 3 (+ 12 bytes of label and index each) = " + text(batch) + " bytes";
+  if (batch > static_cast<long double>(memory)) {
+    throw std::invalid_argument("LoaderOptions: one batch is more than this machine's " +
+                                std::to_string(memory) + " bytes of memory: " + arithmetic);
+  }
+  if (total > static_cast<long double>(memory)) {
+    throw std::invalid_argument(
+        "LoaderOptions: prefetch_depth " + std::to_string(o.prefetch_depth) + " slots x " +
+        arithmetic + " = " + text(total) + " bytes, more than this machine's " +
+        std::to_string(memory) + " bytes of memory; lower the prefetch depth or the batch");
+  }
+}
+
 }  // namespace
 
 struct Loader::Impl {
@@ -314,6 +353,7 @@ void Loader::Impl::Validate() {
   workers = o.workers > 0 ? o.workers
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   image_bytes = static_cast<std::size_t>(o.image_size) * o.image_size * 3;
+  CheckMemory(o, image_bytes);
   slot_bytes =
       image_bytes * o.batch_size + o.batch_size * (sizeof(std::int32_t) + sizeof(std::uint64_t));
   // Chunks small enough that every worker has several per batch, large enough that the

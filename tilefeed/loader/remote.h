@@ -13,8 +13,10 @@
 // lives in loader/ (libcurl is linked PRIVATE and never appears in a public header);
 // transport/ still owns every socket that carries batches.
 //
-// The library never reads the environment: tools fill the AWS fields from
-// AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_REGION and pass them down.
+// The library never reads the environment: tools fill the AWS fields from the standard
+// AWS variables (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION /
+// AWS_DEFAULT_REGION, AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL, AWS_PROFILE with
+// ~/.aws/credentials) and pass them down (docs/datasets.md, "S3").
 
 #include <atomic>
 #include <chrono>
@@ -43,12 +45,20 @@ struct RemoteOptions {
   std::uint64_t cache_limit = std::uint64_t{10} << 30;
   // Size of a cached block: a miss fetches the whole aligned block(s) around the bytes.
   std::uint64_t cache_block = std::uint64_t{4} << 20;
-  // "s3://bucket/key" is fetched from "<s3_endpoint>/bucket/key" (path style) when set,
-  // else from "https://bucket.s3.<aws_region>.amazonaws.com/key".
+  // Where "s3://bucket/key" is fetched from: an S3-compatible endpoint URL
+  // ("http://minio:9000"), or AWS's own "https://s3.<aws_region>.amazonaws.com" when empty.
   std::string s3_endpoint;
-  // Signing key for s3:// (AWS SigV4 via libcurl); requests are unsigned when empty.
+  // Path style puts the bucket in the path ("<endpoint>/bucket/key"), virtual-hosted style in
+  // the host name ("https://bucket.<endpoint host>/key"). kAuto: virtual-hosted on AWS when
+  // the bucket name is a DNS label without dots, path style otherwise and on other endpoints.
+  enum class S3Addressing { kAuto, kVirtualHosted, kPath };
+  S3Addressing s3_addressing = S3Addressing::kAuto;
+  // Key for s3:// requests, signed with AWS Signature Version 4; requests are unsigned
+  // (anonymous) when the access key id is empty. The session token comes with temporary
+  // credentials and is sent as x-amz-security-token.
   std::string aws_access_key_id;
   std::string aws_secret_access_key;
+  std::string aws_session_token;
   std::string aws_region = "us-east-1";
   // Retries of one request after its first try; waits backoff, 2 x backoff, ... (capped
   // at 2 s) between tries.

@@ -5,7 +5,24 @@ namespace {
 
 bool IsMetricsFlag(const std::string& name) {
   return name == "--metrics" || name == "--metrics-interval" || name == "--metrics-port" ||
-         name == "--help";
+         name == "--metrics-bind" || name == "--help";
+}
+
+// "HOST:PORT" to listen on: --metrics-port's host or --metrics-bind, and its port plus the
+// local offset when it is not 0.
+std::string ListenAddress(const Flags& flags) {
+  const std::size_t colon = flags.port.rfind(':');
+  std::string host = colon == std::string::npos ? flags.bind : flags.port.substr(0, colon);
+  const int port =
+      std::stoi(colon == std::string::npos ? flags.port : flags.port.substr(colon + 1));
+  const int chosen = port == 0 ? 0 : port + flags.port_offset;
+  if (chosen > 65535) {
+    throw MetricsError("--metrics-port " + flags.port + " + local instance index " +
+                       std::to_string(flags.port_offset) + " is above 65535");
+  }
+  // An IPv6 address goes in brackets, as in a URL.
+  if (host.find(':') != std::string::npos && host.front() != '[') host = "[" + host + "]";
+  return host + ":" + std::to_string(chosen);
 }
 
 }  // namespace
@@ -20,8 +37,13 @@ void AddFlags(CLI::App& app, Flags& flags, bool with_port) {
       ->capture_default_str();
   if (with_port) {
     app.add_option("--metrics-port", flags.port,
-                   "serve the metrics at http://HOST:PORT/metrics in the Prometheus text format "
-                   "(PORT or HOST:PORT; port 0 picks a free one, printed on stderr)");
+                   "serve the metrics at http://ADDR:PORT/metrics in the Prometheus text format "
+                   "(PORT or HOST:PORT). The instances of one host listen on PORT + their "
+                   "local index (poprun/mpirun); 0 picks free ports. Each prints its URL on "
+                   "stderr");
+    app.add_option("--metrics-bind", flags.bind,
+                   "the address --metrics-port PORT listens on (0.0.0.0: every interface)")
+        ->capture_default_str();
   }
 }
 
@@ -59,9 +81,10 @@ Session Open(const Flags& flags, RunInfo info) {
   const std::string tool = info.tool;
   session.writer = std::make_unique<Writer>(options, std::move(info));
   if (!flags.port.empty()) {
-    session.exporter = std::make_unique<PrometheusExporter>(flags.port, tool, *session.writer);
-    std::fprintf(stderr, "[%s] instance %d: Prometheus metrics at http://localhost:%d/metrics\n",
-                 tool.c_str(), session.writer->instance(), session.exporter->port());
+    const std::string address = ListenAddress(flags);
+    session.exporter = std::make_unique<PrometheusExporter>(address, tool, *session.writer);
+    std::fprintf(stderr, "[%s] instance %d: Prometheus metrics at http://%s/metrics\n",
+                 tool.c_str(), session.writer->instance(), session.exporter->address().c_str());
   }
   return session;
 }

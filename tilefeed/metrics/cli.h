@@ -21,10 +21,18 @@ namespace tilefeed::metrics {
 struct Flags {
   std::string path;  // --metrics ("" = off)
   double interval_seconds = 10;
-  std::string port;  // --metrics-port ("" = off)
+  std::string port;  // --metrics-port ("" = off): PORT, or HOST:PORT
+  // --metrics-bind: the address a bare --metrics-port PORT listens on. Loopback unless told:
+  // the endpoint has no authentication.
+  std::string bind = "127.0.0.1";
+  // Added to a non-zero port: this instance's index among those of its host (the tool sets
+  // it from the launcher, launch::InstanceInfo::local_index), so that the instances of one
+  // host started with one --metrics-port P listen on P, P+1, ... and each prints its URL.
+  int port_offset = 0;
 };
 
-// Adds --metrics and --metrics-interval to `app`, and --metrics-port when `with_port`.
+// Adds --metrics and --metrics-interval to `app`, and --metrics-port and --metrics-bind when
+// `with_port`.
 // Their ranges are checked by the tools (tools/cli_checks.h's CheckMetricsFlags, one
 // message style for every option); Open() refuses an interval that is not above 0.
 void AddFlags(CLI::App& app, Flags& flags, bool with_port = false);
@@ -73,7 +81,8 @@ struct Session {
   explicit operator bool() const { return writer != nullptr; }
 };
 
-// Opens what `flags` ask for (the tool name and options go in `info`). Throws MetricsError.
+// Opens what `flags` ask for (the tool name and options go in `info`), and prints the
+// endpoint's URL with the address actually bound on stderr. Throws MetricsError.
 Session Open(const Flags& flags, RunInfo info);
 
 }  // namespace tilefeed::metrics

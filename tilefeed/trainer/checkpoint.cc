@@ -1,6 +1,7 @@
 #include "tilefeed/trainer/checkpoint.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -80,6 +81,50 @@ void SyncDirectory(const std::filesystem::path& dir) {
   if (rc != 0) Fail(dir, "fsync directory: " + reason);
 }
 
+constexpr char kTempPrefix[] = ".checkpoint.tfck.tmp.";
+
+std::string HostName() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "localhost";
+  std::string host(name);
+  for (char& c : host) {
+    if (c == '/' || c == ' ' || c == '\n') c = '_';
+  }
+  return host;
+}
+
+// The temporary file this process writes: DIR/.checkpoint.tfck.tmp.<host>.<pid>.
+std::filesystem::path TempPath(const std::filesystem::path& dir) {
+  return dir / (kTempPrefix + HostName() + "." + std::to_string(::getpid()));
+}
+
+// Removes the temporary files that writers killed mid-write (SIGKILL, a crash) left in
+// `dir`: those of this host whose pid is gone, and those named .checkpoint.tfck.tmp.<pid>
+// by earlier versions (no host) whose pid is gone here. A file of another host, or of a
+// live pid, stays: on a shared folder its writer may be running (a reused pid only keeps
+// a stale file longer). Best effort: errors are ignored.
+void RemoveStaleTemps(const std::filesystem::path& dir) {
+  const std::string host = HostName();
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind(kTempPrefix, 0) != 0) continue;
+    const std::string rest = name.substr(sizeof(kTempPrefix) - 1);
+    const std::size_t dot = rest.rfind('.');
+    const std::string pid_text = dot == std::string::npos ? rest : rest.substr(dot + 1);
+    const bool ours = dot == std::string::npos || rest.substr(0, dot) == host;
+    if (!ours || pid_text.empty() || pid_text.size() > 9 ||
+        pid_text.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
+    const long pid = std::stol(pid_text);
+    if (pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    std::error_code remove_ec;
+    std::filesystem::remove(it->path(), remove_ec);
+  }
+}
+
 }  // namespace
 
 std::filesystem::path CheckpointPath(const std::filesystem::path& dir) {
@@ -98,7 +143,8 @@ void WriteCheckpoint(const std::filesystem::path& dir, const Checkpoint& checkpo
                       " epoch=" + std::to_string(checkpoint.epoch) + " core=" + checkpoint.core +
                       " parameters=" + std::to_string(checkpoint.parameters.size()) +
                       " velocity=" + std::to_string(checkpoint.velocity.size()) +
-                      " global_batch=" + std::to_string(checkpoint.global_batch) + "\n" +
+                      " global_batch=" + std::to_string(checkpoint.global_batch) +
+                      " dataset_digest=" + std::to_string(checkpoint.dataset_digest) + "\n" +
                       checkpoint.data_position.Serialize() + "\n";
   auto append = [&bytes](const std::vector<float>& values) {
     bytes.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
@@ -106,8 +152,10 @@ void WriteCheckpoint(const std::filesystem::path& dir, const Checkpoint& checkpo
   append(checkpoint.parameters);
   append(checkpoint.velocity);
   bytes += "\nfnv1a64=" + std::to_string(Fnv1a(bytes)) + "\n";
-  // The temporary name is unique per process, so a stale one from a crash is simply replaced.
-  const std::filesystem::path temp = dir / (".checkpoint.tfck.tmp." + std::to_string(::getpid()));
+  // The temporary name is unique per host and process; those of dead writers go first, so a
+  // writer killed mid-write does not leave a model-sized file behind for good.
+  RemoveStaleTemps(dir);
+  const std::filesystem::path temp = TempPath(dir);
   WriteAndSync(temp, bytes);
   if (::rename(temp.c_str(), path.c_str()) != 0) {
     const std::string reason = ErrnoText();
@@ -119,6 +167,7 @@ void WriteCheckpoint(const std::filesystem::path& dir, const Checkpoint& checkpo
 
 std::optional<Checkpoint> ReadCheckpoint(const std::filesystem::path& dir) {
   const std::filesystem::path path = CheckpointPath(dir);
+  RemoveStaleTemps(dir);
   std::ifstream file(path, std::ios::binary);
   if (!file) {
     std::error_code ec;
@@ -140,9 +189,9 @@ Checkpoint ParseCheckpoint(const std::string& bytes, const std::filesystem::path
   const std::size_t state_end = bytes.find('\n', header_end + 1);
   if (header_end == std::string::npos || state_end == std::string::npos) Fail(path, "no header");
   std::istringstream header(bytes.substr(0, header_end));
-  std::string magic_a, magic_b, step, epoch, core, parameters, velocity, global_batch;
+  std::string magic_a, magic_b, step, epoch, core, parameters, velocity, global_batch, digest;
   header >> magic_a >> magic_b >> step >> epoch >> core >> parameters >> velocity;
-  header >> global_batch;  // absent in older checkpoints
+  header >> global_batch >> digest;  // absent in older checkpoints
   if (magic_a + " " + magic_b != kMagic) Fail(path, "not a tilefeed checkpoint (v1)");
   auto field = [&](const std::string& text, const std::string& key) -> std::string {
     if (text.rfind(key + "=", 0) != 0) Fail(path, "header field " + key + " missing");
@@ -160,6 +209,7 @@ Checkpoint ParseCheckpoint(const std::string& bytes, const std::filesystem::path
     if (!global_batch.empty()) {
       checkpoint.global_batch = std::stoull(field(global_batch, "global_batch"));
     }
+    if (!digest.empty()) checkpoint.dataset_digest = std::stoull(field(digest, "dataset_digest"));
   } catch (const std::logic_error&) {
     Fail(path, "bad number in header");
   }

@@ -5,7 +5,9 @@
 // DIR/checkpoint.tfck, replaced atomically: the new contents go to a temporary file in DIR,
 // which is fsync'ed and renamed over the old one, and DIR is fsync'ed, so a crash leaves
 // either the old or the new checkpoint, never a torn one. The file carries a checksum of
-// everything in it; a damaged file is refused, not half-loaded.
+// everything in it; a damaged file is refused, not half-loaded. The temporary file is
+// DIR/.checkpoint.tfck.tmp.<host>.<pid>; writing or reading a checkpoint removes those that
+// writers of this host killed mid-write left (their pid is gone).
 //
 // Where the data stands is stored as the one data position every BatchStream reports
 // (loader::LoaderState, in its one serialization), whether the run read a local dataset or
@@ -41,6 +43,9 @@ struct Checkpoint {
   // local batch x replicas x instances x gradient accumulation of the run that wrote it;
   // 0 in checkpoints written before it was recorded (unknown).
   std::uint64_t global_batch = 0;
+  // loader::Identify's digest of the dataset the run trained on (it covers the content);
+  // resume refuses other data. 0 = unknown (no --data, or written before it was recorded).
+  std::uint64_t dataset_digest = 0;
 
   friend bool operator==(const Checkpoint&, const Checkpoint&) = default;
 };

@@ -210,6 +210,7 @@ void Trainer::SaveCheckpoint(const loader::LoaderState& data_position) {
   checkpoint.epoch = epoch_;
   checkpoint.core = replicas_[0]->core->name();
   checkpoint.data_position = data_position;
+  checkpoint.dataset_digest = options_.dataset_digest;
   const std::span<float> p = replicas_[0]->core->parameters();
   checkpoint.parameters.assign(p.begin(), p.end());
   const std::span<const float> v = replicas_[0]->optimizer.velocity();

@@ -70,6 +70,7 @@ struct TrainerOptions {
   std::uint64_t check_every = 20;      // compare parameter checksums every N steps (0: at end only)
   std::uint64_t checkpoint_every = 0;  // instance 0 writes a checkpoint every N steps (0: never)
   std::filesystem::path checkpoint_dir;
+  std::uint64_t dataset_digest = 0;  // recorded in checkpoints (loader::Identify; 0: unknown)
   AllreduceMode allreduce = AllreduceMode::kOverlap;
   SgdOptions sgd;
 };

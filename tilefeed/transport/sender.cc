@@ -295,7 +295,8 @@ void BatchSender::Impl::Setup(Context& context) {
   }
   guard.emplace(context.impl().context, socket, detail::ConnectionCap(options.max_connections),
                 options.log);
-  const std::string zmq_endpoint = ZmqEndpoint(options.endpoint);
+  (void)ParseEndpoint(options.endpoint, /*bind=*/true);
+  const std::string zmq_endpoint = BindAddress(options.endpoint);
   if (zmq_endpoint.rfind("ipc://", 0) == 0) {
     socket_path = zmq_endpoint.substr(6);
     if (SocketServed(socket_path)) {
@@ -313,6 +314,12 @@ void BatchSender::Impl::Setup(Context& context) {
     bound_endpoint = socket.get(zmq::sockopt::last_endpoint);
   } catch (const zmq::error_t& e) {
     throw TransportError("bind " + options.endpoint + ": " + e.what());
+  }
+  // What ZeroMQ bound, not what the text seemed to say, decides.
+  if (options.loopback_only && !IsLoopbackEndpoint(bound_endpoint)) {
+    socket.close();
+    throw TransportError("bind " + options.endpoint + ": ZeroMQ bound " + bound_endpoint +
+                         ", which is not loopback");
   }
   struct stat st {};
   if (!socket_path.empty() && stat(socket_path.c_str(), &st) == 0) socket_inode = st.st_ino;

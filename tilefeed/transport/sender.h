@@ -100,7 +100,12 @@ struct SenderOptions {
   // Bound; "tcp://127.0.0.1:*" picks a free port. shm://NAME (tilefeed/transport/context.h) means
   // shared_memory with its control socket at ZmqEndpoint(NAME). Loopback unless told: any
   // other address should come with CURVE and an allow-list.
+  // A tcp:// host name is resolved (ZeroMQ binds only addresses and interface names); a ';'
+  // (ZeroMQ's SOURCE;DEST) is refused (ParseEndpoint, tilefeed/transport/context.h).
   std::string endpoint = "tcp://127.0.0.1:5555";
+  // Refuse to serve unless what ZeroMQ actually bound (ZMQ_LAST_ENDPOINT) is loopback
+  // (IsLoopbackEndpoint): the constructor unbinds and throws TransportError naming it.
+  bool loopback_only = false;
   // Payload through shared memory (same host only). REQUIRES: the loader decodes into
   // SharedSlots (LoaderOptions::slot_memory), else the constructor throws.
   bool shared_memory = false;
@@ -145,8 +150,9 @@ enum class SendResult {
 
 class BatchSender {
  public:
-  // Binds the endpoint. Throws TransportError if it cannot be bound or the CURVE key file
-  // is unusable, std::invalid_argument for shared_memory without SharedSlots.
+  // Binds the endpoint. Throws TransportError if it cannot be bound, is not loopback under
+  // loopback_only, or the CURVE key file is unusable; std::invalid_argument for a malformed
+  // endpoint or shared_memory without SharedSlots.
   BatchSender(Context& context, loader::Loader& loader, SenderOptions options);
   // Serves trainers that agree to `terms`, each from a loader that `open` makes. Throws as
   // above; std::invalid_argument for keep_serving without an opener.

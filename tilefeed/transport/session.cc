@@ -36,7 +36,7 @@ std::string Slice(const SessionTerms& t) {
 std::string Dataset(const DatasetIdentity& d) {
   char digest[17];
   std::snprintf(digest, sizeof(digest), "%016llx", static_cast<unsigned long long>(d.digest));
-  return std::to_string(d.size) + " samples, classes digest " + digest;
+  return std::to_string(d.size) + " samples, digest " + digest;
 }
 std::string Position(const SessionTerms& t) {
   return "epoch " + std::to_string(t.first_epoch) + " position " + std::to_string(t.first_position);

@@ -126,6 +126,7 @@ struct ZmqBatchStream::Impl {
   }
 
   void Loop(std::stop_token token);
+  void ReturnCredits();
   // Handles one message; returns false when the session is over.
   bool Handle(std::vector<zmq::message_t>& parts, bool too_many);
   void HandleWelcome(const Control& control, std::vector<zmq::message_t>& parts);
@@ -133,6 +134,31 @@ struct ZmqBatchStream::Impl {
   void CheckBatch(const FrameHeader& header, std::span<const std::int32_t> labels,
                   std::span<const std::uint64_t> indices) const;
   void CheckEnd(const Control& bye) const;
+  // With shared memory: throws if the reader shrank the segment (detail/shm.h's guard).
+  void CheckSegment() const {
+    if (!layout || !shared->segment.Shrunk()) return;
+    throw TransportError(peer + " cut its shared-memory segment " + shared->segment.name() +
+                         " to " + std::to_string(shared->segment.FileBytes()) + " of the " +
+                         std::to_string(shared->segment.size()) +
+                         " bytes it announced: the batches there are gone");
+  }
+  // With terms: batch numbering, sample indices in range and once per epoch.
+  void CheckOrder(const FrameHeader& header, std::span<const std::uint64_t> indices);
+  // With terms and a known dataset size: the batches epoch `epoch` has for this slice.
+  std::optional<std::uint64_t> AgreedBatches(std::uint64_t epoch) const;
+  // Batches of `epoch` received so far.
+  std::uint64_t BatchesOf(std::uint64_t epoch) const {
+    return last_batch_epoch && *last_batch_epoch == epoch ? epoch_batches : 0;
+  }
+  std::chrono::milliseconds DataTimeout() const {
+    return options.data_timeout > std::chrono::milliseconds(0) ? options.data_timeout
+                                                               : 60 * options.heartbeat_interval;
+  }
+  // Whether the reader holds a credit (inline) or a free slot (shared memory) it could use.
+  bool ReaderHoldsCredit() const {
+    if (!layout) return outstanding > 0;
+    return std::find(slot_busy.begin(), slot_busy.end(), false) != slot_busy.end();
+  }
   // With terms: the epoch whose batches come now (the first, or the one after the last end).
   std::uint64_t EpochUnderWay() const {
     return last_epoch_end ? *last_epoch_end + 1 : options.terms->first_epoch;
@@ -244,6 +270,11 @@ struct ZmqBatchStream::Impl {
   std::optional<std::uint64_t> last_epoch_end;
   std::optional<std::uint64_t> last_batch_epoch;
   std::uint64_t epoch_batches = 0;  // batches of last_batch_epoch received
+  std::uint64_t dataset_size = 0;   // the echoed terms'; 0 = unknown
+  std::int64_t message_limit = 0;   // ZMQ_MAXMSGSIZE: a larger message drops the connection
+  std::vector<bool> seen;           // sample indices of the epoch under way
+  Clock::time_point data_since;     // the last data, or when the reader got a credit back
+  bool was_waiting = false;         // the reader held a credit at the last look
 
   std::jthread io;  // last: stopped first
 };
@@ -251,6 +282,7 @@ struct ZmqBatchStream::Impl {
 ZmqBatchStream::ZmqBatchStream(Context& context, StreamOptions options)
     : impl_(std::make_unique<Impl>(context, std::move(options))) {
   Impl& s = *impl_;
+  (void)ParseEndpoint(s.options.endpoint, /*bind=*/false);
   if (s.options.credits == 0 || s.options.credits > kMaxCredits) {
     throw std::invalid_argument("StreamOptions::credits must be in [1, 1024]");
   }
@@ -282,6 +314,7 @@ ZmqBatchStream::ZmqBatchStream(Context& context, StreamOptions options)
                                                            t.image_size * t.image_size * 3);
     }
     s.socket.set(zmq::sockopt::maxmsgsize, limit);
+    s.message_limit = limit;
     s.WatchConnection(context.impl().context);
     s.socket.connect(ZmqEndpoint(s.options.endpoint));
   } catch (const zmq::error_t& e) {
@@ -308,6 +341,29 @@ void ZmqBatchStream::Impl::WatchConnection(zmq::context_t& context) {
   monitor->connect(address);
 }
 
+// Gives back what the trainer has consumed: inline credits, or shared slots.
+void ZmqBatchStream::Impl::ReturnCredits() {
+  std::size_t credits = 0;
+  std::vector<std::uint32_t> slots;
+  {
+    std::lock_guard lock(mutex);
+    std::swap(credits, credits_to_grant);
+  }
+  {
+    std::lock_guard lock(shared->mutex);
+    slots.swap(shared->returned_slots);
+  }
+  if (credits > 0) {
+    outstanding += credits;
+    granted += credits;
+    Send(Control{MessageType::kCredit, credits});
+  }
+  for (const std::uint32_t slot : slots) {
+    slot_busy[slot] = false;
+    Send(Control{MessageType::kCredit, slot});
+  }
+}
+
 void ZmqBatchStream::Impl::Loop(std::stop_token token) {
   last_heard = Clock::now();
   std::vector<zmq::message_t> parts;
@@ -315,8 +371,9 @@ void ZmqBatchStream::Impl::Loop(std::stop_token token) {
   try {
     SendHello();
     while (!token.stop_requested()) {
-      const auto timeout = std::min(detail::Until(last_sent + options.heartbeat_interval),
-                                    detail::Until(last_heard + options.peer_timeout));
+      auto timeout = std::min(detail::Until(last_sent + options.heartbeat_interval),
+                              detail::Until(last_heard + options.peer_timeout));
+      if (was_waiting) timeout = std::min(timeout, detail::Until(data_since + DataTimeout()));
       zmq::pollitem_t items[] = {{socket.handle(), 0, ZMQ_POLLIN, 0},
                                  {nullptr, shared->wake.fd(), ZMQ_POLLIN, 0},
                                  {monitor->handle(), 0, ZMQ_POLLIN, 0}};
@@ -329,30 +386,31 @@ void ZmqBatchStream::Impl::Loop(std::stop_token token) {
         last_heard = Clock::now();
         if (!Handle(parts, too_many)) return;
       }
-      if (disconnected && Welcomed()) {
-        throw TransportError(peer +
-                             " dropped the connection (it stopped or died, or sent a message "
-                             "larger than a batch)");
+      // ZeroMQ drops a connection whose peer announces a message over the limit, before
+      // reading it: an oversized frame looks like this, also before the welcome (a
+      // connection refused by a reader out of descriptors does too). A failed CURVE
+      // handshake drops it as well, before the welcome: that one is left to the timeout,
+      // whose line says what to check (SilenceHint).
+      const bool curve_handshake = !options.curve_server_key_file.empty() && !Welcomed();
+      if (disconnected && !curve_handshake) {
+        throw TransportError(peer + " dropped the connection" +
+                             (Welcomed() ? "" : " before welcoming us") +
+                             " (it stopped, died or refused us, or sent an oversized frame: a "
+                             "message over this trainer's limit of " +
+                             std::to_string(message_limit) + " bytes, one agreed batch)");
       }
-      // Give back what the trainer has consumed.
-      std::size_t credits = 0;
-      std::vector<std::uint32_t> slots;
-      {
-        std::lock_guard lock(mutex);
-        std::swap(credits, credits_to_grant);
-      }
-      {
-        std::lock_guard lock(shared->mutex);
-        slots.swap(shared->returned_slots);
-      }
-      if (credits > 0) {
-        outstanding += credits;
-        granted += credits;
-        Send(Control{MessageType::kCredit, credits});
-      }
-      for (const std::uint32_t slot : slots) {
-        slot_busy[slot] = false;
-        Send(Control{MessageType::kCredit, slot});
+      // A batch handed out may have been read as zeros from a vanished page: never go on.
+      CheckSegment();
+      ReturnCredits();
+      // Time counts against the reader only while it could send.
+      const bool waiting = Welcomed() && ReaderHoldsCredit();
+      if (!waiting || !was_waiting) data_since = Clock::now();
+      was_waiting = waiting;
+      if (waiting && Clock::now() - data_since > DataTimeout()) {
+        Fail(peer + " sent no batch for " + detail::Seconds(Clock::now() - data_since) +
+             " s although it held credits (data timeout " + detail::Seconds(DataTimeout()) +
+             " s): it answers heartbeats but delivers no data");
+        return;
       }
       const Clock::duration silence = Clock::now() - last_heard;
       if (silence > options.peer_timeout) {
@@ -396,6 +454,7 @@ bool ZmqBatchStream::Impl::Handle(std::vector<zmq::message_t>& parts, bool too_m
       HandleWelcome(*control, parts);
       return true;
     case MessageType::kBatch: {
+      data_since = Clock::now();
       ReceivedBatch batch = MakeBatch(*control, parts);
       if (!last_batch_epoch || *last_batch_epoch != batch.epoch()) epoch_batches = 0;
       last_batch_epoch = batch.epoch();
@@ -412,7 +471,15 @@ bool ZmqBatchStream::Impl::Handle(std::vector<zmq::message_t>& parts, bool too_m
         throw TransportError(peer + ": end of epoch " + std::to_string(control->a) +
                              " during epoch " + std::to_string(EpochUnderWay()));
       }
+      if (const std::optional<std::uint64_t> agreed = AgreedBatches(control->a);
+          agreed && BatchesOf(control->a) != *agreed) {
+        throw TransportError(peer + " ended epoch " + std::to_string(control->a) + " after " +
+                             std::to_string(BatchesOf(control->a)) + " of its " +
+                             std::to_string(*agreed) + " batches");
+      }
+      data_since = Clock::now();
       last_epoch_end = control->a;
+      std::fill(seen.begin(), seen.end(), false);
       Push(Entry{Entry::kEpochEnd, std::nullopt, {}});
       return true;
     case MessageType::kHeartbeat:
@@ -442,9 +509,10 @@ void ZmqBatchStream::Impl::CheckEnd(const Control& bye) const {
   const SessionTerms& t = *options.terms;
   const std::uint64_t last = t.epochs - 1;
   const bool began_inside = last == t.first_epoch && t.first_position > 0;
-  const bool complete = t.epochs > 0 && bye.a == t.epochs && last_batch_epoch &&
-                        *last_batch_epoch == last &&
-                        (began_inside || epoch_batches == batches_per_epoch);
+  const std::optional<std::uint64_t> agreed = AgreedBatches(last);
+  const bool complete =
+      t.epochs > 0 && bye.a == t.epochs && last_batch_epoch && *last_batch_epoch == last &&
+      (agreed ? epoch_batches == *agreed : began_inside || epoch_batches == batches_per_epoch);
   if (!complete) {
     throw TransportError(peer + " ended the stream early: " +
                          (last_batch_epoch ? std::to_string(epoch_batches) + " batches of epoch " +
@@ -491,6 +559,16 @@ void ZmqBatchStream::Impl::HandleWelcome(const Control& control,
     credits = layout->slot_count;
   }
   batches_per_epoch = control.a;
+  if (echoed) {
+    dataset_size = echoed->dataset.size;
+    // One bit per sample for the once-per-epoch check; beyond 2^32 samples it is not kept.
+    if (dataset_size <= (std::uint64_t{1} << 32)) seen.assign(dataset_size, false);
+    const std::optional<std::uint64_t> full = AgreedBatches(echoed->first_epoch + 1);
+    if (full && *full != batches_per_epoch) {
+      throw TransportError(peer + " announces " + std::to_string(batches_per_epoch) +
+                           " batches per epoch; the agreed terms give " + std::to_string(*full));
+    }
+  }
   outstanding = layout ? 0 : credits;
   granted = outstanding;
   Send(Control{MessageType::kReady, credits});
@@ -519,6 +597,7 @@ ReceivedBatch ZmqBatchStream::Impl::MakeBatch(const Control& control,
     if (header.image_bytes() > layout->image_bytes || header.size > layout->max_samples) {
       throw TransportError("frame from " + peer + ": batch larger than its shared slot");
     }
+    CheckSegment();
     const auto slot = static_cast<std::uint32_t>(control.a);
     const std::byte* base = shared->segment.data() + slot * layout->stride();
     const std::span<const std::uint8_t> images(reinterpret_cast<const std::uint8_t*>(base),
@@ -533,9 +612,11 @@ ReceivedBatch ZmqBatchStream::Impl::MakeBatch(const Control& control,
     owner->labels.assign(labels.begin(), labels.end());
     owner->indices.assign(indices.begin(), indices.end());
     if (options.verify_checksums) VerifyPayload(header, images, labels, indices, peer);
+    CheckSegment();  // a read above may have met a vanished page (it read zeros)
     const std::span<const std::int32_t> own_labels = owner->labels;
     const std::span<const std::uint64_t> own_indices = owner->indices;
     CheckBatch(header, own_labels, own_indices);
+    CheckOrder(header, own_indices);
     return ReceivedBatch(header.meta(), images, own_labels, own_indices, std::move(owner));
   }
   if (outstanding == 0) {
@@ -559,7 +640,58 @@ ReceivedBatch ZmqBatchStream::Impl::MakeBatch(const Control& control,
   const std::span<const std::uint64_t> indices = owner->View<std::uint64_t>(4, owner->indices_copy);
   if (options.verify_checksums) VerifyPayload(header, images, labels, indices, peer);
   CheckBatch(header, labels, indices);
+  CheckOrder(header, indices);
   return ReceivedBatch(header.meta(), images, labels, indices, std::move(owner));
+}
+
+std::optional<std::uint64_t> ZmqBatchStream::Impl::AgreedBatches(std::uint64_t epoch) const {
+  if (!options.terms || dataset_size == 0) return std::nullopt;
+  const SessionTerms& t = *options.terms;
+  if (t.batch_size == 0 || t.slice_count == 0) return std::nullopt;
+  // As loader::EpochOrder and the Loader count them: the slice's share of what is left of
+  // the epoch (all of it but in the epoch the session entered), padded or dropped, then
+  // cut into batches.
+  const std::uint64_t start = epoch == t.first_epoch ? std::min(t.first_position, dataset_size) : 0;
+  const std::uint64_t remaining = dataset_size - start;
+  const std::uint64_t count = t.slice_count;
+  const std::uint64_t per_slice =
+      t.remainder == 0 ? remaining / count + (remaining % count != 0) : remaining / count;
+  return per_slice / t.batch_size + (!t.drop_last && per_slice % t.batch_size != 0);
+}
+
+void ZmqBatchStream::Impl::CheckOrder(const FrameHeader& header,
+                                      std::span<const std::uint64_t> indices) {
+  if (!options.terms) return;
+  auto where = [&] {
+    return peer + " sent batch " + std::to_string(header.index) + " of epoch " +
+           std::to_string(header.epoch);
+  };
+  const std::uint64_t due = BatchesOf(header.epoch);
+  if (header.index != due) {
+    throw TransportError(where() + " where batch " + std::to_string(due) +
+                         " was due (batches come in order, each once)");
+  }
+  if (const std::optional<std::uint64_t> agreed = AgreedBatches(header.epoch);
+      agreed && header.index >= *agreed) {
+    throw TransportError(where() + "; the epoch has " + std::to_string(*agreed) + " batches");
+  }
+  if (dataset_size == 0) return;
+  std::uint64_t repeats = 0;
+  for (const std::uint64_t index : indices) {
+    if (index >= dataset_size) {
+      throw TransportError(where() + " with sample index " + std::to_string(index) +
+                           "; the dataset has " + std::to_string(dataset_size) + " samples");
+    }
+    if (seen.empty()) continue;
+    if (seen[index]) ++repeats;
+    seen[index] = true;
+  }
+  // A bad sample's substitute is a sample of the slice delivered again; nothing else is.
+  if (repeats > header.substituted) {
+    throw TransportError(where() + " with " + std::to_string(repeats) +
+                         " sample(s) already delivered in this epoch (" +
+                         std::to_string(header.substituted) + " substituted)");
+  }
 }
 
 // What the frame checks cannot know: the agreed shape and the trainer's class count.
@@ -639,6 +771,8 @@ std::optional<ReceivedBatch> ZmqBatchStream::Next() {
     case Entry::kBatch:
       break;
   }
+  // Queued before the reader shrank the segment, its pixels may now read as zeros.
+  s.CheckSegment();
   ReceivedBatch batch = std::move(*entry.batch);
   s.queue.pop_front();
   --s.queued_batches;

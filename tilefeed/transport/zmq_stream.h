@@ -12,9 +12,15 @@
 // at <endpoint> silent for 5.0 s"), and so does a dropped connection, at once; a sender's
 // bye ends the stream (ended() true). Nothing from the sender is trusted: a batch it had no
 // credit for, a frame that fails a check, a label outside [0, classes), a batch of another
-// epoch than the one under way (with terms) is an error. With CURVE, a reader whose key is
-// not the one in curve_server_key_file, or one that does not allow our key, never welcomes
-// us: the constructor throws after peer_timeout, naming the key files.
+// epoch than the one under way (with terms) is an error. With terms, each epoch must have
+// the shape the terms give: the welcome announces the batch count the dataset size, slice,
+// batch size, remainder and drop-last give; batches come numbered 0, 1, 2, ... and an
+// epoch ends after exactly its count (fewer only in an epoch entered mid-way, as its start
+// gives); every sample index lies below the dataset size and comes at most once per epoch
+// on this slice (a bad sample's substitute, counted in the frame, excepted). A reader that
+// holds credits and sends nothing for data_timeout is an error too. With CURVE, a reader whose key
+// is not the one in curve_server_key_file, or one that does not allow our key, never welcomes us:
+// the constructor throws after peer_timeout, naming the key files.
 //
 // position() starts at the agreed terms' seed, first epoch and position and dataset size,
 // adds each batch's samples times the instance count (at most up to the dataset size), and
@@ -61,6 +67,11 @@ struct StreamOptions {
   // Labels must lie in [0, classes); a batch with another label is an error naming the
   // sample. 0 = not checked.
   std::uint32_t classes = 0;
+  // The longest this stream waits for a batch (or an epoch end, or the bye) while the reader
+  // holds credits it could spend: past it the stream fails naming the reader, even though
+  // the reader still answers heartbeats. Time the trainer holds every credit itself does
+  // not count. 0 = 60 heartbeat intervals (60 s with the 1 s default).
+  std::chrono::milliseconds data_timeout{0};
 };
 
 class ZmqBatchStream final : public BatchStream {

@@ -40,6 +40,7 @@
 #include "tilefeed/loader/detail/file_io.h"
 #include "tilefeed/loader/detail/range_file.h"
 #include "tilefeed/loader/detail/shard_format.h"
+#include "tilefeed/loader/detail/sigv4.h"
 #include "tilefeed/loader/source.h"
 
 namespace tilefeed::loader::detail {
@@ -172,23 +173,6 @@ class HttpSession {
 std::shared_ptr<HttpSession> MakeHttpSession() { return std::make_shared<HttpSession>(); }
 
 namespace {
-
-// "s3://bucket/key" as an HTTP URL: path style under the endpoint, else AWS's own host.
-std::string HttpUrlOf(const std::string& location, const RemoteOptions& o) {
-  if (!location.starts_with("s3://")) return location;
-  const std::string rest = location.substr(5);
-  const std::size_t slash = rest.find('/');
-  if (slash == std::string::npos || slash == 0) {
-    throw SourceError(location, "malformed s3 location (want s3://bucket/key)");
-  }
-  if (!o.s3_endpoint.empty()) {
-    std::string endpoint = o.s3_endpoint;
-    while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
-    return endpoint + "/" + rest;
-  }
-  return "https://" + rest.substr(0, slash) + ".s3." + o.aws_region + ".amazonaws.com" +
-         rest.substr(slash);
-}
 
 class BlockCache {
  public:
@@ -346,6 +330,7 @@ struct Transfer {
   // Libcurl state and the retry clock.
   Sink sink;
   CurlHandle curl;
+  HeaderList headers;  // an s3:// request's headers, signed anew for each try
   char curl_error[CURL_ERROR_SIZE] = "";
   int attempt = 0;
   std::chrono::milliseconds wait{0};
@@ -356,12 +341,15 @@ void RunTransfers(std::span<Transfer* const> transfers, HttpSession& session);
 
 class HttpFile final : public RangeFile {
  public:
-  HttpFile(std::string location, std::string url, const RemoteOptions& options,
-           std::shared_ptr<HttpSession> session)
-      : RangeFile(std::move(location), 0),
-        url_(std::move(url)),
-        options_(options),
-        session_(std::move(session)) {}
+  HttpFile(std::string location, const RemoteOptions& options, std::shared_ptr<HttpSession> session)
+      : RangeFile(std::move(location), 0), options_(options), session_(std::move(session)) {
+    if (name().starts_with("s3://")) {
+      s3_ = ResolveS3(name(), options_);
+      url_ = s3_->url;
+    } else {
+      url_ = name();
+    }
+  }
 
   // Finds the size with a HEAD request unless it is `known`; then sets up the cache, which
   // keys on it.
@@ -376,7 +364,7 @@ class HttpFile final : public RangeFile {
       if (!head.error.empty()) throw SourceError(name(), head.error);
       size = head.stamp.size;
       if (head.stamp.mtime_ns != 0 || !head.stamp.etag.empty()) stamp_ = head.stamp;
-      if (!head.stamp.etag.empty()) {
+      if (!head.stamp.etag.empty() && !s3_) {
         if_match_.reset(curl_slist_append(nullptr, ("If-Match: " + head.stamp.etag).c_str()));
       }
     }
@@ -410,7 +398,12 @@ class HttpFile final : public RangeFile {
 
  private:
   bool PlanCached(Transfer& t) const;
+  // An s3:// request's headers: Range, If-Match and, with a key, SigV4's.
+  HeaderList S3Headers(const Transfer& t) const;
+  // What an S3 error status means, for the one-line reason.
+  std::string S3Status(CURL* curl, long status) const;
 
+  std::optional<S3Address> s3_;  // set for s3:// locations
   std::string url_;
   const RemoteOptions options_;
   std::shared_ptr<HttpSession> session_;
@@ -428,15 +421,16 @@ void HttpFile::Setup(Transfer& t) const {
   curl_easy_setopt(curl, CURLOPT_URL, url_.c_str());
   curl_easy_setopt(curl, CURLOPT_PRIVATE, &t);
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L);
+  // A signed request is not valid at another address, so S3 redirects are reported instead.
+  curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, s3_ ? 0L : 1L);
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
                    static_cast<long>(options_.connect_timeout.count()));
   curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.request_timeout.count()));
-  if (name().starts_with("s3://") && !options_.aws_access_key_id.empty()) {
-    const std::string sigv4 = "aws:amz:" + options_.aws_region + ":s3";
-    curl_easy_setopt(curl, CURLOPT_AWS_SIGV4, sigv4.c_str());  // libcurl copies strings
-    curl_easy_setopt(curl, CURLOPT_USERNAME, options_.aws_access_key_id.c_str());
-    curl_easy_setopt(curl, CURLOPT_PASSWORD, options_.aws_secret_access_key.c_str());
+  if (s3_) {
+    // The key is already encoded; "." and ".." segments are part of it, not to be resolved.
+    curl_easy_setopt(curl, CURLOPT_PATH_AS_IS, 1L);
+    t.headers = S3Headers(t);
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, t.headers.get());
   }
   if (t.head) {
     curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
@@ -446,12 +440,63 @@ void HttpFile::Setup(Transfer& t) const {
     if (if_match_) curl_easy_setopt(curl, CURLOPT_HTTPHEADER, if_match_.get());
     char range[64];
     std::snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64, t.offset, t.offset + t.length - 1);
-    curl_easy_setopt(curl, CURLOPT_RANGE, range);
+    if (!s3_) curl_easy_setopt(curl, CURLOPT_RANGE, range);  // S3's is in t.headers, signed
     t.sink.parts = t.parts;
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, WriteBody);
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, &t.sink);
   }
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, t.curl_error);
+}
+
+HeaderList HttpFile::S3Headers(const Transfer& t) const {
+  SigV4Request request;
+  request.method = t.head ? "HEAD" : "GET";
+  request.host = s3_->host;
+  request.canonical_path = s3_->canonical_path;
+  if (!t.head) {
+    request.headers.emplace_back("range", "bytes=" + std::to_string(t.offset) + "-" +
+                                              std::to_string(t.offset + t.length - 1));
+    if (stamp_ && !stamp_->etag.empty()) request.headers.emplace_back("if-match", stamp_->etag);
+  }
+  std::vector<std::string> lines;
+  if (options_.aws_access_key_id.empty()) {
+    for (const auto& [name, value] : request.headers) lines.push_back(name + ": " + value);
+  } else {
+    const std::string date = AmzDate(std::chrono::system_clock::now());
+    request.amz_date = date;
+    lines = SignV4(request, options_);
+  }
+  // Only signed headers go out: no "Accept: */*" of libcurl's own.
+  lines.emplace_back("Accept:");
+  HeaderList list;
+  for (const std::string& line : lines) {
+    curl_slist* next = curl_slist_append(list.get(), line.c_str());
+    if (next == nullptr) return list;
+    list.release();
+    list.reset(next);
+  }
+  return list;
+}
+
+std::string HttpFile::S3Status(CURL* curl, long status) const {
+  std::string text = "HTTP " + std::to_string(status);
+  if (status == 403) {
+    text += options_.aws_access_key_id.empty()
+                ? ": access denied to an unsigned request (no AWS_ACCESS_KEY_ID given)"
+                : ": access denied: the S3 server refused key " + options_.aws_access_key_id +
+                      " in region " + options_.aws_region +
+                      " (a wrong AWS_SECRET_ACCESS_KEY or session token, an expired token, "
+                      "a wrong region, or no permission to read the object)";
+  } else if (status == 404) {
+    text += ": no such bucket or key";
+  } else if (status == 301 || status == 307 || status == 400) {
+    curl_header* region = nullptr;
+    if (curl_easy_header(curl, "x-amz-bucket-region", 0, CURLH_HEADER, -1, &region) == CURLHE_OK) {
+      text += std::string(": the bucket is in region ") + region->value + ", not " +
+              options_.aws_region + " (set AWS_REGION)";
+    }
+  }
+  return text;
 }
 
 std::string HttpFile::Evaluate(Transfer& t, CURLcode code, bool& transient) const {
@@ -468,7 +513,7 @@ std::string HttpFile::Evaluate(Transfer& t, CURLcode code, bool& transient) cons
            (t.curl_error[0] != 0 ? t.curl_error : curl_easy_strerror(code));
   }
   if (t.head) {
-    if (status != 200) return "HTTP " + std::to_string(status);
+    if (status != 200) return s3_ ? S3Status(curl, status) : "HTTP " + std::to_string(status);
     curl_off_t content_length = -1;
     curl_easy_getinfo(curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &content_length);
     if (content_length < 0) return "the server gave no Content-Length";
@@ -488,8 +533,8 @@ std::string HttpFile::Evaluate(Transfer& t, CURLcode code, bool& transient) cons
   }
   // 206 for a range; 200 is accepted only when the range is the whole file.
   if (status != 206 && !(status == 200 && t.offset == 0 && t.length == size())) {
-    return status == 200 ? "the server ignored the Range header (HTTP 200)"
-                         : "HTTP " + std::to_string(status);
+    if (status == 200) return "the server ignored the Range header (HTTP 200)";
+    return s3_ ? S3Status(curl, status) : "HTTP " + std::to_string(status);
   }
   if (t.sink.received != t.length) {
     return "short read: " + std::to_string(t.sink.received) + " of " + std::to_string(t.length) +
@@ -729,8 +774,7 @@ std::unique_ptr<RangeFile> OpenHttpFile(const std::string& location, const Remot
   static const CURLcode kInit = curl_global_init(CURL_GLOBAL_DEFAULT);
   if (kInit != CURLE_OK) throw SourceError(location, "libcurl: curl_global_init failed");
   if (!session) session = MakeHttpSession();
-  auto file = std::make_unique<HttpFile>(location, HttpUrlOf(location, options), options,
-                                         std::move(session));
+  auto file = std::make_unique<HttpFile>(location, options, std::move(session));
   file->Open(size);
   return file;
 }

@@ -29,12 +29,25 @@ struct SlotLayout {
 };
 
 // A mapped segment. Move-only; unmaps on destruction. Does not unlink unless asked.
+//
+// A segment a peer made (Open) is guarded against the peer shrinking it: reading a page
+// past a shared-memory file's end raises SIGBUS, which would kill this process with no
+// word. The first Open installs a process-wide SIGBUS handler that, for an address inside
+// a guarded mapping, maps zero pages over the rest of that mapping (so the faulting read
+// and every later one complete, reading zeros) and marks it lost(); any other SIGBUS goes
+// to the handler installed before, or kills as before. Chosen over an fstat check before
+// each read, which a peer can race, and over a sigsetjmp guard around one copy, since the
+// consumer reads the slot in place long after the stream handed it out: every read of the
+// mapping is covered. The stream then fails on lost() (tilefeed/transport/zmq_stream.cc).
 class ShmSegment {
  public:
-  // Creates (O_EXCL, mode 0600) and maps read-write. Throws TransportError.
+  // Creates (O_EXCL, mode 0600), allocates every byte (posix_fallocate: a /dev/shm too
+  // small for it is an error here, not a SIGBUS at the first write) and maps read-write.
+  // Throws TransportError; for a full /dev/shm saying how much the segment needs and how
+  // much is free.
   static ShmSegment Create(const std::string& name, std::size_t bytes);
-  // Opens an existing segment and maps it read-only. Throws TransportError if it is
-  // missing or smaller than `bytes`.
+  // Opens an existing segment and maps it read-only, guarded (above). Throws
+  // TransportError if it is missing or smaller than `bytes`.
   static ShmSegment Open(const std::string& name, std::size_t bytes);
 
   ShmSegment() = default;
@@ -49,12 +62,21 @@ class ShmSegment {
   const std::string& name() const { return name_; }
   // Removes the name (the mapping stays). Idempotent; a name already gone is fine.
   void Unlink() noexcept;
+  // An opened segment: whether its file is now shorter than the mapping (the peer shrank
+  // it), or a read already met a vanished page. Then the mapping's data from the first
+  // vanished page on reads as zeros. Costs one fstat. Thread-safe.
+  bool Shrunk() const;
+  // Bytes the segment's file has now (fstat); size() for a created one.
+  std::size_t FileBytes() const;
 
  private:
+  void Release() noexcept;
   std::byte* data_ = nullptr;
   std::size_t size_ = 0;
   std::string name_;
   bool linked_ = false;
+  int fd_ = -1;     // an opened segment's, for Shrunk()
+  int guard_ = -1;  // an opened segment's slot in the SIGBUS guard's table
 };
 
 // A fresh segment name for this process and `job_id` (other characters become '_').

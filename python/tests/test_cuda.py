@@ -1,0 +1,156 @@
+"""tilefeed.Loader(device="cuda") (python/tilefeed/cuda.py) and the caller-owned slot memory
+it uses. The GPU tests skip, with the reason, where torch has no usable CUDA device; the
+option checks, the one-line error without CUDA and the slot memory run everywhere."""
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+import tilefeed
+import tilefeed.cuda
+from tilefeed import _tilefeed
+
+OPTIONS = dict(batch_size=4, image_size=32, workers=2, seed=3, epochs=1, shard=(0, 1))
+
+
+def _gpu_reason():
+    if not getattr(_tilefeed, "_cuda_built", False):
+        return "tilefeed was built without its CUDA component"
+    if not torch.cuda.is_available():
+        return f"torch {torch.__version__} has no usable CUDA device"
+    return None
+
+
+needs_gpu = pytest.mark.skipif(_gpu_reason() is not None, reason=str(_gpu_reason()))
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cuda")
+    rng = np.random.default_rng(1)
+    for c in range(2):
+        (root / f"c{c}").mkdir()
+        for i in range(7):
+            pixels = rng.integers(0, 256, (40 + 3 * i, 50 + 2 * c, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(root / f"c{c}" / f"{i}.jpg", quality=90)
+    return root
+
+
+def test_device_cpu_or_none_is_the_cpu_loader(folder):
+    for device in (None, "cpu"):
+        loader = tilefeed.Loader(folder, device=device, **OPTIONS)
+        assert type(loader) is tilefeed.Loader
+        assert len(list(loader)) == 4
+        loader.stop()
+
+
+@pytest.mark.parametrize("bad, error, words", [
+    (dict(dtype="int7"), ValueError, "dtype"),
+    (dict(mean=(0.5, 0.5)), TypeError, "mean"),
+    (dict(std=(0.2, 0.0, 0.2)), ValueError, "std"),
+    (dict(std=(0.2, float("nan"), 0.2)), ValueError, "std"),
+    (dict(dtype="uint8", mean=(0.5, 0.5, 0.5)), ValueError, "uint8"),
+    (dict(layout="chw"), ValueError, "layout"),
+    (dict(copy=True), ValueError, "copy"),
+])
+def test_bad_gpu_options_are_one_line_errors(folder, bad, error, words):
+    with pytest.raises(error) as raised:
+        tilefeed.Loader(folder, device="cuda", **bad, **OPTIONS)
+    message = str(raised.value)
+    assert words in message and "\n" not in message
+
+
+@pytest.mark.skipif(_gpu_reason() is None, reason="a usable GPU is here")
+def test_without_cuda_device_cuda_is_one_clear_line(folder):
+    with pytest.raises(RuntimeError) as raised:
+        tilefeed.Loader(folder, device="cuda", **OPTIONS)
+    message = str(raised.value)
+    assert "CUDA" in message and "\n" not in message
+
+
+class _Slots:
+    """Slot memory the caller owns, as tilefeed.cuda gives it (here plain numpy memory)."""
+
+    def __init__(self, slots, total):
+        self.arrays = [np.zeros(total + 64, dtype=np.uint8) for _ in range(slots)]
+        self.regions = []
+        for a in self.arrays:
+            skip = (-a.ctypes.data) % 64
+            self.regions.append((a.ctypes.data + skip, total))
+
+
+def test_caller_owned_slot_memory_gives_the_same_batches(folder):
+    depth = 3
+    _, _, total = _tilefeed._slot_layout(OPTIONS["batch_size"], 32 * 32 * 3)
+    slots = _Slots(depth, total)
+    ours = tilefeed.Loader(folder, prefetch_depth=depth, _slot_memory=slots, **OPTIONS)
+    plain = tilefeed.Loader(folder, prefetch_depth=depth, copy=True, **OPTIONS)
+    starts = {address for address, _ in slots.regions}
+    count = 0
+    for a, b in zip(ours, plain):
+        assert a.images.ctypes.data in starts  # decoded straight into the caller's memory
+        np.testing.assert_array_equal(a.images, b.images)
+        np.testing.assert_array_equal(a.labels, b.labels)
+        count += 1
+    assert count == 4
+
+
+def test_too_short_slot_memory_is_a_value_error(folder):
+    _, _, total = _tilefeed._slot_layout(OPTIONS["batch_size"], 32 * 32 * 3)
+    slots = _Slots(4, total - 1)
+    slots.regions = [(address, total - 1) for address, _ in slots.regions]
+    with pytest.raises(ValueError, match="region 0 has"):
+        tilefeed.Loader(folder, prefetch_depth=4, _slot_memory=slots, **OPTIONS)
+
+
+def _reference_bits(images_nhwc, dtype, layout, mean, std):
+    """output_format.h's formula in numpy float32, as bit patterns."""
+    x = images_nhwc.astype(np.float32)
+    x = (x / np.float32(255.0) - np.asarray(mean, np.float32)) / np.asarray(std, np.float32)
+    if layout == "nchw":
+        x = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+    if dtype == "float32":
+        return x.view(np.uint32).astype(np.int64)
+    if dtype == "float16":
+        return x.astype(np.float16).view(np.uint16).astype(np.int64)
+    u = x.view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.int64)  # bfloat16, ties to even
+
+
+def _device_bits(tensor):
+    t = tensor.cpu()
+    if t.dtype == torch.float32:
+        return t.view(torch.int32).numpy().view(np.uint32).astype(np.int64)
+    return t.view(torch.int16).numpy().view(np.uint16).astype(np.int64)
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype, layout", [("float32", "nhwc"), ("float16", "nchw"),
+                                           ("bfloat16", "nchw")])
+def test_gpu_batches_equal_the_host_formula_bit_for_bit(folder, dtype, layout):
+    mean, std = tilefeed.cuda.IMAGENET_MEAN, tilefeed.cuda.IMAGENET_STD
+    cpu = tilefeed.Loader(folder, copy=True, **OPTIONS)
+    gpu = tilefeed.Loader(folder, device="cuda", dtype=dtype, layout=layout, mean=mean, std=std,
+                          **OPTIONS)
+    count = 0
+    for want, got in zip(cpu, gpu):
+        assert got.images.is_cuda and got.labels.is_cuda
+        assert np.array_equal(_device_bits(got.images),
+                              _reference_bits(want.images, dtype, layout, mean, std))
+        assert got.labels.cpu().tolist() == want.labels.tolist()
+        count += 1
+    assert count == 4
+    gpu.stop()
+
+
+@needs_gpu
+def test_gpu_batch_is_ready_on_the_callers_stream(folder):
+    side = torch.cuda.Stream()
+    cpu = tilefeed.Loader(folder, copy=True, **OPTIONS)
+    with torch.cuda.stream(side):
+        gpu = tilefeed.Loader(folder, device="cuda", dtype="uint8", layout="nhwc", **OPTIONS)
+        for want, got in zip(cpu, gpu):
+            total = got.images.long().sum()  # enqueued on `side`, which waits for the copy
+            assert int(total) == int(want.images.astype(np.int64).sum())
+    gpu.stop()

@@ -1,0 +1,66 @@
+#!/bin/sh
+# Issue 27, item 7: the dataset identity covers the content. Two datasets with the same class
+# names and counts but other images (tilefeed-make-demo with another --seed): a reader of one
+# refuses a trainer of the other, and a checkpoint of one is refused by --resume --data of
+# the other; each line names both values. The same data is accepted both ways.
+#
+#   other_data_test.sh TRAIN SERVE MAKE_DEMO
+set -u
+train=$1
+serve=$2
+make_demo=$3
+work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-other-data.XXXXXX") || exit 1
+pid=
+trap '[ -n "$pid" ] && kill -KILL $pid 2>/dev/null; rm -rf "$work"' EXIT
+trap 'exit 1' INT TERM HUP
+fail() {
+  echo "other_data_test: FAIL: $*"
+  for f in "$work"/*.log; do echo "--- $f"; cat "$f"; done
+  exit 1
+}
+export OMPI_MCA_btl_vader_backing_directory="$work"
+for d in a b; do
+  seed=1; [ $d = b ] && seed=2
+  timeout 60 "$make_demo" "$work/$d" --classes 2 --train-per-class 16 --val-per-class 1 \
+    --threads 1 --seed $seed >"$work/make_$d.log" 2>&1 || fail "tilefeed-make-demo failed"
+done
+common="--core synthetic --us-per-sample 1 --batch-size 4 --image-size 16 --workers 1"
+
+# A reader of b refuses a trainer of a.
+timeout 60 "$serve" --data "$work/b/train" --bind 'tcp://127.0.0.1:*' --batch-size 4 \
+  --image-size 16 --epochs 1 --workers 1 --drop-last >"$work/reader.log" 2>&1 &
+pid=$!
+i=0
+while ! grep -q " on tcp://" "$work/reader.log" 2>/dev/null; do
+  i=$((i + 1))
+  [ $i -gt 600 ] && fail "the reader did not start within 30 s"
+  sleep 0.05
+done
+endpoint=$(sed -n 's/.* on \(tcp:\/\/[^ ]*\)$/\1/p' "$work/reader.log")
+# shellcheck disable=SC2086
+timeout 60 "$train" $common --data "$work/a" --readers "$endpoint" --epochs 1 \
+  >"$work/refused.log" 2>&1 && fail "a reader of other images served the trainer"
+grep -q "dataset: trainer 32 samples, digest [0-9a-f]\{16\}, reader 32 samples, digest [0-9a-f]\{16\}" \
+  "$work/refused.log" || fail "no line naming both datasets"
+echo "other_data_test: reader: $(grep -o "dataset: .*" "$work/refused.log" | head -1)"
+# shellcheck disable=SC2086
+timeout 60 "$train" $common --data "$work/b" --readers "$endpoint" --epochs 1 \
+  >"$work/served.log" 2>&1 || fail "the same data was refused"
+kill $pid 2>/dev/null
+wait $pid 2>/dev/null
+pid=
+
+# A checkpoint of a, resumed with --data b: refused; with --data a: accepted.
+# shellcheck disable=SC2086
+timeout 120 "$train" $common --data "$work/a" --epochs 1 --checkpoint-every 2 \
+  --checkpoint-dir "$work/ckpt" --max-steps 4 >"$work/first.log" 2>&1 || fail "the first run failed"
+# shellcheck disable=SC2086
+timeout 120 "$train" $common --data "$work/b" --epochs 2 --checkpoint-dir "$work/ckpt" --resume \
+  >"$work/resume_b.log" 2>&1 && fail "--resume --data of other images was accepted"
+grep -q "resume: the checkpoint in $work/ckpt was written for the dataset digest [0-9a-f]\{16\}; --data $work/b is 32 samples, 2 classes, digest [0-9a-f]\{16\}" \
+  "$work/resume_b.log" || fail "no line naming both datasets on resume"
+echo "other_data_test: resume: $(grep -o "resume: the checkpoint.*" "$work/resume_b.log" | head -1)"
+# shellcheck disable=SC2086
+timeout 120 "$train" $common --data "$work/a" --epochs 2 --checkpoint-dir "$work/ckpt" --resume \
+  >"$work/resume_a.log" 2>&1 || fail "--resume --data of the same data was refused"
+echo "other_data_test: OK"
