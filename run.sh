@@ -6,14 +6,23 @@
 #                    the main job on them: two training instances under poprun
 #                    (OpenMPI), fed by tilefeed's loader, and report its metrics
 #   ./run.sh test    install what is missing, build, and run the whole test suite: the
-#                    lint checks below, ctest (Release, -Werror under CI), the suite again under
-#                    AddressSanitizer+UBSan, the concurrency tests under ThreadSanitizer,
-#                    and a 10-second smoke run of every fuzz target
+#                    lint checks below, ctest (Release, -Werror under CI), the suite again in
+#                    one clang tree under AddressSanitizer+UBSan with a 10-second smoke run of
+#                    every fuzz target from the same tree, and the tests labelled tsan under
+#                    ThreadSanitizer
+#   ./run.sh test --quick
+#                    the unit tier only (ctest label unit: fast, in-process), Release, no lint
 #   ./run.sh lint    clang-format --dry-run --Werror on every C++ file, and clang-tidy
-#                    (.clang-tidy, warnings are errors) on the library folders
+#                    (.clang-tidy, warnings are errors) on the library folders; a file whose
+#                    preprocessed text, compile command, .clang-tidy and clang-tidy version
+#                    all match an earlier clean run is not checked again
+#   ./run.sh stress N [ARGS]
+#                    tests/stress.sh N ARGS: the suite N times beside a CPU hog, and every
+#                    test that failed even once (tests/stress.sh says which ARGS)
 #
 # Environment: JOBS (default: nproc), BUILD_ROOT (default: ./build), CI (set by CI:
-# warnings become errors), TILEFEED_SKIP_APT=1 (never call apt-get). For tests of the
+# warnings become errors), TILEFEED_SKIP_APT=1 (never call apt-get), TILEFEED_LINT_CACHE
+# (default: ~/.cache/tilefeed-lint; the clean-file records of ./run.sh lint). For tests of the
 # demo itself (tests/tools/readme_test.py): TILEFEED_DEMO_BUILD=DIR runs it on an existing
 # Release build (no apt, no build), TILEFEED_DEMO_SIZE="--classes 2 ..." sizes its dataset.
 set -euo pipefail
@@ -123,62 +132,162 @@ demo() {
     -o "$BUILD_ROOT/demo-report.html" --text
 }
 
+# The sanitizer runtimes' options for every ctest run of a sanitizer tree (tests/stress.sh
+# sources the same file).
+# shellcheck source=tests/sanitizer_env.sh
+. tests/sanitizer_env.sh
+
+# Fails when a ctest entry of tree $1 has no label (add_test entries are refused at
+# configure time already; this catches GoogleTest entries, which exist only once built).
+check_labels() {
+  local all labelled
+  all=$(ctest --test-dir "$1" -N | sed -n 's/^ *Test *#[0-9]*: //p' | sort)
+  labelled=$(ctest --test-dir "$1" -N -L . | sed -n 's/^ *Test *#[0-9]*: //p' | sort)
+  local missing
+  missing=$(comm -23 <(echo "$all") <(echo "$labelled"))
+  if [ -n "$missing" ]; then
+    echo "ctest entries without LABELS (tests/CMakeLists.txt, tilefeed_gtest):" >&2
+    echo "$missing" >&2
+    return 1
+  fi
+}
+
+# release_tree: configures and builds the Release tree ($BUILD_ROOT/ci), -Werror under CI.
+release_tree() {
+  log "build (Release) in $BUILD_ROOT/ci"
+  configure "$BUILD_ROOT/ci" -DCMAKE_BUILD_TYPE=Release
+  cmake --build "$BUILD_ROOT/ci" -j "$JOBS"
+  check_labels "$BUILD_ROOT/ci"
+}
+
+# One clang tree under ASan+UBSan for the suite and the fuzz targets (libFuzzer needs clang,
+# and a second sanitizer tree of the same libraries would double the build). Line tables
+# only (-g1): a report still names every frame's file and line, and each compile is faster.
+asan_tree() {
+  log "build (clang, AddressSanitizer + UBSan, fuzz targets) in $BUILD_ROOT/asan"
+  configure "$BUILD_ROOT/asan" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" \
+    "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" -DTILEFEED_SANITIZE=address,undefined \
+    -DTILEFEED_BUILD_FUZZERS=ON -DTILEFEED_BUILD_BENCH=OFF -DTILEFEED_BUILD_PYTHON=OFF
+  cmake --build "$BUILD_ROOT/asan" -j "$JOBS"
+}
+
+tsan_tree() {
+  log "build (ThreadSanitizer: the test binaries with tests labelled tsan) in $BUILD_ROOT/tsan"
+  configure "$BUILD_ROOT/tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" -DTILEFEED_SANITIZE=thread \
+    -DTILEFEED_BUILD_BENCH=OFF -DTILEFEED_BUILD_TOOLS=OFF -DTILEFEED_BUILD_PYTHON=OFF
+  cmake --build "$BUILD_ROOT/tsan" -j "$JOBS" --target tilefeed_tsan_tests
+}
+
 test_suite() {
   install_packages
   local start=$SECONDS
-  # The sanitizer trees keep line tables only (-g1): a report still names every frame's
-  # file and line, and each compile is about 17 % faster than with full debug info.
-  local sanitizer_debug_info="-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"
-  lint
-  log "build + ctest (Release)"
-  configure "$BUILD_ROOT/ci" -DCMAKE_BUILD_TYPE=Release
-  cmake --build "$BUILD_ROOT/ci" -j "$JOBS"
-  run_ctest --test-dir "$BUILD_ROOT/ci" -j "$JOBS" --timeout 600 --output-on-failure
+  if [ "${1:-}" = --quick ]; then
+    release_tree
+    log "ctest: the unit tier (label unit), Release"
+    run_ctest --test-dir "$BUILD_ROOT/ci" -j "$JOBS" -L '^unit$' --timeout 600 --output-on-failure
+    log "quick tests passed in $((SECONDS - start)) s"
+    echo "tests: $PASSED passed, $FAILED failed"
+    return
+  fi
+  [ -z "${1:-}" ] || { echo "usage: $0 test [--quick]" >&2; exit 2; }
+  lint_format
+  local stage=$SECONDS
+  release_tree
+  # clang-tidy runs beside the Release tests, which mostly wait on the processes they
+  # start (about 120 CPU-seconds in 8 minutes on this machine); its verdict comes after.
+  log "clang-tidy in the background ($BUILD_ROOT/lint.log) while ctest runs"
+  lint_tidy >"$BUILD_ROOT/lint.log" 2>&1 &
+  local tidy=$!
+  log "ctest (Release): every test"
+  local rc=0
+  run_ctest --test-dir "$BUILD_ROOT/ci" -j "$JOBS" --timeout 1500 --output-on-failure || rc=$?
+  if ! wait "$tidy"; then
+    cat "$BUILD_ROOT/lint.log" >&2
+    log "clang-tidy failed (above)"
+    exit 1
+  fi
+  [ $rc -eq 0 ] || exit $rc
+  log "Release stage and clang-tidy: $((SECONDS - stage)) s"
 
-  log "build + ctest under AddressSanitizer + UndefinedBehaviorSanitizer"
-  configure "$BUILD_ROOT/asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$sanitizer_debug_info" \
-    -DTILEFEED_SANITIZE=address,undefined -DTILEFEED_BUILD_BENCH=OFF -DTILEFEED_BUILD_PYTHON=OFF
-  cmake --build "$BUILD_ROOT/asan" -j "$JOBS"
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0" \
-    run_ctest --test-dir "$BUILD_ROOT/asan" -j "$JOBS" --timeout 900 --output-on-failure \
-    -E 'install_consumer|python'
+  stage=$SECONDS
+  asan_tree
+  log "ctest under AddressSanitizer + UBSan: every test but the install test"
+  run_ctest --test-dir "$BUILD_ROOT/asan" -j "$JOBS" --timeout 1500 --output-on-failure \
+    -E '^install_consumer$'
+  log "fuzz smoke run: every libFuzzer target for 10 s, from the same tree"
+  tests/fuzz/run_fuzzers.sh 10 "$BUILD_ROOT/asan"
+  log "ASan stage: $((SECONDS - stage)) s"
 
-  log "ring, pipeline, stream and IO-tile tests under ThreadSanitizer"
-  configure "$BUILD_ROOT/tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$sanitizer_debug_info" \
-    -DTILEFEED_SANITIZE=thread \
-    -DTILEFEED_BUILD_BENCH=OFF -DTILEFEED_BUILD_TOOLS=OFF -DTILEFEED_BUILD_PYTHON=OFF
-  cmake --build "$BUILD_ROOT/tsan" -j "$JOBS" \
-    --target tilefeed_loader_test tilefeed_transport_test tilefeed_trainer_test
-  TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/tsan.supp" \
-    run_ctest --test-dir "$BUILD_ROOT/tsan" -j "$JOBS" --timeout 900 --output-on-failure \
-    -R '^(SpscRing|Loader|LoaderResume|ZmqBatchStream|SharedMemoryRing|BatchSender|IoTiles|Tiles/IoTilesTest|Zmq/RoundTrip|Slices/StreamPosition)[./]'
-  log "fuzz smoke run: every libFuzzer target for 10 s (clang, ASan+UBSan)"
-  tests/fuzz/run_fuzzers.sh 10 "$BUILD_ROOT/fuzz"
+  stage=$SECONDS
+  tsan_tree
+  log "ctest under ThreadSanitizer: the tests labelled tsan"
+  run_ctest --test-dir "$BUILD_ROOT/tsan" -j "$JOBS" --timeout 1500 --output-on-failure \
+    -L '^tsan$'
+  log "TSan stage: $((SECONDS - stage)) s"
   log "all test stages passed in $((SECONDS - start)) s"
   echo "tests: $PASSED passed, $FAILED failed"
+}
+
+# tidy_clean FILE: clang-tidy on FILE unless an earlier run found it clean with the same
+# inputs: its preprocessed text (every header it includes, comments kept for NOLINT), its
+# compile command, .clang-tidy and the clang-tidy version. Only clean results are kept.
+tidy_clean() {
+  local file=$1 build=$BUILD_ROOT/lint
+  local cache=${TILEFEED_LINT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tilefeed-lint}
+  local command key
+  command=$(python3 -c 'import json, os, sys
+for e in json.load(open(sys.argv[1])):
+    if os.path.realpath(e["file"]) == os.path.realpath(sys.argv[2]): print(e["command"])' \
+    "$build/compile_commands.json" "$file")
+  [ -n "$command" ] || { echo "lint: $file is not in $build/compile_commands.json" >&2; return 1; }
+  # The preprocessed text: the compile command with -E -C instead of -o OUT and -c.
+  key=$( {
+    clang-tidy --version
+    cat .clang-tidy
+    echo "$command"
+    (cd "$build" && eval "$(sed -E 's/ -o [^ ]+//; s/ -c / -E -C /' <<<"$command")")
+  } | sha256sum | cut -d' ' -f1)
+  [ -f "$cache/$key" ] && return 0
+  clang-tidy -p "$build" --quiet --warnings-as-errors='*' "$file" || return 1
+  mkdir -p "$cache" && touch "$cache/$key"
+}
+
+lint_format() {
+  log "clang-format --dry-run --Werror on every C++ file"
+  git ls-files '*.cc' '*.h' | xargs clang-format --dry-run --Werror
+}
+
+lint_tidy() {
+  log "clang-tidy (.clang-tidy, warnings as errors) on the library folders, $JOBS at a time"
+  local build=$BUILD_ROOT/lint
+  configure "$build" -DCMAKE_BUILD_TYPE=Release -DTILEFEED_BUILD_TESTS=OFF \
+    -DTILEFEED_BUILD_BENCH=OFF -DTILEFEED_BUILD_PYTHON=OFF  # writes compile_commands.json
+  export -f tidy_clean
+  export BUILD_ROOT
+  # shellcheck disable=SC2016  # $0 is bash -c's first argument, the file
+  git ls-files 'tilefeed/**.cc' | xargs -P "$JOBS" -n 1 bash -c 'tidy_clean "$0"'
 }
 
 lint() {
   install_packages
   local start=$SECONDS
-  log "clang-format --dry-run --Werror on every C++ file"
-  git ls-files '*.cc' '*.h' | xargs clang-format --dry-run --Werror
-  log "clang-tidy (.clang-tidy, warnings as errors) on the library folders, $JOBS at a time"
-  local build=$BUILD_ROOT/lint
-  configure "$build" -DCMAKE_BUILD_TYPE=Release -DTILEFEED_BUILD_TESTS=OFF \
-    -DTILEFEED_BUILD_BENCH=OFF -DTILEFEED_BUILD_PYTHON=OFF  # writes compile_commands.json
-  git ls-files 'tilefeed/**.cc' |
-    xargs -P "$JOBS" -n 1 clang-tidy -p "$build" --quiet --warnings-as-errors='*'
+  lint_format
+  lint_tidy
   log "lint passed in $((SECONDS - start)) s"
 }
 
 case "${1:-}" in
   demo) demo ;;
-  test) test_suite ;;
+  test) test_suite "${2:-}" ;;
   lint) lint ;;
+  stress)
+    shift
+    exec tests/stress.sh "$@"
+    ;;
   *)
-    echo "usage: $0 demo | test | lint" >&2
+    echo "usage: $0 demo | test [--quick] | lint | stress N [ARGS]" >&2
     exit 2
     ;;
 esac

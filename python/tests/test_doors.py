@@ -30,7 +30,7 @@ def write_folder(root, classes=3, per_class=6, seed=0):
 
 def pack(src, out, *extra):
     if not PACK:
-        pytest.fail("TILEFEED_PACK is not set: run through ctest (python_tests)")
+        pytest.fail("TILEFEED_PACK is not set: run through ctest (python_test_doors)")
     subprocess.run([PACK, str(src), str(out), "--workers", "2", *extra], check=True,
                    capture_output=True, timeout=120)
     return out

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -287,31 +288,97 @@ TEST(JpegIndex, AnIndexOfAnotherFileIsRejected) {
 // Damaged entropy data: the index may still parse (most flips leave the markers alone);
 // the decode then fails with a DecodeError or, under kAccept, gives some pixels. Never a
 // crash or an out-of-bounds read (this also runs under ASan+UBSan).
+// What one decode of a damaged file gave: a DecodeError (kind and line), or pixels.
+struct DamagedOutcome {
+  bool threw = false;
+  DecodeErrorKind kind = DecodeErrorKind::kCorrupt;
+  std::string message;  // the error's line, or the accepted warning's
+  bool warning = false;
+  std::vector<std::uint8_t> pixels;
+};
+
+DamagedOutcome DecodeDamaged(IndexedJpegDecoder& decoder, std::span<const std::byte> stored,
+                             std::span<const std::byte> jpeg, const Rect& crop) {
+  DamagedOutcome outcome;
+  outcome.pixels.assign(48 * 48 * 3, 0);
+  try {
+    const JpegIntervalIndex index = ParseIndex(stored, jpeg);
+    const DecodeReport report = decoder.DecodeInto(
+        jpeg, index, {crop}, PixelView::Interleaved(outcome.pixels.data(), 48, 48));
+    outcome.warning = report.warning;
+    outcome.message = report.message;
+  } catch (const DecodeError& e) {
+    outcome.threw = true;
+    outcome.kind = e.kind();
+    outcome.message = e.what();
+  }
+  return outcome;
+}
+
+// Flipped bytes in the entropy-coded intervals: every decode either throws DecodeError
+// (truncated or corrupt, with a line saying what) or returns pixels; kFail never returns
+// pixels after a damage warning, kAccept fails only where kFail fails too and keeps the pixels
+// with the warning; the same damage gives the same result twice; and a decoder that has
+// failed still decodes the undamaged file exactly as a fresh one does.
 TEST(JpegIndex, DamagedIntervalsFailCleanly) {
   const TranscodeResult t = MustTranscode(MakeJpeg(333, 257, EncodeOptions{}));
   const auto stored = SerializeIndex(t.index);
+  JpegOptions fail_options;
+  fail_options.corrupt_data = CorruptDataPolicy::kFail;
+  JpegOptions accept_options;
+  accept_options.corrupt_data = CorruptDataPolicy::kAccept;
+  IndexedJpegDecoder strict(fail_options);
+  IndexedJpegDecoder lenient(accept_options);
   std::mt19937 rng(3);
-  for (const CorruptDataPolicy policy : {CorruptDataPolicy::kFail, CorruptDataPolicy::kAccept}) {
-    JpegOptions options;
-    options.corrupt_data = policy;
-    IndexedJpegDecoder decoder(options);
-    std::vector<std::uint8_t> out(48 * 48 * 3);
-    for (int trial = 0; trial < 300; ++trial) {
-      auto damaged = t.jpeg;
-      const int flips = 1 + trial % 4;
-      for (int f = 0; f < flips; ++f) {
-        const std::size_t p =
-            std::uniform_int_distribution<std::size_t>(t.index.offsets[0], damaged.size() - 1)(rng);
-        damaged[p] ^= std::byte(1 + rng() % 255);
-      }
-      const Rect crop = CropsFor(333, 257, rng, 1).back();
-      try {
-        const JpegIntervalIndex index = ParseIndex(stored, damaged);
-        decoder.DecodeInto(damaged, index, {crop}, PixelView::Interleaved(out.data(), 48, 48));
-      } catch (const DecodeError&) {
-      }
+  int refused = 0;
+  int kept_with_warning = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    auto damaged = t.jpeg;
+    const int flips = 1 + trial % 4;
+    for (int f = 0; f < flips; ++f) {
+      const std::size_t p =
+          std::uniform_int_distribution<std::size_t>(t.index.offsets[0], damaged.size() - 1)(rng);
+      damaged[p] ^= std::byte(1 + rng() % 255);
     }
+    const Rect crop = CropsFor(333, 257, rng, 1).back();
+    const DamagedOutcome a = DecodeDamaged(strict, stored, damaged, crop);
+    const DamagedOutcome b = DecodeDamaged(lenient, stored, damaged, crop);
+    if (a.threw) {
+      ++refused;
+      EXPECT_TRUE(a.kind == DecodeErrorKind::kCorrupt || a.kind == DecodeErrorKind::kTruncated)
+          << a.message;
+      EXPECT_FALSE(a.message.empty());
+    } else {
+      // kFail keeps only pixels with no warning or a harmless one (jpeg.h).
+      EXPECT_TRUE(!a.warning || a.message.find("extraneous bytes") != std::string::npos ||
+                  a.message.find("JFIF") != std::string::npos)
+          << "kFail returned pixels after a damage warning: " << a.message;
+      ASSERT_FALSE(b.threw) << "kAccept refused what kFail decoded: " << b.message;
+      EXPECT_TRUE(a.pixels == b.pixels);
+    }
+    if (b.threw) {
+      EXPECT_TRUE(a.threw);
+    } else if (a.threw) {
+      // What kFail refused and kAccept kept comes with the warning that says why.
+      ++kept_with_warning;
+      EXPECT_TRUE(b.warning);
+      EXPECT_FALSE(b.message.empty());
+    }
+    const DamagedOutcome again = DecodeDamaged(strict, stored, damaged, crop);
+    EXPECT_EQ(again.threw, a.threw);
+    EXPECT_TRUE(again.pixels == a.pixels);
+    // The decoders are not poisoned by what they refused or accepted.
+    IndexedJpegDecoder fresh(fail_options);
+    const DamagedOutcome want = DecodeDamaged(fresh, stored, t.jpeg, crop);
+    ASSERT_FALSE(want.threw) << want.message;
+    EXPECT_TRUE(DecodeDamaged(strict, stored, t.jpeg, crop).pixels == want.pixels);
+    EXPECT_TRUE(DecodeDamaged(lenient, stored, t.jpeg, crop).pixels == want.pixels);
   }
+  // The damage is found (not every flip lands where the crop's intervals are read), and
+  // the lenient policy keeps some decodes the strict one refuses.
+  EXPECT_GT(refused, 0);
+  EXPECT_GT(kept_with_warning, 0);
 }
 
 }  // namespace

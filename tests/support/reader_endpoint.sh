@@ -3,19 +3,18 @@
 # reader_endpoint LOG PID [SECONDS]: waits until the reader started as PID, whose output
 # goes to LOG, names its endpoint (its first line ends "... on tcp://HOST:PORT", or ipc://)
 # and sets $endpoint to it. Calls the sourcing test's fail() if PID exits first or if
-# SECONDS (default 30) pass. Polls the log every 50 ms: the log line is the only signal the
-# reader gives.
+# SECONDS (default 300: a hang; a reader that fails exits, which ends the wait at once) pass.
+# Polls the log every 50 ms: the log line is the only signal the reader gives.
 reader_endpoint() {
   _re_log=$1
   _re_pid=$2
-  _re_polls=$((${3:-30} * 20))
+  _re_deadline=$(($(date +%s) + ${3:-300}))
   endpoint=
-  while [ "$_re_polls" -gt 0 ]; do
+  while [ "$(date +%s)" -lt "$_re_deadline" ]; do
     endpoint=$(sed -n 's/.* on \(\(tcp\|ipc\):\/\/[^ ]*\)$/\1/p' "$_re_log" | head -n 1)
     [ -n "$endpoint" ] && return 0
     kill -0 "$_re_pid" 2>/dev/null || fail "the reader ($_re_log) exited before serving"
     sleep 0.05
-    _re_polls=$((_re_polls - 1))
   done
-  fail "the reader ($_re_log) named no endpoint within ${3:-30} s"
+  fail "the reader ($_re_log) named no endpoint within ${3:-300} s"
 }

@@ -38,7 +38,12 @@ RUN = {
 # Commands CI runs: .ci/run must execute each of them as one of its lines.
 CI = {"./run.sh test"}
 # Commands no test can run, with the reason. Keep it short.
-NOT_RUN = {}
+NOT_RUN = {
+    "./run.sh test --quick": "the unit tier of ./run.sh test, which CI runs whole",
+    "tests/stress.sh 10 build/asan -R '^train_readers_faults$'":
+        "ten ASan runs of one test beside a CPU hog; ctest stress_script_lists_failures "
+        "checks the script",
+}
 
 SHELL_LANGUAGES = {"", "sh", "bash", "shell", "console"}
 # Inline README commands: how each is run. "run": in order, each to exit 0; "background": a

@@ -30,8 +30,8 @@ job() {
   name=$1
   n=$2
   shift 2
-  timeout 240 "$poprun" --instances "$n" -- "$train" --image-size 32 --workers 1 --hidden 16 \
-    --seed 7 --epochs 1 --collective-timeout 60 "$@" >"$work/$name.log" 2>&1
+  timeout 600 "$poprun" --instances "$n" -- "$train" --image-size 32 --workers 1 --hidden 16 \
+    --seed 7 --epochs 1 --collective-timeout 300 "$@" >"$work/$name.log" 2>&1
 }
 
 # check_cover CASE SAMPLES: epoch 0 of every trace of CASE holds 0..SAMPLES-1 once each.
@@ -45,9 +45,9 @@ check_cover() {
     fail "$1: samples outside 0..$(($2 - 1))"
 }
 
-timeout 60 "$make_demo" "$work/d48" --classes 4 --train-per-class 12 --val-per-class 1 \
+timeout 300 "$make_demo" "$work/d48" --classes 4 --train-per-class 12 --val-per-class 1 \
   --threads 2 >"$work/make_demo.log" 2>&1 || fail "tilefeed-make-demo"
-timeout 60 "$make_demo" "$work/d72" --classes 4 --train-per-class 18 --val-per-class 1 \
+timeout 300 "$make_demo" "$work/d72" --classes 4 --train-per-class 18 --val-per-class 1 \
   --threads 2 >"$work/make_demo.log" 2>&1 || fail "tilefeed-make-demo"
 
 # --resume without a checkpoint is an error; --resume-if-present starts fresh.

@@ -2,8 +2,10 @@
 # Issue 18: a stopped (SIGSTOP) or killed (SIGKILL) instance of a 2-instance `poprun ...
 # train` ends the whole job. With `stop`, the other instance's collective watchdog
 # (--collective-timeout) names the instance that did not arrive and aborts the job; every
-# process must be gone within the timeout + 10 s. With `kill`, mpirun notices the dead
-# process. Prints each run's signal-to-gone time and the median.
+# process must be gone within the timeout + 60 s (the watchdog ends a job that would
+# otherwise hang for ever; the margin is for a loaded machine under ASan, not a figure:
+# bench/ measures stop-to-gone). With `kill`, mpirun notices the dead process. Prints each
+# run's signal-to-gone time and the median.
 #
 #   hung_instance_test.sh TRAIN POPRUN MAKE_DEMO stop|kill [RUNS] [TIMEOUT_S]
 set -u
@@ -12,8 +14,8 @@ poprun=$2
 make_demo=$3
 mode=$4
 runs=${5:-1}
-timeout_s=${6:-5}
-bound=$((timeout_s + 10))
+timeout_s=${6:-20}
+bound=$((timeout_s + 60))
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-hung.XXXXXX") || exit 1
 job=
@@ -43,7 +45,7 @@ now() { date +%s.%N; }
 # to the work folder, which is removed on the way out.
 export OMPI_MCA_btl_vader_backing_directory="$work"
 
-timeout 60 "$make_demo" "$work/data" --classes 4 --train-per-class 12 --val-per-class 2 \
+timeout 300 "$make_demo" "$work/data" --classes 4 --train-per-class 12 --val-per-class 2 \
   --threads 2 >"$work/make_demo.log" 2>&1 || fail "tilefeed-make-demo: $(cat "$work/make_demo.log")"
 
 times=""
@@ -56,10 +58,10 @@ while [ $run -lt "$runs" ]; do
     --collective-timeout "$timeout_s" >"$work/job.log" 2>&1 &
   job=$!
   # Wait (bounded) until training runs: the first epoch line.
-  deadline=$(($(date +%s) + 120))
+  deadline=$(($(date +%s) + 300))
   until grep -q "epoch 0:" "$work/job.log"; do
     kill -0 "$job" 2>/dev/null || fail "the job ended before its first epoch"
-    [ "$(date +%s)" -lt "$deadline" ] || fail "no epoch line within 120 s"
+    [ "$(date +%s)" -lt "$deadline" ] || fail "no epoch line within 300 s"
     sleep 0.1
   done
   pids=$(below "$job")

@@ -9,8 +9,11 @@
 #
 #   readers_faults_test.sh TRAIN READER MAKE_DEMO
 #
-# Bounded in time: every process runs under timeout, waits poll with a bound, and every
-# reader is reaped.
+# Bounded in time: every process runs under timeout, every wait ends when what it waits for
+# happens or its process exits, and every reader is reaped. No bound here decides a result
+# under load: a peer may be silent for $silence_ms (both sides, far above what a loaded
+# machine under ASan causes; the default 5 s is not) and each process's own timeout is
+# above that, so a refusal test sees the refusal or the process's exit, never a timeout.
 set -u
 train=$1
 reader=$2
@@ -30,12 +33,18 @@ fail() {
   exit 1
 }
 
-# waitfor FILE REGEX: until FILE has a line matching REGEX (20 s at most).
+silence_ms=60000
+
+# waitfor FILE REGEX PID: until FILE has a line matching REGEX; fails as soon as PID (the
+# process that writes FILE) has exited without it, or after 300 s (a hang).
 waitfor() {
-  i=0
+  deadline=$(($(date +%s) + 300))
   while ! grep -q "$2" "$1" 2>/dev/null; do
-    i=$((i + 1))
-    [ $i -gt 400 ] && fail "no '$2' in $1 within 20 s"
+    if ! kill -0 "$3" 2>/dev/null; then
+      grep -q "$2" "$1" 2>/dev/null && return 0
+      fail "no '$2' in $1: its process exited"
+    fi
+    [ "$(date +%s)" -lt "$deadline" ] || fail "no '$2' in $1 within 300 s"
     sleep 0.05
   done
 }
@@ -46,11 +55,11 @@ waitfor() {
 serve() {
   name=$1
   shift
-  timeout 120 "$reader" --workers 1 --prefetch 2 --batch-size 4 --image-size 32 "$@" \
-    >"$work/$name.log" 2>&1 &
+  timeout 900 "$reader" --workers 1 --prefetch 2 --batch-size 4 --image-size 32 \
+    --timeout-ms "$silence_ms" "$@" >"$work/$name.log" 2>&1 &
   pid=$!
   pids="$pids $pid"
-  waitfor "$work/$name.log" " on \(tcp\|ipc\)://"
+  waitfor "$work/$name.log" " on \(tcp\|ipc\)://" "$pid"
   endpoint=$(sed -n 's/.* on \(tcp:\/\/[^ ]*\)$/\1/p' "$work/$name.log")
   rpid=$(cat "/proc/$pid/task/$pid/children")
   rpid=${rpid%% *}
@@ -59,16 +68,16 @@ serve() {
 }
 
 # 4 classes x 16 images: 64 samples, 16 batches of 4 per epoch. Another folder, 3 classes.
-timeout 60 "$make_demo" "$work/data" --classes 4 --train-per-class 16 --val-per-class 2 \
+timeout 300 "$make_demo" "$work/data" --classes 4 --train-per-class 16 --val-per-class 2 \
   --threads 2 >"$work/make_demo.log" 2>&1 || fail "tilefeed-make-demo failed"
-timeout 60 "$make_demo" "$work/other" --classes 3 --train-per-class 16 --val-per-class 2 \
+timeout 300 "$make_demo" "$work/other" --classes 3 --train-per-class 16 --val-per-class 2 \
   --threads 2 >"$work/make_demo_other.log" 2>&1 || fail "tilefeed-make-demo failed"
 data="$work/data/train"
-common="--data $work/data --core synthetic --workers 1 --reader-timeout-ms 10000"
+common="--data $work/data --core synthetic --workers 1 --reader-timeout-ms $silence_ms"
 sizes="--batch-size 4 --image-size 32"
 
 # --- Closed by default: a non-loopback bind needs CURVE or --insecure.
-timeout 30 "$reader" --data "$data" --bind 'tcp://*:0' >"$work/open.log" 2>&1
+timeout 120 "$reader" --data "$data" --bind 'tcp://*:0' >"$work/open.log" 2>&1
 [ $? -eq 2 ] || fail "a non-loopback bind without CURVE was served"
 grep -q "is not loopback: serve it with CURVE" "$work/open.log" || fail "no line for the open bind"
 
@@ -80,7 +89,7 @@ refused() {  # refused WHAT EXPECTED-LINE TRAIN-ARGS...
   line=$2
   shift 2
   # shellcheck disable=SC2086
-  timeout 60 "$train" $common "$@" >"$work/refused.log" 2>&1
+  timeout 300 "$train" $common "$@" >"$work/refused.log" 2>&1
   rc=$?
   [ $rc -ne 0 ] || fail "$what: train exited 0"
   grep -q "$line" "$work/refused.log" || fail "$what: no '$line' in $(cat "$work/refused.log")"
@@ -91,8 +100,9 @@ refused "image size" "image size: trainer 48, reader 32" --readers "$good" --epo
 refused "batch size" "batch size: trainer 8, reader 4" --readers "$good" --epochs 2 --batch-size 8 --image-size 32
 refused epochs "epochs: trainer 3, reader 2" $sizes --readers "$good" --epochs 3
 # shellcheck disable=SC2086
-timeout 60 "$train" --data "$work/other" --core synthetic --batch-size 4 --image-size 32 \
-  --workers 1 --readers "$good" --epochs 2 >"$work/refused.log" 2>&1 &&
+timeout 300 "$train" --data "$work/other" --core synthetic --batch-size 4 --image-size 32 \
+  --workers 1 --readers "$good" --epochs 2 --reader-timeout-ms "$silence_ms" \
+  >"$work/refused.log" 2>&1 &&
   fail "dataset: train exited 0"
 grep -q "dataset: trainer 48 samples" "$work/refused.log" || fail "dataset: $(cat "$work/refused.log")"
 serve eval --data "$data" --bind 'tcp://127.0.0.1:*' --epochs 2 --drop-last --mode eval
@@ -106,15 +116,16 @@ refused slice "slice (instance/instances): trainer 0/1 (the whole dataset), read
   $sizes --readers "$endpoint" --epochs 2
 # After all that, the agreeing trainer is served to the end.
 # shellcheck disable=SC2086
-timeout 60 "$train" $common $sizes --readers "$good" --epochs 2 >"$work/agree_train.log" 2>&1 ||
+timeout 300 "$train" $common $sizes --readers "$good" --epochs 2 >"$work/agree_train.log" 2>&1 ||
   fail "the agreeing trainer failed"
 grep -q "done: 32 steps" "$work/agree_train.log" || fail "the agreeing trainer did not finish"
 
 # --- A 3-class reader feeding a 2-class trainer (no --data to compare): the first label 2
 # is refused on receipt, naming the sample, instead of reaching the core.
 serve three --data "$work/other/train" --bind 'tcp://127.0.0.1:*' --epochs 1 --drop-last
-timeout 60 "$train" --core reference --classes 2 --hidden 8 $sizes --workers 1 \
-  --readers "$endpoint" --epochs 1 >"$work/labels.log" 2>&1 && fail "a label 2 reached a 2-class core"
+timeout 300 "$train" --core reference --classes 2 --hidden 8 $sizes --workers 1 \
+  --readers "$endpoint" --epochs 1 --reader-timeout-ms "$silence_ms" >"$work/labels.log" 2>&1 &&
+  fail "a label 2 reached a 2-class core"
 grep -q "reader at $endpoint sent sample [0-9]* (batch [0-9]* of epoch 0) with label 2; this trainer has 2 classes" \
   "$work/labels.log" || fail "no line naming the bad label"
 echo "readers_faults_test: $(grep -o "sent sample.*" "$work/labels.log")"
@@ -123,10 +134,10 @@ echo "readers_faults_test: $(grep -o "sent sample.*" "$work/labels.log")"
 for signal in TERM KILL; do
   serve "sig$signal" --data "$data" --bind 'tcp://127.0.0.1:*' --epochs 20 --drop-last
   # shellcheck disable=SC2086
-  timeout 60 "$train" $common $sizes --readers "$endpoint" --epochs 20 \
+  timeout 300 "$train" $common $sizes --readers "$endpoint" --epochs 20 \
     >"$work/train_$signal.log" 2>&1 &
   train_pid=$!
-  waitfor "$work/train_$signal.log" "epoch 0:"
+  waitfor "$work/train_$signal.log" "epoch 0:" "$train_pid"
   kill -"$signal" "$rpid"
   wait "$train_pid"
   rc=$?
@@ -142,10 +153,10 @@ done
 # --- --reconnect: a reader killed and restarted on its port; the same parameters as an
 # uninterrupted run. The reference core's parameters depend on every sample.
 ref="--data $work/data --core reference --hidden 2048 --batch-size 4 --image-size 32 --workers 1 \
-  --reader-credits 1 --epochs 4"
+  --reader-credits 1 --epochs 4 --reader-timeout-ms $silence_ms"
 serve whole --data "$data" --bind 'tcp://127.0.0.1:*' --epochs 4 --drop-last
 # shellcheck disable=SC2086
-timeout 120 "$train" $ref --readers "$endpoint" --checkpoint-every 20 \
+timeout 300 "$train" $ref --readers "$endpoint" --checkpoint-every 20 \
   --checkpoint-dir "$work/ckpt" >"$work/whole_train.log" 2>&1 || fail "the uninterrupted run failed"
 want=$(sed -n 's/.*parameter checksum \([0-9]*\).*/\1/p' "$work/whole_train.log")
 [ -n "$want" ] || fail "no parameter checksum in the uninterrupted run"
@@ -153,10 +164,10 @@ want=$(sed -n 's/.*parameter checksum \([0-9]*\).*/\1/p' "$work/whole_train.log"
 serve first --data "$data" --bind 'tcp://127.0.0.1:*' --epochs 4 --drop-last
 port_endpoint=$endpoint
 # shellcheck disable=SC2086
-timeout 120 "$train" $ref --readers "$port_endpoint" --reconnect --reconnect-window-ms 30000 \
+timeout 300 "$train" $ref --readers "$port_endpoint" --reconnect --reconnect-window-ms 120000 \
   >"$work/reconnect.log" 2>&1 &
 train_pid=$!
-waitfor "$work/reconnect.log" "epoch 0:"
+waitfor "$work/reconnect.log" "epoch 0:" "$train_pid"
 kill -KILL "$rpid"
 serve second --data "$data" --bind "$port_endpoint" --epochs 4 --drop-last
 wait "$train_pid" || fail "train --reconnect failed"
@@ -170,16 +181,17 @@ echo "readers_faults_test: --reconnect continued; parameter checksum $got as uni
 # parameters of the uninterrupted run.
 serve keeps --data "$data" --bind 'tcp://127.0.0.1:*' --epochs 4 --drop-last
 # shellcheck disable=SC2086
-timeout 120 "$train" $ref --readers "$endpoint" --checkpoint-every 20 \
+timeout 300 "$train" $ref --readers "$endpoint" --checkpoint-every 20 \
   --checkpoint-dir "$work/ckpt2" >"$work/killed.log" 2>&1 &
 killed=$!
-waitfor "$work/killed.log" "checkpoint: step 20"
+waitfor "$work/killed.log" "checkpoint: step 20" "$killed"
 child=$(cat "/proc/$killed/task/$killed/children")
 kill -KILL ${child%% *} 2>/dev/null
 wait "$killed"
 # shellcheck disable=SC2086
-timeout 120 "$train" $ref --readers "$endpoint" --checkpoint-dir "$work/ckpt2" --resume \
-  --reconnect >"$work/resumed_ok.log" 2>&1 || fail "the resumed trainer failed"
+timeout 300 "$train" $ref --readers "$endpoint" --checkpoint-dir "$work/ckpt2" --resume \
+  --reconnect --reconnect-window-ms 120000 >"$work/resumed_ok.log" 2>&1 ||
+  fail "the resumed trainer failed"
 got=$(sed -n 's/.*parameter checksum \([0-9]*\).*/\1/p' "$work/resumed_ok.log")
 [ "$got" = "$want" ] || fail "parameters after kill and resume $got, uninterrupted $want"
 grep -q "resume: each reader serves from this trainer's position" "$work/resumed_ok.log" ||
@@ -191,7 +203,7 @@ echo "readers_faults_test: killed trainer resumed against the same reader; param
 serve pinned --data "$data" --bind 'tcp://127.0.0.1:*' --epochs 4 --drop-last --first-epoch 0 \
   --first-epoch-position 0
 # shellcheck disable=SC2086
-timeout 60 "$train" $ref --readers "$endpoint" --resume --checkpoint-dir "$work/ckpt" \
+timeout 300 "$train" $ref --readers "$endpoint" --resume --checkpoint-dir "$work/ckpt" \
   >"$work/resumed.log" 2>&1 && fail "a resumed trainer took a reader at another position"
 grep -q "data position: trainer epoch [0-9]* position [0-9]*, reader epoch 0 position 0" \
   "$work/resumed.log" || fail "no data position line"
@@ -203,7 +215,7 @@ printf '%s\n%s\n\nfnv1a64=%s\n' \
   'tilefeed-checkpoint v1 step=20 epoch=1 core=reference parameters=0 velocity=0 global_batch=4' \
   'tilefeed-remote-state v1 epoch=1 position=64' 12216936293313675323 >"$work/old.ck/checkpoint.tfck"
 # shellcheck disable=SC2086
-timeout 60 "$train" $ref --readers "$endpoint" --resume --checkpoint-dir "$work/old.ck" \
+timeout 300 "$train" $ref --readers "$endpoint" --resume --checkpoint-dir "$work/old.ck" \
   >/dev/null 2>"$work/old_checkpoint.log" && fail "a retired remote-state checkpoint was resumed"
 [ "$(wc -l <"$work/old_checkpoint.log")" -eq 1 ] || fail "the refusal is not one line"
 grep -qF "checkpoint $work/old.ck/checkpoint.tfck: its data position is in the retired format 'tilefeed-remote-state v1 epoch=1 position=64'" \
@@ -212,8 +224,9 @@ grep -qF "checkpoint $work/old.ck/checkpoint.tfck: its data position is in the r
 # --- A trainer without --data resumed against a reader of another dataset: the checkpoint's
 # data position names its dataset size, and the reader's differs.
 serve other --data "$work/other/train" --bind 'tcp://127.0.0.1:*' --epochs 4 --drop-last
-timeout 60 "$train" --core reference --hidden 2048 --classes 4 --batch-size 4 --image-size 32 \
+timeout 300 "$train" --core reference --hidden 2048 --classes 4 --batch-size 4 --image-size 32 \
   --workers 1 --epochs 4 --readers "$endpoint" --resume --checkpoint-dir "$work/ckpt" \
+  --reader-timeout-ms "$silence_ms" \
   >"$work/other_resumed.log" 2>&1 && fail "a checkpoint of 64 samples resumed on a reader of 48"
 grep -q "resume: the checkpoint's data position is in a dataset of 64 samples; the reader at $endpoint serves 48" \
   "$work/other_resumed.log" || fail "no line for the checkpoint's dataset size"
@@ -224,7 +237,7 @@ serve shm1 --data "$data" --bind "shm://$shm_name" --epochs 1 --drop-last
 shm1=$pid
 sock="${XDG_RUNTIME_DIR:-/tmp}/tilefeed-$(id -u)-$shm_name.sock"
 [ -S "$sock" ] || fail "no socket file $sock"
-timeout 30 "$reader" --data "$data" --bind "shm://$shm_name" --workers 1 >"$work/shm2.log" 2>&1 &&
+timeout 120 "$reader" --data "$data" --bind "shm://$shm_name" --workers 1 >"$work/shm2.log" 2>&1 &&
   fail "a second reader served shm://$shm_name"
 grep -q "another reader serves it" "$work/shm2.log" || fail "no line for the second shm reader"
 kill -TERM "$shm1"

@@ -28,23 +28,25 @@ fail() {
 # OpenMPI's shared-memory segments of an aborted job stay in the work folder.
 export OMPI_MCA_btl_vader_backing_directory="$work"
 
-timeout 60 "$make_demo" "$work/data" --classes 4 --train-per-class 16 --val-per-class 0 \
+timeout 300 "$make_demo" "$work/data" --classes 4 --train-per-class 16 --val-per-class 0 \
   --threads 2 >"$work/make_demo.log" 2>&1 || fail "tilefeed-make-demo failed"
 args="--data $work/data/train --core synthetic --workers 1 --batch-size 4 --image-size 32
-  --epochs 2 --reader-timeout-ms 10000 --collective-timeout 60"
+  --epochs 2 --reader-timeout-ms 60000 --collective-timeout 300"
 
 # serve NAME ARGS...: a reader of slice 0/2 on a free loopback port; sets $endpoint.
 serve() {
   name=$1
   shift
-  timeout 200 "$reader" --data "$work/data/train" --bind 'tcp://127.0.0.1:*' --workers 1 \
+  timeout 600 "$reader" --data "$work/data/train" --bind 'tcp://127.0.0.1:*' --workers 1 \
     --batch-size 4 --image-size 32 --epochs 2 --drop-last --instance-index 0 \
-    --instance-count 2 "$@" >"$work/$name.log" 2>&1 &
-  pids="$pids $!"
-  i=0
+    --instance-count 2 --timeout-ms 60000 "$@" >"$work/$name.log" 2>&1 &
+  pid=$!
+  pids="$pids $pid"
+  deadline=$(($(date +%s) + 300))
   until grep -q " on tcp://" "$work/$name.log"; do
-    i=$((i + 1))
-    [ $i -gt 600 ] && fail "reader $name did not start"
+    kill -0 "$pid" 2>/dev/null || grep -q " on tcp://" "$work/$name.log" ||
+      fail "reader $name exited before serving"
+    [ "$(date +%s)" -lt "$deadline" ] || fail "reader $name did not start within 300 s"
     sleep 0.05
   done
   endpoint=$(sed -n 's/.* on \(tcp:\/\/[^ ]*\)$/\1/p' "$work/$name.log")
@@ -53,7 +55,7 @@ serve() {
 # --- One reader named for both instances: refused before any connection, one line.
 serve one
 # shellcheck disable=SC2086
-timeout 240 "$poprun" --instances 2 -- "$train" $args --readers "$endpoint,$endpoint" \
+timeout 600 "$poprun" --instances 2 -- "$train" $args --readers "$endpoint,$endpoint" \
   >"$work/twice.log" 2>&1
 rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "one reader for two instances: rc $rc"
@@ -69,7 +71,7 @@ serve two
 second=$endpoint
 start=$(date +%s)
 # shellcheck disable=SC2086
-timeout 240 "$poprun" --instances 2 -- "$train" $args --readers "$first,$second" \
+timeout 600 "$poprun" --instances 2 -- "$train" $args --readers "$first,$second" \
   >"$work/same.log" 2>&1
 rc=$?
 took=$(($(date +%s) - start))

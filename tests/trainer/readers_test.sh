@@ -34,20 +34,22 @@ fail() {
 . "${0%/*}/../support/reader_endpoint.sh"
 
 # 4 classes x 16 training images: 64 samples, 8 batches of 8 per epoch.
-timeout 60 "$make_demo" "$work/data" --classes 4 --train-per-class 16 --val-per-class 4 \
+timeout 300 "$make_demo" "$work/data" --classes 4 --train-per-class 16 --val-per-class 4 \
   --threads 2 >"$work/make_demo.log" 2>&1 || fail "tilefeed-make-demo: $(cat "$work/make_demo.log")"
 
 # Port 0 ("*"): the reader picks a free one and names it in its first line.
-timeout 120 "$reader" --data "$work/data/train" --bind 'tcp://127.0.0.1:*' --batch-size 8 \
+# A peer may be silent for 60 s (both sides): far above what load and ASan cause.
+timeout 600 "$reader" --data "$work/data/train" --bind 'tcp://127.0.0.1:*' --batch-size 8 \
   --image-size 32 --epochs 2 --workers 1 --prefetch 2 --instance-index 0 --instance-count 1 \
-  --drop-last >"$work/reader.log" 2>&1 &
+  --drop-last --timeout-ms 60000 >"$work/reader.log" 2>&1 &
 reader_pid=$!
 
-reader_endpoint "$work/reader.log" "$reader_pid" 20
+reader_endpoint "$work/reader.log" "$reader_pid"
 echo "readers_test: reader on $endpoint"
 
-timeout 120 "$train" --readers "$endpoint" --data "$work/data" --core synthetic \
+timeout 300 "$train" --readers "$endpoint" --data "$work/data" --core synthetic \
   --us-per-sample 50 --batch-size 8 --image-size 32 --epochs 2 --workers 1 --check-every 4 \
+  --reader-timeout-ms 60000 \
   --checkpoint-every 4 --checkpoint-dir "$work/ckpt" >"$work/train.log" 2>&1
 rc=$?
 cat "$work/train.log"
@@ -58,7 +60,7 @@ grep -q "done: 16 steps" "$work/train.log" || fail "train did not finish 16 step
 
 # Issue 17: one data position for both modes. The last checkpoint (step 16, after epoch 1's
 # last batch) holds the loader state line that the same run on local data writes.
-timeout 120 "$train" --data "$work/data" --core synthetic --us-per-sample 50 --batch-size 8 \
+timeout 300 "$train" --data "$work/data" --core synthetic --us-per-sample 50 --batch-size 8 \
   --image-size 32 --epochs 2 --workers 1 --checkpoint-every 4 --checkpoint-dir "$work/ckpt_local" \
   >"$work/train_local.log" 2>&1 || fail "the local run failed: $(cat "$work/train_local.log")"
 remote_position=$(sed -n 2p "$work/ckpt/checkpoint.tfck")

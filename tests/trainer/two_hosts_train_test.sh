@@ -89,9 +89,9 @@ export OMPI_MCA_btl="self,tcp"
 export OMPI_MCA_btl_vader_backing_directory="$work"
 
 # 4 classes x 16: 64 samples, 16 per instance, 4 batches of 4 each, 4 steps an epoch.
-timeout 60 "$make_demo" "$work/data" --classes 4 --train-per-class 16 --val-per-class 1 \
+timeout 300 "$make_demo" "$work/data" --classes 4 --train-per-class 16 --val-per-class 1 \
   --threads 2 >"$work/make_demo.log" 2>&1 || fail "tilefeed-make-demo"
-common="--image-size 32 --batch-size 4 --epochs 2 --workers 1 --hidden 16 --seed 3 --check-every 1 --collective-timeout 60"
+common="--image-size 32 --batch-size 4 --epochs 2 --workers 1 --hidden 16 --seed 3 --check-every 1 --collective-timeout 300"
 
 # check_epochs NAME: each of epochs 0 and 1 of NAME's traces holds 0..63 once each.
 check_epochs() {
@@ -109,7 +109,7 @@ veth_bytes() {
 
 # The reference: the same job on one host (this namespace, shared memory).
 (unset OMPI_MCA_plm_rsh_agent OMPI_MCA_oob_tcp_if_include OMPI_MCA_btl_tcp_if_include OMPI_MCA_btl
- timeout 240 "$poprun" --instances 4 -- "$train" --data "$work/data/train" $common \
+ timeout 600 "$poprun" --instances 4 -- "$train" --data "$work/data/train" $common \
    --trace-samples "$work/one.trace" >"$work/one.log" 2>&1) || fail "the one-host job failed"
 one=$(checksum one)
 [ -n "$one" ] || fail "the one-host job printed no checksum"
@@ -117,7 +117,7 @@ check_epochs one
 
 # 1. Two hosts, local reads.
 before=$(veth_bytes)
-timeout 240 ip netns exec "tilefeed-h0-$tag" "$poprun" --hosts h0,h1 --instances 4 -- \
+timeout 600 ip netns exec "tilefeed-h0-$tag" "$poprun" --hosts h0,h1 --instances 4 -- \
   "$train" --data "$work/data/train" $common --trace-samples "$work/two.trace" \
   >"$work/two.log" 2>&1 || fail "the two-host job failed"
 after=$(veth_bytes)
@@ -136,16 +136,18 @@ timeout 30 "$reader" --curve-keygen "$work/trainer" >>"$work/keygen.log" 2>&1 ||
 endpoints=
 for i in 0 1 2 3; do
   if [ $i -lt 2 ]; then host=h1 addr=$ip1; else host=h0 addr=$ip0; fi
-  ip netns exec "tilefeed-$host-$tag" timeout 240 "$reader" --data "$work/data/train" \
+  ip netns exec "tilefeed-$host-$tag" timeout 900 "$reader" --data "$work/data/train" \
     --bind "tcp://$addr:$((5555 + i))" --curve-secret-key "$work/reader.key" --curve-allow "$work/trainer.pub" --batch-size 4 \
+    --timeout-ms 60000 \
     --image-size 32 --epochs 2 --seed 3 --workers 1 --prefetch 2 --drop-last \
     --instance-index $i --instance-count 4 >"$work/reader$i.log" 2>&1 &
   reader_pids="$reader_pids $!"
   endpoints="$endpoints${endpoints:+,}tcp://$addr:$((5555 + i))"
 done
 before=$(veth_bytes)
-timeout 240 ip netns exec "tilefeed-h0-$tag" "$poprun" --hosts h0,h1 --instances 4 -- \
+timeout 600 ip netns exec "tilefeed-h0-$tag" "$poprun" --hosts h0,h1 --instances 4 -- \
   "$train" --readers "$endpoints" --curve-server-key "$work/reader.pub" --curve-key "$work/trainer.key" --classes 4 $common \
+  --reader-timeout-ms 60000 \
   --trace-samples "$work/remote.trace" >"$work/remote.log" 2>&1 ||
   fail "the two-host job with readers failed"
 after=$(veth_bytes)

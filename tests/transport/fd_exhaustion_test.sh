@@ -6,6 +6,11 @@
 # while the flood lasts (libzmq's accept loop retried EMFILE at full speed before), and
 # finish the trainer's epochs.
 #
+# The trainer is stopped (SIGSTOP) while the flood is made and the reader's CPU is measured,
+# so the trainer cannot finish before the flood, however slow or fast the machine; it is
+# continued with the flood still open and must then finish. Both sides allow a peer 120 s of
+# silence, far longer than the pause.
+#
 #   fd_exhaustion_test.sh PYTHON READER TRAIN MAKE_DEMO
 set -u
 python=$1
@@ -39,35 +44,44 @@ cpu_ticks() {
   # Fields after the ")" that ends the command name: utime is the 12th, stime the 13th.
   sed 's/.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'
 }
-waitfor() {  # waitfor FILE PATTERN SECONDS
-  i=0
+waitfor() {  # waitfor FILE PATTERN PID: until FILE matches; fails when PID exits first
+  deadline=$(($(date +%s) + 300))
   until grep -q "$2" "$1" 2>/dev/null; do
-    i=$((i + 1))
-    [ $i -gt $(($3 * 20)) ] && fail "no '$2' in $1 within $3 s"
+    if ! kill -0 "$3" 2>/dev/null; then
+      grep -q "$2" "$1" 2>/dev/null && return 0
+      fail "no '$2' in $1: its process exited"
+    fi
+    [ "$(date +%s)" -lt "$deadline" ] || fail "no '$2' in $1 within 300 s"
     sleep 0.05
   done
 }
+silence_ms=120000
 
-timeout 60 "$make_demo" "$work/data" --classes 4 --train-per-class 16 --val-per-class 0 \
+timeout 300 "$make_demo" "$work/data" --classes 4 --train-per-class 16 --val-per-class 0 \
   --threads 2 >"$work/make_demo.log" 2>&1 || fail "tilefeed-make-demo failed"
 
 # 128 descriptors: enough for the reader and one trainer, far fewer than the flood.
-prlimit --nofile=128:128 timeout 300 "$reader" --data "$work/data/train" \
+prlimit --nofile=128:128 timeout 600 "$reader" --data "$work/data/train" \
   --bind 'tcp://127.0.0.1:*' --batch-size 8 --image-size 32 --epochs 8 --drop-last \
-  --workers 1 --prefetch 2 >"$work/reader.log" 2>&1 &
+  --workers 1 --prefetch 2 --timeout-ms "$silence_ms" >"$work/reader.log" 2>&1 &
 reader_pid=$!
-waitfor "$work/reader.log" " on tcp://" 60
+waitfor "$work/reader.log" " on tcp://" "$reader_pid"
 endpoint=$(sed -n 's/.* on \(tcp:\/\/127\.0\.0\.1:[0-9]*\).*/\1/p' "$work/reader.log" | head -n 1)
 port=${endpoint##*:}
 serve_pid=$(pgrep -P "$reader_pid" | head -n 1)
 [ -n "$serve_pid" ] || fail "no tilefeed-serve under timeout"
 
-# A slow trainer: 8 epochs of 8 steps of 0.16 s or more: 10 s at the least.
-timeout 300 "$train" --readers "$endpoint" --data "$work/data/train" --core synthetic \
-  --us-per-sample 20000 --epochs 8 --batch-size 8 --image-size 32 --workers 1 \
-  >"$work/train.log" 2>&1 &
+# A trainer of 8 epochs of 8 steps that cost 16 ms of CPU each (the synthetic core is
+# calibrated), stopped after its first epoch until the flood has been measured: the 7 left
+# need 0.9 s of CPU, so it cannot end between its epoch line and the stop.
+timeout 600 "$train" --readers "$endpoint" --data "$work/data/train" --core synthetic \
+  --us-per-sample 2000 --epochs 8 --batch-size 8 --image-size 32 --workers 1 \
+  --reader-timeout-ms "$silence_ms" >"$work/train.log" 2>&1 &
 train_pid=$!
-waitfor "$work/train.log" "epoch 0:" 120
+waitfor "$work/train.log" "epoch 0:" "$train_pid"
+trainer=$(pgrep -P "$train_pid" | head -n 1)
+[ -n "$trainer" ] || fail "no train under timeout"
+kill -STOP "$trainer"
 
 timeout 200 "$python" - "$port" "$work/flood.ready" >"$work/flood.log" 2>&1 <<'PY' &
 import socket, sys, time
@@ -82,8 +96,9 @@ open(sys.argv[2], "w").write(f"{len(held)}\n")
 time.sleep(180)
 PY
 flood_pid=$!
-waitfor "$work/flood.ready" "[0-9]" 60
-sleep 1  # the reader's I/O thread sees the backlog
+waitfor "$work/flood.ready" "[0-9]" "$flood_pid"
+# The reader's I/O thread has met the flood when it says so.
+waitfor "$work/reader.log" "refused connections" "$reader_pid"
 
 before=$(cpu_ticks "$serve_pid")
 start=$(date +%s.%N)
@@ -96,6 +111,7 @@ echo "fd_exhaustion_test: $(cat "$work/flood.ready") connections held; the reade
   "$used CPU ticks in ${elapsed} s (${share}% of a core)"
 [ "$share" -lt 40 ] || fail "the reader used ${share}% of a core while out of descriptors"
 kill -0 "$train_pid" 2>/dev/null || fail "the trainer ended during the flood"
+kill -CONT "$trainer"
 
 wait "$train_pid" || fail "train exited $? during or after the flood"
 train_pid=

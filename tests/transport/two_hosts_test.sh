@@ -68,7 +68,7 @@ ip -n "$ns_reader" link set veth-r up || fail "veth-r up"
 ip -n "$ns_trainer" link set veth-t up || fail "veth-t up"
 
 # 4 classes x 16 training images: 64 samples, 8 batches of 8 per epoch.
-timeout 60 "$make_demo" "$work/data" --classes 4 --train-per-class 16 --val-per-class 4 \
+timeout 300 "$make_demo" "$work/data" --classes 4 --train-per-class 16 --val-per-class 4 \
   --threads 2 >"$work/make_demo.log" 2>&1 || fail "tilefeed-make-demo: $(cat "$work/make_demo.log")"
 for who in reader trainer intruder; do
   timeout 30 "$reader" --curve-keygen "$work/$who" >"$work/keygen.log" 2>&1 ||
@@ -77,15 +77,20 @@ done
 mkdir "$work/allowed" && cp "$work/trainer.pub" "$work/allowed/" || fail "cannot copy trainer.pub"
 
 endpoint="tcp://$reader_ip:5555"
-ip netns exec "$ns_reader" timeout 120 "$reader" --data "$work/data/train" --bind "$endpoint" \
+# A peer may be silent for 60 s (both sides): far above what load and ASan cause.
+ip netns exec "$ns_reader" timeout 600 "$reader" --data "$work/data/train" --bind "$endpoint" \
   --curve-secret-key "$work/reader.key" --curve-allow "$work/allowed" --batch-size 8 --image-size 32 --epochs 2 --workers 1 \
-  --prefetch 2 --instance-index 0 --instance-count 1 --no-drop-last >"$work/reader.log" 2>&1 &
+  --prefetch 2 --instance-index 0 --instance-count 1 --no-drop-last --timeout-ms 60000 \
+  >"$work/reader.log" 2>&1 &
 reader_pid=$!
+# The intruder below is refused only by a reader that is there: wait until it serves.
+. "${0%/*}/../support/reader_endpoint.sh"
+reader_endpoint "$work/reader.log" "$reader_pid"
 
 # A trainer whose key is not on the reader's allow-list is refused during the handshake: it
 # fails with a message after its timeout (no hang), and the reader logs the refusal.
-ip netns exec "$ns_trainer" timeout 60 "$stream_main" --connect "$endpoint" \
-  --curve-server-key "$work/reader.pub" --curve-key "$work/intruder.key" --timeout-ms 3000 \
+ip netns exec "$ns_trainer" timeout 120 "$stream_main" --connect "$endpoint" \
+  --curve-server-key "$work/reader.pub" --curve-key "$work/intruder.key" --timeout-ms 10000 \
   --epochs 2 --samples 64 >"$work/intruder.log" 2>&1
 rc=$?
 cat "$work/intruder.log"
@@ -93,13 +98,19 @@ cat "$work/intruder.log"
 grep -Eq "never welcomed us|during the CURVE handshake" "$work/intruder.log" ||
   fail "the refused trainer's message does not say why"
 intruder_key=$(sed -n 's/^public=//p' "$work/intruder.pub")
-grep -qF -e "$intruder_key is not on the allow-list" "$work/reader.log" ||
-  fail "the reader did not log the refused key"
+# The reader logs the refusal from its own I/O thread: wait for the line (or its exit).
+deadline=$(($(date +%s) + 300))
+until grep -qF -e "$intruder_key is not on the allow-list" "$work/reader.log"; do
+  kill -0 "$reader_pid" 2>/dev/null && [ "$(date +%s)" -lt "$deadline" ] ||
+    fail "the reader did not log the refused key"
+  sleep 0.05
+done
 
 # The allowed trainer holds the reader's public key and its own key pair. ZeroMQ reconnects
 # until the reader has bound.
-ip netns exec "$ns_trainer" timeout 60 "$stream_main" --connect "$endpoint" \
+ip netns exec "$ns_trainer" timeout 300 "$stream_main" --connect "$endpoint" \
   --curve-server-key "$work/reader.pub" --curve-key "$work/trainer.key" --epochs 2 --samples 64 \
+  --timeout-ms 60000 \
   >"$work/trainer.log" 2>&1
 rc=$?
 cat "$work/trainer.log"
