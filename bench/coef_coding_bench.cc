@@ -1,5 +1,5 @@
 // coef_coding_bench: which coding of the coefficient store's bands meets the byte goal
-// most cheaply (issue 31), measured side by side on the same files in one run.
+// most cheaply, measured side by side on the same files in one run.
 //
 // Every JPEG is packed once into a version-1 coefficient record (LZ4 fast bands; the pack
 // is timed: that is the coefficient read + stream building + LZ4 fast, per file); each

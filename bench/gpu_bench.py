@@ -1,4 +1,4 @@
-"""GPU IO tiles (issue 29): tilefeed.Loader(device="cuda") on a real GPU.
+"""GPU IO tiles: tilefeed.Loader(device="cuda") on a real GPU.
 
     python3 bench/gpu_bench.py --shards SHARDS --jpegs IMAGEFOLDER --out DIR
 

@@ -1,5 +1,5 @@
 """gzip-compressed WebDataset shards (.tar.gz/.tgz) are refused with one line that says what
-they are and how to convert them, never read wrong or ignored (issue 25): a .tgz, a .tar.gz,
+they are and how to convert them, never read wrong or ignored: a .tgz, a .tar.gz,
 a brace pattern of them, a directory of them, and one beside plain .tar files. The shards
 are written here in the exact layout of webdataset's TarWriter(compress=True)
 (webdataset/writer.py: tarfile.open(mode="w|gz"), USTAR, members KEY.<ext> in sorted order,

@@ -1,4 +1,4 @@
-"""--jpeg-index and --codec coefficients are lossless for every JPEG (issue 25): a folder
+"""--jpeg-index and --codec coefficients are lossless for every JPEG: a folder
 and both packs give byte-identical batches in train and eval, including progressive JPEGs
 whose scans stop short of full refinement (made with libjpeg-turbo's own cjpeg -scans and
 jpegtran -scans), which libjpeg block-smooths; both packers store those as they came, by

@@ -1,4 +1,4 @@
-"""Batches against torchvision itself (issue 25): Mode eval is torchvision's
+"""Batches against torchvision itself: Mode eval is torchvision's
 Resize(R) + CenterCrop(S) on the PIL image, and mode train is
 torchvision.transforms.functional.resized_crop with the rectangle the loader drew
 (Loader.crop_plan) and its flip. The contracts are in tilefeed/loader/augment.h.

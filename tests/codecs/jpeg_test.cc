@@ -196,7 +196,7 @@ TEST(JpegCrop, MatchesFullDecodeCropResize) {
   }
 }
 
-// Issue 27: crops of 4x2 (4:1:0) and 2x4 files at 1/2 scale read memory libjpeg never
+// Crops of 4x2 (4:1:0) and 2x4 files at 1/2 scale read memory libjpeg never
 // wrote (libjpeg-turbo 2.1.5's jpeg_crop_scanline sizes such components' rows from their
 // sampling factors alone, while part of their upsampling is done by DCT scaling), so up
 // to a third of a crop was garbage and the same crop gave other pixels on every run.

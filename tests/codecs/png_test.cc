@@ -171,7 +171,7 @@ TEST(PngBad, WrongSignatureNamesTheFormat) {
   EXPECT_EQ(KindOfFailure(decoder, testing::MakeGifBytes(), &message), DecodeErrorKind::kNotJpeg);
   EXPECT_NE(message.find("GIF"), std::string::npos) << message;
   EXPECT_EQ(KindOfFailure(decoder, {}, &message), DecodeErrorKind::kNotJpeg);
-  // Seven of the signature's eight bytes right: a damaged PNG, not another format (issue 27).
+  // Seven of the signature's eight bytes right: a damaged PNG, not another format.
   std::vector<std::byte> png = GoodPng();
   png[1] = std::byte{'X'};
   EXPECT_EQ(KindOfFailure(decoder, png, &message), DecodeErrorKind::kCorrupt);
@@ -227,7 +227,7 @@ TEST(PngBad, BadCrc) {
   EXPECT_EQ(KindOfFailure(decoder, png, &message), DecodeErrorKind::kCorrupt) << message;
 }
 
-// Issue 27: a crop decode stops after the crop's last row, before the CRC of the IDAT
+// A crop decode stops after the crop's last row, before the CRC of the IDAT
 // chunk it read from, so a file with a damaged chunk decoded to pixels; every chunk's CRC
 // is now checked before the decode (Verify read on through IEND already).
 TEST(PngBad, ABadChunkCrcFailsEveryDecode) {
@@ -249,7 +249,7 @@ TEST(PngBad, ABadChunkCrcFailsEveryDecode) {
   }
 }
 
-// Issue 27: a PNG whose signature is damaged (one byte changed, or the "\r\n" turned into
+// A PNG whose signature is damaged (one byte changed, or the "\r\n" turned into
 // "\n" by a text-mode copy) is named as such, not as "unknown data" or a PNG that is fine.
 TEST(PngBad, ADamagedSignatureIsNamed) {
   const std::vector<std::byte> good = GoodPng();

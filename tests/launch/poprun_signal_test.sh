@@ -1,5 +1,5 @@
 #!/bin/sh
-# Issue 27: SIGTERM or SIGINT of poprun ended the job with rc 1 and no line. poprun must
+# SIGTERM or SIGINT of poprun ended the job with rc 1 and no line. poprun must
 # forward the signal to mpirun, say so in one line, and exit 128 + the signal's number;
 # the job's processes must be gone.
 #

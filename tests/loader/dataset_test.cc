@@ -138,7 +138,7 @@ TEST(OpenDataset, NothingThereNamesWhatWasLookedFor) {
   EXPECT_THROW(OpenDataset(""), SourceError);
 }
 
-// Issue 27: a pack killed before it wrote its manifest (written last) leaves shard files
+// A pack killed before it wrote its manifest (written last) leaves shard files
 // and no manifest; opening that folder said "no class directories", as for an empty
 // ImageFolder. It names the interrupted pack.
 TEST(OpenDataset, AnInterruptedPackIsNamed) {
@@ -236,7 +236,7 @@ TEST(Identify, DiffersWhenClassesOrLabelsDiffer) {
   EXPECT_NE(ToString(a).find("6 samples, 2 classes, digest "), std::string::npos);
 }
 
-// Issue 27: the identity was the class names and labels alone, so other images under the
+// The identity was the class names and labels alone, so other images under the
 // same class names and counts passed for the same dataset (a reader, a --resume --data).
 TEST(Identify, CoversTheContentNotOnlyNamesAndLabels) {
   TempDir dir;

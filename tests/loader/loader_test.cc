@@ -370,7 +370,7 @@ TEST(Loader, RejectsBadOptions) {
                std::invalid_argument);
 }
 
-// Issue 27: a batch larger than the machine was std::bad_alloc with no arithmetic, and a
+// A batch larger than the machine was std::bad_alloc with no arithmetic, and a
 // huge prefetch depth allocated for gigabytes before failing. Both are refused before any
 // slot is allocated, with the arithmetic. (Do not run this on an older tilefeed: its
 // prefetch-depth case allocates until the machine runs out.)

@@ -81,7 +81,7 @@ TEST(PngFolderTest, FiftyTwoFilesWithAPngLoadFiftyTwoSamples) {
   EXPECT_EQ(png_row, expected);
 }
 
-// Issue 27: in the loader, a PNG with a bad IDAT CRC decoded (the crop stops before the
+// In the loader, a PNG with a bad IDAT CRC decoded (the crop stops before the
 // CRC), and a PNG with a damaged signature was reported as "PNG image (tilefeed decodes
 // JPEG and PNG)". Both are bad samples that say what is wrong.
 TEST(PngFolderTest, DamagedPngsAreBadSamplesSayingWhy) {

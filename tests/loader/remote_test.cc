@@ -5,7 +5,7 @@
 // bounded time; a corrupt byte served fails the record's checksum; the cache stays under
 // its limit, also when two readers share it; s3:// requests carry a well-formed SigV4
 // Authorization header (nginx cannot check the signature itself, so the test checks its
-// form in the access log). Hostile servers (issue 27): a corrupt cached block is fetched
+// form in the access log). Hostile servers: a corrupt cached block is fetched
 // again; a full cache disk stops the cache with one warning instead of re-downloading; a
 // redirect loop, a trickling server, HTTP 400 and a gzip-encoded body each end in one line
 // within stated bounds, with the requests counted at the server.
@@ -547,7 +547,7 @@ std::string OpenError(const std::string& location, const RemoteOptions& remote) 
   return "opened";
 }
 
-// Issue 27: a cached block is served without asking the server, and tars have no record
+// A cached block is served without asking the server, and tars have no record
 // checksums: a flipped byte in a cached tar block became other pixels, and in a cached
 // shard block a checksum error on every later run. A cached block whose checksum fails is
 // dropped and fetched again: the server's bytes, more requests, and the next pass all hits.
@@ -604,7 +604,7 @@ struct Unmount {
   ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
 };
 
-// Issue 27: a cache directory on a full filesystem stored nothing, so every read fetched
+// A cache directory on a full filesystem stored nothing, so every read fetched
 // its whole block again (667.8 MB received for a 2.6 MB pack). The cache lives on a tmpfs
 // of 32 KiB here, room for one block: the server sends about the dataset's size.
 TEST_F(RemoteTest, AFullCacheDiskStopsCachingAndReadsDirectly) {
@@ -645,7 +645,7 @@ TEST_F(RemoteTest, AFullCacheDiskStopsCachingAndReadsDirectly) {
   EXPECT_NE(warnings[0].find("caching stops"), std::string::npos) << warnings[0];
 }
 
-// Issue 27: a redirect to itself was followed about 12,000 times in 5 s per try, reported
+// A redirect to itself was followed about 12,000 times in 5 s per try, reported
 // as "Too large response headers" and retried. Redirects are capped at
 // RemoteOptions::max_redirects (10): the open fails with one line after 11 requests, and
 // is not retried.
@@ -658,7 +658,7 @@ TEST_F(RemoteTest, ARedirectLoopEndsAtTheRedirectCap) {
   EXPECT_EQ(ServedUnder(*server_, "/loop/", 11).requests, 11u);
 }
 
-// Issue 27: a server trickling 64 bytes/s held each request for the whole request timeout,
+// A server trickling 64 bytes/s held each request for the whole request timeout,
 // every try. A request slower than RemoteOptions::low_speed_limit (1024 bytes/s) for
 // low_speed_time (10 s; 2 s here) fails: here, with one retry, the open of a tar whose header
 // window trickles ends after the HEAD and two tries of its first read, long before the request
@@ -676,7 +676,7 @@ TEST_F(RemoteTest, ATricklingServerFailsAtTheLowSpeedLimit) {
   EXPECT_EQ(ServedUnder(*server_, "/trickle/", 3).requests, 3u) << "a HEAD and two tries";
 }
 
-// Issue 27: only 408, 429 and 5xx are retried, as the docs say: an HTTP 400 is requested
+// Only 408, 429 and 5xx are retried, as the docs say: an HTTP 400 is requested
 // once, whether the HEAD of an open gets it or a range request.
 TEST_F(RemoteTest, Http400IsRequestedOnce) {
   const std::string head = OpenError(Url("status400/wds/train-000000.tar"), Remote());
@@ -690,7 +690,7 @@ TEST_F(RemoteTest, Http400IsRequestedOnce) {
   EXPECT_EQ(counters_.retries.load(), 0u);
 }
 
-// Issue 27: a body the server sends with a Content-Encoding (gzip) is not the file's bytes
+// A body the server sends with a Content-Encoding (gzip) is not the file's bytes
 // and its ranges are not the file's ranges; the line says so instead of "short read" or a
 // bad tar header.
 TEST_F(RemoteTest, AGzipEncodedBodyIsNamed) {

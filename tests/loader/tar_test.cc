@@ -189,7 +189,7 @@ TEST(TarDatasetTest, IncompleteSamplesAreBadSamples) {
   EXPECT_EQ(results[1].error, "no sample_1.cls member (the label)");
 }
 
-// Issue 27: class names are made for every label up to the largest, so a .cls of
+// Class names are made for every label up to the largest, so a .cls of
 // 100000000 built 10^8 names at open (92 s, 4.2 GB) and 2147483647 ran out of memory.
 // Labels at or past TarOptions::max_classes are bad samples that say so; the class count
 // comes from the good labels only. (The default limit's memory is not asserted: no

@@ -1,4 +1,4 @@
-"""Issue 16 and 26: every tool's metrics stream validated against docs/metrics-schema.json with a
+"""Every tool's metrics stream validated against docs/metrics-schema.json with a
 standard validator (python3-jsonschema's Draft202012Validator), broken records rejected, the schema
 against docs/metrics.md, and the Prometheus endpoint during a run.
 

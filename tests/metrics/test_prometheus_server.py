@@ -1,4 +1,4 @@
-"""train's metrics endpoint as Debian's Prometheus server scrapes it (issue 26).
+"""train's metrics endpoint as Debian's Prometheus server scrapes it.
 
 `poprun --instances 2 train --metrics-port P` serves instance i at 127.0.0.1:P+i (the
 documented rule: P + the instance's index on its host); a real `prometheus` on loopback

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Issue 31: tilefeed-pack's progress and ETA go to stderr only on a terminal or with
+# tilefeed-pack's progress and ETA go to stderr only on a terminal or with
 # --progress: a pack whose stderr is a file writes none of them, and with --progress it
 # writes plain lines naming the samples done and the ETA. Both packs give the same shards.
 #

@@ -57,7 +57,7 @@ pid_t DeadPid() {
   return child;
 }
 
-// Issue 27: a writer SIGKILLed mid-write left its model-sized temporary file for good.
+// A writer SIGKILLed mid-write left its model-sized temporary file for good.
 TEST(Checkpoint, RemovesTemporaryFilesOfDeadWritersOnly) {
   TempDir dir("tilefeed-ckpt");
   const std::filesystem::path run = dir.path() / "run";

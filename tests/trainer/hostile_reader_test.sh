@@ -1,5 +1,5 @@
 #!/bin/sh
-# Issue 27, item 5: train believes nothing a reader says about the shape of an epoch. A
+# Train believes nothing a reader says about the shape of an epoch. A
 # hostile reader (tests/trainer/hostile_reader.py, the documented wire protocol) welcomes
 # the trainer on its own terms and then misshapes epoch 0 of 2 (epoch 1 and the bye as agreed); each way must end train with
 # rc != 0 and a line naming the reader and the fault. A reader that heartbeats but sends no

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Issue 27, item 7: the dataset identity covers the content. Two datasets with the same class
+# The dataset identity covers the content. Two datasets with the same class
 # names and counts but other images (tilefeed-make-demo with another --seed): a reader of one
 # refuses a trainer of the other, and a checkpoint of one is refused by --resume --data of
 # the other; each line names both values. The same data is accepted both ways.

@@ -1,4 +1,4 @@
-// Issue 27, item 1: endpoints are read the way ZeroMQ reads them, and a sender told to stay
+// Endpoints are read the way ZeroMQ reads them, and a sender told to stay
 // on loopback checks what ZeroMQ actually bound.
 
 #include <gmock/gmock.h>

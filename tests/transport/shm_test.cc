@@ -85,7 +85,7 @@ TEST(SharedMemoryRing, RoundTripsAndLeavesNothingBehind) {
   EXPECT_EQ(SegmentsOf(job), 0);
 }
 
-// Issue 27: a same-host reader that shrank its segment killed the trainer with SIGBUS. The
+// A same-host reader that shrank its segment killed the trainer with SIGBUS. The
 // opened mapping is guarded: a read past the new end reads zeros and the segment says it
 // shrank. (On main this test dies of SIGBUS at the read.)
 TEST(SharedMemoryRing, AShrunkSegmentReadsZerosInsteadOfRaisingSigbus) {

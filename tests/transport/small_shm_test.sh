@@ -1,5 +1,5 @@
 #!/bin/sh
-# Issue 27, item 4: a shm:// ring that does not fit in /dev/shm. The reader used to start,
+# A shm:// ring that does not fit in /dev/shm. The reader used to start,
 # then die of SIGBUS (rc 135) at its first batch while the trainer said only "dropped the
 # connection". Now the reader refuses at startup with one line, and a trainer whose session
 # ring no longer fits is told why. /dev/shm is a 1 MiB tmpfs mounted in a private mount

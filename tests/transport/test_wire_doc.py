@@ -1,4 +1,4 @@
-"""Issue 26: the facts docs/wire-protocol.md states that a client could only learn by probing,
+"""The facts docs/wire-protocol.md states that a client could only learn by probing,
 checked against tilefeed-serve with a client written here from the page (pyzmq, and the
 encoders of examples/wire_client.py): where `--bind tcp://HOST:*` prints its port; that the
 last epoch gets no epoch end (the bye stands for it); that a hello's `c` and `d` are not
