@@ -94,7 +94,7 @@ struct LoaderOptions {
   int image_height = 0;
   int image_width = 0;
   Mode mode = Mode::kTrain;
-  int eval_resize = 256;          // kEval: the shorter side is resized to this before the crop
+  int eval_resize = 256;  // kEval: the shorter side is resized to this before the crop
   // kEval: let the JPEG decoders use DCT scale-downs (faster for large images; the pixels
   // then differ from torchvision's by a few levels). false: torchvision's pixels.
   bool eval_dct_scaling = false;
