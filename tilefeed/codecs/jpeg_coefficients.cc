@@ -741,7 +741,8 @@ void UnpackGroupsRow(GroupCursor* cursors, const Geometry& g, int c, int k0, int
       std::memset(block, 0, sizeof(Block));
       block[0] = static_cast<JCOEF>(dc);
       for (; mask != 0; mask &= mask - 1) {
-        int value = static_cast<std::int8_t>(*cur.values++);
+        const int byte = *cur.values++;
+        int value = byte - ((byte & 0x80) << 1);  // the byte read as a two's-complement int8
         if (value == -128) {
           value = static_cast<std::int16_t>(cur.wide[0] | cur.wide[1] << 8);
           cur.wide += 2;

@@ -527,12 +527,11 @@ Rect CoveredRegion(std::span<const std::byte> jpeg, const JpegIntervalIndex& ind
   return Rect{x0, y0, x1 - x0, y1 - y0};
 }
 
-DecodeReport IndexedJpegDecoder::DecodeInto(std::span<const std::byte> jpeg,
-                                            const JpegIntervalIndex& index, const CropPlan& plan,
-                                            const PixelView& out) {
-  // The header is read again here (a few hundred bytes) rather than trusted from the
-  // index: it locates the SOF to patch and ties the index to these bytes.
-  const HeaderFacts facts = ReadHeaderFacts(jpeg);
+namespace {
+
+// Throws unless `index` describes the JPEG whose header facts are `facts`.
+void CheckIndexBelongs(const JpegIntervalIndex& index, const HeaderFacts& facts,
+                       std::size_t jpeg_size) {
   const int k = index.mcus_per_interval;
   if (index.width != facts.width || index.height != facts.height ||
       index.mcu_width != facts.mcu_width || index.mcu_height != facts.mcu_height ||
@@ -540,43 +539,38 @@ DecodeReport IndexedJpegDecoder::DecodeInto(std::span<const std::byte> jpeg,
       k != facts.restart_interval || k <= 0 || facts.mcus_per_row % k != 0 ||
       index.offsets.size() != std::size_t(facts.mcu_rows) * (facts.mcus_per_row / k) ||
       index.offsets[0] != facts.scan_start || index.scan_end <= index.offsets.back() ||
-      std::size_t{index.scan_end} + 2 > jpeg.size()) {
+      std::size_t{index.scan_end} + 2 > jpeg_size) {
     Corrupt("the index does not belong to this JPEG");
   }
-  if (!CropFits(index, plan.crop) || !BoxInsideCrop(plan)) {
-    // JpegDecoder::DecodeInto words the error.
-    return decoder_.DecodeInto(jpeg, plan, out);
-  }
-  const McuCover cover =
-      CoverFor(index, facts.max_h, facts.max_v, plan, out.width, out.height, decoder_.options());
-  const int per_row = index.intervals_per_row();
-  const int first = cover.col0 / k;
-  const int last = cover.col1 / k;
-  if (first == 0 && last == per_row - 1 && cover.row0 == 0 && cover.row1 == index.mcu_rows - 1) {
-    return decoder_.DecodeInto(jpeg, plan, out);  // the crop needs every interval
-  }
-  const int origin_x = first * k * index.mcu_width;
-  const int origin_y = cover.row0 * index.mcu_height;
-  const int sub_width =
-      last == per_row - 1 ? index.width - origin_x : (last - first + 1) * k * index.mcu_width;
-  const int sub_height = cover.row1 == index.mcu_rows - 1
-                             ? index.height - origin_y
-                             : (cover.row1 - cover.row0 + 1) * index.mcu_height;
+}
 
-  // The sub-image: the header with the SOF's size patched, the covering intervals with
-  // their RST markers renumbered from 0, then EOI. Each interval's range is checked
-  // before it is copied, so an index that passed the header check but lies about its
-  // offsets still cannot make us read outside `jpeg`.
-  std::vector<std::byte>& sub = sub_image_;
+// Intervals [first, last] of MCU rows [row0, row1], inclusive.
+struct IntervalSpan {
+  int first, last, row0, row1;
+};
+
+// The sub-image's size in pixels.
+struct SubSize {
+  int width, height;
+};
+
+// The sub-image: the header with the SOF's size patched, the covering intervals with
+// their RST markers renumbered from 0, then EOI. Each interval's range is checked
+// before it is copied, so an index that passed the header check but lies about its
+// offsets still cannot make us read outside `jpeg`.
+void BuildSubImage(std::span<const std::byte> jpeg, const JpegIntervalIndex& index,
+                   const HeaderFacts& facts, IntervalSpan span, SubSize size,
+                   std::vector<std::byte>& sub) {
+  const int per_row = index.intervals_per_row();
   sub.assign(jpeg.begin(), jpeg.begin() + static_cast<std::ptrdiff_t>(facts.scan_start));
   const std::size_t sof = facts.sof_offset;
-  sub[sof + 5] = std::byte(sub_height >> 8);
-  sub[sof + 6] = std::byte(sub_height & 0xFF);
-  sub[sof + 7] = std::byte(sub_width >> 8);
-  sub[sof + 8] = std::byte(sub_width & 0xFF);
+  sub[sof + 5] = std::byte(size.height >> 8);
+  sub[sof + 6] = std::byte(size.height & 0xFF);
+  sub[sof + 7] = std::byte(size.width >> 8);
+  sub[sof + 8] = std::byte(size.width & 0xFF);
   unsigned sequence = 0;
-  for (int row = cover.row0; row <= cover.row1; ++row) {
-    for (int column = first; column <= last; ++column) {
+  for (int row = span.row0; row <= span.row1; ++row) {
+    for (int column = span.first; column <= span.last; ++column) {
       const std::size_t i = std::size_t(row) * per_row + column;
       // The last interval runs up to EOI; the others up to their RST marker. Only the
       // bounds matter for safety: everything up to scan_end lies inside `jpeg`.
@@ -598,6 +592,40 @@ DecodeReport IndexedJpegDecoder::DecodeInto(std::span<const std::byte> jpeg,
   }
   sub.push_back(std::byte{0xFF});
   sub.push_back(std::byte{0xD9});
+}
+
+}  // namespace
+
+DecodeReport IndexedJpegDecoder::DecodeInto(std::span<const std::byte> jpeg,
+                                            const JpegIntervalIndex& index, const CropPlan& plan,
+                                            const PixelView& out) {
+  // The header is read again here (a few hundred bytes) rather than trusted from the
+  // index: it locates the SOF to patch and ties the index to these bytes.
+  const HeaderFacts facts = ReadHeaderFacts(jpeg);
+  CheckIndexBelongs(index, facts, jpeg.size());
+  const int k = index.mcus_per_interval;
+  if (!CropFits(index, plan.crop) || !BoxInsideCrop(plan)) {
+    // JpegDecoder::DecodeInto words the error.
+    return decoder_.DecodeInto(jpeg, plan, out);
+  }
+  const McuCover cover =
+      CoverFor(index, facts.max_h, facts.max_v, plan, out.width, out.height, decoder_.options());
+  const int per_row = index.intervals_per_row();
+  const int first = cover.col0 / k;
+  const int last = cover.col1 / k;
+  if (first == 0 && last == per_row - 1 && cover.row0 == 0 && cover.row1 == index.mcu_rows - 1) {
+    return decoder_.DecodeInto(jpeg, plan, out);  // the crop needs every interval
+  }
+  const int origin_x = first * k * index.mcu_width;
+  const int origin_y = cover.row0 * index.mcu_height;
+  const int sub_width =
+      last == per_row - 1 ? index.width - origin_x : (last - first + 1) * k * index.mcu_width;
+  const int sub_height = cover.row1 == index.mcu_rows - 1
+                             ? index.height - origin_y
+                             : (cover.row1 - cover.row0 + 1) * index.mcu_height;
+
+  BuildSubImage(jpeg, index, facts, {first, last, cover.row0, cover.row1}, {sub_width, sub_height},
+                sub_image_);
 
   CropPlan moved = plan;
   moved.crop.x -= origin_x;
@@ -606,7 +634,7 @@ DecodeReport IndexedJpegDecoder::DecodeInto(std::span<const std::byte> jpeg,
     moved.box = {plan.box.x0 - origin_x, plan.box.y0 - origin_y, plan.box.x1 - origin_x,
                  plan.box.y1 - origin_y};
   }
-  DecodeReport report = decoder_.DecodeInto(sub, moved, out);
+  DecodeReport report = decoder_.DecodeInto(sub_image_, moved, out);
   report.decoded.x += origin_x * report.scale_eighths / 8;
   report.decoded.y += origin_y * report.scale_eighths / 8;
   return report;

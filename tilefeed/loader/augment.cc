@@ -89,8 +89,8 @@ codecs::CropPlan CenterCropAfterResize(int width, int height, int resize_shorter
   // a correctly rounded division of exact integers, truncated; so is this.
   const std::int64_t shorter = std::min(width, height);
   const std::int64_t longer = std::max(width, height);
-  const auto new_long =
-      static_cast<std::int64_t>(static_cast<double>(resize_shorter * longer) / shorter);
+  const auto new_long = static_cast<std::int64_t>(static_cast<double>(resize_shorter * longer) /
+                                                  static_cast<double>(shorter));
   const std::int64_t new_width = width <= height ? resize_shorter : new_long;
   const std::int64_t new_height = width <= height ? new_long : resize_shorter;
   if (crop_width > new_width || crop_height > new_height) {

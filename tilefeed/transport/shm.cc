@@ -56,8 +56,10 @@ void OnSigbus(int signal, siginfo_t* info, void* context) {
     if (begin <= 1 || address < begin || address >= end) continue;
     // The peer cut the file short: from the faulting page on, the mapping becomes private
     // zero pages, so this read and the later ones complete. mmap is a plain system call.
-    const std::uintptr_t page = address & ~(g_page_size - 1);
-    void* zeros = mmap(reinterpret_cast<void*>(page), end - page, PROT_READ,
+    // The page's address from the fault's pointer itself, not from an integer.
+    const std::uintptr_t offset_in_page = address & (g_page_size - 1);
+    void* page = static_cast<char*>(info->si_addr) - offset_in_page;
+    void* zeros = mmap(page, end - (address - offset_in_page), PROT_READ,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
     if (zeros != MAP_FAILED) {
       guarded.lost.store(true, std::memory_order_release);

@@ -406,15 +406,17 @@ void ZmqBatchStream::Impl::Loop(std::stop_token token) {
       const bool waiting = Welcomed() && ReaderHoldsCredit();
       if (!waiting || !was_waiting) data_since = Clock::now();
       was_waiting = waiting;
+      // Silence first: a reader silent past both bounds is silent, not one that answers
+      // heartbeats without data (both are due at once when data_timeout <= peer_timeout).
+      const Clock::duration silence = Clock::now() - last_heard;
+      if (silence > options.peer_timeout) {
+        Fail(peer + " silent for " + detail::Seconds(silence) + " s" + SilenceHint());
+        return;
+      }
       if (waiting && Clock::now() - data_since > DataTimeout()) {
         Fail(peer + " sent no batch for " + detail::Seconds(Clock::now() - data_since) +
              " s although it held credits (data timeout " + detail::Seconds(DataTimeout()) +
              " s): it answers heartbeats but delivers no data");
-        return;
-      }
-      const Clock::duration silence = Clock::now() - last_heard;
-      if (silence > options.peer_timeout) {
-        Fail(peer + " silent for " + detail::Seconds(silence) + " s" + SilenceHint());
         return;
       }
       if (Clock::now() - last_sent >= options.heartbeat_interval) {

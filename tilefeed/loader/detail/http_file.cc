@@ -588,7 +588,11 @@ HeaderList HttpFile::S3Headers(const Transfer& t) const {
   }
   std::vector<std::string> lines;
   if (options_.aws_access_key_id.empty()) {
-    for (const auto& [name, value] : request.headers) lines.push_back(name + ": " + value);
+    lines.reserve(request.headers.size() + 1);
+    for (const auto& [name, value] : request.headers) {
+      std::string& line = lines.emplace_back(name);
+      line.append(": ").append(value);
+    }
   } else {
     const std::string date = AmzDate(std::chrono::system_clock::now());
     request.amz_date = date;
@@ -600,7 +604,7 @@ HeaderList HttpFile::S3Headers(const Transfer& t) const {
   for (const std::string& line : lines) {
     curl_slist* next = curl_slist_append(list.get(), line.c_str());
     if (next == nullptr) return list;
-    list.release();
+    (void)list.release();  // `next` is the same list, one line longer
     list.reset(next);
   }
   return list;

@@ -179,9 +179,15 @@ std::vector<std::string> SignV4(const SigV4Request& request, const RemoteOptions
   const std::string signature = Hex(Hmac(View(signing_key), string_to_sign));
 
   std::vector<std::string> lines;
-  for (const auto& [name, value] : headers) lines.push_back(name + ": " + value);
-  lines.push_back("Authorization: AWS4-HMAC-SHA256 Credential=" + o.aws_access_key_id + "/" +
-                  scope + ", SignedHeaders=" + signed_headers + ", Signature=" + signature);
+  lines.reserve(headers.size() + 1);
+  for (const auto& [name, value] : headers) {
+    std::string& line = lines.emplace_back(name);
+    line.append(": ").append(value);
+  }
+  std::string& authorization = lines.emplace_back("Authorization: AWS4-HMAC-SHA256 Credential=");
+  authorization.append(o.aws_access_key_id).append("/").append(scope);
+  authorization.append(", SignedHeaders=").append(signed_headers);
+  authorization.append(", Signature=").append(signature);
   return lines;
 }
 
