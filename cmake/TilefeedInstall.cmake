@@ -23,6 +23,31 @@ foreach(_component IN LISTS _tilefeed_components)
           DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/tilefeed)
 endforeach()
 
+# tilefeed/cuda holds two components: cuda_feed (plain C++, always built) and cuda (device.h,
+# built only where CMake found CUDA: TILEFEED_CUDA). TILEFEED_PACKAGE_COMPONENTS, in link
+# order, is what this build installs; the package config refuses the others by name.
+set(TILEFEED_PACKAGE_COMPONENTS codecs loader cuda_feed)
+set(_tilefeed_cuda_headers_cuda_feed convert.h feed.h)
+set(_tilefeed_cuda_headers_cuda device.h)
+if(TARGET tilefeed_cuda)
+  list(APPEND TILEFEED_PACKAGE_COMPONENTS cuda)
+endif()
+foreach(_component IN ITEMS cuda_feed cuda)
+  if(NOT TARGET tilefeed_${_component})
+    continue()
+  endif()
+  install(TARGETS tilefeed_${_component} EXPORT tilefeed-${_component}-targets
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  list(TRANSFORM _tilefeed_cuda_headers_${_component}
+       PREPEND ${PROJECT_SOURCE_DIR}/tilefeed/cuda/ OUTPUT_VARIABLE _headers)
+  install(FILES ${_headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tilefeed/cuda)
+  install(EXPORT tilefeed-${_component}-targets NAMESPACE tilefeed::
+          DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/tilefeed)
+endforeach()
+list(APPEND TILEFEED_PACKAGE_COMPONENTS launch transport trainer)
+
 # A static library's PRIVATE dependencies are still on its consumers' link line
 # ($<LINK_ONLY:...> in the exported targets), so the package must find them; a shared one's
 # are not. The libraries are static unless BUILD_SHARED_LIBS is on; they are all built alike.

@@ -1,4 +1,5 @@
-// tilefeed::cuda on a GPU: the kernel against the host reference, bit for bit, and
+// tilefeed::cuda on a GPU: the kernel against the one host implementation of the contract
+// (loader::OutputConverter, which the loader's workers and ConvertOnHost run), bit for bit, and
 // DeviceFeed + CudaDevice end to end. Every test is skipped, with CUDA's reason, where no
 // CUDA device is usable (the CI machines), so this binary passes there too.
 
@@ -16,6 +17,7 @@
 #include "tests/cuda/raw_source.h"
 #include "tilefeed/cuda/convert.h"
 #include "tilefeed/cuda/feed.h"
+#include "tilefeed/loader/output_convert.h"
 
 namespace tilefeed::cuda {
 namespace {
@@ -76,7 +78,7 @@ TEST(CudaConvert, EqualsTheHostReferenceBitForBit) {
   for (const loader::OutputFormat& format : Formats()) {
     const std::size_t bytes = ConvertedBytes(shape, format);
     std::vector<std::byte> want(bytes), got(bytes, std::byte{0xA5});
-    ConvertOnHost(src, shape, format, want);
+    loader::OutputConverter(format).Convert(src, shape.samples, shape.height, shape.width, want);
     DeviceMemory<std::byte> device_dst(bytes);
     ASSERT_EQ(cudaMemset(device_dst.ptr, 0xA5, bytes), cudaSuccess);  // poison
     ConvertOnDevice(device_src.ptr, device_dst.ptr, shape, format, nullptr);

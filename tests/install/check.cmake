@@ -1,14 +1,19 @@
 # The install test, run by ctest as a CMake script:
 #   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... [-DGENERATOR=... -DCONFIG=...
-#         -DCXX_COMPILER=... -DSANITIZE=... -DTOOLS=ON|OFF] -P check.cmake
+#         -DCXX_COMPILER=... -DSANITIZE=... -DTOOLS=ON|OFF -DCUDA=ON|OFF] -P check.cmake
 # It installs the (already built) build tree into a fresh prefix and checks, as a user would:
 # - the installed package does not point back into the source or build tree;
 # - every tool is installed and `TOOL --help` runs from the prefix (with -DTOOLS=ON);
 # - find_package(tilefeed COMPONENTS ...) gives the components asked for, those they link,
 #   and nothing else, and an unknown component is an error naming it (components/);
+# - the installed components are codecs, loader, cuda_feed, launch, transport, trainer, and
+#   cuda exactly when the build made it (-DCUDA=ON); asking for cuda from a build without it
+#   is an error saying so;
 # - a loader-only project (consumer/, COMPONENTS loader) and a training program
 #   (trainer_consumer/, every component) build in C++-only projects and run; the first also
-#   builds and runs examples/custom_source.cc.
+#   builds and runs examples/custom_source.cc; a GPU feed project (cuda_consumer/) builds
+#   and runs against tilefeed::cuda_feed, and against tilefeed::cuda with -DCUDA=ON (no GPU
+#   needed: it reports whether one is usable).
 
 foreach(_var BUILD_DIR SOURCE_DIR WORK_DIR)
   if(NOT DEFINED ${_var})
@@ -96,7 +101,45 @@ _check_components(trainer "trainer"
   "tilefeed::codecs|tilefeed::loader|tilefeed::transport|tilefeed::trainer|MPI::MPI_CXX"
   "tilefeed::launch")
 _check_components(launch "launch" "tilefeed::codecs|tilefeed::loader|tilefeed::launch"
-  "tilefeed::transport|tilefeed::trainer|PkgConfig::ZMQ|MPI::MPI_CXX|PkgConfig::OPENBLAS")
+  "tilefeed::transport|tilefeed::trainer|PkgConfig::ZMQ|MPI::MPI_CXX|PkgConfig::OPENBLAS|tilefeed::cuda_feed")
+_check_components(cuda_feed "cuda_feed" "tilefeed::codecs|tilefeed::loader|tilefeed::cuda_feed"
+  "tilefeed::cuda|tilefeed::launch|tilefeed::transport|tilefeed::trainer|CUDA::cudart")
+
+# The installed components list: one targets file per component, cuda's only when built.
+set(_installed codecs loader cuda_feed launch transport trainer)
+set(_all_targets "tilefeed::codecs|tilefeed::loader|tilefeed::cuda_feed|tilefeed::launch|tilefeed::transport|tilefeed::trainer")
+if(CUDA)
+  list(APPEND _installed cuda)
+  string(APPEND _all_targets "|tilefeed::cuda|CUDA::cudart")
+endif()
+file(GLOB _targets_files RELATIVE "${_prefix}"
+     "${_prefix}/lib*/cmake/tilefeed/tilefeed-*-targets.cmake")
+string(REGEX REPLACE "[^;]*tilefeed-([a-z_]+)-targets.cmake" "\\1" _found "${_targets_files}")
+list(SORT _found)
+set(_expected ${_installed})
+list(SORT _expected)
+if(NOT _found STREQUAL _expected)
+  message(FATAL_ERROR "install_consumer: installed components ${_found}, expected ${_expected}")
+endif()
+if(CUDA AND NOT EXISTS "${_prefix}/include/tilefeed/cuda/device.h")
+  message(FATAL_ERROR "install_consumer: tilefeed/cuda/device.h is not installed")
+elseif(NOT CUDA AND EXISTS "${_prefix}/include/tilefeed/cuda/device.h")
+  message(FATAL_ERROR "install_consumer: tilefeed/cuda/device.h installed without tilefeed::cuda")
+endif()
+message(STATUS "installed components: ${_found}")
+_check_components(all "" "${_all_targets}" "")
+if(CUDA)
+  _check_components(cuda "cuda"
+    "tilefeed::codecs|tilefeed::loader|tilefeed::cuda_feed|tilefeed::cuda|CUDA::cudart"
+    "tilefeed::launch|tilefeed::transport|tilefeed::trainer")
+else()
+  execute_process(COMMAND "${CMAKE_COMMAND}" -S "${SOURCE_DIR}/tests/install/components"
+                  -B "${WORK_DIR}/components-cuda" ${_common_args} "-DTILEFEED_COMPONENTS=cuda"
+                  RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err)
+  if(_rc EQUAL 0 OR NOT _err MATCHES "tilefeed component 'cuda' was not built")
+    message(FATAL_ERROR "install_consumer: COMPONENTS cuda without CUDA gave rc ${_rc} and:\n${_out}\n${_err}")
+  endif()
+endif()
 execute_process(COMMAND "${CMAKE_COMMAND}" -S "${SOURCE_DIR}/tests/install/components"
                 -B "${WORK_DIR}/components-unknown" ${_common_args}
                 "-DTILEFEED_COMPONENTS=loader|tensorflow"
@@ -111,7 +154,8 @@ message(STATUS "find_package(tilefeed COMPONENTS loader tensorflow) fails: tilef
 function(_check_consumer name)
   set(_build "${WORK_DIR}/${name}")
   _run_step("configure ${name}" "${CMAKE_COMMAND}" -S "${SOURCE_DIR}/tests/install/${name}"
-    -B "${_build}" ${_common_args} "-DTILEFEED_EXAMPLES_DIR=${SOURCE_DIR}/examples")
+    -B "${_build}" ${_common_args} "-DTILEFEED_EXAMPLES_DIR=${SOURCE_DIR}/examples"
+    "-DWITH_CUDA=${CUDA}")
   _run_step("build ${name}" "${CMAKE_COMMAND}" --build "${_build}" ${_config_args})
   foreach(_program IN LISTS ARGN)
     set(_exe "${_build}/${_program}")
@@ -124,3 +168,8 @@ function(_check_consumer name)
 endfunction()
 _check_consumer(consumer consumer custom_source)
 _check_consumer(trainer_consumer trainer_consumer)
+if(CUDA)
+  _check_consumer(cuda_consumer cuda_feed_consumer cuda_consumer)
+else()
+  _check_consumer(cuda_consumer cuda_feed_consumer)
+endif()

@@ -3,7 +3,9 @@
 // The conversion of a batch of uint8 NHWC images (the loader's output) into a consumer's
 // OutputFormat (tilefeed/loader/output_format.h): element type, per-channel mean/std and
 // layout. Two implementations of the one contract, which agree bit for bit:
-//   ConvertOnHost   plain C++, always built: the reference (tests, and hosts without a GPU);
+//   ConvertOnHost   the loader's host conversion (loader::OutputConverter,
+//                   tilefeed/loader/output_convert.h), the one host implementation: the
+//                   reference for the kernel's tests, and for hosts without a GPU;
 //   ConvertOnDevice a CUDA kernel, in tilefeed::cuda (built only where CMake finds CUDA).
 // Each computes, in float32 with every operation rounded to nearest and nothing fused,
 //   v = (x / 255.0f - mean[c]) / std[c]
@@ -37,16 +39,13 @@ struct BatchShape {
 std::size_t ConvertedBytes(const BatchShape& shape, const loader::OutputFormat& format);
 
 // Throws std::invalid_argument naming what is wrong with `format`: a std that is not > 0 and
-// finite, a mean that is not finite, or kUint8 with a mean other than 0 or std other than 1.
+// finite, a mean that is not finite, or kUint8 with a mean other than 0 or std other than 1
+// (loader::OutputConverter's check and message).
 void CheckFormat(const loader::OutputFormat& format);
 
 // Converts `src` (shape.elements() bytes, NHWC) into `dst` (ConvertedBytes() bytes, laid
 // out and typed per `format`). REQUIRES: the spans have those sizes; CheckFormat(format).
 void ConvertOnHost(std::span<const std::uint8_t> src, const BatchShape& shape,
                    const loader::OutputFormat& format, std::span<std::byte> dst);
-
-// Rounds a float32 to the nearest-even float16 / bfloat16 bit pattern (NaN stays NaN).
-std::uint16_t ToFloat16(float value);
-std::uint16_t ToBFloat16(float value);
 
 }  // namespace tilefeed::cuda
