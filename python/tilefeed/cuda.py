@@ -49,8 +49,11 @@ import collections
 
 from . import _tilefeed
 # One definition of the output options for both devices: the CPU Loader's (tilefeed).
-from . import IMAGENET_MEAN, IMAGENET_STD  # noqa: F401  (tilefeed.cuda.IMAGENET_MEAN, as documented)
+# IMAGENET_MEAN/STD stay importable from here too (tilefeed.cuda.IMAGENET_MEAN).
+from . import IMAGENET_MEAN, IMAGENET_STD
 from . import _image_shape, _numeric, _output_options
+
+__all__ = ["CudaBatch", "CudaLoader", "IMAGENET_MEAN", "IMAGENET_STD"]
 
 
 def _torch():
