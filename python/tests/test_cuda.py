@@ -47,18 +47,41 @@ def test_device_cpu_or_none_is_the_cpu_loader(folder):
 
 @pytest.mark.parametrize("bad, error, words", [
     (dict(dtype="int7"), ValueError, "dtype"),
-    (dict(mean=(0.5, 0.5)), TypeError, "mean"),
+    (dict(mean=(0.5, 0.5)), ValueError, "mean"),
     (dict(std=(0.2, 0.0, 0.2)), ValueError, "std"),
     (dict(std=(0.2, float("nan"), 0.2)), ValueError, "std"),
     (dict(dtype="uint8", mean=(0.5, 0.5, 0.5)), ValueError, "uint8"),
     (dict(layout="chw"), ValueError, "layout"),
     (dict(copy=True), ValueError, "copy"),
+    (dict(image_size=(32,)), TypeError, "image_size"),
+    (dict(image_size=(32, 8)), ValueError, "image_size"),
+    (dict(image_size=32.0), TypeError, "image_size"),
 ])
 def test_bad_gpu_options_are_one_line_errors(folder, bad, error, words):
+    # Checked before CUDA is looked for: the same errors with or without a GPU.
     with pytest.raises(error) as raised:
-        tilefeed.Loader(folder, device="cuda", **bad, **OPTIONS)
+        tilefeed.Loader(folder, device="cuda", **{**OPTIONS, **bad})
     message = str(raised.value)
     assert words in message and "\n" not in message
+
+
+def test_gpu_options_mean_what_the_cpu_loaders_mean():
+    # One definition (tilefeed's): the constants are the same objects, and dtype, mean, std,
+    # layout and image_size parse as on the CPU. Runs without a GPU.
+    assert tilefeed.cuda.IMAGENET_MEAN is tilefeed.IMAGENET_MEAN
+    assert tilefeed.cuda.IMAGENET_STD is tilefeed.IMAGENET_STD
+    check = tilefeed.cuda._check_format
+    assert check(torch.bfloat16, None, None, "NCHW") == ("bfloat16", (0.0,) * 3, (1.0,) * 3,
+                                                         "nchw")
+    assert check(np.float16, 0.5, 0.25, "nhwc") == ("float16", (0.5,) * 3, (0.25,) * 3, "nhwc")
+    assert check("float32", tilefeed.IMAGENET_MEAN, tilefeed.IMAGENET_STD, "nchw")[1:3] == (
+        tilefeed.IMAGENET_MEAN, tilefeed.IMAGENET_STD)
+    geometry = tilefeed.cuda._slot_geometry
+    depth = _tilefeed._default_options()["prefetch_depth"]
+    assert geometry(dict(batch_size=4, image_size=(24, 40))) == (4, 24, 40, depth)
+    assert geometry(dict(batch_size=4, image_size=[40, 24], prefetch_depth=2)) == (4, 40, 24, 2)
+    assert geometry(dict(image_size=32)) == (
+        _tilefeed._default_options()["batch_size"], 32, 32, depth)
 
 
 @pytest.mark.skipif(_gpu_reason() is None, reason="a usable GPU is here")
@@ -139,6 +162,25 @@ def test_gpu_batches_equal_the_host_formula_bit_for_bit(folder, dtype, layout):
         assert np.array_equal(_device_bits(got.images),
                               _reference_bits(want.images, dtype, layout, mean, std))
         assert got.labels.cpu().tolist() == want.labels.tolist()
+        count += 1
+    assert count == 4
+    gpu.stop()
+
+
+@needs_gpu
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+def test_gpu_rectangular_batches_equal_the_host_formula(folder, layout):
+    options = dict(OPTIONS, image_size=(24, 40))  # (height, width)
+    mean, std = tilefeed.IMAGENET_MEAN, tilefeed.IMAGENET_STD
+    cpu = tilefeed.Loader(folder, copy=True, **options)
+    gpu = tilefeed.Loader(folder, device="cuda", dtype="float32", layout=layout, mean=mean,
+                          std=std, **options)
+    count = 0
+    for want, got in zip(cpu, gpu):
+        assert want.images.shape == (4, 24, 40, 3)
+        assert tuple(got.images.shape) == ((4, 3, 24, 40) if layout == "nchw" else (4, 24, 40, 3))
+        assert np.array_equal(_device_bits(got.images),
+                              _reference_bits(want.images, "float32", layout, mean, std))
         count += 1
     assert count == 4
     gpu.stop()

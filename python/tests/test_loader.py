@@ -10,6 +10,7 @@ import pickle
 import signal
 import struct
 import subprocess
+import sys
 import threading
 import time
 
@@ -366,24 +367,48 @@ def test_ctrl_c_interrupts_a_blocked_wait(tmp_path):
 
 
 def test_interrupted_request_loses_no_batch(tmp_path):
-    # The third batch holds four bad files whose reports sleep, so it is still being decoded when
-    # SIGINT arrives; the interrupted request's batch is what the next request returns.
+    # The third batch holds four bad files. The first report blocks until the consumer is
+    # inside the C++ wait for that batch, sends SIGINT from there, and goes on blocking until
+    # the consumer has the KeyboardInterrupt: the batch is unfinished when the request is
+    # interrupted, whatever the load. Then the batch is let finish and is ready in the loader
+    # before the next request, which must return it (not skip it).
     root = write_folder(tmp_path / "mixed", classes=1, per_class=8)
     for i in range(4):
         (root / "class0" / f"zz{i}.jpg").write_bytes(b"not a jpeg")
     options = dict(batch_size=4, image_size=16, workers=1, shuffle=False)
     expected = [b.sample_indices.tolist() for b in tilefeed.Loader(root, **options)]
-    loader = tilefeed.Loader(root, on_bad_sample=lambda _: time.sleep(0.3), **options)
+    waiting, interrupted = threading.Event(), threading.Event()
+    reports = []
+
+    def report(_):
+        reports.append(_)
+        if len(reports) == 1:
+            assert waiting.wait(120), "the consumer never asked for the third batch"
+            os.kill(os.getpid(), signal.SIGINT)
+            assert interrupted.wait(120), "SIGINT did not end the consumer's wait"
+
+    loader = tilefeed.Loader(root, on_bad_sample=report, **options)
     it = iter(loader)
     got = [next(it).sample_indices.tolist(), next(it).sample_indices.tolist()]
-    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
+
+    def on_call(_frame, event, function):
+        # Called in this thread just before a C function runs: here the core's C++ next()
+        # (pybind11's function object, named "next"; not the builtin next()).
+        if event == "c_call" and function.__name__ == "next" and function is not next:
+            waiting.set()
+
+    sys.setprofile(on_call)
     try:
         with pytest.raises(KeyboardInterrupt):
             next(it)
     finally:
-        timer.cancel()
-    time.sleep(2.0)  # the third batch may now be ready in the loader; the consumer has not had it
+        sys.setprofile(None)
+        interrupted.set()
+    # Wait for the event itself: all 12 samples (4 substitutes included) are in slots.
+    deadline = time.monotonic() + 120
+    while loader.metrics()["images"] < 12:
+        assert time.monotonic() < deadline, "the third batch was never finished"
+        time.sleep(0.01)
     assert loader.state_dict()["position"] == 8
     got.extend(b.sample_indices.tolist() for b in it)
     assert got == expected and len(got) == 3

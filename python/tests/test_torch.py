@@ -61,6 +61,34 @@ def test_iterable_dataset_gives_each_batch_once(folder, workers):
         assert labels.tolist() == [i // 8 for i in indices.tolist()]
 
 
+class _WorkerLengths(tilefeed.IterableDataset):
+    """Each batch as (the DataLoader worker's id, len(dataset) in that worker)."""
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        length = len(self)
+        for _ in super().__iter__():
+            yield (info.id if info else -1), length
+
+
+@pytest.mark.parametrize("samples, workers", [(24, 0), (24, 2), (22, 2)])
+def test_iterable_dataset_len_counts_each_workers_batches(tmp_path, samples, workers):
+    root = write_folder(tmp_path / "data", samples=samples, classes=2)
+    dataset = _WorkerLengths(root, **OPTIONS)
+    if workers == 0:  # the main process: its whole shard, as Loader's len()
+        assert len(dataset) == len(tilefeed.Loader(root, **OPTIONS)) == -(-samples // 4)
+    data = DataLoader(dataset, batch_size=None, num_workers=workers,
+                      multiprocessing_context="fork" if workers else None)
+    yielded = {}
+    lengths = {}
+    for worker, length in data:
+        yielded[worker] = yielded.get(worker, 0) + 1
+        lengths.setdefault(worker, set()).add(int(length))
+    assert len(yielded) == max(workers, 1)
+    for worker, count in yielded.items():
+        assert lengths[worker] == {count}, (worker, lengths, yielded)  # len() = what it yields
+
+
 def test_iterable_dataset_epochs_follow_set_epoch(folder):
     dataset = tilefeed.IterableDataset(folder, with_indices=True, **dict(OPTIONS, epochs=None))
     orders = []

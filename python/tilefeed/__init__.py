@@ -363,7 +363,7 @@ class Loader:
         # The C++ LoaderOptions say "no limit" with epochs 0.
         options = dict(self._options, epochs=int(self._options["epochs"] or 0))
         if isinstance(options["image_size"], (tuple, list)):  # (height, width)
-            height, width = (int(side) for side in options["image_size"])
+            height, width = _image_shape(options["image_size"])
             options.update(image_size=max(height, width), image_height=height, image_width=width)
         if self._samples is not None:
             return _tilefeed._Core.from_list(self._samples, self._sample_classes,
@@ -767,24 +767,42 @@ def _range_text(low, high):
     return f"in [{low}, {high}]"
 
 
+def _numeric(name, value):
+    """The numeric option `name` (_NUMERIC) checked: ValueError/TypeError naming it."""
+    kind, low, high = _NUMERIC[name]
+    checked = _number(name, value, kind)
+    if not low <= checked <= high:
+        raise ValueError(f"tilefeed.Loader: {name} must be {_range_text(low, high)}, "
+                         f"got {value!r}")
+    return checked
+
+
+def _image_shape(image_size):
+    """(height, width) of image_size: an int (a square) or a pair (height, width), checked;
+    ValueError/TypeError naming a bad one. The CPU Loader and tilefeed.cuda both use this."""
+    if not isinstance(image_size, (tuple, list)):
+        side = _numeric("image_size", image_size)
+        return side, side
+    if len(image_size) != 2:
+        raise TypeError(f"tilefeed.Loader: image_size must be an int or (height, width), "
+                        f"got {image_size!r}")
+    _, low, high = _NUMERIC["image_size"]
+    shape = tuple(_number("image_size", side, int) for side in image_size)
+    if not all(low <= side <= high for side in shape):
+        raise ValueError(f"tilefeed.Loader: image_size sides must be "
+                         f"{_range_text(low, high)}, got {image_size!r}")
+    return shape
+
+
 def _check_options(options):
     """Raises ValueError/TypeError naming the first bad numeric option and its value."""
-    for name, (kind, low, high) in _NUMERIC.items():
+    for name in _NUMERIC:
         if name == "epochs" and options[name] is None:
             continue  # no limit: iterate epochs until stop()
-        if name == "image_size" and isinstance(options[name], (tuple, list)):
-            if len(options[name]) != 2:
-                raise TypeError(f"tilefeed.Loader: image_size must be an int or (height, width), "
-                                f"got {options[name]!r}")
-            for side in options[name]:
-                if not low <= _number(name, side, int) <= high:
-                    raise ValueError(f"tilefeed.Loader: image_size sides must be "
-                                     f"{_range_text(low, high)}, got {options[name]!r}")
+        if name == "image_size":
+            _image_shape(options[name])
             continue
-        value = _number(name, options[name], kind)
-        if not low <= value <= high:
-            raise ValueError(f"tilefeed.Loader: {name} must be {_range_text(low, high)}, "
-                             f"got {options[name]!r}")
+        _numeric(name, options[name])
     for name in ("crop_scale", "crop_ratio"):
         pair = options[name]
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
@@ -854,8 +872,8 @@ def _output_options(dtype, mean, std, layout):
         raise ValueError(f"tilefeed.Loader: layout={layout!r}; expected \"NHWC\" or \"NCHW\"")
     out["layout"] = layout.lower()
     if out["dtype"] == "uint8" and (out["mean"] != (0.0,) * 3 or out["std"] != (1.0,) * 3):
-        raise ValueError("tilefeed.Loader: mean and std normalise float output: pass "
-                         "dtype='float32' (or float16, bfloat16) with them")
+        raise ValueError("tilefeed.Loader: dtype='uint8' takes no mean/std (they normalise "
+                         "float output): pass dtype='float32' (or float16, bfloat16) with them")
     return out
 
 

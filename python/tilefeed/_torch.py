@@ -89,6 +89,17 @@ class IterableDataset(torch.utils.data.IterableDataset):
             self._loader = loader
         return loader
 
+    def __len__(self):
+        """Batches that one iteration of this process yields per epoch: in a DataLoader
+        worker, that worker's share of the epoch (its shard's batches); in the main process
+        (num_workers=0), this process's whole shard's, which is what len(DataLoader) reports.
+        With W DataLoader workers the DataLoader yields the sum of the W workers' lens, which
+        can exceed that by the padding of the smaller shards (remainder="pad"). It is
+        Loader's len() for that shard: the first call makes the Loader that iteration then
+        uses (it lists the data and starts decoding)."""
+        shard, in_worker = self._shard()
+        return len(self._make_loader(shard, in_worker))
+
     def __iter__(self):
         shard, in_worker = self._shard()
         loader = self._make_loader(shard, in_worker)

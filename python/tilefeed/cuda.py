@@ -31,10 +31,14 @@ usual for any other stream.
 
 Options, besides the CPU Loader's (copy=True does not apply):
   device   "cuda", "cuda:N" or a torch.device
-  dtype    "float32" (default), "float16", "bfloat16", "uint8", or the torch dtypes
-  mean,std 3 numbers each, in [0, 1] units as torchvision.transforms.Normalize takes them;
-           default 0 and 1 (no normalisation); uint8 takes none
+  dtype    "float32" (default here), "float16", "bfloat16", "uint8", or the torch/numpy dtypes
+  mean,std 3 numbers each (or one for all three), in [0, 1] units as
+           torchvision.transforms.Normalize takes them; default 0 and 1 (no normalisation);
+           uint8 takes none
   layout   "nchw" (default here; what torchvision models take) or "nhwc"
+dtype, mean, std, layout and image_size (an int for squares, or (height, width)) are checked
+and mean exactly what they mean for the CPU Loader (one definition, in tilefeed); only the
+defaults of dtype and layout differ. IMAGENET_MEAN and IMAGENET_STD are tilefeed's.
   timing   True: each batch carries .copy_events, CUDA events around its host-to-device copy
 
 Without CUDA (no GPU, a CPU-only torch, or a tilefeed built without its CUDA component)
@@ -42,16 +46,14 @@ making a CudaLoader raises RuntimeError with one line saying which.
 """
 
 import collections
-import math
-import numbers
 
 from . import _tilefeed
+# One definition of the output options for both devices: the CPU Loader's (tilefeed).
+# IMAGENET_MEAN/STD stay importable from here too (tilefeed.cuda.IMAGENET_MEAN).
+from . import IMAGENET_MEAN, IMAGENET_STD
+from . import _image_shape, _numeric, _output_options
 
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
-
-_DTYPES = {"float32": "float32", "float": "float32", "float16": "float16", "half": "float16",
-           "bfloat16": "bfloat16", "uint8": "uint8"}
+__all__ = ["CudaBatch", "CudaLoader", "IMAGENET_MEAN", "IMAGENET_STD"]
 
 
 def _torch():
@@ -84,34 +86,23 @@ def _check_cuda(torch, device):
 
 
 def _check_format(dtype, mean, std, layout):
-    """(dtype name, torch dtype name, mean, std, layout) or ValueError/TypeError."""
-    if not isinstance(dtype, str):
-        dtype = str(dtype).replace("torch.", "")  # torch.bfloat16 -> "bfloat16"
-    if dtype not in _DTYPES:
-        raise ValueError(f"tilefeed.Loader: dtype must be float32, float16, bfloat16 or "
-                         f"uint8, got {dtype!r}")
-    dtype = _DTYPES[dtype]
-    triples = []
-    for what, value, default in (("mean", mean, 0.0), ("std", std, 1.0)):
-        if value is None:
-            value = (default,) * 3
-        if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) != 3:
-            raise TypeError(f"tilefeed.Loader: {what} must be 3 numbers (one per channel), "
-                            f"got {value!r}")
-        for v in value:
-            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
-                raise ValueError(f"tilefeed.Loader: {what} must be 3 finite numbers, "
-                                 f"got {tuple(value)!r}")
-        triples.append(tuple(float(v) for v in value))
-    mean, std = triples
-    if min(std) <= 0:
-        raise ValueError(f"tilefeed.Loader: std must be > 0 per channel, got {std!r}")
-    if dtype == "uint8" and (mean != (0.0,) * 3 or std != (1.0,) * 3):
-        raise ValueError("tilefeed.Loader: dtype='uint8' takes no mean/std; pick float32, "
-                         "float16 or bfloat16 to normalise")
-    if not isinstance(layout, str) or layout.lower() not in ("nchw", "nhwc"):
-        raise ValueError(f"tilefeed.Loader: layout must be 'nchw' or 'nhwc', got {layout!r}")
-    return dtype, mean, std, layout.lower()
+    """(dtype name, mean, std, layout) as the CPU Loader checks them (tilefeed's
+    _output_options), or ValueError/TypeError naming the bad one."""
+    defaults = _tilefeed._default_options()
+    out = _output_options(dtype, defaults["mean"] if mean is None else mean,
+                          defaults["std"] if std is None else std, layout)
+    return out["dtype"], out["mean"], out["std"], out["layout"]
+
+
+def _slot_geometry(options):
+    """(batch_size, height, width, prefetch_depth) of the Loader options in `options` (the
+    defaults for those left out), checked as the CPU Loader checks them: image_size is an
+    int (a square) or (height, width)."""
+    defaults = _tilefeed._default_options()
+    samples = _numeric("batch_size", options.get("batch_size", defaults["batch_size"]))
+    height, width = _image_shape(options.get("image_size", defaults["image_size"]))
+    depth = _numeric("prefetch_depth", options.get("prefetch_depth", defaults["prefetch_depth"]))
+    return samples, height, width, depth
 
 
 class CudaBatch:
@@ -172,20 +163,17 @@ class CudaLoader:
                              "CUDA tensors are never views of loader memory")
         self._dtype, self._mean, self._std, self._layout = _check_format(dtype, mean, std,
                                                                          layout)
+        samples, height, width, depth = _slot_geometry(options)
         self._device = _check_cuda(torch, device)
         self._torch = torch
-        defaults = _tilefeed._default_options()
-        samples = int(options.get("batch_size", defaults["batch_size"]))
-        size = int(options.get("image_size", defaults["image_size"]))
-        depth = int(options.get("prefetch_depth", defaults["prefetch_depth"]))
-        self._slots = _PinnedSlots(torch, depth, samples, size * size * 3)
+        self._slots = _PinnedSlots(torch, depth, samples, height * width * 3)
         options["layout"] = "nhwc"  # the kernel does the layout
         self._loader = Loader(data, _slot_memory=self._slots, **options)
         self._depth = depth
         self._timing = bool(timing)
         with torch.cuda.device(self._device):
             self._stream = torch.cuda.Stream(self._device)
-            self._raw = [torch.empty(samples * size * size * 3, dtype=torch.uint8,
+            self._raw = [torch.empty(samples * height * width * 3, dtype=torch.uint8,
                                      device=self._device) for _ in range(depth)]
             self._raw_labels = [torch.empty(samples, dtype=torch.int32, device=self._device)
                                 for _ in range(depth)]
