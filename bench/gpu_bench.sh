@@ -32,8 +32,8 @@ for f in "$D"/deps/*; do
 done
 ls "$B/deps"
 LINK_DEPS=()
-for so in libjpeg.so.62 libturbojpeg.so.0 liblz4.so.1 libspng.so.0 libtbb.so.12 libxxhash.so.0 \
-          libcurl.so.4; do
+for so in libjpeg.so.62 libturbojpeg.so.0 liblz4.so.1 libzstd.so.1 libspng.so.0 libz.so.1 \
+          libtbb.so.12 libxxhash.so.0 libcurl.so.4 libcrypto.so.3; do
   LINK_DEPS+=("$D/deps/$so")
 done
 RPATH="-Wl,--disable-new-dtags,-rpath,$B/deps"
@@ -53,12 +53,14 @@ TILEFEED_LIBS=(-L"$D/lib" -ltilefeed_launch -ltilefeed_cuda_feed -ltilefeed_load
 # 3. The Python module for this machine's python, with its pybind11 (staged headers second),
 #    and the C++ GPU tests (skipped, with the reason, where no GPU is usable); compiled in
 #    parallel.
+VERSION=$(sed -n 's/^project(tilefeed VERSION \([0-9.]*\).*/\1/p' "$S/CMakeLists.txt")
 EXT=$("$PY" -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
 PYINC=$("$PY" -c "import sysconfig; print(sysconfig.get_paths()['include'])")
 PBINC=$("$PY" -c 'import pybind11; print(pybind11.get_include())')
 [ -n "$PBINC" ] || PBINC=$D/include
 compile() {  # compile SOURCE OBJECT PYBIND11_INCLUDE
-  g++ -std=c++20 -O2 -fPIC -fvisibility=hidden -DTILEFEED_HAVE_CUDA=1 -I"$S" -I"$PYINC" \
+  g++ -std=c++20 -O2 -fPIC -fvisibility=hidden -DTILEFEED_HAVE_CUDA=1 \
+    -DTILEFEED_VERSION="\"$VERSION\"" -I"$S" -I"$PYINC" \
     -I"$3" -c "$1" -o "$2" || { [ "$3" != "$D/include" ] && compile "$1" "$2" "$D/include"; }
 }
 compile "$S/python/tilefeed_module.cc" "$B/module.o" "$PBINC" &
