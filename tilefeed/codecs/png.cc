@@ -157,8 +157,12 @@ struct PngDecoder::Impl {
   // Makes a context over `png` and reads its header; enforces the limits.
   Context Open(std::span<const std::byte> png, ImageInfo& info) const {
     if (HasDamagedPngSignature(png)) {
-      throw DecodeError(DecodeErrorKind::kCorrupt,
-                        std::string("corrupt PNG: ") + SniffNonJpeg(png));
+      // SniffNonJpeg says nothing (nullptr) for bytes that open like a JPEG, as a signature
+      // whose first two bytes are damaged into FF D8 does.
+      const char* what = SniffNonJpeg(png);
+      throw DecodeError(
+          DecodeErrorKind::kCorrupt,
+          std::string("corrupt PNG: ") + (what != nullptr ? what : "PNG with a damaged signature"));
     }
     if (!IsPng(png)) {
       const char* what = SniffNonJpeg(png);
