@@ -47,6 +47,7 @@ PACKAGES=(
   python3-zmq python3-xxhash libjpeg-turbo-progs
   python3-setuptools python3-pip python3-wheel
   libssl-dev python3-botocore prometheus python3-jsonschema valgrind zlib1g-dev
+  python3-psutil
 )
 
 log() { printf '\n== %s\n' "$*" >&2; }
