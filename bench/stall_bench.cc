@@ -91,9 +91,9 @@
 #include <vector>
 
 #include "bench/median.h"
+#include "metrics/cli.h"
 #include "tilefeed/loader/dataset.h"
 #include "tilefeed/loader/loader.h"
-#include "tilefeed/metrics/cli.h"
 #include "tilefeed/trainer/collectives.h"
 #include "tilefeed/trainer/memory_stream.h"
 #include "tilefeed/trainer/synthetic_core.h"

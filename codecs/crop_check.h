@@ -2,7 +2,7 @@
 
 // The argument check of every codec's crop decode (jpeg.cc, jpeg_coefficients.cc,
 // png.cc), so that all three accept the same crops and say the same when they do not.
-// Internal: not installed. Defined in tilefeed/codecs/image.cc.
+// Internal: not installed. Defined in codecs/image.cc.
 
 #include "tilefeed/codecs/image.h"
 #include "tilefeed/codecs/jpeg.h"

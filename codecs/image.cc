@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "tilefeed/codecs/detail/crop_check.h"
+#include "codecs/crop_check.h"
 #include "tilefeed/codecs/jpeg.h"
 
 namespace tilefeed::codecs {

@@ -1,5 +1,5 @@
 // JPEG decoding over libjpeg-turbo (the transcoder for random access is jpeg_index.cc;
-// the error plumbing both use is tilefeed/codecs/detail/libjpeg_errors.h).
+// the error plumbing both use is codecs/libjpeg_errors.h).
 //
 // libjpeg reports fatal errors by calling error_exit, which must not return. We
 // longjmp back to a setjmp taken in a small "guarded" function whose locals, and those
@@ -28,9 +28,9 @@
 // jpeglib.h needs size_t and FILE declared first.
 #include <jpeglib.h>
 
-#include "tilefeed/codecs/detail/crop_check.h"
-#include "tilefeed/codecs/detail/libjpeg_errors.h"
-#include "tilefeed/codecs/detail/row_stream.h"
+#include "codecs/crop_check.h"
+#include "codecs/libjpeg_errors.h"
+#include "codecs/row_stream.h"
 #include "tilefeed/codecs/png.h"
 #include "tilefeed/codecs/resize.h"
 

@@ -6,12 +6,12 @@
 // (the same SIMD IDCT, the same fancy upsampling and colour code, the same DCT scaling
 // choices), and it is the fastest there is. The decode builds a small JPEG header for
 // the sub-image that covers the crop (origin on the iMCU grid, as IndexedJpegDecoder's
-// sub-images: see tilefeed/codecs/jpeg_index.cc for why that repeats the whole-file decode's
+// sub-images: see codecs/jpeg_index.cc for why that repeats the whole-file decode's
 // computation), lets libjpeg read it and set up its pipeline, then replaces the
 // coefficient controller (cinfo->coef, libjpeg's internal jpegint.h interface) with one
 // that serves each iMCU row from the stored bands. No entropy decoder ever runs.
 //
-// libjpeg errors follow jpeg.cc's rule (tilefeed/codecs/detail/libjpeg_errors.h): error_exit
+// libjpeg errors follow jpeg.cc's rule (codecs/libjpeg_errors.h): error_exit
 // longjmps to a setjmp in a small guarded function with trivially destructible frames.
 // Our controller's callback runs inside libjpeg and cannot report errors, so every band
 // it reads is decompressed and checked before libjpeg starts (Prepare), and the unpack
@@ -45,9 +45,9 @@
 #include <jpegint.h>
 // clang-format on
 
-#include "tilefeed/codecs/detail/crop_check.h"
-#include "tilefeed/codecs/detail/libjpeg_errors.h"
-#include "tilefeed/codecs/detail/row_stream.h"
+#include "codecs/crop_check.h"
+#include "codecs/libjpeg_errors.h"
+#include "codecs/row_stream.h"
 #include "tilefeed/codecs/resize.h"
 
 namespace tilefeed::codecs {

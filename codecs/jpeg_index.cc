@@ -30,7 +30,7 @@
 // jpeglib.h needs size_t and FILE declared first.
 #include <jpeglib.h>
 
-#include "tilefeed/codecs/detail/libjpeg_errors.h"
+#include "codecs/libjpeg_errors.h"
 
 namespace tilefeed::codecs {
 namespace {
@@ -38,7 +38,7 @@ namespace {
 constexpr std::uint8_t kIndexMagic[4] = {'T', 'F', 'J', 'I'};
 constexpr std::uint8_t kIndexVersion = 1;
 
-// --- libjpeg error handling: tilefeed/codecs/detail/libjpeg_errors.h. A transcoded file must carry
+// --- libjpeg error handling: codecs/libjpeg_errors.h. A transcoded file must carry
 // exactly the input's coefficients, so unlike decoding there is no "accept" policy: every
 // corrupt-data warning stops the transcode (stop_on_damage is always set).
 

@@ -1,4 +1,4 @@
-#include "tilefeed/codecs/detail/libjpeg_errors.h"
+#include "codecs/libjpeg_errors.h"
 
 // clang-format off
 #include <jerror.h>  // after jpeglib.h: it needs its configuration macros

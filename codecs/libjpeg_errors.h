@@ -1,7 +1,7 @@
 #pragma once
 
-// libjpeg's error and progress plumbing, shared by tilefeed/codecs/jpeg.cc (decoding) and
-// tilefeed/codecs/jpeg_index.cc (transcoding). Internal: not installed.
+// libjpeg's error and progress plumbing, shared by codecs/jpeg.cc (decoding) and
+// codecs/jpeg_index.cc (transcoding). Internal: not installed.
 //
 // libjpeg reports a fatal error by calling error_exit, which must not return. These
 // handlers record the failure and longjmp to LibjpegErrors::jump, taken by a setjmp in a

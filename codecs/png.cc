@@ -19,8 +19,8 @@
 #include <utility>
 #include <vector>
 
-#include "tilefeed/codecs/detail/crop_check.h"
-#include "tilefeed/codecs/detail/row_stream.h"
+#include "codecs/crop_check.h"
+#include "codecs/row_stream.h"
 #include "tilefeed/codecs/resize.h"
 
 namespace tilefeed::codecs {

@@ -1,4 +1,4 @@
-#include "tilefeed/codecs/detail/row_stream.h"
+#include "codecs/row_stream.h"
 
 #include <algorithm>
 #include <chrono>

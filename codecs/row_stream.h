@@ -1,7 +1,7 @@
 #pragma once
 
 // Streams a decoder's rows through Resizer's row-at-a-time resize, shared by the JPEG
-// (tilefeed/codecs/jpeg.cc) and PNG (tilefeed/codecs/png.cc) decoders. Internal: not installed.
+// (codecs/jpeg.cc) and PNG (codecs/png.cc) decoders. Internal: not installed.
 //
 // A decoder hands out source rows one after another. They go into a ring of a few rows;
 // as soon as the rows an output row needs are in the ring, that output row is resized,

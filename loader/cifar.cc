@@ -11,7 +11,7 @@
 #include <optional>
 #include <utility>
 
-#include "tilefeed/loader/detail/file_io.h"
+#include "loader/file_io.h"
 
 namespace tilefeed::loader {
 

@@ -1,7 +1,7 @@
 #pragma once
 
 // File-descriptor helpers shared by the built-in sources. Internal: not installed, and
-// never included from a public header. Defined in tilefeed/loader/source.cc.
+// never included from a public header. Defined in loader/source.cc.
 
 #include <sys/types.h>
 

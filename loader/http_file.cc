@@ -45,10 +45,10 @@
 #include <thread>
 #include <vector>
 
-#include "tilefeed/loader/detail/file_io.h"
-#include "tilefeed/loader/detail/range_file.h"
-#include "tilefeed/loader/detail/shard_format.h"
-#include "tilefeed/loader/detail/sigv4.h"
+#include "loader/file_io.h"
+#include "loader/range_file.h"
+#include "loader/shard_format.h"
+#include "loader/sigv4.h"
 #include "tilefeed/loader/source.h"
 
 namespace tilefeed::loader::detail {

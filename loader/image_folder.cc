@@ -20,8 +20,8 @@
 #include <string_view>
 #include <utility>
 
-#include "tilefeed/loader/detail/file_io.h"
-#include "tilefeed/loader/detail/shard_format.h"
+#include "loader/file_io.h"
+#include "loader/shard_format.h"
 
 // Indexing reads each directory once with readdir and trusts d_type, which every local
 // Linux file system fills in; only DT_UNKNOWN (some network and FUSE file systems) and

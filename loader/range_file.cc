@@ -1,4 +1,4 @@
-#include "tilefeed/loader/detail/range_file.h"
+#include "loader/range_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -7,7 +7,7 @@
 #include <atomic>
 #include <cerrno>
 
-#include "tilefeed/loader/detail/file_io.h"
+#include "loader/file_io.h"
 #include "tilefeed/loader/source.h"
 
 namespace tilefeed::loader {

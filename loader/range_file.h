@@ -1,7 +1,7 @@
 #pragma once
 
 // A byte-range reader: one file of a dataset, local (pread) or remote (HTTP range
-// requests, tilefeed/loader/detail/http_file.cc), so that shard and tar parsing is written once.
+// requests, loader/http_file.cc), so that shard and tar parsing is written once.
 // Internal: not installed, never included from a public header.
 //
 // Thread safety: immutable after open; ReadV may be called concurrently.

@@ -1,4 +1,4 @@
-#include "tilefeed/loader/detail/shard_format.h"
+#include "loader/shard_format.h"
 
 // For XXH3_state_t on the stack: the streaming checksum then allocates nothing.
 #define XXH_STATIC_LINKING_ONLY

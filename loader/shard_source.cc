@@ -16,16 +16,16 @@
 #include <span>
 #include <utility>
 
+#include "loader/file_io.h"
+#include "loader/merged_reads.h"
+#include "loader/range_file.h"
+#include "loader/shard_format.h"
 #include "tilefeed/codecs/image.h"
 #include "tilefeed/codecs/jpeg.h"
 #include "tilefeed/codecs/jpeg_coefficients.h"
 #include "tilefeed/codecs/jpeg_index.h"
 #include "tilefeed/codecs/png.h"
 #include "tilefeed/codecs/raw.h"
-#include "tilefeed/loader/detail/file_io.h"
-#include "tilefeed/loader/detail/merged_reads.h"
-#include "tilefeed/loader/detail/range_file.h"
-#include "tilefeed/loader/detail/shard_format.h"
 
 namespace tilefeed::loader {
 namespace {

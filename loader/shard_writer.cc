@@ -17,12 +17,12 @@
 #include <thread>
 #include <utility>
 
+#include "loader/file_io.h"
+#include "loader/shard_format.h"
 #include "tilefeed/codecs/jpeg.h"
 #include "tilefeed/codecs/jpeg_index.h"
 #include "tilefeed/codecs/png.h"
 #include "tilefeed/codecs/raw.h"
-#include "tilefeed/loader/detail/file_io.h"
-#include "tilefeed/loader/detail/shard_format.h"
 
 namespace tilefeed::loader {
 namespace {

@@ -2,7 +2,7 @@
 // for the Authorization Header" (canonical request -> string to sign -> signature with a key
 // derived from the secret, date, region and service). All calls into OpenSSL are here.
 
-#include "tilefeed/loader/detail/sigv4.h"
+#include "loader/sigv4.h"
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>

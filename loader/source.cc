@@ -8,7 +8,7 @@
 #include <cstring>
 #include <utility>
 
-#include "tilefeed/loader/detail/file_io.h"
+#include "loader/file_io.h"
 
 namespace tilefeed::loader {
 

@@ -17,11 +17,11 @@
 #include <utility>
 #include <vector>
 
-#include "tilefeed/loader/detail/file_io.h"
-#include "tilefeed/loader/detail/merged_reads.h"
-#include "tilefeed/loader/detail/range_file.h"
-#include "tilefeed/loader/detail/shard_format.h"
-#include "tilefeed/loader/detail/tar_format.h"
+#include "loader/file_io.h"
+#include "loader/merged_reads.h"
+#include "loader/range_file.h"
+#include "loader/shard_format.h"
+#include "loader/tar_format.h"
 
 namespace tilefeed::loader {
 namespace {

@@ -1,4 +1,4 @@
-#include "tilefeed/loader/detail/tar_format.h"
+#include "loader/tar_format.h"
 
 #include <algorithm>
 #include <string_view>

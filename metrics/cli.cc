@@ -1,4 +1,4 @@
-#include "tilefeed/metrics/cli.h"
+#include "metrics/cli.h"
 
 namespace tilefeed::metrics {
 namespace {

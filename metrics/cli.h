@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "tilefeed/metrics/metrics.h"
-#include "tilefeed/metrics/prometheus.h"
+#include "metrics/metrics.h"
+#include "metrics/prometheus.h"
 
 namespace tilefeed::metrics {
 

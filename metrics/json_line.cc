@@ -1,4 +1,4 @@
-#include "tilefeed/metrics/detail/json_line.h"
+#include "metrics/json_line.h"
 
 #include <cmath>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "tilefeed/metrics/metrics.h"
+#include "metrics/metrics.h"
 
 #include <sched.h>
 #include <sys/resource.h>
@@ -15,7 +15,7 @@
 #include <stop_token>
 #include <thread>
 
-#include "tilefeed/metrics/detail/json_line.h"
+#include "metrics/json_line.h"
 
 #ifndef TILEFEED_VERSION
 #define TILEFEED_VERSION "unknown"

@@ -5,7 +5,7 @@
 // the request head (at most 8 KiB, 5 s), answers with Connection: close, and goes back to
 // accept. Prometheus-cpp's TextSerializer writes the body.
 
-#include "tilefeed/metrics/prometheus.h"
+#include "metrics/prometheus.h"
 
 #include <netdb.h>
 #include <netinet/in.h>

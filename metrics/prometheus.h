@@ -16,7 +16,7 @@
 #include <memory>
 #include <string>
 
-#include "tilefeed/metrics/metrics.h"
+#include "metrics/metrics.h"
 
 namespace tilefeed::metrics {
 

@@ -23,9 +23,9 @@
 #include <string>
 #include <thread>
 
+#include "metrics/cli.h"
 #include "tilefeed/loader/dataset.h"
 #include "tilefeed/loader/shard_writer.h"
-#include "tilefeed/metrics/cli.h"
 #include "tools/remote_flags.h"
 
 namespace {

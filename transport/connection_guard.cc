@@ -1,4 +1,4 @@
-#include "tilefeed/transport/detail/connection_guard.h"
+#include "transport/connection_guard.h"
 
 #include <sys/resource.h>
 #include <sys/socket.h>

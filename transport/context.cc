@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "tilefeed/transport/batch_stream.h"
-#include "tilefeed/transport/detail/zmq_context.h"
+#include "transport/zmq_context.h"
 
 namespace tilefeed::transport {
 

@@ -42,12 +42,12 @@
 
 #include "tilefeed/loader/ring.h"
 #include "tilefeed/transport/curve.h"
-#include "tilefeed/transport/detail/connection_guard.h"
-#include "tilefeed/transport/detail/event_fd.h"
-#include "tilefeed/transport/detail/shm.h"
-#include "tilefeed/transport/detail/socket_util.h"
-#include "tilefeed/transport/detail/zmq_context.h"
 #include "tilefeed/transport/frame.h"
+#include "transport/connection_guard.h"
+#include "transport/event_fd.h"
+#include "transport/shm.h"
+#include "transport/socket_util.h"
+#include "transport/zmq_context.h"
 
 namespace tilefeed::transport {
 namespace {

@@ -1,4 +1,4 @@
-#include "tilefeed/transport/detail/shm.h"
+#include "transport/shm.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -38,7 +38,7 @@ struct SlotLayout {
 // to the handler installed before, or kills as before. Chosen over an fstat check before
 // each read, which a peer can race, and over a sigsetjmp guard around one copy, since the
 // consumer reads the slot in place long after the stream handed it out: every read of the
-// mapping is covered. The stream then fails on lost() (tilefeed/transport/zmq_stream.cc).
+// mapping is covered. The stream then fails on lost() (transport/zmq_stream.cc).
 class ShmSegment {
  public:
   // Creates (O_EXCL, mode 0600), allocates every byte (posix_fallocate: a /dev/shm too

@@ -10,7 +10,7 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "tilefeed/transport/detail/wire.h"
+#include "transport/wire.h"
 
 namespace tilefeed::transport::detail {
 

@@ -26,11 +26,11 @@
 #include <vector>
 
 #include "tilefeed/transport/curve.h"
-#include "tilefeed/transport/detail/event_fd.h"
-#include "tilefeed/transport/detail/shm.h"
-#include "tilefeed/transport/detail/socket_util.h"
-#include "tilefeed/transport/detail/zmq_context.h"
 #include "tilefeed/transport/frame.h"
+#include "transport/event_fd.h"
+#include "transport/shm.h"
+#include "transport/socket_util.h"
+#include "transport/zmq_context.h"
 
 namespace tilefeed::transport {
 namespace {

@@ -16,8 +16,8 @@
 #include "tilefeed/codecs/jpeg_encoder.h"
 #include "tilefeed/codecs/jpeg_index.h"
 #include "tilefeed/codecs/raw.h"
-#include "tilefeed/transport/detail/wire.h"
 #include "tilefeed/transport/session.h"
+#include "transport/wire.h"
 
 int main(int argc, char** argv) {
   namespace codecs = tilefeed::codecs;

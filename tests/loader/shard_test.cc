@@ -1,5 +1,5 @@
 // Tests tilefeed/loader/shard_writer.h, tilefeed/loader/shard_source.h and
-// tilefeed/loader/detail/shard_format.h: packing round trips, corruption detection at open and at
+// loader/shard_format.h: packing round trips, corruption detection at open and at
 // read, determinism, and the loader over shards vs. over the folder they were packed from.
 
 #include <fcntl.h>
@@ -18,12 +18,12 @@
 #include <tuple>
 #include <vector>
 
+#include "loader/shard_format.h"
 #include "tests/support/jpeg_maker.h"
 #include "tests/support/temp_dir.h"
 #include "tilefeed/codecs/jpeg_encoder.h"
 #include "tilefeed/codecs/raw.h"
 #include "tilefeed/loader/cifar.h"
-#include "tilefeed/loader/detail/shard_format.h"
 #include "tilefeed/loader/image_folder.h"
 #include "tilefeed/loader/loader.h"
 #include "tilefeed/loader/shard_source.h"

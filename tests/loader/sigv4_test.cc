@@ -1,9 +1,9 @@
-// Tests tilefeed/loader/detail/sigv4.h: AWS's published S3 example ("Example: GET Object" in
+// Tests loader/sigv4.h: AWS's published S3 example ("Example: GET Object" in
 // "Signature Calculations for the Authorization Header: Transferring Payload in a Single
 // Chunk", AWS S3 API reference), a signature with a session token and an encoded key as
 // botocore 1.29's S3SigV4Auth computes it, SigV4's URI encoding, and where s3:// URLs go.
 
-#include "tilefeed/loader/detail/sigv4.h"
+#include "loader/sigv4.h"
 
 #include <gtest/gtest.h>
 

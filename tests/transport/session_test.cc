@@ -21,12 +21,12 @@
 #include <zmq_addon.hpp>
 
 #include "tests/transport/test_data.h"
-#include "tilefeed/transport/detail/socket_util.h"
-#include "tilefeed/transport/detail/wire.h"
-#include "tilefeed/transport/detail/zmq_context.h"
 #include "tilefeed/transport/frame.h"
 #include "tilefeed/transport/sender.h"
 #include "tilefeed/transport/zmq_stream.h"
+#include "transport/socket_util.h"
+#include "transport/wire.h"
+#include "transport/zmq_context.h"
 
 namespace tilefeed::transport {
 namespace {

@@ -15,9 +15,9 @@
 #include "tests/transport/test_data.h"
 #include "tilefeed/loader/image_folder.h"
 #include "tilefeed/transport/curve.h"
-#include "tilefeed/transport/detail/wire.h"
-#include "tilefeed/transport/detail/zmq_context.h"
 #include "tilefeed/transport/sender.h"
+#include "transport/wire.h"
+#include "transport/zmq_context.h"
 
 namespace tilefeed::transport {
 namespace {

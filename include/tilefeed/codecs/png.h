@@ -12,7 +12,7 @@
 // The crop is planned as for a JPEG, but a PNG has no DCT scaling and no random access:
 // rows are decoded one at a time from the top (the rows above the crop too, as the zlib
 // stream demands) and streamed through the same resize as JPEG rows (see
-// tilefeed/codecs/detail/row_stream.h), and decoding stops after the crop's last row; the
+// codecs/row_stream.h), and decoding stops after the crop's last row; the
 // CRC of every chunk is checked first (the bytes are in memory), so damage below the crop
 // still fails the decode instead of going unseen. At 8/8
 // the result is exactly "full decode, crop, resize". Interlaced (Adam7) files cannot be

@@ -18,7 +18,7 @@
 // local tar "<tar>.tfidx" (when the directory is writable), for a remote one
 // "<cache_dir>/index/<hash of the URL>.tfidx" (when RemoteOptions::cache_dir is set).
 //
-// The reader is tilefeed's own (tilefeed/loader/detail/tar_format.h), not libarchive: the index
+// The reader is tilefeed's own (loader/tar_format.h), not libarchive: the index
 // needs each member's byte offset for pread and merged preadv, which libarchive's read API
 // does not expose (it streams entries, and archive_read_header_position gives only the
 // header's offset for some formats), and the three header forms WebDataset writes are

@@ -54,7 +54,7 @@ class Context {
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
-  struct Impl;  // holds the zmq::context_t; defined in tilefeed/transport/detail/zmq_context.h
+  struct Impl;  // holds the zmq::context_t; defined in transport/zmq_context.h
   Impl& impl() const { return *impl_; }
 
  private:

@@ -65,7 +65,7 @@ namespace tilefeed::transport {
 //   BatchSender sender(context, loader, {.endpoint = "ipc://...", .shared_memory = true});
 //
 // The segment (named /tilefeed-<uid>-<job>-<pid>-<tag>, mode 0600) holds prefetch_depth
-// slots laid out as the trainer expects (tilefeed/transport/detail/shm.h). It is unlinked once a
+// slots laid out as the trainer expects (transport/shm.h). It is unlinked once a
 // trainer has mapped it, or when this object goes; names of killed processes are removed by
 // the next Create or the next trainer that maps a segment. Thread safety: Slot() is called
 // by the Loader's constructor only; the rest by the BatchSender.
