@@ -159,7 +159,7 @@ class Reader {
   }
   std::mutex mutex_;
   std::vector<std::string> lines_;
-  BatchSender sender_;
+  ReaderEndpoint sender_;
   SendResult result_ = SendResult::kStopped;
   std::string error_;
   std::jthread thread_;
@@ -424,7 +424,7 @@ class FakeReader {
   explicit FakeReader(Context& context)
       : socket_(context.impl().context, zmq::socket_type::router) {
     // Not 0: libzmq 4.3.4 aborts (session_base.cpp:260) when a linger-0 close drops the rest
-    // of a multipart batch just as the trainer disconnects (see BatchSender's destructor).
+    // of a multipart batch just as the trainer disconnects (see ReaderEndpoint's destructor).
     socket_.set(zmq::sockopt::linger, 1000);
     socket_.bind("tcp://127.0.0.1:*");
     endpoint_ = socket_.get(zmq::sockopt::last_endpoint);
@@ -561,10 +561,10 @@ TEST(SharedMemoryName, ASecondReaderIsRefusedAndTheSocketFileGoes) {
   const std::string endpoint = "shm://" + name;
   const std::filesystem::path file = ZmqEndpoint(endpoint).substr(6);
   {
-    BatchSender first(context, {.endpoint = endpoint}, Terms(), OpenAt);
+    ReaderEndpoint first(context, {.endpoint = endpoint}, Terms(), OpenAt);
     EXPECT_TRUE(std::filesystem::exists(file));
     try {
-      BatchSender second(context, {.endpoint = endpoint}, Terms(), OpenAt);
+      ReaderEndpoint second(context, {.endpoint = endpoint}, Terms(), OpenAt);
       FAIL() << "a second reader took " << endpoint;
     } catch (const TransportError& e) {
       EXPECT_THAT(e.what(), HasSubstr("another reader serves it"));

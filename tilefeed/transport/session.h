@@ -1,6 +1,6 @@
 #pragma once
 
-// The terms of a session between a trainer (ZmqBatchStream) and a reader (BatchSender):
+// The terms of a session between a trainer (ZmqBatchStream) and a reader (ReaderEndpoint):
 // everything that decides which samples the trainer gets, compared when the session opens.
 // The trainer states its terms in its hello; a reader that serves other data refuses the
 // session with one line naming both values, and the reader's welcome echoes the terms it
