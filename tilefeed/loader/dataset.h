@@ -35,6 +35,7 @@
 #include "tilefeed/loader/remote.h"
 #include "tilefeed/loader/shard_source.h"
 #include "tilefeed/loader/source.h"
+#include "tilefeed/loader/split.h"
 #include "tilefeed/loader/tar_dataset.h"
 
 namespace tilefeed::loader {
@@ -45,14 +46,6 @@ enum class DatasetKind { kImageFolder, kShards, kCifar10, kTar };
 const char* ToString(DatasetKind kind);
 // The inverse of ToString; nullopt for any other name.
 std::optional<DatasetKind> ParseDatasetKind(const std::string& name);
-
-// Which part of a split root (or of CIFAR-10) is wanted.
-enum class Split { kTrain, kVal };
-
-// "train", "val".
-const char* ToString(Split split);
-// "train" or "val" ("test" is accepted for val, as CIFAR-10 names it); nullopt otherwise.
-std::optional<Split> ParseSplit(const std::string& name);
 
 struct DatasetOptions {
   // The split opened when the location is a split root or CIFAR-10.
