@@ -94,14 +94,16 @@ struct OpenedDataset {
 // chosen source's Open does.
 OpenedDataset OpenDataset(const std::string& location, const DatasetOptions& options = {});
 
-// What decides which samples a dataset yields, to compare two processes' views of it.
+// What decides which samples a dataset yields, to compare two processes' views of it: the
+// one identity struct of the library. A session between a reader and a trainer carries
+// samples and digest (tilefeed/transport/session.h); checkpoints record the digest.
 struct DatasetIdentity {
   std::uint64_t samples = 0;
-  std::uint64_t classes = 0;
   // XXH3-64 of the class names (each followed by '\n'), of every sample's label, and of
   // the stored bytes of kIdentitySamples samples spread over the dataset; exactly as
   // docs/wire-protocol.md ("Dataset identity") says.
   std::uint64_t digest = 0;
+  std::uint64_t classes = 0;  // not on the wire: the digest covers the class names
 
   friend bool operator==(const DatasetIdentity&, const DatasetIdentity&) = default;
 };

@@ -562,7 +562,7 @@ void ZmqBatchStream::Impl::HandleWelcome(const Control& control,
   }
   batches_per_epoch = control.a;
   if (echoed) {
-    dataset_size = echoed->dataset.size;
+    dataset_size = echoed->dataset.samples;
     // One bit per sample for the once-per-epoch check; beyond 2^32 samples it is not kept.
     if (dataset_size <= (std::uint64_t{1} << 32)) seen.assign(dataset_size, false);
     const std::optional<std::uint64_t> full = AgreedBatches(echoed->first_epoch + 1);
@@ -578,7 +578,8 @@ void ZmqBatchStream::Impl::HandleWelcome(const Control& control,
     std::lock_guard lock(mutex);
     // The echo carries the reader's dataset identity even when this trainer knows none.
     if (echoed) {
-      position = {echoed->seed, echoed->first_epoch, echoed->first_position, echoed->dataset.size};
+      position = {echoed->seed, echoed->first_epoch, echoed->first_position,
+                  echoed->dataset.samples};
       instances = echoed->slice_count;
     }
     welcomed = true;
