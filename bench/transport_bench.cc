@@ -6,7 +6,7 @@
 //   memcpy-hot   one batch copied again and again: cache-resident on a CPU with a large
 //                last-level cache, so not a measure of moving batches (for comparison)
 //   loader       LoaderStream in this process: what feeds every sender (not a transport)
-//   shm          a forked reader process (loader decoding into SharedSlots, BatchSender) ->
+//   shm          a forked reader process (loader decoding into SharedSlots, ReaderEndpoint) ->
 //                ZmqBatchStream here, which reads the shared slots in place. The reader's
 //                loader has one slot per measured batch and has decoded (filled) them all
 //                before the trainer connects, so the row times the transport alone: slot
@@ -257,7 +257,7 @@ enum class Fill {
                // serving, so the row times the transport (and the trainer's read)
 };
 
-// The reader half in a child process: a BatchSender until the trainer leaves.
+// The reader half in a child process: a ReaderEndpoint until the trainer leaves.
 Result MeasureSender(const char* path, bool shm, bool verify, const Settings& settings,
                      Fill fill = Fill::kLive) {
   const std::string bind = shm ? "ipc://" + settings.ipc_dir + "/shm" : "tcp://127.0.0.1:*";
@@ -282,7 +282,7 @@ Result MeasureSender(const char* path, bool shm, bool verify, const Settings& se
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     transport::Context context;
-    transport::BatchSender sender(context, *loader, {.endpoint = bind, .shared_memory = shm});
+    transport::ReaderEndpoint sender(context, *loader, {.endpoint = bind, .shared_memory = shm});
     publish(sender.endpoint());
     const transport::SendResult result = sender.Run();
     return result == transport::SendResult::kStopped ? 1 : 0;

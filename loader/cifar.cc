@@ -26,8 +26,8 @@ std::string JoinPath(const std::string& dir, const std::string& name) {
   return dir.back() == '/' ? dir + name : dir + "/" + name;
 }
 
-std::vector<std::string> BatchNames(CifarSplit split) {
-  if (split == CifarSplit::kTest) return {"test_batch.bin"};
+std::vector<std::string> BatchNames(Split split) {
+  if (split == Split::kVal) return {"test_batch.bin"};
   return {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin",
           "data_batch_5.bin"};
 }
@@ -61,7 +61,7 @@ std::vector<std::string> ParseClassNames(const std::vector<std::byte>& bytes) {
 
 }  // namespace
 
-std::unique_ptr<Cifar10> Cifar10::Open(const std::string& dir, CifarSplit split) {
+std::unique_ptr<Cifar10> Cifar10::Open(const std::string& dir, Split split) {
   std::vector<UniqueFd> fds;
   std::vector<Batch> batches;
   std::vector<std::size_t> record_begin = {0};

@@ -90,6 +90,7 @@ std::optional<DatasetKind> ParseDatasetKind(const std::string& name) {
   return std::nullopt;
 }
 
+// Split (tilefeed/loader/split.h).
 const char* ToString(Split split) { return split == Split::kTrain ? "train" : "val"; }
 
 std::optional<Split> ParseSplit(const std::string& name) {
@@ -171,8 +172,7 @@ OpenedDataset OpenDataset(const std::string& location, const DatasetOptions& opt
       break;
     }
     case DatasetKind::kCifar10:
-      out.source = Cifar10::Open(
-          path, options.split == Split::kTrain ? CifarSplit::kTrain : CifarSplit::kTest);
+      out.source = Cifar10::Open(path, options.split);
       what = std::string("CIFAR-10 ") + (options.split == Split::kTrain ? "train" : "test");
       break;
   }

@@ -374,7 +374,7 @@ void Loader::Impl::Validate() {
   position = LoaderState{o.seed, o.first_epoch, o.first_epoch_position, source->size()};
   start_epoch = o.first_epoch;
   start_position = o.first_epoch_position;
-  // EpochOrder validates the shard; epoch 0 gives the sizes of every epoch.
+  // EpochOrder validates the slice; epoch 0 gives the sizes of every epoch.
   const EpochOrder probe(source->size(), o.seed, 0, false, o.slice, o.remainder, 0, o.locality);
   samples_per_epoch = probe.size();
   batches_per_epoch = samples_per_epoch / o.batch_size;

@@ -115,7 +115,7 @@ class RemoteStream final : public transport::BatchStream {
         reconnect_(reconnect),
         rank_(rank),
         lost_at_{options_.terms->seed, options_.terms->first_epoch, options_.terms->first_position,
-                 options_.terms->dataset.size} {
+                 options_.terms->dataset.samples} {
     if (reconnect_) {
       Reconnect("");
     } else {

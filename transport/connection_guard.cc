@@ -24,7 +24,7 @@ std::uint64_t DescriptorLimit() {
 zmq::socket_t Monitor(zmq::context_t& context, zmq::socket_t& socket) {
   // Unique per socket: a closed monitor's inproc name stays taken until ZeroMQ reaps it.
   std::random_device random;
-  const std::string address = "inproc://tilefeed-sender-monitor-" + std::to_string(random()) + "-" +
+  const std::string address = "inproc://tilefeed-reader-monitor-" + std::to_string(random()) + "-" +
                               std::to_string(random());
   if (zmq_socket_monitor(socket.handle(), address.c_str(), kEvents) != 0) throw zmq::error_t();
   zmq::socket_t monitor(context, zmq::socket_type::pair);

@@ -17,7 +17,7 @@
 // disconnect it has already seen; the window left is the time between libzmq closing one
 // descriptor and accepting another on the same number, which only refuses that newer one.
 //
-// Thread safety: one thread (the sender's Run loop) uses a guard.
+// Thread safety: one thread (the reader's Run loop) uses a guard.
 
 #include <cstddef>
 #include <cstdint>

@@ -10,7 +10,7 @@
 // slot; the loader::Batch rides along as the free function's hint and is destroyed when
 // ZeroMQ releases the message, on a ZeroMQ I/O thread. That only returns the slot
 // (Loader::Release takes a mutex and is thread-safe). InFlight counts such messages so the
-// sender's destructor can wait until none is left: a slot must not be released after the
+// endpoint's destructor can wait until none is left: a slot must not be released after the
 // Loader is gone.
 //
 // Shared memory: the loader's slots are the shared segment (SharedSlots), so a batch is
@@ -102,7 +102,7 @@ struct ZeroCopyHint {
   // Set (release) by the sending thread once it has read all it reads of the batch, read
   // (acquire) by ReleaseBatch before the slot goes back. ZeroMQ's hand-over of the message
   // already orders the two, but inside libzmq, where ThreadSanitizer cannot see: without
-  // this edge it takes the loader refilling the slot for a race with the sender's reads.
+  // this edge it takes the loader refilling the slot for a race with the reader's reads.
   std::atomic<bool> handed_over{false};
 };
 
@@ -126,10 +126,10 @@ struct Session {
 
 }  // namespace
 
-struct BatchSender::Impl {
+struct ReaderEndpoint::Impl {
   enum class State { kWaiting, kWelcomed, kStreaming, kFinishing };
 
-  Impl(Context& context, SenderOptions options)
+  Impl(Context& context, ReaderEndpointOptions options)
       : options(std::move(options)),
         socket(context.impl().context, zmq::socket_type::router),
         ring(2) {}
@@ -170,14 +170,14 @@ struct BatchSender::Impl {
     Fail(std::string("send failed: ") + e.what());
   }
 
-  const SenderOptions options;
+  const ReaderEndpointOptions options;
   zmq::socket_t socket;
   std::optional<zmq::socket_t> zap;              // CURVE allow-list: the ZAP handler's socket
   std::optional<detail::ConnectionGuard> guard;  // connections within the descriptor limit
   std::set<std::string> allowed_keys;            // 32-byte binary public keys
   std::set<std::string> refused_keys;            // logged once each (ZeroMQ retries)
   std::string bound_endpoint;
-  std::string socket_path;  // ipc:// and shm://: the socket file this sender bound
+  std::string socket_path;  // ipc:// and shm://: the socket file this reader bound
   ino_t socket_inode = 0;
   detail::EventFd wake;
   loader::SpscRing<Item> ring;
@@ -188,7 +188,7 @@ struct BatchSender::Impl {
 
   // What sessions are made of.
   loader::Loader* borrowed = nullptr;  // the one-session constructor's loader
-  std::optional<SessionTerms> terms;   // what this sender serves; none: any hello
+  std::optional<SessionTerms> terms;   // what this reader serves; none: any hello
   SessionOpener open;
   std::unique_ptr<Session> session;
   std::vector<std::unique_ptr<Session>> retired;
@@ -231,36 +231,38 @@ bool SocketServed(const std::string& path) {
 
 }  // namespace
 
-BatchSender::BatchSender(Context& context, loader::Loader& loader, SenderOptions options)
+ReaderEndpoint::ReaderEndpoint(Context& context, loader::Loader& loader,
+                               ReaderEndpointOptions options)
     : impl_(std::make_unique<Impl>(context, std::move(options))) {
   Impl& s = *impl_;
   if (s.options.keep_serving) {
-    throw std::invalid_argument("SenderOptions::keep_serving needs a SessionOpener");
+    throw std::invalid_argument("ReaderEndpointOptions::keep_serving needs a SessionOpener");
   }
   if ((s.options.shared_memory || IsShmEndpoint(s.options.endpoint)) &&
       dynamic_cast<SharedSlots*>(loader.options().slot_memory.get()) == nullptr) {
     throw std::invalid_argument(
-        "SenderOptions::shared_memory: the loader must decode into transport::SharedSlots "
+        "ReaderEndpointOptions::shared_memory: the loader must decode into transport::SharedSlots "
         "(LoaderOptions::slot_memory = SharedSlots::Create(...))");
   }
   s.borrowed = &loader;
   s.Setup(context);
 }
 
-BatchSender::BatchSender(Context& context, SenderOptions options, SessionTerms terms,
-                         SessionOpener open)
+ReaderEndpoint::ReaderEndpoint(Context& context, ReaderEndpointOptions options, SessionTerms terms,
+                               SessionOpener open)
     : impl_(std::make_unique<Impl>(context, std::move(options))) {
   Impl& s = *impl_;
-  if (!open) throw std::invalid_argument("BatchSender: no SessionOpener");
+  if (!open) throw std::invalid_argument("ReaderEndpoint: no SessionOpener");
   s.terms = terms;
   s.open = std::move(open);
   s.Setup(context);
 }
 
-void BatchSender::Impl::Setup(Context& context) {
+void ReaderEndpoint::Impl::Setup(Context& context) {
   if (options.peer_timeout <= std::chrono::milliseconds(0) ||
       options.heartbeat_interval <= std::chrono::milliseconds(0)) {
-    throw std::invalid_argument("SenderOptions: heartbeat_interval and peer_timeout must be > 0");
+    throw std::invalid_argument(
+        "ReaderEndpointOptions: heartbeat_interval and peer_timeout must be > 0");
   }
   if (!options.curve_secret_key_file.empty()) {
     const CurveKeyPair keys = ReadCurveKeyFile(options.curve_secret_key_file, true);
@@ -269,13 +271,14 @@ void BatchSender::Impl::Setup(Context& context) {
   }
   if (!options.curve_allowed_keys.empty()) {
     if (options.curve_secret_key_file.empty()) {
-      throw std::invalid_argument("SenderOptions: curve_allowed_keys needs curve_secret_key_file");
+      throw std::invalid_argument(
+          "ReaderEndpointOptions: curve_allowed_keys needs curve_secret_key_file");
     }
     for (const std::string& key : options.curve_allowed_keys) {
       std::string binary(32, '\0');
       if (key.size() != 40 ||
           zmq_z85_decode(reinterpret_cast<std::uint8_t*>(binary.data()), key.c_str()) == nullptr) {
-        throw std::invalid_argument("SenderOptions: allowed CURVE key '" + key +
+        throw std::invalid_argument("ReaderEndpointOptions: allowed CURVE key '" + key +
                                     "' is not 40 Z85 characters");
       }
       allowed_keys.insert(std::move(binary));
@@ -288,7 +291,7 @@ void BatchSender::Impl::Setup(Context& context) {
       zap->bind("inproc://zeromq.zap.01");
     } catch (const zmq::error_t& e) {
       throw TransportError(std::string("CURVE allow-list: cannot bind the ZAP handler (one "
-                                       "allow-listing sender per Context): ") +
+                                       "allow-listing endpoint per Context): ") +
                            e.what());
     }
     socket.set(zmq::sockopt::zap_domain, "tilefeed");
@@ -325,7 +328,7 @@ void BatchSender::Impl::Setup(Context& context) {
   if (!socket_path.empty() && stat(socket_path.c_str(), &st) == 0) socket_inode = st.st_ino;
 }
 
-BatchSender::~BatchSender() {
+ReaderEndpoint::~ReaderEndpoint() {
   Impl& s = *impl_;
   s.EndSession();
   // Closing the socket makes ZeroMQ send or drop the queued messages; their free functions run
@@ -348,13 +351,13 @@ BatchSender::~BatchSender() {
   }
 }
 
-std::string BatchSender::endpoint() const { return impl_->bound_endpoint; }
+std::string ReaderEndpoint::endpoint() const { return impl_->bound_endpoint; }
 
-std::uint64_t BatchSender::batches_sent() const {
+std::uint64_t ReaderEndpoint::batches_sent() const {
   return impl_->sent.load(std::memory_order_relaxed);
 }
 
-void BatchSender::Impl::EndSession() {
+void ReaderEndpoint::Impl::EndSession() {
   if (session) {
     if (options.on_loader) options.on_loader(nullptr);
     producer.request_stop();
@@ -377,20 +380,20 @@ void BatchSender::Impl::EndSession() {
   credits = granted = 0;
 }
 
-void BatchSender::Impl::ReapRetired(bool wait) {
+void ReaderEndpoint::Impl::ReapRetired(bool wait) {
   std::erase_if(retired, [wait](const std::unique_ptr<Session>& old) {
     if (wait) old->in_flight.WaitForZero();
     return old->in_flight.Idle();
   });
 }
 
-bool BatchSender::Impl::LoaderEnded() const {
+bool ReaderEndpoint::Impl::LoaderEnded() const {
   const loader::Loader& loader = *session->loader;
   const loader::LoaderOptions& o = loader.options();
   return o.epochs != 0 && loader.state().epoch >= o.first_epoch + o.epochs;
 }
 
-void BatchSender::Impl::Produce(std::stop_token token) {
+void ReaderEndpoint::Impl::Produce(std::stop_token token) {
   loader::Loader& loader = *session->loader;
   bool after_epoch_end = false;
   std::uint64_t epoch = loader.options().first_epoch;
@@ -427,7 +430,7 @@ void BatchSender::Impl::Produce(std::stop_token token) {
   }
 }
 
-void BatchSender::Impl::Send(const Control& control, bool more) {
+void ReaderEndpoint::Impl::Send(const Control& control, bool more) {
   try {
     socket.send(zmq::buffer(peer_id), zmq::send_flags::sndmore);
     detail::SendControl(socket, control, more);
@@ -437,7 +440,7 @@ void BatchSender::Impl::Send(const Control& control, bool more) {
   last_sent = Clock::now();
 }
 
-void BatchSender::Impl::SendPart(std::span<const std::byte> bytes, bool more) {
+void ReaderEndpoint::Impl::SendPart(std::span<const std::byte> bytes, bool more) {
   try {
     socket.send(zmq::const_buffer(bytes.data(), bytes.size()),
                 more ? zmq::send_flags::sndmore : zmq::send_flags::none);
@@ -446,9 +449,9 @@ void BatchSender::Impl::SendPart(std::span<const std::byte> bytes, bool more) {
   }
 }
 
-// The welcome echoes the agreed terms (an empty part when this sender states none).
-void BatchSender::Impl::Welcome(std::uint64_t credits_wanted,
-                                const std::optional<SessionTerms>& agreed) {
+// The welcome echoes the agreed terms (an empty part when this reader states none).
+void ReaderEndpoint::Impl::Welcome(std::uint64_t credits_wanted,
+                                   const std::optional<SessionTerms>& agreed) {
   Control welcome{MessageType::kWelcome, session->loader->batches_per_epoch()};
   if (shared != nullptr) {
     layout = detail::SlotLayout{shared->slot_count(), shared->image_bytes(), shared->max_samples()};
@@ -468,7 +471,7 @@ void BatchSender::Impl::Welcome(std::uint64_t credits_wanted,
   if (shared != nullptr) SendPart(std::as_bytes(std::span(shared->name())), false);
 }
 
-void BatchSender::Impl::Ready(std::uint64_t wanted) {
+void ReaderEndpoint::Impl::Ready(std::uint64_t wanted) {
   if (layout) {
     // Both sides have the segment mapped now: the name is no longer needed.
     shared->Unlink();
@@ -481,7 +484,7 @@ void BatchSender::Impl::Ready(std::uint64_t wanted) {
   credits = granted = wanted;
 }
 
-void BatchSender::Impl::Credit(std::uint64_t value) {
+void ReaderEndpoint::Impl::Credit(std::uint64_t value) {
   if (layout) {
     if (value >= layout->slot_count || !held[value]) {
       Fail("returned shared slot " + std::to_string(value) + " that it does not hold");
@@ -497,11 +500,11 @@ void BatchSender::Impl::Credit(std::uint64_t value) {
   credits += value;
 }
 
-bool BatchSender::Impl::CanSend() const {
+bool ReaderEndpoint::Impl::CanSend() const {
   return layout ? held_count < shared_credits : credits > 0;
 }
 
-void BatchSender::Impl::SendBatch(loader::Batch batch) {
+void ReaderEndpoint::Impl::SendBatch(loader::Batch batch) {
   const BatchMeta meta = MetaOf(batch);
   if (layout) {
     // The loader decoded the batch into its slot, which is the shared slot of that number.
@@ -553,7 +556,7 @@ void BatchSender::Impl::SendBatch(loader::Batch batch) {
 }
 
 // Answers one ZAP request: 200 for an allowed CURVE key, 400 (and a line) for any other.
-void BatchSender::Impl::AnswerZap() {
+void ReaderEndpoint::Impl::AnswerZap() {
   std::vector<zmq::message_t> request;
   while (true) {
     zmq::message_t part;
@@ -598,7 +601,7 @@ void BatchSender::Impl::AnswerZap() {
   }
 }
 
-void BatchSender::Impl::SendError(const std::string& text) {
+void ReaderEndpoint::Impl::SendError(const std::string& text) {
   try {
     Send(Control{MessageType::kError}, /*more=*/true);
     socket.send(zmq::buffer(text), zmq::send_flags::none);
@@ -608,8 +611,8 @@ void BatchSender::Impl::SendError(const std::string& text) {
   }
 }
 
-void BatchSender::Impl::Refuse(const std::string& id, zmq::message_t& first,
-                               const std::string& why) {
+void ReaderEndpoint::Impl::Refuse(const std::string& id, zmq::message_t& first,
+                                  const std::string& why) {
   try {
     socket.send(zmq::buffer(id), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
     detail::SendControl(socket, Control{MessageType::kError}, true);
@@ -634,9 +637,9 @@ void BatchSender::Impl::Refuse(const std::string& id, zmq::message_t& first,
 }
 
 // Why a hello cannot open a session ("" if it can); sets `agreed` to the terms to serve.
-std::string BatchSender::Impl::HelloRefusal(const std::vector<zmq::message_t>& parts,
-                                            const Control& hello,
-                                            std::optional<SessionTerms>& agreed) const {
+std::string ReaderEndpoint::Impl::HelloRefusal(const std::vector<zmq::message_t>& parts,
+                                               const Control& hello,
+                                               std::optional<SessionTerms>& agreed) const {
   if (terms) {
     const std::optional<SessionTerms> theirs =
         parts.size() == 3 ? ParseSessionTerms(detail::Bytes(parts[2])) : std::nullopt;
@@ -658,8 +661,8 @@ std::string BatchSender::Impl::HelloRefusal(const std::vector<zmq::message_t>& p
   return "";
 }
 
-void BatchSender::Impl::Hello(const std::string& id, std::vector<zmq::message_t>& parts,
-                              const Control& hello) {
+void ReaderEndpoint::Impl::Hello(const std::string& id, std::vector<zmq::message_t>& parts,
+                                 const Control& hello) {
   std::optional<SessionTerms> agreed;
   if (const std::string why = HelloRefusal(parts, hello, agreed); !why.empty()) {
     return Refuse(id, parts[1], why);
@@ -704,8 +707,8 @@ void BatchSender::Impl::Hello(const std::string& id, std::vector<zmq::message_t>
   Welcome(hello.a, agreed);
 }
 
-std::optional<SendResult> BatchSender::Impl::Handle(std::vector<zmq::message_t>& parts,
-                                                    bool too_many) {
+std::optional<SendResult> ReaderEndpoint::Impl::Handle(std::vector<zmq::message_t>& parts,
+                                                       bool too_many) {
   if (parts.size() < 2) return std::nullopt;
   const std::string id = parts[0].to_string();
   const std::optional<Control> control = detail::ParseControl(detail::Bytes(parts[1]));
@@ -763,7 +766,7 @@ std::optional<SendResult> BatchSender::Impl::Handle(std::vector<zmq::message_t>&
   return std::nullopt;
 }
 
-std::optional<SendResult> BatchSender::Impl::PeerLeft() {
+std::optional<SendResult> ReaderEndpoint::Impl::PeerLeft() {
   if (!options.keep_serving) return SendResult::kPeerLeft;
   Log("trainer at " + peer_name + " left before the end; waiting for the next trainer");
   EndSession();
@@ -771,8 +774,8 @@ std::optional<SendResult> BatchSender::Impl::PeerLeft() {
 }
 
 // Called while a TransportError is being handled: rethrows it, or ends the session.
-std::optional<SendResult> BatchSender::Impl::AfterFailure(std::vector<zmq::message_t>& parts,
-                                                          bool& too_many) {
+std::optional<SendResult> ReaderEndpoint::Impl::AfterFailure(std::vector<zmq::message_t>& parts,
+                                                             bool& too_many) {
   if (peer_unreachable) {
     // A trainer says bye and closes its socket; it can be gone before we have read the bye,
     // which is then still queued here. Leaving after a bye is no error.
@@ -796,7 +799,7 @@ std::optional<SendResult> BatchSender::Impl::AfterFailure(std::vector<zmq::messa
   return std::nullopt;
 }
 
-void BatchSender::Impl::Stream() {
+void ReaderEndpoint::Impl::Stream() {
   while (state == State::kStreaming) {
     if (!pending) pending = ring.TryPop();
     if (!pending) return;
@@ -818,7 +821,7 @@ void BatchSender::Impl::Stream() {
   }
 }
 
-void BatchSender::Impl::KeepAlive() {
+void ReaderEndpoint::Impl::KeepAlive() {
   if (state == State::kWaiting) return;
   const Clock::duration silence = Clock::now() - last_heard;
   if (silence > options.peer_timeout) {
@@ -830,9 +833,9 @@ void BatchSender::Impl::KeepAlive() {
   }
 }
 
-SendResult BatchSender::Run(std::stop_token stop) {
+SendResult ReaderEndpoint::Run(std::stop_token stop) {
   Impl& s = *impl_;
-  assert(!s.ran && "BatchSender::Run is called once");
+  assert(!s.ran && "ReaderEndpoint::Run is called once");
   s.ran = true;
   // On every way out the session ends, which stops its loader and producer.
   struct EndOnExit {

@@ -4,8 +4,6 @@
 
 #include <cstring>
 
-#include "tilefeed/loader/dataset.h"
-
 namespace tilefeed::transport {
 namespace {
 
@@ -36,7 +34,7 @@ std::string Slice(const SessionTerms& t) {
 std::string Dataset(const DatasetIdentity& d) {
   char digest[17];
   std::snprintf(digest, sizeof(digest), "%016llx", static_cast<unsigned long long>(d.digest));
-  return std::to_string(d.size) + " samples, digest " + digest;
+  return std::to_string(d.samples) + " samples, digest " + digest;
 }
 std::string Position(const SessionTerms& t) {
   return "epoch " + std::to_string(t.first_epoch) + " position " + std::to_string(t.first_position);
@@ -48,8 +46,9 @@ std::string Line(const std::string& what, const std::string& trainer, const std:
 }  // namespace
 
 DatasetIdentity IdentityOf(const loader::Source& source) {
-  const loader::DatasetIdentity identity = loader::Identify(source);
-  return {identity.samples, identity.digest};
+  DatasetIdentity identity = loader::Identify(source);
+  identity.classes = 0;  // not on the wire
+  return identity;
 }
 
 EncodedSessionTerms EncodeSessionTerms(const SessionTerms& t) {
@@ -60,7 +59,7 @@ EncodedSessionTerms EncodeSessionTerms(const SessionTerms& t) {
   Put<std::uint16_t>(out, 4, flags);
   Put<std::uint8_t>(out, 6, t.mode);
   Put<std::uint8_t>(out, 7, t.remainder);
-  Put<std::uint64_t>(out, 8, t.dataset.size);
+  Put<std::uint64_t>(out, 8, t.dataset.samples);
   Put<std::uint64_t>(out, 16, t.dataset.digest);
   Put<std::uint32_t>(out, 24, t.slice_index);
   Put<std::uint32_t>(out, 28, t.slice_count);
@@ -82,7 +81,7 @@ std::optional<SessionTerms> ParseSessionTerms(std::span<const std::byte> bytes) 
   SessionTerms t;
   t.mode = Get<std::uint8_t>(bytes, 6);
   t.remainder = Get<std::uint8_t>(bytes, 7);
-  t.dataset.size = Get<std::uint64_t>(bytes, 8);
+  t.dataset.samples = Get<std::uint64_t>(bytes, 8);
   t.dataset.digest = Get<std::uint64_t>(bytes, 16);
   t.slice_index = Get<std::uint32_t>(bytes, 24);
   t.slice_count = Get<std::uint32_t>(bytes, 28);
@@ -103,7 +102,10 @@ std::optional<SessionTerms> ParseSessionTerms(std::span<const std::byte> bytes) 
 }
 
 std::optional<std::string> Disagreement(const SessionTerms& trainer, const SessionTerms& reader) {
-  if (trainer.dataset.size != 0 && reader.dataset.size != 0 && trainer.dataset != reader.dataset) {
+  const DatasetIdentity& mine = trainer.dataset;
+  const DatasetIdentity& theirs = reader.dataset;
+  if (mine.samples != 0 && theirs.samples != 0 &&
+      (mine.samples != theirs.samples || mine.digest != theirs.digest)) {
     return Line("dataset", Dataset(trainer.dataset), Dataset(reader.dataset));
   }
   if (trainer.slice_index != reader.slice_index || trainer.slice_count != reader.slice_count) {

@@ -3,8 +3,8 @@
 // POSIX shared memory for the same-host batch ring. Internal.
 //
 // Segment names are /tilefeed-<uid>-<job>-<pid>-<tag>: the uid and job keep two users and
-// two jobs apart, the pid lets a later sender tell a name whose creator died
-// (RemoveStaleSegments), and a random tag keeps two senders of one process apart.
+// two jobs apart, the pid lets a later reader tell a name whose creator died
+// (RemoveStaleSegments), and a random tag keeps two readers of one process apart.
 
 #include <cstddef>
 #include <cstdint>

@@ -1,6 +1,6 @@
 #pragma once
 
-// Small helpers over cppzmq shared by the sender and the stream. Internal.
+// Small helpers over cppzmq shared by the reader and the stream. Internal.
 
 #include <chrono>
 #include <cstddef>

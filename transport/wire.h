@@ -1,23 +1,23 @@
 #pragma once
 
-// The control messages of the sender <-> stream protocol. Internal (tests use it to play a
+// The control messages of the reader <-> stream protocol. Internal (tests use it to play a
 // misbehaving peer). Every message is a multipart ZeroMQ message whose first part is a
 // fixed 40-byte Control; some types carry more parts:
 //
-//   stream -> sender   kHello{a = credits wanted, b = 1: send payload checksums}  (first)
+//   stream -> reader   kHello{a = credits wanted, b = 1: send payload checksums}  (first)
 //                      [+ session terms (tilefeed/transport/session.h)]
-//   sender -> stream   kWelcome{a = batches per epoch, b = shm slots (0: payload inline),
+//   reader -> stream   kWelcome{a = batches per epoch, b = shm slots (0: payload inline),
 //                               c = shm image bytes per slot, d = shm samples per slot}
-//                      + the agreed session terms (empty when the sender states none)
+//                      + the agreed session terms (empty when the reader states none)
 //                      [+ shm segment name]
-//   stream -> sender   kReady{a = credits}               (after mapping any shm)
-//   stream -> sender   kCredit{a = count | shm slot returned}
-//   sender -> stream   kBatch{a = shm slot} + frame header [+ images, labels, indices]
-//   sender -> stream   kEpochEnd{a = epoch}
+//   stream -> reader   kReady{a = credits}               (after mapping any shm)
+//   stream -> reader   kCredit{a = count | shm slot returned}
+//   reader -> stream   kBatch{a = shm slot} + frame header [+ images, labels, indices]
+//   reader -> stream   kEpochEnd{a = epoch}
 //   both               kHeartbeat
-//   sender -> stream   kBye{a = end epoch: the one after the last epoch served}
-//   stream -> sender   kBye
-//   sender -> stream   kError + text (also the refusal of a hello, which says why)
+//   reader -> stream   kBye{a = end epoch: the one after the last epoch served}
+//   stream -> reader   kBye
+//   reader -> stream   kError + text (also the refusal of a hello, which says why)
 //
 // docs/wire-protocol.md is the full description, with the byte tables and the state
 // machine. Version 2 added the session terms, the bye's end epoch and refusals.

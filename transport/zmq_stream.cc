@@ -1,14 +1,14 @@
 // Design note. One I/O thread owns the DEALER socket: it sends hello, maps the shared
-// memory the sender offers, receives and checks batches into a queue, returns credits,
-// sends heartbeats and watches the sender's. Next() takes from the queue under a mutex.
+// memory the reader offers, receives and checks batches into a queue, returns credits,
+// sends heartbeats and watches the reader's. Next() takes from the queue under a mutex.
 // Threads that give something back (Next() granting a credit, a ReceivedBatch returning a
 // shared slot) record it under a lock and signal an eventfd that the I/O thread polls
 // together with the socket, so only the I/O thread ever touches the socket.
 //
-// Memory: the queue holds at most `credits` batches (the sender spends one credit per
+// Memory: the queue holds at most `credits` batches (the reader spends one credit per
 // batch and gets it back only when Next() hands a batch out, or with shared memory when the
 // trainer drops it), so a slow trainer bounds what is buffered here and in flight. The
-// credits are enforced here, not trusted to the sender: a batch beyond them is an error,
+// credits are enforced here, not trusted to the reader: a batch beyond them is an error,
 // and ZMQ_MAXMSGSIZE makes ZeroMQ drop a message larger than a batch before allocating it.
 // A socket monitor reports a dropped connection, so a dead reader is an error at once.
 
@@ -78,7 +78,7 @@ class MessageOwner final : public ReceivedBatch::Owner {
   std::vector<zmq::message_t> parts_;
 };
 
-// Returns a shared-memory slot to the sender when the trainer drops the batch. Labels and
+// Returns a shared-memory slot to the reader when the trainer drops the batch. Labels and
 // indices are copied out of the slot: the reader can still write the slot, so values
 // checked in place could change after the check.
 class SlotOwner final : public ReceivedBatch::Owner {
@@ -301,7 +301,7 @@ ZmqBatchStream::ZmqBatchStream(Context& context, StreamOptions options)
   }
   try {
     s.socket.set(zmq::sockopt::linger, 0);
-    // A stable identity, so the sender recognises us across a TCP reconnect.
+    // A stable identity, so the reader recognises us across a TCP reconnect.
     std::random_device random;
     const std::string id = "tilefeed-" + std::to_string(random()) + std::to_string(random());
     s.socket.set(zmq::sockopt::routing_id, id);
@@ -423,8 +423,8 @@ void ZmqBatchStream::Impl::Loop(std::stop_token token) {
         Send(Control{MessageType::kHeartbeat});
       }
     }
-    // Destroyed: tell the sender, best effort. A short linger lets ZeroMQ deliver the bye
-    // after the socket is closed (linger 0 would drop it, and the sender would see a
+    // Destroyed: tell the reader, best effort. A short linger lets ZeroMQ deliver the bye
+    // after the socket is closed (linger 0 would drop it, and the reader would see a
     // trainer vanish instead of leave).
     socket.set(
         zmq::sockopt::linger,
@@ -562,7 +562,7 @@ void ZmqBatchStream::Impl::HandleWelcome(const Control& control,
   }
   batches_per_epoch = control.a;
   if (echoed) {
-    dataset_size = echoed->dataset.size;
+    dataset_size = echoed->dataset.samples;
     // One bit per sample for the once-per-epoch check; beyond 2^32 samples it is not kept.
     if (dataset_size <= (std::uint64_t{1} << 32)) seen.assign(dataset_size, false);
     const std::optional<std::uint64_t> full = AgreedBatches(echoed->first_epoch + 1);
@@ -578,7 +578,8 @@ void ZmqBatchStream::Impl::HandleWelcome(const Control& control,
     std::lock_guard lock(mutex);
     // The echo carries the reader's dataset identity even when this trainer knows none.
     if (echoed) {
-      position = {echoed->seed, echoed->first_epoch, echoed->first_position, echoed->dataset.size};
+      position = {echoed->seed, echoed->first_epoch, echoed->first_position,
+                  echoed->dataset.samples};
       instances = echoed->slice_count;
     }
     welcomed = true;

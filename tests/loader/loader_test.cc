@@ -528,7 +528,7 @@ TEST(Loader, RawCifarSamplesPassThroughUnchangedAtTheirOwnSize) {
   o.mode = Mode::kEval;
   o.eval_resize = 32;
   o.batch_size = 5;
-  Loader loader(Cifar10::Open(dir.path().string(), CifarSplit::kTest), o);
+  Loader loader(Cifar10::Open(dir.path().string(), Split::kVal), o);
   for (Batch& b : loader) {
     for (std::size_t i = 0; i < b.size(); ++i) {
       const std::uint64_t r = b.sample_indices()[i];

@@ -300,7 +300,7 @@ fs::path WriteCifarTest(const TempDir& dir, int count) {
 
 TEST(ShardTest, AFailedPackLeavesNoManifestOrShard) {
   TempDir dir;
-  const auto cifar = Cifar10::Open(WriteCifarTest(dir, 40).string(), CifarSplit::kTest);
+  const auto cifar = Cifar10::Open(WriteCifarTest(dir, 40).string(), Split::kVal);
   const fs::path out = dir.path() / "shards";
   // Pixels cannot be stored as JPEG: the pack stops at the first sample.
   EXPECT_THROW(Pack(*cifar, out, 4096, ShardCodec::kJpeg), PackError);
@@ -309,7 +309,7 @@ TEST(ShardTest, AFailedPackLeavesNoManifestOrShard) {
 
 TEST(ShardTest, RawRecordsRoundTripBitExact) {
   TempDir dir;
-  const auto cifar = Cifar10::Open(WriteCifarTest(dir, 50).string(), CifarSplit::kTest);
+  const auto cifar = Cifar10::Open(WriteCifarTest(dir, 50).string(), Split::kVal);
   const fs::path out = dir.path() / "shards";
   const PackResult result = Pack(*cifar, out, 16384, ShardCodec::kLz4Raw);
   EXPECT_EQ(result.records, 50u);

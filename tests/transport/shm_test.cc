@@ -52,7 +52,7 @@ TEST(SharedMemoryRing, RoundTripsAndLeavesNothingBehind) {
   shared_options.slot_memory = SharedSlots::Create(shared_options, job);
   EXPECT_EQ(SegmentsOf(job), 1);
   loader::Loader loader(loader::ImageFolder::Open(data.path().string()), shared_options);
-  BatchSender sender(
+  ReaderEndpoint sender(
       context, loader,
       {.endpoint = "ipc://" + (sockets.path() / "s").string(), .shared_memory = true});
   SendResult result = SendResult::kStopped;
@@ -131,7 +131,7 @@ TEST(SharedMemoryRing, ShmEndpointsNameTheRingAndNeedSharedSlots) {
   {
     // Shared memory without SharedSlots under the loader: refused, not copied.
     loader::Loader plain(std::make_unique<testing::RawSource>(16, 8), options);
-    EXPECT_THROW(BatchSender(context, plain, {.endpoint = endpoint}), std::invalid_argument);
+    EXPECT_THROW(ReaderEndpoint(context, plain, {.endpoint = endpoint}), std::invalid_argument);
     // SharedSlots made for other options: the loader refuses them.
     loader::LoaderOptions other = options;
     other.slot_memory = SharedSlots::Create(options, job);
@@ -142,7 +142,7 @@ TEST(SharedMemoryRing, ShmEndpointsNameTheRingAndNeedSharedSlots) {
   EXPECT_EQ(SegmentsOf(job), 0);  // SharedSlots unlinks its name when it goes
   options.slot_memory = SharedSlots::Create(options, job);
   loader::Loader loader(std::make_unique<testing::RawSource>(16, 8), options);
-  BatchSender sender(context, loader, {.endpoint = endpoint});
+  ReaderEndpoint sender(context, loader, {.endpoint = endpoint});
   std::jthread serving([&](std::stop_token stop) { (void)sender.Run(stop); });
   ZmqBatchStream stream(context, {.endpoint = endpoint, .credits = 2});
   EXPECT_TRUE(stream.shared_memory());
@@ -159,7 +159,7 @@ TEST(SharedMemoryRing, HeldBatchesHoldTheirSlots) {
   options.prefetch_depth = 2;
   options.slot_memory = SharedSlots::Create(options, job);
   loader::Loader loader(std::make_unique<testing::RawSource>(100, 8), options);
-  BatchSender sender(
+  ReaderEndpoint sender(
       context, loader,
       {.endpoint = "ipc://" + (sockets.path() / "s").string(), .shared_memory = true});
   std::jthread serving([&](std::stop_token stop) { (void)sender.Run(stop); });
@@ -264,13 +264,13 @@ TEST(SharedMemoryRing, ASigkilledTrainerIsNoticedAndLeavesNothing) {
   loader::LoaderOptions options = testing::SmallOptions(2, 8, 0);
   options.slot_memory = SharedSlots::Create(options, job);
   loader::Loader loader(std::make_unique<testing::RawSource>(100, 8), options);
-  BatchSender sender(context, loader,
-                     {.endpoint = endpoint,
-                      .shared_memory = true,
-                      .heartbeat_interval = 50ms,
-                      // The kill is noticed as silence: 5 s, so that a live trainer on a
-                      // loaded machine is never taken for a dead one.
-                      .peer_timeout = 5s});
+  ReaderEndpoint sender(context, loader,
+                        {.endpoint = endpoint,
+                         .shared_memory = true,
+                         .heartbeat_interval = 50ms,
+                         // The kill is noticed as silence: 5 s, so that a live trainer on a
+                         // loaded machine is never taken for a dead one.
+                         .peer_timeout = 5s});
   std::exception_ptr error;
   // Run(stop): a failed assertion below must not leave the sender waiting for a trainer.
   std::jthread serving([&](std::stop_token stop) {

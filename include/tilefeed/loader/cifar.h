@@ -1,8 +1,8 @@
 #pragma once
 
 // Cifar10 reads the CIFAR-10 binary distribution (cifar-10-batches-bin): the training
-// split is data_batch_1.bin .. data_batch_5.bin, the test split test_batch.bin. Each file
-// is a sequence of 3073-byte records: one label byte (0..9), then 32x32 pixels as three
+// split is data_batch_1.bin .. data_batch_5.bin, the test split (Split::kVal) test_batch.bin. Each
+// file is a sequence of 3073-byte records: one label byte (0..9), then 32x32 pixels as three
 // 1024-byte planes (red, green, blue). Read() returns the pixels converted to HWC, so
 // samples go to the decode stage as SampleCodec::kRawHwc with shape 32x32x3.
 //
@@ -20,10 +20,16 @@
 #include <vector>
 
 #include "tilefeed/loader/source.h"
+#include "tilefeed/loader/split.h"
 
 namespace tilefeed::loader {
 
-enum class CifarSplit { kTrain, kTest };
+// CIFAR-10's own names for Split (its test batch is Split::kVal). Deprecated: it stays for
+// one release so that code written against the enum it was compiles; new code uses Split.
+struct CifarSplit {
+  static constexpr Split kTrain = Split::kTrain;
+  static constexpr Split kTest = Split::kVal;
+};
 
 class Cifar10 final : public Source {
  public:
@@ -34,11 +40,12 @@ class Cifar10 final : public Source {
   static constexpr std::size_t kRecordBytes = 1 + kPixelBytes;
   static constexpr int kClasses = 10;
 
-  // Opens the split's batch files in `dir`. Throws SourceError naming the file if one is
+  // Opens the split's batch files in `dir`: data_batch_1..5.bin for Split::kTrain,
+  // test_batch.bin for Split::kVal. Throws SourceError naming the file if one is
   // missing or unreadable, or if its size is not a non-zero multiple of 3073 bytes (the
   // message gives the size), or naming batches.meta.txt if it is present but does not
   // hold ten names.
-  static std::unique_ptr<Cifar10> Open(const std::string& dir, CifarSplit split);
+  static std::unique_ptr<Cifar10> Open(const std::string& dir, Split split);
 
   Cifar10(const Cifar10&) = delete;
   Cifar10& operator=(const Cifar10&) = delete;

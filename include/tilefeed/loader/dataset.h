@@ -35,6 +35,7 @@
 #include "tilefeed/loader/remote.h"
 #include "tilefeed/loader/shard_source.h"
 #include "tilefeed/loader/source.h"
+#include "tilefeed/loader/split.h"
 #include "tilefeed/loader/tar_dataset.h"
 
 namespace tilefeed::loader {
@@ -45,14 +46,6 @@ enum class DatasetKind { kImageFolder, kShards, kCifar10, kTar };
 const char* ToString(DatasetKind kind);
 // The inverse of ToString; nullopt for any other name.
 std::optional<DatasetKind> ParseDatasetKind(const std::string& name);
-
-// Which part of a split root (or of CIFAR-10) is wanted.
-enum class Split { kTrain, kVal };
-
-// "train", "val".
-const char* ToString(Split split);
-// "train" or "val" ("test" is accepted for val, as CIFAR-10 names it); nullopt otherwise.
-std::optional<Split> ParseSplit(const std::string& name);
 
 struct DatasetOptions {
   // The split opened when the location is a split root or CIFAR-10.
@@ -101,14 +94,16 @@ struct OpenedDataset {
 // chosen source's Open does.
 OpenedDataset OpenDataset(const std::string& location, const DatasetOptions& options = {});
 
-// What decides which samples a dataset yields, to compare two processes' views of it.
+// What decides which samples a dataset yields, to compare two processes' views of it: the
+// one identity struct of the library. A session between a reader and a trainer carries
+// samples and digest (tilefeed/transport/session.h); checkpoints record the digest.
 struct DatasetIdentity {
   std::uint64_t samples = 0;
-  std::uint64_t classes = 0;
   // XXH3-64 of the class names (each followed by '\n'), of every sample's label, and of
   // the stored bytes of kIdentitySamples samples spread over the dataset; exactly as
   // docs/wire-protocol.md ("Dataset identity") says.
   std::uint64_t digest = 0;
+  std::uint64_t classes = 0;  // not on the wire: the digest covers the class names
 
   friend bool operator==(const DatasetIdentity&, const DatasetIdentity&) = default;
 };

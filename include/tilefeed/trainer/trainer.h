@@ -101,7 +101,7 @@ class Trainer {
   // Told the dataset indices of the samples a completed step trained on (this instance's
   // batches, replica by replica, micro-step by micro-step) and the epoch they belong to.
   using SampleSink = std::function<void(std::uint64_t epoch, std::span<const std::uint64_t>)>;
-  // Makes a fresh stream over one epoch of validation data (eval mode, this instance's shard).
+  // Makes a fresh stream over one epoch of validation data (eval mode, this instance's slice).
   using ValidationFactory = std::function<std::unique_ptr<transport::BatchStream>()>;
 
   // Makes the replicas' cores and broadcasts instance 0's parameters to every replica of

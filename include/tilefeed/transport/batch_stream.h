@@ -49,7 +49,7 @@ struct BatchMeta {
   std::uint32_t substituted = 0;
 };
 
-// The meta of a loader batch (what a stream or a sender reports for it).
+// The meta of a loader batch (what a stream or a reader reports for it).
 BatchMeta MetaOf(const loader::Batch& batch);
 
 class ReceivedBatch {

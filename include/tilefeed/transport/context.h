@@ -1,8 +1,8 @@
 #pragma once
 
-// A ZeroMQ context: the I/O threads behind every socket of a BatchSender or ZmqBatchStream.
-// Made once in `main` (or a test) and passed down; it must outlive every sender and stream
-// made with it. Thread-safe: any number of senders and streams may share one.
+// A ZeroMQ context: the I/O threads behind every socket of a ReaderEndpoint or ZmqBatchStream.
+// Made once in `main` (or a test) and passed down; it must outlive every reader and stream
+// made with it. Thread-safe: any number of readers and streams may share one.
 
 #include <memory>
 #include <string>
@@ -27,7 +27,7 @@ struct Endpoint {
   std::string path;    // ipc: the path; shm: the name
 };
 
-// Parses `endpoint` as a sender binds it (`bind`) or a stream connects to it. Throws
+// Parses `endpoint` as a reader binds it (`bind`) or a stream connects to it. Throws
 // std::invalid_argument with one line saying what is wrong: another scheme, a tcp endpoint
 // without HOST:PORT, a PORT outside 1..65535 (0 or * only when binding), or a ';' anywhere
 // (ZeroMQ's tcp://SOURCE;DEST syntax: it would bind or connect to the address after the ';',

@@ -1,10 +1,10 @@
 #pragma once
 
 // CURVE key files: the keys that turn on ZeroMQ's CURVE encryption between a reader
-// (BatchSender, the CURVE server) and a trainer (ZmqBatchStream, the client). The trainer
+// (ReaderEndpoint, the CURVE server) and a trainer (ZmqBatchStream, the client). The trainer
 // knows the reader's public key, so it talks only to that reader and nobody on the network
 // can read or alter the batches. The reader may also check which trainer connects: with an
-// allow-list of trainers' public keys (SenderOptions::curve_allowed_keys, `tilefeed-serve
+// allow-list of trainers' public keys (ReaderEndpointOptions::curve_allowed_keys, `tilefeed-serve
 // --curve-allow`), a ZAP handler refuses every other key during the handshake; such a
 // trainer then uses its own key file (StreamOptions::curve_client_key_file).
 //

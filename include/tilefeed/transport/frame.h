@@ -55,7 +55,7 @@ using EncodedFrameHeader = std::array<std::byte, kFrameHeaderSize>;
 
 // The header for a batch, with payload_bytes and payload_checksum computed from the three
 // spans (payload_checksum is 0 when `checksum` is false: for a receiver that checks nothing,
-// the sender saves a read of the payload). REQUIRES: labels.size() == indices.size() == meta.size
+// the reader saves a read of the payload). REQUIRES: labels.size() == indices.size() == meta.size
 // and images.size() == meta.size * height * width * channels, all within the kMaxFrame* bounds.
 FrameHeader MakeFrameHeader(const BatchMeta& meta, std::span<const std::uint8_t> images,
                             std::span<const std::int32_t> labels,

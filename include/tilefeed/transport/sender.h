@@ -1,7 +1,8 @@
 #pragma once
 
-// BatchSender: the reader side of the transport. It takes batches from a loader::Loader and
-// sends them to one trainer, which receives them through a ZmqBatchStream
+// ReaderEndpoint: the reader's end of the transport (the reader is the process that decodes
+// and serves batches: `tilefeed-serve`, or any program that makes one). It takes batches
+// from a loader::Loader and sends them to one trainer, which receives them through a ZmqBatchStream
 // (tilefeed/transport/zmq_stream.h). Two ways to move the payload:
 //
 // - Over ZeroMQ (tcp:// between hosts, ipc:// on one host): the payload message points
@@ -12,18 +13,18 @@
 //   LoaderOptions::slot_memory), so the workers decode straight into memory the trainer
 //   maps; for each batch only a small control message (slot, frame header) crosses the
 //   socket, the trainer reads the slot in place, and when it drops the batch its "slot
-//   free" credit makes the sender return the slot to the loader. The segment is unlinked
+//   free" credit makes the endpoint return the slot to the loader. The segment is unlinked
 //   as soon as both sides have mapped it; names left by killed processes are removed by
 //   the next SharedSlots or the next trainer that maps a segment.
 //
 // Flow control is credit-based: the trainer grants credits, each batch spends one, so a
-// slow trainer stops the sender (and through the loader's slots, the decode workers)
+// slow trainer stops the reader (and through the loader's slots, the decode workers)
 // instead of filling memory. With shared memory credits and slots are coupled: at most
 // min(the trainer's credits, the loader's prefetch_depth) batches are in flight, and a
 // trainer can hold at most prefetch_depth batches at once (the next one needs a slot
 // back). Both sides send heartbeats; a silent peer is an error.
 //
-// Sessions: a sender made with SessionTerms and a SessionOpener (tilefeed-serve) serves only
+// Sessions: a reader made with SessionTerms and a SessionOpener (tilefeed-serve) serves only
 // trainers whose hello states terms that agree with its own (tilefeed/transport/session.h); it
 // opens a fresh loader for each session at the trainer's data position and, with
 // keep_serving, waits for the next trainer when one leaves or fails, so a trainer that
@@ -34,9 +35,9 @@
 // killed and restarting from a checkpoint). A trainer that misbehaves (a credit it was not
 // owed, a malformed message, silence) loses its session, not the reader. An ipc:// or
 // shm:// endpoint that another live reader serves is refused, and the socket file is
-// removed when the sender goes.
+// removed when the endpoint goes.
 //
-// Ownership: the sender borrows the Context and the Loader, which must outlive it.
+// Ownership: the endpoint borrows the Context and the Loader, which must outlive it.
 // Thread safety: Run() is called once, from one thread; batches_sent() and endpoint() from
 // any thread.
 
@@ -62,13 +63,13 @@ namespace tilefeed::transport {
 //   loader::LoaderOptions options = ...;
 //   options.slot_memory = SharedSlots::Create(options, job_id);
 //   loader::Loader loader(std::move(source), options);
-//   BatchSender sender(context, loader, {.endpoint = "ipc://...", .shared_memory = true});
+//   ReaderEndpoint reader(context, loader, {.endpoint = "ipc://...", .shared_memory = true});
 //
 // The segment (named /tilefeed-<uid>-<job>-<pid>-<tag>, mode 0600) holds prefetch_depth
 // slots laid out as the trainer expects (transport/shm.h). It is unlinked once a
 // trainer has mapped it, or when this object goes; names of killed processes are removed by
 // the next Create or the next trainer that maps a segment. Thread safety: Slot() is called
-// by the Loader's constructor only; the rest by the BatchSender.
+// by the Loader's constructor only; the rest by the ReaderEndpoint.
 class SharedSlots final : public loader::SlotMemory {
  public:
   // Removes stale segments of this user, then creates one for `options`' batch shape.
@@ -96,7 +97,7 @@ class SharedSlots final : public loader::SlotMemory {
   std::unique_ptr<Impl> impl_;
 };
 
-struct SenderOptions {
+struct ReaderEndpointOptions {
   // Bound; "tcp://127.0.0.1:*" picks a free port. shm://NAME (tilefeed/transport/context.h) means
   // shared_memory with its control socket at ZmqEndpoint(NAME). Loopback unless told: any
   // other address should come with CURVE and an allow-list.
@@ -116,7 +117,7 @@ struct SenderOptions {
   std::string curve_secret_key_file{};
   // CURVE allow-list: the public keys (Z85, ReadCurvePublicKeys) of the trainers that may
   // connect; empty = any trainer that knows the reader's public key. Checked by a ZAP
-  // handler on the context's inproc://zeromq.zap.01 (so one allow-listing sender per
+  // handler on the context's inproc://zeromq.zap.01 (so one allow-listing endpoint per
   // Context); a refused trainer never gets past the handshake and on_refused gets a line
   // naming its address and key. REQUIRES: curve_secret_key_file is set.
   std::vector<std::string> curve_allowed_keys{};
@@ -148,20 +149,21 @@ enum class SendResult {
   kStopped,    // the stop token was triggered; the trainer was told it is an error
 };
 
-class BatchSender {
+class ReaderEndpoint {
  public:
   // Binds the endpoint. Throws TransportError if it cannot be bound, is not loopback under
   // loopback_only, or the CURVE key file is unusable; std::invalid_argument for a malformed
   // endpoint or shared_memory without SharedSlots.
-  BatchSender(Context& context, loader::Loader& loader, SenderOptions options);
+  ReaderEndpoint(Context& context, loader::Loader& loader, ReaderEndpointOptions options);
   // Serves trainers that agree to `terms`, each from a loader that `open` makes. Throws as
   // above; std::invalid_argument for keep_serving without an opener.
-  BatchSender(Context& context, SenderOptions options, SessionTerms terms, SessionOpener open);
+  ReaderEndpoint(Context& context, ReaderEndpointOptions options, SessionTerms terms,
+                 SessionOpener open);
   // Waits until ZeroMQ has released every zero-copy message, so no slot outlives the
-  // sender.
-  ~BatchSender();
-  BatchSender(const BatchSender&) = delete;
-  BatchSender& operator=(const BatchSender&) = delete;
+  // endpoint.
+  ~ReaderEndpoint();
+  ReaderEndpoint(const ReaderEndpoint&) = delete;
+  ReaderEndpoint& operator=(const ReaderEndpoint&) = delete;
 
   // Serves the first trainer whose hello is accepted until the loader's epochs are done,
   // the trainer leaves (with keep_serving: the next trainer's) or `stop` is triggered. On
@@ -179,5 +181,11 @@ class BatchSender {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The names before the reader had one name. Deprecated: they stay for one release so that
+// code written against them compiles; new code uses ReaderEndpoint and ReaderEndpointOptions.
+// (No [[deprecated]] attribute: builds with -Werror would fail on their users.)
+using BatchSender = ReaderEndpoint;
+using SenderOptions = ReaderEndpointOptions;
 
 }  // namespace tilefeed::transport

@@ -1,11 +1,11 @@
 #pragma once
 
-// The terms of a session between a trainer (ZmqBatchStream) and a reader (BatchSender):
+// The terms of a session between a trainer (ZmqBatchStream) and a reader (ReaderEndpoint):
 // everything that decides which samples the trainer gets, compared when the session opens.
 // The trainer states its terms in its hello; a reader that serves other data refuses the
 // session with one line naming both values, and the reader's welcome echoes the terms it
 // will serve, which the trainer checks again. A trainer that knows no dataset (no --data)
-// leaves the dataset identity unknown (size 0), and that field alone is not compared.
+// leaves the dataset identity unknown (samples 0), and that field alone is not compared.
 //
 // The position (first_epoch, first_position) is where the trainer stands: a reader adopts
 // it, unless it was started at a fixed position (`position_pinned`), which must then match.
@@ -22,21 +22,23 @@
 #include <span>
 #include <string>
 
+#include "tilefeed/loader/dataset.h"
 #include "tilefeed/loader/source.h"
 
 namespace tilefeed::transport {
 
 inline constexpr std::size_t kSessionTermsSize = 80;
 
-// What names a dataset on the wire: loader::Identify's sample count and digest (of the
-// class names and every sample's label).
-struct DatasetIdentity {
-  std::uint64_t size = 0;    // samples; 0 = unknown (not compared)
-  std::uint64_t digest = 0;  // loader::DatasetIdentity::digest
-  friend bool operator==(const DatasetIdentity&, const DatasetIdentity&) = default;
-};
+// The dataset a session is about: loader::DatasetIdentity (this alias keeps the name that
+// code written against transport's former struct of its own uses). On the wire it is samples
+// and digest; the class count is not sent (the digest covers the class names), so a parsed
+// terms part has `classes` 0 and Disagreement compares samples and digest only. `samples` 0
+// means unknown: not compared.
+using DatasetIdentity = loader::DatasetIdentity;
 
-// The identity of `source` (loader::Identify; reads every label, no sample bytes).
+// The identity of `source` as a session carries it: loader::Identify's samples and digest,
+// with `classes` 0, so that terms survive EncodeSessionTerms and ParseSessionTerms unchanged.
+// Reads every label and 64 samples' bytes.
 DatasetIdentity IdentityOf(const loader::Source& source);
 
 struct SessionTerms {

@@ -1,16 +1,16 @@
 #pragma once
 
-// ZmqBatchStream: the trainer side of the transport, a BatchStream fed by a BatchSender
-// (tilefeed/transport/sender.h) in another process or on another host. It connects to the sender's
+// ZmqBatchStream: the trainer side of the transport, a BatchStream fed by a ReaderEndpoint
+// (tilefeed/transport/sender.h) in another process or on another host. It connects to the reader's
 // endpoint (tcp:// or ipc://), grants `credits` batches, and receives them on a background
-// I/O thread that also sends heartbeats and watches the sender's. Each received frame is
-// checked (tilefeed/transport/frame.h) before it is handed out. The sender chooses the payload
+// I/O thread that also sends heartbeats and watches the reader's. Each received frame is
+// checked (tilefeed/transport/frame.h) before it is handed out. The reader chooses the payload
 // path: ZeroMQ messages (the ReceivedBatch views them without a copy) or a shared-memory ring (the
 // ReceivedBatch views the shared slot in place; destroying it returns the slot).
 //
-// A sender silent for longer than peer_timeout makes Next() throw TransportError("reader
-// at <endpoint> silent for 5.0 s"), and so does a dropped connection, at once; a sender's
-// bye ends the stream (ended() true). Nothing from the sender is trusted: a batch it had no
+// A reader silent for longer than peer_timeout makes Next() throw TransportError("reader
+// at <endpoint> silent for 5.0 s"), and so does a dropped connection, at once; a reader's
+// bye ends the stream (ended() true). Nothing from the reader is trusted: a batch it had no
 // credit for, a frame that fails a check, a label outside [0, classes), a batch of another
 // epoch than the one under way (with terms) is an error. With terms, each epoch must have
 // the shape the terms give: the welcome announces the batch count the dataset size, slice,
@@ -45,7 +45,7 @@
 namespace tilefeed::transport {
 
 struct StreamOptions {
-  std::string endpoint;     // the sender's, e.g. "tcp://reader-host:5555"
+  std::string endpoint;     // the reader's, e.g. "tcp://reader-host:5555"
   std::size_t credits = 4;  // batches in flight or queued here; bounds memory
   // Check each payload's XXH3-64 (costs one read of it). Told to the reader in the hello:
   // with false the reader does not compute checksums either.
@@ -76,12 +76,12 @@ struct StreamOptions {
 
 class ZmqBatchStream final : public BatchStream {
  public:
-  // Connects and waits for the sender's welcome. Throws TransportError if it does not come
+  // Connects and waits for the reader's welcome. Throws TransportError if it does not come
   // within peer_timeout or is malformed, the shared memory cannot be mapped, or the CURVE
   // key file is unusable.
   // REQUIRES: options.credits >= 1; `context` outlives the stream.
   ZmqBatchStream(Context& context, StreamOptions options);
-  // Says bye to the sender and stops the I/O thread.
+  // Says bye to the reader and stops the I/O thread.
   ~ZmqBatchStream() override;
   ZmqBatchStream(const ZmqBatchStream&) = delete;
   ZmqBatchStream& operator=(const ZmqBatchStream&) = delete;
