@@ -1,5 +1,6 @@
 #!/bin/sh
-# Issue 18: tilefeed-pack under a file-size limit (ulimit -f) smaller than a shard fails
+# SIGXFSZ once killed the packer and left a .tmp: tilefeed-pack under a file-size limit
+# (ulimit -f) smaller than a shard fails
 # with one message that names the limit, exits 1 (not killed by SIGXFSZ), and leaves no
 # .tmp file behind.
 #

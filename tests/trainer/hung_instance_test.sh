@@ -1,5 +1,6 @@
 #!/bin/sh
-# Issue 18: a stopped (SIGSTOP) or killed (SIGKILL) instance of a 2-instance `poprun ...
+# A hung instance once hung the job forever in the all-reduce: a stopped (SIGSTOP) or killed
+# (SIGKILL) instance of a 2-instance `poprun ...
 # train` ends the whole job. With `stop`, the other instance's collective watchdog
 # (--collective-timeout) names the instance that did not arrive and aborts the job; every
 # process must be gone within the timeout + 60 s (the watchdog ends a job that would

@@ -1,5 +1,6 @@
 #!/bin/sh
-# Issue 18: two instances of one poprun job never read the same slice. Instances pointed at
+# Two instances of one poprun job never read the same slice (they would train on it twice and
+# never see another, with exit 0). Instances pointed at
 # one reader (its endpoint twice in --readers) are refused before connecting, with one
 # line naming the endpoint and both instances; instances pointed at two readers that serve
 # the same slice are refused by the reader/trainer agreement, with the line naming the

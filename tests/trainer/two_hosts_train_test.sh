@@ -1,5 +1,6 @@
 #!/bin/sh
-# Issue 18, two hosts for real: two network namespaces h0 and h1 joined by a veth pair
+# Two hosts for real (loopback hides addressing and launcher faults): two network namespaces h0
+# and h1 joined by a veth pair
 # (private 10.x addresses that exist only inside them, as tests/transport/two_hosts_test.sh
 # makes them), and `poprun --hosts h0,h1 --instances 4 ... train` run from h0 through
 # OpenMPI's own launcher: an rsh agent (plm_rsh_agent) that enters the host's namespace

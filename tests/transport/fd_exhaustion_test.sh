@@ -1,5 +1,6 @@
 #!/bin/sh
-# Issue 18: a reader that runs out of file descriptors neither spins a core nor drops the
+# Out of descriptors, libzmq's accept loop spins a core: a reader that runs out of file
+# descriptors neither spins a core nor drops the
 # trainer it serves. tilefeed-serve runs under a small `prlimit --nofile`; a trainer starts
 # streaming, then a flood of plain TCP connections (more than the limit) arrives and stays
 # open. The reader must say one clear line about the connections it refuses, use little CPU

@@ -1,5 +1,6 @@
 #!/bin/sh
-# Issue 17: examples/wire_client.py, a Python trainer written from docs/wire-protocol.md
+# The protocol's doc must be enough to implement it: examples/wire_client.py, a Python trainer
+# written from docs/wire-protocol.md
 # alone, streams two epochs from tilefeed-serve over tcp and over shm, checking every
 # header and checksum; a disagreeing client and a DEALER that sends "hello" are refused
 # with the reason.
