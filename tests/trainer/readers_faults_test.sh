@@ -1,12 +1,12 @@
 #!/bin/sh
 # A job must never train silently on the wrong data or end early with exit 0; end to end with
-# the real tools: a reader and a trainer that disagree on
-# what decides the samples are refused with both values; a reader stopped (SIGTERM) or
-# killed (SIGKILL) mid-stream fails the trainer naming it; with --reconnect a restarted
-# reader continues and the parameters equal an uninterrupted run's; a resumed trainer
-# refuses a reader pinned at another position or of another dataset size, and a checkpoint
-# in the retired remote format; a second reader on one shm:// name is refused and the socket
-# file goes with the first; a non-loopback bind needs CURVE.
+# the real tools: a reader and a trainer that disagree on what decides the samples are refused
+# with both values; a reader stopped (SIGTERM) or killed (SIGKILL) mid-stream fails the trainer
+# naming it; with --reconnect a restarted reader continues and the parameters equal an
+# uninterrupted run's; a resumed trainer refuses a reader pinned at another position or of
+# another dataset size, and a checkpoint in the retired remote format; a second reader on one
+# shm:// name is refused and the socket file goes with the first; a non-loopback bind needs
+# CURVE.
 #
 #   readers_faults_test.sh TRAIN READER MAKE_DEMO
 #

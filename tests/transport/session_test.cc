@@ -354,12 +354,11 @@ TEST(Sessions, ATrainerThatLeavesIsFollowedByOneThatContinuesFromItsPosition) {
   EXPECT_EQ(reader.Join(), "");
 }
 
-// One data position, never re-derived: the stream's data position is the reader's loader
-// state. Resumed mid-epoch, for
-// one instance and for the last of three (whose epoch ends in a short batch that the
-// padding takes past the dataset size), after every batch, epoch end and the end, the
-// trainer's ZmqBatchStream says what an in-process loader on the agreed terms says. The
-// trainer states no dataset: the size comes from the reader's echo.
+// One data position, never re-derived: the stream's data position is the reader's loader state.
+// Resumed mid-epoch, for one instance and for the last of three (whose epoch ends in a short
+// batch that the padding takes past the dataset size), after every batch, epoch end and the
+// end, the trainer's ZmqBatchStream says what an in-process loader on the agreed terms says.
+// The trainer states no dataset: the size comes from the reader's echo.
 class StreamPosition : public ::testing::TestWithParam<std::uint32_t> {};
 
 // What an in-process loader on `agreed` hands out: after each Next() its state() and the

@@ -239,9 +239,9 @@ TEST(BatchSender, ASilentTrainerIsReportedWithinTheTimeout) {
   EXPECT_EQ(sender.batches_sent(), 1u);  // one credit, one batch
 }
 
-// CURVE on a tcp loopback (networks that are not trusted). The sender holds the secret key,
-// the trainer its public
-// key; the epoch arrives byte for byte as the in-process loader makes it.
+// CURVE, for networks that are not trusted, on a tcp loopback. The sender holds the secret key,
+// the trainer its public key; the epoch arrives byte for byte as the in-process loader makes
+// it.
 TEST(Curve, DeliversAnEpochByteForByte) {
   tilefeed::testing::TempDir keys("tilefeed-curve");
   const std::string secret = (keys.path() / "reader.key").string();
