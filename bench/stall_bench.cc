@@ -55,10 +55,10 @@
 //     step); the ratio of the means is printed too. It is what delivering the batches
 //     costs the core, apart from what sharing the silicon with the decoders does, which no
 //     input pipeline on the same silicon can avoid (the header's interference line).
-// Goals (issue 7): at 50 % and 90 %, stall <= 1 % and the step time at most 1 % above the
-// in-memory one beside the loader (ratio+L <= 1.01); at 120 % the stall within the
-// expected range, give or take 2 points (the median of the judged rounds' distances
-// outside their ranges).
+// Goals (training speed set by compute alone): at 50 % and 90 %, stall <= 1 % and the step
+// time at most 1 % above the in-memory one beside the loader (ratio+L <= 1.01); at 120 % the
+// stall within the expected range, give or take 2 points (the median of the judged rounds'
+// distances outside their ranges).
 //
 // Placement. With two or more CPUs the core (the trainer's thread, its compute and IO
 // tiles) gets one CPU of its own and the loader's threads (its --workers decode threads and

@@ -1,5 +1,5 @@
 // transport_bench: the bandwidth of each way a trainer can receive batches, measured in one
-// run against its reference (issue 6):
+// run against its reference, so a figure is a ratio and not a machine's speed:
 //
 //   memcpy       one thread copies each batch (its own buffer, as each shm batch has its own
 //                slot) into one of `credits` receive buffers: the reference for shm

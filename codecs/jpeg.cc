@@ -69,7 +69,7 @@ struct ResizeWindow {
 };
 
 // Whether jpeg_crop_scanline leaves every component's rows whole. libjpeg-turbo before
-// 3.0 (its issue #669, fixed by commit 3a536273) sets a cropped component's
+// 3.0 (fixed upstream by commit 3a536273) sets a cropped component's
 // downsampled_width from its sampling factors alone; when DCT scaling does part of that
 // component's upsampling (its scaled block size is not the smallest one, as for the
 // chroma of 4x2 and 2x4 files at 1/2 or 1/4) and the rest is real upsampling, the

@@ -1,5 +1,6 @@
-// An ImageFolder with PNGs among its JPEGs (issue 14): every image loads, the PNG's pixels
-// are the PNG decoder's, and the files tilefeed does not decode are counted and reported.
+// An ImageFolder with PNGs among its JPEGs (torchvision's ImageFolder loads them, and they were
+// once silently left out): every image loads, the PNG's pixels are the PNG decoder's, and the
+// files tilefeed does not decode are counted and reported.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

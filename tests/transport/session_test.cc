@@ -1,4 +1,6 @@
-// Issue 15/17/18: session terms, refusals, and peers that cannot be trusted.
+// Session terms, refusals, and peers that cannot be trusted: a reader and a trainer that
+// disagree must not train on the wrong data, and a hostile or broken peer must not hang,
+// crash or starve either side.
 
 #include "tilefeed/transport/session.h"
 
@@ -297,7 +299,7 @@ int ClosedByPeer(const std::vector<int>& fds, int want, std::chrono::millisecond
   return count;
 }
 
-// Issue 18: out of descriptors, libzmq's accept loop spun; the sender keeps at most
+// Out of descriptors, libzmq's accept loop spins a core; the sender keeps at most
 // max_connections open and shuts down the rest as they come, while its trainer is served.
 TEST(Sessions, ConnectionsBeyondTheCapAreDroppedWhileTheTrainerIsServed) {
   Context context;
@@ -411,11 +413,11 @@ TEST(Sessions, ATrainerThatLeavesIsFollowedByOneThatContinuesFromItsPosition) {
   EXPECT_EQ(reader.Join(), "");
 }
 
-// Issue 17: the stream's data position is the reader's loader state. Resumed mid-epoch, for
-// one instance and for the last of three (whose epoch ends in a short batch that the
-// padding takes past the dataset size), after every batch, epoch end and the end, the
-// trainer's ZmqBatchStream says what an in-process loader on the agreed terms says. The
-// trainer states no dataset: the size comes from the reader's echo.
+// One data position, never re-derived: the stream's data position is the reader's loader state.
+// Resumed mid-epoch, for one instance and for the last of three (whose epoch ends in a short
+// batch that the padding takes past the dataset size), after every batch, epoch end and the
+// end, the trainer's ZmqBatchStream says what an in-process loader on the agreed terms says.
+// The trainer states no dataset: the size comes from the reader's echo.
 class StreamPosition : public ::testing::TestWithParam<std::uint32_t> {};
 
 // What an in-process loader on `agreed` hands out: after each Next() its state() and the

@@ -239,8 +239,9 @@ TEST(ReaderEndpoint, ASilentTrainerIsReportedWithinTheTimeout) {
   EXPECT_EQ(sender.batches_sent(), 1u);  // one credit, one batch
 }
 
-// Issue 6: CURVE on a tcp loopback. The sender holds the secret key, the trainer its public
-// key; the epoch arrives byte for byte as the in-process loader makes it.
+// CURVE, for networks that are not trusted, on a tcp loopback. The sender holds the secret key,
+// the trainer its public key; the epoch arrives byte for byte as the in-process loader makes
+// it.
 TEST(Curve, DeliversAnEpochByteForByte) {
   tilefeed::testing::TempDir keys("tilefeed-curve");
   const std::string secret = (keys.path() / "reader.key").string();
