@@ -127,7 +127,6 @@ inline constexpr OptionSpec kEvalResize{
     .keyword = "eval_resize",
     .kind = OptionKind::kInteger,
     .min = 1,
-    .max = std::numeric_limits<std::int32_t>::max(),
     .default_text = "256",
     .help =
         "eval: the shorter side is resized to this before the centre crop (at least the "
@@ -215,7 +214,6 @@ inline constexpr OptionSpec kMaxSubstituteAttempts{
     .keyword = "max_substitute_attempts",
     .kind = OptionKind::kInteger,
     .min = 1,
-    .max = std::numeric_limits<std::int32_t>::max(),
     .default_text = "64",
     .help = "skip: samples tried for one bad sample before the batch fails"};
 inline constexpr OptionSpec kHeldSlotsTimeout{
