@@ -461,7 +461,7 @@ class Progress {
       const double elapsed = std::chrono::duration<double>(now - timing.t0).count();
       std::fprintf(stderr, "\r  epoch %llu batch %llu/%zu  %.0f images/s  ",
                    static_cast<unsigned long long>(batch.epoch()),
-                   static_cast<unsigned long long>(batch.index() + 1), run.batches_per_epoch(),
+                   static_cast<unsigned long long>(batch.index()) + 1, run.batches_per_epoch(),
                    elapsed > 0 ? double(timing.timed_images) / elapsed : 0.0);
     }
   }
@@ -641,9 +641,7 @@ int Timed(const Args& a, const CLI::App& app, Opener& opener) {
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   CLI::App app{
       "loader_bench: runs the tilefeed loader on a dataset against a consumer that only\n"
       "touches each batch, and prints images/s, MP/s, MB/s, per-stage times (read, decode,\n"
@@ -655,6 +653,7 @@ int main(int argc, char** argv) {
   AddSourceFlags(app, a);
   const std::vector<std::string> args = RewriteModeVal(argc, argv);
   std::vector<const char*> pointers;
+  pointers.reserve(args.size());
   for (const std::string& arg : args) pointers.push_back(arg.c_str());
   if (const auto rc = tools::ParseArgs(app, static_cast<int>(pointers.size()), pointers.data(),
                                        "loader_bench")) {
@@ -679,5 +678,16 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "loader_bench: %s\n", e.what());
     return 2;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {  // what the runs do not catch themselves
+    std::fprintf(stderr, "loader_bench: %s\n", e.what());
+    return 1;
   }
 }

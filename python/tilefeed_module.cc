@@ -626,14 +626,14 @@ Setters PolicySetters() {
 
 // Every keyword of tilefeed.Loader that becomes a LoaderOptions field, and its setter.
 const std::map<std::string, Setter>& AllSetters() {
-  static const std::map<std::string, Setter> setters = [] {
+  static const std::map<std::string, Setter> kSetters = [] {
     std::map<std::string, Setter> all;
-    for (Setters group : {ImageSetters(), OrderSetters(), PolicySetters()}) {
-      for (auto& [name, setter] : group) all.emplace(name, std::move(setter));
+    for (const Setters& group : {ImageSetters(), OrderSetters(), PolicySetters()}) {
+      all.insert(group.begin(), group.end());
     }
     return all;
   }();
-  return setters;
+  return kSetters;
 }
 
 // The shared option table (option_specs.h) for tilefeed/__init__.py: keyword -> its flag,
@@ -779,7 +779,7 @@ class PyCore {
  public:
   PyCore(const std::string& data, const std::string& source_kind, const std::string& split,
          py::object on_bad_sample, const py::dict& options, const py::dict& remote,
-         py::object slot_memory)
+         const py::object& slot_memory)
       : slot_owner_(slot_memory) {
     loader::LoaderOptions parsed = ParseOptions(options);
     if (!slot_memory.is_none()) {
@@ -951,10 +951,11 @@ void RegisterErrors(py::module_& m) {
       "names the file and the reason), a failed pipeline, or a Loader used in a forked child.";
   // SourceError carries where() and reason() as attributes; the translator finds the type
   // through the module rather than a static.
-  py::exception<loader::SourceError>(m, "SourceError", PyExc_OSError);
+  const py::exception<loader::SourceError> source_error(m, "SourceError", PyExc_OSError);
   m.attr("SourceError").attr("__doc__") =
       "The dataset cannot be opened (an OSError); .where names the location, .reason says why.";
-  py::register_exception_translator([](std::exception_ptr p) {
+  // By value: pybind11's translator type is void(*)(std::exception_ptr).
+  py::register_exception_translator([](std::exception_ptr p) {  // NOLINT(performance-*)
     try {
       if (p) std::rethrow_exception(p);
     } catch (const loader::SourceError& e) {
@@ -1054,7 +1055,7 @@ void RegisterBatch(py::module_& m) {
       .def("torch", &PyBatch::torch,
            "the images as a torch tensor of the loader's dtype via DLPack (no copy)")
       .def(
-          "__dlpack__", [](const PyBatch& b, py::object /*stream*/) { return b.dlpack(); },
+          "__dlpack__", [](const PyBatch& b, const py::object& /*stream*/) { return b.dlpack(); },
           py::arg("stream") = py::none(),
           "the images as a DLPack capsule (no copy), for torch.from_dlpack and friends")
       .def(

@@ -29,6 +29,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "tilefeed/loader/loader.h"
@@ -70,7 +71,7 @@ CLI::Option* AddDeprecated(CLI::App& app, const loader::OptionSpec& spec, CLI::O
   const std::string name = Text(spec.deprecated_flag);
   CLI::Option* old = app.add_option_function<std::string>(
       name,
-      [spec, name, check, set, current](const std::string& given) {
+      [spec, name, check = std::move(check), set, current](const std::string& given) {
         std::string text = given;
         const std::string problem = check ? (*check)(text) : std::string();
         if (!problem.empty()) throw CLI::ValidationError(name, problem);

@@ -3,7 +3,7 @@
 // lists, the help line carries the table's help text, its choices and its default, and the tool
 // refuses a value just outside the table's range with the table's words:
 // "NAME: --flag must be RANGE, got VALUE", exit code 2. A tool that starts from another default
-// on purpose says so in kToolDefaults below.
+// on purpose says so in ExpectedDefault below.
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -23,13 +23,18 @@
 namespace tilefeed::loader {
 namespace {
 
-// (tool, flag) -> the default the tool shows instead of the table's, on purpose.
-const std::map<std::pair<std::string, std::string>, std::string> kToolDefaults = {
-    {{"train", "--batch-size"}, "32"},
-    {{"tilefeed-serve", "--batch-size"}, "32"},
-    {{"loader_bench", "--split"}, ""},  // none: val with --mode eval, else train
-    {{"loader_bench", "--epochs"}, "1"},
-};
+// The default `tool` shows for `spec`: the table's, unless the tool starts from another on
+// purpose ("" when it shows none).
+std::string ExpectedDefault(const std::string& tool, const OptionSpec& spec) {
+  static const std::map<std::pair<std::string, std::string>, std::string> kToolDefaults = {
+      {{"train", "--batch-size"}, "32"},
+      {{"tilefeed-serve", "--batch-size"}, "32"},
+      {{"loader_bench", "--split"}, ""},  // none: val with --mode eval, else train
+      {{"loader_bench", "--epochs"}, "1"},
+  };
+  const auto special = kToolDefaults.find({tool, std::string(spec.flag)});
+  return special != kToolDefaults.end() ? special->second : std::string(spec.default_text);
+}
 
 struct Output {
   int status = -1;
@@ -120,9 +125,7 @@ void CheckOption(const std::string& name, const std::string& path, const HelpEnt
   for (std::string_view choice : spec.choices) {
     EXPECT_NE(entry.head.find(choice), std::string::npos) << "choice " << choice << " missing";
   }
-  const auto special = kToolDefaults.find({name, std::string(spec.flag)});
-  const std::string expected =
-      special != kToolDefaults.end() ? special->second : std::string(spec.default_text);
+  const std::string expected = ExpectedDefault(name, spec);
   if (!expected.empty() && spec.kind != OptionKind::kFlag) {
     std::string head = entry.head.substr(0, entry.head.find(" Excludes"));
     head = head.substr(0, head.find(" REQUIRED"));
@@ -134,12 +137,12 @@ void CheckOption(const std::string& name, const std::string& path, const HelpEnt
       spec.kind == OptionKind::kText || spec.kind == OptionKind::kSlice) {
     return;
   }
+  const std::string flag(spec.flag);
+  const std::string refusal = name + ": " + flag + " must be " + RangeText(spec) + ", got ";
   for (const std::string& value : OutOfRange(spec)) {
-    const Output out = RunShell(Quote(path) + " " + std::string(spec.flag) + " " + Quote(value) +
-                                " 2>&1 >/dev/null");
+    const Output out = RunShell(Quote(path) + " " + flag + " " + Quote(value) + " 2>&1 >/dev/null");
     EXPECT_EQ(out.status, 2) << out.text;
-    EXPECT_EQ(out.text, name + ": " + std::string(spec.flag) + " must be " + RangeText(spec) +
-                            ", got " + value + "\n");
+    EXPECT_EQ(out.text, refusal + value + "\n");
   }
 }
 
