@@ -107,6 +107,13 @@ def _size(text):
     return int(digits) * units[text[len(digits):]]
 
 
+def test_split_choices_are_the_tables(folder):
+    with pytest.raises(ValueError) as info:
+        tilefeed.Loader(folder, split="validation")
+    assert str(info.value) == ("tilefeed.Loader: split='validation'; expected one of " +
+                               ", ".join(repr(c) for c in SPECS["split"]["choices"]))
+
+
 def test_image_sides_take_the_librarys_range(folder):
     with tilefeed.Loader(folder, batch_size=2, image_size=(1, 300), workers=1,
                          epochs=1, slice=(0, 1)) as loader:

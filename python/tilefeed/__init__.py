@@ -585,7 +585,7 @@ class Loader:
 
 # -- splits -----------------------------------------------------------------------------------
 
-_SPLITS = ("train", "val", "test")
+_SPLITS = tuple(_SPECS["split"]["choices"])  # the tools' --split choices: train, val, test
 
 
 def _resolve_split(data, split):
@@ -595,8 +595,8 @@ def _resolve_split(data, split):
     the splits (or CIFAR-10, whose held-out batch is test_batch.bin). Raises ValueError
     naming the location when `data` has no such split."""
     if not isinstance(split, str) or split not in _SPLITS:
-        raise ValueError(f"tilefeed.Loader: split={split!r}; expected \"train\", \"val\" or "
-                         f"\"test\"")
+        raise ValueError(f"tilefeed.Loader: split={split!r}; expected one of "
+                         f"{', '.join(map(repr, _SPLITS))}")
     if split == "train" or "://" in data:  # remote locations: the opener checks
         return data, split
     test_dir = os.path.join(data, "test")
