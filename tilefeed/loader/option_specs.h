@@ -25,6 +25,11 @@
 // A range error reads "NAME must be RANGE, got VALUE", RANGE from RangeText(): "at least 1",
 // "above 0", "between 1 and 16384". Every front end words it so.
 //
+// Adding a shared option: an OptionSpec below (and in SharedOptions()), a check in the
+// library if it has the field, then AddOption() in the tools that take it and a setter in
+// python/tilefeed_module.cc; tests/tools/option_table_test.cc and python/tests/test_options.py
+// then hold every front end to it.
+//
 // Everything here is constant data and pure functions: safe from any thread.
 
 #include <cstdint>
@@ -62,7 +67,7 @@ struct OptionSpec {
   // The default, as a command line would write it ("224", "train", "10GiB"); "" when the
   // option has none (off, unset, or each front end's own, which its help then states).
   std::string_view default_text = {};
-  std::string_view help = {};  // one sentence, no default in it (front ends add "[default]")
+  std::string_view help = {};  // one sentence without the default (front ends show it)
   std::span<const std::string_view> choices = {};  // kChoice: the accepted values
   // An older command-line spelling still accepted, hidden from --help, that warns once
   // ("--shard" for --slice, "--heartbeat-ms" for --heartbeat). For kSeconds the old spelling
