@@ -65,9 +65,10 @@ void PatchSofField(Bytes& b, std::size_t field, int value) {  // field offset af
   b[sof + field + 1] = std::byte(value & 0xFF);
 }
 
-std::vector<Kind> Kinds() {
-  using K = DecodeErrorKind;
-  std::vector<Kind> kinds;
+using K = DecodeErrorKind;
+
+// Files cut short, and bit flips or overwritten bytes in headers or entropy data.
+void AddDamagedFiles(std::vector<Kind>& kinds) {
   kinds.push_back({"truncated baseline",
                    Expect::kError,
                    {K::kTruncated, K::kCorrupt, K::kNotJpeg},
@@ -110,6 +111,11 @@ std::vector<Kind> Kinds() {
          for (std::size_t k = 0; k < 32; ++k) b[at + k] = std::byte(rng());
          return b;
        }});
+}
+
+// Headers that declare what the decoder must refuse: sizes past the limit or zero, too many
+// scans, precisions and processes libjpeg-turbo does not decode.
+void AddBadHeaders(std::vector<Kind>& kinds) {
   kinds.push_back(
       {"huge declared size", Expect::kError, {K::kTooLarge}, [](std::mt19937& rng, int i) {
          Bytes b = Baseline(i);
@@ -156,6 +162,10 @@ std::vector<Kind> Kinds() {
                      b[FindMarker(b, 0xC0) + 1] = std::byte{0xC5};
                      return b;
                    }});
+}
+
+// Valid arithmetic-coded JPEGs, and files that are not JPEGs at all.
+void AddOtherFormats(std::vector<Kind>& kinds) {
   kinds.push_back({"arithmetic coded (valid)", Expect::kPixels, {}, [](std::mt19937&, int i) {
                      EncodeOptions o;
                      o.arithmetic = true;
@@ -183,6 +193,11 @@ std::vector<Kind> Kinds() {
                      (void)i;
                      return b;
                    }});
+}
+
+// Broken marker structure: garbage after SOI, no EOI, segment lengths past the end, wrong
+// restart markers; and a truncated CMYK file.
+void AddBrokenStructure(std::vector<Kind>& kinds) {
   kinds.push_back({"SOI then garbage",
                    Expect::kError,
                    {K::kCorrupt, K::kTruncated, K::kUnsupported},
@@ -227,6 +242,15 @@ std::vector<Kind> Kinds() {
                      b.resize(rng() % (b.size() - 2));
                      return b;
                    }});
+}
+
+// Every kind, in a fixed order: the files are drawn from one generator in this order.
+std::vector<Kind> Kinds() {
+  std::vector<Kind> kinds;
+  AddDamagedFiles(kinds);
+  AddBadHeaders(kinds);
+  AddOtherFormats(kinds);
+  AddBrokenStructure(kinds);
   return kinds;
 }
 

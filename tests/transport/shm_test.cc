@@ -219,6 +219,32 @@ int ReadByteWithin(int fd, std::chrono::milliseconds limit) {
   return read(fd, &byte, 1) == 1 ? byte : -1;
 }
 
+// The trainer, in its own process: waits for a byte on `go` (the sender stands), maps the
+// ring, takes a batch, writes 1 (or 0 without one) to `ready`, then waits to be killed.
+// End of file on `go` (the parent failed before the sender stood) ends it.
+[[noreturn]] void RunTrainerUntilKilled(int go, int ready, const std::string& endpoint) {
+  char byte = 0;
+  if (read(go, &byte, 1) != 1) _exit(1);
+  Context child_context;
+  ZmqBatchStream stream(child_context, {.endpoint = endpoint, .credits = 2});
+  std::optional<ReceivedBatch> batch = stream.Next();
+  byte = batch ? 1 : 0;
+  (void)!write(ready, &byte, 1);
+  pause();
+  _exit(0);
+}
+
+// Kills and reaps a child process on destruction, unless `pid` was set to 0 (reaped).
+struct Reaper {
+  pid_t pid;
+  ~Reaper() {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
 TEST(SharedMemoryRing, ASigkilledTrainerIsNoticedAndLeavesNothing) {
   const std::string job = UniqueJob("trainerkill");
   tilefeed::testing::TempDir sockets("tilefeed-ipc");
@@ -233,32 +259,14 @@ TEST(SharedMemoryRing, ASigkilledTrainerIsNoticedAndLeavesNothing) {
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    // The trainer, in its own process: waits for the sender, maps the ring, takes a batch, then
-    // is killed. End of file on `go` (the parent failed before the sender stood) ends it.
     close(go[1]);
     close(ready[0]);
-    char byte = 0;
-    if (read(go[0], &byte, 1) != 1) _exit(1);
-    Context child_context;
-    ZmqBatchStream stream(child_context, {.endpoint = endpoint, .credits = 2});
-    std::optional<ReceivedBatch> batch = stream.Next();
-    byte = batch ? 1 : 0;
-    (void)!write(ready[1], &byte, 1);
-    pause();
-    _exit(0);
+    RunTrainerUntilKilled(go[0], ready[1], endpoint);
   }
   close(go[0]);
   close(ready[1]);
   // Whatever happens below, the child does not outlive the test.
-  struct Reaper {
-    pid_t pid;
-    ~Reaper() {
-      if (pid > 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, nullptr, 0);
-      }
-    }
-  } reaper{child};
+  Reaper reaper{child};
 
   Context context;
   loader::LoaderOptions options = testing::SmallOptions(2, 8, 0);
