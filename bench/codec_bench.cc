@@ -310,8 +310,9 @@ void PackCoefficientsFor(std::vector<Job>& jobs, std::vector<codecs::Coefficient
   std::printf(
       "  bytes: files %.1f MB -> store %.1f MB (%.3fx the files); LZ4 raw pixels %.1f MB "
       "(store = %.3fx of it)\n",
-      original / 1e6, stored / 1e6, double(stored) / double(std::max<std::size_t>(1, original)),
-      raw_lz4 / 1e6, double(stored) / double(std::max<std::size_t>(1, raw_lz4)));
+      double(original) / 1e6, double(stored) / 1e6,
+      double(stored) / double(std::max<std::size_t>(1, original)), double(raw_lz4) / 1e6,
+      double(stored) / double(std::max<std::size_t>(1, raw_lz4)));
   std::printf("  coef decode == rrc decode of the original: %zu of %zu %s\n", checked - mismatches,
               checked, mismatches == 0 ? "(all identical)" : "MISMATCH");
 }
@@ -636,25 +637,26 @@ void PrintTranscode(const TranscodeStats& s, std::size_t jobs, int interval_widt
       "transcode (untimed, %.1f s): %zu transcoded, %zu refused, interval target %d px, "
       "mean %.0f intervals/image\n",
       s.seconds, jobs - s.refused, s.refused, interval_width,
-      double(s.intervals) / std::max<std::size_t>(1, jobs - s.refused));
+      double(s.intervals) / double(std::max<std::size_t>(1, jobs - s.refused)));
   for (const auto& [reason, count] : s.refusals) {
     std::printf("  refused %d: %s\n", count, reason.c_str());
   }
   std::printf(
       "  bytes: %.1f MB -> %.1f MB (%+.2f%%; RST markers %.2f%%); index %.1f KB = %.2f%% of "
       "the files (%.2f B/interval; uint32 offsets would be %.2f%%)\n",
-      orig / 1e6, s.transcoded_bytes / 1e6, 100.0 * (double(s.transcoded_bytes) / orig - 1),
-      100.0 * s.marker_bytes / orig, s.index_bytes / 1e3, 100.0 * s.index_bytes / orig,
-      double(s.index_bytes) / std::max<std::size_t>(1, s.intervals),
-      100.0 * s.index_bytes_u32 / orig);
+      orig / 1e6, double(s.transcoded_bytes) / 1e6, 100.0 * (double(s.transcoded_bytes) / orig - 1),
+      100.0 * double(s.marker_bytes) / orig, double(s.index_bytes) / 1e3,
+      100.0 * double(s.index_bytes) / orig,
+      double(s.index_bytes) / double(std::max<std::size_t>(1, s.intervals)),
+      100.0 * double(s.index_bytes_u32) / orig);
   std::printf("  indexed decode == ordinary decode of the transcoded file: %zu of %zu %s\n",
               s.checked - s.mismatches, s.checked,
               s.mismatches == 0 ? "(all identical)" : "MISMATCH");
   std::printf(
       "  entropy-decoded share of each image (mean): indexed %.0f%%, rrc %.0f%% (all rows "
       "down to the crop), full 100%%\n",
-      100.0 * s.indexed_share / std::max<std::size_t>(1, s.checked),
-      100.0 * s.rrc_share / std::max<std::size_t>(1, s.checked));
+      100.0 * s.indexed_share / double(std::max<std::size_t>(1, s.checked)),
+      100.0 * s.rrc_share / double(std::max<std::size_t>(1, s.checked)));
 }
 
 // The coefficient stores coef (version 2, --coef-layout) and the rotating rounds' v1
@@ -923,7 +925,7 @@ void PrintInterleaved(const Interleaved& in, const std::string& coef_layout) {
 
 void PrintRegions(const Regions& regions, std::size_t jobs) {
   std::printf("  decoded region: mean %.3f MP per image; DCT scale histogram:",
-              regions.decoded_pixels / std::max<std::size_t>(1, jobs) / 1e6);
+              regions.decoded_pixels / double(std::max<std::size_t>(1, jobs)) / 1e6);
   for (const auto& [n, count] : regions.scale_histogram) std::printf(" %d/8:%d", n, count);
   std::printf("\n");
 }
@@ -945,16 +947,15 @@ void PrintJson(const Rates& r, const Interleaved& in, const TranscodeStats& t, s
       "\"interleaved_coef_of_ceiling\":%.3f,\"interleaved_ceiling_over_full\":%.3f}\n",
       jobs, f.size, f.scales.c_str(), f.threads, r.full, r.rrc, r.entropy, r.resize, r.rrc / r.full,
       r.full / r.entropy, r.rrc_t, r.indexed, r.indexed / r.full, f.interval_width,
-      double(t.transcoded_bytes) / std::max<std::size_t>(1, t.original_bytes) - 1,
-      double(t.index_bytes) / std::max<std::size_t>(1, t.original_bytes), r.cpu[1] / r.cpu[0],
-      MedianOr0(in.rrc_over_full), r.coef, MedianOr0(in.coef_over_full),
+      double(t.transcoded_bytes) / double(std::max<std::size_t>(1, t.original_bytes)) - 1,
+      double(t.index_bytes) / double(std::max<std::size_t>(1, t.original_bytes)),
+      r.cpu[1] / r.cpu[0], MedianOr0(in.rrc_over_full), r.coef, MedianOr0(in.coef_over_full),
       MedianOr0(in.coef_over_indexed), MedianOr0(in.coef_of_ceiling),
       MedianOr0(in.ceiling_over_full));
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The bench itself; main() turns an exception that escapes it into one line.
+int Run(int argc, char** argv) {
   CLI::App app{
       "codec_bench: full decode vs crop-before-decode + resize, side by side in one run\n"
       "(one thread unless --threads); --only full --threads N is the bare full-decode\n"
@@ -989,6 +990,7 @@ int main(int argc, char** argv) {
   std::vector<codecs::CoefficientPackResult> packed(jobs.size()), packed_v1(jobs.size());
   PackStores(jobs, packed, packed_v1, options, f);
   std::vector<std::unique_ptr<Worker>> workers;
+  workers.reserve(f.threads);
   for (int t = 0; t < f.threads; ++t) {
     workers.push_back(std::make_unique<Worker>(options, probed.max_pixels, f.size));
   }
@@ -1020,4 +1022,15 @@ int main(int argc, char** argv) {
   if (f.json) PrintJson(rates, interleaved, transcode, jobs.size(), f);
   std::printf("images_per_s=%.1f\n", rates.rrc);
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "codec_bench: %s\n", e.what());
+    return 1;
+  }
 }
