@@ -139,7 +139,8 @@ void AddBadHeaders(std::vector<Kind>& kinds) {
                      }
                      Bytes out(b.begin(), b.end() - 2);
                      for (int r = 0; r < 150; ++r)
-                       out.insert(out.end(), b.begin() + last, b.end() - 2);
+                       out.insert(out.end(), b.begin() + static_cast<std::ptrdiff_t>(last),
+                                  b.end() - 2);
                      out.push_back(std::byte{0xFF});
                      out.push_back(std::byte{0xD9});
                      return out;
@@ -264,7 +265,7 @@ TEST(BadInput, ThousandsOfBrokenFilesGiveTheirDocumentedResult) {
   JpegOptions lenient_options = strict_options;
   lenient_options.corrupt_data = CorruptDataPolicy::kAccept;
   JpegDecoder lenient(lenient_options);
-  std::vector<std::uint8_t> out(64 * 64 * 3);
+  std::vector<std::uint8_t> out(std::size_t{64} * 64 * 3);
   const PixelView view = PixelView::Interleaved(out.data(), 64, 64);
   std::mt19937 rng(2024);
   int files = 0;
@@ -314,7 +315,7 @@ TEST(BadInput, ThousandsOfBrokenFilesGiveTheirDocumentedResult) {
 
 TEST(BadInput, Lz4RawTensorsSurviveRandomDamage) {
   std::mt19937 rng(7);
-  std::vector<std::uint8_t> pixels(24 * 16 * 3);
+  std::vector<std::uint8_t> pixels(std::size_t{24} * 16 * 3);
   for (auto& p : pixels) p = std::uint8_t(rng() % 7);  // compressible
   const Bytes good = EncodeRaw(pixels, RawInfo{16, 24, 3});
   std::vector<std::uint8_t> out(pixels.size());
