@@ -89,7 +89,7 @@ TEST(SharedMemoryRing, RoundTripsAndLeavesNothingBehind) {
 // opened mapping is guarded: a read past the new end reads zeros and the segment says it
 // shrank. (On main this test dies of SIGBUS at the read.)
 TEST(SharedMemoryRing, AShrunkSegmentReadsZerosInsteadOfRaisingSigbus) {
-  const std::size_t bytes = 64 * 4096;
+  const std::size_t bytes = std::size_t{64} * 4096;
   const std::string name = detail::MakeSegmentName(UniqueJob("shrink"));
   detail::ShmSegment created = detail::ShmSegment::Create(name, bytes);
   std::memset(created.data(), 0x5a, bytes);
@@ -107,7 +107,7 @@ TEST(SharedMemoryRing, AShrunkSegmentReadsZerosInsteadOfRaisingSigbus) {
   const volatile std::byte* data = opened.data();
   const std::byte first = data[0];
   const std::byte last = data[bytes - 1];
-  const std::byte middle = data[5 * 4096];
+  const std::byte middle = data[std::ptrdiff_t{5} * 4096];
   EXPECT_EQ(first, std::byte{0x5a});
   EXPECT_EQ(last, std::byte{0});
   EXPECT_EQ(middle, std::byte{0});
