@@ -13,9 +13,9 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <exception>
 #include <fstream>
 #include <memory>
-#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -111,8 +111,8 @@ void AddFlags(CLI::App& app, Config& c) {
   app.add_option("--json", c.json, "Write one JSON line per mode (instance 0)");
 }
 
-const trainer::AllreduceMode kModes[2] = {trainer::AllreduceMode::kBlocking,
-                                          trainer::AllreduceMode::kOverlap};
+constexpr trainer::AllreduceMode kModes[2] = {trainer::AllreduceMode::kBlocking,
+                                              trainer::AllreduceMode::kOverlap};
 
 // Each mode's step times and exposed all-reduce times (ms), one per round.
 struct Timings {
@@ -179,7 +179,7 @@ void PrintReport(const Config& c, const trainer::MpiSession& mpi, const Timings&
               t.identical ? "identical in both modes" : "DIFFER between modes");
 }
 
-int Run(trainer::MpiSession& mpi, Config c) {
+int Measure(trainer::MpiSession& mpi, Config c) {
   if (c.pool > c.image_size) c.pool = c.image_size;
   trainer::SetBlasThreads(1);
   const std::vector<trainer::HeldBatch> batches = MakeBatches(c, mpi.rank());
@@ -188,26 +188,30 @@ int Run(trainer::MpiSession& mpi, Config c) {
   return t.identical ? 0 : 1;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The bench itself; main() turns an exception that escapes it into one line.
+int Run(int argc, char** argv) {
   Config c;
   CLI::App app{"Blocking vs overlapped gradient all-reduce, reference core fed from memory."};
   AddFlags(app, c);
   if (const auto rc = tilefeed::tools::ParseArgs(app, argc, argv, "allreduce_bench")) return *rc;
-  std::optional<trainer::MpiSession> mpi;
+  trainer::MpiSession mpi(&argc, &argv);
   try {
-    mpi.emplace(&argc, &argv);
+    return Measure(mpi, c);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "allreduce_bench: %s\n", e.what());
+    std::fprintf(stderr, "allreduce_bench: instance %d: %s\n", mpi.rank(), e.what());
+    // The other instances would wait for this one in their next collective forever.
+    if (mpi.size() > 1) mpi.Abort(1);
     return 1;
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
   try {
-    return Run(*mpi, c);
+    return Run(argc, argv);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "allreduce_bench: instance %d: %s\n", mpi->rank(), e.what());
-    // The other instances would wait for this one in their next collective forever.
-    if (mpi->size() > 1) mpi->Abort(1);
+    std::fprintf(stderr, "allreduce_bench: %s\n", e.what());
     return 1;
   }
 }

@@ -16,7 +16,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <optional>
+#include <exception>
 #include <thread>
 #include <vector>
 
@@ -66,7 +66,7 @@ tilefeed::trainer::MpiSessionOptions SessionOptions(const Config& c) {
 
 // Phase 1 times the all-reduce; phase 2 makes instance 0 late and measures what the others
 // burn waiting. Instance 0 prints the line.
-void Run(tilefeed::trainer::MpiSession& mpi, const Config& c) {
+void Measure(tilefeed::trainer::MpiSession& mpi, const Config& c) {
   std::vector<float> data(c.floats, 1.0f);
   for (int i = 0; i < 5; ++i) mpi.AllreduceSum(std::span<float>(data));  // warm-up
   std::vector<double> times;
@@ -105,27 +105,31 @@ void Run(tilefeed::trainer::MpiSession& mpi, const Config& c) {
   }
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The bench itself; main() turns an exception that escapes it into one line.
+int Run(int argc, char** argv) {
   Config c;
   CLI::App app{"collective_bench: MpiSession all-reduce latency and the cost of waiting"};
   AddFlags(app, c);
   if (const auto rc = tilefeed::tools::ParseArgs(app, argc, argv, "collective_bench")) return *rc;
-  std::optional<tilefeed::trainer::MpiSession> mpi;
+  tilefeed::trainer::MpiSession mpi(&argc, &argv, SessionOptions(c));
   try {
-    mpi.emplace(&argc, &argv, SessionOptions(c));
+    Measure(mpi, c);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "collective_bench: instance %d: %s\n", mpi.rank(), e.what());
+    // The other instances would wait for this one in their next collective forever.
+    if (mpi.size() > 1) mpi.Abort(1);
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "collective_bench: %s\n", e.what());
     return 1;
   }
-  try {
-    Run(*mpi, c);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "collective_bench: instance %d: %s\n", mpi->rank(), e.what());
-    // The other instances would wait for this one in their next collective forever.
-    if (mpi->size() > 1) mpi->Abort(1);
-    return 1;
-  }
-  return 0;
 }

@@ -78,6 +78,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -254,10 +255,12 @@ struct RunResult {
   double wait_seconds = 0;
   double stall_percent() const { return seconds > 0 ? 100 * wait_seconds / seconds : 0; }
   double step_ms() const { return steps > 0 ? 1e3 * seconds / static_cast<double>(steps) : 0; }
-  double images_per_second() const { return seconds > 0 ? images / seconds : 0; }
+  double images_per_second() const {
+    return seconds > 0 ? static_cast<double>(images) / seconds : 0;
+  }
   // The core's own rate in this run: images per second of compute (wait excluded).
   double busy_images_per_second() const {
-    return seconds > wait_seconds ? images / (seconds - wait_seconds) : 0;
+    return seconds > wait_seconds ? static_cast<double>(images) / (seconds - wait_seconds) : 0;
   }
 };
 
@@ -958,9 +961,8 @@ void PrintSummary(const Bench& b, double capacity, double capacity_after, const 
               valid ? "" : " (re-run on a quiet machine; invalid points are not judged)");
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The bench itself; main() turns an exception that escapes it into one line.
+int Run(int argc, char** argv) {
   Config c;
   CLI::App app{
       "Stall at 50/90/120 % of the loader's measured capacity, against the same synthetic core "
@@ -1015,4 +1017,15 @@ int main(int argc, char** argv) {
   metrics.Finish("completed");
   // 0: a valid run (whatever the goals say); 3: the run is invalid.
   return valid ? 0 : 3;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "stall_bench: %s\n", e.what());
+    return 1;
+  }
 }

@@ -451,7 +451,7 @@ void PrintTable(const std::vector<Result>& results, const Settings& settings, do
   std::printf("%-14s %-9s %9s %8s\n", "path", "checksum", "batches/s", "GB/s");
   for (const Result& r : results) {
     std::printf("%-14s %-9s %9.2f %8.2f\n", r.path.c_str(), r.checksum.c_str(),
-                r.batches / r.seconds, r.gb_per_s());
+                static_cast<double>(r.batches) / r.seconds, r.gb_per_s());
   }
   std::printf("shm / memcpy        %.2f  (goal >= 0.80: %s)\n", shm_ratio,
               shm_ratio >= 0.8 ? "met" : "NOT met");
@@ -466,7 +466,7 @@ void PrintJson(const std::vector<Result>& results, const Settings& settings, dou
         "{\"bench\":\"transport\",\"path\":\"%s\",\"checksum\":\"%s\",\"batch\":%zu,"
         "\"size\":%d,\"batches\":%zu,\"batches_per_s\":%.3f,\"gb_per_s\":%.3f}\n",
         r.path.c_str(), r.checksum.c_str(), settings.loader.batch_size, settings.loader.image_size,
-        r.batches, r.batches / r.seconds, r.gb_per_s());
+        r.batches, static_cast<double>(r.batches) / r.seconds, r.gb_per_s());
   }
   std::printf(
       "{\"bench\":\"transport\",\"ratio\":\"shm/memcpy\",\"value\":%.3f,\"goal\":0.8}\n"
@@ -474,9 +474,8 @@ void PrintJson(const std::vector<Result>& results, const Settings& settings, dou
       shm_ratio, tcp_ratio);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The bench itself; main() turns an exception that escapes it into one line.
+int Run(int argc, char** argv) {
   CLI::App app{"transport_bench: shm vs memcpy, ZeroMQ transport vs plain ZeroMQ, in one run"};
   Flags f;
   AddFlags(app, f);
@@ -502,4 +501,15 @@ int main(int argc, char** argv) {
   PrintTable(results, settings, shm_ratio, tcp_ratio);
   if (f.json) PrintJson(results, settings, shm_ratio, tcp_ratio);
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "transport_bench: %s\n", e.what());
+    return 1;
+  }
 }
