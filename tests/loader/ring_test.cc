@@ -80,10 +80,11 @@ TEST(SpscRing, TryPushFailsWhenFullAndTryPopWhenEmpty) {
   }
   auto extra = std::make_unique<int>(99);
   EXPECT_FALSE(ring.TryPush(std::move(extra)));
-  // A refused push leaves the value with the caller: the use after the move is the test.
-  // NOLINTNEXTLINE(bugprone-use-after-move)
+  // A refused push leaves the value with the caller: the uses after the move are the test.
+  // NOLINTBEGIN(bugprone-use-after-move)
   ASSERT_NE(extra, nullptr) << "a failed push must leave the value with the caller";
   EXPECT_EQ(*extra, 99);
+  // NOLINTEND(bugprone-use-after-move)
   EXPECT_EQ(ring.size(), 3u);
 
   // Wrap around the slot array several times, keeping the ring full.
