@@ -37,7 +37,7 @@ using testing::WriteFile;
 // 3 classes of JPEGs in the encodings people meet (4:2:0, 4:4:4, 4:2:2, progressive,
 // grayscale, restart markers, arithmetic coding) and one PNG named .jpg.
 fs::path MakeFolder(const TempDir& dir, int per_class) {
-  const fs::path root = dir.path() / "folder";
+  fs::path root = dir.path() / "folder";
   int n = 0;
   for (int c = 0; c < 3; ++c) {
     for (int i = 0; i < per_class; ++i, ++n) {

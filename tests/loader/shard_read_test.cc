@@ -50,7 +50,7 @@ fs::path MakeShards(const TempDir& dir, int per_class, std::uint64_t shard_bytes
                 testing::MakeJpeg(16 + (n * 13) % 40, 16 + (n * 7) % 30, o, n));
     }
   }
-  const fs::path out = dir.path() / "shards";
+  fs::path out = dir.path() / "shards";
   PackOptions options;
   options.output_dir = out.string();
   options.shard_bytes = shard_bytes;

@@ -40,7 +40,7 @@ using testing::XorByte;
 
 // 3 classes of `per_class` JPEGs of varied size and encoding under dir/folder.
 fs::path MakeFolder(const TempDir& dir, int per_class, int min_side = 24) {
-  const fs::path root = dir.path() / "folder";
+  fs::path root = dir.path() / "folder";
   int n = 0;
   for (int c = 0; c < 3; ++c) {
     for (int i = 0; i < per_class; ++i, ++n) {
@@ -213,7 +213,7 @@ TEST(ShardTest, TruncatedForeignAndMissingFilesAreRejectedAtOpenByName) {
   }
   // A foreign file of the right size: the magic is checked first.
   std::vector<std::byte> foreign = original;
-  const char kNotAShard[] = "NOTASHRD";
+  constexpr char kNotAShard[] = "NOTASHRD";
   std::memcpy(foreign.data(), kNotAShard, 8);
   WriteFile(path, foreign);
   try {
@@ -288,7 +288,7 @@ TEST(ShardTest, RefusesANonEmptyOutputWithoutForceAndLeavesForeignFiles) {
 
 // A CIFAR-10 test split of `count` records whose pixels differ everywhere.
 fs::path WriteCifarTest(const TempDir& dir, int count) {
-  const fs::path root = dir.path() / "cifar";
+  fs::path root = dir.path() / "cifar";
   std::vector<std::byte> bytes;
   for (int r = 0; r < count; ++r) {
     bytes.push_back(static_cast<std::byte>(r % 10));

@@ -390,6 +390,7 @@ TEST(ImageFolderTest, ConcurrentReadsGetTheRightBytes) {
   std::atomic<int> mismatches{0};
   {
     std::vector<std::jthread> threads;
+    threads.reserve(4);
     for (int t = 0; t < 4; ++t) {
       threads.emplace_back([&, t] {
         std::vector<std::byte> buffer;
@@ -437,7 +438,7 @@ void WriteCifarBatch(const fs::path& path, const std::vector<std::uint8_t>& labe
 
 // Five training batches of 7, 1, 3, 2 and 4 records; batch b's seeds start at 100 * b.
 std::vector<std::vector<std::uint8_t>> WriteCifarTrain(const fs::path& dir) {
-  const std::vector<std::vector<std::uint8_t>> labels = {
+  std::vector<std::vector<std::uint8_t>> labels = {
       {0, 1, 2, 3, 4, 5, 6}, {9}, {7, 8, 9}, {1, 1}, {2, 0, 4, 3}};
   for (std::size_t b = 0; b < labels.size(); ++b) {
     WriteCifarBatch(dir / ("data_batch_" + std::to_string(b + 1) + ".bin"), labels[b],
