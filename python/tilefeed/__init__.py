@@ -297,6 +297,17 @@ class Loader:
         self._stopped = False
         self._generation = 0
         self._wanted = None  # set_epoch()'s epoch, applied by the next iter()
+        self._start_core()
+        self._previous = None  # the last zero-copy batch handed out
+        self._iterator = None  # a weak reference to the newest iter()'s iterator
+        _live.add(self)
+        if type(self) is Loader:
+            torch_class = _torch_loader_class()
+            if torch_class is not None:
+                self.__class__ = torch_class
+
+    def _start_core(self):
+        """Opens the C++ loader and keeps what it found out about the dataset."""
         self._core = self._make_core()
         self._mid_epoch = False  # the core has delivered part of its current epoch
         self._batches_per_epoch = self._core.batches_per_epoch
@@ -306,14 +317,7 @@ class Loader:
         self._summary = self._core.summary
         self._notes = tuple(self._core.notes)
         for note in self._notes:
-            warnings.warn(f"tilefeed.Loader: {note}", stacklevel=2)
-        self._previous = None  # the last zero-copy batch handed out
-        self._iterator = None  # a weak reference to the newest iter()'s iterator
-        _live.add(self)
-        if type(self) is Loader:
-            torch_class = _torch_loader_class()
-            if torch_class is not None:
-                self.__class__ = torch_class
+            warnings.warn(f"tilefeed.Loader: {note}", stacklevel=3)
 
     # -- iteration ------------------------------------------------------------------------
 
