@@ -151,15 +151,25 @@ def python_functions(text, path):
     return out
 
 
+def tracked_sources(root):
+    """The tracked C++ and Python files, or, outside a git checkout, every such file in the
+    tree but build folders."""
+    listed = subprocess.run(["git", "ls-files", "*.cc", "*.h", "*.cu", "*.py"], cwd=root,
+                            capture_output=True, text=True)
+    if listed.returncode == 0:
+        return listed.stdout.split()
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*")
+                  if p.suffix in (".cc", ".h", ".cu", ".py") and "build" not in p.parts[0]
+                  and not any(part.startswith(".") for part in p.relative_to(root).parts))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("files", nargs="*", help="files to check (default: every tracked one)")
     parser.add_argument("--limit", type=int, default=LIMIT, help="most lines a function may have")
     args = parser.parse_args()
     root = Path(__file__).resolve().parents[2]
-    files = args.files or subprocess.run(
-        ["git", "ls-files", "*.cc", "*.h", "*.cu", "*.py"], cwd=root, check=True,
-        capture_output=True, text=True).stdout.split()
+    files = args.files or tracked_sources(root)
     over = 0
     for name in files:
         path = Path(name) if args.files else root / name
