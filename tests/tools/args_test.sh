@@ -43,6 +43,9 @@ train|--bad-sample-lines must be at least 0, got -1|--data $D --bad-sample-lines
 train|--reader-credits must be at least 1, got 0|--readers tcp://127.0.0.1:5555 --reader-credits 0
 train|--reader-timeout-ms must be at least 1, got 0|--data $D --reader-timeout-ms 0
 train|--reconnect-window-ms must be at least 1, got -1|--data $D --reconnect-window-ms -1
+train|--reader-timeout must be at least 0.001, got 0|--data $D --reader-timeout 0
+train|--reconnect-window must be at least 0.001, got -1|--data $D --reconnect-window -1
+train|excludes --reader-timeout|--data $D --reader-timeout 1 --reader-timeout-ms 1000
 train|--collective-timeout must be between 0 and 1000000, got -1|--data $D --collective-timeout -1
 train|--io-tiles must be between 1 and 64, got 0|--data $D --io-tiles 0
 train|--gradient-accumulation must be between 1 and 4096, got 0|--data $D --gradient-accumulation 0
@@ -79,6 +82,11 @@ tilefeed-serve|--instance-index must be at least 0, got -1|--data $D --instance-
 tilefeed-serve|--instance-count must be at least 1, got 0|--data $D --instance-index 0 --instance-count 0
 tilefeed-serve|--heartbeat-ms must be at least 1, got 0|--data $D --heartbeat-ms 0
 tilefeed-serve|--timeout-ms must be at least 1, got -5|--data $D --timeout-ms -5
+tilefeed-serve|--heartbeat must be at least 0.001, got 0|--data $D --heartbeat 0
+tilefeed-serve|--timeout must be at least 0.001, got -5|--data $D --timeout -5
+tilefeed-serve|--slice must be INDEX/COUNT with INDEX below COUNT, got '2/2'|--data $D --slice 2/2
+tilefeed-serve|--shard must be INDEX/COUNT with INDEX below COUNT, got 'x'|--data $D --shard x
+tilefeed-serve|--split: bogus not in|--data $D --split bogus
 tilefeed-serve|--bad-sample-lines must be at least 0, got -1|--data $D --bad-sample-lines -1
 tilefeed-serve|--metrics-port must be PORT or HOST:PORT with PORT between 0 and 65535|--data $D --metrics-port 99999
 tilefeed-pack|--workers must be between 0 and 1024, got -3|$D $work/out --workers -3

@@ -57,7 +57,7 @@ class Reader:
         while True:
             self.log.seek(0)
             found = re.search(r"^tilefeed-serve: serving \d+ samples, epochs 0 to \d+ "
-                              r"\(shard \d+/\d+\) on (\S+)$", self.log.read(), re.M)
+                              r"\(slice \d+/\d+\) on (\S+)$", self.log.read(), re.M)
             if found:
                 self.endpoint = found.group(1)
                 break
