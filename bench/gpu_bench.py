@@ -91,7 +91,7 @@ def device_bits(tensor):
 @section("exact")
 def exact(args):
     common = dict(batch_size=64, image_size=224, workers=args.workers, seed=7, epochs=1,
-                  shard=(0, 1))
+                  slice=(0, 1))
     cpu = tilefeed.Loader(args.shards, copy=True, **common)
     host = [b.images.copy() for b, _ in zip(cpu, range(3))]
     cpu.stop()
@@ -326,7 +326,7 @@ def main():
     loader = tilefeed.Loader(args.shards, batch_size=256, image_size=224,
                              workers=args.workers, device="cuda", dtype="bfloat16",
                              mean=tilefeed.cuda.IMAGENET_MEAN, std=tilefeed.cuda.IMAGENET_STD,
-                             layout="nhwc", drop_last_batch=True, timing=True, shard=(0, 1))
+                             layout="nhwc", drop_last_batch=True, timing=True, slice=(0, 1))
     if "bandwidth" in parts:
         bandwidth(args, loader)
     if "train" in parts:

@@ -13,6 +13,11 @@
 // --metrics-overhead times --data with a metrics Writer (tilefeed/metrics/metrics.h) sampling the
 // loader every --metrics-interval seconds against the same run without one, the same way
 // (ratio=with/without).
+//
+// The loader's flags come from the shared option table (tilefeed/loader/option_specs.h, through
+// tools/option_flags.h), spelled and bounded as in every tool and in Python. The old spellings
+// still work, hidden, with a warning: --batch, --size, --depth, --cache-limit-mib (MiB) and
+// --mode val (now --mode eval, whose --split defaults to val).
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -24,6 +29,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -38,10 +44,12 @@
 #include "tilefeed/loader/shard_source.h"
 #include "tilefeed/metrics/cli.h"
 #include "tools/cli_checks.h"
+#include "tools/option_flags.h"
 
 namespace {
 
 namespace loader = tilefeed::loader;
+namespace tools = tilefeed::tools;
 using Clock = std::chrono::steady_clock;
 
 double PeakRssMiB() {
@@ -198,359 +206,488 @@ int Alternate(const std::string& name_a,
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{
-      "loader_bench: runs the tilefeed loader on an ImageFolder dataset against a consumer\n"
-      "that only touches each batch, and prints images/s, MP/s, MB/s, per-stage times\n"
-      "(read, decode, resize per image), the consumer's wait share, ring occupancy, bad\n"
-      "samples and peak RSS. A live progress line is shown on a terminal."};
+// The command line.
+struct Args {
   std::string data;
-  std::string mode = "train";
+  std::string split;  // "": val with --mode eval, else train
   loader::LoaderOptions options;
-  int workers = 0;
   double seconds = 0;
   std::uint64_t epochs = 1;
   std::size_t warmup = 2;
   bool json = false;
   bool fail = false;
   std::string scales = "pow2";
-  app.add_option(
-         "--data", data,
-         "dataset (tilefeed/loader/dataset.h): ImageFolder, a root with train/ and val/ (--mode "
-         "picks the split), a shard directory or manifest of any codec, or CIFAR-10")
-      ->required();
-  app.add_option("--batch-size,--batch", options.batch_size, "batch size")
-      ->check(tilefeed::tools::AtLeast(1))
+  std::string shard_io = "pread";
+  std::size_t max_gap = loader::ShardReadOptions{}.max_gap;
+  bool no_shuffle = false;
+  bool read_only = false;
+  bool no_coalesce = false;
+  double interval = 0;
+  std::string against;
+  int rounds = 10;
+  std::size_t round_batches = 12;
+  std::string cache_dir;
+  std::uint64_t cache_limit = loader::RemoteOptions{}.cache_limit;
+  std::uint64_t cache_limit_mib = 0;  // the old --cache-limit-mib; 0: not given
+  tilefeed::metrics::Flags metrics;
+  bool metrics_overhead = false;
+};
+
+// The loader's own options, from the shared table (tilefeed/loader/option_specs.h), with the
+// old abbreviations --batch, --size and --depth as hidden aliases that warn.
+void AddLoaderOptionFlags(CLI::App& app, Args& a) {
+  loader::LoaderOptions& o = a.options;
+  tools::AddDeprecatedAlias(app, loader::kBatchSize,
+                            tools::AddOption(app, loader::kBatchSize, o.batch_size), "--batch",
+                            o.batch_size);
+  tools::AddDeprecatedAlias(app, loader::kImageSize,
+                            tools::AddOption(app, loader::kImageSize, o.image_size), "--size",
+                            o.image_size);
+  tools::AddOption(app, loader::kMode, o.mode);
+  tools::AddOption(app, loader::kSplit, a.split)
+      ->description(std::string(loader::kSplit.help) +
+                    " (default: val with --mode eval, else "
+                    "train)");
+  tools::AddOption(app, loader::kEvalDctScaling, o.eval_dct_scaling);
+  tools::AddOption(app, loader::kWorkers, o.workers);
+  tools::AddDeprecatedAlias(app, loader::kPrefetchDepth,
+                            tools::AddOption(app, loader::kPrefetchDepth, o.prefetch_depth),
+                            "--depth", o.prefetch_depth);
+  tools::AddOption(app, loader::kSeed, o.seed);
+  tools::AddOption(app, loader::kBadSamplePolicy, o.bad_sample_policy);
+  app.add_flag("--fail", a.fail, "stop at the first bad sample (= --bad-sample-policy fail)");
+  app.add_flag("--no-shuffle", a.no_shuffle,
+               "read in dataset order (for shards: consecutive records, the most a "
+               "shard-local order could merge)");
+  app.add_option("--local-block", o.locality.block,
+                 "block-local shuffle: blocks of this many consecutive records (0 = full "
+                 "shuffle)")
+      ->check(tools::AtLeast(0))
       ->capture_default_str();
-  app.add_option("--workers", workers, "decode threads (0 = all cores)")
-      ->check(tilefeed::tools::Between(0, 1024))
+  app.add_option("--local-window", o.locality.window,
+                 "block-local shuffle: blocks shuffled together")
+      ->check(tools::AtLeast(1))
       ->capture_default_str();
-  app.add_option("--image-size,--size", options.image_size, "output side in pixels")
-      ->check(tilefeed::tools::Between(16, 4096))
-      ->capture_default_str();
-  app.add_option("--mode", mode,
-                 "train: RandomResizedCrop + flip on the train split; eval (or val): resize 256 "
-                 "+ centre crop on the val split")
-      ->check(CLI::IsMember({"train", "eval", "val"}))
-      ->capture_default_str();
-  app.add_flag("--eval-dct-scaling", options.eval_dct_scaling,
-               "eval: let JPEGs decode at a DCT scale-down (faster; pixels then differ from "
-               "torchvision's Resize + CenterCrop by a few levels)");
-  app.add_option("--prefetch-depth,--depth", options.prefetch_depth, "prefetch depth (batch slots)")
-      ->check(tilefeed::tools::Between(1, 1 << 20))
-      ->capture_default_str();
-  app.add_option("--seed", options.seed, "shuffle and augmentation seed")
-      ->check(tilefeed::tools::AtLeast(0))
-      ->capture_default_str();
-  auto* seconds_opt =
-      app.add_option("--seconds", seconds, "run this long instead of --epochs (crosses epochs)")
-          ->check(tilefeed::tools::Above(0.0));
-  app.add_option("--epochs", epochs, "run this many epochs, at least 1 (default 1)")
-      ->check(tilefeed::tools::AtLeast(1))
-      ->excludes(seconds_opt);
-  app.add_option("--warmup", warmup, "untimed batches at the start")
-      ->check(tilefeed::tools::AtLeast(0))
-      ->capture_default_str();
-  app.add_option("--scales", scales, "DCT scales: pow2 or eighths")
+  app.add_option("--scales", a.scales, "DCT scales: pow2 or eighths")
       ->check(CLI::IsMember({"pow2", "eighths"}))
       ->capture_default_str();
-  app.add_flag("--fail", fail, "stop at the first bad sample instead of skipping it");
-  std::string bad_sample_policy = "skip";
-  app.add_option("--bad-sample-policy", bad_sample_policy, "skip or fail (fail = --fail)")
-      ->check(CLI::IsMember({"skip", "fail"}));
-  app.add_flag("--json", json, "also print the figures as one JSON line");
-  std::string shard_io = "pread";
-  app.add_option("--shard-io", shard_io,
+}
+
+// How long and what to time.
+void AddRunFlags(CLI::App& app, Args& a) {
+  app.add_option("--data", a.data,
+                 "dataset (tilefeed/loader/dataset.h): ImageFolder, a root with train/ and val/ "
+                 "(--split picks one), a shard directory or manifest of any codec, or CIFAR-10")
+      ->required();
+  auto* seconds =
+      app.add_option("--seconds", a.seconds, "run this long instead of --epochs (crosses epochs)")
+          ->check(tools::Above(0.0));
+  tools::AddOption(app, loader::kEpochs, a.epochs)
+      ->description(std::string(loader::kEpochs.help) +
+                    " (default 1; --seconds runs for a time "
+                    "instead)")
+      ->excludes(seconds);
+  app.add_option("--warmup", a.warmup, "untimed batches at the start")
+      ->check(tools::AtLeast(0))
+      ->capture_default_str();
+  app.add_flag("--json", a.json, "also print the figures as one JSON line");
+  app.add_option("--interval", a.interval,
+                 "print a line with the images/s of each interval of this many seconds (0: none)")
+      ->check(tools::AtLeast(0.0));
+  app.add_flag("--read-only", a.read_only,
+               "time only the source's reads: one thread reads epoch 0's order in chunks of 16 "
+               "with Source::ReadMany, as a decode worker does, and decodes nothing");
+  app.add_option("--against", a.against,
+                 "a second dataset (e.g. the ImageFolder that --data's shards were packed "
+                 "from) timed against --data in alternating rounds; prints the ratio "
+                 "data/against");
+  app.add_option("--rounds", a.rounds, "--against: rounds, each timing both datasets once")
+      ->check(tools::AtLeast(1))
+      ->capture_default_str();
+  app.add_option("--round-batches", a.round_batches,
+                 "--against: timed batches per dataset and round (after --warmup untimed ones)")
+      ->check(tools::AtLeast(1))
+      ->capture_default_str();
+  tilefeed::metrics::AddFlags(app, a.metrics);
+  tools::CheckMetricsFlags(app);
+  app.add_flag("--metrics-overhead", a.metrics_overhead,
+               "time --data with a metrics writer sampling every --metrics-interval seconds "
+               "(to --metrics, or /dev/null) against without, in alternating rounds like "
+               "--against; prints ratio=with/without");
+}
+
+// How the source reads: shard I/O and the remote cache (--cache-limit from the shared table;
+// the old --cache-limit-mib is a hidden alias that warns).
+void AddSourceFlags(CLI::App& app, Args& a) {
+  app.add_option("--shard-io", a.shard_io,
                  "shards: read records with pread (merging nearby ones) or copy them out of "
                  "mmapped shards")
       ->check(CLI::IsMember({"pread", "mmap"}))
       ->capture_default_str();
-  std::size_t max_gap = loader::ShardReadOptions{}.max_gap;
-  app.add_option("--coalesce-gap", max_gap,
+  app.add_option("--coalesce-gap", a.max_gap,
                  "shards, pread: merge reads of records at most this many bytes apart")
-      ->check(tilefeed::tools::AtLeast(0))
+      ->check(tools::AtLeast(0))
       ->capture_default_str();
-  bool no_shuffle = false;
-  app.add_flag("--no-shuffle", no_shuffle,
-               "read in dataset order (for shards: consecutive records, the most a "
-               "shard-local order could merge)");
-  app.add_option("--local-block", options.locality.block,
-                 "block-local shuffle: blocks of this many consecutive records (0 = full "
-                 "shuffle)")
-      ->check(tilefeed::tools::AtLeast(0))
-      ->capture_default_str();
-  app.add_option("--local-window", options.locality.window,
-                 "block-local shuffle: blocks shuffled together")
-      ->check(tilefeed::tools::AtLeast(1))
-      ->capture_default_str();
-  bool read_only = false;
-  app.add_flag("--read-only", read_only,
-               "time only the source's reads: one thread reads epoch 0's order in chunks of 16 "
-               "with Source::ReadMany, as a decode worker does, and decodes nothing");
-  bool no_coalesce = false;
-  app.add_flag("--no-coalesce", no_coalesce, "shards, pread: one read per record");
-  double interval = 0;
-  app.add_option("--interval", interval,
-                 "print a line with the images/s of each interval of this many seconds (0: none)")
-      ->check(tilefeed::tools::AtLeast(0.0));
-  std::string against;
-  app.add_option("--against", against,
-                 "a second dataset (e.g. the ImageFolder that --data's shards were packed "
-                 "from) timed against --data in alternating rounds; prints the ratio "
-                 "data/against");
-  int rounds = 10;
-  app.add_option("--rounds", rounds, "--against: rounds, each timing both datasets once")
-      ->check(tilefeed::tools::AtLeast(1))
-      ->capture_default_str();
-  std::size_t round_batches = 12;
-  app.add_option("--round-batches", round_batches,
-                 "--against: timed batches per dataset and round (after --warmup untimed ones)")
-      ->check(tilefeed::tools::AtLeast(1))
-      ->capture_default_str();
-  std::string cache_dir;
-  app.add_option("--cache-dir", cache_dir,
-                 "http(s)/s3 datasets: the block cache's directory (default: no cache)");
-  std::uint64_t cache_limit_mib = 10240;
-  app.add_option("--cache-limit-mib", cache_limit_mib, "--cache-dir: its size bound in MiB")
-      ->check(tilefeed::tools::AtLeast(1))
-      ->capture_default_str();
-  tilefeed::metrics::Flags metrics_flags;
-  tilefeed::metrics::AddFlags(app, metrics_flags);
-  tilefeed::tools::CheckMetricsFlags(app);
-  bool metrics_overhead = false;
-  app.add_flag("--metrics-overhead", metrics_overhead,
-               "time --data with a metrics writer sampling every --metrics-interval seconds "
-               "(to --metrics, or /dev/null) against without, in alternating rounds like "
-               "--against; prints ratio=with/without");
-  if (const auto rc = tilefeed::tools::ParseArgs(app, argc, argv, "loader_bench")) return *rc;
+  app.add_flag("--no-coalesce", a.no_coalesce, "shards, pread: one read per record");
+  tools::AddOption(app, loader::kCacheDir, a.cache_dir);
+  CLI::Option* limit = tools::AddSizeOption(app, loader::kCacheLimit, a.cache_limit);
+  // The old --cache-limit-mib, in MiB: --cache-limit's range and words in MiB.
+  loader::OptionSpec in_mib = loader::kCacheLimit;
+  in_mib.kind = loader::OptionKind::kInteger;
+  in_mib.min /= 1 << 20;
+  in_mib.max = double(std::numeric_limits<std::uint64_t>::max() >> 20);
+  tools::AddDeprecatedAlias(app, in_mib, limit, "--cache-limit-mib", a.cache_limit_mib);
+}
 
-  loader::DatasetOptions dataset_options;
-  loader::RemoteCounters remote_counters;
-  dataset_options.remote.cache_dir = cache_dir;
-  dataset_options.remote.cache_limit = cache_limit_mib << 20;
-  dataset_options.remote.counters = &remote_counters;
-  dataset_options.split = mode == "train" ? loader::Split::kTrain : loader::Split::kVal;
-  dataset_options.shards.io = shard_io == "mmap" ? loader::ShardIo::kMmap : loader::ShardIo::kPread;
-  dataset_options.shards.coalesce = !no_coalesce;
-  dataset_options.shards.max_gap = max_gap;
-  options.mode = mode == "train" ? loader::Mode::kTrain : loader::Mode::kEval;
-  options.workers = workers;
-  options.shuffle = !no_shuffle;
-  options.epochs = seconds > 0 ? 0 : epochs;
-  options.bad_sample_policy = fail || bad_sample_policy == "fail" ? loader::BadSamplePolicy::kFail
-                                                                  : loader::BadSamplePolicy::kSkip;
-  options.jpeg.scales = scales == "pow2" ? tilefeed::codecs::DctScales::kPowersOfTwo
-                                         : tilefeed::codecs::DctScales::kEighths;
-  std::mutex print_mutex;
-  std::atomic<int> printed{0};
-  options.on_bad_sample = [&](const loader::BadSample& bad) {
-    if (printed.fetch_add(1) < 20) {
-      std::lock_guard lock(print_mutex);
-      std::fprintf(stderr, "\nbad sample: %s: %s\n", bad.where.c_str(), bad.reason.c_str());
+// --mode val, from before --split: eval on the val split, now --mode eval (whose split
+// defaults to val). Returns argv with it rewritten, after a warning.
+std::vector<std::string> RewriteModeVal(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    const bool joined = args[i] == "--mode=val";
+    if (!joined && !(args[i] == "--mode" && i + 1 < args.size() && args[i + 1] == "val")) continue;
+    std::fprintf(stderr, "warning: --mode val is deprecated; use --mode eval --split val\n");
+    if (joined) {
+      args[i] = "--mode=eval";
+    } else {
+      args[i + 1] = "eval";
     }
-  };
+  }
+  return args;
+}
 
-  std::unique_ptr<loader::Loader> run;
-  const loader::ShardDataset* shard_source = nullptr;  // owned by `run`
-  const auto open_source = [&](const std::string& location) -> std::unique_ptr<loader::Source> {
-    loader::OpenedDataset opened = loader::OpenDataset(location, dataset_options);
+// The options that follow from several flags at once.
+void FinishOptions(Args& a) {
+  loader::LoaderOptions& o = a.options;
+  if (a.split.empty()) a.split = o.mode == loader::Mode::kEval ? "val" : "train";
+  if (a.cache_limit_mib > 0) a.cache_limit = a.cache_limit_mib << 20;
+  o.shuffle = !a.no_shuffle;
+  o.epochs = a.seconds > 0 ? 0 : a.epochs;
+  if (a.fail) o.bad_sample_policy = loader::BadSamplePolicy::kFail;
+  o.jpeg.scales = a.scales == "pow2" ? tilefeed::codecs::DctScales::kPowersOfTwo
+                                     : tilefeed::codecs::DctScales::kEighths;
+}
+
+// Opens datasets as --data was given, counting remote requests.
+class Opener {
+ public:
+  explicit Opener(const Args& a) {
+    options_.remote.cache_dir = a.cache_dir;
+    options_.remote.cache_limit = a.cache_limit;
+    options_.remote.counters = &remote_;
+    options_.split = a.split == "train" ? loader::Split::kTrain : loader::Split::kVal;
+    options_.shards.io = a.shard_io == "mmap" ? loader::ShardIo::kMmap : loader::ShardIo::kPread;
+    options_.shards.coalesce = !a.no_coalesce;
+    options_.shards.max_gap = a.max_gap;
+    test_ = a.split == "test";
+  }
+
+  // A split root's test/ folder is a dataset of its own; elsewhere (CIFAR-10) test is the
+  // held-out batch, which the val split opens.
+  std::unique_ptr<loader::Source> Open(const std::string& location) {
+    const std::string test_dir = location + "/test";
+    const bool own_folder = test_ && std::filesystem::is_directory(test_dir);
+    loader::DatasetOptions options = options_;
+    if (own_folder) options.split = loader::Split::kTrain;
+    loader::OpenedDataset opened = loader::OpenDataset(own_folder ? test_dir : location, options);
     std::fprintf(stderr, "data: %s\n", opened.summary.c_str());
-    for (const std::string& note : opened.notes)
+    for (const std::string& note : opened.notes) {
       std::fprintf(stderr, "warning: %s\n", note.c_str());
-    shard_source = dynamic_cast<const loader::ShardDataset*>(opened.source.get());
+    }
+    shards_ = dynamic_cast<const loader::ShardDataset*>(opened.source.get());
     return std::move(opened.source);
+  }
+
+  // The shard source last opened, or null (owned by the loader it went to).
+  const loader::ShardDataset* shards() const { return shards_; }
+  const loader::RemoteCounters& remote() const { return remote_; }
+
+ private:
+  loader::DatasetOptions options_;
+  loader::RemoteCounters remote_;
+  bool test_ = false;
+  const loader::ShardDataset* shards_ = nullptr;
+};
+
+// --metrics-overhead: the same dataset twice, A with a metrics writer sampling it, B without.
+int MetricsOverhead(const Args& a, Opener& opener) {
+  const auto with_metrics =
+      [&a](int which, loader::Loader& turn) -> std::unique_ptr<tilefeed::metrics::Writer> {
+    if (which != 0) return nullptr;
+    tilefeed::metrics::WriterOptions writer_options;
+    writer_options.path = a.metrics.path.empty() ? "/dev/null" : a.metrics.path;
+    writer_options.interval_seconds = a.metrics.interval_seconds;
+    tilefeed::metrics::RunInfo info;
+    info.tool = "loader_bench";
+    info.dataset = a.data;
+    auto writer = std::make_unique<tilefeed::metrics::Writer>(writer_options, info);
+    writer->SetLoader([&turn] { return turn.metrics(); });
+    return writer;
   };
-  if (metrics_overhead) {
-    // The same dataset twice: A with the metrics writer sampling it, B without.
-    const auto with_metrics =
-        [&](int which, loader::Loader& turn) -> std::unique_ptr<tilefeed::metrics::Writer> {
-      if (which != 0) return nullptr;
-      tilefeed::metrics::WriterOptions writer_options;
-      writer_options.path = metrics_flags.path.empty() ? "/dev/null" : metrics_flags.path;
-      writer_options.interval_seconds = metrics_flags.interval_seconds;
-      tilefeed::metrics::RunInfo info;
-      info.tool = "loader_bench";
-      info.dataset = data;
-      auto writer = std::make_unique<tilefeed::metrics::Writer>(writer_options, info);
-      writer->SetLoader([&turn] { return turn.metrics(); });
-      return writer;
-    };
-    try {
-      return Alternate(
-          data + " with metrics", [&] { return open_source(data); }, data + " without",
-          [&] { return open_source(data); }, options, rounds, round_batches, warmup, with_metrics);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "loader_bench: %s\n", e.what());
-      return 2;
-    }
-  }
-  if (!against.empty()) {
-    try {
-      return Alternate(
-          data, [&] { return open_source(data); }, against, [&] { return open_source(against); },
-          options, rounds, round_batches, warmup);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "loader_bench: %s\n", e.what());
-      return 2;
-    }
-  }
-  try {
-    std::unique_ptr<loader::Source> source = open_source(data);
-    // No loader for --read-only: its prefetching workers would compete with the reads.
-    if (read_only) return ReadOnly(*source, options, seconds > 0 ? seconds : 10);
-    run = std::make_unique<loader::Loader>(std::move(source), options);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "loader_bench: %s\n", e.what());
-    return 2;
-  }
-  const int threads = workers > 0 ? workers : int(std::thread::hardware_concurrency());
-  std::printf(
-      "loader_bench: %zu images in %zu classes at %s, %s mode, %dx%d, batch %zu, "
-      "%d workers, depth %zu\n",
-      run->source().size(), run->source().class_names().size(), data.c_str(), mode.c_str(),
-      options.image_size, options.image_size, options.batch_size, threads, options.prefetch_depth);
+  const auto open = [&] { return opener.Open(a.data); };
+  return Alternate(a.data + " with metrics", open, a.data + " without", open, a.options, a.rounds,
+                   a.round_batches, a.warmup, with_metrics);
+}
 
-  tilefeed::metrics::Session metrics;
-  try {
-    metrics = tilefeed::metrics::Open(
-        metrics_flags, {"loader_bench", tilefeed::metrics::OptionsOf(app), data,
-                        run->source().size(), run->source().class_names().size(), 0, 1,
-                        run->metrics().slots * run->metrics().slot_bytes});
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "loader_bench: %s\n", e.what());
-    return 2;
-  }
-  metrics.SetLoader([&run] { return run->metrics(); });
-
-  const bool live = isatty(STDERR_FILENO) != 0;
+// What the timed run measured.
+struct Timing {
   std::uint64_t checksum = 0;
   std::size_t batches = 0;
-  std::size_t timed_images = 0;
+  std::size_t timed_images = 0;  // after the warm-up
   loader::LoaderMetrics at_start;
-  Clock::time_point t0 = Clock::now();
-  const Clock::time_point begin = t0;
-  auto last_print = t0;
-  auto last_interval = t0;
-  std::size_t interval_images = 0;
-  try {
-    for (std::uint64_t epoch = 0;; ++epoch) {
-      bool any = false;
-      while (auto batch = run->Next()) {
-        any = true;
-        checksum += Touch(*batch);
-        ++batches;
-        if (batches == warmup) {
-          at_start = run->metrics();
-          t0 = Clock::now();
-        } else if (batches > warmup) {
-          timed_images += batch->size();
-        }
-        const auto now = Clock::now();
-        interval_images += batch->size();
-        if (interval > 0 &&
-            std::chrono::duration<double>(now - last_interval).count() >= interval) {
-          const double span = std::chrono::duration<double>(now - last_interval).count();
-          std::printf("interval t=%.1f images_per_s=%.1f\n",
-                      std::chrono::duration<double>(now - begin).count(), interval_images / span);
-          std::fflush(stdout);
-          last_interval = now;
-          interval_images = 0;
-        }
-        if (live && now - last_print > std::chrono::milliseconds(250)) {
-          last_print = now;
-          const double elapsed = std::chrono::duration<double>(now - t0).count();
-          std::fprintf(stderr, "\r  epoch %llu batch %llu/%zu  %.0f images/s  ",
-                       static_cast<unsigned long long>(batch->epoch()),
-                       static_cast<unsigned long long>(batch->index() + 1),
-                       run->batches_per_epoch(), elapsed > 0 ? timed_images / elapsed : 0.0);
-        }
-        if (seconds > 0 && std::chrono::duration<double>(now - begin).count() >= seconds) {
-          break;
-        }
-      }
-      if (any && metrics) metrics.writer->EndEpoch(epoch);
-      if (!any ||
-          (seconds > 0 && std::chrono::duration<double>(Clock::now() - begin).count() >= seconds)) {
-        break;
-      }
+  Clock::time_point begin = Clock::now();
+  Clock::time_point t0 = begin;  // the end of the warm-up
+};
+
+// The live lines: --interval's images/s, and the progress line on a terminal.
+class Progress {
+ public:
+  explicit Progress(double interval) : interval_(interval) {}
+
+  void OnBatch(const loader::Batch& batch, const loader::Loader& run, const Timing& timing,
+               Clock::time_point now) {
+    interval_images_ += batch.size();
+    const double span = std::chrono::duration<double>(now - last_interval_).count();
+    if (interval_ > 0 && span >= interval_) {
+      std::printf("interval t=%.1f images_per_s=%.1f\n",
+                  std::chrono::duration<double>(now - timing.begin).count(),
+                  double(interval_images_) / span);
+      std::fflush(stdout);
+      last_interval_ = now;
+      interval_images_ = 0;
     }
+    if (live_ && now - last_print_ > std::chrono::milliseconds(250)) {
+      last_print_ = now;
+      const double elapsed = std::chrono::duration<double>(now - timing.t0).count();
+      std::fprintf(stderr, "\r  epoch %llu batch %llu/%zu  %.0f images/s  ",
+                   static_cast<unsigned long long>(batch.epoch()),
+                   static_cast<unsigned long long>(batch.index()) + 1, run.batches_per_epoch(),
+                   elapsed > 0 ? double(timing.timed_images) / elapsed : 0.0);
+    }
+  }
+
+  void Clear() const {
+    if (live_) std::fprintf(stderr, "\r%60s\r", "");
+  }
+
+ private:
+  const double interval_;
+  const bool live_ = isatty(STDERR_FILENO) != 0;
+  Clock::time_point last_print_ = Clock::now();
+  Clock::time_point last_interval_ = last_print_;
+  std::size_t interval_images_ = 0;
+};
+
+// Runs `run` for --epochs or --seconds, touching every batch. Throws LoaderError.
+Timing RunEpochs(const Args& a, loader::Loader& run, tilefeed::metrics::Session& metrics) {
+  Timing timing;
+  Progress progress(a.interval);
+  const auto past_seconds = [&](Clock::time_point now) {
+    return a.seconds > 0 && std::chrono::duration<double>(now - timing.begin).count() >= a.seconds;
+  };
+  for (std::uint64_t epoch = 0;; ++epoch) {
+    bool any = false;
+    while (auto batch = run.Next()) {
+      any = true;
+      timing.checksum += Touch(*batch);
+      ++timing.batches;
+      if (timing.batches == a.warmup) {
+        timing.at_start = run.metrics();
+        timing.t0 = Clock::now();
+      } else if (timing.batches > a.warmup) {
+        timing.timed_images += batch->size();
+      }
+      const auto now = Clock::now();
+      progress.OnBatch(*batch, run, timing, now);
+      if (past_seconds(now)) break;
+    }
+    if (any && metrics) metrics.writer->EndEpoch(epoch);
+    if (!any || past_seconds(Clock::now())) break;
+  }
+  progress.Clear();
+  return timing;
+}
+
+// The figures of a timed run, derived from the loader's metrics.
+struct Figures {
+  double elapsed = 0, ips = 0, read_ms = 0, decode_ms = 0, resize_ms = 0, wait_pct = 0, mb = 0;
+  double mpix = 0, prefetch_mib = 0, records_per_read = 0;
+  int threads = 0;
+  loader::LoaderMetrics end;
+};
+
+Figures Compute(const Args& a, const Timing& t, const loader::LoaderMetrics& end) {
+  Figures f;
+  f.end = end;
+  f.elapsed = std::chrono::duration<double>(Clock::now() - t.t0).count();
+  f.ips = double(t.timed_images) / f.elapsed;
+  const double images = double(end.images - t.at_start.images);
+  const double per_image_ms = images > 0 ? 1e3 / images : 0;
+  f.read_ms = (end.read_seconds - t.at_start.read_seconds) * per_image_ms;
+  f.decode_ms = (end.decode_seconds - t.at_start.decode_seconds) * per_image_ms;
+  f.resize_ms = (end.resize_seconds - t.at_start.resize_seconds) * per_image_ms;
+  f.wait_pct = 100.0 * (end.wait_seconds - t.at_start.wait_seconds) / f.elapsed;
+  f.mb = double(end.bytes_read - t.at_start.bytes_read) / 1e6;
+  f.mpix = double(a.options.image_size) * a.options.image_size / 1e6;
+  f.prefetch_mib = double(end.slots * end.slot_bytes) / (1 << 20);
+  f.threads = a.options.workers > 0 ? a.options.workers : int(std::thread::hardware_concurrency());
+  return f;
+}
+
+void PrintFigures(const Args& a, const Timing& t, const Figures& f) {
+  std::printf("  images/s          %10.1f  (%zu images in %.2f s after %zu warm-up batches)\n",
+              f.ips, t.timed_images, f.elapsed, a.warmup);
+  std::printf("  output MP/s       %10.1f\n", f.ips * f.mpix);
+  std::printf("  read MB/s         %10.1f\n", f.mb / f.elapsed);
+  std::printf("  per image (ms of one worker): read %.3f  decode %.3f  resize %.3f\n", f.read_ms,
+              f.decode_ms, f.resize_ms);
+  std::printf("  consumer wait     %10.1f %%  (stall of a consumer that only touches batches)\n",
+              f.wait_pct);
+  std::printf("  ring occupancy    %10.2f of %zu slots ready when the consumer asked\n",
+              f.end.mean_ready_batches, f.end.slots);
+  std::printf("  bad samples       %10llu\n", static_cast<unsigned long long>(f.end.bad_samples));
+  std::printf("  peak RSS          %10.1f MiB  (prefetch slots %.1f MiB)\n", PeakRssMiB(),
+              f.prefetch_mib);
+}
+
+// Requests and bytes of the whole run (opening and warm-up included), over its wall time.
+void PrintRemote(const Timing& t, const loader::RemoteCounters& remote) {
+  const double run_s = std::chrono::duration<double>(Clock::now() - t.begin).count();
+  std::printf(
+      "  remote            %10.2f requests per batch  (%llu requests, %llu retries), %.1f MB "
+      "received (%.1f MB/s over %.2f s), %llu cache hits, %llu blocks stored\n",
+      double(remote.requests.load()) / double(t.batches),
+      static_cast<unsigned long long>(remote.requests.load()),
+      static_cast<unsigned long long>(remote.retries.load()), double(remote.bytes.load()) / 1e6,
+      double(remote.bytes.load()) / 1e6 / run_s, run_s,
+      static_cast<unsigned long long>(remote.cache_hits.load()),
+      static_cast<unsigned long long>(remote.cache_fills.load()));
+}
+
+void PrintJson(const Args& a, const Timing& t, const Figures& f) {
+  const char* mode = a.options.mode == loader::Mode::kEval ? "eval" : "train";
+  std::printf(
+      "{\"bench\":\"loader\",\"data\":\"%s\",\"mode\":\"%s\",\"split\":\"%s\",\"size\":%d,"
+      "\"batch\":%zu,\"workers\":%d,\"depth\":%zu,\"images\":%zu,\"seconds\":%.3f,"
+      "\"images_per_s\":%.1f,\"mp_per_s\":%.2f,\"mb_per_s\":%.2f,\"read_ms\":%.4f,"
+      "\"decode_ms\":%.4f,\"resize_ms\":%.4f,\"wait_pct\":%.2f,\"ring_ready\":%.2f,"
+      "\"bad_samples\":%llu,\"peak_rss_mib\":%.1f,\"prefetch_mib\":%.1f,"
+      "\"records_per_read\":%.2f,\"checksum\":%llu}\n",
+      a.data.c_str(), mode, a.split.c_str(), a.options.image_size, a.options.batch_size, f.threads,
+      a.options.prefetch_depth, t.timed_images, f.elapsed, f.ips, f.ips * f.mpix, f.mb / f.elapsed,
+      f.read_ms, f.decode_ms, f.resize_ms, f.wait_pct, f.end.mean_ready_batches,
+      static_cast<unsigned long long>(f.end.bad_samples), PeakRssMiB(), f.prefetch_mib,
+      f.records_per_read, static_cast<unsigned long long>(t.checksum));
+}
+
+void Report(const Args& a, const Opener& opener, const Timing& t, Figures& f) {
+  PrintFigures(a, t, f);
+  if (loader::IsRemoteLocation(a.data)) PrintRemote(t, opener.remote());
+  if (const loader::ShardDataset* shards = opener.shards()) {
+    const std::uint64_t calls = shards->read_calls();
+    f.records_per_read = calls > 0 ? double(f.end.images + f.end.bad_samples) / double(calls) : 0;
+    std::printf("  shard reads       %10.2f records per read (%llu reads, %s)\n",
+                f.records_per_read, static_cast<unsigned long long>(calls), a.shard_io.c_str());
+    PrintOrderStats(*shards, a.options);
+  }
+  if (a.json) PrintJson(a, t, f);
+  std::printf("images_per_s=%.1f\n", f.ips);
+}
+
+// The plain run: one loader over --data, timed after --warmup batches.
+int Timed(const Args& a, const CLI::App& app, Opener& opener) {
+  std::unique_ptr<loader::Loader> run;
+  tilefeed::metrics::Session metrics;
+  try {
+    std::unique_ptr<loader::Source> source = opener.Open(a.data);
+    // No loader for --read-only: its prefetching workers would compete with the reads.
+    if (a.read_only) return ReadOnly(*source, a.options, a.seconds > 0 ? a.seconds : 10);
+    run = std::make_unique<loader::Loader>(std::move(source), a.options);
+    const loader::LoaderMetrics m = run->metrics();
+    metrics = tilefeed::metrics::Open(
+        a.metrics, {"loader_bench", tilefeed::metrics::OptionsOf(app), a.data, run->source().size(),
+                    run->source().class_names().size(), 0, 1, m.slots * m.slot_bytes});
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "loader_bench: %s\n", e.what());
+    return 2;
+  }
+  std::printf(
+      "loader_bench: %zu images in %zu classes at %s, %s mode, %s split, %dx%d, batch %zu, "
+      "%d workers, depth %zu\n",
+      run->source().size(), run->source().class_names().size(), a.data.c_str(),
+      a.options.mode == loader::Mode::kEval ? "eval" : "train", a.split.c_str(),
+      a.options.image_size, a.options.image_size, a.options.batch_size,
+      a.options.workers > 0 ? a.options.workers : int(std::thread::hardware_concurrency()),
+      a.options.prefetch_depth);
+  metrics.SetLoader([&run] { return run->metrics(); });
+  Timing timing;
+  try {
+    timing = RunEpochs(a, *run, metrics);
   } catch (const loader::LoaderError& e) {
     std::fprintf(stderr, "\nloader_bench: %s\n", e.what());
     metrics.Finish("error", e.what());
     return 1;
   }
-  if (live) std::fprintf(stderr, "\r%60s\r", "");
-  const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
-  const loader::LoaderMetrics end = run->metrics();
+  Figures figures = Compute(a, timing, run->metrics());
   metrics.SetLoader({});
   metrics.Finish("completed");
   run->Stop();
-  if (batches <= warmup) {
-    std::fprintf(stderr, "loader_bench: only %zu batches; lower --warmup or run longer\n", batches);
+  if (timing.batches <= a.warmup) {
+    std::fprintf(stderr, "loader_bench: only %zu batches; lower --warmup or run longer\n",
+                 timing.batches);
     return 2;
   }
-
-  const double ips = timed_images / elapsed;
-  const double images = double(end.images - at_start.images);
-  const double per_image_ms = images > 0 ? 1e3 / images : 0;
-  const double read_ms = (end.read_seconds - at_start.read_seconds) * per_image_ms;
-  const double decode_ms = (end.decode_seconds - at_start.decode_seconds) * per_image_ms;
-  const double resize_ms = (end.resize_seconds - at_start.resize_seconds) * per_image_ms;
-  const double wait = end.wait_seconds - at_start.wait_seconds;
-  const double mb = double(end.bytes_read - at_start.bytes_read) / 1e6;
-  const double mpix = double(options.image_size) * options.image_size / 1e6;
-  const double prefetch_mib = double(end.slots * end.slot_bytes) / (1 << 20);
-  std::printf("  images/s          %10.1f  (%zu images in %.2f s after %zu warm-up batches)\n", ips,
-              timed_images, elapsed, warmup);
-  std::printf("  output MP/s       %10.1f\n", ips * mpix);
-  std::printf("  read MB/s         %10.1f\n", mb / elapsed);
-  std::printf("  per image (ms of one worker): read %.3f  decode %.3f  resize %.3f\n", read_ms,
-              decode_ms, resize_ms);
-  std::printf("  consumer wait     %10.1f %%  (stall of a consumer that only touches batches)\n",
-              100.0 * wait / elapsed);
-  std::printf("  ring occupancy    %10.2f of %zu slots ready when the consumer asked\n",
-              end.mean_ready_batches, end.slots);
-  std::printf("  bad samples       %10llu\n", static_cast<unsigned long long>(end.bad_samples));
-  std::printf("  peak RSS          %10.1f MiB  (prefetch slots %.1f MiB)\n", PeakRssMiB(),
-              prefetch_mib);
-  if (loader::IsRemoteLocation(data)) {
-    // Requests and bytes of the whole run (opening and warm-up included), over its wall time.
-    const double run_s = std::chrono::duration<double>(Clock::now() - begin).count();
-    std::printf(
-        "  remote            %10.2f requests per batch  (%llu requests, %llu retries), %.1f MB "
-        "received (%.1f MB/s over %.2f s), %llu cache hits, %llu blocks stored\n",
-        double(remote_counters.requests.load()) / double(batches),
-        static_cast<unsigned long long>(remote_counters.requests.load()),
-        static_cast<unsigned long long>(remote_counters.retries.load()),
-        double(remote_counters.bytes.load()) / 1e6,
-        double(remote_counters.bytes.load()) / 1e6 / run_s, run_s,
-        static_cast<unsigned long long>(remote_counters.cache_hits.load()),
-        static_cast<unsigned long long>(remote_counters.cache_fills.load()));
-  }
-  double records_per_read = 0;
-  if (shard_source != nullptr) {
-    const std::uint64_t calls = shard_source->read_calls();
-    records_per_read = calls > 0 ? double(end.images + end.bad_samples) / double(calls) : 0;
-    std::printf("  shard reads       %10.2f records per read (%llu reads, %s)\n", records_per_read,
-                static_cast<unsigned long long>(calls), shard_io.c_str());
-    PrintOrderStats(*shard_source, options);
-  }
-  if (json) {
-    std::printf(
-        "{\"bench\":\"loader\",\"data\":\"%s\",\"mode\":\"%s\",\"size\":%d,\"batch\":%zu,"
-        "\"workers\":%d,\"depth\":%zu,\"images\":%zu,\"seconds\":%.3f,\"images_per_s\":%.1f,"
-        "\"mp_per_s\":%.2f,\"mb_per_s\":%.2f,\"read_ms\":%.4f,\"decode_ms\":%.4f,"
-        "\"resize_ms\":%.4f,\"wait_pct\":%.2f,\"ring_ready\":%.2f,\"bad_samples\":%llu,"
-        "\"peak_rss_mib\":%.1f,\"prefetch_mib\":%.1f,\"records_per_read\":%.2f,"
-        "\"checksum\":%llu}\n",
-        data.c_str(), mode.c_str(), options.image_size, options.batch_size, threads,
-        options.prefetch_depth, timed_images, elapsed, ips, ips * mpix, mb / elapsed, read_ms,
-        decode_ms, resize_ms, 100.0 * wait / elapsed, end.mean_ready_batches,
-        static_cast<unsigned long long>(end.bad_samples), PeakRssMiB(), prefetch_mib,
-        records_per_read, static_cast<unsigned long long>(checksum));
-  }
-  std::printf("images_per_s=%.1f\n", ips);
+  Report(a, opener, timing, figures);
   return 0;
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{
+      "loader_bench: runs the tilefeed loader on a dataset against a consumer that only\n"
+      "touches each batch, and prints images/s, MP/s, MB/s, per-stage times (read, decode,\n"
+      "resize per image), the consumer's wait share, ring occupancy, bad samples and peak\n"
+      "RSS. A live progress line is shown on a terminal."};
+  Args a;
+  AddRunFlags(app, a);
+  AddLoaderOptionFlags(app, a);
+  AddSourceFlags(app, a);
+  const std::vector<std::string> args = RewriteModeVal(argc, argv);
+  std::vector<const char*> pointers;
+  pointers.reserve(args.size());
+  for (const std::string& arg : args) pointers.push_back(arg.c_str());
+  if (const auto rc = tools::ParseArgs(app, static_cast<int>(pointers.size()), pointers.data(),
+                                       "loader_bench")) {
+    return *rc;
+  }
+  FinishOptions(a);
+  std::mutex print_mutex;
+  std::atomic<int> printed{0};
+  a.options.on_bad_sample = [&](const loader::BadSample& bad) {
+    if (printed.fetch_add(1) < 20) {
+      std::lock_guard lock(print_mutex);
+      std::fprintf(stderr, "\nbad sample: %s: %s\n", bad.where.c_str(), bad.reason.c_str());
+    }
+  };
+  Opener opener(a);
+  if (!a.metrics_overhead && a.against.empty()) return Timed(a, app, opener);
+  try {
+    if (a.metrics_overhead) return MetricsOverhead(a, opener);
+    return Alternate(
+        a.data, [&] { return opener.Open(a.data); }, a.against,
+        [&] { return opener.Open(a.against); }, a.options, a.rounds, a.round_batches, a.warmup);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "loader_bench: %s\n", e.what());
+    return 2;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {  // what the runs do not catch themselves
+    std::fprintf(stderr, "loader_bench: %s\n", e.what());
+    return 1;
+  }
 }

@@ -69,7 +69,7 @@ def main():
     root = os.path.join(a.data, "train") if os.path.isdir(os.path.join(a.data, "train")) else a.data
     mean, std = tilefeed.IMAGENET_MEAN, tilefeed.IMAGENET_STD
     common = dict(batch_size=a.batch, image_size=a.size, workers=a.workers, epochs=1, seed=0,
-                  shard=(0, 1), drop_last_batch=True)
+                  slice=(0, 1), drop_last_batch=True)
     m = torch.tensor(mean).view(1, 3, 1, 1)
     s = torch.tensor(std).view(1, 3, 1, 1)
 

@@ -9,13 +9,13 @@
 
   * finds its rank and the world size in the launcher's environment (OpenMPI's
     OMPI_COMM_WORLD_RANK/SIZE as poprun and mpirun set them, or torchrun's RANK/WORLD_SIZE:
-    tilefeed.detect_shard(), the same detection as tilefeed's `train`) and initialises
+    tilefeed.detect_slice(), the same detection as tilefeed's `train`) and initialises
     torch.distributed with gloo at MASTER_ADDR (default 127.0.0.1):--port (default
     MASTER_PORT, else 29500; under torchrun, its env:// store);
   * builds a torchvision ResNet-18 and wraps it in DistributedDataParallel, which broadcasts
     rank 0's parameters and buffers to every rank and all-reduces (averages) the gradients of
     every step;
-  * reads its own slice of every epoch with tilefeed.Loader(shard="auto"): uint8 NCHW
+  * reads its own slice of every epoch with tilefeed.Loader(slice="auto"): uint8 NCHW
     batches, converted to float and normalised inside the step;
   * uses a learning rate of --lr x world size (the linear scaling rule for a global batch of
     --batch-size x world size);
@@ -97,7 +97,7 @@ def parse_args():
 
 def init_distributed(port):
     """Joins the process group the launcher started; returns (rank, world size)."""
-    rank, size, origin = tilefeed.detect_shard()
+    rank, size, origin = tilefeed.detect_slice()
     address = os.environ.get("MASTER_ADDR", "127.0.0.1")
     # torchrun's agent already serves a store at MASTER_ADDR:MASTER_PORT; join it.
     init = "env://" if origin.startswith("RANK/") else f"tcp://{address}:{port}"
@@ -153,8 +153,8 @@ def main():
     torch.manual_seed(a.seed)
     loader = tilefeed.Loader(a.data, batch_size=a.batch_size, image_size=a.image_size,
                              workers=a.workers, layout="nchw", seed=a.seed, epochs=a.epochs,
-                             remainder=a.remainder, shard="auto")
-    assert loader.shard == (rank, size), (loader.shard, rank, size)
+                             remainder=a.remainder, slice="auto")
+    assert loader.slice == (rank, size), (loader.slice, rank, size)
     model = make_model(a.arch, len(loader.classes))
     optimizer = torch.optim.SGD(model.parameters(), lr=a.lr * size, momentum=0.9)
     step = 0

@@ -48,6 +48,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -56,6 +57,7 @@
 #include "tilefeed/loader/dataset.h"
 #include "tilefeed/loader/list_source.h"
 #include "tilefeed/loader/loader.h"
+#include "tilefeed/loader/option_specs.h"
 #include "tilefeed/loader/source.h"
 
 namespace py = pybind11;
@@ -478,27 +480,51 @@ std::pair<T, T> Pair(const std::string& name, py::handle value) {
 }
 
 using Setter = std::function<void(loader::LoaderOptions&, const std::string&, py::handle)>;
+using Setters = std::vector<std::pair<std::string, Setter>>;
+using O = loader::LoaderOptions;
 
-const std::map<std::string, Setter>& Setters() {
-  using O = loader::LoaderOptions;
-  static const std::map<std::string, Setter> setters = {
-      {"batch_size",
-       [](O& o, const std::string& n, py::handle v) { o.batch_size = Cast<std::size_t>(n, v); }},
-      {"image_size",
-       [](O& o, const std::string& n, py::handle v) { o.image_size = Cast<int>(n, v); }},
-      {"image_height",
-       [](O& o, const std::string& n, py::handle v) { o.image_height = Cast<int>(n, v); }},
-      {"image_width",
-       [](O& o, const std::string& n, py::handle v) { o.image_width = Cast<int>(n, v); }},
+// `value` as T, in the range of its shared option (tilefeed/loader/option_specs.h): ValueError
+// "tilefeed.Loader: NAME must be RANGE, got VALUE" in the table's words otherwise.
+template <typename T>
+T InRange(const loader::OptionSpec& spec, const std::string& name, py::handle value) {
+  const T checked = Cast<T>(name, value);
+  if (!loader::InRange(spec, static_cast<double>(checked))) {
+    throw py::value_error("tilefeed.Loader: " + name + " must be " + loader::RangeText(spec) +
+                          ", got " + py::repr(value).cast<std::string>());
+  }
+  return checked;
+}
+
+// A setter of the plain field `Member`, cast to its type.
+template <auto Member>
+void Assign(O& o, const std::string& name, py::handle value) {
+  using T = std::remove_reference_t<decltype(o.*Member)>;
+  o.*Member = Cast<T>(name, value);
+}
+
+// A setter of the field `Member`, in the range of the shared option `spec`.
+template <auto Member>
+Setter Ranged(const loader::OptionSpec& spec) {
+  return [&spec](O& o, const std::string& name, py::handle value) {
+    using T = std::remove_reference_t<decltype(o.*Member)>;
+    o.*Member = InRange<T>(spec, name, value);
+  };
+}
+
+// The output images: their size, crop, flip, layout and element type.
+Setters ImageSetters() {
+  return {
+      {"batch_size", Ranged<&O::batch_size>(loader::kBatchSize)},
+      {"image_size", Ranged<&O::image_size>(loader::kImageSize)},
+      {"image_height", Ranged<&O::image_height>(loader::kImageSize)},
+      {"image_width", Ranged<&O::image_width>(loader::kImageSize)},
       {"mode",
        [](O& o, const std::string& n, py::handle v) {
          o.mode = Choose<loader::Mode>(
              n, v, {{"train", loader::Mode::kTrain}, {"eval", loader::Mode::kEval}});
        }},
-      {"eval_resize",
-       [](O& o, const std::string& n, py::handle v) { o.eval_resize = Cast<int>(n, v); }},
-      {"eval_dct_scaling",
-       [](O& o, const std::string& n, py::handle v) { o.eval_dct_scaling = Cast<bool>(n, v); }},
+      {"eval_resize", Ranged<&O::eval_resize>(loader::kEvalResize)},
+      {"eval_dct_scaling", &Assign<&O::eval_dct_scaling>},
       {"crop_scale",
        [](O& o, const std::string& n, py::handle v) {
          std::tie(o.crop.scale_min, o.crop.scale_max) = Pair<double>(n, v);
@@ -507,14 +533,12 @@ const std::map<std::string, Setter>& Setters() {
        [](O& o, const std::string& n, py::handle v) {
          std::tie(o.crop.ratio_min, o.crop.ratio_max) = Pair<double>(n, v);
        }},
-      {"flip_probability",
-       [](O& o, const std::string& n, py::handle v) { o.flip_probability = Cast<double>(n, v); }},
+      {"flip_probability", Ranged<&O::flip_probability>(loader::kFlipProbability)},
       {"layout",
        [](O& o, const std::string& n, py::handle v) {
          o.layout = Choose<loader::Layout>(
              n, v, {{"nhwc", loader::Layout::kNhwc}, {"nchw", loader::Layout::kNchw}});
        }},
-      {"workers", [](O& o, const std::string& n, py::handle v) { o.workers = Cast<int>(n, v); }},
       {"dtype",
        [](O& o, const std::string& n, py::handle v) {
          o.output.dtype = Choose<loader::OutputDType>(n, v,
@@ -523,25 +547,26 @@ const std::map<std::string, Setter>& Setters() {
                                                        {"bfloat16", loader::OutputDType::kBFloat16},
                                                        {"float32", loader::OutputDType::kFloat32}});
        }},
-      {"mean",
-       [](O& o, const std::string& n, py::handle v) {
-         o.output.mean = Cast<std::array<float, 3>>(n, v);
-       }},
-      {"std",
-       [](O& o, const std::string& n, py::handle v) {
-         o.output.std = Cast<std::array<float, 3>>(n, v);
-       }},
-      {"prefetch_depth", [](O& o, const std::string& n,
-                            py::handle v) { o.prefetch_depth = Cast<std::size_t>(n, v); }},
-      {"seed",
-       [](O& o, const std::string& n, py::handle v) { o.seed = Cast<std::uint64_t>(n, v); }},
-      {"shuffle", [](O& o, const std::string& n, py::handle v) { o.shuffle = Cast<bool>(n, v); }},
-      {"shard",
+      {"mean", [](O& o, const std::string& n,
+                  py::handle v) { o.output.mean = Cast<std::array<float, 3>>(n, v); }},
+      {"std", [](O& o, const std::string& n,
+                 py::handle v) { o.output.std = Cast<std::array<float, 3>>(n, v); }},
+  };
+}
+
+// Which samples come when: threads, slots, order, this instance's slice, the epochs.
+Setters OrderSetters() {
+  return {
+      {"workers", Ranged<&O::workers>(loader::kWorkers)},
+      {"prefetch_depth", Ranged<&O::prefetch_depth>(loader::kPrefetchDepth)},
+      {"seed", Ranged<&O::seed>(loader::kSeed)},
+      {"shuffle", &Assign<&O::shuffle>},
+      {"slice",
        [](O& o, const std::string& n, py::handle v) {
          std::tie(o.slice.index, o.slice.count) = Pair<int>(n, v);
          if (o.slice.count < 1 || o.slice.index < 0 || o.slice.index >= o.slice.count) {
            throw py::value_error(
-               "tilefeed.Loader: shard=(index, count) needs count >= 1 and "
+               "tilefeed.Loader: slice=(index, count) needs count >= 1 and "
                "0 <= index < count");
          }
        }},
@@ -550,20 +575,17 @@ const std::map<std::string, Setter>& Setters() {
          o.remainder = Choose<loader::Remainder>(
              n, v, {{"pad", loader::Remainder::kPad}, {"drop", loader::Remainder::kDrop}});
        }},
-      {"drop_last_batch",
-       [](O& o, const std::string& n, py::handle v) { o.drop_last_batch = Cast<bool>(n, v); }},
-      {"first_epoch",
-       [](O& o, const std::string& n, py::handle v) { o.first_epoch = Cast<std::uint64_t>(n, v); }},
-      {"first_epoch_position",
-       [](O& o, const std::string& n, py::handle v) {
-         o.first_epoch_position = Cast<std::uint64_t>(n, v);
-       }},
-      {"expected_dataset_size",
-       [](O& o, const std::string& n, py::handle v) {
-         o.expected_dataset_size = Cast<std::uint64_t>(n, v);
-       }},
-      {"epochs",
-       [](O& o, const std::string& n, py::handle v) { o.epochs = Cast<std::uint64_t>(n, v); }},
+      {"drop_last_batch", &Assign<&O::drop_last_batch>},
+      {"first_epoch", Ranged<&O::first_epoch>(loader::kFirstEpoch)},
+      {"first_epoch_position", Ranged<&O::first_epoch_position>(loader::kFirstEpochPosition)},
+      {"expected_dataset_size", &Assign<&O::expected_dataset_size>},
+      {"epochs", &Assign<&O::epochs>},  // 0: no end (Python's None); >= 1 checked there
+  };
+}
+
+// Bad samples and the decoder's limits.
+Setters PolicySetters() {
+  return {
       {"bad_sample_policy",
        [](O& o, const std::string& n, py::handle v) {
          o.bad_sample_policy = Choose<loader::BadSamplePolicy>(
@@ -571,13 +593,12 @@ const std::map<std::string, Setter>& Setters() {
              {{"skip", loader::BadSamplePolicy::kSkip}, {"fail", loader::BadSamplePolicy::kFail}});
        }},
       {"max_substitute_attempts",
-       [](O& o, const std::string& n, py::handle v) {
-         o.max_substitute_attempts = Cast<int>(n, v);
-       }},
+       Ranged<&O::max_substitute_attempts>(loader::kMaxSubstituteAttempts)},
       {"held_slots_timeout",
        [](O& o, const std::string& n, py::handle v) {
-         o.held_slots_timeout = std::chrono::milliseconds(
-             static_cast<std::int64_t>(std::ceil(Cast<double>(n, v) * 1000.0)));
+         const double seconds = InRange<double>(loader::kHeldSlotsTimeout, n, v);
+         o.held_slots_timeout =
+             std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(seconds * 1000.0)));
        }},
       {"max_pixels", [](O& o, const std::string& n,
                         py::handle v) { o.jpeg.max_pixels = Cast<std::int64_t>(n, v); }},
@@ -601,10 +622,47 @@ const std::map<std::string, Setter>& Setters() {
       {"fast_upsample",
        [](O& o, const std::string& n, py::handle v) { o.jpeg.fast_upsample = Cast<bool>(n, v); }},
   };
-  return setters;
 }
 
-// The defaults of loader::LoaderOptions under their Python names; Setters() reads the same
+// Every keyword of tilefeed.Loader that becomes a LoaderOptions field, and its setter.
+const std::map<std::string, Setter>& AllSetters() {
+  static const std::map<std::string, Setter> kSetters = [] {
+    std::map<std::string, Setter> all;
+    for (const Setters& group : {ImageSetters(), OrderSetters(), PolicySetters()}) {
+      all.insert(group.begin(), group.end());
+    }
+    return all;
+  }();
+  return kSetters;
+}
+
+// The shared option table (option_specs.h) for tilefeed/__init__.py: keyword -> its flag,
+// kind, range (min, max, min_exclusive, and the words "at least 1"), default and help. The
+// Python checks take their ranges and messages from here.
+py::dict OptionSpecs() {
+  static constexpr const char* kKinds[] = {"integer", "number", "seconds", "size",
+                                           "choice",  "flag",   "slice",   "text"};
+  py::dict table;
+  for (const loader::OptionSpec& spec : loader::SharedOptions()) {
+    if (spec.keyword.empty()) continue;
+    py::dict d;
+    d["flag"] = std::string(spec.flag);
+    d["kind"] = kKinds[static_cast<int>(spec.kind)];
+    d["min"] = spec.min;
+    d["max"] = spec.max;
+    d["min_exclusive"] = spec.min_exclusive;
+    d["range"] = loader::RangeText(spec);
+    d["default"] = std::string(spec.default_text);
+    d["help"] = std::string(spec.help);
+    py::list choices;
+    for (std::string_view choice : spec.choices) choices.append(std::string(choice));
+    d["choices"] = choices;
+    table[py::str(std::string(spec.keyword))] = d;
+  }
+  return table;
+}
+
+// The defaults of loader::LoaderOptions under their Python names; AllSetters() reads the same
 // names back. tilefeed.Loader's signature is built from this, so the two cannot drift.
 py::dict DefaultOptions() {
   const loader::LoaderOptions o;
@@ -625,7 +683,7 @@ py::dict DefaultOptions() {
   d["prefetch_depth"] = o.prefetch_depth;
   d["seed"] = o.seed;
   d["shuffle"] = o.shuffle;
-  d["shard"] = py::make_tuple(o.slice.index, o.slice.count);
+  d["slice"] = py::make_tuple(o.slice.index, o.slice.count);
   d["remainder"] = o.remainder == loader::Remainder::kPad ? "pad" : "drop";
   d["drop_last_batch"] = o.drop_last_batch;
   d["first_epoch"] = o.first_epoch;
@@ -648,7 +706,7 @@ py::dict DefaultOptions() {
 
 loader::LoaderOptions ParseOptions(const py::dict& kwargs) {
   loader::LoaderOptions options;
-  const auto& setters = Setters();
+  const auto& setters = AllSetters();
   for (const auto& [key, value] : kwargs) {
     const std::string name = key.cast<std::string>();
     const auto it = setters.find(name);
@@ -721,7 +779,7 @@ class PyCore {
  public:
   PyCore(const std::string& data, const std::string& source_kind, const std::string& split,
          py::object on_bad_sample, const py::dict& options, const py::dict& remote,
-         py::object slot_memory)
+         const py::object& slot_memory)
       : slot_owner_(slot_memory) {
     loader::LoaderOptions parsed = ParseOptions(options);
     if (!slot_memory.is_none()) {
@@ -885,22 +943,19 @@ class PyCore {
   std::vector<std::string> notes_;
 };
 
-}  // namespace
-
-PYBIND11_MODULE(_tilefeed, m) {
-  m.doc() = "tilefeed's C++ loader; use the tilefeed package, not this module.";
-  m.attr("__version__") = TILEFEED_VERSION;
-
+// LoaderError, SourceError (with .where and .reason) and SlotsHeldError.
+void RegisterErrors(py::module_& m) {
   py::register_exception<loader::LoaderError>(m, "LoaderError", PyExc_RuntimeError);
   m.attr("LoaderError").attr("__doc__") =
       "A failure that ends iteration: a bad sample under bad_sample_policy='fail' (the message "
       "names the file and the reason), a failed pipeline, or a Loader used in a forked child.";
   // SourceError carries where() and reason() as attributes; the translator finds the type
   // through the module rather than a static.
-  py::exception<loader::SourceError>(m, "SourceError", PyExc_OSError);
+  const py::exception<loader::SourceError> source_error(m, "SourceError", PyExc_OSError);
   m.attr("SourceError").attr("__doc__") =
       "The dataset cannot be opened (an OSError); .where names the location, .reason says why.";
-  py::register_exception_translator([](std::exception_ptr p) {
+  // By value: pybind11's translator type is void(*)(std::exception_ptr).
+  py::register_exception_translator([](std::exception_ptr p) {  // NOLINT(performance-*)
     try {
       if (p) std::rethrow_exception(p);
     } catch (const loader::SourceError& e) {
@@ -914,8 +969,13 @@ PYBIND11_MODULE(_tilefeed, m) {
 
   // Registered after LoaderError, so that it is tried first.
   py::register_exception<loader::SlotsHeldError>(m, "_SlotsHeldError", m.attr("LoaderError").ptr());
+}
 
+// The module-level helpers tilefeed/__init__.py calls.
+void RegisterFunctions(py::module_& m) {
   m.def("_default_options", &DefaultOptions);
+  m.def("_option_specs", &OptionSpecs,
+        "the shared option table (tilefeed/loader/option_specs.h) by Python keyword");
   tilefeed::python::RegisterCuda(m);
   m.def(
       "_plan_sample",
@@ -962,7 +1022,9 @@ PYBIND11_MODULE(_tilefeed, m) {
         return d;
       },
       "The launcher's instance layout (OpenMPI/poprun, PMI), as `train` detects it");
+}
 
+void RegisterBatch(py::module_& m) {
   py::class_<PyBatch>(m, "Batch",
                       "One batch. Its memory is a loader slot: .images, .sample_indices and "
                       ".torch() are views of it. The slot returns to the loader once this "
@@ -993,7 +1055,7 @@ PYBIND11_MODULE(_tilefeed, m) {
       .def("torch", &PyBatch::torch,
            "the images as a torch tensor of the loader's dtype via DLPack (no copy)")
       .def(
-          "__dlpack__", [](const PyBatch& b, py::object /*stream*/) { return b.dlpack(); },
+          "__dlpack__", [](const PyBatch& b, const py::object& /*stream*/) { return b.dlpack(); },
           py::arg("stream") = py::none(),
           "the images as a DLPack capsule (no copy), for torch.from_dlpack and friends")
       .def(
@@ -1008,7 +1070,9 @@ PYBIND11_MODULE(_tilefeed, m) {
                std::to_string(b.height()) + "x" + std::to_string(b.width()) + " " + b.layout() +
                (b.released() ? " released" : "") + ">";
       });
+}
 
+void RegisterCore(py::module_& m) {
   py::class_<PyCore>(m, "_Core")
       .def(py::init<const std::string&, const std::string&, const std::string&, py::object,
                     const py::dict&, const py::dict&, py::object>(),
@@ -1035,4 +1099,15 @@ PYBIND11_MODULE(_tilefeed, m) {
                              "One line: the dataset's kind, path, samples and classes")
       .def_property_readonly("notes", &PyCore::notes,
                              "What opening the dataset noticed (files skipped, ...), a line each");
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_tilefeed, m) {
+  m.doc() = "tilefeed's C++ loader; use the tilefeed package, not this module.";
+  m.attr("__version__") = TILEFEED_VERSION;
+  RegisterErrors(m);
+  RegisterFunctions(m);
+  RegisterBatch(m);
+  RegisterCore(m);
 }

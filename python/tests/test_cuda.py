@@ -11,7 +11,7 @@ import tilefeed
 import tilefeed.cuda
 from tilefeed import _tilefeed
 
-OPTIONS = dict(batch_size=4, image_size=32, workers=2, seed=3, epochs=1, shard=(0, 1))
+OPTIONS = dict(batch_size=4, image_size=32, workers=2, seed=3, epochs=1, slice=(0, 1))
 
 
 def _gpu_reason():
@@ -54,7 +54,7 @@ def test_device_cpu_or_none_is_the_cpu_loader(folder):
     (dict(layout="chw"), ValueError, "layout"),
     (dict(copy=True), ValueError, "copy"),
     (dict(image_size=(32,)), TypeError, "image_size"),
-    (dict(image_size=(32, 8)), ValueError, "image_size"),
+    (dict(image_size=(32, 16385)), ValueError, "image_size"),
     (dict(image_size=32.0), TypeError, "image_size"),
 ])
 def test_bad_gpu_options_are_one_line_errors(folder, bad, error, words):

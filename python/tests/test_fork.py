@@ -28,14 +28,14 @@ PROGRAM = textwrap.dedent("""
 
     root = sys.argv[1]
     options = dict(batch_size=4, image_size=32, workers=2, epochs=1)
-    parent = tilefeed.Loader(root, shard=(0, 1), **options)
+    parent = tilefeed.Loader(root, slice=(0, 1), **options)
     it = iter(parent)
     first = next(it).sample_indices.tolist()
 
     class PerWorker(IterableDataset):
         def __iter__(self):
             info = get_worker_info()
-            loader = tilefeed.Loader(root, shard=(info.id, info.num_workers), **options)
+            loader = tilefeed.Loader(root, slice=(info.id, info.num_workers), **options)
             for batch in loader:
                 yield torch.from_numpy(batch.sample_indices.astype("int64"))
 
@@ -73,7 +73,7 @@ def test_forked_dataloader_workers_build_loaders(folder):
 def test_inherited_loader_refuses_in_the_child(folder):
     """A Loader made before fork() has no workers in the child: using it there is one
     clear error, not a hang or a crash; the parent's copy keeps working."""
-    loader = tilefeed.Loader(folder, batch_size=4, image_size=32, workers=2, shard=(0, 1))
+    loader = tilefeed.Loader(folder, batch_size=4, image_size=32, workers=2, slice=(0, 1))
     it = iter(loader)
     next(it)
     read, write = os.pipe()

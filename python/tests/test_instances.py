@@ -1,6 +1,6 @@
-"""Loader(shard="auto") takes its slice from the launcher: OpenMPI as mpirun and poprun set
+"""Loader(slice="auto") takes its slice from the launcher: OpenMPI as mpirun and poprun set
 it (through the C++ detection that `train` uses), torchrun's RANK/WORLD_SIZE, or an
-initialised torch.distributed; an explicit shard overrides. Every dataset is written here."""
+initialised torch.distributed; an explicit slice overrides. Every dataset is written here."""
 
 import json
 import os
@@ -16,7 +16,7 @@ import tilefeed
 
 SAMPLES = 3 * 9
 
-# One rank: prints its shard and the sample indices of epoch 0 as one JSON line.
+# One rank: prints its slice and the sample indices of epoch 0 as one JSON line.
 RANK_SCRIPT = r"""
 import json, sys
 import tilefeed
@@ -28,7 +28,7 @@ if extra.pop("init_torch", None):
 loader = tilefeed.Loader(sys.argv[1], batch_size=4, image_size=16, workers=1, seed=5, epochs=1,
                          **extra)
 samples = [int(i) for batch in loader for i in batch.sample_indices]
-print(json.dumps({"shard": list(loader.shard), "origin": loader.shard_origin,
+print(json.dumps({"slice": list(loader.slice), "origin": loader.slice_origin,
                   "samples": samples}), flush=True)
 """
 
@@ -59,8 +59,8 @@ def results(stdout):
 
 
 def assert_disjoint_cover(runs, count):
-    shards = sorted(tuple(r["shard"]) for r in runs)
-    assert shards == [(i, count) for i in range(count)]
+    slices = sorted(tuple(r["slice"]) for r in runs)
+    assert slices == [(i, count) for i in range(count)]
     seen = [s for r in runs for s in r["samples"]]
     # 27 samples split 2 ways pad to 28: one repeat (padding), nothing missing.
     assert set(seen) == set(range(SAMPLES))
@@ -123,17 +123,17 @@ def test_initialised_torch_distributed_gives_the_slice(folder, tmp_path):
     assert all(r["origin"] == "torch.distributed" for r, _ in runs)
 
 
-def test_explicit_shard_overrides_the_launcher(folder):
+def test_explicit_slice_overrides_the_launcher(folder):
     runs = run_ranks(folder, [clean_environment(RANK="1", WORLD_SIZE="2")],
-                     [{"shard": [0, 3]}])
+                     [{"slice": [0, 3]}])
     run, stderr = runs[0]
-    assert run["shard"] == [0, 3] and run["origin"] == "explicit"
+    assert run["slice"] == [0, 3] and run["origin"] == "explicit"
     assert "tilefeed: instance" not in stderr
 
 
 def test_no_launcher_is_one_instance_and_silent(folder):
     run, stderr = run_ranks(folder, [clean_environment()])[0]
-    assert run["shard"] == [0, 1] and run["origin"] == "no launcher"
+    assert run["slice"] == [0, 1] and run["origin"] == "no launcher"
     assert len(run["samples"]) == SAMPLES
     assert "tilefeed: instance" not in stderr
 

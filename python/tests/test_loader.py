@@ -99,7 +99,7 @@ def test_keyword_defaults_are_the_cxx_defaults():
     params = inspect.signature(tilefeed.Loader).parameters
     for name, value in defaults.items():
         assert params[name].kind is inspect.Parameter.KEYWORD_ONLY
-        if name == "shard":  # the launcher's slice by default (test_instances.py)
+        if name == "slice":  # the launcher's slice by default (test_instances.py)
             assert params[name].default == "auto"
             continue
         if name == "epochs":  # no limit: None in Python (0 is refused), 0 in LoaderOptions
@@ -115,8 +115,8 @@ def test_bad_options_raise_value_error(folder):
         tilefeed.Loader(folder, mode="bogus")
     with pytest.raises(ValueError, match="batch_size"):
         tilefeed.Loader(folder, batch_size=0)
-    with pytest.raises(ValueError, match="shard"):
-        tilefeed.Loader(folder, shard=(2, 2))
+    with pytest.raises(ValueError, match="slice"):
+        tilefeed.Loader(folder, slice=(2, 2))
     with pytest.raises(ValueError, match="source"):
         tilefeed.Loader(folder, source="tfrecord")
     with pytest.raises(TypeError):
@@ -559,7 +559,7 @@ def test_resume_with_another_instance_count(folder):
         whole.update(zip(batch.sample_indices.tolist(), batch.images.copy()))
     delivered, states = [], []
     for index in range(2):
-        loader = tilefeed.Loader(folder, workers=1, shard=(index, 2), **options)
+        loader = tilefeed.Loader(folder, workers=1, slice=(index, 2), **options)
         it = iter(loader)
         for _ in range(2):
             delivered.extend(next(it).sample_indices.tolist())
@@ -569,7 +569,7 @@ def test_resume_with_another_instance_count(folder):
     assert states[0]["position"] == 8 and len(set(delivered)) == 8
     remaining, padding = [], []
     for index in range(3):
-        loader = tilefeed.Loader(folder, workers=1, shard=(index, 3), **options)
+        loader = tilefeed.Loader(folder, workers=1, slice=(index, 3), **options)
         loader.load_state_dict(states[0])
         local = []
         for batch in loader:

@@ -31,7 +31,7 @@ def folder(tmp_path_factory):
     return write_folder(tmp_path_factory.mktemp("torch"))
 
 
-OPTIONS = dict(batch_size=4, image_size=32, workers=2, shard=(0, 1), epochs=1)
+OPTIONS = dict(batch_size=4, image_size=32, workers=2, slice=(0, 1), epochs=1)
 
 
 # -- DataLoader ------------------------------------------------------------------------------
@@ -75,7 +75,7 @@ class _WorkerLengths(tilefeed.IterableDataset):
 def test_iterable_dataset_len_counts_each_workers_batches(tmp_path, samples, workers):
     root = write_folder(tmp_path / "data", samples=samples, classes=2)
     dataset = _WorkerLengths(root, **OPTIONS)
-    if workers == 0:  # the main process: its whole shard, as Loader's len()
+    if workers == 0:  # the main process: its whole slice, as Loader's len()
         assert len(dataset) == len(tilefeed.Loader(root, **OPTIONS)) == -(-samples // 4)
     data = DataLoader(dataset, batch_size=None, num_workers=workers,
                       multiprocessing_context="fork" if workers else None)
@@ -274,7 +274,7 @@ def test_more_workers_than_usable_cores_is_one_warning(folder):
         "    warnings.simplefilter('always')\n"
         "    for workers in (3, 3, 0):\n"
         "        loader = tilefeed.Loader(sys.argv[1], workers=workers, batch_size=4,\n"
-        "                                 image_size=32, shard=(0, 1), epochs=1)\n"
+        "                                 image_size=32, slice=(0, 1), epochs=1)\n"
         "        assert sum(b.size for b in loader) == %d\n"
         "print(len(caught)); print(caught[0].message if caught else '')\n" % SAMPLES)
     out = subprocess.run([sys.executable, "-c", program, str(folder)], check=True,
@@ -304,4 +304,4 @@ def test_rectangular_image_size(folder):
     assert all(np.array_equal(a, b.images) for a, b in
                zip(square, tilefeed.Loader(folder, image_size=32, **common)))
     with pytest.raises(ValueError, match="image_size"):
-        tilefeed.Loader(folder, image_size=(24, 8), **common)
+        tilefeed.Loader(folder, image_size=(24, 16385), **common)

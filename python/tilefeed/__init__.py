@@ -32,16 +32,17 @@ So `for batch in loader: x = batch.torch().float()` never holds more than the ba
 hand. Loader(copy=True) gives batches that own copies of their memory, return the slot at
 once and are never released by the iterator: for code that keeps batches (list(loader)).
 
-Instances. By default (shard="auto") a Loader reads its launcher's slice of every epoch:
+Instances. By default (slice="auto") a Loader reads its launcher's slice of every epoch:
 OpenMPI's OMPI_COMM_WORLD_RANK/SIZE as poprun and mpirun set them (or PMI_RANK/SIZE; the
 same C++ detection as `train`), else torchrun's RANK/WORLD_SIZE, else an initialised
 torch.distributed (looked at only if the program imported torch). Those present must
 agree, or the Loader raises ValueError. Once per process it prints one line to stderr
 saying which instance it is and from what, e.g. "tilefeed: instance 1 of 2 (from
-OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE (OpenMPI/poprun)): reading shard (1, 2) of every
+OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE (OpenMPI/poprun)): reading slice (1, 2) of every
 epoch" -- a print rather than a logging record, so that it shows without logging set up;
-a single process with no launcher prints nothing. shard=(index, count) overrides the
-launcher and prints nothing. detect_shard() tells what "auto" finds.
+a single process with no launcher prints nothing. slice=(index, count) overrides the
+launcher and prints nothing. detect_slice() tells what "auto" finds. (A "shard" is a record
+file; shard= and detect_shard() are the old, deprecated names of slice= and detect_slice().)
 
 Bad samples. Under bad_sample_policy="skip" (the default) a sample that cannot be read or
 decoded is replaced by another; unless on_bad_sample is given, the Loader issues one
@@ -49,7 +50,7 @@ BadSampleWarning per epoch (at its end, or when the epoch is left early) with th
 and the first file and reason. loader.bad_samples() lists them all.
 
 Checkpoints. loader.state_dict() is a plain picklable dict: where the next batch comes from.
-loader.load_state_dict(d) resumes there: byte for byte, or split over another shard count.
+loader.load_state_dict(d) resumes there: byte for byte, or split over another slice count.
 
 GPU. Loader(..., device="cuda", dtype="bfloat16", mean=..., std=..., layout="nchw") yields
 batches already on the GPU, converted and normalised there, while the model computes on the
@@ -77,7 +78,8 @@ from ._tilefeed import Batch, LoaderError, SourceError
 __version__ = _tilefeed.__version__  # the CMake project's version
 
 __all__ = ["Batch", "BadSampleWarning", "IMAGENET_MEAN", "IMAGENET_STD", "IterableDataset",
-           "Loader", "LoaderError", "SlotsHeldError", "SourceError", "SOURCES", "detect_shard"]
+           "Loader", "LoaderError", "SlotsHeldError", "SourceError", "SOURCES", "detect_slice",
+           "detect_shard"]
 
 
 class SlotsHeldError(_tilefeed._SlotsHeldError):
@@ -98,6 +100,9 @@ SOURCES = ("auto", "imagefolder", "shards", "cifar10", "cifar10-train", "cifar10
 
 # loader::LoaderOptions' defaults, read from C++ so the signature below cannot drift.
 _D = _tilefeed._default_options()
+# The shared option table (tilefeed/loader/option_specs.h) by keyword: the ranges and their
+# words that every tool's flags use too (_NUMERIC below).
+_SPECS = _tilefeed._option_specs()
 
 # Loaders still running at interpreter exit are stopped first, so no worker thread calls
 # on_bad_sample into a finalizing interpreter.
@@ -152,15 +157,8 @@ os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
 
 def _remote_options(cache_dir, cache_limit, s3_endpoint, remote_retries):
     """The remote-dataset options as the _Core takes them (RemoteOptions' fields)."""
-    def integer(name, value, low, high):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise TypeError(f"tilefeed.Loader: {name} must be an int, got {value!r}")
-        if not low <= int(value) <= high:
-            raise ValueError(f"tilefeed.Loader: {name}={value} is out of range [{low}, {high}]")
-        return int(value)
-
-    remote = {"cache_limit": integer("cache_limit", cache_limit, 4 << 20, (1 << 63) - 1),
-              "retries": integer("remote_retries", remote_retries, 0, 20)}
+    remote = {"cache_limit": _numeric("cache_limit", cache_limit),
+              "retries": _numeric("remote_retries", remote_retries)}
     if cache_dir is not None:
         if not isinstance(cache_dir, (str, os.PathLike)) or not os.fspath(cache_dir):
             raise TypeError(f"tilefeed.Loader: cache_dir must be a path or None, got {cache_dir!r}")
@@ -197,14 +195,15 @@ class Loader:
     Python. A list of (path or bytes, label) pairs, or a CSV file of path,label rows, is a
     dataset too, read by the same workers.
 
-    shard="auto" (the default) reads the launcher's slice of every epoch (see the module
-    help: OpenMPI/poprun, torchrun, torch.distributed); shard=(index, count) sets it.
+    slice="auto" (the default) reads the launcher's slice of every epoch (see the module
+    help: OpenMPI/poprun, torchrun, torch.distributed); slice=(index, count) sets it.
+    shard= is its old name: deprecated, it warns once and means the same.
     held_slots_timeout (seconds) bounds the wait for a batch while every slot is held by
     batches or views you keep; then SlotsHeldError is raised.
 
     Iterating a Loader yields the Batches of one epoch; each new iter() continues with the
     next epoch (or the one given to set_epoch()). Epoch e's batches are a pure function of
-    (seed, e, dataset, shard): worker count and timing change nothing.
+    (seed, e, dataset, slice): worker count and timing change nothing.
     epochs=N (at least 1, as the tools' --epochs) ends iteration after epoch
     first_epoch + N - 1; epochs=None, the default, iterates epochs until stop().
 
@@ -250,7 +249,8 @@ class Loader:
                  prefetch_depth=_D["prefetch_depth"],
                  seed=_D["seed"],
                  shuffle=_D["shuffle"],
-                 shard="auto",
+                 slice="auto",
+                 shard=None,
                  remainder=_D["remainder"],
                  drop_last_batch=_D["drop_last_batch"],
                  first_epoch=_D["first_epoch"],
@@ -284,7 +284,8 @@ class Loader:
         if on_bad_sample is not None and not callable(on_bad_sample):
             raise TypeError("tilefeed.Loader: on_bad_sample must be callable or None")
         self._remote = _remote_options(cache_dir, cache_limit, s3_endpoint, remote_retries)
-        self._options["shard"], self._shard_origin = _resolve_shard(shard)
+        self._options["slice"], self._slice_origin = _resolve_slice(
+            *_slice_argument(slice, shard, "tilefeed.Loader"))
         _check_workers(self._options["workers"])
         self._data, self._split, self._samples, self._sample_classes = _resolve_data(data, split)
         self._source = source
@@ -468,7 +469,7 @@ class Loader:
         """Continues from a state_dict(): the next iter() yields the rest of its epoch, and
         the iterations after it the following epochs, up to first_epoch + epochs as before.
 
-        With the same shard count (and options) the batches are byte for byte those of an
+        With the same slice count (and options) the batches are byte for byte those of an
         uninterrupted run; with another count, the new instances split the rest of the epoch
         and deliver every remaining sample once (plus padding) and none already delivered.
         The loader's seed becomes the state's. set_epoch() of the state's epoch keeps the
@@ -525,18 +526,22 @@ class Loader:
 
     @property
     def samples_per_epoch(self):
-        """This instance's samples per epoch (padded when sharded)."""
+        """This instance's samples per epoch (padded when sliced)."""
         return self._samples_per_epoch
 
     @property
-    def shard(self):
+    def slice(self):
         """(index, count): this instance's slice of every epoch."""
-        return tuple(self._options["shard"])
+        return tuple(self._options["slice"])
 
     @property
-    def shard_origin(self):
-        """Where shard came from: "explicit", or the launcher variables it was detected from."""
-        return self._shard_origin
+    def slice_origin(self):
+        """Where slice came from: "explicit", or the launcher variables it was detected from."""
+        return self._slice_origin
+
+    # The old names of slice and slice_origin.
+    shard = slice
+    shard_origin = slice_origin
 
     @property
     def options(self):
@@ -580,7 +585,7 @@ class Loader:
 
 # -- splits -----------------------------------------------------------------------------------
 
-_SPLITS = ("train", "val", "test")
+_SPLITS = tuple(_SPECS["split"]["choices"])  # the tools' --split choices: train, val, test
 
 
 def _resolve_split(data, split):
@@ -590,8 +595,8 @@ def _resolve_split(data, split):
     the splits (or CIFAR-10, whose held-out batch is test_batch.bin). Raises ValueError
     naming the location when `data` has no such split."""
     if not isinstance(split, str) or split not in _SPLITS:
-        raise ValueError(f"tilefeed.Loader: split={split!r}; expected \"train\", \"val\" or "
-                         f"\"test\"")
+        raise ValueError(f"tilefeed.Loader: split={split!r}; expected one of "
+                         f"{', '.join(map(repr, _SPLITS))}")
     if split == "train" or "://" in data:  # remote locations: the opener checks
         return data, split
     test_dir = os.path.join(data, "test")
@@ -727,25 +732,37 @@ Loader.__signature__ = inspect.signature(Loader.__init__).replace(
 # -- argument checks ------------------------------------------------------------------------
 
 _INT32 = (1 << 31) - 1
+_INT64 = (1 << 63) - 1
 _UINT64 = (1 << 64) - 1
-# Numeric options: name -> (kind, lowest, highest). Checked before anything is opened, so a
-# bad value is one plain ValueError (or TypeError for a value of the wrong kind).
+
+
+def _range_text(low, high):
+    return f"at least {low}" if high in (_UINT64, _INT32, _INT64) else f"between {low} and {high}"
+
+
+def _from_table(keyword, type_max):
+    """(kind, lowest, highest, words) of a shared option (_SPECS): the table's range and
+    words, the highest capped at what the C++ field holds (`type_max`)."""
+    spec = _SPECS[keyword]
+    kind = int if spec["kind"] in ("integer", "size") else float
+    low = kind(spec["min"])
+    high = kind(spec["max"]) if math.isfinite(spec["max"]) else type_max
+    return kind, low, high, spec["range"]
+
+
+# Numeric options: name -> (kind, lowest, highest, the range in words). Checked before anything
+# is opened, so a bad value is one plain ValueError (or TypeError for a value of the wrong
+# kind). Shared options take their ranges from the table; the rest are Python's own.
 _NUMERIC = {
-    "batch_size": (int, 1, _UINT64),
-    "image_size": (int, 16, 4096),  # the tools' --image-size range
-    "eval_resize": (int, 1, _INT32),
-    "workers": (int, 0, 1024),
-    "prefetch_depth": (int, 1, 1 << 20),
-    "seed": (int, 0, _UINT64),
-    "first_epoch": (int, 0, _UINT64),
-    "first_epoch_position": (int, 0, _UINT64),
-    "expected_dataset_size": (int, 0, _UINT64),
-    "epochs": (int, 1, _UINT64),  # or None: no limit
-    "max_substitute_attempts": (int, 1, _INT32),
-    "max_pixels": (int, 1, (1 << 63) - 1),
-    "max_scans": (int, 1, _INT32),
-    "flip_probability": (float, 0.0, 1.0),
-    "held_slots_timeout": (float, 0.0, 1e9),
+    **{name: _from_table(name, type_max) for name, type_max in (
+        ("batch_size", _UINT64), ("image_size", _INT32), ("eval_resize", _INT32),
+        ("workers", _INT32), ("prefetch_depth", _UINT64), ("seed", _UINT64),
+        ("first_epoch", _UINT64), ("first_epoch_position", _UINT64), ("epochs", _UINT64),
+        ("max_substitute_attempts", _INT32), ("flip_probability", None),
+        ("held_slots_timeout", None), ("cache_limit", _INT64), ("remote_retries", _INT32))},
+    "expected_dataset_size": (int, 0, _UINT64, _range_text(0, _UINT64)),  # 0: any size
+    "max_pixels": (int, 1, _INT64, _range_text(1, _INT64)),
+    "max_scans": (int, 1, _INT32, _range_text(1, _INT32)),
 }
 
 
@@ -761,19 +778,12 @@ def _number(name, value, kind):
     return value
 
 
-def _range_text(low, high):
-    if high in (_UINT64, _INT32, (1 << 63) - 1):
-        return f"at least {low}"
-    return f"in [{low}, {high}]"
-
-
 def _numeric(name, value):
     """The numeric option `name` (_NUMERIC) checked: ValueError/TypeError naming it."""
-    kind, low, high = _NUMERIC[name]
+    kind, low, high, words = _NUMERIC[name]
     checked = _number(name, value, kind)
     if not low <= checked <= high:
-        raise ValueError(f"tilefeed.Loader: {name} must be {_range_text(low, high)}, "
-                         f"got {value!r}")
+        raise ValueError(f"tilefeed.Loader: {name} must be {words}, got {value!r}")
     return checked
 
 
@@ -786,17 +796,19 @@ def _image_shape(image_size):
     if len(image_size) != 2:
         raise TypeError(f"tilefeed.Loader: image_size must be an int or (height, width), "
                         f"got {image_size!r}")
-    _, low, high = _NUMERIC["image_size"]
+    _, low, high, words = _NUMERIC["image_size"]
     shape = tuple(_number("image_size", side, int) for side in image_size)
     if not all(low <= side <= high for side in shape):
-        raise ValueError(f"tilefeed.Loader: image_size sides must be "
-                         f"{_range_text(low, high)}, got {image_size!r}")
+        raise ValueError(f"tilefeed.Loader: image_size sides must be {words}, "
+                         f"got {image_size!r}")
     return shape
 
 
 def _check_options(options):
     """Raises ValueError/TypeError naming the first bad numeric option and its value."""
     for name in _NUMERIC:
+        if name not in options:
+            continue  # the remote options, checked by _remote_options
         if name == "epochs" and options[name] is None:
             continue  # no limit: iterate epochs until stop()
         if name == "image_size":
@@ -898,7 +910,9 @@ def _check_workers(workers):
 # The launchers' rank/size variables that tilefeed/launch/instance.h reads, for naming the origin.
 _LAUNCHER_VARIABLES = (("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OpenMPI/poprun"),
                        ("PMI_RANK", "PMI_SIZE", "PMI"))
-_announced = set()  # (index, count, origin) lines already printed by this process
+# (index, count, origin) lines already printed, and deprecations already warned about, by
+# this process.
+_announced = set()
 
 
 def _torchrun_environment():
@@ -929,16 +943,16 @@ def _torch_distributed():
     return dist.get_rank(), dist.get_world_size(), "torch.distributed"
 
 
-def detect_shard():
+def detect_slice():
     """(index, count, origin): this process's slice as the launcher tells it, which
-    Loader(shard="auto") uses. Looked for, in order: the MPI launcher's environment
+    Loader(slice="auto") uses. Looked for, in order: the MPI launcher's environment
     (OpenMPI as poprun and mpirun set it, or PMI; the same detection as `train`), torchrun's
     RANK/WORLD_SIZE, an initialised torch.distributed. Sources that are present must agree.
     (0, 1, "no launcher") when none is. Raises ValueError for an inconsistent environment."""
     try:
         info = _tilefeed._detect_instance()
     except ValueError as error:
-        raise ValueError(f"tilefeed.Loader: shard=\"auto\": {error}") from None
+        raise ValueError(f"tilefeed.Loader: slice=\"auto\": {error}") from None
     found = []
     for rank, size, name in _LAUNCHER_VARIABLES:
         if size in os.environ:
@@ -953,31 +967,51 @@ def detect_shard():
     for other in found[1:]:
         if other[:2] != first[:2]:
             raise ValueError(
-                f"tilefeed.Loader: shard=\"auto\": {first[2]} says instance {first[0]} of "
+                f"tilefeed.Loader: slice=\"auto\": {first[2]} says instance {first[0]} of "
                 f"{first[1]} but {other[2]} says {other[0]} of {other[1]}; pass "
-                f"shard=(index, count)")
+                f"slice=(index, count)")
     return first
 
 
-def _resolve_shard(shard):
-    """((index, count), origin) for the shard argument; announces a detected one."""
-    if isinstance(shard, str):
-        if shard != "auto":
-            raise ValueError(f"tilefeed.Loader: shard={shard!r}; expected \"auto\" or "
+detect_shard = detect_slice  # the old name ("shard" is a record file)
+
+
+def _slice_argument(slice_, shard, where):
+    """(value, keyword) of the slice= / deprecated shard= pair: shard= warns once per process
+    (DeprecationWarning) and means slice=; both at once is a TypeError naming both."""
+    if shard is None:
+        return slice_, "slice"
+    if not (isinstance(slice_, str) and slice_ == "auto"):
+        raise TypeError(f"{where}: slice={slice_!r} and shard={shard!r} both given; shard= is "
+                        f"the deprecated name of slice=: pass slice= alone")
+    if ("deprecated", "shard") not in _announced:
+        _announced.add(("deprecated", "shard"))
+        warnings.warn(f"{where}: shard= is deprecated; use slice= (the same \"auto\" or "
+                      f"(index, count): this instance's share of every epoch)",
+                      DeprecationWarning, stacklevel=3)
+    return shard, "shard"
+
+
+def _resolve_slice(value, keyword="slice"):
+    """((index, count), origin) for the slice argument (given as `keyword`); announces a
+    detected one."""
+    if isinstance(value, str):
+        if value != "auto":
+            raise ValueError(f"tilefeed.Loader: {keyword}={value!r}; expected \"auto\" or "
                              f"(index, count)")
-        index, count, origin = detect_shard()
+        index, count, origin = detect_slice()
         if origin != "no launcher" and (index, count, origin) not in _announced:
             _announced.add((index, count, origin))
-            print(f"tilefeed: instance {index} of {count} (from {origin}): reading shard "
+            print(f"tilefeed: instance {index} of {count} (from {origin}): reading slice "
                   f"({index}, {count}) of every epoch", file=sys.stderr, flush=True)
         return (index, count), origin
-    if not isinstance(shard, (tuple, list)) or len(shard) != 2:
-        raise TypeError(f"tilefeed.Loader: shard must be \"auto\" or (index, count), "
-                        f"got {shard!r}")
-    index, count = (_number("shard", v, int) for v in shard)
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise TypeError(f"tilefeed.Loader: {keyword} must be \"auto\" or (index, count), "
+                        f"got {value!r}")
+    index, count = (_number(keyword, v, int) for v in value)
     if count < 1 or not 0 <= index < count:
-        raise ValueError(f"tilefeed.Loader: shard=(index, count) needs count >= 1 and "
-                         f"0 <= index < count, got {tuple(shard)!r}")
+        raise ValueError(f"tilefeed.Loader: {keyword}=(index, count) needs count >= 1 and "
+                         f"0 <= index < count, got {tuple(value)!r}")
     return (index, count), "explicit"
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 import torch.utils.data
 
-from . import Loader, _check_options, _D, detect_shard
+from . import Loader, _check_options, _D, _slice_argument, detect_slice
 
 __all__ = ["IterableDataset"]
 
@@ -26,13 +26,13 @@ class IterableDataset(torch.utils.data.IterableDataset):
                 ...
 
     Pass batch_size=None to the DataLoader: tilefeed makes the batches. Each DataLoader
-    worker w of W makes, in its own process and on its first batch, a Loader reading shard
-    (index x W + w, count x W) of this process's shard (index, count) (the launcher's, as
-    Loader's shard="auto" finds it, or the shard option). Every worker has its own decode
+    worker w of W makes, in its own process and on its first batch, a Loader reading slice
+    (index x W + w, count x W) of this process's slice (index, count) (the launcher's, as
+    Loader's slice="auto" finds it, or the slice option). Every worker has its own decode
     threads (`workers` of them): give each W-th of the cores. The epoch is split per worker,
     so batches differ from a single Loader's (each worker batches its own samples) and
     arrive interleaved across workers; each sample of the epoch is in exactly one batch
-    (a shard count that does not divide the dataset pads with repeats, as DistributedSampler
+    (a slice count that does not divide the dataset pads with repeats, as DistributedSampler
     does; remainder="drop" drops them instead).
 
     Yields (images, labels) tensors per batch: images in the Loader's dtype and layout, labels
@@ -50,6 +50,9 @@ class IterableDataset(torch.utils.data.IterableDataset):
     def __init__(self, data, *, with_indices=False, **options):
         options = dict(options)
         options.pop("copy", None)  # one copy per batch, made by __iter__
+        options["slice"], _ = _slice_argument(options.pop("slice", "auto"),
+                                              options.pop("shard", None),
+                                              "tilefeed.IterableDataset")
         merged = dict(_D, **{k: v for k, v in options.items() if k in _D})
         merged["epochs"] = options.get("epochs")
         _check_options(merged)
@@ -66,43 +69,43 @@ class IterableDataset(torch.utils.data.IterableDataset):
                              f"got {epoch!r}")
         self._epoch = epoch
 
-    def _shard(self):
-        """This process's shard: the launcher's (or the shard option's) split over the
+    def _slice(self):
+        """This process's slice: the launcher's (or the slice option's) split over the
         DataLoader's workers."""
-        shard = self._options.get("shard", "auto")
-        if isinstance(shard, str):
-            index, count, _ = detect_shard() if shard == "auto" else (None, None, None)
+        slice_ = self._options["slice"]
+        if isinstance(slice_, str):
+            index, count, _ = detect_slice() if slice_ == "auto" else (None, None, None)
             if index is None:
-                raise ValueError(f"tilefeed.IterableDataset: shard={shard!r}; expected "
+                raise ValueError(f"tilefeed.IterableDataset: slice={slice_!r}; expected "
                                  f"\"auto\" or (index, count)")
         else:
-            index, count = shard
+            index, count = slice_
         info = torch.utils.data.get_worker_info()
         if info is None:
             return (index, count), False
         return (index * info.num_workers + info.id, count * info.num_workers), True
 
-    def _make_loader(self, shard, in_worker):
+    def _make_loader(self, slice_, in_worker):
         loader = self._loader
-        if loader is None or loader._pid != os.getpid() or loader.shard != shard:
-            loader = Loader(self._data, **dict(self._options, shard=shard, copy=not in_worker))
+        if loader is None or loader._pid != os.getpid() or loader.slice != slice_:
+            loader = Loader(self._data, **dict(self._options, slice=slice_, copy=not in_worker))
             self._loader = loader
         return loader
 
     def __len__(self):
         """Batches that one iteration of this process yields per epoch: in a DataLoader
-        worker, that worker's share of the epoch (its shard's batches); in the main process
-        (num_workers=0), this process's whole shard's, which is what len(DataLoader) reports.
+        worker, that worker's share of the epoch (its slice's batches); in the main process
+        (num_workers=0), this process's whole slice's, which is what len(DataLoader) reports.
         With W DataLoader workers the DataLoader yields the sum of the W workers' lens, which
-        can exceed that by the padding of the smaller shards (remainder="pad"). It is
-        Loader's len() for that shard: the first call makes the Loader that iteration then
+        can exceed that by the padding of the smaller slices (remainder="pad"). It is
+        Loader's len() for that slice: the first call makes the Loader that iteration then
         uses (it lists the data and starts decoding)."""
-        shard, in_worker = self._shard()
-        return len(self._make_loader(shard, in_worker))
+        slice_, in_worker = self._slice()
+        return len(self._make_loader(slice_, in_worker))
 
     def __iter__(self):
-        shard, in_worker = self._shard()
-        loader = self._make_loader(shard, in_worker)
+        slice_, in_worker = self._slice()
+        loader = self._make_loader(slice_, in_worker)
         if self._epoch is not None:
             loader.set_epoch(self._epoch)
         for batch in loader:

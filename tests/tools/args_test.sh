@@ -110,10 +110,13 @@ poprun|--cores-per-instance must be at least 0, got -1|--instances 2 --cores-per
 poprun|unknown option --bogus|--instances 2 --bogus ./train
 loader_bench|--epochs must be at least 1, got -1|--data $D --epochs -1
 loader_bench|--epochs must be at least 1, got 0|--data $D --epochs 0
-loader_bench|--batch-size must be at least 1, got -1|--data $D --batch -1
-loader_bench|--image-size must be between 16 and 4096, got 0|--data $D --size 0
+loader_bench|--batch-size must be at least 1, got -1|--data $D --batch-size -1
+loader_bench|--batch must be at least 1, got -1|--data $D --batch -1
+loader_bench|--image-size must be between 1 and 16384, got 0|--data $D --image-size 0
+loader_bench|--size must be between 1 and 16384, got 16385|--data $D --size 16385
 loader_bench|--workers must be between 0 and 1024, got -1|--data $D --workers -1
-loader_bench|--prefetch-depth must be between 1 and 1048576, got 0|--data $D --depth 0
+loader_bench|--prefetch-depth must be between 1 and 1048576, got 0|--data $D --prefetch-depth 0
+loader_bench|--depth must be between 1 and 1048576, got 0|--data $D --depth 0
 loader_bench|--seconds must be above 0, got -1|--data $D --seconds -1
 loader_bench|--warmup must be at least 0, got -1|--data $D --warmup -1
 loader_bench|--seed must be at least 0, got -1|--data $D --seed -1
@@ -123,7 +126,10 @@ loader_bench|--local-window must be at least 1, got 0|--data $D --local-window 0
 loader_bench|--interval must be at least 0, got -1|--data $D --interval -1
 loader_bench|--rounds must be at least 1, got 0|--data $D --rounds 0
 loader_bench|--round-batches must be at least 1, got -1|--data $D --round-batches -1
-loader_bench|--cache-limit-mib must be at least 1, got -1|--data $D --cache-limit-mib -1
+loader_bench|--cache-limit must be at least 4MiB, got 1M|--data $D --cache-limit 1M
+loader_bench|--cache-limit-mib must be between 4 and 17592186044415, got -1|--data $D --cache-limit-mib -1
+loader_bench|--split: bogus not in|--data $D --split bogus
+loader_bench|--size must not be given with --image-size|--data $D --size 8 --image-size 8
 loader_bench|--metrics-interval must be above 0, got 0|--data $D --metrics-interval 0
 stall_bench|--workers must be between 1 and 1024, got 0|--data $D --workers 0
 stall_bench|--batch-size must be at least 1, got -1|--data $D --batch -1

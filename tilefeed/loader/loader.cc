@@ -55,6 +55,7 @@
 #include "tilefeed/codecs/png.h"
 #include "tilefeed/codecs/raw.h"
 #include "tilefeed/codecs/resize.h"
+#include "tilefeed/loader/option_specs.h"
 #include "tilefeed/loader/output_convert.h"
 #include "tilefeed/loader/ring.h"
 
@@ -342,20 +343,27 @@ void Loader::Impl::Validate() {
   };
   require(source != nullptr, "no source");
   require(source->size() > 0, "the source is empty");
-  require(o.batch_size >= 1, "batch_size must be at least 1");
+  // The ranges of the shared option table (option_specs.h), which the tools and Python check
+  // before they get here.
+  auto in_range = [](const OptionSpec& spec, const char* name, double value) {
+    if (auto problem = RangeProblem(spec, name, value)) {
+      throw std::invalid_argument("LoaderOptions: " + *problem);
+    }
+  };
+  in_range(kBatchSize, "batch_size", static_cast<double>(o.batch_size));
   const bool rectangle = o.image_height > 0 || o.image_width > 0;
   require(!rectangle || (o.image_height > 0 && o.image_width > 0),
           "image_height and image_width are set together");
   height = rectangle ? o.image_height : o.image_size;
   width = rectangle ? o.image_width : o.image_size;
-  require(height >= 1 && height <= 16384 && width >= 1 && width <= 16384,
-          "image_size (or image_height, image_width) must be in 1..16384");
-  require(o.prefetch_depth >= 1, "prefetch_depth must be at least 1");
-  require(o.workers >= 0, "workers must be >= 0");
+  in_range(kImageSize, rectangle ? "image_height" : "image_size", height);
+  in_range(kImageSize, rectangle ? "image_width" : "image_size", width);
+  in_range(kPrefetchDepth, "prefetch_depth", static_cast<double>(o.prefetch_depth));
+  in_range(kWorkers, "workers", o.workers);
   require(o.mode != Mode::kEval || o.eval_resize >= std::max(height, width),
           "eval_resize must be at least image_size (a rectangle's longer side)");
-  require(o.flip_probability >= 0 && o.flip_probability <= 1, "flip_probability must be in [0, 1]");
-  require(o.max_substitute_attempts >= 1, "max_substitute_attempts must be at least 1");
+  in_range(kFlipProbability, "flip_probability", o.flip_probability);
+  in_range(kMaxSubstituteAttempts, "max_substitute_attempts", o.max_substitute_attempts);
   require(o.held_slots_timeout.count() >= 0, "held_slots_timeout must be >= 0");
   const OutputConverter output(o.output);  // throws for a bad mean or std
   if (o.output.dtype != OutputDType::kUint8) {

@@ -86,6 +86,8 @@ class SlotMemory {
                      std::size_t image_bytes) = 0;
 };
 
+// The ranges that front ends check (tools, Python) are the shared option table's
+// (option_specs.h); the constructor refuses values outside them the same way.
 struct LoaderOptions {
   std::size_t batch_size = 256;  // samples per batch
   int image_size = 224;          // output images are image_size x image_size x 3

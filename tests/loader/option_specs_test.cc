@@ -1,0 +1,161 @@
+#include "tilefeed/loader/option_specs.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <memory>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "tests/support/jpeg_maker.h"
+#include "tilefeed/loader/list_source.h"
+#include "tilefeed/loader/loader.h"
+#include "tilefeed/loader/remote.h"
+
+namespace tilefeed::loader {
+namespace {
+
+std::string Default(const OptionSpec& spec) { return std::string(spec.default_text); }
+
+// The table's defaults are LoaderOptions' and RemoteOptions' own: a front end that shows the
+// table's default runs with the library's.
+TEST(OptionSpecs, DefaultsAreTheLibrarys) {
+  const LoaderOptions o;
+  EXPECT_EQ(Default(kBatchSize), std::to_string(o.batch_size));
+  EXPECT_EQ(Default(kImageSize), std::to_string(o.image_size));
+  EXPECT_EQ(Default(kMode), o.mode == Mode::kTrain ? "train" : "eval");
+  EXPECT_EQ(Default(kEvalResize), std::to_string(o.eval_resize));
+  EXPECT_FALSE(o.eval_dct_scaling);
+  EXPECT_EQ(Default(kFlipProbability), "0.5");
+  EXPECT_EQ(o.flip_probability, 0.5);
+  EXPECT_EQ(Default(kWorkers), std::to_string(o.workers));
+  EXPECT_EQ(Default(kPrefetchDepth), std::to_string(o.prefetch_depth));
+  EXPECT_EQ(Default(kSeed), std::to_string(o.seed));
+  EXPECT_EQ(Default(kFirstEpoch), std::to_string(o.first_epoch));
+  EXPECT_EQ(Default(kFirstEpochPosition), std::to_string(o.first_epoch_position));
+  EXPECT_FALSE(o.drop_last_batch);
+  EXPECT_EQ(Default(kBadSamplePolicy),
+            o.bad_sample_policy == BadSamplePolicy::kSkip ? "skip" : "fail");
+  EXPECT_EQ(Default(kMaxSubstituteAttempts), std::to_string(o.max_substitute_attempts));
+  const RemoteOptions remote;
+  EXPECT_EQ(ParseByteSize(kCacheLimit.default_text), remote.cache_limit);
+  EXPECT_EQ(Default(kRemoteRetries), std::to_string(remote.retries));
+  EXPECT_EQ(Default(kRemoteInFlight), std::to_string(remote.max_in_flight));
+}
+
+TEST(OptionSpecs, EveryEntryIsComplete) {
+  std::set<std::string> flags;
+  for (const OptionSpec& spec : SharedOptions()) {
+    SCOPED_TRACE(std::string(spec.flag));
+    EXPECT_EQ(spec.flag.substr(0, 2), "--");
+    EXPECT_TRUE(flags.insert(std::string(spec.flag)).second) << "listed twice";
+    EXPECT_FALSE(spec.help.empty());
+    EXPECT_EQ(FindOption(spec.flag)->flag, spec.flag);
+    if (!spec.keyword.empty()) {
+      EXPECT_EQ(FindOption(spec.keyword)->flag, spec.flag);
+    }
+    if (spec.kind == OptionKind::kChoice) {
+      EXPECT_FALSE(spec.choices.empty());
+      EXPECT_THAT(spec.choices, ::testing::Contains(spec.default_text));
+    }
+    if (spec.kind == OptionKind::kSeconds && spec.default_text.size() > 0) {
+      EXPECT_TRUE(InRange(spec, std::stod(std::string(spec.default_text))));
+    }
+  }
+  EXPECT_EQ(FindOption("--no-such-option"), nullptr);
+  ASSERT_NE(FindOption("--shard"), nullptr);
+  EXPECT_EQ(FindOption("--shard")->flag, "--slice");
+}
+
+TEST(OptionSpecs, RangeTextAndProblems) {
+  EXPECT_EQ(RangeText(kBatchSize), "at least 1");
+  EXPECT_EQ(RangeText(kImageSize), "between 1 and 16384");
+  EXPECT_EQ(RangeText(kPrefetchDepth), "between 1 and 1048576");
+  EXPECT_EQ(RangeText(kFlipProbability), "between 0 and 1");
+  EXPECT_EQ(RangeText(kCacheLimit), "at least 4MiB");
+  EXPECT_EQ(RangeText(kHeartbeat), "between 0.001 and 3600");
+  EXPECT_EQ(RangeText(kSplit), "");
+  EXPECT_EQ(RangeProblem(kImageSize, "--image-size", 224), std::nullopt);
+  EXPECT_EQ(RangeProblem(kImageSize, "--image-size", 0),
+            "--image-size must be between 1 and 16384, got 0");
+  EXPECT_EQ(RangeProblem(kFlipProbability, "flip_probability", 1.5),
+            "flip_probability must be between 0 and 1, got 1.5");
+  EXPECT_FALSE(InRange(kFlipProbability, std::numeric_limits<double>::quiet_NaN()));
+  OptionSpec above = kBatchSize;
+  above.min = 0;
+  above.min_exclusive = true;
+  EXPECT_EQ(RangeText(above), "above 0");
+  EXPECT_FALSE(InRange(above, 0));
+  EXPECT_TRUE(InRange(above, 1e-9));
+}
+
+TEST(OptionSpecs, ParseByteSize) {
+  EXPECT_EQ(ParseByteSize("10GiB"), std::uint64_t{10} << 30);
+  EXPECT_EQ(ParseByteSize("512M"), std::uint64_t{512} << 20);
+  EXPECT_EQ(ParseByteSize("1g"), std::uint64_t{1} << 30);
+  EXPECT_EQ(ParseByteSize("1000KB"), std::uint64_t{1000000});
+  EXPECT_EQ(ParseByteSize("1000000"), std::uint64_t{1000000});
+  EXPECT_EQ(ParseByteSize("2TiB"), std::uint64_t{2} << 40);
+  EXPECT_EQ(ParseByteSize(""), std::nullopt);
+  EXPECT_EQ(ParseByteSize("GiB"), std::nullopt);
+  EXPECT_EQ(ParseByteSize("-1"), std::nullopt);
+  EXPECT_EQ(ParseByteSize("10 GiB"), std::nullopt);
+  EXPECT_EQ(ParseByteSize("10PiB"), std::nullopt);
+  EXPECT_EQ(ParseByteSize("99999999999999999999"), std::nullopt);
+  EXPECT_EQ(ParseByteSize("17179869184GiB"), std::nullopt);  // 2^64 bytes
+  EXPECT_EQ(ByteSizeText(std::uint64_t{10} << 30), "10GiB");
+  EXPECT_EQ(ByteSizeText(1000), "1000");
+}
+
+TEST(OptionSpecs, ParseSliceText) {
+  EXPECT_EQ(ParseSliceText("0/1"), std::pair(0, 1));
+  EXPECT_EQ(ParseSliceText("3/4"), std::pair(3, 4));
+  EXPECT_EQ(ParseSliceText("4/4"), std::nullopt);
+  EXPECT_EQ(ParseSliceText("0/0"), std::nullopt);
+  EXPECT_EQ(ParseSliceText("-1/2"), std::nullopt);
+  EXPECT_EQ(ParseSliceText("1"), std::nullopt);
+  EXPECT_EQ(ParseSliceText("1/2/3"), std::nullopt);
+  EXPECT_EQ(ParseSliceText("/2"), std::nullopt);
+}
+
+std::unique_ptr<Source> TwoImages() {
+  std::vector<ListSample> samples(2);
+  for (ListSample& sample : samples) sample.bytes = testing::MakeJpeg(32, 24, {});
+  return std::make_unique<ListSource>(std::move(samples), std::vector<std::string>{});
+}
+
+// The library refuses exactly what the table refuses, with the table's words.
+TEST(OptionSpecs, LoaderChecksTheTablesRanges) {
+  const auto refusal = [](LoaderOptions o) -> std::string {
+    o.batch_size = 2;
+    o.epochs = 1;
+    try {
+      Loader loader(TwoImages(), o);
+      return "";
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+  };
+  LoaderOptions o;
+  o.image_size = static_cast<int>(kImageSize.max) + 1;
+  EXPECT_EQ(refusal(o), "LoaderOptions: " + *RangeProblem(kImageSize, "image_size", o.image_size));
+  o.image_size = static_cast<int>(kImageSize.min) - 1;
+  EXPECT_EQ(refusal(o), "LoaderOptions: image_size must be between 1 and 16384, got 0");
+  o.image_size = static_cast<int>(kImageSize.min);
+  EXPECT_EQ(refusal(o), "");  // 1 x 1 images: the bottom of the range works
+  o = {};
+  o.workers = static_cast<int>(kWorkers.max) + 1;
+  EXPECT_EQ(refusal(o), "LoaderOptions: workers must be between 0 and 1024, got 1025");
+  o = {};
+  o.prefetch_depth = 0;
+  EXPECT_EQ(refusal(o), "LoaderOptions: prefetch_depth must be between 1 and 1048576, got 0");
+  o = {};
+  o.flip_probability = 1.5;
+  EXPECT_EQ(refusal(o), "LoaderOptions: flip_probability must be between 0 and 1, got 1.5");
+}
+
+}  // namespace
+}  // namespace tilefeed::loader

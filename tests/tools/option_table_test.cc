@@ -1,0 +1,172 @@
+// The tools' shared options agree with the table (tilefeed/loader/option_specs.h): for every
+// tool in $TILEFEED_OPTION_TOOLS (NAME=PATH,NAME=PATH...) and every shared flag its --help
+// lists, the help line carries the table's help text, its choices and its default, and the tool
+// refuses a value just outside the table's range with the table's words:
+// "NAME: --flag must be RANGE, got VALUE", exit code 2. A tool that starts from another default
+// on purpose says so in ExpectedDefault below.
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <iomanip>
+#include <map>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tilefeed/loader/option_specs.h"
+
+namespace tilefeed::loader {
+namespace {
+
+// The default `tool` shows for `spec`: the table's, unless the tool starts from another on
+// purpose ("" when it shows none).
+std::string ExpectedDefault(const std::string& tool, const OptionSpec& spec) {
+  static const std::map<std::pair<std::string, std::string>, std::string> kToolDefaults = {
+      {{"train", "--batch-size"}, "32"},
+      {{"tilefeed-serve", "--batch-size"}, "32"},
+      {{"loader_bench", "--split"}, ""},  // none: val with --mode eval, else train
+      {{"loader_bench", "--epochs"}, "1"},
+  };
+  const auto special = kToolDefaults.find({tool, std::string(spec.flag)});
+  return special != kToolDefaults.end() ? special->second : std::string(spec.default_text);
+}
+
+struct Output {
+  int status = -1;
+  std::string text;
+};
+
+// Runs `command` under /bin/sh; `text` is what it wrote to its standard output.
+Output RunShell(const std::string& command) {
+  Output out;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return out;
+  char buffer[4096];
+  std::size_t n = 0;
+  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) out.text.append(buffer, n);
+  const int status = pclose(pipe);
+  out.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+std::string Quote(const std::string& text) { return "'" + text + "'"; }
+
+std::vector<std::pair<std::string, std::string>> Tools() {
+  std::vector<std::pair<std::string, std::string>> tools;
+  const char* list = std::getenv("TILEFEED_OPTION_TOOLS");
+  std::stringstream in(list != nullptr ? list : "");
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    const std::size_t eq = item.find('=');
+    if (eq != std::string::npos) tools.emplace_back(item.substr(0, eq), item.substr(eq + 1));
+  }
+  return tools;
+}
+
+// An option as CLI11 2.1's --help lists it: "  --flag TYPE:CHECK=DEFAULT  help", the help on
+// the next line when the first is long.
+struct HelpEntry {
+  std::string head;  // "--flag TYPE:CHECK=DEFAULT"; empty when the tool has no such option
+  std::string help;
+};
+
+HelpEntry FindHelp(const std::string& help, std::string_view flag) {
+  std::stringstream in(help);
+  std::string line;
+  while (std::getline(in, line)) {
+    const std::size_t begin = line.find_first_not_of(' ');
+    if (begin == std::string::npos || line[begin] != '-') continue;
+    std::stringstream names(line.substr(begin, line.find(' ', begin) - begin));
+    std::string name;
+    bool found = false;
+    while (std::getline(names, name, ',')) found = found || name == flag;
+    if (!found) continue;
+    HelpEntry entry;
+    const std::size_t gap = line.find("  ", begin);
+    entry.head = line.substr(begin, gap == std::string::npos ? std::string::npos : gap - begin);
+    if (gap != std::string::npos) {
+      entry.help = line.substr(line.find_first_not_of(' ', gap));
+    } else if (std::getline(in, line)) {
+      entry.help = line.substr(line.find_first_not_of(' '));
+    }
+    return entry;
+  }
+  return {};
+}
+
+// Values just outside the spec's range, as a command line writes them.
+std::vector<std::string> OutOfRange(const OptionSpec& spec) {
+  std::vector<std::string> values;
+  const auto text = [](double v) {
+    std::ostringstream out;
+    out << std::setprecision(15) << v;
+    return out.str();
+  };
+  const bool whole = spec.kind == OptionKind::kInteger || spec.kind == OptionKind::kSize;
+  const double step = whole ? 1 : spec.min == 0 ? 0.5 : spec.min / 2;
+  if (spec.min_exclusive) {
+    values.push_back(text(spec.min));
+  } else if (!(whole && spec.min == 0 && spec.kind == OptionKind::kSize)) {
+    values.push_back(text(spec.min - step));
+  }
+  if (spec.max != kNoMax) values.push_back(text(spec.max + (whole ? 1 : spec.max / 2)));
+  return values;
+}
+
+void CheckOption(const std::string& name, const std::string& path, const HelpEntry& entry,
+                 const OptionSpec& spec) {
+  SCOPED_TRACE(name + " " + std::string(spec.flag) + ": " + entry.head + " | " + entry.help);
+  EXPECT_NE(entry.help.find(spec.help), std::string::npos) << "help differs from the table's";
+  for (std::string_view choice : spec.choices) {
+    EXPECT_NE(entry.head.find(choice), std::string::npos) << "choice " << choice << " missing";
+  }
+  const std::string expected = ExpectedDefault(name, spec);
+  if (!expected.empty() && spec.kind != OptionKind::kFlag) {
+    std::string head = entry.head.substr(0, entry.head.find(" Excludes"));
+    head = head.substr(0, head.find(" REQUIRED"));
+    const std::size_t eq = head.rfind('=');
+    ASSERT_NE(eq, std::string::npos) << "no default shown";
+    EXPECT_EQ(head.substr(eq + 1), expected);
+  }
+  if (spec.kind == OptionKind::kChoice || spec.kind == OptionKind::kFlag ||
+      spec.kind == OptionKind::kText || spec.kind == OptionKind::kSlice) {
+    return;
+  }
+  const std::string flag(spec.flag);
+  const std::string refusal = name + ": " + flag + " must be " + RangeText(spec) + ", got ";
+  for (const std::string& value : OutOfRange(spec)) {
+    const Output out = RunShell(Quote(path) + " " + flag + " " + Quote(value) + " 2>&1 >/dev/null");
+    EXPECT_EQ(out.status, 2) << out.text;
+    EXPECT_EQ(out.text, refusal + value + "\n");
+  }
+}
+
+TEST(OptionTable, ToolsShowAndCheckTheTablesOptions) {
+  const auto tools = Tools();
+  ASSERT_FALSE(tools.empty()) << "set TILEFEED_OPTION_TOOLS";
+  for (const auto& [name, path] : tools) {
+    const Output help = RunShell(Quote(path) + " --help 2>&1");
+    ASSERT_EQ(help.status, 0) << name << ": " << help.text;
+    int shared = 0;
+    for (const OptionSpec& spec : SharedOptions()) {
+      const HelpEntry entry = FindHelp(help.text, spec.flag);
+      if (!entry.head.empty()) {
+        ++shared;
+        CheckOption(name, path, entry, spec);
+      }
+      // The old spelling is hidden.
+      if (!spec.deprecated_flag.empty()) {
+        EXPECT_EQ(FindHelp(help.text, spec.deprecated_flag).head, "") << name;
+      }
+    }
+    EXPECT_GT(shared, 0) << name << " lists no shared option";
+  }
+}
+
+}  // namespace
+}  // namespace tilefeed::loader

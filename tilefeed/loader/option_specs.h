@@ -1,0 +1,352 @@
+#pragma once
+
+// The shared options: one definition of each option that more than one front end of the
+// loader takes -- the command-line tools (train, tilefeed-serve, tilefeed-pack), the benchmark
+// drivers and the Python binding (tilefeed.Loader's keywords). Each OptionSpec gives the
+// option's command-line flag, its Python keyword, the kind of value, the accepted range, the
+// default and the help text. Front ends read them from here and never restate them, so a range
+// or a default cannot drift between the tools, Python and the library:
+//
+//   - the library's own checks (LoaderOptions in loader.cc) test the same ranges with
+//     RangeProblem(), so an option the tools accept the library accepts too;
+//   - tools/option_flags.h registers a spec as a CLI11 flag (the library does not use CLI11);
+//   - the Python binding takes its keyword names, ranges and messages from SharedOptions().
+//
+// Vocabulary (one spelling for each idea):
+//   --split {train,val,test}     the part of a root with train/, val/ (and test/) folders
+//   --slice INDEX/COUNT          an instance's share of every epoch (Python: slice=(i, n)).
+//                                "shard" is a record file, never a slice; --shard and shard=
+//                                are deprecated spellings that warn once.
+//   --cache-limit SIZE           a byte size written 10GiB, 512M or 1000000 (ParseByteSize)
+//   --image-size N               the library's range, 1..16384
+//   time options                 in seconds (a real number); an old "-ms" spelling is a
+//                                deprecated alias that takes milliseconds and warns once
+//
+// A range error reads "NAME must be RANGE, got VALUE", RANGE from RangeText(): "at least 1",
+// "above 0", "between 1 and 16384". Every front end words it so.
+//
+// Adding a shared option: an OptionSpec below (and in SharedOptions()), a check in the
+// library if it has the field, then AddOption() in the tools that take it and a setter in
+// python/tilefeed_module.cc; tests/tools/option_table_test.cc and python/tests/test_options.py
+// then hold every front end to it.
+//
+// Everything here is constant data and pure functions: safe from any thread.
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace tilefeed::loader {
+
+// What an option's value is.
+enum class OptionKind {
+  kInteger,  // a whole number in [min, max]
+  kNumber,   // a finite real number in [min, max]
+  kSeconds,  // a duration: a real number of seconds in [min, max]
+  kSize,     // a byte count in [min, max], written as ParseByteSize reads it
+  kChoice,   // one of `choices`
+  kFlag,     // on or off (a command-line flag without a value; Python: a bool)
+  kSlice,    // INDEX/COUNT with 0 <= INDEX < COUNT (Python: a pair (index, count))
+  kText,     // any text (a path, a URL)
+};
+
+// No upper bound (RangeText says "at least MIN").
+inline constexpr double kNoMax = std::numeric_limits<double>::infinity();
+
+struct OptionSpec {
+  std::string_view flag = {};     // the command-line spelling, "--image-size"
+  std::string_view keyword = {};  // the Python keyword, "image_size"; "" when Python has none
+  OptionKind kind = OptionKind::kText;
+  double min = 0;              // kInteger, kNumber, kSeconds, kSize: the lowest value
+  double max = kNoMax;         // the highest value, or kNoMax
+  bool min_exclusive = false;  // the value must be above min (durations where 0 is meaningless)
+  // The default, as a command line would write it ("224", "train", "10GiB"); "" when the
+  // option has none (off, unset, or each front end's own, which its help then states).
+  std::string_view default_text = {};
+  std::string_view help = {};  // one sentence without the default (front ends show it)
+  std::span<const std::string_view> choices = {};  // kChoice: the accepted values
+  // An older command-line spelling still accepted, hidden from --help, that warns once
+  // ("--shard" for --slice, "--heartbeat-ms" for --heartbeat). For kSeconds the old spelling
+  // takes milliseconds. "" when there is none.
+  std::string_view deprecated_flag = {};
+};
+
+// "at least 1", "above 0", "between 1 and 16384", "at least 4MiB"; "" for kinds without a
+// numeric range.
+std::string RangeText(const OptionSpec& spec);
+
+// Whether `value` lies in spec's range (NaN never does).
+bool InRange(const OptionSpec& spec, double value);
+
+// nullopt when `value` is in range, else "NAME must be RANGE, got VALUE" with NAME as given
+// (a flag, a keyword, "LoaderOptions: image_size") and VALUE written like a command line
+// would (whole numbers without a fraction).
+std::optional<std::string> RangeProblem(const OptionSpec& spec, std::string_view name,
+                                        double value);
+
+// A byte count written "128MiB", "64M", "1g", "500000000" or "1000KB": binary units (k, m, g,
+// t with or without "iB") unless written "KB", "MB", "GB", "TB"; case does not matter.
+// nullopt for anything else or a count that does not fit 64 bits.
+std::optional<std::uint64_t> ParseByteSize(std::string_view text);
+
+// `bytes` in the largest binary unit that divides it: "10GiB", "4MiB", "1000".
+std::string ByteSizeText(std::uint64_t bytes);
+
+// "INDEX/COUNT" (e.g. "1/4") as (index, count), or nullopt unless 0 <= INDEX < COUNT.
+std::optional<std::pair<int, int>> ParseSliceText(std::string_view text);
+
+// ---- The table ----------------------------------------------------------------------------
+// Loader options (LoaderOptions; the defaults are its defaults, which a test checks).
+
+inline constexpr std::string_view kModeChoices[] = {"train", "eval"};
+inline constexpr std::string_view kBadSamplePolicyChoices[] = {"skip", "fail"};
+inline constexpr std::string_view kSplitChoices[] = {"train", "val", "test"};
+inline constexpr std::string_view kS3AddressingChoices[] = {"auto", "virtual", "path"};
+
+inline constexpr OptionSpec kBatchSize{.flag = "--batch-size",
+                                       .keyword = "batch_size",
+                                       .kind = OptionKind::kInteger,
+                                       .min = 1,
+                                       .default_text = "256",
+                                       .help = "samples per batch"};
+inline constexpr OptionSpec kImageSize{.flag = "--image-size",
+                                       .keyword = "image_size",
+                                       .kind = OptionKind::kInteger,
+                                       .min = 1,
+                                       .max = 16384,
+                                       .default_text = "224",
+                                       .help = "side of the square output images, in pixels"};
+inline constexpr OptionSpec kMode{
+    .flag = "--mode",
+    .keyword = "mode",
+    .kind = OptionKind::kChoice,
+    .default_text = "train",
+    .help = "train: RandomResizedCrop + random flip; eval: resize + centre crop",
+    .choices = kModeChoices};
+inline constexpr OptionSpec kEvalResize{
+    .flag = "--eval-resize",
+    .keyword = "eval_resize",
+    .kind = OptionKind::kInteger,
+    .min = 1,
+    .default_text = "256",
+    .help =
+        "eval: the shorter side is resized to this before the centre crop (at least the "
+        "image size)"};
+inline constexpr OptionSpec kEvalDctScaling{
+    .flag = "--eval-dct-scaling",
+    .keyword = "eval_dct_scaling",
+    .kind = OptionKind::kFlag,
+    .help =
+        "eval: let JPEGs decode at a DCT scale-down (faster; pixels then differ from "
+        "torchvision's Resize + CenterCrop by a few levels)"};
+inline constexpr OptionSpec kFlipProbability{.flag = "--flip-probability",
+                                             .keyword = "flip_probability",
+                                             .kind = OptionKind::kNumber,
+                                             .min = 0,
+                                             .max = 1,
+                                             .default_text = "0.5",
+                                             .help = "train: chance of a horizontal flip"};
+inline constexpr OptionSpec kWorkers{
+    .flag = "--workers",
+    .keyword = "workers",
+    .kind = OptionKind::kInteger,
+    .min = 0,
+    .max = 1024,
+    .default_text = "0",
+    .help = "decode threads (0: one per core this process may run on)"};
+inline constexpr OptionSpec kPrefetchDepth{
+    .flag = "--prefetch-depth",
+    .keyword = "prefetch_depth",
+    .kind = OptionKind::kInteger,
+    .min = 1,
+    .max = 1 << 20,
+    .default_text = "4",
+    .help = "batch slots; memory in flight is depth x batch bytes"};
+inline constexpr OptionSpec kSeed{.flag = "--seed",
+                                  .keyword = "seed",
+                                  .kind = OptionKind::kInteger,
+                                  .min = 0,
+                                  .default_text = "0",
+                                  .help = "shuffle and augmentation seed"};
+inline constexpr OptionSpec kSlice{
+    .flag = "--slice",
+    .keyword = "slice",
+    .kind = OptionKind::kSlice,
+    .help =
+        "INDEX/COUNT: this instance's share of every epoch (default: the launcher's "
+        "instance, e.g. under mpirun or poprun; else 0/1)",
+    .deprecated_flag = "--shard"};
+inline constexpr OptionSpec kEpochs{
+    .flag = "--epochs",
+    .keyword = "epochs",
+    .kind = OptionKind::kInteger,
+    .min = 1,
+    .help = "epochs to produce, at least 1"};  // the default is each front end's own
+inline constexpr OptionSpec kFirstEpoch{.flag = "--first-epoch",
+                                        .keyword = "first_epoch",
+                                        .kind = OptionKind::kInteger,
+                                        .min = 0,
+                                        .default_text = "0",
+                                        .help = "the epoch the first batch belongs to"};
+inline constexpr OptionSpec kFirstEpochPosition{
+    .flag = "--first-epoch-position",
+    .keyword = "first_epoch_position",
+    .kind = OptionKind::kInteger,
+    .min = 0,
+    .default_text = "0",
+    .help = "resume: samples of the first epoch already delivered to all instances together"};
+inline constexpr OptionSpec kDropLast{
+    .flag = "--drop-last",
+    .keyword = "drop_last_batch",
+    .kind = OptionKind::kFlag,
+    .help = "drop each epoch's final partial batch of this instance"};
+inline constexpr OptionSpec kBadSamplePolicy{
+    .flag = "--bad-sample-policy",
+    .keyword = "bad_sample_policy",
+    .kind = OptionKind::kChoice,
+    .default_text = "skip",
+    .help =
+        "skip: a sample that cannot be read or decoded is replaced by the next good one "
+        "of the instance's epoch order, named and counted; fail: the run stops at the "
+        "first, naming it",
+    .choices = kBadSamplePolicyChoices};
+inline constexpr OptionSpec kMaxSubstituteAttempts{
+    .flag = "--max-substitute-attempts",
+    .keyword = "max_substitute_attempts",
+    .kind = OptionKind::kInteger,
+    .min = 1,
+    .default_text = "64",
+    .help = "skip: samples tried for one bad sample before the batch fails"};
+inline constexpr OptionSpec kHeldSlotsTimeout{
+    .flag = "--held-slots-timeout",
+    .keyword = "held_slots_timeout",
+    .kind = OptionKind::kSeconds,
+    .min = 0,
+    .max = 1e9,
+    .help =
+        "seconds to wait for a batch while the consumer itself holds every slot, then "
+        "fail (the library's default waits forever; Python's Loader waits 10)"};
+
+// Opening a dataset (DatasetOptions, RemoteOptions).
+
+inline constexpr OptionSpec kSplit{
+    .flag = "--split",
+    .keyword = "split",
+    .kind = OptionKind::kChoice,
+    .default_text = "train",
+    .help =
+        "the split of a root with train/ and val/ (and test/) folders, or CIFAR-10's "
+        "(val and test: test_batch.bin)",
+    .choices = kSplitChoices};
+inline constexpr OptionSpec kCacheDir{
+    .flag = "--cache-dir",
+    .keyword = "cache_dir",
+    .kind = OptionKind::kText,
+    .help =
+        "http(s)/s3 datasets: on-disk cache of fetched blocks, shared by the processes of "
+        "this host (default: no cache)"};
+inline constexpr OptionSpec kCacheLimit{
+    .flag = "--cache-limit",
+    .keyword = "cache_limit",
+    .kind = OptionKind::kSize,
+    .min = 4 << 20,
+    .default_text = "10GiB",
+    .help = "size bound of the cache (e.g. 20GiB); least recently used blocks go first"};
+inline constexpr OptionSpec kS3Endpoint{
+    .flag = "--s3-endpoint",
+    .keyword = "s3_endpoint",
+    .kind = OptionKind::kText,
+    .help =
+        "s3:// datasets: S3-compatible endpoint URL (e.g. http://minio:9000); default "
+        "$AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS"};
+inline constexpr OptionSpec kS3Addressing{
+    .flag = "--s3-addressing",
+    .keyword = "",
+    .kind = OptionKind::kChoice,
+    .default_text = "auto",
+    .help =
+        "s3:// datasets: bucket in the host name (virtual) or in the path (path); auto: "
+        "virtual on AWS for DNS-safe bucket names, path elsewhere",
+    .choices = kS3AddressingChoices};
+inline constexpr OptionSpec kRemoteRetries{
+    .flag = "--remote-retries",
+    .keyword = "remote_retries",
+    .kind = OptionKind::kInteger,
+    .min = 0,
+    .max = 20,
+    .default_text = "5",
+    .help =
+        "http(s)/s3 datasets: retries of a failed request, with backoff, before the "
+        "sample is reported bad"};
+inline constexpr OptionSpec kRemoteInFlight{
+    .flag = "--remote-in-flight",
+    .keyword = "",
+    .kind = OptionKind::kInteger,
+    .min = 1,
+    .max = 64,
+    .default_text = "8",
+    .help =
+        "http(s)/s3 datasets: requests one read keeps in flight at once, each on its own "
+        "connection (1: one after another)"};
+
+// Reporting bad samples (the tools' stderr).
+
+inline constexpr OptionSpec kBadSampleLines{
+    .flag = "--bad-sample-lines",
+    .keyword = "",
+    .kind = OptionKind::kInteger,
+    .min = 0,
+    .default_text = "20",
+    .help = "bad samples named in full on stderr; later ones are counted"};
+
+// A reader session (tilefeed-serve and train --readers): durations in seconds.
+
+inline constexpr OptionSpec kHeartbeat{.flag = "--heartbeat",
+                                       .keyword = "",
+                                       .kind = OptionKind::kSeconds,
+                                       .min = 0.001,
+                                       .max = 3600,
+                                       .default_text = "1",
+                                       .help = "seconds between heartbeats",
+                                       .deprecated_flag = "--heartbeat-ms"};
+inline constexpr OptionSpec kPeerTimeout{
+    .flag = "--timeout",
+    .keyword = "",
+    .kind = OptionKind::kSeconds,
+    .min = 0.001,
+    .max = 1e6,
+    .default_text = "5",
+    .help = "seconds of silence (no heartbeat, no batch) after which the peer is lost",
+    .deprecated_flag = "--timeout-ms"};
+inline constexpr OptionSpec kReaderTimeout{
+    .flag = "--reader-timeout",
+    .keyword = "",
+    .kind = OptionKind::kSeconds,
+    .min = 0.001,
+    .max = 1e6,
+    .default_text = "5",
+    .help =
+        "--readers: seconds a reader may be silent (or not answer at start) before it is "
+        "an error",
+    .deprecated_flag = "--reader-timeout-ms"};
+inline constexpr OptionSpec kReconnectWindow{
+    .flag = "--reconnect-window",
+    .keyword = "",
+    .kind = OptionKind::kSeconds,
+    .min = 0.001,
+    .max = 1e6,
+    .default_text = "30",
+    .help = "--readers --reconnect: seconds a lost reader may take to come back",
+    .deprecated_flag = "--reconnect-window-ms"};
+
+// Every spec above, in this order.
+std::span<const OptionSpec> SharedOptions();
+
+// The spec whose flag (or deprecated flag) or keyword is `name`, or nullptr.
+const OptionSpec* FindOption(std::string_view name);
+
+}  // namespace tilefeed::loader
