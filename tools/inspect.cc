@@ -30,8 +30,10 @@
 #include "tilefeed/codecs/jpeg_index.h"
 #include "tilefeed/codecs/png.h"
 #include "tilefeed/loader/dataset.h"
+#include "tilefeed/loader/option_specs.h"
 #include "tilefeed/loader/shard_source.h"
 #include "tools/cli_checks.h"
+#include "tools/option_flags.h"
 #include "tools/remote_flags.h"
 
 namespace {
@@ -288,8 +290,7 @@ int main(int argc, char** argv) {
                  "same rules as train --data) is summarized")
       ->required()
       ->check(tilefeed::tools::DatasetLocationCheck());
-  app.add_option("--split", split, "the split of a root with train/ and val/")
-      ->check(CLI::IsMember({"train", "val", "test"}));
+  tilefeed::tools::AddOption(app, loader::kSplit, split);
   app.add_flag("--verify", verify,
                "read every record and check its checksum, its JPEG interval index if it has "
                "one, and that its image decodes (JPEG entropy data, PNG through IEND)");

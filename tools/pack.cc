@@ -24,8 +24,10 @@
 #include <thread>
 
 #include "tilefeed/loader/dataset.h"
+#include "tilefeed/loader/option_specs.h"
 #include "tilefeed/loader/shard_writer.h"
 #include "tilefeed/metrics/cli.h"
+#include "tools/option_flags.h"
 #include "tools/remote_flags.h"
 
 namespace {
@@ -126,13 +128,8 @@ void AddSourceFlags(CLI::App& app, Args& args) {
   app.add_option("--format", args.format, "source format (auto: detected)")
       ->check(CLI::IsMember({"auto", "imagefolder", "cifar", "cifar10", "shards", "tar"}))
       ->capture_default_str();
-  app.add_option("--split", args.split,
-                 "the split of a root with train/ and val/, or CIFAR-10's (val = test_batch)")
-      ->check(CLI::IsMember({"train", "val", "test"}))
-      ->capture_default_str();
-  app.add_option("--workers", args.workers, "read/convert threads (0 = all cores)")
-      ->check(tilefeed::tools::Between(0, 1024))
-      ->capture_default_str();
+  tilefeed::tools::AddOption(app, loader::kSplit, args.split);
+  tilefeed::tools::AddOption(app, loader::kWorkers, args.workers);
   app.add_flag("--force", args.force, "replace a pack in a non-empty OUT");
   app.add_flag("--progress", args.progress,
                "progress and ETA on stderr once a second even when it is not a terminal "
@@ -253,17 +250,11 @@ bool ChooseCodec(const Args& args, const loader::OpenedDataset& opened,
   return true;
 }
 
-// Opens SRC as the flags say; nullopt after one line (and the exit code in `rc`).
-std::optional<loader::OpenedDataset> OpenSource(const Args& args, int& rc) {
+// Opens SRC as the flags say; nullopt after one line.
+std::optional<loader::OpenedDataset> OpenSource(const Args& args) {
   loader::DatasetOptions dataset_options;
   dataset_options.split = *loader::ParseSplit(args.split);
-  try {
-    dataset_options.remote = tilefeed::tools::ToRemoteOptions(args.remote);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "tilefeed-pack: %s\n", e.what());
-    rc = 2;
-    return std::nullopt;
-  }
+  dataset_options.remote = tilefeed::tools::ToRemoteOptions(args.remote);
   if (args.format != "auto") {
     dataset_options.kind =
         loader::ParseDatasetKind(args.format == "cifar" ? "cifar10" : args.format);
@@ -276,7 +267,6 @@ std::optional<loader::OpenedDataset> OpenSource(const Args& args, int& rc) {
     return opened;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tilefeed-pack: %s\n", e.what());
-    rc = 1;
     return std::nullopt;
   }
 }
@@ -399,9 +389,8 @@ int main(int argc, char** argv) {
   if (const auto rc = tilefeed::tools::ParseArgs(app, argc, argv, "tilefeed-pack")) return *rc;
   std::optional<loader::PackOptions> options = PackOptionsOf(args);
   if (!options) return 2;
-  int rc = 0;
-  const std::optional<loader::OpenedDataset> opened = OpenSource(args, rc);
-  if (!opened) return rc;
+  const std::optional<loader::OpenedDataset> opened = OpenSource(args);
+  if (!opened) return 1;
   if (!ChooseCodec(args, *opened, *options)) return 2;
   return Pack(args, app, *opened, *options);
 }

@@ -55,6 +55,7 @@
 #include "tilefeed/loader/bad_sample_log.h"
 #include "tilefeed/loader/dataset.h"
 #include "tilefeed/loader/loader.h"
+#include "tilefeed/loader/option_specs.h"
 #include "tilefeed/metrics/cli.h"
 #include "tilefeed/transport/context.h"
 #include "tilefeed/transport/curve.h"
@@ -62,7 +63,7 @@
 #include "tilefeed/transport/sender.h"
 #include "tilefeed/transport/session.h"
 #include "tools/cli_checks.h"
-#include "tools/deprecated_flags.h"
+#include "tools/option_flags.h"
 #include "tools/remote_flags.h"
 
 namespace {
@@ -105,11 +106,10 @@ class SignalStopper {
 
 struct Args {
   std::string data;
-  std::string mode = "train";
   std::string split = "train";
   std::string bad_sample_policy = "skip";
   std::size_t bad_sample_lines = 20;
-  std::string slice;  // --slice INDEX/COUNT
+  std::optional<loader::InstanceSlice> slice;  // --slice INDEX/COUNT
   int instance_index = -1;
   int instance_count = -1;
   double heartbeat = 1;  // seconds
@@ -134,28 +134,11 @@ struct Args {
   bool position_pinned = false;  // --first-epoch or --first-epoch-position given
 };
 
-// "INDEX/COUNT" with 0 <= INDEX < COUNT, into `slice`; false for anything else.
-bool ParseSlice(const std::string& text, loader::InstanceSlice& slice) {
-  char extra = 0;
-  return std::sscanf(text.c_str(), "%d/%d%c", &slice.index, &slice.count, &extra) == 2 &&
-         slice.count >= 1 && slice.index >= 0 && slice.index < slice.count;
-}
-
-CLI::Validator SliceCheck() {
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        loader::InstanceSlice slice;
-        if (ParseSlice(text, slice)) return {};
-        return "must be INDEX/COUNT with INDEX below COUNT, got '" + text + "'";
-      },
-      "INDEX/COUNT");
-}
-
 std::chrono::milliseconds Milliseconds(double seconds) {
   return std::chrono::milliseconds(std::llround(seconds * 1000));
 }
 
-// The dataset and the loader that reads it.
+// The dataset and the loader that reads it: the shared options (tilefeed/loader/option_specs.h).
 void AddDataFlags(CLI::App& app, Args& args) {
   loader::LoaderOptions& options = args.options;
   app.add_option("--data", args.data,
@@ -163,86 +146,43 @@ void AddDataFlags(CLI::App& app, Args& args) {
                  "one), a shard directory or manifest of any codec, or CIFAR-10's binary "
                  "directory (required unless --curve-keygen)")
       ->check(tools::DatasetLocationCheck());
-  app.add_option("--bad-sample-policy", args.bad_sample_policy,
-                 "skip: a bad file is replaced by the next good one of the slice, named on "
-                 "stderr and counted; fail: the session ends at the first, naming it")
-      ->check(CLI::IsMember({"skip", "fail"}))
-      ->capture_default_str();
-  app.add_option("--bad-sample-lines", args.bad_sample_lines,
-                 "bad samples named in full on stderr; later ones are counted")
-      ->check(tools::AtLeast(0))
-      ->capture_default_str();
+  tools::AddOption(app, loader::kBadSamplePolicy, args.bad_sample_policy);
+  tools::AddOption(app, loader::kBadSampleLines, args.bad_sample_lines);
   tools::AddRemoteFlags(app, args.remote);
-  app.add_option("--split", args.split,
-                 "The split served from a root with train/ and val/, or CIFAR-10's (val = test)")
-      ->check(CLI::IsMember({"train", "val", "test"}));
-  app.add_option("--batch-size", options.batch_size, "samples per batch")
-      ->check(tools::AtLeast(1))
-      ->capture_default_str();
-  app.add_option("--image-size", options.image_size, "output side in pixels")
-      ->check(tools::Between(16, 4096))
-      ->capture_default_str();
-  app.add_option("--mode", args.mode, "train: RandomResizedCrop + flip; eval: resize + centre crop")
-      ->check(CLI::IsMember({"train", "eval"}))
-      ->capture_default_str();
-  app.add_flag("--eval-dct-scaling", options.eval_dct_scaling,
-               "eval: let JPEGs decode at a DCT scale-down (faster; pixels then differ from "
-               "torchvision's Resize + CenterCrop by a few levels)");
-  app.add_option("--workers", options.workers, "decode threads (0 = all cores)")
-      ->check(tools::Between(0, 1024))
-      ->capture_default_str();
+  tools::AddOption(app, loader::kSplit, args.split);
+  tools::AddOption(app, loader::kBatchSize, options.batch_size);
+  tools::AddOption(app, loader::kImageSize, options.image_size);
+  tools::AddOption(app, loader::kMode, options.mode);
+  tools::AddOption(app, loader::kEvalDctScaling, options.eval_dct_scaling);
+  tools::AddOption(app, loader::kWorkers, options.workers);
+  // --prefetch: the short name this tool has always taken beside the table's.
   app.add_option("--prefetch-depth,--prefetch", options.prefetch_depth,
-                 "batch slots; with shared memory they are the ring the trainer reads, so also "
-                 "the most batches it can hold at once")
-      ->check(tools::Between(1, 1 << 20))
+                 std::string(loader::kPrefetchDepth.help))
+      ->check(tools::detail::SpecRange<std::size_t>(loader::kPrefetchDepth))
       ->capture_default_str();
-  app.add_option("--seed", options.seed, "shuffle and augmentation seed")
-      ->check(tools::AtLeast(0))
-      ->capture_default_str();
+  tools::AddOption(app, loader::kSeed, options.seed);
 }
 
 // Which epochs and which slice of each this reader serves.
-void AddSliceFlags(CLI::App& app, Args& args, tools::DeprecatedFlags& deprecated) {
+void AddSliceFlags(CLI::App& app, Args& args) {
   loader::LoaderOptions& options = args.options;
-  app.add_option("--epochs", options.epochs,
-                 "the job's epochs, at least 1, as train's --epochs (a trainer must agree)")
-      ->check(tools::AtLeast(1))
-      ->capture_default_str();
-  app.add_option("--first-epoch", options.first_epoch,
-                 "pin the data position: serve only a trainer at this epoch (default: each "
-                 "trainer's own position)")
-      ->check(tools::AtLeast(0));
-  app.add_option("--first-epoch-position", options.first_epoch_position,
-                 "pin the data position: samples of --first-epoch already delivered to all "
-                 "instances together (train --resume prints it)")
-      ->check(tools::AtLeast(0));
-  app.add_flag("--drop-last,!--no-drop-last", options.drop_last_batch,
-               "drop each epoch's final partial batch, as train's own loader does (the "
-               "default; --no-drop-last serves it, for trainers that take it)")
-      ->capture_default_str();
-  CLI::Option* slice = app.add_option("--slice", args.slice,
-                                      "serve trainer instance INDEX's slice of each epoch of "
-                                      "COUNT instances (default: this instance under mpirun)")
-                           ->check(SliceCheck());
-  CLI::Option* shard = deprecated.AddAlias(app, slice, "--shard", args.slice, SliceCheck());
+  tools::AddOption(app, loader::kEpochs, options.epochs);
+  tools::AddOption(app, loader::kFirstEpoch, options.first_epoch);
+  tools::AddOption(app, loader::kFirstEpochPosition, options.first_epoch_position);
+  tools::AddOption(app, loader::kDropLast, options.drop_last_batch);
+  tools::AddSliceOption(app, args.slice);
   CLI::Option* index = app.add_option("--instance-index", args.instance_index,
                                       "serve this trainer instance's slice (with --instance-count)")
-                           ->check(tools::AtLeast(0))
-                           ->excludes(slice);
+                           ->check(tools::AtLeast(0));
   CLI::Option* count =
       app.add_option("--instance-count", args.instance_count, "trainer instances in the job")
-          ->check(tools::AtLeast(1))
-          ->excludes(slice);
+          ->check(tools::AtLeast(1));
   index->needs(count);
   count->needs(index);
-  for (CLI::Option* option : {index, count}) {
-    shard->excludes(option);
-    option->remove_excludes(shard);  // one way: --help names no deprecated spelling
-  }
 }
 
 // Where and how the batches are served.
-void AddServeFlags(CLI::App& app, Args& args, tools::DeprecatedFlags& deprecated) {
+void AddServeFlags(CLI::App& app, Args& args) {
   args.sender.endpoint = "tcp://127.0.0.1:5555";
   app.add_option("--curve-keygen", args.curve_keygen,
                  "write a CURVE key pair to PREFIX.key (secret) and PREFIX.pub, then exit");
@@ -264,16 +204,8 @@ void AddServeFlags(CLI::App& app, Args& args, tools::DeprecatedFlags& deprecated
                "payload through shared memory with an ipc:// --bind (same as --bind shm://NAME)");
   app.add_option("--job-id", args.job_id, "names the shared-memory segment (shm://NAME: NAME)")
       ->capture_default_str();
-  CLI::Option* heartbeat =
-      app.add_option("--heartbeat", args.heartbeat, "heartbeat interval in seconds")
-          ->check(tools::AtLeast(0.001))
-          ->capture_default_str();
-  deprecated.AddMilliseconds(app, heartbeat, "--heartbeat-ms", args.heartbeat);
-  CLI::Option* timeout =
-      app.add_option("--timeout", args.timeout, "a trainer silent this many seconds is an error")
-          ->check(tools::AtLeast(0.001))
-          ->capture_default_str();
-  deprecated.AddMilliseconds(app, timeout, "--timeout-ms", args.timeout);
+  tools::AddOption(app, loader::kHeartbeat, args.heartbeat);
+  tools::AddOption(app, loader::kPeerTimeout, args.timeout);
   metrics::AddFlags(app, args.metrics, /*with_port=*/true);
   tools::CheckMetricsFlags(app);
 }
@@ -313,7 +245,6 @@ std::optional<int> CheckArgs(Args& args) {
                  "--curve-allow) or pass --insecure\n";
     return 2;
   }
-  args.options.mode = args.mode == "eval" ? loader::Mode::kEval : loader::Mode::kTrain;
   const bool shm_bind = transport::IsShmEndpoint(sender.endpoint);
   sender.shared_memory = args.shm || shm_bind;
   if (shm_bind) args.job_id = sender.endpoint.substr(6);
@@ -324,6 +255,11 @@ std::optional<int> CheckArgs(Args& args) {
 
 // The slice served: --instance-index/--instance-count, --slice, else the launcher's.
 std::optional<int> ChooseSlice(Args& args) {
+  if (args.instance_count > 0 && args.slice) {
+    std::cerr << "tilefeed-serve: --instance-index/--instance-count and --slice name the slice "
+                 "twice; give one\n";
+    return 2;
+  }
   if (args.instance_count > 0) {
     if (args.instance_index >= args.instance_count) {
       std::cerr << "tilefeed-serve: --instance-index " << args.instance_index
@@ -331,10 +267,10 @@ std::optional<int> ChooseSlice(Args& args) {
       return 2;
     }
     args.options.slice = {args.instance_index, args.instance_count};
-  } else if (args.slice.empty()) {
-    args.options.slice = launch::SliceOf(launch::DetectInstance(launch::ProcessEnvironment()));
+  } else if (args.slice) {
+    args.options.slice = *args.slice;
   } else {
-    (void)ParseSlice(args.slice, args.options.slice);  // checked by SliceCheck
+    args.options.slice = launch::SliceOf(launch::DetectInstance(launch::ProcessEnvironment()));
   }
   return std::nullopt;
 }
@@ -450,12 +386,10 @@ int Serve(Args& args, const CLI::App& app, std::stop_token stop) {
 int main(int argc, char** argv) {
   CLI::App app{"tilefeed-serve: serve a dataset's batches to a trainer over ZeroMQ"};
   Args args;
-  tools::DeprecatedFlags deprecated;
   AddDataFlags(app, args);
-  AddSliceFlags(app, args, deprecated);
-  AddServeFlags(app, args, deprecated);
+  AddSliceFlags(app, args);
+  AddServeFlags(app, args);
   if (const auto rc = tools::ParseArgs(app, argc, argv, "tilefeed-serve")) return *rc;
-  deprecated.Warn("tilefeed-serve");
   if (!args.curve_keygen.empty()) return KeyGen(args.curve_keygen);
   args.position_pinned = app.count("--first-epoch") + app.count("--first-epoch-position") > 0;
   if (const std::optional<int> rc = CheckArgs(args)) return *rc;

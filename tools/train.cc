@@ -59,6 +59,7 @@
 #include "tilefeed/loader/bad_sample_log.h"
 #include "tilefeed/loader/dataset.h"
 #include "tilefeed/loader/loader.h"
+#include "tilefeed/loader/option_specs.h"
 #include "tilefeed/metrics/cli.h"
 #include "tilefeed/trainer/checkpoint.h"
 #include "tilefeed/trainer/mpi_session.h"
@@ -72,7 +73,7 @@
 #include "tilefeed/transport/streams.h"
 #include "tilefeed/transport/zmq_stream.h"
 #include "tools/cli_checks.h"
-#include "tools/deprecated_flags.h"
+#include "tools/option_flags.h"
 #include "tools/remote_flags.h"
 
 namespace {
@@ -704,38 +705,19 @@ CLI::Option* AddDataFlags(CLI::App& app, Args& args) {
                      "and the val/ split for local validation")
           ->check(tools::DatasetLocationCheck());
   tools::AddRemoteFlags(app, args.remote);
-  app.add_option("--batch-size", args.batch_size, "Local batch (per replica and micro-step)")
-      ->check(tools::AtLeast(1))
-      ->capture_default_str();
-  app.add_option("--image-size", args.image_size, "Image side in pixels")
-      ->check(tools::Between(16, 4096))
-      ->capture_default_str();
-  app.add_option("--workers", args.workers,
-                 "Loader decode threads (0: the cores this instance is bound to)")
-      ->check(tools::Between(0, 1024))
-      ->capture_default_str();
-  app.add_option("--prefetch-depth", args.prefetch_depth, "Loader batch slots")
-      ->check(tools::Between(1, 1 << 20))
-      ->capture_default_str();
-  app.add_option("--seed", args.seed, "Data order, augmentation and initialisation seed")
-      ->check(tools::AtLeast(0))
-      ->capture_default_str();
-  app.add_option("--bad-sample-policy", args.bad_sample_policy,
-                 "skip: a file that cannot be read or decoded is replaced by the next good one "
-                 "of the instance's epoch order (every instance keeps the same step count), "
-                 "named on stderr and counted in the epoch line and --json; fail: the job "
-                 "stops at the first, naming it")
-      ->check(CLI::IsMember({"skip", "fail"}))
-      ->capture_default_str();
-  app.add_option("--bad-sample-lines", args.bad_sample_lines,
-                 "bad samples named in full on stderr per instance; later ones are counted")
-      ->check(tools::AtLeast(0))
-      ->capture_default_str();
+  // Shared options (tilefeed/loader/option_specs.h); train starts from its own batch size.
+  tools::AddOption(app, loader::kBatchSize, args.batch_size);
+  tools::AddOption(app, loader::kImageSize, args.image_size);
+  tools::AddOption(app, loader::kWorkers, args.workers);
+  tools::AddOption(app, loader::kPrefetchDepth, args.prefetch_depth);
+  tools::AddOption(app, loader::kSeed, args.seed);
+  tools::AddOption(app, loader::kBadSamplePolicy, args.bad_sample_policy);
+  tools::AddOption(app, loader::kBadSampleLines, args.bad_sample_lines);
   return data;
 }
 
 // Disaggregated mode: --readers and how this trainer talks to them.
-void AddReaderFlags(CLI::App& app, Args& args, tools::DeprecatedFlags& deprecated) {
+void AddReaderFlags(CLI::App& app, Args& args) {
   app.add_option("--readers", args.readers,
                  "Disaggregated mode: comma-separated tilefeed-serve endpoints, exactly one "
                  "per instance (instance i reads from the i-th; a single endpoint for one "
@@ -756,19 +738,8 @@ void AddReaderFlags(CLI::App& app, Args& args, tools::DeprecatedFlags& deprecate
   app.add_flag("--reconnect", args.reconnect,
                "--readers: when a reader is lost (stopped, died, replaced), reconnect and "
                "continue from this trainer's position instead of failing");
-  CLI::Option* window =
-      app.add_option("--reconnect-window", args.reconnect_window,
-                     "--readers --reconnect: seconds a lost reader may take to come back")
-          ->check(tools::AtLeast(0.001))
-          ->capture_default_str();
-  deprecated.AddMilliseconds(app, window, "--reconnect-window-ms", args.reconnect_window);
-  CLI::Option* timeout =
-      app.add_option("--reader-timeout", args.reader_timeout,
-                     "--readers: a reader silent this many seconds (or not answering at start) "
-                     "is an error")
-          ->check(tools::AtLeast(0.001))
-          ->capture_default_str();
-  deprecated.AddMilliseconds(app, timeout, "--reader-timeout-ms", args.reader_timeout);
+  tools::AddOption(app, loader::kReconnectWindow, args.reconnect_window);
+  tools::AddOption(app, loader::kReaderTimeout, args.reader_timeout);
   app.add_option("--data-timeout", args.data_timeout,
                  "--readers: a reader that holds credits and sends no batch for this many "
                  "seconds is an error, even if it heartbeats (0: 60 heartbeat intervals, 60 s)")
@@ -789,11 +760,7 @@ void AddModelFlags(CLI::App& app, Args& args) {
   app.add_option("--us-per-sample", args.us_per_sample, "Synthetic core: compute cost per sample")
       ->check(tools::AtLeast(0.0))
       ->capture_default_str();
-  app.add_option("--epochs", args.epochs,
-                 "Epochs to train, at least 1 (with --readers: the readers' --epochs); "
-                 "--seconds or --max-steps stop earlier")
-      ->check(tools::AtLeast(1))
-      ->capture_default_str();
+  tools::AddOption(app, loader::kEpochs, args.epochs);
   app.add_option("--lr", args.trainer.sgd.learning_rate, "Learning rate")
       ->check(tools::AtLeast(0.0))
       ->capture_default_str();
@@ -913,9 +880,8 @@ std::optional<int> CheckArgs(const CLI::App& app, const CLI::Option* data, Args&
 int main(int argc, char** argv) {
   Args args;
   CLI::App app{"Data-parallel training on an image dataset, fed by tilefeed."};
-  tools::DeprecatedFlags deprecated;
   const CLI::Option* data = AddDataFlags(app, args);
-  AddReaderFlags(app, args, deprecated);
+  AddReaderFlags(app, args);
   AddModelFlags(app, args);
   AddParallelFlags(app, args);
   AddOutputFlags(app, args);
@@ -932,7 +898,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "train: %s\n", e.what());
     return 1;
   }
-  if (mpi->rank() == 0) deprecated.Warn("train");  // one line for the job, not one per instance
   try {
     return Run(*mpi, args);
   } catch (const std::exception& e) {

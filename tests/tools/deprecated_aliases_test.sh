@@ -2,7 +2,8 @@
 # Old spellings keep working: a job run with tilefeed-serve --shard, --heartbeat-ms and
 # --timeout-ms and train --reader-timeout-ms, --reconnect-window-ms trains on the same samples
 # as the job run with --slice, --heartbeat, --timeout, --reader-timeout and --reconnect-window
-# (seconds), and each tool names each old spelling it was given in exactly one warning line.
+# (seconds), and each tool names each old spelling it was given in exactly one warning line
+# (tools/option_flags.h).
 #
 #   deprecated_aliases_test.sh TRAIN READER MAKE_DEMO
 #
@@ -69,15 +70,13 @@ expect() {
   n=$(grep -cxF -e "$3" "$work/$1") || true
   [ "$n" -eq "$2" ] || fail "$1 holds '$3' $n times, not $2"
 }
-expect old.reader.log 1 "tilefeed-serve: warning: --shard is deprecated; use --slice 0/1"
-expect old.reader.log 1 \
-  "tilefeed-serve: warning: --heartbeat-ms is deprecated; use --heartbeat 0.5 (seconds)"
-expect old.reader.log 1 \
-  "tilefeed-serve: warning: --timeout-ms is deprecated; use --timeout 60 (seconds)"
+expect old.reader.log 1 "warning: --shard is deprecated; use --slice"
+expect old.reader.log 1 "warning: --heartbeat-ms is deprecated; use --heartbeat (in seconds)"
+expect old.reader.log 1 "warning: --timeout-ms is deprecated; use --timeout (in seconds)"
 expect old.train.log 1 \
-  "train: warning: --reader-timeout-ms is deprecated; use --reader-timeout 60 (seconds)"
+  "warning: --reader-timeout-ms is deprecated; use --reader-timeout (in seconds)"
 expect old.train.log 1 \
-  "train: warning: --reconnect-window-ms is deprecated; use --reconnect-window 60 (seconds)"
+  "warning: --reconnect-window-ms is deprecated; use --reconnect-window (in seconds)"
 [ "$(grep -c "deprecated" "$work/old.reader.log" "$work/old.train.log" |
   awk -F: '{ n += $2 } END { print n }')" -eq 5 ] || fail "more warning lines than old spellings"
 echo "deprecated_aliases_test: OK"
