@@ -272,9 +272,8 @@ int VerifyPack(const std::string& path, const loader::ShardManifest& manifest,
   return Report(problems, manifest.records, total_bytes, start);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The tool; main() adds the last line for anything it did not catch.
+int Main(int argc, char** argv) {
   CLI::App app{
       "tilefeed-inspect: summarizes a tilefeed shard dataset and checks its shards' headers\n"
       "and indexes; --verify also checks every record's checksum, every JPEG interval\n"
@@ -318,4 +317,17 @@ int main(int argc, char** argv) {
   const std::uint64_t total_bytes = PrintManifest(manifest, all_shards);
   if (!verify) return CheckIndexes(path, options.remote);
   return VerifyPack(path, manifest, total_bytes, against, options);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tilefeed-inspect: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "tilefeed-inspect: an unknown error\n");
+  }
+  return 1;
 }

@@ -12,6 +12,7 @@
 #include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
@@ -48,7 +49,7 @@ double CpuSeconds() {
 }
 
 std::string Hms(double seconds) {
-  const auto s = static_cast<long long>(seconds + 0.5);
+  const long long s = std::llround(seconds);
   char text[32];
   std::snprintf(text, sizeof(text), "%lld:%02lld:%02lld", s / 3600, s / 60 % 60, s % 60);
   return text;
@@ -370,9 +371,8 @@ int Pack(const Args& args, const CLI::App& app, const loader::OpenedDataset& ope
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The tool; main() adds the last line for anything it did not catch.
+int Main(int argc, char** argv) {
   // Past a file-size limit (ulimit -f) the kernel would kill us with SIGXFSZ mid-write and
   // leave a .tmp behind; ignored, the write fails with EFBIG, the pack reports it and the
   // shard writer removes its temporary file.
@@ -393,4 +393,17 @@ int main(int argc, char** argv) {
   if (!opened) return 1;
   if (!ChooseCodec(args, *opened, *options)) return 2;
   return Pack(args, app, *opened, *options);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tilefeed-pack: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "tilefeed-pack: an unknown error\n");
+  }
+  return 1;
 }

@@ -314,8 +314,9 @@ void PrintSummary(const Args& args, transport::SendResult result, std::uint64_t 
             << (result == transport::SendResult::kCompleted  ? "done"
                 : result == transport::SendResult::kPeerLeft ? "trainer left"
                                                              : "stopped")
-            << ": " << batches << " batches in " << seconds << " s, " << batches / seconds
-            << " batches/s, about " << mb / seconds << " MB/s\n";
+            << ": " << batches << " batches in " << seconds << " s, "
+            << static_cast<double>(batches) / seconds << " batches/s, about " << mb / seconds
+            << " MB/s\n";
 }
 
 const char* ExitName(transport::SendResult result) {
@@ -381,9 +382,8 @@ int Serve(Args& args, const CLI::App& app, std::stop_token stop) {
   return result == transport::SendResult::kStopped ? 130 : 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The tool; main() adds the last line for anything it did not catch.
+int Main(int argc, char** argv) {
   CLI::App app{"tilefeed-serve: serve a dataset's batches to a trainer over ZeroMQ"};
   Args args;
   AddDataFlags(app, args);
@@ -403,4 +403,17 @@ int main(int argc, char** argv) {
     std::cerr << "tilefeed-serve: " << e.what() << '\n';
     return 1;
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tilefeed-serve: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "tilefeed-serve: an unknown error\n");
+  }
+  return 1;
 }

@@ -40,8 +40,8 @@ inline bool ParseSize(std::string text, std::uint64_t& out) {
   if (unit == "m" || unit == "mib") scale = std::uint64_t{1} << 20;
   if (unit == "g" || unit == "gib") scale = std::uint64_t{1} << 30;
   if (unit == "kb") scale = 1000;
-  if (unit == "mb") scale = 1000 * 1000;
-  if (unit == "gb") scale = 1000 * 1000 * 1000;
+  if (unit == "mb") scale = std::uint64_t{1000} * 1000;
+  if (unit == "gb") scale = std::uint64_t{1000} * 1000 * 1000;
   if (scale == 0 || value > UINT64_MAX / scale) return false;
   out = value * scale;
   return true;
@@ -85,7 +85,7 @@ inline std::map<std::string, std::map<std::string, std::string>> ReadAwsIni(
   std::map<std::string, std::map<std::string, std::string>> sections;
   std::ifstream in(path);
   std::string line, section;
-  const auto trim = [](std::string s) {
+  const auto trim = [](const std::string& s) {
     const std::size_t b = s.find_first_not_of(" \t\r");
     const std::size_t e = s.find_last_not_of(" \t\r");
     return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);

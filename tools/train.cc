@@ -875,9 +875,8 @@ std::optional<int> CheckArgs(const CLI::App& app, const CLI::Option* data, Args&
   return std::nullopt;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The tool; main() adds the last line for anything it did not catch.
+int Main(int argc, char** argv) {
   Args args;
   CLI::App app{"Data-parallel training on an image dataset, fed by tilefeed."};
   const CLI::Option* data = AddDataFlags(app, args);
@@ -906,4 +905,17 @@ int main(int argc, char** argv) {
     if (mpi->size() > 1) mpi->Abort(1);
     return 1;
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "train: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "train: an unknown error\n");
+  }
+  return 1;
 }
