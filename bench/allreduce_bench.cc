@@ -13,6 +13,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <exception>
 #include <fstream>
 #include <memory>
 #include <random>
@@ -97,11 +98,7 @@ Round RunOnce(const Config& c, trainer::MpiSession& mpi,
 
 using bench::Median;
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Config c;
-  CLI::App app{"Blocking vs overlapped gradient all-reduce, reference core fed from memory."};
+void AddFlags(CLI::App& app, Config& c) {
   app.add_option("--rounds", c.rounds, "Blocking/overlap pairs")
       ->check(tilefeed::tools::Between(1, 1000));
   app.add_option("--steps", c.steps, "Steps per run")->check(tilefeed::tools::Between(2, 100000));
@@ -112,66 +109,109 @@ int main(int argc, char** argv) {
   app.add_option("--pool", c.pool, "Pooled side")->check(tilefeed::tools::Between(1, 64));
   app.add_flag("--each-round", c.each_round, "Print every run, not only the medians");
   app.add_option("--json", c.json, "Write one JSON line per mode (instance 0)");
-  if (const auto rc = tilefeed::tools::ParseArgs(app, argc, argv, "allreduce_bench")) return *rc;
-  trainer::MpiSession mpi(&argc, &argv);
-  if (c.pool > c.image_size) c.pool = c.image_size;
-  trainer::SetBlasThreads(1);
-  const std::vector<trainer::HeldBatch> batches = MakeBatches(c, mpi.rank());
+}
 
-  const trainer::AllreduceMode modes[2] = {trainer::AllreduceMode::kBlocking,
-                                           trainer::AllreduceMode::kOverlap};
+constexpr trainer::AllreduceMode kModes[2] = {trainer::AllreduceMode::kBlocking,
+                                              trainer::AllreduceMode::kOverlap};
+
+// Each mode's step times and exposed all-reduce times (ms), one per round.
+struct Timings {
   std::vector<double> step_ms[2], exposed[2];
-  bool identical = true;
+  bool identical = true;  // both modes trained the same parameters in every round
+};
+
+Timings RunRounds(const Config& c, trainer::MpiSession& mpi,
+                  const std::vector<trainer::HeldBatch>& batches) {
+  Timings t;
   for (int r = 0; r < c.rounds; ++r) {
     std::vector<float> first;
     for (int m = 0; m < 2; ++m) {
       // Alternate which mode goes first, so neither always follows the other.
       const int k = (r % 2 == 0) ? m : 1 - m;
-      Round round = RunOnce(c, mpi, batches, modes[k]);
+      Round round = RunOnce(c, mpi, batches, kModes[k]);
       if (c.each_round && mpi.rank() == 0) {
         std::printf("round %d %9s: step %.3f ms, %.1f images/s, all-reduce exposed %.3f ms\n", r,
-                    trainer::AllreduceModeName(modes[k]), round.step_ms, round.images_per_s,
+                    trainer::AllreduceModeName(kModes[k]), round.step_ms, round.images_per_s,
                     round.exposed_ms);
       }
-      step_ms[k].push_back(round.step_ms);
-      exposed[k].push_back(round.exposed_ms);
+      t.step_ms[k].push_back(round.step_ms);
+      t.exposed[k].push_back(round.exposed_ms);
       if (m == 0) {
         first = std::move(round.parameters);
       } else if (round.parameters != first) {
-        identical = false;
+        t.identical = false;
       }
     }
   }
-  if (mpi.rank() == 0) {
-    const std::size_t parameters = static_cast<std::size_t>(c.hidden) * c.pool * c.pool * 3 +
-                                   static_cast<std::size_t>(c.hidden) +
-                                   static_cast<std::size_t>(c.classes) * c.hidden +
-                                   static_cast<std::size_t>(c.classes);
-    std::printf(
-        "allreduce_bench: %d instances, reference core %d -> %d -> %d (%zu parameters, %.0f KiB "
-        "of gradient), batch %zu of %dx%d from memory, %d rounds x %llu steps per mode\n",
-        mpi.size(), c.pool * c.pool * 3, c.hidden, c.classes, parameters,
-        static_cast<double>(parameters) * 4 / 1024, c.batch, c.image_size, c.image_size, c.rounds,
-        static_cast<unsigned long long>(c.steps));
-    std::printf("%9s %12s %10s %19s\n", "mode", "step ms", "images/s", "exposed all-reduce ms");
-    std::unique_ptr<std::ofstream> json;
-    if (!c.json.empty()) json = std::make_unique<std::ofstream>(c.json);
-    for (int k = 0; k < 2; ++k) {
-      // images/s of the median step: every instance trains one local batch per step.
-      const double ips = 1e3 * static_cast<double>(c.batch) * mpi.size() / Median(step_ms[k]);
-      std::printf("%9s %12.3f %10.1f %19.3f\n", trainer::AllreduceModeName(modes[k]),
-                  Median(step_ms[k]), ips, Median(exposed[k]));
-      if (json) {
-        *json << "{\"mode\":\"" << trainer::AllreduceModeName(modes[k])
-              << "\",\"instances\":" << mpi.size() << ",\"step_ms\":" << Median(step_ms[k])
-              << ",\"images_per_second\":" << ips
-              << ",\"exposed_allreduce_ms\":" << Median(exposed[k])
-              << ",\"parameters\":" << parameters << "}\n";
-      }
+  return t;
+}
+
+// Instance 0's report: the medians per mode, and the JSON lines.
+void PrintReport(const Config& c, const trainer::MpiSession& mpi, const Timings& t) {
+  const std::size_t parameters = static_cast<std::size_t>(c.hidden) * c.pool * c.pool * 3 +
+                                 static_cast<std::size_t>(c.hidden) +
+                                 static_cast<std::size_t>(c.classes) * c.hidden +
+                                 static_cast<std::size_t>(c.classes);
+  std::printf(
+      "allreduce_bench: %d instances, reference core %d -> %d -> %d (%zu parameters, %.0f KiB "
+      "of gradient), batch %zu of %dx%d from memory, %d rounds x %llu steps per mode\n",
+      mpi.size(), c.pool * c.pool * 3, c.hidden, c.classes, parameters,
+      static_cast<double>(parameters) * 4 / 1024, c.batch, c.image_size, c.image_size, c.rounds,
+      static_cast<unsigned long long>(c.steps));
+  std::printf("%9s %12s %10s %19s\n", "mode", "step ms", "images/s", "exposed all-reduce ms");
+  std::unique_ptr<std::ofstream> json;
+  if (!c.json.empty()) json = std::make_unique<std::ofstream>(c.json);
+  for (int k = 0; k < 2; ++k) {
+    // images/s of the median step: every instance trains one local batch per step.
+    const double ips = 1e3 * static_cast<double>(c.batch) * mpi.size() / Median(t.step_ms[k]);
+    std::printf("%9s %12.3f %10.1f %19.3f\n", trainer::AllreduceModeName(kModes[k]),
+                Median(t.step_ms[k]), ips, Median(t.exposed[k]));
+    if (json) {
+      *json << "{\"mode\":\"" << trainer::AllreduceModeName(kModes[k])
+            << "\",\"instances\":" << mpi.size() << ",\"step_ms\":" << Median(t.step_ms[k])
+            << ",\"images_per_second\":" << ips
+            << ",\"exposed_allreduce_ms\":" << Median(t.exposed[k])
+            << ",\"parameters\":" << parameters << "}\n";
     }
-    std::printf("overlap / blocking step time: %.3f (median of %d rounds); parameters %s\n",
-                Median(step_ms[1]) / Median(step_ms[0]), c.rounds,
-                identical ? "identical in both modes" : "DIFFER between modes");
   }
-  return identical ? 0 : 1;
+  std::printf("overlap / blocking step time: %.3f (median of %d rounds); parameters %s\n",
+              Median(t.step_ms[1]) / Median(t.step_ms[0]), c.rounds,
+              t.identical ? "identical in both modes" : "DIFFER between modes");
+}
+
+int Measure(trainer::MpiSession& mpi, Config c) {
+  if (c.pool > c.image_size) c.pool = c.image_size;
+  trainer::SetBlasThreads(1);
+  const std::vector<trainer::HeldBatch> batches = MakeBatches(c, mpi.rank());
+  const Timings t = RunRounds(c, mpi, batches);
+  if (mpi.rank() == 0) PrintReport(c, mpi, t);
+  return t.identical ? 0 : 1;
+}
+
+// The bench itself; main() turns an exception that escapes it into one line.
+int Run(int argc, char** argv) {
+  Config c;
+  CLI::App app{"Blocking vs overlapped gradient all-reduce, reference core fed from memory."};
+  AddFlags(app, c);
+  if (const auto rc = tilefeed::tools::ParseArgs(app, argc, argv, "allreduce_bench")) return *rc;
+  trainer::MpiSession mpi(&argc, &argv);
+  try {
+    return Measure(mpi, c);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "allreduce_bench: instance %d: %s\n", mpi.rank(), e.what());
+    // The other instances would wait for this one in their next collective forever.
+    if (mpi.size() > 1) mpi.Abort(1);
+    return 1;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "allreduce_bench: %s\n", e.what());
+    return 1;
+  }
 }

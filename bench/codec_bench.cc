@@ -43,6 +43,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -55,6 +56,7 @@
 #include <memory>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -308,8 +310,9 @@ void PackCoefficientsFor(std::vector<Job>& jobs, std::vector<codecs::Coefficient
   std::printf(
       "  bytes: files %.1f MB -> store %.1f MB (%.3fx the files); LZ4 raw pixels %.1f MB "
       "(store = %.3fx of it)\n",
-      original / 1e6, stored / 1e6, double(stored) / double(std::max<std::size_t>(1, original)),
-      raw_lz4 / 1e6, double(stored) / double(std::max<std::size_t>(1, raw_lz4)));
+      double(original) / 1e6, double(stored) / 1e6,
+      double(stored) / double(std::max<std::size_t>(1, original)), double(raw_lz4) / 1e6,
+      double(stored) / double(std::max<std::size_t>(1, raw_lz4)));
   std::printf("  coef decode == rrc decode of the original: %zu of %zu %s\n", checked - mismatches,
               checked, mismatches == 0 ? "(all identical)" : "MISMATCH");
 }
@@ -402,13 +405,8 @@ void PrintStageSplits(const std::vector<Job>& jobs, Worker& w, int size, const P
       "entropy decode is inside libjpeg)\n");
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{
-      "codec_bench: full decode vs crop-before-decode + resize, side by side in one run\n"
-      "(one thread unless --threads); --only full --threads N is the bare full-decode\n"
-      "reference on N cores. Last line: images_per_s=... (rrc, or the --only mode)"};
+// The bench's flags.
+struct Flags {
   std::string data;
   std::size_t max_files = 2000;
   int size = 224;
@@ -419,217 +417,295 @@ int main(int argc, char** argv) {
   std::string scales = "pow2";
   bool fast_dct = false;
   bool json = false;
-  app.add_option("--data", data, "corpus root (its train/ split is used if present) or folder")
+  int interval_width = codecs::TranscodeOptions{}.interval_width;
+  std::string coef_layout = "v2-zstd";
+  int group_pixels = codecs::CoefficientPackOptions{}.group_pixels;
+  int lz4hc_level = codecs::CoefficientPackOptions{}.lz4hc_level;
+};
+
+void AddFlags(CLI::App& app, Flags& f) {
+  app.add_option("--data", f.data, "corpus root (its train/ split is used if present) or folder")
       ->required();
-  app.add_option("--files", max_files, "use at most this many files (sorted by path)")
+  app.add_option("--files", f.max_files, "use at most this many files (sorted by path)")
       ->check(tilefeed::tools::AtLeast(1))
       ->capture_default_str();
-  app.add_option("--size", size, "RandomResizedCrop output side")
+  app.add_option("--size", f.size, "RandomResizedCrop output side")
       ->check(tilefeed::tools::Between(16, 4096))
       ->capture_default_str();
-  app.add_option("--reps", reps,
+  app.add_option("--reps", f.reps,
                  "round-robin repetitions; the median is reported (default 3; 1 with --only)")
       ->check(tilefeed::tools::AtLeast(1));
-  app.add_option("--threads", threads,
+  app.add_option("--threads", f.threads,
                  "decode threads, each with its own decoder; files split round-robin")
       ->check(tilefeed::tools::Between(1, 1024))
       ->capture_default_str();
-  int interval_width = codecs::TranscodeOptions{}.interval_width;
-  app.add_option("--only", only,
+  app.add_option("--only", f.only,
                  "run this mode alone: full, rrc, entropy, resize, rrc_t, indexed or coef")
       ->check(CLI::IsMember({"full", "rrc", "entropy", "resize", "rrc_t", "indexed", "coef"}));
-  app.add_option("--interval-width", interval_width,
+  app.add_option("--interval-width", f.interval_width,
                  "restart-interval target width in pixels for the transcoded files (0: one "
                  "interval per MCU row)")
       ->check(tilefeed::tools::Between(0, 65535))
       ->capture_default_str();
-  app.add_option("--warmup", warmup, "untimed decodes per mode before timing, over all threads")
+  app.add_option("--warmup", f.warmup, "untimed decodes per mode before timing, over all threads")
       ->check(tilefeed::tools::AtLeast(0))
       ->capture_default_str();
-  app.add_option("--scales", scales, "DCT scales: pow2 (1/2,1/4,1/8) or eighths (n/8)")
+  app.add_option("--scales", f.scales, "DCT scales: pow2 (1/2,1/4,1/8) or eighths (n/8)")
       ->check(CLI::IsMember({"pow2", "eighths"}));
-  app.add_flag("--fast-dct", fast_dct, "libjpeg's fast integer IDCT");
-  std::string coef_layout = "v2-zstd";
-  app.add_option("--coef-layout", coef_layout,
+  app.add_flag("--fast-dct", f.fast_dct, "libjpeg's fast integer IDCT");
+  app.add_option("--coef-layout", f.coef_layout,
                  "the coefficient store's layout for coef and the ceiling (v1 runs beside it)")
       ->check(CLI::IsMember({"v2-zstd", "v2-lz4", "v2-none"}))
       ->capture_default_str();
-  int group_pixels = codecs::CoefficientPackOptions{}.group_pixels;
-  app.add_option("--group-pixels", group_pixels, "v2 column group width in pixels")
+  app.add_option("--group-pixels", f.group_pixels, "v2 column group width in pixels")
       ->check(tilefeed::tools::Between(1, 65535))
       ->capture_default_str();
-  int lz4hc_level = codecs::CoefficientPackOptions{}.lz4hc_level;
-  app.add_option("--lz4hc", lz4hc_level,
+  app.add_option("--lz4hc", f.lz4hc_level,
                  "LZ4HC level of the v1 store's bands (0: LZ4's fast compressor)")
       ->check(tilefeed::tools::Between(0, 12))
       ->capture_default_str();
-  app.add_flag("--json", json, "also print one JSON line");
-  if (const auto rc = tilefeed::tools::ParseArgs(app, argc, argv, "codec_bench")) return *rc;
-  if (!only.empty() && app.count("--reps") == 0) reps = 1;
-  if (reps < 1) {
-    std::fprintf(stderr, "codec_bench: --reps must be >= 1\n");
-    return 2;
-  }
+  app.add_flag("--json", f.json, "also print one JSON line");
+}
 
-  std::filesystem::path root(data);
-  if (!std::filesystem::is_directory(root)) {
-    std::fprintf(stderr, "codec_bench: %s is not a directory\n", data.c_str());
-    return 2;
-  }
-  if (std::filesystem::is_directory(root / "train")) root /= "train";
+// The files the bench decodes, read into memory from the folder (or its train/ split).
+struct Corpus {
+  std::filesystem::path root;
   std::vector<File> files;
+};
+
+// Reads the corpus; on failure says why on stderr and returns nothing.
+std::optional<Corpus> OpenCorpus(const Flags& f) {
+  Corpus corpus{f.data, {}};
+  if (!std::filesystem::is_directory(corpus.root)) {
+    std::fprintf(stderr, "codec_bench: %s is not a directory\n", f.data.c_str());
+    return std::nullopt;
+  }
+  if (std::filesystem::is_directory(corpus.root / "train")) corpus.root /= "train";
   try {
-    files = LoadCorpus(root, max_files);
+    corpus.files = LoadCorpus(corpus.root, f.max_files);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "codec_bench: %s\n", e.what());
-    return 2;
+    return std::nullopt;
   }
-  if (files.empty()) {
-    std::fprintf(stderr, "codec_bench: no .jpg/.jpeg files under %s\n", root.c_str());
-    return 2;
+  if (corpus.files.empty()) {
+    std::fprintf(stderr, "codec_bench: no .jpg/.jpeg files under %s\n", corpus.root.c_str());
+    return std::nullopt;
   }
+  return corpus;
+}
 
+codecs::JpegOptions JpegOptionsFor(const Flags& f) {
   codecs::JpegOptions options;
-  options.scales = scales == "pow2" ? codecs::DctScales::kPowersOfTwo : codecs::DctScales::kEighths;
-  options.fast_dct = fast_dct;
+  options.scales =
+      f.scales == "pow2" ? codecs::DctScales::kPowersOfTwo : codecs::DctScales::kEighths;
+  options.fast_dct = f.fast_dct;
   options.corrupt_data = codecs::CorruptDataPolicy::kAccept;
-  codecs::JpegDecoder probe(options);
+  return options;
+}
 
-  // Probe once: sizes, the crops, and which files decode at all (PNGs named .JPEG are
-  // skipped by every mode alike).
+// The files that decode, with their crops.
+struct Probed {
   std::vector<Job> jobs;
-  std::size_t max_pixels = 0;
-  std::size_t skipped = 0;
+  std::size_t max_pixels = 0;  // the largest image's
+  std::size_t skipped = 0;     // files that are not decodable JPEGs
+};
+
+// Probe once: sizes, the crops, and which files decode at all (PNGs named .JPEG are
+// skipped by every mode alike).
+Probed ProbeFiles(const std::vector<File>& files, codecs::JpegDecoder& probe) {
+  Probed probed;
   for (std::size_t i = 0; i < files.size(); ++i) {
     try {
       const codecs::ImageInfo info = probe.ReadInfo(files[i].bytes);
       loader::SampleRng rng(0, 0, i);
       codecs::CropPlan plan{loader::RandomResizedCrop(info.width, info.height, {}, rng),
                             loader::DrawFlip(rng)};
-      jobs.push_back({&files[i], info, plan, {}});
-      max_pixels = std::max(max_pixels, std::size_t(info.width) * info.height);
+      probed.jobs.push_back({&files[i], info, plan, {}});
+      probed.max_pixels = std::max(probed.max_pixels, std::size_t(info.width) * info.height);
     } catch (const codecs::DecodeError& e) {
-      ++skipped;
+      ++probed.skipped;
     }
   }
-  if (jobs.empty()) {
-    std::fprintf(stderr, "codec_bench: none of the %zu files under %s is a decodable JPEG\n",
-                 files.size(), root.c_str());
-    return 2;
-  }
+  return probed;
+}
 
-  // The resize mode needs the region sizes rrc decodes, and the side-by-side report
-  // shows their scales: one untimed rrc pass finds them.
-  std::vector<std::uint8_t> crop_out(std::size_t(size) * size * 3);
-  const codecs::PixelView probe_view = codecs::PixelView::Interleaved(crop_out.data(), size, size);
+// The regions rrc decodes: their DCT scales and mean size.
+struct Regions {
   std::map<int, int> scale_histogram;
   double decoded_pixels = 0;
-  if (only.empty() || only == "resize") {
-    for (Job& job : jobs) {
-      const codecs::DecodeReport report = probe.DecodeInto(job.file->bytes, job.plan, probe_view);
-      job.decoded = report.decoded;
-      scale_histogram[report.scale_eighths]++;
-      decoded_pixels += double(report.decoded.width) * report.decoded.height;
-    }
-  }
+};
 
-  // Transcode every decodable file once, untimed, for rrc_t and indexed, and check on
-  // each that the interval-skipping decode gives the ordinary decode's bytes.
-  std::vector<codecs::TranscodeResult> transcoded(jobs.size());
+// The resize mode needs the region sizes rrc decodes, and the side-by-side report
+// shows their scales: one untimed rrc pass finds them.
+Regions FindRegions(std::vector<Job>& jobs, codecs::JpegDecoder& probe, int size) {
+  Regions regions;
+  std::vector<std::uint8_t> crop_out(std::size_t(size) * size * 3);
+  const codecs::PixelView probe_view = codecs::PixelView::Interleaved(crop_out.data(), size, size);
+  for (Job& job : jobs) {
+    const codecs::DecodeReport report = probe.DecodeInto(job.file->bytes, job.plan, probe_view);
+    job.decoded = report.decoded;
+    regions.scale_histogram[report.scale_eighths]++;
+    regions.decoded_pixels += double(report.decoded.width) * report.decoded.height;
+  }
+  return regions;
+}
+
+// What transcoding the files for random access did to them.
+struct TranscodeStats {
+  double seconds = 0;
   std::size_t original_bytes = 0, transcoded_bytes = 0, marker_bytes = 0, index_bytes = 0,
               index_bytes_u32 = 0, intervals = 0, refused = 0, mismatches = 0, checked = 0;
   std::map<std::string, int> refusals;
   // Shares of each image's area entropy-decoded by indexed (the covering intervals) and
   // by rrc (every MCU row down to the crop's last), summed over the transcoded files.
   double indexed_share = 0, rrc_share = 0;
-  const bool need_transcode = only.empty() || only == "rrc_t" || only == "indexed";
-  if (need_transcode) {
-    codecs::TranscodeOptions transcode_options;
-    transcode_options.interval_width = interval_width;
-    codecs::IndexedJpegDecoder check(options);
-    std::vector<std::uint8_t> a(crop_out.size()), b(crop_out.size());
-    const auto transcode_start = Clock::now();
-    for (std::size_t i = 0; i < jobs.size(); ++i) {
-      Job& job = jobs[i];
-      transcoded[i] = codecs::TranscodeForRandomAccess(job.file->bytes, transcode_options);
-      job.transcoded = &transcoded[i];
-      const codecs::TranscodeResult& t = transcoded[i];
-      original_bytes += job.file->bytes.size();
-      if (!t.transcoded) {
-        ++refused;
-        refusals[t.reason.substr(0, t.reason.find(':', t.reason.find("): ") + 3))]++;
-        transcoded_bytes += job.file->bytes.size();
-        continue;
-      }
-      transcoded_bytes += t.jpeg.size();
-      marker_bytes += 2 * (t.index.offsets.size() - 1);
-      index_bytes += codecs::SerializeIndex(t.index).size();
-      index_bytes_u32 += 4 * (t.index.offsets.size() + 1) + 16;
-      intervals += t.index.offsets.size();
-      try {
-        check.decoder().DecodeInto(t.jpeg, job.plan,
-                                   codecs::PixelView::Interleaved(a.data(), size, size));
-        check.DecodeInto(t.jpeg, t.index, job.plan,
-                         codecs::PixelView::Interleaved(b.data(), size, size));
-        ++checked;
-        if (a != b) ++mismatches;
-        const codecs::Rect covered =
-            codecs::CoveredRegion(t.jpeg, t.index, job.plan, size, size, options);
-        const double area = double(job.info.width) * job.info.height;
-        indexed_share += double(covered.width) * covered.height / area;
-        rrc_share += double(covered.y + covered.height) * job.info.width / area;
-      } catch (const codecs::DecodeError&) {
-      }
-    }
-    const double transcode_seconds =
-        std::chrono::duration<double>(Clock::now() - transcode_start).count();
-    const double orig = double(std::max<std::size_t>(1, original_bytes));
-    std::printf(
-        "transcode (untimed, %.1f s): %zu transcoded, %zu refused, interval target %d px, "
-        "mean %.0f intervals/image\n",
-        transcode_seconds, jobs.size() - refused, refused, interval_width,
-        double(intervals) / std::max<std::size_t>(1, jobs.size() - refused));
-    for (const auto& [reason, count] : refusals) {
-      std::printf("  refused %d: %s\n", count, reason.c_str());
-    }
-    std::printf(
-        "  bytes: %.1f MB -> %.1f MB (%+.2f%%; RST markers %.2f%%); index %.1f KB = %.2f%% of "
-        "the files (%.2f B/interval; uint32 offsets would be %.2f%%)\n",
-        orig / 1e6, transcoded_bytes / 1e6, 100.0 * (double(transcoded_bytes) / orig - 1),
-        100.0 * marker_bytes / orig, index_bytes / 1e3, 100.0 * index_bytes / orig,
-        double(index_bytes) / std::max<std::size_t>(1, intervals), 100.0 * index_bytes_u32 / orig);
-    std::printf("  indexed decode == ordinary decode of the transcoded file: %zu of %zu %s\n",
-                checked - mismatches, checked, mismatches == 0 ? "(all identical)" : "MISMATCH");
-    std::printf(
-        "  entropy-decoded share of each image (mean): indexed %.0f%%, rrc %.0f%% (all rows "
-        "down to the crop), full 100%%\n",
-        100.0 * indexed_share / std::max<std::size_t>(1, checked),
-        100.0 * rrc_share / std::max<std::size_t>(1, checked));
-  }
+};
 
-  std::vector<codecs::CoefficientPackResult> packed(jobs.size()), packed_v1(jobs.size());
-  if (only.empty() || only == "coef") {
+// Checks that the interval-skipping decode of a transcoded file gives the ordinary
+// decode's bytes, and adds the areas each entropy-decodes to `stats`.
+struct IndexedCheck {
+  IndexedCheck(const codecs::JpegOptions& options, int size)
+      : options(options),
+        size(size),
+        check(options),
+        a(std::size_t(size) * size * 3),
+        b(a.size()) {}
+  const codecs::JpegOptions& options;
+  int size;
+  codecs::IndexedJpegDecoder check;
+  std::vector<std::uint8_t> a, b;  // the two decodes' pixels
+};
+
+void CheckIndexed(const Job& job, const codecs::TranscodeResult& t, IndexedCheck& c,
+                  TranscodeStats& stats) {
+  const int size = c.size;
+  codecs::IndexedJpegDecoder& check = c.check;
+  std::vector<std::uint8_t>& a = c.a;
+  std::vector<std::uint8_t>& b = c.b;
+  try {
+    check.decoder().DecodeInto(t.jpeg, job.plan,
+                               codecs::PixelView::Interleaved(a.data(), size, size));
+    check.DecodeInto(t.jpeg, t.index, job.plan,
+                     codecs::PixelView::Interleaved(b.data(), size, size));
+    ++stats.checked;
+    if (a != b) ++stats.mismatches;
+    const codecs::Rect covered =
+        codecs::CoveredRegion(t.jpeg, t.index, job.plan, size, size, c.options);
+    const double area = double(job.info.width) * job.info.height;
+    stats.indexed_share += double(covered.width) * covered.height / area;
+    stats.rrc_share += double(covered.y + covered.height) * job.info.width / area;
+  } catch (const codecs::DecodeError&) {
+  }
+}
+
+// Transcode every decodable file once, untimed, for rrc_t and indexed, and check on
+// each that the interval-skipping decode gives the ordinary decode's bytes.
+TranscodeStats TranscodeAll(std::vector<Job>& jobs,
+                            std::vector<codecs::TranscodeResult>& transcoded,
+                            const codecs::JpegOptions& options, const Flags& f) {
+  TranscodeStats stats;
+  codecs::TranscodeOptions transcode_options;
+  transcode_options.interval_width = f.interval_width;
+  IndexedCheck check(options, f.size);
+  const auto transcode_start = Clock::now();
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    Job& job = jobs[i];
+    transcoded[i] = codecs::TranscodeForRandomAccess(job.file->bytes, transcode_options);
+    job.transcoded = &transcoded[i];
+    const codecs::TranscodeResult& t = transcoded[i];
+    stats.original_bytes += job.file->bytes.size();
+    if (!t.transcoded) {
+      ++stats.refused;
+      stats.refusals[t.reason.substr(0, t.reason.find(':', t.reason.find("): ") + 3))]++;
+      stats.transcoded_bytes += job.file->bytes.size();
+      continue;
+    }
+    stats.transcoded_bytes += t.jpeg.size();
+    stats.marker_bytes += 2 * (t.index.offsets.size() - 1);
+    stats.index_bytes += codecs::SerializeIndex(t.index).size();
+    stats.index_bytes_u32 += 4 * (t.index.offsets.size() + 1) + 16;
+    stats.intervals += t.index.offsets.size();
+    CheckIndexed(job, t, check, stats);
+  }
+  stats.seconds = std::chrono::duration<double>(Clock::now() - transcode_start).count();
+  return stats;
+}
+
+void PrintTranscode(const TranscodeStats& s, std::size_t jobs, int interval_width) {
+  const double orig = double(std::max<std::size_t>(1, s.original_bytes));
+  std::printf(
+      "transcode (untimed, %.1f s): %zu transcoded, %zu refused, interval target %d px, "
+      "mean %.0f intervals/image\n",
+      s.seconds, jobs - s.refused, s.refused, interval_width,
+      double(s.intervals) / double(std::max<std::size_t>(1, jobs - s.refused)));
+  for (const auto& [reason, count] : s.refusals) {
+    std::printf("  refused %d: %s\n", count, reason.c_str());
+  }
+  std::printf(
+      "  bytes: %.1f MB -> %.1f MB (%+.2f%%; RST markers %.2f%%); index %.1f KB = %.2f%% of "
+      "the files (%.2f B/interval; uint32 offsets would be %.2f%%)\n",
+      orig / 1e6, double(s.transcoded_bytes) / 1e6, 100.0 * (double(s.transcoded_bytes) / orig - 1),
+      100.0 * double(s.marker_bytes) / orig, double(s.index_bytes) / 1e3,
+      100.0 * double(s.index_bytes) / orig,
+      double(s.index_bytes) / double(std::max<std::size_t>(1, s.intervals)),
+      100.0 * double(s.index_bytes_u32) / orig);
+  std::printf("  indexed decode == ordinary decode of the transcoded file: %zu of %zu %s\n",
+              s.checked - s.mismatches, s.checked,
+              s.mismatches == 0 ? "(all identical)" : "MISMATCH");
+  std::printf(
+      "  entropy-decoded share of each image (mean): indexed %.0f%%, rrc %.0f%% (all rows "
+      "down to the crop), full 100%%\n",
+      100.0 * s.indexed_share / double(std::max<std::size_t>(1, s.checked)),
+      100.0 * s.rrc_share / double(std::max<std::size_t>(1, s.checked)));
+}
+
+// The coefficient stores coef (version 2, --coef-layout) and the rotating rounds' v1
+// decode from.
+void PackStores(std::vector<Job>& jobs, std::vector<codecs::CoefficientPackResult>& packed,
+                std::vector<codecs::CoefficientPackResult>& packed_v1,
+                const codecs::JpegOptions& options, const Flags& f) {
+  if (f.only.empty() || f.only == "coef") {
     codecs::CoefficientPackOptions v2;
     v2.version = 2;
-    v2.coding = coef_layout == "v2-lz4"    ? codecs::CoefficientCoding::kLz4
-                : coef_layout == "v2-none" ? codecs::CoefficientCoding::kNone
-                                           : codecs::CoefficientCoding::kZstd;
+    v2.coding = f.coef_layout == "v2-lz4"    ? codecs::CoefficientCoding::kLz4
+                : f.coef_layout == "v2-none" ? codecs::CoefficientCoding::kNone
+                                             : codecs::CoefficientCoding::kZstd;
     v2.lz4hc_level = 0;
-    v2.group_pixels = group_pixels;
-    PackCoefficientsFor(jobs, packed, options, size, v2, coef_layout.c_str(), &Job::packed);
+    v2.group_pixels = f.group_pixels;
+    PackCoefficientsFor(jobs, packed, options, f.size, v2, f.coef_layout.c_str(), &Job::packed);
   }
-  if (only.empty()) {
+  if (f.only.empty()) {
     codecs::CoefficientPackOptions v1;
     v1.version = 1;
-    v1.lz4hc_level = lz4hc_level;
-    PackCoefficientsFor(jobs, packed_v1, options, size, v1, "v1", &Job::packed_v1);
+    v1.lz4hc_level = f.lz4hc_level;
+    PackCoefficientsFor(jobs, packed_v1, options, f.size, v1, "v1", &Job::packed_v1);
   }
+}
 
-  std::vector<std::unique_ptr<Worker>> workers;
-  for (int t = 0; t < threads; ++t) {
-    workers.push_back(std::make_unique<Worker>(options, max_pixels, size));
-  }
+// rrc from the coefficient store in `slot` (version 2 or 1); files the store holds as they
+// came are decoded as they came.
+ModeFn CoefMode(int size, PackSlot slot) {
+  return [size, slot](Worker& w, const Job& job) {
+    const auto out = codecs::PixelView::Interleaved(w.crop_out.data(), size, size);
+    const codecs::CoefficientPackResult& p = *(job.*slot);
+    if (p.packed) {
+      w.coef.DecodeInto(p.record, job.plan, out);
+    } else {
+      w.decoder.DecodeInto(job.file->bytes, job.plan, out);
+    }
+  };
+}
 
+struct Mode {
+  const char* name;
+  ModeFn run;
+  std::vector<double> rates;      // images/s, wall clock
+  std::vector<double> cpu_rates;  // images per CPU-second, per thread
+};
+
+// The timed modes, in the order the report uses: full, rrc, entropy, resize, rrc_t,
+// indexed, coef.
+std::vector<Mode> MakeModes(int size) {
   auto run_full = [](Worker& w, const Job& job) {
     w.decoder.DecodeFull(job.file->bytes, codecs::PixelView::Interleaved(
                                               w.full_out.data(), job.info.width, job.info.height));
@@ -663,24 +739,18 @@ int main(int argc, char** argv) {
       w.decoder.DecodeInto(job.file->bytes, job.plan, out);
     }
   };
-  auto run_coef = [size](Worker& w, const Job& job) {
-    const auto out = codecs::PixelView::Interleaved(w.crop_out.data(), size, size);
-    if (job.packed->packed) {
-      w.coef.DecodeInto(job.packed->record, job.plan, out);
-    } else {
-      w.decoder.DecodeInto(job.file->bytes, job.plan, out);
-    }
-  };
-  const ModeFn coef_v1_fn = [size](Worker& w, const Job& job) {
-    const auto out = codecs::PixelView::Interleaved(w.crop_out.data(), size, size);
-    if (job.packed_v1->packed) {
-      w.coef.DecodeInto(job.packed_v1->record, job.plan, out);
-    } else {
-      w.decoder.DecodeInto(job.file->bytes, job.plan, out);
-    }
-  };
-  // The ceiling: coef's decode from coefficients unpacked (untimed) before each block.
-  auto run_ceiling = [size, &jobs](Worker& w, const Job& job) {
+  return {{"full", run_full, {}, {}},
+          {"rrc", run_rrc, {}, {}},
+          {"entropy", run_entropy, {}, {}},
+          {"resize", run_resize, {}, {}},
+          {"rrc_t", run_rrc_t, {}, {}},
+          {"indexed", run_indexed, {}, {}},
+          {"coef", CoefMode(size, &Job::packed), {}, {}}};
+}
+
+// The ceiling: coef's decode from coefficients unpacked (untimed) before each block.
+ModeFn CeilingMode(int size, const std::vector<Job>& jobs) {
+  return [size, &jobs](Worker& w, const Job& job) {
     const auto out = codecs::PixelView::Interleaved(w.crop_out.data(), size, size);
     if (job.packed->packed) {
       const auto i = static_cast<std::size_t>(&job - jobs.data());
@@ -689,7 +759,11 @@ int main(int argc, char** argv) {
       w.decoder.DecodeInto(job.file->bytes, job.plan, out);
     }
   };
-  const PrepareFn unpack_block = [&jobs](Worker& w, std::size_t begin, std::size_t end) {
+}
+
+// The ceiling's untimed work before each block: unpacking the block's records.
+PrepareFn UnpackBlock(const std::vector<Job>& jobs) {
+  return [&jobs](Worker& w, std::size_t begin, std::size_t end) {
     w.unpacked.clear();
     w.unpacked_begin = begin;
     for (std::size_t i = begin; i < end; ++i) {
@@ -698,53 +772,233 @@ int main(int argc, char** argv) {
                                     : codecs::UnpackedCoefficients{});
     }
   };
-  const ModeFn ceiling_fn = run_ceiling;
-  struct Mode {
-    const char* name;
-    ModeFn run;
-    std::vector<double> rates;      // images/s, wall clock
-    std::vector<double> cpu_rates;  // images per CPU-second, per thread
-  };
-  std::vector<Mode> modes = {{"full", run_full, {}, {}},       {"rrc", run_rrc, {}, {}},
-                             {"entropy", run_entropy, {}, {}}, {"resize", run_resize, {}, {}},
-                             {"rrc_t", run_rrc_t, {}, {}},     {"indexed", run_indexed, {}, {}},
-                             {"coef", run_coef, {}, {}}};
-  if (!only.empty()) {
-    std::erase_if(modes, [&](const Mode& mode) { return mode.name != only; });
-  }
+}
 
-  constexpr std::size_t kInterleaveBlock = 16;
-  std::vector<double> interleaved_ratios;  // rrc/full per repetition, interleaved
+constexpr std::size_t kInterleaveBlock = 16;
+
+// The per-repetition ratios of the interleaved runs (one thread, all modes).
+struct Interleaved {
+  std::vector<double> rrc_over_full;
   // coef against full and against indexed per repetition, the three rotating.
   std::vector<double> coef_over_full, coef_over_indexed;
   // ... and against its ceiling (as a fraction of the ceiling's speed), the ceiling vs full.
   std::vector<double> coef_of_ceiling, ceiling_over_full, v1_of_ceiling, coef_over_v1;
-  try {
-    // Untimed warm-up: code and tables hot, every thread's buffers touched.
-    for (Mode& mode : modes) RunPass(mode.run, jobs, std::min(warmup, jobs.size()), workers);
-    for (auto& worker : workers) worker->errors = 0;
-    for (int r = 0; r < reps; ++r) {
-      for (Mode& mode : modes) {
-        const PassTime time = RunPass(mode.run, jobs, jobs.size(), workers);
-        mode.rates.push_back(double(jobs.size()) / time.wall);
-        mode.cpu_rates.push_back(double(jobs.size()) / time.cpu);
-      }
-      // The goal's ratio, rrc against full on one thread, measured interleaved as well.
-      if (only.empty() && threads == 1) {
-        const auto [full_s, rrc_s] =
-            RunInterleaved(run_full, run_rrc, jobs, kInterleaveBlock, *workers[0]);
-        interleaved_ratios.push_back(full_s / rrc_s);
-        const std::vector<double> s5 =
-            RunRotating({&modes[0].run, &modes[5].run, &modes[6].run, &ceiling_fn, &coef_v1_fn},
-                        jobs, kInterleaveBlock, *workers[0], unpack_block);
-        coef_over_full.push_back(s5[0] / s5[2]);
-        coef_over_indexed.push_back(s5[1] / s5[2]);
-        coef_of_ceiling.push_back(s5[3] / s5[2]);
-        ceiling_over_full.push_back(s5[0] / s5[3]);
-        v1_of_ceiling.push_back(s5[3] / s5[4]);
-        coef_over_v1.push_back(s5[4] / s5[2]);
-      }
+};
+
+// One repetition's interleaved runs: the goal's ratio, rrc against full, and full,
+// indexed, coef, the ceiling and coef v1 rotating.
+void RunInterleavedRound(const std::vector<Mode>& modes, const std::vector<Job>& jobs, int size,
+                         Worker& worker, Interleaved& out) {
+  const ModeFn coef_v1_fn = CoefMode(size, &Job::packed_v1);
+  const ModeFn ceiling_fn = CeilingMode(size, jobs);
+  const auto [full_s, rrc_s] =
+      RunInterleaved(modes[0].run, modes[1].run, jobs, kInterleaveBlock, worker);
+  out.rrc_over_full.push_back(full_s / rrc_s);
+  const std::vector<double> s5 =
+      RunRotating({&modes[0].run, &modes[5].run, &modes[6].run, &ceiling_fn, &coef_v1_fn}, jobs,
+                  kInterleaveBlock, worker, UnpackBlock(jobs));
+  out.coef_over_full.push_back(s5[0] / s5[2]);
+  out.coef_over_indexed.push_back(s5[1] / s5[2]);
+  out.coef_of_ceiling.push_back(s5[3] / s5[2]);
+  out.ceiling_over_full.push_back(s5[0] / s5[3]);
+  out.v1_of_ceiling.push_back(s5[3] / s5[4]);
+  out.coef_over_v1.push_back(s5[4] / s5[2]);
+}
+
+// The timed passes: an untimed warm-up, then --reps repetitions of every mode in turn
+// (and on one thread with every mode, the interleaved runs). Fills each mode's rates.
+Interleaved TimeModes(std::vector<Mode>& modes, const std::vector<Job>& jobs,
+                      std::vector<std::unique_ptr<Worker>>& workers, const Flags& f) {
+  Interleaved interleaved;
+  // Untimed warm-up: code and tables hot, every thread's buffers touched.
+  for (Mode& mode : modes) RunPass(mode.run, jobs, std::min(f.warmup, jobs.size()), workers);
+  for (auto& worker : workers) worker->errors = 0;
+  for (int r = 0; r < f.reps; ++r) {
+    for (Mode& mode : modes) {
+      const PassTime time = RunPass(mode.run, jobs, jobs.size(), workers);
+      mode.rates.push_back(double(jobs.size()) / time.wall);
+      mode.cpu_rates.push_back(double(jobs.size()) / time.cpu);
     }
+    // The goal's ratio, rrc against full on one thread, measured interleaved as well.
+    if (f.only.empty() && f.threads == 1) {
+      RunInterleavedRound(modes, jobs, f.size, *workers[0], interleaved);
+    }
+  }
+  return interleaved;
+}
+
+// The report of --only MODE.
+void PrintOnly(const Mode& mode, const Corpus& corpus, const Probed& probed, const Flags& f,
+               std::size_t errors) {
+  const char* thread_word = f.threads == 1 ? "thread" : "threads";
+  const std::size_t jobs = probed.jobs.size();
+  const double ips = Median(mode.rates);
+  std::printf(
+      "codec_bench: %zu files from %s (%zu not decodable, skipped), %d %s, %s only, "
+      "median of %d after %zu warm-up decodes\n",
+      jobs, corpus.root.c_str(), probed.skipped, f.threads, thread_word, mode.name, f.reps,
+      std::min(f.warmup, jobs));
+  std::printf("  %-8s %10.1f images/s  (%.1f per thread, %.3f ms/image per thread)\n", mode.name,
+              ips, ips / f.threads, 1e3 * f.threads / ips);
+  std::printf("  %-8s %10.1f images per CPU-second of a thread\n", "", Median(mode.cpu_rates));
+  if (f.json) {
+    std::printf(
+        "{\"bench\":\"codec\",\"mode\":\"%s\",\"files\":%zu,\"skipped\":%zu,\"threads\":%d,"
+        "\"reps\":%d,\"errors\":%zu,\"images_per_s\":%.1f}\n",
+        mode.name, jobs, probed.skipped, f.threads, f.reps, errors, ips);
+  }
+  std::printf("images_per_s=%.1f mode=%s threads=%d files=%zu\n", ips, mode.name, f.threads, jobs);
+}
+
+// The modes' median rates (images/s, wall clock), all modes run.
+struct Rates {
+  double full, rrc, entropy, resize, rrc_t, indexed, coef;
+  std::array<double, 7> cpu;  // the same modes' median images per CPU-second
+};
+
+Rates RatesOf(const std::vector<Mode>& modes) {
+  Rates r{};
+  double* wall[] = {&r.full, &r.rrc, &r.entropy, &r.resize, &r.rrc_t, &r.indexed, &r.coef};
+  for (std::size_t m = 0; m < modes.size(); ++m) {
+    *wall[m] = Median(modes[m].rates);
+    r.cpu[m] = Median(modes[m].cpu_rates);
+  }
+  return r;
+}
+
+// The side-by-side table: each mode's rate against full and against each other.
+void PrintRates(const Rates& r, const Corpus& corpus, const Probed& probed, const Flags& f) {
+  const char* thread_word = f.threads == 1 ? "thread" : "threads";
+  std::printf(
+      "codec_bench: %zu files from %s (%zu not decodable, skipped), %d %s, "
+      "median of %d, output %dx%d, scales %s%s\n",
+      probed.jobs.size(), corpus.root.c_str(), probed.skipped, f.threads, thread_word, f.reps,
+      f.size, f.size, f.scales.c_str(), f.fast_dct ? ", fast IDCT" : "");
+  std::printf("  %-34s %10.0f images/s  (reference)\n", "full decode (tjDecompress2 RGB)", r.full);
+  std::printf("  %-34s %10.0f images/s  %.2fx full\n", "crop-before-decode + resize (rrc)", r.rrc,
+              r.rrc / r.full);
+  std::printf("  %-34s %10.0f images/s  = %.0f%% of full-decode time\n",
+              "entropy decode only (Huffman)", r.entropy, 100.0 * r.full / r.entropy);
+  std::printf("  %-34s %10.0f images/s  = %.1f us/image, %.0f%% of rrc time\n",
+              "resize alone (rrc regions)", r.resize, 1e6 * f.threads / r.resize,
+              100.0 * r.rrc / r.resize);
+  std::printf("  %-34s %10.0f images/s  %.2fx full\n", "rrc on transcoded files (rrc_t)", r.rrc_t,
+              r.rrc_t / r.full);
+  std::printf("  %-34s %10.0f images/s  %.2fx full, %.2fx rrc, %.2fx rrc_t\n",
+              "interval-skipping rrc (indexed)", r.indexed, r.indexed / r.full, r.indexed / r.rrc,
+              r.indexed / r.rrc_t);
+  std::printf("  %-34s %10.0f images/s  %.2fx full, %.2fx rrc, %.2fx indexed\n",
+              "coefficient store rrc (coef)", r.coef, r.coef / r.full, r.coef / r.rrc,
+              r.coef / r.indexed);
+  // The same ratios on the threads' CPU time: what each mode costs, whatever else ran.
+  const auto& cpu = r.cpu;
+  std::printf(
+      "  on CPU time (robust to other load): rrc %.2fx full, entropy %.0f%% of full, "
+      "resize %.0f%% of rrc, rrc_t %.2fx full, indexed %.2fx full\n",
+      cpu[1] / cpu[0], 100.0 * cpu[0] / cpu[2], 100.0 * cpu[1] / cpu[3], cpu[4] / cpu[0],
+      cpu[5] / cpu[0]);
+}
+
+// The interleaved runs' ratios, medians and each round's.
+void PrintInterleaved(const Interleaved& in, const std::string& coef_layout) {
+  std::printf(
+      "  interleaved (full and rrc alternating every %zu files): rrc %.3fx full "
+      "(median of %zu; each:",
+      kInterleaveBlock, Median(in.rrc_over_full), in.rrc_over_full.size());
+  for (double r : in.rrc_over_full) std::printf(" %.3f", r);
+  std::printf(")\n");
+  std::printf(
+      "  interleaved (full, indexed, coef %s, ceiling, coef v1 rotating every %zu files): "
+      "coef %.3fx full, %.3fx indexed, %.3fx v1 (medians of per-round ratios; each vs full:",
+      coef_layout.c_str(), kInterleaveBlock, Median(in.coef_over_full),
+      Median(in.coef_over_indexed), Median(in.coef_over_v1));
+  for (double r : in.coef_over_full) std::printf(" %.3f", r);
+  std::printf(")\n");
+  std::printf(
+      "  same rounds, the ceiling (coef from unpacked coefficients): coef = %.3f of the "
+      "ceiling's speed (each:",
+      Median(in.coef_of_ceiling));
+  for (double r : in.coef_of_ceiling) std::printf(" %.3f", r);
+  std::printf("); v1 = %.3f of it; ceiling %.3fx full\n", Median(in.v1_of_ceiling),
+              Median(in.ceiling_over_full));
+}
+
+void PrintRegions(const Regions& regions, std::size_t jobs) {
+  std::printf("  decoded region: mean %.3f MP per image; DCT scale histogram:",
+              regions.decoded_pixels / double(std::max<std::size_t>(1, jobs)) / 1e6);
+  for (const auto& [n, count] : regions.scale_histogram) std::printf(" %d/8:%d", n, count);
+  std::printf("\n");
+}
+
+// The median of `v`, 0 for none.
+double MedianOr0(const std::vector<double>& v) { return v.empty() ? 0.0 : Median(v); }
+
+// The side-by-side report's JSON line.
+void PrintJson(const Rates& r, const Interleaved& in, const TranscodeStats& t, std::size_t jobs,
+               const Flags& f) {
+  std::printf(
+      "{\"bench\":\"codec\",\"files\":%zu,\"size\":%d,\"scales\":\"%s\",\"threads\":%d,"
+      "\"full_ips\":%.1f,\"rrc_ips\":%.1f,\"entropy_ips\":%.1f,\"resize_ips\":%.1f,"
+      "\"rrc_over_full\":%.3f,\"entropy_share\":%.3f,\"rrc_t_ips\":%.1f,"
+      "\"indexed_ips\":%.1f,\"indexed_over_full\":%.3f,\"interval_width\":%d,"
+      "\"transcode_growth\":%.4f,\"index_share\":%.4f,\"cpu_rrc_over_full\":%.3f,"
+      "\"interleaved_rrc_over_full\":%.3f,\"coef_ips\":%.1f,"
+      "\"interleaved_coef_over_full\":%.3f,\"interleaved_coef_over_indexed\":%.3f,"
+      "\"interleaved_coef_of_ceiling\":%.3f,\"interleaved_ceiling_over_full\":%.3f}\n",
+      jobs, f.size, f.scales.c_str(), f.threads, r.full, r.rrc, r.entropy, r.resize, r.rrc / r.full,
+      r.full / r.entropy, r.rrc_t, r.indexed, r.indexed / r.full, f.interval_width,
+      double(t.transcoded_bytes) / double(std::max<std::size_t>(1, t.original_bytes)) - 1,
+      double(t.index_bytes) / double(std::max<std::size_t>(1, t.original_bytes)),
+      r.cpu[1] / r.cpu[0], MedianOr0(in.rrc_over_full), r.coef, MedianOr0(in.coef_over_full),
+      MedianOr0(in.coef_over_indexed), MedianOr0(in.coef_of_ceiling),
+      MedianOr0(in.ceiling_over_full));
+}
+
+// The bench itself; main() turns an exception that escapes it into one line.
+int Run(int argc, char** argv) {
+  CLI::App app{
+      "codec_bench: full decode vs crop-before-decode + resize, side by side in one run\n"
+      "(one thread unless --threads); --only full --threads N is the bare full-decode\n"
+      "reference on N cores. Last line: images_per_s=... (rrc, or the --only mode)"};
+  Flags f;
+  AddFlags(app, f);
+  if (const auto rc = tilefeed::tools::ParseArgs(app, argc, argv, "codec_bench")) return *rc;
+  if (!f.only.empty() && app.count("--reps") == 0) f.reps = 1;
+  if (f.reps < 1) {
+    std::fprintf(stderr, "codec_bench: --reps must be >= 1\n");
+    return 2;
+  }
+  const std::optional<Corpus> corpus = OpenCorpus(f);
+  if (!corpus) return 2;
+  const codecs::JpegOptions options = JpegOptionsFor(f);
+  codecs::JpegDecoder probe(options);
+  Probed probed = ProbeFiles(corpus->files, probe);
+  std::vector<Job>& jobs = probed.jobs;
+  if (jobs.empty()) {
+    std::fprintf(stderr, "codec_bench: none of the %zu files under %s is a decodable JPEG\n",
+                 corpus->files.size(), corpus->root.c_str());
+    return 2;
+  }
+  Regions regions;
+  if (f.only.empty() || f.only == "resize") regions = FindRegions(jobs, probe, f.size);
+  std::vector<codecs::TranscodeResult> transcoded(jobs.size());
+  TranscodeStats transcode;
+  if (f.only.empty() || f.only == "rrc_t" || f.only == "indexed") {
+    transcode = TranscodeAll(jobs, transcoded, options, f);
+    PrintTranscode(transcode, jobs.size(), f.interval_width);
+  }
+  std::vector<codecs::CoefficientPackResult> packed(jobs.size()), packed_v1(jobs.size());
+  PackStores(jobs, packed, packed_v1, options, f);
+  std::vector<std::unique_ptr<Worker>> workers;
+  workers.reserve(f.threads);
+  for (int t = 0; t < f.threads; ++t) {
+    workers.push_back(std::make_unique<Worker>(options, probed.max_pixels, f.size));
+  }
+  std::vector<Mode> modes = MakeModes(f.size);
+  if (!f.only.empty()) std::erase_if(modes, [&](const Mode& mode) { return mode.name != f.only; });
+  Interleaved interleaved;
+  try {
+    interleaved = TimeModes(modes, jobs, workers, f);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "codec_bench: %s\n", e.what());
     return 1;
@@ -754,111 +1008,29 @@ int main(int argc, char** argv) {
   if (errors > 0) {
     std::fprintf(stderr, "codec_bench: warning: %zu decode errors in the timed passes\n", errors);
   }
-  const char* thread_word = threads == 1 ? "thread" : "threads";
-
-  if (!only.empty()) {
-    const Mode& mode = modes.front();
-    const double ips = Median(mode.rates);
-    std::printf(
-        "codec_bench: %zu files from %s (%zu not decodable, skipped), %d %s, %s only, "
-        "median of %d after %zu warm-up decodes\n",
-        jobs.size(), root.c_str(), skipped, threads, thread_word, mode.name, reps,
-        std::min(warmup, jobs.size()));
-    std::printf("  %-8s %10.1f images/s  (%.1f per thread, %.3f ms/image per thread)\n", mode.name,
-                ips, ips / threads, 1e3 * threads / ips);
-    std::printf("  %-8s %10.1f images per CPU-second of a thread\n", "", Median(mode.cpu_rates));
-    if (json) {
-      std::printf(
-          "{\"bench\":\"codec\",\"mode\":\"%s\",\"files\":%zu,\"skipped\":%zu,\"threads\":%d,"
-          "\"reps\":%d,\"errors\":%zu,\"images_per_s\":%.1f}\n",
-          mode.name, jobs.size(), skipped, threads, reps, errors, ips);
-    }
-    std::printf("images_per_s=%.1f mode=%s threads=%d files=%zu\n", ips, mode.name, threads,
-                jobs.size());
+  if (!f.only.empty()) {
+    PrintOnly(modes.front(), *corpus, probed, f, errors);
     return 0;
   }
-
-  const double full = Median(modes[0].rates);
-  const double rrc = Median(modes[1].rates);
-  const double entropy = Median(modes[2].rates);
-  const double resize = Median(modes[3].rates);
-  const double rrc_t = Median(modes[4].rates);
-  const double indexed = Median(modes[5].rates);
-  const double coef = Median(modes[6].rates);
-
-  std::printf(
-      "codec_bench: %zu files from %s (%zu not decodable, skipped), %d %s, "
-      "median of %d, output %dx%d, scales %s%s\n",
-      jobs.size(), root.c_str(), skipped, threads, thread_word, reps, size, size, scales.c_str(),
-      fast_dct ? ", fast IDCT" : "");
-  std::printf("  %-34s %10.0f images/s  (reference)\n", "full decode (tjDecompress2 RGB)", full);
-  std::printf("  %-34s %10.0f images/s  %.2fx full\n", "crop-before-decode + resize (rrc)", rrc,
-              rrc / full);
-  std::printf("  %-34s %10.0f images/s  = %.0f%% of full-decode time\n",
-              "entropy decode only (Huffman)", entropy, 100.0 * full / entropy);
-  std::printf("  %-34s %10.0f images/s  = %.1f us/image, %.0f%% of rrc time\n",
-              "resize alone (rrc regions)", resize, 1e6 * threads / resize, 100.0 * rrc / resize);
-  std::printf("  %-34s %10.0f images/s  %.2fx full\n", "rrc on transcoded files (rrc_t)", rrc_t,
-              rrc_t / full);
-  std::printf("  %-34s %10.0f images/s  %.2fx full, %.2fx rrc, %.2fx rrc_t\n",
-              "interval-skipping rrc (indexed)", indexed, indexed / full, indexed / rrc,
-              indexed / rrc_t);
-  std::printf("  %-34s %10.0f images/s  %.2fx full, %.2fx rrc, %.2fx indexed\n",
-              "coefficient store rrc (coef)", coef, coef / full, coef / rrc, coef / indexed);
-  // The same ratios on the threads' CPU time: what each mode costs, whatever else ran.
-  const auto cpu = [&](int m) { return Median(modes[m].cpu_rates); };
-  std::printf(
-      "  on CPU time (robust to other load): rrc %.2fx full, entropy %.0f%% of full, "
-      "resize %.0f%% of rrc, rrc_t %.2fx full, indexed %.2fx full\n",
-      cpu(1) / cpu(0), 100.0 * cpu(0) / cpu(2), 100.0 * cpu(1) / cpu(3), cpu(4) / cpu(0),
-      cpu(5) / cpu(0));
-  if (!interleaved_ratios.empty()) {
-    std::printf(
-        "  interleaved (full and rrc alternating every %zu files): rrc %.3fx full "
-        "(median of %zu; each:",
-        kInterleaveBlock, Median(interleaved_ratios), interleaved_ratios.size());
-    for (double r : interleaved_ratios) std::printf(" %.3f", r);
-    std::printf(")\n");
-    std::printf(
-        "  interleaved (full, indexed, coef %s, ceiling, coef v1 rotating every %zu files): "
-        "coef %.3fx full, %.3fx indexed, %.3fx v1 (medians of per-round ratios; each vs full:",
-        coef_layout.c_str(), kInterleaveBlock, Median(coef_over_full), Median(coef_over_indexed),
-        Median(coef_over_v1));
-    for (double r : coef_over_full) std::printf(" %.3f", r);
-    std::printf(")\n");
-    std::printf(
-        "  same rounds, the ceiling (coef from unpacked coefficients): coef = %.3f of the "
-        "ceiling's speed (each:",
-        Median(coef_of_ceiling));
-    for (double r : coef_of_ceiling) std::printf(" %.3f", r);
-    std::printf("); v1 = %.3f of it; ceiling %.3fx full\n", Median(v1_of_ceiling),
-                Median(ceiling_over_full));
-    PrintStageSplits(jobs, *workers[0], size, unpack_block, kInterleaveBlock);
+  const Rates rates = RatesOf(modes);
+  PrintRates(rates, *corpus, probed, f);
+  if (!interleaved.rrc_over_full.empty()) {
+    PrintInterleaved(interleaved, f.coef_layout);
+    PrintStageSplits(jobs, *workers[0], f.size, UnpackBlock(jobs), kInterleaveBlock);
   }
-  std::printf("  decoded region: mean %.3f MP per image; DCT scale histogram:",
-              decoded_pixels / std::max<std::size_t>(1, jobs.size()) / 1e6);
-  for (const auto& [n, count] : scale_histogram) std::printf(" %d/8:%d", n, count);
-  std::printf("\n");
-  if (json) {
-    std::printf(
-        "{\"bench\":\"codec\",\"files\":%zu,\"size\":%d,\"scales\":\"%s\",\"threads\":%d,"
-        "\"full_ips\":%.1f,\"rrc_ips\":%.1f,\"entropy_ips\":%.1f,\"resize_ips\":%.1f,"
-        "\"rrc_over_full\":%.3f,\"entropy_share\":%.3f,\"rrc_t_ips\":%.1f,"
-        "\"indexed_ips\":%.1f,\"indexed_over_full\":%.3f,\"interval_width\":%d,"
-        "\"transcode_growth\":%.4f,\"index_share\":%.4f,\"cpu_rrc_over_full\":%.3f,"
-        "\"interleaved_rrc_over_full\":%.3f,\"coef_ips\":%.1f,"
-        "\"interleaved_coef_over_full\":%.3f,\"interleaved_coef_over_indexed\":%.3f,"
-        "\"interleaved_coef_of_ceiling\":%.3f,\"interleaved_ceiling_over_full\":%.3f}\n",
-        jobs.size(), size, scales.c_str(), threads, full, rrc, entropy, resize, rrc / full,
-        full / entropy, rrc_t, indexed, indexed / full, interval_width,
-        double(transcoded_bytes) / std::max<std::size_t>(1, original_bytes) - 1,
-        double(index_bytes) / std::max<std::size_t>(1, original_bytes), cpu(1) / cpu(0),
-        interleaved_ratios.empty() ? 0.0 : Median(interleaved_ratios), coef,
-        coef_over_full.empty() ? 0.0 : Median(coef_over_full),
-        coef_over_indexed.empty() ? 0.0 : Median(coef_over_indexed),
-        coef_of_ceiling.empty() ? 0.0 : Median(coef_of_ceiling),
-        ceiling_over_full.empty() ? 0.0 : Median(ceiling_over_full));
-  }
-  std::printf("images_per_s=%.1f\n", rrc);
+  PrintRegions(regions, jobs.size());
+  if (f.json) PrintJson(rates, interleaved, transcode, jobs.size(), f);
+  std::printf("images_per_s=%.1f\n", rates.rrc);
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "codec_bench: %s\n", e.what());
+    return 1;
+  }
 }

@@ -29,6 +29,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -95,7 +96,8 @@ Image BandsOf(const std::vector<std::byte>& record) {
   std::size_t data = at + 8 * std::size_t(band_count);
   Image image;
   for (std::uint32_t b = 0; b < band_count; ++b) {
-    const std::uint32_t packed = Le32(r + at + 8 * b), raw = Le32(r + at + 8 * b + 4);
+    const std::uint32_t packed = Le32(r + at + 8 * std::size_t{b}),
+                        raw = Le32(r + at + 8 * std::size_t{b} + 4);
     Bytes band(raw);
     LZ4_decompress_safe(reinterpret_cast<const char*>(r + data),
                         reinterpret_cast<char*>(band.data()), static_cast<int>(packed),
@@ -130,7 +132,7 @@ void UnpackV1(const Bytes& band, std::size_t count, Block* out) {
     block[0] = static_cast<std::int16_t>(dc_value);
     for (unsigned k = 0; k < n; ++k) {
       block[kNatural[positions[k] & 63u]] =
-          wide ? static_cast<std::int16_t>(Le16(values + 2 * k))
+          wide ? static_cast<std::int16_t>(Le16(values + 2 * std::size_t{k}))
                : static_cast<std::int16_t>(static_cast<std::int8_t>(values[k]));
     }
     positions += n;
@@ -191,7 +193,8 @@ void UnpackMask(const Bytes& band, std::size_t count, Block* out) {
       const unsigned i = static_cast<unsigned>(__builtin_ctz(w));
       mask |= std::uint64_t{*p++} << (8 * i);
     }
-    for (; mask != 0; mask &= mask - 1) block[kNatural[__builtin_ctzll(mask)]] = GetSmall(p);
+    for (; mask != 0; mask &= mask - 1)
+      block[kNatural[__builtin_ctzll(mask)]] = static_cast<std::int16_t>(GetSmall(p));
   }
 }
 
@@ -362,7 +365,7 @@ void PrintTable(const std::vector<Coding>& codings, const Totals& t, const std::
   std::printf(
       "coef_coding_bench: %zu storable JPEGs of %zu files from %s, %.1f MB; one thread, "
       "decode median of %d rotating rounds (checksum %llu)\n",
-      t.images, t.files, root.c_str(), jpeg_bytes / 1e6, reps,
+      t.images, t.files, root.c_str(), static_cast<double>(jpeg_bytes) / 1e6, reps,
       static_cast<unsigned long long>(checksum));
   std::printf(
       "  pack with v1 LZ4 fast: %.0f images per CPU-second (coefficient read + streams %.0f "
@@ -387,9 +390,8 @@ void PrintTable(const std::vector<Coding>& codings, const Totals& t, const std::
       "whole image's bands to 8x8 blocks)\n");
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The bench itself; main() turns an exception that escapes it into one line.
+int Run(int argc, char** argv) {
   CLI::App app{
       "coef_coding_bench: bytes, encode and decode time of candidate codings of the\n"
       "coefficient store's bands, side by side on one thread"};
@@ -454,4 +456,15 @@ int main(int argc, char** argv) {
                     lz4_fast_encode},
              root.string(), reps, checksum);
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "coef_coding_bench: %s\n", e.what());
+    return 1;
+  }
 }

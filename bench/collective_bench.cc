@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <thread>
 #include <vector>
 
@@ -34,35 +35,42 @@ double CpuSeconds() {
          static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1e-6;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The bench's flags.
+struct Config {
   std::size_t floats = 199424;
   int rounds = 200;
   int late_ms = 50;
   int max_sleep_us = 250;
   int spin_us = 2000;
-  CLI::App app{"collective_bench: MpiSession all-reduce latency and the cost of waiting"};
-  app.add_option("--floats", floats, "Floats per all-reduce")->check(tilefeed::tools::AtLeast(1));
-  app.add_option("--rounds", rounds, "Timed all-reduces")
+};
+
+void AddFlags(CLI::App& app, Config& c) {
+  app.add_option("--floats", c.floats, "Floats per all-reduce")->check(tilefeed::tools::AtLeast(1));
+  app.add_option("--rounds", c.rounds, "Timed all-reduces")
       ->check(tilefeed::tools::Between(1, 100000));
-  app.add_option("--late-ms", late_ms, "Phase 2: instance 0's lateness")
+  app.add_option("--late-ms", c.late_ms, "Phase 2: instance 0's lateness")
       ->check(tilefeed::tools::Between(1, 10000));
-  app.add_option("--max-sleep-us", max_sleep_us,
+  app.add_option("--max-sleep-us", c.max_sleep_us,
                  "MpiSessionOptions::max_wait_sleep (0: test without sleeping)")
       ->check(tilefeed::tools::Between(0, 100000));
-  app.add_option("--spin-us", spin_us, "MpiSessionOptions::spin_before_sleep")
+  app.add_option("--spin-us", c.spin_us, "MpiSessionOptions::spin_before_sleep")
       ->check(tilefeed::tools::Between(0, 1000000));
-  if (const auto rc = tilefeed::tools::ParseArgs(app, argc, argv, "collective_bench")) return *rc;
+}
 
+tilefeed::trainer::MpiSessionOptions SessionOptions(const Config& c) {
   tilefeed::trainer::MpiSessionOptions options;
-  options.max_wait_sleep = std::chrono::microseconds(max_sleep_us);
-  options.spin_before_sleep = std::chrono::microseconds(spin_us);
-  tilefeed::trainer::MpiSession mpi(&argc, &argv, options);
-  std::vector<float> data(floats, 1.0f);
+  options.max_wait_sleep = std::chrono::microseconds(c.max_sleep_us);
+  options.spin_before_sleep = std::chrono::microseconds(c.spin_us);
+  return options;
+}
+
+// Phase 1 times the all-reduce; phase 2 makes instance 0 late and measures what the others
+// burn waiting. Instance 0 prints the line.
+void Measure(tilefeed::trainer::MpiSession& mpi, const Config& c) {
+  std::vector<float> data(c.floats, 1.0f);
   for (int i = 0; i < 5; ++i) mpi.AllreduceSum(std::span<float>(data));  // warm-up
   std::vector<double> times;
-  for (int i = 0; i < rounds; ++i) {
+  for (int i = 0; i < c.rounds; ++i) {
     const auto start = Clock::now();
     mpi.AllreduceSum(std::span<float>(data));
     double slowest[1] = {std::chrono::duration<double>(Clock::now() - start).count()};
@@ -77,7 +85,7 @@ int main(int argc, char** argv) {
   const double cpu_start = CpuSeconds();
   const auto wall_start = Clock::now();
   for (int i = 0; i < kLateRounds; ++i) {
-    if (mpi.rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(late_ms));
+    if (mpi.rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(c.late_ms));
     mpi.AllreduceSum(std::span<float>(data));
   }
   const double wall = std::chrono::duration<double>(Clock::now() - wall_start).count();
@@ -91,9 +99,37 @@ int main(int argc, char** argv) {
         "all-reduce "
         "median %.3f ms, p90 %.3f ms (slowest instance, %d rounds); waiting for a peer %d ms "
         "late: %.1f %% of a core per waiting instance\n",
-        mpi.size(), spin_us, max_sleep_us, floats, static_cast<double>(floats) * 4 / 1024,
-        1e3 * tilefeed::bench::Median(times), 1e3 * p90, rounds, late_ms,
+        mpi.size(), c.spin_us, c.max_sleep_us, c.floats, static_cast<double>(c.floats) * 4 / 1024,
+        1e3 * tilefeed::bench::Median(times), 1e3 * p90, c.rounds, c.late_ms,
         waiters > 0 && waiting_cpu[1] > 0 ? 100.0 * waiting_cpu[0] / waiting_cpu[1] : 0.0);
   }
+}
+
+// The bench itself; main() turns an exception that escapes it into one line.
+int Run(int argc, char** argv) {
+  Config c;
+  CLI::App app{"collective_bench: MpiSession all-reduce latency and the cost of waiting"};
+  AddFlags(app, c);
+  if (const auto rc = tilefeed::tools::ParseArgs(app, argc, argv, "collective_bench")) return *rc;
+  tilefeed::trainer::MpiSession mpi(&argc, &argv, SessionOptions(c));
+  try {
+    Measure(mpi, c);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "collective_bench: instance %d: %s\n", mpi.rank(), e.what());
+    // The other instances would wait for this one in their next collective forever.
+    if (mpi.size() > 1) mpi.Abort(1);
+    return 1;
+  }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "collective_bench: %s\n", e.what());
+    return 1;
+  }
 }

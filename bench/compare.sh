@@ -39,7 +39,7 @@ options:
   --build DIR              tilefeed build folder (default: build at the repo root)
   --out FILE.jsonl         append one JSON line per run and one summary line
   --indexed-shards DIR     also run, in the same round-robin, the loader on shards packed
-                           with tilefeed-pack --jpeg-index (random-access JPEG, issue 5):
+                           with tilefeed-pack --jpeg-index (random-access JPEG):
                              tilefeed-indexed  loader_bench --data DIR (same options)
                              crop-ordinary     codec_bench --only rrc --threads W
                              crop-indexed      codec_bench --only indexed --threads W

@@ -19,10 +19,10 @@ void BM_EpochOrder(benchmark::State& state) {
     benchmark::DoNotOptimize(order[0]);
   }
   state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(size));
-  state.counters["indices_kib"] =
-      static_cast<double>((size + static_cast<std::uint64_t>(instances) - 1) /
-                          static_cast<std::uint64_t>(instances) * 4) /
-      1024.0;
+  // 4 bytes per index of this instance's slice, rounded up.
+  const std::uint64_t index_bytes = (size + static_cast<std::uint64_t>(instances) - 1) /
+                                    static_cast<std::uint64_t>(instances) * 4;
+  state.counters["indices_kib"] = static_cast<double>(index_bytes) / 1024.0;
 }
 BENCHMARK(BM_EpochOrder)
     ->Args({1281167, 1})

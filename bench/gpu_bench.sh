@@ -44,8 +44,8 @@ LD_LIBRARY_PATH=$B/deps "$D/bin/tilefeed-pack" --jpeg-index --codec jpeg --force
 PACK=$!
 
 # 2. The CUDA component, built here (the staged one, built on Debian, is the fallback).
-"$NVCC" -std=c++20 -O3 -gencode arch=compute_90,code=sm_90 -Xcompiler -fPIC -I"$S" \
-  -c "$S/tilefeed/cuda/device.cu" -o "$B/device.o" && CUDA_OBJ=$B/device.o ||
+"$NVCC" -std=c++20 -O3 -gencode arch=compute_90,code=sm_90 -Xcompiler -fPIC -I"$S/include" \
+  -c "$S/cuda/device.cu" -o "$B/device.o" && CUDA_OBJ=$B/device.o ||
   CUDA_OBJ=$D/lib/libtilefeed_cuda.a
 TILEFEED_LIBS=(-L"$D/lib" -ltilefeed_launch -ltilefeed_cuda_feed -ltilefeed_loader
                -ltilefeed_codecs "${LINK_DEPS[@]}" "$D/lib/libcudart_static.a" -ldl -lrt -lpthread)
@@ -60,14 +60,15 @@ PBINC=$("$PY" -c 'import pybind11; print(pybind11.get_include())')
 [ -n "$PBINC" ] || PBINC=$D/include
 compile() {  # compile SOURCE OBJECT PYBIND11_INCLUDE
   g++ -std=c++20 -O2 -fPIC -fvisibility=hidden -DTILEFEED_HAVE_CUDA=1 \
-    -DTILEFEED_VERSION="\"$VERSION\"" -I"$S" -I"$PYINC" \
+    -DTILEFEED_VERSION="\"$VERSION\"" -I"$S/include" -I"$S" -I"$PYINC" \
     -I"$3" -c "$1" -o "$2" || { [ "$3" != "$D/include" ] && compile "$1" "$2" "$D/include"; }
 }
 compile "$S/python/tilefeed_module.cc" "$B/module.o" "$PBINC" &
 COMPILES=($!)
 compile "$S/python/cuda_binding.cc" "$B/binding.o" "$PBINC" &
 COMPILES+=($!)
-g++ -std=c++20 -O2 -I"$S" -I"$D/include" "${CUDA_INC[@]}" -c "$S/tests/cuda/device_test.cc" \
+g++ -std=c++20 -O2 -I"$S/include" -I"$S" -I"$D/include" "${CUDA_INC[@]}" \
+  -c "$S/tests/cuda/device_test.cc" \
   -o "$B/device_test.o" &
 COMPILES+=($!)
 wait "${COMPILES[@]}"

@@ -18,7 +18,7 @@ rm -rf "$DEST"
 mkdir -p "$DEST"/{src,lib,deps,bin,include}
 (cd "$SRC" && git ls-files --cached --others --exclude-standard -z | tar --null -T - -cf -) |
   tar -C "$DEST/src" -xf -
-cp "$BUILD"/tilefeed/{loader,codecs,launch,cuda}/*.a "$DEST/lib/"
+cp "$BUILD"/{loader,codecs,launch,cuda}/*.a "$DEST/lib/"
 cp /usr/lib/x86_64-linux-gnu/libgtest.a /usr/lib/x86_64-linux-gnu/libgtest_main.a "$DEST/lib/"
 cp /usr/local/cuda/lib64/libcudart_static.a "$DEST/lib/"
 cp -r /usr/include/gtest /usr/include/pybind11 "$DEST/include/"

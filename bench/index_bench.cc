@@ -125,9 +125,8 @@ void Print(const char* label, int threads, const Timing& t) {
       static_cast<double>(t.files) / t.median_s);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The bench itself; main() turns an exception that escapes it into one line.
+int Run(int argc, char** argv) {
   CLI::App app{
       "Times ImageFolder::Open on a class-per-directory image tree, or makes such a tree "
       "of empty files (--make-tree)."};
@@ -182,4 +181,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "index_bench: %s\n", e.what());
+    return 1;
+  }
 }

@@ -10,7 +10,7 @@
 // they were packed from) in alternating rounds on the same samples, and ends with
 // ratio=... (data/against, the median of the per-round ratios).
 //
-// --metrics-overhead times --data with a metrics Writer (tilefeed/metrics/metrics.h) sampling the
+// --metrics-overhead times --data with a metrics Writer (metrics/metrics.h) sampling the
 // loader every --metrics-interval seconds against the same run without one, the same way
 // (ratio=with/without).
 //
@@ -39,10 +39,10 @@
 #include <vector>
 
 #include "bench/median.h"
+#include "metrics/cli.h"
 #include "tilefeed/loader/dataset.h"
 #include "tilefeed/loader/loader.h"
 #include "tilefeed/loader/shard_source.h"
-#include "tilefeed/metrics/cli.h"
 #include "tools/cli_checks.h"
 #include "tools/option_flags.h"
 

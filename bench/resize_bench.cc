@@ -29,8 +29,8 @@ void BM_Resize(benchmark::State& state) {
   const bool planar = state.range(3) != 0;
   constexpr int kOut = 224;
   const std::vector<std::uint8_t> src = RandomPixels(static_cast<std::size_t>(src_w) * src_h * 3);
-  std::vector<std::uint8_t> dst(kOut * kOut * 3);
-  const ConstPixelView view{src.data(), src_w, src_h, 3, src_w * 3};
+  std::vector<std::uint8_t> dst(std::size_t{kOut} * kOut * 3);
+  const ConstPixelView view{src.data(), src_w, src_h, 3, std::ptrdiff_t{src_w} * 3};
   const PixelView out = planar ? PixelView::Planar(dst.data(), kOut, kOut)
                                : PixelView::Interleaved(dst.data(), kOut, kOut);
   const SourceBox box{0, 0, static_cast<double>(src_w), static_cast<double>(src_h)};
@@ -58,9 +58,9 @@ BENCHMARK(BM_Resize)
 
 // A fractional crop box, as RandomResizedCrop produces after DCT scaling.
 void BM_ResizeFractionalCrop(benchmark::State& state) {
-  const std::vector<std::uint8_t> src = RandomPixels(500 * 375 * 3);
-  std::vector<std::uint8_t> dst(224 * 224 * 3);
-  const ConstPixelView view{src.data(), 500, 375, 3, 500 * 3};
+  const std::vector<std::uint8_t> src = RandomPixels(std::size_t{500} * 375 * 3);
+  std::vector<std::uint8_t> dst(std::size_t{224} * 224 * 3);
+  const ConstPixelView view{src.data(), 500, 375, 3, std::ptrdiff_t{500} * 3};
   Resizer resizer;
   for (auto _ : state) {
     resizer.Resize(view, {37.4, 12.8, 371.9, 350.2}, PixelView::Interleaved(dst.data(), 224, 224));

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Scaling: images/s of 1 instance and of 2 instances under poprun, in one run (issue 6's goal:
-# 2 instances on 2 cores deliver >= 1.8x the images/s of 1 instance).
+# Scaling: images/s of 1 instance and of 2 instances under poprun, in one run (the goal, that
+# instances scale with cores: 2 instances on 2 cores deliver >= 1.8x the images/s of 1 instance).
 #   bench/scaling.sh DATA [BUILD_DIR]
 # Each run is
 #   poprun --instances N --cores-per-instance 1 -- train --data DATA --core synthetic

@@ -1,12 +1,12 @@
 // transport_bench: the bandwidth of each way a trainer can receive batches, measured in one
-// run against its reference (issue 6):
+// run against its reference, so a figure is a ratio and not a machine's speed:
 //
 //   memcpy       one thread copies each batch (its own buffer, as each shm batch has its own
 //                slot) into one of `credits` receive buffers: the reference for shm
 //   memcpy-hot   one batch copied again and again: cache-resident on a CPU with a large
 //                last-level cache, so not a measure of moving batches (for comparison)
 //   loader       LoaderStream in this process: what feeds every sender (not a transport)
-//   shm          a forked reader process (loader decoding into SharedSlots, BatchSender) ->
+//   shm          a forked reader process (loader decoding into SharedSlots, ReaderEndpoint) ->
 //                ZmqBatchStream here, which reads the shared slots in place. The reader's
 //                loader has one slot per measured batch and has decoded (filled) them all
 //                before the trainer connects, so the row times the transport alone: slot
@@ -257,7 +257,7 @@ enum class Fill {
                // serving, so the row times the transport (and the trainer's read)
 };
 
-// The reader half in a child process: a BatchSender until the trainer leaves.
+// The reader half in a child process: a ReaderEndpoint until the trainer leaves.
 Result MeasureSender(const char* path, bool shm, bool verify, const Settings& settings,
                      Fill fill = Fill::kLive) {
   const std::string bind = shm ? "ipc://" + settings.ipc_dir + "/shm" : "tcp://127.0.0.1:*";
@@ -282,7 +282,7 @@ Result MeasureSender(const char* path, bool shm, bool verify, const Settings& se
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     transport::Context context;
-    transport::BatchSender sender(context, *loader, {.endpoint = bind, .shared_memory = shm});
+    transport::ReaderEndpoint sender(context, *loader, {.endpoint = bind, .shared_memory = shm});
     publish(sender.endpoint());
     const transport::SendResult result = sender.Run();
     return result == transport::SendResult::kStopped ? 1 : 0;
@@ -357,18 +357,20 @@ Result MeasurePlainZmq(const Settings& settings) {
   return r;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"transport_bench: shm vs memcpy, ZeroMQ transport vs plain ZeroMQ, in one run"};
+// The bench's flags: the measurement's settings, how many rounds, and the JSON switch.
+struct Flags {
   Settings settings;
+  int rounds = 3;
+  bool json = false;
+};
+
+void AddFlags(CLI::App& app, Flags& f) {
+  Settings& settings = f.settings;
   settings.loader.batch_size = 256;
   settings.loader.image_size = 224;
   settings.loader.mode = loader::Mode::kEval;
   settings.loader.workers = 1;
   settings.loader.prefetch_depth = 4;
-  bool json = false;
-  int rounds = 3;
   app.add_option("--batch", settings.loader.batch_size, "samples per batch")
       ->check(tilefeed::tools::AtLeast(1))
       ->capture_default_str();
@@ -388,60 +390,58 @@ int main(int argc, char** argv) {
                  "receiver credits (plain-zmq: its send and receive HWM)")
       ->check(tilefeed::tools::AtLeast(1))
       ->capture_default_str();
-  app.add_option("--rounds", rounds, "measure every path this many times, keep the best")
+  app.add_option("--rounds", f.rounds, "measure every path this many times, keep the best")
       ->check(tilefeed::tools::AtLeast(1))
       ->capture_default_str();
-  app.add_flag("--json", json, "also print one JSON line per path");
-  if (const auto rc = tilefeed::tools::ParseArgs(app, argc, argv, "transport_bench")) return *rc;
-  settings.loader.eval_resize = settings.loader.image_size;
-  settings.ipc_dir =
-      (std::filesystem::temp_directory_path() / ("tilefeed-bench-" + std::to_string(getpid())))
-          .string();
-  std::filesystem::create_directories(settings.ipc_dir);
+  app.add_flag("--json", f.json, "also print one JSON line per path");
+}
 
+// Every forked path once, in the table's order.
+std::vector<Result> MeasureForkedPaths(const Settings& settings) {
+  std::vector<Result> now;
+  now.push_back(MeasureMemcpy(settings, false));
+  now.push_back(MeasureMemcpy(settings, true));
+  now.push_back(MeasureSender("shm", true, false, settings, Fill::kPrefilled));
+  now.push_back(MeasureSender("shm", true, true, settings, Fill::kPrefilled));
+  now.push_back(MeasureSender("zmq-tcp", false, false, settings, Fill::kPrefilled));
+  now.push_back(MeasureSender("zmq-tcp", false, true, settings, Fill::kPrefilled));
+  now.push_back(MeasurePlainZmq(settings));
+  now.push_back(MeasureSender("shm+loader", true, false, settings));
+  now.push_back(MeasureSender("zmq-tcp+loader", false, false, settings));
+  return now;
+}
+
+// Every path, the forked ones first: the loader row last starts this process's first
+// threads. Rounds, keeping each row's best: a machine shared with other work slows rows at
+// random, and the ratios compare what each path can do.
+std::vector<Result> MeasureAll(const Settings& settings, int rounds) {
   std::vector<Result> results;
-  try {
-    // Forked paths first: the loader row below starts this process's first threads.
-    // Rounds, keeping each row's best: a machine shared with other work slows rows at
-    // random, and the ratios compare what each path can do.
-    for (int round = 0; round < rounds; ++round) {
-      std::vector<Result> now;
-      now.push_back(MeasureMemcpy(settings, false));
-      now.push_back(MeasureMemcpy(settings, true));
-      now.push_back(MeasureSender("shm", true, false, settings, Fill::kPrefilled));
-      now.push_back(MeasureSender("shm", true, true, settings, Fill::kPrefilled));
-      now.push_back(MeasureSender("zmq-tcp", false, false, settings, Fill::kPrefilled));
-      now.push_back(MeasureSender("zmq-tcp", false, true, settings, Fill::kPrefilled));
-      now.push_back(MeasurePlainZmq(settings));
-      now.push_back(MeasureSender("shm+loader", true, false, settings));
-      now.push_back(MeasureSender("zmq-tcp+loader", false, false, settings));
-      for (std::size_t i = 0; i < now.size(); ++i) {
-        if (round == 0) {
-          results.push_back(now[i]);
-        } else if (now[i].gb_per_s() > results[i].gb_per_s()) {
-          results[i] = now[i];
-        }
+  for (int round = 0; round < rounds; ++round) {
+    const std::vector<Result> now = MeasureForkedPaths(settings);
+    for (std::size_t i = 0; i < now.size(); ++i) {
+      if (round == 0) {
+        results.push_back(now[i]);
+      } else if (now[i].gb_per_s() > results[i].gb_per_s()) {
+        results[i] = now[i];
       }
     }
-    auto loader = MakeLoader(settings);
-    transport::LoaderStream stream(*loader);
-    results.push_back(MeasureStream("loader", "-", stream, settings));
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "transport_bench: %s\n", e.what());
-    std::filesystem::remove_all(settings.ipc_dir);
-    return 1;
   }
-  std::filesystem::remove_all(settings.ipc_dir);
-  if (g_touched == 1) std::printf(" \n");  // keeps the consumers' reads observable
+  auto loader = MakeLoader(settings);
+  transport::LoaderStream stream(*loader);
+  results.push_back(MeasureStream("loader", "-", stream, settings));
+  return results;
+}
 
-  auto rate = [&](const char* path, const char* checksum) {
-    for (const Result& r : results) {
-      if (r.path == path && r.checksum == checksum) return r.gb_per_s();
-    }
-    return 0.0;
-  };
-  const double shm_ratio = rate("shm", "off") / rate("memcpy", "-");
-  const double tcp_ratio = rate("zmq-tcp", "off") / rate("plain-zmq", "-");
+// The rate of the row with this path and checksum; 0 for none.
+double RateOf(const std::vector<Result>& results, const char* path, const char* checksum) {
+  for (const Result& r : results) {
+    if (r.path == path && r.checksum == checksum) return r.gb_per_s();
+  }
+  return 0.0;
+}
+
+void PrintTable(const std::vector<Result>& results, const Settings& settings, double shm_ratio,
+                double tcp_ratio) {
   std::printf(
       "batch %zu x %dx%dx3 uint8 = %.1f MB, %zu timed batches per path (+%zu warmup), "
       "credits %zu, %u cores\n",
@@ -451,24 +451,65 @@ int main(int argc, char** argv) {
   std::printf("%-14s %-9s %9s %8s\n", "path", "checksum", "batches/s", "GB/s");
   for (const Result& r : results) {
     std::printf("%-14s %-9s %9.2f %8.2f\n", r.path.c_str(), r.checksum.c_str(),
-                r.batches / r.seconds, r.gb_per_s());
+                static_cast<double>(r.batches) / r.seconds, r.gb_per_s());
   }
   std::printf("shm / memcpy        %.2f  (goal >= 0.80: %s)\n", shm_ratio,
               shm_ratio >= 0.8 ? "met" : "NOT met");
   std::printf("zmq-tcp / plain-zmq %.2f  (goal >= 0.90: %s)\n", tcp_ratio,
               tcp_ratio >= 0.9 ? "met" : "NOT met");
-  if (json) {
-    for (const Result& r : results) {
-      std::printf(
-          "{\"bench\":\"transport\",\"path\":\"%s\",\"checksum\":\"%s\",\"batch\":%zu,"
-          "\"size\":%d,\"batches\":%zu,\"batches_per_s\":%.3f,\"gb_per_s\":%.3f}\n",
-          r.path.c_str(), r.checksum.c_str(), settings.loader.batch_size,
-          settings.loader.image_size, r.batches, r.batches / r.seconds, r.gb_per_s());
-    }
+}
+
+void PrintJson(const std::vector<Result>& results, const Settings& settings, double shm_ratio,
+               double tcp_ratio) {
+  for (const Result& r : results) {
     std::printf(
-        "{\"bench\":\"transport\",\"ratio\":\"shm/memcpy\",\"value\":%.3f,\"goal\":0.8}\n"
-        "{\"bench\":\"transport\",\"ratio\":\"zmq-tcp/plain-zmq\",\"value\":%.3f,\"goal\":0.9}\n",
-        shm_ratio, tcp_ratio);
+        "{\"bench\":\"transport\",\"path\":\"%s\",\"checksum\":\"%s\",\"batch\":%zu,"
+        "\"size\":%d,\"batches\":%zu,\"batches_per_s\":%.3f,\"gb_per_s\":%.3f}\n",
+        r.path.c_str(), r.checksum.c_str(), settings.loader.batch_size, settings.loader.image_size,
+        r.batches, static_cast<double>(r.batches) / r.seconds, r.gb_per_s());
   }
+  std::printf(
+      "{\"bench\":\"transport\",\"ratio\":\"shm/memcpy\",\"value\":%.3f,\"goal\":0.8}\n"
+      "{\"bench\":\"transport\",\"ratio\":\"zmq-tcp/plain-zmq\",\"value\":%.3f,\"goal\":0.9}\n",
+      shm_ratio, tcp_ratio);
+}
+
+// The bench itself; main() turns an exception that escapes it into one line.
+int Run(int argc, char** argv) {
+  CLI::App app{"transport_bench: shm vs memcpy, ZeroMQ transport vs plain ZeroMQ, in one run"};
+  Flags f;
+  AddFlags(app, f);
+  if (const auto rc = tilefeed::tools::ParseArgs(app, argc, argv, "transport_bench")) return *rc;
+  Settings& settings = f.settings;
+  settings.loader.eval_resize = settings.loader.image_size;
+  settings.ipc_dir =
+      (std::filesystem::temp_directory_path() / ("tilefeed-bench-" + std::to_string(getpid())))
+          .string();
+  std::filesystem::create_directories(settings.ipc_dir);
+  std::vector<Result> results;
+  try {
+    results = MeasureAll(settings, f.rounds);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "transport_bench: %s\n", e.what());
+    std::filesystem::remove_all(settings.ipc_dir);
+    return 1;
+  }
+  std::filesystem::remove_all(settings.ipc_dir);
+  if (g_touched == 1) std::printf(" \n");  // keeps the consumers' reads observable
+  const double shm_ratio = RateOf(results, "shm", "off") / RateOf(results, "memcpy", "-");
+  const double tcp_ratio = RateOf(results, "zmq-tcp", "off") / RateOf(results, "plain-zmq", "-");
+  PrintTable(results, settings, shm_ratio, tcp_ratio);
+  if (f.json) PrintJson(results, settings, shm_ratio, tcp_ratio);
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "transport_bench: %s\n", e.what());
+    return 1;
+  }
 }

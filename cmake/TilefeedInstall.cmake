@@ -16,15 +16,14 @@ foreach(_component IN LISTS _tilefeed_components)
           ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
           LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
           RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-  install(DIRECTORY ${PROJECT_SOURCE_DIR}/tilefeed/${_component}/
-          DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tilefeed/${_component}
-          FILES_MATCHING PATTERN "*.h" PATTERN "detail" EXCLUDE)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/tilefeed/${_component}/
+          DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tilefeed/${_component})
   install(EXPORT tilefeed-${_component}-targets NAMESPACE tilefeed::
           DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/tilefeed)
 endforeach()
 
-# tilefeed/cuda holds two components: cuda_feed (plain C++, always built) and cuda (device.h,
-# built only where CMake found CUDA: TILEFEED_CUDA). TILEFEED_PACKAGE_COMPONENTS, in link
+# include/tilefeed/cuda holds the headers of two components: cuda_feed (plain C++, always
+# built) and cuda (device.h, built only where CMake found CUDA: TILEFEED_CUDA). TILEFEED_PACKAGE_COMPONENTS, in link
 # order, is what this build installs; the package config refuses the others by name.
 set(TILEFEED_PACKAGE_COMPONENTS codecs loader cuda_feed)
 set(_tilefeed_cuda_headers_cuda_feed convert.h feed.h)
@@ -41,7 +40,7 @@ foreach(_component IN ITEMS cuda_feed cuda)
           LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
           RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
   list(TRANSFORM _tilefeed_cuda_headers_${_component}
-       PREPEND ${PROJECT_SOURCE_DIR}/tilefeed/cuda/ OUTPUT_VARIABLE _headers)
+       PREPEND ${PROJECT_SOURCE_DIR}/include/tilefeed/cuda/ OUTPUT_VARIABLE _headers)
   install(FILES ${_headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tilefeed/cuda)
   install(EXPORT tilefeed-${_component}-targets NAMESPACE tilefeed::
           DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/tilefeed)

@@ -69,7 +69,8 @@ std::vector<InMemorySource::Sample> MakeSamples(int count) {
     const int height = 40;
     std::vector<std::uint8_t> pixels(static_cast<std::size_t>(width * height * 3),
                                      static_cast<std::uint8_t>(20 * i));
-    const tilefeed::codecs::ConstPixelView view{pixels.data(), width, height, 3, width * 3};
+    const tilefeed::codecs::ConstPixelView view{pixels.data(), width, height, 3,
+                                                static_cast<std::ptrdiff_t>(width) * 3};
     samples.push_back({tilefeed::codecs::EncodeJpeg(view, {}), i % kClasses});
   }
   return samples;

@@ -198,7 +198,7 @@ inline CLI::Validator ListenPort() {
       "[HOST:]PORT");
 }
 
-// Checks the metrics options (tilefeed/metrics/cli.h's AddFlags) that `app` has:
+// Checks the metrics options (metrics/cli.h's AddFlags) that `app` has:
 // --metrics-interval above 0 seconds, --metrics-port a port.
 inline void CheckMetricsFlags(CLI::App& app) {
   if (CLI::Option* interval = app.get_option_no_throw("--metrics-interval")) {

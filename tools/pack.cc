@@ -24,10 +24,10 @@
 #include <string>
 #include <thread>
 
+#include "metrics/cli.h"
 #include "tilefeed/loader/dataset.h"
 #include "tilefeed/loader/option_specs.h"
 #include "tilefeed/loader/shard_writer.h"
-#include "tilefeed/metrics/cli.h"
 #include "tools/option_flags.h"
 #include "tools/remote_flags.h"
 

@@ -134,7 +134,8 @@ int main(int argc, char** argv) {
     plan.program.erase(plan.program.begin());
   } else if (!plan.program.empty() && plan.program.front().size() > 1 &&
              plan.program.front().front() == '-') {
-    // An option poprun does not know must not reach mpirun as "the program" (issue 15).
+    // An option poprun does not know is a typo to report here, under poprun's name; passed on,
+    // it would reach mpirun as "the program".
     return Fail("unknown option " + plan.program.front() +
                 " (poprun's options come before PROGRAM; see poprun --help, or put -- before "
                 "a PROGRAM whose name starts with -)");

@@ -51,12 +51,12 @@
 #include <thread>
 #include <vector>
 
+#include "metrics/cli.h"
 #include "tilefeed/launch/instance.h"
 #include "tilefeed/loader/bad_sample_log.h"
 #include "tilefeed/loader/dataset.h"
 #include "tilefeed/loader/loader.h"
 #include "tilefeed/loader/option_specs.h"
-#include "tilefeed/metrics/cli.h"
 #include "tilefeed/transport/context.h"
 #include "tilefeed/transport/curve.h"
 #include "tilefeed/transport/loader_terms.h"

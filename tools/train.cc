@@ -55,12 +55,12 @@
 #include <thread>
 #include <vector>
 
+#include "metrics/cli.h"
 #include "tilefeed/launch/instance.h"
 #include "tilefeed/loader/bad_sample_log.h"
 #include "tilefeed/loader/dataset.h"
 #include "tilefeed/loader/loader.h"
 #include "tilefeed/loader/option_specs.h"
-#include "tilefeed/metrics/cli.h"
 #include "tilefeed/trainer/checkpoint.h"
 #include "tilefeed/trainer/mpi_session.h"
 #include "tilefeed/trainer/reference_core.h"

@@ -1,6 +1,6 @@
-"""PNG ImageFolders through the Python module (issue 14): a PNG-only folder and a mixed
-JPEG/PNG one give the pixels Pillow gives for the same resize + center crop. Every image
-is written here, at run time."""
+"""PNG ImageFolders through the Python module (torchvision's ImageFolder loads PNGs, so a folder
+that works there must work here): a PNG-only folder and a mixed JPEG/PNG one give the pixels
+Pillow gives for the same resize + center crop. Every image is written here, at run time."""
 
 import math
 

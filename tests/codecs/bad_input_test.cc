@@ -65,9 +65,10 @@ void PatchSofField(Bytes& b, std::size_t field, int value) {  // field offset af
   b[sof + field + 1] = std::byte(value & 0xFF);
 }
 
-std::vector<Kind> Kinds() {
-  using K = DecodeErrorKind;
-  std::vector<Kind> kinds;
+using K = DecodeErrorKind;
+
+// Files cut short, and bit flips or overwritten bytes in headers or entropy data.
+void AddDamagedFiles(std::vector<Kind>& kinds) {
   kinds.push_back({"truncated baseline",
                    Expect::kError,
                    {K::kTruncated, K::kCorrupt, K::kNotJpeg},
@@ -110,6 +111,11 @@ std::vector<Kind> Kinds() {
          for (std::size_t k = 0; k < 32; ++k) b[at + k] = std::byte(rng());
          return b;
        }});
+}
+
+// Headers that declare what the decoder must refuse: sizes past the limit or zero, too many
+// scans, precisions and processes libjpeg-turbo does not decode.
+void AddBadHeaders(std::vector<Kind>& kinds) {
   kinds.push_back(
       {"huge declared size", Expect::kError, {K::kTooLarge}, [](std::mt19937& rng, int i) {
          Bytes b = Baseline(i);
@@ -133,7 +139,8 @@ std::vector<Kind> Kinds() {
                      }
                      Bytes out(b.begin(), b.end() - 2);
                      for (int r = 0; r < 150; ++r)
-                       out.insert(out.end(), b.begin() + last, b.end() - 2);
+                       out.insert(out.end(), b.begin() + static_cast<std::ptrdiff_t>(last),
+                                  b.end() - 2);
                      out.push_back(std::byte{0xFF});
                      out.push_back(std::byte{0xD9});
                      return out;
@@ -156,6 +163,10 @@ std::vector<Kind> Kinds() {
                      b[FindMarker(b, 0xC0) + 1] = std::byte{0xC5};
                      return b;
                    }});
+}
+
+// Valid arithmetic-coded JPEGs, and files that are not JPEGs at all.
+void AddOtherFormats(std::vector<Kind>& kinds) {
   kinds.push_back({"arithmetic coded (valid)", Expect::kPixels, {}, [](std::mt19937&, int i) {
                      EncodeOptions o;
                      o.arithmetic = true;
@@ -183,6 +194,11 @@ std::vector<Kind> Kinds() {
                      (void)i;
                      return b;
                    }});
+}
+
+// Broken marker structure: garbage after SOI, no EOI, segment lengths past the end, wrong
+// restart markers; and a truncated CMYK file.
+void AddBrokenStructure(std::vector<Kind>& kinds) {
   kinds.push_back({"SOI then garbage",
                    Expect::kError,
                    {K::kCorrupt, K::kTruncated, K::kUnsupported},
@@ -227,6 +243,15 @@ std::vector<Kind> Kinds() {
                      b.resize(rng() % (b.size() - 2));
                      return b;
                    }});
+}
+
+// Every kind, in a fixed order: the files are drawn from one generator in this order.
+std::vector<Kind> Kinds() {
+  std::vector<Kind> kinds;
+  AddDamagedFiles(kinds);
+  AddBadHeaders(kinds);
+  AddOtherFormats(kinds);
+  AddBrokenStructure(kinds);
   return kinds;
 }
 
@@ -240,7 +265,7 @@ TEST(BadInput, ThousandsOfBrokenFilesGiveTheirDocumentedResult) {
   JpegOptions lenient_options = strict_options;
   lenient_options.corrupt_data = CorruptDataPolicy::kAccept;
   JpegDecoder lenient(lenient_options);
-  std::vector<std::uint8_t> out(64 * 64 * 3);
+  std::vector<std::uint8_t> out(std::size_t{64} * 64 * 3);
   const PixelView view = PixelView::Interleaved(out.data(), 64, 64);
   std::mt19937 rng(2024);
   int files = 0;
@@ -290,7 +315,7 @@ TEST(BadInput, ThousandsOfBrokenFilesGiveTheirDocumentedResult) {
 
 TEST(BadInput, Lz4RawTensorsSurviveRandomDamage) {
   std::mt19937 rng(7);
-  std::vector<std::uint8_t> pixels(24 * 16 * 3);
+  std::vector<std::uint8_t> pixels(std::size_t{24} * 16 * 3);
   for (auto& p : pixels) p = std::uint8_t(rng() % 7);  // compressible
   const Bytes good = EncodeRaw(pixels, RawInfo{16, 24, 3});
   std::vector<std::uint8_t> out(pixels.size());

@@ -224,7 +224,7 @@ TEST(CoefficientStore, ReadsTheHeaderAlone) {
 // crash (the ASan build runs this too).
 void ExpectDamageReported(const std::vector<std::byte>& record) {
   CoefficientDecoder decoder;
-  std::vector<std::uint8_t> out(32 * 32 * 3);
+  std::vector<std::uint8_t> out(std::size_t{32} * 32 * 3);
   const CropPlan plan{{10, 10, 120, 80}, false};
   auto decode = [&](std::span<const std::byte> bytes) {
     try {
@@ -268,7 +268,7 @@ TEST(CoefficientStore, DamagedRecordsAreDecodeErrors) {
 TEST(CoefficientStore, CropOutsideTheImageIsAnInvalidArgument) {
   const auto record = MustPack(MakeJpeg(40, 30, {}, 6));
   CoefficientDecoder decoder;
-  std::vector<std::uint8_t> out(8 * 8 * 3);
+  std::vector<std::uint8_t> out(std::size_t{8} * 8 * 3);
   try {
     decoder.DecodeInto(record, {{30, 0, 20, 10}, false}, PixelView::Interleaved(out.data(), 8, 8));
     FAIL() << "accepted a crop outside the image";

@@ -234,7 +234,8 @@ TEST(JpegIndexedDecode, EntropyDecodesOnlyTheIntervalsAroundTheCrop) {
     }
   }
   IndexedJpegDecoder decoder(options);
-  std::vector<std::uint8_t> clean(128 * 128 * 3), from_damaged(128 * 128 * 3);
+  std::vector<std::uint8_t> clean(std::size_t{128} * 128 * 3),
+      from_damaged(std::size_t{128} * 128 * 3);
   decoder.DecodeInto(t.jpeg, t.index, plan, PixelView::Interleaved(clean.data(), 128, 128));
   const DecodeReport report = decoder.DecodeInto(
       damaged, t.index, plan, PixelView::Interleaved(from_damaged.data(), 128, 128));
@@ -275,7 +276,7 @@ TEST(JpegIndex, AnIndexOfAnotherFileIsRejected) {
   JpegIntervalIndex wrong = b.index;
   wrong.offsets[5] = 1u << 30;
   IndexedJpegDecoder decoder;
-  std::vector<std::uint8_t> out(32 * 32 * 3);
+  std::vector<std::uint8_t> out(std::size_t{32} * 32 * 3);
   const auto view = PixelView::Interleaved(out.data(), 32, 32);
   // Row 0 holds interval 5 (21 MCUs per row, 3 per interval at 32 px: 7 per row).
   EXPECT_THROW(decoder.DecodeInto(b.jpeg, wrong, {{200, 0, 60, 20}}, view), DecodeError);
@@ -300,7 +301,7 @@ struct DamagedOutcome {
 DamagedOutcome DecodeDamaged(IndexedJpegDecoder& decoder, std::span<const std::byte> stored,
                              std::span<const std::byte> jpeg, const Rect& crop) {
   DamagedOutcome outcome;
-  outcome.pixels.assign(48 * 48 * 3, 0);
+  outcome.pixels.assign(std::size_t{48} * 48 * 3, 0);
   try {
     const JpegIntervalIndex index = ParseIndex(stored, jpeg);
     const DecodeReport report = decoder.DecodeInto(

@@ -44,7 +44,7 @@ std::vector<std::uint8_t> Reference(const std::vector<std::uint8_t>& full, const
   Resizer resizer;
   const Rect& c = plan.crop;
   const ConstPixelView cropped{full.data() + (std::size_t(c.y) * info.width + c.x) * 3, c.width,
-                               c.height, 3, info.width * 3};
+                               c.height, 3, static_cast<std::ptrdiff_t>(info.width) * 3};
   resizer.Resize(cropped, SourceBox{0, 0, double(c.width), double(c.height)},
                  PixelView::Interleaved(out.data(), out_w, out_h), plan.flip);
   return out;
@@ -66,7 +66,8 @@ std::vector<std::uint8_t> ScaledReference(const ScaledImage& scaled, const CropP
   const int ix1 = static_cast<int>(std::ceil(bx1));
   const int iy1 = static_cast<int>(std::ceil(by1));
   const ConstPixelView window{scaled.pixels.data() + (std::size_t(iy0) * scaled.width + ix0) * 3,
-                              ix1 - ix0, iy1 - iy0, 3, scaled.width * 3};
+                              ix1 - ix0, iy1 - iy0, 3,
+                              static_cast<std::ptrdiff_t>(scaled.width) * 3};
   std::vector<std::uint8_t> out(std::size_t(out_w) * out_h * 3);
   Resizer resizer;
   resizer.Resize(window, SourceBox{bx0 - ix0, by0 - iy0, bx1 - ix0, by1 - iy0},
@@ -290,7 +291,7 @@ TEST(JpegCrop, UsesDctScalingAndDecodesOnlyTheCropRows) {
   EncodeOptions o;
   const auto jpeg = MakeJpeg(1600, 1200, o);
   JpegDecoder decoder;
-  std::vector<std::uint8_t> out(224 * 224 * 3);
+  std::vector<std::uint8_t> out(std::size_t{224} * 224 * 3);
   const DecodeReport report = decoder.DecodeInto(jpeg, CropPlan{{400, 300, 900, 900}},
                                                  PixelView::Interleaved(out.data(), 224, 224));
   const DecodeReport middle = decoder.DecodeInto(jpeg, CropPlan{{400, 100, 900, 900}},
@@ -316,7 +317,7 @@ TEST(JpegCrop, DataBelowTheCropIsNeverRead) {
   auto jpeg = MakeJpeg(512, 512, o, 3);
   jpeg.resize(jpeg.size() / 2);
   JpegDecoder decoder;
-  std::vector<std::uint8_t> out(64 * 64 * 3);
+  std::vector<std::uint8_t> out(std::size_t{64} * 64 * 3);
   const DecodeReport report = decoder.DecodeInto(jpeg, CropPlan{{100, 0, 200, 150}},
                                                  PixelView::Interleaved(out.data(), 64, 64));
   EXPECT_FALSE(report.warning);
@@ -333,7 +334,7 @@ TEST(JpegCrop, DataBelowTheCropIsNeverRead) {
 TEST(JpegCrop, FlipMirrorsExactly) {
   const auto jpeg = MakeJpeg(300, 200, EncodeOptions{});
   JpegDecoder decoder;
-  std::vector<std::uint8_t> a(50 * 40 * 3), b(50 * 40 * 3);
+  std::vector<std::uint8_t> a(std::size_t{50} * 40 * 3), b(std::size_t{50} * 40 * 3);
   const Rect crop{20, 10, 150, 120};
   decoder.DecodeInto(jpeg, {crop, false}, PixelView::Interleaved(a.data(), 50, 40));
   decoder.DecodeInto(jpeg, {crop, true}, PixelView::Interleaved(b.data(), 50, 40));
@@ -349,7 +350,7 @@ TEST(JpegCrop, FlipMirrorsExactly) {
 TEST(JpegCrop, PlannerSeesTheHeaderAndGivesTheSamePixelsAsTwoSteps) {
   const auto jpeg = MakeJpeg(301, 203, EncodeOptions{}, 5);
   JpegDecoder decoder;
-  std::vector<std::uint8_t> two_steps(64 * 48 * 3), planned(64 * 48 * 3);
+  std::vector<std::uint8_t> two_steps(std::size_t{64} * 48 * 3), planned(std::size_t{64} * 48 * 3);
   const ImageInfo info = decoder.ReadInfo(jpeg);
   const CropPlan plan{Rect{info.width / 4, info.height / 3, info.width / 2, info.height / 2}, true};
   const DecodeReport expected =
@@ -374,7 +375,7 @@ TEST(JpegCrop, PlannerSeesTheHeaderAndGivesTheSamePixelsAsTwoSteps) {
 TEST(JpegCrop, PlannerExceptionLeavesTheDecoderUsable) {
   const auto jpeg = MakeJpeg(120, 90, EncodeOptions{}, 6);
   JpegDecoder decoder;
-  std::vector<std::uint8_t> out(32 * 32 * 3), again(32 * 32 * 3);
+  std::vector<std::uint8_t> out(std::size_t{32} * 32 * 3), again(std::size_t{32} * 32 * 3);
   const PixelView view = PixelView::Interleaved(out.data(), 32, 32);
   EXPECT_THROW(
       decoder.DecodeInto(
@@ -391,9 +392,9 @@ TEST(JpegCrop, WritesThroughStridesAndNothingElse) {
   const auto jpeg = MakeJpeg(300, 200, EncodeOptions{});
   JpegDecoder decoder;
   const int w = 32, h = 24, stride = 200;
-  std::vector<std::uint8_t> packed(w * h * 3);
-  std::vector<std::uint8_t> padded(stride * (h + 2), 0xAB);
-  std::vector<std::uint8_t> planar(w * h * 3);
+  std::vector<std::uint8_t> packed(static_cast<std::size_t>(w) * h * 3);
+  std::vector<std::uint8_t> padded(static_cast<std::size_t>(stride) * (h + 2), 0xAB);
+  std::vector<std::uint8_t> planar(static_cast<std::size_t>(w) * h * 3);
   const CropPlan plan{{10, 10, 200, 150}};
   decoder.DecodeInto(jpeg, plan, PixelView::Interleaved(packed.data(), w, h));
   decoder.DecodeInto(jpeg, plan, PixelView::Interleaved(padded.data() + stride, w, h, 3, stride));
@@ -416,7 +417,7 @@ TEST(JpegCrop, WritesThroughStridesAndNothingElse) {
 TEST(JpegCrop, RejectsCropsOutsideTheImage) {
   const auto jpeg = MakeJpeg(100, 80, EncodeOptions{});
   JpegDecoder decoder;
-  std::vector<std::uint8_t> out(16 * 16 * 3);
+  std::vector<std::uint8_t> out(std::size_t{16} * 16 * 3);
   const auto view = PixelView::Interleaved(out.data(), 16, 16);
   for (const Rect& bad : {Rect{0, 0, 0, 10}, Rect{-1, 0, 10, 10}, Rect{95, 0, 10, 10},
                           Rect{0, 75, 10, 10}, Rect{0, 0, 101, 80}}) {
@@ -435,7 +436,7 @@ TEST(JpegCrop, RejectsCropsOutsideTheImage) {
 // happened; none may crash (these also run under ASan+UBSan in CI).
 
 DecodeError DecodeExpectingError(JpegDecoder& decoder, std::span<const std::byte> bytes) {
-  std::vector<std::uint8_t> out(32 * 32 * 3);
+  std::vector<std::uint8_t> out(std::size_t{32} * 32 * 3);
   try {
     const ImageInfo info = decoder.ReadInfo(bytes);
     decoder.DecodeInto(bytes, {Rect{0, 0, info.width, info.height}},
@@ -492,7 +493,7 @@ TEST(JpegBadInput, TruncatedFileIsAcceptedWithWarningWhenAskedTo) {
   JpegOptions lenient;
   lenient.corrupt_data = CorruptDataPolicy::kAccept;
   JpegDecoder decoder(lenient);
-  std::vector<std::uint8_t> out(32 * 32 * 3);
+  std::vector<std::uint8_t> out(std::size_t{32} * 32 * 3);
   const DecodeReport report =
       decoder.DecodeInto(jpeg, {Rect{0, 0, 200, 150}}, PixelView::Interleaved(out.data(), 32, 32));
   EXPECT_TRUE(report.warning);
@@ -518,7 +519,7 @@ TEST(JpegBadInput, CorruptEntropyDataNeverCrashes) {
   lenient.corrupt_data = CorruptDataPolicy::kAccept;
   JpegDecoder strict, tolerant(lenient);
   std::mt19937 rng(3);
-  std::vector<std::uint8_t> out(64 * 64 * 3);
+  std::vector<std::uint8_t> out(std::size_t{64} * 64 * 3);
   int errors = 0;
   for (int trial = 0; trial < 300; ++trial) {
     auto jpeg = original;
@@ -586,7 +587,8 @@ TEST(JpegBadInput, AbsurdScanCountIsBounded) {
     if (jpeg[i] == std::byte{0xFF} && jpeg[i + 1] == std::byte{0xDA}) last_sos = i;
   }
   ASSERT_GT(last_sos, 0u);
-  const std::vector<std::byte> scan(jpeg.begin() + last_sos, jpeg.end() - 2);  // up to EOI
+  const std::vector<std::byte> scan(jpeg.begin() + static_cast<std::ptrdiff_t>(last_sos),
+                                    jpeg.end() - 2);  // up to EOI
   std::vector<std::byte> hostile(jpeg.begin(), jpeg.end() - 2);
   for (int i = 0; i < 300; ++i) hostile.insert(hostile.end(), scan.begin(), scan.end());
   hostile.push_back(std::byte{0xFF});
@@ -607,7 +609,7 @@ TEST(JpegBadInput, DecoderRecoversAfterEveryKindOfError) {
   const auto good = MakeJpeg(120, 90, EncodeOptions{});
   auto truncated = good;
   truncated.resize(good.size() / 3);
-  std::vector<std::uint8_t> out(24 * 24 * 3), again(24 * 24 * 3);
+  std::vector<std::uint8_t> out(std::size_t{24} * 24 * 3), again(std::size_t{24} * 24 * 3);
   const auto view = PixelView::Interleaved(out.data(), 24, 24);
   decoder.DecodeInto(good, {Rect{0, 0, 120, 90}}, view);
   for (const auto& bad : {testing::MakePngBytes(), truncated, std::vector<std::byte>{}}) {

@@ -31,9 +31,10 @@ std::vector<std::uint8_t> Reference(const TestPng& png, const CropPlan& plan, in
   Resizer resizer;
   const Rect& c = plan.crop;
   const std::uint8_t* corner = png.rgb.data() + (std::size_t(c.y) * png.width + c.x) * 3;
-  resizer.Resize(ConstPixelView{corner, c.width, c.height, 3, png.width * 3},
-                 SourceBox{0, 0, double(c.width), double(c.height)},
-                 PixelView::Interleaved(out.data(), out_w, out_h), plan.flip);
+  resizer.Resize(
+      ConstPixelView{corner, c.width, c.height, 3, static_cast<std::ptrdiff_t>(png.width) * 3},
+      SourceBox{0, 0, double(c.width), double(c.height)},
+      PixelView::Interleaved(out.data(), out_w, out_h), plan.flip);
   return out;
 }
 
@@ -46,7 +47,7 @@ std::vector<std::uint8_t> Decode(PngDecoder& decoder, const TestPng& png, const 
 
 DecodeErrorKind KindOfFailure(PngDecoder& decoder, const std::vector<std::byte>& bytes,
                               std::string* message = nullptr) {
-  std::vector<std::uint8_t> out(16 * 16 * 3);
+  std::vector<std::uint8_t> out(std::size_t{16} * 16 * 3);
   try {
     decoder.DecodeInto(
         Bytes(bytes),
@@ -115,7 +116,7 @@ INSTANTIATE_TEST_SUITE_P(Png, EveryKind,
 TEST(Png, DecodingStopsAfterTheCropsLastRow) {
   const TestPng png = MakeTestPng(PngKind::kRgb8, 40, 100);
   PngDecoder decoder;
-  std::vector<std::uint8_t> out(8 * 8 * 3);
+  std::vector<std::uint8_t> out(std::size_t{8} * 8 * 3);
   const DecodeReport report = decoder.DecodeInto(png.bytes, CropPlan{Rect{5, 10, 30, 20}},
                                                  PixelView::Interleaved(out.data(), 8, 8));
   EXPECT_EQ(report.decoded.height, 30);
@@ -126,7 +127,7 @@ TEST(Png, PlannerAndPlanarOutput) {
   const TestPng png = MakeTestPng(PngKind::kRgba8, 50, 30);
   PngDecoder decoder;
   const CropPlan plan{Rect{10, 5, 30, 20}, true};
-  std::vector<std::uint8_t> planar(12 * 12 * 3);
+  std::vector<std::uint8_t> planar(std::size_t{12} * 12 * 3);
   decoder.DecodeInto(
       png.bytes,
       [&](const ImageInfo& info) {
@@ -148,7 +149,7 @@ TEST(Png, PlannerAndPlanarOutput) {
 TEST(Png, AnExceptionFromThePlannerLeavesTheDecoderReady) {
   const TestPng png = MakeTestPng(PngKind::kGray8, 20, 20);
   PngDecoder decoder;
-  std::vector<std::uint8_t> out(4 * 4 * 3);
+  std::vector<std::uint8_t> out(std::size_t{4} * 4 * 3);
   const auto view = PixelView::Interleaved(out.data(), 4, 4);
   EXPECT_THROW(
       decoder.DecodeInto(
@@ -238,7 +239,7 @@ TEST(PngBad, ABadChunkCrcFailsEveryDecode) {
     const std::size_t size = static_cast<std::size_t>(png[at + 2]) << 8 | std::size_t(png[at + 3]);
     png[at + 8 + size] ^= std::byte{0x5A};  // the CRC field
     PngDecoder decoder;
-    std::vector<std::uint8_t> out(4 * 4 * 3);
+    std::vector<std::uint8_t> out(std::size_t{4} * 4 * 3);
     try {
       decoder.DecodeInto(png, CropPlan{Rect{0, 0, 4, 4}}, PixelView::Interleaved(out.data(), 4, 4));
       ADD_FAILURE() << "decoded a PNG whose " << chunk << " CRC is wrong";
@@ -314,7 +315,7 @@ TEST(PngBad, HugeDeclaredSizeIsRefusedFromTheHeader) {
 TEST(PngBad, CropOutsideTheImage) {
   const TestPng png = MakeTestPng(PngKind::kRgb8, 10, 10);
   PngDecoder decoder;
-  std::vector<std::uint8_t> out(4 * 4 * 3);
+  std::vector<std::uint8_t> out(std::size_t{4} * 4 * 3);
   for (const Rect& crop :
        {Rect{0, 0, 11, 10}, Rect{5, 5, 6, 5}, Rect{-1, 0, 5, 5}, Rect{0, 0, 0, 5}}) {
     try {

@@ -92,7 +92,8 @@ TEST(RawTest, EveryTruncationIsRejected) {
     const std::vector<std::byte> encoded = EncodeRaw(pixels, info);
     for (std::size_t length = 0; length < encoded.size(); ++length) {
       // A copy of exactly `length` bytes, so ASan sees any read past it.
-      const std::vector<std::byte> cut(encoded.begin(), encoded.begin() + length);
+      const std::vector<std::byte> cut(encoded.begin(),
+                                       encoded.begin() + static_cast<std::ptrdiff_t>(length));
       std::vector<std::uint8_t> out(info.pixel_bytes());
       EXPECT_EQ(ErrorKindOf([&] { DecodeRawInto(cut, out); }), DecodeErrorKind::kTruncated)
           << "length " << length;

@@ -20,7 +20,9 @@ struct Image {
   std::vector<std::uint8_t> pixels;
 
   Image(int w, int h) : width(w), height(h), pixels(static_cast<std::size_t>(w) * h * 3) {}
-  ConstPixelView view() const { return {pixels.data(), width, height, 3, width * 3}; }
+  ConstPixelView view() const {
+    return {pixels.data(), width, height, 3, static_cast<std::ptrdiff_t>(width) * 3};
+  }
   std::uint8_t at(int y, int x, int c) const {
     return pixels[(static_cast<std::size_t>(y) * width + x) * 3 + c];
   }
@@ -326,7 +328,7 @@ TEST(ResizeTest, WritesNothingOutsideDst) {
         const std::ptrdiff_t rel = i - offset;
         const std::ptrdiff_t y = rel >= 0 ? rel / row_stride : -1;
         const std::ptrdiff_t col = rel >= 0 ? rel % row_stride : -1;
-        if (y >= 0 && y < oh && col < ow * 3) {
+        if (y >= 0 && y < oh && col < static_cast<std::int64_t>(ow) * 3) {
           ASSERT_EQ(buffer[i], want.pixels[y * ow * 3 + col]) << "inside dst at " << rel;
         } else {
           ASSERT_EQ(buffer[i], kGuard)
@@ -369,7 +371,7 @@ TEST(ResizeTest, ReadsSourceThroughItsRowStride) {
   const std::ptrdiff_t stride = 30 * 3 + 5;
   std::vector<std::uint8_t> padded(static_cast<std::size_t>(stride) * 20, 0xFF);
   for (int y = 0; y < 20; ++y) {
-    std::copy_n(&tight.pixels[y * 90], 90, &padded[y * stride]);
+    std::copy_n(&tight.pixels[static_cast<std::size_t>(y) * 90], 90, &padded[y * stride]);
   }
   const ConstPixelView view{padded.data(), 30, 20, 3, stride};
   for (const auto& [ow, oh] : {std::pair{30, 20}, {11, 7}, {45, 31}}) {
@@ -407,7 +409,7 @@ TEST(CopyPixelsTest, CopiesAndConvertsLayouts) {
   for (const bool flip : {false, true}) {
     Image hwc(13, 7);
     CopyPixels(src.view(), PixelView::Interleaved(hwc.pixels.data(), 13, 7), flip);
-    std::vector<std::uint8_t> chw(13 * 7 * 3);
+    std::vector<std::uint8_t> chw(std::size_t{13} * 7 * 3);
     CopyPixels(src.view(), PixelView::Planar(chw.data(), 13, 7), flip);
     for (int y = 0; y < 7; ++y) {
       for (int x = 0; x < 13; ++x) {

@@ -51,7 +51,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     codecs::UnpackedCoefficients blocks;
     if (unpacked) blocks = codecs::UnpackCoefficients(record, options.max_pixels);
     for (int i = 0; i < 2; ++i) {
-      const codecs::CropPlan plan = PlanFor(data + 1 + 4 * i, info, (data[0] & 8) != 0);
+      const codecs::CropPlan plan =
+          PlanFor(data + 1 + 4 * std::ptrdiff_t{i}, info, (data[0] & 8) != 0);
       const int out_w = 1 + data[3 + 4 * i] % 48;
       const int out_h = 1 + data[4 + 4 * i] % 48;
       std::vector<std::uint8_t> out(static_cast<std::size_t>(out_w) * out_h * 3);

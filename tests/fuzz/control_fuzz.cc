@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <span>
 
-#include "tilefeed/transport/detail/wire.h"
 #include "tilefeed/transport/session.h"
+#include "transport/wire.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace tilefeed::transport;

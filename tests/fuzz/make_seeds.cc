@@ -16,17 +16,30 @@
 #include "tilefeed/codecs/jpeg_encoder.h"
 #include "tilefeed/codecs/jpeg_index.h"
 #include "tilefeed/codecs/raw.h"
-#include "tilefeed/transport/detail/wire.h"
 #include "tilefeed/transport/session.h"
+#include "transport/wire.h"
 
-int main(int argc, char** argv) {
-  namespace codecs = tilefeed::codecs;
-  namespace testing = tilefeed::testing;
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: make_seeds DIR\n");
-    return 2;
-  }
-  const std::filesystem::path dir(argv[1]);
+namespace {
+
+namespace codecs = tilefeed::codecs;
+namespace testing = tilefeed::testing;
+namespace transport = tilefeed::transport;
+using Path = std::filesystem::path;
+
+constexpr codecs::Subsampling kThreeSubsamplings[] = {
+    codecs::Subsampling::k420, codecs::Subsampling::k422, codecs::Subsampling::k444};
+
+// A greyscale JPEG's options (the encoder's defaults; the channel count makes it grey).
+codecs::EncodeOptions GrayOptions() { return codecs::EncodeOptions{}; }
+
+codecs::EncodeOptions CmykOptions() {
+  codecs::EncodeOptions cmyk;
+  cmyk.jpeg_color_space = codecs::ColorSpace::kYcck;
+  return cmyk;
+}
+
+// jpeg_fuzz: the harness's crop parameters (5 bytes), then the JPEG. Returns the count.
+int WriteJpegSeeds(const Path& dir) {
   int n = 0;
   auto jpeg = [&](int w, int h, codecs::EncodeOptions o, int channels = 3) {
     // The first 5 bytes are the harness's crop parameters.
@@ -47,22 +60,27 @@ int main(int argc, char** argv) {
     o.restart_interval = 2;
     jpeg(48, 32, o);
   }
-  codecs::EncodeOptions gray;
-  jpeg(20, 20, gray, 1);
-  codecs::EncodeOptions cmyk;
-  cmyk.jpeg_color_space = codecs::ColorSpace::kYcck;
-  jpeg(24, 16, cmyk, 4);
+  jpeg(20, 20, GrayOptions(), 1);
+  jpeg(24, 16, CmykOptions(), 4);
   codecs::EncodeOptions arith;
   arith.arithmetic = true;
   jpeg(24, 24, arith);
+  return n;
+}
+
+// raw_fuzz: four LZ4 raw tensors.
+void WriteRawSeeds(const Path& dir) {
   for (int i = 0; i < 4; ++i) {
     const codecs::RawInfo info{4 + i, 3 + 2 * i, 1 + i % 3};
     std::vector<std::uint8_t> pixels(info.pixel_bytes());
     for (std::size_t k = 0; k < pixels.size(); ++k) pixels[k] = std::uint8_t(k * 7 % (3 + i));
     testing::WriteFile(dir / "raw" / ("seed" + std::to_string(i)), codecs::EncodeRaw(pixels, info));
   }
-  // jpeg_index_fuzz: flags, crop (4 bytes), the stored index's length (2 bytes, LE), the
-  // index, then the transcoded JPEG it belongs to.
+}
+
+// jpeg_index_fuzz: flags, crop (4 bytes), the stored index's length (2 bytes, LE), the
+// index, then the transcoded JPEG it belongs to. Returns the count.
+int WriteIndexSeeds(const Path& dir) {
   int indexed = 0;
   auto transcoded = [&](int w, int h, codecs::EncodeOptions o, int channels, int width) {
     codecs::TranscodeOptions t;
@@ -82,17 +100,21 @@ int main(int argc, char** argv) {
     bytes.insert(bytes.end(), result.jpeg.begin(), result.jpeg.end());
     testing::WriteFile(dir / "jpeg_index" / ("seed" + std::to_string(indexed++)), bytes);
   };
-  for (auto sub :
-       {codecs::Subsampling::k420, codecs::Subsampling::k422, codecs::Subsampling::k444}) {
+  for (auto sub : kThreeSubsamplings) {
     codecs::EncodeOptions o;
     o.subsampling = sub;
     transcoded(97, 45, o, 3, 16);
     o.progressive = true;
     transcoded(64, 40, o, 3, 32);
   }
-  transcoded(40, 33, gray, 1, 8);
-  transcoded(33, 24, cmyk, 4, 16);
-  // jpeg_coefficients_fuzz: flags, crop (4 bytes), then the coefficient record.
+  transcoded(40, 33, GrayOptions(), 1, 8);
+  transcoded(33, 24, CmykOptions(), 4, 16);
+  return indexed;
+}
+
+// jpeg_coefficients_fuzz: flags, crop (4 bytes), then the coefficient record. Returns the
+// count.
+int WriteCoefficientSeeds(const Path& dir) {
   int stored = 0;
   auto pack = [&](int w, int h, codecs::EncodeOptions o, int channels) {
     const auto result = codecs::PackCoefficients(
@@ -103,17 +125,20 @@ int main(int argc, char** argv) {
     bytes.insert(bytes.end(), result.record.begin(), result.record.end());
     testing::WriteFile(dir / "jpeg_coefficients" / ("seed" + std::to_string(stored++)), bytes);
   };
-  for (auto sub :
-       {codecs::Subsampling::k420, codecs::Subsampling::k422, codecs::Subsampling::k444}) {
+  for (auto sub : kThreeSubsamplings) {
     codecs::EncodeOptions o;
     o.subsampling = sub;
     pack(97, 45, o, 3);
     o.progressive = true;
     pack(64, 40, o, 3);
   }
-  pack(40, 33, gray, 1);
-  pack(33, 24, cmyk, 4);
-  // coefficient_groups_fuzz: flags, two crops (8 bytes), then a record of each layout.
+  pack(40, 33, GrayOptions(), 1);
+  pack(33, 24, CmykOptions(), 4);
+  return stored;
+}
+
+// coefficient_groups_fuzz: flags, two crops (8 bytes), then a record of each layout.
+void WriteGroupSeeds(const Path& dir) {
   int grouped = 0;
   auto pack_layout = [&](int w, int h, codecs::EncodeOptions o, int channels,
                          const codecs::CoefficientPackOptions& layout) {
@@ -144,12 +169,16 @@ int main(int argc, char** argv) {
     o.subsampling = codecs::Subsampling::k444;
     o.quality = 100;  // wide values
     pack_layout(40, 24, o, 3, layout);
-    pack_layout(33, 24, gray, 1, layout);
+    pack_layout(33, 24, GrayOptions(), 1, layout);
   }
   codecs::CoefficientPackOptions v1;
   v1.version = 1;
   pack_layout(64, 40, codecs::EncodeOptions{}, 3, v1);
-  // png_fuzz: flags, crop (4 bytes), then the PNG; every colour type, plain and interlaced.
+}
+
+// png_fuzz: flags, crop (4 bytes), then the PNG; every colour type, plain and interlaced.
+// Returns the count.
+int WritePngSeeds(const Path& dir) {
   int pngs = 0;
   for (const testing::PngKind kind : testing::kAllPngKinds) {
     for (const bool interlaced : {false, true}) {
@@ -160,8 +189,11 @@ int main(int argc, char** argv) {
       testing::WriteFile(dir / "png" / ("seed" + std::to_string(pngs++)), bytes);
     }
   }
-  // control_fuzz: a selector byte (even: a control part, odd: session terms), then the part.
-  namespace transport = tilefeed::transport;
+  return pngs;
+}
+
+// control_fuzz: a selector byte (even: a control part, odd: session terms), then the part.
+void WriteControlSeeds(const Path& dir) {
   auto control = [&](int i, std::byte selector, std::span<const std::byte> part) {
     std::vector<std::byte> bytes = {selector};
     bytes.insert(bytes.end(), part.begin(), part.end());
@@ -179,7 +211,10 @@ int main(int argc, char** argv) {
   terms.slice_index = 3;
   terms.drop_last = true;
   control(3, std::byte{1}, transport::EncodeSessionTerms(terms));
-  // checkpoint_fuzz: a selector byte (odd: the harness appends the checksum), then a file.
+}
+
+// checkpoint_fuzz: a selector byte (odd: the harness appends the checksum), then a file.
+void WriteCheckpointSeeds(const Path& dir) {
   auto checkpoint = [&](int i, const std::string& header, std::size_t floats) {
     std::string file = header + std::string(floats * 4, '\x3f');
     std::vector<std::byte> bytes = {std::byte{1}};
@@ -194,9 +229,27 @@ int main(int argc, char** argv) {
              "tilefeed-checkpoint v1 step=0 epoch=0 core=synthetic parameters=0 velocity=0\n"
              "tilefeed-remote-state v1 epoch=0 position=0\n",
              0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: make_seeds DIR\n");
+    return 2;
+  }
+  const Path dir(argv[1]);
+  const int jpegs = WriteJpegSeeds(dir);
+  WriteRawSeeds(dir);
+  const int indexed = WriteIndexSeeds(dir);
+  const int stored = WriteCoefficientSeeds(dir);
+  WriteGroupSeeds(dir);
+  const int pngs = WritePngSeeds(dir);
+  WriteControlSeeds(dir);
+  WriteCheckpointSeeds(dir);
   std::printf(
       "wrote %d JPEG, 4 raw, %d JPEG-index, %d coefficient, %d PNG, control and checkpoint seeds "
       "under %s\n",
-      n, indexed, stored, pngs, dir.c_str());
+      jpegs, indexed, stored, pngs, dir.c_str());
   return 0;
 }

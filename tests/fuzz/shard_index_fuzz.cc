@@ -1,4 +1,4 @@
-// libFuzzer target: the record-shard parsers (tilefeed/loader/detail/shard_format.h) on arbitrary
+// libFuzzer target: the record-shard parsers (loader/shard_format.h) on arbitrary
 // bytes. ShardFormatError is the only acceptable failure, a footer that parses must
 // describe records that lie inside the file, contiguous, before the index, and a record
 // that CheckRecord accepts must have an interval index length that leaves a non-empty
@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tilefeed/loader/detail/shard_format.h"
+#include "loader/shard_format.h"
 
 namespace {
 

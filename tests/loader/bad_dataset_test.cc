@@ -1,7 +1,8 @@
-// The loader over a dataset with 1 % bad files (issue 8): under BadSamplePolicy::kSkip every
-// good sample of an instance's slice is delivered, no bad one ever is, and each bad one is
-// reported exactly once with its path and a reason; under kFail the epoch stops at the first
-// bad file of the instance's order, naming it. With 1 and 2 instances (shards).
+// The loader over a dataset with 1 % bad files (one bad file must neither kill a multi-day job
+// nor change it silently): under BadSamplePolicy::kSkip every good sample of an instance's
+// slice is delivered, no bad one ever is, and each bad one is reported exactly once with its
+// path and a reason; under kFail the epoch stops at the first bad file of the instance's order,
+// naming it. With 1 and 2 instances (shards).
 
 #include <gtest/gtest.h>
 

@@ -15,12 +15,12 @@
 #include <tuple>
 #include <vector>
 
+#include "loader/shard_format.h"
 #include "tests/support/jpeg_maker.h"
 #include "tests/support/loader_runs.h"
 #include "tests/support/temp_dir.h"
 #include "tilefeed/codecs/jpeg_coefficients.h"
 #include "tilefeed/codecs/jpeg_encoder.h"
-#include "tilefeed/loader/detail/shard_format.h"
 #include "tilefeed/loader/image_folder.h"
 #include "tilefeed/loader/loader.h"
 #include "tilefeed/loader/shard_source.h"
@@ -37,7 +37,7 @@ using testing::WriteFile;
 // 3 classes of JPEGs in the encodings people meet (4:2:0, 4:4:4, 4:2:2, progressive,
 // grayscale, restart markers, arithmetic coding) and one PNG named .jpg.
 fs::path MakeFolder(const TempDir& dir, int per_class) {
-  const fs::path root = dir.path() / "folder";
+  fs::path root = dir.path() / "folder";
   int n = 0;
   for (int c = 0; c < 3; ++c) {
     for (int i = 0; i < per_class; ++i, ++n) {

@@ -17,12 +17,12 @@
 #include <tuple>
 #include <vector>
 
+#include "loader/shard_format.h"
 #include "tests/support/jpeg_maker.h"
 #include "tests/support/loader_runs.h"
 #include "tests/support/temp_dir.h"
 #include "tilefeed/codecs/jpeg_encoder.h"
 #include "tilefeed/codecs/jpeg_index.h"
-#include "tilefeed/loader/detail/shard_format.h"
 #include "tilefeed/loader/image_folder.h"
 #include "tilefeed/loader/loader.h"
 #include "tilefeed/loader/shard_source.h"
@@ -40,7 +40,7 @@ using testing::WriteFile;
 // people meet: 4:2:0, 4:2:2, 4:4:4, progressive, grayscale, with restart markers of
 // their own, and one arithmetic-coded file (which the transcoder refuses).
 fs::path MakeFolder(const TempDir& dir, int per_class) {
-  const fs::path root = dir.path() / "folder";
+  fs::path root = dir.path() / "folder";
   int n = 0;
   for (int c = 0; c < 3; ++c) {
     for (int i = 0; i < per_class; ++i, ++n) {

@@ -240,6 +240,7 @@ TEST(Loader, StopsPromptlyMidEpochUnderLoad) {
     o.epochs = 0;  // endless
     auto loader = std::make_unique<Loader>(ImageFolder::Open(data->dir.path().string()), o);
     std::vector<Batch> held;
+    held.reserve(static_cast<std::size_t>(taken));
     for (int i = 0; i < taken; ++i) held.push_back(*loader->Next());
     held.clear();  // slots go back before the loader goes
     const auto start = std::chrono::steady_clock::now();
@@ -258,6 +259,7 @@ TEST(Loader, BatchesHeldByTheConsumerBoundTheWork) {
   o.prefetch_depth = 3;
   Loader loader(ImageFolder::Open(data->dir.path().string()), o);
   std::vector<Batch> held;
+  held.reserve(3);
   for (int i = 0; i < 3; ++i) held.push_back(*loader.Next());  // every slot is out
   EXPECT_EQ(loader.metrics().images, 6u);                      // so nothing else could be decoded
   held.erase(held.begin());
@@ -275,6 +277,7 @@ TEST(Loader, KeepingEverySlotThrowsInsteadOfWaitingForever) {
   o.held_slots_timeout = std::chrono::milliseconds(100);
   Loader loader(ImageFolder::Open(data->dir.path().string()), o);
   std::vector<Batch> kept;
+  kept.reserve(2);
   for (int i = 0; i < 2; ++i) kept.push_back(*loader.Next());
   const auto start = std::chrono::steady_clock::now();
   try {
@@ -301,6 +304,7 @@ TEST(Loader, SlotsReleasedByAnotherThreadOrAnEpochEndAreNotADeadlock) {
   {
     Loader loader(ImageFolder::Open(small->dir.path().string()), o);
     std::vector<Batch> kept;
+    kept.reserve(3);
     for (int i = 0; i < 3; ++i) kept.push_back(*loader.Next());
     EXPECT_FALSE(loader.Next().has_value());  // the end-of-epoch marker needs no slot
   }
@@ -308,6 +312,7 @@ TEST(Loader, SlotsReleasedByAnotherThreadOrAnEpochEndAreNotADeadlock) {
   o.held_slots_timeout = LoaderOptions().held_slots_timeout;  // the default: forever
   Loader loader(ImageFolder::Open(data->dir.path().string()), o);
   std::vector<Batch> kept;
+  kept.reserve(3);
   for (int i = 0; i < 3; ++i) kept.push_back(*loader.Next());
   std::jthread releaser([batch = std::move(kept.front())]() mutable { batch.ReturnSlot(); });
   auto next = loader.Next();  // waits for the other thread's release
@@ -325,7 +330,7 @@ TEST(Loader, NchwIsTheTransposeOfNhwc) {
   ASSERT_EQ(a.batches, b.batches);
   const int s = 24;
   for (std::size_t k = 0; k < a.images.size(); ++k) {
-    const std::size_t n = a.images[k].size() / (s * s * 3);
+    const std::size_t n = a.images[k].size() / (static_cast<std::size_t>(s) * s * 3);
     for (std::size_t i = 0; i < n; ++i) {
       for (int p = 0; p < s * s; ++p) {
         for (int c = 0; c < 3; ++c) {
@@ -498,12 +503,12 @@ TEST(Loader, EvalModeIsTheSameEveryEpochUpToOrder) {
   o.epochs = 2;
   Loader loader(ImageFolder::Open(data->dir.path().string()), o);
   std::map<std::uint64_t, std::vector<std::uint8_t>> first;
-  const std::size_t image = 24 * 24 * 3;
+  const std::size_t image = std::size_t{24} * 24 * 3;
   for (int epoch = 0; epoch < 2; ++epoch) {
     for (Batch& b : loader) {
       for (std::size_t i = 0; i < b.size(); ++i) {
-        std::vector<std::uint8_t> px(b.images().begin() + i * image,
-                                     b.images().begin() + (i + 1) * image);
+        const auto at = b.images().begin() + static_cast<std::ptrdiff_t>(i * image);
+        std::vector<std::uint8_t> px(at, at + static_cast<std::ptrdiff_t>(image));
         const std::uint64_t idx = b.sample_indices()[i];
         if (epoch == 0) {
           first[idx] = px;
@@ -528,7 +533,7 @@ TEST(Loader, RawCifarSamplesPassThroughUnchangedAtTheirOwnSize) {
   o.mode = Mode::kEval;
   o.eval_resize = 32;
   o.batch_size = 5;
-  Loader loader(Cifar10::Open(dir.path().string(), CifarSplit::kTest), o);
+  Loader loader(Cifar10::Open(dir.path().string(), Split::kVal), o);
   for (Batch& b : loader) {
     for (std::size_t i = 0; i < b.size(); ++i) {
       const std::uint64_t r = b.sample_indices()[i];
@@ -536,8 +541,10 @@ TEST(Loader, RawCifarSamplesPassThroughUnchangedAtTheirOwnSize) {
       for (int y = 0; y < 32; ++y) {
         for (int x = 0; x < 32; ++x) {
           for (int c = 0; c < 3; ++c) {
-            const auto expected = std::uint8_t(((c * 1024 + y * 32 + x) * 7 + r * 31) & 0xFF);
-            ASSERT_EQ(b.images()[i * 3072 + (y * 32 + x) * 3 + c], expected);
+            const auto expected = std::uint8_t(
+                (static_cast<std::size_t>((c * 1024 + y * 32 + x)) * 7 + r * 31) & 0xFF);
+            ASSERT_EQ(b.images()[i * 3072 + static_cast<std::size_t>((y * 32 + x)) * 3 + c],
+                      expected);
           }
         }
       }
@@ -606,7 +613,7 @@ TEST(LoaderResume, ResumingAtAnyBatchGivesTheUninterruptedBatchesByteForByte) {
       ASSERT_EQ(before.size(), cut);
       saved = LoaderState::Parse(first.state().Serialize());  // through a checkpoint file
     }
-    LoaderOptions resumed = SmallOptions(cut % 2 + 1);  // any worker count
+    LoaderOptions resumed = SmallOptions(static_cast<int>(cut % 2 + 1));  // any worker count
     resumed.batch_size = 4;
     saved.ApplyTo(resumed);
     resumed.epochs = 2 - saved.epoch;

@@ -46,7 +46,7 @@ TEST(OutputConvert, Float32IsTheContractOpByOpInEitherLayout) {
   format.mean = kImageNetMean;
   format.std = kImageNetStd;
   const int height = 2, width = 3;
-  std::vector<std::uint8_t> in(2 * height * width * 3);
+  std::vector<std::uint8_t> in(std::size_t{2} * height * width * 3);
   for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<std::uint8_t>(i * 37 + 11);
   for (OutputLayout layout : {OutputLayout::kNHWC, OutputLayout::kNCHW}) {
     format.layout = layout;

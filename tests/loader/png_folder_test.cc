@@ -1,5 +1,6 @@
-// An ImageFolder with PNGs among its JPEGs (issue 14): every image loads, the PNG's pixels
-// are the PNG decoder's, and the files tilefeed does not decode are counted and reported.
+// An ImageFolder with PNGs among its JPEGs (torchvision's ImageFolder loads them, and they were
+// once silently left out): every image loads, the PNG's pixels are the PNG decoder's, and the
+// files tilefeed does not decode are counted and reported.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -26,7 +27,7 @@ using ::testing::HasSubstr;
 
 TEST(PngFolderTest, FiftyTwoFilesWithAPngLoadFiftyTwoSamples) {
   testing::TempDir dir;
-  const fs::path root = dir.path();
+  const fs::path& root = dir.path();
   for (int i = 0; i < 51; ++i) {
     char name[32];
     std::snprintf(name, sizeof(name), "c%d/img%02d.%s", i % 2, i, i % 5 == 0 ? "JPEG" : "jpg");
@@ -64,8 +65,9 @@ TEST(PngFolderTest, FiftyTwoFilesWithAPngLoadFiftyTwoSamples) {
   for (Batch& batch : loader) {
     for (std::size_t i = 0; i < batch.size(); ++i) {
       if (batch.sample_indices()[i] != png_index) continue;
-      const std::size_t bytes = 16 * 16 * 3;
-      png_row.assign(batch.images().begin() + i * bytes, batch.images().begin() + (i + 1) * bytes);
+      const std::size_t bytes = std::size_t{16} * 16 * 3;
+      const auto at = batch.images().begin() + static_cast<std::ptrdiff_t>(i * bytes);
+      png_row.assign(at, at + static_cast<std::ptrdiff_t>(bytes));
     }
     samples += batch.size();
     EXPECT_EQ(batch.substituted(), 0u);
@@ -75,7 +77,7 @@ TEST(PngFolderTest, FiftyTwoFilesWithAPngLoadFiftyTwoSamples) {
 
   // The loader's row is the PNG decoder's center crop.
   codecs::PngDecoder decoder;
-  std::vector<std::uint8_t> expected(16 * 16 * 3);
+  std::vector<std::uint8_t> expected(std::size_t{16} * 16 * 3);
   decoder.DecodeInto(png.bytes, CenterCropAfterResize(png.width, png.height, 20, 16, 16),
                      codecs::PixelView::Interleaved(expected.data(), 16, 16));
   EXPECT_EQ(png_row, expected);
@@ -86,7 +88,7 @@ TEST(PngFolderTest, FiftyTwoFilesWithAPngLoadFiftyTwoSamples) {
 // JPEG and PNG)". Both are bad samples that say what is wrong.
 TEST(PngFolderTest, DamagedPngsAreBadSamplesSayingWhy) {
   testing::TempDir dir;
-  const fs::path root = dir.path();
+  const fs::path& root = dir.path();
   for (int i = 0; i < 4; ++i) {
     testing::WriteFile(root / "c0" / ("img" + std::to_string(i) + ".jpg"),
                        testing::MakeJpeg(40, 36, {}, i));

@@ -432,7 +432,7 @@ TEST_F(RemoteTest, TheCacheNeverExceedsItsLimit) {
   RemoteOptions o = Remote();
   o.cache_dir = (dir_.path() / "cache").string();
   o.cache_block = 4096;
-  o.cache_limit = 6 * 4096;
+  o.cache_limit = std::uint64_t{6} * 4096;
   ShardReadOptions read;
   read.remote = o;
   const auto local = ShardDataset::Open((root_ / "shards").string());

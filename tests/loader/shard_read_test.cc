@@ -20,10 +20,10 @@
 #include <tuple>
 #include <vector>
 
+#include "loader/shard_format.h"
 #include "tests/support/jpeg_maker.h"
 #include "tests/support/temp_dir.h"
 #include "tilefeed/codecs/jpeg_encoder.h"
-#include "tilefeed/loader/detail/shard_format.h"
 #include "tilefeed/loader/image_folder.h"
 #include "tilefeed/loader/loader.h"
 #include "tilefeed/loader/shard_source.h"
@@ -50,7 +50,7 @@ fs::path MakeShards(const TempDir& dir, int per_class, std::uint64_t shard_bytes
                 testing::MakeJpeg(16 + (n * 13) % 40, 16 + (n * 7) % 30, o, n));
     }
   }
-  const fs::path out = dir.path() / "shards";
+  fs::path out = dir.path() / "shards";
   PackOptions options;
   options.output_dir = out.string();
   options.shard_bytes = shard_bytes;

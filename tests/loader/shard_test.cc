@@ -1,5 +1,5 @@
 // Tests tilefeed/loader/shard_writer.h, tilefeed/loader/shard_source.h and
-// tilefeed/loader/detail/shard_format.h: packing round trips, corruption detection at open and at
+// loader/shard_format.h: packing round trips, corruption detection at open and at
 // read, determinism, and the loader over shards vs. over the folder they were packed from.
 
 #include <fcntl.h>
@@ -18,12 +18,12 @@
 #include <tuple>
 #include <vector>
 
+#include "loader/shard_format.h"
 #include "tests/support/jpeg_maker.h"
 #include "tests/support/temp_dir.h"
 #include "tilefeed/codecs/jpeg_encoder.h"
 #include "tilefeed/codecs/raw.h"
 #include "tilefeed/loader/cifar.h"
-#include "tilefeed/loader/detail/shard_format.h"
 #include "tilefeed/loader/image_folder.h"
 #include "tilefeed/loader/loader.h"
 #include "tilefeed/loader/shard_source.h"
@@ -40,7 +40,7 @@ using testing::XorByte;
 
 // 3 classes of `per_class` JPEGs of varied size and encoding under dir/folder.
 fs::path MakeFolder(const TempDir& dir, int per_class, int min_side = 24) {
-  const fs::path root = dir.path() / "folder";
+  fs::path root = dir.path() / "folder";
   int n = 0;
   for (int c = 0; c < 3; ++c) {
     for (int i = 0; i < per_class; ++i, ++n) {
@@ -213,7 +213,7 @@ TEST(ShardTest, TruncatedForeignAndMissingFilesAreRejectedAtOpenByName) {
   }
   // A foreign file of the right size: the magic is checked first.
   std::vector<std::byte> foreign = original;
-  const char kNotAShard[] = "NOTASHRD";
+  constexpr char kNotAShard[] = "NOTASHRD";
   std::memcpy(foreign.data(), kNotAShard, 8);
   WriteFile(path, foreign);
   try {
@@ -288,7 +288,7 @@ TEST(ShardTest, RefusesANonEmptyOutputWithoutForceAndLeavesForeignFiles) {
 
 // A CIFAR-10 test split of `count` records whose pixels differ everywhere.
 fs::path WriteCifarTest(const TempDir& dir, int count) {
-  const fs::path root = dir.path() / "cifar";
+  fs::path root = dir.path() / "cifar";
   std::vector<std::byte> bytes;
   for (int r = 0; r < count; ++r) {
     bytes.push_back(static_cast<std::byte>(r % 10));
@@ -300,7 +300,7 @@ fs::path WriteCifarTest(const TempDir& dir, int count) {
 
 TEST(ShardTest, AFailedPackLeavesNoManifestOrShard) {
   TempDir dir;
-  const auto cifar = Cifar10::Open(WriteCifarTest(dir, 40).string(), CifarSplit::kTest);
+  const auto cifar = Cifar10::Open(WriteCifarTest(dir, 40).string(), Split::kVal);
   const fs::path out = dir.path() / "shards";
   // Pixels cannot be stored as JPEG: the pack stops at the first sample.
   EXPECT_THROW(Pack(*cifar, out, 4096, ShardCodec::kJpeg), PackError);
@@ -309,7 +309,7 @@ TEST(ShardTest, AFailedPackLeavesNoManifestOrShard) {
 
 TEST(ShardTest, RawRecordsRoundTripBitExact) {
   TempDir dir;
-  const auto cifar = Cifar10::Open(WriteCifarTest(dir, 50).string(), CifarSplit::kTest);
+  const auto cifar = Cifar10::Open(WriteCifarTest(dir, 50).string(), Split::kVal);
   const fs::path out = dir.path() / "shards";
   const PackResult result = Pack(*cifar, out, 16384, ShardCodec::kLz4Raw);
   EXPECT_EQ(result.records, 50u);

@@ -1,9 +1,9 @@
-// Tests tilefeed/loader/detail/sigv4.h: AWS's published S3 example ("Example: GET Object" in
+// Tests loader/sigv4.h: AWS's published S3 example ("Example: GET Object" in
 // "Signature Calculations for the Authorization Header: Transferring Payload in a Single
 // Chunk", AWS S3 API reference), a signature with a session token and an encoded key as
 // botocore 1.29's S3SigV4Auth computes it, SigV4's URI encoding, and where s3:// URLs go.
 
-#include "tilefeed/loader/detail/sigv4.h"
+#include "loader/sigv4.h"
 
 #include <gtest/gtest.h>
 
@@ -33,14 +33,15 @@ TEST(SigV4, AwsPublishedGetObjectExample) {
   request.amz_date = "20130524T000000Z";
   const auto lines = SignV4(request, Key("AKIAIOSFODNN7EXAMPLE",
                                          "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "us-east-1"));
-  const std::vector<std::string> expected = {
-      "host: examplebucket.s3.amazonaws.com", "range: bytes=0-9",
-      "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
-      "x-amz-date: 20130524T000000Z",
+  const std::string authorization =
       "Authorization: AWS4-HMAC-SHA256 "
       "Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/aws4_request, "
       "SignedHeaders=host;range;x-amz-content-sha256;x-amz-date, "
-      "Signature=f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41"};
+      "Signature=f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41";
+  const std::vector<std::string> expected = {
+      "host: examplebucket.s3.amazonaws.com", "range: bytes=0-9",
+      "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+      "x-amz-date: 20130524T000000Z", authorization};
   EXPECT_EQ(lines, expected);
 }
 

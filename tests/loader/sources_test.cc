@@ -390,6 +390,7 @@ TEST(ImageFolderTest, ConcurrentReadsGetTheRightBytes) {
   std::atomic<int> mismatches{0};
   {
     std::vector<std::jthread> threads;
+    threads.reserve(4);
     for (int t = 0; t < 4; ++t) {
       threads.emplace_back([&, t] {
         std::vector<std::byte> buffer;
@@ -437,7 +438,7 @@ void WriteCifarBatch(const fs::path& path, const std::vector<std::uint8_t>& labe
 
 // Five training batches of 7, 1, 3, 2 and 4 records; batch b's seeds start at 100 * b.
 std::vector<std::vector<std::uint8_t>> WriteCifarTrain(const fs::path& dir) {
-  const std::vector<std::vector<std::uint8_t>> labels = {
+  std::vector<std::vector<std::uint8_t>> labels = {
       {0, 1, 2, 3, 4, 5, 6}, {9}, {7, 8, 9}, {1, 1}, {2, 0, 4, 3}};
   for (std::size_t b = 0; b < labels.size(); ++b) {
     WriteCifarBatch(dir / ("data_batch_" + std::to_string(b + 1) + ".bin"), labels[b],
@@ -449,7 +450,7 @@ std::vector<std::vector<std::uint8_t>> WriteCifarTrain(const fs::path& dir) {
 TEST(CifarTest, TrainSplitReadsLabelsAndConvertsChwToHwc) {
   TempDir dir;
   const auto labels = WriteCifarTrain(dir.path());
-  const auto cifar = Cifar10::Open(dir.path().string(), CifarSplit::kTrain);
+  const auto cifar = Cifar10::Open(dir.path().string(), Split::kTrain);
   ASSERT_EQ(cifar->size(), 17u);
   EXPECT_EQ(cifar->class_names().size(), 10u);
   EXPECT_EQ(cifar->class_names()[0], "airplane");
@@ -491,16 +492,18 @@ TEST(CifarTest, TestSplitUsesTestBatchAndMetaNames) {
   for (int i = 0; i < 10; ++i) meta += "class" + std::to_string(i) + "\r\n";
   meta += "\n\n";  // the official file ends with blank lines
   WriteFile(dir.path() / "batches.meta.txt", Bytes(meta));
-  const auto cifar = Cifar10::Open(dir.path().string(), CifarSplit::kTest);
+  const auto cifar = Cifar10::Open(dir.path().string(), Split::kVal);
   ASSERT_EQ(cifar->size(), 2u);
   EXPECT_EQ(cifar->Describe(1), "test_batch.bin#1");
   EXPECT_EQ(cifar->Label(1), 5);
   EXPECT_EQ(cifar->class_names()[0], "class0");
   EXPECT_EQ(cifar->class_names()[9], "class9");
+  // The deprecated CIFAR-10 spelling names the same split.
+  static_assert(CifarSplit::kTest == Split::kVal && CifarSplit::kTrain == Split::kTrain);
 
   WriteFile(dir.path() / "batches.meta.txt", Bytes("only\ntwo\n"));
   const SourceError error =
-      CatchSourceError([&] { Cifar10::Open(dir.path().string(), CifarSplit::kTest); });
+      CatchSourceError([&] { Cifar10::Open(dir.path().string(), Split::kVal); });
   EXPECT_EQ(error.where(), dir / "batches.meta.txt");
   EXPECT_THAT(error.reason(), HasSubstr("found 2"));
 }
@@ -510,17 +513,16 @@ TEST(CifarTest, BadSizeAndMissingFileAreRejectedWithTheFileName) {
   WriteCifarTrain(dir.path());
   std::vector<std::byte> bytes(2 * kCifarRecord + 5);
   WriteFile(dir.path() / "data_batch_4.bin", bytes);
-  SourceError error =
-      CatchSourceError([&] { Cifar10::Open(dir.path().string(), CifarSplit::kTrain); });
+  SourceError error = CatchSourceError([&] { Cifar10::Open(dir.path().string(), Split::kTrain); });
   EXPECT_EQ(error.where(), dir / "data_batch_4.bin");
   EXPECT_THAT(error.reason(), HasSubstr("6151 bytes"));
 
   WriteFile(dir.path() / "data_batch_4.bin", {});
-  error = CatchSourceError([&] { Cifar10::Open(dir.path().string(), CifarSplit::kTrain); });
+  error = CatchSourceError([&] { Cifar10::Open(dir.path().string(), Split::kTrain); });
   EXPECT_THAT(error.what(), HasSubstr("data_batch_4.bin: size 0 bytes"));
 
   fs::remove(dir.path() / "data_batch_4.bin");
-  error = CatchSourceError([&] { Cifar10::Open(dir.path().string(), CifarSplit::kTrain); });
+  error = CatchSourceError([&] { Cifar10::Open(dir.path().string(), Split::kTrain); });
   EXPECT_EQ(error.where(), dir / "data_batch_4.bin");
   EXPECT_THAT(error.reason(), HasSubstr("No such file"));
 }
@@ -528,7 +530,7 @@ TEST(CifarTest, BadSizeAndMissingFileAreRejectedWithTheFileName) {
 TEST(CifarTest, LabelAboveNineNamesTheRecord) {
   TempDir dir;
   WriteCifarBatch(dir.path() / "test_batch.bin", {1, 2, 3, 10, 4}, 0);
-  const auto cifar = Cifar10::Open(dir.path().string(), CifarSplit::kTest);
+  const auto cifar = Cifar10::Open(dir.path().string(), Split::kVal);
   std::vector<std::byte> buffer;
   EXPECT_EQ(cifar->Read(4, buffer).label, 4);
   SourceError error = CatchSourceError([&] { cifar->Read(3, buffer); });
@@ -541,7 +543,7 @@ TEST(CifarTest, LabelAboveNineNamesTheRecord) {
 TEST(CifarTest, ConcurrentReadsGetTheRightRecords) {
   TempDir dir;
   WriteCifarTrain(dir.path());
-  const auto cifar = Cifar10::Open(dir.path().string(), CifarSplit::kTrain);
+  const auto cifar = Cifar10::Open(dir.path().string(), Split::kTrain);
   std::vector<std::vector<std::byte>> expected(cifar->size());
   {
     std::vector<std::byte> buffer;

@@ -1,4 +1,5 @@
-"""Issue 16: Python's Loader.metrics() speaks the schema's names (docs/metrics.md)."""
+"""Python's Loader.metrics() speaks the schema's names (docs/metrics.md), so one dashboard
+reads every tool and Python alike."""
 
 import os
 import sys

@@ -1,5 +1,6 @@
-"""Issue 16: tilefeed-report's page (rendered in headless chromium where there is one) and
-its verdicts on a deliberately input-bound and a compute-bound training run."""
+"""tilefeed-report answers "is it the input?" only if its page draws and its verdict is right:
+the page (rendered in headless chromium where there is one) and its verdicts on a
+deliberately input-bound and a compute-bound training run."""
 
 import json
 import os

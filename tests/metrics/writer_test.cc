@@ -1,4 +1,4 @@
-// tilefeed/metrics/metrics.h: the Writer's records, its sampler beside a feeding thread, paths and
+// metrics/metrics.h: the Writer's records, its sampler beside a feeding thread, paths and
 // JSON escaping. The schema itself is checked against every tool by test_metrics.py.
 
 #include <gtest/gtest.h>
@@ -9,9 +9,9 @@
 #include <thread>
 #include <vector>
 
+#include "metrics/json_line.h"
+#include "metrics/metrics.h"
 #include "tests/support/temp_dir.h"
-#include "tilefeed/metrics/detail/json_line.h"
-#include "tilefeed/metrics/metrics.h"
 
 namespace tilefeed::metrics {
 namespace {

@@ -145,109 +145,145 @@ void AppendPngChunk(std::vector<std::byte>& out, std::string_view type,
   AppendBigEndian32(out, Crc32(out.data() + crc_start, out.size() - crc_start));
 }
 
-}  // namespace
+constexpr int kPanels = 16;
 
-std::vector<std::uint8_t> SyntheticPhoto(int width, int height, int channels, std::uint64_t seed) {
-  constexpr int kPanels = 16;
-  assert(width > 0 && height > 0);
-  assert(channels == 1 || channels == 3 || channels == 4);
-  Rng rng(seed * 0x2545F4914F6CDD1Dull + 0x1234567ull);
-  const double scale = std::max(width, height);
-
+// The shapes of a synthetic photograph, drawn from `rng` in a fixed order so that a seed
+// gives the same picture.
+struct Scene {
   // A smooth four-corner gradient is the "sky and ground" of the picture.
-  const Rgb corner[4] = {RandomColor(rng, 40, 215), RandomColor(rng, 40, 215),
-                         RandomColor(rng, 40, 215), RandomColor(rng, 40, 215)};
+  Rgb corner[4];
   // A gentle wave adds low-frequency variation that is not a plain ramp. It is separable,
   // so it costs two table lookups per pixel.
+  std::vector<double> wave_x, wave_y;
+  Blob blobs[4];
+  // Two large panels and a clutter of small ones: real photographs are full of edges.
+  Panel panels[kPanels];
+};
+
+Scene DrawScene(int width, int height, Rng& rng) {
+  const double scale = std::max(width, height);
+  Scene scene{{RandomColor(rng, 40, 215), RandomColor(rng, 40, 215), RandomColor(rng, 40, 215),
+               RandomColor(rng, 40, 215)},
+              {},
+              {},
+              {},
+              {}};
   const double fx = rng.Uniform(0.5, 2.0) * 2 * std::numbers::pi / scale;
   const double fy = rng.Uniform(0.5, 2.0) * 2 * std::numbers::pi / scale;
   const double px = rng.Uniform(0, 2 * std::numbers::pi), py = rng.Uniform(0, 2 * std::numbers::pi);
-  std::vector<double> wave_x(static_cast<std::size_t>(width)),
-      wave_y(static_cast<std::size_t>(height));
-  for (int x = 0; x < width; ++x) wave_x[x] = 12 * std::sin(fx * x + px);
-  for (int y = 0; y < height; ++y) wave_y[y] = 12 * std::sin(fy * y + py);
-
-  Blob blobs[4];
-  for (Blob& b : blobs) {
+  scene.wave_x.resize(static_cast<std::size_t>(width));
+  scene.wave_y.resize(static_cast<std::size_t>(height));
+  for (int x = 0; x < width; ++x) scene.wave_x[x] = 12 * std::sin(fx * x + px);
+  for (int y = 0; y < height; ++y) scene.wave_y[y] = 12 * std::sin(fy * y + py);
+  for (Blob& b : scene.blobs) {
     const double rx = rng.Uniform(0.08, 0.3) * scale, ry = rng.Uniform(0.08, 0.3) * scale;
     b = {rng.Uniform(0, width), rng.Uniform(0, height), 1 / (rx * rx),
          1 / (ry * ry),         rng.Uniform(0.5, 0.9),  RandomColor(rng, 20, 235)};
   }
-  // Two large panels and a clutter of small ones: real photographs are full of edges.
-  Panel panels[kPanels];
   for (int i = 0; i < kPanels; ++i) {
     const double angle = rng.Uniform(0, std::numbers::pi);
     const double size = i < 2 ? rng.Uniform(0.05, 0.25) : rng.Uniform(0.01, 0.06);
-    panels[i] = {rng.Uniform(0, width),
-                 rng.Uniform(0, height),
-                 std::cos(angle),
-                 std::sin(angle),
-                 size * scale * rng.Uniform(0.5, 1.5),
-                 size * scale * rng.Uniform(0.5, 1.5),
-                 rng.Uniform(0.4, 0.8),
-                 RandomColor(rng, 20, 235)};
+    scene.panels[i] = {rng.Uniform(0, width),
+                       rng.Uniform(0, height),
+                       std::cos(angle),
+                       std::sin(angle),
+                       size * scale * rng.Uniform(0.5, 1.5),
+                       size * scale * rng.Uniform(0.5, 1.5),
+                       rng.Uniform(0.4, 0.8),
+                       RandomColor(rng, 20, 235)};
   }
-  // Texture at three scales (8, 3 and 1.5 px) and a trace of per-pixel grain: about 1.7
-  // bits per pixel at quality 90 (photographs: 2-4), yet a 1/2 DCT-scaled decode still
-  // matches a box-filtered full decode at ~49 dB, where white noise would give neither.
-  const ValueNoise coarse(width, height, 8.0, rng);
-  const ValueNoise fine(width, height, 3.0, rng);
-  const ValueNoise finest(width, height, 1.5, rng);
+  return scene;
+}
+
+// The scene's blobs and panels laid over `c`, the gradient's colour at (x, y).
+Rgb Shade(const Scene& scene, Rgb c, int x, int y) {
+  for (const Blob& b : scene.blobs) {
+    const double dx = x - b.cx, dy = y - b.cy;
+    const double t = dx * dx * b.inv_rx2 + dy * dy * b.inv_ry2;
+    if (t < 1) c = Mix(c, b.color, b.strength * (1 - t) * (1 - t));
+  }
+  for (const Panel& p : scene.panels) {
+    const double dx = x - p.cx, dy = y - p.cy;
+    const double along = std::abs(dx * p.cos_a + dy * p.sin_a) - p.half_w;
+    const double across = std::abs(-dx * p.sin_a + dy * p.cos_a) - p.half_h;
+    // Signed distance to the rectangle's outline (inside < 0); a 1.5 px soft edge.
+    const double d = std::max(along, across);
+    const double inside = SmoothStep(0.5 - d / 1.5);
+    if (inside > 0) c = Mix(c, p.color, p.strength * inside);
+  }
+  return c;
+}
+
+// Texture at three scales (8, 3 and 1.5 px) and a trace of per-pixel grain: about 1.7
+// bits per pixel at quality 90 (photographs: 2-4), yet a 1/2 DCT-scaled decode still
+// matches a box-filtered full decode at ~49 dB, where white noise would give neither.
+struct Texture {
+  ValueNoise coarse, fine, finest;
+  std::uint64_t seed;
+  double Noise(int x, int y) const {
+    return 5 * coarse.At(x, y) + 6 * fine.At(x, y) + 8 * finest.At(x, y);
+  }
+  // In [-1, 1].
+  double Grain(int x, int y) const {
+    const std::uint64_t h = (static_cast<std::uint64_t>(y) << 32 | static_cast<std::uint32_t>(x)) *
+                                0x9E3779B97F4A7C15ull ^
+                            seed;
+    return static_cast<double>((h >> 40) & 0xFF) / 255.0 * 2 - 1;
+  }
+};
+
+// Writes one pixel of `channels` (1: grey, 3: RGB, 4: Adobe CMYK) at `out`; returns the
+// next pixel's place.
+std::uint8_t* StorePixel(std::uint8_t* out, int channels, double r, double g, double b) {
+  switch (channels) {
+    case 1:
+      *out++ = ToByte(0.299 * r + 0.587 * g + 0.114 * b);
+      break;
+    case 3:
+      *out++ = ToByte(r);
+      *out++ = ToByte(g);
+      *out++ = ToByte(b);
+      break;
+    default: {
+      // Adobe's inverted CMYK: K' = max(R, G, B) and C' = R * 255 / K' (etc.), so a
+      // reader computing R = C' * K' / 255 recovers the colour.
+      const std::uint8_t r8 = ToByte(r), g8 = ToByte(g), b8 = ToByte(b);
+      const std::uint8_t k = std::max({r8, g8, b8});
+      const auto ink = [k](std::uint8_t value) {
+        return k == 0 ? std::uint8_t{255} : ToByte(value * 255.0 / k);
+      };
+      *out++ = ink(r8);
+      *out++ = ink(g8);
+      *out++ = ink(b8);
+      *out++ = k;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> SyntheticPhoto(int width, int height, int channels, std::uint64_t seed) {
+  assert(width > 0 && height > 0);
+  assert(channels == 1 || channels == 3 || channels == 4);
+  Rng rng(seed * 0x2545F4914F6CDD1Dull + 0x1234567ull);
+  const Scene scene = DrawScene(width, height, rng);
+  const Texture texture{ValueNoise(width, height, 8.0, rng), ValueNoise(width, height, 3.0, rng),
+                        ValueNoise(width, height, 1.5, rng), seed};
   const double tint_r = rng.Uniform(0.6, 1.4), tint_b = rng.Uniform(0.6, 1.4);
 
   std::vector<std::uint8_t> pixels(static_cast<std::size_t>(width) * height * channels);
   std::uint8_t* out = pixels.data();
   for (int y = 0; y < height; ++y) {
     const double v = height > 1 ? static_cast<double>(y) / (height - 1) : 0.5;
-    const Rgb left = Mix(corner[0], corner[2], v), right = Mix(corner[1], corner[3], v);
+    const Rgb left = Mix(scene.corner[0], scene.corner[2], v);
+    const Rgb right = Mix(scene.corner[1], scene.corner[3], v);
     for (int x = 0; x < width; ++x) {
       const double u = width > 1 ? static_cast<double>(x) / (width - 1) : 0.5;
-      Rgb c = Mix(left, right, u);
-      for (const Blob& b : blobs) {
-        const double dx = x - b.cx, dy = y - b.cy;
-        const double t = dx * dx * b.inv_rx2 + dy * dy * b.inv_ry2;
-        if (t < 1) c = Mix(c, b.color, b.strength * (1 - t) * (1 - t));
-      }
-      for (const Panel& p : panels) {
-        const double dx = x - p.cx, dy = y - p.cy;
-        const double along = std::abs(dx * p.cos_a + dy * p.sin_a) - p.half_w;
-        const double across = std::abs(-dx * p.sin_a + dy * p.cos_a) - p.half_h;
-        // Signed distance to the rectangle's outline (inside < 0); a 1.5 px soft edge.
-        const double d = std::max(along, across);
-        const double inside = SmoothStep(0.5 - d / 1.5);
-        if (inside > 0) c = Mix(c, p.color, p.strength * inside);
-      }
-      const double texture = 5 * coarse.At(x, y) + 6 * fine.At(x, y) + 8 * finest.At(x, y);
-      const std::uint64_t h =
-          (static_cast<std::uint64_t>(y) << 32 | static_cast<std::uint32_t>(x)) *
-              0x9E3779B97F4A7C15ull ^
-          seed;
-      const double grain = static_cast<double>((h >> 40) & 0xFF) / 255.0 * 2 - 1;  // [-1, 1]
-      const double common = wave_x[x] + wave_y[y] + texture + grain;
-      const double r = c.r + common * tint_r, g = c.g + common, b = c.b + common * tint_b;
-      switch (channels) {
-        case 1:
-          *out++ = ToByte(0.299 * r + 0.587 * g + 0.114 * b);
-          break;
-        case 3:
-          *out++ = ToByte(r);
-          *out++ = ToByte(g);
-          *out++ = ToByte(b);
-          break;
-        default: {
-          // Adobe's inverted CMYK: K' = max(R, G, B) and C' = R * 255 / K' (etc.), so a
-          // reader computing R = C' * K' / 255 recovers the colour.
-          const std::uint8_t r8 = ToByte(r), g8 = ToByte(g), b8 = ToByte(b);
-          const std::uint8_t k = std::max({r8, g8, b8});
-          const auto ink = [k](std::uint8_t value) {
-            return k == 0 ? std::uint8_t{255} : ToByte(value * 255.0 / k);
-          };
-          *out++ = ink(r8);
-          *out++ = ink(g8);
-          *out++ = ink(b8);
-          *out++ = k;
-        }
-      }
+      const Rgb c = Shade(scene, Mix(left, right, u), x, y);
+      const double common =
+          scene.wave_x[x] + scene.wave_y[y] + texture.Noise(x, y) + texture.Grain(x, y);
+      out = StorePixel(out, channels, c.r + common * tint_r, c.g + common, c.b + common * tint_b);
     }
   }
   return pixels;

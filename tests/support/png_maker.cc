@@ -70,6 +70,93 @@ Layout LayoutOf(PngKind kind) {
   return {};
 }
 
+// A 6x6x6 colour cube; indices are picked by rounding each channel.
+spng_plte CubePalette() {
+  spng_plte plte{};
+  plte.n_entries = 216;
+  for (std::uint32_t i = 0; i < 216; ++i) {
+    plte.entries[i] = {static_cast<std::uint8_t>(i / 36 * 51),
+                       static_cast<std::uint8_t>(i / 6 % 6 * 51),
+                       static_cast<std::uint8_t>(i % 6 * 51), 255};
+  }
+  return plte;
+}
+
+// Puts the photo's pixel (x, y), `rgb`, into `row` as `kind` stores it, and sets `rgb` to
+// the colour a decoder gives back for it.
+void PutPixel(std::vector<std::uint8_t>& row, PngKind kind, const Layout& layout, int x, int y,
+              std::uint8_t (&rgb)[3]) {
+  const std::uint8_t r = rgb[0], g = rgb[1], b = rgb[2];
+  const auto gray = static_cast<std::uint8_t>((r * 299 + g * 587 + b * 114) / 1000);
+  const std::size_t s = static_cast<std::size_t>(x) * layout.samples;
+  // 16-bit samples get a low byte that must not matter.
+  const std::uint32_t low = (x * 37u + y * 11u) & 0xFF;
+  switch (kind) {
+    case PngKind::kGray1:
+      PutSample(row, s, 1, gray >= 128);
+      rgb[0] = rgb[1] = rgb[2] = gray >= 128 ? 255 : 0;
+      break;
+    case PngKind::kGray8:
+    case PngKind::kGrayAlpha8:
+      PutSample(row, s, 8, gray);
+      if (layout.samples == 2) PutSample(row, s + 1, 8, (x * 5 + y) & 0xFF);
+      rgb[0] = rgb[1] = rgb[2] = gray;
+      break;
+    case PngKind::kGray16:
+      PutSample(row, s, 16, (std::uint32_t{gray} << 8) | low);
+      rgb[0] = rgb[1] = rgb[2] = gray;
+      break;
+    case PngKind::kRgb8:
+    case PngKind::kRgba8:
+      for (int c = 0; c < 3; ++c) PutSample(row, s + c, 8, rgb[c]);
+      if (layout.samples == 4) PutSample(row, s + 3, 8, (x + 3 * y) & 0xFF);
+      break;
+    case PngKind::kRgb16:
+      for (int c = 0; c < 3; ++c) PutSample(row, s + c, 16, (std::uint32_t{rgb[c]} << 8) | low);
+      break;
+    case PngKind::kPalette8: {
+      const int q[3] = {(r + 25) / 51, (g + 25) / 51, (b + 25) / 51};
+      PutSample(row, s, 8, static_cast<std::uint32_t>(q[0] * 36 + q[1] * 6 + q[2]));
+      for (int c = 0; c < 3; ++c) rgb[c] = static_cast<std::uint8_t>(q[c] * 51);
+      break;
+    }
+  }
+}
+
+// Encodes `image` (rows of `kind`'s samples, unfiltered) as a PNG with libspng.
+std::vector<std::byte> EncodePng(PngKind kind, int width, int height, bool interlaced,
+                                 const std::vector<std::uint8_t>& image) {
+  const Layout layout = LayoutOf(kind);
+  std::unique_ptr<spng_ctx, ContextDeleter> ctx(spng_ctx_new(SPNG_CTX_ENCODER));
+  if (!ctx) throw std::bad_alloc();
+  Check(spng_set_option(ctx.get(), SPNG_ENCODE_TO_BUFFER, 1), "to buffer");
+  spng_ihdr ihdr{
+      static_cast<std::uint32_t>(width),
+      static_cast<std::uint32_t>(height),
+      static_cast<std::uint8_t>(layout.bits),
+      layout.color_type,
+      0,
+      0,
+      static_cast<std::uint8_t>(interlaced ? SPNG_INTERLACE_ADAM7 : SPNG_INTERLACE_NONE)};
+  Check(spng_set_ihdr(ctx.get(), &ihdr), "ihdr");
+  spng_plte plte{};
+  if (kind == PngKind::kPalette8) {
+    plte = CubePalette();
+    Check(spng_set_plte(ctx.get(), &plte), "plte");
+  }
+  Check(
+      spng_encode_image(ctx.get(), image.data(), image.size(), SPNG_FMT_PNG, SPNG_ENCODE_FINALIZE),
+      "image");
+  std::size_t size = 0;
+  int error = 0;
+  void* buffer = spng_get_png_buffer(ctx.get(), &size, &error);
+  Check(error, "buffer");
+  const auto* bytes = static_cast<const std::byte*>(buffer);
+  std::vector<std::byte> png(bytes, bytes + size);
+  std::free(buffer);
+  return png;
+}
+
 }  // namespace
 
 const char* ToString(PngKind kind) {
@@ -102,17 +189,6 @@ TestPng MakeTestPng(PngKind kind, int width, int height, bool interlaced, std::u
   out.width = width;
   out.height = height;
   out.rgb.resize(photo.size());
-
-  spng_plte plte{};
-  if (kind == PngKind::kPalette8) {
-    // A 6x6x6 colour cube plus grays; indices are picked by rounding each channel.
-    plte.n_entries = 216;
-    for (std::uint32_t i = 0; i < 216; ++i) {
-      plte.entries[i] = {static_cast<std::uint8_t>(i / 36 * 51),
-                         static_cast<std::uint8_t>(i / 6 % 6 * 51),
-                         static_cast<std::uint8_t>(i % 6 * 51), 255};
-    }
-  }
   const std::size_t row_bytes =
       (static_cast<std::size_t>(width) * layout.samples * layout.bits + 7) / 8;
   std::vector<std::uint8_t> image;
@@ -122,70 +198,13 @@ TestPng MakeTestPng(PngKind kind, int width, int height, bool interlaced, std::u
     std::fill(row.begin(), row.end(), 0);
     for (int x = 0; x < width; ++x) {
       const std::size_t p = (static_cast<std::size_t>(y) * width + x) * 3;
-      const std::uint8_t r = photo[p], g = photo[p + 1], b = photo[p + 2];
-      const auto gray = static_cast<std::uint8_t>((r * 299 + g * 587 + b * 114) / 1000);
-      const std::size_t s = static_cast<std::size_t>(x) * layout.samples;
-      std::uint8_t rgb[3] = {r, g, b};
-      // 16-bit samples get a low byte that must not matter.
-      const std::uint32_t low = (x * 37u + y * 11u) & 0xFF;
-      switch (kind) {
-        case PngKind::kGray1:
-          PutSample(row, s, 1, gray >= 128);
-          rgb[0] = rgb[1] = rgb[2] = gray >= 128 ? 255 : 0;
-          break;
-        case PngKind::kGray8:
-        case PngKind::kGrayAlpha8:
-          PutSample(row, s, 8, gray);
-          if (layout.samples == 2) PutSample(row, s + 1, 8, (x * 5 + y) & 0xFF);
-          rgb[0] = rgb[1] = rgb[2] = gray;
-          break;
-        case PngKind::kGray16:
-          PutSample(row, s, 16, (std::uint32_t{gray} << 8) | low);
-          rgb[0] = rgb[1] = rgb[2] = gray;
-          break;
-        case PngKind::kRgb8:
-        case PngKind::kRgba8:
-          for (int c = 0; c < 3; ++c) PutSample(row, s + c, 8, rgb[c]);
-          if (layout.samples == 4) PutSample(row, s + 3, 8, (x + 3 * y) & 0xFF);
-          break;
-        case PngKind::kRgb16:
-          for (int c = 0; c < 3; ++c) PutSample(row, s + c, 16, (std::uint32_t{rgb[c]} << 8) | low);
-          break;
-        case PngKind::kPalette8: {
-          const int q[3] = {(r + 25) / 51, (g + 25) / 51, (b + 25) / 51};
-          PutSample(row, s, 8, static_cast<std::uint32_t>(q[0] * 36 + q[1] * 6 + q[2]));
-          for (int c = 0; c < 3; ++c) rgb[c] = static_cast<std::uint8_t>(q[c] * 51);
-          break;
-        }
-      }
+      std::uint8_t rgb[3] = {photo[p], photo[p + 1], photo[p + 2]};
+      PutPixel(row, kind, layout, x, y, rgb);
       std::memcpy(&out.rgb[p], rgb, 3);
     }
     image.insert(image.end(), row.begin(), row.end());
   }
-
-  std::unique_ptr<spng_ctx, ContextDeleter> ctx(spng_ctx_new(SPNG_CTX_ENCODER));
-  if (!ctx) throw std::bad_alloc();
-  Check(spng_set_option(ctx.get(), SPNG_ENCODE_TO_BUFFER, 1), "to buffer");
-  spng_ihdr ihdr{
-      static_cast<std::uint32_t>(width),
-      static_cast<std::uint32_t>(height),
-      static_cast<std::uint8_t>(layout.bits),
-      layout.color_type,
-      0,
-      0,
-      static_cast<std::uint8_t>(interlaced ? SPNG_INTERLACE_ADAM7 : SPNG_INTERLACE_NONE)};
-  Check(spng_set_ihdr(ctx.get(), &ihdr), "ihdr");
-  if (kind == PngKind::kPalette8) Check(spng_set_plte(ctx.get(), &plte), "plte");
-  Check(
-      spng_encode_image(ctx.get(), image.data(), image.size(), SPNG_FMT_PNG, SPNG_ENCODE_FINALIZE),
-      "image");
-  std::size_t size = 0;
-  int error = 0;
-  void* buffer = spng_get_png_buffer(ctx.get(), &size, &error);
-  Check(error, "buffer");
-  const auto* bytes = static_cast<const std::byte*>(buffer);
-  out.bytes.assign(bytes, bytes + size);
-  std::free(buffer);
+  out.bytes = EncodePng(kind, width, height, interlaced, image);
   return out;
 }
 

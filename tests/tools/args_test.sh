@@ -1,7 +1,8 @@
 #!/bin/sh
-# Strict arguments (issue 15): every tool, given a bad value for an option, exits 2 during
-# argument parsing -- before it opens any dataset -- with exactly one line on stderr that
-# names the option, the rule and the value. One table row per bad value.
+# Strict arguments (a negative count once wrapped to a huge one and trained on): every tool,
+# given a bad value for an option, exits 2 during argument parsing -- before it opens any
+# dataset -- with exactly one line on stderr that names the option, the rule and the value. One
+# table row per bad value.
 #
 #   args_test.sh NAME=PATH...   (train=..., tilefeed-serve=..., loader_bench=..., ...)
 #

@@ -1,7 +1,7 @@
 #!/bin/sh
-# Issue 18: tilefeed-pack under a file-size limit (ulimit -f) smaller than a shard fails
-# with one message that names the limit, exits 1 (not killed by SIGXFSZ), and leaves no
-# .tmp file behind.
+# SIGXFSZ once killed the packer and left a .tmp: tilefeed-pack under a file-size limit
+# (ulimit -f) smaller than a shard fails with one message that names the limit, exits 1 (not
+# killed by SIGXFSZ), and leaves no .tmp file behind.
 #
 #   pack_file_size_limit_test.sh PACK MAKE_DEMO
 set -u

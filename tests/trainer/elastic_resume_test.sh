@@ -1,5 +1,6 @@
 #!/bin/sh
-# Issue 18: `train --resume` on another instance count keeps the checkpoint's global batch
+# Resuming 2 -> 1 instances once halved the global batch without a word, which changes the
+# optimisation: `train --resume` on another instance count keeps the checkpoint's global batch
 # and continues the epoch with no sample lost or repeated. Two cases, each a poprun job that
 # stops after 2 steps with a checkpoint and a resumed job on another count:
 #   2 -> 1: 48 samples, local batch 4; the resumed run doubles the gradient accumulation.

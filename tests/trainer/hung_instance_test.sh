@@ -1,11 +1,11 @@
 #!/bin/sh
-# Issue 18: a stopped (SIGSTOP) or killed (SIGKILL) instance of a 2-instance `poprun ...
-# train` ends the whole job. With `stop`, the other instance's collective watchdog
-# (--collective-timeout) names the instance that did not arrive and aborts the job; every
-# process must be gone within the timeout + 60 s (the watchdog ends a job that would
-# otherwise hang for ever; the margin is for a loaded machine under ASan, not a figure:
-# bench/ measures stop-to-gone). With `kill`, mpirun notices the dead process. Prints each
-# run's signal-to-gone time and the median.
+# A hung instance once hung the job forever in the all-reduce: a stopped (SIGSTOP) or killed
+# (SIGKILL) instance of a 2-instance `poprun ... train` ends the whole job. With `stop`, the
+# other instance's collective watchdog (--collective-timeout) names the instance that did not
+# arrive and aborts the job; every process must be gone within the timeout + 60 s (the watchdog
+# ends a job that would otherwise hang for ever; the margin is for a loaded machine under ASan,
+# not a figure: bench/ measures stop-to-gone). With `kill`, mpirun notices the dead process.
+# Prints each run's signal-to-gone time and the median.
 #
 #   hung_instance_test.sh TRAIN POPRUN MAKE_DEMO stop|kill [RUNS] [TIMEOUT_S]
 set -u

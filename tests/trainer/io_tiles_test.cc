@@ -108,6 +108,7 @@ TEST_P(IoTilesTest, HoldsSeveralItemsAtOnce) {
   for (int round = 0; round < 3; ++round) {
     // Three replicas' worth acquired together, released oldest first.
     std::vector<const StagedBatch*> items;
+    items.reserve(3);
     for (int r = 0; r < 3; ++r) items.push_back(&tiles.Acquire());
     for (const StagedBatch* item : items) EXPECT_EQ(item->labels[0], expected++);
     for (int r = 0; r < 3; ++r) tiles.Release();

@@ -122,7 +122,7 @@ TEST(ReferenceCore, PoolingIsTheMeanOfTheNormalisedBin) {
   options.normalization.std = {1, 1, 1};
   ReferenceCore core(options);
   // 4x4 image: channel c of pixel (y, x) = 10 * c + y * 4 + x.
-  std::vector<std::uint8_t> image(4 * 4 * 3);
+  std::vector<std::uint8_t> image(std::size_t{4} * 4 * 3);
   for (int y = 0; y < 4; ++y)
     for (int x = 0; x < 4; ++x)
       for (int c = 0; c < 3; ++c)

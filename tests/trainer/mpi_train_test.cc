@@ -26,7 +26,7 @@ TEST(MpiTraining, InstancesStayBitIdenticalAndTheGlobalBatchAddsUp) {
   config.accumulation = 2;
   const testing::RunResult result = testing::TrainTiny(config, *session);
   const auto instances = static_cast<std::size_t>(session->size());
-  EXPECT_EQ(result.global_batch, 2u * 2u * instances * 2u);
+  EXPECT_EQ(result.global_batch, std::size_t{2} * 2u * instances * 2u);
   // 24 / size samples per rank in batches of 2; each step takes 2 replicas x 2 of them.
   EXPECT_EQ(result.steps, 3u * ((24 / instances / 2) / 4));
   ASSERT_FALSE(result.reports.empty());

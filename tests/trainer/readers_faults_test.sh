@@ -1,11 +1,12 @@
 #!/bin/sh
-# Issues 15 and 18, end to end with the real tools: a reader and a trainer that disagree on
-# what decides the samples are refused with both values; a reader stopped (SIGTERM) or
-# killed (SIGKILL) mid-stream fails the trainer naming it; with --reconnect a restarted
-# reader continues and the parameters equal an uninterrupted run's; a resumed trainer
-# refuses a reader pinned at another position or of another dataset size, and a checkpoint
-# in the retired remote format; a second reader on one shm:// name is refused and the socket
-# file goes with the first; a non-loopback bind needs CURVE.
+# A job must never train silently on the wrong data or end early with exit 0; end to end with
+# the real tools: a reader and a trainer that disagree on what decides the samples are refused
+# with both values; a reader stopped (SIGTERM) or killed (SIGKILL) mid-stream fails the trainer
+# naming it; with --reconnect a restarted reader continues and the parameters equal an
+# uninterrupted run's; a resumed trainer refuses a reader pinned at another position or of
+# another dataset size, and a checkpoint in the retired remote format; a second reader on one
+# shm:// name is refused and the socket file goes with the first; a non-loopback bind needs
+# CURVE.
 #
 #   readers_faults_test.sh TRAIN READER MAKE_DEMO
 #
@@ -208,8 +209,9 @@ timeout 300 "$train" $ref --readers "$endpoint" --resume --checkpoint-dir "$work
 grep -q "data position: trainer epoch [0-9]* position [0-9]*, reader epoch 0 position 0" \
   "$work/resumed.log" || fail "no data position line"
 
-# --- Issue 17: a checkpoint with the retired remote data position line (no seed or dataset
-# size) is refused in one line naming the file. The trailer is FNV-1a 64 of the two lines.
+# --- A checkpoint with the retired remote data position line (no seed or dataset size, so a
+# resume from it could not be checked against the reader) is refused in one line naming the
+# file. The trailer is FNV-1a 64 of the two lines.
 mkdir "$work/old.ck"
 printf '%s\n%s\n\nfnv1a64=%s\n' \
   'tilefeed-checkpoint v1 step=20 epoch=1 core=reference parameters=0 velocity=0 global_batch=4' \

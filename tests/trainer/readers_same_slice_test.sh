@@ -1,9 +1,10 @@
 #!/bin/sh
-# Issue 18: two instances of one poprun job never read the same slice. Instances pointed at
-# one reader (its endpoint twice in --readers) are refused before connecting, with one
-# line naming the endpoint and both instances; instances pointed at two readers that serve
-# the same slice are refused by the reader/trainer agreement, with the line naming the
-# trainer's slice and the reader's. Either way the job ends with rc != 0, in bounded time.
+# Two instances of one poprun job never read the same slice (they would train on it twice and
+# never see another, with exit 0). Instances pointed at one reader (its endpoint twice in
+# --readers) are refused before connecting, with one line naming the endpoint and both
+# instances; instances pointed at two readers that serve the same slice are refused by the
+# reader/trainer agreement, with the line naming the trainer's slice and the reader's. Either
+# way the job ends with rc != 0, in bounded time.
 #
 #   readers_same_slice_test.sh TRAIN POPRUN READER MAKE_DEMO
 set -u

@@ -58,8 +58,9 @@ grep -q "reader $endpoint" "$work/train.log" || fail "train did not read from $e
 grep -q "epoch 1: 8 steps.*images/s" "$work/train.log" || fail "no report of epoch 1 with images/s"
 grep -q "done: 16 steps" "$work/train.log" || fail "train did not finish 16 steps"
 
-# Issue 17: one data position for both modes. The last checkpoint (step 16, after epoch 1's
-# last batch) holds the loader state line that the same run on local data writes.
+# One data position for both modes, so a checkpoint resumes either way. The last checkpoint
+# (step 16, after epoch 1's last batch) holds the loader state line that the same run on local
+# data writes.
 timeout 300 "$train" --data "$work/data" --core synthetic --us-per-sample 50 --batch-size 8 \
   --image-size 32 --epochs 2 --workers 1 --checkpoint-every 4 --checkpoint-dir "$work/ckpt_local" \
   >"$work/train_local.log" 2>&1 || fail "the local run failed: $(cat "$work/train_local.log")"

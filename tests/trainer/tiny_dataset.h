@@ -27,8 +27,10 @@ inline void WriteTinyImageFolder(const std::filesystem::path& root, int classes,
         pixels[p] = static_cast<std::uint8_t>(base + static_cast<int>(state % 40));
       }
       codecs::EncodeOptions options;
-      const std::vector<std::byte> jpeg = codecs::EncodeJpeg(
-          codecs::ConstPixelView{pixels.data(), side, side, 3, side * 3}, options);
+      const std::vector<std::byte> jpeg =
+          codecs::EncodeJpeg(codecs::ConstPixelView{pixels.data(), side, side, 3,
+                                                    static_cast<std::ptrdiff_t>(side) * 3},
+                             options);
       WriteFile(root / ("class" + std::to_string(c)) / (std::to_string(i) + ".jpg"), jpeg);
     }
   }

@@ -42,7 +42,7 @@ inline RunResult TrainTiny(const RunConfig& config, trainer::Collectives& collec
   constexpr int kSide = 32;
   trainer::TrainerOptions options;
   options.local_batch = config.batch;
-  options.sample_bytes = kSide * kSide * 3;
+  options.sample_bytes = static_cast<std::size_t>(kSide) * kSide * 3;
   options.replicas = config.replicas;
   options.gradient_accumulation = config.accumulation;
   options.io_tiles = config.io_tiles;

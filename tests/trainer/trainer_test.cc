@@ -17,7 +17,7 @@ namespace tilefeed::trainer {
 namespace {
 
 constexpr int kSide = 8;
-constexpr std::size_t kSampleBytes = kSide * kSide * 3;
+constexpr std::size_t kSampleBytes = static_cast<std::size_t>(kSide) * kSide * 3;
 constexpr int kClasses = 3;
 
 // `samples` random images cut into batches of `batch`, in order.
@@ -31,8 +31,8 @@ std::vector<HeldBatch> MakeBatches(std::size_t samples, std::size_t batch) {
     b.meta.size = batch;
     b.meta.height = kSide;
     b.meta.width = kSide;
-    b.images.assign(pixels.begin() + first * kSampleBytes,
-                    pixels.begin() + (first + batch) * kSampleBytes);
+    b.images.assign(pixels.begin() + static_cast<std::ptrdiff_t>(first * kSampleBytes),
+                    pixels.begin() + static_cast<std::ptrdiff_t>((first + batch) * kSampleBytes));
     for (std::size_t i = first; i < first + batch; ++i) {
       b.labels.push_back(static_cast<std::int32_t>(i % kClasses));
       b.sample_indices.push_back(i);

@@ -1,10 +1,11 @@
 #!/bin/sh
-# Issue 18, two hosts for real: two network namespaces h0 and h1 joined by a veth pair
-# (private 10.x addresses that exist only inside them, as tests/transport/two_hosts_test.sh
-# makes them), and `poprun --hosts h0,h1 --instances 4 ... train` run from h0 through
-# OpenMPI's own launcher: an rsh agent (plm_rsh_agent) that enters the host's namespace
-# starts an orted on each, and OpenMPI's TCP transport (btl self,tcp; btl_tcp_if_include and
-# oob_tcp_if_include the veth subnet) carries the all-reduce between the hosts.
+# Two hosts for real (loopback hides addressing and launcher faults): two network namespaces h0
+# and h1 joined by a veth pair (private 10.x addresses that exist only inside them, as
+# tests/transport/two_hosts_test.sh makes them), and `poprun --hosts h0,h1 --instances 4 ...
+# train` run from h0 through OpenMPI's own launcher: an rsh agent (plm_rsh_agent) that enters
+# the host's namespace starts an orted on each, and OpenMPI's TCP transport (btl self,tcp;
+# btl_tcp_if_include and oob_tcp_if_include the veth subnet) carries the all-reduce between the
+# hosts.
 #   1. --data: 2 instances per host; the parameters are identical on all 4 (train checks),
 #      equal to the same job on one host, and the samples of each epoch are disjoint and
 #      cover the dataset (--trace-samples). The veth counters show the traffic crossed.

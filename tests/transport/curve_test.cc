@@ -18,7 +18,7 @@ using ::testing::HasSubstr;
 class CurveKeyFile : public ::testing::Test {
  protected:
   std::string Write(const std::string& name, const std::string& text, mode_t mode = 0600) {
-    const std::string path = (dir_.path() / name).string();
+    std::string path = (dir_.path() / name).string();
     std::ofstream(path) << text;
     chmod(path.c_str(), mode);
     return path;

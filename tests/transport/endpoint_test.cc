@@ -59,29 +59,29 @@ TEST(IsLoopbackEndpoint, ByAddressAndByResolvedName) {
   EXPECT_FALSE(IsLoopbackEndpoint("tcp://no-such-host.invalid:5"));
 }
 
-TEST(BatchSender, LoopbackOnlyChecksWhatZeroMqBound) {
+TEST(ReaderEndpoint, LoopbackOnlyChecksWhatZeroMqBound) {
   Context context;
   loader::Loader loader(std::make_unique<testing::RawSource>(16, 8),
                         testing::SmallOptions(2, 8, 0));
   try {
-    BatchSender sender(context, loader, {.endpoint = "tcp://*:*", .loopback_only = true});
+    ReaderEndpoint sender(context, loader, {.endpoint = "tcp://*:*", .loopback_only = true});
     FAIL() << "served on " << sender.endpoint();
   } catch (const TransportError& e) {
     EXPECT_THAT(e.what(), HasSubstr("ZeroMQ bound tcp://0.0.0.0:"));
     EXPECT_THAT(e.what(), HasSubstr("not loopback"));
   }
-  EXPECT_THROW(BatchSender(context, loader,
-                           {.endpoint = "tcp://127.0.0.1:1;0.0.0.0:0", .loopback_only = true}),
+  EXPECT_THROW(ReaderEndpoint(context, loader,
+                              {.endpoint = "tcp://127.0.0.1:1;0.0.0.0:0", .loopback_only = true}),
                std::invalid_argument);
 }
 
 // Fails on main: ZeroMQ binds only addresses and interface names, so "localhost" was "No
 // such device" although the tools called it loopback.
-TEST(BatchSender, BindsAHostNameAsItsAddress) {
+TEST(ReaderEndpoint, BindsAHostNameAsItsAddress) {
   Context context;
   loader::Loader loader(std::make_unique<testing::RawSource>(16, 8),
                         testing::SmallOptions(2, 8, 0));
-  BatchSender sender(context, loader, {.endpoint = "tcp://localhost:*", .loopback_only = true});
+  ReaderEndpoint sender(context, loader, {.endpoint = "tcp://localhost:*", .loopback_only = true});
   EXPECT_THAT(sender.endpoint(), HasSubstr("tcp://127."));
   EXPECT_TRUE(IsLoopbackEndpoint(sender.endpoint()));
 }

@@ -1,10 +1,10 @@
 #!/bin/sh
-# Issue 18: a reader that runs out of file descriptors neither spins a core nor drops the
-# trainer it serves. tilefeed-serve runs under a small `prlimit --nofile`; a trainer starts
-# streaming, then a flood of plain TCP connections (more than the limit) arrives and stays
-# open. The reader must say one clear line about the connections it refuses, use little CPU
-# while the flood lasts (libzmq's accept loop retried EMFILE at full speed before), and
-# finish the trainer's epochs.
+# Out of descriptors, libzmq's accept loop spins a core: a reader that runs out of file
+# descriptors neither spins a core nor drops the trainer it serves. tilefeed-serve runs under a
+# small `prlimit --nofile`; a trainer starts streaming, then a flood of plain TCP connections
+# (more than the limit) arrives and stays open. The reader must say one clear line about the
+# connections it refuses, use little CPU while the flood lasts (libzmq's accept loop retried
+# EMFILE at full speed before), and finish the trainer's epochs.
 #
 # The trainer is stopped (SIGSTOP) while the flood is made and the reader's CPU is measured,
 # so the trainer cannot finish before the flood, however slow or fast the machine; it is

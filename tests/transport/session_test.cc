@@ -1,4 +1,6 @@
-// Issue 15/17/18: session terms, refusals, and peers that cannot be trusted.
+// Session terms, refusals, and peers that cannot be trusted: a reader and a trainer that
+// disagree must not train on the wrong data, and a hostile or broken peer must not hang,
+// crash or starve either side.
 
 #include "tilefeed/transport/session.h"
 
@@ -21,12 +23,12 @@
 #include <zmq_addon.hpp>
 
 #include "tests/transport/test_data.h"
-#include "tilefeed/transport/detail/socket_util.h"
-#include "tilefeed/transport/detail/wire.h"
-#include "tilefeed/transport/detail/zmq_context.h"
 #include "tilefeed/transport/frame.h"
 #include "tilefeed/transport/sender.h"
 #include "tilefeed/transport/zmq_stream.h"
+#include "transport/socket_util.h"
+#include "transport/wire.h"
+#include "transport/zmq_context.h"
 
 namespace tilefeed::transport {
 namespace {
@@ -78,6 +80,65 @@ TEST(SessionTerms, RoundTripAndRejectMalformedBytes) {
   EXPECT_FALSE(ParseSessionTerms(bad));
 }
 
+// The terms part as docs/wire-protocol.md lays it out, byte by byte: the one identity
+// struct (loader::DatasetIdentity) must not change what goes on the wire.
+TEST(SessionTerms, TheBytesAreTheDocumentedLayout) {
+  SessionTerms t;
+  t.dataset = {.samples = 40, .digest = 0x0123456789abcdefu, .classes = 10};
+  t.slice_index = 1;
+  t.slice_count = 3;
+  t.seed = 7;
+  t.image_size = 224;
+  t.batch_size = 32;
+  t.mode = 1;
+  t.remainder = 1;
+  t.drop_last = true;
+  t.epochs = 90;
+  t.first_epoch = 4;
+  t.first_position = 96;
+  EncodedSessionTerms want{};
+  auto put = [&want](std::size_t offset, std::uint64_t value, std::size_t bytes) {
+    for (std::size_t i = 0; i < bytes; ++i) want[offset + i] = std::byte(value >> (8 * i));
+  };
+  put(0, 0x32534654, 4);  // "TFS2"
+  put(4, 1, 2);           // flags: drop-last
+  put(6, 1, 1);           // mode: eval
+  put(7, 1, 1);           // remainder: drop
+  put(8, 40, 8);          // dataset samples
+  put(16, 0x0123456789abcdefu, 8);
+  put(24, 1, 4);
+  put(28, 3, 4);
+  put(32, 7, 8);
+  put(40, 224, 4);
+  put(44, 32, 4);
+  put(48, 90, 8);
+  put(56, 4, 8);
+  put(64, 96, 8);
+  EXPECT_EQ(EncodeSessionTerms(t), want);
+  // The class count is not on the wire: the same bytes without it, and a parsed part has 0.
+  SessionTerms without_classes = t;
+  without_classes.dataset.classes = 0;
+  EXPECT_EQ(EncodeSessionTerms(without_classes), want);
+  const std::optional<SessionTerms> parsed = ParseSessionTerms(want);
+  ASSERT_TRUE(parsed);
+  EXPECT_EQ(*parsed, without_classes);
+}
+
+TEST(SessionTerms, TheIdentityIsComparedBySamplesAndDigest) {
+  const testing::RawSource source(kSamples, kSide);
+  SessionTerms trainer = Terms();
+  trainer.dataset = loader::Identify(source);  // what train --data states, classes included
+  trainer.dataset.classes = 10;
+  const SessionTerms reader = Terms();  // IdentityOf: the class count left out
+  EXPECT_EQ(reader.dataset.classes, 0u);
+  EXPECT_EQ(reader.dataset.samples, kSamples);
+  EXPECT_EQ(reader.dataset.digest, trainer.dataset.digest);
+  EXPECT_FALSE(Disagreement(trainer, reader));
+  EXPECT_FALSE(Disagreement(trainer, *ParseSessionTerms(EncodeSessionTerms(reader))));
+  trainer.dataset.digest ^= 1;
+  EXPECT_THAT(Disagreement(trainer, reader).value_or(""), HasSubstr("dataset: trainer 40 samples"));
+}
+
 TEST(SessionTerms, EachDifferenceNamesBothValues) {
   const SessionTerms reader = Terms(2);
   struct Case {
@@ -85,7 +146,7 @@ TEST(SessionTerms, EachDifferenceNamesBothValues) {
     const char* line;
   };
   const Case cases[] = {
-      {[](SessionTerms& t) { t.dataset.size = 41; }, "dataset: trainer 41 samples"},
+      {[](SessionTerms& t) { t.dataset.samples = 41; }, "dataset: trainer 41 samples"},
       {[](SessionTerms& t) { t.slice_count = 2; },
        "slice (instance/instances): trainer 0/2, reader "
        "0/1 (the whole dataset)"},
@@ -159,7 +220,7 @@ class Reader {
   }
   std::mutex mutex_;
   std::vector<std::string> lines_;
-  BatchSender sender_;
+  ReaderEndpoint sender_;
   SendResult result_ = SendResult::kStopped;
   std::string error_;
   std::jthread thread_;
@@ -238,7 +299,7 @@ int ClosedByPeer(const std::vector<int>& fds, int want, std::chrono::millisecond
   return count;
 }
 
-// Issue 18: out of descriptors, libzmq's accept loop spun; the sender keeps at most
+// Out of descriptors, libzmq's accept loop spins a core; the sender keeps at most
 // max_connections open and shuts down the rest as they come, while its trainer is served.
 TEST(Sessions, ConnectionsBeyondTheCapAreDroppedWhileTheTrainerIsServed) {
   Context context;
@@ -352,11 +413,11 @@ TEST(Sessions, ATrainerThatLeavesIsFollowedByOneThatContinuesFromItsPosition) {
   EXPECT_EQ(reader.Join(), "");
 }
 
-// Issue 17: the stream's data position is the reader's loader state. Resumed mid-epoch, for
-// one instance and for the last of three (whose epoch ends in a short batch that the
-// padding takes past the dataset size), after every batch, epoch end and the end, the
-// trainer's ZmqBatchStream says what an in-process loader on the agreed terms says. The
-// trainer states no dataset: the size comes from the reader's echo.
+// One data position, never re-derived: the stream's data position is the reader's loader state.
+// Resumed mid-epoch, for one instance and for the last of three (whose epoch ends in a short
+// batch that the padding takes past the dataset size), after every batch, epoch end and the
+// end, the trainer's ZmqBatchStream says what an in-process loader on the agreed terms says.
+// The trainer states no dataset: the size comes from the reader's echo.
 class StreamPosition : public ::testing::TestWithParam<std::uint32_t> {};
 
 // What an in-process loader on `agreed` hands out: after each Next() its state() and the
@@ -424,7 +485,7 @@ class FakeReader {
   explicit FakeReader(Context& context)
       : socket_(context.impl().context, zmq::socket_type::router) {
     // Not 0: libzmq 4.3.4 aborts (session_base.cpp:260) when a linger-0 close drops the rest
-    // of a multipart batch just as the trainer disconnects (see BatchSender's destructor).
+    // of a multipart batch just as the trainer disconnects (see ReaderEndpoint's destructor).
     socket_.set(zmq::sockopt::linger, 1000);
     socket_.bind("tcp://127.0.0.1:*");
     endpoint_ = socket_.get(zmq::sockopt::last_endpoint);
@@ -561,10 +622,10 @@ TEST(SharedMemoryName, ASecondReaderIsRefusedAndTheSocketFileGoes) {
   const std::string endpoint = "shm://" + name;
   const std::filesystem::path file = ZmqEndpoint(endpoint).substr(6);
   {
-    BatchSender first(context, {.endpoint = endpoint}, Terms(), OpenAt);
+    ReaderEndpoint first(context, {.endpoint = endpoint}, Terms(), OpenAt);
     EXPECT_TRUE(std::filesystem::exists(file));
     try {
-      BatchSender second(context, {.endpoint = endpoint}, Terms(), OpenAt);
+      ReaderEndpoint second(context, {.endpoint = endpoint}, Terms(), OpenAt);
       FAIL() << "a second reader took " << endpoint;
     } catch (const TransportError& e) {
       EXPECT_THAT(e.what(), HasSubstr("another reader serves it"));

@@ -1,4 +1,4 @@
-#include "tilefeed/transport/detail/shm.h"
+#include "transport/shm.h"
 
 #include <fcntl.h>
 #include <gmock/gmock.h>
@@ -52,7 +52,7 @@ TEST(SharedMemoryRing, RoundTripsAndLeavesNothingBehind) {
   shared_options.slot_memory = SharedSlots::Create(shared_options, job);
   EXPECT_EQ(SegmentsOf(job), 1);
   loader::Loader loader(loader::ImageFolder::Open(data.path().string()), shared_options);
-  BatchSender sender(
+  ReaderEndpoint sender(
       context, loader,
       {.endpoint = "ipc://" + (sockets.path() / "s").string(), .shared_memory = true});
   SendResult result = SendResult::kStopped;
@@ -89,7 +89,7 @@ TEST(SharedMemoryRing, RoundTripsAndLeavesNothingBehind) {
 // opened mapping is guarded: a read past the new end reads zeros and the segment says it
 // shrank. (On main this test dies of SIGBUS at the read.)
 TEST(SharedMemoryRing, AShrunkSegmentReadsZerosInsteadOfRaisingSigbus) {
-  const std::size_t bytes = 64 * 4096;
+  const std::size_t bytes = std::size_t{64} * 4096;
   const std::string name = detail::MakeSegmentName(UniqueJob("shrink"));
   detail::ShmSegment created = detail::ShmSegment::Create(name, bytes);
   std::memset(created.data(), 0x5a, bytes);
@@ -107,7 +107,7 @@ TEST(SharedMemoryRing, AShrunkSegmentReadsZerosInsteadOfRaisingSigbus) {
   const volatile std::byte* data = opened.data();
   const std::byte first = data[0];
   const std::byte last = data[bytes - 1];
-  const std::byte middle = data[5 * 4096];
+  const std::byte middle = data[std::ptrdiff_t{5} * 4096];
   EXPECT_EQ(first, std::byte{0x5a});
   EXPECT_EQ(last, std::byte{0});
   EXPECT_EQ(middle, std::byte{0});
@@ -131,7 +131,7 @@ TEST(SharedMemoryRing, ShmEndpointsNameTheRingAndNeedSharedSlots) {
   {
     // Shared memory without SharedSlots under the loader: refused, not copied.
     loader::Loader plain(std::make_unique<testing::RawSource>(16, 8), options);
-    EXPECT_THROW(BatchSender(context, plain, {.endpoint = endpoint}), std::invalid_argument);
+    EXPECT_THROW(ReaderEndpoint(context, plain, {.endpoint = endpoint}), std::invalid_argument);
     // SharedSlots made for other options: the loader refuses them.
     loader::LoaderOptions other = options;
     other.slot_memory = SharedSlots::Create(options, job);
@@ -142,7 +142,7 @@ TEST(SharedMemoryRing, ShmEndpointsNameTheRingAndNeedSharedSlots) {
   EXPECT_EQ(SegmentsOf(job), 0);  // SharedSlots unlinks its name when it goes
   options.slot_memory = SharedSlots::Create(options, job);
   loader::Loader loader(std::make_unique<testing::RawSource>(16, 8), options);
-  BatchSender sender(context, loader, {.endpoint = endpoint});
+  ReaderEndpoint sender(context, loader, {.endpoint = endpoint});
   std::jthread serving([&](std::stop_token stop) { (void)sender.Run(stop); });
   ZmqBatchStream stream(context, {.endpoint = endpoint, .credits = 2});
   EXPECT_TRUE(stream.shared_memory());
@@ -159,7 +159,7 @@ TEST(SharedMemoryRing, HeldBatchesHoldTheirSlots) {
   options.prefetch_depth = 2;
   options.slot_memory = SharedSlots::Create(options, job);
   loader::Loader loader(std::make_unique<testing::RawSource>(100, 8), options);
-  BatchSender sender(
+  ReaderEndpoint sender(
       context, loader,
       {.endpoint = "ipc://" + (sockets.path() / "s").string(), .shared_memory = true});
   std::jthread serving([&](std::stop_token stop) { (void)sender.Run(stop); });
@@ -219,6 +219,32 @@ int ReadByteWithin(int fd, std::chrono::milliseconds limit) {
   return read(fd, &byte, 1) == 1 ? byte : -1;
 }
 
+// The trainer, in its own process: waits for a byte on `go` (the sender stands), maps the
+// ring, takes a batch, writes 1 (or 0 without one) to `ready`, then waits to be killed.
+// End of file on `go` (the parent failed before the sender stood) ends it.
+[[noreturn]] void RunTrainerUntilKilled(int go, int ready, const std::string& endpoint) {
+  char byte = 0;
+  if (read(go, &byte, 1) != 1) _exit(1);
+  Context child_context;
+  ZmqBatchStream stream(child_context, {.endpoint = endpoint, .credits = 2});
+  std::optional<ReceivedBatch> batch = stream.Next();
+  byte = batch ? 1 : 0;
+  (void)!write(ready, &byte, 1);
+  pause();
+  _exit(0);
+}
+
+// Kills and reaps a child process on destruction, unless `pid` was set to 0 (reaped).
+struct Reaper {
+  pid_t pid;
+  ~Reaper() {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
 TEST(SharedMemoryRing, ASigkilledTrainerIsNoticedAndLeavesNothing) {
   const std::string job = UniqueJob("trainerkill");
   tilefeed::testing::TempDir sockets("tilefeed-ipc");
@@ -233,44 +259,26 @@ TEST(SharedMemoryRing, ASigkilledTrainerIsNoticedAndLeavesNothing) {
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    // The trainer, in its own process: waits for the sender, maps the ring, takes a batch, then
-    // is killed. End of file on `go` (the parent failed before the sender stood) ends it.
     close(go[1]);
     close(ready[0]);
-    char byte = 0;
-    if (read(go[0], &byte, 1) != 1) _exit(1);
-    Context child_context;
-    ZmqBatchStream stream(child_context, {.endpoint = endpoint, .credits = 2});
-    std::optional<ReceivedBatch> batch = stream.Next();
-    byte = batch ? 1 : 0;
-    (void)!write(ready[1], &byte, 1);
-    pause();
-    _exit(0);
+    RunTrainerUntilKilled(go[0], ready[1], endpoint);
   }
   close(go[0]);
   close(ready[1]);
   // Whatever happens below, the child does not outlive the test.
-  struct Reaper {
-    pid_t pid;
-    ~Reaper() {
-      if (pid > 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, nullptr, 0);
-      }
-    }
-  } reaper{child};
+  Reaper reaper{child};
 
   Context context;
   loader::LoaderOptions options = testing::SmallOptions(2, 8, 0);
   options.slot_memory = SharedSlots::Create(options, job);
   loader::Loader loader(std::make_unique<testing::RawSource>(100, 8), options);
-  BatchSender sender(context, loader,
-                     {.endpoint = endpoint,
-                      .shared_memory = true,
-                      .heartbeat_interval = 50ms,
-                      // The kill is noticed as silence: 5 s, so that a live trainer on a
-                      // loaded machine is never taken for a dead one.
-                      .peer_timeout = 5s});
+  ReaderEndpoint sender(context, loader,
+                        {.endpoint = endpoint,
+                         .shared_memory = true,
+                         .heartbeat_interval = 50ms,
+                         // The kill is noticed as silence: 5 s, so that a live trainer on a
+                         // loaded machine is never taken for a dead one.
+                         .peer_timeout = 5s});
   std::exception_ptr error;
   // Run(stop): a failed assertion below must not leave the sender waiting for a trainer.
   std::jthread serving([&](std::stop_token stop) {

@@ -15,8 +15,11 @@
 #include "tilefeed/transport/session.h"
 #include "tilefeed/transport/zmq_stream.h"
 
-int main(int argc, char** argv) {
-  using namespace tilefeed;
+namespace {
+
+using namespace tilefeed;
+
+int Run(int argc, char** argv) {
   CLI::App app{"stream_main: read epochs from a tilefeed-serve and check them"};
   transport::StreamOptions options;
   std::size_t epochs = 1;
@@ -45,37 +48,45 @@ int main(int argc, char** argv) {
   terms.epochs = epochs;
   options.terms = terms;
   options.peer_timeout = std::chrono::milliseconds(timeout_ms);
-  try {
-    transport::Context context;
-    transport::ZmqBatchStream stream(context, options);
-    std::size_t batches = 0;
-    for (std::size_t epoch = 0; epoch < epochs; ++epoch) {
-      std::vector<std::uint64_t> seen;
-      while (std::optional<transport::ReceivedBatch> batch = stream.Next()) {
-        seen.insert(seen.end(), batch->sample_indices().begin(), batch->sample_indices().end());
-        ++batches;
-      }
-      if (stream.ended() && epoch + 1 < epochs) {
-        std::printf("stream_main: FAILED: the stream ended after %zu epochs\n", epoch);
-        return 1;
-      }
-      std::sort(seen.begin(), seen.end());
-      std::vector<std::uint64_t> want(samples);
-      for (std::uint64_t i = 0; i < samples; ++i) want[i] = i;
-      if (seen != want) {
-        std::printf("stream_main: FAILED: epoch %zu delivered %zu ids, not each of %llu once\n",
-                    epoch, seen.size(), static_cast<unsigned long long>(samples));
-        return 1;
-      }
+  transport::Context context;
+  transport::ZmqBatchStream stream(context, options);
+  std::size_t batches = 0;
+  for (std::size_t epoch = 0; epoch < epochs; ++epoch) {
+    std::vector<std::uint64_t> seen;
+    while (std::optional<transport::ReceivedBatch> batch = stream.Next()) {
+      seen.insert(seen.end(), batch->sample_indices().begin(), batch->sample_indices().end());
+      ++batches;
     }
-    // The reader's bye follows the last epoch; waiting for it lets the reader finish first.
-    if (stream.Next().has_value() || !stream.ended()) {
-      std::printf("stream_main: FAILED: the stream goes on after %zu epochs\n", epochs);
+    if (stream.ended() && epoch + 1 < epochs) {
+      std::printf("stream_main: FAILED: the stream ended after %zu epochs\n", epoch);
       return 1;
     }
-    std::printf("stream_main: %zu epochs, %zu batches from %s%s: OK\n", epochs, batches,
-                options.endpoint.c_str(), options.curve_server_key_file.empty() ? "" : " (CURVE)");
-    return 0;
+    std::sort(seen.begin(), seen.end());
+    std::vector<std::uint64_t> want(samples);
+    for (std::uint64_t i = 0; i < samples; ++i) want[i] = i;
+    if (seen != want) {
+      std::printf("stream_main: FAILED: epoch %zu delivered %zu ids, not each of %llu once\n",
+                  epoch, seen.size(), static_cast<unsigned long long>(samples));
+      return 1;
+    }
+  }
+  // The reader's bye follows the last epoch; waiting for it lets the reader finish first.
+  if (stream.Next().has_value() || !stream.ended()) {
+    std::printf("stream_main: FAILED: the stream goes on after %zu epochs\n", epochs);
+    return 1;
+  }
+  std::printf("stream_main: %zu epochs, %zu batches from %s%s: OK\n", epochs, batches,
+              options.endpoint.c_str(), options.curve_server_key_file.empty() ? "" : " (CURVE)");
+  return 0;
+}
+
+}  // namespace
+
+// Run's errors (a refused connection, a broken session) are a failed check, reported on the
+// line that says FAILED.
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
   } catch (const std::exception& e) {
     std::printf("stream_main: FAILED: %s\n", e.what());
     return 1;

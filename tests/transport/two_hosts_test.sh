@@ -1,8 +1,9 @@
 #!/bin/sh
-# Issue 6, two hosts: a tilefeed-serve and a trainer (stream_main) in two network
-# namespaces that this test makes, joined by a veth pair with private 10.x addresses that
-# exist only inside the namespaces, stream two epochs over tcp with CURVE on. The reader
-# allow-lists one trainer key: a trainer with another key is refused (and told so).
+# Two hosts (loopback hides what a real network shows: addresses, CURVE over a wire): a
+# tilefeed-serve and a trainer (stream_main) in two network namespaces that this test makes,
+# joined by a veth pair with private 10.x addresses that exist only inside the namespaces,
+# stream two epochs over tcp with CURVE on. The reader allow-lists one trainer key: a trainer
+# with another key is refused (and told so).
 #
 #   two_hosts_test.sh READER MAKE_DEMO STREAM_MAIN
 #

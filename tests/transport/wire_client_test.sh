@@ -1,8 +1,8 @@
 #!/bin/sh
-# Issue 17: examples/wire_client.py, a Python trainer written from docs/wire-protocol.md
-# alone, streams two epochs from tilefeed-serve over tcp and over shm, checking every
-# header and checksum; a disagreeing client and a DEALER that sends "hello" are refused
-# with the reason.
+# The protocol's doc must be enough to implement it: examples/wire_client.py, a Python trainer
+# written from docs/wire-protocol.md alone, streams two epochs from tilefeed-serve over tcp and
+# over shm, checking every header and checksum; a disagreeing client and a DEALER that sends
+# "hello" are refused with the reason.
 #
 #   wire_client_test.sh PYTHON READER MAKE_DEMO CLIENT
 set -u

@@ -15,9 +15,9 @@
 #include "tests/transport/test_data.h"
 #include "tilefeed/loader/image_folder.h"
 #include "tilefeed/transport/curve.h"
-#include "tilefeed/transport/detail/wire.h"
-#include "tilefeed/transport/detail/zmq_context.h"
 #include "tilefeed/transport/sender.h"
+#include "transport/wire.h"
+#include "transport/zmq_context.h"
 
 namespace tilefeed::transport {
 namespace {
@@ -41,7 +41,7 @@ double SilentSeconds(const std::string& what) {
 // Runs a sender's Run() on its own thread and keeps the outcome.
 class Serving {
  public:
-  explicit Serving(BatchSender& sender)
+  explicit Serving(ReaderEndpoint& sender)
       : thread_([this, &sender](std::stop_token stop) {
           try {
             result_ = sender.Run(stop);
@@ -97,8 +97,8 @@ TEST_P(RoundTrip, DeliversTheInProcessLoadersBatchesByteForByte) {
   Context context;
   tilefeed::testing::TempDir sockets("tilefeed-ipc");
   loader::Loader loader(loader::ImageFolder::Open(data.path().string()), options);
-  BatchSender sender(context, loader,
-                     {.endpoint = use_tcp ? "tcp://127.0.0.1:*" : IpcEndpoint(sockets)});
+  ReaderEndpoint sender(context, loader,
+                        {.endpoint = use_tcp ? "tcp://127.0.0.1:*" : IpcEndpoint(sockets)});
   Serving serving(sender);
   ZmqBatchStream stream(context, {.endpoint = sender.endpoint(), .credits = 2});
   EXPECT_FALSE(stream.shared_memory());
@@ -118,12 +118,12 @@ TEST_P(RoundTrip, DeliversTheInProcessLoadersBatchesByteForByte) {
 INSTANTIATE_TEST_SUITE_P(Zmq, RoundTrip, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "Tcp" : "Ipc"; });
 
-TEST(ZmqBatchStream, ASlowTrainerStopsTheSenderWithinItsCredits) {
+TEST(ZmqBatchStream, ASlowTrainerStopsTheReaderWithinItsCredits) {
   Context context;
   loader::LoaderOptions options = testing::SmallOptions(2, 8, 0);
   options.prefetch_depth = 8;
   loader::Loader loader(std::make_unique<testing::RawSource>(1000, 8), options);
-  BatchSender sender(context, loader, {.endpoint = "tcp://127.0.0.1:*"});
+  ReaderEndpoint sender(context, loader, {.endpoint = "tcp://127.0.0.1:*"});
   Serving serving(sender);
   ZmqBatchStream stream(context, {.endpoint = sender.endpoint(), .credits = 3});
 
@@ -142,11 +142,11 @@ TEST(ZmqBatchStream, ASlowTrainerStopsTheSenderWithinItsCredits) {
   EXPECT_EQ(sender.batches_sent(), 4u);
 }
 
-TEST(ZmqBatchStream, TheSenderSeesATrainerLeaveEarly) {
+TEST(ZmqBatchStream, TheReaderSeesATrainerLeaveEarly) {
   Context context;
   loader::Loader loader(std::make_unique<testing::RawSource>(100, 8),
                         testing::SmallOptions(2, 8, 0));
-  BatchSender sender(context, loader, {.endpoint = "tcp://127.0.0.1:*"});
+  ReaderEndpoint sender(context, loader, {.endpoint = "tcp://127.0.0.1:*"});
   Serving serving(sender);
   {
     ZmqBatchStream stream(context, {.endpoint = sender.endpoint()});
@@ -206,11 +206,11 @@ TEST(ZmqBatchStream, NoReaderAtAllFailsTheConstructor) {
 // A trainer that says hello and ready, heartbeats until its one batch has been sent, then
 // goes silent: the silence is timed from its last heartbeat, after the batch, so a loader
 // slow to make that batch (a loaded machine) cannot turn it into a silence before it.
-TEST(BatchSender, ASilentTrainerIsReportedWithinTheTimeout) {
+TEST(ReaderEndpoint, ASilentTrainerIsReportedWithinTheTimeout) {
   Context context;
   loader::Loader loader(std::make_unique<testing::RawSource>(100, 8),
                         testing::SmallOptions(2, 8, 0));
-  BatchSender sender(
+  ReaderEndpoint sender(
       context, loader,
       {.endpoint = "tcp://127.0.0.1:*", .heartbeat_interval = 50ms, .peer_timeout = 300ms});
   zmq::socket_t fake(context.impl().context, zmq::socket_type::dealer);
@@ -239,8 +239,9 @@ TEST(BatchSender, ASilentTrainerIsReportedWithinTheTimeout) {
   EXPECT_EQ(sender.batches_sent(), 1u);  // one credit, one batch
 }
 
-// Issue 6: CURVE on a tcp loopback. The sender holds the secret key, the trainer its public
-// key; the epoch arrives byte for byte as the in-process loader makes it.
+// CURVE, for networks that are not trusted, on a tcp loopback. The sender holds the secret key,
+// the trainer its public key; the epoch arrives byte for byte as the in-process loader makes
+// it.
 TEST(Curve, DeliversAnEpochByteForByte) {
   tilefeed::testing::TempDir keys("tilefeed-curve");
   const std::string secret = (keys.path() / "reader.key").string();
@@ -255,8 +256,8 @@ TEST(Curve, DeliversAnEpochByteForByte) {
 
   Context context;
   loader::Loader loader(std::make_unique<testing::RawSource>(22, 16), options);
-  BatchSender sender(context, loader,
-                     {.endpoint = "tcp://127.0.0.1:*", .curve_secret_key_file = secret});
+  ReaderEndpoint sender(context, loader,
+                        {.endpoint = "tcp://127.0.0.1:*", .curve_secret_key_file = secret});
   Serving serving(sender);
   ZmqBatchStream stream(
       context, {.endpoint = sender.endpoint(), .credits = 2, .curve_server_key_file = public_key});
@@ -282,8 +283,8 @@ TEST(Curve, AWrongServerKeyFailsWithinTheTimeout) {
   Context context;
   loader::Loader loader(std::make_unique<testing::RawSource>(100, 8),
                         testing::SmallOptions(2, 8, 0));
-  BatchSender sender(context, loader,
-                     {.endpoint = "tcp://127.0.0.1:*", .curve_secret_key_file = secret});
+  ReaderEndpoint sender(context, loader,
+                        {.endpoint = "tcp://127.0.0.1:*", .curve_secret_key_file = secret});
   Serving serving(sender);
   const auto start = Clock::now();
   try {
@@ -318,14 +319,14 @@ TEST(Curve, AnAllowListAdmitsOnlyItsTrainers) {
   Context context;
   loader::Loader loader(std::make_unique<testing::RawSource>(16, 8),
                         testing::SmallOptions(2, 8, 1));
-  BatchSender sender(context, loader,
-                     {.endpoint = "tcp://127.0.0.1:*",
-                      .curve_secret_key_file = path("reader.key"),
-                      .curve_allowed_keys = allowed,
-                      .on_refused = [&](const std::string& line) {
-                        std::lock_guard lock(mutex);
-                        refused.push_back(line);
-                      }});
+  ReaderEndpoint sender(context, loader,
+                        {.endpoint = "tcp://127.0.0.1:*",
+                         .curve_secret_key_file = path("reader.key"),
+                         .curve_allowed_keys = allowed,
+                         .on_refused = [&](const std::string& line) {
+                           std::lock_guard lock(mutex);
+                           refused.push_back(line);
+                         }});
   Serving serving(sender);
   // A key that is not on the list, and no key file at all (a fresh key), are refused during
   // the handshake. The stream says so: at once when ZeroMQ drops the connection for good,
@@ -362,19 +363,19 @@ TEST(Curve, AnAllowListAdmitsOnlyItsTrainers) {
   EXPECT_EQ(serving.Join(), SendResult::kCompleted);
 
   // An allow-list without CURVE, or with no key file in it, is refused.
-  EXPECT_THROW(BatchSender(context, loader,
-                           {.endpoint = "tcp://127.0.0.1:*", .curve_allowed_keys = allowed}),
+  EXPECT_THROW(ReaderEndpoint(context, loader,
+                              {.endpoint = "tcp://127.0.0.1:*", .curve_allowed_keys = allowed}),
                std::invalid_argument);
   std::filesystem::create_directory(keys.path() / "empty");
   EXPECT_THROW((void)ReadCurvePublicKeys({path("empty")}), TransportError);
 }
 
-TEST(Curve, ASenderRefusesAMissingKeyFile) {
+TEST(Curve, AReaderRefusesAMissingKeyFile) {
   Context context;
   loader::Loader loader(std::make_unique<testing::RawSource>(10, 8),
                         testing::SmallOptions(2, 8, 1));
   try {
-    BatchSender sender(
+    ReaderEndpoint sender(
         context, loader,
         {.endpoint = "tcp://127.0.0.1:*", .curve_secret_key_file = "/nonexistent/reader.key"});
     FAIL() << "bound without its key";

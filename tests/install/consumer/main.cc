@@ -22,9 +22,9 @@ int main() {
 
   // A round trip through both C libraries the static archives depend on (libjpeg for
   // encoding, TurboJPEG/libjpeg for the header), so a missing link dependency shows here.
-  std::vector<std::uint8_t> pixels(40 * 24 * 3, 128);
-  const std::vector<std::byte> jpeg =
-      codecs::EncodeJpeg(codecs::ConstPixelView{pixels.data(), 40, 24, 3, 40 * 3}, {});
+  std::vector<std::uint8_t> pixels(std::size_t{40} * 24 * 3, 128);
+  const std::vector<std::byte> jpeg = codecs::EncodeJpeg(
+      codecs::ConstPixelView{pixels.data(), 40, 24, 3, std::ptrdiff_t{40} * 3}, {});
   codecs::JpegDecoder decoder;
   const codecs::ImageInfo info = decoder.ReadInfo(std::span<const std::byte>(jpeg));
   std::printf("EncodeJpeg: %zu bytes; ReadInfo: %dx%d, %d components\n", jpeg.size(), info.width,

@@ -1,0 +1,1411 @@
+// The coefficient store: packing (jpeg_read_coefficients → bands of byte-aligned
+// coefficients, each an LZ4 block) and the crop decode that feeds stored coefficients to
+// libjpeg-turbo's own IDCT, upsampling and colour conversion.
+//
+// Why libjpeg's back end rather than our own IDCT: byte-identical pixels come for free
+// (the same SIMD IDCT, the same fancy upsampling and colour code, the same DCT scaling
+// choices), and it is the fastest there is. The decode builds a small JPEG header for
+// the sub-image that covers the crop (origin on the iMCU grid, as IndexedJpegDecoder's
+// sub-images: see codecs/jpeg_index.cc for why that repeats the whole-file decode's
+// computation), lets libjpeg read it and set up its pipeline, then replaces the
+// coefficient controller (cinfo->coef, libjpeg's internal jpegint.h interface) with one
+// that serves each iMCU row from the stored bands. No entropy decoder ever runs.
+//
+// libjpeg errors follow jpeg.cc's rule (codecs/libjpeg_errors.h): error_exit
+// longjmps to a setjmp in a small guarded function with trivially destructible frames.
+// Our controller's callback runs inside libjpeg and cannot report errors, so every band
+// it reads is decompressed and checked before libjpeg starts (Prepare), and the unpack
+// masks positions so that even a lying record cannot write outside a block.
+
+#include "tilefeed/codecs/jpeg_coefficients.h"
+
+#include <lz4.h>
+#include <lz4hc.h>
+// Version 2's frames drop zstd's 4-byte magic (ZSTD_f_zstd1_magicless, an "experimental"
+// parameter of libzstd's stable functions, whose value is fixed since zstd 1.4).
+#define ZSTD_STATIC_LINKING_ONLY
+#include <zstd.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cassert>
+#include <chrono>
+#include <cmath>
+#include <csetjmp>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <utility>
+
+// jpeglib.h needs size_t and FILE declared first; jpegint.h follows it.
+// clang-format off
+#include <jpeglib.h>
+#include <jpegint.h>
+// clang-format on
+
+#include "codecs/crop_check.h"
+#include "codecs/libjpeg_errors.h"
+#include "codecs/row_stream.h"
+#include "tilefeed/codecs/resize.h"
+
+namespace tilefeed::codecs {
+namespace {
+
+using ErrorManager = detail::LibjpegErrors;
+using ProgressManager = detail::LibjpegProgress;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::uint8_t kMagic[4] = {'T', 'F', 'J', 'C'};
+constexpr std::size_t kFixedHeader = 16;
+constexpr int kMaxGroupWidth = 255;     // iMCU columns
+constexpr std::size_t kRingAhead = 16;  // as jpeg.cc: decoded rows ahead of the resize
+
+// Zigzag index -> natural (row-major) index, as in the JPEG standard.
+constexpr std::array<std::uint8_t, 64> kNatural = {
+    0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,  12, 19, 26, 33, 40, 48,
+    41, 34, 27, 20, 13, 6,  7,  14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23,
+    30, 37, 44, 51, 58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63};
+
+std::int64_t Nanos(Clock::duration d) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+}
+
+unsigned ByteAt(std::span<const std::byte> bytes, std::size_t i) {
+  return std::to_integer<unsigned>(bytes[i]);
+}
+std::uint32_t Le16(std::span<const std::byte> b, std::size_t i) {
+  return ByteAt(b, i) | ByteAt(b, i + 1) << 8;
+}
+std::uint32_t Le32(std::span<const std::byte> b, std::size_t i) {
+  return Le16(b, i) | Le16(b, i + 2) << 16;
+}
+void PutLe16(std::vector<std::byte>& out, std::uint32_t v) {
+  out.push_back(std::byte(v & 0xFF));
+  out.push_back(std::byte((v >> 8) & 0xFF));
+}
+void PutLe32(std::vector<std::byte>& out, std::uint32_t v) {
+  PutLe16(out, v & 0xFFFF);
+  PutLe16(out, v >> 16);
+}
+
+// --- The record's geometry, as the header states it and libjpeg would compute it.
+
+struct Geometry {
+  int width = 0, height = 0, components = 0;
+  int color_space = 0;  // libjpeg's J_COLOR_SPACE value
+  bool adobe = false;   // the file had an Adobe marker (CMYK stored inverted)
+  int tables = 0;
+  int max_h = 1, max_v = 1;
+  std::array<int, 4> h{}, v{}, table{}, wib{}, hib{};  // wib/hib: size in blocks
+  std::array<std::array<std::uint16_t, 64>, 4> quant{};
+  int bands = 0;  // iMCU rows
+  int version = 1;
+  int coding = 1;              // version 2's CoefficientCoding (version 1: LZ4)
+  int cols = 0;                // iMCU columns
+  int group_width = 0;         // iMCU columns per group (version 1: all of them)
+  int groups = 1;              // column groups per band
+  std::size_t band_table = 0;  // offset of the band (group) table
+  std::size_t data = 0;        // offset of the first band's (group's) data
+  // Block columns [group_begin, group_end) of component c in column group k.
+  int group_begin(int k, int c) const {
+    return static_cast<int>(std::min<std::int64_t>(std::int64_t{k} * group_width * h[c], wib[c]));
+  }
+  int group_end(int k, int c) const { return group_begin(k + 1, c); }
+  int band_rows(int band, int c) const { return std::min(v[c], hib[c] - band * v[c]); }
+  std::size_t group_blocks(int band, int k) const {
+    std::size_t n = 0;
+    for (int c = 0; c < components; ++c) {
+      n += std::size_t(band_rows(band, c)) * std::size_t(group_end(k, c) - group_begin(k, c));
+    }
+    return n;
+  }
+  std::size_t band_blocks(int band, int c) const {  // blocks of component c in a band
+    return std::size_t(std::min(v[c], hib[c] - band * v[c])) * wib[c];
+  }
+  std::size_t band_blocks(int band) const {
+    std::size_t n = 0;
+    for (int c = 0; c < components; ++c) n += band_blocks(band, c);
+    return n;
+  }
+};
+
+void ComputeBlocks(Geometry& g) {
+  for (int c = 0; c < g.components; ++c) {
+    const std::int64_t imcu_width = std::int64_t{8} * g.max_h;
+    const std::int64_t imcu_height = std::int64_t{8} * g.max_v;
+    g.wib[c] = static_cast<int>((std::int64_t{g.width} * g.h[c] + imcu_width - 1) / imcu_width);
+    g.hib[c] = static_cast<int>((std::int64_t{g.height} * g.v[c] + imcu_height - 1) / imcu_height);
+  }
+  g.bands = (g.height + 8 * g.max_v - 1) / (8 * g.max_v);
+  g.cols = (g.width + 8 * g.max_h - 1) / (8 * g.max_h);
+  if (g.version == 1) g.group_width = g.cols;
+  g.groups = (g.cols + g.group_width - 1) / g.group_width;
+}
+
+bool ColorSpaceFits(int color_space, int components) {
+  switch (color_space) {
+    case JCS_GRAYSCALE:
+      return components == 1;
+    case JCS_RGB:
+    case JCS_YCbCr:
+      return components == 3;
+    case JCS_CMYK:
+    case JCS_YCCK:
+      return components == 4;
+    default:
+      return false;
+  }
+}
+
+[[noreturn]] void Corrupt(const std::string& what) {
+  throw DecodeError(DecodeErrorKind::kCorrupt, "corrupt coefficient record: " + what);
+}
+
+void CheckTable(std::span<const std::byte> rec, const Geometry& g);
+
+// Reads and checks everything but the bands' contents.
+Geometry ParseGeometry(std::span<const std::byte> rec, std::int64_t max_pixels) {
+  if (rec.size() < kFixedHeader || std::memcmp(rec.data(), kMagic, 4) != 0) Corrupt("bad magic");
+  Geometry g;
+  g.version = static_cast<int>(ByteAt(rec, 4));
+  if (g.version != 1 && g.version != 2) Corrupt("unknown version " + std::to_string(g.version));
+  g.components = static_cast<int>(ByteAt(rec, 5));
+  g.color_space = static_cast<int>(ByteAt(rec, 6));
+  if (!ColorSpaceFits(g.color_space, g.components)) Corrupt("bad colour space or components");
+  if ((ByteAt(rec, 7) & ~1u) != 0) Corrupt("unknown flags");
+  g.adobe = (ByteAt(rec, 7) & 1) != 0;
+  g.width = static_cast<int>(Le16(rec, 8));
+  g.height = static_cast<int>(Le16(rec, 10));
+  if (g.width == 0 || g.height == 0) Corrupt("zero dimension");
+  if (std::int64_t{g.width} * g.height > max_pixels) {
+    throw DecodeError(DecodeErrorKind::kTooLarge, "JPEG too large: " + std::to_string(g.width) +
+                                                      "x" + std::to_string(g.height) +
+                                                      " is over the limit of " +
+                                                      std::to_string(max_pixels) + " pixels");
+  }
+  g.tables = static_cast<int>(ByteAt(rec, 12));
+  if (g.tables < 1 || g.tables > 4 || ByteAt(rec, 13) != 0 || Le16(rec, 14) != 0) {
+    Corrupt("bad table count or reserved bytes");
+  }
+  std::size_t at = kFixedHeader;
+  const std::size_t fixed = at + 3 * std::size_t(g.components) + 128 * std::size_t(g.tables) + 4;
+  if (rec.size() < fixed) Corrupt("header ends early");
+  int blocks_in_mcu = 0;
+  for (int c = 0; c < g.components; ++c, at += 3) {
+    g.h[c] = static_cast<int>(ByteAt(rec, at));
+    g.v[c] = static_cast<int>(ByteAt(rec, at + 1));
+    g.table[c] = static_cast<int>(ByteAt(rec, at + 2));
+    if (g.h[c] < 1 || g.h[c] > 4 || g.v[c] < 1 || g.v[c] > 4 || g.table[c] >= g.tables) {
+      Corrupt("bad sampling factors or table number");
+    }
+    g.max_h = std::max(g.max_h, g.h[c]);
+    g.max_v = std::max(g.max_v, g.v[c]);
+    blocks_in_mcu += g.h[c] * g.v[c];
+  }
+  if (g.components > 1 && blocks_in_mcu > 10) Corrupt("sampling factors too large");
+  for (int t = 0; t < g.tables; ++t) {
+    for (int k = 0; k < 64; ++k, at += 2) g.quant[t][k] = static_cast<std::uint16_t>(Le16(rec, at));
+  }
+  const std::uint32_t band_count = Le32(rec, at);
+  at += 4;
+  if (g.version == 2) {
+    if (rec.size() - at < 8) Corrupt("header ends early");
+    g.coding = static_cast<int>(ByteAt(rec, at));
+    g.group_width = static_cast<int>(ByteAt(rec, at + 1));
+    if (g.coding > 2 || g.group_width == 0 || Le16(rec, at + 2) != 0) {
+      Corrupt("bad coding, group width or reserved bytes");
+    }
+  }
+  ComputeBlocks(g);
+  if (band_count != static_cast<std::uint32_t>(g.bands)) Corrupt("band count differs");
+  if (g.version == 2) {
+    if (Le32(rec, at + 4) != static_cast<std::uint32_t>(g.groups)) Corrupt("group count differs");
+    at += 8;
+  }
+  const std::size_t entries = std::size_t(g.bands) * std::size_t(g.groups);
+  if ((rec.size() - at) / 8 < entries) Corrupt("band table ends early");
+  g.band_table = at;
+  g.data = at + 8 * entries;
+  CheckTable(rec, g);
+  return g;
+}
+
+// Checks every band (group) table entry against its blocks and the coding, and that the
+// packed sizes fill the record.
+void CheckTable(std::span<const std::byte> rec, const Geometry& g) {
+  const std::size_t entries = std::size_t(g.bands) * std::size_t(g.groups);
+  const std::size_t at = g.band_table;
+  std::uint64_t total = 0;
+  for (std::size_t e = 0; e < entries; ++e) {
+    const std::uint64_t packed = Le32(rec, at + 8 * e);
+    const std::uint64_t raw = Le32(rec, at + 8 * e + 4);
+    const int band = static_cast<int>(e / std::size_t(g.groups));
+    const std::uint64_t blocks = g.group_blocks(band, static_cast<int>(e % std::size_t(g.groups)));
+    // Version 1: 3..192 bytes a block; version 2: 10 (DC delta, mask) + up to 63 values of
+    // 1 byte, each possibly with 2 more in the wide stream.
+    const bool sizes_fit = g.version == 1 ? raw >= 3 * blocks && raw <= 192 * blocks
+                                          : raw >= 10 * blocks && raw <= 199 * blocks;
+    const bool packed_fits = g.coding == 0 ? packed == raw
+                             : g.coding == 1
+                                 ? raw <= LZ4_MAX_INPUT_SIZE && packed > 0 &&
+                                       packed <= std::uint64_t(LZ4_compressBound(int(raw)))
+                                 : packed > 0 && packed <= ZSTD_compressBound(raw);
+    if (!sizes_fit || !packed_fits) {
+      Corrupt("band " + std::to_string(band) + " sizes do not fit its blocks");
+    }
+    total += packed;
+  }
+  if (total != rec.size() - g.data) Corrupt("bands do not fill the record");
+}
+
+std::pair<std::size_t, std::uint32_t> BandAt(std::span<const std::byte> rec, const Geometry& g,
+                                             int band) {
+  std::size_t offset = g.data;
+  for (int b = 0; b < band; ++b) offset += Le32(rec, g.band_table + 8 * std::size_t(b));
+  return {offset, Le32(rec, g.band_table + 8 * std::size_t(band))};
+}
+
+// --- Packing.
+
+using detail::GuardedCreate;
+using detail::GuardedReadHeader;
+
+bool GuardedReadCoefficients(jpeg_decompress_struct* cinfo, ErrorManager* errors,
+                             jvirt_barray_ptr** arrays) {
+  if (setjmp(errors->jump)) return false;
+  *arrays = jpeg_read_coefficients(cinfo);
+  return true;
+}
+
+bool GuardedAccess(jpeg_decompress_struct* cinfo, ErrorManager* errors, jvirt_barray_ptr array,
+                   JDIMENSION row, JDIMENSION rows, JBLOCKARRAY* out) {
+  if (setjmp(errors->jump)) return false;
+  *out = (*cinfo->mem->access_virt_barray)(reinterpret_cast<j_common_ptr>(cinfo), array, row, rows,
+                                           FALSE);
+  return true;
+}
+
+// One libjpeg decompressor for a pack, released in every case.
+struct Reader {
+  jpeg_decompress_struct cinfo{};
+  ErrorManager errors{};
+  ProgressManager progress{};
+  bool created = false;
+
+  explicit Reader(int max_scans) {
+    cinfo.err = detail::InstallErrorHandlers(errors);  // stops on damage
+    created = GuardedCreate(&cinfo, &errors);
+    cinfo.progress = detail::InstallScanLimit(progress, errors, max_scans);
+  }
+  ~Reader() { jpeg_destroy_decompress(&cinfo); }
+  Reader(const Reader&) = delete;
+  Reader& operator=(const Reader&) = delete;
+
+  std::pair<DecodeErrorKind, std::string> Failed(const char* stage) const {
+    const DecodeErrorKind kind = detail::ClassifyFailure(errors);
+    return {kind, std::string(ToString(kind)) + " JPEG (" + stage + "): " + errors.message};
+  }
+};
+
+// The four streams of one band (docs/shard-format.md): block headers, DC deltas,
+// positions, values.
+struct BandStreams {
+  std::vector<std::byte> headers, dc, positions, values;
+  void Clear() {
+    headers.clear();
+    dc.clear();
+    positions.clear();
+    values.clear();
+  }
+  void AddRow(const JBLOCKROW row, int width) {
+    std::int32_t previous = 0;
+    for (int x = 0; x < width; ++x) {
+      const JCOEF* block = row[x];
+      PutLe16(dc, static_cast<std::uint16_t>(block[0] - previous));
+      previous = block[0];
+      int count = 0;
+      bool wide = false;
+      for (int k = 1; k < 64; ++k) {
+        const int value = block[kNatural[k]];
+        if (value == 0) continue;
+        ++count;
+        wide = wide || value < -128 || value > 127;
+      }
+      headers.push_back(std::byte(count | (wide ? 0x80 : 0)));
+      for (int k = 1; k < 64; ++k) {
+        const int value = block[kNatural[k]];
+        if (value == 0) continue;
+        positions.push_back(std::byte(k));
+        if (wide) {
+          PutLe16(values, static_cast<std::uint16_t>(value));
+        } else {
+          values.push_back(std::byte(static_cast<std::uint8_t>(value)));
+        }
+      }
+    }
+  }
+};
+
+// Appends one band's streams as an LZ4 (or LZ4HC at `level` > 0) block to `out` and
+// writes its sizes into the band table entry at `entry_at`.
+void AppendBand(const BandStreams& streams, int level, std::vector<std::byte>& out,
+                std::size_t entry_at) {
+  std::vector<char> raw;
+  for (const auto* s : {&streams.headers, &streams.dc, &streams.positions, &streams.values}) {
+    raw.insert(raw.end(), reinterpret_cast<const char*>(s->data()),
+               reinterpret_cast<const char*>(s->data() + s->size()));
+  }
+  const std::size_t at = out.size();
+  const int bound = LZ4_compressBound(static_cast<int>(raw.size()));
+  out.resize(at + static_cast<std::size_t>(bound));
+  auto* dst = reinterpret_cast<char*>(out.data() + at);
+  const int size = static_cast<int>(raw.size());
+  const int packed = level > 0 ? LZ4_compress_HC(raw.data(), dst, size, bound, level)
+                               : LZ4_compress_default(raw.data(), dst, size, bound);
+  assert(packed > 0);
+  out.resize(at + static_cast<std::size_t>(packed));
+  for (int i = 0; i < 4; ++i) {
+    out[entry_at + i] = std::byte((static_cast<std::uint32_t>(packed) >> (8 * i)) & 0xFF);
+    out[entry_at + 4 + i] = std::byte((raw.size() >> (8 * i)) & 0xFF);
+  }
+}
+
+// Why a file that libjpeg read cannot be stored, or nullptr.
+const char* Unstorable(const jpeg_decompress_struct& cinfo) {
+  if (cinfo.data_precision != 8) return "not 8-bit samples";
+  if (!ColorSpaceFits(cinfo.jpeg_color_space, cinfo.num_components)) {
+    return "colour space and component count the decoder does not convert";
+  }
+  int blocks_in_mcu = 0;
+  for (int c = 0; c < cinfo.num_components; ++c) {
+    blocks_in_mcu += cinfo.comp_info[c].h_samp_factor * cinfo.comp_info[c].v_samp_factor;
+  }
+  if (cinfo.num_components > 1 && blocks_in_mcu > 10) return "sampling factors too large";
+  return nullptr;
+}
+
+// The header of a record for the image `cinfo` has read; tables deduplicated.
+Geometry GeometryOf(const jpeg_decompress_struct& cinfo, const CoefficientPackOptions& options) {
+  Geometry g;
+  g.version = options.version;
+  g.coding = g.version == 1 ? 1 : static_cast<int>(options.coding);
+  g.width = static_cast<int>(cinfo.image_width);
+  g.height = static_cast<int>(cinfo.image_height);
+  g.components = cinfo.num_components;
+  g.color_space = cinfo.jpeg_color_space;
+  g.adobe = cinfo.saw_Adobe_marker != 0;
+  for (int c = 0; c < g.components; ++c) {
+    const jpeg_component_info& comp = cinfo.comp_info[c];
+    g.h[c] = comp.h_samp_factor;
+    g.v[c] = comp.v_samp_factor;
+    g.max_h = std::max(g.max_h, g.h[c]);
+    g.max_v = std::max(g.max_v, g.v[c]);
+    std::array<std::uint16_t, 64> table{};
+    for (int k = 0; k < 64; ++k) table[k] = comp.quant_table->quantval[k];
+    int t = 0;
+    while (t < g.tables && g.quant[t] != table) ++t;
+    if (t == g.tables) g.quant[g.tables++] = table;
+    g.table[c] = t;
+  }
+  g.group_width = std::clamp(options.group_pixels / (8 * g.max_h), 1, kMaxGroupWidth);
+  ComputeBlocks(g);
+  return g;
+}
+
+void AppendHeader(const Geometry& g, std::vector<std::byte>& out) {
+  for (std::uint8_t b : kMagic) out.push_back(std::byte{b});
+  out.push_back(std::byte(g.version));
+  out.push_back(std::byte(g.components));
+  out.push_back(std::byte(g.color_space));
+  out.push_back(std::byte(g.adobe ? 1 : 0));
+  PutLe16(out, static_cast<std::uint32_t>(g.width));
+  PutLe16(out, static_cast<std::uint32_t>(g.height));
+  out.push_back(std::byte(g.tables));
+  for (int i = 0; i < 3; ++i) out.push_back(std::byte{0});
+  for (int c = 0; c < g.components; ++c) {
+    out.push_back(std::byte(g.h[c]));
+    out.push_back(std::byte(g.v[c]));
+    out.push_back(std::byte(g.table[c]));
+  }
+  for (int t = 0; t < g.tables; ++t) {
+    for (std::uint16_t q : g.quant[t]) PutLe16(out, q);
+  }
+  PutLe32(out, static_cast<std::uint32_t>(g.bands));
+  if (g.version == 2) {
+    out.push_back(std::byte(g.coding));
+    out.push_back(std::byte(g.group_width));
+    PutLe16(out, 0);
+    PutLe32(out, static_cast<std::uint32_t>(g.groups));
+  }
+}
+
+// --- Version 2: column groups of blocks as DC deltas, nonzero masks and values.
+
+// The four streams of one column group (docs/shard-format.md): per block a DC delta
+// (i16) and the 64-bit zigzag nonzero mask of its AC coefficients; the nonzero values as
+// i8, where 0x80 says "the next i16 of the wide stream".
+struct GroupStreams {
+  std::vector<std::byte> dc, masks, values, wide;
+  void Clear() {
+    dc.clear();
+    masks.clear();
+    values.clear();
+    wide.clear();
+  }
+  // Blocks [begin, end) of one block row.
+  void AddRow(const JBLOCKROW row, int begin, int end) {
+    std::uint16_t previous = 0;
+    for (int x = begin; x < end; ++x) {
+      const JCOEF* block = row[x];
+      const auto dc_value = static_cast<std::uint16_t>(block[0]);
+      PutLe16(dc, static_cast<std::uint16_t>(dc_value - previous));
+      previous = dc_value;
+      std::uint64_t mask = 0;
+      for (int k = 1; k < 64; ++k) {
+        const int value = block[kNatural[k]];
+        if (value == 0) continue;
+        mask |= std::uint64_t{1} << k;
+        if (value < -127 || value > 127) {
+          values.push_back(std::byte{0x80});
+          PutLe16(wide, static_cast<std::uint16_t>(value));
+        } else {
+          values.push_back(std::byte(static_cast<std::uint8_t>(value)));
+        }
+      }
+      PutLe32(masks, static_cast<std::uint32_t>(mask));
+      PutLe32(masks, static_cast<std::uint32_t>(mask >> 32));
+    }
+  }
+};
+
+// Appends `raw` coded as `g.coding` says to `out`; writes its sizes at `entry_at`.
+void AppendCoded(const std::vector<char>& raw, const Geometry& g,
+                 const CoefficientPackOptions& options, ZSTD_CCtx* zstd,
+                 std::vector<std::byte>& out, std::size_t entry_at) {
+  const std::size_t at = out.size();
+  std::size_t packed = raw.size();
+  if (g.coding == 0) {
+    out.resize(at + raw.size());
+    if (!raw.empty()) std::memcpy(out.data() + at, raw.data(), raw.size());
+  } else if (g.coding == 1) {
+    const int bound = LZ4_compressBound(static_cast<int>(raw.size()));
+    out.resize(at + static_cast<std::size_t>(bound));
+    auto* dst = reinterpret_cast<char*>(out.data() + at);
+    const int size = static_cast<int>(raw.size());
+    const int n = options.lz4hc_level > 0
+                      ? LZ4_compress_HC(raw.data(), dst, size, bound, options.lz4hc_level)
+                      : LZ4_compress_default(raw.data(), dst, size, bound);
+    assert(n > 0);
+    packed = static_cast<std::size_t>(n);
+  } else {
+    out.resize(at + ZSTD_compressBound(raw.size()));
+    packed = ZSTD_compress2(zstd, out.data() + at, out.size() - at, raw.data(), raw.size());
+    if (ZSTD_isError(packed)) throw std::bad_alloc();  // zstd fails only for memory here
+  }
+  out.resize(at + packed);
+  for (int i = 0; i < 4; ++i) {
+    out[entry_at + i] = std::byte((packed >> (8 * i)) & 0xFF);
+    out[entry_at + 4 + i] = std::byte((raw.size() >> (8 * i)) & 0xFF);
+  }
+}
+
+// A zstd compressor set up for version 2's frames: no magic, no checksum, no content
+// size (the group table holds the sizes), at the options' level.
+struct ZstdCompressor {
+  ZSTD_CCtx* cctx = nullptr;
+  explicit ZstdCompressor(int level) : cctx(ZSTD_createCCtx()) {
+    if (cctx == nullptr) throw std::bad_alloc();
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level);
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_format, ZSTD_f_zstd1_magicless);
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 0);
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 0);
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_dictIDFlag, 0);
+  }
+  ~ZstdCompressor() { ZSTD_freeCCtx(cctx); }
+  ZstdCompressor(const ZstdCompressor&) = delete;
+  ZstdCompressor& operator=(const ZstdCompressor&) = delete;
+};
+
+// --- Decoding.
+
+using detail::CmykRowToRgb;
+
+// A JPEG header (SOI, DQT, SOF1, SOS) for the sub_width x sub_height sub-image: the
+// record's tables and sampling factors, one interleaved sequential scan, no entropy data.
+// libjpeg loads its default Huffman tables for the scan it will never decode.
+void BuildJpegHeader(const Geometry& g, int sub_width, int sub_height,
+                     std::vector<std::byte>& out) {
+  auto put = [&](unsigned v) { out.push_back(std::byte(v & 0xFF)); };
+  auto put16 = [&](unsigned v) {
+    put(v >> 8);
+    put(v);
+  };
+  out.clear();
+  put16(0xFFD8);
+  for (int t = 0; t < g.tables; ++t) {
+    const bool wide = *std::max_element(g.quant[t].begin(), g.quant[t].end()) > 255;
+    put16(0xFFDB);
+    put16(2 + 1 + 64 * (wide ? 2 : 1));
+    put((wide ? 0x10 : 0) | t);
+    for (int k = 0; k < 64; ++k) {
+      const unsigned q = g.quant[t][kNatural[k]];
+      if (wide) put(q >> 8);
+      put(q);
+    }
+  }
+  put16(0xFFC1);
+  put16(8 + 3 * g.components);
+  put(8);
+  put16(sub_height);
+  put16(sub_width);
+  put(g.components);
+  for (int c = 0; c < g.components; ++c) {
+    put(c + 1);
+    put(g.h[c] << 4 | g.v[c]);
+    put(g.table[c]);
+  }
+  put16(0xFFDA);
+  put16(6 + 2 * g.components);
+  put(g.components);
+  for (int c = 0; c < g.components; ++c) {
+    put(c + 1);
+    put(0);
+  }
+  put(0);
+  put(63);
+  put(0);
+}
+
+// Where one band's four streams start in the decompressed bands.
+struct BandCursor {
+  std::size_t headers, dc, positions, values;
+};
+
+// Decompresses bands [row0, row1] into `raw` (grown as needed) and checks that each
+// band's streams add up, filling one cursor per band, so that the controller, which
+// cannot report errors, reads only checked bytes. Throws DecodeError(kCorrupt).
+void DecompressBands(std::span<const std::byte> rec, const Geometry& g, int row0, int row1,
+                     std::vector<std::uint8_t>& raw, std::vector<BandCursor>& cursors) {
+  auto [offset, packed] = BandAt(rec, g, row0);
+  std::size_t total = 0;
+  for (int b = row0; b <= row1; ++b) total += Le32(rec, g.band_table + 8 * std::size_t(b) + 4);
+  if (raw.size() < total) raw.resize(total);
+  cursors.resize(std::size_t(row1) - std::size_t(row0) + 1);
+  std::size_t at = 0;
+  for (int b = row0; b <= row1; ++b) {
+    packed = Le32(rec, g.band_table + 8 * std::size_t(b));
+    const std::uint32_t size = Le32(rec, g.band_table + 8 * std::size_t(b) + 4);
+    const int got = LZ4_decompress_safe(reinterpret_cast<const char*>(rec.data() + offset),
+                                        reinterpret_cast<char*>(raw.data() + at),
+                                        static_cast<int>(packed), static_cast<int>(size));
+    if (got != static_cast<int>(size)) Corrupt("band " + std::to_string(b) + " is damaged");
+    const std::size_t blocks_in_band = g.band_blocks(b);
+    std::size_t positions = 0, values = 0;
+    for (std::size_t i = 0; i < blocks_in_band; ++i) {
+      const unsigned h = raw[at + i];
+      if ((h & 0x40) != 0) Corrupt("bad block header in band " + std::to_string(b));
+      positions += h & 63;
+      values += (h & 63) << (h >> 7);
+    }
+    if (3 * blocks_in_band + positions + values != size) {
+      Corrupt("band " + std::to_string(b) + " streams do not add up");
+    }
+    cursors[std::size_t(b - row0)] = {at, at + blocks_in_band, at + 3 * blocks_in_band,
+                                      at + 3 * blocks_in_band + positions};
+    offset += packed;
+    at += size;
+  }
+}
+
+using Block = CoefficientBlock;
+static_assert(sizeof(JCOEF) == sizeof(std::int16_t) && sizeof(Block) == sizeof(JBLOCK));
+
+// Version 2: where the next block row of each stream of one column group starts.
+struct GroupCursor {
+  const std::uint8_t* dc;
+  const std::uint8_t* masks;
+  const std::uint8_t* values;
+  const std::uint8_t* wide;
+};
+
+std::uint64_t Le64(const std::uint8_t* p) {
+  std::uint64_t v = 0;
+  std::memcpy(&v, p, 8);
+  if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap64(v);
+  return v;
+}
+
+// A zstd decompressor for version 2's magicless frames.
+struct ZstdDecompressor {
+  ZSTD_DCtx* dctx = ZSTD_createDCtx();
+  ZstdDecompressor() {
+    if (dctx == nullptr) throw std::bad_alloc();
+    ZSTD_DCtx_setParameter(dctx, ZSTD_d_format, ZSTD_f_zstd1_magicless);
+  }
+  ~ZstdDecompressor() { ZSTD_freeDCtx(dctx); }
+  ZstdDecompressor(const ZstdDecompressor&) = delete;
+  ZstdDecompressor& operator=(const ZstdDecompressor&) = delete;
+};
+
+// Decodes one group's stored bytes into `out` (exactly `raw_size` bytes) or throws.
+void DecodeGroup(const Geometry& g, const std::byte* packed, std::size_t packed_size,
+                 std::uint8_t* out, std::size_t raw_size, ZSTD_DCtx* zstd, int band) {
+  bool ok = true;
+  if (g.coding == 0) {
+    std::memcpy(out, packed, raw_size);
+  } else if (g.coding == 1) {
+    ok = LZ4_decompress_safe(reinterpret_cast<const char*>(packed), reinterpret_cast<char*>(out),
+                             static_cast<int>(packed_size),
+                             static_cast<int>(raw_size)) == static_cast<int>(raw_size);
+  } else {
+    ok = ZSTD_decompressDCtx(zstd, out, raw_size, packed, packed_size) == raw_size;
+  }
+  if (!ok) Corrupt("band " + std::to_string(band) + " is damaged");
+}
+
+// Checks one decoded group of `blocks` blocks and returns its cursor: masks without bit
+// 0, and the values and wide streams exactly as long as the masks and escapes say.
+GroupCursor CheckGroup(const std::uint8_t* raw, std::size_t size, std::size_t blocks, int band) {
+  const std::uint8_t* masks = raw + 2 * blocks;
+  const std::uint8_t* values = raw + 10 * blocks;
+  std::size_t count = 0;
+  std::uint64_t bit0 = 0;
+  for (std::size_t i = 0; i < blocks; ++i) {
+    const std::uint64_t mask = Le64(masks + 8 * i);
+    bit0 |= mask;
+    count += static_cast<std::size_t>(std::popcount(mask));
+  }
+  if ((bit0 & 1) != 0 || 10 * blocks + count > size) {
+    Corrupt("band " + std::to_string(band) + " masks do not fit");
+  }
+  std::size_t escapes = 0;
+  for (std::size_t i = 0; i < count; ++i) escapes += values[i] == 0x80;
+  if (10 * blocks + count + 2 * escapes != size) {
+    Corrupt("band " + std::to_string(band) + " streams do not add up");
+  }
+  return {raw, masks, values, values + count};
+}
+
+// Decodes and checks groups [k0, k1] of bands [row0, row1] into `raw` (grown as needed),
+// one cursor per group, row-major, so that the controller reads only checked bytes.
+// Throws DecodeError(kCorrupt).
+void DecompressGroups(std::span<const std::byte> rec, const Geometry& g, int row0, int row1, int k0,
+                      int k1, std::vector<std::uint8_t>& raw, std::vector<GroupCursor>& cursors,
+                      ZSTD_DCtx* zstd) {
+  const auto entry = [&](int b, int k) {
+    return g.band_table + 8 * (std::size_t(b) * std::size_t(g.groups) + std::size_t(k));
+  };
+  std::size_t total = 0;
+  for (int b = row0; b <= row1; ++b) {
+    for (int k = k0; k <= k1; ++k) total += Le32(rec, entry(b, k) + 4);
+  }
+  if (raw.size() < total) raw.resize(total);
+  cursors.clear();
+  std::size_t offset = g.data;  // of entry (0, 0), then walked forward
+  std::size_t walked = 0;       // entries summed into `offset`
+  std::size_t at = 0;
+  for (int b = row0; b <= row1; ++b) {
+    for (int k = k0; k <= k1; ++k) {
+      const std::size_t e = std::size_t(b) * std::size_t(g.groups) + std::size_t(k);
+      for (; walked < e; ++walked) offset += Le32(rec, g.band_table + 8 * walked);
+      const std::size_t packed = Le32(rec, entry(b, k)), size = Le32(rec, entry(b, k) + 4);
+      DecodeGroup(g, rec.data() + offset, packed, raw.data() + at, size, zstd, b);
+      cursors.push_back(CheckGroup(raw.data() + at, size, g.group_blocks(b, k), b));
+      at += size;
+    }
+  }
+}
+
+// Unpacks blocks [first, first + count) of the next block row of component c from groups
+// k0.. k0 + groups - 1 (their cursors) into `out`, moving each cursor past the row.
+void UnpackGroupsRow(GroupCursor* cursors, const Geometry& g, int c, int k0, int groups, int first,
+                     int count, Block* out) {
+  for (int i = 0; i < groups; ++i) {
+    GroupCursor& cur = cursors[i];
+    const int begin = g.group_begin(k0 + i, c), end = g.group_end(k0 + i, c);
+    std::uint16_t dc = 0;
+    for (int x = begin; x < end; ++x) {
+      dc = static_cast<std::uint16_t>(dc + (cur.dc[0] | cur.dc[1] << 8));
+      cur.dc += 2;
+      std::uint64_t mask = Le64(cur.masks);
+      cur.masks += 8;
+      if (x < first || x >= first + count) {  // beside the crop: step over its values
+        const int n = std::popcount(mask);
+        for (int j = 0; j < n; ++j) cur.wide += cur.values[j] == 0x80 ? 2 : 0;
+        cur.values += n;
+        continue;
+      }
+      JCOEF* block = out[x - first].c;
+      std::memset(block, 0, sizeof(Block));
+      block[0] = static_cast<JCOEF>(dc);
+      for (; mask != 0; mask &= mask - 1) {
+        const int byte = *cur.values++;
+        int value = byte - ((byte & 0x80) << 1);  // the byte read as a two's-complement int8
+        if (value == -128) {
+          value = static_cast<std::int16_t>(cur.wide[0] | cur.wide[1] << 8);
+          cur.wide += 2;
+        }
+        block[kNatural[static_cast<unsigned>(std::countr_zero(mask))]] = static_cast<JCOEF>(value);
+      }
+    }
+  }
+}
+
+// The coefficient controller libjpeg calls for each iMCU row of the sub-image. Plain
+// data: it lives in the decoder and is read inside libjpeg.
+struct BandFeed {
+  jpeg_d_coef_controller pub;  // first: libjpeg holds a pointer to it
+  const std::uint8_t* raw;     // the covering bands, decompressed and checked
+  const BandCursor* cursors;   // one per sub-image iMCU row
+  JDIMENSION rows;             // iMCU rows of the sub-image
+  int wib[4];                  // blocks per row of each component, whole image
+  int first[4];                // first block column of the sub-image, per component
+  Block* blocks;               // one component row of unpacked blocks
+  // DecodeUnpackedInto: each component's whole-image blocks (the rows then come from
+  // here, row0 being the sub-image's first iMCU row in the image); else all null.
+  const Block* whole[4];
+  int row0;
+  // Version 2: the geometry, and per sub-image iMCU row the cursors of groups
+  // [k0, k0 + groups) (else null).
+  const Geometry* geometry;
+  GroupCursor* group_cursors;
+  int k0, groups;
+  bool timed;
+  std::int64_t unpack_ns;
+  std::int64_t idct_ns;
+};
+
+// Unpacks blocks [first, first + count) of the next row of a band into `out`, and
+// moves the cursor past the row's `width` blocks.
+void UnpackRow(const std::uint8_t* raw, BandCursor& cursor, int width, int first, int count,
+               Block* out) {
+  const std::uint8_t* headers = raw + cursor.headers;
+  const std::uint8_t* dc = raw + cursor.dc;
+  const std::uint8_t* positions = raw + cursor.positions;
+  const std::uint8_t* values = raw + cursor.values;
+  std::uint16_t dc_value = 0;
+  for (int x = 0; x < width; ++x) {
+    const unsigned n = headers[x] & 63u;
+    const unsigned wide = headers[x] >> 7;
+    const std::size_t d = 2 * std::size_t(x);
+    dc_value = static_cast<std::uint16_t>(dc_value + (dc[d] | dc[d + 1] << 8));
+    if (x >= first && x < first + count) {
+      JCOEF* block = out[x - first].c;
+      std::memset(block, 0, sizeof(Block));
+      block[0] = static_cast<JCOEF>(dc_value);
+      if (wide) {
+        for (std::size_t k = 0; k < n; ++k) {
+          block[kNatural[positions[k] & 63u]] = static_cast<JCOEF>(
+              static_cast<std::uint16_t>(values[2 * k] | values[2 * k + 1] << 8));
+        }
+      } else {
+        for (unsigned k = 0; k < n; ++k) {
+          // The byte is an i8: values 128..255 stand for -128..-1.
+          block[kNatural[positions[k] & 63u]] =
+              static_cast<JCOEF>(static_cast<int>(values[k] ^ 0x80u) - 128);
+        }
+      }
+    }
+    positions += n;
+    values += n << wide;
+  }
+  cursor.headers += static_cast<std::size_t>(width);
+  cursor.dc += 2 * static_cast<std::size_t>(width);
+  cursor.positions = static_cast<std::size_t>(positions - raw);
+  cursor.values = static_cast<std::size_t>(values - raw);
+}
+
+void NoPass(j_decompress_ptr) {}
+int NoInput(j_decompress_ptr) { return JPEG_SUSPENDED; }
+
+// decompress_data: one iMCU row of every component, as libjpeg's multi-scan controller
+// produces it from its whole-image arrays (jdcoefct.c decompress_data).
+int DecompressRow(j_decompress_ptr cinfo, JSAMPIMAGE output_buf) {
+  auto* feed = reinterpret_cast<BandFeed*>(cinfo->coef);
+  const JDIMENSION row = cinfo->output_iMCU_row;
+  BandCursor cursor = feed->cursors != nullptr ? feed->cursors[row] : BandCursor{};
+  for (int ci = 0; ci < cinfo->num_components; ++ci) {
+    jpeg_component_info* comp = cinfo->comp_info + ci;
+    int block_rows = comp->v_samp_factor;
+    if (row + 1 == feed->rows) {
+      block_rows = static_cast<int>(comp->height_in_blocks % comp->v_samp_factor);
+      if (block_rows == 0) block_rows = comp->v_samp_factor;
+    }
+    const int count = static_cast<int>(comp->width_in_blocks);
+    const int size = comp->DCT_scaled_size;
+    JSAMPARRAY output = output_buf[ci];
+    for (int y = 0; y < block_rows; ++y, output += size) {
+      const auto t0 = feed->timed ? Clock::now() : Clock::time_point();
+      const Block* blocks = feed->blocks;
+      if (feed->whole[ci] != nullptr) {
+        const std::size_t block_row =
+            (std::size_t(feed->row0) + row) * std::size_t(comp->v_samp_factor) + std::size_t(y);
+        blocks = feed->whole[ci] + block_row * std::size_t(feed->wib[ci]) + feed->first[ci];
+      } else if (feed->group_cursors != nullptr) {
+        UnpackGroupsRow(feed->group_cursors + std::size_t(row) * std::size_t(feed->groups),
+                        *feed->geometry, ci, feed->k0, feed->groups, feed->first[ci], count,
+                        feed->blocks);
+      } else {
+        UnpackRow(feed->raw, cursor, feed->wib[ci], feed->first[ci], count, feed->blocks);
+      }
+      if (!comp->component_needed) continue;
+      const auto t1 = feed->timed ? Clock::now() : Clock::time_point();
+      inverse_DCT_method_ptr idct = cinfo->idct->inverse_DCT[ci];
+      for (int x = 0; x < count; ++x) {
+        // libjpeg's IDCT takes a mutable JCOEFPTR but only reads the block.
+        idct(cinfo, comp, const_cast<JCOEF*>(blocks[x].c), output,
+             static_cast<JDIMENSION>(x * size));
+      }
+      if (feed->timed) {
+        const auto t2 = Clock::now();
+        feed->unpack_ns += Nanos(t1 - t0);
+        feed->idct_ns += Nanos(t2 - t1);
+      }
+    }
+  }
+  ++cinfo->input_iMCU_row;
+  return ++cinfo->output_iMCU_row < cinfo->total_iMCU_rows ? JPEG_ROW_COMPLETED
+                                                           : JPEG_SCAN_COMPLETED;
+}
+
+// Inputs of the libjpeg set-up, plain data so they may cross a longjmp.
+struct StartJob {
+  const unsigned char* header;
+  std::size_t header_size;
+  J_COLOR_SPACE color_space;
+  bool cmyk;
+  unsigned scale_num;
+  bool fast_dct;
+  bool fast_upsample;
+};
+
+bool GuardedStart(jpeg_decompress_struct* cinfo, ErrorManager* errors, const StartJob* job) {
+  if (setjmp(errors->jump)) return false;
+  jpeg_mem_src(cinfo, job->header, static_cast<unsigned long>(job->header_size));
+  jpeg_read_header(cinfo, TRUE);
+  cinfo->jpeg_color_space = job->color_space;
+  cinfo->out_color_space = job->cmyk ? JCS_CMYK : JCS_RGB;
+  cinfo->scale_num = job->scale_num;
+  cinfo->scale_denom = 8;
+  cinfo->dct_method = job->fast_dct ? JDCT_IFAST : JDCT_ISLOW;
+  cinfo->do_fancy_upsampling = job->fast_upsample ? FALSE : TRUE;
+  jpeg_start_decompress(cinfo);
+  return true;
+}
+
+// The sub-image's rows [0, region_rows) streamed through the resizer; rows above `skip`
+// are decoded and dropped (they lie between the iMCU grid and the crop). As jpeg.cc's
+// GuardedStreamRows, with the ring indexed by sub-image row.
+struct StreamJob {
+  Resizer* resizer;
+  std::uint8_t* const* ring;
+  JDIMENSION ring_rows;
+  JDIMENSION skip;
+  JDIMENSION region_rows;
+  int out_rows;
+  int cmyk_width;
+  bool adobe;
+  const std::uint8_t** row_pointers;
+  std::size_t column_bytes;
+  JDIMENSION rows_read;
+  int rows_written;
+  std::int64_t resize_ns;
+};
+
+bool GuardedStreamRows(jpeg_decompress_struct* cinfo, ErrorManager* errors, StreamJob* job) {
+  if (setjmp(errors->jump)) return false;
+  job->rows_read = 0;
+  job->rows_written = 0;
+  job->resize_ns = 0;
+  while (job->rows_written < job->out_rows) {
+    const int y = job->rows_written;
+    const JDIMENSION first = job->skip + static_cast<JDIMENSION>(job->resizer->FirstRow(y));
+    const JDIMENSION end = job->skip + static_cast<JDIMENSION>(job->resizer->EndRow(y));
+    if (end > job->rows_read) {
+      const JDIMENSION until = std::min(first + job->ring_rows, job->region_rows);
+      while (job->rows_read < until) {
+        JSAMPROW row = job->ring[job->rows_read % job->ring_rows];
+        if (jpeg_read_scanlines(cinfo, &row, 1) != 1) return true;
+        if (job->cmyk_width > 0) CmykRowToRgb(row, job->cmyk_width, job->adobe);
+        ++job->rows_read;
+      }
+      if (end > job->rows_read) return true;
+    }
+    const auto start = Clock::now();
+    int y_end = y;
+    while (y_end < job->out_rows &&
+           job->skip + static_cast<JDIMENSION>(job->resizer->EndRow(y_end)) <= job->rows_read) {
+      const int row_first = job->resizer->FirstRow(y_end);
+      const int count = job->resizer->EndRow(y_end) - row_first;
+      for (int k = 0; k < count; ++k) {
+        job->row_pointers[k] =
+            job->ring[(job->skip + static_cast<JDIMENSION>(row_first + k)) % job->ring_rows] +
+            job->column_bytes;
+      }
+      job->resizer->ResizeRow(y_end, job->row_pointers);
+      ++y_end;
+    }
+    job->resize_ns += Nanos(Clock::now() - start);
+    job->rows_written = y_end;
+  }
+  jpeg_abort_decompress(cinfo);
+  return true;
+}
+
+// The iMCU rows and columns of the whole image that a crop decode needs: the region
+// JpegDecoder::DecodeInto decodes (its scale and margins, jpeg.cc), widened to whole
+// iMCUs, and the sub-image they make.
+struct Cover {
+  int scale;                   // n, in eighths
+  int col0, col1, row0, row1;  // iMCU columns and rows, inclusive
+  int origin_x, origin_y;      // of the sub-image, in source pixels
+  int sub_width, sub_height;   // in source pixels
+};
+
+Cover CoverFor(const Geometry& g, const CropPlan& plan, int out_width, int out_height,
+               const JpegOptions& options) {
+  Cover c{};
+  const Rect& crop = plan.crop;
+  int n = PlanScaleEighths(plan, out_width, out_height, options.scales);
+  if (g.max_h >= 4 || g.max_v >= 4) n = n <= 4 ? 4 : 8;  // as jpeg.cc
+  c.scale = n;
+  const std::int64_t scaled_width = (std::int64_t{g.width} * n + 7) / 8;
+  const std::int64_t scaled_height = (std::int64_t{g.height} * n + 7) / 8;
+  const auto [x0, y0, x1, y1] = CropRegion(crop, n, g.max_h, g.max_v, scaled_width, scaled_height);
+  const std::int64_t imcu_w = std::int64_t{g.max_h} * n, imcu_h = std::int64_t{g.max_v} * n;
+  c.col0 = static_cast<int>(x0 / imcu_w);
+  c.col1 = static_cast<int>((x1 - 1) / imcu_w);
+  c.row0 = static_cast<int>(y0 / imcu_h);
+  c.row1 = static_cast<int>((y1 - 1) / imcu_h);
+  const int cols = (g.width + 8 * g.max_h - 1) / (8 * g.max_h);
+  c.origin_x = c.col0 * 8 * g.max_h;
+  c.origin_y = c.row0 * 8 * g.max_v;
+  c.sub_width = c.col1 == cols - 1 ? g.width - c.origin_x : (c.col1 - c.col0 + 1) * 8 * g.max_h;
+  c.sub_height =
+      c.row1 == g.bands - 1 ? g.height - c.origin_y : (c.row1 - c.row0 + 1) * 8 * g.max_v;
+  return c;
+}
+// Version 1: each band's streams, one LZ4 block. False if libjpeg failed.
+bool PackBands(Reader& r, jvirt_barray_ptr* arrays, const Geometry& g,
+               const CoefficientPackOptions& options, std::vector<std::byte>& out) {
+  const std::size_t table_at = out.size();
+  out.resize(out.size() + 8 * std::size_t(g.bands));
+  BandStreams streams;
+  for (int band = 0; band < g.bands; ++band) {
+    streams.Clear();
+    for (int c = 0; c < g.components; ++c) {
+      JBLOCKARRAY rows = nullptr;
+      const auto start = static_cast<JDIMENSION>(band * g.v[c]);
+      if (!GuardedAccess(&r.cinfo, &r.errors, arrays[c], start, static_cast<JDIMENSION>(g.v[c]),
+                         &rows)) {
+        return false;
+      }
+      for (int y = 0; y < g.band_rows(band, c); ++y) streams.AddRow(rows[y], g.wib[c]);
+    }
+    AppendBand(streams, options.lz4hc_level, out, table_at + 8 * std::size_t(band));
+  }
+  return true;
+}
+
+// Version 2: each band's column groups, each coded on its own. False if libjpeg failed.
+bool PackGroups(Reader& r, jvirt_barray_ptr* arrays, const Geometry& g,
+                const CoefficientPackOptions& options, std::vector<std::byte>& out) {
+  const std::size_t table_at = out.size();
+  out.resize(out.size() + 8 * std::size_t(g.bands) * std::size_t(g.groups));
+  ZstdCompressor zstd(options.zstd_level);
+  GroupStreams streams;
+  std::vector<char> raw;
+  std::array<JBLOCKARRAY, 4> rows{};
+  for (int band = 0; band < g.bands; ++band) {
+    for (int k = 0; k < g.groups; ++k) {
+      streams.Clear();
+      for (int c = 0; c < g.components; ++c) {
+        // In-memory arrays (jpeg_read_coefficients realises them whole), so access is
+        // cheap; asked again per group, as libjpeg promises a row pointer only until the
+        // next access.
+        const auto start = static_cast<JDIMENSION>(band * g.v[c]);
+        if (!GuardedAccess(&r.cinfo, &r.errors, arrays[c], start, static_cast<JDIMENSION>(g.v[c]),
+                           &rows[c])) {
+          return false;
+        }
+        for (int y = 0; y < g.band_rows(band, c); ++y) {
+          streams.AddRow(rows[c][y], g.group_begin(k, c), g.group_end(k, c));
+        }
+      }
+      raw.clear();
+      for (const auto* s : {&streams.dc, &streams.masks, &streams.values, &streams.wide}) {
+        raw.insert(raw.end(), reinterpret_cast<const char*>(s->data()),
+                   reinterpret_cast<const char*>(s->data() + s->size()));
+      }
+      const std::size_t entry = std::size_t(band) * std::size_t(g.groups) + std::size_t(k);
+      AppendCoded(raw, g, options, zstd.cctx, out, table_at + 8 * entry);
+    }
+  }
+  return true;
+}
+}  // namespace
+
+void CheckCoefficients(std::span<const std::byte> record, std::int64_t max_pixels) {
+  const Geometry g = ParseGeometry(record, max_pixels);
+  std::vector<std::uint8_t> raw;
+  std::vector<BandCursor> cursors;
+  std::vector<GroupCursor> group_cursors;
+  ZstdDecompressor zstd;
+  for (int b = 0; b < g.bands; ++b) {
+    if (g.version == 1) {
+      DecompressBands(record, g, b, b, raw, cursors);
+    } else {
+      DecompressGroups(record, g, b, b, 0, g.groups - 1, raw, group_cursors, zstd.dctx);
+    }
+  }
+}
+
+UnpackedCoefficients UnpackCoefficients(std::span<const std::byte> record,
+                                        std::int64_t max_pixels) {
+  const Geometry g = ParseGeometry(record, max_pixels);
+  std::vector<std::uint8_t> raw;
+  std::vector<BandCursor> cursors;
+  std::vector<GroupCursor> group_cursors;
+  if (g.version == 1) {
+    DecompressBands(record, g, 0, g.bands - 1, raw, cursors);
+  } else {
+    ZstdDecompressor zstd;
+    DecompressGroups(record, g, 0, g.bands - 1, 0, g.groups - 1, raw, group_cursors, zstd.dctx);
+  }
+  UnpackedCoefficients u;
+  u.record.assign(record.begin(), record.end());
+  std::size_t total = 0;
+  for (int c = 0; c < g.components; ++c) {
+    u.first_block[c] = total;
+    total += std::size_t(g.wib[c]) * std::size_t(g.hib[c]);
+  }
+  u.blocks.resize(total);
+  for (int b = 0; b < g.bands; ++b) {
+    BandCursor cursor = g.version == 1 ? cursors[std::size_t(b)] : BandCursor{};
+    for (int c = 0; c < g.components; ++c) {
+      for (int y = 0; y < g.band_rows(b, c); ++y) {
+        const std::size_t row = std::size_t(b) * std::size_t(g.v[c]) + std::size_t(y);
+        Block* out = u.blocks.data() + u.first_block[c] + row * std::size_t(g.wib[c]);
+        if (g.version == 1) {
+          UnpackRow(raw.data(), cursor, g.wib[c], 0, g.wib[c], out);
+        } else {
+          UnpackGroupsRow(group_cursors.data() + std::size_t(b) * std::size_t(g.groups), g, c, 0,
+                          g.groups, 0, g.wib[c], out);
+        }
+      }
+    }
+  }
+  return u;
+}
+
+bool LooksLikeCoefficients(std::span<const std::byte> bytes) {
+  return bytes.size() >= 4 && std::memcmp(bytes.data(), kMagic, 4) == 0;
+}
+
+CoefficientPackResult PackCoefficients(std::span<const std::byte> jpeg,
+                                       const CoefficientPackOptions& options) {
+  if ((options.version != 1 && options.version != 2) || options.group_pixels < 1 ||
+      options.lz4hc_level < 0 || options.lz4hc_level > 12 || options.zstd_level < -5 ||
+      options.zstd_level > 19 || static_cast<int>(options.coding) > 2) {
+    throw std::invalid_argument("CoefficientPackOptions out of range");
+  }
+  CoefficientPackResult result;
+  auto refuse = [&](DecodeErrorKind kind, std::string reason) {
+    result.refusal = kind;
+    result.reason = std::move(reason);
+    return std::move(result);
+  };
+  if (const char* what = SniffNonJpeg(jpeg)) {
+    return refuse(DecodeErrorKind::kNotJpeg, std::string("not a JPEG: ") + what);
+  }
+  Reader r(options.max_scans);
+  if (!r.created) return refuse(DecodeErrorKind::kCorrupt, r.errors.message);
+  if (!GuardedReadHeader(&r.cinfo, &r.errors, reinterpret_cast<const unsigned char*>(jpeg.data()),
+                         jpeg.size())) {
+    auto [kind, reason] = r.Failed("header");
+    return refuse(kind, std::move(reason));
+  }
+  if (const char* why = Unstorable(r.cinfo)) {
+    return refuse(DecodeErrorKind::kUnsupported, std::string("unsupported JPEG: ") + why);
+  }
+  if (std::int64_t{r.cinfo.image_width} * r.cinfo.image_height > options.max_pixels) {
+    return refuse(DecodeErrorKind::kTooLarge,
+                  "JPEG too large: " + std::to_string(r.cinfo.image_width) + "x" +
+                      std::to_string(r.cinfo.image_height) + " is over the limit of " +
+                      std::to_string(options.max_pixels) + " pixels");
+  }
+  jvirt_barray_ptr* arrays = nullptr;
+  if (!GuardedReadCoefficients(&r.cinfo, &r.errors, &arrays)) {
+    auto [kind, reason] = r.Failed("data");
+    return refuse(kind, std::move(reason));
+  }
+  if (const char* why = detail::NotPlain(r.cinfo)) {
+    return refuse(DecodeErrorKind::kUnsupported, std::string("unsupported JPEG: ") + why);
+  }
+  const Geometry g = GeometryOf(r.cinfo, options);
+  AppendHeader(g, result.record);
+  const bool stored = g.version == 1 ? PackBands(r, arrays, g, options, result.record)
+                                     : PackGroups(r, arrays, g, options, result.record);
+  if (!stored) {
+    auto [kind, reason] = r.Failed("coefficients");
+    result.record.clear();
+    return refuse(kind, std::move(reason));
+  }
+  jpeg_abort_decompress(&r.cinfo);
+  result.packed = true;
+  return result;
+}
+
+ImageInfo ReadCoefficientInfo(std::span<const std::byte> record, std::int64_t max_pixels) {
+  const Geometry g = ParseGeometry(record, max_pixels);
+  ImageInfo info;
+  info.width = g.width;
+  info.height = g.height;
+  info.components = g.components;
+  switch (g.color_space) {
+    case JCS_GRAYSCALE:
+      info.color_space = ColorSpace::kGrayscale;
+      info.subsampling = Subsampling::kGray;
+      break;
+    case JCS_RGB:
+      info.color_space = ColorSpace::kRgb;
+      break;
+    case JCS_YCbCr:
+      info.color_space = ColorSpace::kYCbCr;
+      break;
+    case JCS_CMYK:
+      info.color_space = ColorSpace::kCmyk;
+      break;
+    default:
+      info.color_space = ColorSpace::kYcck;
+  }
+  if (g.components > 1) {
+    bool chroma_1x1 = true;
+    for (int c = 1; c < std::min(g.components, 3); ++c)
+      chroma_1x1 = chroma_1x1 && g.h[c] == 1 && g.v[c] == 1;
+    const int h = g.h[0], v = g.v[0];
+    info.subsampling = !chroma_1x1        ? Subsampling::kOther
+                       : h == 1 && v == 1 ? Subsampling::k444
+                       : h == 2 && v == 1 ? Subsampling::k422
+                       : h == 2 && v == 2 ? Subsampling::k420
+                       : h == 1 && v == 2 ? Subsampling::k440
+                       : h == 4 && v == 1 ? Subsampling::k411
+                       : h == 1 && v == 4 ? Subsampling::k441
+                                          : Subsampling::kOther;
+  }
+  info.mcu_width = 8 * g.max_h;
+  info.mcu_height = 8 * g.max_v;
+  return info;
+}
+
+struct CoefficientDecoder::Impl {
+  JpegOptions options;
+  jpeg_decompress_struct cinfo{};
+  ErrorManager errors{};
+  BandFeed feed{};
+  std::vector<std::byte> header;
+  std::vector<std::uint8_t> raw;  // the covering bands, decompressed; only grows
+  std::vector<BandCursor> cursors;
+  std::vector<GroupCursor> group_cursors;
+  ZstdDecompressor zstd;
+  std::vector<Block> blocks;
+  std::vector<std::uint8_t> scratch;
+  std::vector<JSAMPROW> rows;
+  std::vector<const std::uint8_t*> row_pointers;
+  Resizer resizer;
+
+  explicit Impl(const JpegOptions& opts) : options(opts) {
+    cinfo.err = detail::InstallErrorHandlers(errors);
+    if (!GuardedCreate(&cinfo, &errors)) {
+      throw std::runtime_error(std::string("libjpeg: cannot create a decompressor: ") +
+                               errors.message);
+    }
+  }
+  ~Impl() { jpeg_destroy_decompress(&cinfo); }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+
+  [[noreturn]] void Fail(const char* stage) {
+    jpeg_abort_decompress(&cinfo);
+    const DecodeErrorKind kind = detail::ClassifyFailure(errors);
+    throw DecodeError(kind, std::string(ToString(kind)) + " coefficient record (" + stage +
+                                "): " + errors.message);
+  }
+
+  void Prepare(std::span<const std::byte> rec, const Geometry& g, const Cover& cover) {
+    if (g.version == 1) {
+      DecompressBands(rec, g, cover.row0, cover.row1, raw, cursors);
+    } else {
+      DecompressGroups(rec, g, cover.row0, cover.row1, cover.col0 / g.group_width,
+                       cover.col1 / g.group_width, raw, group_cursors, zstd.dctx);
+    }
+  }
+
+  DecodeReport Decode(std::span<const std::byte> rec, const UnpackedCoefficients* unpacked,
+                      const CropPlan& plan, const PixelView& out, CoefficientTimes* times);
+  void Start(const Geometry& g, const Cover& cover, const UnpackedCoefficients* unpacked);
+  JDIMENSION Stream(const Geometry& g, const Cover& cover, const CropPlan& plan,
+                    const PixelView& out, std::int64_t* resize_ns);
+};
+
+// Sets libjpeg up for the cover's sub-image and installs the band feed.
+void CoefficientDecoder::Impl::Start(const Geometry& g, const Cover& cover,
+                                     const UnpackedCoefficients* unpacked) {
+  BuildJpegHeader(g, cover.sub_width, cover.sub_height, header);
+  const bool cmyk = g.color_space == JCS_CMYK || g.color_space == JCS_YCCK;
+  const StartJob job{reinterpret_cast<const unsigned char*>(header.data()),
+                     header.size(),
+                     static_cast<J_COLOR_SPACE>(g.color_space),
+                     cmyk,
+                     static_cast<unsigned>(cover.scale),
+                     options.fast_dct,
+                     options.fast_upsample};
+  errors.Reset(true);
+  if (!GuardedStart(&cinfo, &errors, &job)) Fail("set-up");
+  // The controller trusts these to match the bands Prepare checked.
+  bool fits = cinfo.total_iMCU_rows == JDIMENSION(cover.row1 - cover.row0 + 1) &&
+              cinfo.num_components == g.components;
+  for (int c = 0; fits && c < g.components; ++c) {
+    const jpeg_component_info& comp = cinfo.comp_info[c];
+    const int first = cover.col0 * g.h[c];
+    const int last_rows = std::min(g.v[c], g.hib[c] - cover.row1 * g.v[c]);
+    const int sub_last_rows = static_cast<int>(comp.height_in_blocks) -
+                              static_cast<int>(cinfo.total_iMCU_rows - 1) * comp.v_samp_factor;
+    fits = comp.h_samp_factor == g.h[c] && comp.v_samp_factor == g.v[c] &&
+           first + static_cast<int>(comp.width_in_blocks) <= g.wib[c] && sub_last_rows == last_rows;
+    feed.wib[c] = g.wib[c];
+    feed.first[c] = first;
+    feed.whole[c] = unpacked ? unpacked->blocks.data() + unpacked->first_block[c] : nullptr;
+  }
+  feed.row0 = cover.row0;
+  if (!fits) {
+    jpeg_abort_decompress(&cinfo);
+    Corrupt("geometry does not match libjpeg's");
+  }
+  const std::size_t width = cinfo.comp_info[0].width_in_blocks;
+  std::size_t widest = width;
+  for (int c = 1; c < g.components; ++c) {
+    widest = std::max<std::size_t>(widest, cinfo.comp_info[c].width_in_blocks);
+  }
+  if (blocks.size() < widest) blocks.resize(widest);
+  feed.pub.start_input_pass = NoPass;
+  feed.pub.consume_data = NoInput;
+  feed.pub.start_output_pass = NoPass;
+  feed.pub.decompress_data = DecompressRow;
+  feed.pub.coef_arrays = nullptr;
+  const bool grouped = unpacked == nullptr && g.version == 2;
+  const bool banded = unpacked == nullptr && g.version == 1;
+  feed.raw = raw.data();
+  feed.cursors = banded ? cursors.data() : nullptr;
+  feed.geometry = &g;
+  feed.group_cursors = grouped ? group_cursors.data() : nullptr;
+  feed.k0 = cover.col0 / g.group_width;
+  feed.groups = cover.col1 / g.group_width - feed.k0 + 1;
+  feed.rows = cinfo.total_iMCU_rows;
+  feed.blocks = blocks.data();
+  feed.unpack_ns = 0;
+  feed.idct_ns = 0;
+  cinfo.coef = &feed.pub;
+}
+
+// Streams the started sub-image's rows through the resizer into `out`; returns the rows
+// decoded.
+JDIMENSION CoefficientDecoder::Impl::Stream(const Geometry& g, const Cover& cover,
+                                            const CropPlan& plan, const PixelView& out,
+                                            std::int64_t* resize_ns) {
+  // The crop in sub-image pixels (the origin is on the 8-pixel grid, so it scales
+  // exactly): the same fractions jpeg.cc gives the resizer.
+  const double ox = cover.origin_x * cover.scale / 8.0;
+  const double oy = cover.origin_y * cover.scale / 8.0;
+  const double unlimited = std::numeric_limits<double>::infinity();
+  const detail::PlanWindow w = detail::WindowFor(plan, cover.scale, ox, oy, unlimited, unlimited);
+  const int ix0 = w.x0, iy0 = w.y0, iy1 = w.y1;
+  resizer.Start(w.x1 - w.x0, w.y1 - w.y0, w.box, out, plan.flip);
+  const bool cmyk = g.components == 4;
+  const auto row_bytes = static_cast<std::size_t>(cinfo.output_width) * (cmyk ? 4 : 3);
+  const auto ring_rows =
+      std::min(static_cast<std::size_t>(resizer.MaxRows()) + kRingAhead, std::size_t(iy1));
+  if (scratch.size() < row_bytes * ring_rows) scratch.resize(row_bytes * ring_rows);
+  if (rows.size() < ring_rows) rows.resize(ring_rows);
+  for (std::size_t r = 0; r < ring_rows; ++r) rows[r] = scratch.data() + r * row_bytes;
+  if (row_pointers.size() < static_cast<std::size_t>(resizer.MaxRows())) {
+    row_pointers.resize(resizer.MaxRows());
+  }
+  StreamJob stream{&resizer,
+                   rows.data(),
+                   static_cast<JDIMENSION>(ring_rows),
+                   static_cast<JDIMENSION>(iy0),
+                   static_cast<JDIMENSION>(iy1),
+                   out.height,
+                   cmyk ? static_cast<int>(cinfo.output_width) : 0,
+                   g.adobe,
+                   row_pointers.data(),
+                   static_cast<std::size_t>(ix0) * 3,
+                   0,
+                   0,
+                   0};
+  if (!GuardedStreamRows(&cinfo, &errors, &stream)) Fail("data");
+  if (stream.rows_written != out.height) {
+    jpeg_abort_decompress(&cinfo);
+    Corrupt("decoded " + std::to_string(stream.rows_read) + " of " + std::to_string(iy1) + " rows");
+  }
+  *resize_ns = stream.resize_ns;
+  return stream.rows_read;
+}
+
+DecodeReport CoefficientDecoder::Impl::Decode(std::span<const std::byte> rec,
+                                              const UnpackedCoefficients* unpacked,
+                                              const CropPlan& plan, const PixelView& out,
+                                              CoefficientTimes* times) {
+  const auto t0 = Clock::now();
+  const Geometry g = ParseGeometry(rec, options.max_pixels);
+  const Rect& crop = plan.crop;
+  if (!detail::PlanFits(plan, g.width, g.height, out)) {
+    throw detail::CropDoesNotFit(crop, g.width, g.height, "image");
+  }
+  const Cover cover = CoverFor(g, plan, out.width, out.height, options);
+  if (unpacked == nullptr) Prepare(rec, g, cover);
+  const auto t1 = Clock::now();
+  feed.timed = times != nullptr;
+  Start(g, cover, unpacked);
+  std::int64_t resize_ns = 0;
+  const JDIMENSION rows_read = Stream(g, cover, plan, out, &resize_ns);
+  DecodeReport report;
+  report.scale_eighths = cover.scale;
+  report.resize_seconds = static_cast<double>(resize_ns) * 1e-9;
+  report.decoded = Rect{cover.origin_x * cover.scale / 8, cover.origin_y * cover.scale / 8,
+                        static_cast<int>((std::int64_t{cover.sub_width} * cover.scale + 7) / 8),
+                        static_cast<int>(rows_read)};
+  if (times != nullptr) {
+    const std::int64_t rows_ns =
+        Nanos(Clock::now() - t1) - resize_ns - feed.unpack_ns - feed.idct_ns;
+    times->lz4_seconds = static_cast<double>(Nanos(t1 - t0)) * 1e-9;
+    times->unpack_seconds = static_cast<double>(feed.unpack_ns) * 1e-9;
+    times->idct_seconds = static_cast<double>(feed.idct_ns) * 1e-9;
+    times->rows_seconds = static_cast<double>(std::max<std::int64_t>(rows_ns, 0)) * 1e-9;
+  }
+  return report;
+}
+
+CoefficientDecoder::CoefficientDecoder(const JpegOptions& options)
+    : impl_(std::make_unique<Impl>(options)) {}
+CoefficientDecoder::~CoefficientDecoder() = default;
+CoefficientDecoder::CoefficientDecoder(CoefficientDecoder&&) noexcept = default;
+CoefficientDecoder& CoefficientDecoder::operator=(CoefficientDecoder&&) noexcept = default;
+
+const JpegOptions& CoefficientDecoder::options() const { return impl_->options; }
+
+DecodeReport CoefficientDecoder::DecodeInto(std::span<const std::byte> record, const CropPlan& plan,
+                                            const PixelView& out, CoefficientTimes* times) {
+  return impl_->Decode(record, nullptr, plan, out, times);
+}
+
+DecodeReport CoefficientDecoder::DecodeUnpackedInto(const UnpackedCoefficients& unpacked,
+                                                    const CropPlan& plan, const PixelView& out,
+                                                    CoefficientTimes* times) {
+  return impl_->Decode(unpacked.record, &unpacked, plan, out, times);
+}
+
+}  // namespace tilefeed::codecs

@@ -1,0 +1,155 @@
+#include "codecs/libjpeg_errors.h"
+
+// clang-format off
+#include <jerror.h>  // after jpeglib.h: it needs its configuration macros
+// clang-format on
+
+namespace tilefeed::codecs::detail {
+namespace {
+
+// Warnings after which the pixels are wrong (grey or garbage past the damage), as
+// opposed to harmless ones (extraneous bytes, an unknown JFIF version).
+bool IsDamageWarning(int code) {
+  switch (code) {
+    case JWRN_ARITH_BAD_CODE:
+    case JWRN_BOGUS_PROGRESSION:
+    case JWRN_HIT_MARKER:
+    case JWRN_HUFF_BAD_CODE:
+    case JWRN_JPEG_EOF:
+    case JWRN_MUST_RESYNC:
+    case JWRN_NOT_SEQUENTIAL:
+      return true;
+    default:
+      return false;
+  }
+}
+
+extern "C" void OnErrorExit(j_common_ptr cinfo) {
+  auto* errors = reinterpret_cast<LibjpegErrors*>(cinfo->err);
+  errors->failure = LibjpegFailure::kLibjpeg;
+  errors->failure_code = cinfo->err->msg_code;
+  (*cinfo->err->format_message)(cinfo, errors->message);
+  std::longjmp(errors->jump, 1);
+}
+
+extern "C" void OnEmitMessage(j_common_ptr cinfo, int level) {
+  if (level >= 0) return;  // trace messages
+  auto* errors = reinterpret_cast<LibjpegErrors*>(cinfo->err);
+  const int code = cinfo->err->msg_code;
+  cinfo->err->num_warnings++;
+  if (code == JWRN_JPEG_EOF) errors->saw_eof = true;
+  if (IsDamageWarning(code) && errors->stop_on_damage) {
+    errors->failure = LibjpegFailure::kDamage;
+    errors->failure_code = code;
+    (*cinfo->err->format_message)(cinfo, errors->message);
+    std::longjmp(errors->jump, 1);
+  }
+  if (!errors->warned) {
+    errors->warned = true;
+    errors->warning_code = code;
+    (*cinfo->err->format_message)(cinfo, errors->message);
+  }
+}
+
+extern "C" void OnOutputMessage(j_common_ptr) {}  // libjpeg never prints
+
+// Called while libjpeg absorbs a multi-scan file.
+extern "C" void OnProgress(j_common_ptr cinfo) {
+  if (!cinfo->is_decompressor) return;
+  auto* progress = reinterpret_cast<LibjpegProgress*>(cinfo->progress);
+  if (reinterpret_cast<j_decompress_ptr>(cinfo)->input_scan_number > progress->max_scans) {
+    LibjpegErrors* errors = progress->errors;
+    errors->failure = LibjpegFailure::kTooManyScans;
+    std::snprintf(errors->message, sizeof errors->message,
+                  "progressive JPEG has more than %d scans", progress->max_scans);
+    std::longjmp(errors->jump, 1);
+  }
+}
+
+}  // namespace
+
+void LibjpegErrors::Reset(bool stop_on_damage_warnings) {
+  stop_on_damage = stop_on_damage_warnings;
+  failure = LibjpegFailure::kNone;
+  failure_code = 0;
+  saw_eof = false;
+  warned = false;
+  warning_code = 0;
+  message[0] = '\0';
+  pub.num_warnings = 0;
+}
+
+jpeg_error_mgr* InstallErrorHandlers(LibjpegErrors& errors) {
+  jpeg_std_error(&errors.pub);
+  errors.pub.error_exit = OnErrorExit;
+  errors.pub.emit_message = OnEmitMessage;
+  errors.pub.output_message = OnOutputMessage;
+  errors.Reset(true);
+  return &errors.pub;
+}
+
+jpeg_progress_mgr* InstallScanLimit(LibjpegProgress& progress, LibjpegErrors& errors,
+                                    int max_scans) {
+  progress.pub.progress_monitor = OnProgress;
+  progress.errors = &errors;
+  progress.max_scans = max_scans;
+  return &progress.pub;
+}
+
+DecodeErrorKind ClassifyFailure(const LibjpegErrors& errors) {
+  switch (errors.failure) {
+    case LibjpegFailure::kTooManyScans:
+      return DecodeErrorKind::kTooManyScans;
+    case LibjpegFailure::kDamage:
+      return errors.failure_code == JWRN_JPEG_EOF ? DecodeErrorKind::kTruncated
+                                                  : DecodeErrorKind::kCorrupt;
+    case LibjpegFailure::kLibjpeg:
+    case LibjpegFailure::kNone:
+      break;
+  }
+  switch (errors.failure_code) {
+    case JERR_NO_SOI:
+      return DecodeErrorKind::kNotJpeg;
+    case JERR_BAD_PRECISION:
+    case JERR_SOF_UNSUPPORTED:
+    case JERR_ARITH_NOTIMPL:
+    case JERR_NOT_COMPILED:
+      return DecodeErrorKind::kUnsupported;
+    case JERR_IMAGE_TOO_BIG:
+      return DecodeErrorKind::kTooLarge;
+    case JERR_INPUT_EMPTY:
+    case JERR_INPUT_EOF:
+      return DecodeErrorKind::kTruncated;
+    default:
+      // A header cut short surfaces as some other error after the fake EOI libjpeg
+      // inserts at the end of the data.
+      return errors.saw_eof ? DecodeErrorKind::kTruncated : DecodeErrorKind::kCorrupt;
+  }
+}
+
+bool GuardedCreate(jpeg_decompress_struct* cinfo, LibjpegErrors* errors) {
+  if (setjmp(errors->jump)) return false;
+  jpeg_create_decompress(cinfo);
+  return true;
+}
+
+bool GuardedReadHeader(jpeg_decompress_struct* cinfo, LibjpegErrors* errors,
+                       const unsigned char* data, std::size_t size) {
+  if (setjmp(errors->jump)) return false;
+  jpeg_mem_src(cinfo, data, static_cast<unsigned long>(size));
+  jpeg_read_header(cinfo, TRUE);
+  return true;
+}
+
+const char* NotPlain(const jpeg_decompress_struct& cinfo) {
+  for (int c = 0; c < cinfo.num_components; ++c) {
+    if (cinfo.comp_info[c].quant_table == nullptr) return "a component without a scan";
+    if (!cinfo.progressive_mode || cinfo.coef_bits == nullptr) continue;
+    for (int k = 0; k < 10; ++k) {
+      if (cinfo.coef_bits[c][k] != 0) return "progressive scans leave coefficients unrefined";
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace tilefeed::codecs::detail

@@ -1,0 +1,76 @@
+#pragma once
+
+// libjpeg's error and progress plumbing, shared by codecs/jpeg.cc (decoding) and
+// codecs/jpeg_index.cc (transcoding). Internal: not installed.
+//
+// libjpeg reports a fatal error by calling error_exit, which must not return. These
+// handlers record the failure and longjmp to LibjpegErrors::jump, taken by a setjmp in a
+// "guarded" function of the caller whose frames up to libjpeg hold only trivially
+// destructible objects (longjmp over a non-trivial destructor is undefined behaviour).
+// Corrupt-data warnings jump too when stop_on_damage is set, which also bounds the work a
+// hostile file can cause; otherwise the first warning is recorded. Nothing is printed.
+
+#include <csetjmp>
+#include <cstddef>
+#include <cstdio>
+
+// jpeglib.h needs FILE and size_t declared before it.
+// clang-format off
+#include <jpeglib.h>
+// clang-format on
+
+#include "tilefeed/codecs/image.h"
+
+namespace tilefeed::codecs::detail {
+
+enum class LibjpegFailure { kNone, kLibjpeg, kDamage, kTooManyScans };
+
+// `pub` must stay first: libjpeg hands the callbacks a pointer to it.
+struct LibjpegErrors {
+  jpeg_error_mgr pub;
+  std::jmp_buf jump;
+  bool stop_on_damage;
+  LibjpegFailure failure;
+  int failure_code;  // libjpeg message code of the failure
+  bool saw_eof;      // the data ran out (JWRN_JPEG_EOF) at some point
+  bool warned;       // a warning was accepted; warning_code and message say which
+  int warning_code;
+  char message[JMSG_LENGTH_MAX];  // the failure's, or the first accepted warning's, text
+
+  // Forgets the previous image's failure and warnings.
+  void Reset(bool stop_on_damage_warnings);
+};
+
+// Bounds the scans of a progressive file.
+struct LibjpegProgress {
+  jpeg_progress_mgr pub;
+  LibjpegErrors* errors;
+  int max_scans;
+};
+
+// Fills errors.pub with our handlers and returns it, for cinfo.err.
+jpeg_error_mgr* InstallErrorHandlers(LibjpegErrors& errors);
+// Fills progress.pub with the scan-limit monitor and returns it, for cinfo.progress.
+jpeg_progress_mgr* InstallScanLimit(LibjpegProgress& progress, LibjpegErrors& errors,
+                                    int max_scans);
+// What kind of failure the recorded one is, for DecodeError.
+DecodeErrorKind ClassifyFailure(const LibjpegErrors& errors);
+
+// jpeg_create_decompress and jpeg_mem_src + jpeg_read_header, each behind its own setjmp
+// on errors->jump (libjpeg's longjmp lands in the frame that called setjmp, which holds no
+// object with a destructor). They return false when libjpeg jumped out; errors->message
+// says why. Shared by the JPEG decoder and the coefficient store.
+bool GuardedCreate(jpeg_decompress_struct* cinfo, LibjpegErrors* errors);
+bool GuardedReadHeader(jpeg_decompress_struct* cinfo, LibjpegErrors* errors,
+                       const unsigned char* data, std::size_t size);
+
+// After jpeg_read_coefficients: nullptr if a decode of the file runs libjpeg's plain IDCT
+// path on the coefficients read, else why not. A progressive file whose scans leave any of
+// a component's first 10 coefficients unrefined (coef_bits != 0 after the last scan) is
+// block-smoothed by libjpeg (jdcoefct.c, do_block_smoothing); coefficients stored or
+// transcoded to a complete baseline file would not be, so their pixels would differ.
+// --jpeg-index (jpeg_index.cc) and --codec coefficients (jpeg_coefficients.cc) both store
+// such files as they came, by this one test.
+const char* NotPlain(const jpeg_decompress_struct& cinfo);
+
+}  // namespace tilefeed::codecs::detail

@@ -1,0 +1,54 @@
+#pragma once
+
+// File-descriptor helpers shared by the built-in sources. Internal: not installed, and
+// never included from a public header. Defined in loader/source.cc.
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tilefeed::loader::detail {
+
+// Owns one file descriptor and closes it on destruction. Move-only.
+class UniqueFd {
+ public:
+  UniqueFd() noexcept = default;
+  explicit UniqueFd(int fd) noexcept : fd_(fd) {}
+  UniqueFd(UniqueFd&& other) noexcept : fd_(other.release()) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept;
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd();
+
+  int get() const noexcept { return fd_; }
+  explicit operator bool() const noexcept { return fd_ >= 0; }
+  // Gives up ownership and returns the descriptor (-1 if none).
+  int release() noexcept;
+
+ private:
+  int fd_ = -1;
+};
+
+// Reads up to `size` bytes at `offset`, retrying short reads and EINTR, and stops early
+// only at end of file. Returns the number of bytes read, or -1 with errno set.
+ssize_t PreadFull(int fd, void* data, std::size_t size, off_t offset);
+
+// Reads the regular file `path` (relative to `dir_fd`, or absolute; AT_FDCWD for the
+// working directory) into `buffer`, resized to the file's length. Returns nothing on
+// success and a one-line reason on failure: an errno message, "not a regular file
+// (a directory)", "file is N bytes, over the limit of M", "file shrank while being
+// read". Never blocks on a FIFO.
+std::optional<std::string> ReadRegularFile(int dir_fd, const char* path, std::size_t max_bytes,
+                                           std::vector<std::byte>& buffer);
+
+// Throws SourceError(where, context + the message for `error`). Takes errno by value and
+// `where` by reference so that nothing allocates, and so clobbers errno, before it is read.
+[[noreturn]] void ThrowWithErrno(const std::string& where, const char* context, int error);
+
+// strerror_r that works with both the GNU and the XSI signature; thread-safe.
+std::string ErrnoMessage(int error);
+
+}  // namespace tilefeed::loader::detail

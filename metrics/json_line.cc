@@ -1,0 +1,102 @@
+#include "metrics/json_line.h"
+
+#include <cmath>
+#include <cstdio>
+
+namespace tilefeed::metrics::detail {
+
+std::string JsonString(std::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char escaped[8];
+          std::snprintf(escaped, sizeof(escaped), "\\u%04x", static_cast<unsigned>(c));
+          out += escaped;
+        } else {
+          // Bytes >= 0x80 pass through: UTF-8 stays UTF-8 (paths are taken as they are).
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+void JsonLine::Key(std::string_view key) {
+  if (text_.size() > 1) text_ += ',';
+  text_ += JsonString(key);
+  text_ += ':';
+}
+
+JsonLine& JsonLine::Add(std::string_view key, std::string_view value) {
+  Key(key);
+  text_ += JsonString(value);
+  return *this;
+}
+
+JsonLine& JsonLine::Add(std::string_view key, std::uint64_t value) {
+  Key(key);
+  text_ += std::to_string(value);
+  return *this;
+}
+
+JsonLine& JsonLine::Add(std::string_view key, int value) {
+  Key(key);
+  text_ += std::to_string(value);
+  return *this;
+}
+
+JsonLine& JsonLine::Add(std::string_view key, double value) {
+  Key(key);
+  if (!std::isfinite(value)) {
+    text_ += "null";
+    return *this;
+  }
+  char number[32];
+  // Ten significant digits, but never fewer than milliseconds (Unix times are ~1.8e9).
+  std::snprintf(number, sizeof(number), std::fabs(value) >= 1e6 ? "%.3f" : "%.10g", value);
+  text_ += number;
+  return *this;
+}
+
+JsonLine& JsonLine::Add(std::string_view key, std::optional<double> value) {
+  return value ? Add(key, *value) : AddNull(key);
+}
+
+JsonLine& JsonLine::AddNull(std::string_view key) {
+  Key(key);
+  text_ += "null";
+  return *this;
+}
+
+JsonLine& JsonLine::Add(std::string_view key,
+                        const std::vector<std::pair<std::string, std::string>>& object) {
+  Key(key);
+  text_ += '{';
+  for (std::size_t i = 0; i < object.size(); ++i) {
+    if (i > 0) text_ += ',';
+    text_ += JsonString(object[i].first);
+    text_ += ':';
+    text_ += JsonString(object[i].second);
+  }
+  text_ += '}';
+  return *this;
+}
+
+}  // namespace tilefeed::metrics::detail

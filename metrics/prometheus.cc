@@ -1,0 +1,244 @@
+// The endpoint is a small HTTP/1.1 server of its own, not prometheus-cpp's Exposer: civetweb
+// as Debian 12 builds it for prometheus-cpp 1.1 crashes the whole process on a request for
+// any path it has no handler for ("GET /", "GET /favicon.ico"), and cannot answer 405. It
+// serves one connection at a time on one thread (a scrape is one short request): it reads
+// the request head (at most 8 KiB, 5 s), answers with Connection: close, and goes back to
+// accept. Prometheus-cpp's TextSerializer writes the body.
+
+#include "metrics/prometheus.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
+#include <prometheus/text_serializer.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <sstream>
+#include <stop_token>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace tilefeed::metrics {
+namespace {
+
+// Builds the families from the Writer's Totals on every scrape: nothing is stored, so the
+// endpoint can never disagree with the JSON lines.
+class TotalsCollectable final : public prometheus::Collectable {
+ public:
+  TotalsCollectable(const Writer& writer, std::string tool)
+      : writer_(writer), tool_(std::move(tool)) {}
+
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    const Totals t = writer_.totals();
+    std::vector<prometheus::MetricFamily> out;
+    using prometheus::MetricType;
+    Add(out, "tilefeed_images_total", "Images consumed", MetricType::Counter, double(t.images));
+    Add(out, "tilefeed_batches_total", "Batches handed out by the loader", MetricType::Counter,
+        double(t.batches));
+    Add(out, "tilefeed_steps_total", "Steps (or batches) the consumer finished",
+        MetricType::Counter, double(t.step));
+    Add(out, "tilefeed_read_bytes_total", "Encoded bytes read from the dataset",
+        MetricType::Counter, double(t.bytes_read));
+    Add(out, "tilefeed_input_wait_seconds_total", "Consumer time blocked waiting for input",
+        MetricType::Counter, t.wait_seconds);
+    Add(out, "tilefeed_busy_seconds_total", "Consumer time in its own work", MetricType::Counter,
+        t.busy_seconds);
+    Add(out, "tilefeed_read_seconds_total", "Loader worker time reading, summed over workers",
+        MetricType::Counter, t.read_seconds);
+    Add(out, "tilefeed_decode_seconds_total", "Loader worker time decoding, summed over workers",
+        MetricType::Counter, t.decode_seconds);
+    Add(out, "tilefeed_resize_seconds_total", "Loader worker time resizing, summed over workers",
+        MetricType::Counter, t.resize_seconds);
+    Add(out, "tilefeed_bad_samples_total", "Samples reported bad", MetricType::Counter,
+        double(t.bad_samples));
+    Add(out, "tilefeed_elapsed_seconds", "Seconds since the metrics started", MetricType::Gauge,
+        t.elapsed_seconds);
+    Add(out, "tilefeed_epoch", "The epoch the consumer is in", MetricType::Gauge, double(t.epoch));
+    Add(out, "tilefeed_ring_slots", "Prefetch ring capacity in batches", MetricType::Gauge,
+        double(t.ring_slots));
+    Add(out, "tilefeed_rss_bytes", "Resident memory", MetricType::Gauge, t.rss_mib * (1 << 20));
+    Add(out, "tilefeed_open_fds", "Open file descriptors", MetricType::Gauge, double(t.open_fds));
+    return out;
+  }
+
+ private:
+  void Add(std::vector<prometheus::MetricFamily>& out, const char* name, const char* help,
+           prometheus::MetricType type, double value) const {
+    prometheus::ClientMetric metric;
+    metric.label = {{"tilefeed_instance", std::to_string(writer_.instance())}, {"tool", tool_}};
+    if (type == prometheus::MetricType::Counter) {
+      metric.counter.value = value;
+    } else {
+      metric.gauge.value = value;
+    }
+    out.push_back({name, help, type, {metric}});
+  }
+
+  const Writer& writer_;
+  std::string tool_;
+};
+
+class Socket {
+ public:
+  explicit Socket(int fd = -1) : fd_(fd) {}
+  Socket(Socket&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  Socket& operator=(Socket&& other) noexcept {
+    if (this != &other) {
+      if (fd_ >= 0) ::close(fd_);
+      fd_ = std::exchange(other.fd_, -1);
+    }
+    return *this;
+  }
+  ~Socket() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+void SendAll(int fd, const std::string& data) {
+  std::size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // the client went away: nothing to tell it
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+std::string Response(int status, const char* reason, const std::string& type,
+                     const std::string& body, bool with_body, const char* extra = "") {
+  return "HTTP/1.1 " + std::to_string(status) + " " + reason + "\r\nContent-Type: " + type +
+         "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n" + extra +
+         "Connection: close\r\n\r\n" + (with_body ? body : std::string());
+}
+
+// The request head (up to the blank line, at most 8 KiB), or what came of it within 5 s;
+// empty when `stop` is requested first, so that a silent client never delays a stop by more
+// than the 100 ms poll.
+std::string ReadHead(int fd, const std::stop_token& stop) {
+  std::string head;
+  char buffer[2048];
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (head.find("\r\n\r\n") == std::string::npos && head.size() < 8192) {
+    if (stop.stop_requested() || std::chrono::steady_clock::now() > deadline) break;
+    pollfd readable{fd, POLLIN, 0};
+    if (::poll(&readable, 1, 100) <= 0) continue;
+    const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    head.append(buffer, static_cast<std::size_t>(n));
+  }
+  return stop.stop_requested() ? std::string() : head;
+}
+
+// Reads one request head and answers it.
+void Answer(int fd, const TotalsCollectable& collectable, const std::stop_token& stop) {
+  const timeval timeout{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+  const std::string head = ReadHead(fd, stop);
+  if (stop.stop_requested()) return;
+  std::istringstream line(head.substr(0, head.find("\r\n")));
+  std::string method, target, version;
+  line >> method >> target >> version;
+  const std::string text = "text/plain; charset=utf-8";
+  if (method.empty() || target.empty() || !version.starts_with("HTTP/")) {
+    SendAll(fd, Response(400, "Bad Request", text, "bad request\n", true));
+    return;
+  }
+  const bool head_only = method == "HEAD";
+  if (target.substr(0, target.find('?')) != "/metrics") {
+    SendAll(fd, Response(404, "Not Found", text, "not found: the metrics are at /metrics\n",
+                         !head_only));
+  } else if (method != "GET" && !head_only) {
+    SendAll(fd, Response(405, "Method Not Allowed", text, "method not allowed: GET /metrics\n",
+                         true, "Allow: GET, HEAD\r\n"));
+  } else {
+    std::ostringstream body;
+    prometheus::TextSerializer().Serialize(body, collectable.Collect());
+    SendAll(fd, Response(200, "OK", "text/plain; version=0.0.4; charset=utf-8", body.str(),
+                         !head_only));
+  }
+}
+
+// A listening socket on "HOST:PORT" ("[IPv6]:PORT"). Throws MetricsError.
+Socket Listen(const std::string& address, int& port) {
+  const std::size_t colon = address.rfind(':');
+  std::string host = colon == std::string::npos ? std::string() : address.substr(0, colon);
+  const std::string service = address.substr(colon == std::string::npos ? 0 : colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  const auto fail = [&](const std::string& why) {
+    return MetricsError("cannot serve Prometheus metrics on " + address + ": " + why);
+  };
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const int rc =
+      ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &found);
+  if (rc != 0) throw fail(::gai_strerror(rc));
+  const std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> owned(found, ::freeaddrinfo);
+  Socket socket(::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (socket.get() < 0) throw fail(std::strerror(errno));
+  const int on = 1;
+  ::setsockopt(socket.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+  if (::bind(socket.get(), found->ai_addr, found->ai_addrlen) != 0 ||
+      ::listen(socket.get(), 16) != 0) {
+    throw fail(std::strerror(errno));
+  }
+  sockaddr_storage bound{};
+  socklen_t length = sizeof(bound);
+  ::getsockname(socket.get(), reinterpret_cast<sockaddr*>(&bound), &length);
+  port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                           : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  return socket;
+}
+
+}  // namespace
+
+struct PrometheusExporter::Impl {
+  std::string host;
+  int port = 0;
+  Socket listener;
+  std::shared_ptr<TotalsCollectable> collectable;
+  std::jthread server;  // last: stopped and joined first
+};
+
+PrometheusExporter::PrometheusExporter(const std::string& address, const std::string& tool,
+                                       const Writer& writer)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->host = address.substr(0, address.rfind(':'));
+  impl_->collectable = std::make_shared<TotalsCollectable>(writer, tool);
+  impl_->listener = Listen(address, impl_->port);
+  impl_->server = std::jthread([impl = impl_.get()](std::stop_token stop) {
+    while (!stop.stop_requested()) {
+      pollfd ready{impl->listener.get(), POLLIN, 0};
+      if (::poll(&ready, 1, 100) <= 0) continue;  // 100 ms: how soon a stop is seen
+      const Socket client(::accept4(impl->listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      if (client.get() >= 0) Answer(client.get(), *impl->collectable, stop);
+    }
+  });
+}
+
+PrometheusExporter::~PrometheusExporter() = default;
+
+int PrometheusExporter::port() const { return impl_->port; }
+
+std::string PrometheusExporter::address() const {
+  return impl_->host + ":" + std::to_string(port());
+}
+
+}  // namespace tilefeed::metrics

@@ -1,0 +1,932 @@
+// Design note. Run() is one loop on the caller's thread that owns the ROUTER socket: it
+// polls the socket and an eventfd, handles the trainer's messages, sends batches while it
+// holds credits, and keeps the heartbeat. A producer thread pulls batches from the Loader
+// (whose Next() blocks while decoding) into a small SpscRing and signals the eventfd, so the
+// loop never blocks on decode and heartbeats keep flowing. Without credits the loop stops
+// taking from the ring, the producer blocks on the full ring, the loader's slots stay held
+// and its workers wait: back-pressure reaches the decoders.
+//
+// Zero-copy: a batch's image message is built with zmq_msg_init_data over the loader
+// slot; the loader::Batch rides along as the free function's hint and is destroyed when
+// ZeroMQ releases the message, on a ZeroMQ I/O thread. That only returns the slot
+// (Loader::Release takes a mutex and is thread-safe). InFlight counts such messages so the
+// endpoint's destructor can wait until none is left: a slot must not be released after the
+// Loader is gone.
+//
+// Shared memory: the loader's slots are the shared segment (SharedSlots), so a batch is
+// already where the trainer reads it. SendBatch sends the slot number and the frame header
+// and keeps the loader::Batch in `held` until the trainer's credit for that slot comes back;
+// dropping it then returns the slot to the loader, whose workers may write it again. Nothing
+// is copied.
+
+#include "tilefeed/transport/sender.h"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cassert>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "tilefeed/loader/ring.h"
+#include "tilefeed/transport/curve.h"
+#include "tilefeed/transport/frame.h"
+#include "transport/connection_guard.h"
+#include "transport/event_fd.h"
+#include "transport/shm.h"
+#include "transport/socket_util.h"
+#include "transport/zmq_context.h"
+
+namespace tilefeed::transport {
+namespace {
+
+using detail::Clock;
+using detail::Control;
+using detail::MessageType;
+
+constexpr std::uint64_t kMaxCredits = 1024;
+constexpr std::chrono::hours kLongWait(24);
+
+// What the producer thread hands to the loop, in order.
+struct Item {
+  enum Kind { kBatch, kEpochEnd, kEnd, kError };
+  Kind kind = kBatch;
+  loader::Batch batch;
+  std::uint64_t epoch = 0;
+  std::string error;
+};
+
+// Zero-copy messages that ZeroMQ still holds.
+class InFlight {
+ public:
+  void Add() {
+    std::lock_guard lock(mutex_);
+    ++count_;
+  }
+  void Done() noexcept {
+    std::lock_guard lock(mutex_);
+    --count_;
+    // Notify under the lock: the waiter may destroy this object as soon as it sees zero.
+    if (count_ == 0) zero_.notify_all();
+  }
+  bool Idle() {
+    std::lock_guard lock(mutex_);
+    return count_ == 0;
+  }
+  void WaitForZero() {
+    std::unique_lock lock(mutex_);
+    zero_.wait(lock, [this] { return count_ == 0; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable zero_;
+  std::size_t count_ = 0;
+};
+
+struct ZeroCopyHint {
+  loader::Batch batch;
+  InFlight* in_flight;
+  // Set (release) by the sending thread once it has read all it reads of the batch, read
+  // (acquire) by ReleaseBatch before the slot goes back. ZeroMQ's hand-over of the message
+  // already orders the two, but inside libzmq, where ThreadSanitizer cannot see: without
+  // this edge it takes the loader refilling the slot for a race with the reader's reads.
+  std::atomic<bool> handed_over{false};
+};
+
+// Runs on a ZeroMQ I/O thread: returns the slot to the loader and nothing else.
+void ReleaseBatch(void* /*data*/, void* hint) noexcept {
+  auto* zero_copy = static_cast<ZeroCopyHint*>(hint);
+  (void)zero_copy->handed_over.load(std::memory_order_acquire);
+  InFlight* in_flight = zero_copy->in_flight;
+  delete zero_copy;
+  in_flight->Done();
+}
+
+// One trainer's session: the loader that serves it (owned, or the borrowed one) and the
+// zero-copy messages ZeroMQ still holds of its slots. A session that ends with messages
+// still queued is retired until ZeroMQ has released them; only then may its loader go.
+struct Session {
+  std::unique_ptr<loader::Loader> owned;
+  loader::Loader* loader = nullptr;
+  InFlight in_flight;
+};
+
+}  // namespace
+
+struct ReaderEndpoint::Impl {
+  enum class State { kWaiting, kWelcomed, kStreaming, kFinishing };
+
+  Impl(Context& context, ReaderEndpointOptions options)
+      : options(std::move(options)),
+        socket(context.impl().context, zmq::socket_type::router),
+        ring(2) {}
+
+  void Setup(Context& context);
+  void Produce(std::stop_token token);
+  bool LoaderEnded() const;
+  void Send(const Control& control, bool more = false);
+  void SendPart(std::span<const std::byte> bytes, bool more);
+  void Welcome(std::uint64_t credits_wanted, const std::optional<SessionTerms>& agreed);
+  void Ready(std::uint64_t credits);
+  void Credit(std::uint64_t value);
+  bool CanSend() const;
+  void SendBatch(loader::Batch batch);
+  void SendError(const std::string& text);
+  void AnswerZap();
+  void Refuse(const std::string& id, zmq::message_t& first, const std::string& why);
+  void Hello(const std::string& id, std::vector<zmq::message_t>& parts, const Control& hello);
+  std::string HelloRefusal(const std::vector<zmq::message_t>& parts, const Control& hello,
+                           std::optional<SessionTerms>& agreed) const;
+  std::optional<SendResult> Handle(std::vector<zmq::message_t>& parts, bool too_many);
+  std::optional<SendResult> PeerLeft();
+  std::optional<SendResult> AfterFailure(std::vector<zmq::message_t>& parts, bool& too_many);
+  void Stream();
+  void KeepAlive();
+  void EndSession();
+  void ReapRetired(bool wait);
+  void Log(const std::string& line) const {
+    if (options.log) options.log(line);
+  }
+  [[noreturn]] void Fail(const std::string& reason) const {
+    throw TransportError("trainer at " + peer_name + ": " + reason);
+  }
+  [[noreturn]] void SendFailed(const zmq::error_t& e) {
+    // With router_mandatory, EHOSTUNREACH means the trainer's connection is gone; Run()
+    // then looks for a bye that came before it went.
+    if (e.num() == EHOSTUNREACH) peer_unreachable = true;
+    Fail(std::string("send failed: ") + e.what());
+  }
+
+  const ReaderEndpointOptions options;
+  zmq::socket_t socket;
+  std::optional<zmq::socket_t> zap;              // CURVE allow-list: the ZAP handler's socket
+  std::optional<detail::ConnectionGuard> guard;  // connections within the descriptor limit
+  std::set<std::string> allowed_keys;            // 32-byte binary public keys
+  std::set<std::string> refused_keys;            // logged once each (ZeroMQ retries)
+  std::string bound_endpoint;
+  std::string socket_path;  // ipc:// and shm://: the socket file this reader bound
+  ino_t socket_inode = 0;
+  detail::EventFd wake;
+  loader::SpscRing<Item> ring;
+  std::jthread producer;
+  std::atomic<std::uint64_t> sent{0};
+  bool ran = false;
+  std::uint64_t refusals = 0;
+
+  // What sessions are made of.
+  loader::Loader* borrowed = nullptr;  // the one-session constructor's loader
+  std::optional<SessionTerms> terms;   // what this reader serves; none: any hello
+  SessionOpener open;
+  std::unique_ptr<Session> session;
+  std::vector<std::unique_ptr<Session>> retired;
+
+  // The session with one trainer; touched only by Run's thread.
+  State state = State::kWaiting;
+  std::string peer_id;
+  std::string peer_name;
+  bool peer_unreachable = false;  // a send failed because the trainer disconnected
+  Clock::time_point last_sent;
+  Clock::time_point last_heard;
+  std::optional<Item> pending;
+  std::uint64_t end_epoch = 0;                     // the epoch after the last one ended
+  std::uint64_t credits = 0;                       // inline: batches we may send now
+  std::uint64_t granted = 0;                       // inline: credits the trainer granted in all
+  bool checksums = true;                           // the trainer verifies payloads
+  SharedSlots* shared = nullptr;                   // shared memory: the loader's slots
+  std::optional<detail::SlotLayout> layout;        // shared memory, once welcomed
+  std::uint64_t shared_credits = 0;                // shared memory: batches the trainer may hold
+  std::vector<std::optional<loader::Batch>> held;  // shared memory: by slot, at the trainer
+  std::uint64_t held_count = 0;
+};
+
+namespace {
+
+// True if a live process accepts connections on the Unix socket at `path`: binding there
+// would silently take its socket (ZeroMQ unlinks the file first).
+bool SocketServed(const std::string& path) {
+  sockaddr_un address{};
+  if (path.empty() || path[0] == '@' || path.size() >= sizeof(address.sun_path)) return false;
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+  const bool served =
+      connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0;
+  close(fd);
+  return served;
+}
+
+}  // namespace
+
+ReaderEndpoint::ReaderEndpoint(Context& context, loader::Loader& loader,
+                               ReaderEndpointOptions options)
+    : impl_(std::make_unique<Impl>(context, std::move(options))) {
+  Impl& s = *impl_;
+  if (s.options.keep_serving) {
+    throw std::invalid_argument("ReaderEndpointOptions::keep_serving needs a SessionOpener");
+  }
+  if ((s.options.shared_memory || IsShmEndpoint(s.options.endpoint)) &&
+      dynamic_cast<SharedSlots*>(loader.options().slot_memory.get()) == nullptr) {
+    throw std::invalid_argument(
+        "ReaderEndpointOptions::shared_memory: the loader must decode into transport::SharedSlots "
+        "(LoaderOptions::slot_memory = SharedSlots::Create(...))");
+  }
+  s.borrowed = &loader;
+  s.Setup(context);
+}
+
+ReaderEndpoint::ReaderEndpoint(Context& context, ReaderEndpointOptions options, SessionTerms terms,
+                               SessionOpener open)
+    : impl_(std::make_unique<Impl>(context, std::move(options))) {
+  Impl& s = *impl_;
+  if (!open) throw std::invalid_argument("ReaderEndpoint: no SessionOpener");
+  s.terms = terms;
+  s.open = std::move(open);
+  s.Setup(context);
+}
+
+void ReaderEndpoint::Impl::Setup(Context& context) {
+  if (options.peer_timeout <= std::chrono::milliseconds(0) ||
+      options.heartbeat_interval <= std::chrono::milliseconds(0)) {
+    throw std::invalid_argument(
+        "ReaderEndpointOptions: heartbeat_interval and peer_timeout must be > 0");
+  }
+  if (!options.curve_secret_key_file.empty()) {
+    const CurveKeyPair keys = ReadCurveKeyFile(options.curve_secret_key_file, true);
+    socket.set(zmq::sockopt::curve_server, 1);
+    socket.set(zmq::sockopt::curve_secretkey, keys.secret_key);
+  }
+  if (!options.curve_allowed_keys.empty()) {
+    if (options.curve_secret_key_file.empty()) {
+      throw std::invalid_argument(
+          "ReaderEndpointOptions: curve_allowed_keys needs curve_secret_key_file");
+    }
+    for (const std::string& key : options.curve_allowed_keys) {
+      std::string binary(32, '\0');
+      if (key.size() != 40 ||
+          zmq_z85_decode(reinterpret_cast<std::uint8_t*>(binary.data()), key.c_str()) == nullptr) {
+        throw std::invalid_argument("ReaderEndpointOptions: allowed CURVE key '" + key +
+                                    "' is not 40 Z85 characters");
+      }
+      allowed_keys.insert(std::move(binary));
+    }
+    // ZAP (RFC 27): libzmq asks this socket about every CURVE handshake of the context's
+    // sockets that set a ZAP domain; Run() answers.
+    try {
+      zap.emplace(context.impl().context, zmq::socket_type::rep);
+      zap->set(zmq::sockopt::linger, 0);
+      zap->bind("inproc://zeromq.zap.01");
+    } catch (const zmq::error_t& e) {
+      throw TransportError(std::string("CURVE allow-list: cannot bind the ZAP handler (one "
+                                       "allow-listing endpoint per Context): ") +
+                           e.what());
+    }
+    socket.set(zmq::sockopt::zap_domain, "tilefeed");
+  }
+  guard.emplace(context.impl().context, socket, detail::ConnectionCap(options.max_connections),
+                options.log);
+  (void)ParseEndpoint(options.endpoint, /*bind=*/true);
+  const std::string zmq_endpoint = BindAddress(options.endpoint);
+  if (zmq_endpoint.rfind("ipc://", 0) == 0) {
+    socket_path = zmq_endpoint.substr(6);
+    if (SocketServed(socket_path)) {
+      throw TransportError("bind " + options.endpoint + ": another reader serves it (" +
+                           socket_path + " accepts connections)");
+    }
+  }
+  try {
+    socket.set(zmq::sockopt::linger, 0);
+    // Sending to a trainer that is gone fails instead of silently dropping the batch.
+    socket.set(zmq::sockopt::router_mandatory, 1);
+    // The trainer only sends small control messages (a hello with its terms is the largest).
+    socket.set(zmq::sockopt::maxmsgsize, std::int64_t{4096});
+    socket.bind(zmq_endpoint);
+    bound_endpoint = socket.get(zmq::sockopt::last_endpoint);
+  } catch (const zmq::error_t& e) {
+    throw TransportError("bind " + options.endpoint + ": " + e.what());
+  }
+  // What ZeroMQ bound, not what the text seemed to say, decides.
+  if (options.loopback_only && !IsLoopbackEndpoint(bound_endpoint)) {
+    socket.close();
+    throw TransportError("bind " + options.endpoint + ": ZeroMQ bound " + bound_endpoint +
+                         ", which is not loopback");
+  }
+  struct stat st {};
+  if (!socket_path.empty() && stat(socket_path.c_str(), &st) == 0) socket_inode = st.st_ino;
+}
+
+ReaderEndpoint::~ReaderEndpoint() {
+  Impl& s = *impl_;
+  s.EndSession();
+  // Closing the socket makes ZeroMQ send or drop the queued messages; their free functions run
+  // on its I/O thread, and we wait for the last one before the loader may go. The linger is
+  // not 0: libzmq 4.3.4 aborts (session_base.cpp:260, clean_pipes) when a linger-0 close drops
+  // the rest of a multipart batch that the engine had started to write just as the trainer
+  // disconnects. With a linger the pipe keeps the rest; a trainer that is gone releases
+  // everything at once, a stalled one within peer_timeout.
+  try {
+    s.socket.set(zmq::sockopt::linger, static_cast<int>(s.options.peer_timeout.count()));
+  } catch (const zmq::error_t&) {
+  }
+  s.socket.close();
+  s.ReapRetired(/*wait=*/true);
+  // The socket file goes with us, if it is still ours.
+  struct stat st {};
+  if (!s.socket_path.empty() && stat(s.socket_path.c_str(), &st) == 0 &&
+      st.st_ino == s.socket_inode) {
+    unlink(s.socket_path.c_str());
+  }
+}
+
+std::string ReaderEndpoint::endpoint() const { return impl_->bound_endpoint; }
+
+std::uint64_t ReaderEndpoint::batches_sent() const {
+  return impl_->sent.load(std::memory_order_relaxed);
+}
+
+void ReaderEndpoint::Impl::EndSession() {
+  if (session) {
+    if (options.on_loader) options.on_loader(nullptr);
+    producer.request_stop();
+    session->loader->Stop();  // unblocks a producer inside Next()
+    if (producer.joinable()) producer.join();
+    pending.reset();
+    while (ring.TryPop()) {
+    }
+    held.clear();
+    held_count = 0;
+    if (shared != nullptr) shared->Unlink();
+    retired.push_back(std::move(session));
+    ReapRetired(/*wait=*/false);
+  }
+  shared = nullptr;
+  layout.reset();
+  state = State::kWaiting;
+  peer_id.clear();
+  peer_unreachable = false;
+  credits = granted = 0;
+}
+
+void ReaderEndpoint::Impl::ReapRetired(bool wait) {
+  std::erase_if(retired, [wait](const std::unique_ptr<Session>& old) {
+    if (wait) old->in_flight.WaitForZero();
+    return old->in_flight.Idle();
+  });
+}
+
+bool ReaderEndpoint::Impl::LoaderEnded() const {
+  const loader::Loader& loader = *session->loader;
+  const loader::LoaderOptions& o = loader.options();
+  return o.epochs != 0 && loader.state().epoch >= o.first_epoch + o.epochs;
+}
+
+void ReaderEndpoint::Impl::Produce(std::stop_token token) {
+  loader::Loader& loader = *session->loader;
+  bool after_epoch_end = false;
+  std::uint64_t epoch = loader.options().first_epoch;
+  while (!token.stop_requested()) {
+    Item item;
+    try {
+      std::optional<loader::Batch> batch = loader.Next();
+      if (token.stop_requested()) return;
+      if (batch) {
+        epoch = batch->epoch();
+        item.batch = std::move(*batch);
+        after_epoch_end = false;
+      } else if (LoaderEnded() || after_epoch_end) {
+        // Two ends in a row: a stopped loader (an epoch always holds a batch). The end
+        // stands for the last epoch's end too; the bye names the epoch after it.
+        item.kind = Item::kEnd;
+        item.epoch = epoch + 1;
+      } else {
+        item.kind = Item::kEpochEnd;
+        item.epoch = epoch;
+        after_epoch_end = true;
+      }
+    } catch (const std::exception& e) {
+      item.kind = Item::kError;
+      item.error = e.what();
+    }
+    const Item::Kind kind = item.kind;
+    // PushFor moves from `item` only when it succeeds, so a retry pushes it whole.
+    while (!ring.PushFor(std::move(item), kLongWait, token)) {  // NOLINT(bugprone-use-after-move)
+      if (token.stop_requested()) return;
+    }
+    wake.Signal();
+    if (kind == Item::kEnd || kind == Item::kError) return;
+  }
+}
+
+void ReaderEndpoint::Impl::Send(const Control& control, bool more) {
+  try {
+    socket.send(zmq::buffer(peer_id), zmq::send_flags::sndmore);
+    detail::SendControl(socket, control, more);
+  } catch (const zmq::error_t& e) {
+    SendFailed(e);
+  }
+  last_sent = Clock::now();
+}
+
+void ReaderEndpoint::Impl::SendPart(std::span<const std::byte> bytes, bool more) {
+  try {
+    socket.send(zmq::const_buffer(bytes.data(), bytes.size()),
+                more ? zmq::send_flags::sndmore : zmq::send_flags::none);
+  } catch (const zmq::error_t& e) {
+    SendFailed(e);
+  }
+}
+
+// The welcome echoes the agreed terms (an empty part when this reader states none).
+void ReaderEndpoint::Impl::Welcome(std::uint64_t credits_wanted,
+                                   const std::optional<SessionTerms>& agreed) {
+  Control welcome{MessageType::kWelcome, session->loader->batches_per_epoch()};
+  if (shared != nullptr) {
+    layout = detail::SlotLayout{shared->slot_count(), shared->image_bytes(), shared->max_samples()};
+    shared_credits = std::clamp<std::uint64_t>(credits_wanted, 1, layout->slot_count);
+    welcome.b = layout->slot_count;
+    welcome.c = layout->image_bytes;
+    welcome.d = layout->max_samples;
+  }
+  Send(welcome, /*more=*/true);
+  EncodedSessionTerms encoded{};
+  std::span<const std::byte> terms_part;
+  if (agreed) {
+    encoded = EncodeSessionTerms(*agreed);
+    terms_part = encoded;
+  }
+  SendPart(terms_part, /*more=*/shared != nullptr);
+  if (shared != nullptr) SendPart(std::as_bytes(std::span(shared->name())), false);
+}
+
+void ReaderEndpoint::Impl::Ready(std::uint64_t wanted) {
+  if (layout) {
+    // Both sides have the segment mapped now: the name is no longer needed.
+    shared->Unlink();
+    held.clear();
+    held.resize(layout->slot_count);
+    held_count = 0;
+    return;
+  }
+  if (wanted == 0 || wanted > kMaxCredits) Fail("bad credit count " + std::to_string(wanted));
+  credits = granted = wanted;
+}
+
+void ReaderEndpoint::Impl::Credit(std::uint64_t value) {
+  if (layout) {
+    if (value >= layout->slot_count || !held[value]) {
+      Fail("returned shared slot " + std::to_string(value) + " that it does not hold");
+    }
+    held[value].reset();  // back to the loader, whose workers may now write the slot again
+    --held_count;
+    return;
+  }
+  if (value == 0 || value > granted - credits) {
+    Fail("returned " + std::to_string(value) + " credits, holds " +
+         std::to_string(granted - credits));
+  }
+  credits += value;
+}
+
+bool ReaderEndpoint::Impl::CanSend() const {
+  return layout ? held_count < shared_credits : credits > 0;
+}
+
+void ReaderEndpoint::Impl::SendBatch(loader::Batch batch) {
+  const BatchMeta meta = MetaOf(batch);
+  if (layout) {
+    // The loader decoded the batch into its slot, which is the shared slot of that number.
+    const std::size_t slot = batch.slot();
+    assert(slot < held.size() && !held[slot]);
+    assert(reinterpret_cast<const std::byte*>(batch.images().data()) == shared->slot_data(slot));
+    const FrameHeader header =
+        MakeFrameHeader(meta, batch.images(), batch.labels(), batch.sample_indices(), checksums);
+    const EncodedFrameHeader encoded = EncodeFrameHeader(header);
+    Send(Control{MessageType::kBatch, slot}, /*more=*/true);
+    try {
+      socket.send(zmq::buffer(encoded), zmq::send_flags::none);
+    } catch (const zmq::error_t& e) {
+      SendFailed(e);
+    }
+    held[slot] = std::move(batch);
+    ++held_count;
+  } else {
+    const FrameHeader header =
+        MakeFrameHeader(meta, batch.images(), batch.labels(), batch.sample_indices(), checksums);
+    const EncodedFrameHeader encoded = EncodeFrameHeader(header);
+    // Labels and indices are small: copies. The images are not.
+    zmq::message_t labels(batch.labels().data(), batch.labels().size_bytes());
+    zmq::message_t indices(batch.sample_indices().data(), batch.sample_indices().size_bytes());
+    void* data = batch.images().data();
+    const std::size_t size = batch.images().size();
+    auto* hint = new ZeroCopyHint{std::move(batch), &session->in_flight};
+    hint->handed_over.store(true, std::memory_order_release);  // the batch is not read below
+    session->in_flight.Add();
+    std::optional<zmq::message_t> images;
+    try {
+      images.emplace(data, size, &ReleaseBatch, hint);
+    } catch (...) {
+      ReleaseBatch(nullptr, hint);
+      throw;
+    }
+    Send(Control{MessageType::kBatch}, /*more=*/true);
+    try {
+      socket.send(zmq::buffer(encoded), zmq::send_flags::sndmore);
+      socket.send(*images, zmq::send_flags::sndmore);
+      socket.send(labels, zmq::send_flags::sndmore);
+      socket.send(indices, zmq::send_flags::none);
+    } catch (const zmq::error_t& e) {
+      SendFailed(e);
+    }
+    --credits;
+  }
+  sent.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Answers one ZAP request: 200 for an allowed CURVE key, 400 (and a line) for any other.
+void ReaderEndpoint::Impl::AnswerZap() {
+  std::vector<zmq::message_t> request;
+  while (true) {
+    zmq::message_t part;
+    if (!zap->recv(part, zmq::recv_flags::dontwait)) return;
+    const bool more = part.more();
+    request.push_back(std::move(part));
+    if (!more) break;
+  }
+  // version, request id, domain, address, identity, mechanism, credentials...
+  auto text = [&](std::size_t i) { return i < request.size() ? request[i].to_string() : ""; };
+  const std::string mechanism = text(5);
+  const std::string key = text(6);
+  const bool allowed = request.size() >= 7 && text(0) == "1.0" && mechanism == "CURVE" &&
+                       allowed_keys.count(key) != 0;
+  if (!allowed && options.on_refused && refused_keys.insert(key).second) {
+    std::string z85(41, '\0');
+    if (key.size() == 32) {
+      zmq_z85_encode(z85.data(), reinterpret_cast<const std::uint8_t*>(key.data()), 32);
+      z85.resize(40);
+    } else {
+      z85 = "(none)";
+    }
+    std::string line = "refused a trainer at ";
+    line.append(text(3).empty() ? "?" : text(3))
+        .append(": its CURVE public key ")
+        .append(z85)
+        .append(" is not on the allow-list");
+    options.on_refused(line);
+  }
+  const char* reply[] = {
+      "1.0", nullptr, allowed ? "200" : "400", allowed ? "OK" : "key not allowed", "", ""};
+  try {
+    for (std::size_t i = 0; i < 6; ++i) {
+      const zmq::send_flags flags = i + 1 < 6 ? zmq::send_flags::sndmore : zmq::send_flags::none;
+      if (i == 1) {
+        zap->send(zmq::buffer(text(1)), flags);
+      } else {
+        zap->send(zmq::buffer(std::string_view(reply[i])), flags);
+      }
+    }
+  } catch (const zmq::error_t&) {
+  }
+}
+
+void ReaderEndpoint::Impl::SendError(const std::string& text) {
+  try {
+    Send(Control{MessageType::kError}, /*more=*/true);
+    socket.send(zmq::buffer(text), zmq::send_flags::none);
+  } catch (const TransportError&) {
+    // The trainer is gone too; the loader's error is what Run reports.
+  } catch (const zmq::error_t&) {
+  }
+}
+
+void ReaderEndpoint::Impl::Refuse(const std::string& id, zmq::message_t& first,
+                                  const std::string& why) {
+  try {
+    socket.send(zmq::buffer(id), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    detail::SendControl(socket, Control{MessageType::kError}, true);
+    const std::string text = "refused: " + why;
+    socket.send(zmq::buffer(text), zmq::send_flags::dontwait);
+  } catch (const zmq::error_t&) {
+    // The peer is gone already; the line below still says what happened.
+  }
+  // A flood of bad hellos must not flood the log: the first lines, then every 1000th.
+  constexpr std::uint64_t kLoggedInFull = 20;
+  ++refusals;
+  if (refusals > kLoggedInFull && refusals % 1000 != 0) return;
+  const char* address = nullptr;
+  try {
+    address = first.gets("Peer-Address");
+  } catch (const zmq::error_t&) {
+  }
+  std::string line = "refused a peer at ";
+  line.append(address != nullptr && *address != '\0' ? address : "?").append(": ").append(why);
+  if (refusals > kLoggedInFull) line += " (" + std::to_string(refusals) + " refusals so far)";
+  Log(line);
+}
+
+// Why a hello cannot open a session ("" if it can); sets `agreed` to the terms to serve.
+std::string ReaderEndpoint::Impl::HelloRefusal(const std::vector<zmq::message_t>& parts,
+                                               const Control& hello,
+                                               std::optional<SessionTerms>& agreed) const {
+  if (terms) {
+    const std::optional<SessionTerms> theirs =
+        parts.size() == 3 ? ParseSessionTerms(detail::Bytes(parts[2])) : std::nullopt;
+    if (!theirs) {
+      return "a hello without well-formed session terms (a " + std::to_string(kSessionTermsSize) +
+             "-byte part after the control part); this reader serves only trainers that state "
+             "what they expect";
+    }
+    if (const std::optional<std::string> differs = Disagreement(*theirs, *terms)) {
+      return "the trainer's terms differ from this reader's: " + *differs;
+    }
+    agreed = Agreed(*theirs, *terms);
+  }
+  if (hello.a == 0 || hello.a > kMaxCredits) {
+    return "a hello asking for " + std::to_string(hello.a) + " credits (1 to " +
+           std::to_string(kMaxCredits) + ")";
+  }
+  if (retired.size() >= 2) return "busy: earlier trainers' batches are still queued";
+  return "";
+}
+
+void ReaderEndpoint::Impl::Hello(const std::string& id, std::vector<zmq::message_t>& parts,
+                                 const Control& hello) {
+  std::optional<SessionTerms> agreed;
+  if (const std::string why = HelloRefusal(parts, hello, agreed); !why.empty()) {
+    return Refuse(id, parts[1], why);
+  }
+  auto next = std::make_unique<Session>();
+  if (borrowed != nullptr) {
+    next->loader = borrowed;
+  } else {
+    try {
+      next->owned = open(*agreed);
+    } catch (const std::exception& e) {
+      return Refuse(id, parts[1], std::string("cannot serve this position: ") + e.what());
+    }
+    next->loader = next->owned.get();
+  }
+  if (options.on_loader) options.on_loader(next->loader);
+  if (options.shared_memory || IsShmEndpoint(options.endpoint)) {
+    shared = dynamic_cast<SharedSlots*>(next->loader->options().slot_memory.get());
+    if (shared == nullptr) {
+      throw std::invalid_argument(
+          "SessionOpener: with shared memory the loader must decode into "
+          "a transport::SharedSlots");
+    }
+  }
+  session = std::move(next);
+  peer_id = id;
+  const char* address = nullptr;
+  try {
+    address = parts[1].gets("Peer-Address");
+  } catch (const zmq::error_t&) {
+  }
+  peer_name = address != nullptr && *address != '\0' ? address : bound_endpoint;
+  try {
+    guard->set_protected_fd(parts[1].get(ZMQ_SRCFD));
+  } catch (const zmq::error_t&) {
+  }
+  last_heard = Clock::now();
+  checksums = hello.b != 0;
+  end_epoch = session->loader->options().first_epoch;
+  producer = std::jthread([this](std::stop_token token) { Produce(token); });
+  state = State::kWelcomed;
+  Welcome(hello.a, agreed);
+}
+
+std::optional<SendResult> ReaderEndpoint::Impl::Handle(std::vector<zmq::message_t>& parts,
+                                                       bool too_many) {
+  if (parts.size() < 2) return std::nullopt;
+  const std::string id = parts[0].to_string();
+  const std::optional<Control> control = detail::ParseControl(detail::Bytes(parts[1]));
+  if (state == State::kWaiting || id != peer_id) {
+    if (!control) {
+      Refuse(id, parts[1],
+             "a malformed first message: " + detail::WhyNotControl(detail::Bytes(parts[1])));
+    } else if (too_many) {
+      Refuse(id, parts[1],
+             "a message of more than " + std::to_string(detail::kMaxParts) + " parts");
+    } else if (control->type == MessageType::kHello) {
+      // A trainer that missed two heartbeats is taken for dead (a killed trainer restarting
+      // from its checkpoint comes back before the timeout); a live one keeps its session.
+      const Clock::duration silence = Clock::now() - last_heard;
+      std::optional<SessionTerms> agreed;
+      if (state != State::kWaiting && silence > 2 * options.heartbeat_interval &&
+          HelloRefusal(parts, *control, agreed).empty()) {
+        Log("trainer at " + peer_name + " silent for " + detail::Seconds(silence) +
+            " s; an agreeing trainer says hello and takes over");
+        SendError("silent for " + detail::Seconds(silence) + " s; another trainer took over");
+        EndSession();
+      }
+      if (state == State::kWaiting) {
+        Hello(id, parts, *control);
+      } else {
+        Refuse(id, parts[1], "this reader already serves a trainer at " + peer_name);
+      }
+    } else if (control->type != MessageType::kBye) {  // a former trainer's bye needs nothing
+      Refuse(id, parts[1],
+             "no session: a trainer says hello first (this reader restarted, or served "
+             "another trainer)");
+    }
+    return std::nullopt;
+  }
+  if (!control || too_many) Fail("malformed message");
+  last_heard = Clock::now();
+  switch (control->type) {
+    case MessageType::kReady:
+      if (state != State::kWelcomed) Fail("unexpected ready");
+      Ready(control->a);
+      state = State::kStreaming;
+      break;
+    case MessageType::kCredit:
+      if (state == State::kWelcomed) Fail("credit before ready");
+      Credit(control->a);
+      break;
+    case MessageType::kHeartbeat:
+      break;
+    case MessageType::kBye:
+      if (state == State::kFinishing) return SendResult::kCompleted;
+      return PeerLeft();
+    default:
+      Fail("unexpected message type " + std::to_string(static_cast<int>(control->type)));
+  }
+  return std::nullopt;
+}
+
+std::optional<SendResult> ReaderEndpoint::Impl::PeerLeft() {
+  if (!options.keep_serving) return SendResult::kPeerLeft;
+  Log("trainer at " + peer_name + " left before the end; waiting for the next trainer");
+  EndSession();
+  return std::nullopt;
+}
+
+// Called while a TransportError is being handled: rethrows it, or ends the session.
+std::optional<SendResult> ReaderEndpoint::Impl::AfterFailure(std::vector<zmq::message_t>& parts,
+                                                             bool& too_many) {
+  if (peer_unreachable) {
+    // A trainer says bye and closes its socket; it can be gone before we have read the bye,
+    // which is then still queued here. Leaving after a bye is no error.
+    while (detail::ReceiveParts(socket, parts, too_many)) {
+      if (parts.size() < 2 || parts[0].to_string() != peer_id) continue;
+      const std::optional<Control> control = detail::ParseControl(detail::Bytes(parts[1]));
+      if (control && control->type == MessageType::kBye) {
+        if (state == State::kFinishing) return SendResult::kCompleted;
+        return PeerLeft();
+      }
+    }
+  }
+  if (!options.keep_serving || state == State::kWaiting) throw;
+  try {
+    throw;
+  } catch (const TransportError& e) {
+    Log(std::string(e.what()) + "; waiting for the next trainer");
+    SendError(e.what());
+  }
+  EndSession();
+  return std::nullopt;
+}
+
+void ReaderEndpoint::Impl::Stream() {
+  while (state == State::kStreaming) {
+    if (!pending) pending = ring.TryPop();
+    if (!pending) return;
+    if (pending->kind == Item::kBatch) {
+      if (!CanSend()) return;
+      SendBatch(std::move(pending->batch));
+    } else if (pending->kind == Item::kEpochEnd) {
+      Send(Control{MessageType::kEpochEnd, pending->epoch});
+      end_epoch = pending->epoch + 1;
+    } else if (pending->kind == Item::kEnd) {
+      // The bye names the end epoch; the trainer's bye comes after every batch has arrived.
+      Send(Control{MessageType::kBye, pending->epoch});
+      state = State::kFinishing;
+    } else {
+      SendError(pending->error);
+      throw loader::LoaderError(pending->error);
+    }
+    pending.reset();
+  }
+}
+
+void ReaderEndpoint::Impl::KeepAlive() {
+  if (state == State::kWaiting) return;
+  const Clock::duration silence = Clock::now() - last_heard;
+  if (silence > options.peer_timeout) {
+    throw TransportError("trainer at " + peer_name + " silent for " + detail::Seconds(silence) +
+                         " s");
+  }
+  if (Clock::now() - last_sent >= options.heartbeat_interval) {
+    Send(Control{MessageType::kHeartbeat});
+  }
+}
+
+SendResult ReaderEndpoint::Run(std::stop_token stop) {
+  Impl& s = *impl_;
+  assert(!s.ran && "ReaderEndpoint::Run is called once");
+  s.ran = true;
+  // On every way out the session ends, which stops its loader and producer.
+  struct EndOnExit {
+    Impl& s;
+    ~EndOnExit() { s.EndSession(); }
+  } end_on_exit{s};
+  std::stop_callback wake_on_stop(stop, [&s] { s.wake.Signal(); });
+  std::vector<zmq::message_t> parts;
+  bool too_many = false;
+  while (true) {
+    if (stop.stop_requested()) {
+      // Not a bye: a trainer must not take a stopped reader for a finished one.
+      if (s.state != Impl::State::kWaiting) {
+        s.SendError("stopped before the end of the stream (SIGINT/SIGTERM or a stop request)");
+      }
+      return SendResult::kStopped;
+    }
+    std::chrono::milliseconds timeout =
+        s.retired.empty() ? std::chrono::hours(1) : std::chrono::milliseconds(100);
+    if (s.state != Impl::State::kWaiting) {
+      timeout = std::min({timeout, detail::Until(s.last_sent + s.options.heartbeat_interval),
+                          detail::Until(s.last_heard + s.options.peer_timeout)});
+    }
+    zmq::pollitem_t items[] = {{s.socket.handle(), 0, ZMQ_POLLIN, 0},
+                               {nullptr, s.wake.fd(), ZMQ_POLLIN, 0},
+                               {s.guard->monitor().handle(), 0, ZMQ_POLLIN, 0},
+                               {s.zap ? s.zap->handle() : nullptr, -1, ZMQ_POLLIN, 0}};
+    zmq::poll(items, s.zap ? 4 : 3, timeout);
+    if (items[1].revents != 0) s.wake.Drain();
+    if (items[2].revents != 0) s.guard->Drain();
+    if (s.zap && items[3].revents != 0) s.AnswerZap();
+    try {
+      while (detail::ReceiveParts(s.socket, parts, too_many)) {
+        if (const std::optional<SendResult> result = s.Handle(parts, too_many)) return *result;
+      }
+      s.Stream();
+      s.KeepAlive();
+    } catch (const TransportError&) {
+      if (const std::optional<SendResult> result = s.AfterFailure(parts, too_many)) return *result;
+    }
+    s.ReapRetired(/*wait=*/false);
+  }
+}
+
+struct SharedSlots::Impl {
+  detail::SlotLayout layout;
+  detail::ShmSegment segment;
+};
+
+SharedSlots::SharedSlots(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+SharedSlots::~SharedSlots() { impl_->segment.Unlink(); }
+const std::string& SharedSlots::name() const { return impl_->segment.name(); }
+std::size_t SharedSlots::slot_count() const { return impl_->layout.slot_count; }
+std::size_t SharedSlots::image_bytes() const { return impl_->layout.image_bytes; }
+std::size_t SharedSlots::max_samples() const { return impl_->layout.max_samples; }
+std::byte* SharedSlots::slot_data(std::size_t slot) const {
+  return impl_->segment.data() + slot * impl_->layout.stride();
+}
+void SharedSlots::Unlink() noexcept { impl_->segment.Unlink(); }
+
+std::shared_ptr<SharedSlots> SharedSlots::Create(const loader::LoaderOptions& options,
+                                                 std::string_view job_id) {
+  const std::uint64_t image_bytes =
+      std::uint64_t{options.batch_size} * options.image_size * options.image_size * 3;
+  const std::optional<detail::SlotLayout> layout =
+      detail::SlotLayout::Checked(options.prefetch_depth, image_bytes, options.batch_size);
+  if (!layout) {
+    throw TransportError("shared memory: " + std::to_string(options.prefetch_depth) + " slots of " +
+                         std::to_string(image_bytes) +
+                         " image bytes are out of bounds for a shared-memory ring");
+  }
+  // Names left by killed processes of this user are removed here, before adding ours.
+  detail::RemoveStaleSegments();
+  detail::ShmSegment segment =
+      detail::ShmSegment::Create(detail::MakeSegmentName(job_id), layout->total_bytes());
+  return std::make_shared<SharedSlots>(std::make_unique<Impl>(Impl{*layout, std::move(segment)}));
+}
+
+loader::SlotMemory::Spans SharedSlots::Slot(std::size_t slot, std::size_t slots,
+                                            std::size_t samples, std::size_t image_bytes) {
+  const detail::SlotLayout& layout = impl_->layout;
+  if (slots != layout.slot_count || slot >= slots || samples > layout.max_samples ||
+      image_bytes * samples > layout.image_bytes) {
+    throw std::invalid_argument(
+        "SharedSlots: made for other loader options (prefetch_depth, batch_size, image_size)");
+  }
+  std::byte* base = slot_data(slot);
+  return Spans{
+      {reinterpret_cast<std::uint8_t*>(base), layout.image_bytes},
+      {reinterpret_cast<std::int32_t*>(base + layout.label_offset()), layout.max_samples},
+      {reinterpret_cast<std::uint64_t*>(base + layout.index_offset()), layout.max_samples}};
+}
+
+}  // namespace tilefeed::transport

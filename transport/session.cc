@@ -1,0 +1,149 @@
+#include "tilefeed/transport/session.h"
+
+#include <xxhash.h>
+
+#include <cstring>
+
+namespace tilefeed::transport {
+namespace {
+
+constexpr std::uint32_t kTermsMagic = 0x32534654;  // "TFS2", little-endian
+constexpr std::uint16_t kDropLastFlag = 1;
+constexpr std::uint16_t kPinnedFlag = 2;
+
+template <typename T>
+void Put(EncodedSessionTerms& out, std::size_t offset, T value) {
+  std::memcpy(out.data() + offset, &value, sizeof(T));
+}
+
+template <typename T>
+T Get(std::span<const std::byte> in, std::size_t offset) {
+  T value;
+  std::memcpy(&value, in.data() + offset, sizeof(T));
+  return value;
+}
+
+std::string ModeName(std::uint8_t mode) { return mode == 0 ? "train" : "eval"; }
+std::string RemainderName(std::uint8_t remainder) { return remainder == 0 ? "pad" : "drop"; }
+std::string OnOff(bool on) { return on ? "on" : "off"; }
+std::string Slice(const SessionTerms& t) {
+  std::string text = std::to_string(t.slice_index) + "/" + std::to_string(t.slice_count);
+  if (t.slice_count == 1) text += " (the whole dataset)";
+  return text;
+}
+std::string Dataset(const DatasetIdentity& d) {
+  char digest[17];
+  std::snprintf(digest, sizeof(digest), "%016llx", static_cast<unsigned long long>(d.digest));
+  return std::to_string(d.samples) + " samples, digest " + digest;
+}
+std::string Position(const SessionTerms& t) {
+  return "epoch " + std::to_string(t.first_epoch) + " position " + std::to_string(t.first_position);
+}
+std::string Line(const std::string& what, const std::string& trainer, const std::string& reader) {
+  return what + ": trainer " + trainer + ", reader " + reader;
+}
+
+}  // namespace
+
+DatasetIdentity IdentityOf(const loader::Source& source) {
+  DatasetIdentity identity = loader::Identify(source);
+  identity.classes = 0;  // not on the wire
+  return identity;
+}
+
+EncodedSessionTerms EncodeSessionTerms(const SessionTerms& t) {
+  EncodedSessionTerms out{};
+  const std::uint16_t flags =
+      (t.drop_last ? kDropLastFlag : 0) | (t.position_pinned ? kPinnedFlag : 0);
+  Put<std::uint32_t>(out, 0, kTermsMagic);
+  Put<std::uint16_t>(out, 4, flags);
+  Put<std::uint8_t>(out, 6, t.mode);
+  Put<std::uint8_t>(out, 7, t.remainder);
+  Put<std::uint64_t>(out, 8, t.dataset.samples);
+  Put<std::uint64_t>(out, 16, t.dataset.digest);
+  Put<std::uint32_t>(out, 24, t.slice_index);
+  Put<std::uint32_t>(out, 28, t.slice_count);
+  Put<std::uint64_t>(out, 32, t.seed);
+  Put<std::uint32_t>(out, 40, t.image_size);
+  Put<std::uint32_t>(out, 44, t.batch_size);
+  Put<std::uint64_t>(out, 48, t.epochs);
+  Put<std::uint64_t>(out, 56, t.first_epoch);
+  Put<std::uint64_t>(out, 64, t.first_position);
+  Put<std::uint64_t>(out, 72, 0);
+  return out;
+}
+
+std::optional<SessionTerms> ParseSessionTerms(std::span<const std::byte> bytes) {
+  if (bytes.size() != kSessionTermsSize || Get<std::uint32_t>(bytes, 0) != kTermsMagic) {
+    return std::nullopt;
+  }
+  const auto flags = Get<std::uint16_t>(bytes, 4);
+  SessionTerms t;
+  t.mode = Get<std::uint8_t>(bytes, 6);
+  t.remainder = Get<std::uint8_t>(bytes, 7);
+  t.dataset.samples = Get<std::uint64_t>(bytes, 8);
+  t.dataset.digest = Get<std::uint64_t>(bytes, 16);
+  t.slice_index = Get<std::uint32_t>(bytes, 24);
+  t.slice_count = Get<std::uint32_t>(bytes, 28);
+  t.seed = Get<std::uint64_t>(bytes, 32);
+  t.image_size = Get<std::uint32_t>(bytes, 40);
+  t.batch_size = Get<std::uint32_t>(bytes, 44);
+  t.epochs = Get<std::uint64_t>(bytes, 48);
+  t.first_epoch = Get<std::uint64_t>(bytes, 56);
+  t.first_position = Get<std::uint64_t>(bytes, 64);
+  t.drop_last = (flags & kDropLastFlag) != 0;
+  t.position_pinned = (flags & kPinnedFlag) != 0;
+  if ((flags & ~(kDropLastFlag | kPinnedFlag)) != 0 || t.mode > 1 || t.remainder > 1 ||
+      t.slice_count == 0 || t.slice_index >= t.slice_count || t.image_size == 0 ||
+      t.batch_size == 0 || Get<std::uint64_t>(bytes, 72) != 0) {
+    return std::nullopt;
+  }
+  return t;
+}
+
+std::optional<std::string> Disagreement(const SessionTerms& trainer, const SessionTerms& reader) {
+  const DatasetIdentity& mine = trainer.dataset;
+  const DatasetIdentity& theirs = reader.dataset;
+  if (mine.samples != 0 && theirs.samples != 0 &&
+      (mine.samples != theirs.samples || mine.digest != theirs.digest)) {
+    return Line("dataset", Dataset(trainer.dataset), Dataset(reader.dataset));
+  }
+  if (trainer.slice_index != reader.slice_index || trainer.slice_count != reader.slice_count) {
+    return Line("slice (instance/instances)", Slice(trainer), Slice(reader));
+  }
+  auto number = [](std::uint64_t n) { return std::to_string(n); };
+  if (trainer.seed != reader.seed) return Line("seed", number(trainer.seed), number(reader.seed));
+  if (trainer.image_size != reader.image_size) {
+    return Line("image size", number(trainer.image_size), number(reader.image_size));
+  }
+  if (trainer.batch_size != reader.batch_size) {
+    return Line("batch size", number(trainer.batch_size), number(reader.batch_size));
+  }
+  if (trainer.mode != reader.mode) {
+    return Line("mode", ModeName(trainer.mode), ModeName(reader.mode));
+  }
+  if (trainer.remainder != reader.remainder) {
+    return Line("remainder", RemainderName(trainer.remainder), RemainderName(reader.remainder));
+  }
+  if (trainer.drop_last != reader.drop_last) {
+    return Line("drop-last", OnOff(trainer.drop_last), OnOff(reader.drop_last));
+  }
+  if (trainer.epochs != reader.epochs) {
+    return Line("epochs", number(trainer.epochs), number(reader.epochs));
+  }
+  if (reader.position_pinned && (trainer.first_epoch != reader.first_epoch ||
+                                 trainer.first_position != reader.first_position)) {
+    return Line("data position", Position(trainer), Position(reader));
+  }
+  return std::nullopt;
+}
+
+SessionTerms Agreed(const SessionTerms& trainer, const SessionTerms& reader) {
+  SessionTerms agreed = reader;
+  agreed.first_epoch = trainer.first_epoch;
+  agreed.first_position = trainer.first_position;
+  agreed.position_pinned = false;
+  return agreed;
+}
+
+}  // namespace tilefeed::transport
