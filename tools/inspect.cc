@@ -30,8 +30,10 @@
 #include "tilefeed/codecs/jpeg_index.h"
 #include "tilefeed/codecs/png.h"
 #include "tilefeed/loader/dataset.h"
+#include "tilefeed/loader/option_specs.h"
 #include "tilefeed/loader/shard_source.h"
 #include "tools/cli_checks.h"
+#include "tools/option_flags.h"
 #include "tools/remote_flags.h"
 
 namespace {
@@ -180,59 +182,21 @@ std::vector<loader::ShardProblem> VerifyAgainst(const loader::Source& pack, cons
   return problems;
 }
 
-}  // namespace
+// A dataset that is not a pack: its summary and identity, and with --verify every sample
+// read and decoded. Returns the exit code.
+int InspectOther(const std::string& path, const loader::DatasetOptions& options, bool verify) {
+  const loader::OpenedDataset opened = loader::OpenDataset(path, options);
+  std::printf("dataset    %s\n", opened.summary.c_str());
+  std::printf("identity   %s\n", ToString(loader::Identify(*opened.source)).c_str());
+  for (const std::string& note : opened.notes) std::printf("note       %s\n", note.c_str());
+  if (!verify) return 0;
+  const auto start = Clock::now();
+  return Report(loader::VerifySamples(*opened.source, Progress()), opened.source->size(), 0, start);
+}
 
-int main(int argc, char** argv) {
-  CLI::App app{
-      "tilefeed-inspect: summarizes a tilefeed shard dataset and checks its shards' headers\n"
-      "and indexes; --verify also checks every record's checksum, every JPEG interval\n"
-      "index (tilefeed-pack --jpeg-index) against its JPEG, and that every image decodes."};
-  std::string path;
-  std::string split = "train";
-  bool verify = false;
-  bool all_shards = false;
-  app.add_option("PATH", path,
-                 "shard directory or its tilefeed-manifest.txt; any other dataset (found by the "
-                 "same rules as train --data) is summarized")
-      ->required()
-      ->check(tilefeed::tools::DatasetLocationCheck());
-  app.add_option("--split", split, "the split of a root with train/ and val/")
-      ->check(CLI::IsMember({"train", "val", "test"}));
-  app.add_flag("--verify", verify,
-               "read every record and check its checksum, its JPEG interval index if it has "
-               "one, and that its image decodes (JPEG entropy data, PNG through IEND)");
-  app.add_flag("--all-shards", all_shards, "list every shard (default: the first 20)");
-  std::string against;
-  app.add_option("--against", against,
-                 "with --verify on a pack: the dataset it was made from; every record is "
-                 "decoded whole and compared pixel for pixel with its source sample's decode")
-      ->needs("--verify");
-  tilefeed::tools::RemoteFlags remote_flags;
-  tilefeed::tools::AddRemoteFlags(app, remote_flags);
-  if (const auto rc = tilefeed::tools::ParseArgs(app, argc, argv, "tilefeed-inspect")) return *rc;
-
-  loader::ShardManifest manifest;
-  loader::DatasetOptions options;
-  try {
-    options.remote = tilefeed::tools::ToRemoteOptions(remote_flags);
-    options.split = *loader::ParseSplit(split);
-    const loader::DatasetLocation location = loader::ResolveDataset(path, options);
-    if (location.kind != loader::DatasetKind::kShards) {
-      const loader::OpenedDataset opened = loader::OpenDataset(path, options);
-      std::printf("dataset    %s\n", opened.summary.c_str());
-      std::printf("identity   %s\n", ToString(loader::Identify(*opened.source)).c_str());
-      for (const std::string& note : opened.notes) std::printf("note       %s\n", note.c_str());
-      if (!verify) return 0;
-      const auto start = Clock::now();
-      return Report(loader::VerifySamples(*opened.source, Progress()), opened.source->size(), 0,
-                    start);
-    }
-    path = location.path;
-    manifest = loader::ReadShardManifest(path, options.remote);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "tilefeed-inspect: %s\n", e.what());
-    return 1;
-  }
+// The manifest's summary: codec, records, classes, shard sizes and the first shards (all
+// with `all_shards`). Returns the bytes of all shards.
+std::uint64_t PrintManifest(const loader::ShardManifest& manifest, bool all_shards) {
   std::uint64_t total_bytes = 0;
   std::uint64_t min_bytes = UINT64_MAX;
   std::uint64_t max_bytes = 0;
@@ -267,21 +231,29 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(manifest.shards[s].bytes));
   }
   if (listed < shards) std::printf("  ... %zu more (--all-shards lists them)\n", shards - listed);
+  return total_bytes;
+}
 
-  if (!verify) {
-    // Opening checks every shard's header and footer index: cheap, O(shards).
-    try {
-      loader::ShardReadOptions read;
-      read.remote = options.remote;
-      const auto dataset = loader::ShardDataset::Open(path, read);
-      std::printf("indexes    OK (%zu shards opened)\n", dataset->shard_count());
-    } catch (const std::exception& e) {
-      std::printf("indexes    BAD: %s\n", e.what());
-      return 1;
-    }
-    return 0;
+// Without --verify: opening checks every shard's header and footer index (cheap,
+// O(shards)). Returns the exit code.
+int CheckIndexes(const std::string& path, const loader::RemoteOptions& remote) {
+  try {
+    loader::ShardReadOptions read;
+    read.remote = remote;
+    const auto dataset = loader::ShardDataset::Open(path, read);
+    std::printf("indexes    OK (%zu shards opened)\n", dataset->shard_count());
+  } catch (const std::exception& e) {
+    std::printf("indexes    BAD: %s\n", e.what());
+    return 1;
   }
+  return 0;
+}
 
+// --verify on a pack: every record, and with --against every record against its source
+// sample. Returns the exit code.
+int VerifyPack(const std::string& path, const loader::ShardManifest& manifest,
+               std::uint64_t total_bytes, const std::string& against,
+               const loader::DatasetOptions& options) {
   const auto start = Clock::now();
   std::vector<loader::ShardProblem> problems =
       loader::VerifyShards(path, Progress(), options.remote);
@@ -298,4 +270,64 @@ int main(int argc, char** argv) {
     }
   }
   return Report(problems, manifest.records, total_bytes, start);
+}
+
+// The tool; main() adds the last line for anything it did not catch.
+int Main(int argc, char** argv) {
+  CLI::App app{
+      "tilefeed-inspect: summarizes a tilefeed shard dataset and checks its shards' headers\n"
+      "and indexes; --verify also checks every record's checksum, every JPEG interval\n"
+      "index (tilefeed-pack --jpeg-index) against its JPEG, and that every image decodes."};
+  std::string path;
+  std::string split = "train";
+  bool verify = false;
+  bool all_shards = false;
+  std::string against;
+  tilefeed::tools::RemoteFlags remote_flags;
+  app.add_option("PATH", path,
+                 "shard directory or its tilefeed-manifest.txt; any other dataset (found by the "
+                 "same rules as train --data) is summarized")
+      ->required()
+      ->check(tilefeed::tools::DatasetLocationCheck());
+  tilefeed::tools::AddOption(app, loader::kSplit, split);
+  app.add_flag("--verify", verify,
+               "read every record and check its checksum, its JPEG interval index if it has "
+               "one, and that its image decodes (JPEG entropy data, PNG through IEND)");
+  app.add_flag("--all-shards", all_shards, "list every shard (default: the first 20)");
+  app.add_option("--against", against,
+                 "with --verify on a pack: the dataset it was made from; every record is "
+                 "decoded whole and compared pixel for pixel with its source sample's decode")
+      ->needs("--verify");
+  tilefeed::tools::AddRemoteFlags(app, remote_flags);
+  if (const auto rc = tilefeed::tools::ParseArgs(app, argc, argv, "tilefeed-inspect")) return *rc;
+
+  loader::ShardManifest manifest;
+  loader::DatasetOptions options;
+  try {
+    options.remote = tilefeed::tools::ToRemoteOptions(remote_flags);
+    options.split = *loader::ParseSplit(split);
+    const loader::DatasetLocation location = loader::ResolveDataset(path, options);
+    if (location.kind != loader::DatasetKind::kShards) return InspectOther(path, options, verify);
+    path = location.path;
+    manifest = loader::ReadShardManifest(path, options.remote);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tilefeed-inspect: %s\n", e.what());
+    return 1;
+  }
+  const std::uint64_t total_bytes = PrintManifest(manifest, all_shards);
+  if (!verify) return CheckIndexes(path, options.remote);
+  return VerifyPack(path, manifest, total_bytes, against, options);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tilefeed-inspect: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "tilefeed-inspect: an unknown error\n");
+  }
+  return 1;
 }

@@ -55,8 +55,10 @@ CLI::Validator SpecRange(const loader::OptionSpec& spec, double scale = 1) {
   return RangeCheck<T>(min, max, spec.min_exclusive, loader::RangeText(scaled));
 }
 
-inline void WarnDeprecated(const loader::OptionSpec& spec) {
-  std::fprintf(stderr, "warning: %s is deprecated; use %s%s\n", Text(spec.deprecated_flag).c_str(),
+// `old_flag` is a copy: AddDeprecatedAlias's spec views a caller's string that is gone by the
+// time the old spelling is parsed.
+inline void WarnDeprecated(const std::string& old_flag, const loader::OptionSpec& spec) {
+  std::fprintf(stderr, "warning: %s is deprecated; use %s%s\n", old_flag.c_str(),
                Text(spec.flag).c_str(),
                spec.kind == loader::OptionKind::kSeconds ? " (in seconds)" : "");
 }
@@ -83,7 +85,7 @@ CLI::Option* AddDeprecated(CLI::App& app, const loader::OptionSpec& spec, CLI::O
         if (!CLI::detail::lexical_cast(text, value)) {
           throw CLI::ValidationError(name, "must be a value of its kind, got '" + text + "'");
         }
-        WarnDeprecated(spec);
+        WarnDeprecated(name, spec);
         set(value);
       },
       "deprecated: " + Text(spec.flag));

@@ -12,6 +12,7 @@
 #include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
@@ -25,7 +26,9 @@
 
 #include "metrics/cli.h"
 #include "tilefeed/loader/dataset.h"
+#include "tilefeed/loader/option_specs.h"
 #include "tilefeed/loader/shard_writer.h"
+#include "tools/option_flags.h"
 #include "tools/remote_flags.h"
 
 namespace {
@@ -46,7 +49,7 @@ double CpuSeconds() {
 }
 
 std::string Hms(double seconds) {
-  const auto s = static_cast<long long>(seconds + 0.5);
+  const long long s = std::llround(seconds);
   char text[32];
   std::snprintf(text, sizeof(text), "%lld:%02lld:%02lld", s / 3600, s / 60 % 60, s % 60);
   return text;
@@ -95,19 +98,7 @@ class ProgressPrinter {
   Clock::time_point last_print_{};
 };
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  // Past a file-size limit (ulimit -f) the kernel would kill us with SIGXFSZ mid-write and
-  // leave a .tmp behind; ignored, the write fails with EFBIG, the pack reports it and the
-  // shard writer removes its temporary file.
-  std::signal(SIGXFSZ, SIG_IGN);
-  CLI::App app{
-      "tilefeed-pack: packs a dataset (an ImageFolder root/<class>/<image>, a root with train/\n"
-      "and val/ splits, CIFAR-10's binary directory, WebDataset .tar shards, or other shards;\n"
-      "also http(s):// and s3:// locations of tars or shards) into checksummed record\n"
-      "shards and a manifest that tilefeed's ShardDataset reads. Output is byte-identical for\n"
-      "the same input."};
+struct Args {
   std::string src;
   std::string out;
   std::string shard_size = "128MiB";
@@ -118,229 +109,258 @@ int main(int argc, char** argv) {
   int workers = 0;
   bool force = false;
   bool jpeg_index = false;
-  int interval_width = tilefeed::codecs::TranscodeOptions{}.interval_width;
-  app.add_option("SRC", src,
+  int interval_width = codecs::TranscodeOptions{}.interval_width;
+  std::string coef_layout = "v1";
+  int lz4hc = loader::PackOptions{}.coefficients.lz4hc_level;
+  bool progress = false;
+  tilefeed::metrics::Flags metrics;
+  tilefeed::tools::RemoteFlags remote;
+};
+
+// SRC, OUT and how the source is read.
+void AddSourceFlags(CLI::App& app, Args& args) {
+  app.add_option("SRC", args.src,
                  "Dataset, found by the same rules as train --data: an ImageFolder, a root with "
                  "train/ and val/ (--split picks one), CIFAR-10's binary directory, WebDataset "
                  ".tar shards (a directory, a .tar, a brace pattern), or shards; local or a URL")
       ->required()
       ->check(tilefeed::tools::DatasetLocationCheck());
-  app.add_option("OUT", out, "output directory for the shards and the manifest")->required();
-  app.add_option("--shard-size", shard_size, "target shard size (e.g. 128MiB, 64M, 1GiB)")
+  app.add_option("OUT", args.out, "output directory for the shards and the manifest")->required();
+  app.add_option("--format", args.format, "source format (auto: detected)")
+      ->check(CLI::IsMember({"auto", "imagefolder", "cifar", "cifar10", "shards", "tar"}))
       ->capture_default_str();
-  app.add_option("--codec", codec,
+  tilefeed::tools::AddOption(app, loader::kSplit, args.split);
+  tilefeed::tools::AddOption(app, loader::kWorkers, args.workers);
+  app.add_flag("--force", args.force, "replace a pack in a non-empty OUT");
+  app.add_flag("--progress", args.progress,
+               "progress and ETA on stderr once a second even when it is not a terminal "
+               "(on a terminal they are always shown)");
+  tilefeed::metrics::AddFlags(app, args.metrics);
+  tilefeed::tools::CheckMetricsFlags(app);
+  tilefeed::tools::AddRemoteFlags(app, args.remote);
+}
+
+// How the records are stored.
+void AddCodecFlags(CLI::App& app, Args& args) {
+  app.add_option("--shard-size", args.shard_size, "target shard size (e.g. 128MiB, 64M, 1GiB)")
+      ->capture_default_str();
+  app.add_option("--codec", args.codec,
                  "jpeg: store the files' bytes; raw: LZ4 raw uint8 HWC (decoding JPEGs to "
                  "--raw-size); coefficients: each JPEG's DCT coefficients, decoded without "
                  "entropy decoding (same pixels, ~2x the bytes). auto: jpeg for an ImageFolder, "
                  "raw for CIFAR")
       ->check(CLI::IsMember({"auto", "jpeg", "raw", "coefficients"}))
       ->capture_default_str();
-  app.add_option("--raw-size", raw_size, "WxH that JPEGs are resized to with --codec raw");
-  app.add_flag("--jpeg-index", jpeg_index,
+  app.add_option("--raw-size", args.raw_size, "WxH that JPEGs are resized to with --codec raw");
+  app.add_flag("--jpeg-index", args.jpeg_index,
                "transcode each JPEG losslessly (same pixels) to baseline with restart markers "
                "on a grid and store it with an index of its restart intervals, so the loader "
                "entropy-decodes only the part a crop covers. Files that cannot be transcoded "
                "are stored as they came. Off by default: the stored files are no longer the "
                "originals (metadata such as EXIF is dropped), packing takes longer, and the "
                "shards need a reader of format version 2");
-  app.add_option("--interval-width", interval_width,
+  app.add_option("--interval-width", args.interval_width,
                  "--jpeg-index: target restart-interval width in pixels (wider: fewer markers; "
                  "narrower: crops skip more)")
       ->check(tilefeed::tools::Between(8, 65535))
       ->capture_default_str();
-  app.add_option("--format", format, "source format (auto: detected)")
-      ->check(CLI::IsMember({"auto", "imagefolder", "cifar", "cifar10", "shards", "tar"}))
-      ->capture_default_str();
-  app.add_option("--split", split,
-                 "the split of a root with train/ and val/, or CIFAR-10's (val = test_batch)")
-      ->check(CLI::IsMember({"train", "val", "test"}))
-      ->capture_default_str();
-  app.add_option("--workers", workers, "read/convert threads (0 = all cores)")
-      ->check(tilefeed::tools::Between(0, 1024))
-      ->capture_default_str();
-  app.add_flag("--force", force, "replace a pack in a non-empty OUT");
-  std::string coef_layout = "v1";
-  app.add_option("--coef-layout", coef_layout,
+  app.add_option("--coef-layout", args.coef_layout,
                  "--codec coefficients: v1 (whole LZ4 bands, ~1.9x the JPEG bytes, the "
                  "fastest to decode), v2-zstd (column groups, zstd: ~1.2x, ~0.6x v1's decode "
                  "speed), v2-lz4 (~1.7x) or v2-none (~1.9x) (column groups, no entropy coder); "
                  "bench/RESULTS-coef.md, docs/shard-format.md")
       ->check(CLI::IsMember({"v2-zstd", "v2-lz4", "v2-none", "v1"}))
       ->capture_default_str();
-  int lz4hc = loader::PackOptions{}.coefficients.lz4hc_level;
-  app.add_option("--lz4hc", lz4hc,
+  app.add_option("--lz4hc", args.lz4hc,
                  "--coef-layout v1 or v2-lz4: LZ4HC level, 1..12 (smaller, slower to pack), "
                  "or 0 for LZ4's fast compressor; decoding is as fast either way")
       ->check(tilefeed::tools::Between(0, 12))
       ->capture_default_str();
-  bool progress = false;
-  app.add_flag("--progress", progress,
-               "progress and ETA on stderr once a second even when it is not a terminal "
-               "(on a terminal they are always shown)");
-  tilefeed::metrics::Flags metrics_flags;
-  tilefeed::metrics::AddFlags(app, metrics_flags);
-  tilefeed::tools::CheckMetricsFlags(app);
-  tilefeed::tools::RemoteFlags remote_flags;
-  tilefeed::tools::AddRemoteFlags(app, remote_flags);
-  if (const auto rc = tilefeed::tools::ParseArgs(app, argc, argv, "tilefeed-pack")) return *rc;
+}
 
+// The pack options the flags give, before the source is known; nullopt after one line for
+// a bad value.
+std::optional<loader::PackOptions> PackOptionsOf(const Args& args) {
   loader::PackOptions options;
-  options.output_dir = out;
-  options.workers = workers;
-  options.force = force;
-  options.coefficients.lz4hc_level = lz4hc;
-  options.coefficients.version = coef_layout == "v1" ? 1 : 2;
-  options.coefficients.coding = coef_layout == "v2-lz4"    ? codecs::CoefficientCoding::kLz4
-                                : coef_layout == "v2-none" ? codecs::CoefficientCoding::kNone
-                                                           : codecs::CoefficientCoding::kZstd;
-  if (!ParseSize(shard_size, options.shard_bytes)) {
-    std::fprintf(stderr, "tilefeed-pack: bad --shard-size '%s'\n", shard_size.c_str());
-    return 2;
+  options.output_dir = args.out;
+  options.workers = args.workers;
+  options.force = args.force;
+  options.coefficients.lz4hc_level = args.lz4hc;
+  options.coefficients.version = args.coef_layout == "v1" ? 1 : 2;
+  options.coefficients.coding = args.coef_layout == "v2-lz4"    ? codecs::CoefficientCoding::kLz4
+                                : args.coef_layout == "v2-none" ? codecs::CoefficientCoding::kNone
+                                                                : codecs::CoefficientCoding::kZstd;
+  const char* shard_size = args.shard_size.c_str();
+  if (!ParseSize(args.shard_size, options.shard_bytes)) {
+    std::fprintf(stderr, "tilefeed-pack: bad --shard-size '%s'\n", shard_size);
+    return std::nullopt;
   }
   if (options.shard_bytes == 0) {  // would start a new shard after every record
-    std::fprintf(stderr, "tilefeed-pack: --shard-size must be above 0, got '%s'\n",
-                 shard_size.c_str());
-    return 2;
+    std::fprintf(stderr, "tilefeed-pack: --shard-size must be above 0, got '%s'\n", shard_size);
+    return std::nullopt;
   }
-  if (!raw_size.empty() && codec != "raw") {
+  if (args.raw_size.empty()) return options;
+  if (args.codec != "raw") {
     std::fprintf(stderr,
                  "tilefeed-pack: --raw-size resizes images to raw pixels; it needs --codec raw "
                  "(the codec is %s)\n",
-                 codec.c_str());
-    return 2;
+                 args.codec.c_str());
+    return std::nullopt;
   }
-  if (!raw_size.empty()) {
-    char x = 0;
-    char extra = 0;
-    if (std::sscanf(raw_size.c_str(), "%d%c%d%c", &options.raw_width, &x, &options.raw_height,
-                    &extra) != 3 ||
-        (x != 'x' && x != 'X') || options.raw_width <= 0 || options.raw_height <= 0 ||
-        options.raw_width > 65535 || options.raw_height > 65535) {
-      std::fprintf(stderr, "tilefeed-pack: bad --raw-size '%s' (want WxH, e.g. 32x32)\n",
-                   raw_size.c_str());
-      return 2;
-    }
+  char x = 0;
+  char extra = 0;
+  if (std::sscanf(args.raw_size.c_str(), "%d%c%d%c", &options.raw_width, &x, &options.raw_height,
+                  &extra) != 3 ||
+      (x != 'x' && x != 'X') || options.raw_width <= 0 || options.raw_height <= 0 ||
+      options.raw_width > 65535 || options.raw_height > 65535) {
+    std::fprintf(stderr, "tilefeed-pack: bad --raw-size '%s' (want WxH, e.g. 32x32)\n",
+                 args.raw_size.c_str());
+    return std::nullopt;
   }
-  loader::DatasetOptions dataset_options;
-  dataset_options.split = *loader::ParseSplit(split);
-  try {
-    dataset_options.remote = tilefeed::tools::ToRemoteOptions(remote_flags);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "tilefeed-pack: %s\n", e.what());
-    return 2;
-  }
-  if (format != "auto") {
-    dataset_options.kind = loader::ParseDatasetKind(format == "cifar" ? "cifar10" : format);
-  }
-  loader::OpenedDataset opened;
-  try {
-    opened = loader::OpenDataset(src, dataset_options);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "tilefeed-pack: %s\n", e.what());
-    return 1;
-  }
-  for (const std::string& note : opened.notes) std::fprintf(stderr, "warning: %s\n", note.c_str());
+  return options;
+}
+
+// Sets options.codec from --codec (auto: raw for pixels, else jpeg) and --jpeg-index for
+// what `opened` holds; false after one line for a codec that does not fit it.
+bool ChooseCodec(const Args& args, const loader::OpenedDataset& opened,
+                 loader::PackOptions& options) {
   // Pixels stay pixels: CIFAR-10 and raw shards hold no files to store as they are.
   const auto* shards = dynamic_cast<const loader::ShardDataset*>(opened.source.get());
   const bool pixels = opened.location.kind == loader::DatasetKind::kCifar10 ||
                       (shards != nullptr && shards->codec() == loader::ShardCodec::kLz4Raw);
-  if (codec == "auto") codec = pixels ? "raw" : "jpeg";
+  const std::string codec = args.codec != "auto" ? args.codec : pixels ? "raw" : "jpeg";
   if (pixels && (codec == "jpeg" || codec == "coefficients")) {
     std::fprintf(stderr, "tilefeed-pack: %s holds pixels, not image files; use --codec raw\n",
-                 src.c_str());
-    return 2;
+                 args.src.c_str());
+    return false;
   }
   options.codec = codec == "jpeg" ? loader::ShardCodec::kJpeg : loader::ShardCodec::kLz4Raw;
   if (codec == "coefficients") options.codec = loader::ShardCodec::kCoefficients;
-  if (jpeg_index) {
+  if (args.jpeg_index) {
     if (codec != "jpeg") {
       std::fprintf(stderr, "tilefeed-pack: --jpeg-index stores JPEGs; it needs --codec jpeg\n");
-      return 2;
+      return false;
     }
     options.codec = loader::ShardCodec::kIndexedJpeg;
-    options.transcode.interval_width = interval_width;
+    options.transcode.interval_width = args.interval_width;
   }
-  if (!pixels && codec == "raw" && raw_size.empty()) {
+  if (!pixels && codec == "raw" && args.raw_size.empty()) {
     std::fprintf(stderr, "tilefeed-pack: --codec raw on JPEG files needs --raw-size WxH\n");
-    return 2;
+    return false;
   }
+  return true;
+}
 
+// Opens SRC as the flags say; nullopt after one line.
+std::optional<loader::OpenedDataset> OpenSource(const Args& args) {
+  loader::DatasetOptions dataset_options;
+  dataset_options.split = *loader::ParseSplit(args.split);
+  dataset_options.remote = tilefeed::tools::ToRemoteOptions(args.remote);
+  if (args.format != "auto") {
+    dataset_options.kind =
+        loader::ParseDatasetKind(args.format == "cifar" ? "cifar10" : args.format);
+  }
+  try {
+    loader::OpenedDataset opened = loader::OpenDataset(args.src, dataset_options);
+    for (const std::string& note : opened.notes) {
+      std::fprintf(stderr, "warning: %s\n", note.c_str());
+    }
+    return opened;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tilefeed-pack: %s\n", e.what());
+    return std::nullopt;
+  }
+}
+
+// --jpeg-index: what the transcoding did, and every file stored as it came, by category.
+void PrintIndexed(const loader::PackResult& result) {
+  const double given = double(result.indexed_source_bytes);
+  const double stored = double(result.indexed_stored_bytes);
+  const double index = double(result.index_bytes);
+  std::printf(
+      "jpeg index: %llu files transcoded and indexed: %.1f MB as given, %.1f MB stored "
+      "(%+.2f%%: JPEG %+.2f%%, index %+.2f%%)\n",
+      static_cast<unsigned long long>(result.indexed), given / 1e6, stored / 1e6,
+      given > 0 ? 100 * (stored - given) / given : 0.0,
+      given > 0 ? 100 * (stored - index - given) / given : 0.0,
+      given > 0 ? 100 * index / given : 0.0);
+  std::map<std::string, std::size_t> by_category;
+  for (const auto& s : result.not_indexed) ++by_category[s.category];
+  std::printf("%zu stored as they came (not transcoded; decoded the ordinary way)%s\n",
+              result.not_indexed.size(), result.not_indexed.empty() ? "" : ":");
+  for (const auto& [category, count] : by_category) {
+    std::printf("  %zu stored as they came: %s\n", count, category.c_str());
+  }
+  for (const auto& s : result.not_indexed) {
+    std::printf("  as it came %s: %s\n", s.where.c_str(), s.reason.c_str());
+  }
+}
+
+// --codec coefficients: the size ratio, and every file stored as it came.
+void PrintCoefficients(const loader::PackResult& result) {
+  const double given = double(result.indexed_source_bytes);
+  const double stored = double(result.indexed_stored_bytes);
+  std::printf(
+      "coefficients: %llu files stored as coefficients: %.1f MB as given, %.1f MB "
+      "stored (%.2fx); %zu stored as they came%s\n",
+      static_cast<unsigned long long>(result.indexed), given / 1e6, stored / 1e6,
+      given > 0 ? stored / given : 0.0, result.not_indexed.size(),
+      result.not_indexed.empty() ? "" : ":");
+  for (const auto& s : result.not_indexed) {
+    std::printf("  as it came %s: %s\n", s.where.c_str(), s.reason.c_str());
+  }
+}
+
+// The summary: records, rates, the manifest, every sample left out and the codec's notes.
+void PrintResult(const loader::PackResult& result, const loader::PackOptions& options) {
+  std::printf("packed %llu records into %llu shards, %.1f MB in %.2f s (%.0f records/s)\n",
+              static_cast<unsigned long long>(result.records),
+              static_cast<unsigned long long>(result.shards), double(result.bytes) / 1e6,
+              result.seconds, result.seconds > 0 ? double(result.records) / result.seconds : 0.0);
+  const double cpu = CpuSeconds();
+  std::printf("CPU %.2f s on %d workers: %.0f records per CPU-second\n", cpu,
+              options.workers > 0
+                  ? options.workers
+                  : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
+              cpu > 0 ? double(result.records) / cpu : 0.0);
+  std::printf("manifest: %s\n", result.manifest_path.c_str());
+  std::printf("skipped %zu unreadable samples%s\n", result.skipped.size(),
+              result.skipped.empty() ? "" : ":");
+  for (const auto& s : result.skipped) {
+    std::printf("  skipped %s: %s\n", s.where.c_str(), s.reason.c_str());
+  }
+  if (options.codec == loader::ShardCodec::kIndexedJpeg) PrintIndexed(result);
+  if (options.codec == loader::ShardCodec::kCoefficients) PrintCoefficients(result);
+  if (options.codec == loader::ShardCodec::kJpeg) {
+    std::printf(
+        "jpeg codec: files were stored as they are, not decoded; one that does not "
+        "decode will be reported by the loader when it is read.\n");
+    for (const auto& s : result.not_jpeg) {
+      std::printf("  suspect %s: %s\n", s.where.c_str(), s.reason.c_str());
+    }
+  }
+}
+
+// Packs `opened` with progress and metrics, then prints the summary; returns the exit code.
+int Pack(const Args& args, const CLI::App& app, const loader::OpenedDataset& opened,
+         const loader::PackOptions& options) {
   try {
     const loader::Source* source = opened.source.get();
     std::printf("tilefeed-pack: %s -> %s, codec %s, shards of %llu bytes\n", opened.summary.c_str(),
-                out.c_str(), ToString(options.codec),
+                args.out.c_str(), ToString(options.codec),
                 static_cast<unsigned long long>(options.shard_bytes));
     std::fflush(stdout);
     tilefeed::metrics::Session metrics = tilefeed::metrics::Open(
-        metrics_flags, {"tilefeed-pack", tilefeed::metrics::OptionsOf(app), src, source->size(),
-                        source->class_names().size(), 0, 1, 0});
-    ProgressPrinter printer(progress);
+        args.metrics, {"tilefeed-pack", tilefeed::metrics::OptionsOf(app), args.src, source->size(),
+                       source->class_names().size(), 0, 1, 0});
+    ProgressPrinter printer(args.progress);
     const loader::PackResult result =
         loader::PackDataset(*source, options, [&](const loader::PackProgress& p) {
           printer(p);
           if (metrics) metrics.writer->SetProgress(p.samples_done, p.bytes_written);
         });
     metrics.Finish("completed");
-
-    std::printf("packed %llu records into %llu shards, %.1f MB in %.2f s (%.0f records/s)\n",
-                static_cast<unsigned long long>(result.records),
-                static_cast<unsigned long long>(result.shards), double(result.bytes) / 1e6,
-                result.seconds, result.seconds > 0 ? double(result.records) / result.seconds : 0.0);
-    const double cpu = CpuSeconds();
-    std::printf("CPU %.2f s on %d workers: %.0f records per CPU-second\n", cpu,
-                options.workers > 0
-                    ? options.workers
-                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
-                cpu > 0 ? double(result.records) / cpu : 0.0);
-    std::printf("manifest: %s\n", result.manifest_path.c_str());
-    std::printf("skipped %zu unreadable samples%s\n", result.skipped.size(),
-                result.skipped.empty() ? "" : ":");
-    for (const auto& s : result.skipped) {
-      std::printf("  skipped %s: %s\n", s.where.c_str(), s.reason.c_str());
-    }
-    if (options.codec == loader::ShardCodec::kIndexedJpeg) {
-      const double given = double(result.indexed_source_bytes);
-      const double stored = double(result.indexed_stored_bytes);
-      const double index = double(result.index_bytes);
-      std::printf(
-          "jpeg index: %llu files transcoded and indexed: %.1f MB as given, %.1f MB stored "
-          "(%+.2f%%: JPEG %+.2f%%, index %+.2f%%)\n",
-          static_cast<unsigned long long>(result.indexed), given / 1e6, stored / 1e6,
-          given > 0 ? 100 * (stored - given) / given : 0.0,
-          given > 0 ? 100 * (stored - index - given) / given : 0.0,
-          given > 0 ? 100 * index / given : 0.0);
-      std::map<std::string, std::size_t> by_category;
-      for (const auto& s : result.not_indexed) ++by_category[s.category];
-      std::printf("%zu stored as they came (not transcoded; decoded the ordinary way)%s\n",
-                  result.not_indexed.size(), result.not_indexed.empty() ? "" : ":");
-      for (const auto& [category, count] : by_category) {
-        std::printf("  %zu stored as they came: %s\n", count, category.c_str());
-      }
-      for (const auto& s : result.not_indexed) {
-        std::printf("  as it came %s: %s\n", s.where.c_str(), s.reason.c_str());
-      }
-    }
-    if (options.codec == loader::ShardCodec::kCoefficients) {
-      const double given = double(result.indexed_source_bytes);
-      const double stored = double(result.indexed_stored_bytes);
-      std::printf(
-          "coefficients: %llu files stored as coefficients: %.1f MB as given, %.1f MB "
-          "stored (%.2fx); %zu stored as they came%s\n",
-          static_cast<unsigned long long>(result.indexed), given / 1e6, stored / 1e6,
-          given > 0 ? stored / given : 0.0, result.not_indexed.size(),
-          result.not_indexed.empty() ? "" : ":");
-      for (const auto& s : result.not_indexed) {
-        std::printf("  as it came %s: %s\n", s.where.c_str(), s.reason.c_str());
-      }
-    }
-    if (options.codec == loader::ShardCodec::kJpeg) {
-      std::printf(
-          "jpeg codec: files were stored as they are, not decoded; one that does not "
-          "decode will be reported by the loader when it is read.\n");
-      for (const auto& s : result.not_jpeg) {
-        std::printf("  suspect %s: %s\n", s.where.c_str(), s.reason.c_str());
-      }
-    }
+    PrintResult(result, options);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "\ntilefeed-pack: %s%s\n", e.what(),
                  std::strstr(e.what(), std::strerror(EFBIG)) != nullptr
@@ -349,4 +369,41 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+// The tool; main() adds the last line for anything it did not catch.
+int Main(int argc, char** argv) {
+  // Past a file-size limit (ulimit -f) the kernel would kill us with SIGXFSZ mid-write and
+  // leave a .tmp behind; ignored, the write fails with EFBIG, the pack reports it and the
+  // shard writer removes its temporary file.
+  std::signal(SIGXFSZ, SIG_IGN);
+  CLI::App app{
+      "tilefeed-pack: packs a dataset (an ImageFolder root/<class>/<image>, a root with train/\n"
+      "and val/ splits, CIFAR-10's binary directory, WebDataset .tar shards, or other shards;\n"
+      "also http(s):// and s3:// locations of tars or shards) into checksummed record\n"
+      "shards and a manifest that tilefeed's ShardDataset reads. Output is byte-identical for\n"
+      "the same input."};
+  Args args;
+  AddSourceFlags(app, args);
+  AddCodecFlags(app, args);
+  if (const auto rc = tilefeed::tools::ParseArgs(app, argc, argv, "tilefeed-pack")) return *rc;
+  std::optional<loader::PackOptions> options = PackOptionsOf(args);
+  if (!options) return 2;
+  const std::optional<loader::OpenedDataset> opened = OpenSource(args);
+  if (!opened) return 1;
+  if (!ChooseCodec(args, *opened, *options)) return 2;
+  return Pack(args, app, *opened, *options);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tilefeed-pack: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "tilefeed-pack: an unknown error\n");
+  }
+  return 1;
 }

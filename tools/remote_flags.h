@@ -2,8 +2,10 @@
 
 // Command-line flags for datasets read over HTTP(S) or S3 (tilefeed/loader/remote.h), shared by the
 // tools that take a dataset location: --cache-dir, --cache-limit, --s3-endpoint and
-// --s3-addressing, --remote-retries, --remote-in-flight, plus the standard AWS environment
-// variables and shared credentials file, which only tools read. Header-only; tools/ is a folder
+// --s3-addressing, --remote-retries, --remote-in-flight (defined in the shared option table),
+// plus the standard AWS environment variables (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+// AWS_SESSION_TOKEN or AWS_PROFILE's ~/.aws/credentials; AWS_REGION or AWS_DEFAULT_REGION) and
+// shared credentials file, which only tools read. Header-only; tools/ is a folder
 // of executables, not a library.
 
 #include <CLI/CLI.hpp>
@@ -19,6 +21,7 @@
 
 #include "tilefeed/loader/remote.h"
 #include "tools/cli_checks.h"
+#include "tools/option_flags.h"
 
 namespace tilefeed::tools {
 
@@ -37,8 +40,8 @@ inline bool ParseSize(std::string text, std::uint64_t& out) {
   if (unit == "m" || unit == "mib") scale = std::uint64_t{1} << 20;
   if (unit == "g" || unit == "gib") scale = std::uint64_t{1} << 30;
   if (unit == "kb") scale = 1000;
-  if (unit == "mb") scale = 1000 * 1000;
-  if (unit == "gb") scale = 1000 * 1000 * 1000;
+  if (unit == "mb") scale = std::uint64_t{1000} * 1000;
+  if (unit == "gb") scale = std::uint64_t{1000} * 1000 * 1000;
   if (scale == 0 || value > UINT64_MAX / scale) return false;
   out = value * scale;
   return true;
@@ -46,47 +49,21 @@ inline bool ParseSize(std::string text, std::uint64_t& out) {
 
 struct RemoteFlags {
   std::string cache_dir;
-  std::string cache_limit = "10GiB";
+  std::uint64_t cache_limit = std::uint64_t{10} << 30;  // the table's 10GiB
   std::string s3_endpoint;
   std::string s3_addressing = "auto";
   int retries = loader::RemoteOptions{}.retries;
   int in_flight = loader::RemoteOptions{}.max_in_flight;
 };
 
+// The remote-dataset flags, from the shared option table (tools/option_flags.h).
 inline void AddRemoteFlags(CLI::App& app, RemoteFlags& flags) {
-  app.add_option("--cache-dir", flags.cache_dir,
-                 "http(s)/s3 datasets: on-disk cache of fetched blocks, shared by the "
-                 "processes of this host (default: no cache)");
-  app.add_option("--cache-limit", flags.cache_limit,
-                 "size bound of --cache-dir (e.g. 20GiB); least recently used blocks go first")
-      ->check(CLI::Validator(
-          [](std::string& text) -> std::string {
-            std::uint64_t bytes = 0;
-            if (ParseSize(text, bytes)) return {};
-            return "must be a size such as 20GiB, 512M or 1000000 (bytes), got '" + text + "'";
-          },
-          "SIZE"))
-      ->capture_default_str();
-  app.add_option("--s3-endpoint", flags.s3_endpoint,
-                 "s3:// datasets: S3-compatible endpoint URL (e.g. http://minio:9000); default "
-                 "$AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS. Keys from AWS_ACCESS_KEY_ID, "
-                 "AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN or AWS_PROFILE's ~/.aws/credentials; "
-                 "region from AWS_REGION or AWS_DEFAULT_REGION (default us-east-1)");
-  app.add_option("--s3-addressing", flags.s3_addressing,
-                 "s3:// datasets: bucket in the host name (virtual) or in the path (path); auto: "
-                 "virtual on AWS for DNS-safe bucket names, path elsewhere")
-      ->check(CLI::IsMember({"auto", "virtual", "path"}))
-      ->capture_default_str();
-  app.add_option("--remote-retries", flags.retries,
-                 "http(s)/s3 datasets: retries of a failed request, with backoff, before the "
-                 "sample is reported bad")
-      ->check(Between(0, 20))
-      ->capture_default_str();
-  app.add_option("--remote-in-flight", flags.in_flight,
-                 "http(s)/s3 datasets: requests one read keeps in flight at once, each on its "
-                 "own connection (1: one after another)")
-      ->check(Between(1, 64))
-      ->capture_default_str();
+  AddOption(app, loader::kCacheDir, flags.cache_dir);
+  AddSizeOption(app, loader::kCacheLimit, flags.cache_limit);
+  AddOption(app, loader::kS3Endpoint, flags.s3_endpoint);
+  AddOption(app, loader::kS3Addressing, flags.s3_addressing);
+  AddOption(app, loader::kRemoteRetries, flags.retries);
+  AddOption(app, loader::kRemoteInFlight, flags.in_flight);
 }
 
 // A --data check: an existing path, or a URL or brace pattern that only opening can check.
@@ -108,7 +85,7 @@ inline std::map<std::string, std::map<std::string, std::string>> ReadAwsIni(
   std::map<std::string, std::map<std::string, std::string>> sections;
   std::ifstream in(path);
   std::string line, section;
-  const auto trim = [](std::string s) {
+  const auto trim = [](const std::string& s) {
     const std::size_t b = s.find_first_not_of(" \t\r");
     const std::size_t e = s.find_last_not_of(" \t\r");
     return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
@@ -160,14 +137,11 @@ inline void ReadAwsEnvironment(loader::RemoteOptions& o) {
     o.s3_endpoint = EnvOr("AWS_ENDPOINT_URL_S3", EnvOr("AWS_ENDPOINT_URL"));
 }
 
-// The options the flags and the AWS environment variables give. Throws
-// std::invalid_argument for a malformed --cache-limit.
+// The options the flags and the AWS environment variables give.
 inline loader::RemoteOptions ToRemoteOptions(const RemoteFlags& flags) {
   loader::RemoteOptions o;
   o.cache_dir = flags.cache_dir;
-  if (!ParseSize(flags.cache_limit, o.cache_limit)) {
-    throw std::invalid_argument("bad --cache-limit '" + flags.cache_limit + "'");
-  }
+  o.cache_limit = flags.cache_limit;
   o.s3_endpoint = flags.s3_endpoint;
   o.retries = flags.retries;
   o.max_in_flight = flags.in_flight;

@@ -5,7 +5,7 @@
 // Each instance (MPI rank) reads its slice of DIR's train split (tilefeed/loader/dataset.h: an
 // ImageFolder, shards of any codec, CIFAR-10, or DIR/train of a split root), lands batches in its
 // training core through IO tiles, and all-reduces gradients with the other instances. MPI's rank
-// and size are authoritative for the shard; the environment is read here only, never in the
+// and size are authoritative for the slice; the environment is read here only, never in the
 // libraries.
 //
 // Instance 0 prints one line per epoch on stdout. When stderr is a terminal it also keeps a
@@ -15,8 +15,8 @@
 // Disaggregated mode: with --readers, instance i of N reads its batches from the i-th
 // tilefeed-serve endpoint (transport::ZmqBatchStream) instead of an in-process loader.
 //
-//   tilefeed-serve --data DIR/train --bind tcp://h1:5555 --insecure --shard 0/2 ...
-//   tilefeed-serve --data DIR/train --bind tcp://h2:5556 --insecure --shard 1/2 ...
+//   tilefeed-serve --data DIR/train --bind tcp://h1:5555 --insecure --slice 0/2 ...
+//   tilefeed-serve --data DIR/train --bind tcp://h2:5556 --insecure --slice 1/2 ...
 //   poprun --instances 2 ./train --readers tcp://h1:5555,tcp://h2:5556 --data DIR
 //
 // Each reader must agree with its instance on the session terms (tilefeed/transport/session.h):
@@ -42,10 +42,10 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -60,6 +60,7 @@
 #include "tilefeed/loader/bad_sample_log.h"
 #include "tilefeed/loader/dataset.h"
 #include "tilefeed/loader/loader.h"
+#include "tilefeed/loader/option_specs.h"
 #include "tilefeed/trainer/checkpoint.h"
 #include "tilefeed/trainer/mpi_session.h"
 #include "tilefeed/trainer/reference_core.h"
@@ -67,9 +68,12 @@
 #include "tilefeed/trainer/trainer.h"
 #include "tilefeed/transport/batch_stream.h"
 #include "tilefeed/transport/context.h"
+#include "tilefeed/transport/loader_terms.h"
 #include "tilefeed/transport/session.h"
+#include "tilefeed/transport/streams.h"
 #include "tilefeed/transport/zmq_stream.h"
 #include "tools/cli_checks.h"
+#include "tools/option_flags.h"
 #include "tools/remote_flags.h"
 
 namespace {
@@ -84,104 +88,6 @@ std::unique_ptr<loader::Source> OpenValidationSplit(const std::string& data,
   options.remote = remote;
   return loader::OpenDataset(data, options).source;
 }
-
-// A LoaderStream that owns its Loader, for validation streams made per epoch.
-class OwningLoaderStream final : public transport::BatchStream {
- public:
-  explicit OwningLoaderStream(std::unique_ptr<loader::Loader> loader)
-      : loader_(std::move(loader)), stream_(*loader_) {}
-  std::optional<transport::ReceivedBatch> Next() override { return stream_.Next(); }
-  bool ended() const override { return stream_.ended(); }
-  std::size_t batches_per_epoch() const override { return stream_.batches_per_epoch(); }
-  loader::LoaderState position() const override { return stream_.position(); }
-
- private:
-  std::unique_ptr<loader::Loader> loader_;
-  transport::LoaderStream stream_;
-};
-
-// The trainer side of disaggregated mode: a ZmqBatchStream from this instance's reader,
-// opened on this trainer's session terms (the reader refuses other data, and the stream
-// checks every batch's shape, epoch and labels and reports the data position). With
-// `reconnect`, a lost reader (stopped, dead, replaced) is reconnected within the window and
-// continues from the lost stream's position; without, it is an error.
-// Next() and position() are called under the IO tiles' fetch lock (serialized).
-class RemoteStream final : public transport::BatchStream {
- public:
-  RemoteStream(transport::Context& context, transport::StreamOptions options,
-               std::optional<std::chrono::milliseconds> reconnect, int rank)
-      : context_(context),
-        options_(std::move(options)),
-        reconnect_(reconnect),
-        rank_(rank),
-        lost_at_{options_.terms->seed, options_.terms->first_epoch, options_.terms->first_position,
-                 options_.terms->dataset.samples} {
-    if (reconnect_) {
-      Reconnect("");
-    } else {
-      stream_.emplace(context_, options_);
-    }
-  }
-
-  std::optional<transport::ReceivedBatch> Next() override {
-    while (!ended_) {
-      try {
-        return stream_->Next();
-      } catch (const transport::TransportError& e) {
-        if (!reconnect_) throw;
-        Reconnect(e.what());
-      }
-    }
-    return std::nullopt;
-  }
-  bool ended() const override { return ended_ || (stream_ && stream_->ended()); }
-  std::size_t batches_per_epoch() const override {
-    return stream_ ? stream_->batches_per_epoch() : 0;
-  }
-  // The reader's stream's; between a loss and the reconnection, where the lost one stood.
-  loader::LoaderState position() const override { return stream_ ? stream_->position() : lost_at_; }
-  bool shared_memory() const { return stream_->shared_memory(); }
-
- private:
-  // Opens a stream at the lost stream's position, retrying until the window closes.
-  void Reconnect(const std::string& why) {
-    if (stream_) lost_at_ = stream_->position();
-    stream_.reset();
-    if (lost_at_.epoch >= options_.terms->epochs) {
-      ended_ = true;  // lost after the last epoch's end, before the bye: nothing is missing
-      return;
-    }
-    options_.terms->first_epoch = lost_at_.epoch;
-    options_.terms->first_position = lost_at_.position;
-    if (!why.empty()) {
-      std::fprintf(stderr, "train: instance %d: %s; reconnecting at epoch %llu position %llu\n",
-                   rank_, why.c_str(), static_cast<unsigned long long>(lost_at_.epoch),
-                   static_cast<unsigned long long>(lost_at_.position));
-    }
-    const auto deadline = std::chrono::steady_clock::now() + *reconnect_;
-    while (true) {
-      try {
-        stream_.emplace(context_, options_);
-        return;
-      } catch (const transport::TransportError& e) {
-        if (std::chrono::steady_clock::now() >= deadline) {
-          throw transport::TransportError(std::string(e.what()) + " (no reader came back within " +
-                                          std::to_string(reconnect_->count()) + " ms)");
-        }
-      }
-      // A refusal comes at once: do not spin on it.
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    }
-  }
-
-  transport::Context& context_;
-  transport::StreamOptions options_;
-  std::optional<std::chrono::milliseconds> reconnect_;
-  int rank_;
-  loader::LoaderState lost_at_;  // the terms' position until a stream is lost
-  bool ended_ = false;
-  std::optional<transport::ZmqBatchStream> stream_;
-};
 
 // The live progress line on a terminal: one "\r" line on stderr, redrawn at most every
 // kInterval, and cleared before any other line is printed so that lines never mix.
@@ -225,6 +131,59 @@ class ProgressLine {
   int width_ = 0;
 };
 
+// Instance 0's lines on stdout ("[train] ..."), and on a terminal its live progress line on
+// stderr; other instances print nothing here (their lines would interleave). Logs and files
+// stay free of carriage returns.
+class Console {
+ public:
+  explicit Console(int rank) : rank_(rank) {
+    if (rank == 0 && isatty(STDERR_FILENO) == 1) progress_.emplace();
+  }
+  void Log(const std::string& line) {
+    if (rank_ != 0) return;
+    if (progress_) progress_->Clear();
+    std::printf("[train] %s\n", line.c_str());
+    std::fflush(stdout);
+  }
+  trainer::Trainer::LogSink Sink() {
+    return [this](const std::string& line) { Log(line); };
+  }
+  bool live() const { return progress_.has_value(); }
+  void Progress(const trainer::StepProgress& p) {
+    if (progress_) progress_->Update(p);
+  }
+  // The epoch line of `r`, for a job of `instances` instances.
+  void Epoch(const trainer::EpochReport& r, int instances);
+
+ private:
+  int rank_;
+  std::optional<ProgressLine> progress_;
+};
+
+void Console::Epoch(const trainer::EpochReport& r, int instances) {
+  if (rank_ != 0) return;
+  if (progress_) progress_->Clear();
+  std::printf("[train] epoch %llu: %llu steps, loss %.4f", static_cast<unsigned long long>(r.epoch),
+              static_cast<unsigned long long>(r.steps), r.loss);
+  if (r.accuracy) std::printf(", accuracy %.1f %%", 100 * *r.accuracy);
+  if (r.bad_samples > 0) {
+    std::printf(", %llu bad sample%s replaced", static_cast<unsigned long long>(r.bad_samples),
+                r.bad_samples == 1 ? "" : "s");
+  }
+  std::printf(", %.1f images/s, stall %.2f %%", r.images_per_second, r.stall_percent);
+  if (r.steps > 0) {
+    std::printf(", step %.2f ms (all-reduce %s, %.2f ms exposed)",
+                1e3 * r.seconds / static_cast<double>(r.steps), r.allreduce.c_str(),
+                1e3 * r.allreduce_exposed_seconds / static_cast<double>(r.steps) /
+                    static_cast<double>(instances));
+  }
+  if (r.val_accuracy)
+    std::printf(", val accuracy %.1f %% (%llu images)", 100 * *r.val_accuracy,
+                static_cast<unsigned long long>(r.val_images));
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
 // Splits --readers at commas; an empty entry is an error.
 std::vector<std::string> SplitEndpoints(const std::string& list) {
   std::vector<std::string> out;
@@ -264,6 +223,10 @@ int CoresOfThisProcess() {
   return std::max(1, CPU_COUNT(&set));
 }
 
+std::chrono::milliseconds Milliseconds(double seconds) {
+  return std::chrono::milliseconds(std::llround(seconds * 1000));
+}
+
 // Thrown from the progress sink to leave Train() when --seconds is up (not an error).
 struct TimeLimitReached {};
 
@@ -272,13 +235,13 @@ struct Args {
   tools::RemoteFlags remote;  // --cache-dir etc. for http(s)/s3 datasets
   std::string readers;        // disaggregated mode: one tilefeed-serve endpoint per instance
   std::size_t reader_credits = 4;
-  int reader_timeout_ms = 5000;
-  double data_timeout = 0;  // --readers: seconds without a batch while a reader holds credits
-  bool reconnect = false;   // --readers: reconnect a lost reader
-  int reconnect_window_ms = 30000;  // --readers --reconnect: how long to try
-  std::string curve_server_key;     // --readers with CURVE: the readers' public key file(s)
-  std::string curve_key;            // --readers with CURVE: this trainer's own key file(s)
-  int classes = 0;                  // reference core without --data
+  double reader_timeout = 5;     // --readers: seconds a reader may stay silent
+  double data_timeout = 0;       // --readers: seconds without a batch while a reader holds credits
+  bool reconnect = false;        // --readers: reconnect a lost reader
+  double reconnect_window = 30;  // --readers --reconnect: seconds to try
+  std::string curve_server_key;  // --readers with CURVE: the readers' public key file(s)
+  std::string curve_key;         // --readers with CURVE: this trainer's own key file(s)
+  int classes = 0;               // reference core without --data
   std::string core = "reference";
   double us_per_sample = 2000;
   std::uint64_t epochs = 3;
@@ -316,8 +279,7 @@ std::string DigestText(std::uint64_t digest) {
 // The checkpoint to resume from: nullopt without --resume(-if-present), or when
 // --resume-if-present finds none. --resume without one is an error (a typo in
 // --checkpoint-dir must not quietly start from scratch).
-template <typename Log>
-std::optional<trainer::Checkpoint> ReadResumeCheckpoint(const Args& args, const Log& log) {
+std::optional<trainer::Checkpoint> ReadResumeCheckpoint(const Args& args, Console& console) {
   if (!args.resume && !args.resume_if_present) return std::nullopt;
   std::optional<trainer::Checkpoint> checkpoint = trainer::ReadCheckpoint(args.checkpoint_dir);
   if (checkpoint) return checkpoint;
@@ -326,349 +288,414 @@ std::optional<trainer::Checkpoint> ReadResumeCheckpoint(const Args& args, const 
                                 trainer::CheckpointPath(args.checkpoint_dir).string() +
                                 " does not exist); --resume-if-present starts fresh instead");
   }
-  log("resume: no checkpoint in " + args.checkpoint_dir + "; starting from scratch");
+  console.Log("resume: no checkpoint in " + args.checkpoint_dir + "; starting from scratch");
   return std::nullopt;
 }
 
-int Run(trainer::MpiSession& mpi, const Args& args) {
-  const int rank = mpi.rank();
-  // MPI's rank and size decide the shard; the launcher's environment must agree with them,
-  // or the job was launched in a way this program does not understand.
+// MPI's rank and size decide the slice; the launcher's environment must agree with them,
+// or the job was launched in a way this program does not understand.
+launch::InstanceInfo CheckLauncher(const trainer::MpiSession& mpi) {
   const launch::InstanceInfo launched = launch::DetectInstance(launch::ProcessEnvironment());
-  if (launched.count != 1 && (launched.index != rank || launched.count != mpi.size())) {
+  if (launched.count != 1 && (launched.index != mpi.rank() || launched.count != mpi.size())) {
     throw std::runtime_error("the launcher says instance " + std::to_string(launched.index) +
                              " of " + std::to_string(launched.count) + ", MPI says " +
-                             std::to_string(rank) + " of " + std::to_string(mpi.size()));
+                             std::to_string(mpi.rank()) + " of " + std::to_string(mpi.size()));
   }
-  // On a terminal instance 0 shows a live progress line on stderr; otherwise only the
-  // per-epoch lines (logs and files stay free of carriage returns).
-  std::optional<ProgressLine> progress;
-  if (rank == 0 && isatty(STDERR_FILENO) == 1) progress.emplace();
-  auto log = [rank, &progress](const std::string& line) {
-    if (rank != 0) return;
-    if (progress) progress->Clear();
-    std::printf("[train] %s\n", line.c_str());
-    std::fflush(stdout);
-  };
-  const bool remote = !args.readers.empty();
-  std::vector<std::string> endpoints;
-  if (remote) {
-    endpoints = SplitEndpoints(args.readers);
-    if (endpoints.size() != static_cast<std::size_t>(mpi.size())) {
-      // Every instance sees the same mismatch: one line from instance 0, no abort needed.
-      if (rank == 0) {
-        std::fprintf(stderr,
-                     "train: --readers lists %zu endpoint%s for %d instance%s; give exactly one "
-                     "per instance (instance i reads from the i-th)\n",
-                     endpoints.size(), endpoints.size() == 1 ? "" : "s", mpi.size(),
-                     mpi.size() == 1 ? "" : "s");
-      }
-      return 2;
-    }
-    // One reader serves one slice: a second instance on it would be refused by slice, or
-    // wait behind the first. Said before connecting, naming both instances.
-    if (const std::string twice = ReaderNamedTwice(endpoints); !twice.empty()) {
-      if (rank == 0) std::fprintf(stderr, "train: %s\n", twice.c_str());
-      return 2;
-    }
-  }
-  const bool has_data = !args.data.empty();
-  const bool has_val = has_data && loader::HasSplit(args.data, loader::Split::kVal);
+  return launched;
+}
 
+// One instance of the job: its place in it, its output and the data it opened.
+struct Instance {
+  Instance(trainer::MpiSession& mpi_session, const Args& parsed)
+      : mpi(mpi_session),
+        args(parsed),
+        rank(mpi_session.rank()),
+        launched(CheckLauncher(mpi_session)),
+        console(rank) {}
+
+  trainer::MpiSession& mpi;
+  const Args& args;
+  int rank;
+  launch::InstanceInfo launched;
+  Console console;
+  std::vector<std::string> endpoints;  // --readers, one per instance
   std::unique_ptr<loader::Source> train_source;
-  int classes = args.classes;
-  if (has_data) {
-    loader::DatasetOptions dataset_options;
-    dataset_options.remote = tools::ToRemoteOptions(args.remote);
-    loader::OpenedDataset opened = loader::OpenDataset(args.data, dataset_options);
-    log("data: " + opened.summary);
-    for (const std::string& note : opened.notes) log("data: " + note);
-    train_source = std::move(opened.source);
-    if (classes == 0) classes = static_cast<int>(train_source->class_names().size());
-  }
-  // What the checkpoints record and the readers are asked to serve: it covers the content
-  // (a sample of the bytes), so other images under the same names and counts differ.
   std::optional<loader::DatasetIdentity> identity;
-  if (has_data) identity = loader::Identify(*train_source);
-  if (args.core == "reference" && classes < 1) {
+  int classes = 0;
+  bool has_val = false;
+
+  bool remote() const { return !args.readers.empty(); }
+  bool has_data() const { return !args.data.empty(); }
+};
+
+// Splits --readers into job.endpoints. Returns 2 (after one line from instance 0) when the
+// list does not name one distinct reader per instance; every instance sees the same list, so
+// no abort is needed.
+std::optional<int> TakeReaders(Instance& job) {
+  job.endpoints = SplitEndpoints(job.args.readers);
+  const int size = job.mpi.size();
+  if (job.endpoints.size() != static_cast<std::size_t>(size)) {
+    if (job.rank == 0) {
+      std::fprintf(stderr,
+                   "train: --readers lists %zu endpoint%s for %d instance%s; give exactly one "
+                   "per instance (instance i reads from the i-th)\n",
+                   job.endpoints.size(), job.endpoints.size() == 1 ? "" : "s", size,
+                   size == 1 ? "" : "s");
+    }
+    return 2;
+  }
+  // One reader serves one slice: a second instance on it would be refused by slice, or
+  // wait behind the first. Said before connecting, naming both instances.
+  if (const std::string twice = ReaderNamedTwice(job.endpoints); !twice.empty()) {
+    if (job.rank == 0) std::fprintf(stderr, "train: %s\n", twice.c_str());
+    return 2;
+  }
+  return std::nullopt;
+}
+
+// Opens --data's train split, its class count and identity: what the checkpoints record and
+// the readers are asked to serve (the identity covers the content, a sample of the bytes, so
+// other images under the same names and counts differ).
+void OpenTrainData(Instance& job) {
+  job.classes = job.args.classes;
+  job.has_val = job.has_data() && loader::HasSplit(job.args.data, loader::Split::kVal);
+  if (job.has_data()) {
+    loader::DatasetOptions dataset_options;
+    dataset_options.remote = tools::ToRemoteOptions(job.args.remote);
+    loader::OpenedDataset opened = loader::OpenDataset(job.args.data, dataset_options);
+    job.console.Log("data: " + opened.summary);
+    for (const std::string& note : opened.notes) job.console.Log("data: " + note);
+    job.train_source = std::move(opened.source);
+    if (job.classes == 0) job.classes = static_cast<int>(job.train_source->class_names().size());
+    job.identity = loader::Identify(*job.train_source);
+  }
+  if (job.args.core == "reference" && job.classes < 1) {
     throw std::invalid_argument("the reference core needs --data or --classes");
   }
+}
 
-  // The BLAS runs single-threaded: parallelism comes from replicas and instances, and the
-  // loader's workers need the other cores.
-  trainer::SetBlasThreads(1);
-
-  trainer::TrainerOptions options = args.trainer;
-  options.local_batch = args.batch_size;
-  options.sample_bytes = static_cast<std::size_t>(args.image_size) * args.image_size * 3;
-  options.checkpoint_dir = args.checkpoint_dir;
-  options.dataset_digest = identity ? identity->digest : 0;
-
-  trainer::Trainer::CoreFactory make_core;
+trainer::Trainer::CoreFactory MakeCore(Instance& job) {
+  const Args& args = job.args;
   if (args.core == "synthetic") {
     const trainer::KernelCalibration calibration = trainer::CalibrateSyntheticKernel();
-    log("synthetic core: " + std::to_string(args.us_per_sample) + " us per sample, kernel " +
-        std::to_string(calibration.iterations_per_us) + " iterations/us");
-    make_core = [calibration, &args] {
-      return std::make_unique<trainer::SyntheticCore>(args.us_per_sample, calibration);
+    job.console.Log("synthetic core: " + std::to_string(args.us_per_sample) +
+                    " us per sample, kernel " + std::to_string(calibration.iterations_per_us) +
+                    " iterations/us");
+    return [calibration, us = args.us_per_sample] {
+      return std::make_unique<trainer::SyntheticCore>(us, calibration);
     };
-  } else {
-    trainer::ReferenceCoreOptions core_options;
-    core_options.classes = classes;
-    core_options.hidden = args.hidden;
-    core_options.seed = args.seed;
-    make_core = [core_options] { return std::make_unique<trainer::ReferenceCore>(core_options); };
   }
+  trainer::ReferenceCoreOptions core_options;
+  core_options.classes = job.classes;
+  core_options.hidden = args.hidden;
+  core_options.seed = args.seed;
+  return [core_options] { return std::make_unique<trainer::ReferenceCore>(core_options); };
+}
 
+metrics::Session OpenMetrics(const Instance& job, const trainer::TrainerOptions& options) {
+  const Args& args = job.args;
   metrics::Flags metrics_flags = args.metrics;
-  metrics_flags.port_offset = launched.local_index;  // one --metrics-port for a whole host
-  metrics::Session metrics =
-      metrics::Open(metrics_flags,
-                    {"train", args.options_text, args.data, train_source ? train_source->size() : 0,
-                     static_cast<std::uint64_t>(std::max(classes, 0)), rank, mpi.size(),
-                     args.prefetch_depth * args.batch_size * options.sample_bytes, true});
-  std::string metrics_exit = "completed";
-  std::unique_ptr<std::ofstream> json;
-  if (!args.json.empty() && rank == 0) {
-    json = std::make_unique<std::ofstream>(args.json, std::ios::app);
-    if (!*json) throw std::runtime_error("cannot open --json file " + args.json);
-  }
-  auto report = [&](const trainer::EpochReport& r) {
-    metrics.EndEpoch(r.epoch, r.loss, r.accuracy, r.val_accuracy);
-    if (rank != 0) return;
-    if (progress) progress->Clear();
-    std::printf("[train] epoch %llu: %llu steps, loss %.4f",
-                static_cast<unsigned long long>(r.epoch), static_cast<unsigned long long>(r.steps),
-                r.loss);
-    if (r.accuracy) std::printf(", accuracy %.1f %%", 100 * *r.accuracy);
-    if (r.bad_samples > 0) {
-      std::printf(", %llu bad sample%s replaced", static_cast<unsigned long long>(r.bad_samples),
-                  r.bad_samples == 1 ? "" : "s");
-    }
-    std::printf(", %.1f images/s, stall %.2f %%", r.images_per_second, r.stall_percent);
-    if (r.steps > 0) {
-      std::printf(", step %.2f ms (all-reduce %s, %.2f ms exposed)",
-                  1e3 * r.seconds / static_cast<double>(r.steps), r.allreduce.c_str(),
-                  1e3 * r.allreduce_exposed_seconds / static_cast<double>(r.steps) /
-                      static_cast<double>(mpi.size()));
-    }
-    if (r.val_accuracy)
-      std::printf(", val accuracy %.1f %% (%llu images)", 100 * *r.val_accuracy,
-                  static_cast<unsigned long long>(r.val_images));
-    std::printf("\n");
-    std::fflush(stdout);
-    if (json) *json << trainer::ToJsonLine(r) << "\n" << std::flush;
-  };
+  metrics_flags.port_offset = job.launched.local_index;  // one --metrics-port for a whole host
+  const std::uint64_t samples = job.train_source ? job.train_source->size() : 0;
+  return metrics::Open(
+      metrics_flags,
+      {"train", args.options_text, args.data, samples,
+       static_cast<std::uint64_t>(std::max(job.classes, 0)), job.rank, job.mpi.size(),
+       args.prefetch_depth * args.batch_size * options.sample_bytes, true});
+}
 
-  const std::optional<trainer::Checkpoint> checkpoint = ReadResumeCheckpoint(args, log);
-  if (checkpoint && identity && checkpoint->dataset_digest != 0 &&
-      checkpoint->dataset_digest != identity->digest) {
+// Checks a resumed checkpoint against --data, and fits the local batch and gradient
+// accumulation to its global batch (unless --new-global-batch).
+void FitCheckpoint(Instance& job, const trainer::Checkpoint& checkpoint,
+                   trainer::TrainerOptions& options) {
+  const Args& args = job.args;
+  if (job.identity && checkpoint.dataset_digest != 0 &&
+      checkpoint.dataset_digest != job.identity->digest) {
     throw std::invalid_argument(
         "resume: the checkpoint in " + args.checkpoint_dir + " was written for the dataset " +
-        DigestText(checkpoint->dataset_digest) + "; --data " + args.data + " is " +
-        loader::ToString(*identity) + ": other data (same names and counts or not)");
+        DigestText(checkpoint.dataset_digest) + "; --data " + args.data + " is " +
+        loader::ToString(*job.identity) + ": other data (same names and counts or not)");
   }
-  if (checkpoint && !args.new_global_batch) {
-    // Another instance count keeps the global batch: more or fewer micro-batches per step,
-    // or (where the readers do not fix it) another local batch.
-    const trainer::BatchLayout fit = trainer::FitGlobalBatch(
-        checkpoint->global_batch, {options.local_batch, options.gradient_accumulation},
-        options.replicas, mpi.size(), args.batch_size_given || remote, args.accumulation_given);
-    if (fit.local_batch != options.local_batch ||
-        fit.gradient_accumulation != options.gradient_accumulation) {
-      log("resume: keeping the checkpoint's global batch " +
-          std::to_string(checkpoint->global_batch) + " on " + std::to_string(mpi.size()) +
-          " instance(s): local batch " + std::to_string(options.local_batch) + " -> " +
-          std::to_string(fit.local_batch) + ", gradient accumulation " +
-          std::to_string(options.gradient_accumulation) + " -> " +
-          std::to_string(fit.gradient_accumulation));
-      options.local_batch = fit.local_batch;
-      options.gradient_accumulation = fit.gradient_accumulation;
-    }
+  if (args.new_global_batch) return;
+  // Another instance count keeps the global batch: more or fewer micro-batches per step,
+  // or (where the readers do not fix it) another local batch.
+  const trainer::BatchLayout fit = trainer::FitGlobalBatch(
+      checkpoint.global_batch, {options.local_batch, options.gradient_accumulation},
+      options.replicas, job.mpi.size(), args.batch_size_given || job.remote(),
+      args.accumulation_given);
+  if (fit.local_batch == options.local_batch &&
+      fit.gradient_accumulation == options.gradient_accumulation) {
+    return;
   }
-  trainer::Trainer trainer(make_core, mpi, options, log, report);
-  std::ofstream trace;
-  if (!args.trace_samples.empty()) {
-    const std::string path = args.trace_samples + "." + std::to_string(rank);
-    trace.open(path, std::ios::app);
-    if (!trace) throw std::runtime_error("cannot open --trace-samples file " + path);
-    trainer.SetSampleSink([&trace](std::uint64_t epoch, std::span<const std::uint64_t> samples) {
-      for (const std::uint64_t sample : samples) trace << epoch << ' ' << sample << '\n';
-      trace << std::flush;
-    });
-  }
-  // --seconds: after every step the instances agree (a one-value all-reduce, in lockstep
-  // like the gradients) whether any of them is past the limit; all then stop after that
-  // same step by leaving Train() with TimeLimitReached.
+  job.console.Log("resume: keeping the checkpoint's global batch " +
+                  std::to_string(checkpoint.global_batch) + " on " +
+                  std::to_string(job.mpi.size()) + " instance(s): local batch " +
+                  std::to_string(options.local_batch) + " -> " + std::to_string(fit.local_batch) +
+                  ", gradient accumulation " + std::to_string(options.gradient_accumulation) +
+                  " -> " + std::to_string(fit.gradient_accumulation));
+  options.local_batch = fit.local_batch;
+  options.gradient_accumulation = fit.gradient_accumulation;
+}
+
+// --trace-samples: instance i appends one "EPOCH SAMPLE" line per trained sample to PREFIX.i.
+void TraceSamples(const Instance& job, trainer::Trainer& trainer, std::ofstream& trace) {
+  if (job.args.trace_samples.empty()) return;
+  const std::string path = job.args.trace_samples + "." + std::to_string(job.rank);
+  trace.open(path, std::ios::app);
+  if (!trace) throw std::runtime_error("cannot open --trace-samples file " + path);
+  trainer.SetSampleSink([&trace](std::uint64_t epoch, std::span<const std::uint64_t> samples) {
+    for (const std::uint64_t sample : samples) trace << epoch << ' ' << sample << '\n';
+    trace << std::flush;
+  });
+}
+
+// The progress line, the metrics' steps and --seconds: after every step the instances agree
+// (a one-value all-reduce, in lockstep like the gradients) whether any of them is past the
+// limit; all then stop after that same step by leaving Train() with TimeLimitReached, and
+// `metrics_exit` becomes "time_limit".
+void WatchSteps(Instance& job, trainer::Trainer& trainer, metrics::Session& metrics,
+                std::string& metrics_exit) {
+  if (!job.console.live() && job.args.seconds <= 0 && !metrics) return;
   const auto started = std::chrono::steady_clock::now();
-  if (progress || args.seconds > 0 || metrics) {
-    trainer.SetProgressSink([&](const trainer::StepProgress& p) {
-      if (progress) progress->Update(p);
-      metrics.AddStep(p.epoch, trainer.global_batch() / static_cast<std::size_t>(mpi.size()),
-                      p.step_wait_seconds, p.step_busy_seconds);
-      if (args.seconds <= 0) return;
-      const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - started;
-      double past[1] = {elapsed.count() >= args.seconds ? 1.0 : 0.0};
-      mpi.AllreduceMax(std::span<double>(past));
-      if (past[0] > 0) {
+  trainer.SetProgressSink(
+      [&job, &trainer, &metrics, &metrics_exit, started](const trainer::StepProgress& p) {
+        job.console.Progress(p);
+        const int size = job.mpi.size();
+        metrics.AddStep(p.epoch, trainer.global_batch() / static_cast<std::size_t>(size),
+                        p.step_wait_seconds, p.step_busy_seconds);
+        if (job.args.seconds <= 0) return;
+        const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - started;
+        double past[1] = {elapsed.count() >= job.args.seconds ? 1.0 : 0.0};
+        job.mpi.AllreduceMax(std::span<double>(past));
+        if (past[0] <= 0) return;
         char rate[32];
         std::snprintf(rate, sizeof(rate), "%.1f", p.images_per_second);
-        log("time limit: stopping after step " + std::to_string(p.global_step) + " (epoch " +
-            std::to_string(p.epoch) + ", step " + std::to_string(p.step_in_epoch) + ", " + rate +
-            " images/s in this epoch so far)");
+        job.console.Log("time limit: stopping after step " + std::to_string(p.global_step) +
+                        " (epoch " + std::to_string(p.epoch) + ", step " +
+                        std::to_string(p.step_in_epoch) + ", " + rate +
+                        " images/s in this epoch so far)");
         metrics_exit = "time_limit";
         throw TimeLimitReached{};
-      }
-    });
-  }
+      });
+}
 
-  loader::LoaderOptions loader_options;
-  loader_options.batch_size = options.local_batch;
-  loader_options.image_size = args.image_size;
-  loader_options.workers = args.workers > 0 ? args.workers : CoresOfThisProcess();
-  loader_options.prefetch_depth = args.prefetch_depth;
-  loader_options.seed = args.seed;
-  loader_options.slice = {rank, mpi.size()};
-  loader_options.bad_sample_policy = args.bad_sample_policy == "fail"
-                                         ? loader::BadSamplePolicy::kFail
-                                         : loader::BadSamplePolicy::kSkip;
+// This instance's loader options (local data and the local validation set), as the readers
+// are asked to serve them too.
+loader::LoaderOptions LoaderOptionsOf(const Instance& job, std::size_t local_batch) {
+  const Args& args = job.args;
+  loader::LoaderOptions o;
+  o.batch_size = local_batch;
+  o.image_size = args.image_size;
+  o.workers = args.workers > 0 ? args.workers : CoresOfThisProcess();
+  o.prefetch_depth = args.prefetch_depth;
+  o.seed = args.seed;
+  o.slice = {job.rank, job.mpi.size()};
+  o.bad_sample_policy = args.bad_sample_policy == "fail" ? loader::BadSamplePolicy::kFail
+                                                         : loader::BadSamplePolicy::kSkip;
   // Every instance reads other files, so each names its own bad ones on stderr.
   auto bad_sample_log = std::make_shared<loader::BadSampleLog>(
       [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); },
-      "train: instance " + std::to_string(rank) + ": ", args.bad_sample_lines);
-  loader_options.on_bad_sample = [bad_sample_log](const loader::BadSample& bad) {
-    (*bad_sample_log)(bad);
-  };
+      "train: instance " + std::to_string(job.rank) + ": ", args.bad_sample_lines);
+  o.on_bad_sample = [bad_sample_log](const loader::BadSample& bad) { (*bad_sample_log)(bad); };
   // Every batch full: core buffers have one shape, and all instances take the same steps.
-  loader_options.drop_last_batch = true;
-  // One data position for both modes: a local loader continues from it (ApplyTo), and the
-  // readers are asked for it in the session terms below.
-  std::uint64_t first_epoch = 0;
-  if (checkpoint) {
-    trainer.Restore(*checkpoint);
-    const loader::LoaderState& resumed = checkpoint->data_position;
-    resumed.ApplyTo(loader_options);
-    first_epoch = resumed.epoch;
-    log("resume: step " + std::to_string(checkpoint->step) + ", " + resumed.Serialize());
-    if (remote) {
-      log("resume: each reader serves from this trainer's position (epoch " +
-          std::to_string(resumed.epoch) + ", position " + std::to_string(resumed.position) +
-          "); nothing to pass to the readers");
-    }
+  o.drop_last_batch = true;
+  return o;
+}
+
+// One data position for both modes: a local loader continues from the checkpoint's
+// (ApplyTo), and the readers are asked for it in the session terms. Returns the first epoch.
+std::uint64_t Restore(Instance& job, trainer::Trainer& trainer,
+                      const std::optional<trainer::Checkpoint>& checkpoint,
+                      loader::LoaderOptions& loader_options) {
+  if (!checkpoint) return 0;
+  trainer.Restore(*checkpoint);
+  const loader::LoaderState& resumed = checkpoint->data_position;
+  resumed.ApplyTo(loader_options);
+  job.console.Log("resume: step " + std::to_string(checkpoint->step) + ", " + resumed.Serialize());
+  if (job.remote()) {
+    job.console.Log("resume: each reader serves from this trainer's position (epoch " +
+                    std::to_string(resumed.epoch) + ", position " +
+                    std::to_string(resumed.position) + "); nothing to pass to the readers");
   }
+  return resumed.epoch;
+}
+
+// One epoch of --data's val/ split in eval mode on this instance's slice, per call.
+trainer::Trainer::ValidationFactory MakeValidation(const Instance& job,
+                                                   const loader::LoaderOptions& loader_options) {
+  if (!job.has_val) return {};
+  return [&job, loader_options]() -> std::unique_ptr<transport::BatchStream> {
+    loader::LoaderOptions o = loader_options;
+    o.mode = loader::Mode::kEval;
+    o.eval_resize = std::max(o.image_size, o.image_size * 8 / 7);
+    o.shuffle = false;
+    o.drop_last_batch = false;
+    o.first_epoch = 0;
+    o.first_epoch_position = 0;
+    o.expected_dataset_size = 0;
+    o.epochs = 1;
+    return std::make_unique<transport::OwningLoaderStream>(std::make_unique<loader::Loader>(
+        OpenValidationSplit(job.args.data, tools::ToRemoteOptions(job.args.remote)), o));
+  };
+}
+
+// --curve-server-key or --curve-key: one file for every instance, or a comma-separated list
+// with one per instance; this instance's.
+std::string PerInstance(const Instance& job, const std::string& list, const char* option) {
+  if (list.empty()) return {};
+  const std::vector<std::string> files = SplitEndpoints(list);
+  if (files.size() != 1 && files.size() != job.endpoints.size()) {
+    throw std::invalid_argument(std::string(option) + " lists " + std::to_string(files.size()) +
+                                " files for " + std::to_string(job.endpoints.size()) +
+                                " readers; give one, or one per reader");
+  }
+  return files.size() == 1 ? files[0] : files[static_cast<std::size_t>(job.rank)];
+}
+
+// How this instance connects to its reader, on the terms its own loader would have served.
+transport::StreamOptions ReaderStreamOptions(const Instance& job,
+                                             const loader::LoaderOptions& loader_options) {
+  const Args& args = job.args;
+  transport::StreamOptions o;
+  o.endpoint = job.endpoints[static_cast<std::size_t>(job.rank)];
+  o.credits = args.reader_credits;
+  o.peer_timeout = Milliseconds(args.reader_timeout);
+  o.data_timeout = Milliseconds(args.data_timeout);
+  o.curve_server_key_file = PerInstance(job, args.curve_server_key, "--curve-server-key");
+  o.curve_client_key_file = PerInstance(job, args.curve_key, "--curve-key");
+  if (!o.curve_client_key_file.empty() && o.curve_server_key_file.empty()) {
+    throw std::invalid_argument("--curve-key needs --curve-server-key (the readers' public key)");
+  }
+  transport::DatasetIdentity dataset;
+  if (job.identity) dataset = {job.identity->samples, job.identity->digest};
+  // --seed or the checkpoint's, the checkpoint's position, and drop-last as this trainer's own
+  // loader: the reader's epochs, seed and slice decide the data.
+  o.terms = transport::TermsOf(loader_options, dataset, args.epochs);
+  o.classes = static_cast<std::uint32_t>(std::max(job.classes, 0));
+  return o;
+}
+
+// Disaggregated mode: trains on this instance's reader's batches. --epochs, --seed (for
+// data), --workers and --prefetch-depth here only shape the local validation loader.
+void TrainFromReader(Instance& job, trainer::Trainer& trainer,
+                     const loader::LoaderOptions& loader_options,
+                     const std::optional<trainer::Checkpoint>& checkpoint,
+                     const trainer::Trainer::ValidationFactory& make_validation) {
+  transport::Context context;
+  const transport::StreamOptions stream_options = ReaderStreamOptions(job, loader_options);
+  std::optional<std::chrono::milliseconds> reconnect;
+  if (job.args.reconnect) reconnect = Milliseconds(job.args.reconnect_window);
+  transport::ReconnectingStream stream(
+      context, stream_options, reconnect, [rank = job.rank](const std::string& line) {
+        std::fprintf(stderr, "train: instance %d: %s\n", rank, line.c_str());
+      });
+  if (checkpoint && checkpoint->data_position.dataset_size != stream.position().dataset_size) {
+    throw std::invalid_argument("resume: the checkpoint's data position is in a dataset of " +
+                                std::to_string(checkpoint->data_position.dataset_size) +
+                                " samples; the reader at " + stream_options.endpoint + " serves " +
+                                std::to_string(stream.position().dataset_size));
+  }
+  // Instance 0 speaks for all; a per-instance line would interleave.
+  job.console.Log("instance " + std::to_string(job.rank) + " of " + std::to_string(job.mpi.size()) +
+                  ": reader " + stream_options.endpoint + " (" +
+                  (stream.shared_memory() ? "shared memory" : "ZeroMQ") + "), " +
+                  std::to_string(stream.batches_per_epoch()) + " batches per epoch, core " +
+                  job.args.core);
+  if (!job.has_val) {
+    job.console.Log(job.has_data() ? "validation skipped: " + job.args.data + " has no val/ split"
+                                   : "validation skipped: no --data DIR with a val/ split");
+  }
+  try {
+    trainer.Train(stream, make_validation);
+  } catch (const TimeLimitReached&) {
+  }
+}
+
+// Trains on this instance's slice of --data through an in-process loader.
+void TrainFromData(Instance& job, trainer::Trainer& trainer, metrics::Session& metrics,
+                   loader::LoaderOptions loader_options, std::uint64_t first_epoch,
+                   const trainer::Trainer::ValidationFactory& make_validation) {
+  if (!job.has_data()) throw std::invalid_argument("--data is required without --readers");
+  loader_options.epochs = job.args.epochs - first_epoch;
+  loader::Loader train_loader(std::move(job.train_source), loader_options);
+  const metrics::Session::ScopedLoader metrics_loader(metrics,
+                                                      [&] { return train_loader.metrics(); });
+  transport::LoaderStream stream(train_loader);
+  job.console.Log("instance " + std::to_string(job.rank) + " of " + std::to_string(job.mpi.size()) +
+                  ": " + std::to_string(train_loader.batches_per_epoch()) + " batches per epoch, " +
+                  std::to_string(job.classes) + " classes, core " + job.args.core);
+  try {
+    trainer.Train(stream, make_validation);
+  } catch (const TimeLimitReached&) {
+  }
+}
+
+// The trainer's options: the flags', this run's local batch and sample size, and the
+// dataset digest the checkpoints record.
+trainer::TrainerOptions TrainerOptionsOf(const Instance& job) {
+  trainer::TrainerOptions options = job.args.trainer;
+  options.local_batch = job.args.batch_size;
+  options.sample_bytes = static_cast<std::size_t>(job.args.image_size) * job.args.image_size * 3;
+  options.checkpoint_dir = job.args.checkpoint_dir;
+  options.dataset_digest = job.identity ? job.identity->digest : 0;
+  return options;
+}
+
+// Appends each epoch report to --json (instance 0 only).
+std::unique_ptr<std::ofstream> OpenJson(const Instance& job) {
+  if (job.args.json.empty() || job.rank != 0) return nullptr;
+  auto json = std::make_unique<std::ofstream>(job.args.json, std::ios::app);
+  if (!*json) throw std::runtime_error("cannot open --json file " + job.args.json);
+  return json;
+}
+
+int Run(trainer::MpiSession& mpi, const Args& args) {
+  Instance job(mpi, args);
+  if (job.remote()) {
+    if (const std::optional<int> rc = TakeReaders(job)) return *rc;
+  }
+  OpenTrainData(job);
+  // The BLAS runs single-threaded: parallelism comes from replicas and instances, and the
+  // loader's workers need the other cores.
+  trainer::SetBlasThreads(1);
+  trainer::TrainerOptions options = TrainerOptionsOf(job);
+  const trainer::Trainer::CoreFactory make_core = MakeCore(job);
+  metrics::Session metrics = OpenMetrics(job, options);
+  std::string metrics_exit = "completed";
+  const std::unique_ptr<std::ofstream> json = OpenJson(job);
+  auto report = [&](const trainer::EpochReport& r) {
+    metrics.EndEpoch(r.epoch, r.loss, r.accuracy, r.val_accuracy);
+    job.console.Epoch(r, mpi.size());
+    if (json) *json << trainer::ToJsonLine(r) << "\n" << std::flush;
+  };
+  const std::optional<trainer::Checkpoint> checkpoint = ReadResumeCheckpoint(args, job.console);
+  if (checkpoint) FitCheckpoint(job, *checkpoint, options);
+  trainer::Trainer trainer(make_core, mpi, options, job.console.Sink(), report);
+  std::ofstream trace;
+  TraceSamples(job, trainer, trace);
+  WatchSteps(job, trainer, metrics, metrics_exit);
+
+  loader::LoaderOptions loader_options = LoaderOptionsOf(job, options.local_batch);
+  const std::uint64_t first_epoch = Restore(job, trainer, checkpoint, loader_options);
   if (first_epoch >= args.epochs) {
-    log("nothing to do: already at epoch " + std::to_string(first_epoch));
+    job.console.Log("nothing to do: already at epoch " + std::to_string(first_epoch));
     return 0;
   }
-
-  trainer::Trainer::ValidationFactory make_validation;
-  if (has_val) {
-    make_validation = [&]() -> std::unique_ptr<transport::BatchStream> {
-      loader::LoaderOptions o = loader_options;
-      o.mode = loader::Mode::kEval;
-      o.eval_resize = std::max(o.image_size, o.image_size * 8 / 7);
-      o.shuffle = false;
-      o.drop_last_batch = false;
-      o.first_epoch = 0;
-      o.first_epoch_position = 0;
-      o.expected_dataset_size = 0;
-      o.epochs = 1;
-      return std::make_unique<OwningLoaderStream>(std::make_unique<loader::Loader>(
-          OpenValidationSplit(args.data, tools::ToRemoteOptions(args.remote)), o));
-    };
-  }
-
-  if (remote) {
-    // The reader's epochs, seed and shard decide the data; --epochs, --seed (for data),
-    // --workers and --prefetch-depth here only shape the local validation loader.
-    transport::Context context;
-    transport::StreamOptions stream_options;
-    stream_options.endpoint = endpoints[static_cast<std::size_t>(rank)];
-    stream_options.credits = args.reader_credits;
-    stream_options.peer_timeout = std::chrono::milliseconds(args.reader_timeout_ms);
-    stream_options.data_timeout =
-        std::chrono::milliseconds(static_cast<std::int64_t>(args.data_timeout * 1000));
-    // One file for every instance, or a comma-separated list with one per instance.
-    auto per_instance = [&](const std::string& list, const char* option) -> std::string {
-      if (list.empty()) return {};
-      const std::vector<std::string> files = SplitEndpoints(list);
-      if (files.size() != 1 && files.size() != endpoints.size()) {
-        throw std::invalid_argument(std::string(option) + " lists " + std::to_string(files.size()) +
-                                    " files for " + std::to_string(endpoints.size()) +
-                                    " readers; give one, or one per reader");
-      }
-      return files.size() == 1 ? files[0] : files[static_cast<std::size_t>(rank)];
-    };
-    stream_options.curve_server_key_file =
-        per_instance(args.curve_server_key, "--curve-server-key");
-    stream_options.curve_client_key_file = per_instance(args.curve_key, "--curve-key");
-    if (!stream_options.curve_client_key_file.empty() &&
-        stream_options.curve_server_key_file.empty()) {
-      throw std::invalid_argument("--curve-key needs --curve-server-key (the readers' public key)");
-    }
-    transport::SessionTerms terms;
-    if (identity) terms.dataset = {identity->samples, identity->digest};
-    terms.slice_index = static_cast<std::uint32_t>(rank);
-    terms.slice_count = static_cast<std::uint32_t>(mpi.size());
-    terms.seed = loader_options.seed;  // --seed, or the checkpoint's
-    terms.image_size = static_cast<std::uint32_t>(args.image_size);
-    terms.batch_size = static_cast<std::uint32_t>(options.local_batch);
-    terms.drop_last = loader_options.drop_last_batch;  // as this trainer's own loader
-    terms.remainder = loader_options.remainder == loader::Remainder::kDrop ? 1 : 0;
-    terms.epochs = args.epochs;
-    terms.first_epoch = loader_options.first_epoch;
-    terms.first_position = loader_options.first_epoch_position;
-    stream_options.terms = terms;
-    stream_options.classes = static_cast<std::uint32_t>(std::max(classes, 0));
-    std::optional<std::chrono::milliseconds> reconnect;
-    if (args.reconnect) reconnect = std::chrono::milliseconds(args.reconnect_window_ms);
-    RemoteStream stream(context, stream_options, reconnect, rank);
-    if (checkpoint && checkpoint->data_position.dataset_size != stream.position().dataset_size) {
-      throw std::invalid_argument("resume: the checkpoint's data position is in a dataset of " +
-                                  std::to_string(checkpoint->data_position.dataset_size) +
-                                  " samples; the reader at " + stream_options.endpoint +
-                                  " serves " + std::to_string(stream.position().dataset_size));
-    }
-    // Instance 0 speaks for all; a per-instance line would interleave.
-    log("instance " + std::to_string(rank) + " of " + std::to_string(mpi.size()) + ": reader " +
-        stream_options.endpoint + " (" + (stream.shared_memory() ? "shared memory" : "ZeroMQ") +
-        "), " + std::to_string(stream.batches_per_epoch()) + " batches per epoch, core " +
-        args.core);
-    if (!has_val) {
-      log(has_data ? "validation skipped: " + args.data + " has no val/ split"
-                   : "validation skipped: no --data DIR with a val/ split");
-    }
-    try {
-      trainer.Train(stream, make_validation);
-    } catch (const TimeLimitReached&) {
-    }
+  const trainer::Trainer::ValidationFactory make_validation = MakeValidation(job, loader_options);
+  if (job.remote()) {
+    TrainFromReader(job, trainer, loader_options, checkpoint, make_validation);
   } else {
-    if (!has_data) throw std::invalid_argument("--data is required without --readers");
-    loader_options.epochs = args.epochs - first_epoch;
-    loader::Loader train_loader(std::move(train_source), loader_options);
-    const metrics::Session::ScopedLoader metrics_loader(metrics,
-                                                        [&] { return train_loader.metrics(); });
-    transport::LoaderStream stream(train_loader);
-    log("instance " + std::to_string(rank) + " of " + std::to_string(mpi.size()) + ": " +
-        std::to_string(train_loader.batches_per_epoch()) + " batches per epoch, " +
-        std::to_string(classes) + " classes, core " + args.core);
-    try {
-      trainer.Train(stream, make_validation);
-    } catch (const TimeLimitReached&) {
-    }
+    TrainFromData(job, trainer, metrics, loader_options, first_epoch, make_validation);
   }
-  log("done: " + std::to_string(trainer.step()) + " steps; parameter checksum " +
-      std::to_string(trainer.CheckReplicasIdentical()) + " identical on all " +
-      std::to_string(mpi.size() * options.replicas) + " replicas");
+  job.console.Log("done: " + std::to_string(trainer.step()) + " steps; parameter checksum " +
+                  std::to_string(trainer.CheckReplicasIdentical()) + " identical on all " +
+                  std::to_string(mpi.size() * options.replicas) + " replicas");
   metrics.Finish(metrics_exit);
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Args args;
-  CLI::App app{"Data-parallel training on an image dataset, fed by tilefeed."};
+// --data and the loader's options.
+CLI::Option* AddDataFlags(CLI::App& app, Args& args) {
   CLI::Option* data =
       app.add_option("--data", args.data,
                      "Dataset: an ImageFolder, a root with train/ and val/ splits (val/ is "
@@ -678,10 +705,23 @@ int main(int argc, char** argv) {
                      "and the val/ split for local validation")
           ->check(tools::DatasetLocationCheck());
   tools::AddRemoteFlags(app, args.remote);
+  // Shared options (tilefeed/loader/option_specs.h); train starts from its own batch size.
+  tools::AddOption(app, loader::kBatchSize, args.batch_size);
+  tools::AddOption(app, loader::kImageSize, args.image_size);
+  tools::AddOption(app, loader::kWorkers, args.workers);
+  tools::AddOption(app, loader::kPrefetchDepth, args.prefetch_depth);
+  tools::AddOption(app, loader::kSeed, args.seed);
+  tools::AddOption(app, loader::kBadSamplePolicy, args.bad_sample_policy);
+  tools::AddOption(app, loader::kBadSampleLines, args.bad_sample_lines);
+  return data;
+}
+
+// Disaggregated mode: --readers and how this trainer talks to them.
+void AddReaderFlags(CLI::App& app, Args& args) {
   app.add_option("--readers", args.readers,
                  "Disaggregated mode: comma-separated tilefeed-serve endpoints, exactly one "
                  "per instance (instance i reads from the i-th; a single endpoint for one "
-                 "instance), e.g. tcp://h1:5555,tcp://h2:5556. The readers own shard, seed, "
+                 "instance), e.g. tcp://h1:5555,tcp://h2:5556. The readers own slice, seed, "
                  "epochs and augmentation; start them with this --batch-size and --image-size")
       ->check(tools::ConnectEndpoints());
   app.add_option("--reader-credits", args.reader_credits,
@@ -698,19 +738,17 @@ int main(int argc, char** argv) {
   app.add_flag("--reconnect", args.reconnect,
                "--readers: when a reader is lost (stopped, died, replaced), reconnect and "
                "continue from this trainer's position instead of failing");
-  app.add_option("--reconnect-window-ms", args.reconnect_window_ms,
-                 "--readers --reconnect: how long a lost reader may take to come back")
-      ->check(tools::AtLeast(1))
-      ->capture_default_str();
-  app.add_option("--reader-timeout-ms", args.reader_timeout_ms,
-                 "--readers: a reader silent this long (or not answering at start) is an error")
-      ->check(tools::AtLeast(1))
-      ->capture_default_str();
+  tools::AddOption(app, loader::kReconnectWindow, args.reconnect_window);
+  tools::AddOption(app, loader::kReaderTimeout, args.reader_timeout);
   app.add_option("--data-timeout", args.data_timeout,
                  "--readers: a reader that holds credits and sends no batch for this many "
                  "seconds is an error, even if it heartbeats (0: 60 heartbeat intervals, 60 s)")
       ->check(tools::Between(0.0, 1e6))
       ->capture_default_str();
+}
+
+// The compute cores, the model and the run's length.
+void AddModelFlags(CLI::App& app, Args& args) {
   app.add_option("--classes", args.classes,
                  "Reference core: class count (0: from --data; needed with --readers and no "
                  "--data)")
@@ -722,24 +760,31 @@ int main(int argc, char** argv) {
   app.add_option("--us-per-sample", args.us_per_sample, "Synthetic core: compute cost per sample")
       ->check(tools::AtLeast(0.0))
       ->capture_default_str();
-  app.add_option("--epochs", args.epochs,
-                 "Epochs to train, at least 1 (with --readers: the readers' --epochs); "
-                 "--seconds or --max-steps stop earlier")
-      ->check(tools::AtLeast(1))
+  tools::AddOption(app, loader::kEpochs, args.epochs);
+  app.add_option("--lr", args.trainer.sgd.learning_rate, "Learning rate")
+      ->check(tools::AtLeast(0.0))
       ->capture_default_str();
-  app.add_option("--batch-size", args.batch_size, "Local batch (per replica and micro-step)")
-      ->check(tools::AtLeast(1))
+  app.add_option("--momentum", args.trainer.sgd.momentum, "SGD momentum")
+      ->check(tools::Between(0.0, 1.0))
       ->capture_default_str();
-  app.add_option("--image-size", args.image_size, "Image side in pixels")
-      ->check(tools::Between(16, 4096))
+  app.add_option("--weight-decay", args.trainer.sgd.weight_decay, "L2 weight decay")
+      ->check(tools::AtLeast(0.0))
       ->capture_default_str();
-  app.add_option("--workers", args.workers,
-                 "Loader decode threads (0: the cores this instance is bound to)")
-      ->check(tools::Between(0, 1024))
+  app.add_option("--hidden", args.hidden, "Reference core: hidden units")
+      ->check(tools::Between(1, 65536))
       ->capture_default_str();
-  app.add_option("--prefetch-depth", args.prefetch_depth, "Loader batch slots")
-      ->check(tools::Between(1, 1 << 20))
+  app.add_option("--max-steps", args.trainer.max_steps, "Stop after this many steps (0: all)")
+      ->check(tools::AtLeast(0))
       ->capture_default_str();
+  app.add_option("--seconds", args.seconds,
+                 "Stop after the step that ends past this many seconds (0: no limit; the "
+                 "partial epoch gets no report)")
+      ->check(tools::AtLeast(0.0))
+      ->capture_default_str();
+}
+
+// The IO tiles, replicas and all-reduce of one instance, and its collectives across them.
+void AddParallelFlags(CLI::App& app, Args& args) {
   app.add_option("--io-tiles", args.trainer.io_tiles,
                  "IO tile threads (at least one per replica is used)")
       ->check(tools::Between(1, 64))
@@ -768,34 +813,21 @@ int main(int argc, char** argv) {
          "pass)")
       ->check(CLI::IsMember({"overlap", "blocking"}))
       ->default_str(trainer::AllreduceModeName(trainer::TrainerOptions{}.allreduce));
-  app.add_option("--lr", args.trainer.sgd.learning_rate, "Learning rate")
-      ->check(tools::AtLeast(0.0))
-      ->capture_default_str();
-  app.add_option("--momentum", args.trainer.sgd.momentum, "SGD momentum")
-      ->check(tools::Between(0.0, 1.0))
-      ->capture_default_str();
-  app.add_option("--weight-decay", args.trainer.sgd.weight_decay, "L2 weight decay")
-      ->check(tools::AtLeast(0.0))
-      ->capture_default_str();
-  app.add_option("--hidden", args.hidden, "Reference core: hidden units")
-      ->check(tools::Between(1, 65536))
-      ->capture_default_str();
-  app.add_option("--seed", args.seed, "Data order, augmentation and initialisation seed")
-      ->check(tools::AtLeast(0))
-      ->capture_default_str();
-  app.add_option("--max-steps", args.trainer.max_steps, "Stop after this many steps (0: all)")
-      ->check(tools::AtLeast(0))
-      ->capture_default_str();
-  app.add_option("--seconds", args.seconds,
-                 "Stop after the step that ends past this many seconds (0: no limit; the "
-                 "partial epoch gets no report)")
-      ->check(tools::AtLeast(0.0))
-      ->capture_default_str();
   app.add_option("--check-every", args.trainer.check_every,
                  "Compare parameter checksums across replicas/instances every N steps (0: at "
                  "the end only)")
       ->check(tools::AtLeast(0))
       ->capture_default_str();
+  app.add_option("--collective-timeout", args.collective_timeout,
+                 "Seconds an instance waits in one collective (all-reduce, broadcast) before "
+                 "the whole job is aborted with a line naming the instances that did not "
+                 "arrive (0: wait forever)")
+      ->check(tools::Between(0.0, 1e6))
+      ->capture_default_str();
+}
+
+// Checkpoints, resuming, and what the run writes besides stdout.
+void AddOutputFlags(CLI::App& app, Args& args) {
   app.add_option("--checkpoint-every", args.trainer.checkpoint_every,
                  "Instance 0 writes a checkpoint every N steps (0: never)")
       ->check(tools::AtLeast(0))
@@ -814,28 +846,13 @@ int main(int argc, char** argv) {
   app.add_option("--trace-samples", args.trace_samples,
                  "Test hook: instance i appends one 'EPOCH SAMPLE' line per trained sample to "
                  "PREFIX.i");
-  app.add_option("--bad-sample-policy", args.bad_sample_policy,
-                 "skip: a file that cannot be read or decoded is replaced by the next good one "
-                 "of the instance's epoch order (every instance keeps the same step count), "
-                 "named on stderr and counted in the epoch line and --json; fail: the job "
-                 "stops at the first, naming it")
-      ->check(CLI::IsMember({"skip", "fail"}))
-      ->capture_default_str();
-  app.add_option("--bad-sample-lines", args.bad_sample_lines,
-                 "bad samples named in full on stderr per instance; later ones are counted")
-      ->check(tools::AtLeast(0))
-      ->capture_default_str();
   app.add_option("--json", args.json, "Append per-epoch reports to this file as JSON lines");
-  app.add_option("--collective-timeout", args.collective_timeout,
-                 "Seconds an instance waits in one collective (all-reduce, broadcast) before "
-                 "the whole job is aborted with a line naming the instances that did not "
-                 "arrive (0: wait forever)")
-      ->check(tools::Between(0.0, 1e6))
-      ->capture_default_str();
   metrics::AddFlags(app, args.metrics, /*with_port=*/true);
   tools::CheckMetricsFlags(app);
-  if (const std::optional<int> rc = tools::ParseArgs(app, argc, argv, "train")) return *rc;
-  args.options_text = metrics::OptionsOf(app);
+}
+
+// What parsing alone cannot check; returns the exit code for a command line to refuse.
+std::optional<int> CheckArgs(const CLI::App& app, const CLI::Option* data, Args& args) {
   if (data->count() == 0 && args.readers.empty()) {
     std::fprintf(stderr, "train: --data is required (or --readers for disaggregated mode)\n");
     return 2;
@@ -855,12 +872,26 @@ int main(int argc, char** argv) {
                  "--checkpoint-dir\n");
     return 2;
   }
+  return std::nullopt;
+}
+
+// The tool; main() adds the last line for anything it did not catch.
+int Main(int argc, char** argv) {
+  Args args;
+  CLI::App app{"Data-parallel training on an image dataset, fed by tilefeed."};
+  const CLI::Option* data = AddDataFlags(app, args);
+  AddReaderFlags(app, args);
+  AddModelFlags(app, args);
+  AddParallelFlags(app, args);
+  AddOutputFlags(app, args);
+  if (const std::optional<int> rc = tools::ParseArgs(app, argc, argv, "train")) return *rc;
+  args.options_text = metrics::OptionsOf(app);
+  if (const std::optional<int> rc = CheckArgs(app, data, args)) return *rc;
 
   std::optional<trainer::MpiSession> mpi;
   try {
     trainer::MpiSessionOptions mpi_options;
-    mpi_options.collective_timeout =
-        std::chrono::milliseconds(static_cast<std::int64_t>(args.collective_timeout * 1000.0));
+    mpi_options.collective_timeout = Milliseconds(args.collective_timeout);
     mpi.emplace(&argc, &argv, mpi_options);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train: %s\n", e.what());
@@ -874,4 +905,17 @@ int main(int argc, char** argv) {
     if (mpi->size() > 1) mpi->Abort(1);
     return 1;
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "train: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "train: an unknown error\n");
+  }
+  return 1;
 }

@@ -30,7 +30,7 @@ train|--batch-size must be at least 1, got -1|--data $D --batch-size -1
 train|--workers must be between 0 and 1024, got -2|--data $D --workers -2
 train|--prefetch-depth must be between 1 and 1048576, got 0|--data $D --prefetch-depth 0
 train|--seed must be at least 0, got -1|--data $D --seed -1
-train|--image-size must be between 16 and 4096, got 8|--data $D --image-size 8
+train|--image-size must be between 1 and 16384, got 0|--data $D --image-size 0
 train|--hidden must be between 1 and 65536, got 0|--data $D --hidden 0
 train|--classes must be at least 0, got -1|--data $D --classes -1
 train|--us-per-sample must be at least 0, got -5|--data $D --us-per-sample -5
@@ -42,8 +42,11 @@ train|--check-every must be at least 0, got -1|--data $D --check-every -1
 train|--checkpoint-every must be at least 0, got -1|--data $D --checkpoint-every -1
 train|--bad-sample-lines must be at least 0, got -1|--data $D --bad-sample-lines -1
 train|--reader-credits must be at least 1, got 0|--readers tcp://127.0.0.1:5555 --reader-credits 0
-train|--reader-timeout-ms must be at least 1, got 0|--data $D --reader-timeout-ms 0
-train|--reconnect-window-ms must be at least 1, got -1|--data $D --reconnect-window-ms -1
+train|--reader-timeout-ms must be between 1 and 1000000000, got 0|--data $D --reader-timeout-ms 0
+train|--reconnect-window-ms must be between 1 and 1000000000, got -1|--data $D --reconnect-window-ms -1
+train|--reader-timeout must be between 0.001 and 1000000, got 0|--data $D --reader-timeout 0
+train|--reconnect-window must be between 0.001 and 1000000, got -1|--data $D --reconnect-window -1
+train|--reader-timeout-ms must not be given with --reader-timeout|--data $D --reader-timeout 1 --reader-timeout-ms 1000
 train|--collective-timeout must be between 0 and 1000000, got -1|--data $D --collective-timeout -1
 train|--io-tiles must be between 1 and 64, got 0|--data $D --io-tiles 0
 train|--gradient-accumulation must be between 1 and 4096, got 0|--data $D --gradient-accumulation 0
@@ -70,7 +73,7 @@ train|--data: Path does not exist|--data $work/missing
 tilefeed-serve|--bind must give tcp://HOST:PORT a PORT between 1 and 65535 (or * for a free one), got tcp://127.0.0.1:99999|--data $D --bind tcp://127.0.0.1:99999
 tilefeed-serve|--epochs must be at least 1, got 0|--data $D --epochs 0
 tilefeed-serve|--epochs must be at least 1, got -1|--data $D --epochs -1
-tilefeed-serve|--image-size must be between 16 and 4096, got 0|--data $D --image-size 0
+tilefeed-serve|--image-size must be between 1 and 16384, got 16385|--data $D --image-size 16385
 tilefeed-serve|--workers must be between 0 and 1024, got -1|--data $D --workers -1
 tilefeed-serve|--prefetch-depth must be between 1 and 1048576, got 0|--data $D --prefetch 0
 tilefeed-serve|--seed must be at least 0, got -1|--data $D --seed -1
@@ -78,8 +81,14 @@ tilefeed-serve|--first-epoch must be at least 0, got -1|--data $D --first-epoch 
 tilefeed-serve|--first-epoch-position must be at least 0, got -1|--data $D --first-epoch-position -1
 tilefeed-serve|--instance-index must be at least 0, got -1|--data $D --instance-index -1 --instance-count 2
 tilefeed-serve|--instance-count must be at least 1, got 0|--data $D --instance-index 0 --instance-count 0
-tilefeed-serve|--heartbeat-ms must be at least 1, got 0|--data $D --heartbeat-ms 0
-tilefeed-serve|--timeout-ms must be at least 1, got -5|--data $D --timeout-ms -5
+tilefeed-serve|--heartbeat-ms must be between 1 and 3600000, got 0|--data $D --heartbeat-ms 0
+tilefeed-serve|--timeout-ms must be between 1 and 1000000000, got -5|--data $D --timeout-ms -5
+tilefeed-serve|--heartbeat must be between 0.001 and 3600, got 0|--data $D --heartbeat 0
+tilefeed-serve|--timeout must be between 0.001 and 1000000, got -5|--data $D --timeout -5
+tilefeed-serve|--slice must be INDEX/COUNT with 0 <= INDEX < COUNT, got '2/2'|--data $D --slice 2/2
+tilefeed-serve|--shard must be INDEX/COUNT with 0 <= INDEX < COUNT, got 'x'|--data $D --shard x
+tilefeed-serve|--instance-index/--instance-count and --slice name the slice twice|--data $D --slice 0/2 --instance-index 0 --instance-count 2
+tilefeed-serve|--split: bogus not in|--data $D --split bogus
 tilefeed-serve|--bad-sample-lines must be at least 0, got -1|--data $D --bad-sample-lines -1
 tilefeed-serve|--metrics-port must be PORT or HOST:PORT with PORT between 0 and 65535|--data $D --metrics-port 99999
 tilefeed-pack|--workers must be between 0 and 1024, got -3|$D $work/out --workers -3

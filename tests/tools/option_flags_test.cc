@@ -72,6 +72,24 @@ TEST(OptionFlags, SecondsTakeTheOldMillisecondSpellingWithAWarning) {
   EXPECT_THAT(twice.err, HasSubstr("--heartbeat-ms must not be given with --heartbeat"));
 }
 
+// A tool's own old spelling is named right in its warning, however short-lived the string it
+// was registered with (loader_bench registers --batch and --size from temporaries).
+TEST(OptionFlags, AnAliasNamesItselfAfterItsNameStringIsGone) {
+  CLI::App app;
+  std::size_t batch = 256;
+  CLI::Option* current = AddOption(app, loader::kBatchSize, batch);
+  // A name longer than std::string's inline buffer lives on the heap, freed at once ...
+  AddDeprecatedAlias(app, loader::kBatchSize, current, std::string("--samples-in-each-") + "batch",
+                     batch);
+  // ... and its memory is taken by other text before the parse.
+  std::vector<std::string> noise;
+  for (int i = 0; i < 64; ++i) noise.emplace_back(25, '#');
+  const Parsed old = Parse(app, {"--samples-in-each-batch", "8"});
+  EXPECT_EQ(old.rc, std::nullopt) << old.err;
+  EXPECT_EQ(batch, 8u);
+  EXPECT_EQ(old.err, "warning: --samples-in-each-batch is deprecated; use --batch-size\n");
+}
+
 TEST(OptionFlags, SliceAndTheDeprecatedShard) {
   std::optional<loader::InstanceSlice> slice;
   CLI::App app;

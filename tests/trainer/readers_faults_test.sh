@@ -12,7 +12,7 @@
 #
 # Bounded in time: every process runs under timeout, every wait ends when what it waits for
 # happens or its process exits, and every reader is reaped. No bound here decides a result
-# under load: a peer may be silent for $silence_ms (both sides, far above what a loaded
+# under load: a peer may be silent for $silence s (both sides, far above what a loaded
 # machine under ASan causes; the default 5 s is not) and each process's own timeout is
 # above that, so a refusal test sees the refusal or the process's exit, never a timeout.
 set -u
@@ -34,7 +34,7 @@ fail() {
   exit 1
 }
 
-silence_ms=60000
+silence=60
 
 # waitfor FILE REGEX PID: until FILE has a line matching REGEX; fails as soon as PID (the
 # process that writes FILE) has exited without it, or after 300 s (a hang).
@@ -57,7 +57,7 @@ serve() {
   name=$1
   shift
   timeout 900 "$reader" --workers 1 --prefetch 2 --batch-size 4 --image-size 32 \
-    --timeout-ms "$silence_ms" "$@" >"$work/$name.log" 2>&1 &
+    --timeout "$silence" "$@" >"$work/$name.log" 2>&1 &
   pid=$!
   pids="$pids $pid"
   waitfor "$work/$name.log" " on \(tcp\|ipc\)://" "$pid"
@@ -74,7 +74,7 @@ timeout 300 "$make_demo" "$work/data" --classes 4 --train-per-class 16 --val-per
 timeout 300 "$make_demo" "$work/other" --classes 3 --train-per-class 16 --val-per-class 2 \
   --threads 2 >"$work/make_demo_other.log" 2>&1 || fail "tilefeed-make-demo failed"
 data="$work/data/train"
-common="--data $work/data --core synthetic --workers 1 --reader-timeout-ms $silence_ms"
+common="--data $work/data --core synthetic --workers 1 --reader-timeout $silence"
 sizes="--batch-size 4 --image-size 32"
 
 # --- Closed by default: a non-loopback bind needs CURVE or --insecure.
@@ -102,7 +102,7 @@ refused "batch size" "batch size: trainer 8, reader 4" --readers "$good" --epoch
 refused epochs "epochs: trainer 3, reader 2" $sizes --readers "$good" --epochs 3
 # shellcheck disable=SC2086
 timeout 300 "$train" --data "$work/other" --core synthetic --batch-size 4 --image-size 32 \
-  --workers 1 --readers "$good" --epochs 2 --reader-timeout-ms "$silence_ms" \
+  --workers 1 --readers "$good" --epochs 2 --reader-timeout "$silence" \
   >"$work/refused.log" 2>&1 &&
   fail "dataset: train exited 0"
 grep -q "dataset: trainer 48 samples" "$work/refused.log" || fail "dataset: $(cat "$work/refused.log")"
@@ -125,7 +125,7 @@ grep -q "done: 32 steps" "$work/agree_train.log" || fail "the agreeing trainer d
 # is refused on receipt, naming the sample, instead of reaching the core.
 serve three --data "$work/other/train" --bind 'tcp://127.0.0.1:*' --epochs 1 --drop-last
 timeout 300 "$train" --core reference --classes 2 --hidden 8 $sizes --workers 1 \
-  --readers "$endpoint" --epochs 1 --reader-timeout-ms "$silence_ms" >"$work/labels.log" 2>&1 &&
+  --readers "$endpoint" --epochs 1 --reader-timeout "$silence" >"$work/labels.log" 2>&1 &&
   fail "a label 2 reached a 2-class core"
 grep -q "reader at $endpoint sent sample [0-9]* (batch [0-9]* of epoch 0) with label 2; this trainer has 2 classes" \
   "$work/labels.log" || fail "no line naming the bad label"
@@ -154,7 +154,7 @@ done
 # --- --reconnect: a reader killed and restarted on its port; the same parameters as an
 # uninterrupted run. The reference core's parameters depend on every sample.
 ref="--data $work/data --core reference --hidden 2048 --batch-size 4 --image-size 32 --workers 1 \
-  --reader-credits 1 --epochs 4 --reader-timeout-ms $silence_ms"
+  --reader-credits 1 --epochs 4 --reader-timeout $silence"
 serve whole --data "$data" --bind 'tcp://127.0.0.1:*' --epochs 4 --drop-last
 # shellcheck disable=SC2086
 timeout 300 "$train" $ref --readers "$endpoint" --checkpoint-every 20 \
@@ -165,7 +165,7 @@ want=$(sed -n 's/.*parameter checksum \([0-9]*\).*/\1/p' "$work/whole_train.log"
 serve first --data "$data" --bind 'tcp://127.0.0.1:*' --epochs 4 --drop-last
 port_endpoint=$endpoint
 # shellcheck disable=SC2086
-timeout 300 "$train" $ref --readers "$port_endpoint" --reconnect --reconnect-window-ms 120000 \
+timeout 300 "$train" $ref --readers "$port_endpoint" --reconnect --reconnect-window 120 \
   >"$work/reconnect.log" 2>&1 &
 train_pid=$!
 waitfor "$work/reconnect.log" "epoch 0:" "$train_pid"
@@ -191,7 +191,7 @@ kill -KILL ${child%% *} 2>/dev/null
 wait "$killed"
 # shellcheck disable=SC2086
 timeout 300 "$train" $ref --readers "$endpoint" --checkpoint-dir "$work/ckpt2" --resume \
-  --reconnect --reconnect-window-ms 120000 >"$work/resumed_ok.log" 2>&1 ||
+  --reconnect --reconnect-window 120 >"$work/resumed_ok.log" 2>&1 ||
   fail "the resumed trainer failed"
 got=$(sed -n 's/.*parameter checksum \([0-9]*\).*/\1/p' "$work/resumed_ok.log")
 [ "$got" = "$want" ] || fail "parameters after kill and resume $got, uninterrupted $want"
@@ -228,7 +228,7 @@ grep -qF "checkpoint $work/old.ck/checkpoint.tfck: its data position is in the r
 serve other --data "$work/other/train" --bind 'tcp://127.0.0.1:*' --epochs 4 --drop-last
 timeout 300 "$train" --core reference --hidden 2048 --classes 4 --batch-size 4 --image-size 32 \
   --workers 1 --epochs 4 --readers "$endpoint" --resume --checkpoint-dir "$work/ckpt" \
-  --reader-timeout-ms "$silence_ms" \
+  --reader-timeout "$silence" \
   >"$work/other_resumed.log" 2>&1 && fail "a checkpoint of 64 samples resumed on a reader of 48"
 grep -q "resume: the checkpoint's data position is in a dataset of 64 samples; the reader at $endpoint serves 48" \
   "$work/other_resumed.log" || fail "no line for the checkpoint's dataset size"

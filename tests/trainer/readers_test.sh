@@ -41,7 +41,7 @@ timeout 300 "$make_demo" "$work/data" --classes 4 --train-per-class 16 --val-per
 # A peer may be silent for 60 s (both sides): far above what load and ASan cause.
 timeout 600 "$reader" --data "$work/data/train" --bind 'tcp://127.0.0.1:*' --batch-size 8 \
   --image-size 32 --epochs 2 --workers 1 --prefetch 2 --instance-index 0 --instance-count 1 \
-  --drop-last --timeout-ms 60000 >"$work/reader.log" 2>&1 &
+  --drop-last --timeout 60 >"$work/reader.log" 2>&1 &
 reader_pid=$!
 
 reader_endpoint "$work/reader.log" "$reader_pid"
@@ -49,7 +49,7 @@ echo "readers_test: reader on $endpoint"
 
 timeout 300 "$train" --readers "$endpoint" --data "$work/data" --core synthetic \
   --us-per-sample 50 --batch-size 8 --image-size 32 --epochs 2 --workers 1 --check-every 4 \
-  --reader-timeout-ms 60000 \
+  --reader-timeout 60 \
   --checkpoint-every 4 --checkpoint-dir "$work/ckpt" >"$work/train.log" 2>&1
 rc=$?
 cat "$work/train.log"

@@ -139,7 +139,7 @@ for i in 0 1 2 3; do
   if [ $i -lt 2 ]; then host=h1 addr=$ip1; else host=h0 addr=$ip0; fi
   ip netns exec "tilefeed-$host-$tag" timeout 900 "$reader" --data "$work/data/train" \
     --bind "tcp://$addr:$((5555 + i))" --curve-secret-key "$work/reader.key" --curve-allow "$work/trainer.pub" --batch-size 4 \
-    --timeout-ms 60000 \
+    --timeout 60 \
     --image-size 32 --epochs 2 --seed 3 --workers 1 --prefetch 2 --drop-last \
     --instance-index $i --instance-count 4 >"$work/reader$i.log" 2>&1 &
   reader_pids="$reader_pids $!"
@@ -148,7 +148,7 @@ done
 before=$(veth_bytes)
 timeout 600 ip netns exec "tilefeed-h0-$tag" "$poprun" --hosts h0,h1 --instances 4 -- \
   "$train" --readers "$endpoints" --curve-server-key "$work/reader.pub" --curve-key "$work/trainer.key" --classes 4 $common \
-  --reader-timeout-ms 60000 \
+  --reader-timeout 60 \
   --trace-samples "$work/remote.trace" >"$work/remote.log" 2>&1 ||
   fail "the two-host job with readers failed"
 after=$(veth_bytes)

@@ -55,7 +55,7 @@ waitfor() {  # waitfor FILE PATTERN PID: until FILE matches; fails when PID exit
     sleep 0.05
   done
 }
-silence_ms=120000
+silence=120
 
 timeout 300 "$make_demo" "$work/data" --classes 4 --train-per-class 16 --val-per-class 0 \
   --threads 2 >"$work/make_demo.log" 2>&1 || fail "tilefeed-make-demo failed"
@@ -63,7 +63,7 @@ timeout 300 "$make_demo" "$work/data" --classes 4 --train-per-class 16 --val-per
 # 128 descriptors: enough for the reader and one trainer, far fewer than the flood.
 prlimit --nofile=128:128 timeout 600 "$reader" --data "$work/data/train" \
   --bind 'tcp://127.0.0.1:*' --batch-size 8 --image-size 32 --epochs 8 --drop-last \
-  --workers 1 --prefetch 2 --timeout-ms "$silence_ms" >"$work/reader.log" 2>&1 &
+  --workers 1 --prefetch 2 --timeout "$silence" >"$work/reader.log" 2>&1 &
 reader_pid=$!
 waitfor "$work/reader.log" " on tcp://" "$reader_pid"
 endpoint=$(sed -n 's/.* on \(tcp:\/\/127\.0\.0\.1:[0-9]*\).*/\1/p' "$work/reader.log" | head -n 1)
@@ -76,7 +76,7 @@ serve_pid=$(pgrep -P "$reader_pid" | head -n 1)
 # need 0.9 s of CPU, so it cannot end between its epoch line and the stop.
 timeout 600 "$train" --readers "$endpoint" --data "$work/data/train" --core synthetic \
   --us-per-sample 2000 --epochs 8 --batch-size 8 --image-size 32 --workers 1 \
-  --reader-timeout-ms "$silence_ms" >"$work/train.log" 2>&1 &
+  --reader-timeout "$silence" >"$work/train.log" 2>&1 &
 train_pid=$!
 waitfor "$work/train.log" "epoch 0:" "$train_pid"
 trainer=$(pgrep -P "$train_pid" | head -n 1)

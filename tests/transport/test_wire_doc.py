@@ -56,10 +56,8 @@ class Reader:
         deadline = time.monotonic() + DEADLINE
         while True:
             self.log.seek(0)
-            # The doc's "(slice i/n)"; "(shard i/n)" is the line before tools/ took the
-            # library's word for an instance's share, accepted until tilefeed-serve prints it.
             found = re.search(r"^tilefeed-serve: serving \d+ samples, epochs 0 to \d+ "
-                              r"\((?:slice|shard) \d+/\d+\) on (\S+)$", self.log.read(), re.M)
+                              r"\(slice \d+/\d+\) on (\S+)$", self.log.read(), re.M)
             if found:
                 self.endpoint = found.group(1)
                 break

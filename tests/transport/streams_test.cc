@@ -1,0 +1,192 @@
+// The one mapping between loader options and session terms (tilefeed/transport/loader_terms.h),
+// and the streams a trainer owns (tilefeed/transport/streams.h). A reader replaced under
+// train --reconnect is tested through the tools (tests/trainer/readers_faults_test.sh).
+
+#include "tilefeed/transport/streams.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/transport/test_data.h"
+#include "tilefeed/transport/loader_terms.h"
+#include "tilefeed/transport/sender.h"
+#include "tilefeed/transport/session.h"
+
+namespace tilefeed::transport {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+constexpr std::size_t kSamples = 40;
+constexpr std::size_t kBatch = 4;
+constexpr int kSide = 8;
+
+// Options in which every field the terms carry differs from its default.
+loader::LoaderOptions Unusual() {
+  loader::LoaderOptions o;
+  o.slice = {2, 5};
+  o.seed = 7;
+  o.image_size = 64;
+  o.batch_size = 16;
+  o.mode = loader::Mode::kEval;
+  o.remainder = loader::Remainder::kDrop;
+  o.drop_last_batch = true;
+  o.first_epoch = 3;
+  o.first_epoch_position = 40;
+  o.epochs = 2;  // the loader's count from first_epoch; the terms take the job's end instead
+  return o;
+}
+
+TEST(LoaderTerms, EveryOptionThatDecidesTheSamplesIsInTheTerms) {
+  const SessionTerms t = TermsOf(Unusual(), {100, 0xabc}, 9);
+  EXPECT_EQ(t.dataset, (DatasetIdentity{100, 0xabc}));
+  EXPECT_EQ(t.slice_index, 2u);
+  EXPECT_EQ(t.slice_count, 5u);
+  EXPECT_EQ(t.seed, 7u);
+  EXPECT_EQ(t.image_size, 64u);
+  EXPECT_EQ(t.batch_size, 16u);
+  EXPECT_EQ(t.mode, 1);
+  EXPECT_EQ(t.remainder, 1);
+  EXPECT_TRUE(t.drop_last);
+  EXPECT_EQ(t.epochs, 9u);
+  EXPECT_EQ(t.first_epoch, 3u);
+  EXPECT_EQ(t.first_position, 40u);
+  EXPECT_FALSE(t.position_pinned);
+  const SessionTerms plain = TermsOf(loader::LoaderOptions{}, {}, 1);
+  EXPECT_EQ(plain.mode, 0);
+  EXPECT_EQ(plain.remainder, 0);
+  EXPECT_FALSE(plain.drop_last);
+}
+
+// A trainer and a reader that map the same options agree; a loader option that decides the
+// samples and differs is named.
+TEST(LoaderTerms, TheSameOptionsAgreeAndADifferenceIsNamed) {
+  const loader::LoaderOptions options = Unusual();
+  const SessionTerms reader = TermsOf(options, {100, 0xabc}, 9);
+  EXPECT_FALSE(Disagreement(TermsOf(options, {}, 9), reader));  // a trainer without --data
+  EXPECT_FALSE(Disagreement(TermsOf(options, {100, 0xabc}, 9), reader));
+  loader::LoaderOptions other = options;
+  other.seed = 8;
+  EXPECT_THAT(Disagreement(TermsOf(other, {}, 9), reader).value_or(""),
+              HasSubstr("seed: trainer 8, reader 7"));
+  other = options;
+  other.mode = loader::Mode::kTrain;
+  EXPECT_THAT(Disagreement(TermsOf(other, {}, 9), reader).value_or(""),
+              HasSubstr("mode: trainer train, reader eval"));
+  other = options;
+  other.slice = {1, 5};
+  EXPECT_THAT(Disagreement(TermsOf(other, {}, 9), reader).value_or(""), HasSubstr("1/5"));
+}
+
+TEST(LoaderTerms, TheAgreedTermsGiveTheSessionLoadersOptions) {
+  const loader::LoaderOptions options = Unusual();
+  SessionTerms agreed = TermsOf(options, {100, 0xabc}, 9);
+  agreed.first_epoch = 4;
+  agreed.first_position = 30;
+  const loader::LoaderOptions o = SessionLoaderOptions(options, agreed, 100);
+  EXPECT_EQ(o.first_epoch, 4u);
+  EXPECT_EQ(o.first_epoch_position, 30u);
+  EXPECT_EQ(o.epochs, 5u);  // epochs 4..8
+  EXPECT_EQ(o.seed, options.seed);
+  EXPECT_EQ(o.batch_size, options.batch_size);
+  // A position past the end (after a padded last batch) is the end.
+  agreed.first_position = 130;
+  EXPECT_EQ(SessionLoaderOptions(options, agreed, 100).first_epoch_position, 100u);
+  agreed.first_epoch = 9;
+  EXPECT_THROW(SessionLoaderOptions(options, agreed, 100), std::invalid_argument);
+}
+
+loader::LoaderOptions ReaderOptions(std::uint64_t epochs) {
+  loader::LoaderOptions o = testing::SmallOptions(kBatch, kSide, epochs);
+  o.drop_last_batch = true;
+  return o;
+}
+
+// A keep-serving reader of RawSource on its own thread, opening each session's loader from
+// the agreed terms the way tilefeed-serve does. It has a Context of its own, as a reader
+// process has: destroying it closes the listening socket, so the port is free again.
+class Reader {
+ public:
+  Reader(const std::string& endpoint, std::uint64_t epochs)
+      : options_(ReaderOptions(epochs)),
+        sender_(context_, {.endpoint = endpoint, .keep_serving = true},
+                TermsOf(options_, IdentityOf(testing::RawSource(kSamples, kSide)), epochs),
+                [this](const SessionTerms& agreed) {
+                  return std::make_unique<loader::Loader>(
+                      std::make_unique<testing::RawSource>(kSamples, kSide),
+                      SessionLoaderOptions(options_, agreed, kSamples));
+                }),
+        thread_([this](std::stop_token stop) {
+          try {
+            (void)sender_.Run(stop);
+          } catch (const std::exception&) {
+          }
+        }) {}
+  std::string endpoint() const { return sender_.endpoint(); }
+
+ private:
+  Context context_;
+  loader::LoaderOptions options_;
+  BatchSender sender_;
+  std::jthread thread_;  // stopped and joined first
+};
+
+StreamOptions TrainerOptions(const std::string& endpoint, std::uint64_t epochs) {
+  return {.endpoint = endpoint,
+          .credits = 1,
+          .terms = TermsOf(ReaderOptions(epochs), {}, epochs),
+          .classes = 10};
+}
+
+TEST(ReconnectingStream, WithoutAWindowALostReaderIsAnError) {
+  Context context;
+  auto reader = std::make_unique<Reader>("tcp://127.0.0.1:*", 1);
+  ReconnectingStream stream(context, TrainerOptions(reader->endpoint(), 1), std::nullopt, {});
+  ASSERT_TRUE(stream.Next());
+  reader.reset();  // stopped: the trainer is told the stream ended early
+  EXPECT_THROW(
+      {
+        while (stream.Next()) {
+        }
+      },
+      TransportError);
+}
+
+TEST(ReconnectingStream, AWindowThatClosesNamesItself) {
+  Context context;
+  std::string endpoint;
+  {
+    Reader gone("tcp://127.0.0.1:*", 1);
+    endpoint = gone.endpoint();
+  }
+  StreamOptions options = TrainerOptions(endpoint, 1);
+  options.peer_timeout = 100ms;
+  try {
+    ReconnectingStream stream(context, options, 300ms, [](const std::string&) {});
+    FAIL() << "connected to nobody";
+  } catch (const TransportError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("(no reader came back within 300 ms)"));
+  }
+}
+
+TEST(OwningLoaderStream, ServesItsLoadersBatches) {
+  loader::LoaderOptions o = testing::SmallOptions(kBatch, kSide, 1);
+  OwningLoaderStream stream(
+      std::make_unique<loader::Loader>(std::make_unique<testing::RawSource>(kSamples, kSide), o));
+  EXPECT_EQ(stream.batches_per_epoch(), kSamples / kBatch);
+  const testing::Collected all = testing::Drain(stream, 1);
+  EXPECT_EQ(all.batches.size(), kSamples / kBatch);
+  EXPECT_EQ(stream.position().epoch, 1u);
+}
+
+}  // namespace
+}  // namespace tilefeed::transport
