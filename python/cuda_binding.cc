@@ -48,7 +48,8 @@ class RegionSlotMemory : public loader::SlotMemory {
                                   std::to_string(address) + "; needs " + std::to_string(total) +
                                   ", 64-byte aligned");
     }
-    auto* base = reinterpret_cast<std::uint8_t*>(address);
+    // The caller's memory, given by address (a pinned torch tensor's data_ptr()).
+    auto* base = reinterpret_cast<std::uint8_t*>(address);  // NOLINT(performance-no-int-to-ptr)
     return Spans{{base, samples * image_bytes},
                  {reinterpret_cast<std::int32_t*>(base + labels), samples},
                  {reinterpret_cast<std::uint64_t*>(base + indices), samples}};
@@ -90,9 +91,12 @@ void Convert(std::uintptr_t src, std::uintptr_t dst, std::size_t samples, int he
              const std::string& dtype, const std::string& layout, const std::array<float, 3>& mean,
              const std::array<float, 3>& std, std::uintptr_t stream) {
   const loader::OutputFormat format = ParseFormat(dtype, layout, mean, std);
+  // Device addresses and a stream handle as Python hands them over: integers.
+  // NOLINTBEGIN(performance-no-int-to-ptr)
   cuda::ConvertOnDevice(reinterpret_cast<const std::uint8_t*>(src), reinterpret_cast<void*>(dst),
                         cuda::BatchShape{samples, height, width}, format,
                         reinterpret_cast<cuda::StreamHandle>(stream));
+  // NOLINTEND(performance-no-int-to-ptr)
 }
 #endif
 

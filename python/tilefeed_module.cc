@@ -817,8 +817,14 @@ class PyCore {
         std::make_shared<Core>(std::move(source), std::move(parsed), std::move(on_bad_sample));
     return core;
   }
+  // A destructor cannot throw: a failure to stop is reported on stderr, one line.
   ~PyCore() {
-    if (core_) core_->Shutdown();
+    if (!core_) return;
+    try {
+      core_->Shutdown();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "tilefeed.Loader: stopping the loader failed: %s\n", e.what());
+    }
   }
   PyCore(const PyCore&) = delete;
   PyCore& operator=(const PyCore&) = delete;

@@ -118,9 +118,7 @@ int Run(const fs::path& out, int class_count, int train_per_class, int val_per_c
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   CLI::App app{"Writes a small, learnable ImageFolder dataset of synthetic JPEGs."};
   std::string out;
   int classes = 10;
@@ -143,10 +141,18 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "Worker threads (default: all cores)")
       ->check(tilefeed::tools::Between(1, 1024));
   if (const auto rc = tilefeed::tools::ParseArgs(app, argc, argv, "tilefeed-make-demo")) return *rc;
+  return Run(out, classes, train_per_class, val_per_class, seed, force, threads);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
   try {
-    return Run(out, classes, train_per_class, val_per_class, seed, force, threads);
+    return Main(argc, argv);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tilefeed-make-demo: %s\n", e.what());
-    return 1;
+  } catch (...) {
+    std::fprintf(stderr, "tilefeed-make-demo: an unknown error\n");
   }
+  return 1;
 }

@@ -67,6 +67,7 @@ std::string ProgramProblem(const std::string& program, const std::string& path) 
 // handler runs; the child gets the original mask back before it execs.
 int RunForwardingSignals(std::vector<std::string>& argv) {
   std::vector<char*> exec_argv;
+  exec_argv.reserve(argv.size() + 1);
   for (std::string& word : argv) exec_argv.push_back(word.data());
   exec_argv.push_back(nullptr);
   sigset_t set;
@@ -103,9 +104,7 @@ int RunForwardingSignals(std::vector<std::string>& argv) {
   }
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   using namespace tilefeed::launch;
   CLI::App app{
       "poprun: run N instances of PROGRAM with mpirun, one shard of the data each.\n"
@@ -164,4 +163,17 @@ int main(int argc, char** argv) {
     if (!problem.empty()) return Fail(problem);
   }
   return RunForwardingSignals(command.argv);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "poprun: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "poprun: an unknown error\n");
+  }
+  return 1;
 }

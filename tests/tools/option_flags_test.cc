@@ -83,6 +83,7 @@ TEST(OptionFlags, AnAliasNamesItselfAfterItsNameStringIsGone) {
                      batch);
   // ... and its memory is taken by other text before the parse.
   std::vector<std::string> noise;
+  noise.reserve(64);
   for (int i = 0; i < 64; ++i) noise.emplace_back(25, '#');
   const Parsed old = Parse(app, {"--samples-in-each-batch", "8"});
   EXPECT_EQ(old.rc, std::nullopt) << old.err;
