@@ -25,6 +25,7 @@
 #include "tilefeed/transport/loader_terms.h"
 #include "tilefeed/transport/sender.h"
 #include "tilefeed/transport/session.h"
+#include "tilefeed/transport/zmq_stream.h"
 
 namespace tilefeed::transport {
 namespace {
@@ -242,6 +243,25 @@ TEST(ReconnectingStream, AReplacedReaderContinuesAtThePositionNothingLostOrRepea
   std::lock_guard lock(mutex);
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_THAT(lines[0], HasSubstr("; reconnecting at epoch 0 position "));
+}
+
+// The hang above, without the timing luck it needs: each round a stream closes while its
+// reader stops, so the reader's connection drops at some point of the stream's close; the
+// next round's stream, in the same Context, must still be welcomed (it throws "silent" if
+// the Context's I/O thread is stuck). Rounds make the bad interleaving likely; none is
+// needed for a pass.
+TEST(ReconnectingStream, AStreamClosedAsItsReaderStopsLeavesTheContextUsable) {
+  const tilefeed::testing::TempDir dir;
+  const std::string endpoint = "ipc://" + (dir.path() / "reader.sock").string();
+  Context context;
+  for (int round = 0; round < 200; ++round) {
+    auto reader = std::make_unique<Reader>(endpoint, 1);
+    auto stream = std::make_unique<ZmqBatchStream>(context, TrainerOptions(endpoint, 1));
+    ASSERT_TRUE(stream->Next()) << "round " << round;
+    std::thread stop([&reader] { reader.reset(); });
+    stream.reset();
+    stop.join();
+  }
 }
 
 TEST(ReconnectingStream, AWindowThatClosesNamesItself) {
