@@ -45,7 +45,7 @@ class ConnectionGuard {
   // destructor does). libzmq sends each event from the context's I/O thread with a blocking
   // send to the monitor: an event once the monitor has closed (a connection that drops
   // while the closed socket lingers) would block that thread for good, and with it the
-  // Context's destruction. Idempotent.
+  // Context's destruction (libzmq issue 3575). Idempotent.
   void StopWatching() noexcept;
 
   // The monitor socket, to poll for ZMQ_POLLIN.

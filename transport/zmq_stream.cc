@@ -171,7 +171,7 @@ struct ZmqBatchStream::Impl {
   // I/O thread with a blocking send on its end of the monitor pair: an event after our end
   // has closed (a connection that drops while the closed socket lingers) would block that
   // thread for good, and with it every socket of the Context (the next stream never
-  // connects, and the Context's destruction never returns).
+  // connects, and the Context's destruction never returns). libzmq issue 3575.
   void StopWatching() noexcept { (void)zmq_socket_monitor(socket.handle(), nullptr, 0); }
   void Push(Entry entry) {
     {
