@@ -43,7 +43,16 @@ std::size_t ConnectionCap(std::size_t requested) {
 
 ConnectionGuard::ConnectionGuard(zmq::context_t& context, zmq::socket_t& socket, std::size_t cap,
                                  std::function<void(const std::string&)> log)
-    : monitor_(Monitor(context, socket)), cap_(cap), log_(std::move(log)) {}
+    : socket_(socket.handle()),
+      monitor_(Monitor(context, socket)),
+      cap_(cap),
+      log_(std::move(log)) {}
+
+void ConnectionGuard::StopWatching() noexcept {
+  if (socket_ == nullptr) return;
+  (void)zmq_socket_monitor(socket_, nullptr, 0);
+  socket_ = nullptr;
+}
 
 void ConnectionGuard::Drain() {
   // Read everything first: a disconnect later in the batch means that descriptor may have

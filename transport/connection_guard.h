@@ -37,8 +37,16 @@ class ConnectionGuard {
   // a count every 1000 refusals; may be empty.
   ConnectionGuard(zmq::context_t& context, zmq::socket_t& socket, std::size_t cap,
                   std::function<void(const std::string&)> log);
+  ~ConnectionGuard() { StopWatching(); }
   ConnectionGuard(const ConnectionGuard&) = delete;
   ConnectionGuard& operator=(const ConnectionGuard&) = delete;
+
+  // Ends the monitoring of the socket; call it before the socket closes (after that, the
+  // destructor does). libzmq sends each event from the context's I/O thread with a blocking
+  // send to the monitor: an event once the monitor has closed (a connection that drops
+  // while the closed socket lingers) would block that thread for good, and with it the
+  // Context's destruction (libzmq issue 3575). Idempotent.
+  void StopWatching() noexcept;
 
   // The monitor socket, to poll for ZMQ_POLLIN.
   zmq::socket_t& monitor() { return monitor_; }
@@ -59,6 +67,7 @@ class ConnectionGuard {
   void AcceptFailed(int error);
   void Refuse(int fd, const std::string& why);
 
+  void* socket_;  // the monitored socket's handle; nullptr once StopWatching() ran
   zmq::socket_t monitor_;
   const std::size_t cap_;
   std::function<void(const std::string&)> log_;

@@ -320,6 +320,7 @@ void ReaderEndpoint::Impl::Setup(Context& context) {
   }
   // What ZeroMQ bound, not what the text seemed to say, decides.
   if (options.loopback_only && !IsLoopbackEndpoint(bound_endpoint)) {
+    guard->StopWatching();
     socket.close();
     throw TransportError("bind " + options.endpoint + ": ZeroMQ bound " + bound_endpoint +
                          ", which is not loopback");
@@ -341,6 +342,7 @@ ReaderEndpoint::~ReaderEndpoint() {
     s.socket.set(zmq::sockopt::linger, static_cast<int>(s.options.peer_timeout.count()));
   } catch (const zmq::error_t&) {
   }
+  s.guard->StopWatching();  // before the socket closes and lingers
   s.socket.close();
   s.ReapRetired(/*wait=*/true);
   // The socket file goes with us, if it is still ours.

@@ -123,6 +123,7 @@ struct ZmqBatchStream::Impl {
       shared->wake.Signal();
       io.join();
     }
+    StopWatching();
   }
 
   void Loop(std::stop_token token);
@@ -166,6 +167,12 @@ struct ZmqBatchStream::Impl {
   // Moves `position` past what Next() hands out. REQUIRES: mutex held.
   void Advance(const Entry& entry);
   void WatchConnection(zmq::context_t& context);
+  // Ends the monitoring before `monitor` closes. libzmq sends each event from the context's
+  // I/O thread with a blocking send on its end of the monitor pair: an event after our end
+  // has closed (a connection that drops while the closed socket lingers) would block that
+  // thread for good, and with it every socket of the Context (the next stream never
+  // connects, and the Context's destruction never returns). libzmq issue 3575.
+  void StopWatching() noexcept { (void)zmq_socket_monitor(socket.handle(), nullptr, 0); }
   void Push(Entry entry) {
     {
       std::lock_guard lock(mutex);
