@@ -684,10 +684,5 @@ int Main(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return Main(argc, argv);
-  } catch (const std::exception& e) {  // what the runs do not catch themselves
-    std::fprintf(stderr, "loader_bench: %s\n", e.what());
-    return 1;
-  }
+  return tilefeed::tools::RunMain("loader_bench", Main, argc, argv);
 }

@@ -19,7 +19,9 @@
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <iomanip>
 #include <limits>
 #include <optional>
@@ -229,6 +231,20 @@ inline std::optional<int> ParseArgs(CLI::App& app, int argc, const char* const* 
     std::fprintf(stderr, "%.*s: %s\n", static_cast<int>(tool.size()), tool.data(), message.c_str());
     return 2;
   }
+}
+
+// A tool's main: runs `body` and turns an exception that escapes it into one line,
+// "TOOL: what", and exit code 1, so that no tool ends in std::terminate's abort.
+//   int main(int argc, char** argv) { return tools::RunMain("train", Main, argc, argv); }
+inline int RunMain(const char* tool, int (*body)(int, char**), int argc, char** argv) {
+  try {
+    return body(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", tool, e.what());
+  } catch (...) {
+    std::fprintf(stderr, "%s: an unknown error\n", tool);
+  }
+  return 1;
 }
 
 }  // namespace tilefeed::tools

@@ -147,12 +147,5 @@ int Main(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return Main(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "tilefeed-make-demo: %s\n", e.what());
-  } catch (...) {
-    std::fprintf(stderr, "tilefeed-make-demo: an unknown error\n");
-  }
-  return 1;
+  return tilefeed::tools::RunMain("tilefeed-make-demo", Main, argc, argv);
 }

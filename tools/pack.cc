@@ -28,6 +28,7 @@
 #include "tilefeed/loader/dataset.h"
 #include "tilefeed/loader/option_specs.h"
 #include "tilefeed/loader/shard_writer.h"
+#include "tools/cli_checks.h"
 #include "tools/option_flags.h"
 #include "tools/remote_flags.h"
 
@@ -398,12 +399,5 @@ int Main(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return Main(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "tilefeed-pack: %s\n", e.what());
-  } catch (...) {
-    std::fprintf(stderr, "tilefeed-pack: an unknown error\n");
-  }
-  return 1;
+  return tilefeed::tools::RunMain("tilefeed-pack", Main, argc, argv);
 }

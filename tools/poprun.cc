@@ -167,13 +167,4 @@ int Main(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return Main(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "poprun: %s\n", e.what());
-  } catch (...) {
-    std::fprintf(stderr, "poprun: an unknown error\n");
-  }
-  return 1;
-}
+int main(int argc, char** argv) { return tilefeed::tools::RunMain("poprun", Main, argc, argv); }
