@@ -56,7 +56,7 @@
 #include "tilefeed/loader/loader.h"
 #include "tilefeed/loader/source.h"
 #include "tilefeed/transport/batch_stream.h"
-#include "tilefeed/transport/sender.h"
+#include "tilefeed/transport/reader_endpoint.h"
 #include "tilefeed/transport/zmq_stream.h"
 #include "tools/cli_checks.h"
 

@@ -60,7 +60,7 @@
 #include "tilefeed/transport/context.h"
 #include "tilefeed/transport/curve.h"
 #include "tilefeed/transport/loader_terms.h"
-#include "tilefeed/transport/sender.h"
+#include "tilefeed/transport/reader_endpoint.h"
 #include "tilefeed/transport/session.h"
 #include "tools/cli_checks.h"
 #include "tools/option_flags.h"

@@ -10,7 +10,7 @@
 #include "tests/transport/test_data.h"
 #include "tilefeed/transport/batch_stream.h"
 #include "tilefeed/transport/context.h"
-#include "tilefeed/transport/sender.h"
+#include "tilefeed/transport/reader_endpoint.h"
 #include "tilefeed/transport/zmq_stream.h"
 
 namespace tilefeed::transport {

@@ -24,7 +24,7 @@
 
 #include "tests/transport/test_data.h"
 #include "tilefeed/transport/frame.h"
-#include "tilefeed/transport/sender.h"
+#include "tilefeed/transport/reader_endpoint.h"
 #include "tilefeed/transport/zmq_stream.h"
 #include "transport/socket_util.h"
 #include "transport/wire.h"

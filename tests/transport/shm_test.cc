@@ -16,7 +16,7 @@
 
 #include "tests/transport/test_data.h"
 #include "tilefeed/loader/image_folder.h"
-#include "tilefeed/transport/sender.h"
+#include "tilefeed/transport/reader_endpoint.h"
 #include "tilefeed/transport/zmq_stream.h"
 
 namespace tilefeed::transport {

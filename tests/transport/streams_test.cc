@@ -23,7 +23,7 @@
 #include "tests/support/temp_dir.h"
 #include "tests/transport/test_data.h"
 #include "tilefeed/transport/loader_terms.h"
-#include "tilefeed/transport/sender.h"
+#include "tilefeed/transport/reader_endpoint.h"
 #include "tilefeed/transport/session.h"
 #include "tilefeed/transport/zmq_stream.h"
 

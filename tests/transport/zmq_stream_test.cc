@@ -15,7 +15,7 @@
 #include "tests/transport/test_data.h"
 #include "tilefeed/loader/image_folder.h"
 #include "tilefeed/transport/curve.h"
-#include "tilefeed/transport/sender.h"
+#include "tilefeed/transport/reader_endpoint.h"
 #include "transport/wire.h"
 #include "transport/zmq_context.h"
 

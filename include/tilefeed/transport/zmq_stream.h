@@ -1,8 +1,8 @@
 #pragma once
 
 // ZmqBatchStream: the trainer side of the transport, a BatchStream fed by a ReaderEndpoint
-// (tilefeed/transport/sender.h) in another process or on another host. It connects to the reader's
-// endpoint (tcp:// or ipc://), grants `credits` batches, and receives them on a background
+// (tilefeed/transport/reader_endpoint.h) in another process or on another host. It connects to the
+// reader's endpoint (tcp:// or ipc://), grants `credits` batches, and receives them on a background
 // I/O thread that also sends heartbeats and watches the reader's. Each received frame is
 // checked (tilefeed/transport/frame.h) before it is handed out. The reader chooses the payload
 // path: ZeroMQ messages (the ReceivedBatch views them without a copy) or a shared-memory ring (the

@@ -19,7 +19,7 @@
 // dropping it then returns the slot to the loader, whose workers may write it again. Nothing
 // is copied.
 
-#include "tilefeed/transport/sender.h"
+#include "tilefeed/transport/reader_endpoint.h"
 
 #include <sys/socket.h>
 #include <sys/stat.h>
