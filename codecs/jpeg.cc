@@ -107,25 +107,14 @@ bool GuardedStartRegion(jpeg_decompress_struct* cinfo, ErrorManager* errors, Reg
 }
 
 // The region's rows, streamed through the resizer by detail::StreamRows, whose frames
-// hold only trivially destructible objects, so libjpeg may longjmp out of ReadScanline.
-struct ScanlineSource {
-  jpeg_decompress_struct* cinfo;
-  int cmyk_width;  // > 0: convert each CMYK row of this many pixels to RGB
-  bool adobe;      // the CMYK is Adobe's inverted kind
-};
-
-bool ReadScanline(void* context, std::uint8_t* row) {
-  auto* source = static_cast<ScanlineSource*>(context);
-  JSAMPROW rows[1] = {row};
-  if (jpeg_read_scanlines(source->cinfo, rows, 1) != 1) return false;  // truncated
-  if (source->cmyk_width > 0) CmykRowToRgb(row, source->cmyk_width, source->adobe);
-  return true;
-}
+// hold only trivially destructible objects, so libjpeg may longjmp out of
+// detail::ReadScanlines.
+using detail::ScanlineSource;
 
 bool GuardedStreamRows(jpeg_decompress_struct* cinfo, ErrorManager* errors, ScanlineSource* source,
                        detail::RowStream* job) {
   if (setjmp(errors->jump)) return false;
-  detail::StreamRows(job, &ReadScanline, source);
+  detail::StreamRows(job, &detail::ReadScanlines, source);
   // The rows below the last one the resize reads are never decoded.
   if (job->rows_written == job->out_rows) jpeg_abort_decompress(cinfo);
   return true;

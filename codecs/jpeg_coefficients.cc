@@ -895,61 +895,14 @@ bool GuardedStart(jpeg_decompress_struct* cinfo, ErrorManager* errors, const Sta
   return true;
 }
 
-// The sub-image's rows [0, region_rows) streamed through the resizer; rows above `skip`
-// are decoded and dropped (they lie between the iMCU grid and the crop). As jpeg.cc's
-// GuardedStreamRows, with the ring indexed by sub-image row.
-struct StreamJob {
-  Resizer* resizer;
-  std::uint8_t* const* ring;
-  JDIMENSION ring_rows;
-  JDIMENSION skip;
-  JDIMENSION region_rows;
-  int out_rows;
-  int cmyk_width;
-  bool adobe;
-  const std::uint8_t** row_pointers;
-  std::size_t column_bytes;
-  JDIMENSION rows_read;
-  int rows_written;
-  std::int64_t resize_ns;
-};
-
-bool GuardedStreamRows(jpeg_decompress_struct* cinfo, ErrorManager* errors, StreamJob* job) {
+// The sub-image's rows streamed through the resizer by detail::StreamRows (as in
+// jpeg.cc); rows above the job's `skip` are decoded and dropped (they lie between the
+// iMCU grid and the crop). libjpeg may longjmp out of detail::ReadScanlines, and
+// StreamRows' frames hold only trivially destructible objects.
+bool GuardedStreamRows(jpeg_decompress_struct* cinfo, ErrorManager* errors,
+                       detail::ScanlineSource* source, detail::RowStream* job) {
   if (setjmp(errors->jump)) return false;
-  job->rows_read = 0;
-  job->rows_written = 0;
-  job->resize_ns = 0;
-  while (job->rows_written < job->out_rows) {
-    const int y = job->rows_written;
-    const JDIMENSION first = job->skip + static_cast<JDIMENSION>(job->resizer->FirstRow(y));
-    const JDIMENSION end = job->skip + static_cast<JDIMENSION>(job->resizer->EndRow(y));
-    if (end > job->rows_read) {
-      const JDIMENSION until = std::min(first + job->ring_rows, job->region_rows);
-      while (job->rows_read < until) {
-        JSAMPROW row = job->ring[job->rows_read % job->ring_rows];
-        if (jpeg_read_scanlines(cinfo, &row, 1) != 1) return true;
-        if (job->cmyk_width > 0) CmykRowToRgb(row, job->cmyk_width, job->adobe);
-        ++job->rows_read;
-      }
-      if (end > job->rows_read) return true;
-    }
-    const auto start = Clock::now();
-    int y_end = y;
-    while (y_end < job->out_rows &&
-           job->skip + static_cast<JDIMENSION>(job->resizer->EndRow(y_end)) <= job->rows_read) {
-      const int row_first = job->resizer->FirstRow(y_end);
-      const int count = job->resizer->EndRow(y_end) - row_first;
-      for (int k = 0; k < count; ++k) {
-        job->row_pointers[k] =
-            job->ring[(job->skip + static_cast<JDIMENSION>(row_first + k)) % job->ring_rows] +
-            job->column_bytes;
-      }
-      job->resizer->ResizeRow(y_end, job->row_pointers);
-      ++y_end;
-    }
-    job->resize_ns += Nanos(Clock::now() - start);
-    job->rows_written = y_end;
-  }
+  detail::StreamRows(job, &detail::ReadScanlines, source);
   jpeg_abort_decompress(cinfo);
   return true;
 }
@@ -1211,9 +1164,7 @@ struct CoefficientDecoder::Impl {
   std::vector<GroupCursor> group_cursors;
   ZstdDecompressor zstd;
   std::vector<Block> blocks;
-  std::vector<std::uint8_t> scratch;
-  std::vector<JSAMPROW> rows;
-  std::vector<const std::uint8_t*> row_pointers;
+  detail::RowRing ring;
   Resizer resizer;
 
   explicit Impl(const JpegOptions& opts) : options(opts) {
@@ -1327,26 +1278,17 @@ JDIMENSION CoefficientDecoder::Impl::Stream(const Geometry& g, const Cover& cove
   const auto row_bytes = static_cast<std::size_t>(cinfo.output_width) * (cmyk ? 4 : 3);
   const auto ring_rows =
       std::min(static_cast<std::size_t>(resizer.MaxRows()) + kRingAhead, std::size_t(iy1));
-  if (scratch.size() < row_bytes * ring_rows) scratch.resize(row_bytes * ring_rows);
-  if (rows.size() < ring_rows) rows.resize(ring_rows);
-  for (std::size_t r = 0; r < ring_rows; ++r) rows[r] = scratch.data() + r * row_bytes;
-  if (row_pointers.size() < static_cast<std::size_t>(resizer.MaxRows())) {
-    row_pointers.resize(resizer.MaxRows());
-  }
-  StreamJob stream{&resizer,
-                   rows.data(),
-                   static_cast<JDIMENSION>(ring_rows),
-                   static_cast<JDIMENSION>(iy0),
-                   static_cast<JDIMENSION>(iy1),
-                   out.height,
-                   cmyk ? static_cast<int>(cinfo.output_width) : 0,
-                   g.adobe,
-                   row_pointers.data(),
-                   static_cast<std::size_t>(ix0) * 3,
-                   0,
-                   0,
-                   0};
-  if (!GuardedStreamRows(&cinfo, &errors, &stream)) Fail("data");
+  ring.Prepare(row_bytes, ring_rows, resizer.MaxRows());
+  detail::ScanlineSource source{&cinfo, cmyk ? static_cast<int>(cinfo.output_width) : 0, g.adobe};
+  detail::RowStream stream{&resizer,
+                           ring.rows.data(),
+                           ring_rows,
+                           static_cast<std::size_t>(iy0),
+                           static_cast<std::size_t>(iy1),
+                           out.height,
+                           ring.row_pointers.data(),
+                           static_cast<std::size_t>(ix0) * 3};
+  if (!GuardedStreamRows(&cinfo, &errors, &source, &stream)) Fail("data");
   if (stream.rows_written != out.height) {
     jpeg_abort_decompress(&cinfo);
     Corrupt("decoded " + std::to_string(stream.rows_read) + " of " + std::to_string(iy1) + " rows");

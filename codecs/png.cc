@@ -75,12 +75,13 @@ struct SpngRows {
   int error = 0;  // out: the libspng error that ended the rows early
 };
 
-bool ReadPngRow(void* context, std::uint8_t* row) {
+// One row per call: libspng decodes (and de-interlaces) row by row.
+std::size_t ReadPngRow(void* context, std::uint8_t* const* row, std::size_t /*max_rows*/) {
   auto* rows = static_cast<SpngRows*>(context);
-  const int error = spng_decode_row(rows->ctx, row, rows->row_bytes);
-  if (error == 0 || error == SPNG_EOI) return true;
+  const int error = spng_decode_row(rows->ctx, row[0], rows->row_bytes);
+  if (error == 0 || error == SPNG_EOI) return 1;
   rows->error = error;
-  return false;
+  return 0;
 }
 
 std::string SizeText(int width, int height) {

@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+
+// jpeglib.h needs size_t and FILE declared first.
+#include <jpeglib.h>
 
 namespace tilefeed::codecs::detail {
 
-void StreamRows(RowStream* job, ReadRowFn read_row, void* context) {
+void StreamRows(RowStream* job, ReadRowsFn read_rows, void* context) {
   job->rows_read = 0;
   job->rows_written = 0;
   job->resize_ns = 0;
@@ -18,9 +22,13 @@ void StreamRows(RowStream* job, ReadRowFn read_row, void* context) {
       // Decode until the ring is full (row `first` is the oldest still needed) or the
       // source ends.
       const std::size_t until = std::min(first + job->ring_rows, job->source_rows);
+      // Each call fills ring rows up to the ring's wrap.
       while (job->rows_read < until) {
-        if (!read_row(context, job->ring[job->rows_read % job->ring_rows])) return;
-        ++job->rows_read;
+        const std::size_t at = job->rows_read % job->ring_rows;
+        const std::size_t got = read_rows(context, job->ring + at,
+                                          std::min(until - job->rows_read, job->ring_rows - at));
+        if (got == 0) return;
+        job->rows_read += got;
       }
       if (end > job->rows_read) return;
     }
@@ -44,6 +52,19 @@ void StreamRows(RowStream* job, ReadRowFn read_row, void* context) {
                           .count();
     job->rows_written = y_end;
   }
+}
+
+std::size_t ReadScanlines(void* context, std::uint8_t* const* rows, std::size_t max_rows) {
+  auto* source = static_cast<ScanlineSource*>(context);
+  // libjpeg gives the rest of its current row group (two rows of a 4:2:0 file) per call,
+  // so asking for several saves a pass through its call chain per row.
+  const JDIMENSION got =
+      jpeg_read_scanlines(source->cinfo, const_cast<JSAMPARRAY>(rows),
+                          static_cast<JDIMENSION>(std::min<std::size_t>(max_rows, 1u << 16)));
+  if (source->cmyk_width > 0) {
+    for (JDIMENSION r = 0; r < got; ++r) CmykRowToRgb(rows[r], source->cmyk_width, source->adobe);
+  }
+  return got;  // 0: the data ended (truncated)
 }
 
 void RowRing::Prepare(std::size_t row_bytes, std::size_t ring_rows, int max_rows) {
