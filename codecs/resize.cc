@@ -66,6 +66,14 @@ struct FilterWork {
 // support widens with the downscale factor and is clipped to the image, not the box,
 // so pixels just outside a fractional box contribute. Zero weights at either end are
 // dropped so that the kernels' inner loops are as short as the filter allows.
+//
+// Positions are measured from floor(box0): box0 - floor(box0), box1 - box0 and every
+// column minus floor(box0) come out the same in any frame whose origin is a whole pixel
+// at or left of box0, so a box's filter depends only on where the box lies on the pixel
+// grid. A window of an image (a region decode, an indexed pack's sub-image, a
+// coefficient record's columns) therefore resizes a box bit for bit as the whole image
+// does. (PIL measures from its image's column 0; the two differ by rounding only, by an
+// ulp of a weight.)
 void ComputeFilter(int in_size, double box0, double box1, int out_size, FilterWork& work) {
   const double scale = (box1 - box0) / out_size;
   const double filter_scale = std::max(scale, 1.0);
@@ -73,20 +81,26 @@ void ComputeFilter(int in_size, double box0, double box1, int out_size, FilterWo
   // Setting up the filters is a fifth of a small resize, and divisions were most of
   // that; multiplying by reciprocals moves a weight by an ulp at most.
   const double inverse_scale = 1.0 / filter_scale;
+  const double anchor = std::floor(box0);
+  const double offset = box0 - anchor;  // exact
+  const auto anchor_index = static_cast<int>(anchor);
   work.stride = static_cast<int>(std::ceil(support)) * 2 + 1;
   work.max_count = 1;
   work.weights.resize(static_cast<std::size_t>(out_size) * work.stride);
   work.first.resize(out_size);
   work.count.resize(out_size);
   for (int i = 0; i < out_size; ++i) {
-    const double center = box0 + (i + 0.5) * scale;
-    // PIL truncates toward zero here; the clamp makes that equal to floor.
-    const int xmin = std::max(static_cast<int>(std::trunc(center - support + 0.5)), 0);
-    const int xmax = std::min(static_cast<int>(std::trunc(center + support + 0.5)), in_size);
+    const double center = offset + (i + 0.5) * scale;  // from the anchor
+    // PIL truncates toward zero; the clamp at 0 makes that floor.
+    const int xmin =
+        std::max(anchor_index + static_cast<int>(std::floor(center - support + 0.5)), 0);
+    const int xmax =
+        std::min(anchor_index + static_cast<int>(std::floor(center + support + 0.5)), in_size);
     double* w = &work.weights[static_cast<std::size_t>(i) * work.stride];
     double total = 0;
     for (int x = xmin; x < xmax; ++x) {
-      w[x - xmin] = Triangle((x - center + 0.5) * inverse_scale);
+      w[x - xmin] =
+          Triangle((static_cast<double>(x - anchor_index) - center + 0.5) * inverse_scale);
       total += w[x - xmin];
     }
     // The source pixel nearest the center lies within half a pixel of it and weighs at

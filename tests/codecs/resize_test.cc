@@ -209,6 +209,60 @@ TEST(ResizeTest, FractionalBoxesMatchReference) {
   }
 }
 
+// A window of an image that holds every pixel the filter reads resizes a box bit for bit
+// as the whole image does, wherever the window starts: a region decode, an indexed pack's
+// sub-image and a coefficient record's columns all hand the resizer such a window, with
+// the box moved by the window's whole-pixel origin, and their batches must equal the
+// folder's. The boxes are eval's (Resize(N) + CenterCrop(O): edges at whole resized
+// pixels times source/N, e.g. 12 * 256/80 = 38.4). Measured from the image's column 0,
+// a filter centre such as 38.4 + 1.6 rounded to exactly 40 in one frame and not in
+// another; weights that fall exactly on a rounding tie then came out one step apart,
+// and now and then an output pixel one level off.
+TEST(ResizeTest, AWindowResizesABoxExactlyAsTheWholeImage) {
+  Resizer resizer;
+  std::mt19937 rng(77);
+  std::uniform_int_distribution<int> source_size(100, 700);
+  std::uniform_int_distribution<int> resized_size(24, 96);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int width = source_size(rng);
+    const int height = source_size(rng);
+    const Image src = RandomImage(width, height, trial);
+    const int new_w = resized_size(rng);
+    const int new_h = resized_size(rng);
+    const int out_w = new_w * 7 / 8;
+    const int out_h = new_h * 7 / 8;
+    const double sx = double(src.width) / new_w;
+    const double sy = double(src.height) / new_h;
+    const int left = (new_w - out_w) / 2;
+    const int top = (new_h - out_h) / 2;
+    const SourceBox box{left * sx, top * sy, (left + out_w) * sx, (top + out_h) * sy};
+    std::vector<std::uint8_t> whole(static_cast<std::size_t>(out_w) * out_h * 3);
+    resizer.Resize(src.view(), box, PixelView::Interleaved(whole.data(), out_w, out_h));
+
+    // Windows from every origin up to the first pixel the filter reads (the first output's
+    // centre, box0 + s/2, less the support max(s, 1), rounded half up), one short of it to
+    // stay clear of rounding.
+    auto first_read = [](double box0, double s) {
+      return static_cast<int>(std::floor(box0 + s / 2 - std::max(s, 1.0) + 0.5)) - 1;
+    };
+    const int last_x = first_read(box.x0, sx);
+    const int last_y = first_read(box.y0, sy);
+    const int x1 = std::min(src.width, static_cast<int>(std::ceil(box.x1 + sx)) + 2);
+    const int y1 = std::min(src.height, static_cast<int>(std::ceil(box.y1 + sy)) + 2);
+    for (int wy0 = std::max(0, last_y - 20); wy0 <= std::max(0, last_y); wy0 += 1 + trial % 3) {
+      const int wx0 = std::max(0, last_x - (wy0 + trial) % 20);
+      const ConstPixelView window{src.pixels.data() + (std::size_t(wy0) * src.width + wx0) * 3,
+                                  x1 - wx0, y1 - wy0, 3,
+                                  static_cast<std::ptrdiff_t>(src.width) * 3};
+      std::vector<std::uint8_t> part(whole.size());
+      resizer.Resize(window, SourceBox{box.x0 - wx0, box.y0 - wy0, box.x1 - wx0, box.y1 - wy0},
+                     PixelView::Interleaved(part.data(), out_w, out_h));
+      ASSERT_EQ(part, whole) << "trial " << trial << ": " << src.width << "x" << src.height
+                             << " window from " << wx0 << "," << wy0;
+    }
+  }
+}
+
 TEST(ResizeTest, BoxesTouchingEveryEdgeMatchReference) {
   Resizer resizer;
   const Image src = RandomImage(45, 38, 3);

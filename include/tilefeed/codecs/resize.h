@@ -28,6 +28,9 @@ class Resizer {
 
   // Resamples `box` of `src` to dst.width x dst.height and writes it into `dst`,
   // mirrored left-right when `flip` is set. Writes every pixel of dst and nothing else.
+  // The result depends only on where the box lies on the pixel grid: a window of a larger
+  // image, starting at a whole pixel and holding every pixel the filter reads, with the
+  // box moved by the window's origin, gives exactly the larger image's result.
   // REQUIRES: src.channels == dst.channels == 3; 0 <= box.x0 < box.x1 <= src.width and
   // 0 <= box.y0 < box.y1 <= src.height; dst.width, dst.height > 0; src and dst do not
   // overlap.
