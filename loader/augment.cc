@@ -110,14 +110,19 @@ codecs::CropPlan CenterCropAfterResize(int width, int height, int resize_shorter
   plan.box = {left * sx, top * sy, std::min((left + crop_width) * sx, double(width)),
               std::min((top + crop_height) * sy, double(height))};
   plan.dct_scaling = dct_scaling;
-  // The first output pixel's centre lies s/2 inside the box, and PIL's bilinear filter
-  // reads the pixels whose centres lie within max(s, 1) of it: up to max(s, 1) - s/2 + 1/2
-  // beyond the box, plus one more for the rounding to whole pixels. A DCT-scaled decode's
-  // pixels are up to max(s, 1) source pixels wide (it scales only while they stay under
-  // s), which widens both terms. The smallest rectangle is the least decoding.
+  // PIL's filter for output i is centred at c = box0 + (i + 1/2) s and reads the pixels
+  // [trunc(c - support + 1/2), trunc(c + support + 1/2)), support = max(s, 1). With
+  // r = support - s/2 - 1/2, the first output reads from floor(box0 - r) and the last up
+  // to, not including, floor(box1 + r + 1), which ceil(box1 + r + 0.01) reaches; the
+  // 0.01 also absorbs the rounding of c. The crop is exactly those pixels: the least
+  // decoding, with every pixel PIL weighs (a test compares with the whole image decoded
+  // and resized). A DCT-scaled decode's pixels are up to max(s, 1) source pixels wide (it
+  // scales only while they stay under s): one and a half such pixels more on each side,
+  // and half a source pixel for rounding them.
   auto reach = [dct_scaling](double s) {
-    const double pixel = dct_scaling ? std::max(s, 1.0) : 1.0;
-    return std::max(s, 1.0) - 0.5 * s + 1.5 * pixel + 0.01;
+    const double support = std::max(s, 1.0);
+    const double r = support - 0.5 * s - 0.5;
+    return (dct_scaling ? r + 0.5 + 1.5 * support : r) + 0.01;
   };
   const double reach_x = reach(sx);
   const double reach_y = reach(sy);

@@ -6,9 +6,13 @@
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
+#include <vector>
 
+#include "tests/support/jpeg_maker.h"
 #include "tilefeed/codecs/image.h"
 #include "tilefeed/codecs/jpeg.h"
+#include "tilefeed/codecs/jpeg_encoder.h"
+#include "tilefeed/codecs/resize.h"
 #include "tilefeed/loader/sampler.h"
 
 namespace tilefeed::loader {
@@ -154,14 +158,15 @@ TEST(AugmentCenterCrop, ImageNetEvalOn500x375) {
   // [58, 282) * 500 / 341 by [16, 240) * 375 / 256: a fractional box, not whole pixels.
   const codecs::CropPlan plan = CenterCropAfterResize(500, 375, 256, 224, 224);
   ExpectBox(plan.box, 58 * 500.0 / 341, 16 * 375.0 / 256, 282 * 500.0 / 341, 240 * 375.0 / 256);
-  // The filter reads up to 1.47 - 1.47 / 2 + 1.5 = 2.24 more pixels on each side.
-  EXPECT_EQ(plan.crop, (Rect{82, 21, 334, 333}));
+  // PIL's filter (support s = 1.46) reads s - s / 2 - 1/2 = 0.23 pixels beyond the box on
+  // each side, rounded out to whole pixels: [84, 414) by [23, 352).
+  EXPECT_EQ(plan.crop, (Rect{84, 23, 330, 329}));
   EXPECT_FALSE(plan.flip);
   EXPECT_FALSE(plan.dct_scaling);
   // Portrait: the same numbers with the axes swapped.
   const codecs::CropPlan portrait = CenterCropAfterResize(375, 500, 256, 224, 224);
   ExpectBox(portrait.box, 16 * 375.0 / 256, 58 * 500.0 / 341, 240 * 375.0 / 256, 282 * 500.0 / 341);
-  EXPECT_EQ(portrait.crop, (Rect{21, 82, 333, 334}));
+  EXPECT_EQ(portrait.crop, (Rect{23, 84, 329, 330}));
   EXPECT_TRUE(CenterCropAfterResize(500, 375, 256, 224, 224, true).dct_scaling);
 }
 
@@ -187,6 +192,39 @@ TEST(AugmentCenterCrop, IdentityTinyAndTooLarge) {
       ASSERT_LT(plan.box.x0, plan.box.x1);
       ASSERT_LT(plan.box.y0, plan.box.y1);
     }
+  }
+}
+
+// Eval's contract at the pixel: the crop decode of an exact plan is the whole image
+// decoded, then its box resized (PIL's Resize of the fractional box, which reads pixels
+// just outside the box), byte for byte. Sizes from below the resize (upscaling) to 4x it,
+// in every common sampling, put the box's edges everywhere against the iMCU grid and the
+// filter's reach: a crop one pixel short of what the filter reads fails here.
+TEST(AugmentCenterCrop, ExactPlanIsTheWholeDecodeResizedByteForByte) {
+  codecs::JpegDecoder decoder;
+  SampleRng sizes(11, 11, 11);
+  const codecs::Subsampling samplings[] = {codecs::Subsampling::k420, codecs::Subsampling::k444,
+                                           codecs::Subsampling::k422, codecs::Subsampling::k440};
+  constexpr int kOut = 56;
+  for (int i = 0; i < 200; ++i) {
+    const int width = static_cast<int>(sizes.UniformInt(40, 260));
+    const int height = static_cast<int>(sizes.UniformInt(40, 260));
+    codecs::EncodeOptions options;
+    options.subsampling = samplings[i % 4];
+    const std::vector<std::byte> jpeg = testing::MakeJpeg(width, height, options, i + 1);
+    const codecs::CropPlan plan = CenterCropAfterResize(width, height, 64, kOut, kOut);
+    ASSERT_FALSE(plan.dct_scaling);
+    std::vector<std::uint8_t> out(std::size_t{kOut} * kOut * 3);
+    decoder.DecodeInto(jpeg, plan, codecs::PixelView::Interleaved(out.data(), kOut, kOut));
+
+    std::vector<std::uint8_t> whole(std::size_t(width) * height * 3);
+    decoder.DecodeFull(jpeg, codecs::PixelView::Interleaved(whole.data(), width, height));
+    std::vector<std::uint8_t> expected(out.size());
+    codecs::Resizer resizer;
+    resizer.Resize(codecs::ConstPixelView{whole.data(), width, height, 3,
+                                          static_cast<std::ptrdiff_t>(width) * 3},
+                   plan.box, codecs::PixelView::Interleaved(expected.data(), kOut, kOut));
+    ASSERT_EQ(out, expected) << width << "x" << height << " sampling " << i % 4;
   }
 }
 

@@ -51,10 +51,10 @@ codecs::Rect RandomResizedCrop(int width, int height, const RandomResizedCropPar
 // side to resize_shorter and the longer to int(resize_shorter * long / short) (truncated),
 // each axis by its own factor; CenterCrop places the window at
 // int(round((resized - crop) / 2)) resized pixels (halves to even). The plan's `box` is that
-// window in fractional source pixels, and `crop` the whole source pixels the bilinear
-// filter reads around it (the box widened by the filter's reach, clipped to the image), so
-// the resize gives PIL's resize-the-whole-image pixels (up to the last bit of fixed-point
-// rounding). No flip. dct_scaling is copied into the plan: false (torchvision's pixels)
+// window in fractional source pixels, and `crop` exactly the whole source pixels the
+// bilinear filter reads around it (the box widened by the filter's reach, clipped to the
+// image), so a crop decode's pixels are those of the whole image decoded and its box
+// resized, bit for bit, and PIL's up to the last bit of fixed-point rounding. No flip. dct_scaling is copied into the plan: false (torchvision's pixels)
 // makes the JPEG decoders decode at full size; true lets them scale down by DCT (and
 // widens `crop` for the coarser pixels they then resize).
 // Throws std::invalid_argument on bad arguments, or when the crop is larger than the
