@@ -54,9 +54,10 @@ codecs::Rect RandomResizedCrop(int width, int height, const RandomResizedCropPar
 // window in fractional source pixels, and `crop` exactly the whole source pixels the
 // bilinear filter reads around it (the box widened by the filter's reach, clipped to the
 // image), so a crop decode's pixels are those of the whole image decoded and its box
-// resized, bit for bit, and PIL's up to the last bit of fixed-point rounding. No flip. dct_scaling is copied into the plan: false (torchvision's pixels)
-// makes the JPEG decoders decode at full size; true lets them scale down by DCT (and
-// widens `crop` for the coarser pixels they then resize).
+// resized, bit for bit, and PIL's up to the last bit of fixed-point rounding. No flip.
+// dct_scaling is copied into the plan: false (torchvision's pixels) makes the JPEG
+// decoders decode at full size; true lets them scale down by DCT (and widens `crop` for
+// the coarser pixels they then resize).
 // Throws std::invalid_argument on bad arguments, or when the crop is larger than the
 // resized image (torchvision would pad it with zeros; the loader never asks for that).
 // REQUIRES: width, height, resize_shorter, crop_width, crop_height >= 1.
