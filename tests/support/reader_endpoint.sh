@@ -1,5 +1,19 @@
 # Sourced by the shell tests that start tilefeed-serve in the background (POSIX sh).
 #
+# stop_reader PID: for the sourcing test's EXIT trap. Ends the reader started as PID if it
+# still runs (TERM; KILL a second later for one that ignores TERM) and reaps it, so no
+# reader outlives its test. PID may be empty (no reader started).
+stop_reader() {
+  [ -n "$1" ] || return 0
+  if kill -0 "$1" 2>/dev/null; then
+    kill -TERM "$1" 2>/dev/null
+    sleep 1
+    kill -KILL "$1" 2>/dev/null
+  fi
+  wait "$1" 2>/dev/null
+  return 0
+}
+#
 # reader_endpoint LOG PID [SECONDS]: waits until the reader started as PID, whose output
 # goes to LOG, names its endpoint (its first line ends "... on tcp://HOST:PORT", or ipc://)
 # and sets $endpoint to it. Calls the sourcing test's fail() if PID exits first or if

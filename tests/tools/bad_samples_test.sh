@@ -11,13 +11,11 @@ train=$1
 make_demo=$2
 serve=${3:-}
 
+. "${0%/*}/../support/reader_endpoint.sh"
 work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-bad.XXXXXX") || exit 1
 reader_pid=
 cleanup() {
-  if [ -n "$reader_pid" ] && kill -0 "$reader_pid" 2>/dev/null; then
-    kill -KILL "$reader_pid" 2>/dev/null
-    wait "$reader_pid" 2>/dev/null
-  fi
+  stop_reader "$reader_pid"
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -29,7 +27,6 @@ fail() {
   done
   exit 1
 }
-. "${0%/*}/../support/reader_endpoint.sh"
 
 # 4 classes x 8 training images: 32 samples, 4 full batches of 8, no remainder dropped.
 timeout 60 "$make_demo" "$work/data" --classes 4 --train-per-class 8 --val-per-class 0 \

@@ -13,15 +13,11 @@ train=$1
 reader=$2
 make_demo=$3
 
+. "${0%/*}/../support/reader_endpoint.sh"
 work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-aliases.XXXXXX") || exit 1
 reader_pid=
 cleanup() {
-  if [ -n "$reader_pid" ] && kill -0 "$reader_pid" 2>/dev/null; then
-    kill -TERM "$reader_pid" 2>/dev/null
-    sleep 1
-    kill -KILL "$reader_pid" 2>/dev/null
-  fi
-  [ -n "$reader_pid" ] && wait "$reader_pid" 2>/dev/null
+  stop_reader "$reader_pid"
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -33,7 +29,6 @@ fail() {
   done
   exit 1
 }
-. "${0%/*}/../support/reader_endpoint.sh"
 
 # 4 classes x 8 training images: 32 samples, 4 batches of 8 per epoch.
 timeout 300 "$make_demo" "$work/data" --classes 4 --train-per-class 8 --val-per-class 0 \

@@ -16,13 +16,11 @@ pack=$3
 make_demo=$4
 poprun=$5
 
+. "${0%/*}/../support/reader_endpoint.sh"
 work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-doors.XXXXXX") || exit 1
 reader_pid=
 cleanup() {
-  if [ -n "$reader_pid" ] && kill -0 "$reader_pid" 2>/dev/null; then
-    kill -TERM "$reader_pid" 2>/dev/null
-    wait "$reader_pid" 2>/dev/null
-  fi
+  stop_reader "$reader_pid"
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -34,7 +32,6 @@ fail() {
   done
   exit 1
 }
-. "${0%/*}/../support/reader_endpoint.sh"
 
 # 3 classes x 12 training images (36 samples: 4 batches of 8 and a dropped remainder),
 # 3 x 3 validation images.

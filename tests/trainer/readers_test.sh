@@ -11,15 +11,11 @@ train=$1
 reader=$2
 make_demo=$3
 
+. "${0%/*}/../support/reader_endpoint.sh"
 work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-serves.XXXXXX") || exit 1
 reader_pid=
 cleanup() {
-  if [ -n "$reader_pid" ] && kill -0 "$reader_pid" 2>/dev/null; then
-    kill -TERM "$reader_pid" 2>/dev/null
-    sleep 1
-    kill -KILL "$reader_pid" 2>/dev/null
-  fi
-  [ -n "$reader_pid" ] && wait "$reader_pid" 2>/dev/null
+  stop_reader "$reader_pid"
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -31,7 +27,6 @@ fail() {
   done
   exit 1
 }
-. "${0%/*}/../support/reader_endpoint.sh"
 
 # 4 classes x 16 training images: 64 samples, 8 batches of 8 per epoch.
 timeout 300 "$make_demo" "$work/data" --classes 4 --train-per-class 16 --val-per-class 4 \

@@ -31,15 +31,11 @@ prefix=${subnet%.0}
 reader_ip="$prefix.1"
 trainer_ip="$prefix.2"
 
+. "${0%/*}/../support/reader_endpoint.sh"
 work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-two-hosts.XXXXXX") || exit 1
 reader_pid=
 cleanup() {
-  if [ -n "$reader_pid" ] && kill -0 "$reader_pid" 2>/dev/null; then
-    kill -TERM "$reader_pid" 2>/dev/null
-    sleep 1
-    kill -KILL "$reader_pid" 2>/dev/null
-  fi
-  [ -n "$reader_pid" ] && wait "$reader_pid" 2>/dev/null
+  stop_reader "$reader_pid"
   ip netns del "$ns_reader" 2>/dev/null
   ip netns del "$ns_trainer" 2>/dev/null
   rm -rf "$work"
@@ -85,7 +81,6 @@ ip netns exec "$ns_reader" timeout 600 "$reader" --data "$work/data/train" --bin
   >"$work/reader.log" 2>&1 &
 reader_pid=$!
 # The intruder below is refused only by a reader that is there: wait until it serves.
-. "${0%/*}/../support/reader_endpoint.sh"
 reader_endpoint "$work/reader.log" "$reader_pid"
 
 # A trainer whose key is not on the reader's allow-list is refused during the handshake: it
