@@ -32,13 +32,14 @@ PARTIAL_SCANS = {
                    0: 6-63, 0, 2 ; 0: 1-63, 2, 1 ; 0,1,2: 0-0, 1, 0 ; 2: 1-63, 1, 0 ;
                    1: 1-63, 1, 0 ; 0: 1-63, 1, 0 ;""",
 }
-# cjpeg settings for the encodings the codec tests cover (4:1:0 is left to its own issue).
+# cjpeg settings for the encodings the codec tests cover.
 CJPEG = {
     "444": ["-sample", "1x1"],
     "422": ["-sample", "2x1"],
     "420": ["-sample", "2x2"],
     "440": ["-sample", "1x2"],
     "411": ["-sample", "4x1"],
+    "410": ["-sample", "4x2"],
     "gray": ["-grayscale"],
     "restart": ["-sample", "2x2", "-restart", "1"],
     "progressive": ["-progressive"],
