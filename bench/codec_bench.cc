@@ -455,7 +455,7 @@ void AddFlags(CLI::App& app, Flags& f) {
   app.add_flag("--fast-dct", f.fast_dct, "libjpeg's fast integer IDCT");
   app.add_option("--coef-layout", f.coef_layout,
                  "the coefficient store's layout for coef and the ceiling (v1 runs beside it)")
-      ->check(CLI::IsMember({"v2-zstd", "v2-lz4", "v2-none"}))
+      ->check(CLI::IsMember({"v2-huff", "v2-zstd", "v2-lz4", "v2-none"}))
       ->capture_default_str();
   app.add_option("--group-pixels", f.group_pixels, "v2 column group width in pixels")
       ->check(tilefeed::tools::Between(1, 65535))
@@ -669,6 +669,7 @@ void PackStores(std::vector<Job>& jobs, std::vector<codecs::CoefficientPackResul
     v2.version = 2;
     v2.coding = f.coef_layout == "v2-lz4"    ? codecs::CoefficientCoding::kLz4
                 : f.coef_layout == "v2-none" ? codecs::CoefficientCoding::kNone
+                : f.coef_layout == "v2-huff" ? codecs::CoefficientCoding::kHuffman
                                              : codecs::CoefficientCoding::kZstd;
     v2.lz4hc_level = 0;
     v2.group_pixels = f.group_pixels;

@@ -37,7 +37,7 @@
 namespace tilefeed::codecs {
 
 // How a version-2 record codes each column group (docs/shard-format.md).
-enum class CoefficientCoding : std::uint8_t { kNone = 0, kLz4 = 1, kZstd = 2 };
+enum class CoefficientCoding : std::uint8_t { kNone = 0, kLz4 = 1, kZstd = 2, kHuffman = 3 };
 
 struct CoefficientPackOptions {
   // Largest width * height accepted, checked from the header before reading any data.
