@@ -418,7 +418,7 @@ struct Flags {
   bool fast_dct = false;
   bool json = false;
   int interval_width = codecs::TranscodeOptions{}.interval_width;
-  std::string coef_layout = "v2-zstd";
+  std::string coef_layout = "v2-huff";
   std::string also_layout;  // a second version-2 layout in the rotating rounds, or none
   int group_pixels = codecs::CoefficientPackOptions{}.group_pixels;
   int lz4hc_level = codecs::CoefficientPackOptions{}.lz4hc_level;

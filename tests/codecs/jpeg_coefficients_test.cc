@@ -30,6 +30,7 @@ std::vector<std::pair<std::string, CoefficientPackOptions>> Layouts() {
   std::vector<std::pair<std::string, CoefficientPackOptions>> layouts;
   CoefficientPackOptions o;
   o.version = 2;
+  o.coding = CoefficientCoding::kZstd;
   layouts.push_back({"v2 zstd", o});
   o.coding = CoefficientCoding::kLz4;
   o.lz4hc_level = 0;
@@ -40,12 +41,12 @@ std::vector<std::pair<std::string, CoefficientPackOptions>> Layouts() {
   layouts.push_back({"v2 stored, 40-px groups", o});
   o = {};
   o.version = 2;
+  o.coding = CoefficientCoding::kZstd;
   o.group_pixels = 100000;  // one group per band
   o.zstd_level = 3;
   layouts.push_back({"v2 zstd 3, one group", o});
   o = {};
-  o.version = 2;
-  o.coding = CoefficientCoding::kHuffman;
+  o.version = 2;  // Huffman, the default coding
   layouts.push_back({"v2 huff", o});
   o.group_pixels = 1;
   layouts.push_back({"v2 huff, 1-iMCU groups", o});
