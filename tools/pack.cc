@@ -167,7 +167,8 @@ void AddCodecFlags(CLI::App& app, Args& args) {
       ->capture_default_str();
   app.add_option("--coef-layout", args.coef_layout,
                  "--codec coefficients: v1 (whole LZ4 bands, ~1.9x the JPEG bytes, the "
-                 "fastest to decode), v2-huff (column groups, Huffman: ~1.06x), v2-zstd "
+                 "fastest to decode), v2-huff (column groups, Huffman: ~1.06x, ~0.7x v1's "
+                 "decode speed), v2-zstd "
                  "(column groups, zstd: ~1.2x, ~0.6x v1's decode speed), v2-lz4 (~1.7x) or "
                  "v2-none (~1.9x) (column groups, no entropy coder); bench/RESULTS-coef.md, "
                  "docs/shard-format.md")
