@@ -16,13 +16,12 @@
 //   indexed   rrc on the transcoded files that entropy-decodes only the restart
 //             intervals covering the crop (IndexedJpegDecoder); same pixels as rrc_t
 //   coef      rrc from the coefficient store (tilefeed/codecs/jpeg_coefficients.h), version 2
-//             (--coef-layout; version 1 with --lz4hc runs beside it in the rotating
-//             rounds): no entropy decoding at all, the crop's bands (v2: and column
-//             groups), libjpeg's IDCT,
-//             upsampling and colour; same pixels as rrc. Its pack runs once, untimed
-//             for the modes but timed for its own images/s, and its bytes are printed
-//             against the files and LZ4 raw pixels. On one thread full, indexed, coef
-//             and the ceiling also run interleaved (rotating every 16 files), whose
+//             (--coef-layout; version 1 with --lz4hc, and --also-layout's second version-2
+//             layout, run beside it in the rotating rounds): no entropy decoding at all, the crop's
+//             bands (v2: and column groups), libjpeg's IDCT, upsampling and colour; same pixels as
+//             rrc. Its pack runs once, untimed for the modes but timed for its own images/s, and
+//             its bytes are printed against the files and LZ4 raw pixels. On one thread full,
+//             indexed, coef and the ceiling also run interleaved (rotating every 16 files), whose
 //             per-round ratios give the goal's figures, and one more pass per path
 //             splits its time (LZ4/entropy, unpack, IDCT + upsampling + colour, resize).
 //   ceiling   (interleaved rounds only) coef fed from coefficients unpacked in memory
@@ -112,9 +111,10 @@ struct Job {
   codecs::ImageInfo info;
   codecs::CropPlan plan;
   codecs::Rect decoded;
-  const codecs::TranscodeResult* transcoded = nullptr;       // null until transcoded
-  const codecs::CoefficientPackResult* packed = nullptr;     // null until packed
-  const codecs::CoefficientPackResult* packed_v1 = nullptr;  // version 1, likewise
+  const codecs::TranscodeResult* transcoded = nullptr;         // null until transcoded
+  const codecs::CoefficientPackResult* packed = nullptr;       // null until packed
+  const codecs::CoefficientPackResult* packed_v1 = nullptr;    // version 1, likewise
+  const codecs::CoefficientPackResult* packed_also = nullptr;  // --also-layout, likewise
 };
 
 // What one thread owns: one codec handle per thread, and its own output buffers so
@@ -418,7 +418,8 @@ struct Flags {
   bool fast_dct = false;
   bool json = false;
   int interval_width = codecs::TranscodeOptions{}.interval_width;
-  std::string coef_layout = "v2-zstd";
+  std::string coef_layout = "v2-huff";
+  std::string also_layout;  // a second version-2 layout in the rotating rounds, or none
   int group_pixels = codecs::CoefficientPackOptions{}.group_pixels;
   int lz4hc_level = codecs::CoefficientPackOptions{}.lz4hc_level;
 };
@@ -455,8 +456,11 @@ void AddFlags(CLI::App& app, Flags& f) {
   app.add_flag("--fast-dct", f.fast_dct, "libjpeg's fast integer IDCT");
   app.add_option("--coef-layout", f.coef_layout,
                  "the coefficient store's layout for coef and the ceiling (v1 runs beside it)")
-      ->check(CLI::IsMember({"v2-zstd", "v2-lz4", "v2-none"}))
+      ->check(CLI::IsMember({"v2-huff", "v2-zstd", "v2-lz4", "v2-none"}))
       ->capture_default_str();
+  app.add_option("--also-layout", f.also_layout,
+                 "a second version-2 layout to run in the same rotating rounds as coef")
+      ->check(CLI::IsMember({"v2-huff", "v2-zstd", "v2-lz4", "v2-none"}));
   app.add_option("--group-pixels", f.group_pixels, "v2 column group width in pixels")
       ->check(tilefeed::tools::Between(1, 65535))
       ->capture_default_str();
@@ -663,16 +667,26 @@ void PrintTranscode(const TranscodeStats& s, std::size_t jobs, int interval_widt
 // decode from.
 void PackStores(std::vector<Job>& jobs, std::vector<codecs::CoefficientPackResult>& packed,
                 std::vector<codecs::CoefficientPackResult>& packed_v1,
+                std::vector<codecs::CoefficientPackResult>& packed_also,
                 const codecs::JpegOptions& options, const Flags& f) {
-  if (f.only.empty() || f.only == "coef") {
+  const auto v2_options = [&f](const std::string& layout) {
     codecs::CoefficientPackOptions v2;
     v2.version = 2;
-    v2.coding = f.coef_layout == "v2-lz4"    ? codecs::CoefficientCoding::kLz4
-                : f.coef_layout == "v2-none" ? codecs::CoefficientCoding::kNone
-                                             : codecs::CoefficientCoding::kZstd;
+    v2.coding = layout == "v2-lz4"    ? codecs::CoefficientCoding::kLz4
+                : layout == "v2-none" ? codecs::CoefficientCoding::kNone
+                : layout == "v2-huff" ? codecs::CoefficientCoding::kHuffman
+                                      : codecs::CoefficientCoding::kZstd;
     v2.lz4hc_level = 0;
     v2.group_pixels = f.group_pixels;
-    PackCoefficientsFor(jobs, packed, options, f.size, v2, f.coef_layout.c_str(), &Job::packed);
+    return v2;
+  };
+  if (f.only.empty() || f.only == "coef") {
+    PackCoefficientsFor(jobs, packed, options, f.size, v2_options(f.coef_layout),
+                        f.coef_layout.c_str(), &Job::packed);
+  }
+  if (f.only.empty() && !f.also_layout.empty()) {
+    PackCoefficientsFor(jobs, packed_also, options, f.size, v2_options(f.also_layout),
+                        f.also_layout.c_str(), &Job::packed_also);
   }
   if (f.only.empty()) {
     codecs::CoefficientPackOptions v1;
@@ -783,6 +797,8 @@ struct Interleaved {
   std::vector<double> coef_over_full, coef_over_indexed;
   // ... and against its ceiling (as a fraction of the ceiling's speed), the ceiling vs full.
   std::vector<double> coef_of_ceiling, ceiling_over_full, v1_of_ceiling, coef_over_v1;
+  // --also-layout, in the same rotation: against v1, coef and the ceiling.
+  std::vector<double> also_over_v1, also_over_coef, also_of_ceiling;
 };
 
 // One repetition's interleaved runs: the goal's ratio, rrc against full, and full,
@@ -794,9 +810,18 @@ void RunInterleavedRound(const std::vector<Mode>& modes, const std::vector<Job>&
   const auto [full_s, rrc_s] =
       RunInterleaved(modes[0].run, modes[1].run, jobs, kInterleaveBlock, worker);
   out.rrc_over_full.push_back(full_s / rrc_s);
+  const ModeFn also_fn = CoefMode(size, &Job::packed_also);
+  std::vector<const ModeFn*> rotation = {&modes[0].run, &modes[5].run, &modes[6].run, &ceiling_fn,
+                                         &coef_v1_fn};
+  const bool also = !jobs.empty() && jobs.front().packed_also != nullptr;
+  if (also) rotation.push_back(&also_fn);
   const std::vector<double> s5 =
-      RunRotating({&modes[0].run, &modes[5].run, &modes[6].run, &ceiling_fn, &coef_v1_fn}, jobs,
-                  kInterleaveBlock, worker, UnpackBlock(jobs));
+      RunRotating(rotation, jobs, kInterleaveBlock, worker, UnpackBlock(jobs));
+  if (also) {
+    out.also_over_v1.push_back(s5[4] / s5[5]);
+    out.also_over_coef.push_back(s5[2] / s5[5]);
+    out.also_of_ceiling.push_back(s5[3] / s5[5]);
+  }
   out.coef_over_full.push_back(s5[0] / s5[2]);
   out.coef_over_indexed.push_back(s5[1] / s5[2]);
   out.coef_of_ceiling.push_back(s5[3] / s5[2]);
@@ -900,7 +925,8 @@ void PrintRates(const Rates& r, const Corpus& corpus, const Probed& probed, cons
 }
 
 // The interleaved runs' ratios, medians and each round's.
-void PrintInterleaved(const Interleaved& in, const std::string& coef_layout) {
+void PrintInterleaved(const Interleaved& in, const std::string& coef_layout,
+                      const std::string& also_layout) {
   std::printf(
       "  interleaved (full and rrc alternating every %zu files): rrc %.3fx full "
       "(median of %zu; each:",
@@ -921,6 +947,14 @@ void PrintInterleaved(const Interleaved& in, const std::string& coef_layout) {
   for (double r : in.coef_of_ceiling) std::printf(" %.3f", r);
   std::printf("); v1 = %.3f of it; ceiling %.3fx full\n", Median(in.v1_of_ceiling),
               Median(in.ceiling_over_full));
+  if (in.also_over_v1.empty()) return;
+  std::printf(
+      "  same rounds, --also-layout %s: %.3fx v1, %.3fx coef %s, %.3f of the ceiling (each vs "
+      "v1:",
+      also_layout.c_str(), Median(in.also_over_v1), Median(in.also_over_coef), coef_layout.c_str(),
+      Median(in.also_of_ceiling));
+  for (double r : in.also_over_v1) std::printf(" %.3f", r);
+  std::printf(")\n");
 }
 
 void PrintRegions(const Regions& regions, std::size_t jobs) {
@@ -987,8 +1021,9 @@ int Run(int argc, char** argv) {
     transcode = TranscodeAll(jobs, transcoded, options, f);
     PrintTranscode(transcode, jobs.size(), f.interval_width);
   }
-  std::vector<codecs::CoefficientPackResult> packed(jobs.size()), packed_v1(jobs.size());
-  PackStores(jobs, packed, packed_v1, options, f);
+  std::vector<codecs::CoefficientPackResult> packed(jobs.size()), packed_v1(jobs.size()),
+      packed_also(jobs.size());
+  PackStores(jobs, packed, packed_v1, packed_also, options, f);
   std::vector<std::unique_ptr<Worker>> workers;
   workers.reserve(f.threads);
   for (int t = 0; t < f.threads; ++t) {
@@ -1015,7 +1050,7 @@ int Run(int argc, char** argv) {
   const Rates rates = RatesOf(modes);
   PrintRates(rates, *corpus, probed, f);
   if (!interleaved.rrc_over_full.empty()) {
-    PrintInterleaved(interleaved, f.coef_layout);
+    PrintInterleaved(interleaved, f.coef_layout, f.also_layout);
     PrintStageSplits(jobs, *workers[0], f.size, UnpackBlock(jobs), kInterleaveBlock);
   }
   PrintRegions(regions, jobs.size());

@@ -12,7 +12,14 @@
 //     (one byte, or 0x80 then two), a byte saying which of the 8 bytes of the 64-bit
 //     zigzag nonzero mask follow, those mask bytes, then the nonzero values (one byte, or
 //     0x80 then two), under none, LZ4 fast, zstd -1, 1 and 3.
-// For each it prints the bytes against the JPEG files, the encode time (so the pack rate
+// Then (--set v2 or all) version 2's column groups as the store writes them (each JPEG
+// packed as a stored v2 record, --group-pixels wide), each group coded on its own with
+// none, LZ4 fast, zstd 1 and the store's Huffman coding (codecs/coef_huffman.h: per-record
+// canonical tables per component class and role, four interleaved bit streams per group):
+// whole record bytes against the JPEGs, encode CPU time, and decode + check + unpack of a
+// whole image's groups to blocks in rotating rounds, as ratios to LZ4 and zstd 1 (medians
+// of per-round ratios), plus the Huffman decode's own split (tables, groups).
+// For each v1 coding it prints the bytes against the JPEG files, the encode time (so the pack rate
 // the coding would give: the pack's coefficient read + this encode) and the decode time
 // of a whole image's bands to unpacked 8x8 blocks (decompression + unpacking), each the
 // median over --reps rounds in which the codings rotate every 16 files on one thread.
@@ -36,6 +43,7 @@
 #include <vector>
 
 #include "bench/median.h"
+#include "codecs/coef_huffman.h"
 #include "tilefeed/codecs/jpeg_coefficients.h"
 #include "tools/cli_checks.h"
 
@@ -390,6 +398,349 @@ void PrintTable(const std::vector<Coding>& codings, const Totals& t, const std::
       "whole image's bands to 8x8 blocks)\n");
 }
 
+// --- Version 2: the store's column groups (DC deltas, masks, values, wide), each group
+// coded on its own as the store does, plus the record's header and group table.
+
+namespace detail = tilefeed::codecs::detail;
+
+struct Group {
+  std::size_t offset, size;  // in V2Image::raw
+  detail::HuffGroupShape shape;
+};
+
+// One image as a version-2 record holds it, its groups' raw bytes back to back.
+struct V2Image {
+  std::size_t overhead = 0;  // the record's header and group table
+  int classes = 1;           // Huffman table classes: 1 for gray, else 2
+  Bytes raw;
+  std::vector<Group> groups;
+};
+
+// Splits a version-2 stored record (coding 0) into its groups (docs/shard-format.md; the
+// record was just made by PackCoefficients, so it is trusted).
+V2Image GroupsOf(const std::vector<std::byte>& record) {
+  const auto* r = reinterpret_cast<const std::uint8_t*>(record.data());
+  const int n = r[5], tables = r[12];
+  const int width = static_cast<int>(Le16(r + 8)), height = static_cast<int>(Le16(r + 10));
+  int h[4], v[4], wib[4], hib[4], hmax = 1, vmax = 1;
+  for (int c = 0; c < n; ++c) {
+    h[c] = r[16 + 3 * c];
+    v[c] = r[17 + 3 * c];
+    hmax = std::max(hmax, h[c]);
+    vmax = std::max(vmax, v[c]);
+  }
+  for (int c = 0; c < n; ++c) {
+    wib[c] = (width * h[c] + 8 * hmax - 1) / (8 * hmax);
+    hib[c] = (height * v[c] + 8 * vmax - 1) / (8 * vmax);
+  }
+  std::size_t at = 16 + 3 * std::size_t(n) + 128 * std::size_t(tables);
+  const std::uint32_t bands = Le32(r + at);
+  const int group_width = r[at + 5];
+  const std::uint32_t groups = Le32(r + at + 8);
+  at += 12;
+  V2Image image;
+  image.classes = n == 1 ? 1 : 2;
+  image.overhead = at + 8 * std::size_t{bands} * groups;
+  image.raw.assign(r + image.overhead, r + record.size());
+  std::size_t offset = 0;
+  for (std::uint32_t b = 0; b < bands; ++b) {
+    for (std::uint32_t k = 0; k < groups; ++k) {
+      Group group{offset, Le32(r + at + 8 * (std::size_t{b} * groups + k) + 4), {}};
+      for (int c = 0; c < n; ++c) {
+        const int x0 = std::min<int>(static_cast<int>(k) * group_width * h[c], wib[c]);
+        const int x1 = std::min<int>(static_cast<int>(k + 1) * group_width * h[c], wib[c]);
+        const std::size_t blocks =
+            std::size_t(std::min(v[c], hib[c] - static_cast<int>(b) * v[c])) * (x1 - x0);
+        group.shape.blocks += blocks;
+        if (c == 0) group.shape.first_blocks = blocks;
+      }
+      offset += group.size;
+      image.groups.push_back(group);
+    }
+  }
+  return image;
+}
+
+enum class V2Back { kNone, kLz4, kZstd, kHuff };
+
+struct V2Coding {
+  std::string name;
+  V2Back back;
+  std::vector<Bytes> coded;                       // per image: (tables,) groups
+  std::vector<std::vector<std::uint32_t>> sizes;  // per image: (table bytes,) group sizes
+  std::size_t bytes = 0;
+  double encode_seconds = 0;
+  std::vector<double> decode_rounds;
+};
+
+// Codes one image's groups; returns its coded bytes and sizes.
+void EncodeV2(V2Coding& coding, const V2Image& image, ZSTD_CCtx* cctx) {
+  Bytes all;
+  std::vector<std::uint32_t> sizes;
+  if (coding.back == V2Back::kHuff) {
+    detail::HuffEncoder encoder(image.classes);
+    for (const Group& g : image.groups) encoder.Count(image.raw.data() + g.offset, g.size, g.shape);
+    encoder.Finish();
+    std::vector<std::byte> out;
+    encoder.AppendTables(out);
+    sizes.push_back(static_cast<std::uint32_t>(out.size()));
+    for (const Group& g : image.groups) {
+      const std::size_t before = out.size();
+      encoder.AppendGroup(image.raw.data() + g.offset, g.size, g.shape, out);
+      sizes.push_back(static_cast<std::uint32_t>(out.size() - before));
+    }
+    const auto* p = reinterpret_cast<const std::uint8_t*>(out.data());
+    all.assign(p, p + out.size());
+  } else {
+    const Back back = coding.back == V2Back::kNone  ? Back::kNone
+                      : coding.back == V2Back::kLz4 ? Back::kLz4
+                                                    : Back::kZstd;
+    for (const Group& g : image.groups) {
+      const Bytes raw(image.raw.begin() + std::ptrdiff_t(g.offset),
+                      image.raw.begin() + std::ptrdiff_t(g.offset + g.size));
+      const Bytes coded = Compress(raw, back, 1, cctx);
+      all.insert(all.end(), coded.begin(), coded.end());
+      sizes.push_back(static_cast<std::uint32_t>(coded.size()));
+    }
+  }
+  coding.bytes += all.size() + image.overhead;
+  coding.coded.push_back(std::move(all));
+  coding.sizes.push_back(std::move(sizes));
+}
+
+// The store's check of a decoded group (CheckGroup) and its unpack to blocks; returns a
+// checksum.
+std::uint64_t CheckAndUnpackV2(const std::uint8_t* raw, std::size_t size, std::size_t blocks,
+                               Block* out) {
+  const std::uint8_t* masks = raw + 2 * blocks;
+  const std::uint8_t* values = raw + 10 * blocks;
+  std::size_t count = 0;
+  std::uint64_t bit0 = 0;
+  for (std::size_t i = 0; i < blocks; ++i) {
+    std::uint64_t mask;
+    std::memcpy(&mask, masks + 8 * i, 8);
+    bit0 |= mask;
+    count += static_cast<std::size_t>(__builtin_popcountll(mask));
+  }
+  std::size_t escapes = 0;
+  for (std::size_t i = 0; i < count && 10 * blocks + i < size; ++i) escapes += values[i] == 0x80;
+  if ((bit0 & 1) != 0 || 10 * blocks + count + 2 * escapes != size) std::abort();
+  const std::uint8_t* wide = values + count;
+  std::uint16_t dc = 0;
+  for (std::size_t x = 0; x < blocks; ++x) {
+    dc = static_cast<std::uint16_t>(dc + Le16(raw + 2 * x));
+    std::uint64_t mask;
+    std::memcpy(&mask, masks + 8 * x, 8);
+    std::int16_t* block = out[x].c;
+    std::memset(block, 0, sizeof(Block));
+    block[0] = static_cast<std::int16_t>(dc);
+    for (; mask != 0; mask &= mask - 1) {
+      int value = static_cast<std::int8_t>(*values++);
+      if (value == -128) {
+        value = static_cast<std::int16_t>(Le16(wide));
+        wide += 2;
+      }
+      block[kNatural[__builtin_ctzll(mask)]] = static_cast<std::int16_t>(value);
+    }
+  }
+  return static_cast<std::uint16_t>(out[blocks / 2].c[0]);
+}
+
+// Decodes one image's groups to blocks (decode, check, unpack); returns a checksum.
+std::uint64_t DecodeV2(const V2Coding& coding, std::size_t i, const V2Image& image, Bytes& raw,
+                       std::vector<Block>& blocks, ZSTD_DCtx* dctx, detail::HuffDecoder& huff) {
+  const std::uint8_t* p = coding.coded[i].data();
+  const std::vector<std::uint32_t>& sizes = coding.sizes[i];
+  std::size_t s = 0;
+  if (coding.back == V2Back::kHuff) {
+    const char* why = nullptr;
+    if (huff.ReadTables(p, sizes[0], image.classes, &why) != sizes[0]) std::abort();
+    p += sizes[s++];
+  }
+  std::uint64_t sum = 0;
+  for (const Group& g : image.groups) {
+    const std::uint32_t size = sizes[s++];
+    if (raw.size() < g.size) raw.resize(g.size);
+    bool ok = true;
+    switch (coding.back) {
+      case V2Back::kNone:
+        std::memcpy(raw.data(), p, g.size);
+        break;
+      case V2Back::kLz4:
+        ok = LZ4_decompress_safe(reinterpret_cast<const char*>(p),
+                                 reinterpret_cast<char*>(raw.data()), static_cast<int>(size),
+                                 static_cast<int>(g.size)) == int(g.size);
+        break;
+      case V2Back::kZstd:
+        ok = ZSTD_decompressDCtx(dctx, raw.data(), g.size, p, size) == g.size;
+        break;
+      case V2Back::kHuff:
+        ok = huff.DecodeGroup(p, size, raw.data(), g.size, g.shape) == nullptr;
+        break;
+    }
+    if (!ok) std::abort();
+    if (blocks.size() < g.shape.blocks + 1) blocks.resize(g.shape.blocks + 1);
+    sum += CheckAndUnpackV2(raw.data(), g.size, g.shape.blocks, blocks.data());
+    p += size;
+  }
+  return sum;
+}
+
+// Checks that the Huffman coding gives back every group's raw bytes exactly (the other
+// codings are checked by their decoders' sizes and DecodeV2's check in the rounds).
+void VerifyHuff(const V2Coding& huff, const std::vector<V2Image>& images) {
+  detail::HuffDecoder decoder;
+  Bytes raw;
+  for (std::size_t i = 0; i < images.size(); ++i) {
+    const std::uint8_t* p = huff.coded[i].data();
+    const char* why = nullptr;
+    if (decoder.ReadTables(p, huff.sizes[i][0], images[i].classes, &why) != huff.sizes[i][0]) {
+      std::fprintf(stderr, "coef_coding_bench: huff tables refused: %s\n", why);
+      std::abort();
+    }
+    p += huff.sizes[i][0];
+    std::size_t s = 1;
+    for (const Group& g : images[i].groups) {
+      raw.assign(g.size, 0);
+      const char* bad = decoder.DecodeGroup(p, huff.sizes[i][s], raw.data(), g.size, g.shape);
+      if (bad != nullptr || std::memcmp(raw.data(), images[i].raw.data() + g.offset, g.size) != 0) {
+        std::fprintf(stderr, "coef_coding_bench: huff round trip differs (image %zu): %s\n", i,
+                     bad != nullptr ? bad : "other bytes");
+        std::abort();
+      }
+      p += huff.sizes[i][s++];
+    }
+  }
+}
+
+// Decodes every image with every v2 coding in `reps` rounds, rotating every 16 images.
+std::uint64_t DecodeRoundsV2(std::vector<V2Coding>& codings, const std::vector<V2Image>& images,
+                             int reps) {
+  ZSTD_DCtx* dctx = ZSTD_createDCtx();
+  detail::HuffDecoder huff;
+  Bytes raw;
+  std::vector<Block> blocks;
+  std::uint64_t checksum = 0;
+  constexpr std::size_t kBlock = 16;
+  for (int r = 0; r < reps; ++r) {
+    std::vector<double> seconds(codings.size(), 0.0);
+    for (std::size_t begin = 0, k = 0; begin < images.size(); begin += kBlock, ++k) {
+      const std::size_t end = std::min(images.size(), begin + kBlock);
+      for (std::size_t turn = 0; turn < codings.size(); ++turn) {
+        const std::size_t m = (k + turn) % codings.size();
+        const auto start = Clock::now();
+        for (std::size_t i = begin; i < end; ++i) {
+          checksum += DecodeV2(codings[m], i, images[i], raw, blocks, dctx, huff);
+        }
+        seconds[m] += Since(start);
+      }
+    }
+    for (std::size_t m = 0; m < codings.size(); ++m) codings[m].decode_rounds.push_back(seconds[m]);
+  }
+  ZSTD_freeDCtx(dctx);
+  return checksum;
+}
+
+// Prints the v2 table: bytes against the JPEGs, encode CPU time, decode time and its
+// ratios to LZ4 and zstd 1 (medians of the per-round ratios).
+void PrintV2(const std::vector<V2Coding>& codings, std::size_t images, std::size_t jpeg_bytes,
+             int reps, std::uint64_t checksum) {
+  std::printf(
+      "v2 groups: %zu images, %.1f MB of JPEG; decode = group decode + check + unpack to "
+      "blocks, median of %d rotating rounds (checksum %llu)\n",
+      images, double(jpeg_bytes) / 1e6, reps, static_cast<unsigned long long>(checksum));
+  std::printf("  %-10s %9s %8s %10s %10s %10s %10s\n", "coding", "MB", "x JPEG", "enc CPU-us",
+              "decode us", "x lz4", "x zstd 1");
+  const auto find = [&](V2Back back) -> const V2Coding& {
+    for (const V2Coding& c : codings) {
+      if (c.back == back) return c;
+    }
+    return codings.front();
+  };
+  const V2Coding& lz4 = find(V2Back::kLz4);
+  const V2Coding& zstd = find(V2Back::kZstd);
+  for (const V2Coding& c : codings) {
+    std::vector<double> over_lz4, over_zstd;
+    for (int r = 0; r < reps; ++r) {
+      over_lz4.push_back(c.decode_rounds[r] / lz4.decode_rounds[r]);
+      over_zstd.push_back(c.decode_rounds[r] / zstd.decode_rounds[r]);
+    }
+    std::printf("  %-10s %9.1f %8.3f %10.0f %10.1f %10.3f %10.3f\n", c.name.c_str(),
+                double(c.bytes) / 1e6, double(c.bytes) / double(jpeg_bytes),
+                1e6 * c.encode_seconds / double(images),
+                1e6 * tilefeed::bench::Median(c.decode_rounds) / double(images),
+                tilefeed::bench::Median(over_lz4), tilefeed::bench::Median(over_zstd));
+  }
+  std::printf(
+      "  (bytes: whole version-2 records; decode time: a ratio below 1 is faster; per-image "
+      "times of the median round)\n");
+}
+
+// The Huffman decode's own split, outside the rounds: reading the record's tables (and
+// building the lookup tables) against decoding its groups, per image, and per raw byte.
+void PrintHuffSplit(const V2Coding& huff, const std::vector<V2Image>& images) {
+  detail::HuffDecoder decoder;
+  Bytes raw;
+  double tables = 0, groups = 0;
+  std::size_t bytes = 0;
+  for (std::size_t i = 0; i < images.size(); ++i) {
+    const std::uint8_t* p = huff.coded[i].data();
+    const char* why = nullptr;
+    auto start = Clock::now();
+    decoder.ReadTables(p, huff.sizes[i][0], images[i].classes, &why);
+    tables += Since(start);
+    p += huff.sizes[i][0];
+    start = Clock::now();
+    std::size_t s = 1;
+    for (const Group& g : images[i].groups) {
+      if (raw.size() < g.size) raw.resize(g.size);
+      if (decoder.DecodeGroup(p, huff.sizes[i][s], raw.data(), g.size, g.shape) != nullptr) {
+        std::abort();
+      }
+      p += huff.sizes[i][s++];
+      bytes += g.size;
+    }
+    groups += Since(start);
+  }
+  const double n = double(images.size());
+  std::printf("v2 huff alone: tables %.1f us/image, groups %.1f us/image (%.2f ns per raw byte)\n",
+              1e6 * tables / n, 1e6 * groups / n, 1e9 * groups / double(bytes));
+}
+
+// Packs `files` as version-2 stored records and measures the v2 codings on them.
+void RunV2(const std::vector<Bytes>& files, int group_pixels, int reps) {
+  codecs::CoefficientPackOptions stored;
+  stored.version = 2;
+  stored.coding = codecs::CoefficientCoding::kNone;
+  stored.group_pixels = group_pixels;
+  std::vector<V2Image> images;
+  std::size_t jpeg_bytes = 0;
+  for (const Bytes& f : files) {
+    const codecs::CoefficientPackResult r = codecs::PackCoefficients(
+        std::span(reinterpret_cast<const std::byte*>(f.data()), f.size()), stored);
+    if (!r.packed) continue;
+    images.push_back(GroupsOf(r.record));
+    jpeg_bytes += f.size();
+  }
+  std::vector<V2Coding> codings = {{"v2 none", V2Back::kNone, {}, {}, 0, 0, {}},
+                                   {"v2 lz4", V2Back::kLz4, {}, {}, 0, 0, {}},
+                                   {"v2 zstd 1", V2Back::kZstd, {}, {}, 0, 0, {}},
+                                   {"v2 huff", V2Back::kHuff, {}, {}, 0, 0, {}}};
+  ZSTD_CCtx* cctx = ZSTD_createCCtx();
+  for (V2Coding& coding : codings) {
+    for (const V2Image& image : images) {
+      const double start = CpuNow();
+      EncodeV2(coding, image, cctx);
+      coding.encode_seconds += CpuNow() - start;
+    }
+  }
+  ZSTD_freeCCtx(cctx);
+  VerifyHuff(codings.back(), images);
+  PrintHuffSplit(codings.back(), images);
+  const std::uint64_t checksum = DecodeRoundsV2(codings, images, reps);
+  PrintV2(codings, images.size(), jpeg_bytes, reps, checksum);
+}
+
 // The bench itself; main() turns an exception that escapes it into one line.
 int Run(int argc, char** argv) {
   CLI::App app{
@@ -403,6 +754,14 @@ int Run(int argc, char** argv) {
   app.add_option("--reps", reps, "decode rounds (median reported)")
       ->check(tilefeed::tools::AtLeast(1))
       ->capture_default_str();
+  std::string set = "all";
+  int group_pixels = 128;
+  app.add_option("--set", set, "which codings: v1 (whole bands), v2 (column groups) or all")
+      ->check(CLI::IsMember({"v1", "v2", "all"}))
+      ->capture_default_str();
+  app.add_option("--group-pixels", group_pixels, "v2: column group width in pixels")
+      ->check(tilefeed::tools::AtLeast(1))
+      ->capture_default_str();
   if (const auto rc = tilefeed::tools::ParseArgs(app, argc, argv, "coef_coding_bench")) return *rc;
   std::filesystem::path root(data);
   if (!std::filesystem::is_directory(root)) {
@@ -411,6 +770,8 @@ int Run(int argc, char** argv) {
   }
   if (std::filesystem::is_directory(root / "train")) root /= "train";
   const std::vector<Bytes> files = LoadJpegs(root, max_files);
+  if (set != "v1") RunV2(files, group_pixels, reps);
+  if (set == "v2") return 0;
 
   codecs::CoefficientPackOptions fast;
   fast.version = 1;  // BandsOf reads version 1 records

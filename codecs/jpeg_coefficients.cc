@@ -45,6 +45,7 @@
 #include <jpegint.h>
 // clang-format on
 
+#include "codecs/coef_huffman.h"
 #include "codecs/crop_check.h"
 #include "codecs/libjpeg_errors.h"
 #include "codecs/row_stream.h"
@@ -108,17 +109,20 @@ struct Geometry {
   int groups = 1;              // column groups per band
   std::size_t band_table = 0;  // offset of the band (group) table
   std::size_t data = 0;        // offset of the first band's (group's) data
+  std::size_t huff_tables = 0, huff_table_bytes = 0;  // coding 3: the Huffman tables
+  int huff_classes() const { return components == 1 ? 1 : 2; }
   // Block columns [group_begin, group_end) of component c in column group k.
   int group_begin(int k, int c) const {
     return static_cast<int>(std::min<std::int64_t>(std::int64_t{k} * group_width * h[c], wib[c]));
   }
   int group_end(int k, int c) const { return group_begin(k + 1, c); }
   int band_rows(int band, int c) const { return std::min(v[c], hib[c] - band * v[c]); }
+  std::size_t group_blocks(int band, int k, int c) const {
+    return std::size_t(band_rows(band, c)) * std::size_t(group_end(k, c) - group_begin(k, c));
+  }
   std::size_t group_blocks(int band, int k) const {
     std::size_t n = 0;
-    for (int c = 0; c < components; ++c) {
-      n += std::size_t(band_rows(band, c)) * std::size_t(group_end(k, c) - group_begin(k, c));
-    }
+    for (int c = 0; c < components; ++c) n += group_blocks(band, k, c);
     return n;
   }
   std::size_t band_blocks(int band, int c) const {  // blocks of component c in a band
@@ -214,7 +218,7 @@ Geometry ParseGeometry(std::span<const std::byte> rec, std::int64_t max_pixels) 
     if (rec.size() - at < 8) Corrupt("header ends early");
     g.coding = static_cast<int>(ByteAt(rec, at));
     g.group_width = static_cast<int>(ByteAt(rec, at + 1));
-    if (g.coding > 2 || g.group_width == 0 || Le16(rec, at + 2) != 0) {
+    if (g.coding > 3 || g.group_width == 0 || Le16(rec, at + 2) != 0) {
       Corrupt("bad coding, group width or reserved bytes");
     }
   }
@@ -228,6 +232,14 @@ Geometry ParseGeometry(std::span<const std::byte> rec, std::int64_t max_pixels) 
   if ((rec.size() - at) / 8 < entries) Corrupt("band table ends early");
   g.band_table = at;
   g.data = at + 8 * entries;
+  if (g.coding == 3) {  // u32 table bytes, then the tables
+    if (rec.size() - g.data < 4 || rec.size() - g.data - 4 < Le32(rec, g.data)) {
+      Corrupt("Huffman tables end early");
+    }
+    g.huff_tables = g.data + 4;
+    g.huff_table_bytes = Le32(rec, g.data);
+    g.data = g.huff_tables + g.huff_table_bytes;
+  }
   CheckTable(rec, g);
   return g;
 }
@@ -247,11 +259,13 @@ void CheckTable(std::span<const std::byte> rec, const Geometry& g) {
     // 1 byte, each possibly with 2 more in the wide stream.
     const bool sizes_fit = g.version == 1 ? raw >= 3 * blocks && raw <= 192 * blocks
                                           : raw >= 10 * blocks && raw <= 199 * blocks;
-    const bool packed_fits = g.coding == 0 ? packed == raw
-                             : g.coding == 1
-                                 ? raw <= LZ4_MAX_INPUT_SIZE && packed > 0 &&
-                                       packed <= std::uint64_t(LZ4_compressBound(int(raw)))
-                                 : packed > 0 && packed <= ZSTD_compressBound(raw);
+    bool packed_fits = packed > 0 && packed <= ZSTD_compressBound(raw);  // zstd
+    if (g.coding == 0) packed_fits = packed == raw;
+    if (g.coding == 1) {
+      packed_fits = raw <= LZ4_MAX_INPUT_SIZE && packed > 0 &&
+                    packed <= std::uint64_t(LZ4_compressBound(int(raw)));
+    }
+    if (g.coding == 3) packed_fits = packed >= detail::kHuffGroupHeader && packed <= 16 + 2 * raw;
     if (!sizes_fit || !packed_fits) {
       Corrupt("band " + std::to_string(band) + " sizes do not fit its blocks");
     }
@@ -649,18 +663,31 @@ struct ZstdDecompressor {
   ZstdDecompressor& operator=(const ZstdDecompressor&) = delete;
 };
 
+// What decodes version 2's groups: zstd's context and the record's Huffman tables.
+struct GroupDecoders {
+  ZstdDecompressor zstd;
+  detail::HuffDecoder huff;
+};
+
 // Decodes one group's stored bytes into `out` (exactly `raw_size` bytes) or throws.
 void DecodeGroup(const Geometry& g, const std::byte* packed, std::size_t packed_size,
-                 std::uint8_t* out, std::size_t raw_size, ZSTD_DCtx* zstd, int band) {
+                 std::uint8_t* out, std::size_t raw_size, GroupDecoders& decoders, int band,
+                 int k) {
   bool ok = true;
-  if (g.coding == 0) {
+  if (g.coding == 3) {
+    const detail::HuffGroupShape shape{g.group_blocks(band, k), g.group_blocks(band, k, 0)};
+    if (const char* why = decoders.huff.DecodeGroup(reinterpret_cast<const std::uint8_t*>(packed),
+                                                    packed_size, out, raw_size, shape)) {
+      Corrupt("band " + std::to_string(band) + " group " + std::to_string(k) + ": " + why);
+    }
+  } else if (g.coding == 0) {
     std::memcpy(out, packed, raw_size);
   } else if (g.coding == 1) {
     ok = LZ4_decompress_safe(reinterpret_cast<const char*>(packed), reinterpret_cast<char*>(out),
                              static_cast<int>(packed_size),
                              static_cast<int>(raw_size)) == static_cast<int>(raw_size);
   } else {
-    ok = ZSTD_decompressDCtx(zstd, out, raw_size, packed, packed_size) == raw_size;
+    ok = ZSTD_decompressDCtx(decoders.zstd.dctx, out, raw_size, packed, packed_size) == raw_size;
   }
   if (!ok) Corrupt("band " + std::to_string(band) + " is damaged");
 }
@@ -693,7 +720,15 @@ GroupCursor CheckGroup(const std::uint8_t* raw, std::size_t size, std::size_t bl
 // Throws DecodeError(kCorrupt).
 void DecompressGroups(std::span<const std::byte> rec, const Geometry& g, int row0, int row1, int k0,
                       int k1, std::vector<std::uint8_t>& raw, std::vector<GroupCursor>& cursors,
-                      ZSTD_DCtx* zstd) {
+                      GroupDecoders& decoders) {
+  if (g.coding == 3) {
+    const char* why = "";
+    const auto* tables = reinterpret_cast<const std::uint8_t*>(rec.data() + g.huff_tables);
+    if (decoders.huff.ReadTables(tables, g.huff_table_bytes, g.huff_classes(), &why) !=
+        g.huff_table_bytes) {
+      Corrupt(std::string("Huffman tables: ") + (*why != 0 ? why : "bytes left over"));
+    }
+  }
   const auto entry = [&](int b, int k) {
     return g.band_table + 8 * (std::size_t(b) * std::size_t(g.groups) + std::size_t(k));
   };
@@ -711,7 +746,7 @@ void DecompressGroups(std::span<const std::byte> rec, const Geometry& g, int row
       const std::size_t e = std::size_t(b) * std::size_t(g.groups) + std::size_t(k);
       for (; walked < e; ++walked) offset += Le32(rec, g.band_table + 8 * walked);
       const std::size_t packed = Le32(rec, entry(b, k)), size = Le32(rec, entry(b, k) + 4);
-      DecodeGroup(g, rec.data() + offset, packed, raw.data() + at, size, zstd, b);
+      DecodeGroup(g, rec.data() + offset, packed, raw.data() + at, size, decoders, b, k);
       cursors.push_back(CheckGroup(raw.data() + at, size, g.group_blocks(b, k), b));
       at += size;
     }
@@ -962,36 +997,84 @@ bool PackBands(Reader& r, jvirt_barray_ptr* arrays, const Geometry& g,
   return true;
 }
 
+// Version 2: the raw bytes of group k of `band` (DC deltas, masks, values, wide) into
+// `raw`. False if libjpeg failed.
+bool GroupRaw(Reader& r, jvirt_barray_ptr* arrays, const Geometry& g, int band, int k,
+              GroupStreams& streams, std::vector<char>& raw) {
+  std::array<JBLOCKARRAY, 4> rows{};
+  streams.Clear();
+  for (int c = 0; c < g.components; ++c) {
+    // In-memory arrays (jpeg_read_coefficients realises them whole), so access is cheap;
+    // asked again per group, as libjpeg promises a row pointer only until the next access.
+    const auto start = static_cast<JDIMENSION>(band * g.v[c]);
+    if (!GuardedAccess(&r.cinfo, &r.errors, arrays[c], start, static_cast<JDIMENSION>(g.v[c]),
+                       &rows[c])) {
+      return false;
+    }
+    for (int y = 0; y < g.band_rows(band, c); ++y) {
+      streams.AddRow(rows[c][y], g.group_begin(k, c), g.group_end(k, c));
+    }
+  }
+  raw.clear();
+  for (const auto* s : {&streams.dc, &streams.masks, &streams.values, &streams.wide}) {
+    raw.insert(raw.end(), reinterpret_cast<const char*>(s->data()),
+               reinterpret_cast<const char*>(s->data() + s->size()));
+  }
+  return true;
+}
+
+// Version 2 with Huffman groups (coding 3): every group's raw bytes first, since the
+// record's tables count them all; then the tables (after their u32 size) and the groups.
+bool PackHuffGroups(Reader& r, jvirt_barray_ptr* arrays, const Geometry& g,
+                    std::vector<std::byte>& out, std::size_t table_at) {
+  GroupStreams streams;
+  std::vector<char> raw, all;
+  std::vector<std::size_t> ends;
+  detail::HuffEncoder encoder(g.huff_classes());
+  const auto shape = [&](int band, int k) {
+    return detail::HuffGroupShape{g.group_blocks(band, k), g.group_blocks(band, k, 0)};
+  };
+  for (int band = 0; band < g.bands; ++band) {
+    for (int k = 0; k < g.groups; ++k) {
+      if (!GroupRaw(r, arrays, g, band, k, streams, raw)) return false;
+      encoder.Count(reinterpret_cast<const std::uint8_t*>(raw.data()), raw.size(), shape(band, k));
+      all.insert(all.end(), raw.begin(), raw.end());
+      ends.push_back(all.size());
+    }
+  }
+  encoder.Finish();
+  const std::size_t size_at = out.size();
+  PutLe32(out, 0);
+  encoder.AppendTables(out);
+  const std::size_t table_bytes = out.size() - size_at - 4;
+  for (int i = 0; i < 4; ++i) out[size_at + i] = std::byte((table_bytes >> (8 * i)) & 0xFF);
+  for (std::size_t e = 0, begin = 0; e < ends.size(); begin = ends[e++]) {
+    const std::size_t at = out.size(), size = ends[e] - begin;
+    const auto band = static_cast<int>(e / std::size_t(g.groups));
+    const auto k = static_cast<int>(e % std::size_t(g.groups));
+    encoder.AppendGroup(reinterpret_cast<const std::uint8_t*>(all.data() + begin), size,
+                        shape(band, k), out);
+    const std::size_t packed = out.size() - at;
+    for (int i = 0; i < 4; ++i) {
+      out[table_at + 8 * e + i] = std::byte((packed >> (8 * i)) & 0xFF);
+      out[table_at + 8 * e + 4 + i] = std::byte((size >> (8 * i)) & 0xFF);
+    }
+  }
+  return true;
+}
+
 // Version 2: each band's column groups, each coded on its own. False if libjpeg failed.
 bool PackGroups(Reader& r, jvirt_barray_ptr* arrays, const Geometry& g,
                 const CoefficientPackOptions& options, std::vector<std::byte>& out) {
   const std::size_t table_at = out.size();
   out.resize(out.size() + 8 * std::size_t(g.bands) * std::size_t(g.groups));
+  if (g.coding == 3) return PackHuffGroups(r, arrays, g, out, table_at);
   ZstdCompressor zstd(options.zstd_level);
   GroupStreams streams;
   std::vector<char> raw;
-  std::array<JBLOCKARRAY, 4> rows{};
   for (int band = 0; band < g.bands; ++band) {
     for (int k = 0; k < g.groups; ++k) {
-      streams.Clear();
-      for (int c = 0; c < g.components; ++c) {
-        // In-memory arrays (jpeg_read_coefficients realises them whole), so access is
-        // cheap; asked again per group, as libjpeg promises a row pointer only until the
-        // next access.
-        const auto start = static_cast<JDIMENSION>(band * g.v[c]);
-        if (!GuardedAccess(&r.cinfo, &r.errors, arrays[c], start, static_cast<JDIMENSION>(g.v[c]),
-                           &rows[c])) {
-          return false;
-        }
-        for (int y = 0; y < g.band_rows(band, c); ++y) {
-          streams.AddRow(rows[c][y], g.group_begin(k, c), g.group_end(k, c));
-        }
-      }
-      raw.clear();
-      for (const auto* s : {&streams.dc, &streams.masks, &streams.values, &streams.wide}) {
-        raw.insert(raw.end(), reinterpret_cast<const char*>(s->data()),
-                   reinterpret_cast<const char*>(s->data() + s->size()));
-      }
+      if (!GroupRaw(r, arrays, g, band, k, streams, raw)) return false;
       const std::size_t entry = std::size_t(band) * std::size_t(g.groups) + std::size_t(k);
       AppendCoded(raw, g, options, zstd.cctx, out, table_at + 8 * entry);
     }
@@ -1005,12 +1088,12 @@ void CheckCoefficients(std::span<const std::byte> record, std::int64_t max_pixel
   std::vector<std::uint8_t> raw;
   std::vector<BandCursor> cursors;
   std::vector<GroupCursor> group_cursors;
-  ZstdDecompressor zstd;
+  GroupDecoders decoders;
   for (int b = 0; b < g.bands; ++b) {
     if (g.version == 1) {
       DecompressBands(record, g, b, b, raw, cursors);
     } else {
-      DecompressGroups(record, g, b, b, 0, g.groups - 1, raw, group_cursors, zstd.dctx);
+      DecompressGroups(record, g, b, b, 0, g.groups - 1, raw, group_cursors, decoders);
     }
   }
 }
@@ -1024,8 +1107,8 @@ UnpackedCoefficients UnpackCoefficients(std::span<const std::byte> record,
   if (g.version == 1) {
     DecompressBands(record, g, 0, g.bands - 1, raw, cursors);
   } else {
-    ZstdDecompressor zstd;
-    DecompressGroups(record, g, 0, g.bands - 1, 0, g.groups - 1, raw, group_cursors, zstd.dctx);
+    GroupDecoders decoders;
+    DecompressGroups(record, g, 0, g.bands - 1, 0, g.groups - 1, raw, group_cursors, decoders);
   }
   UnpackedCoefficients u;
   u.record.assign(record.begin(), record.end());
@@ -1061,7 +1144,7 @@ CoefficientPackResult PackCoefficients(std::span<const std::byte> jpeg,
                                        const CoefficientPackOptions& options) {
   if ((options.version != 1 && options.version != 2) || options.group_pixels < 1 ||
       options.lz4hc_level < 0 || options.lz4hc_level > 12 || options.zstd_level < -5 ||
-      options.zstd_level > 19 || static_cast<int>(options.coding) > 2) {
+      options.zstd_level > 19 || static_cast<int>(options.coding) > 3) {
     throw std::invalid_argument("CoefficientPackOptions out of range");
   }
   CoefficientPackResult result;
@@ -1162,7 +1245,7 @@ struct CoefficientDecoder::Impl {
   std::vector<std::uint8_t> raw;  // the covering bands, decompressed; only grows
   std::vector<BandCursor> cursors;
   std::vector<GroupCursor> group_cursors;
-  ZstdDecompressor zstd;
+  GroupDecoders group_decoders;
   std::vector<Block> blocks;
   detail::RowRing ring;
   Resizer resizer;
@@ -1190,7 +1273,7 @@ struct CoefficientDecoder::Impl {
       DecompressBands(rec, g, cover.row0, cover.row1, raw, cursors);
     } else {
       DecompressGroups(rec, g, cover.row0, cover.row1, cover.col0 / g.group_width,
-                       cover.col1 / g.group_width, raw, group_cursors, zstd.dctx);
+                       cover.col1 / g.group_width, raw, group_cursors, group_decoders);
     }
   }
 

@@ -167,10 +167,12 @@ void AddCodecFlags(CLI::App& app, Args& args) {
       ->capture_default_str();
   app.add_option("--coef-layout", args.coef_layout,
                  "--codec coefficients: v1 (whole LZ4 bands, ~1.9x the JPEG bytes, the "
-                 "fastest to decode), v2-zstd (column groups, zstd: ~1.2x, ~0.6x v1's decode "
-                 "speed), v2-lz4 (~1.7x) or v2-none (~1.9x) (column groups, no entropy coder); "
-                 "bench/RESULTS-coef.md, docs/shard-format.md")
-      ->check(CLI::IsMember({"v2-zstd", "v2-lz4", "v2-none", "v1"}))
+                 "fastest to decode), v2-huff (column groups, Huffman: ~1.06x, ~0.7x v1's "
+                 "decode speed), v2-zstd "
+                 "(column groups, zstd: ~1.2x, ~0.6x v1's decode speed), v2-lz4 (~1.7x) or "
+                 "v2-none (~1.9x) (column groups, no entropy coder); bench/RESULTS-coef.md, "
+                 "docs/shard-format.md")
+      ->check(CLI::IsMember({"v2-huff", "v2-zstd", "v2-lz4", "v2-none", "v1"}))
       ->capture_default_str();
   app.add_option("--lz4hc", args.lz4hc,
                  "--coef-layout v1 or v2-lz4: LZ4HC level, 1..12 (smaller, slower to pack), "
@@ -190,7 +192,9 @@ std::optional<loader::PackOptions> PackOptionsOf(const Args& args) {
   options.coefficients.version = args.coef_layout == "v1" ? 1 : 2;
   options.coefficients.coding = args.coef_layout == "v2-lz4"    ? codecs::CoefficientCoding::kLz4
                                 : args.coef_layout == "v2-none" ? codecs::CoefficientCoding::kNone
-                                                                : codecs::CoefficientCoding::kZstd;
+                                : args.coef_layout == "v2-huff"
+                                    ? codecs::CoefficientCoding::kHuffman
+                                    : codecs::CoefficientCoding::kZstd;
   const char* shard_size = args.shard_size.c_str();
   if (!ParseSize(args.shard_size, options.shard_bytes)) {
     std::fprintf(stderr, "tilefeed-pack: bad --shard-size '%s'\n", shard_size);

@@ -24,12 +24,13 @@ std::vector<std::byte> MustPack(std::span<const std::byte> jpeg,
   return std::move(result.record);
 }
 
-// Every layout and coding the store writes: version 2 with zstd (the default), LZ4 and
-// stored groups, groups of one iMCU and wider than the image; version 1.
+// Every layout and coding the store writes: version 2 with zstd, Huffman, LZ4 and stored
+// groups, groups of one iMCU and wider than the image; version 1.
 std::vector<std::pair<std::string, CoefficientPackOptions>> Layouts() {
   std::vector<std::pair<std::string, CoefficientPackOptions>> layouts;
   CoefficientPackOptions o;
   o.version = 2;
+  o.coding = CoefficientCoding::kZstd;
   layouts.push_back({"v2 zstd", o});
   o.coding = CoefficientCoding::kLz4;
   o.lz4hc_level = 0;
@@ -40,9 +41,17 @@ std::vector<std::pair<std::string, CoefficientPackOptions>> Layouts() {
   layouts.push_back({"v2 stored, 40-px groups", o});
   o = {};
   o.version = 2;
+  o.coding = CoefficientCoding::kZstd;
   o.group_pixels = 100000;  // one group per band
   o.zstd_level = 3;
   layouts.push_back({"v2 zstd 3, one group", o});
+  o = {};
+  o.version = 2;  // Huffman, the default coding
+  layouts.push_back({"v2 huff", o});
+  o.group_pixels = 1;
+  layouts.push_back({"v2 huff, 1-iMCU groups", o});
+  o.group_pixels = 100000;
+  layouts.push_back({"v2 huff, one group", o});
   o = {};
   o.version = 1;
   layouts.push_back({"v1", o});
@@ -263,6 +272,112 @@ TEST(CoefficientStore, DamagedRecordsAreDecodeErrors) {
     SCOPED_TRACE(layout);
     ExpectDamageReported(MustPack(MakeJpeg(150, 100, {}, 6), options));
   }
+}
+
+// A version-2 Huffman record's parts (docs/shard-format.md), for crafting bad ones.
+struct HuffRecord {
+  std::vector<std::byte> bytes;
+  std::size_t group_table = 0, tables = 0, table_bytes = 0, groups = 0;
+};
+
+std::size_t Le32At(const std::vector<std::byte>& b, std::size_t i) {
+  std::size_t v = 0;
+  for (int k = 3; k >= 0; --k) v = v << 8 | std::to_integer<std::size_t>(b[i + std::size_t(k)]);
+  return v;
+}
+
+void PutLe32At(std::vector<std::byte>& b, std::size_t i, std::size_t v) {
+  for (std::size_t k = 0; k < 4; ++k) b[i + k] = std::byte((v >> (8 * k)) & 0xFF);
+}
+
+HuffRecord HuffRecordOf(std::vector<std::byte> record) {
+  HuffRecord r;
+  const std::size_t n = std::to_integer<std::size_t>(record[5]);
+  const std::size_t quant = std::to_integer<std::size_t>(record[12]);
+  const std::size_t at = 16 + 3 * n + 128 * quant;
+  EXPECT_EQ(std::to_integer<int>(record[at + 4]), 3);  // coding 3
+  r.group_table = at + 12;
+  const std::size_t entries = Le32At(record, at) * Le32At(record, at + 8);
+  r.table_bytes = Le32At(record, r.group_table + 8 * entries);
+  r.tables = r.group_table + 8 * entries + 4;
+  r.groups = r.tables + r.table_bytes;
+  r.bytes = std::move(record);
+  return r;
+}
+
+// The record with its tables replaced by `tables` (and their size field set).
+std::vector<std::byte> WithTables(const HuffRecord& r, const std::vector<std::uint8_t>& tables) {
+  std::vector<std::byte> out(r.bytes.begin(), r.bytes.begin() + std::ptrdiff_t(r.tables));
+  PutLe32At(out, r.tables - 4, tables.size());
+  for (std::uint8_t t : tables) out.push_back(std::byte(t));
+  out.insert(out.end(), r.bytes.begin() + std::ptrdiff_t(r.groups), r.bytes.end());
+  return out;
+}
+
+// CheckCoefficients' message for `record` ("" when it passes); it must be kCorrupt.
+std::string CheckMessage(const std::vector<std::byte>& record) {
+  try {
+    CheckCoefficients(record);
+    return "";
+  } catch (const DecodeError& e) {
+    EXPECT_EQ(e.kind(), DecodeErrorKind::kCorrupt) << e.what();
+    return e.what();
+  }
+}
+
+TEST(CoefficientStore, MalformedHuffmanTablesAndStreamsAreRefusedWithAReason) {
+  CoefficientPackOptions o;
+  o.version = 2;
+  o.coding = CoefficientCoding::kHuffman;
+  const HuffRecord r = HuffRecordOf(MustPack(MakeJpeg(150, 100, {}, 6), o));  // 2 x 3 tables
+  ASSERT_EQ(CheckMessage(r.bytes), "");
+  // A first table as given, then 5 constant ones (mode 0, byte 0).
+  const auto first_then_constants = [&](std::vector<std::uint8_t> tables) {
+    for (int i = 1; i < 6; ++i) tables.insert(tables.end(), {0, 0});
+    return WithTables(r, tables);
+  };
+  const std::pair<std::vector<std::uint8_t>, std::string> cases[] = {
+      {{2, 0}, "unknown Huffman table mode"},
+      {{1, 1, 0x1C}, "Huffman code length over 11"},
+      {{1, 1, 0x12}, "Huffman code lengths do not fill the code space"},
+      {{1, 0, 0x01}, "Huffman table with fewer than two codes"},
+      {{1, 0, 0x11}, "Huffman table has a code length past its last byte value"},
+      {{1, 2, 0x11, 0x00}, "Huffman table's last byte value has no code"},
+  };
+  for (const auto& [first, message] : cases) {
+    EXPECT_EQ(CheckMessage(first_then_constants(first)),
+              "corrupt coefficient record: Huffman tables: " + message);
+  }
+  EXPECT_EQ(CheckMessage(WithTables(r, {1, 1, 0x11, 0, 0})),
+            "corrupt coefficient record: Huffman tables: Huffman table ends early");
+  std::vector<std::uint8_t> tables;
+  for (std::size_t i = r.tables; i < r.groups; ++i)
+    tables.push_back(std::to_integer<std::uint8_t>(r.bytes[i]));
+  tables.push_back(0);
+  EXPECT_EQ(CheckMessage(WithTables(r, tables)),
+            "corrupt coefficient record: Huffman tables: bytes left over");
+  auto bad = r.bytes;
+  PutLe32At(bad, r.tables - 4, bad.size());
+  EXPECT_EQ(CheckMessage(bad), "corrupt coefficient record: Huffman tables end early");
+  // The first group's stream sizes overrun it.
+  bad = r.bytes;
+  PutLe32At(bad, r.groups, 0xFFFFFF00u);
+  EXPECT_EQ(CheckMessage(bad),
+            "corrupt coefficient record: band 0 group 0: Huffman stream sizes exceed the group");
+  // A byte after the first group's last stream: its codes end before the stream does.
+  bad = r.bytes;
+  const std::size_t first_end = r.groups + Le32At(bad, r.group_table);
+  bad.insert(bad.begin() + std::ptrdiff_t(first_end), std::byte{0});
+  PutLe32At(bad, r.group_table, Le32At(bad, r.group_table) + 1);
+  EXPECT_EQ(CheckMessage(bad),
+            "corrupt coefficient record: band 0 group 0: Huffman stream does not end where its "
+            "codes end");
+  // And decoding refuses what checking refuses.
+  CoefficientDecoder decoder;
+  std::vector<std::uint8_t> out(std::size_t{16} * 16 * 3);
+  EXPECT_THROW(
+      decoder.DecodeInto(bad, {{0, 0, 40, 40}, false}, PixelView::Interleaved(out.data(), 16, 16)),
+      DecodeError);
 }
 
 TEST(CoefficientStore, CropOutsideTheImageIsAnInvalidArgument) {

@@ -1,5 +1,5 @@
 // libFuzzer target: version 2 coefficient records (column groups, nonzero masks, value
-// streams; zstd, LZ4 or stored groups) through every reader: ReadCoefficientInfo,
+// streams; zstd, LZ4, Huffman or stored groups) through every reader: ReadCoefficientInfo,
 // CheckCoefficients, UnpackCoefficients and the decode of two crops (the second reusing
 // the decoder, from the unpacked blocks or the record). Input layout (make_seeds writes
 // it for packed files of every v2 coding, and a few version 1 records):
@@ -7,7 +7,8 @@
 //   bytes 1..8  two crops' x, y, width, height as fractions of the image
 //   the rest    the record (PackCoefficients)
 // Every outcome but a DecodeError or pixels is a bug: the group table, the zstd/LZ4
-// frames and the streams they hold must be refused when they do not add up, and the
+// frames, the Huffman tables and bit streams, and the streams they hold must be refused
+// when they do not add up, and the
 // unpacking must never read or write outside its buffers.
 
 #include <cstddef>

@@ -157,8 +157,9 @@ void WriteGroupSeeds(const Path& dir) {
     bytes.insert(bytes.end(), result.record.begin(), result.record.end());
     testing::WriteFile(dir / "coefficient_groups" / ("seed" + std::to_string(grouped++)), bytes);
   };
-  for (const auto coding : {codecs::CoefficientCoding::kZstd, codecs::CoefficientCoding::kLz4,
-                            codecs::CoefficientCoding::kNone}) {
+  for (const auto coding :
+       {codecs::CoefficientCoding::kZstd, codecs::CoefficientCoding::kLz4,
+        codecs::CoefficientCoding::kNone, codecs::CoefficientCoding::kHuffman}) {
     codecs::CoefficientPackOptions layout;
     layout.version = 2;
     layout.coding = coding;

@@ -111,7 +111,7 @@ TEST(CoefficientShardTest, LoaderOverCoefficientShardsEqualsLoaderOverTheOrigina
   }
 }
 
-// Shards of version-2 coefficient records (column groups, zstd) verify and load
+// Shards of version-2 coefficient records (column groups, Huffman) verify and load
 // the same batches as the original files.
 TEST(CoefficientShardTest, VersionTwoRecordsLoadLikeTheOriginalFiles) {
   TempDir dir;

@@ -7,8 +7,9 @@
 // jpeg_read_coefficients, so baseline, progressive and arithmetic files alike) and
 // stores them with what decoding needs (size, sampling factors, quantisation tables,
 // colour space, Adobe marker) in bands, one band per iMCU row. Version 2 (opt-in)
-// splits each band into column groups, each its own zstd frame (or LZ4 block, or stored),
-// holding per block a DC delta, a 64-bit nonzero mask and the nonzero values; version 1
+// splits each band into column groups, each coded on its own (Huffman bit streams with
+// the record's tables, a zstd frame, an LZ4 block, or stored), holding per block a DC
+// delta, a 64-bit nonzero mask and the nonzero values; version 1
 // (the default) keeps each whole band one LZ4 block. CoefficientDecoder::DecodeInto reads
 // only the bands (and, version 2, the column groups) that cover a crop, unpacks only
 // the blocks of the crop's iMCU columns, and hands them to libjpeg-turbo's own IDCT,
@@ -37,7 +38,7 @@
 namespace tilefeed::codecs {
 
 // How a version-2 record codes each column group (docs/shard-format.md).
-enum class CoefficientCoding : std::uint8_t { kNone = 0, kLz4 = 1, kZstd = 2 };
+enum class CoefficientCoding : std::uint8_t { kNone = 0, kLz4 = 1, kZstd = 2, kHuffman = 3 };
 
 struct CoefficientPackOptions {
   // Largest width * height accepted, checked from the header before reading any data.
@@ -46,12 +47,13 @@ struct CoefficientPackOptions {
   int max_scans = 100;
   // The record layout: 1 (whole bands, each an LZ4 block; the default, the fastest to
   // decode as measured in bench/RESULTS-coef.md) or 2 (column groups within each band,
-  // nonzero masks and value streams; with zstd about 0.65x version 1's bytes, but slower
-  // to decode). Both are read.
+  // nonzero masks and value streams; with Huffman about 0.57x version 1's bytes and 0.7x
+  // its decode speed). Both are read.
   int version = 1;
   // Version 2: the coding of each column group, and the group width in pixels (rounded
-  // down to whole iMCUs, at least one; 1..255 iMCUs).
-  CoefficientCoding coding = CoefficientCoding::kZstd;
+  // down to whole iMCUs, at least one; 1..255 iMCUs). Huffman is both smaller and faster
+  // to decode than zstd 1 on the shared corpus (bench/RESULTS-coef.md).
+  CoefficientCoding coding = CoefficientCoding::kHuffman;
   int zstd_level = 1;  // -5..19: higher is smaller and slower to pack, not to decode
   int group_pixels = 128;
   // LZ4HC compression level (1..12) of the bands (version 1) or groups (version 2 with
