@@ -38,6 +38,13 @@ struct HuffGroupShape {
   std::size_t first_blocks = 0;
 };
 
+// The set bits of `blocks` little-endian 64-bit masks at masks[0, 8 * blocks): how many
+// value bytes those blocks of a version-2 group hold. Counts with the POPCNT instruction
+// where the CPU has it (asked at run time: the build targets any x86-64, whose baseline
+// lacks it, so std::popcount alone is a libgcc call per mask), else portably; `portable`
+// forces the portable count (tests compare the two).
+std::size_t CountMaskBits(const std::uint8_t* masks, std::size_t blocks, bool portable = false);
+
 // Builds a record's tables from all its groups, then codes each group with them.
 class HuffEncoder {
  public:

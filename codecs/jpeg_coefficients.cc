@@ -697,13 +697,9 @@ void DecodeGroup(const Geometry& g, const std::byte* packed, std::size_t packed_
 GroupCursor CheckGroup(const std::uint8_t* raw, std::size_t size, std::size_t blocks, int band) {
   const std::uint8_t* masks = raw + 2 * blocks;
   const std::uint8_t* values = raw + 10 * blocks;
-  std::size_t count = 0;
   std::uint64_t bit0 = 0;
-  for (std::size_t i = 0; i < blocks; ++i) {
-    const std::uint64_t mask = Le64(masks + 8 * i);
-    bit0 |= mask;
-    count += static_cast<std::size_t>(std::popcount(mask));
-  }
+  for (std::size_t i = 0; i < blocks; ++i) bit0 |= Le64(masks + 8 * i);
+  const std::size_t count = detail::CountMaskBits(masks, blocks);
   if ((bit0 & 1) != 0 || 10 * blocks + count > size) {
     Corrupt("band " + std::to_string(band) + " masks do not fit");
   }
@@ -753,6 +749,19 @@ void DecompressGroups(std::span<const std::byte> rec, const Geometry& g, int row
   }
 }
 
+// Moves `cur` past `blocks` blocks beside the crop, adding their DC differences to `dc`.
+void SkipBlocks(GroupCursor& cur, int blocks, std::uint16_t& dc) {
+  for (int x = 0; x < blocks; ++x, cur.dc += 2) {
+    dc = static_cast<std::uint16_t>(dc + (cur.dc[0] | cur.dc[1] << 8));
+  }
+  const std::size_t n = detail::CountMaskBits(cur.masks, static_cast<std::size_t>(blocks));
+  cur.masks += 8 * static_cast<std::size_t>(blocks);
+  std::size_t escapes = 0;
+  for (std::size_t j = 0; j < n; ++j) escapes += cur.values[j] == 0x80;
+  cur.values += n;
+  cur.wide += 2 * escapes;
+}
+
 // Unpacks blocks [first, first + count) of the next block row of component c from groups
 // k0.. k0 + groups - 1 (their cursors) into `out`, moving each cursor past the row.
 void UnpackGroupsRow(GroupCursor* cursors, const Geometry& g, int c, int k0, int groups, int first,
@@ -760,18 +769,14 @@ void UnpackGroupsRow(GroupCursor* cursors, const Geometry& g, int c, int k0, int
   for (int i = 0; i < groups; ++i) {
     GroupCursor& cur = cursors[i];
     const int begin = g.group_begin(k0 + i, c), end = g.group_end(k0 + i, c);
+    const int lo = std::clamp(first, begin, end), hi = std::clamp(first + count, lo, end);
     std::uint16_t dc = 0;
-    for (int x = begin; x < end; ++x) {
+    SkipBlocks(cur, lo - begin, dc);
+    for (int x = lo; x < hi; ++x) {
       dc = static_cast<std::uint16_t>(dc + (cur.dc[0] | cur.dc[1] << 8));
       cur.dc += 2;
       std::uint64_t mask = Le64(cur.masks);
       cur.masks += 8;
-      if (x < first || x >= first + count) {  // beside the crop: step over its values
-        const int n = std::popcount(mask);
-        for (int j = 0; j < n; ++j) cur.wide += cur.values[j] == 0x80 ? 2 : 0;
-        cur.values += n;
-        continue;
-      }
       JCOEF* block = out[x - first].c;
       std::memset(block, 0, sizeof(Block));
       block[0] = static_cast<JCOEF>(dc);
@@ -785,6 +790,7 @@ void UnpackGroupsRow(GroupCursor* cursors, const Geometry& g, int c, int k0, int
         block[kNatural[static_cast<unsigned>(std::countr_zero(mask))]] = static_cast<JCOEF>(value);
       }
     }
+    SkipBlocks(cur, end - hi, dc);
   }
 }
 

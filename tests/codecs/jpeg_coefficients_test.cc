@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "codecs/coef_huffman.h"
 #include "tests/support/jpeg_maker.h"
 #include "tilefeed/codecs/jpeg.h"
 #include "tilefeed/codecs/jpeg_encoder.h"
@@ -389,6 +390,27 @@ TEST(CoefficientStore, CropOutsideTheImageIsAnInvalidArgument) {
     FAIL() << "accepted a crop outside the image";
   } catch (const DecodeError& e) {
     EXPECT_EQ(e.kind(), DecodeErrorKind::kInvalidArgument);
+  }
+}
+
+// The mask bit count the v2 checks and unpack use: the POPCNT path (where the CPU has it)
+// and the portable one both give the count of a bit-by-bit loop, for every length.
+TEST(CoefficientStore, MaskBitCountsAgreeOnTheHardwareAndPortablePaths) {
+  std::mt19937_64 rng(31);
+  std::vector<std::uint8_t> masks(8 * 67);
+  for (int fill = 0; fill < 4; ++fill) {  // zero, sparse, random, all ones
+    for (std::size_t i = 0; i < masks.size(); ++i) {
+      const auto r = static_cast<std::uint8_t>(rng());
+      masks[i] = fill == 0 ? 0 : fill == 1 ? r & (r >> 3) & 0x11 : fill == 2 ? r : 0xFF;
+    }
+    std::size_t want = 0;
+    for (std::size_t blocks = 0; blocks <= 67; ++blocks) {
+      SCOPED_TRACE("fill " + std::to_string(fill) + ", " + std::to_string(blocks) + " blocks");
+      EXPECT_EQ(detail::CountMaskBits(masks.data(), blocks), want);
+      EXPECT_EQ(detail::CountMaskBits(masks.data(), blocks, true), want);
+      if (blocks == 67) break;
+      for (int bit = 0; bit < 64; ++bit) want += (masks[8 * blocks + bit / 8] >> (bit % 8)) & 1u;
+    }
   }
 }
 
