@@ -331,12 +331,11 @@ double EncodeAll(std::vector<Coding>& codings, const std::vector<Image>& images)
 }
 
 // Decodes every image with every coding in `reps` rounds, the codings rotating every 16
-// images; returns a checksum of the blocks.
-std::uint64_t DecodeRounds(std::vector<Coding>& codings, const std::vector<Image>& images,
-                           int reps) {
-  ZSTD_DCtx* dctx = ZSTD_createDCtx();
-  Bytes raw;
-  std::vector<Block> blocks;
+// images, and appends each coding's seconds of each round to its decode_rounds; returns
+// the sum of decode(coding, image index, image), a checksum of the blocks.
+template <typename CodingT, typename ImageT, typename Decode>
+std::uint64_t RotatingRounds(std::vector<CodingT>& codings, const std::vector<ImageT>& images,
+                             int reps, Decode decode) {
   std::uint64_t checksum = 0;
   constexpr std::size_t kBlock = 16;
   for (int r = 0; r < reps; ++r) {
@@ -346,14 +345,25 @@ std::uint64_t DecodeRounds(std::vector<Coding>& codings, const std::vector<Image
       for (std::size_t turn = 0; turn < codings.size(); ++turn) {
         const std::size_t m = (k + turn) % codings.size();
         const auto start = Clock::now();
-        for (std::size_t i = begin; i < end; ++i) {
-          checksum += DecodeImage(codings[m], i, images[i], raw, blocks, dctx);
-        }
+        for (std::size_t i = begin; i < end; ++i) checksum += decode(codings[m], i, images[i]);
         seconds[m] += Since(start);
       }
     }
     for (std::size_t m = 0; m < codings.size(); ++m) codings[m].decode_rounds.push_back(seconds[m]);
   }
+  return checksum;
+}
+
+// Decodes every image with every coding in `reps` rounds (RotatingRounds).
+std::uint64_t DecodeRounds(std::vector<Coding>& codings, const std::vector<Image>& images,
+                           int reps) {
+  ZSTD_DCtx* dctx = ZSTD_createDCtx();
+  Bytes raw;
+  std::vector<Block> blocks;
+  const std::uint64_t checksum = RotatingRounds(
+      codings, images, reps, [&](const Coding& coding, std::size_t i, const Image& image) {
+        return DecodeImage(coding, i, image, raw, blocks, dctx);
+      });
   ZSTD_freeDCtx(dctx);
   return checksum;
 }
@@ -613,30 +623,17 @@ void VerifyHuff(const V2Coding& huff, const std::vector<V2Image>& images) {
   }
 }
 
-// Decodes every image with every v2 coding in `reps` rounds, rotating every 16 images.
+// Decodes every image with every v2 coding in `reps` rounds (RotatingRounds).
 std::uint64_t DecodeRoundsV2(std::vector<V2Coding>& codings, const std::vector<V2Image>& images,
                              int reps) {
   ZSTD_DCtx* dctx = ZSTD_createDCtx();
   detail::HuffDecoder huff;
   Bytes raw;
   std::vector<Block> blocks;
-  std::uint64_t checksum = 0;
-  constexpr std::size_t kBlock = 16;
-  for (int r = 0; r < reps; ++r) {
-    std::vector<double> seconds(codings.size(), 0.0);
-    for (std::size_t begin = 0, k = 0; begin < images.size(); begin += kBlock, ++k) {
-      const std::size_t end = std::min(images.size(), begin + kBlock);
-      for (std::size_t turn = 0; turn < codings.size(); ++turn) {
-        const std::size_t m = (k + turn) % codings.size();
-        const auto start = Clock::now();
-        for (std::size_t i = begin; i < end; ++i) {
-          checksum += DecodeV2(codings[m], i, images[i], raw, blocks, dctx, huff);
-        }
-        seconds[m] += Since(start);
-      }
-    }
-    for (std::size_t m = 0; m < codings.size(); ++m) codings[m].decode_rounds.push_back(seconds[m]);
-  }
+  const std::uint64_t checksum = RotatingRounds(
+      codings, images, reps, [&](const V2Coding& coding, std::size_t i, const V2Image& image) {
+        return DecodeV2(coding, i, image, raw, blocks, dctx, huff);
+      });
   ZSTD_freeDCtx(dctx);
   return checksum;
 }
