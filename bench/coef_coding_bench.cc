@@ -545,7 +545,8 @@ std::uint64_t CheckAndUnpackV2(const std::uint8_t* raw, std::size_t size, std::s
     std::memset(block, 0, sizeof(Block));
     block[0] = static_cast<std::int16_t>(dc);
     for (; mask != 0; mask &= mask - 1) {
-      int value = static_cast<std::int8_t>(*values++);
+      const int byte = *values++;
+      int value = byte - ((byte & 0x80) << 1);  // the byte read as a two's-complement int8
       if (value == -128) {
         value = static_cast<std::int16_t>(Le16(wide));
         wide += 2;

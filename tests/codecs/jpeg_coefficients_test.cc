@@ -397,7 +397,7 @@ TEST(CoefficientStore, CropOutsideTheImageIsAnInvalidArgument) {
 // and the portable one both give the count of a bit-by-bit loop, for every length.
 TEST(CoefficientStore, MaskBitCountsAgreeOnTheHardwareAndPortablePaths) {
   std::mt19937_64 rng(31);
-  std::vector<std::uint8_t> masks(8 * 67);
+  std::vector<std::uint8_t> masks(std::size_t{8} * 67);
   for (int fill = 0; fill < 4; ++fill) {  // zero, sparse, random, all ones
     for (std::size_t i = 0; i < masks.size(); ++i) {
       const auto r = static_cast<std::uint8_t>(rng());
