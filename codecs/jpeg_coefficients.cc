@@ -45,6 +45,7 @@
 #include <jpegint.h>
 // clang-format on
 
+#include "codecs/coef_blocks.h"
 #include "codecs/coef_huffman.h"
 #include "codecs/crop_check.h"
 #include "codecs/libjpeg_errors.h"
@@ -63,11 +64,7 @@ constexpr std::size_t kFixedHeader = 16;
 constexpr int kMaxGroupWidth = 255;     // iMCU columns
 constexpr std::size_t kRingAhead = 16;  // as jpeg.cc: decoded rows ahead of the resize
 
-// Zigzag index -> natural (row-major) index, as in the JPEG standard.
-constexpr std::array<std::uint8_t, 64> kNatural = {
-    0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,  12, 19, 26, 33, 40, 48,
-    41, 34, 27, 20, 13, 6,  7,  14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23,
-    30, 37, 44, 51, 58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63};
+using detail::kNatural;  // zigzag index -> natural index
 
 std::int64_t Nanos(Clock::duration d) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
@@ -637,12 +634,7 @@ using Block = CoefficientBlock;
 static_assert(sizeof(JCOEF) == sizeof(std::int16_t) && sizeof(Block) == sizeof(JBLOCK));
 
 // Version 2: where the next block row of each stream of one column group starts.
-struct GroupCursor {
-  const std::uint8_t* dc;
-  const std::uint8_t* masks;
-  const std::uint8_t* values;
-  const std::uint8_t* wide;
-};
+using GroupCursor = detail::MaskedStreams;
 
 std::uint64_t Le64(const std::uint8_t* p) {
   std::uint64_t v = 0;
@@ -772,24 +764,7 @@ void UnpackGroupsRow(GroupCursor* cursors, const Geometry& g, int c, int k0, int
     const int lo = std::clamp(first, begin, end), hi = std::clamp(first + count, lo, end);
     std::uint16_t dc = 0;
     SkipBlocks(cur, lo - begin, dc);
-    for (int x = lo; x < hi; ++x) {
-      dc = static_cast<std::uint16_t>(dc + (cur.dc[0] | cur.dc[1] << 8));
-      cur.dc += 2;
-      std::uint64_t mask = Le64(cur.masks);
-      cur.masks += 8;
-      JCOEF* block = out[x - first].c;
-      std::memset(block, 0, sizeof(Block));
-      block[0] = static_cast<JCOEF>(dc);
-      for (; mask != 0; mask &= mask - 1) {
-        const int byte = *cur.values++;
-        int value = byte - ((byte & 0x80) << 1);  // the byte read as a two's-complement int8
-        if (value == -128) {
-          value = static_cast<std::int16_t>(cur.wide[0] | cur.wide[1] << 8);
-          cur.wide += 2;
-        }
-        block[kNatural[static_cast<unsigned>(std::countr_zero(mask))]] = static_cast<JCOEF>(value);
-      }
-    }
+    detail::UnpackMaskedBlocks(cur, hi - lo, dc, out + (lo - first));
     SkipBlocks(cur, end - hi, dc);
   }
 }
@@ -822,40 +797,11 @@ struct BandFeed {
 // moves the cursor past the row's `width` blocks.
 void UnpackRow(const std::uint8_t* raw, BandCursor& cursor, int width, int first, int count,
                Block* out) {
-  const std::uint8_t* headers = raw + cursor.headers;
-  const std::uint8_t* dc = raw + cursor.dc;
-  const std::uint8_t* positions = raw + cursor.positions;
-  const std::uint8_t* values = raw + cursor.values;
-  std::uint16_t dc_value = 0;
-  for (int x = 0; x < width; ++x) {
-    const unsigned n = headers[x] & 63u;
-    const unsigned wide = headers[x] >> 7;
-    const std::size_t d = 2 * std::size_t(x);
-    dc_value = static_cast<std::uint16_t>(dc_value + (dc[d] | dc[d + 1] << 8));
-    if (x >= first && x < first + count) {
-      JCOEF* block = out[x - first].c;
-      std::memset(block, 0, sizeof(Block));
-      block[0] = static_cast<JCOEF>(dc_value);
-      if (wide) {
-        for (std::size_t k = 0; k < n; ++k) {
-          block[kNatural[positions[k] & 63u]] = static_cast<JCOEF>(
-              static_cast<std::uint16_t>(values[2 * k] | values[2 * k + 1] << 8));
-        }
-      } else {
-        for (unsigned k = 0; k < n; ++k) {
-          // The byte is an i8: values 128..255 stand for -128..-1.
-          block[kNatural[positions[k] & 63u]] =
-              static_cast<JCOEF>(static_cast<int>(values[k] ^ 0x80u) - 128);
-        }
-      }
-    }
-    positions += n;
-    values += n << wide;
-  }
-  cursor.headers += static_cast<std::size_t>(width);
-  cursor.dc += 2 * static_cast<std::size_t>(width);
-  cursor.positions = static_cast<std::size_t>(positions - raw);
-  cursor.values = static_cast<std::size_t>(values - raw);
+  detail::ListedStreams s{raw + cursor.headers, raw + cursor.dc, raw + cursor.positions,
+                          raw + cursor.values};
+  detail::UnpackListedRow(s, width, first, count, out);
+  cursor = {static_cast<std::size_t>(s.headers - raw), static_cast<std::size_t>(s.dc - raw),
+            static_cast<std::size_t>(s.positions - raw), static_cast<std::size_t>(s.values - raw)};
 }
 
 void NoPass(j_decompress_ptr) {}

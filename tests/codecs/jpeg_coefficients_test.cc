@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "codecs/coef_blocks.h"
 #include "codecs/coef_huffman.h"
 #include "tests/support/jpeg_maker.h"
 #include "tilefeed/codecs/jpeg.h"
@@ -410,6 +411,139 @@ TEST(CoefficientStore, MaskBitCountsAgreeOnTheHardwareAndPortablePaths) {
       EXPECT_EQ(detail::CountMaskBits(masks.data(), blocks, true), want);
       if (blocks == 67) break;
       for (int bit = 0; bit < 64; ++bit) want += (masks[8 * blocks + bit / 8] >> (bit % 8)) & 1u;
+    }
+  }
+}
+
+// The v2 block unpack, on the AVX-512 path (where the CPU has it) and the portable one,
+// against blocks built here coefficient by coefficient: masks from empty to full (all 63
+// AC positions), values of every byte including the 0x80 escape to the wide stream. The
+// value stream ends exactly at its buffer's end, so a read past it shows under ASan.
+TEST(CoefficientStore, MaskedBlockUnpackGivesTheBlocksOnBothPaths) {
+  std::mt19937_64 rng(7);
+  constexpr int kBlocks = 300;
+  std::vector<CoefficientBlock> want(kBlocks);
+  std::vector<std::uint8_t> dc, masks, values, wide;
+  std::uint16_t dc_value = 0;
+  for (int b = 0; b < kBlocks; ++b) {
+    const int density = b % 5;  // empty, sparse, half, dense, full
+    std::uint64_t mask = 0;
+    for (int z = 1; z < 64; ++z) {
+      const unsigned r = static_cast<unsigned>(rng() % 8);
+      if (density == 4 || (density == 1 && r == 0) || (density == 2 && r < 4) ||
+          (density == 3 && r < 7)) {
+        mask |= std::uint64_t{1} << z;
+      }
+    }
+    const auto diff = static_cast<std::uint16_t>(rng());
+    dc_value = static_cast<std::uint16_t>(dc_value + diff);
+    dc.push_back(static_cast<std::uint8_t>(diff));
+    dc.push_back(static_cast<std::uint8_t>(diff >> 8));
+    for (int k = 0; k < 8; ++k) masks.push_back(static_cast<std::uint8_t>(mask >> (8 * k)));
+    CoefficientBlock& block = want[std::size_t(b)];
+    std::fill(std::begin(block.c), std::end(block.c), std::int16_t{0});
+    block.c[0] = static_cast<std::int16_t>(dc_value);
+    for (int z = 1; z < 64; ++z) {
+      if (((mask >> z) & 1) == 0) continue;
+      auto byte = static_cast<std::uint8_t>(rng());
+      if (rng() % 6 == 0) byte = 0x80;
+      values.push_back(byte);
+      auto value = static_cast<std::int16_t>(byte >= 128 ? byte - 256 : byte);
+      if (byte == 0x80) {
+        value = static_cast<std::int16_t>(rng());
+        wide.push_back(static_cast<std::uint8_t>(value));
+        wide.push_back(static_cast<std::uint8_t>(static_cast<std::uint16_t>(value) >> 8));
+      }
+      block.c[detail::kNatural[std::size_t(z)]] = value;
+    }
+  }
+  for (const bool portable : {false, true}) {
+    SCOPED_TRACE(portable ? "portable" : "hardware");
+    // Exactly-sized copies: the last block's values end where the allocation does.
+    const std::vector<std::uint8_t> v(values.begin(), values.end()), w(wide.begin(), wide.end());
+    detail::MaskedStreams s{dc.data(), masks.data(), v.data(), w.data()};
+    std::vector<CoefficientBlock> got(kBlocks);
+    std::uint16_t dc_out = 0;
+    int done = 0;
+    for (const int count : {1, 0, 7, 64, 228}) {  // several calls, as the rows of a group
+      detail::UnpackMaskedBlocks(s, count, dc_out, got.data() + done, portable);
+      done += count;
+    }
+    ASSERT_EQ(done, kBlocks);
+    EXPECT_EQ(s.dc, dc.data() + dc.size());
+    EXPECT_EQ(s.masks, masks.data() + masks.size());
+    EXPECT_EQ(s.values, v.data() + v.size());
+    EXPECT_EQ(s.wide, w.data() + w.size());
+    EXPECT_EQ(dc_out, dc_value);
+    for (int b = 0; b < kBlocks; ++b) {
+      ASSERT_TRUE(std::equal(std::begin(got[std::size_t(b)].c), std::end(got[std::size_t(b)].c),
+                             std::begin(want[std::size_t(b)].c)))
+          << "block " << b;
+    }
+  }
+}
+
+// The v1 row unpack, on the AVX-512 path (where the CPU has it) and the portable one,
+// against rows built here: blocks of 0 to 63 rising positions, two-byte (wide) blocks, and
+// the damaged shapes a bad record can hold, which both paths must read alike: positions
+// out of order, repeated, at 0 (the DC) or past 63. Only [first, first + count) of each
+// row is unpacked; the DC sums run over the whole row.
+TEST(CoefficientStore, ListedRowUnpackGivesTheBlocksOnBothPaths) {
+  std::mt19937_64 rng(11);
+  constexpr int kWidth = 97, kRows = 6;
+  std::vector<std::uint8_t> headers, dc, positions, values;
+  std::vector<CoefficientBlock> want;
+  const std::pair<int, int> spans[kRows] = {{0, kWidth}, {5, 40}, {0, 1}, {96, 1}, {30, 0},
+                                            {1, 95}};
+  for (const auto& [first, count] : spans) {
+    std::uint16_t dc_value = 0;
+    for (int x = 0; x < kWidth; ++x) {
+      const int shape = static_cast<int>(rng() % 10);  // 0..5 good, 6 wide, 7..9 damaged
+      std::vector<unsigned> at;
+      for (unsigned z = 1; z < 64; ++z) {
+        if (shape == 5 || rng() % 6 < static_cast<unsigned>(shape % 6)) at.push_back(z);
+      }
+      if (shape == 7 && at.size() > 1) std::swap(at[0], at[1]);          // out of order
+      if (shape == 8 && at.size() > 1) at[1] = at[0];                     // repeated
+      if (shape == 9) at.insert(at.begin(), rng() % 2 == 0 ? 0u : 64u + rng() % 192);
+      const bool wide = shape == 6;
+      headers.push_back(static_cast<std::uint8_t>(at.size() | (wide ? 0x80u : 0u)));
+      const auto diff = static_cast<std::uint16_t>(rng());
+      dc_value = static_cast<std::uint16_t>(dc_value + diff);
+      dc.push_back(static_cast<std::uint8_t>(diff));
+      dc.push_back(static_cast<std::uint8_t>(diff >> 8));
+      CoefficientBlock block{};
+      block.c[0] = static_cast<std::int16_t>(dc_value);
+      for (const unsigned z : at) {
+        positions.push_back(static_cast<std::uint8_t>(z));
+        const auto value = static_cast<std::int16_t>(wide ? rng() : static_cast<std::int8_t>(rng()));
+        values.push_back(static_cast<std::uint8_t>(value));
+        if (wide) values.push_back(static_cast<std::uint8_t>(static_cast<std::uint16_t>(value) >> 8));
+        block.c[detail::kNatural[z % 64]] = value;  // positions modulo 64, the later kept
+      }
+      if (x >= first && x < first + count) want.push_back(block);
+    }
+  }
+  for (const bool portable : {false, true}) {
+    SCOPED_TRACE(portable ? "portable" : "hardware");
+    // Copies that end where their buffers do.
+    const std::vector<std::uint8_t> p(positions.begin(), positions.end()),
+        v(values.begin(), values.end());
+    detail::ListedStreams s{headers.data(), dc.data(), p.data(), v.data()};
+    std::vector<CoefficientBlock> got(want.size());
+    std::size_t done = 0;
+    for (const auto& [first, count] : spans) {
+      detail::UnpackListedRow(s, kWidth, first, count, got.data() + done, portable);
+      done += std::size_t(count);
+    }
+    EXPECT_EQ(s.headers, headers.data() + headers.size());
+    EXPECT_EQ(s.dc, dc.data() + dc.size());
+    EXPECT_EQ(s.positions, p.data() + p.size());
+    EXPECT_EQ(s.values, v.data() + v.size());
+    ASSERT_EQ(done, want.size());
+    for (std::size_t b = 0; b < want.size(); ++b) {
+      ASSERT_TRUE(std::equal(std::begin(got[b].c), std::end(got[b].c), std::begin(want[b].c)))
+          << "block " << b;
     }
   }
 }

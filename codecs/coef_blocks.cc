@@ -1,0 +1,233 @@
+// Version 2's block unpack (codecs/coef_blocks.h).
+
+#include "codecs/coef_blocks.h"
+
+#include <bit>
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace tilefeed::codecs::detail {
+namespace {
+
+std::uint64_t Le64(const std::uint8_t* p) {
+  std::uint64_t v = 0;
+  std::memcpy(&v, p, 8);
+  if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap64(v);
+  return v;
+}
+
+// The two-byte little-endian value at p, as a coefficient.
+std::int16_t Wide(const std::uint8_t* p) {
+  return static_cast<std::int16_t>(static_cast<std::uint16_t>(p[0] | p[1] << 8));
+}
+
+void UnpackPortable(MaskedStreams& s, int count, std::uint16_t& dc, CoefficientBlock* out) {
+  for (int x = 0; x < count; ++x) {
+    dc = static_cast<std::uint16_t>(dc + (s.dc[0] | s.dc[1] << 8));
+    s.dc += 2;
+    std::uint64_t mask = Le64(s.masks);
+    s.masks += 8;
+    std::int16_t* block = out[x].c;
+    std::memset(block, 0, sizeof(CoefficientBlock));
+    block[0] = static_cast<std::int16_t>(dc);
+    for (; mask != 0; mask &= mask - 1) {
+      const int byte = *s.values++;
+      int value = byte - ((byte & 0x80) << 1);  // the byte read as a two's-complement int8
+      if (value == -128) {
+        value = Wide(s.wide);
+        s.wide += 2;
+      }
+      block[kNatural[static_cast<unsigned>(std::countr_zero(mask))]] =
+          static_cast<std::int16_t>(value);
+    }
+  }
+}
+
+// Version 1: one block of n values at `positions` and `values` (two bytes each if wide).
+void ListedBlockPortable(const std::uint8_t* positions, const std::uint8_t* values, unsigned n,
+                         bool wide, std::uint16_t dc, CoefficientBlock& out) {
+  std::int16_t* block = out.c;
+  std::memset(block, 0, sizeof(CoefficientBlock));
+  block[0] = static_cast<std::int16_t>(dc);
+  for (unsigned k = 0; k < n; ++k) {
+    const unsigned at = kNatural[positions[k] & 63u];
+    if (wide) {
+      block[at] = Wide(values + 2 * std::size_t{k});
+    } else {
+      block[at] = static_cast<std::int16_t>(values[k] - ((values[k] & 0x80) << 1));  // as int8
+    }
+  }
+}
+
+void UnpackListedPortable(ListedStreams& s, int width, int first, int count,
+                          CoefficientBlock* out) {
+  std::uint16_t dc = 0;
+  for (int x = 0; x < width; ++x) {
+    const unsigned n = s.headers[x] & 63u, wide = s.headers[x] >> 7;
+    const std::size_t d = 2 * static_cast<std::size_t>(x);
+    dc = static_cast<std::uint16_t>(dc + (s.dc[d] | s.dc[d + 1] << 8));
+    if (x >= first && x < first + count) {
+      ListedBlockPortable(s.positions, s.values, n, wide != 0, dc, out[x - first]);
+    }
+    s.positions += n;
+    s.values += n << wide;
+  }
+  s.headers += width;
+  s.dc += 2 * static_cast<std::ptrdiff_t>(width);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+
+// The words of the two registers that widen the expanded bytes (unpacklo/unpackhi of each
+// 128-bit lane: words 8L..8L+7 of the first hold zigzag positions 16L..16L+7, of the second
+// 16L+8..16L+15): for natural index i, the word (0..31 the first register's, 32..63 the
+// second's) that holds the zigzag position landing at i.
+constexpr std::array<std::uint16_t, 64> WidenedWordOfNatural() {
+  std::array<std::uint16_t, 64> word{};
+  for (unsigned z = 0; z < 64; ++z) {
+    const unsigned lane = z / 16, within = z % 16;
+    word[kNatural[z]] = static_cast<std::uint16_t>(within < 8 ? 8 * lane + within
+                                                              : 32 + 8 * lane + within - 8);
+  }
+  return word;
+}
+constexpr std::array<std::uint16_t, 64> kWordOfNatural = WidenedWordOfNatural();
+
+#define TILEFEED_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi2,bmi,bmi2,popcnt")))
+
+// The zigzag permutation's two halves (kWordOfNatural).
+struct Permutation {
+  __m512i first_half, second_half;
+};
+
+TILEFEED_AVX512 Permutation LoadPermutation() {
+  return {_mm512_loadu_si512(kWordOfNatural.data()), _mm512_loadu_si512(kWordOfNatural.data() + 32)};
+}
+
+// Stores a block whose value bytes are `zigzag` (byte z: position z; byte 0 unused) and
+// whose DC is `dc`, as 16-bit coefficients in natural order.
+TILEFEED_AVX512 inline void StoreExpanded(__m512i zigzag, std::uint16_t dc, const Permutation& p,
+                                          std::int16_t* block) {
+  const __m512i zero = _mm512_setzero_si512();
+  // Each byte to the high half of a word, then shifted down with its sign.
+  const __m512i low = _mm512_srai_epi16(_mm512_unpacklo_epi8(zero, zigzag), 8);
+  const __m512i high = _mm512_srai_epi16(_mm512_unpackhi_epi8(zero, zigzag), 8);
+  __m512i rows0to3 = _mm512_permutex2var_epi16(low, p.first_half, high);
+  const __m512i rows4to7 = _mm512_permutex2var_epi16(low, p.second_half, high);
+  rows0to3 = _mm512_mask_set1_epi16(rows0to3, 1, static_cast<short>(dc));
+  _mm512_storeu_si512(block, rows0to3);
+  _mm512_storeu_si512(block + 32, rows4to7);
+}
+
+TILEFEED_AVX512 void UnpackAvx512(MaskedStreams& s, int count, std::uint16_t& dc,
+                                  CoefficientBlock* out) {
+  const Permutation perm = LoadPermutation();
+  const __m512i escape = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int x = 0; x < count; ++x) {
+    dc = static_cast<std::uint16_t>(dc + (s.dc[0] | s.dc[1] << 8));
+    s.dc += 2;
+    const std::uint64_t mask = Le64(s.masks);
+    s.masks += 8;
+    const auto n = static_cast<unsigned>(_mm_popcnt_u64(mask));
+    // Reads exactly the block's n value bytes (the masked-off lanes are not read).
+    const __m512i packed = _mm512_maskz_loadu_epi8(_bzhi_u64(~std::uint64_t{0}, n), s.values);
+    s.values += n;
+    const __m512i zigzag = _mm512_maskz_expand_epi8(mask, packed);  // byte z = position z
+    std::int16_t* block = out[x].c;
+    StoreExpanded(zigzag, dc, perm, block);
+    // Escapes (0x80): the wide stream's values, in zigzag order.
+    for (std::uint64_t e = _mm512_mask_cmpeq_epi8_mask(mask, zigzag, escape); e != 0; e &= e - 1) {
+      block[kNatural[static_cast<unsigned>(std::countr_zero(e))]] = Wide(s.wide);
+      s.wide += 2;
+    }
+  }
+}
+
+// Version 1: the mask of a block's n positions (n >= 1), or 0 where they are not strictly
+// rising positions 1..63 (then only the portable unpack gives the block the same bytes).
+TILEFEED_AVX512 std::uint64_t PositionMask(const std::uint8_t* positions, unsigned n) {
+  const std::uint64_t live = _bzhi_u64(~std::uint64_t{0}, n);
+  const __m512i at = _mm512_maskz_loadu_epi8(live, positions);
+  const __m512i next = _mm512_maskz_loadu_epi8(live >> 1, positions + 1);
+  const __mmask64 over = _mm512_mask_cmpgt_epu8_mask(live, at, _mm512_set1_epi8(63));
+  const __mmask64 rising = _mm512_mask_cmplt_epu8_mask(live >> 1, at, next);
+  if (over != 0 || rising != (live >> 1) || positions[0] == 0) return 0;
+  // Eight positions at a time: one bit each in a 64-bit lane, then the lanes ORed.
+  const __m512i one = _mm512_set1_epi64(1);
+  __m512i bits = _mm512_setzero_si512();
+  for (unsigned k = 0; k < n; k += 8) {
+    const auto lanes = static_cast<__mmask8>(_bzhi_u32(0xFFu, n - k));
+    const __m512i eight = _mm512_maskz_cvtepu8_epi64(lanes, _mm_maskz_loadu_epi8(lanes, positions + k));
+    bits = _mm512_or_si512(bits, _mm512_maskz_sllv_epi64(lanes, one, eight));
+  }
+  // (The maskz forms with every lane on: GCC 12's plain forms warn of an uninitialised
+  // operand under -Werror.)
+  bits = _mm512_or_si512(bits, _mm512_maskz_shuffle_i64x2(0xFF, bits, bits, _MM_SHUFFLE(1, 0, 3, 2)));
+  bits = _mm512_or_si512(bits, _mm512_maskz_shuffle_i64x2(0xFF, bits, bits, _MM_SHUFFLE(2, 3, 0, 1)));
+  bits = _mm512_or_si512(bits, _mm512_maskz_shuffle_epi32(0xFFFF, bits, _MM_PERM_BADC));
+  return static_cast<std::uint64_t>(bits[0]);
+}
+
+TILEFEED_AVX512 void UnpackListedAvx512(ListedStreams& s, int width, int first, int count,
+                                        CoefficientBlock* out) {
+  const Permutation perm = LoadPermutation();
+  std::uint16_t dc = 0;
+  for (int x = 0; x < width; ++x) {
+    const unsigned n = s.headers[x] & 63u, wide = s.headers[x] >> 7;
+    const std::size_t d = 2 * static_cast<std::size_t>(x);
+    dc = static_cast<std::uint16_t>(dc + (s.dc[d] | s.dc[d + 1] << 8));
+    if (x >= first && x < first + count) {
+      const std::uint64_t mask = n != 0 && wide == 0 ? PositionMask(s.positions, n) : 0;
+      if (mask != 0) {
+        const __m512i packed = _mm512_maskz_loadu_epi8(_bzhi_u64(~std::uint64_t{0}, n), s.values);
+        StoreExpanded(_mm512_maskz_expand_epi8(mask, packed), dc, perm, out[x - first].c);
+      } else {
+        ListedBlockPortable(s.positions, s.values, n, wide != 0, dc, out[x - first]);
+      }
+    }
+    s.positions += n;
+    s.values += n << wide;
+  }
+  s.headers += width;
+  s.dc += 2 * static_cast<std::ptrdiff_t>(width);
+}
+
+bool HasAvx512Expand() {
+  static const bool kHas = __builtin_cpu_supports("avx512f") &&
+                          __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") &&
+                          __builtin_cpu_supports("avx512vbmi2") &&
+                          __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("popcnt");
+  return kHas;
+}
+
+#endif
+
+}  // namespace
+
+void UnpackMaskedBlocks(MaskedStreams& s, int count, std::uint16_t& dc, CoefficientBlock* out,
+                        bool portable) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (!portable && HasAvx512Expand()) {
+    UnpackAvx512(s, count, dc, out);
+    return;
+  }
+#endif
+  UnpackPortable(s, count, dc, out);
+}
+
+void UnpackListedRow(ListedStreams& s, int width, int first, int count, CoefficientBlock* out,
+                     bool portable) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (!portable && HasAvx512Expand()) {
+    UnpackListedAvx512(s, width, first, count, out);
+    return;
+  }
+#endif
+  UnpackListedPortable(s, width, first, count, out);
+}
+
+}  // namespace tilefeed::codecs::detail

@@ -1,0 +1,64 @@
+#pragma once
+
+// The coefficient store's unpack of its streams into 8x8 coefficient blocks
+// (codecs/jpeg_coefficients.cc; the bytes are specified in docs/shard-format.md).
+//
+// Version 2: a block is a DC difference (two bytes), a 64-bit nonzero mask in zigzag order
+// (bit 0, the DC, never set) and one value byte per set bit, 0x80 standing for a two-byte
+// value in the wide stream. Version 1: a header byte (the count of values, and whether
+// they take two bytes each), a DC difference, and the values' zigzag positions and values.
+//
+// The unpack is the store's hottest loop after the entropy decode. With AVX-512 VBMI2
+// (asked at run time: the build targets any x86-64) a block is one masked load of its
+// values, one expand by its mask (version 1: the mask built from its positions), and two
+// zigzag permutations to 16-bit coefficients, whatever its number of values; elsewhere,
+// one store per value.
+//
+// Thread safety: stateless.
+
+#include <array>
+#include <cstdint>
+
+#include "tilefeed/codecs/jpeg_coefficients.h"
+
+namespace tilefeed::codecs::detail {
+
+// Zigzag index -> natural (row-major) index, as in the JPEG standard.
+inline constexpr std::array<std::uint8_t, 64> kNatural = {
+    0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,  12, 19, 26, 33, 40, 48,
+    41, 34, 27, 20, 13, 6,  7,  14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23,
+    30, 37, 44, 51, 58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63};
+
+// Where the next block of each of a column group's streams starts.
+struct MaskedStreams {
+  const std::uint8_t* dc;
+  const std::uint8_t* masks;
+  const std::uint8_t* values;
+  const std::uint8_t* wide;
+};
+
+// Unpacks the next `count` blocks of `s` into out[0, count) and moves `s` past them; `dc`
+// is the DC value before the first block and becomes the last block's. `portable` forces
+// the one-store-per-value loop (tests compare the two).
+// REQUIRES: the streams hold those blocks whole, masks without bit 0 and as many value and
+// wide bytes as the masks and escapes say (the store checks each group before unpacking).
+void UnpackMaskedBlocks(MaskedStreams& s, int count, std::uint16_t& dc, CoefficientBlock* out,
+                        bool portable = false);
+
+// Version 1: where the next block row of a band's four streams starts.
+struct ListedStreams {
+  const std::uint8_t* headers;
+  const std::uint8_t* dc;
+  const std::uint8_t* positions;
+  const std::uint8_t* values;
+};
+
+// Unpacks blocks [first, first + count) of the next row of `width` blocks into
+// out[0, count), and moves `s` past the whole row. Positions are read modulo 64; a value at
+// position 0 replaces the DC, and of two values at one position the later is kept (what a
+// damaged record gives is the same on both paths). `portable` as above.
+// REQUIRES: the streams hold the row whole (the store checks each band's sums first).
+void UnpackListedRow(ListedStreams& s, int width, int first, int count, CoefficientBlock* out,
+                     bool portable = false);
+
+}  // namespace tilefeed::codecs::detail
