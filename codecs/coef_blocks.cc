@@ -89,14 +89,15 @@ constexpr std::array<std::uint16_t, 64> WidenedWordOfNatural() {
   std::array<std::uint16_t, 64> word{};
   for (unsigned z = 0; z < 64; ++z) {
     const unsigned lane = z / 16, within = z % 16;
-    word[kNatural[z]] = static_cast<std::uint16_t>(within < 8 ? 8 * lane + within
-                                                              : 32 + 8 * lane + within - 8);
+    word[kNatural[z]] =
+        static_cast<std::uint16_t>(within < 8 ? 8 * lane + within : 32 + 8 * lane + within - 8);
   }
   return word;
 }
 constexpr std::array<std::uint16_t, 64> kWordOfNatural = WidenedWordOfNatural();
 
-#define TILEFEED_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi2,bmi,bmi2,popcnt")))
+#define TILEFEED_AVX512 \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi2,bmi,bmi2,popcnt")))
 
 // The zigzag permutation's two halves (kWordOfNatural).
 struct Permutation {
@@ -104,7 +105,8 @@ struct Permutation {
 };
 
 TILEFEED_AVX512 Permutation LoadPermutation() {
-  return {_mm512_loadu_si512(kWordOfNatural.data()), _mm512_loadu_si512(kWordOfNatural.data() + 32)};
+  return {_mm512_loadu_si512(kWordOfNatural.data()),
+          _mm512_loadu_si512(kWordOfNatural.data() + 32)};
 }
 
 // Stores a block whose value bytes are `zigzag` (byte z: position z; byte 0 unused) and
@@ -160,13 +162,16 @@ TILEFEED_AVX512 std::uint64_t PositionMask(const std::uint8_t* positions, unsign
   __m512i bits = _mm512_setzero_si512();
   for (unsigned k = 0; k < n; k += 8) {
     const auto lanes = static_cast<__mmask8>(_bzhi_u32(0xFFu, n - k));
-    const __m512i eight = _mm512_maskz_cvtepu8_epi64(lanes, _mm_maskz_loadu_epi8(lanes, positions + k));
+    const __m512i eight =
+        _mm512_maskz_cvtepu8_epi64(lanes, _mm_maskz_loadu_epi8(lanes, positions + k));
     bits = _mm512_or_si512(bits, _mm512_maskz_sllv_epi64(lanes, one, eight));
   }
   // (The maskz forms with every lane on: GCC 12's plain forms warn of an uninitialised
   // operand under -Werror.)
-  bits = _mm512_or_si512(bits, _mm512_maskz_shuffle_i64x2(0xFF, bits, bits, _MM_SHUFFLE(1, 0, 3, 2)));
-  bits = _mm512_or_si512(bits, _mm512_maskz_shuffle_i64x2(0xFF, bits, bits, _MM_SHUFFLE(2, 3, 0, 1)));
+  bits =
+      _mm512_or_si512(bits, _mm512_maskz_shuffle_i64x2(0xFF, bits, bits, _MM_SHUFFLE(1, 0, 3, 2)));
+  bits =
+      _mm512_or_si512(bits, _mm512_maskz_shuffle_i64x2(0xFF, bits, bits, _MM_SHUFFLE(2, 3, 0, 1)));
   bits = _mm512_or_si512(bits, _mm512_maskz_shuffle_epi32(0xFFFF, bits, _MM_PERM_BADC));
   return static_cast<std::uint64_t>(bits[0]);
 }
@@ -196,11 +201,10 @@ TILEFEED_AVX512 void UnpackListedAvx512(ListedStreams& s, int width, int first, 
 }
 
 bool HasAvx512Expand() {
-  static const bool kHas = __builtin_cpu_supports("avx512f") &&
-                          __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl") &&
-                          __builtin_cpu_supports("avx512vbmi2") &&
-                          __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("popcnt");
+  static const bool kHas =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi2") &&
+      __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("popcnt");
   return kHas;
 }
 
