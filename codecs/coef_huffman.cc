@@ -18,6 +18,10 @@
 #include <tuple>
 #include <utility>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace tilefeed::codecs::detail {
 namespace {
 
@@ -284,6 +288,53 @@ void BuildMulti(const std::uint16_t* single, std::uint32_t* multi) {
   }
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+// GCC 12's avx512fintrin.h passes an undefined vector as the merge source of its plain
+// (unmasked) forms and then warns that it is uninitialised (GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+// The entries of `single` at the sixteen indexes `at`.
+__attribute__((target("avx512f"))) inline __m512i Gather16(const std::uint16_t* single,
+                                                           __m512i at) {
+  const __m512i word = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), 0xFFFF, at, single, 2);
+  return _mm512_and_si512(word, _mm512_set1_epi32(0xFFFF));
+}
+
+// BuildMulti sixteen indexes at a time, with AVX-512 gathers: the scalar loop's three
+// dependent lookups per entry were ~65 % of reading a record's tables. Each gather reads
+// 32 bits at a 16-bit entry and keeps the low half, so `single` needs one readable entry
+// past its end (ReadTables pads entries_).
+__attribute__((target("avx512f"))) void BuildMultiAvx512(const std::uint16_t* single,
+                                                         std::uint32_t* multi) {
+  const __m512i low8 = _mm512_set1_epi32(0xFF);
+  const __m512i index_mask = _mm512_set1_epi32(static_cast<int>(kLookupSize - 1));
+  const __m512i lookup_bits = _mm512_set1_epi32(kLookupBits), one = _mm512_set1_epi32(1);
+  __m512i index = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (unsigned i = 0; i < kLookupSize; i += 16) {
+    const __m512i e1 = Gather16(single, index);
+    const __m512i l1 = _mm512_srli_epi32(e1, 8);
+    const __m512i e2 = Gather16(single, _mm512_and_si512(_mm512_sllv_epi32(index, l1), index_mask));
+    const __m512i l12 = _mm512_add_epi32(l1, _mm512_srli_epi32(e2, 8));
+    const __m512i e3 =
+        Gather16(single, _mm512_and_si512(_mm512_sllv_epi32(index, l12), index_mask));
+    const __m512i l123 = _mm512_add_epi32(l12, _mm512_srli_epi32(e3, 8));
+    const __mmask16 two = _mm512_cmple_epu32_mask(l12, lookup_bits);
+    const __mmask16 three = two & _mm512_cmple_epu32_mask(l123, lookup_bits);
+    const __m512i bits = _mm512_mask_mov_epi32(_mm512_mask_mov_epi32(l1, two, l12), three, l123);
+    const __m512i count = _mm512_add_epi32(_mm512_add_epi32(one, _mm512_maskz_mov_epi32(two, one)),
+                                           _mm512_maskz_mov_epi32(three, one));
+    __m512i entry = _mm512_and_si512(e1, low8);
+    entry = _mm512_or_si512(entry, _mm512_maskz_slli_epi32(two, _mm512_and_si512(e2, low8), 8));
+    entry = _mm512_or_si512(entry, _mm512_maskz_slli_epi32(three, _mm512_and_si512(e3, low8), 16));
+    entry = _mm512_or_si512(entry, _mm512_slli_epi32(bits, 24));
+    entry = _mm512_or_si512(entry, _mm512_slli_epi32(count, 28));
+    _mm512_storeu_si512(multi + i, entry);
+    index = _mm512_add_epi32(index, _mm512_set1_epi32(16));
+  }
+}
+#pragma GCC diagnostic pop
+#endif
+
 // One of a group's four bit streams while it is decoded.
 struct Stream {
   const std::uint8_t* base;  // its first byte
@@ -407,7 +458,7 @@ void DecodeSegment(const Stream* streams, std::uint64_t* bits, const Segment& se
 }  // namespace
 
 std::size_t HuffDecoder::ReadTables(const std::uint8_t* bytes, std::size_t size, int classes,
-                                    const char** why) {
+                                    const char** why, bool portable) {
   assert(classes == 1 || classes == 2);
   classes_ = classes;
   const auto fail = [why](const char* reason) {
@@ -415,7 +466,7 @@ std::size_t HuffDecoder::ReadTables(const std::uint8_t* bytes, std::size_t size,
     return std::size_t{0};
   };
   const std::size_t tables = std::size_t(classes) * kHuffTablesPerClass;
-  entries_.resize(tables * kLookupSize);
+  entries_.resize(tables * kLookupSize + 1);  // + 1: BuildMultiAvx512 reads one past
   std::size_t at = 0;
   for (std::size_t t = 0; t < tables; ++t) {
     std::uint16_t* entry = entries_.data() + t * kLookupSize;
@@ -454,8 +505,16 @@ std::size_t HuffDecoder::ReadTables(const std::uint8_t* bytes, std::size_t size,
   }
   multi_.resize(std::size_t(classes) * kLookupSize);
   for (int c = 0; c < classes; ++c) {  // the value tables
-    BuildMulti(entries_.data() + std::size_t(c * kHuffTablesPerClass + 2) * kLookupSize,
-               multi_.data() + std::size_t(c) * kLookupSize);
+    const std::uint16_t* single =
+        entries_.data() + std::size_t(c * kHuffTablesPerClass + 2) * kLookupSize;
+    std::uint32_t* multi = multi_.data() + std::size_t(c) * kLookupSize;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (!portable && __builtin_cpu_supports("avx512f")) {
+      BuildMultiAvx512(single, multi);
+      continue;
+    }
+#endif
+    BuildMulti(single, multi);
   }
   return at;
 }

@@ -72,9 +72,11 @@ class HuffEncoder {
 class HuffDecoder {
  public:
   // Reads `classes` * 3 tables from bytes[0, size). Returns the bytes they take, or 0
-  // with *why set to a one-line reason when they are malformed or cut short.
-  std::size_t ReadTables(const std::uint8_t* bytes, std::size_t size, int classes,
-                         const char** why);
+  // with *why set to a one-line reason when they are malformed or cut short. The value
+  // tables' multi-byte lookups are built with AVX-512 gathers where the CPU has them;
+  // `portable` forces the scalar build (tests compare the two).
+  std::size_t ReadTables(const std::uint8_t* bytes, std::size_t size, int classes, const char** why,
+                         bool portable = false);
   // Decodes one group's coded bytes into out[0, raw_size). Returns nullptr, or a
   // one-line reason the bytes are malformed (out's contents are then unspecified).
   // REQUIRES: ReadTables succeeded; raw_size >= 10 * shape.blocks.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <random>
 #include <string>
 #include <vector>
@@ -493,8 +494,8 @@ TEST(CoefficientStore, ListedRowUnpackGivesTheBlocksOnBothPaths) {
   constexpr int kWidth = 97, kRows = 6;
   std::vector<std::uint8_t> headers, dc, positions, values;
   std::vector<CoefficientBlock> want;
-  const std::pair<int, int> spans[kRows] = {{0, kWidth}, {5, 40}, {0, 1}, {96, 1}, {30, 0},
-                                            {1, 95}};
+  const std::pair<int, int> spans[kRows] = {{0, kWidth}, {5, 40}, {0, 1},
+                                            {96, 1},     {30, 0}, {1, 95}};
   for (const auto& [first, count] : spans) {
     std::uint16_t dc_value = 0;
     for (int x = 0; x < kWidth; ++x) {
@@ -503,8 +504,8 @@ TEST(CoefficientStore, ListedRowUnpackGivesTheBlocksOnBothPaths) {
       for (unsigned z = 1; z < 64; ++z) {
         if (shape == 5 || rng() % 6 < static_cast<unsigned>(shape % 6)) at.push_back(z);
       }
-      if (shape == 7 && at.size() > 1) std::swap(at[0], at[1]);          // out of order
-      if (shape == 8 && at.size() > 1) at[1] = at[0];                     // repeated
+      if (shape == 7 && at.size() > 1) std::swap(at[0], at[1]);  // out of order
+      if (shape == 8 && at.size() > 1) at[1] = at[0];            // repeated
       if (shape == 9) at.insert(at.begin(), rng() % 2 == 0 ? 0u : 64u + rng() % 192);
       const bool wide = shape == 6;
       headers.push_back(static_cast<std::uint8_t>(at.size() | (wide ? 0x80u : 0u)));
@@ -516,9 +517,11 @@ TEST(CoefficientStore, ListedRowUnpackGivesTheBlocksOnBothPaths) {
       block.c[0] = static_cast<std::int16_t>(dc_value);
       for (const unsigned z : at) {
         positions.push_back(static_cast<std::uint8_t>(z));
-        const auto value = static_cast<std::int16_t>(wide ? rng() : static_cast<std::int8_t>(rng()));
+        const auto value =
+            static_cast<std::int16_t>(wide ? rng() : static_cast<std::int8_t>(rng()));
         values.push_back(static_cast<std::uint8_t>(value));
-        if (wide) values.push_back(static_cast<std::uint8_t>(static_cast<std::uint16_t>(value) >> 8));
+        if (wide)
+          values.push_back(static_cast<std::uint8_t>(static_cast<std::uint16_t>(value) >> 8));
         block.c[detail::kNatural[z % 64]] = value;  // positions modulo 64, the later kept
       }
       if (x >= first && x < first + count) want.push_back(block);
@@ -544,6 +547,66 @@ TEST(CoefficientStore, ListedRowUnpackGivesTheBlocksOnBothPaths) {
     for (std::size_t b = 0; b < want.size(); ++b) {
       ASSERT_TRUE(std::equal(std::begin(got[b].c), std::end(got[b].c), std::begin(want[b].c)))
           << "block " << b;
+    }
+  }
+}
+
+// The Huffman coding round trip with the value lookups built both ways (AVX-512 gathers,
+// where the CPU has them, and the scalar loop): random groups of skewed bytes, codes of 1
+// to 11 bits, and a record whose second class has one value byte only (a table of no
+// bits, three bytes per lookup) come back byte for byte.
+TEST(CoefficientStore, HuffmanGroupsDecodeAlikeWithEitherLookupBuild) {
+  std::mt19937_64 rng(5);
+  const auto skewed = [&rng](int spread) {  // geometric-ish: small values most often
+    int v = 0;
+    while (v < 255 && static_cast<int>(rng() % 8) < spread) ++v;
+    return static_cast<std::uint8_t>(rng() % 2 == 0 ? v : 255 - v);
+  };
+  for (const bool constant_second : {false, true}) {
+    SCOPED_TRACE(constant_second ? "constant second class" : "all tables coded");
+    std::vector<std::vector<std::uint8_t>> groups;
+    std::vector<detail::HuffGroupShape> shapes;
+    for (int g = 0; g < 12; ++g) {
+      const std::size_t blocks = 8 + rng() % 60;
+      const detail::HuffGroupShape full{blocks, blocks / 2 + 1};
+      std::vector<std::uint8_t> raw;
+      for (std::size_t i = 0; i < 2 * full.blocks; ++i) raw.push_back(skewed(6));
+      std::size_t first_values = 0, other_values = 0;
+      for (std::size_t b = 0; b < full.blocks; ++b) {
+        std::uint64_t mask = 0;
+        for (int z = 1; z < 64; ++z) mask |= std::uint64_t{rng() % 9 == 0} << z;
+        (b < full.first_blocks ? first_values : other_values) += std::size_t(std::popcount(mask));
+        for (int k = 0; k < 8; ++k) raw.push_back(static_cast<std::uint8_t>(mask >> (8 * k)));
+      }
+      for (std::size_t i = 0; i < first_values; ++i) raw.push_back(skewed(5));
+      for (std::size_t i = 0; i < other_values + 4; ++i) {  // the rest, a wide value included
+        raw.push_back(constant_second ? std::uint8_t{7} : skewed(3));
+      }
+      groups.push_back(std::move(raw));
+      shapes.push_back(full);
+    }
+    detail::HuffEncoder encoder(2);
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      encoder.Count(groups[g].data(), groups[g].size(), shapes[g]);
+    }
+    encoder.Finish();
+    std::vector<std::byte> tables;
+    encoder.AppendTables(tables);
+    for (const bool portable : {false, true}) {
+      SCOPED_TRACE(portable ? "portable" : "hardware");
+      detail::HuffDecoder decoder;
+      const char* why = "";
+      const auto* t = reinterpret_cast<const std::uint8_t*>(tables.data());
+      ASSERT_EQ(decoder.ReadTables(t, tables.size(), 2, &why, portable), tables.size()) << why;
+      for (std::size_t g = 0; g < groups.size(); ++g) {
+        std::vector<std::byte> coded;
+        encoder.AppendGroup(groups[g].data(), groups[g].size(), shapes[g], coded);
+        std::vector<std::uint8_t> out(groups[g].size());
+        const char* bad = decoder.DecodeGroup(reinterpret_cast<const std::uint8_t*>(coded.data()),
+                                              coded.size(), out.data(), out.size(), shapes[g]);
+        ASSERT_EQ(bad, nullptr) << "group " << g << ": " << bad;
+        EXPECT_EQ(out, groups[g]) << "group " << g;
+      }
     }
   }
 }
