@@ -704,7 +704,8 @@ GroupCursor CheckGroup(const std::uint8_t* raw, std::size_t size, std::size_t bl
 }
 
 // Decodes and checks groups [k0, k1] of bands [row0, row1] into `raw` (grown as needed),
-// one cursor per group, row-major, so that the controller reads only checked bytes.
+// one cursor per group, row-major, so that the controller reads only checked bytes; stored
+// groups are checked and read where they are, in `rec`.
 // Throws DecodeError(kCorrupt).
 void DecompressGroups(std::span<const std::byte> rec, const Geometry& g, int row0, int row1, int k0,
                       int k1, std::vector<std::uint8_t>& raw, std::vector<GroupCursor>& cursors,
@@ -724,7 +725,7 @@ void DecompressGroups(std::span<const std::byte> rec, const Geometry& g, int row
   for (int b = row0; b <= row1; ++b) {
     for (int k = k0; k <= k1; ++k) total += Le32(rec, entry(b, k) + 4);
   }
-  if (raw.size() < total) raw.resize(total);
+  if (g.coding != 0 && raw.size() < total) raw.resize(total);
   cursors.clear();
   std::size_t offset = g.data;  // of entry (0, 0), then walked forward
   std::size_t walked = 0;       // entries summed into `offset`
@@ -734,6 +735,11 @@ void DecompressGroups(std::span<const std::byte> rec, const Geometry& g, int row
       const std::size_t e = std::size_t(b) * std::size_t(g.groups) + std::size_t(k);
       for (; walked < e; ++walked) offset += Le32(rec, g.band_table + 8 * walked);
       const std::size_t packed = Le32(rec, entry(b, k)), size = Le32(rec, entry(b, k) + 4);
+      if (g.coding == 0) {  // stored (packed == size, checked with the band table): read in place
+        const auto* bytes = reinterpret_cast<const std::uint8_t*>(rec.data() + offset);
+        cursors.push_back(CheckGroup(bytes, size, g.group_blocks(b, k), b));
+        continue;
+      }
       DecodeGroup(g, rec.data() + offset, packed, raw.data() + at, size, decoders, b, k);
       cursors.push_back(CheckGroup(raw.data() + at, size, g.group_blocks(b, k), b));
       at += size;
