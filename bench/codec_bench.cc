@@ -796,7 +796,7 @@ struct Interleaved {
   // coef against full and against indexed per repetition, the three rotating.
   std::vector<double> coef_over_full, coef_over_indexed;
   // ... and against its ceiling (as a fraction of the ceiling's speed), the ceiling vs full.
-  std::vector<double> coef_of_ceiling, ceiling_over_full, v1_of_ceiling, coef_over_v1;
+  std::vector<double> coef_of_ceiling, ceiling_over_full, v1_of_ceiling, coef_over_v1, v1_over_full;
   // --also-layout, in the same rotation: against v1, coef and the ceiling.
   std::vector<double> also_over_v1, also_over_coef, also_of_ceiling;
 };
@@ -828,6 +828,7 @@ void RunInterleavedRound(const std::vector<Mode>& modes, const std::vector<Job>&
   out.ceiling_over_full.push_back(s5[0] / s5[3]);
   out.v1_of_ceiling.push_back(s5[3] / s5[4]);
   out.coef_over_v1.push_back(s5[4] / s5[2]);
+  out.v1_over_full.push_back(s5[0] / s5[4]);
 }
 
 // The timed passes: an untimed warm-up, then --reps repetitions of every mode in turn
@@ -945,8 +946,8 @@ void PrintInterleaved(const Interleaved& in, const std::string& coef_layout,
       "ceiling's speed (each:",
       Median(in.coef_of_ceiling));
   for (double r : in.coef_of_ceiling) std::printf(" %.3f", r);
-  std::printf("); v1 = %.3f of it; ceiling %.3fx full\n", Median(in.v1_of_ceiling),
-              Median(in.ceiling_over_full));
+  std::printf("); v1 = %.3f of it, %.3fx full; ceiling %.3fx full\n", Median(in.v1_of_ceiling),
+              Median(in.v1_over_full), Median(in.ceiling_over_full));
   if (in.also_over_v1.empty()) return;
   std::printf(
       "  same rounds, --also-layout %s: %.3fx v1, %.3fx coef %s, %.3f of the ceiling (each vs "
