@@ -111,7 +111,7 @@ struct Args {
   bool force = false;
   bool jpeg_index = false;
   int interval_width = codecs::TranscodeOptions{}.interval_width;
-  std::string coef_layout = "v1";
+  std::string coef_layout = "v2-none";
   int lz4hc = loader::PackOptions{}.coefficients.lz4hc_level;
   bool progress = false;
   tilefeed::metrics::Flags metrics;
@@ -166,11 +166,10 @@ void AddCodecFlags(CLI::App& app, Args& args) {
       ->check(tilefeed::tools::Between(8, 65535))
       ->capture_default_str();
   app.add_option("--coef-layout", args.coef_layout,
-                 "--codec coefficients: v1 (whole LZ4 bands, ~1.9x the JPEG bytes, the "
-                 "fastest to decode), v2-huff (column groups, Huffman: ~1.06x, ~0.7x v1's "
-                 "decode speed), v2-zstd "
-                 "(column groups, zstd: ~1.2x, ~0.6x v1's decode speed), v2-lz4 (~1.7x) or "
-                 "v2-none (~1.9x) (column groups, no entropy coder); bench/RESULTS-coef.md, "
+                 "--codec coefficients: v2-none (column groups stored as they are: ~1.9x the "
+                 "JPEG bytes, the fastest to decode), v2-lz4 (~1.7x, ~0.9x v2-none's "
+                 "decode speed), v2-huff (Huffman: ~1.06x, ~0.6x), v2-zstd (~1.2x, ~0.45x) "
+                 "or v1 (whole LZ4 bands: ~1.9x, ~0.75x); bench/RESULTS-coef.md, "
                  "docs/shard-format.md")
       ->check(CLI::IsMember({"v2-huff", "v2-zstd", "v2-lz4", "v2-none", "v1"}))
       ->capture_default_str();

@@ -113,6 +113,10 @@ def data(tmp_path_factory):
     summaries = {
         "indexed": pack(folder, root / "indexed", "--jpeg-index"),
         "coefficients": pack(folder, root / "coefficients", "--codec", "coefficients"),
+        "coefficients-v1": pack(folder, root / "coefficients-v1", "--codec", "coefficients",
+                                "--coef-layout", "v1"),
+        "coefficients-huff": pack(folder, root / "coefficients-huff", "--codec",
+                                  "coefficients", "--coef-layout", "v2-huff"),
     }
     return root, folder, summaries
 
@@ -138,7 +142,7 @@ def test_folder_and_lossless_packs_give_identical_batches(data, mode):
                    mode="eval" if mode == "eval_dct" else mode,
                    eval_dct_scaling=mode == "eval_dct")
     images, labels = one_epoch(folder, **options)
-    for kind in ("indexed", "coefficients"):
+    for kind in ("indexed", "coefficients", "coefficients-v1", "coefficients-huff"):
         packed_images, packed_labels = one_epoch(root / kind, **options)
         assert np.array_equal(packed_labels, labels), kind
         for row in range(len(images)):
@@ -161,7 +165,8 @@ def test_both_packers_store_the_same_files_as_they_came(data):
         assert "progressive scans leave coefficients unrefined" in summary, kind
 
 
-@pytest.mark.parametrize("kind", ["indexed", "coefficients"])
+@pytest.mark.parametrize("kind", ["indexed", "coefficients", "coefficients-v1",
+                                  "coefficients-huff"])
 def test_inspect_verify_against_source(data, kind, tmp_path):
     root, folder, _ = data
     done = inspect(root / kind, "--verify", "--against", folder)

@@ -49,7 +49,8 @@ std::vector<std::pair<std::string, CoefficientPackOptions>> Layouts() {
   o.zstd_level = 3;
   layouts.push_back({"v2 zstd 3, one group", o});
   o = {};
-  o.version = 2;  // Huffman, the default coding
+  o.version = 2;
+  o.coding = CoefficientCoding::kHuffman;
   layouts.push_back({"v2 huff", o});
   o.group_pixels = 1;
   layouts.push_back({"v2 huff, 1-iMCU groups", o});
@@ -151,12 +152,17 @@ TEST(CoefficientStore, SamePixelsWithEighthScalesAndFastPaths) {
   JpegOptions fast;
   fast.fast_dct = true;
   fast.fast_upsample = true;
+  CoefficientPackOptions v1;
+  v1.version = 1;
   for (const Encoding& e : testing::CommonEncodings(80, false)) {
     SCOPED_TRACE(e.name);
     const auto jpeg = MakeJpeg(211, 150, e.options, 3, e.channels);
-    const auto record = MustPack(jpeg);
-    ExpectSamePixels(jpeg, record, options, 4, 11);
-    ExpectSamePixels(jpeg, record, fast, 4, 12);
+    for (const CoefficientPackOptions& layout : {CoefficientPackOptions{}, v1}) {
+      SCOPED_TRACE("version " + std::to_string(layout.version));
+      const auto record = MustPack(jpeg, layout);
+      ExpectSamePixels(jpeg, record, options, 4, 11);
+      ExpectSamePixels(jpeg, record, fast, 4, 12);
+    }
   }
 }
 
@@ -180,13 +186,15 @@ TEST(CoefficientStore, HighQualityNeedsWideValues) {
   }
 }
 
-TEST(CoefficientStore, VersionTwoIsSmallerThanVersionOne) {
+TEST(CoefficientStore, VersionTwoWithHuffmanIsSmallerThanVersionOne) {
   EncodeOptions o;
   o.quality = 90;
   const auto jpeg = MakeJpeg(333, 257, o, 21);
-  CoefficientPackOptions v2;
-  v2.version = 2;
-  EXPECT_LT(MustPack(jpeg, v2).size(), MustPack(jpeg).size());
+  CoefficientPackOptions v1, huffman;
+  v1.version = 1;
+  huffman.version = 2;
+  huffman.coding = CoefficientCoding::kHuffman;
+  EXPECT_LT(MustPack(jpeg, huffman).size(), MustPack(jpeg, v1).size());
 }
 
 TEST(CoefficientStore, OptionsOutOfRangeAreRefusedUpFront) {

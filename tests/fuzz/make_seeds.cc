@@ -116,9 +116,11 @@ int WriteIndexSeeds(const Path& dir) {
 // count.
 int WriteCoefficientSeeds(const Path& dir) {
   int stored = 0;
+  codecs::CoefficientPackOptions v1;  // version 2 has its own target (coefficient_groups)
+  v1.version = 1;
   auto pack = [&](int w, int h, codecs::EncodeOptions o, int channels) {
     const auto result = codecs::PackCoefficients(
-        testing::MakeJpeg(w, h, o, static_cast<std::uint64_t>(stored), channels));
+        testing::MakeJpeg(w, h, o, static_cast<std::uint64_t>(stored), channels), v1);
     if (!result.packed) return;
     std::vector<std::byte> bytes = {std::byte(stored & 0x1F), std::byte(70), std::byte(90),
                                     std::byte(120), std::byte(100)};

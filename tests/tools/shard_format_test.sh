@@ -40,7 +40,7 @@ run_pack() {  # OUT ARGS...
 run_pack plain
 run_pack indexed --jpeg-index
 run_pack raw --codec raw --raw-size 24x16
-run_pack coef --codec coefficients
+run_pack coef --codec coefficients --coef-layout v1  # the reader knows version 1 only
 for p in plain indexed raw coef; do
   extra=""
   [ "$p" = raw ] && extra="--raw-size 24x16"

@@ -45,15 +45,15 @@ struct CoefficientPackOptions {
   std::int64_t max_pixels = std::int64_t{1} << 26;
   // Largest number of scans read from a progressive file.
   int max_scans = 100;
-  // The record layout: 1 (whole bands, each an LZ4 block; the default, the fastest to
-  // decode as measured in bench/RESULTS-coef.md) or 2 (column groups within each band,
-  // nonzero masks and value streams; with Huffman about 0.57x version 1's bytes and 0.7x
-  // its decode speed). Both are read.
-  int version = 1;
+  // The record layout: 2 (column groups within each band, nonzero masks and value
+  // streams; the default) or 1 (whole bands, each an LZ4 block). Both are read.
+  int version = 2;
   // Version 2: the coding of each column group, and the group width in pixels (rounded
-  // down to whole iMCUs, at least one; 1..255 iMCUs). Huffman is both smaller and faster
-  // to decode than zstd 1 on the shared corpus (bench/RESULTS-coef.md).
-  CoefficientCoding coding = CoefficientCoding::kHuffman;
+  // down to whole iMCUs, at least one; 1..255 iMCUs). On the shared corpus
+  // (bench/RESULTS-coef.md): stored (the default) ~1.88x the JPEG bytes, the fastest to
+  // decode (1.3x version 1, whose bytes are ~1.86x); LZ4 ~1.69x at 0.88x stored's speed;
+  // Huffman ~1.06x at ~0.6x; zstd 1 ~1.22x, slower and larger than Huffman.
+  CoefficientCoding coding = CoefficientCoding::kNone;
   int zstd_level = 1;  // -5..19: higher is smaller and slower to pack, not to decode
   int group_pixels = 128;
   // LZ4HC compression level (1..12) of the bands (version 1) or groups (version 2 with
