@@ -24,6 +24,19 @@ std::int16_t Wide(const std::uint8_t* p) {
   return static_cast<std::int16_t>(static_cast<std::uint16_t>(p[0] | p[1] << 8));
 }
 
+// Eight bytes at a time: a byte of x ^ 0x80.. is zero where the value byte is 0x80, and
+// (((y & 0x7F..) + 0x7F..) | y) has its high bit clear exactly in y's zero bytes.
+std::size_t CountEscapesPortable(const std::uint8_t* values, std::size_t n) {
+  constexpr std::uint64_t kHigh = 0x8080808080808080u, kLow = 0x7F7F7F7F7F7F7F7Fu;
+  std::size_t count = 0, i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const std::uint64_t y = Le64(values + i) ^ kHigh;
+    count += static_cast<std::size_t>(std::popcount(~(((y & kLow) + kLow) | y) & kHigh));
+  }
+  for (; i < n; ++i) count += values[i] == 0x80 ? 1u : 0u;
+  return count;
+}
+
 void UnpackPortable(MaskedStreams& s, int count, std::uint16_t& dc, CoefficientBlock* out) {
   for (int x = 0; x < count; ++x) {
     dc = static_cast<std::uint16_t>(dc + (s.dc[0] | s.dc[1] << 8));
@@ -200,6 +213,19 @@ TILEFEED_AVX512 void UnpackListedAvx512(ListedStreams& s, int width, int first, 
   s.dc += 2 * static_cast<std::ptrdiff_t>(width);
 }
 
+TILEFEED_AVX512 std::size_t CountEscapesAvx512(const std::uint8_t* values, std::size_t n) {
+  const __m512i escape = _mm512_set1_epi8(static_cast<char>(0x80));
+  std::size_t count = 0, i = 0;
+  for (; i + 64 <= n; i += 64) {
+    const __m512i bytes = _mm512_loadu_si512(values + i);
+    count += static_cast<std::size_t>(_mm_popcnt_u64(_mm512_cmpeq_epi8_mask(bytes, escape)));
+  }
+  const std::uint64_t live = _bzhi_u64(~std::uint64_t{0}, static_cast<unsigned>(n - i));
+  const __m512i tail = _mm512_maskz_loadu_epi8(live, values + i);  // reads n - i bytes
+  return count +
+         static_cast<std::size_t>(_mm_popcnt_u64(_mm512_mask_cmpeq_epi8_mask(live, tail, escape)));
+}
+
 bool HasAvx512Expand() {
   static const bool kHas =
       __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -221,6 +247,13 @@ void UnpackMaskedBlocks(MaskedStreams& s, int count, std::uint16_t& dc, Coeffici
   }
 #endif
   UnpackPortable(s, count, dc, out);
+}
+
+std::size_t CountEscapes(const std::uint8_t* values, std::size_t n, bool portable) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (!portable && HasAvx512Expand()) return CountEscapesAvx512(values, n);
+#endif
+  return CountEscapesPortable(values, n);
 }
 
 void UnpackListedRow(ListedStreams& s, int width, int first, int count, CoefficientBlock* out,

@@ -17,6 +17,7 @@
 // Thread safety: stateless.
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 
 #include "tilefeed/codecs/jpeg_coefficients.h"
@@ -44,6 +45,11 @@ struct MaskedStreams {
 // wide bytes as the masks and escapes say (the store checks each group before unpacking).
 void UnpackMaskedBlocks(MaskedStreams& s, int count, std::uint16_t& dc, CoefficientBlock* out,
                         bool portable = false);
+
+// The 0x80 bytes (escapes to the wide stream) among values[0, n): the store's check of
+// every group and its step over the blocks beside a crop. 64 bytes per compare with
+// AVX-512 (asked at run time), else eight per 64-bit word; `portable` forces the latter.
+std::size_t CountEscapes(const std::uint8_t* values, std::size_t n, bool portable = false);
 
 // Version 1: where the next block row of a band's four streams starts.
 struct ListedStreams {

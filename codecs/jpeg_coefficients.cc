@@ -695,8 +695,7 @@ GroupCursor CheckGroup(const std::uint8_t* raw, std::size_t size, std::size_t bl
   if ((bit0 & 1) != 0 || 10 * blocks + count > size) {
     Corrupt("band " + std::to_string(band) + " masks do not fit");
   }
-  std::size_t escapes = 0;
-  for (std::size_t i = 0; i < count; ++i) escapes += values[i] == 0x80;
+  const std::size_t escapes = detail::CountEscapes(values, count);
   if (10 * blocks + count + 2 * escapes != size) {
     Corrupt("band " + std::to_string(band) + " streams do not add up");
   }
@@ -754,8 +753,7 @@ void SkipBlocks(GroupCursor& cur, int blocks, std::uint16_t& dc) {
   }
   const std::size_t n = detail::CountMaskBits(cur.masks, static_cast<std::size_t>(blocks));
   cur.masks += 8 * static_cast<std::size_t>(blocks);
-  std::size_t escapes = 0;
-  for (std::size_t j = 0; j < n; ++j) escapes += cur.values[j] == 0x80;
+  const std::size_t escapes = detail::CountEscapes(cur.values, n);
   cur.values += n;
   cur.wide += 2 * escapes;
 }

@@ -619,5 +619,25 @@ TEST(CoefficientStore, HuffmanGroupsDecodeAlikeWithEitherLookupBuild) {
   }
 }
 
+// The escape count the v2 group checks and crop steps use, on the AVX-512 path (where the
+// CPU has it) and the portable one, against a byte loop: every length to 200 at every
+// offset in a word, bytes near 0x80 (0x7F, 0x80, 0x81, 0x00, 0xFF) most often, the last one
+// at the end of its buffer.
+TEST(CoefficientStore, EscapeCountsAgreeOnBothPaths) {
+  std::mt19937_64 rng(19);
+  const std::uint8_t near[] = {0x7F, 0x80, 0x81, 0x00, 0xFF};
+  for (std::size_t n = 0; n <= 200; ++n) {
+    for (std::size_t offset = 0; offset < 8; ++offset) {
+      std::vector<std::uint8_t> bytes(offset + n);
+      for (auto& b : bytes) b = rng() % 3 == 0 ? static_cast<std::uint8_t>(rng()) : near[rng() % 5];
+      std::size_t want = 0;
+      for (std::size_t i = offset; i < bytes.size(); ++i) want += bytes[i] == 0x80 ? 1u : 0u;
+      ASSERT_EQ(detail::CountEscapes(bytes.data() + offset, n), want) << n << " at " << offset;
+      ASSERT_EQ(detail::CountEscapes(bytes.data() + offset, n, true), want)
+          << n << " at " << offset;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tilefeed::codecs
