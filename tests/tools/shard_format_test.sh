@@ -2,7 +2,8 @@
 # docs/shard-format.md is enough to read a pack: examples/read_shards.py, written from the
 # doc alone, checks every record and interval index of packs made here by tilefeed-pack
 # with each codec (plain, --jpeg-index, raw, coefficients in every --coef-layout) from a
-# demo set with a PNG in it, and the record order against torchvision's ImageFolder order.
+# demo set with a PNG and two grayscale JPEGs in it, and the record order against
+# torchvision's ImageFolder order.
 # A flipped byte fails, and so does each damaged version-2 structure behind a valid checksum.
 #
 #   shard_format_test.sh PACK MAKE_DEMO PYTHON READ_SHARDS_PY
@@ -30,6 +31,12 @@ png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2,
        chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
 classes = sorted(os.listdir(sys.argv[1]))
 open(os.path.join(sys.argv[1], classes[1], "zz-drawn.png"), "wb").write(png)
+# Two grayscale JPEGs (one component: one Huffman table class), one of them flat (every
+# Huffman table of its record codes one byte value: mode 0).
+from PIL import Image
+Image.new("L", (40, 24), 128).save(os.path.join(sys.argv[1], classes[0], "zz-flat.jpg"), quality=90)
+gray = bytes((x * 7 + (x * y) % 23 + y * 3) % 256 for y in range(30) for x in range(70))
+Image.frombytes("L", (70, 30), gray).save(os.path.join(sys.argv[1], classes[0], "zz-gray.jpg"), quality=90)
 PY
 src=$work/data/train
 run_pack() {  # OUT ARGS...
@@ -169,6 +176,22 @@ def damage(pack, edit, expect):
     assert run.returncode == 1 and "shard-00000.tfs#0: " + expect in out, f"{edit.__name__}: {out}"
     print(f"refused ({edit.__name__}): {out}")
 
+def huffman_kinds(pack):
+    """(components, all tables of mode 0) of each record of a v2-huff pack."""
+    _, codec, _, _, shards = rs.read_manifest(pack)
+    kinds = set()
+    for s, line in enumerate(shards):
+        for _, _, r_codec, _, p in rs.read_shard(os.path.join(pack, line[0]), s, 3, codec, line):
+            if r_codec == 4:
+                at, comps = huffman_at(p)
+                size = struct.unpack_from("<I", p, at)[0]
+                tables = rs.huffman_tables(p[at + 4:at + 4 + size], 3 if comps == 1 else 6)
+                kinds.add((comps, all(isinstance(t, int) for t in tables)))
+    return kinds
+
+# The Huffman pack exercises one and two table classes, and mode-0 tables.
+kinds = huffman_kinds(os.path.join(work, "coef-v2-huff"))
+assert {(1, True), (1, False), (3, False)} <= kinds, f"Huffman records: {kinds}"
 damage("coef", mask_bit0, "group 0,0: bit 0 of a mask is set")
 damage("coef", escape, "group 0,0: 10K + V + 2E")
 damage("coef", packed_sizes, "group 0,0: packed")
