@@ -401,6 +401,7 @@ def check_groups_v2(rec, geo, at):
     columns = -(-geo["width"] // (8 * geo["h_max"]))
     need(groups == -(-columns // w), f"{groups} groups per band, expected {-(-columns // w)}")
     entries = geo["bands"] * groups
+    need(at + 8 + 8 * entries <= len(rec), f"group table of {entries} entries runs past the record")
     table = np.frombuffer(rec, "<u4", 2 * entries, at + 8).reshape(entries, 2).tolist()
     data = at + 8 + 8 * entries
     tables = None
