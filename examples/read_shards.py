@@ -4,9 +4,11 @@
 It walks a pack's manifest and shards and checks every byte the format describes: the
 manifest and its checksum, each shard's header, index and trailer, every record's
 checksum and header, and every payload of every codec (JPEG and PNG files, LZ4 raw
-tensors, indexed JPEGs with their interval index, coefficient records band by band).
-It uses nothing of tilefeed: the standard library, numpy, and the two C libraries the
-format names (xxHash for XXH3_64bits, liblz4 for LZ4 blocks) through ctypes.
+tensors, indexed JPEGs with their interval index, coefficient records band by band or,
+version 2, column group by group: stored, LZ4, zstd, or Huffman-coded, decoded here).
+It uses nothing of tilefeed: the standard library, numpy, and the three C libraries the
+format names (xxHash for XXH3_64bits, liblz4 for LZ4 blocks, libzstd for zstd frames)
+through ctypes.
 
     read_shards.py PACK [--source FOLDER] [--raw-size WxH]
 
@@ -48,6 +50,43 @@ _lz4.LZ4_decompress_safe.restype = ctypes.c_int
 _lz4.LZ4_decompress_safe.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
 _lz4.LZ4_compressBound.restype = ctypes.c_int
 _lz4.LZ4_compressBound.argtypes = [ctypes.c_int]
+
+
+_zstd = _load("zstd", "libzstd.so.1")
+_zstd.ZSTD_createDCtx.restype = ctypes.c_void_p
+_zstd.ZSTD_DCtx_setParameter.restype = ctypes.c_size_t
+_zstd.ZSTD_DCtx_setParameter.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+_zstd.ZSTD_decompressDCtx.restype = ctypes.c_size_t
+_zstd.ZSTD_decompressDCtx.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t,
+                                      ctypes.c_char_p, ctypes.c_size_t]
+_zstd.ZSTD_isError.restype = ctypes.c_uint
+_zstd.ZSTD_isError.argtypes = [ctypes.c_size_t]
+_zstd.ZSTD_getErrorName.restype = ctypes.c_char_p
+_zstd.ZSTD_getErrorName.argtypes = [ctypes.c_size_t]
+_zstd.ZSTD_compressBound.restype = ctypes.c_size_t
+_zstd.ZSTD_compressBound.argtypes = [ctypes.c_size_t]
+ZSTD_D_FORMAT, ZSTD_F_ZSTD1_MAGICLESS = 1000, 1  # ZSTD_d_format, ZSTD_f_zstd1_magicless
+
+
+def _magicless_dctx():
+    dctx = _zstd.ZSTD_createDCtx()
+    need(dctx, "ZSTD_createDCtx failed")
+    result = _zstd.ZSTD_DCtx_setParameter(dctx, ZSTD_D_FORMAT, ZSTD_F_ZSTD1_MAGICLESS)
+    need(not _zstd.ZSTD_isError(result), "libzstd does not take ZSTD_f_zstd1_magicless")
+    return dctx
+
+
+_zstd_dctx = _magicless_dctx()
+
+
+def zstd_magicless(packed, raw_size):
+    """Decompresses one zstd frame without its magic number to exactly raw_size bytes."""
+    out = ctypes.create_string_buffer(max(raw_size, 1))
+    got = _zstd.ZSTD_decompressDCtx(_zstd_dctx, out, raw_size, bytes(packed), len(packed))
+    if _zstd.ZSTD_isError(got):
+        raise FormatError(f"zstd frame: {_zstd.ZSTD_getErrorName(got).decode()}")
+    need(got == raw_size, f"zstd frame gives {got} bytes, expected {raw_size}")
+    return out.raw[:raw_size]
 
 
 def xxh3(data):
@@ -264,8 +303,10 @@ def check_raw(payload, raw_size):
 
 # ---------------------------------------------------------------------------- coefficients
 
-def check_coefficients(rec):
-    need(rec[0:4] == b"TFJC" and rec[4] == 1, "bad coefficient magic or version")
+def coefficient_header(rec):
+    """Checks a coefficient record's header; returns (version, geometry, band-count offset)."""
+    need(rec[0:4] == b"TFJC", "bad coefficient magic")
+    need(rec[4] in (1, 2), f"coefficient record version {rec[4]}")
     n, space, flags, width, height, tables = u("BBBHHB", rec, 5)
     need(rec[13:16] == b"\0\0\0", "reserved coefficient header bytes")
     need({1: (1,), 2: (3,), 3: (3,), 4: (4,), 5: (4,)}.get(space, ()) == (n,), "colour space")
@@ -273,20 +314,41 @@ def check_coefficients(rec):
     comps = [tuple(rec[16 + 3 * c:19 + 3 * c]) for c in range(n)]
     need(all(1 <= h <= 4 and 1 <= v <= 4 and t < tables for h, v, t in comps), "component fields")
     need(n == 1 or sum(h * v for h, v, _ in comps) <= 10, "more than 10 blocks per MCU")
-    at = 16 + 3 * n + 128 * tables
     h_max, v_max = max(c[0] for c in comps), max(c[1] for c in comps)
-    wib = [-(-width * h // (8 * h_max)) for h, _, _ in comps]
-    hib = [-(-height * v // (8 * v_max)) for _, v, _ in comps]
-    bands = -(-height // (8 * v_max))
+    geo = {
+        "comps": comps, "width": width, "h_max": h_max,
+        "wib": [-(-width * h // (8 * h_max)) for h, _, _ in comps],
+        "hib": [-(-height * v // (8 * v_max)) for _, v, _ in comps],
+        "bands": -(-height // (8 * v_max)),
+    }
+    at = 16 + 3 * n + 128 * tables
     (count,) = u("I", rec, at)
-    need(count == bands, f"band count {count}, expected {bands}")
-    table = np.frombuffer(rec, "<u4", 2 * bands, at + 4).reshape(bands, 2)
-    data = at + 4 + 8 * bands
+    need(count == geo["bands"], f"band count {count}, expected {geo['bands']}")
+    return rec[4], geo, at + 4
+
+
+def band_rows(geo, b, c):
+    """Band b holds block rows [b * v, min((b + 1) * v, hib)) of component c."""
+    v = geo["comps"][c][1]
+    return min((b + 1) * v, geo["hib"][c]) - b * v
+
+
+def check_coefficients(rec):
+    """Checks a codec-4 payload; returns (version-1 bands, version-2 groups) checked."""
+    version, geo, at = coefficient_header(rec)
+    if version == 1:
+        return check_bands_v1(rec, geo, at), 0
+    return 0, check_groups_v2(rec, geo, at)
+
+
+def check_bands_v1(rec, geo, at):
+    bands, comps = geo["bands"], geo["comps"]
+    table = np.frombuffer(rec, "<u4", 2 * bands, at).reshape(bands, 2)
+    data = at + 8 * bands
     need(int(table[:, 0].sum()) == len(rec) - data, "bands do not fill the payload")
     for b in range(bands):
         packed, raw = int(table[b, 0]), int(table[b, 1])
-        # Band b holds block rows [b * v, min((b + 1) * v, hib)) of every component.
-        blocks = sum((min((b + 1) * v, hib[c]) - b * v) * wib[c] for c, (_, v, _) in enumerate(comps))
+        blocks = sum(band_rows(geo, b, c) * geo["wib"][c] for c in range(len(comps)))
         need(3 * blocks <= raw <= 192 * blocks and 1 <= packed <= _lz4.LZ4_compressBound(raw),
              f"band {b} sizes")
         streams = lz4_block(rec[data:data + packed], raw)
@@ -307,6 +369,195 @@ def check_coefficients(rec):
             need((values != 0).all(), f"band {b} holds a zero coefficient")
             pos, val = pos + n_ac, val + size
     return bands
+
+
+# ---------------------------------------------------------------------------- version 2
+
+def group_blocks(geo, w, b, g):
+    """Blocks per component of column group g of band b: rows of the band x [x0, x1)."""
+    blocks = []
+    for c, (h, _, _) in enumerate(geo["comps"]):
+        x0 = min(g * w * h, geo["wib"][c])
+        x1 = min((g + 1) * w * h, geo["wib"][c])
+        blocks.append(band_rows(geo, b, c) * (x1 - x0))
+    return blocks
+
+
+def group_bounds(coding, raw):
+    """The packed sizes the doc allows a group of `raw` bytes for its coding."""
+    if coding == 0:
+        return raw, raw
+    if coding == 1:
+        return 1, _lz4.LZ4_compressBound(raw)
+    if coding == 2:
+        return 1, _zstd.ZSTD_compressBound(raw)
+    return 12, 16 + 2 * raw
+
+
+def check_groups_v2(rec, geo, at):
+    coding, w, reserved, groups = u("BBHI", rec, at)
+    need(coding <= 3, f"unknown group coding {coding}")
+    need(w >= 1 and reserved == 0, f"group width {w} or reserved bytes {reserved}")
+    columns = -(-geo["width"] // (8 * geo["h_max"]))
+    need(groups == -(-columns // w), f"{groups} groups per band, expected {-(-columns // w)}")
+    entries = geo["bands"] * groups
+    need(at + 8 + 8 * entries <= len(rec), f"group table of {entries} entries runs past the record")
+    table = np.frombuffer(rec, "<u4", 2 * entries, at + 8).reshape(entries, 2).tolist()
+    data = at + 8 + 8 * entries
+    tables = None
+    if coding == 3:
+        (size,) = u("I", rec, data)
+        need(data + 4 + size <= len(rec), f"Huffman tables of {size} bytes run past the record")
+        classes = 1 if len(geo["comps"]) == 1 else 2
+        tables = huffman_tables(rec[data + 4:data + 4 + size], 3 * classes)
+        data += 4 + size
+    need(sum(p for p, _ in table) == len(rec) - data, "groups do not fill the payload")
+    blocks = [group_blocks(geo, w, i // groups, i % groups) for i in range(entries)]
+    for i, ((packed, raw), k) in enumerate(zip(table, blocks)):
+        low, high = group_bounds(coding, raw)
+        need(10 * sum(k) <= raw <= 199 * sum(k) and low <= packed <= high,
+             f"group {i // groups},{i % groups}: packed {packed} / raw {raw} bytes out of bounds")
+    view = memoryview(rec)
+    for i, ((packed, raw), k) in enumerate(zip(table, blocks)):
+        where = f"group {i // groups},{i % groups}"
+        coded = view[data:data + packed]
+        data += packed
+        try:
+            group = decode_group(coding, coded, raw, k, tables)
+            check_group(group, sum(k))
+        except FormatError as e:
+            raise FormatError(f"{where}: {e}") from None
+    return entries
+
+
+def decode_group(coding, coded, raw, blocks, tables):
+    if coding == 0:
+        return bytes(coded)
+    if coding == 1:
+        return lz4_block(coded, raw)
+    if coding == 2:
+        return zstd_magicless(coded, raw)
+    return huffman_group(coded, raw, blocks[0], sum(blocks), tables)
+
+
+def check_group(group, k):
+    """The raw bytes' checks: DC K x i16, masks K x u64 (bit 0 clear), V values, E wide."""
+    raw = len(group)
+    masks = np.frombuffer(group, "<u8", k, 2 * k)
+    need(not (masks & np.uint64(1)).any(), "bit 0 of a mask is set")
+    v = int(np.unpackbits(np.frombuffer(group, np.uint8, 8 * k, 2 * k)).sum())
+    need(10 * k + v <= raw, f"{v} values run past the raw size {raw}")
+    values = np.frombuffer(group, np.int8, v, 10 * k)
+    need((values != 0).all(), "a value byte is 0 (values are the nonzero coefficients)")
+    e = int((values == -128).sum())
+    need(10 * k + v + 2 * e == raw, f"10K + V + 2E = {10 * k + v + 2 * e}, raw size {raw}")
+    wide = np.frombuffer(group, "<i2", e, 10 * k + v)
+    need(((wide < -127) | (wide > 127)).all(), "a wide coefficient fits in -127..127")
+
+
+# ---------------------------------------------------------------------------- Huffman
+
+def huffman_tables(data, count):
+    """Parses `count` tables filling `data`: a constant byte (mode 0) or a lookup (mode 1)."""
+    pos, tables = 0, []
+    for t in range(count):
+        need(pos + 2 <= len(data), f"Huffman table {t} runs past the tables' size")
+        mode, arg = data[pos], data[pos + 1]
+        need(mode in (0, 1), f"Huffman table {t}: mode {mode}")
+        if mode == 0:
+            tables.append(arg)
+            pos += 2
+            continue
+        nibbles = data[pos + 2:pos + 3 + arg // 2]
+        need(len(nibbles) == arg // 2 + 1, f"Huffman table {t} runs past the tables' size")
+        need(arg % 2 or nibbles[-1] >> 4 == 0, f"Huffman table {t}: high nibble past m")
+        lengths = [nibbles[v // 2] >> (4 * (v % 2)) & 15 for v in range(arg + 1)]
+        try:
+            tables.append(huffman_lookup(lengths))
+        except FormatError as e:
+            raise FormatError(f"Huffman table {t}: {e}") from None
+        pos += 3 + arg // 2
+    need(pos == len(data), f"Huffman tables take {pos} of their {len(data)} bytes")
+    return tables
+
+
+def huffman_lookup(lengths):
+    """Canonical codes from code lengths; returns (symbol, length) lists by the next 11 bits."""
+    need(max(lengths) <= 11, "a code longer than 11 bits")
+    need(lengths[-1] > 0, "no code for m")
+    coded = sorted((n, v) for v, n in enumerate(lengths) if n)
+    need(len(coded) >= 2, "fewer than two codes")
+    need(sum(1 << (11 - n) for n, _ in coded) == 1 << 11, "the code is not complete")
+    symbols, sizes = [0] * 2048, [0] * 2048
+    code, last = 0, coded[0][0]
+    for n, v in coded:
+        code <<= n - last
+        last = n
+        first = code << (11 - n)
+        symbols[first:first + (1 << (11 - n))] = [v] * (1 << (11 - n))
+        sizes[first:first + (1 << (11 - n))] = [n] * (1 << (11 - n))
+        code += 1
+    return symbols, sizes
+
+
+class BitStream:
+    """One of a group's four streams: the next 11 bits at every bit position, MSB first."""
+
+    def __init__(self, data):
+        self.bits = np.unpackbits(np.frombuffer(bytes(data), np.uint8))
+        self.size = len(self.bits)
+        padded = np.concatenate([self.bits, np.zeros(11, np.uint8)]).astype(np.uint16)
+        window = np.zeros(self.size + 1, np.uint16)
+        for k in range(11):
+            window = (window << 1) | padded[k:k + self.size + 1]
+        self.window = window.tolist()
+        self.pos = 0
+
+    def decode(self, table, count, p):
+        if isinstance(table, int):  # mode 0: every byte is the table's, in no bits
+            return bytes([table]) * count
+        symbols, sizes = table
+        window, pos, out = self.window, self.pos, bytearray(count)
+        try:
+            for i in range(count):
+                w = window[pos]
+                out[i] = symbols[w]
+                pos += sizes[w]
+        except IndexError:
+            pos = self.size + 1
+        need(pos <= self.size, f"Huffman stream {p} runs past its {self.size // 8} bytes")
+        self.pos = pos
+        return out
+
+    def finish(self, p):
+        need(-(-self.pos // 8) * 8 == self.size,
+             f"Huffman stream {p} is {self.size // 8} bytes for {self.pos} bits of codes")
+        need(not self.bits[self.pos:].any(), f"Huffman stream {p}: padding bits not zero")
+
+
+def huffman_group(coded, raw, k0, k, tables):
+    """Decodes a coding-3 group: six segments, each cut in four parts, one per stream."""
+    sizes = u("III", coded, 0)
+    need(sum(sizes) <= len(coded) - 12, f"stream sizes {sizes} exceed the packed size")
+    cuts = [12, 12 + sizes[0], 12 + sizes[0] + sizes[1], 12 + sum(sizes), len(coded)]
+    streams = [BitStream(coded[cuts[p]:cuts[p + 1]]) for p in range(4)]
+    one = 3 if len(tables) == 6 else 0  # class 1's first table; class 0's when L = 1
+    out = bytearray()
+    for n, table in ((2 * k0, 0), (2 * (k - k0), one), (8 * k0, 1), (8 * (k - k0), one + 1)):
+        out += huffman_segment(streams, tables[table], n)
+    v0 = int(np.unpackbits(np.frombuffer(bytes(out[2 * k:2 * k + 8 * k0]), np.uint8)).sum())
+    need(v0 <= raw - 10 * k, f"component 0's {v0} values run past the raw size {raw}")
+    out += huffman_segment(streams, tables[2], v0)
+    out += huffman_segment(streams, tables[one + 2], raw - 10 * k - v0)
+    for p, stream in enumerate(streams):
+        stream.finish(p)
+    return bytes(out)
+
+
+def huffman_segment(streams, table, n):
+    q = -(-n // 4)
+    return b"".join(s.decode(table, min((p + 1) * q, n) - min(p * q, n), p)
+                    for p, s in enumerate(streams))
 
 
 # ---------------------------------------------------------------------------- source
@@ -336,7 +587,7 @@ def main():
         for s, line in enumerate(shards):
             records += read_shard(os.path.join(args.pack, line[0]), s, version, codec, line)
         need(len(records) == total, "record count")
-        kinds, intervals, bands = {}, 0, 0
+        kinds, intervals, bands, groups = {}, 0, 0, 0
         for where, label, r_codec, index_len, payload in records:
             need(not classes or label < len(classes), f"{where}: label {label} >= {len(classes)}")
             try:
@@ -353,7 +604,8 @@ def main():
                     intervals += check_indexed(payload[:index_len], payload[index_len:])
                     kind = "indexed"
                 else:
-                    bands += check_coefficients(payload)
+                    got = check_coefficients(payload)
+                    bands, groups = bands + got[0], groups + got[1]
                     kind = "coefficients"
             except (FormatError, struct.error, IndexError, ValueError, KeyError, TypeError) as e:
                 raise FormatError(f"{where}: {e}") from None
@@ -371,7 +623,7 @@ def main():
         return 1
     summary = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
     print(f"read_shards: OK {args.pack}: {total} records in {len(shards)} shards ({summary}); "
-          f"{intervals} intervals, {bands} bands checked")
+          f"{intervals} intervals, {bands} bands, {groups} groups checked")
     return 0
 
 
