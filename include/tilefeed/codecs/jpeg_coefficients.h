@@ -51,7 +51,7 @@ struct CoefficientPackOptions {
   // Version 2: the coding of each column group, and the group width in pixels (rounded
   // down to whole iMCUs, at least one; 1..255 iMCUs). On the shared corpus
   // (bench/RESULTS-coef.md): stored (the default) ~1.88x the JPEG bytes, the fastest to
-  // decode (1.3x version 1, whose bytes are ~1.86x); LZ4 ~1.69x at 0.88x stored's speed;
+  // decode (1.35x version 1, whose bytes are ~1.86x); LZ4 ~1.69x at 0.86x stored's speed;
   // Huffman ~1.06x at ~0.6x; zstd 1 ~1.22x, slower and larger than Huffman.
   CoefficientCoding coding = CoefficientCoding::kNone;
   int zstd_level = 1;  // -5..19: higher is smaller and slower to pack, not to decode
