@@ -659,6 +659,7 @@ struct ZstdDecompressor {
 struct GroupDecoders {
   ZstdDecompressor zstd;
   detail::HuffDecoder huff;
+  bool portable = false;  // JpegOptions::portable_kernels
 };
 
 // Decodes one group's stored bytes into `out` (exactly `raw_size` bytes) or throws.
@@ -686,16 +687,17 @@ void DecodeGroup(const Geometry& g, const std::byte* packed, std::size_t packed_
 
 // Checks one decoded group of `blocks` blocks and returns its cursor: masks without bit
 // 0, and the values and wide streams exactly as long as the masks and escapes say.
-GroupCursor CheckGroup(const std::uint8_t* raw, std::size_t size, std::size_t blocks, int band) {
+GroupCursor CheckGroup(const std::uint8_t* raw, std::size_t size, std::size_t blocks, int band,
+                       bool portable) {
   const std::uint8_t* masks = raw + 2 * blocks;
   const std::uint8_t* values = raw + 10 * blocks;
   std::uint64_t bit0 = 0;
   for (std::size_t i = 0; i < blocks; ++i) bit0 |= Le64(masks + 8 * i);
-  const std::size_t count = detail::CountMaskBits(masks, blocks);
+  const std::size_t count = detail::CountMaskBits(masks, blocks, portable);
   if ((bit0 & 1) != 0 || 10 * blocks + count > size) {
     Corrupt("band " + std::to_string(band) + " masks do not fit");
   }
-  const std::size_t escapes = detail::CountEscapes(values, count);
+  const std::size_t escapes = detail::CountEscapes(values, count, portable);
   if (10 * blocks + count + 2 * escapes != size) {
     Corrupt("band " + std::to_string(band) + " streams do not add up");
   }
@@ -712,8 +714,8 @@ void DecompressGroups(std::span<const std::byte> rec, const Geometry& g, int row
   if (g.coding == 3) {
     const char* why = "";
     const auto* tables = reinterpret_cast<const std::uint8_t*>(rec.data() + g.huff_tables);
-    if (decoders.huff.ReadTables(tables, g.huff_table_bytes, g.huff_classes(), &why) !=
-        g.huff_table_bytes) {
+    if (decoders.huff.ReadTables(tables, g.huff_table_bytes, g.huff_classes(), &why,
+                                 decoders.portable) != g.huff_table_bytes) {
       Corrupt(std::string("Huffman tables: ") + (*why != 0 ? why : "bytes left over"));
     }
   }
@@ -736,24 +738,26 @@ void DecompressGroups(std::span<const std::byte> rec, const Geometry& g, int row
       const std::size_t packed = Le32(rec, entry(b, k)), size = Le32(rec, entry(b, k) + 4);
       if (g.coding == 0) {  // stored (packed == size, checked with the band table): read in place
         const auto* bytes = reinterpret_cast<const std::uint8_t*>(rec.data() + offset);
-        cursors.push_back(CheckGroup(bytes, size, g.group_blocks(b, k), b));
+        cursors.push_back(CheckGroup(bytes, size, g.group_blocks(b, k), b, decoders.portable));
         continue;
       }
       DecodeGroup(g, rec.data() + offset, packed, raw.data() + at, size, decoders, b, k);
-      cursors.push_back(CheckGroup(raw.data() + at, size, g.group_blocks(b, k), b));
+      cursors.push_back(
+          CheckGroup(raw.data() + at, size, g.group_blocks(b, k), b, decoders.portable));
       at += size;
     }
   }
 }
 
 // Moves `cur` past `blocks` blocks beside the crop, adding their DC differences to `dc`.
-void SkipBlocks(GroupCursor& cur, int blocks, std::uint16_t& dc) {
+void SkipBlocks(GroupCursor& cur, int blocks, std::uint16_t& dc, bool portable) {
   for (int x = 0; x < blocks; ++x, cur.dc += 2) {
     dc = static_cast<std::uint16_t>(dc + (cur.dc[0] | cur.dc[1] << 8));
   }
-  const std::size_t n = detail::CountMaskBits(cur.masks, static_cast<std::size_t>(blocks));
+  const std::size_t n =
+      detail::CountMaskBits(cur.masks, static_cast<std::size_t>(blocks), portable);
   cur.masks += 8 * static_cast<std::size_t>(blocks);
-  const std::size_t escapes = detail::CountEscapes(cur.values, n);
+  const std::size_t escapes = detail::CountEscapes(cur.values, n, portable);
   cur.values += n;
   cur.wide += 2 * escapes;
 }
@@ -761,15 +765,15 @@ void SkipBlocks(GroupCursor& cur, int blocks, std::uint16_t& dc) {
 // Unpacks blocks [first, first + count) of the next block row of component c from groups
 // k0.. k0 + groups - 1 (their cursors) into `out`, moving each cursor past the row.
 void UnpackGroupsRow(GroupCursor* cursors, const Geometry& g, int c, int k0, int groups, int first,
-                     int count, Block* out) {
+                     int count, Block* out, bool portable) {
   for (int i = 0; i < groups; ++i) {
     GroupCursor& cur = cursors[i];
     const int begin = g.group_begin(k0 + i, c), end = g.group_end(k0 + i, c);
     const int lo = std::clamp(first, begin, end), hi = std::clamp(first + count, lo, end);
     std::uint16_t dc = 0;
-    SkipBlocks(cur, lo - begin, dc);
-    detail::UnpackMaskedBlocks(cur, hi - lo, dc, out + (lo - first));
-    SkipBlocks(cur, end - hi, dc);
+    SkipBlocks(cur, lo - begin, dc, portable);
+    detail::UnpackMaskedBlocks(cur, hi - lo, dc, out + (lo - first), portable);
+    SkipBlocks(cur, end - hi, dc, portable);
   }
 }
 
@@ -793,6 +797,7 @@ struct BandFeed {
   GroupCursor* group_cursors;
   int k0, groups;
   bool timed;
+  bool portable;  // JpegOptions::portable_kernels
   std::int64_t unpack_ns;
   std::int64_t idct_ns;
 };
@@ -800,10 +805,10 @@ struct BandFeed {
 // Unpacks blocks [first, first + count) of the next row of a band into `out`, and
 // moves the cursor past the row's `width` blocks.
 void UnpackRow(const std::uint8_t* raw, BandCursor& cursor, int width, int first, int count,
-               Block* out) {
+               Block* out, bool portable = false) {
   detail::ListedStreams s{raw + cursor.headers, raw + cursor.dc, raw + cursor.positions,
                           raw + cursor.values};
-  detail::UnpackListedRow(s, width, first, count, out);
+  detail::UnpackListedRow(s, width, first, count, out, portable);
   cursor = {static_cast<std::size_t>(s.headers - raw), static_cast<std::size_t>(s.dc - raw),
             static_cast<std::size_t>(s.positions - raw), static_cast<std::size_t>(s.values - raw)};
 }
@@ -837,9 +842,10 @@ int DecompressRow(j_decompress_ptr cinfo, JSAMPIMAGE output_buf) {
       } else if (feed->group_cursors != nullptr) {
         UnpackGroupsRow(feed->group_cursors + std::size_t(row) * std::size_t(feed->groups),
                         *feed->geometry, ci, feed->k0, feed->groups, feed->first[ci], count,
-                        feed->blocks);
+                        feed->blocks, feed->portable);
       } else {
-        UnpackRow(feed->raw, cursor, feed->wib[ci], feed->first[ci], count, feed->blocks);
+        UnpackRow(feed->raw, cursor, feed->wib[ci], feed->first[ci], count, feed->blocks,
+                  feed->portable);
       }
       if (!comp->component_needed) continue;
       const auto t1 = feed->timed ? Clock::now() : Clock::time_point();
@@ -1084,7 +1090,7 @@ UnpackedCoefficients UnpackCoefficients(std::span<const std::byte> record,
           UnpackRow(raw.data(), cursor, g.wib[c], 0, g.wib[c], out);
         } else {
           UnpackGroupsRow(group_cursors.data() + std::size_t(b) * std::size_t(g.groups), g, c, 0,
-                          g.groups, 0, g.wib[c], out);
+                          g.groups, 0, g.wib[c], out, false);
         }
       }
     }
@@ -1207,6 +1213,7 @@ struct CoefficientDecoder::Impl {
   Resizer resizer;
 
   explicit Impl(const JpegOptions& opts) : options(opts) {
+    group_decoders.portable = opts.portable_kernels;
     cinfo.err = detail::InstallErrorHandlers(errors);
     if (!GuardedCreate(&cinfo, &errors)) {
       throw std::runtime_error(std::string("libjpeg: cannot create a decompressor: ") +
@@ -1350,6 +1357,7 @@ DecodeReport CoefficientDecoder::Impl::Decode(std::span<const std::byte> rec,
   if (unpacked == nullptr) Prepare(rec, g, cover);
   const auto t1 = Clock::now();
   feed.timed = times != nullptr;
+  feed.portable = options.portable_kernels;
   Start(g, cover, unpacked);
   std::int64_t resize_ns = 0;
   const JDIMENSION rows_read = Stream(g, cover, plan, out, &resize_ns);

@@ -95,11 +95,15 @@ std::vector<std::pair<int, int>> OutputsFor(int cw, int ch, const JpegOptions& o
   return outs;
 }
 
-// Decodes every crop at every scale both ways and requires equal bytes.
+// Decodes every crop at every scale both ways (the store also with its portable kernels,
+// and from unpacked coefficients) and requires equal bytes.
 void ExpectSamePixels(const std::vector<std::byte>& jpeg, const std::vector<std::byte>& record,
                       const JpegOptions& options, int random_crops, std::uint32_t seed) {
   JpegDecoder reference(options);
   CoefficientDecoder decoder(options);
+  JpegOptions portable_options = options;  // the code CPUs without AVX-512 VBMI2 run
+  portable_options.portable_kernels = true;
+  CoefficientDecoder portable(portable_options);
   const ImageInfo info = reference.ReadInfo(jpeg);
   const ImageInfo stored = ReadCoefficientInfo(record);
   ASSERT_EQ(stored.width, info.width);
@@ -123,6 +127,9 @@ void ExpectSamePixels(const std::vector<std::byte>& jpeg, const std::vector<std:
             decoder.DecodeInto(record, plan, PixelView::Interleaved(got.data(), ow, oh), &times);
         ASSERT_EQ(a.scale_eighths, b.scale_eighths);
         ASSERT_TRUE(want == got);
+        std::fill(got.begin(), got.end(), 7);
+        portable.DecodeInto(record, plan, PixelView::Interleaved(got.data(), ow, oh));
+        ASSERT_TRUE(want == got) << "portable kernels";
         std::fill(got.begin(), got.end(), 7);
         decoder.DecodeUnpackedInto(unpacked, plan, PixelView::Interleaved(got.data(), ow, oh));
         ASSERT_TRUE(want == got) << "from unpacked coefficients";

@@ -72,6 +72,11 @@ struct JpegOptions {
   bool fast_dct = false;
   // Nearest-neighbour chroma upsampling instead of libjpeg's "fancy" triangle filter.
   bool fast_upsample = false;
+  // CoefficientDecoder: the portable code instead of the AVX-512 kernels (unpack, group
+  // checks, Huffman table build) that it picks at run time where the CPU has them. The
+  // same pixels; for tests, and for CPUs where AVX-512 lowers the clock. JpegDecoder
+  // ignores it.
+  bool portable_kernels = false;
 };
 
 // One crop-before-decode request: the crop in source pixels, the output written to
