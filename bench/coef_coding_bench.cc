@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "bench/median.h"
+#include "codecs/coef_blocks.h"
 #include "codecs/coef_huffman.h"
 #include "tilefeed/codecs/jpeg_coefficients.h"
 #include "tools/cli_checks.h"
@@ -53,10 +54,7 @@ namespace codecs = tilefeed::codecs;
 using Clock = std::chrono::steady_clock;
 using Bytes = std::vector<std::uint8_t>;
 
-constexpr std::array<std::uint8_t, 64> kNatural = {
-    0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,  12, 19, 26, 33, 40, 48,
-    41, 34, 27, 20, 13, 6,  7,  14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23,
-    30, 37, 44, 51, 58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63};
+using codecs::detail::kNatural;  // zigzag index -> natural index
 
 double Since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -74,9 +72,7 @@ double CpuNow() {
 std::uint32_t Le16(const std::uint8_t* p) { return p[0] | p[1] << 8; }
 std::uint32_t Le32(const std::uint8_t* p) { return Le16(p) | Le16(p + 2) << 16; }
 
-struct alignas(32) Block {
-  std::int16_t c[64];
-};
+using Block = codecs::CoefficientBlock;
 
 // One image: its bands' v1 streams (raw) and the blocks in each band.
 struct Image {
@@ -123,29 +119,15 @@ Image BandsOf(const std::vector<std::byte>& record) {
   return image;
 }
 
-// v1 streams -> blocks, as CoefficientDecoder's unpack does.
+// v1 streams -> blocks, with CoefficientDecoder's unpack (the band as one row).
 void UnpackV1(const Bytes& band, std::size_t count, Block* out) {
   const std::uint8_t* headers = band.data();
-  const std::uint8_t* dc = headers + count;
-  const std::uint8_t* positions = dc + 2 * count;
+  const std::uint8_t* positions = headers + 3 * count;
   std::size_t total = 0;
   for (std::size_t i = 0; i < count; ++i) total += headers[i] & 63u;
-  const std::uint8_t* values = positions + total;
-  std::uint16_t dc_value = 0;
-  for (std::size_t x = 0; x < count; ++x) {
-    const unsigned n = headers[x] & 63u, wide = headers[x] >> 7;
-    dc_value = static_cast<std::uint16_t>(dc_value + Le16(dc + 2 * x));
-    std::int16_t* block = out[x].c;
-    std::memset(block, 0, sizeof(Block));
-    block[0] = static_cast<std::int16_t>(dc_value);
-    for (unsigned k = 0; k < n; ++k) {
-      block[kNatural[positions[k] & 63u]] =
-          wide ? static_cast<std::int16_t>(Le16(values + 2 * std::size_t{k}))
-               : static_cast<std::int16_t>(static_cast<std::int8_t>(values[k]));
-    }
-    positions += n;
-    values += n << wide;
-  }
+  codecs::detail::ListedStreams s{headers, headers + count, positions, positions + total};
+  const int width = static_cast<int>(count);
+  codecs::detail::UnpackListedRow(s, width, 0, width, out);
 }
 
 void PutSmall(Bytes& out, int value) {  // one byte, or 0x80 and two
@@ -518,42 +500,25 @@ void EncodeV2(V2Coding& coding, const V2Image& image, ZSTD_CCtx* cctx) {
   coding.sizes.push_back(std::move(sizes));
 }
 
-// The store's check of a decoded group (CheckGroup) and its unpack to blocks; returns a
-// checksum.
+// The store's check of a decoded group (CheckGroup) and its unpack to blocks, with the
+// store's own pieces; returns a checksum.
 std::uint64_t CheckAndUnpackV2(const std::uint8_t* raw, std::size_t size, std::size_t blocks,
                                Block* out) {
   const std::uint8_t* masks = raw + 2 * blocks;
   const std::uint8_t* values = raw + 10 * blocks;
-  std::size_t count = 0;
   std::uint64_t bit0 = 0;
   for (std::size_t i = 0; i < blocks; ++i) {
     std::uint64_t mask;
     std::memcpy(&mask, masks + 8 * i, 8);
     bit0 |= mask;
-    count += static_cast<std::size_t>(__builtin_popcountll(mask));
   }
-  std::size_t escapes = 0;
-  for (std::size_t i = 0; i < count && 10 * blocks + i < size; ++i) escapes += values[i] == 0x80;
-  if ((bit0 & 1) != 0 || 10 * blocks + count + 2 * escapes != size) std::abort();
-  const std::uint8_t* wide = values + count;
+  const std::size_t count = codecs::detail::CountMaskBits(masks, blocks);
+  if ((bit0 & 1) != 0 || 10 * blocks + count > size) std::abort();
+  const std::size_t escapes = codecs::detail::CountEscapes(values, count);
+  if (10 * blocks + count + 2 * escapes != size) std::abort();
+  codecs::detail::MaskedStreams s{raw, masks, values, values + count};
   std::uint16_t dc = 0;
-  for (std::size_t x = 0; x < blocks; ++x) {
-    dc = static_cast<std::uint16_t>(dc + Le16(raw + 2 * x));
-    std::uint64_t mask;
-    std::memcpy(&mask, masks + 8 * x, 8);
-    std::int16_t* block = out[x].c;
-    std::memset(block, 0, sizeof(Block));
-    block[0] = static_cast<std::int16_t>(dc);
-    for (; mask != 0; mask &= mask - 1) {
-      const int byte = *values++;
-      int value = byte - ((byte & 0x80) << 1);  // the byte read as a two's-complement int8
-      if (value == -128) {
-        value = static_cast<std::int16_t>(Le16(wide));
-        wide += 2;
-      }
-      block[kNatural[__builtin_ctzll(mask)]] = static_cast<std::int16_t>(value);
-    }
-  }
+  codecs::detail::UnpackMaskedBlocks(s, static_cast<int>(blocks), dc, out);
   return static_cast<std::uint16_t>(out[blocks / 2].c[0]);
 }
 
