@@ -4,7 +4,11 @@
 //
 // Why libjpeg's back end rather than our own IDCT: byte-identical pixels come for free
 // (the same SIMD IDCT, the same fancy upsampling and colour code, the same DCT scaling
-// choices), and it is the fastest there is. The decode builds a small JPEG header for
+// choices), and its IDCT is the fastest there is. Its upsampling and colour conversion
+// are not: for the common JPEGs (YCbCr 4:2:0, 4:2:2, 4:4:4 at full scale) on CPUs with
+// AVX-512 VBMI, libjpeg hands over the IDCT's planes (raw-data mode) and one fused pass
+// (codecs/ycc_rows.h) does the same arithmetic, the loader's largest single gain after the
+// entropy decode went (YccRows below). The decode builds a small JPEG header for
 // the sub-image that covers the crop (origin on the iMCU grid, as IndexedJpegDecoder's
 // sub-images: see codecs/jpeg_index.cc for why that repeats the whole-file decode's
 // computation), lets libjpeg read it and set up its pipeline, then replaces the
@@ -36,6 +40,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 
@@ -50,6 +55,7 @@
 #include "codecs/crop_check.h"
 #include "codecs/libjpeg_errors.h"
 #include "codecs/row_stream.h"
+#include "codecs/ycc_rows.h"
 #include "tilefeed/codecs/resize.h"
 
 namespace tilefeed::codecs {
@@ -876,6 +882,7 @@ struct StartJob {
   unsigned scale_num;
   bool fast_dct;
   bool fast_upsample;
+  bool raw_data;  // planes for YccRows instead of libjpeg's upsampling and colour
 };
 
 bool GuardedStart(jpeg_decompress_struct* cinfo, ErrorManager* errors, const StartJob* job) {
@@ -888,6 +895,7 @@ bool GuardedStart(jpeg_decompress_struct* cinfo, ErrorManager* errors, const Sta
   cinfo->scale_denom = 8;
   cinfo->dct_method = job->fast_dct ? JDCT_IFAST : JDCT_ISLOW;
   cinfo->do_fancy_upsampling = job->fast_upsample ? FALSE : TRUE;
+  cinfo->raw_data_out = job->raw_data ? TRUE : FALSE;
   jpeg_start_decompress(cinfo);
   return true;
 }
@@ -897,11 +905,71 @@ bool GuardedStart(jpeg_decompress_struct* cinfo, ErrorManager* errors, const Sta
 // iMCU grid and the crop). libjpeg may longjmp out of detail::ReadScanlines, and
 // StreamRows' frames hold only trivially destructible objects.
 bool GuardedStreamRows(jpeg_decompress_struct* cinfo, ErrorManager* errors,
-                       detail::ScanlineSource* source, detail::RowStream* job) {
+                       detail::ReadRowsFn read_rows, void* source, detail::RowStream* job) {
   if (setjmp(errors->jump)) return false;
-  detail::StreamRows(job, &detail::ReadScanlines, source);
+  detail::StreamRows(job, read_rows, source);
   jpeg_abort_decompress(cinfo);
   return true;
+}
+
+// The started sub-image's RGB rows from libjpeg's raw-data mode: jpeg_read_raw_data runs
+// the band feed and libjpeg's IDCT into planes of one iMCU row, and YccToRgbRow makes each
+// output row from them. Three iMCU rows of planes rotate, because a 4:2:0 row at the top or
+// bottom of an iMCU row reads a chroma row of the one above or below (libjpeg's context
+// rows, jdmainct.c: above the first chroma row its copy, below the last likewise).
+// Plain data: it lives across libjpeg's longjmp.
+struct YccRows {
+  jpeg_decompress_struct* cinfo;
+  detail::ChromaSampling sampling;
+  int width;                 // output pixels per row
+  JDIMENSION height;         // output rows
+  JDIMENSION imcu_rows;      // output rows per iMCU row (8 * luma's v)
+  JDIMENSION chroma_rows;    // chroma rows per iMCU row (8)
+  JDIMENSION chroma_height;  // chroma rows in all
+  int chroma_width;          // chroma samples per row
+  JDIMENSION total;          // iMCU rows
+  JDIMENSION decoded;        // iMCU rows read so far, the last in planes[(decoded - 1) % 3]
+  JDIMENSION next;           // the next output row
+  JSAMPARRAY planes[3][3];   // [iMCU row % 3][component]: the rows jpeg_read_raw_data fills
+};
+
+std::size_t ReadYccRows(void* context, std::uint8_t* const* rows, std::size_t max_rows) {
+  auto& s = *static_cast<YccRows*>(context);
+  const bool upsampled = s.sampling != detail::ChromaSampling::k444;
+  // A 4:2:0 iMCU row's last output rows read the next iMCU row's first chroma row.
+  const JDIMENSION ahead = s.sampling == detail::ChromaSampling::k420 ? 2 : 1;
+  std::size_t done = 0;
+  for (; done < max_rows && s.next < s.height; ++done, ++s.next) {
+    const JDIMENSION y = s.next;
+    const JDIMENSION m = y / s.imcu_rows;
+    while (s.decoded < std::min(m + ahead, s.total)) {
+      JSAMPARRAY* planes = s.planes[s.decoded % 3];
+      if (jpeg_read_raw_data(s.cinfo, planes, s.imcu_rows) == 0) return done;
+      if (upsampled) {
+        // YccToRgbRow's edges: each chroma row's first and last samples repeated outside it.
+        const auto last = static_cast<std::size_t>(s.chroma_width) - 1;
+        for (int c = 1; c < 3; ++c) {
+          for (JDIMENSION r = 0; r < s.chroma_rows; ++r) {
+            JSAMPROW row = planes[c][r];
+            row[-1] = row[0];
+            row[last + 1] = row[last];
+          }
+        }
+      }
+      ++s.decoded;
+    }
+    JDIMENSION near = y, far = y;
+    if (s.sampling == detail::ChromaSampling::k420) {
+      near = y / 2;
+      far = y % 2 == 0 ? (near == 0 ? 0 : near - 1) : std::min(near + 1, s.chroma_height - 1);
+    }
+    const auto chroma = [&s](int c, JDIMENSION r) {
+      return s.planes[(r / s.chroma_rows) % 3][c][r % s.chroma_rows];
+    };
+    detail::YccToRgbRow(s.sampling, s.planes[m % 3][0][y % s.imcu_rows], chroma(1, near),
+                        chroma(1, far), chroma(2, near), chroma(2, far), s.width, rows[done]);
+  }
+  return done;
 }
 
 // The iMCU rows and columns of the whole image that a crop decode needs: the region
@@ -937,6 +1005,28 @@ Cover CoverFor(const Geometry& g, const CropPlan& plan, int out_width, int out_h
       c.row1 == g.bands - 1 ? g.height - c.origin_y : (c.row1 - c.row0 + 1) * 8 * g.max_v;
   return c;
 }
+// The sampling for which YccToRgbRow replaces libjpeg's upsampling and colour conversion
+// in this decode, if any: three components, YCbCr to RGB, full scale (every component's
+// IDCT 8x8, so libjpeg's fancy upsampling is the 2x1 or 2x2 kind the kernel does), fancy
+// upsampling asked for, chroma sampled 1x1 against luma's 1x1, 2x1 or 2x2, and chroma
+// rows of more than two samples (libjpeg replicates below that). Elsewhere libjpeg runs
+// its own passes, as it does on CPUs without the kernel and with portable_kernels.
+std::optional<detail::ChromaSampling> FusedSampling(const Geometry& g, const Cover& cover,
+                                                    const JpegOptions& options) {
+  if (options.portable_kernels || options.fast_upsample || !detail::YccKernelAvailable()) {
+    return std::nullopt;
+  }
+  if (g.components != 3 || g.color_space != JCS_YCbCr || cover.scale != 8) return std::nullopt;
+  for (int c = 1; c < 3; ++c) {
+    if (g.h[c] != 1 || g.v[c] != 1) return std::nullopt;
+  }
+  if (g.h[0] == 1 && g.v[0] == 1) return detail::ChromaSampling::k444;
+  if ((cover.sub_width + 1) / 2 <= 2) return std::nullopt;
+  if (g.h[0] == 2 && g.v[0] == 1) return detail::ChromaSampling::k422;
+  if (g.h[0] == 2 && g.v[0] == 2) return detail::ChromaSampling::k420;
+  return std::nullopt;
+}
+
 // Version 1: each band's streams, one LZ4 block. False if libjpeg failed.
 bool PackBands(Reader& r, jvirt_barray_ptr* arrays, const Geometry& g,
                const CoefficientPackOptions& options, std::vector<std::byte>& out) {
@@ -1211,6 +1301,9 @@ struct CoefficientDecoder::Impl {
   std::vector<Block> blocks;
   detail::RowRing ring;
   Resizer resizer;
+  std::optional<detail::ChromaSampling> fused;  // this decode's FusedSampling
+  std::vector<std::uint8_t> planes;             // YccRows' planes; only grows
+  std::vector<JSAMPROW> plane_rows;             // and their rows
 
   explicit Impl(const JpegOptions& opts) : options(opts) {
     group_decoders.portable = opts.portable_kernels;
@@ -1245,6 +1338,7 @@ struct CoefficientDecoder::Impl {
   void Start(const Geometry& g, const Cover& cover, const UnpackedCoefficients* unpacked);
   JDIMENSION Stream(const Geometry& g, const Cover& cover, const CropPlan& plan,
                     const PixelView& out, std::int64_t* resize_ns);
+  YccRows StartYccRows();
 };
 
 // Sets libjpeg up for the cover's sub-image and installs the band feed.
@@ -1252,13 +1346,15 @@ void CoefficientDecoder::Impl::Start(const Geometry& g, const Cover& cover,
                                      const UnpackedCoefficients* unpacked) {
   BuildJpegHeader(g, cover.sub_width, cover.sub_height, header);
   const bool cmyk = g.color_space == JCS_CMYK || g.color_space == JCS_YCCK;
+  fused = FusedSampling(g, cover, options);
   const StartJob job{reinterpret_cast<const unsigned char*>(header.data()),
                      header.size(),
                      static_cast<J_COLOR_SPACE>(g.color_space),
                      cmyk,
                      static_cast<unsigned>(cover.scale),
                      options.fast_dct,
-                     options.fast_upsample};
+                     options.fast_upsample,
+                     fused.has_value()};
   errors.Reset(true);
   if (!GuardedStart(&cinfo, &errors, &job)) Fail("set-up");
   // The controller trusts these to match the bands Prepare checked.
@@ -1277,6 +1373,18 @@ void CoefficientDecoder::Impl::Start(const Geometry& g, const Cover& cover,
     feed.whole[c] = unpacked ? unpacked->blocks.data() + unpacked->first_block[c] : nullptr;
   }
   feed.row0 = cover.row0;
+  if (fused) {
+    // What FusedSampling assumed of libjpeg's set-up.
+    const int chroma_width =
+        *fused == detail::ChromaSampling::k444 ? cover.sub_width : (cover.sub_width + 1) / 2;
+    fits = fits && cinfo.output_width == JDIMENSION(cover.sub_width) &&
+           cinfo.output_height == JDIMENSION(cover.sub_height) && cinfo.min_DCT_scaled_size == 8;
+    for (int c = 0; fits && c < 3; ++c) {
+      const jpeg_component_info& comp = cinfo.comp_info[c];
+      fits = comp.DCT_scaled_size == 8 &&
+             comp.downsampled_width == JDIMENSION(c == 0 ? cover.sub_width : chroma_width);
+    }
+  }
   if (!fits) {
     jpeg_abort_decompress(&cinfo);
     Corrupt("geometry does not match libjpeg's");
@@ -1326,6 +1434,8 @@ JDIMENSION CoefficientDecoder::Impl::Stream(const Geometry& g, const Cover& cove
       std::min(static_cast<std::size_t>(resizer.MaxRows()) + kRingAhead, std::size_t(iy1));
   ring.Prepare(row_bytes, ring_rows, resizer.MaxRows());
   detail::ScanlineSource source{&cinfo, cmyk ? static_cast<int>(cinfo.output_width) : 0, g.adobe};
+  YccRows ycc{};
+  if (fused) ycc = StartYccRows();
   detail::RowStream stream{&resizer,
                            ring.rows.data(),
                            ring_rows,
@@ -1334,13 +1444,53 @@ JDIMENSION CoefficientDecoder::Impl::Stream(const Geometry& g, const Cover& cove
                            out.height,
                            ring.row_pointers.data(),
                            static_cast<std::size_t>(ix0) * 3};
-  if (!GuardedStreamRows(&cinfo, &errors, &source, &stream)) Fail("data");
+  const bool streamed =
+      fused ? GuardedStreamRows(&cinfo, &errors, &ReadYccRows, &ycc, &stream)
+            : GuardedStreamRows(&cinfo, &errors, &detail::ReadScanlines, &source, &stream);
+  if (!streamed) Fail("data");
   if (stream.rows_written != out.height) {
     jpeg_abort_decompress(&cinfo);
     Corrupt("decoded " + std::to_string(stream.rows_read) + " of " + std::to_string(iy1) + " rows");
   }
   *resize_ns = stream.resize_ns;
   return stream.rows_read;
+}
+
+// Lays out three iMCU rows of planes for the started raw-data decode (Start checked that
+// its geometry is what FusedSampling assumed).
+YccRows CoefficientDecoder::Impl::StartYccRows() {
+  YccRows s{};
+  s.cinfo = &cinfo;
+  s.sampling = *fused;
+  s.width = static_cast<int>(cinfo.output_width);
+  s.height = cinfo.output_height;
+  s.imcu_rows = static_cast<JDIMENSION>(cinfo.max_v_samp_factor) * 8;
+  s.chroma_rows = 8;
+  s.chroma_height = cinfo.comp_info[1].downsampled_height;
+  s.chroma_width = static_cast<int>(cinfo.comp_info[1].downsampled_width);
+  s.total = cinfo.total_iMCU_rows;
+  std::array<std::size_t, 3> stride{}, rows{};
+  std::size_t bytes = 0, row_count = 0;
+  for (int c = 0; c < 3; ++c) {
+    const jpeg_component_info& comp = cinfo.comp_info[c];
+    stride[c] = (std::size_t{comp.width_in_blocks} * 8 + 2 * detail::kYccRowSlack + 63) / 64 * 64;
+    rows[c] = static_cast<std::size_t>(comp.v_samp_factor) * 8;
+    bytes += 3 * rows[c] * stride[c];
+    row_count += 3 * rows[c];
+  }
+  // Zeroed once, so that the kernel's reads beyond a row's samples read written bytes.
+  if (planes.size() < bytes) planes.resize(bytes);
+  if (plane_rows.size() < row_count) plane_rows.resize(row_count);
+  std::size_t at = 0, row = 0;
+  for (int slot = 0; slot < 3; ++slot) {
+    for (int c = 0; c < 3; ++c) {
+      s.planes[slot][c] = plane_rows.data() + row;
+      for (std::size_t r = 0; r < rows[c]; ++r, at += stride[c]) {
+        plane_rows[row++] = planes.data() + at + detail::kYccRowSlack;
+      }
+    }
+  }
+  return s;
 }
 
 DecodeReport CoefficientDecoder::Impl::Decode(std::span<const std::byte> rec,
