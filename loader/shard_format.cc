@@ -3,6 +3,11 @@
 // For XXH3_state_t on the stack: the streaming checksum then allocates nothing.
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
+// Every record is hashed before it is decoded: the library's XXH3 with its run-time choice
+// of SSE2, AVX2 or AVX-512 (Debian builds the plain names for SSE2 alone). Same hashes.
+#if defined(__x86_64__) && __has_include(<xxh_x86dispatch.h>)
+#include <xxh_x86dispatch.h>
+#endif
 
 #include <cassert>
 #include <charconv>

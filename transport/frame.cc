@@ -1,6 +1,11 @@
 #include "tilefeed/transport/frame.h"
 
 #include <xxhash.h>
+// A batch's checksum covers every image byte: the library's run-time choice of SSE2, AVX2
+// or AVX-512 (Debian builds the plain XXH3 names for SSE2 alone). Same hashes.
+#if defined(__x86_64__) && __has_include(<xxh_x86dispatch.h>)
+#include <xxh_x86dispatch.h>
+#endif
 
 #include <bit>
 #include <cassert>
