@@ -167,9 +167,9 @@ void AddCodecFlags(CLI::App& app, Args& args) {
       ->capture_default_str();
   app.add_option("--coef-layout", args.coef_layout,
                  "--codec coefficients: v2-none (column groups stored as they are: ~1.9x the "
-                 "JPEG bytes, the fastest to decode), v2-lz4 (~1.7x, ~0.85x v2-none's "
-                 "decode speed), v2-huff (Huffman: ~1.06x, ~0.6x), v2-zstd (~1.2x, ~0.45x) "
-                 "or v1 (whole LZ4 bands: ~1.9x, ~0.75x); bench/RESULTS-coef.md, "
+                 "JPEG bytes, the fastest to decode), v2-lz4 (~1.7x, ~0.8x v2-none's "
+                 "decode speed), v2-huff (Huffman: ~1.06x, ~0.6x), v2-zstd (~1.2x, ~0.4x) "
+                 "or v1 (whole LZ4 bands: ~1.9x, ~0.7x); bench/RESULTS-coef.md, "
                  "docs/shard-format.md")
       ->check(CLI::IsMember({"v2-huff", "v2-zstd", "v2-lz4", "v2-none", "v1"}))
       ->capture_default_str();

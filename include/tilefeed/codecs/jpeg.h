@@ -73,9 +73,9 @@ struct JpegOptions {
   // Nearest-neighbour chroma upsampling instead of libjpeg's "fancy" triangle filter.
   bool fast_upsample = false;
   // CoefficientDecoder: the portable code instead of the AVX-512 kernels (unpack, group
-  // checks, Huffman table build) that it picks at run time where the CPU has them. The
-  // same pixels; for tests, and for CPUs where AVX-512 lowers the clock. JpegDecoder
-  // ignores it.
+  // checks, Huffman table build, and the fused upsampling and colour conversion in place of
+  // libjpeg's own) that it picks at run time where the CPU has them. The same pixels; for
+  // tests, and for CPUs where AVX-512 lowers the clock. JpegDecoder ignores it.
   bool portable_kernels = false;
 };
 

@@ -6,14 +6,15 @@
 // PackCoefficients reads a JPEG's coefficients losslessly (libjpeg's
 // jpeg_read_coefficients, so baseline, progressive and arithmetic files alike) and
 // stores them with what decoding needs (size, sampling factors, quantisation tables,
-// colour space, Adobe marker) in bands, one band per iMCU row. Version 2 (opt-in)
-// splits each band into column groups, each coded on its own (Huffman bit streams with
-// the record's tables, a zstd frame, an LZ4 block, or stored), holding per block a DC
-// delta, a 64-bit nonzero mask and the nonzero values; version 1
-// (the default) keeps each whole band one LZ4 block. CoefficientDecoder::DecodeInto reads
-// only the bands (and, version 2, the column groups) that cover a crop, unpacks only
-// the blocks of the crop's iMCU columns, and hands them to libjpeg-turbo's own IDCT,
-// upsampling and colour conversion: its pixels are byte-identical to
+// colour space, Adobe marker) in bands, one band per iMCU row. Version 2 (the default)
+// splits each band into column groups, each coded on its own (stored, the default; an
+// LZ4 block; a zstd frame; or Huffman bit streams with the record's tables), holding per
+// block a DC delta, a 64-bit nonzero mask and the nonzero values; version 1 keeps each
+// whole band one LZ4 block. CoefficientDecoder::DecodeInto reads only the bands (and,
+// version 2, the column groups) that cover a crop, unpacks only the blocks of the crop's
+// iMCU columns, and hands them to libjpeg-turbo's own IDCT, then its upsampling and colour
+// conversion (for YCbCr 4:2:0, 4:2:2 and 4:4:4 at full scale on CPUs with AVX-512 VBMI, one
+// fused pass with libjpeg's arithmetic instead): its pixels are byte-identical to
 // JpegDecoder::DecodeInto on the original JPEG with the same plan and options. The
 // layout is in docs/shard-format.md ("Coefficient records").
 //
@@ -51,8 +52,8 @@ struct CoefficientPackOptions {
   // Version 2: the coding of each column group, and the group width in pixels (rounded
   // down to whole iMCUs, at least one; 1..255 iMCUs). On the shared corpus
   // (bench/RESULTS-coef.md): stored (the default) ~1.88x the JPEG bytes, the fastest to
-  // decode (1.35x version 1, whose bytes are ~1.86x); LZ4 ~1.69x at 0.86x stored's speed;
-  // Huffman ~1.06x at ~0.6x; zstd 1 ~1.22x, slower and larger than Huffman.
+  // decode (1.45x version 1, whose bytes are ~1.86x); LZ4 ~1.69x at 0.82x stored's speed;
+  // Huffman ~1.06x at ~0.58x; zstd 1 ~1.22x, slower and larger than Huffman.
   CoefficientCoding coding = CoefficientCoding::kNone;
   int zstd_level = 1;  // -5..19: higher is smaller and slower to pack, not to decode
   int group_pixels = 128;
