@@ -1005,6 +1005,7 @@ Cover CoverFor(const Geometry& g, const CropPlan& plan, int out_width, int out_h
       c.row1 == g.bands - 1 ? g.height - c.origin_y : (c.row1 - c.row0 + 1) * 8 * g.max_v;
   return c;
 }
+
 // The sampling for which YccToRgbRow replaces libjpeg's upsampling and colour conversion
 // in this decode, if any: three components, YCbCr to RGB, full scale (every component's
 // IDCT 8x8, so libjpeg's fancy upsampling is the 2x1 or 2x2 kind the kernel does), fancy
