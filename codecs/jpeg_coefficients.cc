@@ -1306,7 +1306,7 @@ struct CoefficientDecoder::Impl {
   std::vector<std::uint8_t> planes;             // YccRows' planes; only grows
   std::vector<JSAMPROW> plane_rows;             // and their rows
 
-  explicit Impl(const JpegOptions& opts) : options(opts) {
+  explicit Impl(const JpegOptions& opts) : options(opts), resizer(opts.portable_kernels) {
     group_decoders.portable = opts.portable_kernels;
     cinfo.err = detail::InstallErrorHandlers(errors);
     if (!GuardedCreate(&cinfo, &errors)) {

@@ -22,8 +22,9 @@
 // reads pixel pairs of that row with plain unaligned loads: one unpack puts
 // (r_k, r_k+1, g_k, g_k+1, b_k, b_k+1) next to each other and one madd applies a weight
 // pair to all three channels. The AVX2, SSE2 and scalar paths do the same integer
-// arithmetic and give identical results; building with -DTILEFEED_RESIZE_NO_AVX2 forces
-// the SSE2 path on any machine, to check that.
+// arithmetic and give identical results; Resizer(true) takes the SSE2 path on any
+// machine, and a test compares the two bit for bit (building with
+// -DTILEFEED_RESIZE_NO_AVX2 leaves the AVX2 kernels out altogether).
 
 namespace tilefeed::codecs {
 namespace {
@@ -580,6 +581,8 @@ struct Resizer::Scratch {
 };
 
 Resizer::Resizer() : scratch_(std::make_unique<Scratch>()) {}
+Resizer::Resizer(bool portable_kernels)
+    : scratch_(std::make_unique<Scratch>()), portable_kernels_(portable_kernels) {}
 Resizer::~Resizer() = default;
 Resizer::Resizer(Resizer&&) noexcept = default;
 Resizer& Resizer::operator=(Resizer&&) noexcept = default;
@@ -636,7 +639,7 @@ void Resizer::Start(int src_width, int src_height, const SourceBox& box, const P
   }
 
 #if defined(TILEFEED_RESIZE_AVX2) && !defined(TILEFEED_RESIZE_NO_AVX2)
-  s.use_avx2 = __builtin_cpu_supports("avx2");
+  s.use_avx2 = !portable_kernels_ && __builtin_cpu_supports("avx2");
   if (s.use_avx2) BuildHorizontalFilterAvx2(h, dst.width, s.horizontal_avx2);
 #else
   s.use_avx2 = false;

@@ -74,8 +74,9 @@ struct JpegOptions {
   bool fast_upsample = false;
   // CoefficientDecoder: the portable code instead of the AVX-512 kernels (unpack, group
   // checks, Huffman table build, and the fused upsampling and colour conversion in place of
-  // libjpeg's own) that it picks at run time where the CPU has them. The same pixels; for
-  // tests, and for CPUs where AVX-512 lowers the clock. JpegDecoder ignores it.
+  // libjpeg's own) that it picks at run time where the CPU has them, and the resize's SSE2
+  // kernels instead of its AVX2 ones. The same pixels; for tests, and for CPUs where
+  // AVX-512 lowers the clock. JpegDecoder ignores it.
   bool portable_kernels = false;
 };
 

@@ -22,6 +22,9 @@ namespace tilefeed::codecs {
 class Resizer {
  public:
   Resizer();
+  // portable_kernels: the SSE2 kernels even where the CPU has the AVX2 ones. The same
+  // output; for tests (as JpegOptions::portable_kernels, which CoefficientDecoder passes on).
+  explicit Resizer(bool portable_kernels);
   ~Resizer();
   Resizer(Resizer&&) noexcept;
   Resizer& operator=(Resizer&&) noexcept;
@@ -55,6 +58,7 @@ class Resizer {
  private:
   struct Scratch;
   std::unique_ptr<Scratch> scratch_;
+  bool portable_kernels_ = false;
 };
 
 // Copies `src` (same size as dst) into `dst`, mirrored left-right when `flip` is set.
