@@ -18,6 +18,8 @@
 #include <tuple>
 #include <utility>
 
+#include "codecs/avx512_warnings.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -289,16 +291,10 @@ void BuildMulti(const std::uint16_t* single, std::uint32_t* multi) {
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-// GCC 12's avx512fintrin.h passes an undefined vector as the merge source of its plain
-// (unmasked) forms and then warns that it is uninitialised (GCC bug 105593).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#if !defined(__clang__)  // (at -O2 GCC says "may be"; clang knows no such warning)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-// The entries of `single` at the sixteen indexes `at`.
-__attribute__((target("avx512f"))) inline __m512i Gather16(const std::uint16_t* single,
-                                                           __m512i at) {
+TILEFEED_AVX512_WARNINGS_OFF  // codecs/avx512_warnings.h
+    // The entries of `single` at the sixteen indexes `at`.
+    __attribute__((target("avx512f"))) inline __m512i
+    Gather16(const std::uint16_t* single, __m512i at) {
   const __m512i word = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), 0xFFFF, at, single, 2);
   return _mm512_and_si512(word, _mm512_set1_epi32(0xFFFF));
 }
@@ -335,7 +331,7 @@ __attribute__((target("avx512f"))) void BuildMultiAvx512(const std::uint16_t* si
     index = _mm512_add_epi32(index, _mm512_set1_epi32(16));
   }
 }
-#pragma GCC diagnostic pop
+TILEFEED_AVX512_WARNINGS_ON
 #endif
 
 // One of a group's four bit streams while it is decoded.

@@ -4,6 +4,8 @@
 #include <cassert>
 #include <cstdint>
 
+#include "codecs/avx512_warnings.h"
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define TILEFEED_YCC_X86 1
@@ -64,18 +66,11 @@ constexpr Interleave MakeInterleave() {
 }
 constexpr Interleave kInterleave = MakeInterleave();
 
-// GCC 12's AVX-512 headers pass an undefined vector as the merge source of their plain
-// (unmasked) forms and then warn that it is uninitialised (GCC bug 105593).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#if !defined(__clang__)  // (at -O2 GCC says "may be"; clang knows no such warning)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
+TILEFEED_AVX512_WARNINGS_OFF  // codecs/avx512_warnings.h
 #define TILEFEED_YCC_AVX512 __attribute__((target("avx512f,avx512bw,avx512vbmi")))
 
-// One channel of 64 pixels as 16-bit values: pixels 2i in `even`, 2i + 1 in `odd`.
-struct Split {
+    // One channel of 64 pixels as 16-bit values: pixels 2i in `even`, 2i + 1 in `odd`.
+    struct Split {
   __m512i even, odd;
 };
 
@@ -191,7 +186,7 @@ TILEFEED_YCC_AVX512 void RowAvx512(const std::uint8_t* y, const std::uint8_t* cb
   }
 }
 
-#pragma GCC diagnostic pop
+TILEFEED_AVX512_WARNINGS_ON
 
 #endif  // TILEFEED_YCC_X86
 
