@@ -292,9 +292,9 @@ void BuildMulti(const std::uint16_t* single, std::uint32_t* multi) {
 
 #if defined(__x86_64__) && defined(__GNUC__)
 TILEFEED_AVX512_WARNINGS_OFF  // codecs/avx512_warnings.h
-    // The entries of `single` at the sixteen indexes `at`.
-    __attribute__((target("avx512f"))) inline __m512i
-    Gather16(const std::uint16_t* single, __m512i at) {
+// The entries of `single` at the sixteen indexes `at`.
+__attribute__((target("avx512f"))) inline __m512i Gather16(const std::uint16_t* single,
+                                                           __m512i at) {
   const __m512i word = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), 0xFFFF, at, single, 2);
   return _mm512_and_si512(word, _mm512_set1_epi32(0xFFFF));
 }

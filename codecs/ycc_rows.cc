@@ -69,8 +69,8 @@ constexpr Interleave kInterleave = MakeInterleave();
 TILEFEED_AVX512_WARNINGS_OFF  // codecs/avx512_warnings.h
 #define TILEFEED_YCC_AVX512 __attribute__((target("avx512f,avx512bw,avx512vbmi")))
 
-    // One channel of 64 pixels as 16-bit values: pixels 2i in `even`, 2i + 1 in `odd`.
-    struct Split {
+// One channel of 64 pixels as 16-bit values: pixels 2i in `even`, 2i + 1 in `odd`.
+struct Split {
   __m512i even, odd;
 };
 
