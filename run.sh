@@ -43,7 +43,7 @@ PACKAGES=(
   libopenblas-dev clang clang-format clang-tidy libclang-rt-14-dev libcurl4-openssl-dev nginx-light
   python3 python3-dev pybind11-dev python3-numpy python3-pytest python3-torch
   python3-torchvision python3-pil
-  prometheus-cpp-dev python3-matplotlib chromium curl
+  python3-matplotlib chromium curl
   python3-zmq python3-xxhash libjpeg-turbo-progs
   python3-setuptools python3-pip python3-wheel
   libssl-dev python3-botocore prometheus python3-jsonschema valgrind zlib1g-dev

@@ -3,22 +3,21 @@
 // any path it has no handler for ("GET /", "GET /favicon.ico"), and cannot answer 405. It
 // serves one connection at a time on one thread (a scrape is one short request): it reads
 // the request head (at most 8 KiB, 5 s), answers with Connection: close, and goes back to
-// accept. Prometheus-cpp's TextSerializer writes the body.
+// accept. The body is the text exposition format, written here (Exposition).
 
 #include "metrics/prometheus.h"
 
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <prometheus/collectable.h>
-#include <prometheus/metric_family.h>
-#include <prometheus/text_serializer.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <sstream>
 #include <stop_token>
@@ -29,62 +28,77 @@
 namespace tilefeed::metrics {
 namespace {
 
-// Builds the families from the Writer's Totals on every scrape: nothing is stored, so the
-// endpoint can never disagree with the JSON lines.
-class TotalsCollectable final : public prometheus::Collectable {
- public:
-  TotalsCollectable(const Writer& writer, std::string tool)
-      : writer_(writer), tool_(std::move(tool)) {}
-
-  std::vector<prometheus::MetricFamily> Collect() const override {
-    const Totals t = writer_.totals();
-    std::vector<prometheus::MetricFamily> out;
-    using prometheus::MetricType;
-    Add(out, "tilefeed_images_total", "Images consumed", MetricType::Counter, double(t.images));
-    Add(out, "tilefeed_batches_total", "Batches handed out by the loader", MetricType::Counter,
-        double(t.batches));
-    Add(out, "tilefeed_steps_total", "Steps (or batches) the consumer finished",
-        MetricType::Counter, double(t.step));
-    Add(out, "tilefeed_read_bytes_total", "Encoded bytes read from the dataset",
-        MetricType::Counter, double(t.bytes_read));
-    Add(out, "tilefeed_input_wait_seconds_total", "Consumer time blocked waiting for input",
-        MetricType::Counter, t.wait_seconds);
-    Add(out, "tilefeed_busy_seconds_total", "Consumer time in its own work", MetricType::Counter,
-        t.busy_seconds);
-    Add(out, "tilefeed_read_seconds_total", "Loader worker time reading, summed over workers",
-        MetricType::Counter, t.read_seconds);
-    Add(out, "tilefeed_decode_seconds_total", "Loader worker time decoding, summed over workers",
-        MetricType::Counter, t.decode_seconds);
-    Add(out, "tilefeed_resize_seconds_total", "Loader worker time resizing, summed over workers",
-        MetricType::Counter, t.resize_seconds);
-    Add(out, "tilefeed_bad_samples_total", "Samples reported bad", MetricType::Counter,
-        double(t.bad_samples));
-    Add(out, "tilefeed_elapsed_seconds", "Seconds since the metrics started", MetricType::Gauge,
-        t.elapsed_seconds);
-    Add(out, "tilefeed_epoch", "The epoch the consumer is in", MetricType::Gauge, double(t.epoch));
-    Add(out, "tilefeed_ring_slots", "Prefetch ring capacity in batches", MetricType::Gauge,
-        double(t.ring_slots));
-    Add(out, "tilefeed_rss_bytes", "Resident memory", MetricType::Gauge, t.rss_mib * (1 << 20));
-    Add(out, "tilefeed_open_fds", "Open file descriptors", MetricType::Gauge, double(t.open_fds));
-    return out;
-  }
-
- private:
-  void Add(std::vector<prometheus::MetricFamily>& out, const char* name, const char* help,
-           prometheus::MetricType type, double value) const {
-    prometheus::ClientMetric metric;
-    metric.label = {{"tilefeed_instance", std::to_string(writer_.instance())}, {"tool", tool_}};
-    if (type == prometheus::MetricType::Counter) {
-      metric.counter.value = value;
-    } else {
-      metric.gauge.value = value;
-    }
-    out.push_back({name, help, type, {metric}});
-  }
-
-  const Writer& writer_;
-  std::string tool_;
+// One metric of the text exposition format 0.0.4 (Prometheus' "Exposition formats"): its
+// HELP and TYPE lines, then its one sample with the tool's labels.
+struct Metric {
+  const char* name;
+  const char* help;  // no backslash or newline: written as is
+  bool counter;      // counter, else gauge
+  double value;
 };
+
+// A label value with the format's three escapes: backslash, double quote, newline.
+std::string LabelValue(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// A sample value as Go's ParseFloat reads it: NaN, +Inf, -Inf, or the shortest-exact
+// decimal (17 significant digits round-trip any double).
+std::string SampleValue(double value) {
+  if (std::isnan(value)) return "NaN";
+  if (std::isinf(value)) return value > 0 ? "+Inf" : "-Inf";
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.17g", value);
+  return text;
+}
+
+// The exposition of the Writer's Totals at this moment: nothing is stored between scrapes,
+// so the endpoint can never disagree with the JSON lines.
+std::string Exposition(const Writer& writer, const std::string& tool) {
+  const Totals t = writer.totals();
+  const Metric metrics[] = {
+      {"tilefeed_images_total", "Images consumed", true, double(t.images)},
+      {"tilefeed_batches_total", "Batches handed out by the loader", true, double(t.batches)},
+      {"tilefeed_steps_total", "Steps (or batches) the consumer finished", true, double(t.step)},
+      {"tilefeed_read_bytes_total", "Encoded bytes read from the dataset", true,
+       double(t.bytes_read)},
+      {"tilefeed_input_wait_seconds_total", "Consumer time blocked waiting for input", true,
+       t.wait_seconds},
+      {"tilefeed_busy_seconds_total", "Consumer time in its own work", true, t.busy_seconds},
+      {"tilefeed_read_seconds_total", "Loader worker time reading, summed over workers", true,
+       t.read_seconds},
+      {"tilefeed_decode_seconds_total", "Loader worker time decoding, summed over workers", true,
+       t.decode_seconds},
+      {"tilefeed_resize_seconds_total", "Loader worker time resizing, summed over workers", true,
+       t.resize_seconds},
+      {"tilefeed_bad_samples_total", "Samples reported bad", true, double(t.bad_samples)},
+      {"tilefeed_elapsed_seconds", "Seconds since the metrics started", false, t.elapsed_seconds},
+      {"tilefeed_epoch", "The epoch the consumer is in", false, double(t.epoch)},
+      {"tilefeed_ring_slots", "Prefetch ring capacity in batches", false, double(t.ring_slots)},
+      {"tilefeed_rss_bytes", "Resident memory", false, t.rss_mib * (1 << 20)},
+      {"tilefeed_open_fds", "Open file descriptors", false, double(t.open_fds)},
+  };
+  const std::string labels = "{tilefeed_instance=\"" + std::to_string(writer.instance()) +
+                             "\",tool=\"" + LabelValue(tool) + "\"}";
+  std::string out;
+  for (const Metric& m : metrics) {
+    out += std::string("# HELP ") + m.name + " " + m.help + "\n";
+    out += std::string("# TYPE ") + m.name + (m.counter ? " counter\n" : " gauge\n");
+    out += m.name + labels + " " + SampleValue(m.value) + "\n";
+  }
+  return out;
+}
 
 class Socket {
  public:
@@ -143,7 +157,7 @@ std::string ReadHead(int fd, const std::stop_token& stop) {
 }
 
 // Reads one request head and answers it.
-void Answer(int fd, const TotalsCollectable& collectable, const std::stop_token& stop) {
+void Answer(int fd, const Writer& writer, const std::string& tool, const std::stop_token& stop) {
   const timeval timeout{5, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
   const std::string head = ReadHead(fd, stop);
@@ -164,10 +178,8 @@ void Answer(int fd, const TotalsCollectable& collectable, const std::stop_token&
     SendAll(fd, Response(405, "Method Not Allowed", text, "method not allowed: GET /metrics\n",
                          true, "Allow: GET, HEAD\r\n"));
   } else {
-    std::ostringstream body;
-    prometheus::TextSerializer().Serialize(body, collectable.Collect());
-    SendAll(fd, Response(200, "OK", "text/plain; version=0.0.4; charset=utf-8", body.str(),
-                         !head_only));
+    SendAll(fd, Response(200, "OK", "text/plain; version=0.0.4; charset=utf-8",
+                         Exposition(writer, tool), !head_only));
   }
 }
 
@@ -213,7 +225,8 @@ struct PrometheusExporter::Impl {
   std::string host;
   int port = 0;
   Socket listener;
-  std::shared_ptr<TotalsCollectable> collectable;
+  const Writer* writer = nullptr;
+  std::string tool;
   std::jthread server;  // last: stopped and joined first
 };
 
@@ -221,14 +234,15 @@ PrometheusExporter::PrometheusExporter(const std::string& address, const std::st
                                        const Writer& writer)
     : impl_(std::make_unique<Impl>()) {
   impl_->host = address.substr(0, address.rfind(':'));
-  impl_->collectable = std::make_shared<TotalsCollectable>(writer, tool);
+  impl_->writer = &writer;
+  impl_->tool = tool;
   impl_->listener = Listen(address, impl_->port);
   impl_->server = std::jthread([impl = impl_.get()](std::stop_token stop) {
     while (!stop.stop_requested()) {
       pollfd ready{impl->listener.get(), POLLIN, 0};
       if (::poll(&ready, 1, 100) <= 0) continue;  // 100 ms: how soon a stop is seen
       const Socket client(::accept4(impl->listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
-      if (client.get() >= 0) Answer(client.get(), *impl->collectable, stop);
+      if (client.get() >= 0) Answer(client.get(), *impl->writer, impl->tool, stop);
     }
   });
 }

@@ -1,7 +1,7 @@
 #pragma once
 
 // A Prometheus endpoint for a Writer's figures: GET http://HOST:PORT/metrics answers in the
-// Prometheus text format (prometheus-cpp's TextSerializer) from a small server thread of the
+// Prometheus text exposition format 0.0.4 (written here) from a small server thread of the
 // exporter's own, one connection at a time, with the Writer's
 // Totals taken at the moment of the scrape. Counters (tilefeed_images_total, ...) only grow;
 // gauges (tilefeed_rss_bytes, ...) are the value now. Every series carries a
