@@ -7,10 +7,17 @@
 # asked for and the ones they link. No COMPONENTS means all of them.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
+# The components past the launcher that this build made (TILEFEED_BUILD_TRANSPORT, _TRAINER).
+set(TILEFEED_BUILT_PAST_LOADER "")
+foreach(_component IN ITEMS transport trainer)
+  if(TARGET tilefeed_${_component})
+    list(APPEND TILEFEED_BUILT_PAST_LOADER ${_component})
+  endif()
+endforeach()
 
 # In link order: each links only components before it (tilefeedConfig.cmake.in repeats the
 # graph for the consumer).
-set(_tilefeed_components codecs loader launch transport trainer)
+set(_tilefeed_components codecs loader launch ${TILEFEED_BUILT_PAST_LOADER})
 foreach(_component IN LISTS _tilefeed_components)
   install(TARGETS tilefeed_${_component} EXPORT tilefeed-${_component}-targets
           ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
@@ -45,7 +52,7 @@ foreach(_component IN ITEMS cuda_feed cuda)
   install(EXPORT tilefeed-${_component}-targets NAMESPACE tilefeed::
           DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/tilefeed)
 endforeach()
-list(APPEND TILEFEED_PACKAGE_COMPONENTS launch transport trainer)
+list(APPEND TILEFEED_PACKAGE_COMPONENTS launch ${TILEFEED_BUILT_PAST_LOADER})
 
 # A static library's PRIVATE dependencies are still on its consumers' link line
 # ($<LINK_ONLY:...> in the exported targets), so the package must find them; a shared one's

@@ -150,12 +150,13 @@ endif()
 message(STATUS "find_package(tilefeed COMPONENTS loader tensorflow) fails: tilefeed has no "
                "component 'tensorflow'")
 
-# Configures, builds and runs the consumer project `name` and its executables `ARGN`.
+# Configures, builds and runs the consumer project `name` and its executables `ARGN`, with
+# the extra configure arguments in the caller's _consumer_args.
 function(_check_consumer name)
   set(_build "${WORK_DIR}/${name}")
   _run_step("configure ${name}" "${CMAKE_COMMAND}" -S "${SOURCE_DIR}/tests/install/${name}"
     -B "${_build}" ${_common_args} "-DTILEFEED_EXAMPLES_DIR=${SOURCE_DIR}/examples"
-    "-DWITH_CUDA=${CUDA}")
+    "-DWITH_CUDA=${CUDA}" ${_consumer_args})
   _run_step("build ${name}" "${CMAKE_COMMAND}" --build "${_build}" ${_config_args})
   foreach(_program IN LISTS ARGN)
     set(_exe "${_build}/${_program}")
@@ -166,7 +167,19 @@ function(_check_consumer name)
     message(STATUS "${_program} says:\n${_step_output}")
   endforeach()
 endfunction()
+# A loader-only project needs none of the transport's or the trainer's libraries: with MPI,
+# ZeroMQ, cppzmq and OpenBLAS made unfindable it still configures, builds and runs, and the
+# package looked for none of them (no cache entry of theirs in the consumer's tree).
+set(_consumer_args -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DCMAKE_DISABLE_FIND_PACKAGE_ZeroMQ=ON
+    -DCMAKE_DISABLE_FIND_PACKAGE_cppzmq=ON -DCMAKE_DISABLE_FIND_PACKAGE_OpenBLAS=ON)
 _check_consumer(consumer consumer custom_source)
+set(_consumer_args)
+file(STRINGS "${WORK_DIR}/consumer/CMakeCache.txt" _looked_for
+     REGEX "^(MPI|ZMQ|ZeroMQ|cppzmq|OPENBLAS|OpenBLAS)_[A-Za-z_]*:")
+if(_looked_for)
+  message(FATAL_ERROR "install_consumer: COMPONENTS loader looked for the transport's or the "
+                      "trainer's libraries:\n${_looked_for}")
+endif()
 _check_consumer(trainer_consumer trainer_consumer)
 if(CUDA)
   _check_consumer(cuda_consumer cuda_feed_consumer cuda_consumer)
