@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""Counts tilefeed's user-visible surface and fails when a count exceeds its bound.
+
+    python3 tests/support/surface.py SOURCE_DIR [BUILD_DIR]
+
+One way per concern (STYLE.md) has a budget, and this script holds it. Each row is a count,
+its bound (the most the tree may have: a test failure above it) and the goal issue 38 set.
+A bound above its goal is a ratchet: it is today's count, lowered as the surface shrinks and
+never raised to let something in; where a bound is at its goal, a new option must be the value
+of an existing one or replace one. Counts read from BUILD_DIR (the tools' --help, the Python
+module's signature) are skipped, and said so, without a build.
+
+Prints one line per row, "NAME: COUNT (bound B, goal G)" with "OVER BOUND" when it fails,
+then "surface: OK" or "surface: FAIL", and exits 0 or 1.
+"""
+
+import inspect
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+# The library folders (one target each), and what the issue counts as the product.
+LIBRARY_FOLDERS = ("codecs", "loader", "transport", "trainer", "launch", "metrics", "cuda")
+PRODUCT = LIBRARY_FOLDERS + ("include", "python", "tools")
+COMPONENTS = ("codecs", "loader", "cuda_feed", "launch", "transport", "trainer")
+
+# name: (bound, goal). Lower a bound when its count falls; never raise one.
+BOUNDS = {
+    "record encodings (tilefeed-pack --codec values)": (8, 5),
+    "tilefeed.Loader keywords": (42, 25),
+    "train flags": (51, 35),
+    "tilefeed-serve flags": (37, 25),
+    "tilefeed-pack flags": (25, 25),
+    "tilefeed-inspect flags": (15, 15),
+    "installed public headers": (52, 20),
+    "longest file in the library folders and python/ (lines)": (1551, 800),
+    "README.md bytes": (18919, 10240),
+    "build dependencies (top-level CMakeLists.txt)": (13, 13),
+    "product lines (library folders, include/, python/ without tests, tools/)": (32816, 32792),
+}
+# Dependencies a consumer of each component needs (its own and those of the components it
+# links), goal and bound alike: a component finds only what it links.
+COMPONENT_DEPENDENCIES = {
+    "codecs": 6,  # libjpeg-turbo (jpeg, turbojpeg), liblz4, libzstd, libspng, zlib
+    "loader": 10,  # + oneTBB, libxxhash, libcurl, OpenSSL
+    "cuda_feed": 10,
+    "launch": 10,
+    "transport": 12,  # + libzmq, cppzmq
+    "trainer": 14,  # + MPI, OpenBLAS
+}
+
+
+def tracked(source, *folders):
+    out = subprocess.run(["git", "-C", source, "ls-files", "--", *folders], check=True,
+                         capture_output=True, text=True).stdout.split()
+    return [Path(source, f) for f in out]
+
+
+def line_count(path):
+    with open(path, "rb") as f:
+        return sum(1 for _ in f)
+
+
+def product_lines(source):
+    return sum(line_count(p) for p in tracked(source, *PRODUCT)
+               if not str(p.relative_to(source)).startswith("python/tests/"))
+
+
+def longest_file(source):
+    files = [p for p in tracked(source, *LIBRARY_FOLDERS, "python")
+             if p.suffix in (".cc", ".h", ".cu", ".py")
+             and not str(p.relative_to(source)).startswith("python/tests/")]
+    path = max(files, key=line_count)
+    return line_count(path), str(path.relative_to(source))
+
+
+def public_headers(source):
+    return len([p for p in tracked(source, "include/tilefeed") if p.suffix == ".h"])
+
+
+def build_dependencies(source):
+    text = Path(source, "CMakeLists.txt").read_text()
+    return len(re.findall(r"^\s*tilefeed_require_(?:package|pkgconfig)\(", text, re.M))
+
+
+def link_line(source, folder, target):
+    """The items of `target`'s target_link_libraries in FOLDER/CMakeLists.txt."""
+    text = Path(source, folder, "CMakeLists.txt").read_text()
+    text = re.sub(r"#.*", "", text)
+    items = []
+    for m in re.finditer(r"target_link_libraries\(\s*" + target + r"\b([^)]*)\)", text):
+        items += [w for w in m.group(1).split() if w not in ("PUBLIC", "PRIVATE", "INTERFACE")]
+    return items
+
+
+def component_dependencies(source):
+    """{component: the outside libraries its consumer links}, following tilefeed:: links."""
+    folder = {c: ("cuda" if c == "cuda_feed" else c) for c in COMPONENTS}
+    own, links = {}, {}
+    for c in COMPONENTS:
+        items = [w for w in link_line(source, folder[c], "tilefeed_" + c)
+                 if "tilefeed_warnings" not in w and w != "Threads::Threads"]
+        links[c] = [w.split("::")[1] for w in items if w.startswith("tilefeed::")]
+        own[c] = {re.sub(r"^\$<BUILD_INTERFACE:(.*)>$", r"\1", w) for w in items
+                  if not w.startswith("tilefeed::")}
+
+    def closure(c):
+        out = set(own[c])
+        for link in links[c]:
+            out |= closure(link)
+        return out
+
+    return {c: sorted(closure(c)) for c in COMPONENTS}
+
+
+def help_flags(build, tool):
+    """The long flags TOOL --help lists (not --help itself)."""
+    exe = Path(build, "tools", tool)
+    if not exe.exists():
+        return None
+    text = subprocess.run([str(exe), "--help"], capture_output=True, text=True,
+                          timeout=60).stdout
+    flags = set()
+    for line in text.splitlines():
+        m = re.match(r"\s+(?:-\w,)?(--[\w-]+)", line)
+        if m and m.group(1) != "--help":
+            flags.add(m.group(1))
+    return flags, text
+
+
+def codec_values(help_text):
+    """The encodings tilefeed-pack's --codec help lists ("--codec TEXT:{a,b,c}"), less auto."""
+    m = re.search(r"--codec\s+\S*?\{([^}]*)\}", help_text)
+    return [v for v in m.group(1).split(",") if v and v != "auto"] if m else []
+
+
+def loader_keywords(build):
+    python = Path(build, "python")
+    if not Path(python, "tilefeed").exists():
+        return None
+    sys.path.insert(0, str(python))
+    import tilefeed  # noqa: E402 (the build's module)
+    parameters = inspect.signature(tilefeed.Loader.__init__).parameters
+    return [p for p in parameters if p not in ("self", "data") and not p.startswith("_")]
+
+
+def main(argv):
+    source = Path(argv[1]).resolve()
+    build = Path(argv[2]).resolve() if len(argv) > 2 else None
+    counts, notes = {}, {}
+    counts["installed public headers"] = public_headers(source)
+    lines, path = longest_file(source)
+    counts["longest file in the library folders and python/ (lines)"] = lines
+    counts["README.md bytes"] = Path(source, "README.md").stat().st_size
+    counts["build dependencies (top-level CMakeLists.txt)"] = build_dependencies(source)
+    counts["product lines (library folders, include/, python/ without tests, tools/)"] = (
+        product_lines(source))
+    notes["product lines (library folders, include/, python/ without tests, tools/)"] = (
+        "goal: below the 32,792 of the tree before issue 38")
+    notes["longest file in the library folders and python/ (lines)"] = path
+    if build is not None:
+        for tool in ("train", "tilefeed-serve", "tilefeed-pack", "tilefeed-inspect"):
+            found = help_flags(build, tool)
+            if found is None:
+                continue
+            counts[f"{tool} flags"] = len(found[0])
+            if tool == "tilefeed-pack":
+                values = codec_values(found[1])
+                counts["record encodings (tilefeed-pack --codec values)"] = len(values)
+                notes["record encodings (tilefeed-pack --codec values)"] = ", ".join(values)
+        keywords = loader_keywords(build)
+        if keywords is not None:
+            counts["tilefeed.Loader keywords"] = len(keywords)
+    failed = False
+    for name, (bound, goal) in BOUNDS.items():
+        if name not in counts:
+            print(f"{name}: not counted (no build given, or it lacks the tool)")
+            continue
+        over = counts[name] > bound
+        failed |= over
+        note = f" [{notes[name]}]" if name in notes else ""
+        print(f"{name}: {counts[name]} (bound {bound}, goal {goal}){note}"
+              f"{'  OVER BOUND' if over else ''}")
+    for component, libraries in component_dependencies(source).items():
+        bound = COMPONENT_DEPENDENCIES[component]
+        over = len(libraries) > bound
+        failed |= over
+        print(f"dependencies of tilefeed::{component}: {len(libraries)} (bound {bound}) "
+              f"[{', '.join(libraries)}]{'  OVER BOUND' if over else ''}")
+    print("surface: FAIL" if failed else "surface: OK")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
