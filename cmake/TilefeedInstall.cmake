@@ -54,15 +54,6 @@ foreach(_component IN ITEMS cuda_feed cuda)
 endforeach()
 list(APPEND TILEFEED_PACKAGE_COMPONENTS launch ${TILEFEED_BUILT_PAST_LOADER})
 
-# A static library's PRIVATE dependencies are still on its consumers' link line
-# ($<LINK_ONLY:...> in the exported targets), so the package must find them; a shared one's
-# are not. The libraries are static unless BUILD_SHARED_LIBS is on; they are all built alike.
-get_target_property(_tilefeed_library_type tilefeed_loader TYPE)
-if(_tilefeed_library_type STREQUAL "STATIC_LIBRARY")
-  set(TILEFEED_PACKAGE_STATIC ON)
-else()
-  set(TILEFEED_PACKAGE_STATIC OFF)
-endif()
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/tilefeedConfig.cmake.in
   ${PROJECT_BINARY_DIR}/tilefeedConfig.cmake
   INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/tilefeed)
