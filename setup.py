@@ -3,7 +3,9 @@ own CMake (the _tilefeed target only: no tools, tests or benchmarks), with the i
 running pip. Needs what a CMake build of tilefeed needs (README "Build") plus python3-dev
 and pybind11-dev; nothing is downloaded, so with Debian's setuptools:
 
-    pip install --no-build-isolation .
+    pip install --no-build-isolation -v .
+
+(-v shows the C++ build's progress lines; without it pip is silent for the whole build.)
 
 CMAKE_ARGS (e.g. "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache") is passed to CMake's configure
 step, CMAKE_BUILD_PARALLEL_LEVEL sets the build's jobs (default: all cores)."""
@@ -40,6 +42,8 @@ class CMakeBuild(build_ext):
         configure = ["cmake", "-S", str(ROOT), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
                      "-DTILEFEED_BUILD_TESTS=OFF", "-DTILEFEED_BUILD_BENCH=OFF",
                      "-DTILEFEED_BUILD_TOOLS=OFF", "-DTILEFEED_BUILD_PYTHON=ON",
+                     # The module links the loader and the launcher: no MPI, ZeroMQ, OpenBLAS.
+                     "-DTILEFEED_BUILD_TRANSPORT=OFF", "-DTILEFEED_BUILD_TRAINER=OFF",
                      f"-DPython3_EXECUTABLE={sys.executable}"]
         configure += shlex.split(os.environ.get("CMAKE_ARGS", ""))
         subprocess.run(configure, check=True)
