@@ -278,26 +278,11 @@ __attribute__((target("avx2"))) std::size_t VerticalAvx2(const std::uint8_t* con
 
 std::size_t VerticalAvx2Dispatch(const std::uint8_t* const* rows, const std::uint16_t* broadcast,
                                  int taps, std::size_t bytes, std::int16_t* out) {
-  switch (taps) {
-    case 1:
-      return VerticalAvx2<1>(rows, broadcast, taps, bytes, out);
-    case 2:
-      return VerticalAvx2<2>(rows, broadcast, taps, bytes, out);
-    case 3:
-      return VerticalAvx2<3>(rows, broadcast, taps, bytes, out);
-    case 4:
-      return VerticalAvx2<4>(rows, broadcast, taps, bytes, out);
-    case 5:
-      return VerticalAvx2<5>(rows, broadcast, taps, bytes, out);
-    case 6:
-      return VerticalAvx2<6>(rows, broadcast, taps, bytes, out);
-    case 7:
-      return VerticalAvx2<7>(rows, broadcast, taps, bytes, out);
-    case 8:
-      return VerticalAvx2<8>(rows, broadcast, taps, bytes, out);
-    default:
-      return VerticalAvx2<0>(rows, broadcast, taps, bytes, out);
-  }
+  // The kernel unrolled for 1..8 taps; <0> takes any count.
+  static constexpr decltype(&VerticalAvx2<0>) kKernels[] = {
+      VerticalAvx2<0>, VerticalAvx2<1>, VerticalAvx2<2>, VerticalAvx2<3>, VerticalAvx2<4>,
+      VerticalAvx2<5>, VerticalAvx2<6>, VerticalAvx2<7>, VerticalAvx2<8>};
+  return kKernels[taps >= 1 && taps <= 8 ? taps : 0](rows, broadcast, taps, bytes, out);
 }
 #endif
 

@@ -255,28 +255,20 @@ void MpiSession::AllreduceSum(std::span<float> data) {
   WaitAllreduces();
 }
 
-void MpiSession::AllreduceSum(std::span<double> data) {
-  ++sequence_;
-  Requests requests;
-  InChunks(data, [&](double* p, int n) {
-    requests.requests.push_back(MPI_REQUEST_NULL);
-    Check(MPI_Iallreduce(MPI_IN_PLACE, p, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD,
-                         &requests.requests.back()),
-          "MPI_Iallreduce(double, sum)");
-  });
-  Wait(requests, "all-reduce (double, sum)");
-}
+void MpiSession::AllreduceSum(std::span<double> data) { AllreduceDoubles(data, false); }
 
-void MpiSession::AllreduceMax(std::span<double> data) {
+void MpiSession::AllreduceMax(std::span<double> data) { AllreduceDoubles(data, true); }
+
+void MpiSession::AllreduceDoubles(std::span<double> data, bool max) {
   ++sequence_;
   Requests requests;
   InChunks(data, [&](double* p, int n) {
     requests.requests.push_back(MPI_REQUEST_NULL);
-    Check(MPI_Iallreduce(MPI_IN_PLACE, p, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD,
+    Check(MPI_Iallreduce(MPI_IN_PLACE, p, n, MPI_DOUBLE, max ? MPI_MAX : MPI_SUM, MPI_COMM_WORLD,
                          &requests.requests.back()),
-          "MPI_Iallreduce(double, max)");
+          max ? "MPI_Iallreduce(double, max)" : "MPI_Iallreduce(double, sum)");
   });
-  Wait(requests, "all-reduce (double, max)");
+  Wait(requests, max ? "all-reduce (double, max)" : "all-reduce (double, sum)");
 }
 
 std::pair<std::uint64_t, std::uint64_t> MpiSession::AllreduceMinMax(std::uint64_t value) {

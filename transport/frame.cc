@@ -13,6 +13,8 @@
 #include <memory>
 #include <string>
 
+#include "transport/wire.h"
+
 namespace tilefeed::transport {
 namespace {
 
@@ -40,18 +42,6 @@ constexpr std::size_t kChecksumOffset = 64;
 static_assert(kChecksumOffset + 8 == kFrameHeaderSize);
 
 constexpr std::uint8_t kDtypeUint8 = 1;
-
-template <typename T>
-void Put(EncodedFrameHeader& out, std::size_t offset, T value) {
-  std::memcpy(out.data() + offset, &value, sizeof(T));
-}
-
-template <typename T>
-T Get(std::span<const std::byte> in, std::size_t offset) {
-  T value;
-  std::memcpy(&value, in.data() + offset, sizeof(T));
-  return value;
-}
 
 [[noreturn]] void Reject(std::string_view peer, const std::string& reason) {
   throw TransportError("frame from " + std::string(peer) + ": " + reason);
@@ -107,22 +97,24 @@ FrameHeader MakeFrameHeader(const BatchMeta& meta, std::span<const std::uint8_t>
 
 EncodedFrameHeader EncodeFrameHeader(const FrameHeader& header) {
   EncodedFrameHeader out{};
-  Put<std::uint32_t>(out, kMagicOffset, kFrameMagic);
-  Put<std::uint16_t>(out, kVersionOffset, kFrameVersion);
-  Put<std::uint16_t>(out, kHeaderSizeOffset, static_cast<std::uint16_t>(kFrameHeaderSize));
-  Put<std::uint64_t>(out, kEpochOffset, header.epoch);
-  Put<std::uint64_t>(out, kIndexOffset, header.index);
-  Put<std::uint32_t>(out, kSizeOffset, header.size);
-  Put<std::uint32_t>(out, kHeightOffset, header.height);
-  Put<std::uint32_t>(out, kWidthOffset, header.width);
-  Put<std::uint32_t>(out, kChannelsOffset, header.channels);
-  Put<std::uint8_t>(out, kDtypeOffset, kDtypeUint8);
-  Put<std::uint8_t>(out, kLayoutOffset, header.layout == loader::Layout::kNchw ? 1 : 0);
-  Put<std::uint16_t>(out, kReservedOffset, 0);
-  Put<std::uint32_t>(out, kSubstitutedOffset, header.substituted);
-  Put<std::uint64_t>(out, kPayloadBytesOffset, header.payload_bytes);
-  Put<std::uint64_t>(out, kPayloadChecksumOffset, header.payload_checksum);
-  Put<std::uint64_t>(out, kChecksumOffset, XXH3_64bits(out.data(), kChecksumOffset));
+  detail::PutField<std::uint32_t>(out, kMagicOffset, kFrameMagic);
+  detail::PutField<std::uint16_t>(out, kVersionOffset, kFrameVersion);
+  detail::PutField<std::uint16_t>(out, kHeaderSizeOffset,
+                                  static_cast<std::uint16_t>(kFrameHeaderSize));
+  detail::PutField<std::uint64_t>(out, kEpochOffset, header.epoch);
+  detail::PutField<std::uint64_t>(out, kIndexOffset, header.index);
+  detail::PutField<std::uint32_t>(out, kSizeOffset, header.size);
+  detail::PutField<std::uint32_t>(out, kHeightOffset, header.height);
+  detail::PutField<std::uint32_t>(out, kWidthOffset, header.width);
+  detail::PutField<std::uint32_t>(out, kChannelsOffset, header.channels);
+  detail::PutField<std::uint8_t>(out, kDtypeOffset, kDtypeUint8);
+  detail::PutField<std::uint8_t>(out, kLayoutOffset,
+                                 header.layout == loader::Layout::kNchw ? 1 : 0);
+  detail::PutField<std::uint16_t>(out, kReservedOffset, 0);
+  detail::PutField<std::uint32_t>(out, kSubstitutedOffset, header.substituted);
+  detail::PutField<std::uint64_t>(out, kPayloadBytesOffset, header.payload_bytes);
+  detail::PutField<std::uint64_t>(out, kPayloadChecksumOffset, header.payload_checksum);
+  detail::PutField<std::uint64_t>(out, kChecksumOffset, XXH3_64bits(out.data(), kChecksumOffset));
   return out;
 }
 
@@ -131,32 +123,37 @@ FrameHeader ParseFrameHeader(std::span<const std::byte> bytes, std::string_view 
     Reject(peer, "header is " + std::to_string(bytes.size()) + " bytes, expected " +
                      std::to_string(kFrameHeaderSize));
   }
-  if (Get<std::uint32_t>(bytes, kMagicOffset) != kFrameMagic) Reject(peer, "bad magic");
-  if (const auto version = Get<std::uint16_t>(bytes, kVersionOffset); version != kFrameVersion) {
+  if (detail::GetField<std::uint32_t>(bytes, kMagicOffset) != kFrameMagic)
+    Reject(peer, "bad magic");
+  if (const auto version = detail::GetField<std::uint16_t>(bytes, kVersionOffset);
+      version != kFrameVersion) {
     Reject(peer, "unsupported version " + std::to_string(version));
   }
-  if (Get<std::uint16_t>(bytes, kHeaderSizeOffset) != kFrameHeaderSize) {
-    Reject(peer,
-           "header size field is " + std::to_string(Get<std::uint16_t>(bytes, kHeaderSizeOffset)));
+  if (detail::GetField<std::uint16_t>(bytes, kHeaderSizeOffset) != kFrameHeaderSize) {
+    Reject(peer, "header size field is " +
+                     std::to_string(detail::GetField<std::uint16_t>(bytes, kHeaderSizeOffset)));
   }
-  if (XXH3_64bits(bytes.data(), kChecksumOffset) != Get<std::uint64_t>(bytes, kChecksumOffset)) {
+  if (XXH3_64bits(bytes.data(), kChecksumOffset) !=
+      detail::GetField<std::uint64_t>(bytes, kChecksumOffset)) {
     Reject(peer, "header checksum mismatch");
   }
   FrameHeader h;
-  h.epoch = Get<std::uint64_t>(bytes, kEpochOffset);
-  h.index = Get<std::uint64_t>(bytes, kIndexOffset);
-  h.size = Get<std::uint32_t>(bytes, kSizeOffset);
-  h.height = Get<std::uint32_t>(bytes, kHeightOffset);
-  h.width = Get<std::uint32_t>(bytes, kWidthOffset);
-  h.channels = Get<std::uint32_t>(bytes, kChannelsOffset);
-  h.substituted = Get<std::uint32_t>(bytes, kSubstitutedOffset);
-  h.payload_bytes = Get<std::uint64_t>(bytes, kPayloadBytesOffset);
-  h.payload_checksum = Get<std::uint64_t>(bytes, kPayloadChecksumOffset);
-  if (Get<std::uint8_t>(bytes, kDtypeOffset) != kDtypeUint8) Reject(peer, "dtype is not uint8");
-  const auto layout = Get<std::uint8_t>(bytes, kLayoutOffset);
+  h.epoch = detail::GetField<std::uint64_t>(bytes, kEpochOffset);
+  h.index = detail::GetField<std::uint64_t>(bytes, kIndexOffset);
+  h.size = detail::GetField<std::uint32_t>(bytes, kSizeOffset);
+  h.height = detail::GetField<std::uint32_t>(bytes, kHeightOffset);
+  h.width = detail::GetField<std::uint32_t>(bytes, kWidthOffset);
+  h.channels = detail::GetField<std::uint32_t>(bytes, kChannelsOffset);
+  h.substituted = detail::GetField<std::uint32_t>(bytes, kSubstitutedOffset);
+  h.payload_bytes = detail::GetField<std::uint64_t>(bytes, kPayloadBytesOffset);
+  h.payload_checksum = detail::GetField<std::uint64_t>(bytes, kPayloadChecksumOffset);
+  if (detail::GetField<std::uint8_t>(bytes, kDtypeOffset) != kDtypeUint8)
+    Reject(peer, "dtype is not uint8");
+  const auto layout = detail::GetField<std::uint8_t>(bytes, kLayoutOffset);
   if (layout > 1) Reject(peer, "unknown layout " + std::to_string(layout));
   h.layout = layout == 1 ? loader::Layout::kNchw : loader::Layout::kNhwc;
-  if (Get<std::uint16_t>(bytes, kReservedOffset) != 0) Reject(peer, "reserved field is not 0");
+  if (detail::GetField<std::uint16_t>(bytes, kReservedOffset) != 0)
+    Reject(peer, "reserved field is not 0");
   if (h.size == 0 || h.size > kMaxFrameBatch) {
     Reject(peer, "batch size " + std::to_string(h.size) + " out of range");
   }

@@ -4,24 +4,14 @@
 
 #include <cstring>
 
+#include "transport/wire.h"
+
 namespace tilefeed::transport {
 namespace {
 
 constexpr std::uint32_t kTermsMagic = 0x32534654;  // "TFS2", little-endian
 constexpr std::uint16_t kDropLastFlag = 1;
 constexpr std::uint16_t kPinnedFlag = 2;
-
-template <typename T>
-void Put(EncodedSessionTerms& out, std::size_t offset, T value) {
-  std::memcpy(out.data() + offset, &value, sizeof(T));
-}
-
-template <typename T>
-T Get(std::span<const std::byte> in, std::size_t offset) {
-  T value;
-  std::memcpy(&value, in.data() + offset, sizeof(T));
-  return value;
-}
 
 std::string ModeName(std::uint8_t mode) { return mode == 0 ? "train" : "eval"; }
 std::string RemainderName(std::uint8_t remainder) { return remainder == 0 ? "pad" : "drop"; }
@@ -55,47 +45,48 @@ EncodedSessionTerms EncodeSessionTerms(const SessionTerms& t) {
   EncodedSessionTerms out{};
   const std::uint16_t flags =
       (t.drop_last ? kDropLastFlag : 0) | (t.position_pinned ? kPinnedFlag : 0);
-  Put<std::uint32_t>(out, 0, kTermsMagic);
-  Put<std::uint16_t>(out, 4, flags);
-  Put<std::uint8_t>(out, 6, t.mode);
-  Put<std::uint8_t>(out, 7, t.remainder);
-  Put<std::uint64_t>(out, 8, t.dataset.samples);
-  Put<std::uint64_t>(out, 16, t.dataset.digest);
-  Put<std::uint32_t>(out, 24, t.slice_index);
-  Put<std::uint32_t>(out, 28, t.slice_count);
-  Put<std::uint64_t>(out, 32, t.seed);
-  Put<std::uint32_t>(out, 40, t.image_size);
-  Put<std::uint32_t>(out, 44, t.batch_size);
-  Put<std::uint64_t>(out, 48, t.epochs);
-  Put<std::uint64_t>(out, 56, t.first_epoch);
-  Put<std::uint64_t>(out, 64, t.first_position);
-  Put<std::uint64_t>(out, 72, 0);
+  detail::PutField<std::uint32_t>(out, 0, kTermsMagic);
+  detail::PutField<std::uint16_t>(out, 4, flags);
+  detail::PutField<std::uint8_t>(out, 6, t.mode);
+  detail::PutField<std::uint8_t>(out, 7, t.remainder);
+  detail::PutField<std::uint64_t>(out, 8, t.dataset.samples);
+  detail::PutField<std::uint64_t>(out, 16, t.dataset.digest);
+  detail::PutField<std::uint32_t>(out, 24, t.slice_index);
+  detail::PutField<std::uint32_t>(out, 28, t.slice_count);
+  detail::PutField<std::uint64_t>(out, 32, t.seed);
+  detail::PutField<std::uint32_t>(out, 40, t.image_size);
+  detail::PutField<std::uint32_t>(out, 44, t.batch_size);
+  detail::PutField<std::uint64_t>(out, 48, t.epochs);
+  detail::PutField<std::uint64_t>(out, 56, t.first_epoch);
+  detail::PutField<std::uint64_t>(out, 64, t.first_position);
+  detail::PutField<std::uint64_t>(out, 72, 0);
   return out;
 }
 
 std::optional<SessionTerms> ParseSessionTerms(std::span<const std::byte> bytes) {
-  if (bytes.size() != kSessionTermsSize || Get<std::uint32_t>(bytes, 0) != kTermsMagic) {
+  if (bytes.size() != kSessionTermsSize ||
+      detail::GetField<std::uint32_t>(bytes, 0) != kTermsMagic) {
     return std::nullopt;
   }
-  const auto flags = Get<std::uint16_t>(bytes, 4);
+  const auto flags = detail::GetField<std::uint16_t>(bytes, 4);
   SessionTerms t;
-  t.mode = Get<std::uint8_t>(bytes, 6);
-  t.remainder = Get<std::uint8_t>(bytes, 7);
-  t.dataset.samples = Get<std::uint64_t>(bytes, 8);
-  t.dataset.digest = Get<std::uint64_t>(bytes, 16);
-  t.slice_index = Get<std::uint32_t>(bytes, 24);
-  t.slice_count = Get<std::uint32_t>(bytes, 28);
-  t.seed = Get<std::uint64_t>(bytes, 32);
-  t.image_size = Get<std::uint32_t>(bytes, 40);
-  t.batch_size = Get<std::uint32_t>(bytes, 44);
-  t.epochs = Get<std::uint64_t>(bytes, 48);
-  t.first_epoch = Get<std::uint64_t>(bytes, 56);
-  t.first_position = Get<std::uint64_t>(bytes, 64);
+  t.mode = detail::GetField<std::uint8_t>(bytes, 6);
+  t.remainder = detail::GetField<std::uint8_t>(bytes, 7);
+  t.dataset.samples = detail::GetField<std::uint64_t>(bytes, 8);
+  t.dataset.digest = detail::GetField<std::uint64_t>(bytes, 16);
+  t.slice_index = detail::GetField<std::uint32_t>(bytes, 24);
+  t.slice_count = detail::GetField<std::uint32_t>(bytes, 28);
+  t.seed = detail::GetField<std::uint64_t>(bytes, 32);
+  t.image_size = detail::GetField<std::uint32_t>(bytes, 40);
+  t.batch_size = detail::GetField<std::uint32_t>(bytes, 44);
+  t.epochs = detail::GetField<std::uint64_t>(bytes, 48);
+  t.first_epoch = detail::GetField<std::uint64_t>(bytes, 56);
+  t.first_position = detail::GetField<std::uint64_t>(bytes, 64);
   t.drop_last = (flags & kDropLastFlag) != 0;
   t.position_pinned = (flags & kPinnedFlag) != 0;
   if ((flags & ~(kDropLastFlag | kPinnedFlag)) != 0 || t.mode > 1 || t.remainder > 1 ||
       t.slice_count == 0 || t.slice_index >= t.slice_count || t.image_size == 0 ||
-      t.batch_size == 0 || Get<std::uint64_t>(bytes, 72) != 0) {
+      t.batch_size == 0 || detail::GetField<std::uint64_t>(bytes, 72) != 0) {
     return std::nullopt;
   }
   return t;

@@ -75,26 +75,17 @@ inline std::array<std::byte, kControlSize> EncodeControl(const Control& control)
   return out;
 }
 
-// nullopt for anything that is not a well-formed control part.
-inline std::optional<Control> ParseControl(std::span<const std::byte> bytes) {
-  if (bytes.size() != kControlSize) return std::nullopt;
-  std::uint32_t magic = 0;
-  std::uint16_t version = 0;
-  std::uint16_t type = 0;
-  std::memcpy(&magic, bytes.data(), 4);
-  std::memcpy(&version, bytes.data() + 4, 2);
-  std::memcpy(&type, bytes.data() + 6, 2);
-  if (magic != kControlMagic || version != kControlVersion || type == 0 ||
-      type > kLastMessageType) {
-    return std::nullopt;
-  }
-  Control control;
-  control.type = static_cast<MessageType>(type);
-  std::memcpy(&control.a, bytes.data() + 8, 8);
-  std::memcpy(&control.b, bytes.data() + 16, 8);
-  std::memcpy(&control.c, bytes.data() + 24, 8);
-  std::memcpy(&control.d, bytes.data() + 32, 8);
-  return control;
+// The value of type T at `offset` of `in` / written at `offset` of `out`, in the host's
+// byte order (little-endian: docs/wire-protocol.md). REQUIRES: the bytes are there.
+template <typename T>
+T GetField(std::span<const std::byte> in, std::size_t offset) {
+  T value;
+  std::memcpy(&value, in.data() + offset, sizeof(T));
+  return value;
+}
+template <typename T>
+void PutField(std::span<std::byte> out, std::size_t offset, T value) {
+  std::memcpy(out.data() + offset, &value, sizeof(T));
 }
 
 // Why `bytes` is not a control part, for a refusal; "" when it is one.
@@ -103,12 +94,9 @@ inline std::string WhyNotControl(std::span<const std::byte> bytes) {
     return "first part is " + std::to_string(bytes.size()) + " bytes, a control part is " +
            std::to_string(kControlSize);
   }
-  std::uint32_t magic = 0;
-  std::uint16_t version = 0;
-  std::uint16_t type = 0;
-  std::memcpy(&magic, bytes.data(), 4);
-  std::memcpy(&version, bytes.data() + 4, 2);
-  std::memcpy(&type, bytes.data() + 6, 2);
+  const auto magic = GetField<std::uint32_t>(bytes, 0);
+  const auto version = GetField<std::uint16_t>(bytes, 4);
+  const auto type = GetField<std::uint16_t>(bytes, 6);
   if (magic != kControlMagic) return "bad magic (not a tilefeed control part)";
   if (version != kControlVersion) {
     return "protocol version " + std::to_string(version) + ", this side speaks " +
@@ -116,6 +104,18 @@ inline std::string WhyNotControl(std::span<const std::byte> bytes) {
   }
   if (type == 0 || type > kLastMessageType) return "unknown message type " + std::to_string(type);
   return "";
+}
+
+// nullopt for anything that is not a well-formed control part.
+inline std::optional<Control> ParseControl(std::span<const std::byte> bytes) {
+  if (!WhyNotControl(bytes).empty()) return std::nullopt;
+  Control control;
+  control.type = static_cast<MessageType>(GetField<std::uint16_t>(bytes, 6));
+  control.a = GetField<std::uint64_t>(bytes, 8);
+  control.b = GetField<std::uint64_t>(bytes, 16);
+  control.c = GetField<std::uint64_t>(bytes, 24);
+  control.d = GetField<std::uint64_t>(bytes, 32);
+  return control;
 }
 
 }  // namespace tilefeed::transport::detail

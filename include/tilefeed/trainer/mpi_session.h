@@ -85,6 +85,8 @@ class MpiSession final : public Collectives {
 
  private:
   struct Requests;
+  // AllreduceSum (double) and AllreduceMax: one all-reduce of `data` in place.
+  void AllreduceDoubles(std::span<double> data, bool max);
   // Waits for every request in `requests` under the watchdog; `what` names the collective.
   void Wait(Requests& requests, const char* what);
   // Answers other instances' "where are you?" queries (see above).
