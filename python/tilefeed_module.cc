@@ -747,7 +747,8 @@ loader::RemoteOptions ToRemoteOptions(const py::dict& remote) {
 
 // Opens `data` through the one dataset opener (tilefeed/loader/dataset.h). `kind` is "auto"
 // (detect), a DatasetKind name, or CIFAR-10's "cifar10-train" / "cifar10-test" (which pick the
-// split); `split` picks the part of a train/ + val/ root; `remote` holds RemoteOptions fields
+// split); `split` ("train", "val", "test") is resolved by the opener, the one place that
+// resolves splits for every door; `remote` holds RemoteOptions fields
 // (checked by tilefeed/__init__.py's _remote_options).
 loader::OpenedDataset OpenSource(const std::string& data, const std::string& kind,
                                  const std::string& split, const py::dict& remote) {
@@ -755,13 +756,16 @@ loader::OpenedDataset OpenSource(const std::string& data, const std::string& kin
   options.remote = ToRemoteOptions(remote);
   const std::optional<loader::Split> parsed_split = loader::ParseSplit(split);
   if (!parsed_split) {
-    throw py::value_error("tilefeed.Loader: split=\"" + split +
-                          "\"; expected \"train\" or \"val\"");
+    std::string choices;
+    for (const std::string_view choice : loader::kSplit.choices) {
+      choices += (choices.empty() ? "'" : ", '") + std::string(choice) + "'";
+    }
+    throw py::value_error("tilefeed.Loader: split='" + split + "'; expected one of " + choices);
   }
   options.split = *parsed_split;
   if (kind == "cifar10-train" || kind == "cifar10-test") {
     options.kind = loader::DatasetKind::kCifar10;
-    options.split = kind == "cifar10-train" ? loader::Split::kTrain : loader::Split::kVal;
+    options.split = kind == "cifar10-train" ? loader::Split::kTrain : loader::Split::kTest;
   } else if (kind != "auto") {
     options.kind = loader::ParseDatasetKind(kind);
     if (!options.kind) {
@@ -998,13 +1002,6 @@ void RegisterFunctions(py::module_& m) {
         return d;
       },
       "loader::PlanSample: the crop plan of one sample");
-  m.def(
-      "_has_split",
-      [](const std::string& location, const std::string& split) {
-        return loader::HasSplit(location,
-                                split == "train" ? loader::Split::kTrain : loader::Split::kVal);
-      },
-      "loader::HasSplit: is `location` a split root or CIFAR-10 directory with that split");
   m.def(
       "_release_worker_threads",
       [] {

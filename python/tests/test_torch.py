@@ -105,7 +105,7 @@ def test_iterable_dataset_epochs_follow_set_epoch(folder):
 
 def test_split_on_a_folder_without_splits_is_an_error(folder):
     for split in ("val", "test"):
-        with pytest.raises(ValueError, match=f"split='{split}'.*no splits"):
+        with pytest.raises(tilefeed.SourceError, match=f"no {split}/ split.*without splits"):
             tilefeed.Loader(folder, split=split, **OPTIONS)
     assert tilefeed.Loader(folder, **OPTIONS).dataset_size == SAMPLES  # the default opens it
 
@@ -113,7 +113,7 @@ def test_split_on_a_folder_without_splits_is_an_error(folder):
 def test_test_split_needs_a_test_directory(tmp_path):
     write_folder(tmp_path / "train")
     write_folder(tmp_path / "val", samples=12)
-    with pytest.raises(ValueError, match="no test/"):
+    with pytest.raises(tilefeed.SourceError, match="no test/ split; it has train/ and val/"):
         tilefeed.Loader(tmp_path, split="test", **OPTIONS)
     assert tilefeed.Loader(tmp_path, split="val", **OPTIONS).dataset_size == 12
     write_folder(tmp_path / "test", samples=6)
