@@ -411,6 +411,20 @@ class PyBatch {
     return py::module_::import("torch.utils.dlpack").attr("from_dlpack")(dlpack());
   }
 
+  // images, labels = batch, as a DataLoader batch unpacks: torch tensors where torch imports
+  // (the images are torch(), the zero-copy view; the labels int64), else numpy (images(),
+  // labels()). The images hold the slot as any view does.
+  py::iterator Unpack() {
+    py::object torch_module;
+    try {
+      torch_module = py::module_::import("torch");
+    } catch (py::error_already_set& e) {
+      if (!e.matches(PyExc_ImportError)) throw;
+    }
+    if (!torch_module) return py::iter(py::make_tuple(images(), labels()));
+    return py::iter(py::make_tuple(torch(), torch_module.attr("from_numpy")(labels())));
+  }
+
   // Drops this object's hold on the slot; views handed out keep their own.
   void release() {
     data_.reset();
@@ -1029,8 +1043,9 @@ void RegisterFunctions(py::module_& m) {
 
 void RegisterBatch(py::module_& m) {
   py::class_<PyBatch>(m, "Batch",
-                      "One batch. Its memory is a loader slot: .images, .sample_indices and "
-                      ".torch() are views of it. The slot returns to the loader once this "
+                      "One batch; `images, labels = batch` unpacks it. Its memory is a loader "
+                      "slot: .images, .sample_indices, .torch() and the unpacked images are "
+                      "views of it. The slot returns to the loader once this "
                       "Batch is released (the iterator advanced, or release()) and every view "
                       "made from it is gone.")
       .def_property_readonly("epoch", &PyBatch::epoch, "the epoch this batch belongs to")
@@ -1066,6 +1081,10 @@ void RegisterBatch(py::module_& m) {
           "(kDLCPU, 0): the images are in host memory")
       .def("release", &PyBatch::release,
            "drops this object's hold on the slot; views keep their own")
+      .def("__iter__", &PyBatch::Unpack,
+           "images, labels = batch (for x, y in loader), as a DataLoader batch: torch tensors "
+           "where torch imports (images: torch(), no copy; labels: int64), else numpy "
+           "(images, labels)")
       .def("__len__", &PyBatch::size)
       .def("__repr__", [](const PyBatch& b) {
         return "<tilefeed.Batch epoch=" + std::to_string(b.epoch()) +

@@ -2,6 +2,8 @@
 checkpoints after a break, and normalised float output. Every dataset is made here."""
 
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -99,6 +101,51 @@ def test_iterable_dataset_epochs_follow_set_epoch(folder):
                        for i in ind.tolist()])
     assert sorted(orders[0]) == sorted(orders[1]) == list(range(SAMPLES))
     assert orders[0] != orders[1]  # another epoch, another shuffle
+
+
+# -- a batch unpacks as a DataLoader batch does ------------------------------------------------
+
+@pytest.mark.parametrize("dtype,layout", [("uint8", "NHWC"), ("float32", "NCHW")])
+def test_for_x_y_in_loader(folder, dtype, layout):
+    labels = []
+    for x, y in tilefeed.Loader(folder, dtype=dtype, layout=layout, **OPTIONS):
+        assert isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor)
+        assert x.dtype == getattr(torch, dtype)
+        assert tuple(x.shape) == ((4, 32, 32, 3) if layout == "NHWC" else (4, 3, 32, 32))
+        assert y.dtype == torch.int64 and tuple(y.shape) == (4,)
+        labels += y.tolist()
+    assert sorted(labels) == [i // 8 for i in range(SAMPLES)]
+
+
+def test_unpacking_is_the_batchs_zero_copy_view(folder):
+    for batch in tilefeed.Loader(folder, **OPTIONS):
+        images, labels = batch
+        view = batch.torch()
+        assert images.data_ptr() == view.data_ptr()  # the slot itself, as batch.torch()
+        assert torch.equal(images, view)
+        assert labels.tolist() == batch.labels.tolist()
+
+
+def test_for_x_y_in_dataloader_of_a_loader(folder):
+    labels = []
+    for x, y in DataLoader(tilefeed.Loader(folder, **OPTIONS), batch_size=None):
+        assert isinstance(x, torch.Tensor) and tuple(x.shape) == (4, 32, 32, 3)
+        assert y.dtype == torch.int64
+        labels += y.tolist()
+    assert sorted(labels) == [i // 8 for i in range(SAMPLES)]
+
+
+def test_without_torch_a_batch_unpacks_to_numpy(folder):
+    program = (
+        "import sys; sys.modules['torch'] = None  # import torch raises ImportError\n"
+        "import numpy, tilefeed\n"
+        f"for x, y in tilefeed.Loader({str(folder)!r}, batch_size=4, image_size=32, epochs=1):\n"
+        "    assert type(x) is numpy.ndarray and x.shape == (4, 32, 32, 3), x\n"
+        "    assert y.dtype == numpy.int64 and y.shape == (4,), y\n"
+        "print('numpy')\n")
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and out.stdout == "numpy\n", out.stderr
 
 
 # -- splits ----------------------------------------------------------------------------------

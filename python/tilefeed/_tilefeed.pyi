@@ -1,7 +1,7 @@
 """Type stubs for tilefeed._tilefeed, the C++ module (python/tilefeed_module.cc). Use the
 tilefeed package: its Loader wraps _Core."""
 
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import numpy
 
@@ -48,6 +48,9 @@ class Batch:
     def torch(self) -> Any: ...  # torch.Tensor
     def __dlpack__(self, stream: Optional[int] = None) -> Any: ...
     def __dlpack_device__(self) -> tuple[int, int]: ...
+    # images, labels = batch: torch tensors where torch imports (images zero-copy, labels
+    # int64), else numpy arrays.
+    def __iter__(self) -> Iterator[Any]: ...
     def release(self) -> None: ...
     def __len__(self) -> int: ...
 
