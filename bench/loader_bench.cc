@@ -27,7 +27,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -209,7 +208,7 @@ int Alternate(const std::string& name_a,
 // The command line.
 struct Args {
   std::string data;
-  std::string split;  // "": val with --mode eval, else train
+  std::string split;  // "": val with --mode eval where --data has one, else train
   loader::LoaderOptions options;
   double seconds = 0;
   std::uint64_t epochs = 1;
@@ -246,7 +245,7 @@ void AddLoaderOptionFlags(CLI::App& app, Args& a) {
   tools::AddOption(app, loader::kMode, o.mode);
   tools::AddOption(app, loader::kSplit, a.split)
       ->description(std::string(loader::kSplit.help) +
-                    " (default: val with --mode eval, else "
+                    " (default: val with --mode eval where --data has a val split, else "
                     "train)");
   tools::AddOption(app, loader::kEvalDctScaling, o.eval_dct_scaling);
   tools::AddOption(app, loader::kWorkers, o.workers);
@@ -359,7 +358,11 @@ std::vector<std::string> RewriteModeVal(int argc, char** argv) {
 // The options that follow from several flags at once.
 void FinishOptions(Args& a) {
   loader::LoaderOptions& o = a.options;
-  if (a.split.empty()) a.split = o.mode == loader::Mode::kEval ? "val" : "train";
+  if (a.split.empty()) {
+    const bool eval_on_val =
+        o.mode == loader::Mode::kEval && loader::HasSplit(a.data, loader::Split::kVal);
+    a.split = eval_on_val ? "val" : "train";
+  }
   if (a.cache_limit_mib > 0) a.cache_limit = a.cache_limit_mib << 20;
   o.shuffle = !a.no_shuffle;
   o.epochs = a.seconds > 0 ? 0 : a.epochs;
@@ -375,21 +378,15 @@ class Opener {
     options_.remote.cache_dir = a.cache_dir;
     options_.remote.cache_limit = a.cache_limit;
     options_.remote.counters = &remote_;
-    options_.split = a.split == "train" ? loader::Split::kTrain : loader::Split::kVal;
+    options_.split = *loader::ParseSplit(a.split);  // the option table's choices
     options_.shards.io = a.shard_io == "mmap" ? loader::ShardIo::kMmap : loader::ShardIo::kPread;
     options_.shards.coalesce = !a.no_coalesce;
     options_.shards.max_gap = a.max_gap;
-    test_ = a.split == "test";
   }
 
-  // A split root's test/ folder is a dataset of its own; elsewhere (CIFAR-10) test is the
-  // held-out batch, which the val split opens.
+  // The split is resolved by the opener, as in every door.
   std::unique_ptr<loader::Source> Open(const std::string& location) {
-    const std::string test_dir = location + "/test";
-    const bool own_folder = test_ && std::filesystem::is_directory(test_dir);
-    loader::DatasetOptions options = options_;
-    if (own_folder) options.split = loader::Split::kTrain;
-    loader::OpenedDataset opened = loader::OpenDataset(own_folder ? test_dir : location, options);
+    loader::OpenedDataset opened = loader::OpenDataset(location, options_);
     std::fprintf(stderr, "data: %s\n", opened.summary.c_str());
     for (const std::string& note : opened.notes) {
       std::fprintf(stderr, "warning: %s\n", note.c_str());
@@ -405,7 +402,6 @@ class Opener {
  private:
   loader::DatasetOptions options_;
   loader::RemoteCounters remote_;
-  bool test_ = false;
   const loader::ShardDataset* shards_ = nullptr;
 };
 

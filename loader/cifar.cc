@@ -27,7 +27,7 @@ std::string JoinPath(const std::string& dir, const std::string& name) {
 }
 
 std::vector<std::string> BatchNames(Split split) {
-  if (split == Split::kVal) return {"test_batch.bin"};
+  if (split != Split::kTrain) return {"test_batch.bin"};  // val and test: the held-out batch
   return {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin",
           "data_batch_5.bin"};
 }

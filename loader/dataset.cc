@@ -36,8 +36,28 @@ bool IsCifarDirectory(const std::string& dir) {
   return HasCifarBatches(dir, Split::kTrain) || HasCifarBatches(dir, Split::kVal);
 }
 
+constexpr Split kSplits[] = {Split::kTrain, Split::kVal, Split::kTest};
+
 bool IsSplitRoot(const std::string& dir) {
-  return IsDirectory(dir + "/train") || IsDirectory(dir + "/val");
+  for (const Split split : kSplits) {
+    if (IsDirectory(dir + "/" + ToString(split))) return true;
+  }
+  return false;
+}
+
+// The splits the split root `dir` has: "train/ and val/", "train/, val/ and test/".
+std::string SplitsOf(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const Split split : kSplits) {
+    if (IsDirectory(dir + "/" + ToString(split)))
+      names.push_back(std::string(ToString(split)) + "/");
+  }
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) out += i + 1 == names.size() ? " and " : ", ";
+    out += names[i];
+  }
+  return out;
 }
 
 // Rules 1, 2 and 4 of the header for a directory or file that is not a split root.
@@ -54,8 +74,8 @@ DatasetKind DetectKind(const std::string& path) {
     throw SourceError(path, IsRegularFile(path)
                                 ? "is a file but not a shard manifest (tilefeed-manifest.txt)"
                                 : "no such dataset: looked for a directory (ImageFolder, "
-                                  "train/ and val/ splits, shards, tars, CIFAR-10), a shard "
-                                  "manifest or a .tar");
+                                  "train/, val/ and test/ splits, shards, tars, CIFAR-10), a "
+                                  "shard manifest or a .tar");
   }
   if (IsCifarDirectory(path)) return DatasetKind::kCifar10;
   return DatasetKind::kImageFolder;
@@ -91,11 +111,22 @@ std::optional<DatasetKind> ParseDatasetKind(const std::string& name) {
 }
 
 // Split (tilefeed/loader/split.h).
-const char* ToString(Split split) { return split == Split::kTrain ? "train" : "val"; }
+const char* ToString(Split split) {
+  switch (split) {
+    case Split::kTrain:
+      return "train";
+    case Split::kVal:
+      return "val";
+    case Split::kTest:
+      return "test";
+  }
+  return "?";
+}
 
 std::optional<Split> ParseSplit(const std::string& name) {
-  if (name == "train") return Split::kTrain;
-  if (name == "val" || name == "test") return Split::kVal;
+  for (const Split split : kSplits) {
+    if (name == ToString(split)) return split;
+  }
   return std::nullopt;
 }
 
@@ -108,11 +139,10 @@ DatasetLocation ResolveDataset(const std::string& location, const DatasetOptions
       IsSplitRoot(out.path)) {
     const std::string split_path = out.path + "/" + ToString(options.split);
     if (!IsDirectory(split_path)) {
-      throw SourceError(out.path, std::string("has ") +
-                                      (options.split == Split::kTrain ? "val/" : "train/") +
-                                      " but no " + ToString(options.split) +
-                                      "/ split (a root with train/ or val/ holds splits, "
-                                      "not classes)");
+      throw SourceError(out.path, std::string("no ") + ToString(options.split) +
+                                      "/ split; it has " + SplitsOf(out.path) +
+                                      " (a root with train/, val/ or test/ holds splits, not "
+                                      "classes)");
     }
     out.path = split_path;
     out.split = options.split;
@@ -126,6 +156,12 @@ DatasetLocation ResolveDataset(const std::string& location, const DatasetOptions
               (options.split == Split::kTrain ? "data_batch_1.bin" : "test_batch.bin") + ")");
     }
     out.split = options.split;
+  } else if (!out.split && options.split != Split::kTrain) {
+    // Never the whole dataset for another split: the split is asked for, never guessed.
+    throw SourceError(out.path, std::string("no ") + ToString(options.split) +
+                                    "/ split: it is one dataset without splits (no train/, "
+                                    "val/ or test/ directory, not CIFAR-10), read as the "
+                                    "train split");
   }
   return out;
 }
@@ -134,7 +170,7 @@ bool HasSplit(const std::string& location, Split split) {
   const std::string path = Trimmed(location);
   if (IsShardDataset(path)) return false;
   if (IsCifarDirectory(path)) return HasCifarBatches(path, split);
-  return IsSplitRoot(path) && IsDirectory(path + "/" + ToString(split));
+  return IsDirectory(path + "/" + ToString(split));
 }
 
 OpenedDataset OpenDataset(const std::string& location, const DatasetOptions& options) {

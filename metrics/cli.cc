@@ -1,5 +1,9 @@
 #include "metrics/cli.h"
 
+#include <stdexcept>
+
+#include "loader/address.h"
+
 namespace tilefeed::metrics {
 namespace {
 
@@ -8,24 +12,61 @@ bool IsMetricsFlag(const std::string& name) {
          name == "--metrics-bind" || name == "--help";
 }
 
-// "HOST:PORT" to listen on: --metrics-port's host or --metrics-bind, and its port plus the
-// local offset when it is not 0.
+// The command line's check of --metrics-port TEXT: what ListenAddress says is wrong with TEXT
+// (the reason after "--metrics-port TEXT: "), or "" when it listens.
+std::string PortProblem(const std::string& text) {
+  Flags flags;
+  flags.port = text;
+  try {
+    (void)ListenAddress(flags);
+  } catch (const MetricsError& e) {
+    const std::string what = e.what();
+    const std::string named = "--metrics-port " + text + ": ";
+    return "must be PORT or HOST:PORT to listen on: " +
+           (what.rfind(named, 0) == 0 ? what.substr(named.size()) : what);
+  }
+  return {};
+}
+
+}  // namespace
+
 std::string ListenAddress(const Flags& flags) {
-  const std::size_t colon = flags.port.rfind(':');
-  std::string host = colon == std::string::npos ? flags.bind : flags.port.substr(0, colon);
-  const int port =
-      std::stoi(colon == std::string::npos ? flags.port : flags.port.substr(colon + 1));
+  const bool host_given = flags.port.find(':') != std::string::npos;
+  const std::string named = host_given || flags.bind.empty() ? "--metrics-port " + flags.port
+                                                             : "--metrics-bind " + flags.bind;
+  if (host_given && !flags.bind.empty()) {
+    throw MetricsError("--metrics-port " + flags.port + " names a HOST and --metrics-bind " +
+                       flags.bind + " another; give the address once");
+  }
+  std::string address = flags.port;
+  if (!host_given) {
+    const std::string host = flags.bind.empty() ? "127.0.0.1" : flags.bind;
+    // An IPv6 address goes in brackets, as in a URL.
+    const bool ipv6 = host.find(':') != std::string::npos && host.front() != '[';
+    address = (ipv6 ? "[" + host + "]" : host) + ":" + flags.port;
+  }
+  // The readers' parser and loopback rule (loader/address.h): a spelling a reader refuses,
+  // this refuses with the same line. --metrics-bind is the word that allows another address.
+  loader::HostPort parsed;
+  try {
+    parsed = loader::ParseHostPort(address, /*bind=*/true);
+  } catch (const std::invalid_argument& e) {
+    throw MetricsError(named + ": " + e.what());
+  }
+  if (flags.bind.empty() && !loader::IsLoopbackHost(parsed.host)) {
+    throw MetricsError(named + ": " + loader::NotLoopback(parsed.host) +
+                       "; --metrics-bind ADDR listens on ADDR, loopback or not");
+  }
+  const int port = parsed.port == "*" ? 0 : std::stoi(parsed.port);
   const int chosen = port == 0 ? 0 : port + flags.port_offset;
   if (chosen > 65535) {
     throw MetricsError("--metrics-port " + flags.port + " + local instance index " +
                        std::to_string(flags.port_offset) + " is above 65535");
   }
-  // An IPv6 address goes in brackets, as in a URL.
-  if (host.find(':') != std::string::npos && host.front() != '[') host = "[" + host + "]";
+  std::string host = parsed.host == "*" ? "0.0.0.0" : parsed.host;
+  if (host.find(':') != std::string::npos) host = "[" + host + "]";
   return host + ":" + std::to_string(chosen);
 }
-
-}  // namespace
 
 void AddFlags(CLI::App& app, Flags& flags, bool with_port) {
   app.add_option("--metrics", flags.path,
@@ -38,12 +79,13 @@ void AddFlags(CLI::App& app, Flags& flags, bool with_port) {
   if (with_port) {
     app.add_option("--metrics-port", flags.port,
                    "serve the metrics at http://ADDR:PORT/metrics in the Prometheus text format "
-                   "(PORT or HOST:PORT). The instances of one host listen on PORT + their "
-                   "local index (poprun/mpirun); 0 picks free ports. Each prints its URL on "
-                   "stderr");
+                   "(PORT, or HOST:PORT with a loopback HOST: a reader's rule). The instances "
+                   "of one host listen on PORT + their local index (poprun/mpirun); 0 picks "
+                   "free ports. Each prints its URL on stderr")
+        ->check(CLI::Validator([](std::string& text) { return PortProblem(text); }, "[HOST:]PORT"));
     app.add_option("--metrics-bind", flags.bind,
-                   "the address --metrics-port PORT listens on (0.0.0.0: every interface)")
-        ->capture_default_str();
+                   "the address --metrics-port PORT listens on instead of 127.0.0.1, loopback "
+                   "or not (0.0.0.0: every interface; the endpoint has no authentication)");
   }
 }
 

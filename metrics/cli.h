@@ -22,9 +22,10 @@ struct Flags {
   std::string path;  // --metrics ("" = off)
   double interval_seconds = 10;
   std::string port;  // --metrics-port ("" = off): PORT, or HOST:PORT
-  // --metrics-bind: the address a bare --metrics-port PORT listens on. Loopback unless told:
-  // the endpoint has no authentication.
-  std::string bind = "127.0.0.1";
+  // --metrics-bind: the address a bare --metrics-port PORT listens on instead of 127.0.0.1,
+  // loopback or not ("" = 127.0.0.1). The endpoint has no authentication: this is the word
+  // that opens it beyond the host.
+  std::string bind;
   // Added to a non-zero port: this instance's index among those of its host (the tool sets
   // it from the launcher, launch::InstanceInfo::local_index), so that the instances of one
   // host started with one --metrics-port P listen on P, P+1, ... and each prints its URL.
@@ -32,10 +33,17 @@ struct Flags {
 };
 
 // Adds --metrics and --metrics-interval to `app`, and --metrics-port and --metrics-bind when
-// `with_port`.
-// Their ranges are checked by the tools (tools/cli_checks.h's CheckMetricsFlags, one
-// message style for every option); Open() refuses an interval that is not above 0.
+// `with_port`. --metrics-port is checked as it is parsed (ListenAddress); the interval's range
+// by the tools (tools/cli_checks.h's CheckMetricsFlags, one message style for every option);
+// Open() refuses an interval that is not above 0.
 void AddFlags(CLI::App& app, Flags& flags, bool with_port = false);
+
+// The "HOST:PORT" the exporter listens on: --metrics-port's HOST, else --metrics-bind, else
+// 127.0.0.1; and its PORT plus port_offset when it is not 0. HOST:PORT is read by the readers'
+// parser with the readers' loopback rule (loader/address.h), so what tilefeed-serve --bind
+// tcp://HOST:PORT refuses, --metrics-port HOST:PORT refuses with the same line; only
+// --metrics-bind names another address. Throws MetricsError with that one line.
+std::string ListenAddress(const Flags& flags);
 
 // Every option of the parsed `app` with its value (given or default), "--name" -> "value";
 // the metrics flags and --help are left out.

@@ -411,6 +411,20 @@ class PyBatch {
     return py::module_::import("torch.utils.dlpack").attr("from_dlpack")(dlpack());
   }
 
+  // images, labels = batch, as a DataLoader batch unpacks: torch tensors where torch imports
+  // (the images are torch(), the zero-copy view; the labels int64), else numpy (images(),
+  // labels()). The images hold the slot as any view does.
+  py::iterator Unpack() {
+    py::object torch_module;
+    try {
+      torch_module = py::module_::import("torch");
+    } catch (py::error_already_set& e) {
+      if (!e.matches(PyExc_ImportError)) throw;
+    }
+    if (!torch_module) return py::iter(py::make_tuple(images(), labels()));
+    return py::iter(py::make_tuple(torch(), torch_module.attr("from_numpy")(labels())));
+  }
+
   // Drops this object's hold on the slot; views handed out keep their own.
   void release() {
     data_.reset();
@@ -747,7 +761,8 @@ loader::RemoteOptions ToRemoteOptions(const py::dict& remote) {
 
 // Opens `data` through the one dataset opener (tilefeed/loader/dataset.h). `kind` is "auto"
 // (detect), a DatasetKind name, or CIFAR-10's "cifar10-train" / "cifar10-test" (which pick the
-// split); `split` picks the part of a train/ + val/ root; `remote` holds RemoteOptions fields
+// split); `split` ("train", "val", "test") is resolved by the opener, the one place that
+// resolves splits for every door; `remote` holds RemoteOptions fields
 // (checked by tilefeed/__init__.py's _remote_options).
 loader::OpenedDataset OpenSource(const std::string& data, const std::string& kind,
                                  const std::string& split, const py::dict& remote) {
@@ -755,13 +770,16 @@ loader::OpenedDataset OpenSource(const std::string& data, const std::string& kin
   options.remote = ToRemoteOptions(remote);
   const std::optional<loader::Split> parsed_split = loader::ParseSplit(split);
   if (!parsed_split) {
-    throw py::value_error("tilefeed.Loader: split=\"" + split +
-                          "\"; expected \"train\" or \"val\"");
+    std::string choices;
+    for (const std::string_view choice : loader::kSplit.choices) {
+      choices += (choices.empty() ? "'" : ", '") + std::string(choice) + "'";
+    }
+    throw py::value_error("tilefeed.Loader: split='" + split + "'; expected one of " + choices);
   }
   options.split = *parsed_split;
   if (kind == "cifar10-train" || kind == "cifar10-test") {
     options.kind = loader::DatasetKind::kCifar10;
-    options.split = kind == "cifar10-train" ? loader::Split::kTrain : loader::Split::kVal;
+    options.split = kind == "cifar10-train" ? loader::Split::kTrain : loader::Split::kTest;
   } else if (kind != "auto") {
     options.kind = loader::ParseDatasetKind(kind);
     if (!options.kind) {
@@ -999,13 +1017,6 @@ void RegisterFunctions(py::module_& m) {
       },
       "loader::PlanSample: the crop plan of one sample");
   m.def(
-      "_has_split",
-      [](const std::string& location, const std::string& split) {
-        return loader::HasSplit(location,
-                                split == "train" ? loader::Split::kTrain : loader::Split::kVal);
-      },
-      "loader::HasSplit: is `location` a split root or CIFAR-10 directory with that split");
-  m.def(
       "_release_worker_threads",
       [] {
         py::gil_scoped_release release;
@@ -1032,8 +1043,9 @@ void RegisterFunctions(py::module_& m) {
 
 void RegisterBatch(py::module_& m) {
   py::class_<PyBatch>(m, "Batch",
-                      "One batch. Its memory is a loader slot: .images, .sample_indices and "
-                      ".torch() are views of it. The slot returns to the loader once this "
+                      "One batch; `images, labels = batch` unpacks it. Its memory is a loader "
+                      "slot: .images, .sample_indices, .torch() and the unpacked images are "
+                      "views of it. The slot returns to the loader once this "
                       "Batch is released (the iterator advanced, or release()) and every view "
                       "made from it is gone.")
       .def_property_readonly("epoch", &PyBatch::epoch, "the epoch this batch belongs to")
@@ -1069,6 +1081,10 @@ void RegisterBatch(py::module_& m) {
           "(kDLCPU, 0): the images are in host memory")
       .def("release", &PyBatch::release,
            "drops this object's hold on the slot; views keep their own")
+      .def("__iter__", &PyBatch::Unpack,
+           "images, labels = batch (for x, y in loader), as a DataLoader batch: torch tensors "
+           "where torch imports (images: torch(), no copy; labels: int64), else numpy "
+           "(images, labels)")
       .def("__len__", &PyBatch::size)
       .def("__repr__", [](const PyBatch& b) {
         return "<tilefeed.Batch epoch=" + std::to_string(b.epoch()) +

@@ -96,26 +96,6 @@ CLI::Validator RangeCheck(std::optional<T> min, std::optional<T> max, bool min_e
       description);
 }
 
-// Whether `port` is a decimal port in [min_port, 65535], or "*" when `any_port`.
-inline bool PortOk(const std::string& port, long min_port, bool any_port) {
-  if (any_port && port == "*") return true;
-  if (port.empty() || port.size() > 5 ||
-      port.find_first_not_of("0123456789") != std::string::npos) {
-    return false;
-  }
-  const long value = std::stol(port);
-  return value >= min_port && value <= 65535;
-}
-
-// Whether "tcp://HOST:PORT"'s port passes PortOk; endpoints of other transports (ipc://,
-// shm://) are not checked here.
-inline bool TcpPortOk(const std::string& endpoint, long min_port, bool any_port) {
-  if (endpoint.rfind("tcp://", 0) != 0) return true;
-  const std::size_t colon = endpoint.rfind(':');
-  if (colon < 6) return false;  // only the scheme's colon: no port at all
-  return PortOk(endpoint.substr(colon + 1), min_port, any_port);
-}
-
 // The first endpoint of the comma-separated `list` that ZeroMQ would not read as it is
 // written (transport::ParseEndpoint's line), or "" when every one is fine.
 inline std::string EndpointProblem(const std::string& list, bool bind) {
@@ -153,60 +133,27 @@ CLI::Validator Between(T min, T max) {
       min, max, false, "between " + detail::NumberText(min) + " and " + detail::NumberText(max));
 }
 
-// A comma-separated list of endpoints to connect to: each tcp://HOST:PORT needs a PORT in
-// 1..65535, and each must be one ZeroMQ reads as written (transport::ParseEndpoint: no
-// SOURCE;DEST, a known scheme).
+// A comma-separated list of endpoints to connect to, each one ZeroMQ reads as written
+// (transport::ParseEndpoint: tcp://HOST:PORT with PORT in 1..65535, ipc://PATH or shm://NAME;
+// no SOURCE;DEST).
 inline CLI::Validator ConnectEndpoints() {
-  return CLI::Validator(
-      [](std::string& list) -> std::string {
-        std::size_t begin = 0;
-        while (true) {
-          const std::size_t comma = list.find(',', begin);
-          const std::string item = list.substr(begin, comma - begin);
-          if (!detail::TcpPortOk(item, 1, false)) {
-            return "must give tcp://HOST:PORT a PORT between 1 and 65535, got " + item;
-          }
-          if (comma == std::string::npos) return detail::EndpointProblem(list, false);
-          begin = comma + 1;
-        }
-      },
-      "ENDPOINT");
+  return CLI::Validator([](std::string& list) { return detail::EndpointProblem(list, false); },
+                        "ENDPOINT");
 }
 
-// An endpoint to bind: tcp://HOST:PORT with PORT in 1..65535, or * (or 0) for a free one,
-// ipc://PATH or shm://NAME, as transport::ParseEndpoint accepts it.
+// An endpoint to bind, as transport::ParseEndpoint accepts it: tcp://HOST:PORT with PORT in
+// 1..65535, or * (or 0) for a free one, ipc://PATH or shm://NAME.
 inline CLI::Validator BindEndpoint() {
   return CLI::Validator(
-      [](std::string& endpoint) -> std::string {
-        if (detail::TcpPortOk(endpoint, 0, true)) return detail::EndpointProblem(endpoint, true);
-        return "must give tcp://HOST:PORT a PORT between 1 and 65535 (or * for a free one), got " +
-               endpoint;
-      },
-      "ENDPOINT");
+      [](std::string& endpoint) { return detail::EndpointProblem(endpoint, true); }, "ENDPOINT");
 }
 
-// PORT or HOST:PORT with PORT in 0..65535 (0: a free one), as --metrics-port takes it.
-inline CLI::Validator ListenPort() {
-  return CLI::Validator(
-      [](std::string& address) -> std::string {
-        const std::size_t colon = address.rfind(':');
-        if (detail::PortOk(colon == std::string::npos ? address : address.substr(colon + 1), 0,
-                           false)) {
-          return {};
-        }
-        return "must be PORT or HOST:PORT with PORT between 0 and 65535 (0: a free one), got " +
-               address;
-      },
-      "[HOST:]PORT");
-}
-
-// Checks the metrics options (metrics/cli.h's AddFlags) that `app` has:
-// --metrics-interval above 0 seconds, --metrics-port a port.
+// Checks the metrics options (metrics/cli.h's AddFlags) that `app` has: --metrics-interval
+// above 0 seconds (--metrics-port checks itself: metrics::ListenAddress).
 inline void CheckMetricsFlags(CLI::App& app) {
   if (CLI::Option* interval = app.get_option_no_throw("--metrics-interval")) {
     interval->check(Above(0.0));
   }
-  if (CLI::Option* port = app.get_option_no_throw("--metrics-port")) port->check(ListenPort());
 }
 
 // Parses the command line. Returns nullopt to go on, or the exit code to return from main:

@@ -51,6 +51,7 @@
 #include <thread>
 #include <vector>
 
+#include "loader/address.h"
 #include "metrics/cli.h"
 #include "tilefeed/launch/instance.h"
 #include "tilefeed/loader/bad_sample_log.h"
@@ -238,11 +239,13 @@ std::optional<int> CheckArgs(Args& args) {
   }
   // Checked here on the text (a host name resolved) before the data is opened, and by the
   // sender on what ZeroMQ actually bound.
+  // The loopback rule and its line are the metrics port's too (loader/address.h).
   sender.loopback_only = args.curve_allow.empty() && !args.insecure;
   if (sender.loopback_only && !transport::IsLoopbackEndpoint(sender.endpoint)) {
-    std::cerr << "tilefeed-serve: --bind " << sender.endpoint
-              << " is not loopback: serve it with CURVE and an allow-list (--curve-secret-key, "
-                 "--curve-allow) or pass --insecure\n";
+    std::cerr << "tilefeed-serve: --bind " << sender.endpoint << ": "
+              << loader::NotLoopback(transport::ParseEndpoint(sender.endpoint, true).host)
+              << "; serve it with CURVE and an allow-list (--curve-secret-key, --curve-allow) "
+                 "or pass --insecure\n";
     return 2;
   }
   const bool shm_bind = transport::IsShmEndpoint(sender.endpoint);

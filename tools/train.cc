@@ -365,6 +365,11 @@ void OpenTrainData(Instance& job) {
     loader::OpenedDataset opened = loader::OpenDataset(job.args.data, dataset_options);
     job.console.Log("data: " + opened.summary);
     for (const std::string& note : opened.notes) job.console.Log("data: " + note);
+    if (job.has_val) {
+      loader::DatasetOptions val_options = dataset_options;
+      val_options.split = loader::Split::kVal;
+      job.console.Log("val data: " + loader::ResolveDataset(job.args.data, val_options).path);
+    }
     job.train_source = std::move(opened.source);
     if (job.classes == 0) job.classes = static_cast<int>(job.train_source->class_names().size());
     job.identity = loader::Identify(*job.train_source);

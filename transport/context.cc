@@ -8,11 +8,11 @@
 
 #include <cassert>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <stdexcept>
-#include <vector>
+#include <utility>
 
+#include "loader/address.h"
 #include "tilefeed/transport/batch_stream.h"
 #include "transport/zmq_context.h"
 
@@ -51,38 +51,6 @@ std::string ZmqEndpoint(std::string_view endpoint) {
   return out;
 }
 
-namespace {
-
-bool PortText(const std::string& port, bool bind) {
-  if (bind && port == "*") return true;
-  if (port.empty() || port.size() > 5 ||
-      port.find_first_not_of("0123456789") != std::string::npos) {
-    return false;
-  }
-  const long value = std::stol(port);
-  return value >= (bind ? 0 : 1) && value <= 65535;
-}
-
-// The IPv4 addresses `host` resolves to (getaddrinfo), empty when it does not.
-std::vector<in_addr> ResolveIpv4(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  std::vector<in_addr> out;
-  if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return out;
-  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
-    if (a->ai_family == AF_INET)
-      out.push_back(reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr);
-  }
-  freeaddrinfo(found);
-  return out;
-}
-
-bool IsLoopbackIpv4(const in_addr& address) { return (ntohl(address.s_addr) >> 24) == 127; }
-
-}  // namespace
-
 Endpoint ParseEndpoint(std::string_view text, bool bind) {
   const std::string endpoint(text);
   auto bad = [&](const std::string& why) {
@@ -109,19 +77,13 @@ Endpoint ParseEndpoint(std::string_view text, bool bind) {
   if (out.scheme != "tcp") {
     throw bad("scheme " + out.scheme + ":// is not tcp://, ipc:// or shm://");
   }
-  const std::size_t colon = rest.rfind(':');
-  if (colon == std::string::npos || colon == 0) throw bad("not tcp://HOST:PORT");
-  out.host = rest.substr(0, colon);
-  out.port = rest.substr(colon + 1);
-  if (out.host.size() >= 2 && out.host.front() == '[' && out.host.back() == ']') {
-    out.host = out.host.substr(1, out.host.size() - 2);
-  }
-  if (out.host.empty() || out.host.find_first_of("/[] \t") != std::string::npos) {
-    throw bad("HOST '" + rest.substr(0, colon) + "' is not a host name or address");
-  }
-  if (!PortText(out.port, bind)) {
-    throw bad(bind ? "PORT must be between 1 and 65535 (or * for a free one)"
-                   : "PORT must be between 1 and 65535");
+  // HOST:PORT is read by the one parser the metrics port reads its address with.
+  try {
+    loader::HostPort address = loader::ParseHostPort(rest, bind);
+    out.host = std::move(address.host);
+    out.port = std::move(address.port);
+  } catch (const std::invalid_argument& e) {
+    throw bad(e.what());
   }
   return out;
 }
@@ -136,10 +98,19 @@ std::string BindAddress(std::string_view text) {
       inet_pton(AF_INET6, host.c_str(), &numeric6) == 1) {
     return std::string(text);
   }
-  const std::vector<in_addr> found = ResolveIpv4(host);
-  if (found.empty()) return std::string(text);  // an interface name, or ZeroMQ says why not
+  // ZeroMQ binds numeric addresses and interface names only: a name goes as its first IPv4
+  // address.
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) {
+    return std::string(text);  // an interface name, or ZeroMQ says why not
+  }
+  const std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> owned(found, freeaddrinfo);
   char address[INET_ADDRSTRLEN];
-  inet_ntop(AF_INET, &found.front(), address, sizeof(address));
+  inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(found->ai_addr)->sin_addr, address,
+            sizeof(address));
   return "tcp://" + std::string(address) + ":" + endpoint.port;
 }
 
@@ -150,21 +121,7 @@ bool IsLoopbackEndpoint(std::string_view text) {
   } catch (const std::invalid_argument&) {
     return false;
   }
-  if (endpoint.scheme != "tcp") return true;
-  const std::string& host = endpoint.host;
-  in_addr numeric{};
-  in6_addr numeric6{};
-  if (inet_pton(AF_INET, host.c_str(), &numeric) == 1) return IsLoopbackIpv4(numeric);
-  if (inet_pton(AF_INET6, host.c_str(), &numeric6) == 1) {
-    return std::memcmp(&numeric6, &in6addr_loopback, sizeof(numeric6)) == 0;
-  }
-  if (host == "*") return false;
-  const std::vector<in_addr> found = ResolveIpv4(host);
-  if (found.empty()) return false;
-  for (const in_addr& address : found) {
-    if (!IsLoopbackIpv4(address)) return false;
-  }
-  return true;
+  return endpoint.scheme != "tcp" || loader::IsLoopbackHost(endpoint.host);
 }
 
 }  // namespace tilefeed::transport

@@ -196,3 +196,23 @@ def test_gpu_batch_is_ready_on_the_callers_stream(folder):
             total = got.images.long().sum()  # enqueued on `side`, which waits for the copy
             assert int(total) == int(want.images.astype(np.int64).sum())
     gpu.stop()
+
+
+def test_cuda_batch_unpacks_as_a_cpu_batch():
+    """images, labels = batch for a CudaBatch as for a Batch (its host side: no GPU needed)."""
+    images, labels = torch.zeros(2, 3, 4, 4), torch.tensor([1, 0])
+    x, y = tilefeed.cuda.CudaBatch(images, labels, 0, 0, 2, None)
+    assert x is images and y is labels
+
+
+@needs_gpu
+def test_for_x_y_in_a_gpu_loader(folder):
+    cpu = tilefeed.Loader(folder, copy=True, **OPTIONS)
+    gpu = tilefeed.Loader(folder, device="cuda", dtype="uint8", layout="nhwc", **OPTIONS)
+    count = 0
+    for (want_x, want_y), (x, y) in zip(cpu, gpu):
+        assert x.is_cuda and y.is_cuda and y.dtype == torch.int64
+        assert torch.equal(x.cpu(), want_x) and torch.equal(y.cpu(), want_y)
+        count += 1
+    assert count == 4
+    gpu.stop()

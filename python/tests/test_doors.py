@@ -90,6 +90,49 @@ def test_missing_split_is_one_clear_error(tmp_path):
         tilefeed.Loader(str(tmp_path), split="val")
 
 
+# One row per split: Python opens the folder every tool opens for --split (the C++ doors'
+# rows are tests/tools/doors_splits_test.sh), because the split goes to loader::OpenDataset
+# and nowhere else decides it.
+
+@pytest.fixture(scope="module")
+def split_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("splits")
+    for split, per_class, seed in (("train", 4, 0), ("val", 3, 1), ("test", 2, 2)):
+        write_folder(root / split, classes=2, per_class=per_class, seed=seed)
+    return root
+
+
+@pytest.mark.parametrize("split,samples", [("train", 8), ("val", 6), ("test", 4)])
+def test_every_split_opens_its_folder(split_root, split, samples):
+    with tilefeed.Loader(str(split_root), split=split, batch_size=2, image_size=16) as loader:
+        assert loader.summary.startswith(f"ImageFolder {split_root / split}: {samples} samples")
+        assert loader.dataset_size == samples
+    if PACK:  # tilefeed-pack --split reads the same folder
+        out = subprocess.run([PACK, str(split_root), str(split_root.parent / f"p-{split}"),
+                              "--split", split, "--workers", "1"], check=True,
+                             capture_output=True, text=True, timeout=120).stdout
+        assert f"ImageFolder {split_root / split}: {samples} samples" in out
+
+
+def test_a_split_the_root_lacks_names_the_root_and_its_splits(tmp_path):
+    write_folder(tmp_path / "train", classes=2, per_class=2)
+    write_folder(tmp_path / "val", classes=2, per_class=1, seed=1)
+    with pytest.raises(tilefeed.SourceError) as info:
+        tilefeed.Loader(str(tmp_path), split="test")
+    assert str(info.value) == (f"{tmp_path}: no test/ split; it has train/ and val/ (a root "
+                               f"with train/, val/ or test/ holds splits, not classes)")
+
+
+def test_cifar10_held_out_batch_is_both_val_and_test(tmp_path):
+    record = 1 + 32 * 32 * 3
+    for b in range(1, 6):
+        (tmp_path / f"data_batch_{b}.bin").write_bytes(bytes(2 * record))
+    (tmp_path / "test_batch.bin").write_bytes(bytes(3 * record))
+    for split, samples in (("train", 10), ("val", 3), ("test", 3)):
+        with tilefeed.Loader(str(tmp_path), split=split, batch_size=1, image_size=16) as loader:
+            assert loader.dataset_size == samples, split
+
+
 def test_notes_become_warnings(tmp_path):
     write_folder(tmp_path, classes=2, per_class=2)
     with warnings.catch_warnings(record=True) as caught:

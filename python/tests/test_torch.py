@@ -2,6 +2,8 @@
 checkpoints after a break, and normalised float output. Every dataset is made here."""
 
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -101,11 +103,56 @@ def test_iterable_dataset_epochs_follow_set_epoch(folder):
     assert orders[0] != orders[1]  # another epoch, another shuffle
 
 
+# -- a batch unpacks as a DataLoader batch does ------------------------------------------------
+
+@pytest.mark.parametrize("dtype,layout", [("uint8", "NHWC"), ("float32", "NCHW")])
+def test_for_x_y_in_loader(folder, dtype, layout):
+    labels = []
+    for x, y in tilefeed.Loader(folder, dtype=dtype, layout=layout, **OPTIONS):
+        assert isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor)
+        assert x.dtype == getattr(torch, dtype)
+        assert tuple(x.shape) == ((4, 32, 32, 3) if layout == "NHWC" else (4, 3, 32, 32))
+        assert y.dtype == torch.int64 and tuple(y.shape) == (4,)
+        labels += y.tolist()
+    assert sorted(labels) == [i // 8 for i in range(SAMPLES)]
+
+
+def test_unpacking_is_the_batchs_zero_copy_view(folder):
+    for batch in tilefeed.Loader(folder, **OPTIONS):
+        images, labels = batch
+        view = batch.torch()
+        assert images.data_ptr() == view.data_ptr()  # the slot itself, as batch.torch()
+        assert torch.equal(images, view)
+        assert labels.tolist() == batch.labels.tolist()
+
+
+def test_for_x_y_in_dataloader_of_a_loader(folder):
+    labels = []
+    for x, y in DataLoader(tilefeed.Loader(folder, **OPTIONS), batch_size=None):
+        assert isinstance(x, torch.Tensor) and tuple(x.shape) == (4, 32, 32, 3)
+        assert y.dtype == torch.int64
+        labels += y.tolist()
+    assert sorted(labels) == [i // 8 for i in range(SAMPLES)]
+
+
+def test_without_torch_a_batch_unpacks_to_numpy(folder):
+    program = (
+        "import sys; sys.modules['torch'] = None  # import torch raises ImportError\n"
+        "import numpy, tilefeed\n"
+        f"for x, y in tilefeed.Loader({str(folder)!r}, batch_size=4, image_size=32, epochs=1):\n"
+        "    assert type(x) is numpy.ndarray and x.shape == (4, 32, 32, 3), x\n"
+        "    assert y.dtype == numpy.int64 and y.shape == (4,), y\n"
+        "print('numpy')\n")
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and out.stdout == "numpy\n", out.stderr
+
+
 # -- splits ----------------------------------------------------------------------------------
 
 def test_split_on_a_folder_without_splits_is_an_error(folder):
     for split in ("val", "test"):
-        with pytest.raises(ValueError, match=f"split='{split}'.*no splits"):
+        with pytest.raises(tilefeed.SourceError, match=f"no {split}/ split.*without splits"):
             tilefeed.Loader(folder, split=split, **OPTIONS)
     assert tilefeed.Loader(folder, **OPTIONS).dataset_size == SAMPLES  # the default opens it
 
@@ -113,7 +160,7 @@ def test_split_on_a_folder_without_splits_is_an_error(folder):
 def test_test_split_needs_a_test_directory(tmp_path):
     write_folder(tmp_path / "train")
     write_folder(tmp_path / "val", samples=12)
-    with pytest.raises(ValueError, match="no test/"):
+    with pytest.raises(tilefeed.SourceError, match="no test/ split; it has train/ and val/"):
         tilefeed.Loader(tmp_path, split="test", **OPTIONS)
     assert tilefeed.Loader(tmp_path, split="val", **OPTIONS).dataset_size == 12
     write_folder(tmp_path / "test", samples=6)

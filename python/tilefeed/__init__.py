@@ -93,8 +93,8 @@ class BadSampleWarning(UserWarning):
 
 # The `source` spellings. "auto" (the default) detects what `data` holds with the same
 # rules as every tilefeed tool (tilefeed/loader/dataset.h): record shards (a directory holding
-# tilefeed-manifest.txt, or the manifest), CIFAR-10 binary batches, a root with train/ and
-# val/ splits (the `split` argument picks one), or an ImageFolder tree. The others force a
+# tilefeed-manifest.txt, or the manifest), CIFAR-10 binary batches, a root with train/, val/
+# or test/ splits (the `split` argument picks one), or an ImageFolder tree. The others force a
 # kind; "cifar10-train" and "cifar10-test" also pick CIFAR-10's split.
 SOURCES = ("auto", "imagefolder", "shards", "cifar10", "cifar10-train", "cifar10-test")
 
@@ -183,9 +183,11 @@ def _remote_options(cache_dir, cache_limit, s3_endpoint, remote_retries):
 class Loader:
     """Batches of uint8 images from any dataset tilefeed opens, decoded in C++.
 
-    `data` is an ImageFolder tree, a root with train/ and val/ (`split` picks one), a
-    directory of tilefeed record shards (any codec, e.g. packed with --jpeg-index), or
-    CIFAR-10's binary directory: the same rules as `train --data`. `source` forces a kind.
+    `data` is an ImageFolder tree, a root with train/, val/ or test/ (`split` picks one: the
+    same folder as every tool's --split), a directory of tilefeed record shards (any codec,
+    e.g. packed with --jpeg-index), or CIFAR-10's binary directory (val and test: its
+    test_batch.bin): the same rules as `train --data`. `source` forces a kind. A split that
+    `data` lacks raises SourceError naming it.
 
     image_size is the side of square output images, or (height, width) for rectangles.
     dtype ("uint8", the default; "float16", "bfloat16", "float32", or the torch/numpy dtype)
@@ -587,42 +589,6 @@ class Loader:
                 f"epoch={self.epoch}{', stopped' if self._stopped else ''})")
 
 
-# -- splits -----------------------------------------------------------------------------------
-
-_SPLITS = tuple(_SPECS["split"]["choices"])  # the tools' --split choices: train, val, test
-
-
-def _resolve_split(data, split):
-    """(location, split) to open for Loader(data, split=...). "train" (the default) opens a
-    split root's train/ (CIFAR-10's training batches) or, for anything else, `data` itself;
-    "val" needs a split root with val/ (or CIFAR-10); "test" needs a test/ directory beside
-    the splits (or CIFAR-10, whose held-out batch is test_batch.bin). Raises ValueError
-    naming the location when `data` has no such split."""
-    if not isinstance(split, str) or split not in _SPLITS:
-        raise ValueError(f"tilefeed.Loader: split={split!r}; expected one of "
-                         f"{', '.join(map(repr, _SPLITS))}")
-    if split == "train" or "://" in data:  # remote locations: the opener checks
-        return data, split
-    test_dir = os.path.join(data, "test")
-    is_split_root = os.path.isdir(os.path.join(data, "train")) or os.path.isdir(
-        os.path.join(data, "val"))
-    is_cifar = _tilefeed._has_split(data, "train") or _tilefeed._has_split(data, "val")
-    if split == "test":
-        if is_split_root and os.path.isdir(test_dir):
-            return test_dir, "train"  # test/ is opened as a dataset of its own
-        if is_cifar and not is_split_root:
-            return data, "val"  # CIFAR-10's test_batch.bin
-        if is_split_root:
-            raise ValueError(f"tilefeed.Loader: split='test', but {data} has no test/ split "
-                             f"(only train/ and val/)")
-    elif is_split_root or is_cifar:
-        return data, split
-    raise ValueError(
-        f"tilefeed.Loader: split='{split}', but {data} has no splits (no train/ or val/ "
-        f"directory, not CIFAR-10): it is one dataset, read with split='train' (the "
-        f"default); pass the root that holds the splits to read another")
-
-
 # -- samples listed in Python ------------------------------------------------------------------
 
 
@@ -638,7 +604,9 @@ def _resolve_data(data, split):
         samples, classes = _list_samples(data) if listed else _csv_samples(data)
         where = f"<list of {len(data)} samples>" if listed else os.fspath(data)
         return where, split, samples, classes
-    return (*_resolve_split(os.fspath(data), split), None, None)
+    # A location's split is resolved by the C++ opener alone (loader::OpenDataset), as for
+    # every tool's --split: it raises SourceError naming what is missing.
+    return os.fspath(data), split, None, None
 
 
 def _list_samples(data, where="data"):

@@ -108,7 +108,7 @@ def _slot_geometry(options):
 class CudaBatch:
     """One batch on the GPU: images (N x 3 x H x W for nchw, N x H x W x 3 for nhwc, in the
     loader's dtype) and labels (int64), both CUDA tensors ready on the stream that was
-    current when the batch was taken. copy_events: (start, end) CUDA events around the
+    current when the batch was taken; `images, labels = batch` unpacks it, as a CPU Batch. copy_events: (start, end) CUDA events around the
     host-to-device copy with timing=True, else None."""
 
     __slots__ = ("images", "labels", "epoch", "index", "size", "copy_events")
@@ -124,6 +124,10 @@ class CudaBatch:
     def torch(self):
         """The images tensor (as Batch.torch() on the CPU)."""
         return self.images
+
+    def __iter__(self):
+        """images, labels = batch, as for a CPU Batch and a DataLoader batch."""
+        return iter((self.images, self.labels))
 
     def __len__(self):
         return self.size

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/support/jpeg_maker.h"
@@ -125,6 +126,78 @@ TEST(OpenDataset, MissingSplitIsOneLineNamingIt) {
   EXPECT_FALSE(HasSplit(dir.path().string(), Split::kVal));
 }
 
+// Every split is its folder of the root, test/ included; a root with any of the three is a
+// split root.
+TEST(OpenDataset, EverySplitIsItsFolder) {
+  TempDir dir;
+  MakeFolder(dir.path() / "train", 2, 4);
+  MakeFolder(dir.path() / "val", 2, 3, 100);
+  MakeFolder(dir.path() / "test", 2, 2, 200);
+  for (const auto& [split, samples] :
+       {std::pair{Split::kTrain, 8u}, std::pair{Split::kVal, 6u}, std::pair{Split::kTest, 4u}}) {
+    DatasetOptions options;
+    options.split = split;
+    const OpenedDataset d = OpenDataset(dir.path().string(), options);
+    EXPECT_EQ(d.location.path, (dir.path() / ToString(split)).string());
+    EXPECT_EQ(d.location.split, split);
+    EXPECT_EQ(d.source->size(), samples) << ToString(split);
+    EXPECT_TRUE(HasSplit(dir.path().string(), split));
+  }
+  TempDir only_test;
+  MakeFolder(only_test.path() / "test", 2, 2);
+  DatasetOptions test;
+  test.split = Split::kTest;
+  EXPECT_EQ(OpenDataset(only_test.path().string(), test).source->size(), 4u);
+  try {
+    OpenDataset(only_test.path().string());  // train
+    FAIL() << "a root with only test/ opened as train";
+  } catch (const SourceError& e) {
+    EXPECT_EQ(std::string(e.what()), only_test.path().string() +
+                                         ": no train/ split; it has test/ (a root with train/, "
+                                         "val/ or test/ holds splits, not classes)");
+  }
+}
+
+TEST(OpenDataset, AMissingSplitNamesTheSplitsTheRootHas) {
+  TempDir dir;
+  MakeFolder(dir.path() / "train", 2, 2);
+  MakeFolder(dir.path() / "val", 2, 1, 100);
+  DatasetOptions options;
+  options.split = Split::kTest;
+  try {
+    OpenDataset(dir.path().string(), options);
+    FAIL() << "opened a split that does not exist";
+  } catch (const SourceError& e) {
+    EXPECT_EQ(e.where(), dir.path().string());
+    EXPECT_EQ(e.reason(),
+              "no test/ split; it has train/ and val/ (a root with train/, val/ or test/ holds "
+              "splits, not classes)");
+  }
+}
+
+// A dataset without splits is the train split; val or test of it is an error, never the
+// whole dataset.
+TEST(OpenDataset, ADatasetWithoutSplitsHasNoValOrTest) {
+  TempDir dir;
+  MakeFolder(dir.path(), 2, 2);
+  EXPECT_EQ(OpenDataset(dir.path().string()).source->size(), 4u);
+  for (const Split split : {Split::kVal, Split::kTest}) {
+    DatasetOptions options;
+    options.split = split;
+    try {
+      OpenDataset(dir.path().string(), options);
+      FAIL() << "opened " << ToString(split) << " of a dataset without splits";
+    } catch (const SourceError& e) {
+      EXPECT_NE(e.reason().find(std::string("no ") + ToString(split) +
+                                "/ split: it is one "
+                                "dataset without splits"),
+                std::string::npos)
+          << e.what();
+    }
+    EXPECT_FALSE(HasSplit(dir.path().string(), split));
+  }
+}
+
 TEST(OpenDataset, NothingThereNamesWhatWasLookedFor) {
   TempDir dir;
   try {
@@ -202,9 +275,15 @@ TEST(OpenDataset, Cifar10BothSplits) {
   const OpenedDataset train = OpenDataset(dir.path().string());
   EXPECT_EQ(train.location.kind, DatasetKind::kCifar10);
   EXPECT_EQ(train.source->size(), 15u);
-  DatasetOptions val;
-  val.split = Split::kVal;
-  EXPECT_EQ(OpenDataset(dir.path().string(), val).source->size(), 2u);
+  // The held-out batch answers both val and test, as CIFAR-10 names it.
+  for (const Split split : {Split::kVal, Split::kTest}) {
+    DatasetOptions held_out;
+    held_out.split = split;
+    const OpenedDataset d = OpenDataset(dir.path().string(), held_out);
+    EXPECT_EQ(d.source->size(), 2u);
+    EXPECT_EQ(d.location.split, split);
+    EXPECT_TRUE(HasSplit(dir.path().string(), split));
+  }
 }
 
 TEST(OpenDataset, ForcedKindIsUsed) {
@@ -221,7 +300,10 @@ TEST(DatasetKindNames, RoundTrip) {
     EXPECT_EQ(ParseDatasetKind(ToString(kind)), kind);
   }
   EXPECT_FALSE(ParseDatasetKind("folder").has_value());
-  EXPECT_EQ(ParseSplit("test"), Split::kVal);
+  for (const Split split : {Split::kTrain, Split::kVal, Split::kTest}) {
+    EXPECT_EQ(ParseSplit(ToString(split)), split);
+  }
+  EXPECT_EQ(std::string(ToString(Split::kTest)), "test");
   EXPECT_FALSE(ParseSplit("validation").has_value());
 }
 

@@ -1,7 +1,11 @@
 // metrics/metrics.h: the Writer's records, its sampler beside a feeding thread, paths and
 // JSON escaping. The schema itself is checked against every tool by test_metrics.py.
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <fstream>
@@ -9,9 +13,12 @@
 #include <thread>
 #include <vector>
 
+#include "loader/address.h"
+#include "metrics/cli.h"
 #include "metrics/json_line.h"
 #include "metrics/metrics.h"
 #include "tests/support/temp_dir.h"
+#include "tilefeed/transport/context.h"
 
 namespace tilefeed::metrics {
 namespace {
@@ -111,6 +118,82 @@ TEST(WriterTest, DestroyedWithoutFinishSaysAbandoned) {
   const std::vector<std::string> lines = Lines(options.path);
   ASSERT_EQ(lines.size(), 3u);  // config, the last interval, end
   EXPECT_NE(lines.back().find("\"exit\":\"abandoned\""), std::string::npos);
+}
+
+// The metrics port is an address to listen on, read by the readers' parser with the readers'
+// loopback rule (loader/address.h): what tilefeed-serve --bind tcp://SPELLING refuses,
+// --metrics-port SPELLING refuses with the same line.
+std::string ReaderRefusal(const std::string& spelling) {
+  const std::string endpoint = "tcp://" + spelling;
+  try {
+    (void)transport::ParseEndpoint(endpoint, /*bind=*/true);
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();  // "endpoint 'tcp://...': REASON"
+    return what.substr(what.find("': ") + 3);
+  }
+  if (transport::IsLoopbackEndpoint(endpoint)) return "";
+  return loader::NotLoopback(transport::ParseEndpoint(endpoint, true).host);
+}
+
+std::string MetricsRefusal(const std::string& spelling) {
+  Flags flags;
+  flags.port = spelling;
+  try {
+    (void)ListenAddress(flags);
+  } catch (const MetricsError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(MetricsPortTest, RefusesWhatAReaderRefusesWithTheSameLine) {
+  for (const char* spelling : {":0", "*:0", "[::]:0", "0.0.0.0:9400", "[]:9400", "10.1.2.3:9400",
+                               "127.0.0.1:1;0.0.0.0:9400", "127.0.0.1:65536", "127.0.0.1:x",
+                               "no-such-host.invalid:9400"}) {
+    const std::string reader = ReaderRefusal(spelling);
+    ASSERT_FALSE(reader.empty()) << spelling << ": the reader takes it";
+    const std::string metrics = MetricsRefusal(spelling);
+    // The same line; a refusal of the loopback rule goes on to say how to allow it.
+    EXPECT_EQ(metrics.rfind("--metrics-port " + std::string(spelling) + ": " + reader, 0), 0u)
+        << spelling << "\n  reader:  " << reader << "\n  metrics: " << metrics;
+  }
+  for (const char* spelling : {"0", "9400", "127.0.0.1:0", "localhost:9400", "[::1]:9400"}) {
+    EXPECT_EQ(MetricsRefusal(spelling), "") << spelling;
+  }
+}
+
+// Whether a TCP connection to `address`:`port` (IPv4) is accepted.
+bool Connects(const char* address, int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  EXPECT_GE(fd, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<std::uint16_t>(port));
+  ::inet_pton(AF_INET, address, &to.sin_addr);
+  const bool ok = ::connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof(to)) == 0;
+  ::close(fd);
+  return ok;
+}
+
+TEST(MetricsPortTest, ListensOnLoopbackOnlyUnlessTold) {
+  Flags flags;
+  flags.port = "0";
+  Session session = Open(flags, Info());
+  ASSERT_NE(session.exporter, nullptr);
+  const int port = session.exporter->port();
+  EXPECT_EQ(session.exporter->address(), "127.0.0.1:" + std::to_string(port));
+  EXPECT_TRUE(Connects("127.0.0.1", port));
+  // Bound to 127.0.0.1 itself, not to every interface: another address of this host (here
+  // another loopback one, present on every Linux host) is refused.
+  EXPECT_FALSE(Connects("127.0.0.2", port));
+
+  // Every interface only when --metrics-bind says so.
+  flags.bind = "0.0.0.0";
+  Session everywhere = Open(flags, Info());
+  ASSERT_NE(everywhere.exporter, nullptr);
+  EXPECT_TRUE(Connects("127.0.0.2", everywhere.exporter->port()));
+  flags.port = "127.0.0.1:0";  // and the address is given once
+  EXPECT_THROW(Open(flags, Info()), MetricsError);
 }
 
 }  // namespace

@@ -53,9 +53,12 @@ train|--gradient-accumulation must be between 1 and 4096, got 0|--data $D --grad
 train|--remote-retries must be between 0 and 20, got -1|--data $D --remote-retries -1
 train|--remote-in-flight must be between 1 and 64, got 0|--data $D --remote-in-flight 0
 train|--metrics-interval must be above 0, got 0|--data $D --metrics-interval 0
-train|--metrics-port must be PORT or HOST:PORT with PORT between 0 and 65535|--data $D --metrics-port 127.0.0.1:70000
-train|--readers must give tcp://HOST:PORT a PORT between 1 and 65535, got tcp://127.0.0.1:99999|--readers tcp://127.0.0.1:5555,tcp://127.0.0.1:99999
-train|--readers must give tcp://HOST:PORT a PORT between 1 and 65535, got tcp://127.0.0.1:0|--readers tcp://127.0.0.1:0
+train|--metrics-port must be PORT or HOST:PORT to listen on: PORT must be between 1 and 65535 (or * for a free one)|--data $D --metrics-port 127.0.0.1:70000
+train|--metrics-port must be PORT or HOST:PORT to listen on: HOST '' is not a host name or address|--data $D --metrics-port :9400
+train|--metrics-port must be PORT or HOST:PORT to listen on: HOST '*' is not loopback|--data $D --metrics-port *:9400
+train|--metrics-port must be PORT or HOST:PORT to listen on: HOST '::' is not loopback|--data $D --metrics-port [::]:9400
+train|--readers must be tcp://HOST:PORT, ipc://PATH or shm://NAME: endpoint 'tcp://127.0.0.1:99999': PORT must be between 1 and 65535|--readers tcp://127.0.0.1:5555,tcp://127.0.0.1:99999
+train|--readers must be tcp://HOST:PORT, ipc://PATH or shm://NAME: endpoint 'tcp://127.0.0.1:0': PORT must be between 1 and 65535|--readers tcp://127.0.0.1:0
 train|--epochs must be an integer, got '2.5'|--data $D --epochs 2.5
 tilefeed-serve|--batch-size must be at least 1, got -4|--data $D --batch-size -4
 tilefeed-serve|--batch-size must be at most 18446744073709551615, got 99999999999999999999|--data $D --batch-size 99999999999999999999
@@ -70,7 +73,7 @@ train|--readers must be tcp://HOST:PORT, ipc://PATH or shm://NAME: endpoint 'tcp
 train|--cache-limit must be a size such as 20GiB|--data $D --cache-limit abc
 train|--batch-size must be at most 18446744073709551615, got 99999999999999999999|--data $D --batch-size 99999999999999999999
 train|--data: Path does not exist|--data $work/missing
-tilefeed-serve|--bind must give tcp://HOST:PORT a PORT between 1 and 65535 (or * for a free one), got tcp://127.0.0.1:99999|--data $D --bind tcp://127.0.0.1:99999
+tilefeed-serve|--bind must be tcp://HOST:PORT, ipc://PATH or shm://NAME: endpoint 'tcp://127.0.0.1:99999': PORT must be between 1 and 65535 (or * for a free one)|--data $D --bind tcp://127.0.0.1:99999
 tilefeed-serve|--epochs must be at least 1, got 0|--data $D --epochs 0
 tilefeed-serve|--epochs must be at least 1, got -1|--data $D --epochs -1
 tilefeed-serve|--image-size must be between 1 and 16384, got 16385|--data $D --image-size 16385
@@ -90,7 +93,11 @@ tilefeed-serve|--shard must be INDEX/COUNT with 0 <= INDEX < COUNT, got 'x'|--da
 tilefeed-serve|--instance-index/--instance-count and --slice name the slice twice|--data $D --slice 0/2 --instance-index 0 --instance-count 2
 tilefeed-serve|--split: bogus not in|--data $D --split bogus
 tilefeed-serve|--bad-sample-lines must be at least 0, got -1|--data $D --bad-sample-lines -1
-tilefeed-serve|--metrics-port must be PORT or HOST:PORT with PORT between 0 and 65535|--data $D --metrics-port 99999
+tilefeed-serve|--metrics-port must be PORT or HOST:PORT to listen on: PORT must be between 1 and 65535 (or * for a free one)|--data $D --metrics-port 99999
+tilefeed-serve|--bind tcp://*:9400: HOST '*' is not loopback|--data $D --bind tcp://*:9400
+tilefeed-serve|--metrics-port must be PORT or HOST:PORT to listen on: HOST '*' is not loopback|--data $D --metrics-port *:9400
+tilefeed-serve|--bind must be tcp://HOST:PORT, ipc://PATH or shm://NAME: endpoint 'tcp://:9400': HOST '' is not a host name or address|--data $D --bind tcp://:9400
+tilefeed-serve|--metrics-port must be PORT or HOST:PORT to listen on: HOST '' is not a host name or address|--data $D --metrics-port :9400
 tilefeed-pack|--workers must be between 0 and 1024, got -3|$D $work/out --workers -3
 tilefeed-pack|--shard-size must be above 0, got '0'|$D $work/out --shard-size 0
 tilefeed-pack|--interval-width must be between 8 and 65535, got 4|$D $work/out --interval-width 4

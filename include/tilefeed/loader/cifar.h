@@ -1,7 +1,8 @@
 #pragma once
 
 // Cifar10 reads the CIFAR-10 binary distribution (cifar-10-batches-bin): the training
-// split is data_batch_1.bin .. data_batch_5.bin, the test split (Split::kVal) test_batch.bin. Each
+// split is data_batch_1.bin .. data_batch_5.bin, the held-out split (Split::kVal and
+// Split::kTest alike) test_batch.bin. Each
 // file is a sequence of 3073-byte records: one label byte (0..9), then 32x32 pixels as three
 // 1024-byte planes (red, green, blue). Read() returns the pixels converted to HWC, so
 // samples go to the decode stage as SampleCodec::kRawHwc with shape 32x32x3.
@@ -23,13 +24,6 @@
 #include "tilefeed/loader/split.h"
 
 namespace tilefeed::loader {
-
-// CIFAR-10's own names for Split (its test batch is Split::kVal). Deprecated: it stays for
-// one release so that code written against the enum it was compiles; new code uses Split.
-struct CifarSplit {
-  static constexpr Split kTrain = Split::kTrain;
-  static constexpr Split kTest = Split::kVal;
-};
 
 class Cifar10 final : public Source {
  public:

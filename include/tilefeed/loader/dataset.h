@@ -13,14 +13,18 @@
 //   1b. a path ending in ".tar" (a tar file or a brace pattern of them), or a directory
 //      holding *.tar files and no manifest: WebDataset tar shards (tilefeed/loader/tar_dataset.h);
 //   2. a directory holding CIFAR-10 binary batches (data_batch_N.bin or test_batch.bin):
-//      CIFAR-10, its training batches for Split::kTrain and test_batch.bin for kVal;
-//   3. a directory with a subdirectory named exactly "train" or "val": a split root; the
-//      split asked for (DatasetOptions::split) is opened by these same rules (one level:
-//      a split root inside a split is an ImageFolder). It is never read as an ImageFolder
-//      whose classes are "train" and "val", and a missing split is an error naming it;
+//      CIFAR-10, its training batches for Split::kTrain and test_batch.bin for kVal and kTest;
+//   3. a directory with a subdirectory named exactly "train", "val" or "test": a split root;
+//      the split asked for (DatasetOptions::split) is ROOT/<split>, opened by these same rules
+//      (one level: a split root inside a split is an ImageFolder). It is never read as an
+//      ImageFolder whose classes are "train" and "val", and a split it lacks is a SourceError
+//      naming the root and the splits it has;
 //   4. any other directory: an ImageFolder (tilefeed/loader/image_folder.h).
-// Anything else (a missing path, a plain file that is not a manifest) is a SourceError
-// naming the location and what was looked for. DatasetOptions::kind skips the detection.
+// A location of rules 0, 1, 1b and 4 is one dataset without splits: it is the train split,
+// and asking it for val or test is a SourceError, never the whole dataset. Anything else (a
+// missing path, a plain file that is not a manifest) is a SourceError naming the location and
+// what was looked for. DatasetOptions::kind skips the detection, not the split rules. No door
+// resolves a split any other way.
 //
 // Thread safety: the functions are pure (they read the file system); the returned Source
 // follows the Source contract.
@@ -48,7 +52,7 @@ const char* ToString(DatasetKind kind);
 std::optional<DatasetKind> ParseDatasetKind(const std::string& name);
 
 struct DatasetOptions {
-  // The split opened when the location is a split root or CIFAR-10.
+  // The split opened: a split root's folder of that name, or CIFAR-10's part.
   Split split = Split::kTrain;
   // Forces the kind instead of detecting it (Python's `source=`). The split rule still
   // applies to a split root.

@@ -239,7 +239,7 @@ inline constexpr OptionSpec kSplit{
     .kind = OptionKind::kChoice,
     .default_text = "train",
     .help =
-        "the split of a root with train/ and val/ (and test/) folders, or CIFAR-10's "
+        "the split of a root with train/, val/ or test/ folders (that folder), or CIFAR-10's "
         "(val and test: test_batch.bin)",
     .choices = kSplitChoices};
 inline constexpr OptionSpec kCacheDir{

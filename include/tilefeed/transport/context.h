@@ -31,7 +31,8 @@ struct Endpoint {
 // std::invalid_argument with one line saying what is wrong: another scheme, a tcp endpoint
 // without HOST:PORT, a PORT outside 1..65535 (0 or * only when binding), or a ';' anywhere
 // (ZeroMQ's tcp://SOURCE;DEST syntax: it would bind or connect to the address after the ';',
-// not the one a reader of the text sees first).
+// not the one a reader of the text sees first). HOST:PORT is read by the parser the metrics
+// port's address is read by, so both refuse a spelling with the same line.
 Endpoint ParseEndpoint(std::string_view endpoint, bool bind);
 
 // The endpoint ZeroMQ is to bind for `endpoint`: a tcp:// HOST that is a host name
@@ -42,7 +43,8 @@ std::string BindAddress(std::string_view endpoint);
 
 // Whether `endpoint` can only be reached from this host: ipc:// and shm://, or tcp:// on a
 // 127.0.0.0/8 or ::1 address (a host name counts when every IPv4 address it resolves to is
-// one). "*", other addresses, interface names and names that do not resolve are not.
+// one). "*", other addresses, interface names and names that do not resolve are not. The
+// metrics port follows the same rule.
 // Use it on ZMQ_LAST_ENDPOINT (what was actually bound) as well as on what was asked for.
 bool IsLoopbackEndpoint(std::string_view endpoint);
 
