@@ -20,10 +20,13 @@
 #include <cstdio>
 #include <cstring>
 #include <sstream>
+#include <stdexcept>
 #include <stop_token>
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "loader/address.h"
 
 namespace tilefeed::metrics {
 namespace {
@@ -183,17 +186,20 @@ void Answer(int fd, const Writer& writer, const std::string& tool, const std::st
   }
 }
 
-// A listening socket on "HOST:PORT" ("[IPv6]:PORT"). Throws MetricsError.
+// A listening socket on "HOST:PORT" ("[IPv6]:PORT", read by the readers' parser). Throws
+// MetricsError.
 Socket Listen(const std::string& address, int& port) {
-  const std::size_t colon = address.rfind(':');
-  std::string host = colon == std::string::npos ? std::string() : address.substr(0, colon);
-  const std::string service = address.substr(colon == std::string::npos ? 0 : colon + 1);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
   const auto fail = [&](const std::string& why) {
     return MetricsError("cannot serve Prometheus metrics on " + address + ": " + why);
   };
+  loader::HostPort parsed;
+  try {
+    parsed = loader::ParseHostPort(address, /*bind=*/true);
+  } catch (const std::invalid_argument& e) {
+    throw fail(e.what());
+  }
+  const std::string host = parsed.host == "*" ? std::string() : parsed.host;
+  const std::string service = parsed.port == "*" ? "0" : parsed.port;
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
