@@ -184,7 +184,7 @@ class Loader:
     """Batches of uint8 images from any dataset tilefeed opens, decoded in C++.
 
     `data` is an ImageFolder tree, a root with train/ and val/ (`split` picks one), a
-    directory of tilefeed record shards (any codec, e.g. packed with --jpeg-index), or
+    directory of tilefeed record shards (any codec, e.g. packed with --codec jpeg-index), or
     CIFAR-10's binary directory: the same rules as `train --data`. `source` forces a kind.
 
     image_size is the side of square output images, or (height, width) for rectangles.

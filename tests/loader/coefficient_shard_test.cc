@@ -1,7 +1,8 @@
 // Tests the coefficient records of tilefeed/loader/shard_writer.h and
-// tilefeed/loader/shard_source.h (PackOptions::codec = kCoefficients, format version 3) and the
-// loader's decode of them: the loader over coefficient shards gives the batches it gives over the
-// original files, refused files are stored as they came, a damaged record is a bad sample named
+// tilefeed/loader/shard_source.h (PackOptions::codec = kCoefficientsFast, kCoefficientsSmall,
+// format version 3) and the loader's decode of them: the loader over coefficient shards gives the
+// batches it gives over the original files, refused files are stored as they came, a damaged record
+// is a bad sample named
 // "<shard>#<record>" (and VerifyShards finds it), and the version is 3.
 
 #include <gtest/gtest.h>
@@ -58,13 +59,12 @@ fs::path MakeFolder(const TempDir& dir, int per_class) {
 }
 
 PackResult PackCoefficients(const Source& source, const fs::path& out, int workers = 2,
-                            int record_version = 1) {
+                            PackCodec codec = PackCodec::kCoefficientsFast) {
   PackOptions options;
   options.output_dir = out.string();
   options.shard_bytes = 64 << 10;
-  options.codec = ShardCodec::kCoefficients;
+  options.codec = codec;
   options.workers = workers;
-  options.coefficients.version = record_version;
   return PackDataset(source, options);
 }
 
@@ -111,14 +111,14 @@ TEST(CoefficientShardTest, LoaderOverCoefficientShardsEqualsLoaderOverTheOrigina
   }
 }
 
-// Shards of version-2 coefficient records (column groups, Huffman) verify and load
-// the same batches as the original files.
-TEST(CoefficientShardTest, VersionTwoRecordsLoadLikeTheOriginalFiles) {
+// Shards of coefficients-small records (version 2, Huffman-coded column groups) verify and
+// load the same batches as the original files.
+TEST(CoefficientShardTest, SmallRecordsLoadLikeTheOriginalFiles) {
   TempDir dir;
   const fs::path root = MakeFolder(dir, 8);
-  const fs::path out = dir.path() / "coefficients-v2";
+  const fs::path out = dir.path() / "coefficients-small";
   const auto folder = ImageFolder::Open(root.string());
-  const PackResult result = PackCoefficients(*folder, out, 2, 2);
+  const PackResult result = PackCoefficients(*folder, out, 2, PackCodec::kCoefficientsSmall);
   EXPECT_EQ(result.indexed, folder->size() - 1);
   const auto shards = ShardDataset::Open(out.string());
   std::vector<std::byte> record;

@@ -95,8 +95,7 @@ tilefeed-pack|--workers must be between 0 and 1024, got -3|$D $work/out --worker
 tilefeed-pack|--shard-size must be above 0, got '0'|$D $work/out --shard-size 0
 tilefeed-pack|--interval-width must be between 8 and 65535, got 4|$D $work/out --interval-width 4
 tilefeed-pack|--metrics-interval must be above 0, got -1|$D $work/out --metrics-interval -1
-tilefeed-pack|--lz4hc must be between 0 and 12, got 13|$D $work/out --lz4hc 13
-tilefeed-pack|--coef-layout: v3 not in|$D $work/out --coef-layout v3
+tilefeed-pack|--codec: coefficients not in|$D $work/out --codec coefficients
 tilefeed-pack|--raw-size resizes images to raw pixels; it needs --codec raw (the codec is auto)|$D $work/out --raw-size 64x64
 tilefeed-pack|--raw-size resizes images to raw pixels; it needs --codec raw (the codec is jpeg)|$D $work/out --codec jpeg --raw-size 64x64
 tilefeed-make-demo|--train-per-class must be between 1 and 1000000, got 0|$work/demo --train-per-class 0
