@@ -37,7 +37,7 @@ export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
 # Debian packages the build, tests, tools and Python binding need.
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git ccache
-  libjpeg62-turbo-dev libturbojpeg0-dev libspng-dev liblz4-dev libzstd-dev libxxhash-dev libtbb-dev
+  libjpeg62-turbo-dev libturbojpeg0-dev libspng-dev liblz4-dev libxxhash-dev libtbb-dev
   libzmq3-dev cppzmq-dev libopenmpi-dev openmpi-bin procps iproute2
   libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev clang clang-format clang-tidy libclang-rt-14-dev libcurl4-openssl-dev nginx-light

@@ -32,7 +32,7 @@ for f in "$D"/deps/*; do
 done
 ls "$B/deps"
 LINK_DEPS=()
-for so in libjpeg.so.62 libturbojpeg.so.0 liblz4.so.1 libzstd.so.1 libspng.so.0 libz.so.1 \
+for so in libjpeg.so.62 libturbojpeg.so.0 liblz4.so.1 libspng.so.0 libz.so.1 \
           libtbb.so.12 libxxhash.so.0 libcurl.so.4 libcrypto.so.3; do
   LINK_DEPS+=("$D/deps/$so")
 done

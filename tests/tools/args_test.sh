@@ -143,9 +143,7 @@ codec_bench|--reps must be at least 1, got 0|--data $D --reps 0
 codec_bench|--threads must be between 1 and 1024, got 0|--data $D --threads 0
 codec_bench|--warmup must be at least 0, got -1|--data $D --warmup -1
 codec_bench|--interval-width must be between 0 and 65535, got -1|--data $D --interval-width -1
-codec_bench|--lz4hc must be between 0 and 12, got 99|--data $D --lz4hc 99
 codec_bench|--group-pixels must be between 1 and 65535, got 0|--data $D --group-pixels 0
-codec_bench|--coef-layout: v1 not in|--data $D --coef-layout v1
 transport_bench|--batch must be at least 1, got -1|--batch -1
 transport_bench|--workers must be between 0 and 1024, got -1|--workers -1
 transport_bench|--warmup must be at least 0, got -1|--warmup -1
