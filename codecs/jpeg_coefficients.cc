@@ -18,7 +18,7 @@
 // libjpeg errors follow jpeg.cc's rule (codecs/libjpeg_errors.h): error_exit
 // longjmps to a setjmp in a small guarded function with trivially destructible frames.
 // Our controller's callback runs inside libjpeg and cannot report errors, so every group
-// it reads is decompressed and checked before libjpeg starts (Prepare), and the unpack
+// it reads is decoded and checked before libjpeg starts (Prepare), and the unpack
 // masks positions so that even a lying record cannot write outside a block.
 
 #include "tilefeed/codecs/jpeg_coefficients.h"
@@ -26,7 +26,6 @@
 #include <algorithm>
 #include <array>
 #include <bit>
-#include <cassert>
 #include <chrono>
 #include <cmath>
 #include <csetjmp>

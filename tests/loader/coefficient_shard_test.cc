@@ -255,7 +255,8 @@ TEST(CoefficientShardTest, PackOfARetiredLayoutIsRefusedWithTheRepackCommand) {
       ShardDataset::Open(out.string());
       ADD_FAILURE() << "a pack of a retired layout was opened";
     } catch (const SourceError& e) {
-      EXPECT_EQ(std::string(e.what()), path + ": " + reason);
+      EXPECT_EQ(e.where(), path);  // what() is "<where>: <reason>"
+      EXPECT_EQ(e.reason(), reason);
     }
     const auto problems = VerifyShards(out.string());
     ASSERT_EQ(problems.size(), 1u);
