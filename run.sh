@@ -2,7 +2,7 @@
 # tilefeed's two entry points, for a fresh Debian 12 machine (root) or a developer's one.
 #
 #   ./run.sh demo    install what is missing (apt), build (Release), make the demo
-#                    dataset, pack it into random-access shards (--jpeg-index) and run
+#                    dataset, pack it into random-access shards (--codec jpeg-index) and run
 #                    the main job on them: two training instances under poprun
 #                    (OpenMPI), fed by tilefeed's loader, and report its metrics
 #   ./run.sh test    install what is missing, build, and run the whole test suite: the
@@ -37,7 +37,7 @@ export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
 # Debian packages the build, tests, tools and Python binding need.
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git ccache
-  libjpeg62-turbo-dev libturbojpeg0-dev libspng-dev liblz4-dev libzstd-dev libxxhash-dev libtbb-dev
+  libjpeg62-turbo-dev libturbojpeg0-dev libspng-dev liblz4-dev libxxhash-dev libtbb-dev
   libzmq3-dev cppzmq-dev libopenmpi-dev openmpi-bin procps iproute2
   libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev clang clang-format clang-tidy libclang-rt-14-dev libcurl4-openssl-dev nginx-light
@@ -118,9 +118,10 @@ demo() {
   fi
   local shards=$BUILD_ROOT/demo-shards
   if [ ! -f "$shards/val/tilefeed-manifest.txt" ]; then
-    log "packing it with tilefeed-pack --jpeg-index into $shards (train/ and val/)"
+    log "packing it with tilefeed-pack --codec jpeg-index into $shards (train/ and val/)"
     for split in train val; do
-      "$build/tools/tilefeed-pack" "$data" "$shards/$split" --split "$split" --jpeg-index --force
+      "$build/tools/tilefeed-pack" "$data" "$shards/$split" --split "$split" \
+        --codec jpeg-index --force
     done
   fi
   log "main job: poprun --instances 2 ./train on the packed demo dataset (reference model, 3 epochs)"

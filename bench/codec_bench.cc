@@ -15,10 +15,10 @@
 //             baseline, optimized Huffman tables, restart intervals on a grid
 //   indexed   rrc on the transcoded files that entropy-decodes only the restart
 //             intervals covering the crop (IndexedJpegDecoder); same pixels as rrc_t
-//   coef      rrc from the coefficient store (tilefeed/codecs/jpeg_coefficients.h), version 2
-//             (--coef-layout; version 1 with --lz4hc, and --also-layout's second version-2
-//             layout, run beside it in the rotating rounds): no entropy decoding at all, the crop's
-//             bands (v2: and column groups), libjpeg's IDCT, upsampling and colour; same pixels as
+//   coef      rrc from the coefficient store (tilefeed/codecs/jpeg_coefficients.h), Huffman
+//             groups (tilefeed-pack --codec coefficients-small; stored groups, coefficients-fast,
+//             run beside it in the rotating rounds): no entropy decoding at all, the crop's
+//             column groups, libjpeg's IDCT, upsampling and colour; same pixels as
 //             rrc. Its pack runs once, untimed for the modes but timed for its own images/s, and
 //             its bytes are printed against the files and LZ4 raw pixels. On one thread full,
 //             indexed, coef and the ceiling also run interleaved (rotating every 16 files), whose
@@ -113,8 +113,7 @@ struct Job {
   codecs::Rect decoded;
   const codecs::TranscodeResult* transcoded = nullptr;         // null until transcoded
   const codecs::CoefficientPackResult* packed = nullptr;       // null until packed
-  const codecs::CoefficientPackResult* packed_v1 = nullptr;    // version 1, likewise
-  const codecs::CoefficientPackResult* packed_also = nullptr;  // --also-layout, likewise
+  const codecs::CoefficientPackResult* packed_fast = nullptr;  // stored groups, likewise
 };
 
 // What one thread owns: one codec handle per thread, and its own output buffers so
@@ -319,15 +318,15 @@ void PackCoefficientsFor(std::vector<Job>& jobs, std::vector<codecs::Coefficient
 
 // Per-image stage times of one path, summed over a pass (seconds).
 struct StageSums {
-  double lz4 = 0, unpack = 0, pixels = 0, resize = 0, total = 0;
+  double first = 0, unpack = 0, pixels = 0, resize = 0, total = 0;
   std::size_t count = 0;
   void Print(const char* path, const char* first_stage, const char* pixels_stage) const {
     const double us = 1e6 / double(std::max<std::size_t>(1, count));
-    const double other = total - lz4 - unpack - pixels - resize;
+    const double other = total - first - unpack - pixels - resize;
     std::printf(
         "    %-9s %s %7.1f  unpack %7.1f  %s %7.1f  resize %6.1f  other %6.1f  = %7.1f "
         "us/image\n",
-        path, first_stage, lz4 * us, unpack * us, pixels_stage, pixels * us, resize * us,
+        path, first_stage, first * us, unpack * us, pixels_stage, pixels * us, resize * us,
         other * us, total * us);
   }
 };
@@ -338,11 +337,12 @@ struct StageSums {
 //            IDCT + upsampling + colour (no resize)
 //   indexed  resize from its report; the rest is libjpeg's entropy decode of the
 //            covering intervals + IDCT + upsampling + colour, not separable from outside
-//   coef     LZ4 (+ header and band checks), unpacking, IDCT + upsampling + colour, resize
+//   coef     groups (header, Huffman decoding and checks), unpacking, IDCT + upsampling +
+//            colour, resize; fast likewise (stored groups: header and checks)
 //   ceiling  as coef from coefficients unpacked (untimed) before each block of 16 files
 void PrintStageSplits(const std::vector<Job>& jobs, Worker& w, int size, const PrepareFn& prepare,
                       std::size_t block) {
-  StageSums full, indexed, coef, coef_v1, ceiling;
+  StageSums full, indexed, coef, fast, ceiling;
   const auto out = codecs::PixelView::Interleaved(w.crop_out.data(), size, size);
   const auto seconds = [](Clock::time_point since) {
     return std::chrono::duration<double>(Clock::now() - since).count();
@@ -352,7 +352,7 @@ void PrintStageSplits(const std::vector<Job>& jobs, Worker& w, int size, const P
     prepare(w, begin, end);
     for (std::size_t i = begin; i < end; ++i) {
       const Job& job = jobs[i];
-      if (!job.packed->packed || !job.packed_v1->packed || !job.transcoded->transcoded) continue;
+      if (!job.packed->packed || !job.packed_fast->packed || !job.transcoded->transcoded) continue;
       try {
         auto start = Clock::now();
         w.decoder.EntropyDecode(job.file->bytes);
@@ -362,7 +362,7 @@ void PrintStageSplits(const std::vector<Job>& jobs, Worker& w, int size, const P
             job.file->bytes,
             codecs::PixelView::Interleaved(w.full_out.data(), job.info.width, job.info.height));
         const double whole = seconds(start);
-        full.lz4 += entropy;
+        full.first += entropy;
         full.pixels += std::max(0.0, whole - entropy);
         full.total += std::max(whole, entropy);
         ++full.count;
@@ -374,16 +374,16 @@ void PrintStageSplits(const std::vector<Job>& jobs, Worker& w, int size, const P
         indexed.pixels += std::max(0.0, total - resize);
         indexed.total += std::max(total, resize);
         ++indexed.count;
-        for (StageSums* sums : {&coef, &coef_v1, &ceiling}) {
+        for (StageSums* sums : {&coef, &fast, &ceiling}) {
           codecs::CoefficientTimes times;
           start = Clock::now();
-          const auto& record = (sums == &coef ? job.packed : job.packed_v1)->record;
+          const auto& record = (sums == &coef ? job.packed : job.packed_fast)->record;
           const codecs::DecodeReport report =
               sums != &ceiling ? w.coef.DecodeInto(record, job.plan, out, &times)
                                : w.coef.DecodeUnpackedInto(w.unpacked[i - w.unpacked_begin],
                                                            job.plan, out, &times);
           sums->total += seconds(start);
-          sums->lz4 += times.lz4_seconds;
+          sums->first += times.groups_seconds;
           sums->unpack += times.unpack_seconds;
           sums->pixels += times.idct_seconds + times.rows_seconds;
           sums->resize += report.resize_seconds;
@@ -396,12 +396,12 @@ void PrintStageSplits(const std::vector<Job>& jobs, Worker& w, int size, const P
   }
   std::printf("  stage split (one timed pass per path, files both stores hold, us/image):\n");
   full.Print("full", "entropy", "IDCT+upsample+colour");
-  indexed.Print("indexed", "    lz4", "entropy+IDCT+ups+col");
-  coef.Print("coef v2", "    lz4", "IDCT+upsample+colour");
-  coef_v1.Print("coef v1", "    lz4", "IDCT+upsample+colour");
-  ceiling.Print("ceiling", "    lz4", "IDCT+upsample+colour");
+  indexed.Print("indexed", " groups", "entropy+IDCT+ups+col");
+  coef.Print("coef", " groups", "IDCT+upsample+colour");
+  fast.Print("fast", " groups", "IDCT+upsample+colour");
+  ceiling.Print("ceiling", " groups", "IDCT+upsample+colour");
   std::printf(
-      "    (ceiling: 'lz4' is the header parse, 'unpack' the per-row timing itself; indexed's "
+      "    (ceiling: 'groups' is the header parse, 'unpack' the per-row timing itself; indexed's "
       "entropy decode is inside libjpeg)\n");
 }
 
@@ -418,10 +418,7 @@ struct Flags {
   bool fast_dct = false;
   bool json = false;
   int interval_width = codecs::TranscodeOptions{}.interval_width;
-  std::string coef_layout = "v2-huff";
-  std::string also_layout;  // a second version-2 layout in the rotating rounds, or none
   int group_pixels = codecs::CoefficientPackOptions{}.group_pixels;
-  int lz4hc_level = codecs::CoefficientPackOptions{}.lz4hc_level;
 };
 
 void AddFlags(CLI::App& app, Flags& f) {
@@ -454,19 +451,8 @@ void AddFlags(CLI::App& app, Flags& f) {
   app.add_option("--scales", f.scales, "DCT scales: pow2 (1/2,1/4,1/8) or eighths (n/8)")
       ->check(CLI::IsMember({"pow2", "eighths"}));
   app.add_flag("--fast-dct", f.fast_dct, "libjpeg's fast integer IDCT");
-  app.add_option("--coef-layout", f.coef_layout,
-                 "the coefficient store's layout for coef and the ceiling (v1 runs beside it)")
-      ->check(CLI::IsMember({"v2-huff", "v2-zstd", "v2-lz4", "v2-none"}))
-      ->capture_default_str();
-  app.add_option("--also-layout", f.also_layout,
-                 "a second version-2 layout to run in the same rotating rounds as coef")
-      ->check(CLI::IsMember({"v2-huff", "v2-zstd", "v2-lz4", "v2-none"}));
-  app.add_option("--group-pixels", f.group_pixels, "v2 column group width in pixels")
+  app.add_option("--group-pixels", f.group_pixels, "coefficient column group width in pixels")
       ->check(tilefeed::tools::Between(1, 65535))
-      ->capture_default_str();
-  app.add_option("--lz4hc", f.lz4hc_level,
-                 "LZ4HC level of the v1 store's bands (0: LZ4's fast compressor)")
-      ->check(tilefeed::tools::Between(0, 12))
       ->capture_default_str();
   app.add_flag("--json", f.json, "also print one JSON line");
 }
@@ -663,40 +649,25 @@ void PrintTranscode(const TranscodeStats& s, std::size_t jobs, int interval_widt
       100.0 * s.rrc_share / double(std::max<std::size_t>(1, s.checked)));
 }
 
-// The coefficient stores coef (version 2, --coef-layout) and the rotating rounds' v1
-// decode from.
+// The coefficient stores coef (Huffman groups) and the rotating rounds' fast (stored
+// groups) decode from.
 void PackStores(std::vector<Job>& jobs, std::vector<codecs::CoefficientPackResult>& packed,
-                std::vector<codecs::CoefficientPackResult>& packed_v1,
-                std::vector<codecs::CoefficientPackResult>& packed_also,
+                std::vector<codecs::CoefficientPackResult>& packed_fast,
                 const codecs::JpegOptions& options, const Flags& f) {
-  const auto v2_options = [&f](const std::string& layout) {
-    codecs::CoefficientPackOptions v2;
-    v2.version = 2;
-    v2.coding = layout == "v2-lz4"    ? codecs::CoefficientCoding::kLz4
-                : layout == "v2-none" ? codecs::CoefficientCoding::kNone
-                : layout == "v2-huff" ? codecs::CoefficientCoding::kHuffman
-                                      : codecs::CoefficientCoding::kZstd;
-    v2.lz4hc_level = 0;
-    v2.group_pixels = f.group_pixels;
-    return v2;
-  };
+  codecs::CoefficientPackOptions pack_options;
+  pack_options.group_pixels = f.group_pixels;
   if (f.only.empty() || f.only == "coef") {
-    PackCoefficientsFor(jobs, packed, options, f.size, v2_options(f.coef_layout),
-                        f.coef_layout.c_str(), &Job::packed);
-  }
-  if (f.only.empty() && !f.also_layout.empty()) {
-    PackCoefficientsFor(jobs, packed_also, options, f.size, v2_options(f.also_layout),
-                        f.also_layout.c_str(), &Job::packed_also);
+    pack_options.coding = codecs::CoefficientCoding::kHuffman;
+    PackCoefficientsFor(jobs, packed, options, f.size, pack_options, "small", &Job::packed);
   }
   if (f.only.empty()) {
-    codecs::CoefficientPackOptions v1;
-    v1.version = 1;
-    v1.lz4hc_level = f.lz4hc_level;
-    PackCoefficientsFor(jobs, packed_v1, options, f.size, v1, "v1", &Job::packed_v1);
+    pack_options.coding = codecs::CoefficientCoding::kNone;
+    PackCoefficientsFor(jobs, packed_fast, options, f.size, pack_options, "fast",
+                        &Job::packed_fast);
   }
 }
 
-// rrc from the coefficient store in `slot` (version 2 or 1); files the store holds as they
+// rrc from the coefficient store in `slot`; files the store holds as they
 // came are decoded as they came.
 ModeFn CoefMode(int size, PackSlot slot) {
   return [size, slot](Worker& w, const Job& job) {
@@ -796,39 +767,31 @@ struct Interleaved {
   // coef against full and against indexed per repetition, the three rotating.
   std::vector<double> coef_over_full, coef_over_indexed;
   // ... and against its ceiling (as a fraction of the ceiling's speed), the ceiling vs full.
-  std::vector<double> coef_of_ceiling, ceiling_over_full, v1_of_ceiling, coef_over_v1, v1_over_full;
-  // --also-layout, in the same rotation: against v1, coef and the ceiling.
-  std::vector<double> also_over_v1, also_over_coef, also_of_ceiling;
+  std::vector<double> coef_of_ceiling, ceiling_over_full;
+  // fast (stored groups), in the same rotation: against the ceiling, coef and full.
+  std::vector<double> fast_of_ceiling, coef_over_fast, fast_over_full;
 };
 
 // One repetition's interleaved runs: the goal's ratio, rrc against full, and full,
-// indexed, coef, the ceiling and coef v1 rotating.
+// indexed, coef, the ceiling and fast rotating.
 void RunInterleavedRound(const std::vector<Mode>& modes, const std::vector<Job>& jobs, int size,
                          Worker& worker, Interleaved& out) {
-  const ModeFn coef_v1_fn = CoefMode(size, &Job::packed_v1);
+  const ModeFn fast_fn = CoefMode(size, &Job::packed_fast);
   const ModeFn ceiling_fn = CeilingMode(size, jobs);
   const auto [full_s, rrc_s] =
       RunInterleaved(modes[0].run, modes[1].run, jobs, kInterleaveBlock, worker);
   out.rrc_over_full.push_back(full_s / rrc_s);
-  const ModeFn also_fn = CoefMode(size, &Job::packed_also);
-  std::vector<const ModeFn*> rotation = {&modes[0].run, &modes[5].run, &modes[6].run, &ceiling_fn,
-                                         &coef_v1_fn};
-  const bool also = !jobs.empty() && jobs.front().packed_also != nullptr;
-  if (also) rotation.push_back(&also_fn);
+  const std::vector<const ModeFn*> rotation = {&modes[0].run, &modes[5].run, &modes[6].run,
+                                               &ceiling_fn, &fast_fn};
   const std::vector<double> s5 =
       RunRotating(rotation, jobs, kInterleaveBlock, worker, UnpackBlock(jobs));
-  if (also) {
-    out.also_over_v1.push_back(s5[4] / s5[5]);
-    out.also_over_coef.push_back(s5[2] / s5[5]);
-    out.also_of_ceiling.push_back(s5[3] / s5[5]);
-  }
   out.coef_over_full.push_back(s5[0] / s5[2]);
   out.coef_over_indexed.push_back(s5[1] / s5[2]);
   out.coef_of_ceiling.push_back(s5[3] / s5[2]);
   out.ceiling_over_full.push_back(s5[0] / s5[3]);
-  out.v1_of_ceiling.push_back(s5[3] / s5[4]);
-  out.coef_over_v1.push_back(s5[4] / s5[2]);
-  out.v1_over_full.push_back(s5[0] / s5[4]);
+  out.fast_of_ceiling.push_back(s5[3] / s5[4]);
+  out.coef_over_fast.push_back(s5[4] / s5[2]);
+  out.fast_over_full.push_back(s5[0] / s5[4]);
 }
 
 // The timed passes: an untimed warm-up, then --reps repetitions of every mode in turn
@@ -926,8 +889,7 @@ void PrintRates(const Rates& r, const Corpus& corpus, const Probed& probed, cons
 }
 
 // The interleaved runs' ratios, medians and each round's.
-void PrintInterleaved(const Interleaved& in, const std::string& coef_layout,
-                      const std::string& also_layout) {
+void PrintInterleaved(const Interleaved& in) {
   std::printf(
       "  interleaved (full and rrc alternating every %zu files): rrc %.3fx full "
       "(median of %zu; each:",
@@ -935,10 +897,10 @@ void PrintInterleaved(const Interleaved& in, const std::string& coef_layout,
   for (double r : in.rrc_over_full) std::printf(" %.3f", r);
   std::printf(")\n");
   std::printf(
-      "  interleaved (full, indexed, coef %s, ceiling, coef v1 rotating every %zu files): "
-      "coef %.3fx full, %.3fx indexed, %.3fx v1 (medians of per-round ratios; each vs full:",
-      coef_layout.c_str(), kInterleaveBlock, Median(in.coef_over_full),
-      Median(in.coef_over_indexed), Median(in.coef_over_v1));
+      "  interleaved (full, indexed, coef, ceiling, fast rotating every %zu files): "
+      "coef %.3fx full, %.3fx indexed, %.3fx fast (medians of per-round ratios; each vs full:",
+      kInterleaveBlock, Median(in.coef_over_full), Median(in.coef_over_indexed),
+      Median(in.coef_over_fast));
   for (double r : in.coef_over_full) std::printf(" %.3f", r);
   std::printf(")\n");
   std::printf(
@@ -946,16 +908,8 @@ void PrintInterleaved(const Interleaved& in, const std::string& coef_layout,
       "ceiling's speed (each:",
       Median(in.coef_of_ceiling));
   for (double r : in.coef_of_ceiling) std::printf(" %.3f", r);
-  std::printf("); v1 = %.3f of it, %.3fx full; ceiling %.3fx full\n", Median(in.v1_of_ceiling),
-              Median(in.v1_over_full), Median(in.ceiling_over_full));
-  if (in.also_over_v1.empty()) return;
-  std::printf(
-      "  same rounds, --also-layout %s: %.3fx v1, %.3fx coef %s, %.3f of the ceiling (each vs "
-      "v1:",
-      also_layout.c_str(), Median(in.also_over_v1), Median(in.also_over_coef), coef_layout.c_str(),
-      Median(in.also_of_ceiling));
-  for (double r : in.also_over_v1) std::printf(" %.3f", r);
-  std::printf(")\n");
+  std::printf("); fast = %.3f of it, %.3fx full; ceiling %.3fx full\n", Median(in.fast_of_ceiling),
+              Median(in.fast_over_full), Median(in.ceiling_over_full));
 }
 
 void PrintRegions(const Regions& regions, std::size_t jobs) {
@@ -1022,9 +976,8 @@ int Run(int argc, char** argv) {
     transcode = TranscodeAll(jobs, transcoded, options, f);
     PrintTranscode(transcode, jobs.size(), f.interval_width);
   }
-  std::vector<codecs::CoefficientPackResult> packed(jobs.size()), packed_v1(jobs.size()),
-      packed_also(jobs.size());
-  PackStores(jobs, packed, packed_v1, packed_also, options, f);
+  std::vector<codecs::CoefficientPackResult> packed(jobs.size()), packed_fast(jobs.size());
+  PackStores(jobs, packed, packed_fast, options, f);
   std::vector<std::unique_ptr<Worker>> workers;
   workers.reserve(f.threads);
   for (int t = 0; t < f.threads; ++t) {
@@ -1051,7 +1004,7 @@ int Run(int argc, char** argv) {
   const Rates rates = RatesOf(modes);
   PrintRates(rates, *corpus, probed, f);
   if (!interleaved.rrc_over_full.empty()) {
-    PrintInterleaved(interleaved, f.coef_layout, f.also_layout);
+    PrintInterleaved(interleaved);
     PrintStageSplits(jobs, *workers[0], f.size, UnpackBlock(jobs), kInterleaveBlock);
   }
   PrintRegions(regions, jobs.size());

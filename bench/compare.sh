@@ -39,7 +39,7 @@ options:
   --build DIR              tilefeed build folder (default: build at the repo root)
   --out FILE.jsonl         append one JSON line per run and one summary line
   --indexed-shards DIR     also run, in the same round-robin, the loader on shards packed
-                           with tilefeed-pack --jpeg-index (random-access JPEG):
+                           with tilefeed-pack --codec jpeg-index (random-access JPEG):
                              tilefeed-indexed  loader_bench --data DIR (same options)
                              crop-ordinary     codec_bench --only rrc --threads W
                              crop-indexed      codec_bench --only indexed --threads W
@@ -198,12 +198,12 @@ if ((INDEXED)); then
   if [[ -f "$INDEXED_DIR/tilefeed-manifest.txt" ]]; then
     echo "  indexed shards: $INDEXED_DIR (existing pack, used as it is)"
   else
-    echo "  packing $SPLIT into $INDEXED_DIR with tilefeed-pack --jpeg-index --interval-width $INTERVAL_WIDTH (untimed)..."
+    echo "  packing $SPLIT into $INDEXED_DIR with tilefeed-pack --codec jpeg-index --interval-width $INTERVAL_WIDTH (untimed)..."
     pack_log="$(mktemp "${TMPDIR:-/tmp}/tilefeed-pack.XXXXXX")"
-    "$PACK" --jpeg-index --interval-width "$INTERVAL_WIDTH" "$SPLIT" "$INDEXED_DIR" >"$pack_log" 2>&1 </dev/null || {
+    "$PACK" --codec jpeg-index --interval-width "$INTERVAL_WIDTH" "$SPLIT" "$INDEXED_DIR" >"$pack_log" 2>&1 </dev/null || {
       tail -n 20 "$pack_log" >&2
       rm -f "$pack_log"
-      die "tilefeed-pack --jpeg-index failed"
+      die "tilefeed-pack --codec jpeg-index failed"
     }
     grep -E '^(packed|jpeg index|[0-9]+ stored|  [0-9]+ stored)' "$pack_log" | sed 's/^/    /'
     rm -f "$pack_log"
@@ -232,7 +232,7 @@ COMMANDS=(
 if ((INDEXED)); then
   NAMES+=(tilefeed-indexed crop-ordinary crop-indexed)
   LABELS+=(
-    "tilefeed loader_bench on --jpeg-index shards (train, 224, uint8)"
+    "tilefeed loader_bench on --codec jpeg-index shards (train, 224, uint8)"
     "ordinary crop decode (codec_bench --only rrc, ${CROP_N} files)"
     "interval-skipping crop decode (codec_bench --only indexed, ${CROP_N} files)"
   )

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpu_bench.sh STAGED OUT [PYTHON]
 # On a GPU machine: builds tilefeed's Python module with its CUDA component from a folder
-# made by bench/gpu_stage.sh, packs the staged JPEGs with --jpeg-index, runs the C++ GPU
+# made by bench/gpu_stage.sh, packs the staged JPEGs with --codec jpeg-index, runs the C++ GPU
 # tests (tests/cuda) and bench/gpu_bench.py. Every step logs into OUT/log.txt and a failed
 # step does not stop the later ones. The device tool's command, from the repo root:
 #   bench/gpu_bench.sh .devrun "$OUT" /opt/torch/.venv/bin/python3
@@ -32,14 +32,14 @@ for f in "$D"/deps/*; do
 done
 ls "$B/deps"
 LINK_DEPS=()
-for so in libjpeg.so.62 libturbojpeg.so.0 liblz4.so.1 libzstd.so.1 libspng.so.0 libz.so.1 \
+for so in libjpeg.so.62 libturbojpeg.so.0 liblz4.so.1 libspng.so.0 libz.so.1 \
           libtbb.so.12 libxxhash.so.0 libcurl.so.4 libcrypto.so.3; do
   LINK_DEPS+=("$D/deps/$so")
 done
 RPATH="-Wl,--disable-new-dtags,-rpath,$B/deps"
 
-# 1. Shards with --jpeg-index, packed here from the staged JPEGs (beside the compiles).
-LD_LIBRARY_PATH=$B/deps "$D/bin/tilefeed-pack" --jpeg-index --codec jpeg --force \
+# 1. Shards with --codec jpeg-index, packed here from the staged JPEGs (beside the compiles).
+LD_LIBRARY_PATH=$B/deps "$D/bin/tilefeed-pack" --codec jpeg-index --force \
   "$JPEGS" "$B/shards" > "$B/pack.log" 2>&1 &
 PACK=$!
 

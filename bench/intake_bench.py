@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """intake_bench.py: the main job's intake -- `train` with a synthetic core of (near) zero
 cost, so the loader is the limit -- on one corpus as a folder, a plain pack and a
---jpeg-index pack, next to loader_bench on the same data, in alternating rounds.
+--codec jpeg-index pack, next to loader_bench on the same data, in alternating rounds.
 
 Each round runs the six (train, loader_bench) x (folder, plain, indexed) runs once, in an
 order that rotates from round to round, so a machine whose speed drifts does not favour one
@@ -64,7 +64,7 @@ def run(args):
 
 def make_packs(a, tools):
     packs = a.packs or a.corpus.rstrip("/") + ".packs"
-    for kind, extra in (("plain", []), ("indexed", ["--jpeg-index"])):
+    for kind, extra in (("plain", []), ("indexed", ["--codec", "jpeg-index"])):
         out = os.path.join(packs, kind)
         if not os.path.exists(os.path.join(out, "tilefeed-manifest.txt")):
             print(f"  packing {a.corpus} (train split) into {out} {' '.join(extra)} (untimed)...",
@@ -154,7 +154,7 @@ def main():
     plain = statistics.median(ratios(("train", "plain"), ("train", "folder")))
     verdicts.append(speedup >= GOAL_INDEXED_VS_FOLDER)
     print(f"\ntrain on the plain pack / on the folder: {plain:.3f}")
-    print(f"train on --jpeg-index shards / on the folder: {speedup:.3f} "
+    print(f"train on --codec jpeg-index shards / on the folder: {speedup:.3f} "
           f"(goal >= {GOAL_INDEXED_VS_FOLDER})")
     print(f"train / loader_bench goal >= {GOAL_TRAIN_VS_BENCH}: " +
           ", ".join(f"{k} {summary[k]:.3f}" for k in KINDS))

@@ -53,7 +53,7 @@ def parse_args():
                     help="how Python reads each batch (default %(default)s)")
     ap.add_argument("--torch-data", default=None,
                     help="the folder the PyTorch baseline reads (default: data); e.g. the "
-                    "ImageFolder that --jpeg-index shards in data were packed from")
+                    "ImageFolder that --codec jpeg-index shards in data were packed from")
     ap.add_argument("--torch-baseline", choices=("auto", "off"), default="auto",
                     help="also run bench/torch_baseline.py if it exists (default %(default)s)")
     a = ap.parse_args()

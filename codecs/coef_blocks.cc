@@ -1,4 +1,4 @@
-// Version 2's block unpack (codecs/coef_blocks.h).
+// The coefficient store's block unpack (codecs/coef_blocks.h).
 
 #include "codecs/coef_blocks.h"
 
@@ -57,39 +57,6 @@ void UnpackPortable(MaskedStreams& s, int count, std::uint16_t& dc, CoefficientB
           static_cast<std::int16_t>(value);
     }
   }
-}
-
-// Version 1: one block of n values at `positions` and `values` (two bytes each if wide).
-void ListedBlockPortable(const std::uint8_t* positions, const std::uint8_t* values, unsigned n,
-                         bool wide, std::uint16_t dc, CoefficientBlock& out) {
-  std::int16_t* block = out.c;
-  std::memset(block, 0, sizeof(CoefficientBlock));
-  block[0] = static_cast<std::int16_t>(dc);
-  for (unsigned k = 0; k < n; ++k) {
-    const unsigned at = kNatural[positions[k] & 63u];
-    if (wide) {
-      block[at] = Wide(values + 2 * std::size_t{k});
-    } else {
-      block[at] = static_cast<std::int16_t>(values[k] - ((values[k] & 0x80) << 1));  // as int8
-    }
-  }
-}
-
-void UnpackListedPortable(ListedStreams& s, int width, int first, int count,
-                          CoefficientBlock* out) {
-  std::uint16_t dc = 0;
-  for (int x = 0; x < width; ++x) {
-    const unsigned n = s.headers[x] & 63u, wide = s.headers[x] >> 7;
-    const std::size_t d = 2 * static_cast<std::size_t>(x);
-    dc = static_cast<std::uint16_t>(dc + (s.dc[d] | s.dc[d + 1] << 8));
-    if (x >= first && x < first + count) {
-      ListedBlockPortable(s.positions, s.values, n, wide != 0, dc, out[x - first]);
-    }
-    s.positions += n;
-    s.values += n << wide;
-  }
-  s.headers += width;
-  s.dc += 2 * static_cast<std::ptrdiff_t>(width);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -161,58 +128,6 @@ TILEFEED_AVX512 void UnpackAvx512(MaskedStreams& s, int count, std::uint16_t& dc
   }
 }
 
-// Version 1: the mask of a block's n positions (n >= 1), or 0 where they are not strictly
-// rising positions 1..63 (then only the portable unpack gives the block the same bytes).
-TILEFEED_AVX512 std::uint64_t PositionMask(const std::uint8_t* positions, unsigned n) {
-  const std::uint64_t live = _bzhi_u64(~std::uint64_t{0}, n);
-  const __m512i at = _mm512_maskz_loadu_epi8(live, positions);
-  const __m512i next = _mm512_maskz_loadu_epi8(live >> 1, positions + 1);
-  const __mmask64 over = _mm512_mask_cmpgt_epu8_mask(live, at, _mm512_set1_epi8(63));
-  const __mmask64 rising = _mm512_mask_cmplt_epu8_mask(live >> 1, at, next);
-  if (over != 0 || rising != (live >> 1) || positions[0] == 0) return 0;
-  // Eight positions at a time: one bit each in a 64-bit lane, then the lanes ORed.
-  const __m512i one = _mm512_set1_epi64(1);
-  __m512i bits = _mm512_setzero_si512();
-  for (unsigned k = 0; k < n; k += 8) {
-    const auto lanes = static_cast<__mmask8>(_bzhi_u32(0xFFu, n - k));
-    const __m512i eight =
-        _mm512_maskz_cvtepu8_epi64(lanes, _mm_maskz_loadu_epi8(lanes, positions + k));
-    bits = _mm512_or_si512(bits, _mm512_maskz_sllv_epi64(lanes, one, eight));
-  }
-  // (The maskz forms with every lane on: GCC 12's plain forms warn of an uninitialised
-  // operand under -Werror.)
-  bits =
-      _mm512_or_si512(bits, _mm512_maskz_shuffle_i64x2(0xFF, bits, bits, _MM_SHUFFLE(1, 0, 3, 2)));
-  bits =
-      _mm512_or_si512(bits, _mm512_maskz_shuffle_i64x2(0xFF, bits, bits, _MM_SHUFFLE(2, 3, 0, 1)));
-  bits = _mm512_or_si512(bits, _mm512_maskz_shuffle_epi32(0xFFFF, bits, _MM_PERM_BADC));
-  return static_cast<std::uint64_t>(bits[0]);
-}
-
-TILEFEED_AVX512 void UnpackListedAvx512(ListedStreams& s, int width, int first, int count,
-                                        CoefficientBlock* out) {
-  const Permutation perm = LoadPermutation();
-  std::uint16_t dc = 0;
-  for (int x = 0; x < width; ++x) {
-    const unsigned n = s.headers[x] & 63u, wide = s.headers[x] >> 7;
-    const std::size_t d = 2 * static_cast<std::size_t>(x);
-    dc = static_cast<std::uint16_t>(dc + (s.dc[d] | s.dc[d + 1] << 8));
-    if (x >= first && x < first + count) {
-      const std::uint64_t mask = n != 0 && wide == 0 ? PositionMask(s.positions, n) : 0;
-      if (mask != 0) {
-        const __m512i packed = _mm512_maskz_loadu_epi8(_bzhi_u64(~std::uint64_t{0}, n), s.values);
-        StoreExpanded(_mm512_maskz_expand_epi8(mask, packed), dc, perm, out[x - first].c);
-      } else {
-        ListedBlockPortable(s.positions, s.values, n, wide != 0, dc, out[x - first]);
-      }
-    }
-    s.positions += n;
-    s.values += n << wide;
-  }
-  s.headers += width;
-  s.dc += 2 * static_cast<std::ptrdiff_t>(width);
-}
-
 TILEFEED_AVX512 std::size_t CountEscapesAvx512(const std::uint8_t* values, std::size_t n) {
   const __m512i escape = _mm512_set1_epi8(static_cast<char>(0x80));
   std::size_t count = 0, i = 0;
@@ -254,17 +169,6 @@ std::size_t CountEscapes(const std::uint8_t* values, std::size_t n, bool portabl
   if (!portable && HasAvx512Expand()) return CountEscapesAvx512(values, n);
 #endif
   return CountEscapesPortable(values, n);
-}
-
-void UnpackListedRow(ListedStreams& s, int width, int first, int count, CoefficientBlock* out,
-                     bool portable) {
-#if defined(__x86_64__) && defined(__GNUC__)
-  if (!portable && HasAvx512Expand()) {
-    UnpackListedAvx512(s, width, first, count, out);
-    return;
-  }
-#endif
-  UnpackListedPortable(s, width, first, count, out);
 }
 
 }  // namespace tilefeed::codecs::detail

@@ -3,16 +3,14 @@
 // The coefficient store's unpack of its streams into 8x8 coefficient blocks
 // (codecs/jpeg_coefficients.cc; the bytes are specified in docs/shard-format.md).
 //
-// Version 2: a block is a DC difference (two bytes), a 64-bit nonzero mask in zigzag order
-// (bit 0, the DC, never set) and one value byte per set bit, 0x80 standing for a two-byte
-// value in the wide stream. Version 1: a header byte (the count of values, and whether
-// they take two bytes each), a DC difference, and the values' zigzag positions and values.
+// A block is a DC difference (two bytes), a 64-bit nonzero mask in zigzag order (bit 0,
+// the DC, never set) and one value byte per set bit, 0x80 standing for a two-byte value
+// in the wide stream.
 //
 // The unpack is the store's hottest loop after the entropy decode. With AVX-512 VBMI2
 // (asked at run time: the build targets any x86-64) a block is one masked load of its
-// values, one expand by its mask (version 1: the mask built from its positions), and two
-// zigzag permutations to 16-bit coefficients, whatever its number of values; elsewhere,
-// one store per value.
+// values, one expand by its mask, and two zigzag permutations to 16-bit coefficients,
+// whatever its number of values; elsewhere, one store per value.
 //
 // Thread safety: stateless.
 
@@ -50,21 +48,5 @@ void UnpackMaskedBlocks(MaskedStreams& s, int count, std::uint16_t& dc, Coeffici
 // every group and its step over the blocks beside a crop. 64 bytes per compare with
 // AVX-512 (asked at run time), else eight per 64-bit word; `portable` forces the latter.
 std::size_t CountEscapes(const std::uint8_t* values, std::size_t n, bool portable = false);
-
-// Version 1: where the next block row of a band's four streams starts.
-struct ListedStreams {
-  const std::uint8_t* headers;
-  const std::uint8_t* dc;
-  const std::uint8_t* positions;
-  const std::uint8_t* values;
-};
-
-// Unpacks blocks [first, first + count) of the next row of `width` blocks into
-// out[0, count), and moves `s` past the whole row. Positions are read modulo 64; a value at
-// position 0 replaces the DC, and of two values at one position the later is kept (what a
-// damaged record gives is the same on both paths). `portable` as above.
-// REQUIRES: the streams hold the row whole (the store checks each band's sums first).
-void UnpackListedRow(ListedStreams& s, int width, int first, int count, CoefficientBlock* out,
-                     bool portable = false);
 
 }  // namespace tilefeed::codecs::detail

@@ -1,6 +1,6 @@
 // The coefficient store: packing (jpeg_read_coefficients → bands of byte-aligned
-// coefficients, each an LZ4 block) and the crop decode that feeds stored coefficients to
-// libjpeg-turbo's own IDCT, upsampling and colour conversion.
+// coefficients in column groups, stored or Huffman-coded) and the crop decode that feeds stored
+// coefficients to libjpeg-turbo's own IDCT, upsampling and colour conversion.
 //
 // Why libjpeg's back end rather than our own IDCT: byte-identical pixels come for free
 // (the same SIMD IDCT, the same fancy upsampling and colour code, the same DCT scaling
@@ -17,23 +17,15 @@
 //
 // libjpeg errors follow jpeg.cc's rule (codecs/libjpeg_errors.h): error_exit
 // longjmps to a setjmp in a small guarded function with trivially destructible frames.
-// Our controller's callback runs inside libjpeg and cannot report errors, so every band
-// it reads is decompressed and checked before libjpeg starts (Prepare), and the unpack
+// Our controller's callback runs inside libjpeg and cannot report errors, so every group
+// it reads is decoded and checked before libjpeg starts (Prepare), and the unpack
 // masks positions so that even a lying record cannot write outside a block.
 
 #include "tilefeed/codecs/jpeg_coefficients.h"
 
-#include <lz4.h>
-#include <lz4hc.h>
-// Version 2's frames drop zstd's 4-byte magic (ZSTD_f_zstd1_magicless, an "experimental"
-// parameter of libzstd's stable functions, whose value is fixed since zstd 1.4).
-#define ZSTD_STATIC_LINKING_ONLY
-#include <zstd.h>
-
 #include <algorithm>
 #include <array>
 #include <bit>
-#include <cassert>
 #include <chrono>
 #include <cmath>
 #include <csetjmp>
@@ -104,14 +96,13 @@ struct Geometry {
   int max_h = 1, max_v = 1;
   std::array<int, 4> h{}, v{}, table{}, wib{}, hib{};  // wib/hib: size in blocks
   std::array<std::array<std::uint16_t, 64>, 4> quant{};
-  int bands = 0;  // iMCU rows
-  int version = 1;
-  int coding = 1;              // version 2's CoefficientCoding (version 1: LZ4)
-  int cols = 0;                // iMCU columns
-  int group_width = 0;         // iMCU columns per group (version 1: all of them)
-  int groups = 1;              // column groups per band
-  std::size_t band_table = 0;  // offset of the band (group) table
-  std::size_t data = 0;        // offset of the first band's (group's) data
+  int bands = 0;                                      // iMCU rows
+  int coding = 0;                                     // CoefficientCoding: 0 stored, 3 Huffman
+  int cols = 0;                                       // iMCU columns
+  int group_width = 0;                                // iMCU columns per group
+  int groups = 1;                                     // column groups per band
+  std::size_t band_table = 0;                         // offset of the band (group) table
+  std::size_t data = 0;                               // offset of the first band's (group's) data
   std::size_t huff_tables = 0, huff_table_bytes = 0;  // coding 3: the Huffman tables
   int huff_classes() const { return components == 1 ? 1 : 2; }
   // Block columns [group_begin, group_end) of component c in column group k.
@@ -128,14 +119,6 @@ struct Geometry {
     for (int c = 0; c < components; ++c) n += group_blocks(band, k, c);
     return n;
   }
-  std::size_t band_blocks(int band, int c) const {  // blocks of component c in a band
-    return std::size_t(std::min(v[c], hib[c] - band * v[c])) * wib[c];
-  }
-  std::size_t band_blocks(int band) const {
-    std::size_t n = 0;
-    for (int c = 0; c < components; ++c) n += band_blocks(band, c);
-    return n;
-  }
 };
 
 void ComputeBlocks(Geometry& g) {
@@ -147,7 +130,6 @@ void ComputeBlocks(Geometry& g) {
   }
   g.bands = (g.height + 8 * g.max_v - 1) / (8 * g.max_v);
   g.cols = (g.width + 8 * g.max_h - 1) / (8 * g.max_h);
-  if (g.version == 1) g.group_width = g.cols;
   g.groups = (g.cols + g.group_width - 1) / g.group_width;
 }
 
@@ -170,14 +152,23 @@ bool ColorSpaceFits(int color_space, int components) {
   throw DecodeError(DecodeErrorKind::kCorrupt, "corrupt coefficient record: " + what);
 }
 
+// A record of a layout earlier builds wrote and this one no longer reads: what to repack
+// with instead.
+[[noreturn]] void Retired(const char* layout, const char* codec) {
+  throw DecodeError(DecodeErrorKind::kUnsupported,
+                    std::string("coefficient layout ") + layout +
+                        ", retired; repack it: tilefeed-pack SRC OUT --codec " + codec);
+}
+
 void CheckTable(std::span<const std::byte> rec, const Geometry& g);
 
 // Reads and checks everything but the bands' contents.
 Geometry ParseGeometry(std::span<const std::byte> rec, std::int64_t max_pixels) {
   if (rec.size() < kFixedHeader || std::memcmp(rec.data(), kMagic, 4) != 0) Corrupt("bad magic");
   Geometry g;
-  g.version = static_cast<int>(ByteAt(rec, 4));
-  if (g.version != 1 && g.version != 2) Corrupt("unknown version " + std::to_string(g.version));
+  const int version = static_cast<int>(ByteAt(rec, 4));
+  if (version == 1) Retired("v1", "coefficients-fast");
+  if (version != 2) Corrupt("unknown version " + std::to_string(version));
   g.components = static_cast<int>(ByteAt(rec, 5));
   g.color_space = static_cast<int>(ByteAt(rec, 6));
   if (!ColorSpaceFits(g.color_space, g.components)) Corrupt("bad colour space or components");
@@ -217,20 +208,18 @@ Geometry ParseGeometry(std::span<const std::byte> rec, std::int64_t max_pixels) 
   }
   const std::uint32_t band_count = Le32(rec, at);
   at += 4;
-  if (g.version == 2) {
-    if (rec.size() - at < 8) Corrupt("header ends early");
-    g.coding = static_cast<int>(ByteAt(rec, at));
-    g.group_width = static_cast<int>(ByteAt(rec, at + 1));
-    if (g.coding > 3 || g.group_width == 0 || Le16(rec, at + 2) != 0) {
-      Corrupt("bad coding, group width or reserved bytes");
-    }
+  if (rec.size() - at < 8) Corrupt("header ends early");
+  g.coding = static_cast<int>(ByteAt(rec, at));
+  if (g.coding == 1) Retired("v2-lz4", "coefficients-fast");
+  if (g.coding == 2) Retired("v2-zstd", "coefficients-small");
+  g.group_width = static_cast<int>(ByteAt(rec, at + 1));
+  if ((g.coding != 0 && g.coding != 3) || g.group_width == 0 || Le16(rec, at + 2) != 0) {
+    Corrupt("bad coding, group width or reserved bytes");
   }
   ComputeBlocks(g);
   if (band_count != static_cast<std::uint32_t>(g.bands)) Corrupt("band count differs");
-  if (g.version == 2) {
-    if (Le32(rec, at + 4) != static_cast<std::uint32_t>(g.groups)) Corrupt("group count differs");
-    at += 8;
-  }
+  if (Le32(rec, at + 4) != static_cast<std::uint32_t>(g.groups)) Corrupt("group count differs");
+  at += 8;
   const std::size_t entries = std::size_t(g.bands) * std::size_t(g.groups);
   if ((rec.size() - at) / 8 < entries) Corrupt("band table ends early");
   g.band_table = at;
@@ -247,8 +236,8 @@ Geometry ParseGeometry(std::span<const std::byte> rec, std::int64_t max_pixels) 
   return g;
 }
 
-// Checks every band (group) table entry against its blocks and the coding, and that the
-// packed sizes fill the record.
+// Checks every group table entry against its blocks and the coding, and that the packed
+// sizes fill the record.
 void CheckTable(std::span<const std::byte> rec, const Geometry& g) {
   const std::size_t entries = std::size_t(g.bands) * std::size_t(g.groups);
   const std::size_t at = g.band_table;
@@ -258,30 +247,18 @@ void CheckTable(std::span<const std::byte> rec, const Geometry& g) {
     const std::uint64_t raw = Le32(rec, at + 8 * e + 4);
     const int band = static_cast<int>(e / std::size_t(g.groups));
     const std::uint64_t blocks = g.group_blocks(band, static_cast<int>(e % std::size_t(g.groups)));
-    // Version 1: 3..192 bytes a block; version 2: 10 (DC delta, mask) + up to 63 values of
-    // 1 byte, each possibly with 2 more in the wide stream.
-    const bool sizes_fit = g.version == 1 ? raw >= 3 * blocks && raw <= 192 * blocks
-                                          : raw >= 10 * blocks && raw <= 199 * blocks;
-    bool packed_fits = packed > 0 && packed <= ZSTD_compressBound(raw);  // zstd
-    if (g.coding == 0) packed_fits = packed == raw;
-    if (g.coding == 1) {
-      packed_fits = raw <= LZ4_MAX_INPUT_SIZE && packed > 0 &&
-                    packed <= std::uint64_t(LZ4_compressBound(int(raw)));
-    }
-    if (g.coding == 3) packed_fits = packed >= detail::kHuffGroupHeader && packed <= 16 + 2 * raw;
+    // 10 bytes a block (DC delta, mask) + up to 63 values of 1 byte, each possibly with 2
+    // more in the wide stream.
+    const bool sizes_fit = raw >= 10 * blocks && raw <= 199 * blocks;
+    const bool packed_fits = g.coding == 0
+                                 ? packed == raw
+                                 : packed >= detail::kHuffGroupHeader && packed <= 16 + 2 * raw;
     if (!sizes_fit || !packed_fits) {
       Corrupt("band " + std::to_string(band) + " sizes do not fit its blocks");
     }
     total += packed;
   }
   if (total != rec.size() - g.data) Corrupt("bands do not fill the record");
-}
-
-std::pair<std::size_t, std::uint32_t> BandAt(std::span<const std::byte> rec, const Geometry& g,
-                                             int band) {
-  std::size_t offset = g.data;
-  for (int b = 0; b < band; ++b) offset += Le32(rec, g.band_table + 8 * std::size_t(b));
-  return {offset, Le32(rec, g.band_table + 8 * std::size_t(band))};
 }
 
 // --- Packing.
@@ -326,69 +303,6 @@ struct Reader {
   }
 };
 
-// The four streams of one band (docs/shard-format.md): block headers, DC deltas,
-// positions, values.
-struct BandStreams {
-  std::vector<std::byte> headers, dc, positions, values;
-  void Clear() {
-    headers.clear();
-    dc.clear();
-    positions.clear();
-    values.clear();
-  }
-  void AddRow(const JBLOCKROW row, int width) {
-    std::int32_t previous = 0;
-    for (int x = 0; x < width; ++x) {
-      const JCOEF* block = row[x];
-      PutLe16(dc, static_cast<std::uint16_t>(block[0] - previous));
-      previous = block[0];
-      int count = 0;
-      bool wide = false;
-      for (int k = 1; k < 64; ++k) {
-        const int value = block[kNatural[k]];
-        if (value == 0) continue;
-        ++count;
-        wide = wide || value < -128 || value > 127;
-      }
-      headers.push_back(std::byte(count | (wide ? 0x80 : 0)));
-      for (int k = 1; k < 64; ++k) {
-        const int value = block[kNatural[k]];
-        if (value == 0) continue;
-        positions.push_back(std::byte(k));
-        if (wide) {
-          PutLe16(values, static_cast<std::uint16_t>(value));
-        } else {
-          values.push_back(std::byte(static_cast<std::uint8_t>(value)));
-        }
-      }
-    }
-  }
-};
-
-// Appends one band's streams as an LZ4 (or LZ4HC at `level` > 0) block to `out` and
-// writes its sizes into the band table entry at `entry_at`.
-void AppendBand(const BandStreams& streams, int level, std::vector<std::byte>& out,
-                std::size_t entry_at) {
-  std::vector<char> raw;
-  for (const auto* s : {&streams.headers, &streams.dc, &streams.positions, &streams.values}) {
-    raw.insert(raw.end(), reinterpret_cast<const char*>(s->data()),
-               reinterpret_cast<const char*>(s->data() + s->size()));
-  }
-  const std::size_t at = out.size();
-  const int bound = LZ4_compressBound(static_cast<int>(raw.size()));
-  out.resize(at + static_cast<std::size_t>(bound));
-  auto* dst = reinterpret_cast<char*>(out.data() + at);
-  const int size = static_cast<int>(raw.size());
-  const int packed = level > 0 ? LZ4_compress_HC(raw.data(), dst, size, bound, level)
-                               : LZ4_compress_default(raw.data(), dst, size, bound);
-  assert(packed > 0);
-  out.resize(at + static_cast<std::size_t>(packed));
-  for (int i = 0; i < 4; ++i) {
-    out[entry_at + i] = std::byte((static_cast<std::uint32_t>(packed) >> (8 * i)) & 0xFF);
-    out[entry_at + 4 + i] = std::byte((raw.size() >> (8 * i)) & 0xFF);
-  }
-}
-
 // Why a file that libjpeg read cannot be stored, or nullptr.
 const char* Unstorable(const jpeg_decompress_struct& cinfo) {
   if (cinfo.data_precision != 8) return "not 8-bit samples";
@@ -406,8 +320,7 @@ const char* Unstorable(const jpeg_decompress_struct& cinfo) {
 // The header of a record for the image `cinfo` has read; tables deduplicated.
 Geometry GeometryOf(const jpeg_decompress_struct& cinfo, const CoefficientPackOptions& options) {
   Geometry g;
-  g.version = options.version;
-  g.coding = g.version == 1 ? 1 : static_cast<int>(options.coding);
+  g.coding = static_cast<int>(options.coding);
   g.width = static_cast<int>(cinfo.image_width);
   g.height = static_cast<int>(cinfo.image_height);
   g.components = cinfo.num_components;
@@ -433,7 +346,7 @@ Geometry GeometryOf(const jpeg_decompress_struct& cinfo, const CoefficientPackOp
 
 void AppendHeader(const Geometry& g, std::vector<std::byte>& out) {
   for (std::uint8_t b : kMagic) out.push_back(std::byte{b});
-  out.push_back(std::byte(g.version));
+  out.push_back(std::byte{2});  // the version
   out.push_back(std::byte(g.components));
   out.push_back(std::byte(g.color_space));
   out.push_back(std::byte(g.adobe ? 1 : 0));
@@ -450,15 +363,13 @@ void AppendHeader(const Geometry& g, std::vector<std::byte>& out) {
     for (std::uint16_t q : g.quant[t]) PutLe16(out, q);
   }
   PutLe32(out, static_cast<std::uint32_t>(g.bands));
-  if (g.version == 2) {
-    out.push_back(std::byte(g.coding));
-    out.push_back(std::byte(g.group_width));
-    PutLe16(out, 0);
-    PutLe32(out, static_cast<std::uint32_t>(g.groups));
-  }
+  out.push_back(std::byte(g.coding));
+  out.push_back(std::byte(g.group_width));
+  PutLe16(out, 0);
+  PutLe32(out, static_cast<std::uint32_t>(g.groups));
 }
 
-// --- Version 2: column groups of blocks as DC deltas, nonzero masks and values.
+// --- Column groups of blocks as DC deltas, nonzero masks and values.
 
 // The four streams of one column group (docs/shard-format.md): per block a DC delta
 // (i16) and the 64-bit zigzag nonzero mask of its AC coefficients; the nonzero values as
@@ -495,54 +406,6 @@ struct GroupStreams {
       PutLe32(masks, static_cast<std::uint32_t>(mask >> 32));
     }
   }
-};
-
-// Appends `raw` coded as `g.coding` says to `out`; writes its sizes at `entry_at`.
-void AppendCoded(const std::vector<char>& raw, const Geometry& g,
-                 const CoefficientPackOptions& options, ZSTD_CCtx* zstd,
-                 std::vector<std::byte>& out, std::size_t entry_at) {
-  const std::size_t at = out.size();
-  std::size_t packed = raw.size();
-  if (g.coding == 0) {
-    out.resize(at + raw.size());
-    if (!raw.empty()) std::memcpy(out.data() + at, raw.data(), raw.size());
-  } else if (g.coding == 1) {
-    const int bound = LZ4_compressBound(static_cast<int>(raw.size()));
-    out.resize(at + static_cast<std::size_t>(bound));
-    auto* dst = reinterpret_cast<char*>(out.data() + at);
-    const int size = static_cast<int>(raw.size());
-    const int n = options.lz4hc_level > 0
-                      ? LZ4_compress_HC(raw.data(), dst, size, bound, options.lz4hc_level)
-                      : LZ4_compress_default(raw.data(), dst, size, bound);
-    assert(n > 0);
-    packed = static_cast<std::size_t>(n);
-  } else {
-    out.resize(at + ZSTD_compressBound(raw.size()));
-    packed = ZSTD_compress2(zstd, out.data() + at, out.size() - at, raw.data(), raw.size());
-    if (ZSTD_isError(packed)) throw std::bad_alloc();  // zstd fails only for memory here
-  }
-  out.resize(at + packed);
-  for (int i = 0; i < 4; ++i) {
-    out[entry_at + i] = std::byte((packed >> (8 * i)) & 0xFF);
-    out[entry_at + 4 + i] = std::byte((raw.size() >> (8 * i)) & 0xFF);
-  }
-}
-
-// A zstd compressor set up for version 2's frames: no magic, no checksum, no content
-// size (the group table holds the sizes), at the options' level.
-struct ZstdCompressor {
-  ZSTD_CCtx* cctx = nullptr;
-  explicit ZstdCompressor(int level) : cctx(ZSTD_createCCtx()) {
-    if (cctx == nullptr) throw std::bad_alloc();
-    ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level);
-    ZSTD_CCtx_setParameter(cctx, ZSTD_c_format, ZSTD_f_zstd1_magicless);
-    ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 0);
-    ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 0);
-    ZSTD_CCtx_setParameter(cctx, ZSTD_c_dictIDFlag, 0);
-  }
-  ~ZstdCompressor() { ZSTD_freeCCtx(cctx); }
-  ZstdCompressor(const ZstdCompressor&) = delete;
-  ZstdCompressor& operator=(const ZstdCompressor&) = delete;
 };
 
 // --- Decoding.
@@ -595,51 +458,10 @@ void BuildJpegHeader(const Geometry& g, int sub_width, int sub_height,
   put(0);
 }
 
-// Where one band's four streams start in the decompressed bands.
-struct BandCursor {
-  std::size_t headers, dc, positions, values;
-};
-
-// Decompresses bands [row0, row1] into `raw` (grown as needed) and checks that each
-// band's streams add up, filling one cursor per band, so that the controller, which
-// cannot report errors, reads only checked bytes. Throws DecodeError(kCorrupt).
-void DecompressBands(std::span<const std::byte> rec, const Geometry& g, int row0, int row1,
-                     std::vector<std::uint8_t>& raw, std::vector<BandCursor>& cursors) {
-  auto [offset, packed] = BandAt(rec, g, row0);
-  std::size_t total = 0;
-  for (int b = row0; b <= row1; ++b) total += Le32(rec, g.band_table + 8 * std::size_t(b) + 4);
-  if (raw.size() < total) raw.resize(total);
-  cursors.resize(std::size_t(row1) - std::size_t(row0) + 1);
-  std::size_t at = 0;
-  for (int b = row0; b <= row1; ++b) {
-    packed = Le32(rec, g.band_table + 8 * std::size_t(b));
-    const std::uint32_t size = Le32(rec, g.band_table + 8 * std::size_t(b) + 4);
-    const int got = LZ4_decompress_safe(reinterpret_cast<const char*>(rec.data() + offset),
-                                        reinterpret_cast<char*>(raw.data() + at),
-                                        static_cast<int>(packed), static_cast<int>(size));
-    if (got != static_cast<int>(size)) Corrupt("band " + std::to_string(b) + " is damaged");
-    const std::size_t blocks_in_band = g.band_blocks(b);
-    std::size_t positions = 0, values = 0;
-    for (std::size_t i = 0; i < blocks_in_band; ++i) {
-      const unsigned h = raw[at + i];
-      if ((h & 0x40) != 0) Corrupt("bad block header in band " + std::to_string(b));
-      positions += h & 63;
-      values += (h & 63) << (h >> 7);
-    }
-    if (3 * blocks_in_band + positions + values != size) {
-      Corrupt("band " + std::to_string(b) + " streams do not add up");
-    }
-    cursors[std::size_t(b - row0)] = {at, at + blocks_in_band, at + 3 * blocks_in_band,
-                                      at + 3 * blocks_in_band + positions};
-    offset += packed;
-    at += size;
-  }
-}
-
 using Block = CoefficientBlock;
 static_assert(sizeof(JCOEF) == sizeof(std::int16_t) && sizeof(Block) == sizeof(JBLOCK));
 
-// Version 2: where the next block row of each stream of one column group starts.
+// Where the next block row of each stream of one column group starts.
 using GroupCursor = detail::MaskedStreams;
 
 std::uint64_t Le64(const std::uint8_t* p) {
@@ -649,46 +471,21 @@ std::uint64_t Le64(const std::uint8_t* p) {
   return v;
 }
 
-// A zstd decompressor for version 2's magicless frames.
-struct ZstdDecompressor {
-  ZSTD_DCtx* dctx = ZSTD_createDCtx();
-  ZstdDecompressor() {
-    if (dctx == nullptr) throw std::bad_alloc();
-    ZSTD_DCtx_setParameter(dctx, ZSTD_d_format, ZSTD_f_zstd1_magicless);
-  }
-  ~ZstdDecompressor() { ZSTD_freeDCtx(dctx); }
-  ZstdDecompressor(const ZstdDecompressor&) = delete;
-  ZstdDecompressor& operator=(const ZstdDecompressor&) = delete;
-};
-
-// What decodes version 2's groups: zstd's context and the record's Huffman tables.
+// What decodes the groups: the record's Huffman tables.
 struct GroupDecoders {
-  ZstdDecompressor zstd;
   detail::HuffDecoder huff;
   bool portable = false;  // JpegOptions::portable_kernels
 };
 
-// Decodes one group's stored bytes into `out` (exactly `raw_size` bytes) or throws.
+// Decodes one Huffman-coded group into `out` (exactly `raw_size` bytes) or throws.
 void DecodeGroup(const Geometry& g, const std::byte* packed, std::size_t packed_size,
                  std::uint8_t* out, std::size_t raw_size, GroupDecoders& decoders, int band,
                  int k) {
-  bool ok = true;
-  if (g.coding == 3) {
-    const detail::HuffGroupShape shape{g.group_blocks(band, k), g.group_blocks(band, k, 0)};
-    if (const char* why = decoders.huff.DecodeGroup(reinterpret_cast<const std::uint8_t*>(packed),
-                                                    packed_size, out, raw_size, shape)) {
-      Corrupt("band " + std::to_string(band) + " group " + std::to_string(k) + ": " + why);
-    }
-  } else if (g.coding == 0) {
-    std::memcpy(out, packed, raw_size);
-  } else if (g.coding == 1) {
-    ok = LZ4_decompress_safe(reinterpret_cast<const char*>(packed), reinterpret_cast<char*>(out),
-                             static_cast<int>(packed_size),
-                             static_cast<int>(raw_size)) == static_cast<int>(raw_size);
-  } else {
-    ok = ZSTD_decompressDCtx(decoders.zstd.dctx, out, raw_size, packed, packed_size) == raw_size;
+  const detail::HuffGroupShape shape{g.group_blocks(band, k), g.group_blocks(band, k, 0)};
+  if (const char* why = decoders.huff.DecodeGroup(reinterpret_cast<const std::uint8_t*>(packed),
+                                                  packed_size, out, raw_size, shape)) {
+    Corrupt("band " + std::to_string(band) + " group " + std::to_string(k) + ": " + why);
   }
-  if (!ok) Corrupt("band " + std::to_string(band) + " is damaged");
 }
 
 // Checks one decoded group of `blocks` blocks and returns its cursor: masks without bit
@@ -787,8 +584,6 @@ void UnpackGroupsRow(GroupCursor* cursors, const Geometry& g, int c, int k0, int
 // data: it lives in the decoder and is read inside libjpeg.
 struct BandFeed {
   jpeg_d_coef_controller pub;  // first: libjpeg holds a pointer to it
-  const std::uint8_t* raw;     // the covering bands, decompressed and checked
-  const BandCursor* cursors;   // one per sub-image iMCU row
   JDIMENSION rows;             // iMCU rows of the sub-image
   int wib[4];                  // blocks per row of each component, whole image
   int first[4];                // first block column of the sub-image, per component
@@ -797,8 +592,7 @@ struct BandFeed {
   // here, row0 being the sub-image's first iMCU row in the image); else all null.
   const Block* whole[4];
   int row0;
-  // Version 2: the geometry, and per sub-image iMCU row the cursors of groups
-  // [k0, k0 + groups) (else null).
+  // The geometry, and per sub-image iMCU row the cursors of groups [k0, k0 + groups).
   const Geometry* geometry;
   GroupCursor* group_cursors;
   int k0, groups;
@@ -808,17 +602,6 @@ struct BandFeed {
   std::int64_t idct_ns;
 };
 
-// Unpacks blocks [first, first + count) of the next row of a band into `out`, and
-// moves the cursor past the row's `width` blocks.
-void UnpackRow(const std::uint8_t* raw, BandCursor& cursor, int width, int first, int count,
-               Block* out, bool portable = false) {
-  detail::ListedStreams s{raw + cursor.headers, raw + cursor.dc, raw + cursor.positions,
-                          raw + cursor.values};
-  detail::UnpackListedRow(s, width, first, count, out, portable);
-  cursor = {static_cast<std::size_t>(s.headers - raw), static_cast<std::size_t>(s.dc - raw),
-            static_cast<std::size_t>(s.positions - raw), static_cast<std::size_t>(s.values - raw)};
-}
-
 void NoPass(j_decompress_ptr) {}
 int NoInput(j_decompress_ptr) { return JPEG_SUSPENDED; }
 
@@ -827,7 +610,6 @@ int NoInput(j_decompress_ptr) { return JPEG_SUSPENDED; }
 int DecompressRow(j_decompress_ptr cinfo, JSAMPIMAGE output_buf) {
   auto* feed = reinterpret_cast<BandFeed*>(cinfo->coef);
   const JDIMENSION row = cinfo->output_iMCU_row;
-  BandCursor cursor = feed->cursors != nullptr ? feed->cursors[row] : BandCursor{};
   for (int ci = 0; ci < cinfo->num_components; ++ci) {
     jpeg_component_info* comp = cinfo->comp_info + ci;
     int block_rows = comp->v_samp_factor;
@@ -845,13 +627,10 @@ int DecompressRow(j_decompress_ptr cinfo, JSAMPIMAGE output_buf) {
         const std::size_t block_row =
             (std::size_t(feed->row0) + row) * std::size_t(comp->v_samp_factor) + std::size_t(y);
         blocks = feed->whole[ci] + block_row * std::size_t(feed->wib[ci]) + feed->first[ci];
-      } else if (feed->group_cursors != nullptr) {
+      } else {
         UnpackGroupsRow(feed->group_cursors + std::size_t(row) * std::size_t(feed->groups),
                         *feed->geometry, ci, feed->k0, feed->groups, feed->first[ci], count,
                         feed->blocks, feed->portable);
-      } else {
-        UnpackRow(feed->raw, cursor, feed->wib[ci], feed->first[ci], count, feed->blocks,
-                  feed->portable);
       }
       if (!comp->component_needed) continue;
       const auto t1 = feed->timed ? Clock::now() : Clock::time_point();
@@ -1028,29 +807,7 @@ std::optional<detail::ChromaSampling> FusedSampling(const Geometry& g, const Cov
   return std::nullopt;
 }
 
-// Version 1: each band's streams, one LZ4 block. False if libjpeg failed.
-bool PackBands(Reader& r, jvirt_barray_ptr* arrays, const Geometry& g,
-               const CoefficientPackOptions& options, std::vector<std::byte>& out) {
-  const std::size_t table_at = out.size();
-  out.resize(out.size() + 8 * std::size_t(g.bands));
-  BandStreams streams;
-  for (int band = 0; band < g.bands; ++band) {
-    streams.Clear();
-    for (int c = 0; c < g.components; ++c) {
-      JBLOCKARRAY rows = nullptr;
-      const auto start = static_cast<JDIMENSION>(band * g.v[c]);
-      if (!GuardedAccess(&r.cinfo, &r.errors, arrays[c], start, static_cast<JDIMENSION>(g.v[c]),
-                         &rows)) {
-        return false;
-      }
-      for (int y = 0; y < g.band_rows(band, c); ++y) streams.AddRow(rows[y], g.wib[c]);
-    }
-    AppendBand(streams, options.lz4hc_level, out, table_at + 8 * std::size_t(band));
-  }
-  return true;
-}
-
-// Version 2: the raw bytes of group k of `band` (DC deltas, masks, values, wide) into
+// The raw bytes of group k of `band` (DC deltas, masks, values, wide) into
 // `raw`. False if libjpeg failed.
 bool GroupRaw(Reader& r, jvirt_barray_ptr* arrays, const Geometry& g, int band, int k,
               GroupStreams& streams, std::vector<char>& raw) {
@@ -1076,7 +833,7 @@ bool GroupRaw(Reader& r, jvirt_barray_ptr* arrays, const Geometry& g, int band, 
   return true;
 }
 
-// Version 2 with Huffman groups (coding 3): every group's raw bytes first, since the
+// Huffman groups (coding 3): every group's raw bytes first, since the
 // record's tables count them all; then the tables (after their u32 size) and the groups.
 bool PackHuffGroups(Reader& r, jvirt_barray_ptr* arrays, const Geometry& g,
                     std::vector<std::byte>& out, std::size_t table_at) {
@@ -1116,20 +873,25 @@ bool PackHuffGroups(Reader& r, jvirt_barray_ptr* arrays, const Geometry& g,
   return true;
 }
 
-// Version 2: each band's column groups, each coded on its own. False if libjpeg failed.
+// Each band's column groups, each coded on its own. False if libjpeg failed.
 bool PackGroups(Reader& r, jvirt_barray_ptr* arrays, const Geometry& g,
-                const CoefficientPackOptions& options, std::vector<std::byte>& out) {
+                std::vector<std::byte>& out) {
   const std::size_t table_at = out.size();
   out.resize(out.size() + 8 * std::size_t(g.bands) * std::size_t(g.groups));
   if (g.coding == 3) return PackHuffGroups(r, arrays, g, out, table_at);
-  ZstdCompressor zstd(options.zstd_level);
   GroupStreams streams;
   std::vector<char> raw;
   for (int band = 0; band < g.bands; ++band) {
     for (int k = 0; k < g.groups; ++k) {
       if (!GroupRaw(r, arrays, g, band, k, streams, raw)) return false;
-      const std::size_t entry = std::size_t(band) * std::size_t(g.groups) + std::size_t(k);
-      AppendCoded(raw, g, options, zstd.cctx, out, table_at + 8 * entry);
+      // Stored: the raw bytes themselves, packed size = raw size.
+      const std::size_t entry_at =
+          table_at + 8 * (std::size_t(band) * std::size_t(g.groups) + std::size_t(k));
+      const auto* bytes = reinterpret_cast<const std::byte*>(raw.data());
+      out.insert(out.end(), bytes, bytes + raw.size());
+      for (int i = 0; i < 4; ++i) {
+        out[entry_at + i] = out[entry_at + 4 + i] = std::byte((raw.size() >> (8 * i)) & 0xFF);
+      }
     }
   }
   return true;
@@ -1139,15 +901,10 @@ bool PackGroups(Reader& r, jvirt_barray_ptr* arrays, const Geometry& g,
 void CheckCoefficients(std::span<const std::byte> record, std::int64_t max_pixels) {
   const Geometry g = ParseGeometry(record, max_pixels);
   std::vector<std::uint8_t> raw;
-  std::vector<BandCursor> cursors;
   std::vector<GroupCursor> group_cursors;
   GroupDecoders decoders;
   for (int b = 0; b < g.bands; ++b) {
-    if (g.version == 1) {
-      DecompressBands(record, g, b, b, raw, cursors);
-    } else {
-      DecompressGroups(record, g, b, b, 0, g.groups - 1, raw, group_cursors, decoders);
-    }
+    DecompressGroups(record, g, b, b, 0, g.groups - 1, raw, group_cursors, decoders);
   }
 }
 
@@ -1155,14 +912,9 @@ UnpackedCoefficients UnpackCoefficients(std::span<const std::byte> record,
                                         std::int64_t max_pixels) {
   const Geometry g = ParseGeometry(record, max_pixels);
   std::vector<std::uint8_t> raw;
-  std::vector<BandCursor> cursors;
   std::vector<GroupCursor> group_cursors;
-  if (g.version == 1) {
-    DecompressBands(record, g, 0, g.bands - 1, raw, cursors);
-  } else {
-    GroupDecoders decoders;
-    DecompressGroups(record, g, 0, g.bands - 1, 0, g.groups - 1, raw, group_cursors, decoders);
-  }
+  GroupDecoders decoders;
+  DecompressGroups(record, g, 0, g.bands - 1, 0, g.groups - 1, raw, group_cursors, decoders);
   UnpackedCoefficients u;
   u.record.assign(record.begin(), record.end());
   std::size_t total = 0;
@@ -1172,17 +924,12 @@ UnpackedCoefficients UnpackCoefficients(std::span<const std::byte> record,
   }
   u.blocks.resize(total);
   for (int b = 0; b < g.bands; ++b) {
-    BandCursor cursor = g.version == 1 ? cursors[std::size_t(b)] : BandCursor{};
     for (int c = 0; c < g.components; ++c) {
       for (int y = 0; y < g.band_rows(b, c); ++y) {
         const std::size_t row = std::size_t(b) * std::size_t(g.v[c]) + std::size_t(y);
         Block* out = u.blocks.data() + u.first_block[c] + row * std::size_t(g.wib[c]);
-        if (g.version == 1) {
-          UnpackRow(raw.data(), cursor, g.wib[c], 0, g.wib[c], out);
-        } else {
-          UnpackGroupsRow(group_cursors.data() + std::size_t(b) * std::size_t(g.groups), g, c, 0,
-                          g.groups, 0, g.wib[c], out, false);
-        }
+        UnpackGroupsRow(group_cursors.data() + std::size_t(b) * std::size_t(g.groups), g, c, 0,
+                        g.groups, 0, g.wib[c], out, false);
       }
     }
   }
@@ -1195,9 +942,8 @@ bool LooksLikeCoefficients(std::span<const std::byte> bytes) {
 
 CoefficientPackResult PackCoefficients(std::span<const std::byte> jpeg,
                                        const CoefficientPackOptions& options) {
-  if ((options.version != 1 && options.version != 2) || options.group_pixels < 1 ||
-      options.lz4hc_level < 0 || options.lz4hc_level > 12 || options.zstd_level < -5 ||
-      options.zstd_level > 19 || static_cast<int>(options.coding) > 3) {
+  if (options.group_pixels < 1 || (options.coding != CoefficientCoding::kNone &&
+                                   options.coding != CoefficientCoding::kHuffman)) {
     throw std::invalid_argument("CoefficientPackOptions out of range");
   }
   CoefficientPackResult result;
@@ -1235,9 +981,7 @@ CoefficientPackResult PackCoefficients(std::span<const std::byte> jpeg,
   }
   const Geometry g = GeometryOf(r.cinfo, options);
   AppendHeader(g, result.record);
-  const bool stored = g.version == 1 ? PackBands(r, arrays, g, options, result.record)
-                                     : PackGroups(r, arrays, g, options, result.record);
-  if (!stored) {
+  if (!PackGroups(r, arrays, g, result.record)) {
     auto [kind, reason] = r.Failed("coefficients");
     result.record.clear();
     return refuse(kind, std::move(reason));
@@ -1295,8 +1039,7 @@ struct CoefficientDecoder::Impl {
   ErrorManager errors{};
   BandFeed feed{};
   std::vector<std::byte> header;
-  std::vector<std::uint8_t> raw;  // the covering bands, decompressed; only grows
-  std::vector<BandCursor> cursors;
+  std::vector<std::uint8_t> raw;  // the covering Huffman groups, decoded; only grows
   std::vector<GroupCursor> group_cursors;
   GroupDecoders group_decoders;
   std::vector<Block> blocks;
@@ -1326,12 +1069,8 @@ struct CoefficientDecoder::Impl {
   }
 
   void Prepare(std::span<const std::byte> rec, const Geometry& g, const Cover& cover) {
-    if (g.version == 1) {
-      DecompressBands(rec, g, cover.row0, cover.row1, raw, cursors);
-    } else {
-      DecompressGroups(rec, g, cover.row0, cover.row1, cover.col0 / g.group_width,
-                       cover.col1 / g.group_width, raw, group_cursors, group_decoders);
-    }
+    DecompressGroups(rec, g, cover.row0, cover.row1, cover.col0 / g.group_width,
+                     cover.col1 / g.group_width, raw, group_cursors, group_decoders);
   }
 
   DecodeReport Decode(std::span<const std::byte> rec, const UnpackedCoefficients* unpacked,
@@ -1401,12 +1140,8 @@ void CoefficientDecoder::Impl::Start(const Geometry& g, const Cover& cover,
   feed.pub.start_output_pass = NoPass;
   feed.pub.decompress_data = DecompressRow;
   feed.pub.coef_arrays = nullptr;
-  const bool grouped = unpacked == nullptr && g.version == 2;
-  const bool banded = unpacked == nullptr && g.version == 1;
-  feed.raw = raw.data();
-  feed.cursors = banded ? cursors.data() : nullptr;
   feed.geometry = &g;
-  feed.group_cursors = grouped ? group_cursors.data() : nullptr;
+  feed.group_cursors = unpacked == nullptr ? group_cursors.data() : nullptr;
   feed.k0 = cover.col0 / g.group_width;
   feed.groups = cover.col1 / g.group_width - feed.k0 + 1;
   feed.rows = cinfo.total_iMCU_rows;
@@ -1521,7 +1256,7 @@ DecodeReport CoefficientDecoder::Impl::Decode(std::span<const std::byte> rec,
   if (times != nullptr) {
     const std::int64_t rows_ns =
         Nanos(Clock::now() - t1) - resize_ns - feed.unpack_ns - feed.idct_ns;
-    times->lz4_seconds = static_cast<double>(Nanos(t1 - t0)) * 1e-9;
+    times->groups_seconds = static_cast<double>(Nanos(t1 - t0)) * 1e-9;
     times->unpack_seconds = static_cast<double>(feed.unpack_ns) * 1e-9;
     times->idct_seconds = static_cast<double>(feed.idct_ns) * 1e-9;
     times->rows_seconds = static_cast<double>(std::max<std::int64_t>(rows_ns, 0)) * 1e-9;

@@ -69,7 +69,7 @@ bool GuardedReadHeader(jpeg_decompress_struct* cinfo, LibjpegErrors* errors,
 // a component's first 10 coefficients unrefined (coef_bits != 0 after the last scan) is
 // block-smoothed by libjpeg (jdcoefct.c, do_block_smoothing); coefficients stored or
 // transcoded to a complete baseline file would not be, so their pixels would differ.
-// --jpeg-index (jpeg_index.cc) and --codec coefficients (jpeg_coefficients.cc) both store
+// --codec jpeg-index (jpeg_index.cc) and the coefficient codecs (jpeg_coefficients.cc) both store
 // such files as they came, by this one test.
 const char* NotPlain(const jpeg_decompress_struct& cinfo);
 

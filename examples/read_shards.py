@@ -4,11 +4,10 @@
 It walks a pack's manifest and shards and checks every byte the format describes: the
 manifest and its checksum, each shard's header, index and trailer, every record's
 checksum and header, and every payload of every codec (JPEG and PNG files, LZ4 raw
-tensors, indexed JPEGs with their interval index, coefficient records band by band or,
-version 2, column group by group: stored, LZ4, zstd, or Huffman-coded, decoded here).
-It uses nothing of tilefeed: the standard library, numpy, and the three C libraries the
-format names (xxHash for XXH3_64bits, liblz4 for LZ4 blocks, libzstd for zstd frames)
-through ctypes.
+tensors, indexed JPEGs with their interval index, coefficient records column group by
+group: stored or Huffman-coded, decoded here; the retired layouts are refused). It uses
+nothing of tilefeed: the standard library, numpy, and the two C libraries the format names
+(xxHash for XXH3_64bits, liblz4 for LZ4 blocks) through ctypes.
 
     read_shards.py PACK [--source FOLDER] [--raw-size WxH]
 
@@ -48,45 +47,6 @@ _xxhash.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
 _lz4 = _load("lz4", "liblz4.so.1")
 _lz4.LZ4_decompress_safe.restype = ctypes.c_int
 _lz4.LZ4_decompress_safe.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
-_lz4.LZ4_compressBound.restype = ctypes.c_int
-_lz4.LZ4_compressBound.argtypes = [ctypes.c_int]
-
-
-_zstd = _load("zstd", "libzstd.so.1")
-_zstd.ZSTD_createDCtx.restype = ctypes.c_void_p
-_zstd.ZSTD_DCtx_setParameter.restype = ctypes.c_size_t
-_zstd.ZSTD_DCtx_setParameter.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
-_zstd.ZSTD_decompressDCtx.restype = ctypes.c_size_t
-_zstd.ZSTD_decompressDCtx.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t,
-                                      ctypes.c_char_p, ctypes.c_size_t]
-_zstd.ZSTD_isError.restype = ctypes.c_uint
-_zstd.ZSTD_isError.argtypes = [ctypes.c_size_t]
-_zstd.ZSTD_getErrorName.restype = ctypes.c_char_p
-_zstd.ZSTD_getErrorName.argtypes = [ctypes.c_size_t]
-_zstd.ZSTD_compressBound.restype = ctypes.c_size_t
-_zstd.ZSTD_compressBound.argtypes = [ctypes.c_size_t]
-ZSTD_D_FORMAT, ZSTD_F_ZSTD1_MAGICLESS = 1000, 1  # ZSTD_d_format, ZSTD_f_zstd1_magicless
-
-
-def _magicless_dctx():
-    dctx = _zstd.ZSTD_createDCtx()
-    need(dctx, "ZSTD_createDCtx failed")
-    result = _zstd.ZSTD_DCtx_setParameter(dctx, ZSTD_D_FORMAT, ZSTD_F_ZSTD1_MAGICLESS)
-    need(not _zstd.ZSTD_isError(result), "libzstd does not take ZSTD_f_zstd1_magicless")
-    return dctx
-
-
-_zstd_dctx = _magicless_dctx()
-
-
-def zstd_magicless(packed, raw_size):
-    """Decompresses one zstd frame without its magic number to exactly raw_size bytes."""
-    out = ctypes.create_string_buffer(max(raw_size, 1))
-    got = _zstd.ZSTD_decompressDCtx(_zstd_dctx, out, raw_size, bytes(packed), len(packed))
-    if _zstd.ZSTD_isError(got):
-        raise FormatError(f"zstd frame: {_zstd.ZSTD_getErrorName(got).decode()}")
-    need(got == raw_size, f"zstd frame gives {got} bytes, expected {raw_size}")
-    return out.raw[:raw_size]
 
 
 def xxh3(data):
@@ -304,9 +264,10 @@ def check_raw(payload, raw_size):
 # ---------------------------------------------------------------------------- coefficients
 
 def coefficient_header(rec):
-    """Checks a coefficient record's header; returns (version, geometry, band-count offset)."""
+    """Checks a coefficient record's header; returns (geometry, band-count offset)."""
     need(rec[0:4] == b"TFJC", "bad coefficient magic")
-    need(rec[4] in (1, 2), f"coefficient record version {rec[4]}")
+    need(rec[4] != 1, "coefficient layout v1, retired")
+    need(rec[4] == 2, f"coefficient record version {rec[4]}")
     n, space, flags, width, height, tables = u("BBBHHB", rec, 5)
     need(rec[13:16] == b"\0\0\0", "reserved coefficient header bytes")
     need({1: (1,), 2: (3,), 3: (3,), 4: (4,), 5: (4,)}.get(space, ()) == (n,), "colour space")
@@ -324,7 +285,7 @@ def coefficient_header(rec):
     at = 16 + 3 * n + 128 * tables
     (count,) = u("I", rec, at)
     need(count == geo["bands"], f"band count {count}, expected {geo['bands']}")
-    return rec[4], geo, at + 4
+    return geo, at + 4
 
 
 def band_rows(geo, b, c):
@@ -334,41 +295,9 @@ def band_rows(geo, b, c):
 
 
 def check_coefficients(rec):
-    """Checks a codec-4 payload; returns (version-1 bands, version-2 groups) checked."""
-    version, geo, at = coefficient_header(rec)
-    if version == 1:
-        return check_bands_v1(rec, geo, at), 0
-    return 0, check_groups_v2(rec, geo, at)
-
-
-def check_bands_v1(rec, geo, at):
-    bands, comps = geo["bands"], geo["comps"]
-    table = np.frombuffer(rec, "<u4", 2 * bands, at).reshape(bands, 2)
-    data = at + 8 * bands
-    need(int(table[:, 0].sum()) == len(rec) - data, "bands do not fill the payload")
-    for b in range(bands):
-        packed, raw = int(table[b, 0]), int(table[b, 1])
-        blocks = sum(band_rows(geo, b, c) * geo["wib"][c] for c in range(len(comps)))
-        need(3 * blocks <= raw <= 192 * blocks and 1 <= packed <= _lz4.LZ4_compressBound(raw),
-             f"band {b} sizes")
-        streams = lz4_block(rec[data:data + packed], raw)
-        data += packed
-        headers = np.frombuffer(streams, np.uint8, blocks)
-        need(not (headers & 0x40).any(), f"band {b}: bit 6 of a block header is set")
-        nz = (headers & 0x3F).astype(np.int64)
-        wide = (headers >> 7).astype(np.int64)
-        need(3 * blocks + nz.sum() + (nz * (1 + wide)).sum() == raw, f"band {b} streams do not add up")
-        pos = 3 * blocks  # after the headers and the DC deltas
-        val = pos + int(nz.sum())
-        for n_ac, is_wide in zip(nz.tolist(), wide.tolist()):
-            zigzag = list(streams[pos:pos + n_ac])
-            need(all(1 <= z <= 63 for z in zigzag) and zigzag == sorted(set(zigzag)),
-                 f"band {b}: positions not rising in 1..63")
-            size = n_ac * (2 if is_wide else 1)
-            values = np.frombuffer(streams, "<i2" if is_wide else "i1", n_ac, val)
-            need((values != 0).all(), f"band {b} holds a zero coefficient")
-            pos, val = pos + n_ac, val + size
-    return bands
+    """Checks a codec-4 payload; returns the column groups checked."""
+    geo, at = coefficient_header(rec)
+    return check_groups_v2(rec, geo, at)
 
 
 # ---------------------------------------------------------------------------- version 2
@@ -387,16 +316,14 @@ def group_bounds(coding, raw):
     """The packed sizes the doc allows a group of `raw` bytes for its coding."""
     if coding == 0:
         return raw, raw
-    if coding == 1:
-        return 1, _lz4.LZ4_compressBound(raw)
-    if coding == 2:
-        return 1, _zstd.ZSTD_compressBound(raw)
     return 12, 16 + 2 * raw
 
 
 def check_groups_v2(rec, geo, at):
     coding, w, reserved, groups = u("BBHI", rec, at)
-    need(coding <= 3, f"unknown group coding {coding}")
+    retired = {1: "v2-lz4", 2: "v2-zstd"}
+    need(coding not in retired, f"coefficient layout {retired.get(coding)}, retired")
+    need(coding in (0, 3), f"unknown group coding {coding}")
     need(w >= 1 and reserved == 0, f"group width {w} or reserved bytes {reserved}")
     columns = -(-geo["width"] // (8 * geo["h_max"]))
     need(groups == -(-columns // w), f"{groups} groups per band, expected {-(-columns // w)}")
@@ -433,10 +360,6 @@ def check_groups_v2(rec, geo, at):
 def decode_group(coding, coded, raw, blocks, tables):
     if coding == 0:
         return bytes(coded)
-    if coding == 1:
-        return lz4_block(coded, raw)
-    if coding == 2:
-        return zstd_magicless(coded, raw)
     return huffman_group(coded, raw, blocks[0], sum(blocks), tables)
 
 
@@ -587,7 +510,7 @@ def main():
         for s, line in enumerate(shards):
             records += read_shard(os.path.join(args.pack, line[0]), s, version, codec, line)
         need(len(records) == total, "record count")
-        kinds, intervals, bands, groups = {}, 0, 0, 0
+        kinds, intervals, groups = {}, 0, 0
         for where, label, r_codec, index_len, payload in records:
             need(not classes or label < len(classes), f"{where}: label {label} >= {len(classes)}")
             try:
@@ -604,8 +527,7 @@ def main():
                     intervals += check_indexed(payload[:index_len], payload[index_len:])
                     kind = "indexed"
                 else:
-                    got = check_coefficients(payload)
-                    bands, groups = bands + got[0], groups + got[1]
+                    groups += check_coefficients(payload)
                     kind = "coefficients"
             except (FormatError, struct.error, IndexError, ValueError, KeyError, TypeError) as e:
                 raise FormatError(f"{where}: {e}") from None
@@ -623,7 +545,7 @@ def main():
         return 1
     summary = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
     print(f"read_shards: OK {args.pack}: {total} records in {len(shards)} shards ({summary}); "
-          f"{intervals} intervals, {bands} bands, {groups} groups checked")
+          f"{intervals} intervals, {groups} groups checked")
     return 0
 
 

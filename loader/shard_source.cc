@@ -109,6 +109,36 @@ struct OpenedShard {
   detail::ShardIndex index;
 };
 
+// Refuses a coefficient shard whose records are of a layout this build no longer reads
+// (codecs/jpeg_coefficients.h), naming it and the repack command, so that such a pack
+// fails when opened rather than sample by sample. A pack is written with one layout, so
+// the header of the first coefficient record among the first few is enough; reading it
+// costs one small read. Anything else wrong with it is left to the record's own read.
+void RefuseRetiredLayout(const detail::RangeFile& file, const detail::ShardIndex& index,
+                         const std::string& path) {
+  constexpr std::size_t kRecordsLooked = 8;
+  // The record header and a coefficient record's header up to its coding byte (at most
+  // 16 + 3 * 4 + 128 * 4 + 8 bytes).
+  constexpr std::size_t kHeadBytes = detail::kRecordHeaderSize + 1024;
+  std::vector<std::byte> head;
+  for (std::size_t r = 0; r < std::min(kRecordsLooked, index.entries.size()); ++r) {
+    const detail::IndexEntry& entry = index.entries[r];
+    head.resize(std::min<std::size_t>(entry.size, kHeadBytes));
+    if (!file.Read(entry.offset, head).empty()) return;
+    if (detail::ReadRecordLayout(head).codec != RecordCodec::kCoefficients) continue;
+    try {
+      codecs::ReadCoefficientInfo(
+          std::span<const std::byte>(head).subspan(detail::kRecordHeaderSize));
+    } catch (const codecs::DecodeError& e) {
+      // kUnsupported is a retired layout; a prefix of a good record fails otherwise.
+      if (e.kind() == codecs::DecodeErrorKind::kUnsupported) {
+        throw SourceError(path, "record " + std::to_string(r) + " is " + e.what());
+      }
+    }
+    return;
+  }
+}
+
 // Opens shard `number` and checks it against the manifest with two reads: the header,
 // then exactly the footer whose size the record count gives.
 OpenedShard OpenShard(const LoadedManifest& m, std::size_t number, const std::string& path,
@@ -162,6 +192,9 @@ OpenedShard OpenShard(const LoadedManifest& m, std::size_t number, const std::st
     }
   } catch (const detail::ShardFormatError& e) {
     throw SourceError(path, e.what());
+  }
+  if (m.manifest.codec == RecordCodec::kCoefficients) {
+    RefuseRetiredLayout(*out.file, out.index, path);
   }
   const std::size_t classes = m.manifest.class_names.size();
   for (std::size_t r = 0; r < out.index.entries.size(); ++r) {

@@ -20,6 +20,7 @@
 #include "loader/file_io.h"
 #include "loader/shard_format.h"
 #include "tilefeed/codecs/jpeg.h"
+#include "tilefeed/codecs/jpeg_coefficients.h"
 #include "tilefeed/codecs/jpeg_index.h"
 #include "tilefeed/codecs/png.h"
 #include "tilefeed/codecs/raw.h"
@@ -34,6 +35,22 @@ using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kWriteBufferBytes = std::size_t{4} << 20;
 constexpr std::uint64_t kMinShardBytes = 4096;
+
+// The codec byte of the shards and manifest a pack of `codec` writes.
+RecordCodec RecordCodecOf(PackCodec codec) {
+  switch (codec) {
+    case PackCodec::kJpeg:
+      return RecordCodec::kJpeg;
+    case PackCodec::kJpegIndex:
+      return RecordCodec::kIndexedJpeg;
+    case PackCodec::kCoefficientsFast:
+    case PackCodec::kCoefficientsSmall:
+      return RecordCodec::kCoefficients;
+    case PackCodec::kRaw:
+      return RecordCodec::kLz4Raw;
+  }
+  return RecordCodec::kJpeg;
+}
 
 [[noreturn]] void ThrowErrno(const std::string& path, const char* what) {
   throw PackError(path + ": " + what + ": " + detail::ErrnoMessage(errno));
@@ -230,7 +247,7 @@ class Converter {
     item.refusal_category.clear();
   }
 
-  bool raw() const { return options_.codec == ShardCodec::kLz4Raw; }
+  bool raw() const { return options_.codec == PackCodec::kRaw; }
 
   // Reads the sample into item.read (an indexed JPEG record without its index) and
   // returns what the source says of it, or marks the item skipped and returns nothing.
@@ -270,15 +287,16 @@ class Converter {
         ConvertImage(item);
         break;
       case SampleCodec::kRawHwc:
-        RequireShardCodec(item, ShardCodec::kLz4Raw, "raw pixels", "raw");
+        RequireShardCodec(item, RecordCodec::kLz4Raw, "raw pixels", "raw");
         EncodeRawPixels(item, info);
         break;
       case SampleCodec::kCoefficients:
-        RequireShardCodec(item, ShardCodec::kCoefficients, "coefficient records", "coefficients");
+        RequireShardCodec(item, RecordCodec::kCoefficients, "coefficient records",
+                          "coefficients-fast or coefficients-small");
         item.coefficients = true;
         break;
       case SampleCodec::kLz4Raw:
-        RequireShardCodec(item, ShardCodec::kLz4Raw, "raw tensors", "raw");
+        RequireShardCodec(item, RecordCodec::kLz4Raw, "raw tensors", "raw");
         try {
           codecs::ReadRawInfo(item.read);
         } catch (const codecs::DecodeError& e) {
@@ -288,9 +306,9 @@ class Converter {
     }
   }
 
-  void RequireShardCodec(const Item& item, ShardCodec codec, const char* samples,
+  void RequireShardCodec(const Item& item, RecordCodec codec, const char* samples,
                          const char* codec_name) const {
-    if (options_.codec != codec) {
+    if (RecordCodecOf(options_.codec) != codec) {
       throw PackError(source_.Describe(item.index) + ": the source yields " + samples +
                       "; pack it with the " + codec_name + " codec");
     }
@@ -313,8 +331,11 @@ class Converter {
       item.not_jpeg = true;
       item.reason = std::string("stored, but it is not a JPEG or PNG (") + kind + ")";
     }
-    if (options_.codec == ShardCodec::kIndexedJpeg) Transcode(item);
-    if (options_.codec == ShardCodec::kCoefficients) StoreCoefficients(item);
+    if (options_.codec == PackCodec::kJpegIndex) Transcode(item);
+    if (options_.codec == PackCodec::kCoefficientsFast ||
+        options_.codec == PackCodec::kCoefficientsSmall) {
+      StoreCoefficients(item);
+    }
   }
 
   // Raw HWC pixels into an LZ4 raw record, or the item skipped when their size does not
@@ -384,8 +405,11 @@ class Converter {
   // Replaces item.payload by the JPEG's coefficient record, or leaves the file as it came
   // and says why. A pure function of the bytes and options, like Transcode.
   void StoreCoefficients(Item& item) {
-    codecs::CoefficientPackResult result =
-        codecs::PackCoefficients(item.read, options_.coefficients);
+    codecs::CoefficientPackOptions coefficients;
+    coefficients.coding = options_.codec == PackCodec::kCoefficientsSmall
+                              ? codecs::CoefficientCoding::kHuffman
+                              : codecs::CoefficientCoding::kNone;
+    codecs::CoefficientPackResult result = codecs::PackCoefficients(item.read, coefficients);
     if (!result.packed) {
       item.refusal = std::move(result.reason);
       item.refusal_category = codecs::ToString(result.refusal);
@@ -445,13 +469,6 @@ void CheckPackArguments(const Source& source, const PackOptions& options) {
     }
   }
   if (source.size() == 0) throw PackError("the source has no samples");
-}
-
-RecordCodec RecordCodecOf(ShardCodec codec) {
-  return codec == ShardCodec::kJpeg          ? RecordCodec::kJpeg
-         : codec == ShardCodec::kLz4Raw      ? RecordCodec::kLz4Raw
-         : codec == ShardCodec::kIndexedJpeg ? RecordCodec::kIndexedJpeg
-                                             : RecordCodec::kCoefficients;
 }
 
 // Writes `text` as the manifest of the pack in `output_dir`, durably and atomically (a

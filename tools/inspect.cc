@@ -8,7 +8,8 @@
 // every sample is read and its image decoded the same way ("<sample>: <reason>").
 // With --verify --against SRC (the dataset the pack was made from) every record is also
 // decoded whole, the loader's way for its codec, and compared pixel for pixel with the
-// decode of SRC's sample: a lossless claim (--jpeg-index, --codec coefficients) checked.
+// decode of SRC's sample: a lossless claim (--codec jpeg-index, coefficients-fast,
+// coefficients-small) checked.
 
 #include <unistd.h>
 
@@ -277,7 +278,7 @@ int Main(int argc, char** argv) {
   CLI::App app{
       "tilefeed-inspect: summarizes a tilefeed shard dataset and checks its shards' headers\n"
       "and indexes; --verify also checks every record's checksum, every JPEG interval\n"
-      "index (tilefeed-pack --jpeg-index) against its JPEG, and that every image decodes."};
+      "index (tilefeed-pack --codec jpeg-index) against its JPEG, and that every image decodes."};
   std::string path;
   std::string split = "train";
   bool verify = false;

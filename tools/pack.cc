@@ -1,8 +1,8 @@
 // tilefeed-pack: packs an ImageFolder or a CIFAR-10 binary directory into record shards
 // (docs/shard-format.md) with loader::PackDataset, showing progress, and prints a summary
 // that lists every sample left out. The output is byte-identical for the same input.
-// With --jpeg-index each JPEG is transcoded for random access (tilefeed/codecs/jpeg_index.h) and
-// stored with its interval index; the summary counts the files stored as they came.
+// --codec picks one encoding (loader::PackCodec); with jpeg-index and the coefficient codecs
+// the summary counts the files stored as they came.
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -23,6 +23,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "metrics/cli.h"
 #include "tilefeed/loader/dataset.h"
@@ -40,6 +41,21 @@ namespace codecs = tilefeed::codecs;
 using Clock = std::chrono::steady_clock;
 
 using tilefeed::tools::ParseSize;
+
+// --codec's values, one per encoding.
+constexpr std::pair<const char*, loader::PackCodec> kCodecs[] = {
+    {"jpeg", loader::PackCodec::kJpeg},
+    {"jpeg-index", loader::PackCodec::kJpegIndex},
+    {"coefficients-fast", loader::PackCodec::kCoefficientsFast},
+    {"coefficients-small", loader::PackCodec::kCoefficientsSmall},
+    {"raw", loader::PackCodec::kRaw}};
+
+const char* CodecName(loader::PackCodec codec) {
+  for (const auto& [name, value] : kCodecs) {
+    if (value == codec) return name;
+  }
+  return "?";
+}
 
 // User + system CPU seconds of this process so far (all its threads).
 double CpuSeconds() {
@@ -109,10 +125,7 @@ struct Args {
   std::string split = "train";
   int workers = 0;
   bool force = false;
-  bool jpeg_index = false;
   int interval_width = codecs::TranscodeOptions{}.interval_width;
-  std::string coef_layout = "v2-none";
-  int lz4hc = loader::PackOptions{}.coefficients.lz4hc_level;
   bool progress = false;
   tilefeed::metrics::Flags metrics;
   tilefeed::tools::RemoteFlags remote;
@@ -146,37 +159,24 @@ void AddCodecFlags(CLI::App& app, Args& args) {
   app.add_option("--shard-size", args.shard_size, "target shard size (e.g. 128MiB, 64M, 1GiB)")
       ->capture_default_str();
   app.add_option("--codec", args.codec,
-                 "jpeg: store the files' bytes; raw: LZ4 raw uint8 HWC (decoding JPEGs to "
-                 "--raw-size); coefficients: each JPEG's DCT coefficients, decoded without "
-                 "entropy decoding (same pixels, ~2x the bytes). auto: jpeg for an ImageFolder, "
-                 "raw for CIFAR")
-      ->check(CLI::IsMember({"auto", "jpeg", "raw", "coefficients"}))
+                 "jpeg: the files' bytes as they are (JPEG and PNG alike). jpeg-index: each "
+                 "JPEG transcoded losslessly (same pixels) to baseline with restart markers on "
+                 "a grid and stored with an index of its restart intervals, so the loader "
+                 "entropy-decodes only what a crop covers (metadata such as EXIF is dropped; "
+                 "packing takes longer). coefficients-fast: each JPEG's DCT coefficients, read "
+                 "without entropy decoding (same pixels, ~1.9x the JPEG bytes, the fastest to "
+                 "read). coefficients-small: the same, Huffman-coded (~1.06x the bytes, ~0.6x "
+                 "coefficients-fast's speed). raw: LZ4 raw uint8 HWC, JPEGs decoded to "
+                 "--raw-size. Files an encoding cannot take are stored as they came. auto: raw "
+                 "for pixels (CIFAR, raw shards), else jpeg. bench/RESULTS-coef.md")
+      ->check(CLI::IsMember(
+          {"auto", "jpeg", "jpeg-index", "coefficients-fast", "coefficients-small", "raw"}))
       ->capture_default_str();
   app.add_option("--raw-size", args.raw_size, "WxH that JPEGs are resized to with --codec raw");
-  app.add_flag("--jpeg-index", args.jpeg_index,
-               "transcode each JPEG losslessly (same pixels) to baseline with restart markers "
-               "on a grid and store it with an index of its restart intervals, so the loader "
-               "entropy-decodes only the part a crop covers. Files that cannot be transcoded "
-               "are stored as they came. Off by default: the stored files are no longer the "
-               "originals (metadata such as EXIF is dropped), packing takes longer, and the "
-               "shards need a reader of format version 2");
   app.add_option("--interval-width", args.interval_width,
-                 "--jpeg-index: target restart-interval width in pixels (wider: fewer markers; "
-                 "narrower: crops skip more)")
+                 "--codec jpeg-index: target restart-interval width in pixels (wider: fewer "
+                 "markers; narrower: crops skip more)")
       ->check(tilefeed::tools::Between(8, 65535))
-      ->capture_default_str();
-  app.add_option("--coef-layout", args.coef_layout,
-                 "--codec coefficients: v2-none (column groups stored as they are: ~1.9x the "
-                 "JPEG bytes, the fastest to decode), v2-lz4 (~1.7x, ~0.8x v2-none's "
-                 "decode speed), v2-huff (Huffman: ~1.06x, ~0.6x), v2-zstd (~1.2x, ~0.4x) "
-                 "or v1 (whole LZ4 bands: ~1.9x, ~0.7x); bench/RESULTS-coef.md, "
-                 "docs/shard-format.md")
-      ->check(CLI::IsMember({"v2-huff", "v2-zstd", "v2-lz4", "v2-none", "v1"}))
-      ->capture_default_str();
-  app.add_option("--lz4hc", args.lz4hc,
-                 "--coef-layout v1 or v2-lz4: LZ4HC level, 1..12 (smaller, slower to pack), "
-                 "or 0 for LZ4's fast compressor; decoding is as fast either way")
-      ->check(tilefeed::tools::Between(0, 12))
       ->capture_default_str();
 }
 
@@ -187,13 +187,7 @@ std::optional<loader::PackOptions> PackOptionsOf(const Args& args) {
   options.output_dir = args.out;
   options.workers = args.workers;
   options.force = args.force;
-  options.coefficients.lz4hc_level = args.lz4hc;
-  options.coefficients.version = args.coef_layout == "v1" ? 1 : 2;
-  options.coefficients.coding = args.coef_layout == "v2-lz4"    ? codecs::CoefficientCoding::kLz4
-                                : args.coef_layout == "v2-none" ? codecs::CoefficientCoding::kNone
-                                : args.coef_layout == "v2-huff"
-                                    ? codecs::CoefficientCoding::kHuffman
-                                    : codecs::CoefficientCoding::kZstd;
+  options.transcode.interval_width = args.interval_width;
   const char* shard_size = args.shard_size.c_str();
   if (!ParseSize(args.shard_size, options.shard_bytes)) {
     std::fprintf(stderr, "tilefeed-pack: bad --shard-size '%s'\n", shard_size);
@@ -224,8 +218,8 @@ std::optional<loader::PackOptions> PackOptionsOf(const Args& args) {
   return options;
 }
 
-// Sets options.codec from --codec (auto: raw for pixels, else jpeg) and --jpeg-index for
-// what `opened` holds; false after one line for a codec that does not fit it.
+// Sets options.codec from --codec (auto: raw for pixels, else jpeg) for what `opened`
+// holds; false after one line for a codec that does not fit it.
 bool ChooseCodec(const Args& args, const loader::OpenedDataset& opened,
                  loader::PackOptions& options) {
   // Pixels stay pixels: CIFAR-10 and raw shards hold no files to store as they are.
@@ -233,20 +227,13 @@ bool ChooseCodec(const Args& args, const loader::OpenedDataset& opened,
   const bool pixels = opened.location.kind == loader::DatasetKind::kCifar10 ||
                       (shards != nullptr && shards->codec() == loader::ShardCodec::kLz4Raw);
   const std::string codec = args.codec != "auto" ? args.codec : pixels ? "raw" : "jpeg";
-  if (pixels && (codec == "jpeg" || codec == "coefficients")) {
+  if (pixels && codec != "raw") {
     std::fprintf(stderr, "tilefeed-pack: %s holds pixels, not image files; use --codec raw\n",
                  args.src.c_str());
     return false;
   }
-  options.codec = codec == "jpeg" ? loader::ShardCodec::kJpeg : loader::ShardCodec::kLz4Raw;
-  if (codec == "coefficients") options.codec = loader::ShardCodec::kCoefficients;
-  if (args.jpeg_index) {
-    if (codec != "jpeg") {
-      std::fprintf(stderr, "tilefeed-pack: --jpeg-index stores JPEGs; it needs --codec jpeg\n");
-      return false;
-    }
-    options.codec = loader::ShardCodec::kIndexedJpeg;
-    options.transcode.interval_width = args.interval_width;
+  for (const auto& [name, value] : kCodecs) {
+    if (codec == name) options.codec = value;
   }
   if (!pixels && codec == "raw" && args.raw_size.empty()) {
     std::fprintf(stderr, "tilefeed-pack: --codec raw on JPEG files needs --raw-size WxH\n");
@@ -276,7 +263,7 @@ std::optional<loader::OpenedDataset> OpenSource(const Args& args) {
   }
 }
 
-// --jpeg-index: what the transcoding did, and every file stored as it came, by category.
+// --codec jpeg-index: what the transcoding did, and every file stored as it came, by category.
 void PrintIndexed(const loader::PackResult& result) {
   const double given = double(result.indexed_source_bytes);
   const double stored = double(result.indexed_stored_bytes);
@@ -300,7 +287,7 @@ void PrintIndexed(const loader::PackResult& result) {
   }
 }
 
-// --codec coefficients: the size ratio, and every file stored as it came.
+// The coefficient codecs: the size ratio, and every file stored as it came.
 void PrintCoefficients(const loader::PackResult& result) {
   const double given = double(result.indexed_source_bytes);
   const double stored = double(result.indexed_stored_bytes);
@@ -333,9 +320,12 @@ void PrintResult(const loader::PackResult& result, const loader::PackOptions& op
   for (const auto& s : result.skipped) {
     std::printf("  skipped %s: %s\n", s.where.c_str(), s.reason.c_str());
   }
-  if (options.codec == loader::ShardCodec::kIndexedJpeg) PrintIndexed(result);
-  if (options.codec == loader::ShardCodec::kCoefficients) PrintCoefficients(result);
-  if (options.codec == loader::ShardCodec::kJpeg) {
+  if (options.codec == loader::PackCodec::kJpegIndex) PrintIndexed(result);
+  if (options.codec == loader::PackCodec::kCoefficientsFast ||
+      options.codec == loader::PackCodec::kCoefficientsSmall) {
+    PrintCoefficients(result);
+  }
+  if (options.codec == loader::PackCodec::kJpeg) {
     std::printf(
         "jpeg codec: files were stored as they are, not decoded; one that does not "
         "decode will be reported by the loader when it is read.\n");
@@ -351,7 +341,7 @@ int Pack(const Args& args, const CLI::App& app, const loader::OpenedDataset& ope
   try {
     const loader::Source* source = opened.source.get();
     std::printf("tilefeed-pack: %s -> %s, codec %s, shards of %llu bytes\n", opened.summary.c_str(),
-                args.out.c_str(), ToString(options.codec),
+                args.out.c_str(), CodecName(options.codec),
                 static_cast<unsigned long long>(options.shard_bytes));
     std::fflush(stdout);
     tilefeed::metrics::Session metrics = tilefeed::metrics::Open(

@@ -48,7 +48,7 @@ def datasets(tmp_path_factory):
     return {
         "folder": folder,
         "plain": pack(folder, root / "plain"),
-        "indexed": pack(folder, root / "indexed", "--jpeg-index"),
+        "indexed": pack(folder, root / "indexed", "--codec", "jpeg-index"),
     }
 
 
@@ -143,8 +143,8 @@ def test_notes_become_warnings(tmp_path):
 
 
 # The README's words on packs (## Datasets), each checked below: "A folder and its packs of
-# the files as they are, `--jpeg-index` and `--codec coefficients` give byte-identical
-# batches" and "`--codec raw` does not: its pixels are resized at pack time, and a file that
+# the files as they are, `--codec jpeg-index`, `coefficients-fast` and `coefficients-small`
+# give byte-identical batches" and "`--codec raw` does not: its pixels are resized at pack time, and a file that
 # does not decode is left out there".
 
 
@@ -170,8 +170,9 @@ def mixed(tmp_path_factory):
                            progressive=i == 2)
     (folder / "c1" / "9_broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 not really a JPEG")
     packs = {kind: pack(folder, root / kind, *extra) for kind, extra in [
-        ("plain", ()), ("indexed", ("--jpeg-index",)),
-        ("coefficients", ("--codec", "coefficients")),
+        ("plain", ()), ("indexed", ("--codec", "jpeg-index")),
+        ("coefficients-fast", ("--codec", "coefficients-fast")),
+        ("coefficients-small", ("--codec", "coefficients-small")),
         ("raw", ("--codec", "raw", "--raw-size", "32x32"))]}
     return folder, packs
 
@@ -180,7 +181,7 @@ def mixed(tmp_path_factory):
 def test_readme_claim_folder_and_file_packs_identical(mixed, mode):
     folder, packs = mixed
     images, labels = epoch(folder, mode=mode)
-    for kind in ("plain", "indexed", "coefficients"):
+    for kind in ("plain", "indexed", "coefficients-fast", "coefficients-small"):
         packed_images, packed_labels = epoch(packs[kind], mode=mode)
         assert np.array_equal(packed_labels, labels), kind
         assert np.array_equal(packed_images, images), kind

@@ -1,10 +1,10 @@
-"""--jpeg-index and --codec coefficients are lossless for every JPEG: a folder
-and both packs give byte-identical batches in train and eval, including progressive JPEGs
-whose scans stop short of full refinement (made with libjpeg-turbo's own cjpeg -scans and
-jpegtran -scans), which libjpeg block-smooths; both packers store those as they came, by
-the same test. tilefeed-inspect --verify --against SRC decodes every record whole and
-compares it with the source file's decode. TILEFEED_PACK and TILEFEED_INSPECT are set by
-ctest; cjpeg and jpegtran come from libjpeg-turbo-progs."""
+"""--codec jpeg-index, coefficients-fast and coefficients-small are lossless for every
+JPEG: a folder and its packs give byte-identical batches in train and eval, including
+progressive JPEGs whose scans stop short of full refinement (made with libjpeg-turbo's own
+cjpeg -scans and jpegtran -scans), which libjpeg block-smooths; both packers store those as
+they came, by the same test. tilefeed-inspect --verify --against SRC decodes every record
+whole and compares it with the source file's decode. TILEFEED_PACK and TILEFEED_INSPECT are
+set by ctest; cjpeg and jpegtran come from libjpeg-turbo-progs."""
 
 import os
 import shutil
@@ -111,12 +111,11 @@ def data(tmp_path_factory):
     write_jpegs(folder / "a", 0, root)
     write_jpegs(folder / "b", 10, root)
     summaries = {
-        "indexed": pack(folder, root / "indexed", "--jpeg-index"),
-        "coefficients": pack(folder, root / "coefficients", "--codec", "coefficients"),
-        "coefficients-v1": pack(folder, root / "coefficients-v1", "--codec", "coefficients",
-                                "--coef-layout", "v1"),
-        "coefficients-huff": pack(folder, root / "coefficients-huff", "--codec",
-                                  "coefficients", "--coef-layout", "v2-huff"),
+        "indexed": pack(folder, root / "indexed", "--codec", "jpeg-index"),
+        "coefficients-fast": pack(folder, root / "coefficients-fast", "--codec",
+                                  "coefficients-fast"),
+        "coefficients-small": pack(folder, root / "coefficients-small", "--codec",
+                                   "coefficients-small"),
     }
     return root, folder, summaries
 
@@ -142,7 +141,7 @@ def test_folder_and_lossless_packs_give_identical_batches(data, mode):
                    mode="eval" if mode == "eval_dct" else mode,
                    eval_dct_scaling=mode == "eval_dct")
     images, labels = one_epoch(folder, **options)
-    for kind in ("indexed", "coefficients", "coefficients-v1", "coefficients-huff"):
+    for kind in ("indexed", "coefficients-fast", "coefficients-small"):
         packed_images, packed_labels = one_epoch(root / kind, **options)
         assert np.array_equal(packed_labels, labels), kind
         for row in range(len(images)):
@@ -165,8 +164,7 @@ def test_both_packers_store_the_same_files_as_they_came(data):
         assert "progressive scans leave coefficients unrefined" in summary, kind
 
 
-@pytest.mark.parametrize("kind", ["indexed", "coefficients", "coefficients-v1",
-                                  "coefficients-huff"])
+@pytest.mark.parametrize("kind", ["indexed", "coefficients-fast", "coefficients-small"])
 def test_inspect_verify_against_source(data, kind, tmp_path):
     root, folder, _ = data
     done = inspect(root / kind, "--verify", "--against", folder)
@@ -189,7 +187,7 @@ def test_inspect_against_notes_a_file_that_never_decoded(tmp_path):
     (folder / "a").mkdir(parents=True)
     Image.fromarray(photo(40, 30, 1)).save(folder / "a" / "good.jpg", quality=90)
     (folder / "a" / "broken.jpg").write_bytes(b"\xff\xd8\xff\xdb not a JPEG body")
-    pack(folder, tmp_path / "indexed", "--jpeg-index")
+    pack(folder, tmp_path / "indexed", "--codec", "jpeg-index")
     done = inspect(tmp_path / "indexed", "--verify", "--against", folder)
     assert "note" in done.stdout and "neither the record nor" in done.stdout, done.stdout
     assert "broken.jpg" in done.stdout

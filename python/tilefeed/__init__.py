@@ -185,7 +185,7 @@ class Loader:
 
     `data` is an ImageFolder tree, a root with train/, val/ or test/ (`split` picks one: the
     same folder as every tool's --split), a directory of tilefeed record shards (any codec,
-    e.g. packed with --jpeg-index), or CIFAR-10's binary directory (val and test: its
+    e.g. packed with --codec jpeg-index), or CIFAR-10's binary directory (val and test: its
     test_batch.bin): the same rules as `train --data`. `source` forces a kind. A split that
     `data` lacks raises SourceError naming it.
 

@@ -1,15 +1,15 @@
-// libFuzzer target: version 2 coefficient records (column groups, nonzero masks, value
-// streams; zstd, LZ4, Huffman or stored groups) through every reader: ReadCoefficientInfo,
-// CheckCoefficients, UnpackCoefficients and the decode of two crops (the second reusing
-// the decoder, from the unpacked blocks or the record). Input layout (make_seeds writes
-// it for packed files of every v2 coding, and a few version 1 records):
+// libFuzzer target: coefficient records (column groups, nonzero masks, value streams;
+// stored or Huffman groups) through every reader: ReadCoefficientInfo, CheckCoefficients,
+// UnpackCoefficients and the decode of two crops (the second reusing the decoder, from the
+// unpacked blocks or the record). Input layout (make_seeds writes it for packed files of
+// both codings):
 //   byte 0      flags: DCT scales, fast IDCT, fast upsampling, flip, unpacked decode
 //   bytes 1..8  two crops' x, y, width, height as fractions of the image
 //   the rest    the record (PackCoefficients)
-// Every outcome but a DecodeError or pixels is a bug: the group table, the zstd/LZ4
-// frames, the Huffman tables and bit streams, and the streams they hold must be refused
-// when they do not add up, and the
-// unpacking must never read or write outside its buffers.
+// Every outcome but a DecodeError or pixels is a bug: the group table, the Huffman tables
+// and bit streams, and the streams they hold must be refused when they do not add up (and
+// a retired layout by name), and the unpacking must never read or write outside its
+// buffers.
 
 #include <cstddef>
 #include <cstdint>

@@ -2,7 +2,7 @@
 // LZ4 raw tensors and PNGs of every colour type, made at run time (the repository holds no
 // images).
 //   make_seeds DIR    -> DIR/jpeg/*, DIR/raw/*, DIR/jpeg_index/*, DIR/png/*,
-//                     DIR/jpeg_coefficients/*, DIR/coefficient_groups/*
+//                     DIR/coefficient_groups/*
 
 #include <cstdio>
 #include <filesystem>
@@ -112,35 +112,9 @@ int WriteIndexSeeds(const Path& dir) {
   return indexed;
 }
 
-// jpeg_coefficients_fuzz: flags, crop (4 bytes), then the coefficient record. Returns the
-// count.
-int WriteCoefficientSeeds(const Path& dir) {
-  int stored = 0;
-  codecs::CoefficientPackOptions v1;  // version 2 has its own target (coefficient_groups)
-  v1.version = 1;
-  auto pack = [&](int w, int h, codecs::EncodeOptions o, int channels) {
-    const auto result = codecs::PackCoefficients(
-        testing::MakeJpeg(w, h, o, static_cast<std::uint64_t>(stored), channels), v1);
-    if (!result.packed) return;
-    std::vector<std::byte> bytes = {std::byte(stored & 0x1F), std::byte(70), std::byte(90),
-                                    std::byte(120), std::byte(100)};
-    bytes.insert(bytes.end(), result.record.begin(), result.record.end());
-    testing::WriteFile(dir / "jpeg_coefficients" / ("seed" + std::to_string(stored++)), bytes);
-  };
-  for (auto sub : kThreeSubsamplings) {
-    codecs::EncodeOptions o;
-    o.subsampling = sub;
-    pack(97, 45, o, 3);
-    o.progressive = true;
-    pack(64, 40, o, 3);
-  }
-  pack(40, 33, GrayOptions(), 1);
-  pack(33, 24, CmykOptions(), 4);
-  return stored;
-}
-
 // coefficient_groups_fuzz: flags, two crops (8 bytes), then a record of each layout.
-void WriteGroupSeeds(const Path& dir) {
+// Returns the count.
+int WriteGroupSeeds(const Path& dir) {
   int grouped = 0;
   auto pack_layout = [&](int w, int h, codecs::EncodeOptions o, int channels,
                          const codecs::CoefficientPackOptions& layout) {
@@ -160,12 +134,9 @@ void WriteGroupSeeds(const Path& dir) {
     testing::WriteFile(dir / "coefficient_groups" / ("seed" + std::to_string(grouped++)), bytes);
   };
   for (const auto coding :
-       {codecs::CoefficientCoding::kZstd, codecs::CoefficientCoding::kLz4,
-        codecs::CoefficientCoding::kNone, codecs::CoefficientCoding::kHuffman}) {
+       {codecs::CoefficientCoding::kNone, codecs::CoefficientCoding::kHuffman}) {
     codecs::CoefficientPackOptions layout;
-    layout.version = 2;
     layout.coding = coding;
-    layout.lz4hc_level = 0;
     layout.group_pixels = 16;
     codecs::EncodeOptions o;
     pack_layout(97, 45, o, 3, layout);
@@ -173,10 +144,12 @@ void WriteGroupSeeds(const Path& dir) {
     o.quality = 100;  // wide values
     pack_layout(40, 24, o, 3, layout);
     pack_layout(33, 24, GrayOptions(), 1, layout);
+    o.subsampling = codecs::Subsampling::k422;
+    o.progressive = true;
+    pack_layout(64, 40, o, 3, layout);
+    pack_layout(33, 24, CmykOptions(), 4, layout);
   }
-  codecs::CoefficientPackOptions v1;
-  v1.version = 1;
-  pack_layout(64, 40, codecs::EncodeOptions{}, 3, v1);
+  return grouped;
 }
 
 // png_fuzz: flags, crop (4 bytes), then the PNG; every colour type, plain and interlaced.
@@ -245,8 +218,7 @@ int main(int argc, char** argv) {
   const int jpegs = WriteJpegSeeds(dir);
   WriteRawSeeds(dir);
   const int indexed = WriteIndexSeeds(dir);
-  const int stored = WriteCoefficientSeeds(dir);
-  WriteGroupSeeds(dir);
+  const int stored = WriteGroupSeeds(dir);
   const int pngs = WritePngSeeds(dir);
   WriteControlSeeds(dir);
   WriteCheckpointSeeds(dir);

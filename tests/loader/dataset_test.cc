@@ -39,12 +39,12 @@ void MakeFolder(const fs::path& root, int classes, int per_class, int seed = 0) 
   }
 }
 
-void Pack(const Source& source, const fs::path& out, ShardCodec codec) {
+void Pack(const Source& source, const fs::path& out, PackCodec codec) {
   PackOptions options;
   options.output_dir = out.string();
   options.shard_bytes = 16 << 10;
   options.codec = codec;
-  options.raw_width = 24;  // used by ShardCodec::kLz4Raw only
+  options.raw_width = 24;  // used by PackCodec::kRaw only
   options.raw_height = 24;
   options.workers = 2;
   PackDataset(source, options);
@@ -218,7 +218,7 @@ TEST(OpenDataset, AnInterruptedPackIsNamed) {
   TempDir dir;
   MakeFolder(dir.path() / "folder", 2, 4);
   const fs::path out = dir.path() / "packed";
-  Pack(*OpenDataset((dir.path() / "folder").string()).source, out, ShardCodec::kJpeg);
+  Pack(*OpenDataset((dir.path() / "folder").string()).source, out, PackCodec::kJpeg);
   fs::remove(out / "tilefeed-manifest.txt");
   WriteFile(out / "shard-00009.tfs.tmp", testing::MakeTextBytes());  // a shard being written
   try {
@@ -237,16 +237,18 @@ TEST(OpenDataset, ShardsOfEveryCodecAndTheirManifest) {
   MakeFolder(dir.path() / "folder", 3, 4);
   const OpenedDataset folder = OpenDataset((dir.path() / "folder").string());
   const DatasetIdentity identity = Identify(*folder.source);
-  for (ShardCodec codec : {ShardCodec::kJpeg, ShardCodec::kIndexedJpeg, ShardCodec::kLz4Raw}) {
-    SCOPED_TRACE(ToString(codec));
-    const fs::path out = dir.path() / ToString(codec);
+  for (const auto& [name, codec] :
+       {std::pair{"jpeg", PackCodec::kJpeg}, std::pair{"jpeg-index", PackCodec::kJpegIndex},
+        std::pair{"raw", PackCodec::kRaw}}) {
+    SCOPED_TRACE(name);
+    const fs::path out = dir.path() / name;
     Pack(*folder.source, out, codec);
     for (const fs::path& p : {out, out / "tilefeed-manifest.txt"}) {
       const OpenedDataset shards = OpenDataset(p.string());
       EXPECT_EQ(shards.location.kind, DatasetKind::kShards);
       // The identity covers the stored bytes: the plain pack holds the files' bytes, the
       // others hold other bytes (transcoded, or decoded pixels).
-      if (codec == ShardCodec::kJpeg) {
+      if (codec == PackCodec::kJpeg) {
         EXPECT_EQ(Identify(*shards.source), identity);
       } else {
         EXPECT_NE(Identify(*shards.source), identity);
@@ -259,7 +261,7 @@ TEST(OpenDataset, SplitRootOfShards) {
   TempDir dir;
   MakeFolder(dir.path() / "folder", 2, 3);
   const OpenedDataset folder = OpenDataset((dir.path() / "folder").string());
-  Pack(*folder.source, dir.path() / "packed/train", ShardCodec::kJpeg);
+  Pack(*folder.source, dir.path() / "packed/train", PackCodec::kJpeg);
   const OpenedDataset d = OpenDataset((dir.path() / "packed").string());
   EXPECT_EQ(d.location.kind, DatasetKind::kShards);
   EXPECT_EQ(d.location.split, Split::kTrain);
@@ -334,13 +336,13 @@ TEST(Identify, CoversTheContentNotOnlyNamesAndLabels) {
 }
 
 // The same seed gives byte-identical batches from a folder, its plain pack and its
-// --jpeg-index pack, all opened through the one opener.
+// --codec jpeg-index pack, all opened through the one opener.
 TEST(OpenDataset, FolderAndPacksGiveIdenticalBatches) {
   TempDir dir;
   MakeFolder(dir.path() / "folder", 3, 6);
   const OpenedDataset folder = OpenDataset((dir.path() / "folder").string());
-  Pack(*folder.source, dir.path() / "plain", ShardCodec::kJpeg);
-  Pack(*folder.source, dir.path() / "indexed", ShardCodec::kIndexedJpeg);
+  Pack(*folder.source, dir.path() / "plain", PackCodec::kJpeg);
+  Pack(*folder.source, dir.path() / "indexed", PackCodec::kJpegIndex);
   const auto expected = Batches(OpenDataset((dir.path() / "folder").string()).source, 4);
   ASSERT_FALSE(expected.empty());
   EXPECT_EQ(Batches(OpenDataset((dir.path() / "plain").string()).source, 4), expected);

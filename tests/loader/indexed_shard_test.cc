@@ -1,5 +1,5 @@
 // Tests the indexed-JPEG records of tilefeed/loader/shard_writer.h and
-// tilefeed/loader/shard_source.h (PackOptions::codec = kIndexedJpeg, format version 2) and the
+// tilefeed/loader/shard_source.h (PackOptions::codec = kJpegIndex, format version 2) and the
 // loader's interval-skipping decode of them: the loader over indexed shards gives the batches it
 // gives over the original files, refused files are stored as they came and counted, a damaged index
 // is a bad sample named "<shard>#<record>", and version-1 packs are unchanged.
@@ -66,7 +66,7 @@ PackResult PackIndexed(const Source& source, const fs::path& out, int workers = 
   PackOptions options;
   options.output_dir = out.string();
   options.shard_bytes = shard_bytes;
-  options.codec = ShardCodec::kIndexedJpeg;
+  options.codec = PackCodec::kJpegIndex;
   options.workers = workers;
   return PackDataset(source, options);
 }

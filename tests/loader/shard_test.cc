@@ -54,7 +54,7 @@ fs::path MakeFolder(const TempDir& dir, int per_class, int min_side = 24) {
 }
 
 PackResult Pack(const Source& source, const fs::path& out, std::uint64_t shard_bytes = 8192,
-                ShardCodec codec = ShardCodec::kJpeg, int workers = 2) {
+                PackCodec codec = PackCodec::kJpeg, int workers = 2) {
   PackOptions options;
   options.output_dir = out.string();
   options.shard_bytes = shard_bytes;
@@ -246,8 +246,8 @@ TEST(ShardTest, TruncatedForeignAndMissingFilesAreRejectedAtOpenByName) {
 TEST(ShardTest, PackIsByteIdenticalWhateverTheWorkerCount) {
   TempDir dir;
   const auto folder = ImageFolder::Open(MakeFolder(dir, 10).string());
-  Pack(*folder, dir.path() / "a", 8192, ShardCodec::kJpeg, 1);
-  Pack(*folder, dir.path() / "b", 8192, ShardCodec::kJpeg, 4);
+  Pack(*folder, dir.path() / "a", 8192, PackCodec::kJpeg, 1);
+  Pack(*folder, dir.path() / "b", 8192, PackCodec::kJpeg, 4);
   const auto a = ReadTree(dir.path() / "a");
   EXPECT_GT(a.size(), 3u);
   EXPECT_EQ(a, ReadTree(dir.path() / "b"));
@@ -256,7 +256,7 @@ TEST(ShardTest, PackIsByteIdenticalWhateverTheWorkerCount) {
     PackOptions options;
     options.output_dir = (dir.path() / name).string();
     options.shard_bytes = 8192;
-    options.codec = ShardCodec::kLz4Raw;
+    options.codec = PackCodec::kRaw;
     options.raw_width = 20;
     options.raw_height = 20;
     options.workers = name[3] - '0';
@@ -303,7 +303,7 @@ TEST(ShardTest, AFailedPackLeavesNoManifestOrShard) {
   const auto cifar = Cifar10::Open(WriteCifarTest(dir, 40).string(), Split::kVal);
   const fs::path out = dir.path() / "shards";
   // Pixels cannot be stored as JPEG: the pack stops at the first sample.
-  EXPECT_THROW(Pack(*cifar, out, 4096, ShardCodec::kJpeg), PackError);
+  EXPECT_THROW(Pack(*cifar, out, 4096, PackCodec::kJpeg), PackError);
   EXPECT_TRUE(fs::is_empty(out));
 }
 
@@ -311,7 +311,7 @@ TEST(ShardTest, RawRecordsRoundTripBitExact) {
   TempDir dir;
   const auto cifar = Cifar10::Open(WriteCifarTest(dir, 50).string(), Split::kVal);
   const fs::path out = dir.path() / "shards";
-  const PackResult result = Pack(*cifar, out, 16384, ShardCodec::kLz4Raw);
+  const PackResult result = Pack(*cifar, out, 16384, PackCodec::kRaw);
   EXPECT_EQ(result.records, 50u);
   const auto shards = ShardDataset::Open(out.string());
   ASSERT_EQ(shards->size(), 50u);
@@ -343,7 +343,7 @@ TEST(ShardTest, RawCodecDecodesJpegsAndPngsAndReportsTheOnesItCannot) {
   const auto folder = ImageFolder::Open(root.string());
   PackOptions options;
   options.output_dir = (dir.path() / "raw").string();
-  options.codec = ShardCodec::kLz4Raw;
+  options.codec = PackCodec::kRaw;
   options.raw_width = 16;
   options.raw_height = 12;
   const PackResult raw = PackDataset(*folder, options);

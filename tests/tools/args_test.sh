@@ -102,8 +102,7 @@ tilefeed-pack|--workers must be between 0 and 1024, got -3|$D $work/out --worker
 tilefeed-pack|--shard-size must be above 0, got '0'|$D $work/out --shard-size 0
 tilefeed-pack|--interval-width must be between 8 and 65535, got 4|$D $work/out --interval-width 4
 tilefeed-pack|--metrics-interval must be above 0, got -1|$D $work/out --metrics-interval -1
-tilefeed-pack|--lz4hc must be between 0 and 12, got 13|$D $work/out --lz4hc 13
-tilefeed-pack|--coef-layout: v3 not in|$D $work/out --coef-layout v3
+tilefeed-pack|--codec: coefficients not in|$D $work/out --codec coefficients
 tilefeed-pack|--raw-size resizes images to raw pixels; it needs --codec raw (the codec is auto)|$D $work/out --raw-size 64x64
 tilefeed-pack|--raw-size resizes images to raw pixels; it needs --codec raw (the codec is jpeg)|$D $work/out --codec jpeg --raw-size 64x64
 tilefeed-make-demo|--train-per-class must be between 1 and 1000000, got 0|$work/demo --train-per-class 0
@@ -151,9 +150,7 @@ codec_bench|--reps must be at least 1, got 0|--data $D --reps 0
 codec_bench|--threads must be between 1 and 1024, got 0|--data $D --threads 0
 codec_bench|--warmup must be at least 0, got -1|--data $D --warmup -1
 codec_bench|--interval-width must be between 0 and 65535, got -1|--data $D --interval-width -1
-codec_bench|--lz4hc must be between 0 and 12, got 99|--data $D --lz4hc 99
 codec_bench|--group-pixels must be between 1 and 65535, got 0|--data $D --group-pixels 0
-codec_bench|--coef-layout: v1 not in|--data $D --coef-layout v1
 transport_bench|--batch must be at least 1, got -1|--batch -1
 transport_bench|--workers must be between 0 and 1024, got -1|--workers -1
 transport_bench|--warmup must be at least 0, got -1|--warmup -1

@@ -1,5 +1,5 @@
 #!/bin/sh
-# One dataset, every door: a demo folder, its plain pack and its --jpeg-index pack give the
+# One dataset, every door: a demo folder, its plain pack and its --codec jpeg-index pack give the
 # same training through each door that reads data, because every door opens datasets with
 # tilefeed/loader/dataset.h and the batches are byte-identical:
 #   - train on 1 instance and under poprun on 2 instances: the same parameter checksum;
@@ -41,7 +41,8 @@ for split in train val; do
   timeout 120 "$pack" "$work/folder" "$work/plain/$split" --split "$split" --workers 2 \
     >"$work/pack.log" 2>&1 || fail "tilefeed-pack $split failed"
   timeout 120 "$pack" "$work/folder" "$work/indexed/$split" --split "$split" --workers 2 \
-    --jpeg-index >"$work/pack.log" 2>&1 || fail "tilefeed-pack --jpeg-index $split failed"
+    --codec jpeg-index >"$work/pack.log" 2>&1 ||
+    fail "tilefeed-pack --codec jpeg-index $split failed"
 done
 
 common="--core reference --epochs 2 --batch-size 8 --image-size 32 --workers 1 --seed 3"
@@ -55,7 +56,7 @@ checksum() {
 same() {
   [ -n "$2" ] || fail "$1: no checksum from the folder"
   [ "$2" = "$3" ] && [ "$2" = "$4" ] ||
-    fail "$1: folder $2, plain pack $3, --jpeg-index pack $4"
+    fail "$1: folder $2, plain pack $3, --codec jpeg-index pack $4"
   echo "doors_test: $1: checksum $2 from the folder and both packs"
 }
 

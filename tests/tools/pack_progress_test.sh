@@ -16,9 +16,9 @@ fail() {
 }
 timeout 60 "$make_demo" "$work/data" --classes 2 --train-per-class 8 --val-per-class 1 \
   --threads 2 >"$work/make_demo.log" 2>&1 || fail "tilefeed-make-demo"
-timeout 120 "$pack" "$work/data/train" "$work/quiet" --codec coefficients --workers 2 \
+timeout 120 "$pack" "$work/data/train" "$work/quiet" --codec coefficients-fast --workers 2 \
   >"$work/quiet.out" 2>"$work/quiet.err" </dev/null || fail "pack without --progress failed"
-timeout 120 "$pack" "$work/data/train" "$work/loud" --codec coefficients --workers 2 \
+timeout 120 "$pack" "$work/data/train" "$work/loud" --codec coefficients-fast --workers 2 \
   --progress >"$work/loud.out" 2>"$work/loud.err" </dev/null || fail "pack --progress failed"
 grep -q "ETA" "$work/quiet.err" && fail "progress written to a file without --progress"
 grep -q "^pack: 16/16 samples (100.0%).*ETA 0:00:00" "$work/loud.err" ||

@@ -10,7 +10,7 @@ tables below, and is then checked the way its table says:
   NOT_RUN    needs what a test cannot have (a network, a GPU, several hosts): the reason.
 
 A command in none of them fails the test, so a new README command needs a line here. The
-tools named in the README's inline code (`tilefeed-pack SRC OUT --jpeg-index`, ...) are
+tools named in the README's inline code (`tilefeed-pack SRC OUT --codec jpeg-index`, ...) are
 checked too: each flag they show must be one the tool's --help lists, and each is run as
 written (INLINE below) with only the README's placeholders filled in: a demo dataset the
 test makes for DIR and SRC (256 images: the fewest that give 8 instances one full batch of

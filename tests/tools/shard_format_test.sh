@@ -1,10 +1,11 @@
 #!/bin/sh
 # docs/shard-format.md is enough to read a pack: examples/read_shards.py, written from the
 # doc alone, checks every record and interval index of packs made here by tilefeed-pack
-# with each codec (plain, --jpeg-index, raw, coefficients in every --coef-layout) from a
+# with each --codec (jpeg, jpeg-index, raw, coefficients-fast, coefficients-small) from a
 # demo set with a PNG and two grayscale JPEGs in it, and the record order against
 # torchvision's ImageFolder order.
-# A flipped byte fails, and so does each damaged version-2 structure behind a valid checksum.
+# A flipped byte fails, and so does each damaged version-2 structure behind a valid checksum,
+# and a record of a retired coefficient layout (v1, v2-lz4, v2-zstd) is refused by name.
 #
 #   shard_format_test.sh PACK MAKE_DEMO PYTHON READ_SHARDS_PY
 set -u
@@ -46,13 +47,11 @@ run_pack() {  # OUT ARGS...
     >"$work/$out.log" 2>&1 || fail "tilefeed-pack $*: $(cat "$work/$out.log")"
 }
 run_pack plain
-run_pack indexed --jpeg-index
+run_pack indexed --codec jpeg-index
 run_pack raw --codec raw --raw-size 24x16
-run_pack coef --codec coefficients  # the default layout: version 2, stored groups
-for layout in v1 v2-lz4 v2-zstd v2-huff; do
-  run_pack "coef-$layout" --codec coefficients --coef-layout "$layout"
-done
-for p in plain indexed raw coef coef-v1 coef-v2-lz4 coef-v2-zstd coef-v2-huff; do
+run_pack coef --codec coefficients-fast  # version 2, stored groups
+run_pack coef-small --codec coefficients-small  # version 2, Huffman groups
+for p in plain indexed raw coef coef-small; do
   extra=""
   [ "$p" = raw ] && extra="--raw-size 24x16"
   # shellcheck disable=SC2086
@@ -63,17 +62,14 @@ done
 grep -q "1 png" "$work/read-plain.log" || fail "the plain pack holds no PNG record"
 grep -q " indexed" "$work/read-indexed.log" || fail "no indexed record"
 grep -q "1 png" "$work/read-indexed.log" || fail "no codec-1 PNG in the indexed pack"
-for p in coef coef-v1 coef-v2-lz4 coef-v2-zstd coef-v2-huff; do
+for p in coef coef-small; do
   grep -q " coefficients" "$work/read-$p.log" || fail "$p: no coefficient record"
-  # Version 1 records are checked band by band, version 2 records group by group.
-  counted="0 bands, [1-9][0-9]* groups checked"
-  [ "$p" = coef-v1 ] && counted="[1-9][0-9]* bands, 0 groups checked"
-  grep -q "$counted" "$work/read-$p.log" || fail "$p: not '$counted'"
+  grep -q "[1-9][0-9]* groups checked" "$work/read-$p.log" || fail "$p: no group checked"
 done
 grep -q " raw" "$work/read-raw.log" || fail "no raw record"
 grep -q "in [2-9] shards\|in [0-9][0-9] shards" "$work/read-indexed.log" || fail "only one shard"
 # The reader is not a rubber stamp: one byte flipped inside a record is refused.
-for p in indexed coef-v2-huff; do
+for p in indexed coef-small; do
   rm -rf "$work/bad"
   cp -r "$work/$p" "$work/bad"
   "$python" - "$work/bad/shard-00000.tfs" <<'PY'
@@ -88,8 +84,9 @@ PY
   grep -q "record checksum" "$work/read-bad.log" || fail "$p flipped byte: $(cat "$work/read-bad.log")"
 done
 # Nor are its version-2 structure checks: each case damages the first record of a pack
-# (a group's raw bytes, the group table, a Huffman table or stream), then reseals the
-# record, index, trailer and manifest checksums, so only that check can catch it.
+# (a group's raw bytes, the group table, a Huffman table or stream, or the version or coding
+# byte of a retired layout), then reseals the record, index, trailer and manifest checksums,
+# so only that check can catch it.
 "$python" - "$reader" "$work" <<'PY' || fail "version-2 structure checks"
 import os, re, shutil, struct, subprocess, sys
 reader, work = sys.argv[1:]
@@ -98,12 +95,12 @@ import read_shards as rs  # for xxh3 and the record's geometry, to find the byte
 
 def huffman_at(p):
     """Where a v2 record's group table ends (its u32 H, for coding 3); its component count."""
-    _, geo, at = rs.coefficient_header(bytes(p))
+    geo, at = rs.coefficient_header(bytes(p))
     return at + 8 + 8 * geo["bands"] * struct.unpack_from("<I", p, at + 4)[0], len(geo["comps"])
 
 def group0(p):
     """Group 0,0 of a v2 record: (offset of its coded bytes, its table entry's offset, K)."""
-    _, geo, at = rs.coefficient_header(bytes(p))
+    geo, at = rs.coefficient_header(bytes(p))
     data = huffman_at(p)[0]
     if p[at] == 3:
         data += 4 + struct.unpack_from("<I", p, data)[0]
@@ -123,9 +120,14 @@ def packed_sizes(p):  # one byte moves from group 0,1's packed size to group 0,0
     struct.pack_into("<I", p, entry, struct.unpack_from("<I", p, entry)[0] + 1)
     struct.pack_into("<I", p, entry + 8, struct.unpack_from("<I", p, entry + 8)[0] - 1)
 
-def raw_size(p):  # group 0,0's raw size grows by one byte
-    _, entry, _ = group0(p)
-    struct.pack_into("<I", p, entry + 4, struct.unpack_from("<I", p, entry + 4)[0] + 1)
+def version_1(p):  # the record says it is of the retired version 1
+    p[4] = 1
+
+def coding_lz4(p):  # the record says its groups are LZ4 blocks (retired coding 1)
+    p[group0(p)[1] - 8] = 1
+
+def coding_zstd(p):  # ... or zstd frames (retired coding 2)
+    p[group0(p)[1] - 8] = 2
 
 def huff_table(p):  # byte value 0's code length changes in the first table
     tables = huffman_at(p)[0] + 4
@@ -177,7 +179,7 @@ def damage(pack, edit, expect):
     print(f"refused ({edit.__name__}): {out}")
 
 def huffman_kinds(pack):
-    """(components, all tables of mode 0) of each record of a v2-huff pack."""
+    """(components, all tables of mode 0) of each record of a coefficients-small pack."""
     _, codec, _, _, shards = rs.read_manifest(pack)
     kinds = set()
     for s, line in enumerate(shards):
@@ -190,16 +192,17 @@ def huffman_kinds(pack):
     return kinds
 
 # The Huffman pack exercises one and two table classes, and mode-0 tables.
-kinds = huffman_kinds(os.path.join(work, "coef-v2-huff"))
+kinds = huffman_kinds(os.path.join(work, "coef-small"))
 assert {(1, True), (1, False), (3, False)} <= kinds, f"Huffman records: {kinds}"
 damage("coef", mask_bit0, "group 0,0: bit 0 of a mask is set")
 damage("coef", escape, "group 0,0: 10K + V + 2E")
 damage("coef", packed_sizes, "group 0,0: packed")
-damage("coef-v2-lz4", raw_size, "group 0,0: LZ4 block gives")
-damage("coef-v2-zstd", raw_size, "group 0,0: zstd frame gives")
-damage("coef-v2-huff", huff_table, "Huffman table 0: the code is not complete")
-damage("coef-v2-huff", stream_sizes, "group 0,0: stream sizes")
-damage("coef-v2-huff", packed_sizes, "group 0,0: Huffman stream 3 is")  # a byte past its codes
-damage("coef-v2-huff", padding, "group 0,0: Huffman stream {}: padding bits not zero")
+damage("coef", version_1, "coefficient layout v1, retired")
+damage("coef", coding_lz4, "coefficient layout v2-lz4, retired")
+damage("coef-small", coding_zstd, "coefficient layout v2-zstd, retired")
+damage("coef-small", huff_table, "Huffman table 0: the code is not complete")
+damage("coef-small", stream_sizes, "group 0,0: stream sizes")
+damage("coef-small", packed_sizes, "group 0,0: Huffman stream 3 is")  # a byte past its codes
+damage("coef-small", padding, "group 0,0: Huffman stream {}: padding bits not zero")
 PY
 echo "shard_format_test: OK"

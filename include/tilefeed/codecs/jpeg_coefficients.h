@@ -6,20 +6,20 @@
 // PackCoefficients reads a JPEG's coefficients losslessly (libjpeg's
 // jpeg_read_coefficients, so baseline, progressive and arithmetic files alike) and
 // stores them with what decoding needs (size, sampling factors, quantisation tables,
-// colour space, Adobe marker) in bands, one band per iMCU row. Version 2 (the default)
-// splits each band into column groups, each coded on its own (stored, the default; an
-// LZ4 block; a zstd frame; or Huffman bit streams with the record's tables), holding per
-// block a DC delta, a 64-bit nonzero mask and the nonzero values; version 1 keeps each
-// whole band one LZ4 block. CoefficientDecoder::DecodeInto reads only the bands (and,
-// version 2, the column groups) that cover a crop, unpacks only the blocks of the crop's
-// iMCU columns, and hands them to libjpeg-turbo's own IDCT, then its upsampling and colour
-// conversion (for YCbCr 4:2:0, 4:2:2 and 4:4:4 at full scale on CPUs with AVX-512 VBMI, one
-// fused pass with libjpeg's arithmetic instead): its pixels are byte-identical to
+// colour space, Adobe marker) in bands, one band per iMCU row, each split into column
+// groups coded on their own (stored, or Huffman bit streams with the record's tables),
+// holding per block a DC delta, a 64-bit nonzero mask and the nonzero values. The layouts
+// earlier builds also wrote (version 1, LZ4 and zstd groups) are retired: reading one is
+// a DecodeError (kUnsupported) that names it and the repack command.
+// CoefficientDecoder::DecodeInto reads only the column groups that cover a crop, unpacks
+// only the blocks of the crop's iMCU columns, and hands them to libjpeg-turbo's own IDCT, then its
+// upsampling and colour conversion (for YCbCr 4:2:0, 4:2:2 and 4:4:4 at full scale on CPUs with
+// AVX-512 VBMI, one fused pass with libjpeg's arithmetic instead): its pixels are byte-identical to
 // JpegDecoder::DecodeInto on the original JPEG with the same plan and options. The
 // layout is in docs/shard-format.md ("Coefficient records").
 //
 // ReadCoefficientInfo checks a stored record's header against itself (sizes, factors,
-// tables, band table adding up to the record's length) before any allocation, so a
+// tables, group table adding up to the record's length) before any allocation, so a
 // damaged or hostile record is a DecodeError (kCorrupt, kTooLarge), never a crash.
 //
 // Ownership: all functions borrow their inputs for the call only; results are values.
@@ -38,28 +38,21 @@
 
 namespace tilefeed::codecs {
 
-// How a version-2 record codes each column group (docs/shard-format.md).
-enum class CoefficientCoding : std::uint8_t { kNone = 0, kLz4 = 1, kZstd = 2, kHuffman = 3 };
+// How a record codes each column group (docs/shard-format.md); the values are the
+// record's coding byte (1 and 2 are retired).
+enum class CoefficientCoding : std::uint8_t { kNone = 0, kHuffman = 3 };
 
 struct CoefficientPackOptions {
   // Largest width * height accepted, checked from the header before reading any data.
   std::int64_t max_pixels = std::int64_t{1} << 26;
   // Largest number of scans read from a progressive file.
   int max_scans = 100;
-  // The record layout: 2 (column groups within each band, nonzero masks and value
-  // streams; the default) or 1 (whole bands, each an LZ4 block). Both are read.
-  int version = 2;
-  // Version 2: the coding of each column group, and the group width in pixels (rounded
-  // down to whole iMCUs, at least one; 1..255 iMCUs). On the shared corpus
+  // The coding of each column group, and the group width in pixels (rounded down to
+  // whole iMCUs, at least one; 1..255 iMCUs). On the shared corpus
   // (bench/RESULTS-coef.md): stored (the default) ~1.88x the JPEG bytes, the fastest to
-  // decode (1.45x version 1, whose bytes are ~1.86x); LZ4 ~1.69x at 0.82x stored's speed;
-  // Huffman ~1.06x at ~0.58x; zstd 1 ~1.22x, slower and larger than Huffman.
+  // decode; Huffman ~1.06x at ~0.58x its speed.
   CoefficientCoding coding = CoefficientCoding::kNone;
-  int zstd_level = 1;  // -5..19: higher is smaller and slower to pack, not to decode
   int group_pixels = 128;
-  // LZ4HC compression level (1..12) of the bands (version 1) or groups (version 2 with
-  // kLz4); 0 = LZ4's fast compressor. HC costs pack time, not decode time.
-  int lz4hc_level = 9;
 };
 
 // A stored record, or why the input was left as it came.
@@ -85,19 +78,20 @@ bool LooksLikeCoefficients(std::span<const std::byte> bytes);
 
 // The image a record holds, from its header alone: width, height, components, colour
 // space, subsampling, mcu_width/mcu_height (the iMCU: 8 x the largest sampling
-// factors). Checks the whole header and band table against the record's size, and the
-// pixel limit. Throws DecodeError (kCorrupt, kTooLarge).
+// factors). Checks the whole header and group table against the record's size, and the
+// pixel limit. Throws DecodeError (kCorrupt, kTooLarge; kUnsupported for a retired
+// layout).
 ImageInfo ReadCoefficientInfo(std::span<const std::byte> record,
                               std::int64_t max_pixels = std::int64_t{1} << 26);
 
-// ReadCoefficientInfo's checks, and every band decompressed and checked as a decode
-// would: for verifying stored data. Throws DecodeError (kCorrupt, kTooLarge).
+// ReadCoefficientInfo's checks, and every column group decoded and checked as a decode
+// would: for verifying stored data. Throws DecodeError as ReadCoefficientInfo.
 void CheckCoefficients(std::span<const std::byte> record,
                        std::int64_t max_pixels = std::int64_t{1} << 26);
 
 // Where the time of one DecodeInto went, for codec_bench.
 struct CoefficientTimes {
-  double lz4_seconds = 0;     // the header, decompression (LZ4 or zstd) and checks of the data
+  double groups_seconds = 0;  // the header, Huffman decoding and checks of the groups
   double unpack_seconds = 0;  // coefficient unpacking (zero for DecodeUnpackedInto)
   double idct_seconds = 0;    // libjpeg-turbo's inverse DCT of the crop's blocks
   double rows_seconds = 0;    // the rest of the scanline decode: upsampling, colour
@@ -111,7 +105,7 @@ struct alignas(32) CoefficientBlock {
 
 // A record with all its coefficients unpacked in memory: what DecodeUnpackedInto decodes,
 // so that codec_bench can measure the decode's ceiling (IDCT, upsampling, colour and
-// resize alone, no LZ4 and no unpacking). `blocks` holds component after component, each
+// resize alone, no group decoding and no unpacking). `blocks` holds component after component, each
 // its height_in_blocks x width_in_blocks blocks row-major; `first_block[c]` is where
 // component c starts. Memory: 128 bytes per block (about 6x the record).
 struct UnpackedCoefficients {
@@ -120,7 +114,7 @@ struct UnpackedCoefficients {
   std::size_t first_block[4] = {0, 0, 0, 0};
 };
 
-// Decompresses and unpacks every band of `record`. Throws DecodeError as CheckCoefficients.
+// Decodes and unpacks every column group of `record`. Throws DecodeError as CheckCoefficients.
 UnpackedCoefficients UnpackCoefficients(std::span<const std::byte> record,
                                         std::int64_t max_pixels = std::int64_t{1} << 26);
 
@@ -143,7 +137,7 @@ class CoefficientDecoder {
                           const PixelView& out, CoefficientTimes* times = nullptr);
 
   // DecodeInto from coefficients UnpackCoefficients already unpacked: the same pixels,
-  // without the bands' LZ4 and unpacking (the ceiling a stored decode can reach).
+  // without the groups' decoding and unpacking (the ceiling a stored decode can reach).
   // REQUIRES and throws as DecodeInto.
   DecodeReport DecodeUnpackedInto(const UnpackedCoefficients& unpacked, const CropPlan& plan,
                                   const PixelView& out, CoefficientTimes* times = nullptr);

@@ -119,7 +119,7 @@ inline constexpr std::uint64_t kIdentitySamples = 64;
 // kIdentitySamples samples through Source::Read (a sample that cannot be read counts as
 // such, it does not throw). Two datasets of other images with the same class names and
 // counts differ unless all those samples' bytes are equal. The stored bytes count: a
-// folder and its --codec jpeg pack agree, a --jpeg-index or raw pack (other bytes) does not.
+// folder and its --codec jpeg pack agree, a --codec jpeg-index or raw pack (other bytes) does not.
 DatasetIdentity Identify(const Source& source);
 
 // "1300 samples, 10 classes, digest 0123456789abcdef".

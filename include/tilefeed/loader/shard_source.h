@@ -137,7 +137,8 @@ class ShardDataset final : public Source {
  public:
   // Opens the dataset whose manifest is `manifest_or_dir` (or lies in that directory).
   // Throws SourceError naming the manifest or the shard that is missing, truncated,
-  // foreign, of an unsupported version, or inconsistent with the manifest.
+  // foreign, of an unsupported version, inconsistent with the manifest, or of a retired
+  // coefficient layout ("record N is coefficient layout v1, retired; repack it: ...").
   static std::unique_ptr<ShardDataset> Open(const std::string& manifest_or_dir,
                                             const ShardReadOptions& options = {});
 

@@ -22,12 +22,32 @@
 #include <string>
 #include <vector>
 
-#include "tilefeed/codecs/jpeg_coefficients.h"
 #include "tilefeed/codecs/jpeg_index.h"
 #include "tilefeed/loader/shard_source.h"
 #include "tilefeed/loader/source.h"
 
 namespace tilefeed::loader {
+
+// How PackDataset stores each sample: one value per encoding a user would pick
+// (tilefeed-pack --codec; docs/shard-format.md). A file an encoding cannot take (a PNG
+// for kJpegIndex or the coefficient codecs, say) is stored as it came and listed in
+// PackResult::not_indexed. Every encoding but kRaw gives the files' pixels exactly.
+enum class PackCodec {
+  kJpeg,  // the files' bytes as they are, JPEG and PNG alike ("jpeg")
+  // Each JPEG transcoded losslessly (codecs::TranscodeForRandomAccess) and stored with
+  // its restart-interval index, so a crop entropy-decodes only its intervals. The stored
+  // bytes are no longer the original files (metadata dropped). "jpeg-index".
+  kJpegIndex,
+  // Each JPEG's DCT coefficients (codecs::PackCoefficients), decoded without entropy
+  // decoding: column groups stored as they are, ~1.9x the JPEG bytes, the fastest decode
+  // ("coefficients-fast"); or Huffman-coded, ~1.06x the bytes at ~0.6x that speed
+  // ("coefficients-small"). bench/RESULTS-coef.md.
+  kCoefficientsFast,
+  kCoefficientsSmall,
+  // LZ4 raw uint8 HWC tensors: JPEG and PNG samples decoded whole and resized to
+  // raw_width x raw_height; samples that are already pixels (CIFAR) keep their size.
+  kRaw,
+};
 
 struct PackOptions {
   // Directory that receives the shards and the manifest; created if missing.
@@ -35,23 +55,10 @@ struct PackOptions {
   // A shard is closed before a record would take it past this size (a record larger
   // than this gets a shard of its own).
   std::uint64_t shard_bytes = std::uint64_t{128} << 20;
-  // kJpeg stores encoded samples' bytes as they are (JPEG and PNG alike); kLz4Raw decodes
-  // JPEG and PNG samples to raw_width x raw_height (the whole image, resized) and stores
-  // LZ4 raw tensors.
-  // Samples that are already pixels (kRawHwc, e.g. CIFAR) need kLz4Raw and keep their size.
-  // kIndexedJpeg transcodes each JPEG with codecs::TranscodeForRandomAccess(`transcode`)
-  // and stores it with its interval index; a file it refuses (a PNG, say) is stored as it
-  // came (listed in PackResult::not_indexed). Not the default: the stored bytes are no longer the
-  // original files (same pixels, metadata dropped) and need a version-2 reader.
-  ShardCodec codec = ShardCodec::kJpeg;
-  // kIndexedJpeg: how files are transcoded (interval width, pixel and scan limits).
+  PackCodec codec = PackCodec::kJpeg;
+  // kJpegIndex: how files are transcoded (interval width, pixel and scan limits).
   codecs::TranscodeOptions transcode;
-  // kCoefficients stores each JPEG's DCT coefficients with codecs::PackCoefficients
-  // (`coefficients`); a file it refuses is stored as it came (listed in not_indexed).
-  // Bigger than the files (about 2x) but decoded without entropy decoding; needs a
-  // version-3 reader.
-  codecs::CoefficientPackOptions coefficients;
-  int raw_width = 0;   // kLz4Raw from JPEG samples: output size; REQUIRES > 0 then
+  int raw_width = 0;   // kRaw from JPEG samples: output size; REQUIRES > 0 then
   int raw_height = 0;  // likewise
   int workers = 0;     // read/convert threads; 0 = all hardware threads
   // Allow a non-empty output_dir: an old manifest and shards ("shard-NNNNN.tfs") there
@@ -67,7 +74,7 @@ struct PackProgress {
   double seconds = 0;
 };
 
-// A sample left out (kLz4Raw: unreadable or undecodable) or stored but suspect (kJpeg:
+// A sample left out (kRaw: unreadable or undecodable) or stored but suspect (kJpeg:
 // starting like neither a JPEG nor a PNG; the loader will report it at read time).
 struct PackedSampleNote {
   std::size_t index = 0;  // in the source
@@ -85,14 +92,15 @@ struct PackResult {
   double seconds = 0;
   std::string manifest_path;
   std::vector<PackedSampleNote> skipped;   // not in the output
-  std::vector<PackedSampleNote> not_jpeg;  // kJpeg, kIndexedJpeg: stored, will fail at decode
-  // kIndexedJpeg: stored as they came, without an index (TranscodeForRandomAccess refused
-  // them); decoded the ordinary way. kCoefficients: likewise, PackCoefficients refused them.
+  std::vector<PackedSampleNote> not_jpeg;  // stored, but will fail at decode
+  // kJpegIndex: stored as they came, without an index (TranscodeForRandomAccess refused
+  // them); decoded the ordinary way. The coefficient codecs: likewise, PackCoefficients
+  // refused them.
   std::vector<PackedSampleNote> not_indexed;
-  // kIndexedJpeg: records stored with an index; kCoefficients: as coefficients (and the
-  // two byte counts below are theirs).
+  // kJpegIndex: records stored with an index; the coefficient codecs: as coefficients
+  // (and the two byte counts below are theirs).
   std::uint64_t indexed = 0;
-  // kIndexedJpeg: bytes of the indexed samples as the source gave them, and as stored
+  // kJpegIndex: bytes of the indexed samples as the source gave them, and as stored
   // (transcoded JPEG + index); the two give the file-size change of transcoding.
   std::uint64_t indexed_source_bytes = 0;
   std::uint64_t indexed_stored_bytes = 0;
