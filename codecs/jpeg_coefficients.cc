@@ -40,6 +40,14 @@
 // clang-format off
 #include <jpeglib.h>
 #include <jpegint.h>
+
+// jpegint.h is libjpeg's internal interface (the coefficient controller's struct layout): it
+// changes between minor versions, and this file was written against libjpeg-turbo 2.1. The
+// top-level CMakeLists.txt checks the package's version; this checks the headers compiled.
+#if !defined(LIBJPEG_TURBO_VERSION_NUMBER) || LIBJPEG_TURBO_VERSION_NUMBER < 2001000 || \
+    LIBJPEG_TURBO_VERSION_NUMBER >= 2002000
+#error "codecs/jpeg_coefficients.cc uses jpegint.h as libjpeg-turbo 2.1 has it; these headers are another version"
+#endif
 // clang-format on
 
 #include "codecs/coef_blocks.h"
