@@ -7,6 +7,8 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+
+#include "codecs/cpu_dispatch.h"
 #endif
 
 namespace tilefeed::codecs::detail {
@@ -76,8 +78,7 @@ constexpr std::array<std::uint16_t, 64> WidenedWordOfNatural() {
 }
 constexpr std::array<std::uint16_t, 64> kWordOfNatural = WidenedWordOfNatural();
 
-#define TILEFEED_AVX512 \
-  __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi2,bmi,bmi2,popcnt")))
+#define TILEFEED_AVX512 TILEFEED_TARGET_AVX512_VBMI2
 
 // The zigzag permutation's two halves (kWordOfNatural).
 struct Permutation {
@@ -141,13 +142,7 @@ TILEFEED_AVX512 std::size_t CountEscapesAvx512(const std::uint8_t* values, std::
          static_cast<std::size_t>(_mm_popcnt_u64(_mm512_mask_cmpeq_epi8_mask(live, tail, escape)));
 }
 
-bool HasAvx512Expand() {
-  static const bool kHas =
-      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi2") &&
-      __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("popcnt");
-  return kHas;
-}
+bool HasAvx512Expand() { return CpuRuns(KernelSet::kAvx512Vbmi2); }
 
 #endif
 

@@ -18,7 +18,7 @@
 #include <tuple>
 #include <utility>
 
-#include "codecs/avx512_warnings.h"
+#include "codecs/cpu_dispatch.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -70,8 +70,8 @@ std::uint64_t Le64(const std::uint8_t* p) {
 }
 
 #if defined(__x86_64__)
-__attribute__((target("popcnt"))) std::size_t SumMaskBitsPopcnt(const std::uint8_t* masks,
-                                                                std::size_t blocks) {
+TILEFEED_TARGET_POPCNT std::size_t SumMaskBitsPopcnt(const std::uint8_t* masks,
+                                                     std::size_t blocks) {
   return SumMaskBits(masks, blocks);
 }
 #endif
@@ -178,7 +178,8 @@ class BitWriter {
 
 std::size_t CountMaskBits(const std::uint8_t* masks, std::size_t blocks, bool portable) {
 #if defined(__x86_64__)
-  if (!portable && __builtin_cpu_supports("popcnt")) return SumMaskBitsPopcnt(masks, blocks);
+  if (!portable && detail::CpuRuns(detail::KernelSet::kPopcnt))
+    return SumMaskBitsPopcnt(masks, blocks);
 #endif
   return SumMaskBits(masks, blocks);
 }
@@ -291,10 +292,9 @@ void BuildMulti(const std::uint16_t* single, std::uint32_t* multi) {
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-TILEFEED_AVX512_WARNINGS_OFF  // codecs/avx512_warnings.h
+TILEFEED_AVX512_WARNINGS_OFF  // codecs/cpu_dispatch.h
 // The entries of `single` at the sixteen indexes `at`.
-__attribute__((target("avx512f"))) inline __m512i Gather16(const std::uint16_t* single,
-                                                           __m512i at) {
+TILEFEED_TARGET_AVX512 inline __m512i Gather16(const std::uint16_t* single, __m512i at) {
   const __m512i word = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), 0xFFFF, at, single, 2);
   return _mm512_and_si512(word, _mm512_set1_epi32(0xFFFF));
 }
@@ -303,8 +303,7 @@ __attribute__((target("avx512f"))) inline __m512i Gather16(const std::uint16_t* 
 // dependent lookups per entry were ~65 % of reading a record's tables. Each gather reads
 // 32 bits at a 16-bit entry and keeps the low half, so `single` needs one readable entry
 // past its end (ReadTables pads entries_).
-__attribute__((target("avx512f"))) void BuildMultiAvx512(const std::uint16_t* single,
-                                                         std::uint32_t* multi) {
+TILEFEED_TARGET_AVX512 void BuildMultiAvx512(const std::uint16_t* single, std::uint32_t* multi) {
   const __m512i low8 = _mm512_set1_epi32(0xFF);
   const __m512i index_mask = _mm512_set1_epi32(static_cast<int>(kLookupSize - 1));
   const __m512i lookup_bits = _mm512_set1_epi32(kLookupBits), one = _mm512_set1_epi32(1);
@@ -527,7 +526,7 @@ std::size_t HuffDecoder::ReadTables(const std::uint8_t* bytes, std::size_t size,
         entries_.data() + std::size_t(c * kHuffTablesPerClass + 2) * kLookupSize;
     std::uint32_t* multi = multi_.data() + std::size_t(c) * kLookupSize;
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (!portable && __builtin_cpu_supports("avx512f")) {
+    if (!portable && detail::CpuRuns(detail::KernelSet::kAvx512)) {
       BuildMultiAvx512(single, multi);
       continue;
     }

@@ -13,6 +13,8 @@
 #endif
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+
+#include "codecs/cpu_dispatch.h"
 #define TILEFEED_RESIZE_AVX2 1
 #endif
 
@@ -189,8 +191,8 @@ std::size_t VerticalSse2(const std::uint8_t* const* rows, const std::uint16_t* b
 
 #if defined(TILEFEED_RESIZE_AVX2)
 // Rounds the Q8 sums of 16 even and 16 odd bytes to Q7 and stores them in byte order.
-__attribute__((target("avx2"))) inline void StoreVerticalAvx2(__m256i even_sum, __m256i odd_sum,
-                                                              std::int16_t* out) {
+TILEFEED_TARGET_AVX2 inline void StoreVerticalAvx2(__m256i even_sum, __m256i odd_sum,
+                                                   std::int16_t* out) {
   // avg(v, 0) is (v + 1) >> 1.
   even_sum = _mm256_avg_epu16(even_sum, _mm256_setzero_si256());
   odd_sum = _mm256_avg_epu16(odd_sum, _mm256_setzero_si256());
@@ -213,10 +215,9 @@ __attribute__((target("avx2"))) inline void StoreVerticalAvx2(__m256i even_sum, 
 // ours to read, so it shifts. A compile-time tap count keeps the weights and row
 // pointers in registers; kTaps == 0 reads them from memory.
 template <int kTaps>
-__attribute__((target("avx2"))) std::size_t VerticalAvx2(const std::uint8_t* const* rows,
-                                                         const std::uint16_t* broadcast,
-                                                         int runtime_taps, std::size_t bytes,
-                                                         std::int16_t* out) {
+TILEFEED_TARGET_AVX2 std::size_t VerticalAvx2(const std::uint8_t* const* rows,
+                                              const std::uint16_t* broadcast, int runtime_taps,
+                                              std::size_t bytes, std::int16_t* out) {
   constexpr int kSlots = std::max(kTaps, 1);
   const int taps = kTaps > 0 ? kTaps : runtime_taps;
   const __m256i odd_mask = _mm256_set1_epi16(static_cast<short>(0xff00));
@@ -415,10 +416,10 @@ void BuildHorizontalFilterAvx2(const HorizontalFilter& filter, int out_width,
 // does with two loads. Two pixels per register, one per 128-bit lane. The arithmetic is
 // the SSE2 kernel's, so the results are identical.
 template <int kPairs>
-__attribute__((target("avx2"))) inline __m256i HorizontalSumsAvx2(const std::int16_t* low,
-                                                                  const std::int16_t* high,
-                                                                  const std::int32_t* weights,
-                                                                  int runtime_pairs) {
+TILEFEED_TARGET_AVX2 inline __m256i HorizontalSumsAvx2(const std::int16_t* low,
+                                                       const std::int16_t* high,
+                                                       const std::int32_t* weights,
+                                                       int runtime_pairs) {
   const int pairs = kPairs > 0 ? kPairs : runtime_pairs;
   const __m256i pair_shuffle =
       _mm256_setr_epi8(0, 1, 6, 7, 2, 3, 8, 9, 4, 5, 10, 11, -1, -1, -1, -1,  //
@@ -437,11 +438,11 @@ __attribute__((target("avx2"))) inline __m256i HorizontalSumsAvx2(const std::int
 }
 
 template <int kPairs>
-__attribute__((target("avx2"))) void HorizontalPassAvx2(const std::int16_t* row,
-                                                        const HorizontalFilterAvx2& filter,
-                                                        int pairs, int out_width, std::uint8_t* out,
-                                                        std::ptrdiff_t pixel_stride,
-                                                        std::ptrdiff_t channel_stride) {
+TILEFEED_TARGET_AVX2 void HorizontalPassAvx2(const std::int16_t* row,
+                                             const HorizontalFilterAvx2& filter, int pairs,
+                                             int out_width, std::uint8_t* out,
+                                             std::ptrdiff_t pixel_stride,
+                                             std::ptrdiff_t channel_stride) {
   // Drops the fourth byte of each pixel within a lane, then moves the high lane's 12
   // bytes next to the low lane's.
   const __m256i compact_bytes =
@@ -624,7 +625,7 @@ void Resizer::Start(int src_width, int src_height, const SourceBox& box, const P
   }
 
 #if defined(TILEFEED_RESIZE_AVX2) && !defined(TILEFEED_RESIZE_NO_AVX2)
-  s.use_avx2 = !portable_kernels_ && __builtin_cpu_supports("avx2");
+  s.use_avx2 = !portable_kernels_ && detail::CpuRuns(detail::KernelSet::kAvx2);
   if (s.use_avx2) BuildHorizontalFilterAvx2(h, dst.width, s.horizontal_avx2);
 #else
   s.use_avx2 = false;

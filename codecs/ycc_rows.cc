@@ -4,7 +4,7 @@
 #include <cassert>
 #include <cstdint>
 
-#include "codecs/avx512_warnings.h"
+#include "codecs/cpu_dispatch.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -66,30 +66,29 @@ constexpr Interleave MakeInterleave() {
 }
 constexpr Interleave kInterleave = MakeInterleave();
 
-TILEFEED_AVX512_WARNINGS_OFF  // codecs/avx512_warnings.h
-#define TILEFEED_YCC_AVX512 __attribute__((target("avx512f,avx512bw,avx512vbmi")))
+TILEFEED_AVX512_WARNINGS_OFF  // codecs/cpu_dispatch.h
 
 // One channel of 64 pixels as 16-bit values: pixels 2i in `even`, 2i + 1 in `odd`.
 struct Split {
   __m512i even, odd;
 };
 
-TILEFEED_YCC_AVX512 inline __m512i Widen(const std::uint8_t* p) {
+TILEFEED_TARGET_AVX512_VBMI inline __m512i Widen(const std::uint8_t* p) {
   return _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
-TILEFEED_YCC_AVX512 inline __m512i Times3(__m512i v) {
+TILEFEED_TARGET_AVX512_VBMI inline __m512i Times3(__m512i v) {
   return _mm512_add_epi16(_mm512_add_epi16(v, v), v);
 }
 
 // 64 consecutive samples (luma, or chroma at full resolution).
-TILEFEED_YCC_AVX512 inline Split SplitBytes(const std::uint8_t* p) {
+TILEFEED_TARGET_AVX512_VBMI inline Split SplitBytes(const std::uint8_t* p) {
   const __m512i v = _mm512_loadu_si512(p);
   return {_mm512_and_si512(v, _mm512_set1_epi16(0x00ff)), _mm512_srli_epi16(v, 8)};
 }
 
 // h2v1: 32 chroma samples from column x to 64 pixels.
-TILEFEED_YCC_AVX512 inline Split Upsample422(const std::uint8_t* row) {
+TILEFEED_TARGET_AVX512_VBMI inline Split Upsample422(const std::uint8_t* row) {
   const __m512i three = Times3(Widen(row));
   return {_mm512_srli_epi16(
               _mm512_add_epi16(_mm512_add_epi16(three, Widen(row - 1)), _mm512_set1_epi16(1)), 2),
@@ -98,13 +97,15 @@ TILEFEED_YCC_AVX512 inline Split Upsample422(const std::uint8_t* row) {
 }
 
 // h2v2's column sums of 32 chroma samples.
-TILEFEED_YCC_AVX512 inline __m512i ColumnSums(const std::uint8_t* near, const std::uint8_t* far) {
+TILEFEED_TARGET_AVX512_VBMI inline __m512i ColumnSums(const std::uint8_t* near,
+                                                      const std::uint8_t* far) {
   const __m512i n = Widen(near);
   return _mm512_add_epi16(_mm512_add_epi16(n, n), _mm512_add_epi16(n, Widen(far)));
 }
 
 // h2v2: 32 chroma samples from column x of the two rows to 64 pixels.
-TILEFEED_YCC_AVX512 inline Split Upsample420(const std::uint8_t* near, const std::uint8_t* far) {
+TILEFEED_TARGET_AVX512_VBMI inline Split Upsample420(const std::uint8_t* near,
+                                                     const std::uint8_t* far) {
   const __m512i three = Times3(ColumnSums(near, far));
   const __m512i left = ColumnSums(near - 1, far - 1);
   const __m512i right = ColumnSums(near + 1, far + 1);
@@ -118,7 +119,7 @@ struct Rgb16 {
 };
 
 // 32 pixels' colour, unclamped (packus clamps).
-TILEFEED_YCC_AVX512 inline Rgb16 Convert(__m512i y, __m512i cb, __m512i cr) {
+TILEFEED_TARGET_AVX512_VBMI inline Rgb16 Convert(__m512i y, __m512i cb, __m512i cr) {
   const __m512i center = _mm512_set1_epi16(128);
   const __m512i one = _mm512_set1_epi16(1);
   const __m512i xb = _mm512_sub_epi16(cb, center);
@@ -145,9 +146,10 @@ TILEFEED_YCC_AVX512 inline Rgb16 Convert(__m512i y, __m512i cb, __m512i cr) {
 }
 
 template <ChromaSampling kSampling>
-TILEFEED_YCC_AVX512 void RowAvx512(const std::uint8_t* y, const std::uint8_t* cb_near,
-                                   const std::uint8_t* cb_far, const std::uint8_t* cr_near,
-                                   const std::uint8_t* cr_far, int width, std::uint8_t* out) {
+TILEFEED_TARGET_AVX512_VBMI void RowAvx512(const std::uint8_t* y, const std::uint8_t* cb_near,
+                                           const std::uint8_t* cb_far, const std::uint8_t* cr_near,
+                                           const std::uint8_t* cr_far, int width,
+                                           std::uint8_t* out) {
   __m512i red_green[3], blue[3];
   for (int k = 0; k < 3; ++k) {
     red_green[k] = _mm512_loadu_si512(kInterleave.red_green[k].data());
@@ -194,10 +196,7 @@ TILEFEED_AVX512_WARNINGS_ON
 
 bool YccKernelAvailable() {
 #if defined(TILEFEED_YCC_X86)
-  static const bool kAvailable = __builtin_cpu_supports("avx512f") &&
-                                 __builtin_cpu_supports("avx512bw") &&
-                                 __builtin_cpu_supports("avx512vbmi");
-  return kAvailable;
+  return detail::CpuRuns(detail::KernelSet::kAvx512Vbmi);
 #else
   return false;
 #endif
