@@ -154,8 +154,7 @@ std::span<const OptionSpec> SharedOptions() { return kSharedOptions; }
 
 const OptionSpec* FindOption(std::string_view name) {
   for (const OptionSpec& spec : kSharedOptions) {
-    if (name == spec.flag || (!spec.keyword.empty() && name == spec.keyword) ||
-        (!spec.deprecated_flag.empty() && name == spec.deprecated_flag)) {
+    if (name == spec.flag || (!spec.keyword.empty() && name == spec.keyword)) {
       return &spec;
     }
   }

@@ -9,9 +9,9 @@
 //   tilefeed-serve --data /data/train --bind shm://job7-r0 ...   (train --readers shm://job7-r0)
 //
 // One reader serves one trainer instance: reader i takes instance i's slice of each epoch,
-// given by --instance-index/--instance-count (or --slice INDEX/COUNT; --shard is its
-// deprecated spelling), else by the launcher's environment when the readers themselves run
-// under poprun/mpirun (one per rank), else the whole dataset.
+// given by --instance-index/--instance-count (or --slice INDEX/COUNT), else by the launcher's
+// environment when the readers themselves run under poprun/mpirun (one per rank), else the
+// whole dataset.
 //
 // A trainer states what it expects in its hello (tilefeed/transport/session.h): dataset identity,
 // slice, seed, image size, batch size, mode, drop-last, epochs and its data position. Any
@@ -123,7 +123,7 @@ struct Args {
     o.drop_last_batch = true;
     return o;
   }();
-  transport::SenderOptions sender;
+  transport::ReaderEndpointOptions sender;
   std::string curve_keygen;
   std::vector<std::string> curve_allow;
   bool shm = false;
@@ -231,7 +231,7 @@ std::optional<int> CheckArgs(Args& args) {
     std::cerr << "tilefeed-serve: --data is required\n";
     return 2;
   }
-  transport::SenderOptions& sender = args.sender;
+  transport::ReaderEndpointOptions& sender = args.sender;
   if (!args.curve_allow.empty() && sender.curve_secret_key_file.empty()) {
     std::cerr << "tilefeed-serve: --curve-allow needs --curve-secret-key\n";
     return 2;
@@ -338,7 +338,7 @@ int Serve(Args& args, const CLI::App& app, std::stop_token stop) {
   transport::SessionTerms terms =
       transport::TermsOf(args.options, transport::IdentityOf(*source), args.options.epochs);
   terms.position_pinned = args.position_pinned;
-  transport::SenderOptions& sender_options = args.sender;
+  transport::ReaderEndpointOptions& sender_options = args.sender;
   if (!args.curve_allow.empty()) {
     sender_options.curve_allowed_keys = transport::ReadCurvePublicKeys(args.curve_allow);
     sender_options.on_refused = Log;
@@ -369,7 +369,7 @@ int Serve(Args& args, const CLI::App& app, std::stop_token stop) {
   // session's ring is allocated in full (posix_fallocate), and so is this trial one.
   if (sender_options.shared_memory) (void)transport::SharedSlots::Create(args.options, args.job_id);
   transport::Context context;
-  transport::BatchSender sender(context, sender_options, terms, open);
+  transport::ReaderEndpoint sender(context, sender_options, terms, open);
   std::cerr << "tilefeed-serve: serving " << dataset_size << " samples, epochs 0 to "
             << args.options.epochs - 1 << " (slice " << args.options.slice.index << "/"
             << args.options.slice.count << ") on " << sender.endpoint() << '\n';

@@ -81,9 +81,9 @@ int main(int argc, char** argv) {
     const std::string& kind = args["--source"];
     std::unique_ptr<loader::Source> source;
     if (kind == "cifar10-train") {
-      source = loader::Cifar10::Open(args["--data"], loader::CifarSplit::kTrain);
+      source = loader::Cifar10::Open(args["--data"], loader::Split::kTrain);
     } else if (kind == "cifar10-test") {
-      source = loader::Cifar10::Open(args["--data"], loader::CifarSplit::kTest);
+      source = loader::Cifar10::Open(args["--data"], loader::Split::kVal);
     } else {
       source = loader::ImageFolder::Open(args["--data"]);
     }

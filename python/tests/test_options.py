@@ -1,12 +1,10 @@
 """One definition of each shared option (tilefeed/loader/option_specs.h): tilefeed.Loader's
 keywords take their ranges, words and defaults from the table the tools use, and slice= is
-the one name of an instance's share of the epoch (shard= its deprecated alias)."""
+the one name of an instance's share of the epoch (no old spellings: the project has no
+release)."""
 
 import inspect
 import math
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 from PIL import Image
@@ -121,51 +119,19 @@ def test_image_sides_take_the_librarys_range(folder):
         assert (batch.height, batch.width) == (1, 300)  # below the tools' old 16
 
 
-# -- slice= and the deprecated shard= ------------------------------------------------------------
-
-SHARD_SCRIPT = r"""
-import sys, warnings
-import tilefeed
-warnings.simplefilter("always")
-with warnings.catch_warnings(record=True) as caught:
-    old = [tilefeed.Loader(sys.argv[1], batch_size=2, image_size=16, workers=1, epochs=1,
-                           shard=(1, 2)) for _ in range(2)]
-new = tilefeed.Loader(sys.argv[1], batch_size=2, image_size=16, workers=1, epochs=1,
-                      slice=(1, 2))
-deprecations = [w for w in caught if issubclass(w.category, DeprecationWarning)]
-print(len(deprecations))
-print(deprecations[0].message)
-print(deprecations[0].filename == "<string>")
-print(old[0].slice, old[1].shard, new.slice, new.slice_origin)
-same = [b.sample_indices.tolist() for b in old[0]] == [b.sample_indices.tolist() for b in new]
-print(same)
-"""
+# -- slice=, the one name ----------------------------------------------------------------------
 
 
-def test_shard_is_a_deprecated_alias_that_warns_once(folder):
-    out = subprocess.run([sys.executable, "-c", SHARD_SCRIPT, str(folder)], check=True,
-                         capture_output=True, text=True).stdout.splitlines()
-    assert out[0] == "1", out  # two Loaders with shard=, one warning in the process
-    assert "shard= is deprecated; use slice=" in out[1]
-    assert out[2] == "True", out  # the warning points at the caller's line
-    assert out[3] == "(1, 2) (1, 2) (1, 2) explicit"
-    assert out[4] == "True"  # the same slice of the epoch
-
-
-def test_slice_and_shard_together_is_an_error_naming_both(folder):
-    with pytest.raises(TypeError, match=r"slice=\(0, 2\) and shard=\(1, 2\) both given"):
-        tilefeed.Loader(folder, slice=(0, 2), shard=(1, 2))
-
-
-def test_detect_shard_is_detect_slice():
-    assert tilefeed.detect_shard is tilefeed.detect_slice
+def test_the_old_slice_names_are_gone(folder):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'shard'"):
+        tilefeed.Loader(folder, shard=(1, 2))
+    assert not hasattr(tilefeed, "detect_shard")
     assert "detect_slice" in tilefeed.__all__
+    assert not hasattr(tilefeed.Loader, "shard")
 
 
-def test_iterable_dataset_takes_slice_and_the_alias(folder):
+def test_iterable_dataset_takes_slice(folder):
     pytest.importorskip("torch")
     dataset = tilefeed.IterableDataset(folder, batch_size=2, image_size=16, workers=1,
                                        epochs=1, slice=(0, 2))
     assert sum(len(images) for images, _ in dataset) == 4
-    with pytest.raises(TypeError, match="both given"):
-        tilefeed.IterableDataset(folder, slice=(0, 2), shard=(0, 2))

@@ -180,10 +180,6 @@ BAD_ARGUMENTS = [
     ({"slice": (-1, 2)}, ValueError, r"slice=\(index, count\) needs count >= 1"),
     ({"slice": "all"}, ValueError, "slice='all'; expected \"auto\""),
     ({"slice": 2}, TypeError, "slice must be \"auto\" or \\(index, count\\)"),
-    # The deprecated spelling is checked the same way, named as it was written.
-    ({"shard": (2, 2)}, ValueError, r"shard=\(index, count\) needs count >= 1"),
-    ({"shard": "all"}, ValueError, "shard='all'; expected \"auto\""),
-    ({"slice": (0, 2), "shard": (1, 2)}, TypeError, r"slice=\(0, 2\) and shard=\(1, 2\) both given"),
 ]
 
 

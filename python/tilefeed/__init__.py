@@ -42,7 +42,7 @@ OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE (OpenMPI/poprun)): reading slice (1, 2
 epoch" -- a print rather than a logging record, so that it shows without logging set up;
 a single process with no launcher prints nothing. slice=(index, count) overrides the
 launcher and prints nothing. detect_slice() tells what "auto" finds. (A "shard" is a record
-file; shard= and detect_shard() are the old, deprecated names of slice= and detect_slice().)
+file, never an instance's share.)
 
 Bad samples. Under bad_sample_policy="skip" (the default) a sample that cannot be read or
 decoded is replaced by another; unless on_bad_sample is given, the Loader issues one
@@ -78,8 +78,7 @@ from ._tilefeed import Batch, LoaderError, SourceError
 __version__ = _tilefeed.__version__  # the CMake project's version
 
 __all__ = ["Batch", "BadSampleWarning", "IMAGENET_MEAN", "IMAGENET_STD", "IterableDataset",
-           "Loader", "LoaderError", "SlotsHeldError", "SourceError", "SOURCES", "detect_slice",
-           "detect_shard"]
+           "Loader", "LoaderError", "SlotsHeldError", "SourceError", "SOURCES", "detect_slice"]
 
 
 class SlotsHeldError(_tilefeed._SlotsHeldError):
@@ -197,7 +196,6 @@ class Loader:
 
     slice="auto" (the default) reads the launcher's slice of every epoch (see the module
     help: OpenMPI/poprun, torchrun, torch.distributed); slice=(index, count) sets it.
-    shard= is its old name: deprecated, it warns once and means the same.
     held_slots_timeout (seconds) bounds the wait for a batch while every slot is held by
     batches or views you keep; then SlotsHeldError is raised.
 
@@ -250,7 +248,6 @@ class Loader:
                  seed=_D["seed"],
                  shuffle=_D["shuffle"],
                  slice="auto",
-                 shard=None,
                  remainder=_D["remainder"],
                  drop_last_batch=_D["drop_last_batch"],
                  first_epoch=_D["first_epoch"],
@@ -284,8 +281,7 @@ class Loader:
         if on_bad_sample is not None and not callable(on_bad_sample):
             raise TypeError("tilefeed.Loader: on_bad_sample must be callable or None")
         self._remote = _remote_options(cache_dir, cache_limit, s3_endpoint, remote_retries)
-        self._options["slice"], self._slice_origin = _resolve_slice(
-            *_slice_argument(slice, shard, "tilefeed.Loader"))
+        self._options["slice"], self._slice_origin = _resolve_slice(slice)
         _check_workers(self._options["workers"])
         self._data, self._split, self._samples, self._sample_classes = _resolve_data(data, split)
         self._source = source
@@ -542,10 +538,6 @@ class Loader:
     def slice_origin(self):
         """Where slice came from: "explicit", or the launcher variables it was detected from."""
         return self._slice_origin
-
-    # The old names of slice and slice_origin.
-    shard = slice
-    shard_origin = slice_origin
 
     @property
     def options(self):
@@ -914,7 +906,7 @@ def _check_workers(workers):
 # The launchers' rank/size variables that tilefeed/launch/instance.h reads, for naming the origin.
 _LAUNCHER_VARIABLES = (("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OpenMPI/poprun"),
                        ("PMI_RANK", "PMI_SIZE", "PMI"))
-# (index, count, origin) lines already printed, and deprecations already warned about, by
+# (index, count, origin) lines already printed, and worker counts already warned about, by
 # this process.
 _announced = set()
 
@@ -977,31 +969,11 @@ def detect_slice():
     return first
 
 
-detect_shard = detect_slice  # the old name ("shard" is a record file)
-
-
-def _slice_argument(slice_, shard, where):
-    """(value, keyword) of the slice= / deprecated shard= pair: shard= warns once per process
-    (DeprecationWarning) and means slice=; both at once is a TypeError naming both."""
-    if shard is None:
-        return slice_, "slice"
-    if not (isinstance(slice_, str) and slice_ == "auto"):
-        raise TypeError(f"{where}: slice={slice_!r} and shard={shard!r} both given; shard= is "
-                        f"the deprecated name of slice=: pass slice= alone")
-    if ("deprecated", "shard") not in _announced:
-        _announced.add(("deprecated", "shard"))
-        warnings.warn(f"{where}: shard= is deprecated; use slice= (the same \"auto\" or "
-                      f"(index, count): this instance's share of every epoch)",
-                      DeprecationWarning, stacklevel=3)
-    return shard, "shard"
-
-
-def _resolve_slice(value, keyword="slice"):
-    """((index, count), origin) for the slice argument (given as `keyword`); announces a
-    detected one."""
+def _resolve_slice(value):
+    """((index, count), origin) for the slice argument; announces a detected one."""
     if isinstance(value, str):
         if value != "auto":
-            raise ValueError(f"tilefeed.Loader: {keyword}={value!r}; expected \"auto\" or "
+            raise ValueError(f"tilefeed.Loader: slice={value!r}; expected \"auto\" or "
                              f"(index, count)")
         index, count, origin = detect_slice()
         if origin != "no launcher" and (index, count, origin) not in _announced:
@@ -1010,11 +982,11 @@ def _resolve_slice(value, keyword="slice"):
                   f"({index}, {count}) of every epoch", file=sys.stderr, flush=True)
         return (index, count), origin
     if not isinstance(value, (tuple, list)) or len(value) != 2:
-        raise TypeError(f"tilefeed.Loader: {keyword} must be \"auto\" or (index, count), "
+        raise TypeError(f"tilefeed.Loader: slice must be \"auto\" or (index, count), "
                         f"got {value!r}")
-    index, count = (_number(keyword, v, int) for v in value)
+    index, count = (_number("slice", v, int) for v in value)
     if count < 1 or not 0 <= index < count:
-        raise ValueError(f"tilefeed.Loader: {keyword}=(index, count) needs count >= 1 and "
+        raise ValueError(f"tilefeed.Loader: slice=(index, count) needs count >= 1 and "
                          f"0 <= index < count, got {tuple(value)!r}")
     return (index, count), "explicit"
 

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 import torch.utils.data
 
-from . import Loader, _check_options, _D, _slice_argument, detect_slice
+from . import Loader, _check_options, _D, detect_slice
 
 __all__ = ["IterableDataset"]
 
@@ -50,9 +50,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
     def __init__(self, data, *, with_indices=False, **options):
         options = dict(options)
         options.pop("copy", None)  # one copy per batch, made by __iter__
-        options["slice"], _ = _slice_argument(options.pop("slice", "auto"),
-                                              options.pop("shard", None),
-                                              "tilefeed.IterableDataset")
+        options.setdefault("slice", "auto")
         merged = dict(_D, **{k: v for k, v in options.items() if k in _D})
         merged["epochs"] = options.get("epochs")
         _check_options(merged)

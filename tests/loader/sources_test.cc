@@ -498,8 +498,6 @@ TEST(CifarTest, TestSplitUsesTestBatchAndMetaNames) {
   EXPECT_EQ(cifar->Label(1), 5);
   EXPECT_EQ(cifar->class_names()[0], "class0");
   EXPECT_EQ(cifar->class_names()[9], "class9");
-  // The deprecated CIFAR-10 spelling names the same split.
-  static_assert(CifarSplit::kTest == Split::kVal && CifarSplit::kTrain == Split::kTrain);
 
   WriteFile(dir.path() / "batches.meta.txt", Bytes("only\ntwo\n"));
   const SourceError error =

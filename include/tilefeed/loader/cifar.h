@@ -24,13 +24,6 @@
 
 namespace tilefeed::loader {
 
-// CIFAR-10's own names for Split (its test batch is Split::kVal). Deprecated: it stays for
-// one release so that code written against the enum it was compiles; new code uses Split.
-struct CifarSplit {
-  static constexpr Split kTrain = Split::kTrain;
-  static constexpr Split kTest = Split::kVal;
-};
-
 class Cifar10 final : public Source {
  public:
   static constexpr int kHeight = 32;

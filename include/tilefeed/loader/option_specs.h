@@ -15,12 +15,10 @@
 // Vocabulary (one spelling for each idea):
 //   --split {train,val,test}     the part of a root with train/, val/ (and test/) folders
 //   --slice INDEX/COUNT          an instance's share of every epoch (Python: slice=(i, n)).
-//                                "shard" is a record file, never a slice; --shard and shard=
-//                                are deprecated spellings that warn once.
+//                                "shard" is a record file, never a slice.
 //   --cache-limit SIZE           a byte size written 10GiB, 512M or 1000000 (ParseByteSize)
 //   --image-size N               the library's range, 1..16384
-//   time options                 in seconds (a real number); an old "-ms" spelling is a
-//                                deprecated alias that takes milliseconds and warns once
+//   time options                 in seconds (a real number)
 //
 // A range error reads "NAME must be RANGE, got VALUE", RANGE from RangeText(): "at least 1",
 // "above 0", "between 1 and 16384". Every front end words it so.
@@ -69,10 +67,6 @@ struct OptionSpec {
   std::string_view default_text = {};
   std::string_view help = {};  // one sentence without the default (front ends show it)
   std::span<const std::string_view> choices = {};  // kChoice: the accepted values
-  // An older command-line spelling still accepted, hidden from --help, that warns once
-  // ("--shard" for --slice, "--heartbeat-ms" for --heartbeat). For kSeconds the old spelling
-  // takes milliseconds. "" when there is none.
-  std::string_view deprecated_flag = {};
 };
 
 // "at least 1", "above 0", "between 1 and 16384", "at least 4MiB"; "" for kinds without a
@@ -178,8 +172,7 @@ inline constexpr OptionSpec kSlice{
     .kind = OptionKind::kSlice,
     .help =
         "INDEX/COUNT: this instance's share of every epoch (default: the launcher's "
-        "instance, e.g. under mpirun or poprun; else 0/1)",
-    .deprecated_flag = "--shard"};
+        "instance, e.g. under mpirun or poprun; else 0/1)"};
 inline constexpr OptionSpec kEpochs{
     .flag = "--epochs",
     .keyword = "epochs",
@@ -311,8 +304,7 @@ inline constexpr OptionSpec kHeartbeat{.flag = "--heartbeat",
                                        .min = 0.001,
                                        .max = 3600,
                                        .default_text = "1",
-                                       .help = "seconds between heartbeats",
-                                       .deprecated_flag = "--heartbeat-ms"};
+                                       .help = "seconds between heartbeats"};
 inline constexpr OptionSpec kPeerTimeout{
     .flag = "--timeout",
     .keyword = "",
@@ -320,8 +312,7 @@ inline constexpr OptionSpec kPeerTimeout{
     .min = 0.001,
     .max = 1e6,
     .default_text = "5",
-    .help = "seconds of silence (no heartbeat, no batch) after which the peer is lost",
-    .deprecated_flag = "--timeout-ms"};
+    .help = "seconds of silence (no heartbeat, no batch) after which the peer is lost"};
 inline constexpr OptionSpec kReaderTimeout{
     .flag = "--reader-timeout",
     .keyword = "",
@@ -331,8 +322,7 @@ inline constexpr OptionSpec kReaderTimeout{
     .default_text = "5",
     .help =
         "--readers: seconds a reader may be silent (or not answer at start) before it is "
-        "an error",
-    .deprecated_flag = "--reader-timeout-ms"};
+        "an error"};
 inline constexpr OptionSpec kReconnectWindow{
     .flag = "--reconnect-window",
     .keyword = "",
@@ -340,13 +330,12 @@ inline constexpr OptionSpec kReconnectWindow{
     .min = 0.001,
     .max = 1e6,
     .default_text = "30",
-    .help = "--readers --reconnect: seconds a lost reader may take to come back",
-    .deprecated_flag = "--reconnect-window-ms"};
+    .help = "--readers --reconnect: seconds a lost reader may take to come back"};
 
 // Every spec above, in this order.
 std::span<const OptionSpec> SharedOptions();
 
-// The spec whose flag (or deprecated flag) or keyword is `name`, or nullptr.
+// The spec whose flag or keyword is `name`, or nullptr.
 const OptionSpec* FindOption(std::string_view name);
 
 }  // namespace tilefeed::loader
