@@ -99,8 +99,8 @@ SOURCES = ("auto", "imagefolder", "shards", "cifar10", "cifar10-train", "cifar10
 
 # loader::LoaderOptions' defaults, read from C++ so the signature below cannot drift.
 _D = _tilefeed._default_options()
-# The shared option table (tilefeed/loader/option_specs.h) by keyword: the ranges and their
-# words that every tool's flags use too (_NUMERIC below).
+# The shared option table (tilefeed/loader/option_specs.h) by keyword: the split choices below;
+# the ranges are checked in C++ (_check_options).
 _SPECS = _tilefeed._option_specs()
 
 # Loaders still running at interpreter exit are stopped first, so no worker thread calls
@@ -155,9 +155,9 @@ os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
 
 
 def _remote_options(cache_dir, cache_limit, s3_endpoint, remote_retries):
-    """The remote-dataset options as the _Core takes them (RemoteOptions' fields)."""
-    remote = {"cache_limit": _numeric("cache_limit", cache_limit),
-              "retries": _numeric("remote_retries", remote_retries)}
+    """The remote-dataset options as the _Core takes them (RemoteOptions' fields; their ranges
+    are checked in C++)."""
+    remote = {"cache_limit": cache_limit, "retries": remote_retries}
     if cache_dir is not None:
         if not isinstance(cache_dir, (str, os.PathLike)) or not os.fspath(cache_dir):
             raise TypeError(f"tilefeed.Loader: cache_dir must be a path or None, got {cache_dir!r}")
@@ -202,8 +202,9 @@ class Loader:
     Iterating a Loader yields the Batches of one epoch; each new iter() continues with the
     next epoch (or the one given to set_epoch()). Epoch e's batches are a pure function of
     (seed, e, dataset, slice): worker count and timing change nothing.
-    epochs=N (at least 1, as the tools' --epochs) ends iteration after epoch
-    first_epoch + N - 1; epochs=None, the default, iterates epochs until stop().
+    epochs=N (at least 1, as the tools' --epochs) ends iteration after epoch N - 1;
+    epochs=None, the default, iterates epochs until stop(). To resume, pass a state_dict() to
+    load_state_dict(): where a run stands is a LoaderState, not options.
 
     Raises ValueError for bad options, SourceError (an OSError) if `data` cannot be
     indexed, and, while iterating, LoaderError (a RuntimeError) for a bad sample under
@@ -250,9 +251,6 @@ class Loader:
                  slice="auto",
                  remainder=_D["remainder"],
                  drop_last_batch=_D["drop_last_batch"],
-                 first_epoch=_D["first_epoch"],
-                 first_epoch_position=_D["first_epoch_position"],
-                 expected_dataset_size=_D["expected_dataset_size"],
                  epochs=None,
                  bad_sample_policy=_D["bad_sample_policy"],
                  max_substitute_attempts=_D["max_substitute_attempts"],
@@ -277,11 +275,11 @@ class Loader:
             raise LoaderError(_fork["unusable"])
         self._pid = os.getpid()
         self._options = {name: arguments[name] for name in _D}
-        _check_options(self._options)
         if on_bad_sample is not None and not callable(on_bad_sample):
             raise TypeError("tilefeed.Loader: on_bad_sample must be callable or None")
         self._remote = _remote_options(cache_dir, cache_limit, s3_endpoint, remote_retries)
         self._options["slice"], self._slice_origin = _resolve_slice(slice)
+        _check_options(self._options, self._remote)
         _check_workers(self._options["workers"])
         self._data, self._split, self._samples, self._sample_classes = _resolve_data(data, split)
         self._source = source
@@ -357,15 +355,10 @@ class Loader:
         (x, y, w, h), the whole pixels the resize reads (in train, the box itself: the
         rectangle to give torchvision's resized_crop); "flip"; "dct_scaling" (whether a JPEG
         may be decoded at a DCT scale-down). The contracts are in tilefeed/loader/augment.h."""
-        options = dict(self._options, epochs=int(self._options["epochs"] or 0))
-        return _tilefeed._plan_sample(options, epoch, sample, width, height)
+        return _tilefeed._plan_sample(_core_options(self._options), epoch, sample, width, height)
 
     def _make_core(self):
-        # The C++ LoaderOptions say "no limit" with epochs 0.
-        options = dict(self._options, epochs=int(self._options["epochs"] or 0))
-        if isinstance(options["image_size"], (tuple, list)):  # (height, width)
-            height, width = _image_shape(options["image_size"])
-            options.update(image_size=max(height, width), image_height=height, image_width=width)
+        options = _core_options(self._options)
         if self._samples is not None:
             return _tilefeed._Core.from_list(self._samples, self._sample_classes,
                                              self._on_bad_sample, options)
@@ -373,8 +366,8 @@ class Loader:
                                options, self._remote, self._slot_memory)
 
     def _seek(self, epoch, position):
-        """Moves the C++ loader to `position` of `epoch`; outside first_epoch + [0, epochs)
-        it has nothing more to yield."""
+        """Moves the C++ loader to `position` of `epoch`; outside [0, epochs) it has nothing
+        more to yield."""
         self._warn_bad_samples(self.epoch)
         self._core.seek(epoch, position)
         self._mid_epoch = False
@@ -467,7 +460,7 @@ class Loader:
 
     def load_state_dict(self, state):
         """Continues from a state_dict(): the next iter() yields the rest of its epoch, and
-        the iterations after it the following epochs, up to first_epoch + epochs as before.
+        the iterations after it the following epochs, up to `epochs` as before.
 
         With the same slice count (and options) the batches are byte for byte those of an
         uninterrupted run; with another count, the new instances split the rest of the epoch
@@ -541,8 +534,7 @@ class Loader:
 
     @property
     def options(self):
-        """The LoaderOptions fields as given (first_epoch as constructed; the seed is the
-        last load_state_dict()'s)."""
+        """The LoaderOptions fields as given (the seed is the last load_state_dict()'s)."""
         return dict(self._options)
 
     def metrics(self):
@@ -728,103 +720,35 @@ Loader.__signature__ = inspect.signature(Loader.__init__).replace(
 # -- argument checks ------------------------------------------------------------------------
 
 _INT32 = (1 << 31) - 1
-_INT64 = (1 << 63) - 1
-_UINT64 = (1 << 64) - 1
-
-
-def _range_text(low, high):
-    return f"at least {low}" if high in (_UINT64, _INT32, _INT64) else f"between {low} and {high}"
-
-
-def _from_table(keyword, type_max):
-    """(kind, lowest, highest, words) of a shared option (_SPECS): the table's range and
-    words, the highest capped at what the C++ field holds (`type_max`)."""
-    spec = _SPECS[keyword]
-    kind = int if spec["kind"] in ("integer", "size") else float
-    low = kind(spec["min"])
-    high = kind(spec["max"]) if math.isfinite(spec["max"]) else type_max
-    return kind, low, high, spec["range"]
-
-
-# Numeric options: name -> (kind, lowest, highest, the range in words). Checked before anything
-# is opened, so a bad value is one plain ValueError (or TypeError for a value of the wrong
-# kind). Shared options take their ranges from the table; the rest are Python's own.
-_NUMERIC = {
-    **{name: _from_table(name, type_max) for name, type_max in (
-        ("batch_size", _UINT64), ("image_size", _INT32), ("eval_resize", _INT32),
-        ("workers", _INT32), ("prefetch_depth", _UINT64), ("seed", _UINT64),
-        ("first_epoch", _UINT64), ("first_epoch_position", _UINT64), ("epochs", _UINT64),
-        ("max_substitute_attempts", _INT32), ("flip_probability", None),
-        ("held_slots_timeout", None), ("cache_limit", _INT64), ("remote_retries", _INT32))},
-    "expected_dataset_size": (int, 0, _UINT64, _range_text(0, _UINT64)),  # 0: any size
-    "max_pixels": (int, 1, _INT64, _range_text(1, _INT64)),
-    "max_scans": (int, 1, _INT32, _range_text(1, _INT32)),
-}
-
-
-def _number(name, value, kind):
-    """`value` as `kind` (int, or float for any real); TypeError for anything else."""
-    if isinstance(value, bool) or not isinstance(
-            value, numbers.Integral if kind is int else numbers.Real):
-        raise TypeError(f"tilefeed.Loader: {name} must be {'an int' if kind is int else 'a number'}"
-                        f", got {value!r}")
-    value = kind(value)
-    if kind is float and not math.isfinite(value):
-        raise ValueError(f"tilefeed.Loader: {name} must be finite, got {value}")
-    return value
-
-
-def _numeric(name, value):
-    """The numeric option `name` (_NUMERIC) checked: ValueError/TypeError naming it."""
-    kind, low, high, words = _NUMERIC[name]
-    checked = _number(name, value, kind)
-    if not low <= checked <= high:
-        raise ValueError(f"tilefeed.Loader: {name} must be {words}, got {value!r}")
-    return checked
 
 
 def _image_shape(image_size):
-    """(height, width) of image_size: an int (a square) or a pair (height, width), checked;
-    ValueError/TypeError naming a bad one. The CPU Loader and tilefeed.cuda both use this."""
+    """(height, width) of image_size: an int (a square) or a pair (height, width). The values
+    are checked in C++ with the other options (_check_options)."""
     if not isinstance(image_size, (tuple, list)):
-        side = _numeric("image_size", image_size)
-        return side, side
+        return image_size, image_size
     if len(image_size) != 2:
         raise TypeError(f"tilefeed.Loader: image_size must be an int or (height, width), "
                         f"got {image_size!r}")
-    _, low, high, words = _NUMERIC["image_size"]
-    shape = tuple(_number("image_size", side, int) for side in image_size)
-    if not all(low <= side <= high for side in shape):
-        raise ValueError(f"tilefeed.Loader: image_size sides must be {words}, "
-                         f"got {image_size!r}")
-    return shape
+    return tuple(image_size)
 
 
-def _check_options(options):
-    """Raises ValueError/TypeError naming the first bad numeric option and its value."""
-    for name in _NUMERIC:
-        if name not in options:
-            continue  # the remote options, checked by _remote_options
-        if name == "epochs" and options[name] is None:
-            continue  # no limit: iterate epochs until stop()
-        if name == "image_size":
-            _image_shape(options[name])
-            continue
-        _numeric(name, options[name])
-    for name in ("crop_scale", "crop_ratio"):
-        pair = options[name]
-        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-            raise TypeError(f"tilefeed.Loader: {name} must be a pair (min, max), got {pair!r}")
-        low, high = (_number(name, v, float) for v in pair)
-        if not 0 < low <= high:
-            raise ValueError(f"tilefeed.Loader: {name}=(min, max) needs 0 < min <= max, "
-                             f"got {tuple(pair)!r}")
-    size = options["image_size"]
-    longer = max(size) if isinstance(size, (tuple, list)) else size
-    if options["mode"] == "eval" and options["eval_resize"] < longer:
-        raise ValueError(f"tilefeed.Loader: eval_resize must be at least image_size "
-                         f"({options['image_size']}) in mode='eval', got "
-                         f"{options['eval_resize']}")
+def _core_options(options):
+    """Loader options as the C++ binding takes them: image_size=(height, width) becomes
+    image_height and image_width; epochs=None (no end) stays None."""
+    options = dict(options)
+    if isinstance(options.get("image_size"), (tuple, list)):
+        options["image_height"], options["image_width"] = _image_shape(options["image_size"])
+        options["image_size"] = 0  # unused by a rectangle; (0, 0) is refused, not a default
+    return options
+
+
+def _check_options(options, remote=None):
+    """Checks Loader options (and remote options) in C++, once, as loader::OptionsProblem and
+    the option table (tilefeed/loader/option_specs.h) say: ValueError "tilefeed.Loader: NAME
+    must be RANGE, got VALUE" for the first bad value, TypeError for a value of the wrong
+    type. Nothing here re-checks a range."""
+    _tilefeed._check_options(_core_options(options), remote or {})
 
 
 # -- output ---------------------------------------------------------------------------------
@@ -984,11 +908,7 @@ def _resolve_slice(value):
     if not isinstance(value, (tuple, list)) or len(value) != 2:
         raise TypeError(f"tilefeed.Loader: slice must be \"auto\" or (index, count), "
                         f"got {value!r}")
-    index, count = (_number("slice", v, int) for v in value)
-    if count < 1 or not 0 <= index < count:
-        raise ValueError(f"tilefeed.Loader: slice=(index, count) needs count >= 1 and "
-                         f"0 <= index < count, got {tuple(value)!r}")
-    return (index, count), "explicit"
+    return tuple(value), "explicit"  # checked in C++ with the other options
 
 
 _STATE_VERSION = 1

@@ -7,10 +7,12 @@
 // default and the help text. Front ends read them from here and never restate them, so a range
 // or a default cannot drift between the tools, Python and the library:
 //
-//   - the library's own checks (LoaderOptions in loader.cc) test the same ranges with
-//     RangeProblem(), so an option the tools accept the library accepts too;
+//   - the library's one check of the options, OptionsProblem() (loader.h; RemoteOptionsProblem()
+//     in remote.h), tests the ranges with RangeProblem(), so an option the tools accept the
+//     library accepts too;
 //   - tools/option_flags.h registers a spec as a CLI11 flag (the library does not use CLI11);
-//   - the Python binding takes its keyword names, ranges and messages from SharedOptions().
+//   - the Python binding takes the keyword names from here and leaves every range to
+//     OptionsProblem(): a bad keyword value is a ValueError with its line.
 //
 // Vocabulary (one spelling for each idea):
 //   --split {train,val,test}     the part of a root with train/, val/ (and test/) folders
@@ -179,15 +181,16 @@ inline constexpr OptionSpec kEpochs{
     .kind = OptionKind::kInteger,
     .min = 1,
     .help = "epochs to produce, at least 1"};  // the default is each front end's own
+// Python resumes with Loader.load_state_dict(), so the two below have no keyword.
 inline constexpr OptionSpec kFirstEpoch{.flag = "--first-epoch",
-                                        .keyword = "first_epoch",
+                                        .keyword = "",
                                         .kind = OptionKind::kInteger,
                                         .min = 0,
                                         .default_text = "0",
                                         .help = "the epoch the first batch belongs to"};
 inline constexpr OptionSpec kFirstEpochPosition{
     .flag = "--first-epoch-position",
-    .keyword = "first_epoch_position",
+    .keyword = "",
     .kind = OptionKind::kInteger,
     .min = 0,
     .default_text = "0",
