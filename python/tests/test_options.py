@@ -138,3 +138,25 @@ def test_iterable_dataset_takes_slice(folder):
     dataset = tilefeed.IterableDataset(folder, batch_size=2, image_size=16, workers=1,
                                        epochs=1, slice=(0, 2))
     assert sum(len(images) for images, _ in dataset) == 4
+
+
+# -- jpeg=: libjpeg-turbo's tuning in one object ----------------------------------------------
+
+
+def test_jpeg_knobs_are_one_keyword_with_the_cxx_defaults(folder):
+    params = inspect.signature(tilefeed.Loader).parameters
+    for knob in ("max_pixels", "max_scans", "corrupt_data", "dct_scales", "fast_dct",
+                 "fast_upsample"):
+        assert knob not in params, knob
+        assert getattr(tilefeed.JpegOptions(), knob) == tilefeed._D[knob], knob
+    assert params["jpeg"].default is None
+    # The knobs that change pixels say so where they are set.
+    for knob in ("corrupt_data", "fast_dct", "fast_upsample"):
+        line = next(l for l in tilefeed.JpegOptions.__doc__.splitlines() if l.strip().startswith(knob))
+        assert "BREAKS THE PIXEL CONTRACT" in line, knob
+    jpeg = tilefeed.JpegOptions(fast_dct=True, max_scans=7)
+    with tilefeed.Loader(folder, batch_size=2, image_size=16, workers=1, epochs=1,
+                         jpeg=jpeg) as loader:
+        assert loader.options["fast_dct"] is True and loader.options["max_scans"] == 7
+        assert sum(b.size for b in loader) == 8
+    assert repr(jpeg) == "tilefeed.JpegOptions(max_scans=7, fast_dct=True)"

@@ -9,9 +9,9 @@
             labels = torch.from_numpy(batch.labels)  # int64
 
 Loader takes the C++ LoaderOptions fields as keyword arguments, with the same names and
-defaults (help(tilefeed.Loader) shows them); the JPEG options are flattened (max_pixels,
-max_scans, corrupt_data, dct_scales, fast_dct, fast_upsample) and the crop ranges are
-crop_scale=(min, max) and crop_ratio=(min, max), as in torchvision.
+defaults (help(tilefeed.Loader) shows them); libjpeg-turbo's tuning is one object,
+jpeg=tilefeed.JpegOptions(...), and the crop ranges are crop_scale=(min, max) and
+crop_ratio=(min, max), as in torchvision.
 
 Memory. A Batch is a view of one of the loader's prefetch_depth slots: batch.images and
 batch.sample_indices (numpy) and batch.torch() (DLPack) share that memory and copy nothing;
@@ -64,6 +64,7 @@ any thread, but not from inside on_bad_sample.
 """
 
 import atexit
+import dataclasses
 import inspect
 import math
 import numbers
@@ -78,7 +79,7 @@ from ._tilefeed import Batch, LoaderError, SourceError
 __version__ = _tilefeed.__version__  # the CMake project's version
 
 __all__ = ["Batch", "BadSampleWarning", "IMAGENET_MEAN", "IMAGENET_STD", "IterableDataset",
-           "Loader", "LoaderError", "SlotsHeldError", "SourceError", "SOURCES", "detect_slice"]
+           "JpegOptions", "Loader", "LoaderError", "SlotsHeldError", "SourceError", "SOURCES", "detect_slice"]
 
 
 class SlotsHeldError(_tilefeed._SlotsHeldError):
@@ -152,6 +153,60 @@ def _after_fork_in_child():
 
 os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
                     after_in_child=_after_fork_in_child)
+
+
+# The codecs::JpegOptions fields that JpegOptions groups (the binding takes them by name).
+_JPEG_FIELDS = ("max_pixels", "max_scans", "corrupt_data", "dct_scales", "fast_dct",
+                "fast_upsample")
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class JpegOptions:
+    """libjpeg-turbo's tuning, for Loader(jpeg=tilefeed.JpegOptions(...)): the few knobs of
+    the JPEG decoders that most runs leave alone, in one object. The defaults are the C++
+    codecs::JpegOptions' and keep the pixel contract (the pixels PIL and torchvision decode).
+
+    max_pixels     largest width x height accepted, read from the header before any
+                   allocation; a larger image is a bad sample (at least 1; default 64 MP)
+    max_scans      largest number of scans in a progressive JPEG; more is a bad sample
+                   (at least 1; default 100)
+    corrupt_data   "fail" (the default) or "accept", which BREAKS THE PIXEL CONTRACT: the
+                   pixels libjpeg made of a corrupt or truncated JPEG are kept, not reported
+                   as a bad sample
+    dct_scales     "pow2" (the default: 1/2, 1/4, 1/8) or "eighths" (every n/8): the DCT
+                   scale-downs a decode may use where scaling is allowed (train crops, or
+                   eval_dct_scaling); "eighths" gives other pixels than "pow2"
+    fast_dct       True BREAKS THE PIXEL CONTRACT: libjpeg's fast integer IDCT, not the
+                   accurate one PIL uses (pixels differ by a few levels)
+    fast_upsample  True BREAKS THE PIXEL CONTRACT: nearest-neighbour chroma upsampling, not
+                   libjpeg's "fancy" filter that PIL uses
+
+    Values are checked in C++ with the Loader's other options.
+    """
+
+    max_pixels: int = _D["max_pixels"]
+    max_scans: int = _D["max_scans"]
+    corrupt_data: str = _D["corrupt_data"]
+    dct_scales: str = _D["dct_scales"]
+    fast_dct: bool = _D["fast_dct"]
+    fast_upsample: bool = _D["fast_upsample"]
+
+    def _fields(self):
+        return {name: getattr(self, name) for name in _JPEG_FIELDS}
+
+    def __repr__(self):
+        given = ", ".join(f"{k}={v!r}" for k, v in self._fields().items() if v != _D[k])
+        return f"tilefeed.JpegOptions({given})"
+
+
+def _jpeg_fields(jpeg):
+    """The codecs::JpegOptions fields of Loader's jpeg= (None: the defaults)."""
+    if jpeg is None:
+        jpeg = JpegOptions()
+    if not isinstance(jpeg, JpegOptions):
+        raise TypeError(f"tilefeed.Loader: jpeg must be a tilefeed.JpegOptions or None, "
+                        f"got {jpeg!r}")
+    return jpeg._fields()
 
 
 def _remote_options(cache_dir, cache_limit, s3_endpoint, remote_retries):
@@ -255,12 +310,7 @@ class Loader:
                  bad_sample_policy=_D["bad_sample_policy"],
                  max_substitute_attempts=_D["max_substitute_attempts"],
                  held_slots_timeout=_D["held_slots_timeout"],
-                 max_pixels=_D["max_pixels"],
-                 max_scans=_D["max_scans"],
-                 corrupt_data=_D["corrupt_data"],
-                 dct_scales=_D["dct_scales"],
-                 fast_dct=_D["fast_dct"],
-                 fast_upsample=_D["fast_upsample"],
+                 jpeg=None,
                  on_bad_sample=None,
                  copy=False,
                  cache_dir=None,
@@ -271,6 +321,7 @@ class Loader:
                  _slot_memory=None):
         arguments = locals()
         arguments.update(_output_options(dtype, mean, std, layout))
+        arguments.update(_jpeg_fields(jpeg))
         if _fork["unusable"]:
             raise LoaderError(_fork["unusable"])
         self._pid = os.getpid()

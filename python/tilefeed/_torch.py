@@ -7,7 +7,7 @@ import numpy as np
 import torch
 import torch.utils.data
 
-from . import Loader, _check_options, _D, _output_options, detect_slice
+from . import Loader, _check_options, _D, _jpeg_fields, _output_options, detect_slice
 
 __all__ = ["IterableDataset"]
 
@@ -53,6 +53,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
         options.setdefault("slice", "auto")
         merged = dict(_D, **{k: v for k, v in options.items() if k in _D})
         merged["epochs"] = options.get("epochs")
+        merged.update(_jpeg_fields(options.get("jpeg")))
         merged.update(_output_options(merged["dtype"], merged["mean"], merged["std"],
                                       merged["layout"]))
         if isinstance(merged["slice"], str):  # "auto": the launcher's, found per worker
