@@ -22,8 +22,6 @@ constexpr std::array kSharedOptions = {
     kSeed,
     kSlice,
     kEpochs,
-    kFirstEpoch,
-    kFirstEpochPosition,
     kDropLast,
     kBadSamplePolicy,
     kMaxSubstituteAttempts,

@@ -17,8 +17,9 @@
 // slice, seed, image size, batch size, mode, drop-last, epochs and its data position. Any
 // difference refuses it with one line naming both values. --epochs is the job's epoch
 // count, as train's (a resumed job's reader is started with the same --epochs). Each
-// session opens the dataset afresh at the trainer's position, unless --first-epoch or
-// --first-epoch-position pin one, which a trainer must then be at. After a trainer leaves
+// session opens the dataset afresh at the trainer's position, unless --resume STATE (a
+// LoaderState line, as a checkpoint stores it) pins one, which a trainer must then be at.
+// After a trainer leaves
 // or fails the reader waits for the next, so a trainer restarted from a checkpoint (or
 // running with --reconnect) continues; it exits once a trainer has received every epoch.
 // SIGINT/SIGTERM stop it; the trainer is told that the stream stopped early (an error).
@@ -46,6 +47,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <stop_token>
 #include <string>
 #include <thread>
@@ -131,7 +133,8 @@ struct Args {
   std::string job_id = "0";
   tools::RemoteFlags remote;
   metrics::Flags metrics;
-  bool position_pinned = false;  // --first-epoch or --first-epoch-position given
+  std::string resume;            // --resume: a LoaderState line; "" when not given
+  bool position_pinned = false;  // --resume given
 };
 
 std::chrono::milliseconds Milliseconds(double seconds) {
@@ -167,8 +170,22 @@ void AddDataFlags(CLI::App& app, Args& args) {
 void AddSliceFlags(CLI::App& app, Args& args) {
   loader::LoaderOptions& options = args.options;
   tools::AddOption(app, loader::kEpochs, options.epochs);
-  tools::AddOption(app, loader::kFirstEpoch, options.first_epoch);
-  tools::AddOption(app, loader::kFirstEpochPosition, options.first_epoch_position);
+  app.add_option("--resume", args.resume,
+                 "serve only a trainer at this data position: a LoaderState line as a checkpoint "
+                 "stores it (\"tilefeed-loader-state v1 seed=S epoch=E position=P size=N\"), "
+                 "whose seed is the reader's")
+      ->type_name("STATE")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            try {
+              (void)loader::LoaderState::Parse(text);
+              return {};
+            } catch (const std::invalid_argument& e) {
+              return std::string("must be a loader state line: ") + e.what();
+            }
+          },
+          ""))
+      ->excludes("--seed");
   tools::AddOption(app, loader::kDropLast, options.drop_last_batch);
   tools::AddSliceOption(app, args.slice);
   CLI::Option* index = app.add_option("--instance-index", args.instance_index,
@@ -338,6 +355,11 @@ int Serve(Args& args, const CLI::App& app, std::stop_token stop) {
   transport::SessionTerms terms =
       transport::TermsOf(args.options, transport::IdentityOf(*source), args.options.epochs);
   terms.position_pinned = args.position_pinned;
+  if (args.position_pinned && args.options.expected_dataset_size != source->size()) {
+    throw std::invalid_argument("--resume: the state is for a dataset of " +
+                                std::to_string(args.options.expected_dataset_size) +
+                                " samples; --data has " + std::to_string(source->size()));
+  }
   transport::ReaderEndpointOptions& sender_options = args.sender;
   if (!args.curve_allow.empty()) {
     sender_options.curve_allowed_keys = transport::ReadCurvePublicKeys(args.curve_allow);
@@ -391,7 +413,10 @@ int Main(int argc, char** argv) {
   AddServeFlags(app, args);
   if (const auto rc = tools::ParseArgs(app, argc, argv, "tilefeed-serve")) return *rc;
   if (!args.curve_keygen.empty()) return KeyGen(args.curve_keygen);
-  args.position_pinned = app.count("--first-epoch") + app.count("--first-epoch-position") > 0;
+  if (!args.resume.empty()) {  // the position (and seed, and dataset size) a trainer must have
+    loader::LoaderState::Parse(args.resume).ApplyTo(args.options);
+    args.position_pinned = true;
+  }
   if (const std::optional<int> rc = CheckArgs(args)) return *rc;
 
   SignalStopper::BlockSignals();

@@ -34,8 +34,6 @@ TEST(OptionSpecs, DefaultsAreTheLibrarys) {
   EXPECT_EQ(Default(kWorkers), std::to_string(o.workers));
   EXPECT_EQ(Default(kPrefetchDepth), std::to_string(o.prefetch_depth));
   EXPECT_EQ(Default(kSeed), std::to_string(o.seed));
-  EXPECT_EQ(Default(kFirstEpoch), std::to_string(o.first_epoch));
-  EXPECT_EQ(Default(kFirstEpochPosition), std::to_string(o.first_epoch_position));
   EXPECT_FALSE(o.drop_last_batch);
   EXPECT_EQ(Default(kBadSamplePolicy),
             o.bad_sample_policy == BadSamplePolicy::kSkip ? "skip" : "fail");

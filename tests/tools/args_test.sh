@@ -74,8 +74,7 @@ tilefeed-serve|--image-size must be between 1 and 16384, got 16385|--data $D --i
 tilefeed-serve|--workers must be between 0 and 1024, got -1|--data $D --workers -1
 tilefeed-serve|--prefetch-depth must be between 1 and 1048576, got 0|--data $D --prefetch 0
 tilefeed-serve|--seed must be at least 0, got -1|--data $D --seed -1
-tilefeed-serve|--first-epoch must be at least 0, got -1|--data $D --first-epoch -1
-tilefeed-serve|--first-epoch-position must be at least 0, got -1|--data $D --first-epoch-position -1
+tilefeed-serve|--resume must be a loader state line: not a tilefeed loader state (v1)|--data $D --resume bogus
 tilefeed-serve|--instance-index must be at least 0, got -1|--data $D --instance-index -1 --instance-count 2
 tilefeed-serve|--instance-count must be at least 1, got 0|--data $D --instance-index 0 --instance-count 0
 tilefeed-serve|--heartbeat must be between 0.001 and 3600, got 0|--data $D --heartbeat 0
@@ -154,6 +153,8 @@ old_spellings() {
 tilefeed-serve|unknown argument --shard (--help lists the options)|--data $D --shard 0/2
 tilefeed-serve|unknown argument --heartbeat-ms (--help lists the options)|--data $D --heartbeat-ms 500
 tilefeed-serve|unknown argument --timeout-ms (--help lists the options)|--data $D --timeout-ms 5000
+tilefeed-serve|unknown argument --first-epoch (--help lists the options)|--data $D --first-epoch 0
+tilefeed-serve|unknown argument --first-epoch-position (--help lists the options)|--data $D --first-epoch-position 0
 train|unknown argument --reader-timeout-ms (--help lists the options)|--data $D --reader-timeout-ms 5000
 train|unknown argument --reconnect-window-ms (--help lists the options)|--data $D --reconnect-window-ms 5
 loader_bench|unknown argument --batch (--help lists the options)|--data $D --batch 4

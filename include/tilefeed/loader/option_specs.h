@@ -181,20 +181,6 @@ inline constexpr OptionSpec kEpochs{
     .kind = OptionKind::kInteger,
     .min = 1,
     .help = "epochs to produce, at least 1"};  // the default is each front end's own
-// Python resumes with Loader.load_state_dict(), so the two below have no keyword.
-inline constexpr OptionSpec kFirstEpoch{.flag = "--first-epoch",
-                                        .keyword = "",
-                                        .kind = OptionKind::kInteger,
-                                        .min = 0,
-                                        .default_text = "0",
-                                        .help = "the epoch the first batch belongs to"};
-inline constexpr OptionSpec kFirstEpochPosition{
-    .flag = "--first-epoch-position",
-    .keyword = "",
-    .kind = OptionKind::kInteger,
-    .min = 0,
-    .default_text = "0",
-    .help = "resume: samples of the first epoch already delivered to all instances together"};
 inline constexpr OptionSpec kDropLast{
     .flag = "--drop-last",
     .keyword = "drop_last_batch",
