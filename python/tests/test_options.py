@@ -3,6 +3,7 @@ keywords take their ranges, words and defaults from the table the tools use, and
 the one name of an instance's share of the epoch (no old spellings: the project has no
 release)."""
 
+import dataclasses
 import inspect
 import math
 import numpy as np
@@ -48,6 +49,21 @@ def test_the_table_names_the_shared_keywords():
     assert SPECS["slice"]["flag"] == "--slice"
 
 
+# The table's Python names that are fields of remote=tilefeed.RemoteOptions(...).
+REMOTE = {f.name for f in dataclasses.fields(tilefeed.RemoteOptions)}
+
+
+def test_every_python_name_of_the_table_is_a_keyword_or_a_remote_field():
+    params = inspect.signature(tilefeed.Loader).parameters
+    assert set(SPECS) <= set(params) | REMOTE, set(SPECS) - set(params) - REMOTE
+    assert REMOTE <= set(SPECS)  # every remote field is the table's
+    for name in REMOTE:
+        if SPECS[name]["default"]:
+            assert str(getattr(tilefeed.RemoteOptions(), name)) == str(
+                _size(SPECS[name]["default"]) if SPECS[name]["kind"] == "size"
+                else SPECS[name]["default"]), name
+
+
 def number_text(value):
     """A number as the table's messages write it (RangeProblem): whole numbers without a
     fraction, 2 rather than 2.0."""
@@ -62,7 +78,10 @@ def test_out_of_range_messages_are_the_tables(folder, name):
     for value in outside(spec):
         with pytest.raises(ValueError) as info:
             options = dict(workers=1, image_size=16, batch_size=2)
-            options[name] = value
+            if name in REMOTE:  # a field of remote=tilefeed.RemoteOptions(...)
+                options["remote"] = tilefeed.RemoteOptions(**{name: value})
+            else:
+                options[name] = value
             tilefeed.Loader(folder, **options)
         assert str(info.value) == (f"tilefeed.Loader: {name} must be {spec['range']}, "
                                    f"got {number_text(value)}")

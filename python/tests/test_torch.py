@@ -203,6 +203,7 @@ def test_output_options_are_checked(folder):
 # -- documentation ---------------------------------------------------------------------------
 
 def test_every_public_name_has_help_text():
+    import dataclasses
     import inspect
     missing = []
     for name in tilefeed.__all__:
@@ -212,7 +213,13 @@ def test_every_public_name_has_help_text():
         if not (obj.__doc__ or "").strip():
             missing.append(name)
         if inspect.isclass(obj):
+            # A dataclass's fields (JpegOptions, RemoteOptions) are documented in its docstring.
+            fields = {f.name for f in dataclasses.fields(obj)} if dataclasses.is_dataclass(obj) \
+                else set()
             for attribute, value in vars(obj).items():
+                if attribute in fields:
+                    assert f"    {attribute} " in obj.__doc__, f"{name}.{attribute}"
+                    continue
                 if not attribute.startswith("_") and not (value.__doc__ or "").strip():
                     missing.append(f"{name}.{attribute}")
     assert not missing

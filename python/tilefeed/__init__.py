@@ -79,7 +79,7 @@ from ._tilefeed import Batch, LoaderError, SourceError
 __version__ = _tilefeed.__version__  # the CMake project's version
 
 __all__ = ["Batch", "BadSampleWarning", "IMAGENET_MEAN", "IMAGENET_STD", "IterableDataset",
-           "JpegOptions", "Loader", "LoaderError", "SlotsHeldError", "SourceError", "SOURCES", "detect_slice"]
+           "JpegOptions", "Loader", "RemoteOptions", "LoaderError", "SlotsHeldError", "SourceError", "SOURCES", "detect_slice"]
 
 
 class SlotsHeldError(_tilefeed._SlotsHeldError):
@@ -209,10 +209,44 @@ def _jpeg_fields(jpeg):
     return jpeg._fields()
 
 
-def _remote_options(cache_dir, cache_limit, s3_endpoint, remote_retries):
-    """The remote-dataset options as the _Core takes them (RemoteOptions' fields; their ranges
-    are checked in C++)."""
-    remote = {"cache_limit": cache_limit, "retries": remote_retries}
+@dataclasses.dataclass(frozen=True, repr=False)
+class RemoteOptions:
+    """How Loader(remote=tilefeed.RemoteOptions(...)) reads http://, https:// and s3://
+    datasets (docs/datasets.md), as the tools' --cache-dir, --cache-limit, --s3-endpoint and
+    --remote-retries do:
+
+    cache_dir       a path, or None (the default) for no cache: fetched blocks and remote tar
+                    indexes kept on disk, shared by the processes of the host
+    cache_limit     bytes, at least 4 MiB (default 10 GiB): the bound of the cache's blocks
+    s3_endpoint     a URL, or None for AWS: where s3://bucket/key is fetched from
+    remote_retries  0-20 (default 5): retries of a failed request before its sample is bad
+
+    s3:// keys come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,
+    AWS_REGION (or AWS_DEFAULT_REGION) and AWS_ENDPOINT_URL_S3 (or AWS_ENDPOINT_URL), read
+    when the Loader is made. Values are checked in C++ (loader::RemoteOptionsProblem).
+    """
+
+    cache_dir: object = None
+    cache_limit: int = 10 << 30
+    s3_endpoint: object = None
+    remote_retries: int = 5
+
+    def __repr__(self):
+        given = ", ".join(f"{k}={v!r}" for k, v in dataclasses.asdict(self).items()
+                          if v != getattr(RemoteOptions, k))
+        return f"tilefeed.RemoteOptions({given})"
+
+
+def _remote_options(options):
+    """Loader's remote= (a RemoteOptions or None) as the _Core takes it: RemoteOptions' C++
+    fields, with the AWS keys from the environment; the ranges are checked in C++."""
+    if options is None:
+        options = RemoteOptions()
+    if not isinstance(options, RemoteOptions):
+        raise TypeError(f"tilefeed.Loader: remote must be a tilefeed.RemoteOptions or None, "
+                        f"got {options!r}")
+    cache_dir, s3_endpoint = options.cache_dir, options.s3_endpoint
+    remote = {"cache_limit": options.cache_limit, "retries": options.remote_retries}
     if cache_dir is not None:
         if not isinstance(cache_dir, (str, os.PathLike)) or not os.fspath(cache_dir):
             raise TypeError(f"tilefeed.Loader: cache_dir must be a path or None, got {cache_dir!r}")
@@ -268,15 +302,9 @@ class Loader:
     thread for every bad sample; an exception it raises is re-raised by the next batch
     request.
 
-    Remote datasets (http://, https://, s3:// shards and tars; docs/datasets.md), like the
-    tools' --cache-dir, --cache-limit, --s3-endpoint and --remote-retries: cache_dir (a
-    path, or None for no cache) keeps fetched blocks and remote tar indexes on disk, shared
-    by the processes of the host; cache_limit (bytes, at least 4 MiB) bounds its blocks;
-    s3_endpoint (a URL, or None for AWS) serves s3://bucket/key; remote_retries (0-20) is
-    the retries of a failed request before its sample is bad. s3:// keys come from
-    AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION (or
-    AWS_DEFAULT_REGION) and AWS_ENDPOINT_URL_S3 (or AWS_ENDPOINT_URL), read when the Loader is
-    made.
+    Remote datasets (http://, https://, s3:// shards and tars; docs/datasets.md) take
+    remote=tilefeed.RemoteOptions(...): the block cache, the S3 endpoint and the retries,
+    as the tools' --cache-dir, --cache-limit, --s3-endpoint and --remote-retries.
     """
 
     def __new__(cls, *args, device=None, **kwargs):
@@ -313,10 +341,7 @@ class Loader:
                  jpeg=None,
                  on_bad_sample=None,
                  copy=False,
-                 cache_dir=None,
-                 cache_limit=10 << 30,
-                 s3_endpoint=None,
-                 remote_retries=5,
+                 remote=None,
                  device=None,
                  _slot_memory=None):
         arguments = locals()
@@ -328,7 +353,7 @@ class Loader:
         self._options = {name: arguments[name] for name in _D}
         if on_bad_sample is not None and not callable(on_bad_sample):
             raise TypeError("tilefeed.Loader: on_bad_sample must be callable or None")
-        self._remote = _remote_options(cache_dir, cache_limit, s3_endpoint, remote_retries)
+        self._remote = _remote_options(remote)
         self._options["slice"], self._slice_origin = _resolve_slice(slice)
         _check_options(self._options, self._remote)
         _check_workers(self._options["workers"])

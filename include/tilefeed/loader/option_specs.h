@@ -58,8 +58,10 @@ enum class OptionKind {
 inline constexpr double kNoMax = std::numeric_limits<double>::infinity();
 
 struct OptionSpec {
-  std::string_view flag = {};     // the command-line spelling, "--image-size"
-  std::string_view keyword = {};  // the Python keyword, "image_size"; "" when Python has none
+  std::string_view flag = {};  // the command-line spelling, "--image-size"
+  // The Python name: a tilefeed.Loader keyword ("image_size") or a field of the object a
+  // keyword takes (cache_limit of remote=tilefeed.RemoteOptions); "" when Python has none.
+  std::string_view keyword = {};
   OptionKind kind = OptionKind::kText;
   double min = 0;              // kInteger, kNumber, kSeconds, kSize: the lowest value
   double max = kNoMax;         // the highest value, or kNoMax
