@@ -21,7 +21,7 @@ usage: bench/compare.sh DIR [options]
 
 Runs, on corpus DIR (a corpus root holding train/, or an ImageFolder split folder), on the
 same W cores, round-robin --reps times:
-  tilefeed      BUILD/bench/loader_bench --data DIR --workers W --batch B --mode train --size 224 --json
+  tilefeed      BUILD/bench/loader_bench --data DIR --workers W --batch-size B --mode train --image-size 224 --json
   torch         bench/torch_baseline.py DIR --workers W --batch B
                 (torchvision ImageFolder + RandomResizedCrop(224) + flip + PILToTensor, uint8)
   full-decode   BUILD/bench/codec_bench --data DIR --only full --threads W --files N
@@ -225,7 +225,7 @@ LABELS=(
   "full decode, libjpeg-turbo (codec_bench --only full)"
 )
 COMMANDS=(
-  "$(printf '%q ' "$LOADER_BENCH" --data "$DIR" --workers "$WORKERS" --batch "$BATCH" --mode train --size 224 --json)"
+  "$(printf '%q ' "$LOADER_BENCH" --data "$DIR" --workers "$WORKERS" --batch-size "$BATCH" --mode train --image-size 224 --json)"
   "$(printf '%q ' "$PYTHON" "$SCRIPT_DIR/torch_baseline.py" "$DIR" --workers "$WORKERS" --batch "$BATCH" --json)"
   "$(printf '%q ' "$CODEC_BENCH" --data "$DIR" --only full --threads "$WORKERS" --files "$NFILES" --json)"
 )
@@ -237,7 +237,7 @@ if ((INDEXED)); then
     "interval-skipping crop decode (codec_bench --only indexed, ${CROP_N} files)"
   )
   COMMANDS+=(
-    "$(printf '%q ' "$LOADER_BENCH" --data "$INDEXED_DIR" --workers "$WORKERS" --batch "$BATCH" --mode train --size 224 --json)"
+    "$(printf '%q ' "$LOADER_BENCH" --data "$INDEXED_DIR" --workers "$WORKERS" --batch-size "$BATCH" --mode train --image-size 224 --json)"
     "$(printf '%q ' "$CODEC_BENCH" --data "$DIR" --only rrc --threads "$WORKERS" --files "$CROP_N" --json)"
     "$(printf '%q ' "$CODEC_BENCH" --data "$DIR" --only indexed --threads "$WORKERS" --files "$CROP_N" --interval-width "$INTERVAL_WIDTH" --json)"
   )

@@ -100,7 +100,7 @@ def train_rate(a, tools, data):
 
 def bench_rate(a, build, data):
     text = run([os.path.join(build, "bench", "loader_bench"), "--data", data, "--epochs", "2",
-                "--batch", str(a.batch), "--size", str(a.size), "--workers", str(a.workers)])
+                "--batch-size", str(a.batch), "--image-size", str(a.size), "--workers", str(a.workers)])
     match = re.search(r"^images_per_s=([0-9.]+)", text, re.M)
     if not match:
         fail(f"no images_per_s= line from loader_bench:\n{text[-2000:]}")

@@ -15,9 +15,7 @@
 // (ratio=with/without).
 //
 // The loader's flags come from the shared option table (tilefeed/loader/option_specs.h, through
-// tools/option_flags.h), spelled and bounded as in every tool and in Python. The old spellings
-// still work, hidden, with a warning: --batch, --size, --depth, --cache-limit-mib (MiB) and
-// --mode val (now --mode eval, whose --split defaults to val).
+// tools/option_flags.h), spelled and bounded as in every tool and in Python.
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -28,7 +26,6 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
-#include <limits>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -227,21 +224,15 @@ struct Args {
   std::size_t round_batches = 12;
   std::string cache_dir;
   std::uint64_t cache_limit = loader::RemoteOptions{}.cache_limit;
-  std::uint64_t cache_limit_mib = 0;  // the old --cache-limit-mib; 0: not given
   tilefeed::metrics::Flags metrics;
   bool metrics_overhead = false;
 };
 
-// The loader's own options, from the shared table (tilefeed/loader/option_specs.h), with the
-// old abbreviations --batch, --size and --depth as hidden aliases that warn.
+// The loader's own options, from the shared table (tilefeed/loader/option_specs.h).
 void AddLoaderOptionFlags(CLI::App& app, Args& a) {
   loader::LoaderOptions& o = a.options;
-  tools::AddDeprecatedAlias(app, loader::kBatchSize,
-                            tools::AddOption(app, loader::kBatchSize, o.batch_size), "--batch",
-                            o.batch_size);
-  tools::AddDeprecatedAlias(app, loader::kImageSize,
-                            tools::AddOption(app, loader::kImageSize, o.image_size), "--size",
-                            o.image_size);
+  tools::AddOption(app, loader::kBatchSize, o.batch_size);
+  tools::AddOption(app, loader::kImageSize, o.image_size);
   tools::AddOption(app, loader::kMode, o.mode);
   tools::AddOption(app, loader::kSplit, a.split)
       ->description(std::string(loader::kSplit.help) +
@@ -249,9 +240,7 @@ void AddLoaderOptionFlags(CLI::App& app, Args& a) {
                     "train)");
   tools::AddOption(app, loader::kEvalDctScaling, o.eval_dct_scaling);
   tools::AddOption(app, loader::kWorkers, o.workers);
-  tools::AddDeprecatedAlias(app, loader::kPrefetchDepth,
-                            tools::AddOption(app, loader::kPrefetchDepth, o.prefetch_depth),
-                            "--depth", o.prefetch_depth);
+  tools::AddOption(app, loader::kPrefetchDepth, o.prefetch_depth);
   tools::AddOption(app, loader::kSeed, o.seed);
   tools::AddOption(app, loader::kBadSamplePolicy, o.bad_sample_policy);
   app.add_flag("--fail", a.fail, "stop at the first bad sample (= --bad-sample-policy fail)");
@@ -315,8 +304,7 @@ void AddRunFlags(CLI::App& app, Args& a) {
                "--against; prints ratio=with/without");
 }
 
-// How the source reads: shard I/O and the remote cache (--cache-limit from the shared table;
-// the old --cache-limit-mib is a hidden alias that warns).
+// How the source reads: shard I/O and the remote cache (--cache-limit from the shared table).
 void AddSourceFlags(CLI::App& app, Args& a) {
   app.add_option("--shard-io", a.shard_io,
                  "shards: read records with pread (merging nearby ones) or copy them out of "
@@ -329,30 +317,7 @@ void AddSourceFlags(CLI::App& app, Args& a) {
       ->capture_default_str();
   app.add_flag("--no-coalesce", a.no_coalesce, "shards, pread: one read per record");
   tools::AddOption(app, loader::kCacheDir, a.cache_dir);
-  CLI::Option* limit = tools::AddSizeOption(app, loader::kCacheLimit, a.cache_limit);
-  // The old --cache-limit-mib, in MiB: --cache-limit's range and words in MiB.
-  loader::OptionSpec in_mib = loader::kCacheLimit;
-  in_mib.kind = loader::OptionKind::kInteger;
-  in_mib.min /= 1 << 20;
-  in_mib.max = double(std::numeric_limits<std::uint64_t>::max() >> 20);
-  tools::AddDeprecatedAlias(app, in_mib, limit, "--cache-limit-mib", a.cache_limit_mib);
-}
-
-// --mode val, from before --split: eval on the val split, now --mode eval (whose split
-// defaults to val). Returns argv with it rewritten, after a warning.
-std::vector<std::string> RewriteModeVal(int argc, char** argv) {
-  std::vector<std::string> args(argv, argv + argc);
-  for (std::size_t i = 1; i < args.size(); ++i) {
-    const bool joined = args[i] == "--mode=val";
-    if (!joined && !(args[i] == "--mode" && i + 1 < args.size() && args[i + 1] == "val")) continue;
-    std::fprintf(stderr, "warning: --mode val is deprecated; use --mode eval --split val\n");
-    if (joined) {
-      args[i] = "--mode=eval";
-    } else {
-      args[i + 1] = "eval";
-    }
-  }
-  return args;
+  tools::AddSizeOption(app, loader::kCacheLimit, a.cache_limit);
 }
 
 // The options that follow from several flags at once.
@@ -363,7 +328,6 @@ void FinishOptions(Args& a) {
         o.mode == loader::Mode::kEval && loader::HasSplit(a.data, loader::Split::kVal);
     a.split = eval_on_val ? "val" : "train";
   }
-  if (a.cache_limit_mib > 0) a.cache_limit = a.cache_limit_mib << 20;
   o.shuffle = !a.no_shuffle;
   o.epochs = a.seconds > 0 ? 0 : a.epochs;
   if (a.fail) o.bad_sample_policy = loader::BadSamplePolicy::kFail;
@@ -647,14 +611,7 @@ int Main(int argc, char** argv) {
   AddRunFlags(app, a);
   AddLoaderOptionFlags(app, a);
   AddSourceFlags(app, a);
-  const std::vector<std::string> args = RewriteModeVal(argc, argv);
-  std::vector<const char*> pointers;
-  pointers.reserve(args.size());
-  for (const std::string& arg : args) pointers.push_back(arg.c_str());
-  if (const auto rc = tools::ParseArgs(app, static_cast<int>(pointers.size()), pointers.data(),
-                                       "loader_bench")) {
-    return *rc;
-  }
+  if (const auto rc = tools::ParseArgs(app, argc, argv, "loader_bench")) return *rc;
   FinishOptions(a);
   std::mutex print_mutex;
   std::atomic<int> printed{0};

@@ -63,8 +63,9 @@ def parse_args():
 
 
 def run_cxx(a, loader_bench):
-    args = [loader_bench, "--data", a.data, "--workers", str(a.workers), "--batch", str(a.batch),
-            "--size", str(a.size), "--depth", str(a.depth), "--mode", a.mode, "--seed",
+    args = [loader_bench, "--data", a.data, "--workers", str(a.workers), "--batch-size",
+            str(a.batch), "--image-size", str(a.size), "--prefetch-depth", str(a.depth),
+            "--mode", a.mode, "--seed",
             str(a.seed), "--epochs", "1", "--warmup", str(a.warmup)]
     out = subprocess.run(args, capture_output=True, text=True)
     if out.returncode != 0:

@@ -85,7 +85,7 @@ for _ in $(seq 200); do
   sleep 0.05
 done
 URL="http://127.0.0.1:$PORT"
-COMMON=(--batch "$BATCH" --workers "$WORKERS" --size "$SIZE")
+COMMON=(--batch-size "$BATCH" --workers "$WORKERS" --image-size "$SIZE")
 
 if has tar; then
   echo "== tars against tilefeed shards of the same images"

@@ -106,7 +106,7 @@ echo "soak: $MINUTES min on $DATA: the loader for ${half} s, then 2-instance tra
 
 # --- 1. The loader alone.
 start=$SECONDS
-"$bench" --data "$DATA" --seconds "$half" --interval 10 --batch 64 --warmup 2 \
+"$bench" --data "$DATA" --seconds "$half" --interval 10 --batch-size 64 --warmup 2 \
   >"$out/bench.log" 2>"$out/bench.err" &
 bench_pid=$!
 running=("$bench_pid")

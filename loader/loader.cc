@@ -41,12 +41,15 @@
 #include <atomic>
 #include <cassert>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <exception>
 #include <fstream>
+#include <iomanip>
 #include <limits>
 #include <mutex>
 #include <new>
+#include <sstream>
 #include <stop_token>
 #include <thread>
 
@@ -245,7 +248,65 @@ void CheckMemory(const LoaderOptions& o, int height, int width, std::size_t imag
   }
 }
 
+// "(0.5, 0.1)": a (min, max) pair as Python writes it.
+std::string PairText(double min, double max) {
+  std::ostringstream out;
+  out << std::setprecision(15) << '(' << min << ", " << max << ')';
+  return out.str();
+}
+
+// The problem of a crop range (min, max) named `name`, or nullopt when 0 < min <= max.
+std::optional<std::string> CropRangeProblem(const char* name, double min, double max) {
+  if (std::isfinite(min) && std::isfinite(max) && min > 0 && min <= max) return std::nullopt;
+  return std::string(name) + "=(min, max) needs 0 < min <= max, got " + PairText(min, max);
+}
+
 }  // namespace
+
+std::optional<std::string> OptionsProblem(const LoaderOptions& o) {
+  std::optional<std::string> problem;
+  const auto check = [&problem](const OptionSpec& spec, const char* name, double value) {
+    if (!problem) problem = RangeProblem(spec, name, value);
+  };
+  const auto require = [&problem](std::optional<std::string> found) {
+    if (!problem) problem = std::move(found);
+  };
+  check(kBatchSize, "batch_size", static_cast<double>(o.batch_size));
+  const bool rectangle = o.image_height > 0 || o.image_width > 0;
+  if (rectangle) {
+    check(kImageSize, "image_height", o.image_height);
+    check(kImageSize, "image_width", o.image_width);
+  } else {
+    check(kImageSize, "image_size", o.image_size);
+  }
+  check(kEvalResize, "eval_resize", o.eval_resize);
+  const int longer = rectangle ? std::max(o.image_height, o.image_width) : o.image_size;
+  if (o.mode == Mode::kEval && o.eval_resize < longer) {
+    require("eval_resize must be at least image_size (" + std::to_string(longer) +
+            ") in eval mode, got " + std::to_string(o.eval_resize));
+  }
+  require(CropRangeProblem("crop_scale", o.crop.scale_min, o.crop.scale_max));
+  require(CropRangeProblem("crop_ratio", o.crop.ratio_min, o.crop.ratio_max));
+  check(kFlipProbability, "flip_probability", o.flip_probability);
+  if (o.slice.count < 1 || o.slice.index < 0 || o.slice.index >= o.slice.count) {
+    require("slice=(index, count) needs count >= 1 and 0 <= index < count, got (" +
+            std::to_string(o.slice.index) + ", " + std::to_string(o.slice.count) + ")");
+  }
+  check(kWorkers, "workers", o.workers);
+  check(kPrefetchDepth, "prefetch_depth", static_cast<double>(o.prefetch_depth));
+  check(kMaxSubstituteAttempts, "max_substitute_attempts", o.max_substitute_attempts);
+  if (o.held_slots_timeout != std::chrono::milliseconds::max()) {  // max(): wait forever
+    check(kHeldSlotsTimeout, "held_slots_timeout",
+          static_cast<double>(o.held_slots_timeout.count()) / 1000.0);
+  }
+  if (o.jpeg.max_pixels < 1) {
+    require("max_pixels must be at least 1, got " + std::to_string(o.jpeg.max_pixels));
+  }
+  if (o.jpeg.max_scans < 1) {
+    require("max_scans must be at least 1, got " + std::to_string(o.jpeg.max_scans));
+  }
+  return problem;
+}
 
 struct Loader::Impl {
   std::unique_ptr<Source> source;
@@ -343,28 +404,10 @@ void Loader::Impl::Validate() {
   };
   require(source != nullptr, "no source");
   require(source->size() > 0, "the source is empty");
-  // The ranges of the shared option table (option_specs.h), which the tools and Python check
-  // before they get here.
-  auto in_range = [](const OptionSpec& spec, const char* name, double value) {
-    if (auto problem = RangeProblem(spec, name, value)) {
-      throw std::invalid_argument("LoaderOptions: " + *problem);
-    }
-  };
-  in_range(kBatchSize, "batch_size", static_cast<double>(o.batch_size));
+  if (auto problem = OptionsProblem(o)) throw std::invalid_argument("LoaderOptions: " + *problem);
   const bool rectangle = o.image_height > 0 || o.image_width > 0;
-  require(!rectangle || (o.image_height > 0 && o.image_width > 0),
-          "image_height and image_width are set together");
   height = rectangle ? o.image_height : o.image_size;
   width = rectangle ? o.image_width : o.image_size;
-  in_range(kImageSize, rectangle ? "image_height" : "image_size", height);
-  in_range(kImageSize, rectangle ? "image_width" : "image_size", width);
-  in_range(kPrefetchDepth, "prefetch_depth", static_cast<double>(o.prefetch_depth));
-  in_range(kWorkers, "workers", o.workers);
-  require(o.mode != Mode::kEval || o.eval_resize >= std::max(height, width),
-          "eval_resize must be at least image_size (a rectangle's longer side)");
-  in_range(kFlipProbability, "flip_probability", o.flip_probability);
-  in_range(kMaxSubstituteAttempts, "max_substitute_attempts", o.max_substitute_attempts);
-  require(o.held_slots_timeout.count() >= 0, "held_slots_timeout must be >= 0");
   const OutputConverter output(o.output);  // throws for a bad mean or std
   if (o.output.dtype != OutputDType::kUint8) {
     require(o.layout == Layout::kNhwc,

@@ -22,8 +22,6 @@ constexpr std::array kSharedOptions = {
     kSeed,
     kSlice,
     kEpochs,
-    kFirstEpoch,
-    kFirstEpochPosition,
     kDropLast,
     kBadSamplePolicy,
     kMaxSubstituteAttempts,
@@ -154,8 +152,7 @@ std::span<const OptionSpec> SharedOptions() { return kSharedOptions; }
 
 const OptionSpec* FindOption(std::string_view name) {
   for (const OptionSpec& spec : kSharedOptions) {
-    if (name == spec.flag || (!spec.keyword.empty() && name == spec.keyword) ||
-        (!spec.deprecated_flag.empty() && name == spec.deprecated_flag)) {
+    if (name == spec.flag || (!spec.keyword.empty() && name == spec.keyword)) {
       return &spec;
     }
   }

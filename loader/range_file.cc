@@ -8,9 +8,22 @@
 #include <cerrno>
 
 #include "loader/file_io.h"
+#include "tilefeed/loader/option_specs.h"
+#include "tilefeed/loader/remote.h"
 #include "tilefeed/loader/source.h"
 
 namespace tilefeed::loader {
+
+std::optional<std::string> RemoteOptionsProblem(const RemoteOptions& options) {
+  if (auto problem =
+          RangeProblem(kCacheLimit, "cache_limit", static_cast<double>(options.cache_limit))) {
+    return problem;
+  }
+  if (auto problem = RangeProblem(kRemoteRetries, "remote_retries", options.retries)) {
+    return problem;
+  }
+  return RangeProblem(kRemoteInFlight, "remote_in_flight", options.max_in_flight);
+}
 
 bool IsRemoteLocation(std::string_view location) {
   return location.starts_with("http://") || location.starts_with("https://") ||

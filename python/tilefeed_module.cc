@@ -41,6 +41,7 @@
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -497,16 +498,35 @@ using Setter = std::function<void(loader::LoaderOptions&, const std::string&, py
 using Setters = std::vector<std::pair<std::string, Setter>>;
 using O = loader::LoaderOptions;
 
-// `value` as T, in the range of its shared option (tilefeed/loader/option_specs.h): ValueError
-// "tilefeed.Loader: NAME must be RANGE, got VALUE" in the table's words otherwise.
+// ValueError "tilefeed.Loader: PROBLEM" for a problem the C++ checks found.
+void Refuse(const std::optional<std::string>& problem) {
+  if (problem) throw py::value_error("tilefeed.Loader: " + *problem);
+}
+
+// `value` as the field type T of the shared option `spec` (tilefeed/loader/option_specs.h). The
+// range is checked once, by loader::OptionsProblem; a whole number that T cannot hold at all
+// (a negative count) is out of the table's range too, and refused here in RangeProblem's words.
 template <typename T>
-T InRange(const loader::OptionSpec& spec, const std::string& name, py::handle value) {
-  const T checked = Cast<T>(name, value);
-  if (!loader::InRange(spec, static_cast<double>(checked))) {
-    throw py::value_error("tilefeed.Loader: " + name + " must be " + loader::RangeText(spec) +
-                          ", got " + py::repr(value).cast<std::string>());
+T Number(const loader::OptionSpec& spec, const std::string& name, py::handle value) {
+  if (!py::isinstance<py::bool_>(value)) {
+    try {
+      return value.cast<T>();
+    } catch (const py::cast_error&) {
+      if (PyIndex_Check(value.ptr()) != 0) {
+        const py::object whole = py::reinterpret_steal<py::object>(PyNumber_Index(value.ptr()));
+        const double approx = whole ? PyLong_AsDouble(whole.ptr()) : 0;
+        const bool converted = whole && PyErr_Occurred() == nullptr;
+        PyErr_Clear();
+        if (converted) Refuse(loader::RangeProblem(spec, name, approx));
+        // In the table's range, past the field's: the tools' words for the same value.
+        throw py::value_error("tilefeed.Loader: " + name + " must be at most " +
+                              std::to_string(std::numeric_limits<T>::max()) + ", got " +
+                              py::repr(value).cast<std::string>());
+      }
+    }
   }
-  return checked;
+  throw py::type_error("tilefeed.Loader: " + name + "=" + py::repr(value).cast<std::string>() +
+                       " has the wrong type");
 }
 
 // A setter of the plain field `Member`, cast to its type.
@@ -516,12 +536,12 @@ void Assign(O& o, const std::string& name, py::handle value) {
   o.*Member = Cast<T>(name, value);
 }
 
-// A setter of the field `Member`, in the range of the shared option `spec`.
+// A setter of the field `Member` of the shared option `spec`.
 template <auto Member>
 Setter Ranged(const loader::OptionSpec& spec) {
   return [&spec](O& o, const std::string& name, py::handle value) {
     using T = std::remove_reference_t<decltype(o.*Member)>;
-    o.*Member = InRange<T>(spec, name, value);
+    o.*Member = Number<T>(spec, name, value);
   };
 }
 
@@ -575,25 +595,22 @@ Setters OrderSetters() {
       {"prefetch_depth", Ranged<&O::prefetch_depth>(loader::kPrefetchDepth)},
       {"seed", Ranged<&O::seed>(loader::kSeed)},
       {"shuffle", &Assign<&O::shuffle>},
-      {"slice",
-       [](O& o, const std::string& n, py::handle v) {
-         std::tie(o.slice.index, o.slice.count) = Pair<int>(n, v);
-         if (o.slice.count < 1 || o.slice.index < 0 || o.slice.index >= o.slice.count) {
-           throw py::value_error(
-               "tilefeed.Loader: slice=(index, count) needs count >= 1 and "
-               "0 <= index < count");
-         }
-       }},
+      {"slice", [](O& o, const std::string& n,
+                   py::handle v) { std::tie(o.slice.index, o.slice.count) = Pair<int>(n, v); }},
       {"remainder",
        [](O& o, const std::string& n, py::handle v) {
          o.remainder = Choose<loader::Remainder>(
              n, v, {{"pad", loader::Remainder::kPad}, {"drop", loader::Remainder::kDrop}});
        }},
       {"drop_last_batch", &Assign<&O::drop_last_batch>},
-      {"first_epoch", Ranged<&O::first_epoch>(loader::kFirstEpoch)},
-      {"first_epoch_position", Ranged<&O::first_epoch_position>(loader::kFirstEpochPosition)},
-      {"expected_dataset_size", &Assign<&O::expected_dataset_size>},
-      {"epochs", &Assign<&O::epochs>},  // 0: no end (Python's None); >= 1 checked there
+      {"epochs",
+       [](O& o, const std::string& n, py::handle v) {
+         // None: no end, the C++ 0; a number is a count of epochs, so 0 is out of range.
+         o.epochs = v.is_none() ? 0 : Number<std::uint64_t>(loader::kEpochs, n, v);
+         if (!v.is_none()) {
+           Refuse(loader::RangeProblem(loader::kEpochs, n, static_cast<double>(o.epochs)));
+         }
+       }},
   };
 }
 
@@ -610,7 +627,11 @@ Setters PolicySetters() {
        Ranged<&O::max_substitute_attempts>(loader::kMaxSubstituteAttempts)},
       {"held_slots_timeout",
        [](O& o, const std::string& n, py::handle v) {
-         const double seconds = InRange<double>(loader::kHeldSlotsTimeout, n, v);
+         const double seconds = Number<double>(loader::kHeldSlotsTimeout, n, v);
+         // Beyond what milliseconds hold (or NaN) is out of the table's range too.
+         if (!(std::fabs(seconds) < 1e15)) {
+           Refuse(loader::RangeProblem(loader::kHeldSlotsTimeout, n, seconds));
+         }
          o.held_slots_timeout =
              std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(seconds * 1000.0)));
        }},
@@ -700,9 +721,6 @@ py::dict DefaultOptions() {
   d["slice"] = py::make_tuple(o.slice.index, o.slice.count);
   d["remainder"] = o.remainder == loader::Remainder::kPad ? "pad" : "drop";
   d["drop_last_batch"] = o.drop_last_batch;
-  d["first_epoch"] = o.first_epoch;
-  d["first_epoch_position"] = o.first_epoch_position;
-  d["expected_dataset_size"] = o.expected_dataset_size;
   d["epochs"] = o.epochs;
   d["bad_sample_policy"] = o.bad_sample_policy == loader::BadSamplePolicy::kSkip ? "skip" : "fail";
   d["max_substitute_attempts"] = o.max_substitute_attempts;
@@ -729,6 +747,7 @@ loader::LoaderOptions ParseOptions(const py::dict& kwargs) {
     }
     it->second(options, name, value);
   }
+  Refuse(loader::OptionsProblem(options));
   if (options.output.dtype != loader::OutputDType::kUint8) {
     // The workers decode NHWC; the conversion writes the layout asked for.
     options.output.layout = options.layout == loader::Layout::kNchw ? loader::OutputLayout::kNCHW
@@ -750,8 +769,14 @@ loader::RemoteOptions ToRemoteOptions(const py::dict& remote) {
   text("aws_secret_access_key", o.aws_secret_access_key);
   text("aws_session_token", o.aws_session_token);
   text("aws_region", o.aws_region);
-  if (remote.contains("cache_limit")) o.cache_limit = remote["cache_limit"].cast<std::uint64_t>();
-  if (remote.contains("retries")) o.retries = remote["retries"].cast<int>();
+  if (remote.contains("cache_limit")) {
+    o.cache_limit =
+        Number<std::uint64_t>(loader::kCacheLimit, "cache_limit", remote["cache_limit"]);
+  }
+  if (remote.contains("retries")) {
+    o.retries = Number<int>(loader::kRemoteRetries, "remote_retries", remote["retries"]);
+  }
+  Refuse(loader::RemoteOptionsProblem(o));
   // From worker threads, without the GIL: straight to the process's stderr.
   o.warn = [](const std::string& line) {
     std::fprintf(stderr, "tilefeed: warning: %s\n", line.c_str());
@@ -998,6 +1023,14 @@ void RegisterErrors(py::module_& m) {
 // The module-level helpers tilefeed/__init__.py calls.
 void RegisterFunctions(py::module_& m) {
   m.def("_default_options", &DefaultOptions);
+  m.def(
+      "_check_options",
+      [](const py::dict& options, const py::dict& remote) {
+        (void)ParseOptions(options);
+        (void)ToRemoteOptions(remote);
+      },
+      "the C++ checks of Loader options and remote options (loader::OptionsProblem): "
+      "ValueError naming the first bad one, TypeError for a value of the wrong type");
   m.def("_option_specs", &OptionSpecs,
         "the shared option table (tilefeed/loader/option_specs.h) by Python keyword");
   tilefeed::python::RegisterCuda(m);

@@ -29,6 +29,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <vector>
 
 #include "tilefeed/transport/context.h"
 
@@ -157,7 +158,9 @@ inline void CheckMetricsFlags(CLI::App& app) {
 }
 
 // Parses the command line. Returns nullopt to go on, or the exit code to return from main:
-// 0 after --help, 2 after a usage error, which is printed as one line "TOOL: MESSAGE".
+// 0 after --help, 2 after a usage error, which is printed as one line "TOOL: MESSAGE"; an
+// argument no option takes (a misspelt or retired flag) reads "TOOL: unknown argument --shard
+// (--help lists the options)".
 inline std::optional<int> ParseArgs(CLI::App& app, int argc, const char* const* argv,
                                     std::string_view tool) {
   try {
@@ -165,6 +168,13 @@ inline std::optional<int> ParseArgs(CLI::App& app, int argc, const char* const* 
     return std::nullopt;
   } catch (const CLI::Success& e) {
     return app.exit(e);  // --help: the help text, rc 0
+  } catch (const CLI::ExtrasError& e) {
+    // CLI11 lists the unexpected words last first; the first one is the one to name.
+    const std::vector<std::string> extras = app.remaining();
+    const std::string first = extras.empty() ? std::string(e.what()) : extras.front();
+    std::fprintf(stderr, "%.*s: unknown argument %s (--help lists the options)\n",
+                 static_cast<int>(tool.size()), tool.data(), first.c_str());
+    return 2;
   } catch (const CLI::ParseError& e) {
     std::string message = e.what();
     // A validator's "NAME: must be ..." reads as "NAME must be ...".

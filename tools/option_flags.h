@@ -8,28 +8,23 @@
 //   tools::AddLoaderFlags(app, options);                 // --batch-size ... --seed
 //   tools::AddOption(app, loader::kSplit, split);        // std::string
 //   tools::AddOption(app, loader::kCacheLimit, bytes);   // std::uint64_t, "10GiB" accepted
-//   tools::AddOption(app, loader::kHeartbeat, seconds);  // double; --heartbeat-ms hidden alias
-//   tools::AddSliceOption(app, slice);                   // --slice I/N (and hidden --shard)
+//   tools::AddOption(app, loader::kHeartbeat, seconds);  // double, in seconds
+//   tools::AddSliceOption(app, slice);                   // --slice I/N
 //
 // What each registered flag gets from its spec:
 //   - the flag and its help; "[default]" is the bound variable's value when registered (a
 //     tool that starts from another default shows it there);
 //   - numbers: the spec's range, refused as "--image-size must be between 1 and 16384, got 0"
 //     by tools::ParseArgs (cli_checks.h; integers also refuse "1.5" and wrapped negatives);
-//   - choices: only the spec's values; sizes: ParseByteSize's spellings within the range;
-//   - a deprecated spelling (spec.deprecated_flag), hidden from --help, that sets the same
-//     variable, prints "warning: --OLD is deprecated; use --NEW" once, and cannot be given
-//     together with the new one. For seconds the old spelling takes milliseconds.
+//   - choices: only the spec's values; sizes: ParseByteSize's spellings within the range.
+// Each option has one spelling: the project has no release, so a renamed flag keeps no alias.
 // Header-only; tools/ is a folder of executables, not a library.
 
 #include <CLI/CLI.hpp>
-#include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <optional>
 #include <string>
 #include <type_traits>
-#include <utility>
 #include <vector>
 
 #include "tilefeed/loader/loader.h"
@@ -42,55 +37,12 @@ namespace detail {
 
 inline std::string Text(std::string_view view) { return std::string(view); }
 
-// The range of a numeric spec as a validator of T's kind (scaled by `scale`: milliseconds of
-// a seconds spec), worded with RangeText.
+// The range of a numeric spec as a validator of T's kind, worded with RangeText.
 template <typename T>
-CLI::Validator SpecRange(const loader::OptionSpec& spec, double scale = 1) {
-  std::optional<T> min = static_cast<T>(spec.min * scale);
+CLI::Validator SpecRange(const loader::OptionSpec& spec) {
   std::optional<T> max;
-  if (spec.max != loader::kNoMax) max = static_cast<T>(spec.max * scale);
-  loader::OptionSpec scaled = spec;
-  scaled.min *= scale;
-  if (spec.max != loader::kNoMax) scaled.max *= scale;
-  return RangeCheck<T>(min, max, spec.min_exclusive, loader::RangeText(scaled));
-}
-
-// `old_flag` is a copy: AddDeprecatedAlias's spec views a caller's string that is gone by the
-// time the old spelling is parsed.
-inline void WarnDeprecated(const std::string& old_flag, const loader::OptionSpec& spec) {
-  std::fprintf(stderr, "warning: %s is deprecated; use %s%s\n", old_flag.c_str(),
-               Text(spec.flag).c_str(),
-               spec.kind == loader::OptionKind::kSeconds ? " (in seconds)" : "");
-}
-
-// The hidden old spelling of `spec`: its text passes `check` (if any), converts to T and goes
-// to `set`, after a warning. CLI11 names a hidden option "" in its errors, so this one checks
-// and converts the text itself and names the old flag.
-template <typename T, typename Set>
-CLI::Option* AddDeprecated(CLI::App& app, const loader::OptionSpec& spec, CLI::Option* current,
-                           std::optional<CLI::Validator> check, Set set) {
-  if (spec.deprecated_flag.empty()) return nullptr;
-  const std::string name = Text(spec.deprecated_flag);
-  CLI::Option* old = app.add_option_function<std::string>(
-      name,
-      [spec, name, check = std::move(check), set, current](const std::string& given) {
-        std::string text = given;
-        const std::string problem = check ? (*check)(text) : std::string();
-        if (!problem.empty()) throw CLI::ValidationError(name, problem);
-        if (current->count() > 0) {  // not excludes(): that would name it in --help
-          throw CLI::ValidationError(
-              name, "must not be given with " + Text(spec.flag) + " (its new name)");
-        }
-        T value{};
-        if (!CLI::detail::lexical_cast(text, value)) {
-          throw CLI::ValidationError(name, "must be a value of its kind, got '" + text + "'");
-        }
-        WarnDeprecated(name, spec);
-        set(value);
-      },
-      "deprecated: " + Text(spec.flag));
-  old->group("");  // hidden from --help
-  return old;
+  if (spec.max != loader::kNoMax) max = static_cast<T>(spec.max);
+  return RangeCheck<T>(static_cast<T>(spec.min), max, spec.min_exclusive, loader::RangeText(spec));
 }
 
 inline CLI::Validator SizeCheck(const loader::OptionSpec& spec) {
@@ -115,14 +67,7 @@ requires std::is_arithmetic_v<T> &&
   CLI::Option* option = app.add_option(detail::Text(spec.flag), value, detail::Text(spec.help))
                             ->check(detail::SpecRange<T>(spec))
                             ->capture_default_str();
-  if (spec.kind == loader::OptionKind::kSeconds) {
-    option->type_name("SECONDS");
-    detail::AddDeprecated<double>(app, spec, option, detail::SpecRange<double>(spec, 1000.0),
-                                  [&value](double ms) { value = static_cast<T>(ms / 1000.0); });
-  } else {
-    detail::AddDeprecated<T>(app, spec, option, detail::SpecRange<T>(spec),
-                             [&value](const T& v) { value = v; });
-  }
+  if (spec.kind == loader::OptionKind::kSeconds) option->type_name("SECONDS");
   return option;
 }
 
@@ -147,12 +92,6 @@ inline CLI::Option* AddOption(CLI::App& app, const loader::OptionSpec& spec, std
     option->check(CLI::IsMember(choices));
   }
   if (!value.empty()) option->capture_default_str();
-  std::optional<CLI::Validator> check;
-  if (spec.kind == loader::OptionKind::kChoice) {
-    check = CLI::IsMember(std::vector<std::string>(spec.choices.begin(), spec.choices.end()));
-  }
-  detail::AddDeprecated<std::string>(app, spec, option, check,
-                                     [&value](const std::string& v) { value = v; });
   return option;
 }
 
@@ -191,23 +130,8 @@ inline CLI::Option* AddOption(CLI::App& app, const loader::OptionSpec& spec,
       ->default_str(policy == loader::BadSamplePolicy::kFail ? "fail" : "skip");
 }
 
-// Another old spelling of the option `current` (registered from `spec`), bound to the same
-// `value`: hidden from --help, checked like it, warning "--OLD is deprecated; use --NEW" when
-// given, and not allowed together with it. For old spellings beyond spec.deprecated_flag, such
-// as a tool's own abbreviations (--batch for --batch-size).
-template <typename T>
-CLI::Option* AddDeprecatedAlias(CLI::App& app, const loader::OptionSpec& spec, CLI::Option* current,
-                                const std::string& old_flag, T& value) {
-  loader::OptionSpec renamed = spec;
-  renamed.deprecated_flag = old_flag;
-  std::optional<CLI::Validator> check;
-  if constexpr (std::is_arithmetic_v<T>) check = detail::SpecRange<T>(spec);
-  return detail::AddDeprecated<T>(app, renamed, current, check,
-                                  [&value](const T& v) { value = v; });
-}
-
-// loader::kSlice as --slice INDEX/COUNT (and the hidden, deprecated --shard). `slice` stays
-// nullopt when neither is given (the launcher's instance, or 0/1).
+// loader::kSlice as --slice INDEX/COUNT. `slice` stays nullopt when it is not given (the
+// launcher's instance, or 0/1).
 inline CLI::Option* AddSliceOption(CLI::App& app, std::optional<loader::InstanceSlice>& slice,
                                    const loader::OptionSpec& spec = loader::kSlice) {
   const auto set = [&slice](const std::string& text) {
@@ -220,11 +144,9 @@ inline CLI::Option* AddSliceOption(CLI::App& app, std::optional<loader::Instance
         return "must be INDEX/COUNT with 0 <= INDEX < COUNT, got '" + text + "'";
       },
       "INDEX/COUNT");
-  CLI::Option* option =
-      app.add_option_function<std::string>(detail::Text(spec.flag), set, detail::Text(spec.help))
-          ->check(check);
-  detail::AddDeprecated<std::string>(app, spec, option, check, set);
-  return option;
+  return app
+      .add_option_function<std::string>(detail::Text(spec.flag), set, detail::Text(spec.help))
+      ->check(check);
 }
 
 // The loader options every loading tool takes: --batch-size, --image-size, --mode,

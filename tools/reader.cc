@@ -9,16 +9,17 @@
 //   tilefeed-serve --data /data/train --bind shm://job7-r0 ...   (train --readers shm://job7-r0)
 //
 // One reader serves one trainer instance: reader i takes instance i's slice of each epoch,
-// given by --instance-index/--instance-count (or --slice INDEX/COUNT; --shard is its
-// deprecated spelling), else by the launcher's environment when the readers themselves run
-// under poprun/mpirun (one per rank), else the whole dataset.
+// given by --instance-index/--instance-count (or --slice INDEX/COUNT), else by the launcher's
+// environment when the readers themselves run under poprun/mpirun (one per rank), else the
+// whole dataset.
 //
 // A trainer states what it expects in its hello (tilefeed/transport/session.h): dataset identity,
 // slice, seed, image size, batch size, mode, drop-last, epochs and its data position. Any
 // difference refuses it with one line naming both values. --epochs is the job's epoch
 // count, as train's (a resumed job's reader is started with the same --epochs). Each
-// session opens the dataset afresh at the trainer's position, unless --first-epoch or
-// --first-epoch-position pin one, which a trainer must then be at. After a trainer leaves
+// session opens the dataset afresh at the trainer's position, unless --resume STATE (a
+// LoaderState line, as a checkpoint stores it) pins one, which a trainer must then be at.
+// After a trainer leaves
 // or fails the reader waits for the next, so a trainer restarted from a checkpoint (or
 // running with --reconnect) continues; it exits once a trainer has received every epoch.
 // SIGINT/SIGTERM stop it; the trainer is told that the stream stopped early (an error).
@@ -46,6 +47,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <stop_token>
 #include <string>
 #include <thread>
@@ -124,7 +126,7 @@ struct Args {
     o.drop_last_batch = true;
     return o;
   }();
-  transport::SenderOptions sender;
+  transport::ReaderEndpointOptions sender;
   std::string curve_keygen;
   std::vector<std::string> curve_allow;
   bool shm = false;
@@ -132,7 +134,8 @@ struct Args {
   std::string job_id = "0";
   tools::RemoteFlags remote;
   metrics::Flags metrics;
-  bool position_pinned = false;  // --first-epoch or --first-epoch-position given
+  std::string resume;            // --resume: a LoaderState line; "" when not given
+  bool position_pinned = false;  // --resume given
 };
 
 std::chrono::milliseconds Milliseconds(double seconds) {
@@ -168,8 +171,22 @@ void AddDataFlags(CLI::App& app, Args& args) {
 void AddSliceFlags(CLI::App& app, Args& args) {
   loader::LoaderOptions& options = args.options;
   tools::AddOption(app, loader::kEpochs, options.epochs);
-  tools::AddOption(app, loader::kFirstEpoch, options.first_epoch);
-  tools::AddOption(app, loader::kFirstEpochPosition, options.first_epoch_position);
+  app.add_option("--resume", args.resume,
+                 "serve only a trainer at this data position: a LoaderState line as a checkpoint "
+                 "stores it (\"tilefeed-loader-state v1 seed=S epoch=E position=P size=N\"), "
+                 "whose seed is the reader's")
+      ->type_name("STATE")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            try {
+              (void)loader::LoaderState::Parse(text);
+              return {};
+            } catch (const std::invalid_argument& e) {
+              return std::string("must be a loader state line: ") + e.what();
+            }
+          },
+          ""))
+      ->excludes("--seed");
   tools::AddOption(app, loader::kDropLast, options.drop_last_batch);
   tools::AddSliceOption(app, args.slice);
   CLI::Option* index = app.add_option("--instance-index", args.instance_index,
@@ -232,7 +249,7 @@ std::optional<int> CheckArgs(Args& args) {
     std::cerr << "tilefeed-serve: --data is required\n";
     return 2;
   }
-  transport::SenderOptions& sender = args.sender;
+  transport::ReaderEndpointOptions& sender = args.sender;
   if (!args.curve_allow.empty() && sender.curve_secret_key_file.empty()) {
     std::cerr << "tilefeed-serve: --curve-allow needs --curve-secret-key\n";
     return 2;
@@ -341,7 +358,12 @@ int Serve(Args& args, const CLI::App& app, std::stop_token stop) {
   transport::SessionTerms terms =
       transport::TermsOf(args.options, transport::IdentityOf(*source), args.options.epochs);
   terms.position_pinned = args.position_pinned;
-  transport::SenderOptions& sender_options = args.sender;
+  if (args.position_pinned && args.options.expected_dataset_size != source->size()) {
+    throw std::invalid_argument("--resume: the state is for a dataset of " +
+                                std::to_string(args.options.expected_dataset_size) +
+                                " samples; --data has " + std::to_string(source->size()));
+  }
+  transport::ReaderEndpointOptions& sender_options = args.sender;
   if (!args.curve_allow.empty()) {
     sender_options.curve_allowed_keys = transport::ReadCurvePublicKeys(args.curve_allow);
     sender_options.on_refused = Log;
@@ -372,7 +394,7 @@ int Serve(Args& args, const CLI::App& app, std::stop_token stop) {
   // session's ring is allocated in full (posix_fallocate), and so is this trial one.
   if (sender_options.shared_memory) (void)transport::SharedSlots::Create(args.options, args.job_id);
   transport::Context context;
-  transport::BatchSender sender(context, sender_options, terms, open);
+  transport::ReaderEndpoint sender(context, sender_options, terms, open);
   std::cerr << "tilefeed-serve: serving " << dataset_size << " samples, epochs 0 to "
             << args.options.epochs - 1 << " (slice " << args.options.slice.index << "/"
             << args.options.slice.count << ") on " << sender.endpoint() << '\n';
@@ -394,7 +416,10 @@ int Main(int argc, char** argv) {
   AddServeFlags(app, args);
   if (const auto rc = tools::ParseArgs(app, argc, argv, "tilefeed-serve")) return *rc;
   if (!args.curve_keygen.empty()) return KeyGen(args.curve_keygen);
-  args.position_pinned = app.count("--first-epoch") + app.count("--first-epoch-position") > 0;
+  if (!args.resume.empty()) {  // the position (and seed, and dataset size) a trainer must have
+    loader::LoaderState::Parse(args.resume).ApplyTo(args.options);
+    args.position_pinned = true;
+  }
   if (const std::optional<int> rc = CheckArgs(args)) return *rc;
 
   SignalStopper::BlockSignals();

@@ -54,7 +54,7 @@ def test_device_cpu_or_none_is_the_cpu_loader(folder):
     (dict(layout="chw"), ValueError, "layout"),
     (dict(copy=True), ValueError, "copy"),
     (dict(image_size=(32,)), TypeError, "image_size"),
-    (dict(image_size=(32, 16385)), ValueError, "image_size"),
+    (dict(image_size=(32, 16385)), ValueError, "image_width"),
     (dict(image_size=32.0), TypeError, "image_size"),
 ])
 def test_bad_gpu_options_are_one_line_errors(folder, bad, error, words):

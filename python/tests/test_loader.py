@@ -98,6 +98,9 @@ def test_keyword_defaults_are_the_cxx_defaults():
     defaults = tilefeed._tilefeed._default_options()
     params = inspect.signature(tilefeed.Loader).parameters
     for name, value in defaults.items():
+        if name in tilefeed._JPEG_FIELDS:  # one keyword, jpeg=JpegOptions(...) (test_options.py)
+            assert getattr(tilefeed.JpegOptions(), name) == value, name
+            continue
         assert params[name].kind is inspect.Parameter.KEYWORD_ONLY
         if name == "slice":  # the launcher's slice by default (test_instances.py)
             assert params[name].default == "auto"
@@ -471,8 +474,14 @@ def test_state_dict_follows_the_epochs(folder):
     assert list(loader) == []
     assert loader.state_dict() == state(5, 0)
     loader.stop()
-    assert tilefeed.Loader(folder, first_epoch=1, first_epoch_position=3, workers=1,
-                           **dict(RESUME, epochs=None)).state_dict() == state(1, 3)
+    # Where a run stands is a state, given to load_state_dict(), never options.
+    resumed = tilefeed.Loader(folder, workers=1, **dict(RESUME, epochs=None))
+    resumed.load_state_dict(state(1, 3))
+    assert resumed.state_dict() == state(1, 3)
+    resumed.stop()
+    for keyword in ("first_epoch", "first_epoch_position", "expected_dataset_size"):
+        with pytest.raises(TypeError, match=f"unexpected keyword argument '{keyword}'"):
+            tilefeed.Loader(folder, **{keyword: 1})
 
 
 def test_resume_at_any_batch_is_byte_identical(folder):
@@ -606,8 +615,6 @@ def test_load_state_dict_rejects_bad_states(folder, tmp_path):
         loader.load_state_dict("tilefeed-loader-state v1 seed=0 epoch=0 position=0 size=21")
     assert loader.state_dict() == state(0, 0)  # nothing changed
     assert [b.size for b in loader] == [8, 8, 5]
-    with pytest.raises(ValueError, match="dataset"):  # the C++ option, directly
-        tilefeed.Loader(folder, expected_dataset_size=SAMPLES + 1)
     loader.stop()
     with pytest.raises(ValueError, match="stopped"):
         loader.load_state_dict(state(0, 0))

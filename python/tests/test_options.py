@@ -1,12 +1,11 @@
 """One definition of each shared option (tilefeed/loader/option_specs.h): tilefeed.Loader's
 keywords take their ranges, words and defaults from the table the tools use, and slice= is
-the one name of an instance's share of the epoch (shard= its deprecated alias)."""
+the one name of an instance's share of the epoch (no old spellings: the project has no
+release)."""
 
+import dataclasses
 import inspect
 import math
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 from PIL import Image
@@ -50,43 +49,64 @@ def test_the_table_names_the_shared_keywords():
     assert SPECS["slice"]["flag"] == "--slice"
 
 
+# The table's Python names that are fields of remote=tilefeed.RemoteOptions(...).
+REMOTE = {f.name for f in dataclasses.fields(tilefeed.RemoteOptions)}
+
+
+def test_every_python_name_of_the_table_is_a_keyword_or_a_remote_field():
+    params = inspect.signature(tilefeed.Loader).parameters
+    assert set(SPECS) <= set(params) | REMOTE, set(SPECS) - set(params) - REMOTE
+    assert REMOTE <= set(SPECS)  # every remote field is the table's
+    for name in REMOTE:
+        if SPECS[name]["default"]:
+            assert str(getattr(tilefeed.RemoteOptions(), name)) == str(
+                _size(SPECS[name]["default"]) if SPECS[name]["kind"] == "size"
+                else SPECS[name]["default"]), name
+
+
+def number_text(value):
+    """A number as the table's messages write it (RangeProblem): whole numbers without a
+    fraction, 2 rather than 2.0."""
+    return f"{value:.0f}" if float(value).is_integer() else f"{value:.15g}"
+
+
 @pytest.mark.parametrize("name", NUMERIC)
 def test_out_of_range_messages_are_the_tables(folder, name):
+    # Refused once, in C++ (loader::OptionsProblem, RemoteOptionsProblem): the Loader's
+    # ValueError is the table's line, as the tools print it for the flag.
     spec = SPECS[name]
     for value in outside(spec):
         with pytest.raises(ValueError) as info:
             options = dict(workers=1, image_size=16, batch_size=2)
-            options[name] = value
+            if name in REMOTE:  # a field of remote=tilefeed.RemoteOptions(...)
+                options["remote"] = tilefeed.RemoteOptions(**{name: value})
+            else:
+                options[name] = value
             tilefeed.Loader(folder, **options)
         assert str(info.value) == (f"tilefeed.Loader: {name} must be {spec['range']}, "
-                                   f"got {value!r}")
+                                   f"got {number_text(value)}")
 
 
-# The C++ field types: a value these cannot hold is a TypeError before any range check.
-UNSIGNED = {"batch_size", "prefetch_depth", "seed", "first_epoch", "first_epoch_position"}
-INT32 = {"image_size", "eval_resize", "workers", "max_substitute_attempts"}
-
-
-def held(name, value):
-    """Whether the C++ field of keyword `name` can hold `value`."""
-    return not ((name in UNSIGNED and value < 0) or (name in INT32 and abs(value) >= 1 << 31))
-
-
-# LoaderOptions fields with a value outside the range that the field can hold (not epochs:
-# 0 is the C++ "no end", which Python spells None and refuses as 0).
-CXX_CHECKED = [n for n in NUMERIC if n in tilefeed._D and n != "epochs"
-               and any(held(n, v) for v in outside(SPECS[n]))]
+# Every LoaderOptions keyword of the table, straight into the binding: the same line without
+# anything in Python in front (a negative count, which no unsigned field holds, included).
+CXX_CHECKED = [n for n in NUMERIC if n in tilefeed._D]
 
 
 @pytest.mark.parametrize("name", CXX_CHECKED)
 def test_the_cxx_keyword_checks_use_the_table(name):
-    # The binding's own checks (every path into the C++ loader), without Python's in front.
     spec = SPECS[name]
-    for value in (v for v in outside(spec) if held(name, v)):
+    for value in outside(spec):
         with pytest.raises(ValueError) as info:
             _tilefeed._plan_sample({name: value}, 0, 0, 64, 64)
         assert str(info.value) == (f"tilefeed.Loader: {name} must be {spec['range']}, "
-                                   f"got {value!r}")
+                                   f"got {number_text(value)}")
+
+
+def test_python_checks_no_range():
+    # The one validator is C++'s: the package keeps no range of its own to drift.
+    source = inspect.getsource(tilefeed)
+    for name in ("_NUMERIC", "_numeric", "_from_table", "_range_text"):
+        assert name not in source, name
 
 
 def test_keyword_defaults_are_the_tables():
@@ -121,51 +141,41 @@ def test_image_sides_take_the_librarys_range(folder):
         assert (batch.height, batch.width) == (1, 300)  # below the tools' old 16
 
 
-# -- slice= and the deprecated shard= ------------------------------------------------------------
-
-SHARD_SCRIPT = r"""
-import sys, warnings
-import tilefeed
-warnings.simplefilter("always")
-with warnings.catch_warnings(record=True) as caught:
-    old = [tilefeed.Loader(sys.argv[1], batch_size=2, image_size=16, workers=1, epochs=1,
-                           shard=(1, 2)) for _ in range(2)]
-new = tilefeed.Loader(sys.argv[1], batch_size=2, image_size=16, workers=1, epochs=1,
-                      slice=(1, 2))
-deprecations = [w for w in caught if issubclass(w.category, DeprecationWarning)]
-print(len(deprecations))
-print(deprecations[0].message)
-print(deprecations[0].filename == "<string>")
-print(old[0].slice, old[1].shard, new.slice, new.slice_origin)
-same = [b.sample_indices.tolist() for b in old[0]] == [b.sample_indices.tolist() for b in new]
-print(same)
-"""
+# -- slice=, the one name ----------------------------------------------------------------------
 
 
-def test_shard_is_a_deprecated_alias_that_warns_once(folder):
-    out = subprocess.run([sys.executable, "-c", SHARD_SCRIPT, str(folder)], check=True,
-                         capture_output=True, text=True).stdout.splitlines()
-    assert out[0] == "1", out  # two Loaders with shard=, one warning in the process
-    assert "shard= is deprecated; use slice=" in out[1]
-    assert out[2] == "True", out  # the warning points at the caller's line
-    assert out[3] == "(1, 2) (1, 2) (1, 2) explicit"
-    assert out[4] == "True"  # the same slice of the epoch
-
-
-def test_slice_and_shard_together_is_an_error_naming_both(folder):
-    with pytest.raises(TypeError, match=r"slice=\(0, 2\) and shard=\(1, 2\) both given"):
-        tilefeed.Loader(folder, slice=(0, 2), shard=(1, 2))
-
-
-def test_detect_shard_is_detect_slice():
-    assert tilefeed.detect_shard is tilefeed.detect_slice
+def test_the_old_slice_names_are_gone(folder):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'shard'"):
+        tilefeed.Loader(folder, shard=(1, 2))
+    assert not hasattr(tilefeed, "detect_shard")
     assert "detect_slice" in tilefeed.__all__
+    assert not hasattr(tilefeed.Loader, "shard")
 
 
-def test_iterable_dataset_takes_slice_and_the_alias(folder):
+def test_iterable_dataset_takes_slice(folder):
     pytest.importorskip("torch")
     dataset = tilefeed.IterableDataset(folder, batch_size=2, image_size=16, workers=1,
                                        epochs=1, slice=(0, 2))
     assert sum(len(images) for images, _ in dataset) == 4
-    with pytest.raises(TypeError, match="both given"):
-        tilefeed.IterableDataset(folder, slice=(0, 2), shard=(0, 2))
+
+
+# -- jpeg=: libjpeg-turbo's tuning in one object ----------------------------------------------
+
+
+def test_jpeg_knobs_are_one_keyword_with_the_cxx_defaults(folder):
+    params = inspect.signature(tilefeed.Loader).parameters
+    for knob in ("max_pixels", "max_scans", "corrupt_data", "dct_scales", "fast_dct",
+                 "fast_upsample"):
+        assert knob not in params, knob
+        assert getattr(tilefeed.JpegOptions(), knob) == tilefeed._D[knob], knob
+    assert params["jpeg"].default is None
+    # The knobs that change pixels say so where they are set.
+    for knob in ("corrupt_data", "fast_dct", "fast_upsample"):
+        line = next(l for l in tilefeed.JpegOptions.__doc__.splitlines() if l.strip().startswith(knob))
+        assert "BREAKS THE PIXEL CONTRACT" in line, knob
+    jpeg = tilefeed.JpegOptions(fast_dct=True, max_scans=7)
+    with tilefeed.Loader(folder, batch_size=2, image_size=16, workers=1, epochs=1,
+                         jpeg=jpeg) as loader:
+        assert loader.options["fast_dct"] is True and loader.options["max_scans"] == 7
+        assert sum(b.size for b in loader) == 8
+    assert repr(jpeg) == "tilefeed.JpegOptions(max_scans=7, fast_dct=True)"

@@ -90,8 +90,10 @@ def test_http_tars_equal_local_tars_with_and_without_the_cache(served, tmp_path)
     pattern = "train-{000000..000001}.tar"
     local_images, local_labels = epoch(www / "wds" / pattern)
     assert len(local_labels) == 2 * SAMPLES_PER_TAR
-    for options in ({}, dict(cache_dir=tmp_path / "cache", cache_limit=64 << 20),
-                    dict(cache_dir=str(tmp_path / "cache"), remote_retries=0)):
+    for options in ({}, dict(remote=tilefeed.RemoteOptions(cache_dir=tmp_path / "cache",
+                                                          cache_limit=64 << 20)),
+                    dict(remote=tilefeed.RemoteOptions(cache_dir=str(tmp_path / "cache"),
+                                                       remote_retries=0))):
         images, labels = epoch(f"{url}/wds/{pattern}", **options)
         np.testing.assert_array_equal(labels, local_labels)
         np.testing.assert_array_equal(images, local_images)
@@ -105,7 +107,7 @@ def test_a_missing_url_is_one_source_error_naming_it(served):
     _, url = served
     missing = f"{url}/wds/missing-000000.tar"
     with pytest.raises(tilefeed.SourceError) as error:
-        tilefeed.Loader(missing, remote_retries=1)
+        tilefeed.Loader(missing, remote=tilefeed.RemoteOptions(remote_retries=1))
     message = str(error.value)
     assert missing in message and "HTTP 404" in message and "\n" not in message, message
 
@@ -123,4 +125,4 @@ def test_a_missing_url_is_one_source_error_naming_it(served):
 def test_bad_remote_options_are_refused(served, option, error):
     _, url = served
     with pytest.raises(error, match="tilefeed.Loader: "):
-        tilefeed.Loader(f"{url}/wds/train-000000.tar", **option)
+        tilefeed.Loader(f"{url}/wds/train-000000.tar", remote=tilefeed.RemoteOptions(**option))

@@ -102,8 +102,9 @@ def test_train_is_torchvision_resized_crop_of_the_drawn_box(folder):
     root, files = folder
     for epoch in (0, 1):
         with tilefeed.Loader(root, source="imagefolder", mode="train", batch_size=7,
-                             image_size=IMAGE_SIZE, workers=2, seed=5, first_epoch=epoch,
-                             epochs=1, bad_sample_policy="fail") as loader:
+                             image_size=IMAGE_SIZE, workers=2, seed=5, epochs=epoch + 1,
+                             bad_sample_policy="fail") as loader:
+            loader.set_epoch(epoch)
             images = {}
             for batch in loader:
                 assert batch.epoch == epoch

@@ -9,9 +9,9 @@
             labels = torch.from_numpy(batch.labels)  # int64
 
 Loader takes the C++ LoaderOptions fields as keyword arguments, with the same names and
-defaults (help(tilefeed.Loader) shows them); the JPEG options are flattened (max_pixels,
-max_scans, corrupt_data, dct_scales, fast_dct, fast_upsample) and the crop ranges are
-crop_scale=(min, max) and crop_ratio=(min, max), as in torchvision.
+defaults (help(tilefeed.Loader) shows them); libjpeg-turbo's tuning is one object,
+jpeg=tilefeed.JpegOptions(...), and the crop ranges are crop_scale=(min, max) and
+crop_ratio=(min, max), as in torchvision.
 
 Memory. A Batch is a view of one of the loader's prefetch_depth slots: batch.images and
 batch.sample_indices (numpy) and batch.torch() (DLPack) share that memory and copy nothing;
@@ -42,7 +42,7 @@ OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE (OpenMPI/poprun)): reading slice (1, 2
 epoch" -- a print rather than a logging record, so that it shows without logging set up;
 a single process with no launcher prints nothing. slice=(index, count) overrides the
 launcher and prints nothing. detect_slice() tells what "auto" finds. (A "shard" is a record
-file; shard= and detect_shard() are the old, deprecated names of slice= and detect_slice().)
+file, never an instance's share.)
 
 Bad samples. Under bad_sample_policy="skip" (the default) a sample that cannot be read or
 decoded is replaced by another; unless on_bad_sample is given, the Loader issues one
@@ -64,6 +64,7 @@ any thread, but not from inside on_bad_sample.
 """
 
 import atexit
+import dataclasses
 import inspect
 import math
 import numbers
@@ -78,8 +79,7 @@ from ._tilefeed import Batch, LoaderError, SourceError
 __version__ = _tilefeed.__version__  # the CMake project's version
 
 __all__ = ["Batch", "BadSampleWarning", "IMAGENET_MEAN", "IMAGENET_STD", "IterableDataset",
-           "Loader", "LoaderError", "SlotsHeldError", "SourceError", "SOURCES", "detect_slice",
-           "detect_shard"]
+           "JpegOptions", "Loader", "RemoteOptions", "LoaderError", "SlotsHeldError", "SourceError", "SOURCES", "detect_slice"]
 
 
 class SlotsHeldError(_tilefeed._SlotsHeldError):
@@ -100,8 +100,8 @@ SOURCES = ("auto", "imagefolder", "shards", "cifar10", "cifar10-train", "cifar10
 
 # loader::LoaderOptions' defaults, read from C++ so the signature below cannot drift.
 _D = _tilefeed._default_options()
-# The shared option table (tilefeed/loader/option_specs.h) by keyword: the ranges and their
-# words that every tool's flags use too (_NUMERIC below).
+# The shared option table (tilefeed/loader/option_specs.h) by keyword: the split choices below;
+# the ranges are checked in C++ (_check_options).
 _SPECS = _tilefeed._option_specs()
 
 # Loaders still running at interpreter exit are stopped first, so no worker thread calls
@@ -155,10 +155,98 @@ os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
                     after_in_child=_after_fork_in_child)
 
 
-def _remote_options(cache_dir, cache_limit, s3_endpoint, remote_retries):
-    """The remote-dataset options as the _Core takes them (RemoteOptions' fields)."""
-    remote = {"cache_limit": _numeric("cache_limit", cache_limit),
-              "retries": _numeric("remote_retries", remote_retries)}
+# The codecs::JpegOptions fields that JpegOptions groups (the binding takes them by name).
+_JPEG_FIELDS = ("max_pixels", "max_scans", "corrupt_data", "dct_scales", "fast_dct",
+                "fast_upsample")
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class JpegOptions:
+    """libjpeg-turbo's tuning, for Loader(jpeg=tilefeed.JpegOptions(...)): the few knobs of
+    the JPEG decoders that most runs leave alone, in one object. The defaults are the C++
+    codecs::JpegOptions' and keep the pixel contract (the pixels PIL and torchvision decode).
+
+    max_pixels     largest width x height accepted, read from the header before any
+                   allocation; a larger image is a bad sample (at least 1; default 64 MP)
+    max_scans      largest number of scans in a progressive JPEG; more is a bad sample
+                   (at least 1; default 100)
+    corrupt_data   "fail" (the default) or "accept", which BREAKS THE PIXEL CONTRACT: the
+                   pixels libjpeg made of a corrupt or truncated JPEG are kept, not reported
+                   as a bad sample
+    dct_scales     "pow2" (the default: 1/2, 1/4, 1/8) or "eighths" (every n/8): the DCT
+                   scale-downs a decode may use where scaling is allowed (train crops, or
+                   eval_dct_scaling); "eighths" gives other pixels than "pow2"
+    fast_dct       True BREAKS THE PIXEL CONTRACT: libjpeg's fast integer IDCT, not the
+                   accurate one PIL uses (pixels differ by a few levels)
+    fast_upsample  True BREAKS THE PIXEL CONTRACT: nearest-neighbour chroma upsampling, not
+                   libjpeg's "fancy" filter that PIL uses
+
+    Values are checked in C++ with the Loader's other options.
+    """
+
+    max_pixels: int = _D["max_pixels"]
+    max_scans: int = _D["max_scans"]
+    corrupt_data: str = _D["corrupt_data"]
+    dct_scales: str = _D["dct_scales"]
+    fast_dct: bool = _D["fast_dct"]
+    fast_upsample: bool = _D["fast_upsample"]
+
+    def _fields(self):
+        return {name: getattr(self, name) for name in _JPEG_FIELDS}
+
+    def __repr__(self):
+        given = ", ".join(f"{k}={v!r}" for k, v in self._fields().items() if v != _D[k])
+        return f"tilefeed.JpegOptions({given})"
+
+
+def _jpeg_fields(jpeg):
+    """The codecs::JpegOptions fields of Loader's jpeg= (None: the defaults)."""
+    if jpeg is None:
+        jpeg = JpegOptions()
+    if not isinstance(jpeg, JpegOptions):
+        raise TypeError(f"tilefeed.Loader: jpeg must be a tilefeed.JpegOptions or None, "
+                        f"got {jpeg!r}")
+    return jpeg._fields()
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class RemoteOptions:
+    """How Loader(remote=tilefeed.RemoteOptions(...)) reads http://, https:// and s3://
+    datasets (docs/datasets.md), as the tools' --cache-dir, --cache-limit, --s3-endpoint and
+    --remote-retries do:
+
+    cache_dir       a path, or None (the default) for no cache: fetched blocks and remote tar
+                    indexes kept on disk, shared by the processes of the host
+    cache_limit     bytes, at least 4 MiB (default 10 GiB): the bound of the cache's blocks
+    s3_endpoint     a URL, or None for AWS: where s3://bucket/key is fetched from
+    remote_retries  0-20 (default 5): retries of a failed request before its sample is bad
+
+    s3:// keys come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,
+    AWS_REGION (or AWS_DEFAULT_REGION) and AWS_ENDPOINT_URL_S3 (or AWS_ENDPOINT_URL), read
+    when the Loader is made. Values are checked in C++ (loader::RemoteOptionsProblem).
+    """
+
+    cache_dir: object = None
+    cache_limit: int = 10 << 30
+    s3_endpoint: object = None
+    remote_retries: int = 5
+
+    def __repr__(self):
+        given = ", ".join(f"{k}={v!r}" for k, v in dataclasses.asdict(self).items()
+                          if v != getattr(RemoteOptions, k))
+        return f"tilefeed.RemoteOptions({given})"
+
+
+def _remote_options(options):
+    """Loader's remote= (a RemoteOptions or None) as the _Core takes it: RemoteOptions' C++
+    fields, with the AWS keys from the environment; the ranges are checked in C++."""
+    if options is None:
+        options = RemoteOptions()
+    if not isinstance(options, RemoteOptions):
+        raise TypeError(f"tilefeed.Loader: remote must be a tilefeed.RemoteOptions or None, "
+                        f"got {options!r}")
+    cache_dir, s3_endpoint = options.cache_dir, options.s3_endpoint
+    remote = {"cache_limit": options.cache_limit, "retries": options.remote_retries}
     if cache_dir is not None:
         if not isinstance(cache_dir, (str, os.PathLike)) or not os.fspath(cache_dir):
             raise TypeError(f"tilefeed.Loader: cache_dir must be a path or None, got {cache_dir!r}")
@@ -199,15 +287,15 @@ class Loader:
 
     slice="auto" (the default) reads the launcher's slice of every epoch (see the module
     help: OpenMPI/poprun, torchrun, torch.distributed); slice=(index, count) sets it.
-    shard= is its old name: deprecated, it warns once and means the same.
     held_slots_timeout (seconds) bounds the wait for a batch while every slot is held by
     batches or views you keep; then SlotsHeldError is raised.
 
     Iterating a Loader yields the Batches of one epoch; each new iter() continues with the
     next epoch (or the one given to set_epoch()). Epoch e's batches are a pure function of
     (seed, e, dataset, slice): worker count and timing change nothing.
-    epochs=N (at least 1, as the tools' --epochs) ends iteration after epoch
-    first_epoch + N - 1; epochs=None, the default, iterates epochs until stop().
+    epochs=N (at least 1, as the tools' --epochs) ends iteration after epoch N - 1;
+    epochs=None, the default, iterates epochs until stop(). To resume, pass a state_dict() to
+    load_state_dict(): where a run stands is a LoaderState, not options.
 
     Raises ValueError for bad options, SourceError (an OSError) if `data` cannot be
     indexed, and, while iterating, LoaderError (a RuntimeError) for a bad sample under
@@ -216,15 +304,9 @@ class Loader:
     thread for every bad sample; an exception it raises is re-raised by the next batch
     request.
 
-    Remote datasets (http://, https://, s3:// shards and tars; docs/datasets.md), like the
-    tools' --cache-dir, --cache-limit, --s3-endpoint and --remote-retries: cache_dir (a
-    path, or None for no cache) keeps fetched blocks and remote tar indexes on disk, shared
-    by the processes of the host; cache_limit (bytes, at least 4 MiB) bounds its blocks;
-    s3_endpoint (a URL, or None for AWS) serves s3://bucket/key; remote_retries (0-20) is
-    the retries of a failed request before its sample is bad. s3:// keys come from
-    AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION (or
-    AWS_DEFAULT_REGION) and AWS_ENDPOINT_URL_S3 (or AWS_ENDPOINT_URL), read when the Loader is
-    made.
+    Remote datasets (http://, https://, s3:// shards and tars; docs/datasets.md) take
+    remote=tilefeed.RemoteOptions(...): the block cache, the S3 endpoint and the retries,
+    as the tools' --cache-dir, --cache-limit, --s3-endpoint and --remote-retries.
     """
 
     def __new__(cls, *args, device=None, **kwargs):
@@ -252,42 +334,30 @@ class Loader:
                  seed=_D["seed"],
                  shuffle=_D["shuffle"],
                  slice="auto",
-                 shard=None,
                  remainder=_D["remainder"],
                  drop_last_batch=_D["drop_last_batch"],
-                 first_epoch=_D["first_epoch"],
-                 first_epoch_position=_D["first_epoch_position"],
-                 expected_dataset_size=_D["expected_dataset_size"],
                  epochs=None,
                  bad_sample_policy=_D["bad_sample_policy"],
                  max_substitute_attempts=_D["max_substitute_attempts"],
                  held_slots_timeout=_D["held_slots_timeout"],
-                 max_pixels=_D["max_pixels"],
-                 max_scans=_D["max_scans"],
-                 corrupt_data=_D["corrupt_data"],
-                 dct_scales=_D["dct_scales"],
-                 fast_dct=_D["fast_dct"],
-                 fast_upsample=_D["fast_upsample"],
+                 jpeg=None,
                  on_bad_sample=None,
                  copy=False,
-                 cache_dir=None,
-                 cache_limit=10 << 30,
-                 s3_endpoint=None,
-                 remote_retries=5,
+                 remote=None,
                  device=None,
                  _slot_memory=None):
         arguments = locals()
         arguments.update(_output_options(dtype, mean, std, layout))
+        arguments.update(_jpeg_fields(jpeg))
         if _fork["unusable"]:
             raise LoaderError(_fork["unusable"])
         self._pid = os.getpid()
         self._options = {name: arguments[name] for name in _D}
-        _check_options(self._options)
         if on_bad_sample is not None and not callable(on_bad_sample):
             raise TypeError("tilefeed.Loader: on_bad_sample must be callable or None")
-        self._remote = _remote_options(cache_dir, cache_limit, s3_endpoint, remote_retries)
-        self._options["slice"], self._slice_origin = _resolve_slice(
-            *_slice_argument(slice, shard, "tilefeed.Loader"))
+        self._remote = _remote_options(remote)
+        self._options["slice"], self._slice_origin = _resolve_slice(slice)
+        _check_options(self._options, self._remote)
         _check_workers(self._options["workers"])
         self._data, self._split, self._samples, self._sample_classes = _resolve_data(data, split)
         self._source = source
@@ -363,15 +433,10 @@ class Loader:
         (x, y, w, h), the whole pixels the resize reads (in train, the box itself: the
         rectangle to give torchvision's resized_crop); "flip"; "dct_scaling" (whether a JPEG
         may be decoded at a DCT scale-down). The contracts are in tilefeed/loader/augment.h."""
-        options = dict(self._options, epochs=int(self._options["epochs"] or 0))
-        return _tilefeed._plan_sample(options, epoch, sample, width, height)
+        return _tilefeed._plan_sample(_core_options(self._options), epoch, sample, width, height)
 
     def _make_core(self):
-        # The C++ LoaderOptions say "no limit" with epochs 0.
-        options = dict(self._options, epochs=int(self._options["epochs"] or 0))
-        if isinstance(options["image_size"], (tuple, list)):  # (height, width)
-            height, width = _image_shape(options["image_size"])
-            options.update(image_size=max(height, width), image_height=height, image_width=width)
+        options = _core_options(self._options)
         if self._samples is not None:
             return _tilefeed._Core.from_list(self._samples, self._sample_classes,
                                              self._on_bad_sample, options)
@@ -379,8 +444,8 @@ class Loader:
                                options, self._remote, self._slot_memory)
 
     def _seek(self, epoch, position):
-        """Moves the C++ loader to `position` of `epoch`; outside first_epoch + [0, epochs)
-        it has nothing more to yield."""
+        """Moves the C++ loader to `position` of `epoch`; outside [0, epochs) it has nothing
+        more to yield."""
         self._warn_bad_samples(self.epoch)
         self._core.seek(epoch, position)
         self._mid_epoch = False
@@ -473,7 +538,7 @@ class Loader:
 
     def load_state_dict(self, state):
         """Continues from a state_dict(): the next iter() yields the rest of its epoch, and
-        the iterations after it the following epochs, up to first_epoch + epochs as before.
+        the iterations after it the following epochs, up to `epochs` as before.
 
         With the same slice count (and options) the batches are byte for byte those of an
         uninterrupted run; with another count, the new instances split the rest of the epoch
@@ -545,14 +610,9 @@ class Loader:
         """Where slice came from: "explicit", or the launcher variables it was detected from."""
         return self._slice_origin
 
-    # The old names of slice and slice_origin.
-    shard = slice
-    shard_origin = slice_origin
-
     @property
     def options(self):
-        """The LoaderOptions fields as given (first_epoch as constructed; the seed is the
-        last load_state_dict()'s)."""
+        """The LoaderOptions fields as given (the seed is the last load_state_dict()'s)."""
         return dict(self._options)
 
     def metrics(self):
@@ -704,103 +764,35 @@ Loader.__signature__ = inspect.signature(Loader.__init__).replace(
 # -- argument checks ------------------------------------------------------------------------
 
 _INT32 = (1 << 31) - 1
-_INT64 = (1 << 63) - 1
-_UINT64 = (1 << 64) - 1
-
-
-def _range_text(low, high):
-    return f"at least {low}" if high in (_UINT64, _INT32, _INT64) else f"between {low} and {high}"
-
-
-def _from_table(keyword, type_max):
-    """(kind, lowest, highest, words) of a shared option (_SPECS): the table's range and
-    words, the highest capped at what the C++ field holds (`type_max`)."""
-    spec = _SPECS[keyword]
-    kind = int if spec["kind"] in ("integer", "size") else float
-    low = kind(spec["min"])
-    high = kind(spec["max"]) if math.isfinite(spec["max"]) else type_max
-    return kind, low, high, spec["range"]
-
-
-# Numeric options: name -> (kind, lowest, highest, the range in words). Checked before anything
-# is opened, so a bad value is one plain ValueError (or TypeError for a value of the wrong
-# kind). Shared options take their ranges from the table; the rest are Python's own.
-_NUMERIC = {
-    **{name: _from_table(name, type_max) for name, type_max in (
-        ("batch_size", _UINT64), ("image_size", _INT32), ("eval_resize", _INT32),
-        ("workers", _INT32), ("prefetch_depth", _UINT64), ("seed", _UINT64),
-        ("first_epoch", _UINT64), ("first_epoch_position", _UINT64), ("epochs", _UINT64),
-        ("max_substitute_attempts", _INT32), ("flip_probability", None),
-        ("held_slots_timeout", None), ("cache_limit", _INT64), ("remote_retries", _INT32))},
-    "expected_dataset_size": (int, 0, _UINT64, _range_text(0, _UINT64)),  # 0: any size
-    "max_pixels": (int, 1, _INT64, _range_text(1, _INT64)),
-    "max_scans": (int, 1, _INT32, _range_text(1, _INT32)),
-}
-
-
-def _number(name, value, kind):
-    """`value` as `kind` (int, or float for any real); TypeError for anything else."""
-    if isinstance(value, bool) or not isinstance(
-            value, numbers.Integral if kind is int else numbers.Real):
-        raise TypeError(f"tilefeed.Loader: {name} must be {'an int' if kind is int else 'a number'}"
-                        f", got {value!r}")
-    value = kind(value)
-    if kind is float and not math.isfinite(value):
-        raise ValueError(f"tilefeed.Loader: {name} must be finite, got {value}")
-    return value
-
-
-def _numeric(name, value):
-    """The numeric option `name` (_NUMERIC) checked: ValueError/TypeError naming it."""
-    kind, low, high, words = _NUMERIC[name]
-    checked = _number(name, value, kind)
-    if not low <= checked <= high:
-        raise ValueError(f"tilefeed.Loader: {name} must be {words}, got {value!r}")
-    return checked
 
 
 def _image_shape(image_size):
-    """(height, width) of image_size: an int (a square) or a pair (height, width), checked;
-    ValueError/TypeError naming a bad one. The CPU Loader and tilefeed.cuda both use this."""
+    """(height, width) of image_size: an int (a square) or a pair (height, width). The values
+    are checked in C++ with the other options (_check_options)."""
     if not isinstance(image_size, (tuple, list)):
-        side = _numeric("image_size", image_size)
-        return side, side
+        return image_size, image_size
     if len(image_size) != 2:
         raise TypeError(f"tilefeed.Loader: image_size must be an int or (height, width), "
                         f"got {image_size!r}")
-    _, low, high, words = _NUMERIC["image_size"]
-    shape = tuple(_number("image_size", side, int) for side in image_size)
-    if not all(low <= side <= high for side in shape):
-        raise ValueError(f"tilefeed.Loader: image_size sides must be {words}, "
-                         f"got {image_size!r}")
-    return shape
+    return tuple(image_size)
 
 
-def _check_options(options):
-    """Raises ValueError/TypeError naming the first bad numeric option and its value."""
-    for name in _NUMERIC:
-        if name not in options:
-            continue  # the remote options, checked by _remote_options
-        if name == "epochs" and options[name] is None:
-            continue  # no limit: iterate epochs until stop()
-        if name == "image_size":
-            _image_shape(options[name])
-            continue
-        _numeric(name, options[name])
-    for name in ("crop_scale", "crop_ratio"):
-        pair = options[name]
-        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-            raise TypeError(f"tilefeed.Loader: {name} must be a pair (min, max), got {pair!r}")
-        low, high = (_number(name, v, float) for v in pair)
-        if not 0 < low <= high:
-            raise ValueError(f"tilefeed.Loader: {name}=(min, max) needs 0 < min <= max, "
-                             f"got {tuple(pair)!r}")
-    size = options["image_size"]
-    longer = max(size) if isinstance(size, (tuple, list)) else size
-    if options["mode"] == "eval" and options["eval_resize"] < longer:
-        raise ValueError(f"tilefeed.Loader: eval_resize must be at least image_size "
-                         f"({options['image_size']}) in mode='eval', got "
-                         f"{options['eval_resize']}")
+def _core_options(options):
+    """Loader options as the C++ binding takes them: image_size=(height, width) becomes
+    image_height and image_width; epochs=None (no end) stays None."""
+    options = dict(options)
+    if isinstance(options.get("image_size"), (tuple, list)):
+        options["image_height"], options["image_width"] = _image_shape(options["image_size"])
+        options["image_size"] = 0  # unused by a rectangle; (0, 0) is refused, not a default
+    return options
+
+
+def _check_options(options, remote=None):
+    """Checks Loader options (and remote options) in C++, once, as loader::OptionsProblem and
+    the option table (tilefeed/loader/option_specs.h) say: ValueError "tilefeed.Loader: NAME
+    must be RANGE, got VALUE" for the first bad value, TypeError for a value of the wrong
+    type. Nothing here re-checks a range."""
+    _tilefeed._check_options(_core_options(options), remote or {})
 
 
 # -- output ---------------------------------------------------------------------------------
@@ -882,7 +874,7 @@ def _check_workers(workers):
 # The launchers' rank/size variables that tilefeed/launch/instance.h reads, for naming the origin.
 _LAUNCHER_VARIABLES = (("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OpenMPI/poprun"),
                        ("PMI_RANK", "PMI_SIZE", "PMI"))
-# (index, count, origin) lines already printed, and deprecations already warned about, by
+# (index, count, origin) lines already printed, and worker counts already warned about, by
 # this process.
 _announced = set()
 
@@ -945,31 +937,11 @@ def detect_slice():
     return first
 
 
-detect_shard = detect_slice  # the old name ("shard" is a record file)
-
-
-def _slice_argument(slice_, shard, where):
-    """(value, keyword) of the slice= / deprecated shard= pair: shard= warns once per process
-    (DeprecationWarning) and means slice=; both at once is a TypeError naming both."""
-    if shard is None:
-        return slice_, "slice"
-    if not (isinstance(slice_, str) and slice_ == "auto"):
-        raise TypeError(f"{where}: slice={slice_!r} and shard={shard!r} both given; shard= is "
-                        f"the deprecated name of slice=: pass slice= alone")
-    if ("deprecated", "shard") not in _announced:
-        _announced.add(("deprecated", "shard"))
-        warnings.warn(f"{where}: shard= is deprecated; use slice= (the same \"auto\" or "
-                      f"(index, count): this instance's share of every epoch)",
-                      DeprecationWarning, stacklevel=3)
-    return shard, "shard"
-
-
-def _resolve_slice(value, keyword="slice"):
-    """((index, count), origin) for the slice argument (given as `keyword`); announces a
-    detected one."""
+def _resolve_slice(value):
+    """((index, count), origin) for the slice argument; announces a detected one."""
     if isinstance(value, str):
         if value != "auto":
-            raise ValueError(f"tilefeed.Loader: {keyword}={value!r}; expected \"auto\" or "
+            raise ValueError(f"tilefeed.Loader: slice={value!r}; expected \"auto\" or "
                              f"(index, count)")
         index, count, origin = detect_slice()
         if origin != "no launcher" and (index, count, origin) not in _announced:
@@ -978,13 +950,9 @@ def _resolve_slice(value, keyword="slice"):
                   f"({index}, {count}) of every epoch", file=sys.stderr, flush=True)
         return (index, count), origin
     if not isinstance(value, (tuple, list)) or len(value) != 2:
-        raise TypeError(f"tilefeed.Loader: {keyword} must be \"auto\" or (index, count), "
+        raise TypeError(f"tilefeed.Loader: slice must be \"auto\" or (index, count), "
                         f"got {value!r}")
-    index, count = (_number(keyword, v, int) for v in value)
-    if count < 1 or not 0 <= index < count:
-        raise ValueError(f"tilefeed.Loader: {keyword}=(index, count) needs count >= 1 and "
-                         f"0 <= index < count, got {tuple(value)!r}")
-    return (index, count), "explicit"
+    return tuple(value), "explicit"  # checked in C++ with the other options
 
 
 _STATE_VERSION = 1

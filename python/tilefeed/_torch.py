@@ -7,7 +7,7 @@ import numpy as np
 import torch
 import torch.utils.data
 
-from . import Loader, _check_options, _D, _slice_argument, detect_slice
+from . import Loader, _check_options, _D, _jpeg_fields, _output_options, detect_slice
 
 __all__ = ["IterableDataset"]
 
@@ -50,12 +50,15 @@ class IterableDataset(torch.utils.data.IterableDataset):
     def __init__(self, data, *, with_indices=False, **options):
         options = dict(options)
         options.pop("copy", None)  # one copy per batch, made by __iter__
-        options["slice"], _ = _slice_argument(options.pop("slice", "auto"),
-                                              options.pop("shard", None),
-                                              "tilefeed.IterableDataset")
+        options.setdefault("slice", "auto")
         merged = dict(_D, **{k: v for k, v in options.items() if k in _D})
         merged["epochs"] = options.get("epochs")
-        _check_options(merged)
+        merged.update(_jpeg_fields(options.get("jpeg")))
+        merged.update(_output_options(merged["dtype"], merged["mean"], merged["std"],
+                                      merged["layout"]))
+        if isinstance(merged["slice"], str):  # "auto": the launcher's, found per worker
+            merged["slice"] = (0, 1)
+        _check_options(merged)  # in C++, before any worker exists
         self._data = os.fspath(data)
         self._options = options
         self._with_indices = bool(with_indices)

@@ -51,7 +51,7 @@ from . import _tilefeed
 # One definition of the output options for both devices: the CPU Loader's (tilefeed).
 # IMAGENET_MEAN/STD stay importable from here too (tilefeed.cuda.IMAGENET_MEAN).
 from . import IMAGENET_MEAN, IMAGENET_STD
-from . import _image_shape, _numeric, _output_options
+from . import _check_options, _image_shape, _output_options
 
 __all__ = ["CudaBatch", "CudaLoader", "IMAGENET_MEAN", "IMAGENET_STD"]
 
@@ -99,10 +99,11 @@ def _slot_geometry(options):
     defaults for those left out), checked as the CPU Loader checks them: image_size is an
     int (a square) or (height, width)."""
     defaults = _tilefeed._default_options()
-    samples = _numeric("batch_size", options.get("batch_size", defaults["batch_size"]))
-    height, width = _image_shape(options.get("image_size", defaults["image_size"]))
-    depth = _numeric("prefetch_depth", options.get("prefetch_depth", defaults["prefetch_depth"]))
-    return samples, height, width, depth
+    geometry = {name: options.get(name, defaults[name])
+                for name in ("batch_size", "image_size", "prefetch_depth")}
+    _check_options(geometry)
+    height, width = _image_shape(geometry["image_size"])
+    return int(geometry["batch_size"]), int(height), int(width), int(geometry["prefetch_depth"])
 
 
 class CudaBatch:

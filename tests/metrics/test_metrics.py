@@ -139,7 +139,7 @@ def test_a_standard_validator_accepts_each_kind(kind):
 
 def test_loader_bench(demo, tmp_path):
     out = tmp_path / "lb.jsonl"
-    run([tool("TILEFEED_LOADER_BENCH"), "--data", str(demo), "--batch", "8", "--size", "32",
+    run([tool("TILEFEED_LOADER_BENCH"), "--data", str(demo), "--batch-size", "8", "--image-size", "32",
          "--workers", "1", "--epochs", "2", "--warmup", "1", "--metrics", str(out),
          "--metrics-interval", "0.2"])
     records = assert_valid(out)

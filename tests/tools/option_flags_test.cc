@@ -49,49 +49,26 @@ TEST(OptionFlags, LoaderFlagsTakeTheTablesRangesAndDefaults) {
   EXPECT_EQ(bad.err, "tool: --image-size must be between 1 and 16384, got 16385\n");
 }
 
-TEST(OptionFlags, SecondsTakeTheOldMillisecondSpellingWithAWarning) {
-  CLI::App app;
-  double heartbeat = 1;
-  AddOption(app, loader::kHeartbeat, heartbeat);
-  EXPECT_THAT(app.help(), ::testing::Not(HasSubstr("--heartbeat-ms")));
-  const Parsed old = Parse(app, {"--heartbeat-ms", "1500"});
-  EXPECT_EQ(old.rc, std::nullopt) << old.err;
-  EXPECT_DOUBLE_EQ(heartbeat, 1.5);
-  EXPECT_EQ(old.err, "warning: --heartbeat-ms is deprecated; use --heartbeat (in seconds)\n");
-
-  CLI::App out_of_range;
-  AddOption(out_of_range, loader::kHeartbeat, heartbeat);
-  const Parsed bad = Parse(out_of_range, {"--heartbeat-ms", "0"});
-  EXPECT_EQ(bad.rc, 2);
-  EXPECT_EQ(bad.err, "tool: --heartbeat-ms must be between 1 and 3600000, got 0\n");
-
-  CLI::App both;
-  AddOption(both, loader::kHeartbeat, heartbeat);
-  const Parsed twice = Parse(both, {"--heartbeat", "2", "--heartbeat-ms", "1500"});
-  EXPECT_EQ(twice.rc, 2);
-  EXPECT_THAT(twice.err, HasSubstr("--heartbeat-ms must not be given with --heartbeat"));
+// A flag has one spelling: an old one (no release ever had it) is an unknown argument, one
+// line and exit code 2.
+TEST(OptionFlags, OldSpellingsAreUnknown) {
+  for (const char* old : {"--heartbeat-ms", "--shard"}) {
+    CLI::App app;
+    double heartbeat = 1;
+    std::optional<loader::InstanceSlice> slice;
+    AddOption(app, loader::kHeartbeat, heartbeat);
+    AddSliceOption(app, slice);
+    EXPECT_THAT(app.help(), ::testing::Not(HasSubstr(old)));
+    const Parsed parsed = Parse(app, {old, "1"});
+    EXPECT_EQ(parsed.rc, 2);
+    EXPECT_EQ(parsed.err,
+              std::string("tool: unknown argument ") + old + " (--help lists the options)\n");
+    EXPECT_DOUBLE_EQ(heartbeat, 1);
+    EXPECT_FALSE(slice.has_value());
+  }
 }
 
-// A tool's own old spelling is named right in its warning, however short-lived the string it
-// was registered with (loader_bench registers --batch and --size from temporaries).
-TEST(OptionFlags, AnAliasNamesItselfAfterItsNameStringIsGone) {
-  CLI::App app;
-  std::size_t batch = 256;
-  CLI::Option* current = AddOption(app, loader::kBatchSize, batch);
-  // A name longer than std::string's inline buffer lives on the heap, freed at once ...
-  AddDeprecatedAlias(app, loader::kBatchSize, current, std::string("--samples-in-each-") + "batch",
-                     batch);
-  // ... and its memory is taken by other text before the parse.
-  std::vector<std::string> noise;
-  noise.reserve(64);
-  for (int i = 0; i < 64; ++i) noise.emplace_back(25, '#');
-  const Parsed old = Parse(app, {"--samples-in-each-batch", "8"});
-  EXPECT_EQ(old.rc, std::nullopt) << old.err;
-  EXPECT_EQ(batch, 8u);
-  EXPECT_EQ(old.err, "warning: --samples-in-each-batch is deprecated; use --batch-size\n");
-}
-
-TEST(OptionFlags, SliceAndTheDeprecatedShard) {
+TEST(OptionFlags, Slice) {
   std::optional<loader::InstanceSlice> slice;
   CLI::App app;
   AddSliceOption(app, slice);
@@ -105,13 +82,6 @@ TEST(OptionFlags, SliceAndTheDeprecatedShard) {
   ASSERT_TRUE(slice.has_value());
   EXPECT_EQ(slice->index, 1);
   EXPECT_EQ(slice->count, 4);
-
-  CLI::App old;
-  AddSliceOption(old, slice);
-  const Parsed shard = Parse(old, {"--shard", "2/3"});
-  EXPECT_EQ(shard.rc, std::nullopt) << shard.err;
-  EXPECT_EQ(slice->index, 2);
-  EXPECT_EQ(shard.err, "warning: --shard is deprecated; use --slice\n");
 
   CLI::App bad;
   AddSliceOption(bad, slice);

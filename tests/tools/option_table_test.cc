@@ -159,10 +159,6 @@ TEST(OptionTable, ToolsShowAndCheckTheTablesOptions) {
         ++shared;
         CheckOption(name, path, entry, spec);
       }
-      // The old spelling is hidden.
-      if (!spec.deprecated_flag.empty()) {
-        EXPECT_EQ(FindHelp(help.text, spec.deprecated_flag).head, "") << name;
-      }
     }
     EXPECT_GT(shared, 0) << name << " lists no shared option";
   }

@@ -197,12 +197,13 @@ got=$(sed -n 's/.*parameter checksum \([0-9]*\).*/\1/p' "$work/resumed_ok.log")
 [ "$got" = "$want" ] || fail "parameters after kill and resume $got, uninterrupted $want"
 grep -q "resume: each reader serves from this trainer's position" "$work/resumed_ok.log" ||
   fail "no resume line for the readers"
-grep -q -- "--first-epoch" "$work/resumed_ok.log" && fail "the resume line tells to pin the readers"
+grep -q -- "--resume tilefeed-loader-state" "$work/resumed_ok.log" &&
+  fail "the resume line tells to pin the readers"
 echo "readers_faults_test: killed trainer resumed against the same reader; parameter checksum $got"
 
 # --- A resumed trainer refuses a reader pinned at another position.
-serve pinned --data "$data" --bind 'tcp://127.0.0.1:*' --epochs 4 --drop-last --first-epoch 0 \
-  --first-epoch-position 0
+serve pinned --data "$data" --bind 'tcp://127.0.0.1:*' --epochs 4 --drop-last \
+  --resume "tilefeed-loader-state v1 seed=0 epoch=0 position=0 size=64"
 # shellcheck disable=SC2086
 timeout 300 "$train" $ref --readers "$endpoint" --resume --checkpoint-dir "$work/ckpt" \
   >"$work/resumed.log" 2>&1 && fail "a resumed trainer took a reader at another position"

@@ -143,7 +143,7 @@ class Reader {
  private:
   Context context_;
   loader::LoaderOptions options_;
-  BatchSender sender_;
+  ReaderEndpoint sender_;
   std::jthread thread_;  // stopped and joined first
 };
 

@@ -86,8 +86,7 @@ class SlotMemory {
                      std::size_t image_bytes) = 0;
 };
 
-// The ranges that front ends check (tools, Python) are the shared option table's
-// (option_specs.h); the constructor refuses values outside them the same way.
+// The ranges are the shared option table's (option_specs.h), checked by OptionsProblem().
 struct LoaderOptions {
   std::size_t batch_size = 256;  // samples per batch
   int image_size = 224;          // output images are image_size x image_size x 3
@@ -134,6 +133,14 @@ struct LoaderOptions {
   std::function<void(const BadSample&)> on_bad_sample;  // sink; called from workers
   std::shared_ptr<SlotMemory> slot_memory;              // null: the loader allocates its slots
 };
+
+// Whether `options` hold together on their own, before any source is opened: every range of
+// the shared option table (option_specs.h) and the rules between fields. nullopt, or the
+// first problem as "NAME must be RANGE, got VALUE" (NAME the field, which is also Python's
+// keyword). The one check of a loader's options: the constructor refuses options with a
+// problem (std::invalid_argument "LoaderOptions: PROBLEM"), and Python calls it before it
+// opens a dataset.
+std::optional<std::string> OptionsProblem(const LoaderOptions& options);
 
 // The crop plan the loader draws for `sample` of `epoch` from a width x height image:
 // which source pixels its batch row shows, resized how and whether flipped (augment.h's

@@ -7,20 +7,20 @@
 // default and the help text. Front ends read them from here and never restate them, so a range
 // or a default cannot drift between the tools, Python and the library:
 //
-//   - the library's own checks (LoaderOptions in loader.cc) test the same ranges with
-//     RangeProblem(), so an option the tools accept the library accepts too;
+//   - the library's one check of the options, OptionsProblem() (loader.h; RemoteOptionsProblem()
+//     in remote.h), tests the ranges with RangeProblem(), so an option the tools accept the
+//     library accepts too;
 //   - tools/option_flags.h registers a spec as a CLI11 flag (the library does not use CLI11);
-//   - the Python binding takes its keyword names, ranges and messages from SharedOptions().
+//   - the Python binding takes the keyword names from here and leaves every range to
+//     OptionsProblem(): a bad keyword value is a ValueError with its line.
 //
 // Vocabulary (one spelling for each idea):
 //   --split {train,val,test}     the part of a root with train/, val/ (and test/) folders
 //   --slice INDEX/COUNT          an instance's share of every epoch (Python: slice=(i, n)).
-//                                "shard" is a record file, never a slice; --shard and shard=
-//                                are deprecated spellings that warn once.
+//                                "shard" is a record file, never a slice.
 //   --cache-limit SIZE           a byte size written 10GiB, 512M or 1000000 (ParseByteSize)
 //   --image-size N               the library's range, 1..16384
-//   time options                 in seconds (a real number); an old "-ms" spelling is a
-//                                deprecated alias that takes milliseconds and warns once
+//   time options                 in seconds (a real number)
 //
 // A range error reads "NAME must be RANGE, got VALUE", RANGE from RangeText(): "at least 1",
 // "above 0", "between 1 and 16384". Every front end words it so.
@@ -58,8 +58,10 @@ enum class OptionKind {
 inline constexpr double kNoMax = std::numeric_limits<double>::infinity();
 
 struct OptionSpec {
-  std::string_view flag = {};     // the command-line spelling, "--image-size"
-  std::string_view keyword = {};  // the Python keyword, "image_size"; "" when Python has none
+  std::string_view flag = {};  // the command-line spelling, "--image-size"
+  // The Python name: a tilefeed.Loader keyword ("image_size") or a field of the object a
+  // keyword takes (cache_limit of remote=tilefeed.RemoteOptions); "" when Python has none.
+  std::string_view keyword = {};
   OptionKind kind = OptionKind::kText;
   double min = 0;              // kInteger, kNumber, kSeconds, kSize: the lowest value
   double max = kNoMax;         // the highest value, or kNoMax
@@ -69,10 +71,6 @@ struct OptionSpec {
   std::string_view default_text = {};
   std::string_view help = {};  // one sentence without the default (front ends show it)
   std::span<const std::string_view> choices = {};  // kChoice: the accepted values
-  // An older command-line spelling still accepted, hidden from --help, that warns once
-  // ("--shard" for --slice, "--heartbeat-ms" for --heartbeat). For kSeconds the old spelling
-  // takes milliseconds. "" when there is none.
-  std::string_view deprecated_flag = {};
 };
 
 // "at least 1", "above 0", "between 1 and 16384", "at least 4MiB"; "" for kinds without a
@@ -178,27 +176,13 @@ inline constexpr OptionSpec kSlice{
     .kind = OptionKind::kSlice,
     .help =
         "INDEX/COUNT: this instance's share of every epoch (default: the launcher's "
-        "instance, e.g. under mpirun or poprun; else 0/1)",
-    .deprecated_flag = "--shard"};
+        "instance, e.g. under mpirun or poprun; else 0/1)"};
 inline constexpr OptionSpec kEpochs{
     .flag = "--epochs",
     .keyword = "epochs",
     .kind = OptionKind::kInteger,
     .min = 1,
     .help = "epochs to produce, at least 1"};  // the default is each front end's own
-inline constexpr OptionSpec kFirstEpoch{.flag = "--first-epoch",
-                                        .keyword = "first_epoch",
-                                        .kind = OptionKind::kInteger,
-                                        .min = 0,
-                                        .default_text = "0",
-                                        .help = "the epoch the first batch belongs to"};
-inline constexpr OptionSpec kFirstEpochPosition{
-    .flag = "--first-epoch-position",
-    .keyword = "first_epoch_position",
-    .kind = OptionKind::kInteger,
-    .min = 0,
-    .default_text = "0",
-    .help = "resume: samples of the first epoch already delivered to all instances together"};
 inline constexpr OptionSpec kDropLast{
     .flag = "--drop-last",
     .keyword = "drop_last_batch",
@@ -311,8 +295,7 @@ inline constexpr OptionSpec kHeartbeat{.flag = "--heartbeat",
                                        .min = 0.001,
                                        .max = 3600,
                                        .default_text = "1",
-                                       .help = "seconds between heartbeats",
-                                       .deprecated_flag = "--heartbeat-ms"};
+                                       .help = "seconds between heartbeats"};
 inline constexpr OptionSpec kPeerTimeout{
     .flag = "--timeout",
     .keyword = "",
@@ -320,8 +303,7 @@ inline constexpr OptionSpec kPeerTimeout{
     .min = 0.001,
     .max = 1e6,
     .default_text = "5",
-    .help = "seconds of silence (no heartbeat, no batch) after which the peer is lost",
-    .deprecated_flag = "--timeout-ms"};
+    .help = "seconds of silence (no heartbeat, no batch) after which the peer is lost"};
 inline constexpr OptionSpec kReaderTimeout{
     .flag = "--reader-timeout",
     .keyword = "",
@@ -331,8 +313,7 @@ inline constexpr OptionSpec kReaderTimeout{
     .default_text = "5",
     .help =
         "--readers: seconds a reader may be silent (or not answer at start) before it is "
-        "an error",
-    .deprecated_flag = "--reader-timeout-ms"};
+        "an error"};
 inline constexpr OptionSpec kReconnectWindow{
     .flag = "--reconnect-window",
     .keyword = "",
@@ -340,13 +321,12 @@ inline constexpr OptionSpec kReconnectWindow{
     .min = 0.001,
     .max = 1e6,
     .default_text = "30",
-    .help = "--readers --reconnect: seconds a lost reader may take to come back",
-    .deprecated_flag = "--reconnect-window-ms"};
+    .help = "--readers --reconnect: seconds a lost reader may take to come back"};
 
 // Every spec above, in this order.
 std::span<const OptionSpec> SharedOptions();
 
-// The spec whose flag (or deprecated flag) or keyword is `name`, or nullptr.
+// The spec whose flag or keyword is `name`, or nullptr.
 const OptionSpec* FindOption(std::string_view name);
 
 }  // namespace tilefeed::loader

@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -92,6 +93,11 @@ struct RemoteOptions {
   // line at a time per dataset; may be empty (no warnings).
   std::function<void(const std::string&)> warn;
 };
+
+// nullopt, or the first of `options`' fields outside the shared option table's range
+// (option_specs.h: cache_limit, retries as remote_retries, max_in_flight as
+// remote_in_flight) as "NAME must be RANGE, got VALUE".
+std::optional<std::string> RemoteOptionsProblem(const RemoteOptions& options);
 
 // True if `location` starts with "http://", "https://" or "s3://".
 bool IsRemoteLocation(std::string_view location);

@@ -182,10 +182,4 @@ class ReaderEndpoint {
   std::unique_ptr<Impl> impl_;
 };
 
-// The names before the reader had one name. Deprecated: they stay for one release so that
-// code written against them compiles; new code uses ReaderEndpoint and ReaderEndpointOptions.
-// (No [[deprecated]] attribute: builds with -Werror would fail on their users.)
-using BatchSender = ReaderEndpoint;
-using SenderOptions = ReaderEndpointOptions;
-
 }  // namespace tilefeed::transport
