@@ -4,10 +4,11 @@
     bench/ab_compare.py --old OLD_BUILD --new NEW_BUILD --rounds 7 \
         --data folder=/tmp/corpus/train --data coef=/tmp/packs/coef [--python coef=/tmp/packs/coef]
 
-Each round runs, for every --data, OLD's and NEW's bench/loader_bench (one epoch, 2 workers,
+Each round runs, for every --data, OLD's and NEW's bench/loader_bench (--epochs, 2 workers,
 RandomResizedCrop 224, batch 256: the loader's defaults) back to back, the order swapped
 every round so neither build always runs second; every --python runs tilefeed.Loader from
-each build's python/ folder the same way (one epoch, the consumer reads one byte per page).
+each build's python/ folder the same way (--epochs epochs, the consumer reads one byte per
+page).
 A dataset's figure is the median of its per-round ratios NEW/OLD, which cancels the load
 drift of a shared machine (the 2-core VM's speed moves 2x within minutes). The last lines
 are machine-readable: "ratio NAME=R (rounds: r1 r2 ...)".
@@ -24,7 +25,7 @@ PYTHON_LOOP = r"""
 import sys, time
 sys.path.insert(0, sys.argv[1])
 import numpy as np, tilefeed
-loader = tilefeed.Loader(sys.argv[2], batch_size=256, workers=2, epochs=1)
+loader = tilefeed.Loader(sys.argv[2], batch_size=256, workers=2, epochs=int(sys.argv[3]))
 images, start = 0, None
 for i, batch in enumerate(loader):
     if i == 2:
@@ -35,17 +36,17 @@ print(images / (time.perf_counter() - start))
 """
 
 
-def loader_bench(build, data, workers):
+def loader_bench(build, data, workers, epochs):
     out = subprocess.run([os.path.join(build, "bench", "loader_bench"), "--data", data,
-                          "--workers", str(workers), "--json"], check=True,
+                          "--workers", str(workers), "--epochs", str(epochs), "--json"], check=True,
                          capture_output=True, text=True, timeout=1800).stdout
     line = [l for l in out.splitlines() if l.startswith("{")][-1]
     return json.loads(line)["images_per_s"]
 
 
-def python_loader(build, data):
+def python_loader(build, data, epochs):
     out = subprocess.run(["/usr/bin/python3", "-c", PYTHON_LOOP,
-                          os.path.join(build, "python"), data],
+                          os.path.join(build, "python"), data, str(epochs)],
                          check=True, capture_output=True, text=True, timeout=1800).stdout
     return float(out.split()[-1])
 
@@ -60,10 +61,11 @@ def main():
                     help="a dataset for tilefeed.Loader in Python (repeatable)")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--epochs", type=int, default=1, help="epochs per run (longer: less noise)")
     args = ap.parse_args()
-    runs = [(f"loader_bench {n}", lambda b, d=d: loader_bench(b, d, args.workers))
+    runs = [(f"loader_bench {n}", lambda b, d=d: loader_bench(b, d, args.workers, args.epochs))
             for n, d in (s.split("=", 1) for s in args.data)]
-    runs += [(f"python {n}", lambda b, d=d: python_loader(b, d))
+    runs += [(f"python {n}", lambda b, d=d: python_loader(b, d, args.epochs))
              for n, d in (s.split("=", 1) for s in args.python)]
     if not runs:
         ap.error("give at least one --data or --python")

@@ -78,22 +78,20 @@ constexpr std::array<std::uint16_t, 64> WidenedWordOfNatural() {
 }
 constexpr std::array<std::uint16_t, 64> kWordOfNatural = WidenedWordOfNatural();
 
-#define TILEFEED_AVX512 TILEFEED_TARGET_AVX512_VBMI2
-
 // The zigzag permutation's two halves (kWordOfNatural).
 struct Permutation {
   __m512i first_half, second_half;
 };
 
-TILEFEED_AVX512 Permutation LoadPermutation() {
+TILEFEED_TARGET_AVX512_VBMI2 Permutation LoadPermutation() {
   return {_mm512_loadu_si512(kWordOfNatural.data()),
           _mm512_loadu_si512(kWordOfNatural.data() + 32)};
 }
 
 // Stores a block whose value bytes are `zigzag` (byte z: position z; byte 0 unused) and
 // whose DC is `dc`, as 16-bit coefficients in natural order.
-TILEFEED_AVX512 inline void StoreExpanded(__m512i zigzag, std::uint16_t dc, const Permutation& p,
-                                          std::int16_t* block) {
+TILEFEED_TARGET_AVX512_VBMI2 inline void StoreExpanded(__m512i zigzag, std::uint16_t dc,
+                                                       const Permutation& p, std::int16_t* block) {
   const __m512i zero = _mm512_setzero_si512();
   // Each byte to the high half of a word, then shifted down with its sign.
   const __m512i low = _mm512_srai_epi16(_mm512_unpacklo_epi8(zero, zigzag), 8);
@@ -105,8 +103,8 @@ TILEFEED_AVX512 inline void StoreExpanded(__m512i zigzag, std::uint16_t dc, cons
   _mm512_storeu_si512(block + 32, rows4to7);
 }
 
-TILEFEED_AVX512 void UnpackAvx512(MaskedStreams& s, int count, std::uint16_t& dc,
-                                  CoefficientBlock* out) {
+TILEFEED_TARGET_AVX512_VBMI2 void UnpackAvx512(MaskedStreams& s, int count, std::uint16_t& dc,
+                                               CoefficientBlock* out) {
   const Permutation perm = LoadPermutation();
   const __m512i escape = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int x = 0; x < count; ++x) {
@@ -129,7 +127,8 @@ TILEFEED_AVX512 void UnpackAvx512(MaskedStreams& s, int count, std::uint16_t& dc
   }
 }
 
-TILEFEED_AVX512 std::size_t CountEscapesAvx512(const std::uint8_t* values, std::size_t n) {
+TILEFEED_TARGET_AVX512_VBMI2 std::size_t CountEscapesAvx512(const std::uint8_t* values,
+                                                            std::size_t n) {
   const __m512i escape = _mm512_set1_epi8(static_cast<char>(0x80));
   std::size_t count = 0, i = 0;
   for (; i + 64 <= n; i += 64) {
