@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Counts tilefeed's user-visible surface and fails when a count exceeds its bound.
 
-    python3 tests/support/surface.py SOURCE_DIR [BUILD_DIR]
+    python3 tests/support/surface.py [SOURCE_DIR [BUILD_DIR]]
+
+SOURCE_DIR defaults to the checkout that holds this script, BUILD_DIR to its build/ci when
+that tree has the tools (./run.sh test's Release tree).
 
 One way per concern (STYLE.md) has a budget, and this script holds it. Each row is a count,
 its bound (the most the tree may have: a test failure above it) and the goal issue 38 set.
@@ -147,8 +150,13 @@ def loader_keywords(build):
 
 
 def main(argv):
-    source = Path(argv[1]).resolve()
-    build = Path(argv[2]).resolve() if len(argv) > 2 else None
+    if len(argv) > 3:
+        print("usage: surface.py [SOURCE_DIR [BUILD_DIR]]", file=sys.stderr)
+        return 2
+    source = Path(argv[1] if len(argv) > 1 else Path(__file__).parents[2]).resolve()
+    build = Path(argv[2]).resolve() if len(argv) > 2 else source / "build" / "ci"
+    if not (build / "tools").is_dir():
+        build = None
     counts, notes = {}, {}
     counts["installed public headers"] = public_headers(source)
     lines, path = longest_file(source)
