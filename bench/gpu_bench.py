@@ -92,7 +92,7 @@ def device_bits(tensor):
 def exact(args):
     common = dict(batch_size=64, image_size=224, workers=args.workers, seed=7, epochs=1,
                   slice=(0, 1))
-    cpu = tilefeed.Loader(args.shards, copy=True, **common)
+    cpu = tilefeed.Loader(args.shards, **common)
     host = [b.images.copy() for b, _ in zip(cpu, range(3))]
     cpu.stop()
     out = {}

@@ -9,7 +9,7 @@ one). For every image it compares, per image, |tilefeed - torchvision| in levels
 
   eval           Mode eval (the default, no DCT scaling) against
                  torchvision Resize(resize) + CenterCrop(size) on the PIL image;
-  eval+dct       the same with eval_dct_scaling=True;
+  eval+dct       the same with jpeg=JpegOptions(eval_dct_scaling=True);
   train          Mode train against torchvision.transforms.functional.resized_crop of
                  the box the loader drew (Loader.crop_plan), flipped when it flipped;
   train, no DCT  the train rows whose crop is under 2x the output on some side (no DCT
@@ -73,7 +73,8 @@ def main():
     evals, _ = rows(root, mode="eval", **common)
     if max(evals) >= len(files):
         sys.exit(f"torchvision_pixels: the loader has more samples than {root} has image files")
-    scaled, _ = rows(root, mode="eval", eval_dct_scaling=True, **common)
+    scaled, _ = rows(root, mode="eval",
+                     jpeg=tilefeed.JpegOptions(eval_dct_scaling=True), **common)
     trains, plan = rows(root, mode="train", seed=1, **common)
     reference = transforms.Compose([transforms.Resize(a.resize), transforms.CenterCrop(a.size)])
     results = {k: ([], []) for k in ("eval", "eval+dct", "train", "train, no DCT")}

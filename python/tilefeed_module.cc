@@ -38,7 +38,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <exception>
 #include <functional>
 #include <limits>
@@ -69,9 +68,6 @@ namespace {
 
 // How long the consumer waits with the GIL released before it checks for signals.
 constexpr std::chrono::milliseconds kSignalSlice{20};
-
-// tilefeed.Loader's held_slots_timeout default, in seconds (see DefaultOptions).
-constexpr double kPythonHeldSlotsTimeout = 10.0;
 
 // DLPack 0.x ABI (dlpack.h v0.6/0.7), which torch 1.13's from_dlpack consumes from a
 // capsule named "dltensor". Defined here rather than vendoring the header.
@@ -243,14 +239,10 @@ class Core {
   std::unique_ptr<loader::Loader> loader_;
 };
 
-// One batch's memory: a loader slot, or owned copies (copy=True). Holds no Python object.
+// One batch's memory: a loader slot. Holds no Python object.
 struct BatchData {
   std::shared_ptr<Core> core;  // declared first: the slot goes back before the Loader can go
   loader::Batch batch;
-  std::unique_ptr<std::uint8_t[]> owned_images;
-  std::unique_ptr<std::int32_t[]> owned_labels;
-  std::unique_ptr<std::uint64_t[]> owned_indices;
-  std::unique_ptr<std::byte[]> owned_output;
   std::span<std::uint8_t> images;
   std::span<std::byte> output;  // LoaderOptions::output's conversion; empty for uint8
   loader::OutputDType dtype = loader::OutputDType::kUint8;  // of `output`, or uint8 `images`
@@ -437,8 +429,8 @@ class PyBatch {
     if (!data_) {
       throw py::value_error(
           "tilefeed.Batch: released (the iterator advanced, or release() was called). To "
-          "keep a batch past the next one, keep a copy: batch.torch().clone(), "
-          "batch.images.copy(), or Loader(copy=True); views kept instead hold the loader's "
+          "keep a batch past the next one, keep a copy: batch.torch().clone() or "
+          "batch.images.copy(); views kept instead hold the loader's "
           "slots, and keeping prefetch_depth of them stops the loader");
     }
     return *data_;
@@ -623,8 +615,6 @@ Setters PolicySetters() {
              n, v,
              {{"skip", loader::BadSamplePolicy::kSkip}, {"fail", loader::BadSamplePolicy::kFail}});
        }},
-      {"max_substitute_attempts",
-       Ranged<&O::max_substitute_attempts>(loader::kMaxSubstituteAttempts)},
       {"held_slots_timeout",
        [](O& o, const std::string& n, py::handle v) {
          const double seconds = Number<double>(loader::kHeldSlotsTimeout, n, v);
@@ -723,10 +713,6 @@ py::dict DefaultOptions() {
   d["drop_last_batch"] = o.drop_last_batch;
   d["epochs"] = o.epochs;
   d["bad_sample_policy"] = o.bad_sample_policy == loader::BadSamplePolicy::kSkip ? "skip" : "fail";
-  d["max_substitute_attempts"] = o.max_substitute_attempts;
-  // Not the C++ default (wait forever, for batches released by other threads): a Python
-  // consumer's batches are its own, so holding every slot is its own deadlock.
-  d["held_slots_timeout"] = kPythonHeldSlotsTimeout;
   d["max_pixels"] = o.jpeg.max_pixels;
   d["max_scans"] = o.jpeg.max_scans;
   d["corrupt_data"] = o.jpeg.corrupt_data == codecs::CorruptDataPolicy::kFail ? "fail" : "accept";
@@ -872,7 +858,7 @@ class PyCore {
   PyCore(const PyCore&) = delete;
   PyCore& operator=(const PyCore&) = delete;
 
-  std::optional<PyBatch> Next(bool copy) {
+  std::optional<PyBatch> Next() {
     std::optional<loader::Batch> batch = core_->Next();
     if (!batch) return std::nullopt;
     auto data = std::make_shared<BatchData>();
@@ -882,40 +868,12 @@ class PyCore {
     data->layout = options.output.dtype == loader::OutputDType::kUint8    ? options.layout
                    : options.output.layout == loader::OutputLayout::kNCHW ? loader::Layout::kNchw
                                                                           : loader::Layout::kNhwc;
-    if (!copy) {
-      data->output = batch->output();
-      data->images = batch->images();
-      data->labels = batch->labels();
-      data->indices = batch->sample_indices();
-      data->batch = std::move(*batch);
-      return PyBatch(std::move(data));
-    }
-    {
-      py::gil_scoped_release release;
-      const auto images = batch->images();
-      const auto labels = batch->labels();
-      const auto indices = batch->sample_indices();
-      data->owned_images = std::make_unique_for_overwrite<std::uint8_t[]>(images.size());
-      data->owned_labels = std::make_unique_for_overwrite<std::int32_t[]>(labels.size());
-      data->owned_indices = std::make_unique_for_overwrite<std::uint64_t[]>(indices.size());
-      std::memcpy(data->owned_images.get(), images.data(), images.size_bytes());
-      std::memcpy(data->owned_labels.get(), labels.data(), labels.size_bytes());
-      std::memcpy(data->owned_indices.get(), indices.data(), indices.size_bytes());
-      const auto output = batch->output();
-      if (!output.empty()) {
-        data->owned_output = std::make_unique_for_overwrite<std::byte[]>(output.size());
-        std::memcpy(data->owned_output.get(), output.data(), output.size_bytes());
-        data->output = {data->owned_output.get(), output.size()};
-      }
-      data->images = {data->owned_images.get(), images.size()};
-      data->labels = {data->owned_labels.get(), labels.size()};
-      data->indices = {data->owned_indices.get(), indices.size()};
-    }
-    // PyBatch reads the metadata from data->batch, which is then released.
+    data->output = batch->output();
+    data->images = batch->images();
+    data->labels = batch->labels();
+    data->indices = batch->sample_indices();
     data->batch = std::move(*batch);
-    PyBatch result(data);
-    data->batch.ReturnSlot();
-    return result;
+    return PyBatch(std::move(data));
   }
 
   void Stop() { core_->Shutdown(); }
@@ -1136,7 +1094,7 @@ void RegisterCore(py::module_& m) {
       .def_static("from_list", &PyCore::FromList, py::arg("samples"), py::arg("class_names"),
                   py::arg("on_bad_sample"), py::arg("options"),
                   "a loader over (path, bytes, label) samples (loader::ListSource)")
-      .def("next", &PyCore::Next, py::arg("copy") = false)
+      .def("next", &PyCore::Next)
       .def("stop", &PyCore::Stop)
       .def("pause", &PyCore::Pause, "loader::Loader::Pause: joins the workers, for a fork()")
       .def("resume", &PyCore::Resume, "loader::Loader::Resume: restarts them at state()")

@@ -7,7 +7,7 @@ import tilefeed
 
 def one_epoch(data, seed, **kwargs):
     """Every batch of one epoch of `data`: (images, labels) concatenated, copied out."""
-    options = dict(batch_size=4, image_size=24, workers=2, seed=seed, epochs=1, copy=True)
+    options = dict(batch_size=4, image_size=24, workers=2, seed=seed, epochs=1)
     options.update(kwargs)
     images, labels = [], []
     with tilefeed.Loader(str(data), **options) as loader:

@@ -98,7 +98,7 @@ def test_keyword_defaults_are_the_cxx_defaults():
     defaults = tilefeed._tilefeed._default_options()
     params = inspect.signature(tilefeed.Loader).parameters
     for name, value in defaults.items():
-        if name in tilefeed._JPEG_FIELDS:  # one keyword, jpeg=JpegOptions(...) (test_options.py)
+        if name in tilefeed._options._JPEG_FIELDS:  # one keyword, jpeg=JpegOptions(...) (test_options.py)
             assert getattr(tilefeed.JpegOptions(), name) == value, name
             continue
         assert params[name].kind is inspect.Parameter.KEYWORD_ONLY
@@ -284,18 +284,13 @@ def test_depth_one_loop_does_not_stall(folder):
     loader.stop()
 
 
-def test_copy_mode_gives_owned_batches(folder):
+def test_kept_copies_do_not_hold_slots(folder):
     views = collect(tilefeed.Loader(folder, batch_size=8, image_size=32, workers=2))
-    batches = list(tilefeed.Loader(folder, batch_size=8, image_size=32, workers=2,
-                                   prefetch_depth=1, copy=True))
-    assert len(batches) == len(views)
-    for batch, (images, labels, indices) in zip(batches, views):
-        assert not batch.released
-        np.testing.assert_array_equal(batch.images, images)
-        np.testing.assert_array_equal(batch.labels, labels)
-        np.testing.assert_array_equal(batch.sample_indices, indices)
-        assert torch.equal(batch.torch(), torch.from_numpy(images))
-    assert not np.shares_memory(batches[0].images, batches[1].images)
+    copies = [batch.images.copy() for batch in tilefeed.Loader(
+        folder, batch_size=8, image_size=32, workers=2, prefetch_depth=1)]
+    assert len(copies) == len(views)
+    for kept, (images, _, _) in zip(copies, views):
+        np.testing.assert_array_equal(kept, images)
 
 
 # -- bad samples -----------------------------------------------------------------------------
@@ -315,7 +310,7 @@ def test_fail_policy_raises_loader_error_naming_the_file(bad_folder):
 def test_skip_policy_reports_through_the_callback(bad_folder):
     reports = []
     loader = tilefeed.Loader(bad_folder, batch_size=8, image_size=32, workers=2,
-                             on_bad_sample=reports.append)
+                             bad_sample_policy=reports.append)
     sizes, substituted = [], 0
     for batch in loader:
         sizes.append(batch.size)
@@ -331,10 +326,10 @@ def test_skip_policy_reports_through_the_callback(bad_folder):
 
 def test_callback_exception_is_reraised(bad_folder):
     def explode(_):
-        raise ZeroDivisionError("from on_bad_sample")
+        raise ZeroDivisionError("from the bad sample callable")
     loader = tilefeed.Loader(bad_folder, batch_size=8, image_size=32, workers=2,
-                             on_bad_sample=explode)
-    with pytest.raises(ZeroDivisionError, match="from on_bad_sample"):
+                             bad_sample_policy=explode)
+    with pytest.raises(ZeroDivisionError, match="from the bad sample callable"):
         for _ in loader:
             pass
     loader.stop()
@@ -360,7 +355,7 @@ def test_ctrl_c_interrupts_a_blocked_wait(tmp_path):
         time.sleep(0.2)
 
     loader = tilefeed.Loader(tmp_path / "slow", batch_size=100, image_size=16, workers=1,
-                             on_bad_sample=slow)
+                             bad_sample_policy=slow)
     with pytest.raises(KeyboardInterrupt):
         for _ in loader:
             pass
@@ -390,7 +385,7 @@ def test_interrupted_request_loses_no_batch(tmp_path):
             os.kill(os.getpid(), signal.SIGINT)
             assert interrupted.wait(120), "SIGINT did not end the consumer's wait"
 
-    loader = tilefeed.Loader(root, on_bad_sample=report, **options)
+    loader = tilefeed.Loader(root, bad_sample_policy=report, **options)
     it = iter(loader)
     got = [next(it).sample_indices.tolist(), next(it).sample_indices.tolist()]
 

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+import tilefeed
 from epochs import one_epoch
 
 PACK = os.environ.get("TILEFEED_PACK")
@@ -139,7 +140,7 @@ def test_folder_and_lossless_packs_give_identical_batches(data, mode):
     root, folder, _ = data
     options = dict(seed=3, image_size=32, eval_resize=36, bad_sample_policy="fail",
                    mode="eval" if mode == "eval_dct" else mode,
-                   eval_dct_scaling=mode == "eval_dct")
+                   jpeg=tilefeed.JpegOptions(eval_dct_scaling=mode == "eval_dct"))
     images, labels = one_epoch(folder, **options)
     for kind in ("indexed", "coefficients-fast", "coefficients-small"):
         packed_images, packed_labels = one_epoch(root / kind, **options)

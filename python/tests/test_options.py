@@ -42,20 +42,21 @@ def outside(spec):
 def test_the_table_names_the_shared_keywords():
     # What Python and the tools share, by keyword; a keyword dropped from the table fails here.
     assert {"batch_size", "image_size", "mode", "workers", "prefetch_depth", "seed", "slice",
-            "epochs", "split", "cache_limit", "remote_retries", "held_slots_timeout",
-            "bad_sample_policy"} <= set(SPECS)
+            "epochs", "split", "cache_limit", "remote_retries", "bad_sample_policy"} <= set(SPECS)
     assert SPECS["image_size"]["range"] == "between 1 and 16384"  # the library's range
     assert SPECS["split"]["choices"] == ["train", "val", "test"]
     assert SPECS["slice"]["flag"] == "--slice"
 
 
-# The table's Python names that are fields of remote=tilefeed.RemoteOptions(...).
+# The table's Python names that are fields of remote=tilefeed.RemoteOptions(...) and
+# jpeg=tilefeed.JpegOptions(...).
 REMOTE = {f.name for f in dataclasses.fields(tilefeed.RemoteOptions)}
+JPEG = {f.name for f in dataclasses.fields(tilefeed.JpegOptions)}
 
 
 def test_every_python_name_of_the_table_is_a_keyword_or_a_remote_field():
     params = inspect.signature(tilefeed.Loader).parameters
-    assert set(SPECS) <= set(params) | REMOTE, set(SPECS) - set(params) - REMOTE
+    assert set(SPECS) <= set(params) | REMOTE | JPEG, set(SPECS) - set(params) - REMOTE - JPEG
     assert REMOTE <= set(SPECS)  # every remote field is the table's
     for name in REMOTE:
         if SPECS[name]["default"]:
@@ -152,11 +153,13 @@ def test_the_old_slice_names_are_gone(folder):
     assert not hasattr(tilefeed.Loader, "shard")
 
 
-def test_iterable_dataset_takes_slice(folder):
-    pytest.importorskip("torch")
-    dataset = tilefeed.IterableDataset(folder, batch_size=2, image_size=16, workers=1,
-                                       epochs=1, slice=(0, 2))
-    assert sum(len(images) for images, _ in dataset) == 4
+def test_the_torch_dataset_is_the_loader(folder):
+    torch = pytest.importorskip("torch")
+    loader = tilefeed.Loader(folder, batch_size=2, image_size=16, workers=1, epochs=1,
+                             slice=(0, 2))
+    assert isinstance(loader, torch.utils.data.IterableDataset)
+    assert sum(len(images) for images, _ in loader) == 4
+    assert not hasattr(tilefeed, "IterableDataset")  # one torch dataset
 
 
 # -- jpeg=: libjpeg-turbo's tuning in one object ----------------------------------------------
@@ -164,13 +167,13 @@ def test_iterable_dataset_takes_slice(folder):
 
 def test_jpeg_knobs_are_one_keyword_with_the_cxx_defaults(folder):
     params = inspect.signature(tilefeed.Loader).parameters
-    for knob in ("max_pixels", "max_scans", "corrupt_data", "dct_scales", "fast_dct",
-                 "fast_upsample"):
+    for knob in ("max_pixels", "max_scans", "corrupt_data", "dct_scales", "eval_dct_scaling",
+                 "fast_dct", "fast_upsample"):
         assert knob not in params, knob
         assert getattr(tilefeed.JpegOptions(), knob) == tilefeed._D[knob], knob
     assert params["jpeg"].default is None
     # The knobs that change pixels say so where they are set.
-    for knob in ("corrupt_data", "fast_dct", "fast_upsample"):
+    for knob in ("corrupt_data", "eval_dct_scaling", "fast_dct", "fast_upsample"):
         line = next(l for l in tilefeed.JpegOptions.__doc__.splitlines() if l.strip().startswith(knob))
         assert "BREAKS THE PIXEL CONTRACT" in line, knob
     jpeg = tilefeed.JpegOptions(fast_dct=True, max_scans=7)

@@ -56,7 +56,7 @@ def test_bad_samples_warn_once_per_epoch_with_count_and_first_path(bad_folder):
         text = str(record.message)
         assert f"epoch {epoch}: 2 bad sample(s)" in text
         assert "zz_bad.jpg" in text or "zz_short.jpg" in text
-        assert "on_bad_sample" in text
+        assert "bad_sample_policy=callable" in text
     loader.stop()
 
 
@@ -70,10 +70,10 @@ def test_bad_samples_warn_when_the_epoch_is_left_early(bad_folder):
     assert len(bad_sample_warnings(records)) == 1
 
 
-def test_on_bad_sample_silences_the_warning(bad_folder):
+def test_a_bad_sample_callable_silences_the_warning(bad_folder):
     seen = []
     loader = tilefeed.Loader(bad_folder, batch_size=4, image_size=16, workers=2, epochs=1,
-                             on_bad_sample=seen.append)
+                             bad_sample_policy=seen.append)
     with warnings.catch_warnings(record=True) as records:
         warnings.simplefilter("always")
         for _batch in loader:
@@ -94,9 +94,15 @@ def test_a_clean_dataset_does_not_warn(folder):
 
 # -- kept views ----------------------------------------------------------------------------
 
-def test_keeping_torch_views_raises_instead_of_hanging(folder):
+@pytest.fixture
+def short_held_slots_wait(monkeypatch):
+    """The held-slots wait of a Loader made in the test, shortened from its 10 s."""
+    monkeypatch.setattr(tilefeed, "_HELD_SLOTS_TIMEOUT", 0.5)
+
+
+def test_keeping_torch_views_raises_instead_of_hanging(folder, short_held_slots_wait):
     loader = tilefeed.Loader(folder, batch_size=2, image_size=16, workers=2, prefetch_depth=2,
-                             held_slots_timeout=0.5, epochs=1)
+                             epochs=1)
     kept = []
     start = time.monotonic()
     iterator = iter(loader)
@@ -107,7 +113,7 @@ def test_keeping_torch_views_raises_instead_of_hanging(folder):
     assert len(kept) == 2
     assert isinstance(info.value, tilefeed.LoaderError)
     text = str(info.value)
-    for advice in ("prefetch_depth=2", "copy=True", ".clone()", "prefetch_depth larger"):
+    for advice in ("prefetch_depth=2", ".copy()", ".clone()", "prefetch_depth larger"):
         assert advice in text, text
     # Not sticky: drop the views and the same iterator continues with batch 2.
     kept.clear()
@@ -117,16 +123,14 @@ def test_keeping_torch_views_raises_instead_of_hanging(folder):
     loader.stop()
 
 
-def test_clones_and_copies_do_not_hold_slots(folder):
+def test_clones_and_copies_do_not_hold_slots(folder, short_held_slots_wait):
     kept = []
     with tilefeed.Loader(folder, batch_size=2, image_size=16, workers=2, prefetch_depth=2,
-                         held_slots_timeout=0.5, epochs=1) as loader:
+                         epochs=1) as loader:
         for batch in loader:
             kept.append(batch.torch().clone())
-    assert len(kept) == 9
-    with tilefeed.Loader(folder, batch_size=2, image_size=16, workers=2, prefetch_depth=2,
-                         held_slots_timeout=0.5, epochs=1, copy=True) as loader:
-        assert len(list(loader)) == 9
+            kept.append(batch.images.copy())
+    assert len(kept) == 18
 
 
 def test_released_batch_error_advises_a_copy(folder):
@@ -137,7 +141,7 @@ def test_released_batch_error_advises_a_copy(folder):
         with pytest.raises(ValueError) as info:
             first.torch()
     text = str(info.value)
-    assert "clone()" in text and "copy=True" in text
+    assert "clone()" in text and ".copy()" in text
     assert "keep a view" not in text
 
 
@@ -163,14 +167,13 @@ BAD_ARGUMENTS = [
     ({"seed": 1 << 64}, ValueError, "seed must be at most 18446744073709551615, got 1844"),
     ({"epochs": -1}, ValueError, "epochs must be at least 1, got -1"),
     ({"epochs": 0}, ValueError, "epochs must be at least 1, got 0"),
-    ({"max_substitute_attempts": 0}, ValueError, "max_substitute_attempts must be at least 1"),
     ({"jpeg": tilefeed.JpegOptions(max_pixels=0)}, ValueError, "max_pixels must be at least 1, got 0"),
     ({"jpeg": tilefeed.JpegOptions(max_scans=-1)}, ValueError, "max_scans must be at least 1, got -1"),
     ({"jpeg": tilefeed.JpegOptions(fast_dct="yes")}, TypeError, "fast_dct='yes' has the wrong type"),
     ({"jpeg": {"fast_dct": True}}, TypeError, "jpeg must be a tilefeed.JpegOptions or None"),
     ({"flip_probability": 1.5}, ValueError, r"flip_probability must be between 0 and 1, got 1.5"),
     ({"flip_probability": float("nan")}, ValueError, "flip_probability must be between 0 and 1, got nan"),
-    ({"held_slots_timeout": -1}, ValueError, "held_slots_timeout must be between 0 and 1000000000"),
+    ({"bad_sample_policy": "ignore"}, ValueError, "bad_sample_policy"),
     ({"remote": tilefeed.RemoteOptions(cache_limit=5)}, ValueError, "cache_limit must be at least 4MiB, got 5"),
     ({"remote": tilefeed.RemoteOptions(remote_retries=21)}, ValueError, "remote_retries must be between 0 and 20, got 21"),
     ({"remote": {"cache_limit": 5 << 20}}, TypeError, "remote must be a tilefeed.RemoteOptions or None"),
@@ -193,6 +196,15 @@ def test_bad_arguments_get_a_plain_message(folder, kwargs, error, message):
     options.update(kwargs)
     with pytest.raises(error, match="^tilefeed.Loader: " + message):
         tilefeed.Loader(folder, **options)
+
+
+@pytest.mark.parametrize("keyword", ["max_substitute_attempts", "held_slots_timeout", "copy",
+                                     "on_bad_sample", "eval_dct_scaling", "max_pixels"])
+def test_keywords_retired_by_the_one_way_issue_are_unknown(folder, keyword):
+    # No aliases: eval_dct_scaling and max_pixels are JpegOptions fields, a callable
+    # bad_sample_policy replaces on_bad_sample, copies are the caller's (.clone()).
+    with pytest.raises(TypeError, match=f"unexpected keyword argument '{keyword}'"):
+        tilefeed.Loader(folder, batch_size=4, image_size=16, workers=1, **{keyword: 1})
 
 
 def test_set_epoch_checks_its_argument(folder):

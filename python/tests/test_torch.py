@@ -1,4 +1,4 @@
-"""tilefeed as PyTorch users write it: DataLoader, IterableDataset with workers, splits,
+"""tilefeed as PyTorch users write it: DataLoader with and without workers, splits,
 checkpoints after a break, and normalised float output. Every dataset is made here."""
 
 import os
@@ -47,60 +47,89 @@ def test_dataloader_takes_a_loader(folder):
     assert sorted(seen) == list(range(SAMPLES))
 
 
+def labelled_by_index(root, samples=SAMPLES):
+    """(path, label) pairs whose label is the sample's own number: a label names its sample,
+    across DataLoader worker processes too."""
+    files = sorted(root.rglob("*.jpg"))[:samples]
+    return [(str(path), i) for i, path in enumerate(files)]
+
+
+def worker_epochs(loader, epochs, workers, persistent, set_epoch=True):
+    """The labels of each epoch through DataLoader(loader, num_workers=workers), in order."""
+    data = DataLoader(loader, batch_size=None, num_workers=workers,
+                      persistent_workers=persistent,
+                      multiprocessing_context="fork" if workers else None)
+    out = []
+    for epoch in range(epochs):
+        if set_epoch:
+            loader.set_epoch(epoch)
+        labels = []
+        for images, batch_labels in data:
+            assert images.dtype == torch.uint8 and images.shape[1:] == (32, 32, 3)
+            assert batch_labels.dtype == torch.int64
+            labels += batch_labels.tolist()
+        out.append(labels)
+    return out
+
+
 @pytest.mark.parametrize("workers", [0, 2])
-def test_iterable_dataset_gives_each_batch_once(folder, workers):
-    dataset = tilefeed.IterableDataset(folder, with_indices=True, **OPTIONS)
-    assert isinstance(dataset, torch.utils.data.IterableDataset)
-    data = DataLoader(dataset, batch_size=None, num_workers=workers,
-                      multiprocessing_context="fork" if workers else None)
-    batches = list(data)
-    ids = [i for images, labels, indices in batches for i in indices.tolist()]
-    assert sorted(ids) == list(range(SAMPLES)), ids  # every sample once: none twice, none lost
-    assert len(batches) == SAMPLES // 4
-    for images, labels, indices in batches:
-        assert images.dtype == torch.uint8 and images.shape[1:] == (32, 32, 3)
-        assert labels.dtype == torch.int64
-        assert labels.tolist() == [i // 8 for i in indices.tolist()]
+def test_dataloader_workers_give_each_sample_once(folder, workers):
+    loader = tilefeed.Loader(labelled_by_index(folder), **OPTIONS)
+    (labels,) = worker_epochs(loader, 1, workers, persistent=False)
+    assert sorted(labels) == list(range(SAMPLES)), labels  # none twice, none lost
 
 
-class _WorkerLengths(tilefeed.IterableDataset):
-    """Each batch as (the DataLoader worker's id, len(dataset) in that worker)."""
+@pytest.mark.parametrize("persistent", [False, True])
+def test_dataloader_workers_follow_set_epoch(folder, persistent):
+    # persistent_workers=True used to repeat epoch 0 in every epoch (issue 39, item 5).
+    options = dict(OPTIONS, epochs=None)
+    loader = tilefeed.Loader(labelled_by_index(folder), **options)
+    epochs = worker_epochs(loader, 3, 2, persistent)
+    for labels in epochs:
+        assert sorted(labels) == list(range(SAMPLES))
+    assert len({tuple(labels) for labels in epochs}) == 3, epochs  # three shuffles
+    # Each epoch is that epoch of the two workers' slices: the same whether or not the
+    # workers persist.
+    for epoch, labels in enumerate(epochs):
+        expected = []
+        for worker in range(2):
+            part = tilefeed.Loader(labelled_by_index(folder), **dict(options, slice=(worker, 2)))
+            part.set_epoch(epoch)
+            expected += [tuple(batch.labels.tolist()) for batch in next(iter([part]))]
+            part.stop()
+        got = [tuple(labels[i:i + 4]) for i in range(0, SAMPLES, 4)]
+        assert sorted(got) == sorted(expected), epoch
 
-    def __iter__(self):
-        info = torch.utils.data.get_worker_info()
-        length = len(self)
-        for _ in super().__iter__():
-            yield (info.id if info else -1), length
+
+def test_persistent_workers_continue_without_set_epoch(folder):
+    loader = tilefeed.Loader(labelled_by_index(folder), **dict(OPTIONS, epochs=None))
+    epochs = worker_epochs(loader, 2, 2, persistent=True, set_epoch=False)
+    assert sorted(epochs[0]) == sorted(epochs[1]) == list(range(SAMPLES))
+    assert epochs[0] != epochs[1]  # the next epoch, not epoch 0 again
 
 
-@pytest.mark.parametrize("samples, workers", [(24, 0), (24, 2), (22, 2)])
-def test_iterable_dataset_len_counts_each_workers_batches(tmp_path, samples, workers):
+@pytest.mark.parametrize("samples, workers", [(24, 2), (22, 2)])
+def test_dataloader_workers_split_the_slice(tmp_path, samples, workers):
     root = write_folder(tmp_path / "data", samples=samples, classes=2)
-    dataset = _WorkerLengths(root, **OPTIONS)
-    if workers == 0:  # the main process: its whole slice, as Loader's len()
-        assert len(dataset) == len(tilefeed.Loader(root, **OPTIONS)) == -(-samples // 4)
-    data = DataLoader(dataset, batch_size=None, num_workers=workers,
-                      multiprocessing_context="fork" if workers else None)
-    yielded = {}
-    lengths = {}
-    for worker, length in data:
-        yielded[worker] = yielded.get(worker, 0) + 1
-        lengths.setdefault(worker, set()).add(int(length))
-    assert len(yielded) == max(workers, 1)
-    for worker, count in yielded.items():
-        assert lengths[worker] == {count}, (worker, lengths, yielded)  # len() = what it yields
+    loader = tilefeed.Loader(labelled_by_index(root, samples), **OPTIONS)
+    (labels,) = worker_epochs(loader, 1, workers, persistent=False)
+    # Each worker reads a slice of `workers`: a slice count that does not divide the data
+    # pads with repeats, as DistributedSampler does; every sample is there.
+    assert set(labels) == set(range(samples))
+    assert len(labels) == workers * -(-samples // workers)
 
 
-def test_iterable_dataset_epochs_follow_set_epoch(folder):
-    dataset = tilefeed.IterableDataset(folder, with_indices=True, **dict(OPTIONS, epochs=None))
-    orders = []
-    for epoch in range(2):
-        dataset.set_epoch(epoch)
-        orders.append([i for _, _, ind in DataLoader(dataset, batch_size=None, num_workers=2,
-                                                     multiprocessing_context="fork")
-                       for i in ind.tolist()])
-    assert sorted(orders[0]) == sorted(orders[1]) == list(range(SAMPLES))
-    assert orders[0] != orders[1]  # another epoch, another shuffle
+def test_a_loader_copied_into_a_plain_child_refuses(folder):
+    loader = tilefeed.Loader(folder, **OPTIONS)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            iter(loader)
+        except tilefeed.LoaderError as error:
+            os._exit(0 if "do not survive fork()" in str(error) else 2)
+        os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 # -- a batch unpacks as a DataLoader batch does ------------------------------------------------
@@ -206,20 +235,19 @@ MAX_ULPS = {}
 @pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, "float32"])
 def test_normalised_output_is_the_torch_conversion(folder, dtype, layout):
-    common = dict(OPTIONS, seed=5, copy=True)
-    reference = [b.torch() for b in tilefeed.Loader(folder, **common)]
+    common = dict(OPTIONS, seed=5)
+    reference = [b.torch().clone() for b in tilefeed.Loader(folder, **common)]
     loader = tilefeed.Loader(folder, dtype=dtype, mean=MEAN, std=STD, layout=layout, **common)
     torch_dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
     mean, std = torch.tensor(MEAN), torch.tensor(STD)
-    batches = list(loader)
+    batches = [(b.torch().clone(), b.dtype) for b in loader]
     assert len(batches) == len(reference)
     worst = 0
-    for batch, x in zip(batches, reference):
+    for (got, dtype_name), x in zip(batches, reference):
         expected = x.float().div(255).sub(mean).div(std).to(torch_dtype)  # N x H x W x C
         if layout == "NCHW":
             expected = expected.permute(0, 3, 1, 2)
-        got = batch.torch()
-        assert got.dtype == torch_dtype and batch.dtype == str(torch_dtype)[6:]
+        assert got.dtype == torch_dtype and dtype_name == str(torch_dtype)[6:]
         assert got.shape == expected.shape
         worst = max(worst, int(ulps(got, expected).max()))
     MAX_ULPS[(str(torch_dtype), layout)] = worst
@@ -339,7 +367,7 @@ def test_more_workers_than_usable_cores_is_one_warning(folder):
 # -- rectangular output ----------------------------------------------------------------------
 
 def test_rectangular_image_size(folder):
-    common = dict(OPTIONS, seed=4, copy=True)
+    common = dict(OPTIONS, seed=4)
     del common["image_size"]
     for mode in ("train", "eval"):
         extra = dict(mode=mode, eval_resize=48) if mode == "eval" else {}
@@ -354,7 +382,7 @@ def test_rectangular_image_size(folder):
             next(iter(tilefeed.Loader(folder, image_size=(24, 40), dtype="float32",
                                       layout="NCHW", mean=0.5, std=0.25, **common,
                                       **extra))).torch(), expected)
-    square = [b.images for b in tilefeed.Loader(folder, image_size=(32, 32), **common)]
+    square = [b.images.copy() for b in tilefeed.Loader(folder, image_size=(32, 32), **common)]
     assert all(np.array_equal(a, b.images) for a, b in
                zip(square, tilefeed.Loader(folder, image_size=32, **common)))
     with pytest.raises(ValueError, match="image_width must be between 1 and 16384, got 16385"):

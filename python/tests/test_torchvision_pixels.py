@@ -145,7 +145,7 @@ def test_eval_plan_is_torchvision_geometry(folder):
 
 
 def test_eval_dct_scaling_is_asked_for_and_stays_close(tmp_path):
-    """eval_dct_scaling=True lets a large JPEG decode at a DCT scale-down: the plan says so
+    """JpegOptions(eval_dct_scaling=True) lets a large JPEG decode at a DCT scale-down: the plan says so
     and the pixels stay near torchvision's (not exact: the figure is in docs/design.md)."""
     (tmp_path / "a").mkdir()
     path = tmp_path / "a" / "big.jpg"
@@ -154,7 +154,8 @@ def test_eval_dct_scaling_is_asked_for_and_stays_close(tmp_path):
         theirs = transforms.Compose([transforms.Resize(EVAL_RESIZE),
                                      transforms.CenterCrop(IMAGE_SIZE)])(image.convert("RGB"))
     exact = rows(tmp_path, mode="eval", shuffle=False)
-    scaled = rows(tmp_path, mode="eval", shuffle=False, eval_dct_scaling=True)
+    scaled = rows(tmp_path, mode="eval", shuffle=False,
+                  jpeg=tilefeed.JpegOptions(eval_dct_scaling=True))
     mean_exact, worst_exact = differences(exact[0], theirs)
     mean_scaled, _ = differences(scaled[0], theirs)
     assert mean_exact <= MEAN_BOUND and worst_exact <= MAX_BOUND

@@ -23,14 +23,21 @@ batch.labels is an int64 copy (batch.labels_int32 is the zero-copy view). The ru
     as it lives. So no view ever dangles; while you keep one, the loader has one slot fewer
     to decode into. Keeping views of prefetch_depth batches (a list of batch.torch()
     tensors) would leave the next batch nowhere to go: asking for it then raises
-    SlotsHeldError (a LoaderError) once held_slots_timeout seconds (default 10) pass
-    without a slot coming back, instead of hanging. Keep copies instead
-    (batch.torch().clone(), batch.images.copy(), or Loader(copy=True)), or pass a
-    prefetch_depth larger than the number of batches you keep.
+    SlotsHeldError (a LoaderError) once 10 seconds pass without a slot coming back,
+    instead of hanging. Keep copies instead (batch.torch().clone(), batch.images.copy()),
+    or pass a prefetch_depth larger than the number of batches you keep.
 
 So `for batch in loader: x = batch.torch().float()` never holds more than the batch in
-hand. Loader(copy=True) gives batches that own copies of their memory, return the slot at
-once and are never released by the iterator: for code that keeps batches (list(loader)).
+hand.
+
+PyTorch. With torch imported, a Loader is a torch.utils.data.IterableDataset, the one torch
+dataset of tilefeed: `for x, y in loader` and `for x, y in DataLoader(loader,
+batch_size=None)` both work (a Batch unpacks as images, labels). With num_workers=W the
+DataLoader's worker w of W reads slice (index x W + w, count x W) of the Loader's slice
+(index, count), with its own decode threads (`workers` of them: give each a W-th of the
+cores), and yields (images, labels) copied once into shared memory; each sample of the
+epoch arrives in exactly one batch. loader.set_epoch(e) in the main process reaches the
+workers, persistent or not. The Loader in the main process keeps its prefetch slots.
 
 Instances. By default (slice="auto") a Loader reads its launcher's slice of every epoch:
 OpenMPI's OMPI_COMM_WORLD_RANK/SIZE as poprun and mpirun set them (or PMI_RANK/SIZE; the
@@ -45,7 +52,7 @@ launcher and prints nothing. detect_slice() tells what "auto" finds. (A "shard" 
 file, never an instance's share.)
 
 Bad samples. Under bad_sample_policy="skip" (the default) a sample that cannot be read or
-decoded is replaced by another; unless on_bad_sample is given, the Loader issues one
+decoded is replaced by another; unless bad_sample_policy is a callable, the Loader issues one
 BadSampleWarning per epoch (at its end, or when the epoch is left early) with the count
 and the first file and reason. loader.bad_samples() lists them all.
 
@@ -57,16 +64,15 @@ batches already on the GPU, converted and normalised there, while the model comp
 previous one: see help(tilefeed.cuda). Without CUDA it raises RuntimeError saying why.
 
 Threads. The GIL is released while waiting for a batch and while indexing, starting and
-stopping; decode workers take it only to call on_bad_sample. Ctrl-C interrupts a wait with
+stopping; decode workers take it only to call a bad_sample_policy callable. Ctrl-C interrupts a wait with
 KeyboardInterrupt within about 20 ms; the batch being waited for is not lost (the next
 request returns it). A Loader is meant for one consuming thread; stop() may be called from
-any thread, but not from inside on_bad_sample.
+any thread, but not from inside that callable.
 """
 
 import atexit
-import dataclasses
 import inspect
-import math
+import multiprocessing
 import numbers
 import os
 import sys
@@ -74,11 +80,16 @@ import warnings
 import weakref
 
 from . import _tilefeed
+from ._instances import _check_workers, _resolve_slice, detect_slice
+from ._options import (_D, IMAGENET_MEAN, IMAGENET_STD, SOURCES, JpegOptions, RemoteOptions,
+                       _check_options, _check_state, _core_options, _image_shape, _jpeg_fields,
+                       _output_options, _remote_options, _STATE_VERSION)
+from ._samples import _resolve_data
 from ._tilefeed import Batch, LoaderError, SourceError
 
 __version__ = _tilefeed.__version__  # the CMake project's version
 
-__all__ = ["Batch", "BadSampleWarning", "IMAGENET_MEAN", "IMAGENET_STD", "IterableDataset",
+__all__ = ["Batch", "BadSampleWarning", "IMAGENET_MEAN", "IMAGENET_STD",
            "JpegOptions", "Loader", "RemoteOptions", "LoaderError", "SlotsHeldError", "SourceError", "SOURCES", "detect_slice"]
 
 
@@ -89,24 +100,15 @@ class SlotsHeldError(_tilefeed._SlotsHeldError):
 
 
 class BadSampleWarning(UserWarning):
-    """Issued once per epoch when bad samples were skipped and no on_bad_sample was given."""
-
-# The `source` spellings. "auto" (the default) detects what `data` holds with the same
-# rules as every tilefeed tool (tilefeed/loader/dataset.h): record shards (a directory holding
-# tilefeed-manifest.txt, or the manifest), CIFAR-10 binary batches, a root with train/, val/
-# or test/ splits (the `split` argument picks one), or an ImageFolder tree. The others force a
-# kind; "cifar10-train" and "cifar10-test" also pick CIFAR-10's split.
-SOURCES = ("auto", "imagefolder", "shards", "cifar10", "cifar10-train", "cifar10-test")
-
-# loader::LoaderOptions' defaults, read from C++ so the signature below cannot drift.
-_D = _tilefeed._default_options()
-# The shared option table (tilefeed/loader/option_specs.h) by keyword: the split choices below;
-# the ranges are checked in C++ (_check_options).
-_SPECS = _tilefeed._option_specs()
+    """Issued once per epoch when bad samples were skipped and bad_sample_policy was "skip"."""
 
 # Loaders still running at interpreter exit are stopped first, so no worker thread calls
-# on_bad_sample into a finalizing interpreter.
+# a bad_sample_policy callable into a finalizing interpreter.
 _live = weakref.WeakSet()
+
+# Seconds a batch request waits while every slot is held by batches the caller keeps before
+# it raises SlotsHeldError: a Python consumer's batches are its own, so that is a deadlock.
+_HELD_SLOTS_TIMEOUT = 10.0
 
 
 @atexit.register
@@ -155,119 +157,6 @@ os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
                     after_in_child=_after_fork_in_child)
 
 
-# The codecs::JpegOptions fields that JpegOptions groups (the binding takes them by name).
-_JPEG_FIELDS = ("max_pixels", "max_scans", "corrupt_data", "dct_scales", "fast_dct",
-                "fast_upsample")
-
-
-@dataclasses.dataclass(frozen=True, repr=False)
-class JpegOptions:
-    """libjpeg-turbo's tuning, for Loader(jpeg=tilefeed.JpegOptions(...)): the few knobs of
-    the JPEG decoders that most runs leave alone, in one object. The defaults are the C++
-    codecs::JpegOptions' and keep the pixel contract (the pixels PIL and torchvision decode).
-
-    max_pixels     largest width x height accepted, read from the header before any
-                   allocation; a larger image is a bad sample (at least 1; default 64 MP)
-    max_scans      largest number of scans in a progressive JPEG; more is a bad sample
-                   (at least 1; default 100)
-    corrupt_data   "fail" (the default) or "accept", which BREAKS THE PIXEL CONTRACT: the
-                   pixels libjpeg made of a corrupt or truncated JPEG are kept, not reported
-                   as a bad sample
-    dct_scales     "pow2" (the default: 1/2, 1/4, 1/8) or "eighths" (every n/8): the DCT
-                   scale-downs a decode may use where scaling is allowed (train crops, or
-                   eval_dct_scaling); "eighths" gives other pixels than "pow2"
-    fast_dct       True BREAKS THE PIXEL CONTRACT: libjpeg's fast integer IDCT, not the
-                   accurate one PIL uses (pixels differ by a few levels)
-    fast_upsample  True BREAKS THE PIXEL CONTRACT: nearest-neighbour chroma upsampling, not
-                   libjpeg's "fancy" filter that PIL uses
-
-    Values are checked in C++ with the Loader's other options.
-    """
-
-    max_pixels: int = _D["max_pixels"]
-    max_scans: int = _D["max_scans"]
-    corrupt_data: str = _D["corrupt_data"]
-    dct_scales: str = _D["dct_scales"]
-    fast_dct: bool = _D["fast_dct"]
-    fast_upsample: bool = _D["fast_upsample"]
-
-    def _fields(self):
-        return {name: getattr(self, name) for name in _JPEG_FIELDS}
-
-    def __repr__(self):
-        given = ", ".join(f"{k}={v!r}" for k, v in self._fields().items() if v != _D[k])
-        return f"tilefeed.JpegOptions({given})"
-
-
-def _jpeg_fields(jpeg):
-    """The codecs::JpegOptions fields of Loader's jpeg= (None: the defaults)."""
-    if jpeg is None:
-        jpeg = JpegOptions()
-    if not isinstance(jpeg, JpegOptions):
-        raise TypeError(f"tilefeed.Loader: jpeg must be a tilefeed.JpegOptions or None, "
-                        f"got {jpeg!r}")
-    return jpeg._fields()
-
-
-@dataclasses.dataclass(frozen=True, repr=False)
-class RemoteOptions:
-    """How Loader(remote=tilefeed.RemoteOptions(...)) reads http://, https:// and s3://
-    datasets (docs/datasets.md), as the tools' --cache-dir, --cache-limit, --s3-endpoint and
-    --remote-retries do:
-
-    cache_dir       a path, or None (the default) for no cache: fetched blocks and remote tar
-                    indexes kept on disk, shared by the processes of the host
-    cache_limit     bytes, at least 4 MiB (default 10 GiB): the bound of the cache's blocks
-    s3_endpoint     a URL, or None for AWS: where s3://bucket/key is fetched from
-    remote_retries  0-20 (default 5): retries of a failed request before its sample is bad
-
-    s3:// keys come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,
-    AWS_REGION (or AWS_DEFAULT_REGION) and AWS_ENDPOINT_URL_S3 (or AWS_ENDPOINT_URL), read
-    when the Loader is made. Values are checked in C++ (loader::RemoteOptionsProblem).
-    """
-
-    cache_dir: object = None
-    cache_limit: int = 10 << 30
-    s3_endpoint: object = None
-    remote_retries: int = 5
-
-    def __repr__(self):
-        given = ", ".join(f"{k}={v!r}" for k, v in dataclasses.asdict(self).items()
-                          if v != getattr(RemoteOptions, k))
-        return f"tilefeed.RemoteOptions({given})"
-
-
-def _remote_options(options):
-    """Loader's remote= (a RemoteOptions or None) as the _Core takes it: RemoteOptions' C++
-    fields, with the AWS keys from the environment; the ranges are checked in C++."""
-    if options is None:
-        options = RemoteOptions()
-    if not isinstance(options, RemoteOptions):
-        raise TypeError(f"tilefeed.Loader: remote must be a tilefeed.RemoteOptions or None, "
-                        f"got {options!r}")
-    cache_dir, s3_endpoint = options.cache_dir, options.s3_endpoint
-    remote = {"cache_limit": options.cache_limit, "retries": options.remote_retries}
-    if cache_dir is not None:
-        if not isinstance(cache_dir, (str, os.PathLike)) or not os.fspath(cache_dir):
-            raise TypeError(f"tilefeed.Loader: cache_dir must be a path or None, got {cache_dir!r}")
-        remote["cache_dir"] = os.fspath(cache_dir)
-    if s3_endpoint is not None:
-        if not isinstance(s3_endpoint, str) or not s3_endpoint:
-            raise TypeError(f"tilefeed.Loader: s3_endpoint must be a URL or None, "
-                            f"got {s3_endpoint!r}")
-        remote["s3_endpoint"] = s3_endpoint
-    # The standard AWS variables, each field from the first one set (as the tools read them).
-    for key, variables in (("aws_access_key_id", ("AWS_ACCESS_KEY_ID",)),
-                           ("aws_secret_access_key", ("AWS_SECRET_ACCESS_KEY",)),
-                           ("aws_session_token", ("AWS_SESSION_TOKEN",)),
-                           ("aws_region", ("AWS_REGION", "AWS_DEFAULT_REGION")),
-                           ("s3_endpoint", ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"))):
-        value = next((os.environ[v] for v in variables if os.environ.get(v)), None)
-        if value is not None and key not in remote:
-            remote[key] = value
-    return remote
-
-
 class Loader:
     """Batches of uint8 images from any dataset tilefeed opens, decoded in C++.
 
@@ -287,8 +176,6 @@ class Loader:
 
     slice="auto" (the default) reads the launcher's slice of every epoch (see the module
     help: OpenMPI/poprun, torchrun, torch.distributed); slice=(index, count) sets it.
-    held_slots_timeout (seconds) bounds the wait for a batch while every slot is held by
-    batches or views you keep; then SlotsHeldError is raised.
 
     Iterating a Loader yields the Batches of one epoch; each new iter() continues with the
     next epoch (or the one given to set_epoch()). Epoch e's batches are a pure function of
@@ -300,9 +187,9 @@ class Loader:
     Raises ValueError for bad options, SourceError (an OSError) if `data` cannot be
     indexed, and, while iterating, LoaderError (a RuntimeError) for a bad sample under
     bad_sample_policy="fail" (the message names the file and the reason) or a failed
-    pipeline. on_bad_sample(dict(epoch, sample, where, reason)) is called from a worker
-    thread for every bad sample; an exception it raises is re-raised by the next batch
-    request.
+    pipeline. bad_sample_policy=callable skips bad samples and calls
+    callable(dict(epoch, sample, where, reason)) from a worker thread for each; an
+    exception it raises is re-raised by the next batch request.
 
     Remote datasets (http://, https://, s3:// shards and tars; docs/datasets.md) take
     remote=tilefeed.RemoteOptions(...): the block cache, the S3 endpoint and the retries,
@@ -321,7 +208,6 @@ class Loader:
                  image_size=_D["image_size"],
                  mode=_D["mode"],
                  eval_resize=_D["eval_resize"],
-                 eval_dct_scaling=_D["eval_dct_scaling"],
                  crop_scale=_D["crop_scale"],
                  crop_ratio=_D["crop_ratio"],
                  flip_probability=_D["flip_probability"],
@@ -338,39 +224,41 @@ class Loader:
                  drop_last_batch=_D["drop_last_batch"],
                  epochs=None,
                  bad_sample_policy=_D["bad_sample_policy"],
-                 max_substitute_attempts=_D["max_substitute_attempts"],
-                 held_slots_timeout=_D["held_slots_timeout"],
                  jpeg=None,
-                 on_bad_sample=None,
-                 copy=False,
                  remote=None,
                  device=None,
                  _slot_memory=None):
         arguments = locals()
+        # What a DataLoader worker needs to make this Loader's share of its slice (_worker).
+        recipe = {k: v for k, v in arguments.items()
+                  if k not in ("self", "data", "device", "_slot_memory", "__class__")}
         arguments.update(_output_options(dtype, mean, std, layout))
         arguments.update(_jpeg_fields(jpeg))
         if _fork["unusable"]:
             raise LoaderError(_fork["unusable"])
         self._pid = os.getpid()
-        self._options = {name: arguments[name] for name in _D}
-        if on_bad_sample is not None and not callable(on_bad_sample):
-            raise TypeError("tilefeed.Loader: on_bad_sample must be callable or None")
+        self._options = {name: arguments[name] for name in _D if name in arguments}
+        self._options["held_slots_timeout"] = _HELD_SLOTS_TIMEOUT
+        self._on_bad_sample = None
+        if callable(bad_sample_policy):  # skip, and tell the caller
+            self._on_bad_sample, self._options["bad_sample_policy"] = bad_sample_policy, "skip"
         self._remote = _remote_options(remote)
         self._options["slice"], self._slice_origin = _resolve_slice(slice)
         _check_options(self._options, self._remote)
         _check_workers(self._options["workers"])
         self._data, self._split, self._samples, self._sample_classes = _resolve_data(data, split)
+        self._recipe = (data, dict(recipe, slice=self._options["slice"]))
         self._source = source
-        self._on_bad_sample = on_bad_sample
-        self._copy = bool(copy)
         self._slot_memory = _slot_memory  # tilefeed.cuda's pinned slots
         self._bad_history = []  # reports of C++ loaders replaced by load_state_dict()
         self._bad_warned = set()  # epochs whose bad samples were warned about
         self._stopped = False
         self._generation = 0
         self._wanted = None  # set_epoch()'s epoch, applied by the next iter()
+        # set_epoch()'s (count, epoch), seen by DataLoader worker processes (_worker).
+        self._epoch_request = multiprocessing.RawArray("q", 2)
         self._start_core()
-        self._previous = None  # the last zero-copy batch handed out
+        self._previous = None  # the last batch handed out
         self._iterator = None  # a weak reference to the newest iter()'s iterator
         _live.add(self)
         if type(self) is Loader:
@@ -394,7 +282,8 @@ class Loader:
     # -- iteration ------------------------------------------------------------------------
 
     def __iter__(self):
-        self._check_process()
+        if os.getpid() != self._pid:  # a copy in another process: a DataLoader worker's?
+            return self._worker()
         if self._stopped:
             raise ValueError("tilefeed.Loader: iterating a stopped loader")
         if self._wanted is not None:
@@ -407,6 +296,53 @@ class Loader:
         iterator = _EpochIterator(self, self._generation)
         self._iterator = weakref.ref(iterator)
         return iterator
+
+    # -- torch.utils.data.DataLoader workers ----------------------------------------------
+
+    def __getstate__(self):
+        """What a DataLoader worker started with "spawn" or "forkserver" gets: the recipe
+        of this Loader and its set_epoch() channel, not its threads."""
+        return {"_recipe": self._recipe, "_epoch_request": self._epoch_request, "_pid": None}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
+    def _worker(self):
+        """Iteration in DataLoader worker w of W: the batches of slice (index x W + w,
+        count x W) of this Loader's slice (index, count), from a Loader made in this process
+        on first use and kept by persistent workers, each batch copied once into the shared
+        memory DataLoader sends. set_epoch() in the main process reaches the workers;
+        without it a persistent worker continues with its next epoch, and a new one starts
+        at epoch 0 (as DistributedSampler without set_epoch)."""
+        data = sys.modules.get("torch.utils.data")
+        info = data.get_worker_info() if data is not None else None
+        if info is None:
+            raise LoaderError(
+                f"tilefeed.Loader: this Loader was made in process {self._pid} and this is "
+                f"process {os.getpid()}; its workers do not survive fork(). Make the Loader in "
+                f"the process that iterates it, or hand it to torch's DataLoader, whose worker "
+                f"processes each read their own part of it")
+        state = self.__dict__.setdefault("_in_worker", {"loader": None, "request": 0})
+        loader = state["loader"]
+        if loader is None:
+            where, recipe = self._recipe
+            index, count = recipe["slice"]
+            loader = Loader(where, **dict(recipe, slice=(index * info.num_workers + info.id,
+                                                         count * info.num_workers)))
+            state["loader"] = loader
+        request, epoch = self._epoch_request[0], self._epoch_request[1]
+        if request != state["request"]:
+            state["request"] = request
+            loader.set_epoch(epoch)
+        return self._shared_batches(loader)
+
+    @staticmethod
+    def _shared_batches(loader):
+        torch = sys.modules["torch"]
+        for batch in loader:
+            images = batch.torch()
+            images, labels = batch
+            yield torch.empty_like(images).share_memory_().copy_(images), labels
 
     def __len__(self):
         """Batches per epoch for this instance."""
@@ -425,6 +361,8 @@ class Loader:
         if epoch < 0:
             raise ValueError(f"tilefeed.Loader.set_epoch: epoch must be at least 0, got {epoch}")
         self._wanted = epoch
+        self._epoch_request[0] += 1  # DataLoader workers apply it when it changes
+        self._epoch_request[1] = epoch
 
     def crop_plan(self, epoch, sample, width, height):
         """Which source pixels the batch row of `sample` (an index in the source, as in
@@ -455,8 +393,8 @@ class Loader:
             raise LoaderError(
                 f"tilefeed.Loader: this Loader was made in process {self._pid} and this is "
                 f"process {os.getpid()}, a fork of it; its workers do not survive fork(). "
-                f"Make the Loader in the process that iterates it (e.g. in an IterableDataset's "
-                f"__iter__, which DataLoader workers call; see tilefeed.IterableDataset)")
+                f"Make the Loader in the process that iterates it, or hand it to torch's "
+                f"DataLoader, whose worker processes each read their own part of it")
 
     def _next(self, iterator):
         self._check_process()
@@ -472,7 +410,7 @@ class Loader:
             previous.release()
         epoch = self.epoch
         try:
-            batch = self._core.next(self._copy)
+            batch = self._core.next()
         except _tilefeed._SlotsHeldError:
             raise SlotsHeldError(self._slots_held_message()) from None
         if batch is None:  # the end of the epoch (the core moved to the next), or the end
@@ -481,8 +419,7 @@ class Loader:
             self._mid_epoch = False
             raise StopIteration
         self._mid_epoch = True
-        if not self._copy:
-            self._previous = batch
+        self._previous = batch
         return batch
 
     def _slots_held_message(self):
@@ -492,12 +429,12 @@ class Loader:
                 f"views of them (batch.torch() tensors, batch.images arrays, e.g. kept in a "
                 f"list), and none was released within held_slots_timeout="
                 f"{self._options['held_slots_timeout']} s. Keep copies instead "
-                f"(batch.torch().clone(), batch.images.copy(), or Loader(copy=True)), or pass "
+                f"(batch.torch().clone(), batch.images.copy()), or pass "
                 f"a prefetch_depth larger than the number of batches you keep.")
 
     def _warn_bad_samples(self, epoch):
         """One BadSampleWarning for `epoch`'s skipped samples, unless the user handles them
-        (on_bad_sample) or was already warned."""
+        (bad_sample_policy=callable) or was already warned."""
         if (self._on_bad_sample is not None or self._options["bad_sample_policy"] != "skip"
                 or epoch in self._bad_warned):
             return  # handled by the user, or raised as LoaderError under "fail"
@@ -509,7 +446,7 @@ class Loader:
         warnings.warn(
             f"tilefeed.Loader: epoch {epoch}: {len(bad)} bad sample(s) skipped and replaced; "
             f"the first: {first['where']}: {first['reason']} (loader.bad_samples() lists "
-            f"them; pass on_bad_sample= to handle them, or bad_sample_policy='fail')",
+            f"them; pass bad_sample_policy=callable to handle them, or 'fail')",
             BadSampleWarning, stacklevel=4)
 
     # -- checkpoints ----------------------------------------------------------------------
@@ -649,85 +586,6 @@ class Loader:
                 f"epoch={self.epoch}{', stopped' if self._stopped else ''})")
 
 
-# -- samples listed in Python ------------------------------------------------------------------
-
-
-def _resolve_data(data, split):
-    """(location or description, split, listed samples or None, their class names or None)
-    for Loader's `data`: a list of (path or bytes, label), a CSV file, or a location."""
-    listed = isinstance(data, (list, tuple))
-    if listed or (isinstance(data, (str, os.PathLike)) and os.fspath(data).endswith(".csv")
-                  and os.path.isfile(data)):
-        if split != "train":
-            raise ValueError(f"tilefeed.Loader: split={split!r} needs a location with splits; "
-                             f"a list or CSV of samples is one dataset")
-        samples, classes = _list_samples(data) if listed else _csv_samples(data)
-        where = f"<list of {len(data)} samples>" if listed else os.fspath(data)
-        return where, split, samples, classes
-    # A location's split is resolved by the C++ opener alone (loader::OpenDataset), as for
-    # every tool's --split: it raises SourceError naming what is missing.
-    return os.fspath(data), split, None, None
-
-
-def _list_samples(data, where="data"):
-    """[(path or bytes, label)] -> ([(path, bytes, label)], class names). Labels are ints >= 0
-    (class names "0".."K-1") or all strings (class names sorted, labels their indices)."""
-    if not data:
-        raise ValueError(f"tilefeed.Loader: {where} is empty: no samples")
-    entries, labels = [], []
-    for i, entry in enumerate(data):
-        if not isinstance(entry, (tuple, list)) or len(entry) != 2:
-            raise TypeError(f"tilefeed.Loader: {where}[{i}] must be (path or bytes, label), got "
-                            f"{entry!r:.80}")
-        item, label = entry
-        if isinstance(item, (str, os.PathLike)):
-            entries.append((os.fspath(item), b""))
-        else:
-            try:
-                raw = bytes(memoryview(item).cast("B"))
-            except TypeError:
-                raise TypeError(f"tilefeed.Loader: {where}[{i}][0] must be a path or bytes, got "
-                                f"{type(item).__name__}") from None
-            if not raw:
-                raise ValueError(f"tilefeed.Loader: {where}[{i}][0] is empty bytes")
-            entries.append(("", raw))
-        labels.append(label)
-    if all(isinstance(label, str) for label in labels):
-        classes = sorted(set(labels))
-        index = {name: k for k, name in enumerate(classes)}
-        labels = [index[label] for label in labels]
-    else:
-        for i, label in enumerate(labels):
-            if isinstance(label, bool) or not isinstance(label, numbers.Integral):
-                raise TypeError(f"tilefeed.Loader: {where}[{i}][1] must be an int label (or every "
-                                f"label a class name), got {label!r}")
-            if not 0 <= label <= _INT32:
-                raise ValueError(f"tilefeed.Loader: {where}[{i}][1]: label {label} is outside "
-                                 f"[0, 2^31)")
-        classes = [str(k) for k in range(max(labels) + 1)]
-    return [(path, raw, int(label)) for (path, raw), label in zip(entries, labels)], classes
-
-
-def _csv_samples(path):
-    """A CSV of path,label rows (an optional header row "path,label"; relative paths are
-    relative to the CSV's directory) -> _list_samples' result."""
-    import csv
-    base = os.path.dirname(os.path.abspath(path))
-    rows = []
-    with open(path, newline="", encoding="utf-8") as f:
-        for number, row in enumerate(csv.reader(f), start=1):
-            if not row or (number == 1 and [c.strip().lower() for c in row] == ["path", "label"]):
-                continue
-            if len(row) != 2:
-                raise ValueError(f"tilefeed.Loader: {path}:{number}: expected 'path,label', got "
-                                 f"{len(row)} fields")
-            file, label = row[0].strip(), row[1].strip()
-            rows.append((os.path.join(base, file), label))
-    if rows and all(label.lstrip("-").isdigit() for _, label in rows):
-        rows = [(file, int(label)) for file, label in rows]
-    return _list_samples(rows, where=os.fspath(path))
-
-
 # -- PyTorch --------------------------------------------------------------------------------
 
 _torch_classes = {}  # torch.utils.data.IterableDataset -> the Loader subclass deriving from it
@@ -747,244 +605,10 @@ def _torch_loader_class():
     return _torch_classes[base]
 
 
-def __getattr__(name):
-    """tilefeed.IterableDataset, made (and torch imported) on first use."""
-    if name == "IterableDataset":
-        from ._torch import IterableDataset
-        globals()[name] = IterableDataset
-        return IterableDataset
-    raise AttributeError(f"module 'tilefeed' has no attribute {name!r}")
-
-
 # Loader(...)'s signature is __init__'s: its __new__ only routes device="cuda" (tilefeed.cuda).
 Loader.__signature__ = inspect.signature(Loader.__init__).replace(
     parameters=list(inspect.signature(Loader.__init__).parameters.values())[1:])
 
-
-# -- argument checks ------------------------------------------------------------------------
-
-_INT32 = (1 << 31) - 1
-
-
-def _image_shape(image_size):
-    """(height, width) of image_size: an int (a square) or a pair (height, width). The values
-    are checked in C++ with the other options (_check_options)."""
-    if not isinstance(image_size, (tuple, list)):
-        return image_size, image_size
-    if len(image_size) != 2:
-        raise TypeError(f"tilefeed.Loader: image_size must be an int or (height, width), "
-                        f"got {image_size!r}")
-    return tuple(image_size)
-
-
-def _core_options(options):
-    """Loader options as the C++ binding takes them: image_size=(height, width) becomes
-    image_height and image_width; epochs=None (no end) stays None."""
-    options = dict(options)
-    if isinstance(options.get("image_size"), (tuple, list)):
-        options["image_height"], options["image_width"] = _image_shape(options["image_size"])
-        options["image_size"] = 0  # unused by a rectangle; (0, 0) is refused, not a default
-    return options
-
-
-def _check_options(options, remote=None):
-    """Checks Loader options (and remote options) in C++, once, as loader::OptionsProblem and
-    the option table (tilefeed/loader/option_specs.h) say: ValueError "tilefeed.Loader: NAME
-    must be RANGE, got VALUE" for the first bad value, TypeError for a value of the wrong
-    type. Nothing here re-checks a range."""
-    _tilefeed._check_options(_core_options(options), remote or {})
-
-
-# -- output ---------------------------------------------------------------------------------
-
-# torchvision's ImageNet normalisation, for mean= and std= (images scaled to [0, 1]).
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
-
-_DTYPES = {"uint8": "uint8", "float16": "float16", "half": "float16", "bfloat16": "bfloat16",
-           "float32": "float32", "float": "float32"}
-
-
-def _dtype_name(dtype):
-    """The C++ name of `dtype`: a string, a torch.dtype or a numpy dtype (or type)."""
-    if isinstance(dtype, str):
-        name = dtype.lower().removeprefix("torch.")
-    elif type(dtype).__name__ == "dtype" and type(dtype).__module__ == "torch":
-        name = str(dtype).removeprefix("torch.")
-    else:
-        try:
-            import numpy
-            name = numpy.dtype(dtype).name
-        except TypeError:
-            name = repr(dtype)
-    if name not in _DTYPES:
-        raise ValueError(f"tilefeed.Loader: dtype={dtype!r}; expected uint8, float16, bfloat16 or "
-                         f"float32 (a string, torch dtype or numpy dtype)")
-    return _DTYPES[name]
-
-
-def _channels(name, value):
-    """mean= or std=: three numbers (one per RGB channel) or one for all three."""
-    if isinstance(value, numbers.Real) and not isinstance(value, bool):
-        value = (value,) * 3
-    try:
-        values = tuple(float(v) for v in value)
-    except TypeError:
-        raise TypeError(f"tilefeed.Loader: {name} must be 3 numbers (R, G, B), got "
-                        f"{value!r}") from None
-    if len(values) != 3 or not all(math.isfinite(v) for v in values):
-        raise ValueError(f"tilefeed.Loader: {name} must be 3 finite numbers (R, G, B), got "
-                         f"{value!r}")
-    if name == "std" and not all(v > 0 for v in values):
-        raise ValueError(f"tilefeed.Loader: std must be > 0 in every channel, got {value!r}")
-    return values
-
-
-def _output_options(dtype, mean, std, layout):
-    """dtype, mean, std and layout as the C++ loader takes them; ValueError naming a bad one."""
-    out = {"dtype": _dtype_name(dtype), "mean": _channels("mean", mean),
-           "std": _channels("std", std)}
-    if not isinstance(layout, str) or layout.lower() not in ("nhwc", "nchw"):
-        raise ValueError(f"tilefeed.Loader: layout={layout!r}; expected \"NHWC\" or \"NCHW\"")
-    out["layout"] = layout.lower()
-    if out["dtype"] == "uint8" and (out["mean"] != (0.0,) * 3 or out["std"] != (1.0,) * 3):
-        raise ValueError("tilefeed.Loader: dtype='uint8' takes no mean/std (they normalise "
-                         "float output): pass dtype='float32' (or float16, bfloat16) with them")
-    return out
-
-
-def _check_workers(workers):
-    """Warns once per process when `workers` asks for more decode threads than the cores this
-    process may run on (its CPU affinity: mpirun --bind-to core, taskset): oneTBB runs at most
-    that many, so the rest would never start."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return
-    if workers > cores and ("workers", workers, cores) not in _announced:
-        _announced.add(("workers", workers, cores))
-        warnings.warn(f"tilefeed.Loader: workers={workers}, but this process may run on only "
-                      f"{cores} core(s) (its CPU affinity, e.g. mpirun --bind-to core), so at most "
-                      f"{cores} decode thread(s) run; pass workers=0 (one per usable core) or "
-                      f"give the process more cores", stacklevel=3)
-
-
-# -- instance detection -----------------------------------------------------------------------
-
-# The launchers' rank/size variables that tilefeed/launch/instance.h reads, for naming the origin.
-_LAUNCHER_VARIABLES = (("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OpenMPI/poprun"),
-                       ("PMI_RANK", "PMI_SIZE", "PMI"))
-# (index, count, origin) lines already printed, and worker counts already warned about, by
-# this process.
-_announced = set()
-
-
-def _torchrun_environment():
-    """(rank, world size, origin) from torchrun's RANK/WORLD_SIZE, or None when unset."""
-    if "WORLD_SIZE" not in os.environ and "RANK" not in os.environ:
-        return None
-    values = {}
-    for name in ("RANK", "WORLD_SIZE"):
-        text = os.environ.get(name)
-        try:
-            values[name] = int(text)
-        except (TypeError, ValueError):
-            raise ValueError(f"tilefeed.Loader: {name}={text!r} is not an integer "
-                             f"(torchrun sets RANK and WORLD_SIZE together)") from None
-    rank, size = values["RANK"], values["WORLD_SIZE"]
-    if size < 1 or not 0 <= rank < size:
-        raise ValueError(f"tilefeed.Loader: RANK={rank} is outside WORLD_SIZE={size}")
-    return rank, size, "RANK/WORLD_SIZE (torchrun)"
-
-
-def _torch_distributed():
-    """(rank, world size, origin) of an initialised torch.distributed, or None. Never
-    imports torch: a process that has not imported it has not initialised it."""
-    torch = sys.modules.get("torch")
-    dist = getattr(torch, "distributed", None) if torch is not None else None
-    if dist is None or not dist.is_available() or not dist.is_initialized():
-        return None
-    return dist.get_rank(), dist.get_world_size(), "torch.distributed"
-
-
-def detect_slice():
-    """(index, count, origin): this process's slice as the launcher tells it, which
-    Loader(slice="auto") uses. Looked for, in order: the MPI launcher's environment
-    (OpenMPI as poprun and mpirun set it, or PMI; the same detection as `train`), torchrun's
-    RANK/WORLD_SIZE, an initialised torch.distributed. Sources that are present must agree.
-    (0, 1, "no launcher") when none is. Raises ValueError for an inconsistent environment."""
-    try:
-        info = _tilefeed._detect_instance()
-    except ValueError as error:
-        raise ValueError(f"tilefeed.Loader: slice=\"auto\": {error}") from None
-    found = []
-    for rank, size, name in _LAUNCHER_VARIABLES:
-        if size in os.environ:
-            found.append((info["index"], info["count"], f"{rank}/{size} ({name})"))
-            break
-    for candidate in (_torchrun_environment(), _torch_distributed()):
-        if candidate is not None:
-            found.append(candidate)
-    if not found:
-        return 0, 1, "no launcher"
-    first = found[0]
-    for other in found[1:]:
-        if other[:2] != first[:2]:
-            raise ValueError(
-                f"tilefeed.Loader: slice=\"auto\": {first[2]} says instance {first[0]} of "
-                f"{first[1]} but {other[2]} says {other[0]} of {other[1]}; pass "
-                f"slice=(index, count)")
-    return first
-
-
-def _resolve_slice(value):
-    """((index, count), origin) for the slice argument; announces a detected one."""
-    if isinstance(value, str):
-        if value != "auto":
-            raise ValueError(f"tilefeed.Loader: slice={value!r}; expected \"auto\" or "
-                             f"(index, count)")
-        index, count, origin = detect_slice()
-        if origin != "no launcher" and (index, count, origin) not in _announced:
-            _announced.add((index, count, origin))
-            print(f"tilefeed: instance {index} of {count} (from {origin}): reading slice "
-                  f"({index}, {count}) of every epoch", file=sys.stderr, flush=True)
-        return (index, count), origin
-    if not isinstance(value, (tuple, list)) or len(value) != 2:
-        raise TypeError(f"tilefeed.Loader: slice must be \"auto\" or (index, count), "
-                        f"got {value!r}")
-    return tuple(value), "explicit"  # checked in C++ with the other options
-
-
-_STATE_VERSION = 1
-_STATE_KEYS = ("version", "seed", "epoch", "position", "dataset_size")
-
-
-def _check_state(state):
-    """Validates a state_dict(); returns (seed, epoch, position, dataset_size)."""
-    where = "tilefeed.Loader.load_state_dict"
-    if not isinstance(state, dict):
-        raise TypeError(f"{where}: expected the dict from state_dict(), got "
-                        f"{type(state).__name__}")
-    missing = [key for key in _STATE_KEYS if key not in state]
-    unknown = sorted(str(key) for key in state if key not in _STATE_KEYS)
-    if missing or unknown:
-        raise ValueError(f"{where}: not a tilefeed loader state (missing {missing}, "
-                         f"unknown {unknown})")
-    values = {}
-    for key in _STATE_KEYS:
-        value = state[key]
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise TypeError(f"{where}: {key}={value!r} is not an int")
-        values[key] = int(value)
-        if values[key] < 0 or values[key] >= 1 << 64:
-            raise ValueError(f"{where}: {key}={values[key]} is out of range")
-    if values["version"] != _STATE_VERSION:
-        raise ValueError(f"{where}: state version {values['version']}; this tilefeed reads "
-                         f"version {_STATE_VERSION}")
-    if values["position"] > values["dataset_size"]:
-        raise ValueError(f"{where}: position {values['position']} is past the dataset size "
-                         f"{values['dataset_size']}")
-    return values["seed"], values["epoch"], values["position"], values["dataset_size"]
 
 
 class _EpochIterator:

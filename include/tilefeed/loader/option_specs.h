@@ -200,14 +200,12 @@ inline constexpr OptionSpec kBadSamplePolicy{
     .choices = kBadSamplePolicyChoices};
 inline constexpr OptionSpec kMaxSubstituteAttempts{
     .flag = "--max-substitute-attempts",
-    .keyword = "max_substitute_attempts",
     .kind = OptionKind::kInteger,
     .min = 1,
     .default_text = "64",
     .help = "skip: samples tried for one bad sample before the batch fails"};
 inline constexpr OptionSpec kHeldSlotsTimeout{
     .flag = "--held-slots-timeout",
-    .keyword = "held_slots_timeout",
     .kind = OptionKind::kSeconds,
     .min = 0,
     .max = 1e9,

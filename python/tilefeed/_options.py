@@ -1,0 +1,262 @@
+"""tilefeed's option objects and checks: the values Loader's keywords take, turned into what
+the C++ binding reads. Every range is checked in C++ (loader::OptionsProblem), once."""
+
+import dataclasses
+import math
+import numbers
+import os
+
+from . import _tilefeed
+
+# The `source` spellings. "auto" (the default) detects what `data` holds with the same
+# rules as every tilefeed tool (tilefeed/loader/dataset.h): record shards (a directory holding
+# tilefeed-manifest.txt, or the manifest), CIFAR-10 binary batches, a root with train/, val/
+# or test/ splits (the `split` argument picks one), or an ImageFolder tree. The others force a
+# kind; "cifar10-train" and "cifar10-test" also pick CIFAR-10's split.
+SOURCES = ("auto", "imagefolder", "shards", "cifar10", "cifar10-train", "cifar10-test")
+
+# loader::LoaderOptions' defaults, read from C++ so Loader's signature cannot drift.
+_D = _tilefeed._default_options()
+
+# The LoaderOptions fields that JpegOptions groups (the binding takes them by name).
+_JPEG_FIELDS = ("max_pixels", "max_scans", "corrupt_data", "dct_scales", "eval_dct_scaling",
+                "fast_dct", "fast_upsample")
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class JpegOptions:
+    """libjpeg-turbo's tuning, for Loader(jpeg=tilefeed.JpegOptions(...)): the few knobs of
+    the JPEG decoders that most runs leave alone, in one object. The defaults are the C++
+    codecs::JpegOptions' and keep the pixel contract (the pixels PIL and torchvision decode).
+
+    max_pixels     largest width x height accepted, read from the header before any
+                   allocation; a larger image is a bad sample (at least 1; default 64 MP)
+    max_scans      largest number of scans in a progressive JPEG; more is a bad sample
+                   (at least 1; default 100)
+    corrupt_data   "fail" (the default) or "accept", which BREAKS THE PIXEL CONTRACT: the
+                   pixels libjpeg made of a corrupt or truncated JPEG are kept, not reported
+                   as a bad sample
+    dct_scales     "pow2" (the default: 1/2, 1/4, 1/8) or "eighths" (every n/8): the DCT
+                   scale-downs a decode may use where scaling is allowed (train crops, and
+                   eval with eval_dct_scaling); "eighths" gives other pixels than "pow2"
+    eval_dct_scaling  True BREAKS THE PIXEL CONTRACT in eval mode: a large JPEG may
+                   decode at a DCT scale-down before the resize (faster; pixels then differ
+                   from torchvision's Resize + CenterCrop by a few levels)
+    fast_dct       True BREAKS THE PIXEL CONTRACT: libjpeg's fast integer IDCT, not the
+                   accurate one PIL uses (pixels differ by a few levels)
+    fast_upsample  True BREAKS THE PIXEL CONTRACT: nearest-neighbour chroma upsampling, not
+                   libjpeg's "fancy" filter that PIL uses
+
+    Values are checked in C++ with the Loader's other options.
+    """
+
+    max_pixels: int = _D["max_pixels"]
+    max_scans: int = _D["max_scans"]
+    corrupt_data: str = _D["corrupt_data"]
+    dct_scales: str = _D["dct_scales"]
+    eval_dct_scaling: bool = _D["eval_dct_scaling"]
+    fast_dct: bool = _D["fast_dct"]
+    fast_upsample: bool = _D["fast_upsample"]
+
+    def _fields(self):
+        return {name: getattr(self, name) for name in _JPEG_FIELDS}
+
+    def __repr__(self):
+        given = ", ".join(f"{k}={v!r}" for k, v in self._fields().items() if v != _D[k])
+        return f"tilefeed.JpegOptions({given})"
+
+
+def _jpeg_fields(jpeg):
+    """The codecs::JpegOptions fields of Loader's jpeg= (None: the defaults)."""
+    if jpeg is None:
+        jpeg = JpegOptions()
+    if not isinstance(jpeg, JpegOptions):
+        raise TypeError(f"tilefeed.Loader: jpeg must be a tilefeed.JpegOptions or None, "
+                        f"got {jpeg!r}")
+    return jpeg._fields()
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class RemoteOptions:
+    """How Loader(remote=tilefeed.RemoteOptions(...)) reads http://, https:// and s3://
+    datasets (docs/datasets.md), as the tools' --cache-dir, --cache-limit, --s3-endpoint and
+    --remote-retries do:
+
+    cache_dir       a path, or None (the default) for no cache: fetched blocks and remote tar
+                    indexes kept on disk, shared by the processes of the host
+    cache_limit     bytes, at least 4 MiB (default 10 GiB): the bound of the cache's blocks
+    s3_endpoint     a URL, or None for AWS: where s3://bucket/key is fetched from
+    remote_retries  0-20 (default 5): retries of a failed request before its sample is bad
+
+    s3:// keys come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,
+    AWS_REGION (or AWS_DEFAULT_REGION) and AWS_ENDPOINT_URL_S3 (or AWS_ENDPOINT_URL), read
+    when the Loader is made. Values are checked in C++ (loader::RemoteOptionsProblem).
+    """
+
+    cache_dir: object = None
+    cache_limit: int = 10 << 30
+    s3_endpoint: object = None
+    remote_retries: int = 5
+
+    def __repr__(self):
+        given = ", ".join(f"{k}={v!r}" for k, v in dataclasses.asdict(self).items()
+                          if v != getattr(RemoteOptions, k))
+        return f"tilefeed.RemoteOptions({given})"
+
+
+def _remote_options(options):
+    """Loader's remote= (a RemoteOptions or None) as the _Core takes it: RemoteOptions' C++
+    fields, with the AWS keys from the environment; the ranges are checked in C++."""
+    if options is None:
+        options = RemoteOptions()
+    if not isinstance(options, RemoteOptions):
+        raise TypeError(f"tilefeed.Loader: remote must be a tilefeed.RemoteOptions or None, "
+                        f"got {options!r}")
+    cache_dir, s3_endpoint = options.cache_dir, options.s3_endpoint
+    remote = {"cache_limit": options.cache_limit, "retries": options.remote_retries}
+    if cache_dir is not None:
+        if not isinstance(cache_dir, (str, os.PathLike)) or not os.fspath(cache_dir):
+            raise TypeError(f"tilefeed.Loader: cache_dir must be a path or None, got {cache_dir!r}")
+        remote["cache_dir"] = os.fspath(cache_dir)
+    if s3_endpoint is not None:
+        if not isinstance(s3_endpoint, str) or not s3_endpoint:
+            raise TypeError(f"tilefeed.Loader: s3_endpoint must be a URL or None, "
+                            f"got {s3_endpoint!r}")
+        remote["s3_endpoint"] = s3_endpoint
+    # The standard AWS variables, each field from the first one set (as the tools read them).
+    for key, variables in (("aws_access_key_id", ("AWS_ACCESS_KEY_ID",)),
+                           ("aws_secret_access_key", ("AWS_SECRET_ACCESS_KEY",)),
+                           ("aws_session_token", ("AWS_SESSION_TOKEN",)),
+                           ("aws_region", ("AWS_REGION", "AWS_DEFAULT_REGION")),
+                           ("s3_endpoint", ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"))):
+        value = next((os.environ[v] for v in variables if os.environ.get(v)), None)
+        if value is not None and key not in remote:
+            remote[key] = value
+    return remote
+
+
+# -- argument checks ------------------------------------------------------------------------
+
+_INT32 = (1 << 31) - 1
+
+
+def _image_shape(image_size):
+    """(height, width) of image_size: an int (a square) or a pair (height, width). The values
+    are checked in C++ with the other options (_check_options)."""
+    if not isinstance(image_size, (tuple, list)):
+        return image_size, image_size
+    if len(image_size) != 2:
+        raise TypeError(f"tilefeed.Loader: image_size must be an int or (height, width), "
+                        f"got {image_size!r}")
+    return tuple(image_size)
+
+
+def _core_options(options):
+    """Loader options as the C++ binding takes them: image_size=(height, width) becomes
+    image_height and image_width; epochs=None (no end) stays None."""
+    options = dict(options)
+    if isinstance(options.get("image_size"), (tuple, list)):
+        options["image_height"], options["image_width"] = _image_shape(options["image_size"])
+        options["image_size"] = 0  # unused by a rectangle; (0, 0) is refused, not a default
+    return options
+
+
+def _check_options(options, remote=None):
+    """Checks Loader options (and remote options) in C++, once, as loader::OptionsProblem and
+    the option table (tilefeed/loader/option_specs.h) say: ValueError "tilefeed.Loader: NAME
+    must be RANGE, got VALUE" for the first bad value, TypeError for a value of the wrong
+    type. Nothing here re-checks a range."""
+    _tilefeed._check_options(_core_options(options), remote or {})
+
+
+# -- output ---------------------------------------------------------------------------------
+
+# torchvision's ImageNet normalisation, for mean= and std= (images scaled to [0, 1]).
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+_DTYPES = {"uint8": "uint8", "float16": "float16", "half": "float16", "bfloat16": "bfloat16",
+           "float32": "float32", "float": "float32"}
+
+
+def _dtype_name(dtype):
+    """The C++ name of `dtype`: a string, a torch.dtype or a numpy dtype (or type)."""
+    if isinstance(dtype, str):
+        name = dtype.lower().removeprefix("torch.")
+    elif type(dtype).__name__ == "dtype" and type(dtype).__module__ == "torch":
+        name = str(dtype).removeprefix("torch.")
+    else:
+        try:
+            import numpy
+            name = numpy.dtype(dtype).name
+        except TypeError:
+            name = repr(dtype)
+    if name not in _DTYPES:
+        raise ValueError(f"tilefeed.Loader: dtype={dtype!r}; expected uint8, float16, bfloat16 or "
+                         f"float32 (a string, torch dtype or numpy dtype)")
+    return _DTYPES[name]
+
+
+def _channels(name, value):
+    """mean= or std=: three numbers (one per RGB channel) or one for all three."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        value = (value,) * 3
+    try:
+        values = tuple(float(v) for v in value)
+    except TypeError:
+        raise TypeError(f"tilefeed.Loader: {name} must be 3 numbers (R, G, B), got "
+                        f"{value!r}") from None
+    if len(values) != 3 or not all(math.isfinite(v) for v in values):
+        raise ValueError(f"tilefeed.Loader: {name} must be 3 finite numbers (R, G, B), got "
+                         f"{value!r}")
+    if name == "std" and not all(v > 0 for v in values):
+        raise ValueError(f"tilefeed.Loader: std must be > 0 in every channel, got {value!r}")
+    return values
+
+
+def _output_options(dtype, mean, std, layout):
+    """dtype, mean, std and layout as the C++ loader takes them; ValueError naming a bad one."""
+    out = {"dtype": _dtype_name(dtype), "mean": _channels("mean", mean),
+           "std": _channels("std", std)}
+    if not isinstance(layout, str) or layout.lower() not in ("nhwc", "nchw"):
+        raise ValueError(f"tilefeed.Loader: layout={layout!r}; expected \"NHWC\" or \"NCHW\"")
+    out["layout"] = layout.lower()
+    if out["dtype"] == "uint8" and (out["mean"] != (0.0,) * 3 or out["std"] != (1.0,) * 3):
+        raise ValueError("tilefeed.Loader: dtype='uint8' takes no mean/std (they normalise "
+                         "float output): pass dtype='float32' (or float16, bfloat16) with them")
+    return out
+
+
+
+
+_STATE_VERSION = 1
+_STATE_KEYS = ("version", "seed", "epoch", "position", "dataset_size")
+
+
+def _check_state(state):
+    """Validates a state_dict(); returns (seed, epoch, position, dataset_size)."""
+    where = "tilefeed.Loader.load_state_dict"
+    if not isinstance(state, dict):
+        raise TypeError(f"{where}: expected the dict from state_dict(), got "
+                        f"{type(state).__name__}")
+    missing = [key for key in _STATE_KEYS if key not in state]
+    unknown = sorted(str(key) for key in state if key not in _STATE_KEYS)
+    if missing or unknown:
+        raise ValueError(f"{where}: not a tilefeed loader state (missing {missing}, "
+                         f"unknown {unknown})")
+    values = {}
+    for key in _STATE_KEYS:
+        value = state[key]
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"{where}: {key}={value!r} is not an int")
+        values[key] = int(value)
+        if values[key] < 0 or values[key] >= 1 << 64:
+            raise ValueError(f"{where}: {key}={values[key]} is out of range")
+    if values["version"] != _STATE_VERSION:
+        raise ValueError(f"{where}: state version {values['version']}; this tilefeed reads "
+                         f"version {_STATE_VERSION}")
+    if values["position"] > values["dataset_size"]:
+        raise ValueError(f"{where}: position {values['position']} is past the dataset size "
+                         f"{values['dataset_size']}")
+    return values["seed"], values["epoch"], values["position"], values["dataset_size"]
+
