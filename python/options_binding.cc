@@ -1,0 +1,362 @@
+// tilefeed.Loader's keywords into loader::LoaderOptions and RemoteOptions: one setter per
+// keyword, each range checked once in C++ (loader::OptionsProblem) with the option table's
+// words (tilefeed/loader/option_specs.h). See options_binding.h.
+
+#include "options_binding.h"
+
+#include <pybind11/stl.h>
+
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include "tilefeed/loader/option_specs.h"
+
+namespace py = pybind11;
+
+namespace tilefeed::python {
+namespace {
+
+template <typename T>
+T Cast(const std::string& name, py::handle value) {
+  try {
+    return value.cast<T>();
+  } catch (const py::cast_error&) {
+    throw py::type_error("tilefeed.Loader: " + name + "=" + py::repr(value).cast<std::string>() +
+                         " has the wrong type");
+  }
+}
+
+template <typename E>
+E Choose(const std::string& name, py::handle value,
+         std::initializer_list<std::pair<const char*, E>> choices) {
+  const std::string text = Cast<std::string>(name, value);
+  std::string names;
+  for (const auto& [spelling, e] : choices) {
+    if (text == spelling) return e;
+    names += names.empty() ? "" : ", ";
+    names += '"' + std::string(spelling) + '"';
+  }
+  throw py::value_error("tilefeed.Loader: " + name + "=\"" + text + "\"; expected one of " + names);
+}
+
+template <typename T>
+std::pair<T, T> Pair(const std::string& name, py::handle value) {
+  return Cast<std::pair<T, T>>(name, value);
+}
+
+using Setter = std::function<void(loader::LoaderOptions&, const std::string&, py::handle)>;
+using Setters = std::vector<std::pair<std::string, Setter>>;
+using O = loader::LoaderOptions;
+
+// ValueError "tilefeed.Loader: PROBLEM" for a problem the C++ checks found.
+void Refuse(const std::optional<std::string>& problem) {
+  if (problem) throw py::value_error("tilefeed.Loader: " + *problem);
+}
+
+// `value` as the field type T of the shared option `spec` (tilefeed/loader/option_specs.h). The
+// range is checked once, by loader::OptionsProblem; a whole number that T cannot hold at all
+// (a negative count) is out of the table's range too, and refused here in RangeProblem's words.
+template <typename T>
+T Number(const loader::OptionSpec& spec, const std::string& name, py::handle value) {
+  if (!py::isinstance<py::bool_>(value)) {
+    try {
+      return value.cast<T>();
+    } catch (const py::cast_error&) {
+      if (PyIndex_Check(value.ptr()) != 0) {
+        const py::object whole = py::reinterpret_steal<py::object>(PyNumber_Index(value.ptr()));
+        const double approx = whole ? PyLong_AsDouble(whole.ptr()) : 0;
+        const bool converted = whole && PyErr_Occurred() == nullptr;
+        PyErr_Clear();
+        if (converted) Refuse(loader::RangeProblem(spec, name, approx));
+        // In the table's range, past the field's: the tools' words for the same value.
+        throw py::value_error("tilefeed.Loader: " + name + " must be at most " +
+                              std::to_string(std::numeric_limits<T>::max()) + ", got " +
+                              py::repr(value).cast<std::string>());
+      }
+    }
+  }
+  throw py::type_error("tilefeed.Loader: " + name + "=" + py::repr(value).cast<std::string>() +
+                       " has the wrong type");
+}
+
+// A setter of the plain field `Member`, cast to its type.
+template <auto Member>
+void Assign(O& o, const std::string& name, py::handle value) {
+  using T = std::remove_reference_t<decltype(o.*Member)>;
+  o.*Member = Cast<T>(name, value);
+}
+
+// A setter of the field `Member` of the shared option `spec`.
+template <auto Member>
+Setter Ranged(const loader::OptionSpec& spec) {
+  return [&spec](O& o, const std::string& name, py::handle value) {
+    using T = std::remove_reference_t<decltype(o.*Member)>;
+    o.*Member = Number<T>(spec, name, value);
+  };
+}
+
+// The output images: their size, crop, flip, layout and element type.
+Setters ImageSetters() {
+  return {
+      {"batch_size", Ranged<&O::batch_size>(loader::kBatchSize)},
+      {"image_size", Ranged<&O::image_size>(loader::kImageSize)},
+      {"image_height", Ranged<&O::image_height>(loader::kImageSize)},
+      {"image_width", Ranged<&O::image_width>(loader::kImageSize)},
+      {"mode",
+       [](O& o, const std::string& n, py::handle v) {
+         o.mode = Choose<loader::Mode>(
+             n, v, {{"train", loader::Mode::kTrain}, {"eval", loader::Mode::kEval}});
+       }},
+      {"eval_resize", Ranged<&O::eval_resize>(loader::kEvalResize)},
+      {"eval_dct_scaling", &Assign<&O::eval_dct_scaling>},
+      {"crop_scale",
+       [](O& o, const std::string& n, py::handle v) {
+         std::tie(o.crop.scale_min, o.crop.scale_max) = Pair<double>(n, v);
+       }},
+      {"crop_ratio",
+       [](O& o, const std::string& n, py::handle v) {
+         std::tie(o.crop.ratio_min, o.crop.ratio_max) = Pair<double>(n, v);
+       }},
+      {"flip_probability", Ranged<&O::flip_probability>(loader::kFlipProbability)},
+      {"layout",
+       [](O& o, const std::string& n, py::handle v) {
+         o.layout = Choose<loader::Layout>(
+             n, v, {{"nhwc", loader::Layout::kNhwc}, {"nchw", loader::Layout::kNchw}});
+       }},
+      {"dtype",
+       [](O& o, const std::string& n, py::handle v) {
+         o.output.dtype = Choose<loader::OutputDType>(n, v,
+                                                      {{"uint8", loader::OutputDType::kUint8},
+                                                       {"float16", loader::OutputDType::kFloat16},
+                                                       {"bfloat16", loader::OutputDType::kBFloat16},
+                                                       {"float32", loader::OutputDType::kFloat32}});
+       }},
+      {"mean", [](O& o, const std::string& n,
+                  py::handle v) { o.output.mean = Cast<std::array<float, 3>>(n, v); }},
+      {"std", [](O& o, const std::string& n,
+                 py::handle v) { o.output.std = Cast<std::array<float, 3>>(n, v); }},
+  };
+}
+
+// Which samples come when: threads, slots, order, this instance's slice, the epochs.
+Setters OrderSetters() {
+  return {
+      {"workers", Ranged<&O::workers>(loader::kWorkers)},
+      {"prefetch_depth", Ranged<&O::prefetch_depth>(loader::kPrefetchDepth)},
+      {"seed", Ranged<&O::seed>(loader::kSeed)},
+      {"shuffle", &Assign<&O::shuffle>},
+      {"slice", [](O& o, const std::string& n,
+                   py::handle v) { std::tie(o.slice.index, o.slice.count) = Pair<int>(n, v); }},
+      {"remainder",
+       [](O& o, const std::string& n, py::handle v) {
+         o.remainder = Choose<loader::Remainder>(
+             n, v, {{"pad", loader::Remainder::kPad}, {"drop", loader::Remainder::kDrop}});
+       }},
+      {"drop_last_batch", &Assign<&O::drop_last_batch>},
+      {"epochs",
+       [](O& o, const std::string& n, py::handle v) {
+         // None: no end, the C++ 0; a number is a count of epochs, so 0 is out of range.
+         o.epochs = v.is_none() ? 0 : Number<std::uint64_t>(loader::kEpochs, n, v);
+         if (!v.is_none()) {
+           Refuse(loader::RangeProblem(loader::kEpochs, n, static_cast<double>(o.epochs)));
+         }
+       }},
+  };
+}
+
+// Bad samples and the decoder's limits.
+Setters PolicySetters() {
+  return {
+      {"bad_sample_policy",
+       [](O& o, const std::string& n, py::handle v) {
+         o.bad_sample_policy = Choose<loader::BadSamplePolicy>(
+             n, v,
+             {{"skip", loader::BadSamplePolicy::kSkip}, {"fail", loader::BadSamplePolicy::kFail}});
+       }},
+      {"held_slots_timeout",
+       [](O& o, const std::string& n, py::handle v) {
+         const double seconds = Number<double>(loader::kHeldSlotsTimeout, n, v);
+         // Beyond what milliseconds hold (or NaN) is out of the table's range too.
+         if (!(std::fabs(seconds) < 1e15)) {
+           Refuse(loader::RangeProblem(loader::kHeldSlotsTimeout, n, seconds));
+         }
+         o.held_slots_timeout =
+             std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(seconds * 1000.0)));
+       }},
+      {"max_pixels", [](O& o, const std::string& n,
+                        py::handle v) { o.jpeg.max_pixels = Cast<std::int64_t>(n, v); }},
+      {"max_scans",
+       [](O& o, const std::string& n, py::handle v) { o.jpeg.max_scans = Cast<int>(n, v); }},
+      {"corrupt_data",
+       [](O& o, const std::string& n, py::handle v) {
+         o.jpeg.corrupt_data =
+             Choose<codecs::CorruptDataPolicy>(n, v,
+                                               {{"fail", codecs::CorruptDataPolicy::kFail},
+                                                {"accept", codecs::CorruptDataPolicy::kAccept}});
+       }},
+      {"dct_scales",
+       [](O& o, const std::string& n, py::handle v) {
+         o.jpeg.scales = Choose<codecs::DctScales>(
+             n, v,
+             {{"pow2", codecs::DctScales::kPowersOfTwo}, {"eighths", codecs::DctScales::kEighths}});
+       }},
+      {"fast_dct",
+       [](O& o, const std::string& n, py::handle v) { o.jpeg.fast_dct = Cast<bool>(n, v); }},
+      {"fast_upsample",
+       [](O& o, const std::string& n, py::handle v) { o.jpeg.fast_upsample = Cast<bool>(n, v); }},
+  };
+}
+
+// Every keyword of tilefeed.Loader that becomes a LoaderOptions field, and its setter.
+const std::map<std::string, Setter>& AllSetters() {
+  static const std::map<std::string, Setter> kSetters = [] {
+    std::map<std::string, Setter> all;
+    for (const Setters& group : {ImageSetters(), OrderSetters(), PolicySetters()}) {
+      all.insert(group.begin(), group.end());
+    }
+    return all;
+  }();
+  return kSetters;
+}
+
+}  // namespace
+
+const char* LayoutName(loader::Layout layout) {
+  return layout == loader::Layout::kNchw ? "nchw" : "nhwc";
+}
+
+const char* DTypeName(loader::OutputDType dtype) {
+  switch (dtype) {
+    case loader::OutputDType::kFloat16:
+      return "float16";
+    case loader::OutputDType::kBFloat16:
+      return "bfloat16";
+    case loader::OutputDType::kFloat32:
+      return "float32";
+    case loader::OutputDType::kUint8:
+      break;
+  }
+  return "uint8";
+}
+
+// The shared option table (option_specs.h) for tilefeed/__init__.py: keyword -> its flag,
+// kind, range (min, max, min_exclusive, and the words "at least 1"), default and help. The
+// Python checks take their ranges and messages from here.
+py::dict OptionSpecs() {
+  static constexpr const char* kKinds[] = {"integer", "number", "seconds", "size",
+                                           "choice",  "flag",   "slice",   "text"};
+  py::dict table;
+  for (const loader::OptionSpec& spec : loader::SharedOptions()) {
+    if (spec.keyword.empty()) continue;
+    py::dict d;
+    d["flag"] = std::string(spec.flag);
+    d["kind"] = kKinds[static_cast<int>(spec.kind)];
+    d["min"] = spec.min;
+    d["max"] = spec.max;
+    d["min_exclusive"] = spec.min_exclusive;
+    d["range"] = loader::RangeText(spec);
+    d["default"] = std::string(spec.default_text);
+    d["help"] = std::string(spec.help);
+    py::list choices;
+    for (std::string_view choice : spec.choices) choices.append(std::string(choice));
+    d["choices"] = choices;
+    table[py::str(std::string(spec.keyword))] = d;
+  }
+  return table;
+}
+
+// The defaults of loader::LoaderOptions under their Python names; AllSetters() reads the same
+// names back. tilefeed.Loader's signature is built from this, so the two cannot drift.
+py::dict DefaultOptions() {
+  const loader::LoaderOptions o;
+  py::dict d;
+  d["batch_size"] = o.batch_size;
+  d["image_size"] = o.image_size;
+  d["mode"] = o.mode == loader::Mode::kTrain ? "train" : "eval";
+  d["eval_resize"] = o.eval_resize;
+  d["eval_dct_scaling"] = o.eval_dct_scaling;
+  d["crop_scale"] = py::make_tuple(o.crop.scale_min, o.crop.scale_max);
+  d["crop_ratio"] = py::make_tuple(o.crop.ratio_min, o.crop.ratio_max);
+  d["flip_probability"] = o.flip_probability;
+  d["layout"] = LayoutName(o.layout);
+  d["dtype"] = DTypeName(o.output.dtype);
+  d["mean"] = py::make_tuple(o.output.mean[0], o.output.mean[1], o.output.mean[2]);
+  d["std"] = py::make_tuple(o.output.std[0], o.output.std[1], o.output.std[2]);
+  d["workers"] = o.workers;
+  d["prefetch_depth"] = o.prefetch_depth;
+  d["seed"] = o.seed;
+  d["shuffle"] = o.shuffle;
+  d["slice"] = py::make_tuple(o.slice.index, o.slice.count);
+  d["remainder"] = o.remainder == loader::Remainder::kPad ? "pad" : "drop";
+  d["drop_last_batch"] = o.drop_last_batch;
+  d["epochs"] = o.epochs;
+  d["bad_sample_policy"] = o.bad_sample_policy == loader::BadSamplePolicy::kSkip ? "skip" : "fail";
+  d["max_pixels"] = o.jpeg.max_pixels;
+  d["max_scans"] = o.jpeg.max_scans;
+  d["corrupt_data"] = o.jpeg.corrupt_data == codecs::CorruptDataPolicy::kFail ? "fail" : "accept";
+  d["dct_scales"] = o.jpeg.scales == codecs::DctScales::kPowersOfTwo ? "pow2" : "eighths";
+  d["fast_dct"] = o.jpeg.fast_dct;
+  d["fast_upsample"] = o.jpeg.fast_upsample;
+  return d;
+}
+
+loader::LoaderOptions ParseOptions(const py::dict& kwargs) {
+  loader::LoaderOptions options;
+  const auto& setters = AllSetters();
+  for (const auto& [key, value] : kwargs) {
+    const std::string name = key.cast<std::string>();
+    const auto it = setters.find(name);
+    if (it == setters.end()) {
+      throw py::type_error("tilefeed.Loader: unknown option '" + name + "'");
+    }
+    it->second(options, name, value);
+  }
+  Refuse(loader::OptionsProblem(options));
+  if (options.output.dtype != loader::OutputDType::kUint8) {
+    // The workers decode NHWC; the conversion writes the layout asked for.
+    options.output.layout = options.layout == loader::Layout::kNchw ? loader::OutputLayout::kNCHW
+                                                                    : loader::OutputLayout::kNHWC;
+    options.layout = loader::Layout::kNhwc;
+  }
+  return options;
+}
+
+// RemoteOptions from the dict that tilefeed.Loader builds; absent keys keep the defaults.
+loader::RemoteOptions ToRemoteOptions(const py::dict& remote) {
+  loader::RemoteOptions o;
+  const auto text = [&](const char* key, std::string& out) {
+    if (remote.contains(key)) out = remote[key].cast<std::string>();
+  };
+  text("cache_dir", o.cache_dir);
+  text("s3_endpoint", o.s3_endpoint);
+  text("aws_access_key_id", o.aws_access_key_id);
+  text("aws_secret_access_key", o.aws_secret_access_key);
+  text("aws_session_token", o.aws_session_token);
+  text("aws_region", o.aws_region);
+  if (remote.contains("cache_limit")) {
+    o.cache_limit =
+        Number<std::uint64_t>(loader::kCacheLimit, "cache_limit", remote["cache_limit"]);
+  }
+  if (remote.contains("retries")) {
+    o.retries = Number<int>(loader::kRemoteRetries, "remote_retries", remote["retries"]);
+  }
+  Refuse(loader::RemoteOptionsProblem(o));
+  // From worker threads, without the GIL: straight to the process's stderr.
+  o.warn = [](const std::string& line) {
+    std::fprintf(stderr, "tilefeed: warning: %s\n", line.c_str());
+  };
+  return o;
+}
+
+}  // namespace tilefeed::python
