@@ -27,10 +27,7 @@
 // as without a cache, instead of whole blocks that are never kept.
 
 #include <curl/curl.h>
-#include <dirent.h>
 #include <fcntl.h>
-#include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>

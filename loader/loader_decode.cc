@@ -1,6 +1,6 @@
 // The decode stage of the Loader's pipeline: the crop plan of each sample, its decode or
 // resize into its row of a slot, the timing of each part, and the bad-sample policy
-// (substitute under kSkip, fail the batch under kFail). See loader/loader_impl.h.
+// (substitute under kSkip, fail the batch under kFail). See the design note in loader.cc.
 
 #include <algorithm>
 #include <stdexcept>

@@ -1,37 +1,8 @@
 // Internals of loader/loader.cc's Loader, shared by the files that implement it:
 // loader.cc (construction, the consumer side, Seek and state), loader_validate.cc (the
 // options' checks and the sizes they fix), loader_decode.cc (the decode stage) and
-// loader_pipeline.cc (the producer's oneTBB pipeline). Not installed.
-//
-// The loader's pipeline.
-//
-// Design. One producer thread runs a oneTBB parallel_pipeline inside an arena of
-// `workers` threads. Its three filters:
-//   1. plan (serial, in order): walks the epochs, takes a free slot for each new batch
-//      (blocking on the free ring: this is the back-pressure) and cuts the batch into
-//      chunks of a few samples; emits an end-of-epoch marker after each epoch.
-//   2. decode (parallel): reads and decodes each sample of a chunk straight into its row
-//      of the slot, with the worker's own decoder and buffers.
-//   3. publish (serial, in order): sees chunks in plan order, so when the last chunk of
-//      a batch passes, every earlier batch has been published; pushes the slot (or the
-//      marker) to the ready ring.
-// The consumer pops the ready ring in Next() and returns slots to the free ring when a
-// Batch is dropped. Both rings are SPSC: the ready ring's producer is the publish filter
-// (serialized by TBB) and, once the pipeline has returned, the producer thread; its
-// consumer is Next() (serialized by next_mutex_). The free ring's producer is Release()
-// (serialized by release_mutex_, since Batches may be dropped on any thread) and its
-// consumer the plan filter.
-//
-// Live tokens bound the chunks in flight; slots bound the batches. Stop requests reach
-// every blocking wait through the stop_token, and the decode filter skips its work once
-// stop is requested, so Stop() returns within one sample decode per worker.
-//
-// Seek() restarts the pipeline rather than steering a running one: it stops and joins the
-// producer (so both rings' other sides are quiet), empties both rings, and refills the free
-// ring with every slot the consumer does not hold. Which slots the consumer holds is
-// Slot::held, written under release_mutex by Next() and ReturnSlot(), so a Batch dropped
-// on another thread during a Seek goes back exactly once. lifecycle_mutex orders Seek()'s
-// replacement of the stop source and producer thread against Stop().
+// loader_pipeline.cc (the producer's oneTBB pipeline). The design note is at
+// the top of loader.cc. Not installed.
 
 #pragma once
 

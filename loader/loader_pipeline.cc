@@ -1,6 +1,6 @@
 // The producer's side of the Loader: the oneTBB pipeline (plan, decode, publish) that one
 // producer thread runs per start or Seek, and its hand-off to the ready ring. See the design
-// note in loader/loader_impl.h.
+// note in loader.cc.
 
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_pipeline.h>
