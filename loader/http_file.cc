@@ -27,10 +27,7 @@
 // as without a cache, instead of whole blocks that are never kept.
 
 #include <curl/curl.h>
-#include <dirent.h>
 #include <fcntl.h>
-#include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -45,6 +42,7 @@
 #include <thread>
 #include <vector>
 
+#include "loader/block_cache.h"
 #include "loader/file_io.h"
 #include "loader/range_file.h"
 #include "loader/shard_format.h"
@@ -53,11 +51,6 @@
 
 namespace tilefeed::loader::detail {
 namespace {
-
-void Count(std::atomic<std::uint64_t> RemoteCounters::*member, const RemoteOptions& o,
-           std::uint64_t n = 1) {
-  if (o.counters != nullptr) (o.counters->*member).fetch_add(n, std::memory_order_relaxed);
-}
 
 struct CurlDeleter {
   void operator()(CURL* curl) const noexcept { curl_easy_cleanup(curl); }
@@ -201,204 +194,6 @@ class HttpSession {
 std::shared_ptr<HttpSession> MakeHttpSession() { return std::make_shared<HttpSession>(); }
 
 namespace {
-
-class BlockCache {
- public:
-  BlockCache(const RemoteOptions& o, const std::string& url, std::uint64_t file_size,
-             const std::string& etag)
-      : options_(o), dir_(o.cache_dir + "/blocks") {
-    ::mkdir(o.cache_dir.c_str(), 0755);
-    ::mkdir(dir_.c_str(), 0755);
-    struct stat st;
-    if (::stat(dir_.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      throw SourceError(o.cache_dir, "cannot create the cache directory: " + ErrnoMessage(errno));
-    }
-    if (o.cache_limit < o.cache_block || o.cache_block == 0) {
-      throw SourceError(o.cache_dir, "cache_limit must be at least one block (" +
-                                         std::to_string(o.cache_block) + " bytes)");
-    }
-    // The ETag, when the server gives one, keys the version too: a file rewritten with
-    // the same size does not hit the old blocks.
-    std::string id = "checksummed blocks v2\n" + url + "\n" + std::to_string(file_size) + "\n" +
-                     std::to_string(o.cache_block);
-    if (!etag.empty()) id += "\n" + etag;
-    char hex[17];
-    std::snprintf(hex, sizeof(hex), "%016" PRIx64, Checksum(std::as_bytes(std::span(id))));
-    prefix_ = dir_ + "/" + hex + "-";
-  }
-
-  // Reads [from, from + length) of block `block` (block_bytes long) into the parts of
-  // `out` if it is cached and the checksums of the chunks read are right; a block that
-  // fails them is removed (counted in cache_bad). `scratch` holds the chunks read.
-  bool Lookup(std::uint64_t block, std::uint64_t from, std::span<const iovec> out,
-              std::uint64_t block_bytes, std::vector<std::byte>& scratch) const {
-    const std::string path = prefix_ + std::to_string(block);
-    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!fd) return false;
-    struct stat st;
-    if (::fstat(fd.get(), &st) != 0 ||
-        static_cast<std::uint64_t>(st.st_size) != block_bytes + 8 * ChunksOf(block_bytes)) {
-      return false;
-    }
-    std::uint64_t total = 0;
-    for (const iovec& p : out) total += p.iov_len;
-    if (total == 0) return true;
-    // The chunks [first, last] that hold the bytes, then their checksums.
-    const std::uint64_t first = from / kCacheChunk;
-    const std::uint64_t last = (from + total - 1) / kCacheChunk;
-    const std::uint64_t begin = first * kCacheChunk;
-    const std::uint64_t end = std::min((last + 1) * kCacheChunk, block_bytes);
-    const std::uint64_t sums = 8 * (last - first + 1);
-    scratch.resize(static_cast<std::size_t>(end - begin + sums));
-    if (PreadFull(fd.get(), scratch.data(), end - begin, static_cast<off_t>(begin)) !=
-            static_cast<ssize_t>(end - begin) ||
-        PreadFull(fd.get(), scratch.data() + (end - begin), sums,
-                  static_cast<off_t>(block_bytes + 8 * first)) != static_cast<ssize_t>(sums)) {
-      return false;
-    }
-    for (std::uint64_t c = first; c <= last; ++c) {
-      const std::uint64_t chunk_begin = c * kCacheChunk - begin;
-      const std::uint64_t chunk_end = std::min((c + 1) * kCacheChunk, block_bytes) - begin;
-      const std::span<const std::byte> chunk(scratch.data() + chunk_begin, chunk_end - chunk_begin);
-      if (Checksum(chunk) != LoadLittleEndian64(scratch.data() + (end - begin) + 8 * (c - first))) {
-        ::unlink(path.c_str());  // fetched again and stored afresh by this read
-        Count(&RemoteCounters::cache_bad, options_);
-        return false;
-      }
-    }
-    std::uint64_t at = from - begin;
-    for (const iovec& p : out) {
-      std::memcpy(p.iov_base, scratch.data() + at, p.iov_len);
-      at += p.iov_len;
-    }
-    // The LRU clock, at one-second resolution: no inode write on most hits.
-    timespec now;
-    ::clock_gettime(CLOCK_REALTIME, &now);
-    if (now.tv_sec > st.st_mtim.tv_sec) ::futimens(fd.get(), nullptr);
-    Count(&RemoteCounters::cache_hits, options_);
-    return true;
-  }
-
-  // Stores a whole block with its checksums, evicting least recently used blocks to stay
-  // under the limit. Returns an empty string, or why the block could not be stored.
-  std::string Store(std::uint64_t block, std::span<const std::byte> bytes) const {
-    const std::string lock_path = options_.cache_dir + "/lock";
-    UniqueFd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
-    if (!lock) return "cannot open " + lock_path + ": " + ErrnoMessage(errno);
-    int rc;
-    do {
-      rc = ::flock(lock.get(), LOCK_EX);
-    } while (rc != 0 && errno == EINTR);
-    if (rc != 0) return "cannot lock " + lock_path + ": " + ErrnoMessage(errno);
-    const std::uint64_t file_bytes = bytes.size() + 8 * ChunksOf(bytes.size());
-    std::string error = MakeRoom(file_bytes) ? Write(block, bytes)
-                                             : "cannot evict blocks from " + dir_ + " to make room";
-    ::flock(lock.get(), LOCK_UN);
-    return error;
-  }
-
- private:
-  // Checksummed chunks of a cached block: a hit reads and checks only the chunks it needs.
-  static constexpr std::uint64_t kCacheChunk = std::uint64_t{64} << 10;
-
-  static std::uint64_t ChunksOf(std::uint64_t block_bytes) {
-    return (block_bytes + kCacheChunk - 1) / kCacheChunk;
-  }
-  static std::uint64_t LoadLittleEndian64(const std::byte* p) {
-    std::uint64_t v = 0;
-    for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<std::uint64_t>(p[i]);
-    return v;
-  }
-
-  struct CachedBlock {
-    std::int64_t mtime_ns;
-    std::uint64_t bytes;
-    std::string name;
-  };
-
-  // Under the lock: removes LRU blocks until `incoming` more bytes fit.
-  bool MakeRoom(std::uint64_t incoming) const {
-    std::vector<CachedBlock> blocks;
-    std::uint64_t total = 0;
-    DIR* d = ::opendir(dir_.c_str());
-    if (d == nullptr) return false;
-    while (const dirent* e = ::readdir(d)) {
-      if (e->d_name[0] == '.') continue;
-      struct stat st;
-      const std::string name = dir_ + "/" + e->d_name;
-      if (::stat(name.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-      if (std::strstr(e->d_name, ".tmp") != nullptr) {
-        ::unlink(name.c_str());  // left by a writer that died holding the lock
-        continue;
-      }
-      const auto bytes = static_cast<std::uint64_t>(st.st_size);
-      total += bytes;
-      blocks.push_back(
-          {std::int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec, bytes, name});
-    }
-    ::closedir(d);
-    if (total + incoming <= options_.cache_limit) return true;
-    std::sort(blocks.begin(), blocks.end(),
-              [](const CachedBlock& a, const CachedBlock& b) { return a.mtime_ns < b.mtime_ns; });
-    for (const CachedBlock& b : blocks) {
-      if (total + incoming <= options_.cache_limit) break;
-      if (::unlink(b.name.c_str()) == 0) {
-        total -= b.bytes;
-        Count(&RemoteCounters::evictions, options_);
-      }
-    }
-    return total + incoming <= options_.cache_limit;
-  }
-
-  // The block's bytes and then their chunk checksums, written to a temporary name and
-  // renamed into place. Returns an empty string, or the failed call and its errno.
-  std::string Write(std::uint64_t block, std::span<const std::byte> bytes) const {
-    std::vector<std::byte> sums(8 * ChunksOf(bytes.size()));
-    for (std::uint64_t c = 0; c * kCacheChunk < bytes.size(); ++c) {
-      const std::uint64_t begin = c * kCacheChunk;
-      const std::uint64_t sum = Checksum(
-          bytes.subspan(begin, std::min<std::uint64_t>(kCacheChunk, bytes.size() - begin)));
-      for (int i = 0; i < 8; ++i) sums[8 * c + i] = static_cast<std::byte>(sum >> (8 * i));
-    }
-    const std::string path = prefix_ + std::to_string(block);
-    const std::string temp = path + ".tmp";
-    UniqueFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (!fd) return "cannot create " + temp + ": " + ErrnoMessage(errno);
-    std::string error;
-    for (const std::span<const std::byte> part : {bytes, std::span<const std::byte>(sums)}) {
-      if (error.empty() && !WriteFull(fd.get(), part)) error = "write: " + ErrnoMessage(errno);
-    }
-    if (error.empty() && ::rename(temp.c_str(), path.c_str()) != 0) {
-      error = "rename: " + ErrnoMessage(errno);
-    }
-    if (!error.empty()) {
-      ::unlink(temp.c_str());
-      return error;
-    }
-    Count(&RemoteCounters::cache_fills, options_);
-    return {};
-  }
-
-  // Writes all of `bytes`; false with errno set if a write fails (ENOSPC for a short one).
-  static bool WriteFull(int fd, std::span<const std::byte> bytes) {
-    std::size_t done = 0;
-    while (done < bytes.size()) {
-      const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return false;
-      if (n == 0) {
-        errno = ENOSPC;
-        return false;
-      }
-      done += static_cast<std::size_t>(n);
-    }
-    return true;
-  }
-
-  const RemoteOptions& options_;
-  std::string dir_;
-  std::string prefix_;
-};
 
 class HttpFile;
 

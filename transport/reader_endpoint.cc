@@ -18,6 +18,9 @@
 // and keeps the loader::Batch in `held` until the trainer's credit for that slot comes back;
 // dropping it then returns the slot to the loader, whose workers may write it again. Nothing
 // is copied.
+//
+// The trainer's arrival (hello, refusals, ZAP) is in reader_handshake.cc, SharedSlots in
+// shared_slots.cc; the types they share with this file in transport/reader_endpoint_impl.h.
 
 #include "tilefeed/transport/reader_endpoint.h"
 
@@ -45,6 +48,7 @@
 #include "tilefeed/transport/frame.h"
 #include "transport/connection_guard.h"
 #include "transport/event_fd.h"
+#include "transport/reader_endpoint_impl.h"
 #include "transport/shm.h"
 #include "transport/socket_util.h"
 #include "transport/zmq_context.h"
@@ -56,45 +60,12 @@ using detail::Clock;
 using detail::Control;
 using detail::MessageType;
 
-constexpr std::uint64_t kMaxCredits = 1024;
+using detail::InFlight;
+using detail::Item;
+using detail::kMaxCredits;
+using detail::Session;
+
 constexpr std::chrono::hours kLongWait(24);
-
-// What the producer thread hands to the loop, in order.
-struct Item {
-  enum Kind { kBatch, kEpochEnd, kEnd, kError };
-  Kind kind = kBatch;
-  loader::Batch batch;
-  std::uint64_t epoch = 0;
-  std::string error;
-};
-
-// Zero-copy messages that ZeroMQ still holds.
-class InFlight {
- public:
-  void Add() {
-    std::lock_guard lock(mutex_);
-    ++count_;
-  }
-  void Done() noexcept {
-    std::lock_guard lock(mutex_);
-    --count_;
-    // Notify under the lock: the waiter may destroy this object as soon as it sees zero.
-    if (count_ == 0) zero_.notify_all();
-  }
-  bool Idle() {
-    std::lock_guard lock(mutex_);
-    return count_ == 0;
-  }
-  void WaitForZero() {
-    std::unique_lock lock(mutex_);
-    zero_.wait(lock, [this] { return count_ == 0; });
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable zero_;
-  std::size_t count_ = 0;
-};
 
 struct ZeroCopyHint {
   loader::Batch batch;
@@ -115,102 +86,7 @@ void ReleaseBatch(void* /*data*/, void* hint) noexcept {
   in_flight->Done();
 }
 
-// One trainer's session: the loader that serves it (owned, or the borrowed one) and the
-// zero-copy messages ZeroMQ still holds of its slots. A session that ends with messages
-// still queued is retired until ZeroMQ has released them; only then may its loader go.
-struct Session {
-  std::unique_ptr<loader::Loader> owned;
-  loader::Loader* loader = nullptr;
-  InFlight in_flight;
-};
-
 }  // namespace
-
-struct ReaderEndpoint::Impl {
-  enum class State { kWaiting, kWelcomed, kStreaming, kFinishing };
-
-  Impl(Context& context, ReaderEndpointOptions options)
-      : options(std::move(options)),
-        socket(context.impl().context, zmq::socket_type::router),
-        ring(2) {}
-
-  void Setup(Context& context);
-  void Produce(std::stop_token token);
-  bool LoaderEnded() const;
-  void Send(const Control& control, bool more = false);
-  void SendPart(std::span<const std::byte> bytes, bool more);
-  void Welcome(std::uint64_t credits_wanted, const std::optional<SessionTerms>& agreed);
-  void Ready(std::uint64_t credits);
-  void Credit(std::uint64_t value);
-  bool CanSend() const;
-  void SendBatch(loader::Batch batch);
-  void SendError(const std::string& text);
-  void AnswerZap();
-  void Refuse(const std::string& id, zmq::message_t& first, const std::string& why);
-  void Hello(const std::string& id, std::vector<zmq::message_t>& parts, const Control& hello);
-  std::string HelloRefusal(const std::vector<zmq::message_t>& parts, const Control& hello,
-                           std::optional<SessionTerms>& agreed) const;
-  std::optional<SendResult> Handle(std::vector<zmq::message_t>& parts, bool too_many);
-  std::optional<SendResult> PeerLeft();
-  std::optional<SendResult> AfterFailure(std::vector<zmq::message_t>& parts, bool& too_many);
-  void Stream();
-  void KeepAlive();
-  void EndSession();
-  void ReapRetired(bool wait);
-  void Log(const std::string& line) const {
-    if (options.log) options.log(line);
-  }
-  [[noreturn]] void Fail(const std::string& reason) const {
-    throw TransportError("trainer at " + peer_name + ": " + reason);
-  }
-  [[noreturn]] void SendFailed(const zmq::error_t& e) {
-    // With router_mandatory, EHOSTUNREACH means the trainer's connection is gone; Run()
-    // then looks for a bye that came before it went.
-    if (e.num() == EHOSTUNREACH) peer_unreachable = true;
-    Fail(std::string("send failed: ") + e.what());
-  }
-
-  const ReaderEndpointOptions options;
-  zmq::socket_t socket;
-  std::optional<zmq::socket_t> zap;              // CURVE allow-list: the ZAP handler's socket
-  std::optional<detail::ConnectionGuard> guard;  // connections within the descriptor limit
-  std::set<std::string> allowed_keys;            // 32-byte binary public keys
-  std::set<std::string> refused_keys;            // logged once each (ZeroMQ retries)
-  std::string bound_endpoint;
-  std::string socket_path;  // ipc:// and shm://: the socket file this reader bound
-  ino_t socket_inode = 0;
-  detail::EventFd wake;
-  loader::SpscRing<Item> ring;
-  std::jthread producer;
-  std::atomic<std::uint64_t> sent{0};
-  bool ran = false;
-  std::uint64_t refusals = 0;
-
-  // What sessions are made of.
-  loader::Loader* borrowed = nullptr;  // the one-session constructor's loader
-  std::optional<SessionTerms> terms;   // what this reader serves; none: any hello
-  SessionOpener open;
-  std::unique_ptr<Session> session;
-  std::vector<std::unique_ptr<Session>> retired;
-
-  // The session with one trainer; touched only by Run's thread.
-  State state = State::kWaiting;
-  std::string peer_id;
-  std::string peer_name;
-  bool peer_unreachable = false;  // a send failed because the trainer disconnected
-  Clock::time_point last_sent;
-  Clock::time_point last_heard;
-  std::optional<Item> pending;
-  std::uint64_t end_epoch = 0;                     // the epoch after the last one ended
-  std::uint64_t credits = 0;                       // inline: batches we may send now
-  std::uint64_t granted = 0;                       // inline: credits the trainer granted in all
-  bool checksums = true;                           // the trainer verifies payloads
-  SharedSlots* shared = nullptr;                   // shared memory: the loader's slots
-  std::optional<detail::SlotLayout> layout;        // shared memory, once welcomed
-  std::uint64_t shared_credits = 0;                // shared memory: batches the trainer may hold
-  std::vector<std::optional<loader::Batch>> held;  // shared memory: by slot, at the trainer
-  std::uint64_t held_count = 0;
-};
 
 namespace {
 
@@ -557,158 +433,6 @@ void ReaderEndpoint::Impl::SendBatch(loader::Batch batch) {
   sent.fetch_add(1, std::memory_order_relaxed);
 }
 
-// Answers one ZAP request: 200 for an allowed CURVE key, 400 (and a line) for any other.
-void ReaderEndpoint::Impl::AnswerZap() {
-  std::vector<zmq::message_t> request;
-  while (true) {
-    zmq::message_t part;
-    if (!zap->recv(part, zmq::recv_flags::dontwait)) return;
-    const bool more = part.more();
-    request.push_back(std::move(part));
-    if (!more) break;
-  }
-  // version, request id, domain, address, identity, mechanism, credentials...
-  auto text = [&](std::size_t i) { return i < request.size() ? request[i].to_string() : ""; };
-  const std::string mechanism = text(5);
-  const std::string key = text(6);
-  const bool allowed = request.size() >= 7 && text(0) == "1.0" && mechanism == "CURVE" &&
-                       allowed_keys.count(key) != 0;
-  if (!allowed && options.on_refused && refused_keys.insert(key).second) {
-    std::string z85(41, '\0');
-    if (key.size() == 32) {
-      zmq_z85_encode(z85.data(), reinterpret_cast<const std::uint8_t*>(key.data()), 32);
-      z85.resize(40);
-    } else {
-      z85 = "(none)";
-    }
-    std::string line = "refused a trainer at ";
-    line.append(text(3).empty() ? "?" : text(3))
-        .append(": its CURVE public key ")
-        .append(z85)
-        .append(" is not on the allow-list");
-    options.on_refused(line);
-  }
-  const char* reply[] = {
-      "1.0", nullptr, allowed ? "200" : "400", allowed ? "OK" : "key not allowed", "", ""};
-  try {
-    for (std::size_t i = 0; i < 6; ++i) {
-      const zmq::send_flags flags = i + 1 < 6 ? zmq::send_flags::sndmore : zmq::send_flags::none;
-      if (i == 1) {
-        zap->send(zmq::buffer(text(1)), flags);
-      } else {
-        zap->send(zmq::buffer(std::string_view(reply[i])), flags);
-      }
-    }
-  } catch (const zmq::error_t&) {
-  }
-}
-
-void ReaderEndpoint::Impl::SendError(const std::string& text) {
-  try {
-    Send(Control{MessageType::kError}, /*more=*/true);
-    socket.send(zmq::buffer(text), zmq::send_flags::none);
-  } catch (const TransportError&) {
-    // The trainer is gone too; the loader's error is what Run reports.
-  } catch (const zmq::error_t&) {
-  }
-}
-
-void ReaderEndpoint::Impl::Refuse(const std::string& id, zmq::message_t& first,
-                                  const std::string& why) {
-  try {
-    socket.send(zmq::buffer(id), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-    detail::SendControl(socket, Control{MessageType::kError}, true);
-    const std::string text = "refused: " + why;
-    socket.send(zmq::buffer(text), zmq::send_flags::dontwait);
-  } catch (const zmq::error_t&) {
-    // The peer is gone already; the line below still says what happened.
-  }
-  // A flood of bad hellos must not flood the log: the first lines, then every 1000th.
-  constexpr std::uint64_t kLoggedInFull = 20;
-  ++refusals;
-  if (refusals > kLoggedInFull && refusals % 1000 != 0) return;
-  const char* address = nullptr;
-  try {
-    address = first.gets("Peer-Address");
-  } catch (const zmq::error_t&) {
-  }
-  std::string line = "refused a peer at ";
-  line.append(address != nullptr && *address != '\0' ? address : "?").append(": ").append(why);
-  if (refusals > kLoggedInFull) line += " (" + std::to_string(refusals) + " refusals so far)";
-  Log(line);
-}
-
-// Why a hello cannot open a session ("" if it can); sets `agreed` to the terms to serve.
-std::string ReaderEndpoint::Impl::HelloRefusal(const std::vector<zmq::message_t>& parts,
-                                               const Control& hello,
-                                               std::optional<SessionTerms>& agreed) const {
-  if (terms) {
-    const std::optional<SessionTerms> theirs =
-        parts.size() == 3 ? ParseSessionTerms(detail::Bytes(parts[2])) : std::nullopt;
-    if (!theirs) {
-      return "a hello without well-formed session terms (a " + std::to_string(kSessionTermsSize) +
-             "-byte part after the control part); this reader serves only trainers that state "
-             "what they expect";
-    }
-    if (const std::optional<std::string> differs = Disagreement(*theirs, *terms)) {
-      return "the trainer's terms differ from this reader's: " + *differs;
-    }
-    agreed = Agreed(*theirs, *terms);
-  }
-  if (hello.a == 0 || hello.a > kMaxCredits) {
-    return "a hello asking for " + std::to_string(hello.a) + " credits (1 to " +
-           std::to_string(kMaxCredits) + ")";
-  }
-  if (retired.size() >= 2) return "busy: earlier trainers' batches are still queued";
-  return "";
-}
-
-void ReaderEndpoint::Impl::Hello(const std::string& id, std::vector<zmq::message_t>& parts,
-                                 const Control& hello) {
-  std::optional<SessionTerms> agreed;
-  if (const std::string why = HelloRefusal(parts, hello, agreed); !why.empty()) {
-    return Refuse(id, parts[1], why);
-  }
-  auto next = std::make_unique<Session>();
-  if (borrowed != nullptr) {
-    next->loader = borrowed;
-  } else {
-    try {
-      next->owned = open(*agreed);
-    } catch (const std::exception& e) {
-      return Refuse(id, parts[1], std::string("cannot serve this position: ") + e.what());
-    }
-    next->loader = next->owned.get();
-  }
-  if (options.on_loader) options.on_loader(next->loader);
-  if (options.shared_memory || IsShmEndpoint(options.endpoint)) {
-    shared = dynamic_cast<SharedSlots*>(next->loader->options().slot_memory.get());
-    if (shared == nullptr) {
-      throw std::invalid_argument(
-          "SessionOpener: with shared memory the loader must decode into "
-          "a transport::SharedSlots");
-    }
-  }
-  session = std::move(next);
-  peer_id = id;
-  const char* address = nullptr;
-  try {
-    address = parts[1].gets("Peer-Address");
-  } catch (const zmq::error_t&) {
-  }
-  peer_name = address != nullptr && *address != '\0' ? address : bound_endpoint;
-  try {
-    guard->set_protected_fd(parts[1].get(ZMQ_SRCFD));
-  } catch (const zmq::error_t&) {
-  }
-  last_heard = Clock::now();
-  checksums = hello.b != 0;
-  end_epoch = session->loader->options().first_epoch;
-  producer = std::jthread([this](std::stop_token token) { Produce(token); });
-  state = State::kWelcomed;
-  Welcome(hello.a, agreed);
-}
-
 std::optional<SendResult> ReaderEndpoint::Impl::Handle(std::vector<zmq::message_t>& parts,
                                                        bool too_many) {
   if (parts.size() < 2) return std::nullopt;
@@ -880,55 +604,6 @@ SendResult ReaderEndpoint::Run(std::stop_token stop) {
     }
     s.ReapRetired(/*wait=*/false);
   }
-}
-
-struct SharedSlots::Impl {
-  detail::SlotLayout layout;
-  detail::ShmSegment segment;
-};
-
-SharedSlots::SharedSlots(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-SharedSlots::~SharedSlots() { impl_->segment.Unlink(); }
-const std::string& SharedSlots::name() const { return impl_->segment.name(); }
-std::size_t SharedSlots::slot_count() const { return impl_->layout.slot_count; }
-std::size_t SharedSlots::image_bytes() const { return impl_->layout.image_bytes; }
-std::size_t SharedSlots::max_samples() const { return impl_->layout.max_samples; }
-std::byte* SharedSlots::slot_data(std::size_t slot) const {
-  return impl_->segment.data() + slot * impl_->layout.stride();
-}
-void SharedSlots::Unlink() noexcept { impl_->segment.Unlink(); }
-
-std::shared_ptr<SharedSlots> SharedSlots::Create(const loader::LoaderOptions& options,
-                                                 std::string_view job_id) {
-  const std::uint64_t image_bytes =
-      std::uint64_t{options.batch_size} * options.image_size * options.image_size * 3;
-  const std::optional<detail::SlotLayout> layout =
-      detail::SlotLayout::Checked(options.prefetch_depth, image_bytes, options.batch_size);
-  if (!layout) {
-    throw TransportError("shared memory: " + std::to_string(options.prefetch_depth) + " slots of " +
-                         std::to_string(image_bytes) +
-                         " image bytes are out of bounds for a shared-memory ring");
-  }
-  // Names left by killed processes of this user are removed here, before adding ours.
-  detail::RemoveStaleSegments();
-  detail::ShmSegment segment =
-      detail::ShmSegment::Create(detail::MakeSegmentName(job_id), layout->total_bytes());
-  return std::make_shared<SharedSlots>(std::make_unique<Impl>(Impl{*layout, std::move(segment)}));
-}
-
-loader::SlotMemory::Spans SharedSlots::Slot(std::size_t slot, std::size_t slots,
-                                            std::size_t samples, std::size_t image_bytes) {
-  const detail::SlotLayout& layout = impl_->layout;
-  if (slots != layout.slot_count || slot >= slots || samples > layout.max_samples ||
-      image_bytes * samples > layout.image_bytes) {
-    throw std::invalid_argument(
-        "SharedSlots: made for other loader options (prefetch_depth, batch_size, image_size)");
-  }
-  std::byte* base = slot_data(slot);
-  return Spans{
-      {reinterpret_cast<std::uint8_t*>(base), layout.image_bytes},
-      {reinterpret_cast<std::int32_t*>(base + layout.label_offset()), layout.max_samples},
-      {reinterpret_cast<std::uint64_t*>(base + layout.index_offset()), layout.max_samples}};
 }
 
 }  // namespace tilefeed::transport

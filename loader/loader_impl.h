@@ -1,0 +1,253 @@
+// Internals of loader/loader.cc's Loader, shared by the files that implement it:
+// loader.cc (construction, the consumer side, Seek and state), loader_validate.cc (the
+// options' checks and the sizes they fix), loader_decode.cc (the decode stage) and
+// loader_pipeline.cc (the producer's oneTBB pipeline). The design note is at
+// the top of loader.cc. Not installed.
+
+#pragma once
+
+#include <atomic>
+#include <cassert>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <stop_token>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tilefeed/codecs/jpeg_coefficients.h"
+#include "tilefeed/codecs/jpeg_index.h"
+#include "tilefeed/codecs/png.h"
+#include "tilefeed/codecs/resize.h"
+#include "tilefeed/loader/loader.h"
+#include "tilefeed/loader/output_convert.h"
+#include "tilefeed/loader/ring.h"
+
+namespace tilefeed::loader {
+namespace detail {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::chrono::milliseconds kPollInterval{200};
+
+inline std::uint64_t Nanos(Clock::duration d) {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+}
+
+struct Slot {
+  // The slot's memory: `owned` unless LoaderOptions::slot_memory provides it.
+  std::span<std::uint8_t> images;
+  std::span<std::int32_t> labels;
+  std::span<std::uint64_t> indices;
+  std::vector<std::uint8_t> owned_images;
+  std::vector<std::int32_t> owned_labels;
+  std::vector<std::uint64_t> owned_indices;
+  // LoaderOptions::output's conversion of `images` (empty for uint8 output).
+  std::vector<std::byte> output;
+  std::uint64_t epoch = 0;
+  std::uint64_t batch = 0;
+  std::size_t size = 0;
+  bool held = false;  // handed to the consumer and not returned; under release_mutex
+  std::atomic<std::size_t> substituted{0};
+  // Rows decoded so far (chunks of one batch decode in parallel); publish checks that
+  // the whole batch is in before the slot goes to the consumer.
+  std::atomic<std::size_t> decoded{0};
+  // The first failure of the batch (lowest row) under kFail, or a batch that found no
+  // substitute under kSkip. Written by workers under error_mutex; read by the consumer
+  // after the publish filter handed the slot over.
+  std::mutex error_mutex;
+  std::size_t error_row = 0;
+  std::string error;
+};
+
+// An entry of the ready ring.
+struct Ready {
+  enum Kind : std::uint8_t { kBatch, kEndOfEpoch, kDone };
+  Kind kind = kBatch;
+  std::size_t slot = 0;
+};
+
+// A unit of work through the pipeline: positions [begin, end) of one batch, or a marker.
+struct Chunk {
+  Ready::Kind kind = Ready::kBatch;
+  std::size_t slot = 0;
+  std::uint64_t epoch = 0;
+  std::size_t batch_begin = 0;  // position of the batch's first sample in the epoch order
+  std::size_t begin = 0;
+  std::size_t end = 0;
+  bool last_of_batch = false;
+  std::shared_ptr<const EpochOrder> order;
+};
+
+// Chunks waiting between the pipeline's stages. Tokens through TBB are plain numbers, so
+// TBB never allocates or copies a Chunk: chunk n waits in entry n % size(). No live token
+// shares an entry: TBB keeps at most size() tokens alive and the last stage is serial in
+// order, so chunk n has left the pipeline before chunk n + size() is planned.
+class ChunkTable {
+ public:
+  explicit ChunkTable(std::size_t size) : entries_(size) {}
+
+  std::size_t size() const { return entries_.size(); }
+
+  // Stores the next chunk and returns its token. Only the serial plan stage calls it.
+  std::uint64_t Put(Chunk chunk) {
+    const std::uint64_t token = next_token_++;
+    Entry& entry = entries_[token % entries_.size()];
+    entry.chunk = std::move(chunk);
+    entry.token = token;
+    return token;
+  }
+
+  // The chunk of a live token.
+  const Chunk& At(std::uint64_t token) const {
+    const Entry& entry = entries_[token % entries_.size()];
+    assert(entry.token == token);
+    return entry.chunk;
+  }
+
+ private:
+  struct Entry {
+    Chunk chunk;
+    std::uint64_t token = ~std::uint64_t{0};
+  };
+  std::vector<Entry> entries_;
+  std::uint64_t next_token_ = 0;
+};
+
+// Per-worker state: one decoder and scratch each, reused for every sample. The indexed
+// decoder wraps the worker's only JpegDecoder (decoder.decoder()), which also decodes
+// plain JPEGs, so a worker holds one libjpeg handle whatever its records are. PNGs
+// share the JPEG pixel limit.
+struct Worker {
+  explicit Worker(const codecs::JpegOptions& options)
+      : decoder(options),
+        coefficients(options),
+        png(codecs::PngOptions{.max_pixels = options.max_pixels}) {}
+  codecs::IndexedJpegDecoder decoder;
+  codecs::CoefficientDecoder coefficients;  // kCoefficients records
+  codecs::PngDecoder png;
+  codecs::Resizer resizer;
+  std::vector<std::byte> bytes;
+  std::vector<std::uint8_t> raw;
+  // A chunk's samples, read with one Source::ReadMany. The buffers keep their capacity
+  // from chunk to chunk up to kRetainedSampleBytes each (see DecodeChunk).
+  std::vector<std::uint64_t> chunk_samples;
+  std::vector<std::vector<std::byte>> chunk_bytes;
+  std::vector<ReadResult> chunk_reads;
+};
+
+// Raw HWC pixels to crop and resize.
+struct RawPixels {
+  const std::uint8_t* pixels = nullptr;
+  int width = 0;
+  int height = 0;
+  int channels = 0;
+};
+
+// Where one decoded sample goes and how long each part took.
+struct SampleTimes {
+  std::uint64_t read_ns = 0;
+  std::uint64_t decode_ns = 0;
+  std::uint64_t resize_ns = 0;
+  std::uint64_t bytes = 0;
+};
+
+}  // namespace detail
+
+struct Loader::Impl {
+  std::unique_ptr<Source> source;
+  LoaderOptions options;
+  int workers = 1;
+  std::size_t samples_per_epoch = 0;
+  std::size_t batches_per_epoch = 0;
+  std::size_t slot_bytes = 0;
+  std::size_t image_bytes = 0;
+  std::size_t chunk_size = 1;
+  int height = 0;  // of every output image: image_height/width, or image_size square
+  int width = 0;
+  std::optional<OutputConverter> converter;  // LoaderOptions::output, unless uint8
+
+  std::vector<std::unique_ptr<detail::Slot>> slots;
+  SpscRing<std::size_t> free_ring;
+  SpscRing<detail::Ready> ready_ring;
+  std::mutex next_mutex;
+  std::mutex release_mutex;
+  // Batches Next() returned whose slots have not come back: all of them means the next
+  // batch can only come from a slot the consumer releases.
+  std::atomic<std::size_t> handed_out{0};
+  std::mutex lifecycle_mutex;        // Stop() against Seek()'s new stop source and producer
+  std::atomic<bool> stopped{false};  // Stop() was called
+  bool paused = false;               // Pause()d; under next_mutex and lifecycle_mutex
+  std::stop_source stop;
+  std::jthread producer;
+  std::exception_ptr pipeline_error;  // set by the producer thread before kDone
+  // Where the running pipeline started: the options' first epoch and position, or Seek()'s.
+  std::uint64_t start_epoch = 0;
+  std::uint64_t start_position = 0;
+  // The index of the first batch of start_epoch: 0, or after Resume() the batches of that
+  // epoch already delivered, so that a paused loader numbers its batches as before.
+  std::uint64_t start_batch = 0;
+
+  // Consumer-side state, under next_mutex.
+  bool done = false;
+  LoaderState position;          // where the consumer stands
+  std::uint64_t next_batch = 0;  // the index of the batch after the last one handed out
+  std::optional<std::string> failure;
+  // Since when every slot has been held by the consumer, across timed-out Next() calls.
+  std::optional<detail::Clock::time_point> held_since;
+  bool wait_resumed = false;  // the last Next() timed out (its ring observation counted)
+
+  // Metrics.
+  detail::Clock::time_point start = detail::Clock::now();
+  std::atomic<std::uint64_t> images{0}, batches{0}, bad{0}, bytes_read{0};
+  std::atomic<std::uint64_t> read_ns{0}, decode_ns{0}, resize_ns{0}, wait_ns{0};
+  std::atomic<std::uint64_t> ready_observations{0}, ready_sum{0};
+  mutable std::mutex bad_mutex;
+  std::vector<BadSample> bad_samples;
+
+  Impl(std::unique_ptr<Source> src, LoaderOptions opts)
+      : source(std::move(src)),
+        options(std::move(opts)),
+        free_ring(std::max<std::size_t>(options.prefetch_depth, 1)),
+        ready_ring(2 * std::max<std::size_t>(options.prefetch_depth, 1) + 4) {}
+
+  class Pipeline;
+
+  void Validate();
+  void Run(std::stop_token token);
+  codecs::PixelView RowView(detail::Slot& slot, std::size_t row);
+  void DecodeChunk(detail::Worker& worker, const detail::Chunk& chunk,
+                   const std::stop_token& token);
+  codecs::CropPlan PlanCrop(SampleRng& rng, int width, int height) const;
+  std::uint64_t ResizeRaw(detail::Worker& worker, SampleRng& rng, const detail::RawPixels& raw,
+                          const codecs::PixelView& out) const;
+  codecs::DecodeReport DecodeImage(detail::Worker& worker, SampleRng& rng,
+                                   const std::vector<std::byte>& bytes, const SampleInfo& info,
+                                   const codecs::PixelView& out) const;
+  void DecodeOne(detail::Worker& worker, std::uint64_t epoch, std::uint64_t sample,
+                 const std::vector<std::byte>& bytes, const SampleInfo& info,
+                 std::uint64_t sample_read_ns, const codecs::PixelView& out, std::int32_t& label);
+  void HandleBadSample(detail::Worker& worker, const detail::Chunk& chunk, std::size_t position,
+                       std::uint64_t sample, const std::string& reason);
+  void ReadAndDecode(detail::Worker& worker, std::uint64_t epoch, std::uint64_t sample,
+                     const codecs::PixelView& out, std::int32_t& label);
+  void Report(std::uint64_t epoch, std::uint64_t sample, const std::string& reason);
+  void PushReady(detail::Ready ready, const std::stop_token& token);
+  std::optional<detail::Ready> PopReady(detail::Clock::time_point deadline);
+  std::string HeldSlotsMessage() const;
+  void ReturnSlot(std::size_t slot) noexcept;
+  Batch HandOut(Loader* loader, std::size_t slot_index);
+  void FinishPipeline();
+  bool InEpochRange(std::uint64_t epoch) const;
+  void CheckSeek(const LoaderState& state) const;
+  void StartProducer();
+  void ReclaimSlots();
+};
+
+}  // namespace tilefeed::loader

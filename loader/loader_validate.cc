@@ -1,0 +1,179 @@
+// The Loader's options: OptionsProblem, the one check of every LoaderOptions field, and
+// Loader::Impl::Validate, which applies it to a source and fixes the sizes the pipeline
+// runs with (workers, slots, chunks), refusing slots the machine cannot hold.
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <iomanip>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+
+#include "loader/loader_impl.h"
+#include "tilefeed/loader/option_specs.h"
+
+namespace tilefeed::loader {
+
+namespace {
+
+// The cores this process may run on: its CPU affinity (mpirun --bind-to core, taskset,
+// cgroups cpusets narrow it), which is also what oneTBB sizes its pool by; at least 1.
+int UsableCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+// This machine's memory: its physical memory, or the cgroup's limit (memory.max) if lower.
+std::uint64_t MachineMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  std::uint64_t bytes = pages > 0 && page > 0 ? std::uint64_t(pages) * std::uint64_t(page)
+                                              : std::numeric_limits<std::uint64_t>::max();
+  std::ifstream cgroup("/sys/fs/cgroup/memory.max");
+  std::uint64_t limit = 0;
+  if (cgroup >> limit && limit > 0) bytes = std::min(bytes, limit);
+  return bytes;
+}
+
+// Refuses batch slots the machine cannot hold, with the arithmetic, before allocating any:
+// a huge batch was std::bad_alloc, and a huge prefetch depth grew for gigabytes first.
+void CheckMemory(const LoaderOptions& o, int height, int width, std::size_t image_bytes) {
+  const long double per_sample = static_cast<long double>(image_bytes) + 12;
+  const long double batch = per_sample * static_cast<long double>(o.batch_size);
+  const long double total = batch * static_cast<long double>(o.prefetch_depth);
+  const std::uint64_t memory = MachineMemoryBytes();
+  auto text = [](long double v) { return std::to_string(static_cast<unsigned long long>(v)); };
+  const std::string arithmetic = "batch " + std::to_string(o.batch_size) + " x " +
+                                 std::to_string(height) + " x " + std::to_string(width) +
+                                 " x 3 (+ 12 bytes of label and index each) = " + text(batch) +
+                                 " bytes";
+  if (batch > static_cast<long double>(memory)) {
+    throw std::invalid_argument("LoaderOptions: one batch is more than this machine's " +
+                                std::to_string(memory) + " bytes of memory: " + arithmetic);
+  }
+  if (total > static_cast<long double>(memory)) {
+    throw std::invalid_argument(
+        "LoaderOptions: prefetch_depth " + std::to_string(o.prefetch_depth) + " slots x " +
+        arithmetic + " = " + text(total) + " bytes, more than this machine's " +
+        std::to_string(memory) + " bytes of memory; lower the prefetch depth or the batch");
+  }
+}
+
+// "(0.5, 0.1)": a (min, max) pair as Python writes it.
+std::string PairText(double min, double max) {
+  std::ostringstream out;
+  out << std::setprecision(15) << '(' << min << ", " << max << ')';
+  return out.str();
+}
+
+// The problem of a crop range (min, max) named `name`, or nullopt when 0 < min <= max.
+std::optional<std::string> CropRangeProblem(const char* name, double min, double max) {
+  if (std::isfinite(min) && std::isfinite(max) && min > 0 && min <= max) return std::nullopt;
+  return std::string(name) + "=(min, max) needs 0 < min <= max, got " + PairText(min, max);
+}
+
+}  // namespace
+
+std::optional<std::string> OptionsProblem(const LoaderOptions& o) {
+  std::optional<std::string> problem;
+  const auto check = [&problem](const OptionSpec& spec, const char* name, double value) {
+    if (!problem) problem = RangeProblem(spec, name, value);
+  };
+  const auto require = [&problem](std::optional<std::string> found) {
+    if (!problem) problem = std::move(found);
+  };
+  check(kBatchSize, "batch_size", static_cast<double>(o.batch_size));
+  const bool rectangle = o.image_height > 0 || o.image_width > 0;
+  if (rectangle) {
+    check(kImageSize, "image_height", o.image_height);
+    check(kImageSize, "image_width", o.image_width);
+  } else {
+    check(kImageSize, "image_size", o.image_size);
+  }
+  check(kEvalResize, "eval_resize", o.eval_resize);
+  const int longer = rectangle ? std::max(o.image_height, o.image_width) : o.image_size;
+  if (o.mode == Mode::kEval && o.eval_resize < longer) {
+    require("eval_resize must be at least image_size (" + std::to_string(longer) +
+            ") in eval mode, got " + std::to_string(o.eval_resize));
+  }
+  require(CropRangeProblem("crop_scale", o.crop.scale_min, o.crop.scale_max));
+  require(CropRangeProblem("crop_ratio", o.crop.ratio_min, o.crop.ratio_max));
+  check(kFlipProbability, "flip_probability", o.flip_probability);
+  if (o.slice.count < 1 || o.slice.index < 0 || o.slice.index >= o.slice.count) {
+    require("slice=(index, count) needs count >= 1 and 0 <= index < count, got (" +
+            std::to_string(o.slice.index) + ", " + std::to_string(o.slice.count) + ")");
+  }
+  check(kWorkers, "workers", o.workers);
+  check(kPrefetchDepth, "prefetch_depth", static_cast<double>(o.prefetch_depth));
+  check(kMaxSubstituteAttempts, "max_substitute_attempts", o.max_substitute_attempts);
+  if (o.held_slots_timeout != std::chrono::milliseconds::max()) {  // max(): wait forever
+    check(kHeldSlotsTimeout, "held_slots_timeout",
+          static_cast<double>(o.held_slots_timeout.count()) / 1000.0);
+  }
+  if (o.jpeg.max_pixels < 1) {
+    require("max_pixels must be at least 1, got " + std::to_string(o.jpeg.max_pixels));
+  }
+  if (o.jpeg.max_scans < 1) {
+    require("max_scans must be at least 1, got " + std::to_string(o.jpeg.max_scans));
+  }
+  return problem;
+}
+
+void Loader::Impl::Validate() {
+  const LoaderOptions& o = options;
+  auto require = [](bool ok, const char* what) {
+    if (!ok) throw std::invalid_argument(std::string("LoaderOptions: ") + what);
+  };
+  require(source != nullptr, "no source");
+  require(source->size() > 0, "the source is empty");
+  if (auto problem = OptionsProblem(o)) throw std::invalid_argument("LoaderOptions: " + *problem);
+  const bool rectangle = o.image_height > 0 || o.image_width > 0;
+  height = rectangle ? o.image_height : o.image_size;
+  width = rectangle ? o.image_width : o.image_size;
+  const OutputConverter output(o.output);  // throws for a bad mean or std
+  if (o.output.dtype != OutputDType::kUint8) {
+    require(o.layout == Layout::kNhwc,
+            "a converted output needs layout kNhwc (output.layout "
+            "is the converted batch's)");
+    converter.emplace(output);
+  }
+  if (o.expected_dataset_size != 0 && o.expected_dataset_size != source->size()) {
+    throw std::invalid_argument("LoaderOptions: the saved state is for a dataset of " +
+                                std::to_string(o.expected_dataset_size) +
+                                " samples; this source has " + std::to_string(source->size()));
+  }
+  require(o.first_epoch_position <= source->size(),
+          "first_epoch_position is past the end of the dataset");
+  position = LoaderState{o.seed, o.first_epoch, o.first_epoch_position, source->size()};
+  start_epoch = o.first_epoch;
+  start_position = o.first_epoch_position;
+  // EpochOrder validates the slice; epoch 0 gives the sizes of every epoch.
+  const EpochOrder probe(source->size(), o.seed, 0, false, o.slice, o.remainder, 0, o.locality);
+  samples_per_epoch = probe.size();
+  batches_per_epoch = samples_per_epoch / o.batch_size;
+  if (!o.drop_last_batch && samples_per_epoch % o.batch_size != 0) ++batches_per_epoch;
+  if (batches_per_epoch == 0) {
+    throw std::invalid_argument("LoaderOptions: instance " + std::to_string(o.slice.index) +
+                                " of " + std::to_string(o.slice.count) + " gets " +
+                                std::to_string(samples_per_epoch) +
+                                " samples per epoch, not one full batch of " +
+                                std::to_string(o.batch_size) + " (drop_last_batch is set)");
+  }
+  workers = o.workers > 0 ? o.workers : UsableCores();
+  image_bytes = static_cast<std::size_t>(height) * static_cast<std::size_t>(width) * 3;
+  CheckMemory(o, height, width, image_bytes);
+  slot_bytes =
+      image_bytes * o.batch_size + o.batch_size * (sizeof(std::int32_t) + sizeof(std::uint64_t));
+  // Chunks small enough that every worker has several per batch, large enough that the
+  // per-token overhead vanishes next to a decode.
+  chunk_size =
+      std::clamp<std::size_t>(o.batch_size / (4 * static_cast<std::size_t>(workers)), 1, 16);
+}
+
+}  // namespace tilefeed::loader
