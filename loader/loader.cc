@@ -50,10 +50,11 @@ using detail::Nanos;
 using detail::Ready;
 using detail::Slot;
 
-Loader::Loader(std::unique_ptr<Source> source, LoaderOptions options)
+Loader::Loader(std::unique_ptr<Source> source, LoaderOptions options,
+               std::optional<LoaderState> start)
     : impl_(std::make_unique<Impl>(std::move(source), std::move(options))) {
   Impl& s = *impl_;
-  s.Validate();
+  s.Validate(start);
   const std::size_t batch_size = s.options.batch_size;
   const std::size_t depth = s.options.prefetch_depth;
   for (std::size_t i = 0; i < depth; ++i) {
@@ -285,8 +286,7 @@ bool Loader::ended() const {
 
 // Whether `epoch` is one this loader produces: [first_epoch, first_epoch + epochs).
 bool Loader::Impl::InEpochRange(std::uint64_t epoch) const {
-  return options.epochs == 0 ||
-         (epoch >= options.first_epoch && epoch - options.first_epoch < options.epochs);
+  return options.epochs == 0 || (epoch >= first_epoch && epoch - first_epoch < options.epochs);
 }
 
 void Loader::Impl::CheckSeek(const LoaderState& state) const {
@@ -418,13 +418,7 @@ LoaderState LoaderState::Parse(const std::string& text) {
   return state;
 }
 
-void LoaderState::ApplyTo(LoaderOptions& options) const {
-  options.seed = seed;
-  options.first_epoch = epoch;
-  options.first_epoch_position = position;
-  options.expected_dataset_size = dataset_size;
-}
-
+std::uint64_t Loader::first_epoch() const { return impl_->first_epoch; }
 std::size_t Loader::batches_per_epoch() const { return impl_->batches_per_epoch; }
 std::size_t Loader::samples_per_epoch() const { return impl_->samples_per_epoch; }
 const Source& Loader::source() const { return *impl_->source; }

@@ -187,7 +187,9 @@ struct Loader::Impl {
   std::stop_source stop;
   std::jthread producer;
   std::exception_ptr pipeline_error;  // set by the producer thread before kDone
-  // Where the running pipeline started: the options' first epoch and position, or Seek()'s.
+  // The first epoch of the range [first_epoch, first_epoch + epochs): the start state's.
+  std::uint64_t first_epoch = 0;
+  // Where the running pipeline started: the start state's epoch and position, or Seek()'s.
   std::uint64_t start_epoch = 0;
   std::uint64_t start_position = 0;
   // The index of the first batch of start_epoch: 0, or after Resume() the batches of that
@@ -219,7 +221,8 @@ struct Loader::Impl {
 
   class Pipeline;
 
-  void Validate();
+  // Checks the options (and `start`) and sets what follows from them: sizes, the position.
+  void Validate(const std::optional<LoaderState>& start);
   void Run(std::stop_token token);
   codecs::PixelView RowView(detail::Slot& slot, std::size_t row);
   void DecodeChunk(detail::Worker& worker, const detail::Chunk& chunk,

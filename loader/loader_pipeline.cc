@@ -107,7 +107,7 @@ class Loader::Impl::Pipeline {
   // Draws epoch_'s order; false once every epoch asked for has been planned.
   bool StartEpoch() {
     const LoaderOptions& o = loader_.options;
-    if (o.epochs != 0 && epoch_ >= o.first_epoch + o.epochs) return false;
+    if (o.epochs != 0 && epoch_ >= loader_.first_epoch + o.epochs) return false;
     const std::uint64_t start = epoch_ == loader_.start_epoch ? loader_.start_position : 0;
     order_ = std::make_shared<const EpochOrder>(loader_.source->size(), o.seed, epoch_, o.shuffle,
                                                 o.slice, o.remainder, start, o.locality);

@@ -125,7 +125,8 @@ std::optional<std::string> OptionsProblem(const LoaderOptions& o) {
   return problem;
 }
 
-void Loader::Impl::Validate() {
+void Loader::Impl::Validate(const std::optional<LoaderState>& start) {
+  if (start) options.seed = start->seed;  // a checkpoint's seed is the run's
   const LoaderOptions& o = options;
   auto require = [](bool ok, const char* what) {
     if (!ok) throw std::invalid_argument(std::string("LoaderOptions: ") + what);
@@ -143,16 +144,20 @@ void Loader::Impl::Validate() {
             "is the converted batch's)");
     converter.emplace(output);
   }
-  if (o.expected_dataset_size != 0 && o.expected_dataset_size != source->size()) {
-    throw std::invalid_argument("LoaderOptions: the saved state is for a dataset of " +
-                                std::to_string(o.expected_dataset_size) +
-                                " samples; this source has " + std::to_string(source->size()));
+  if (start && start->dataset_size != source->size()) {
+    throw std::invalid_argument("Loader: the start state is for a dataset of " +
+                                std::to_string(start->dataset_size) + " samples; this source has " +
+                                std::to_string(source->size()));
   }
-  require(o.first_epoch_position <= source->size(),
-          "first_epoch_position is past the end of the dataset");
-  position = LoaderState{o.seed, o.first_epoch, o.first_epoch_position, source->size()};
-  start_epoch = o.first_epoch;
-  start_position = o.first_epoch_position;
+  const LoaderState at = start.value_or(LoaderState{o.seed, 0, 0, source->size()});
+  if (at.position > source->size()) {
+    throw std::invalid_argument("Loader: the start state's position " +
+                                std::to_string(at.position) + " is past the dataset's end (" +
+                                std::to_string(source->size()) + " samples)");
+  }
+  position = at;
+  first_epoch = start_epoch = at.epoch;
+  start_position = at.position;
   // EpochOrder validates the slice; epoch 0 gives the sizes of every epoch.
   const EpochOrder probe(source->size(), o.seed, 0, false, o.slice, o.remainder, 0, o.locality);
   samples_per_epoch = probe.size();

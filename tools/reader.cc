@@ -134,8 +134,8 @@ struct Args {
   std::string job_id = "0";
   tools::RemoteFlags remote;
   metrics::Flags metrics;
-  std::string resume;            // --resume: a LoaderState line; "" when not given
-  bool position_pinned = false;  // --resume given
+  std::string resume;                         // --resume: a LoaderState line; "" when not given
+  std::optional<loader::LoaderState> pinned;  // --resume's state: serve only that position
 };
 
 std::chrono::milliseconds Milliseconds(double seconds) {
@@ -356,11 +356,12 @@ int Serve(Args& args, const CLI::App& app, std::stop_token stop) {
   for (const std::string& note : opened.notes) Log("data: " + note);
   const std::unique_ptr<loader::Source> source = std::move(opened.source);
   transport::SessionTerms terms =
-      transport::TermsOf(args.options, transport::IdentityOf(*source), args.options.epochs);
-  terms.position_pinned = args.position_pinned;
-  if (args.position_pinned && args.options.expected_dataset_size != source->size()) {
+      transport::TermsOf(args.options, transport::IdentityOf(*source), args.options.epochs,
+                         args.pinned.value_or(loader::LoaderState{}));
+  terms.position_pinned = args.pinned.has_value();
+  if (args.pinned && args.pinned->dataset_size != source->size()) {
     throw std::invalid_argument("--resume: the state is for a dataset of " +
-                                std::to_string(args.options.expected_dataset_size) +
+                                std::to_string(args.pinned->dataset_size) +
                                 " samples; --data has " + std::to_string(source->size()));
   }
   transport::ReaderEndpointOptions& sender_options = args.sender;
@@ -374,13 +375,14 @@ int Serve(Args& args, const CLI::App& app, std::stop_token stop) {
   // the loader decodes straight into fresh slots the trainer maps.
   const std::uint64_t dataset_size = source->size();
   auto open = [&](const transport::SessionTerms& agreed) {
-    loader::LoaderOptions o = transport::SessionLoaderOptions(args.options, agreed, dataset_size);
+    transport::SessionLoader session =
+        transport::SessionLoaderOf(args.options, agreed, dataset_size);
     if (sender_options.shared_memory)
-      o.slot_memory = transport::SharedSlots::Create(o, args.job_id);
-    Log("serving a trainer from epoch " + std::to_string(o.first_epoch) + " position " +
-        std::to_string(o.first_epoch_position));
+      session.options.slot_memory = transport::SharedSlots::Create(session.options, args.job_id);
+    Log("serving a trainer from epoch " + std::to_string(session.start.epoch) + " position " +
+        std::to_string(session.start.position));
     return std::make_unique<loader::Loader>(loader::OpenDataset(args.data, dataset_options).source,
-                                            o);
+                                            session.options, session.start);
   };
   metrics::Session metrics = OpenMetrics(args, app, *source);
   sender_options.on_loader = [&metrics](const loader::Loader* serving) {
@@ -417,8 +419,8 @@ int Main(int argc, char** argv) {
   if (const auto rc = tools::ParseArgs(app, argc, argv, "tilefeed-serve")) return *rc;
   if (!args.curve_keygen.empty()) return KeyGen(args.curve_keygen);
   if (!args.resume.empty()) {  // the position (and seed, and dataset size) a trainer must have
-    loader::LoaderState::Parse(args.resume).ApplyTo(args.options);
-    args.position_pinned = true;
+    args.pinned = loader::LoaderState::Parse(args.resume);
+    args.options.seed = args.pinned->seed;  // the trainer's seed is the reader's
   }
   if (const std::optional<int> rc = CheckArgs(args)) return *rc;
 

@@ -507,22 +507,23 @@ loader::LoaderOptions LoaderOptionsOf(const Instance& job, std::size_t local_bat
   return o;
 }
 
-// One data position for both modes: a local loader continues from the checkpoint's
-// (ApplyTo), and the readers are asked for it in the session terms. Returns the first epoch.
-std::uint64_t Restore(Instance& job, trainer::Trainer& trainer,
-                      const std::optional<trainer::Checkpoint>& checkpoint,
-                      loader::LoaderOptions& loader_options) {
-  if (!checkpoint) return 0;
+// One data position for both modes: a local loader starts at the checkpoint's, and the
+// readers are asked for it in the session terms. The checkpoint's seed is the run's. Returns
+// where the data starts: the checkpoint's position, or none (epoch 0).
+std::optional<loader::LoaderState> Restore(Instance& job, trainer::Trainer& trainer,
+                                           const std::optional<trainer::Checkpoint>& checkpoint,
+                                           loader::LoaderOptions& loader_options) {
+  if (!checkpoint) return std::nullopt;
   trainer.Restore(*checkpoint);
   const loader::LoaderState& resumed = checkpoint->data_position;
-  resumed.ApplyTo(loader_options);
+  loader_options.seed = resumed.seed;
   job.console.Log("resume: step " + std::to_string(checkpoint->step) + ", " + resumed.Serialize());
   if (job.remote()) {
     job.console.Log("resume: each reader serves from this trainer's position (epoch " +
                     std::to_string(resumed.epoch) + ", position " +
                     std::to_string(resumed.position) + "); nothing to pass to the readers");
   }
-  return resumed.epoch;
+  return resumed;
 }
 
 // One epoch of --data's val/ split in eval mode on this instance's slice, per call.
@@ -535,9 +536,6 @@ trainer::Trainer::ValidationFactory MakeValidation(const Instance& job,
     o.eval_resize = std::max(o.image_size, o.image_size * 8 / 7);
     o.shuffle = false;
     o.drop_last_batch = false;
-    o.first_epoch = 0;
-    o.first_epoch_position = 0;
-    o.expected_dataset_size = 0;
     o.epochs = 1;
     return std::make_unique<transport::OwningLoaderStream>(std::make_unique<loader::Loader>(
         OpenValidationSplit(job.args.data, tools::ToRemoteOptions(job.args.remote)), o));
@@ -559,7 +557,8 @@ std::string PerInstance(const Instance& job, const std::string& list, const char
 
 // How this instance connects to its reader, on the terms its own loader would have served.
 transport::StreamOptions ReaderStreamOptions(const Instance& job,
-                                             const loader::LoaderOptions& loader_options) {
+                                             const loader::LoaderOptions& loader_options,
+                                             const loader::LoaderState& start) {
   const Args& args = job.args;
   transport::StreamOptions o;
   o.endpoint = job.endpoints[static_cast<std::size_t>(job.rank)];
@@ -575,7 +574,7 @@ transport::StreamOptions ReaderStreamOptions(const Instance& job,
   if (job.identity) dataset = {job.identity->samples, job.identity->digest};
   // --seed or the checkpoint's, the checkpoint's position, and drop-last as this trainer's own
   // loader: the reader's epochs, seed and slice decide the data.
-  o.terms = transport::TermsOf(loader_options, dataset, args.epochs);
+  o.terms = transport::TermsOf(loader_options, dataset, args.epochs, start);
   o.classes = static_cast<std::uint32_t>(std::max(job.classes, 0));
   return o;
 }
@@ -583,11 +582,11 @@ transport::StreamOptions ReaderStreamOptions(const Instance& job,
 // Disaggregated mode: trains on this instance's reader's batches. --epochs, --seed (for
 // data), --workers and --prefetch-depth here only shape the local validation loader.
 void TrainFromReader(Instance& job, trainer::Trainer& trainer,
-                     const loader::LoaderOptions& loader_options,
+                     const loader::LoaderOptions& loader_options, const loader::LoaderState& start,
                      const std::optional<trainer::Checkpoint>& checkpoint,
                      const trainer::Trainer::ValidationFactory& make_validation) {
   transport::Context context;
-  const transport::StreamOptions stream_options = ReaderStreamOptions(job, loader_options);
+  const transport::StreamOptions stream_options = ReaderStreamOptions(job, loader_options, start);
   std::optional<std::chrono::milliseconds> reconnect;
   if (job.args.reconnect) reconnect = Milliseconds(job.args.reconnect_window);
   transport::ReconnectingStream stream(
@@ -618,11 +617,12 @@ void TrainFromReader(Instance& job, trainer::Trainer& trainer,
 
 // Trains on this instance's slice of --data through an in-process loader.
 void TrainFromData(Instance& job, trainer::Trainer& trainer, metrics::Session& metrics,
-                   loader::LoaderOptions loader_options, std::uint64_t first_epoch,
+                   loader::LoaderOptions loader_options,
+                   const std::optional<loader::LoaderState>& start,
                    const trainer::Trainer::ValidationFactory& make_validation) {
   if (!job.has_data()) throw std::invalid_argument("--data is required without --readers");
-  loader_options.epochs = job.args.epochs - first_epoch;
-  loader::Loader train_loader(std::move(job.train_source), loader_options);
+  loader_options.epochs = job.args.epochs - (start ? start->epoch : 0);
+  loader::Loader train_loader(std::move(job.train_source), loader_options, start);
   const metrics::Session::ScopedLoader metrics_loader(metrics,
                                                       [&] { return train_loader.metrics(); });
   transport::LoaderStream stream(train_loader);
@@ -681,16 +681,18 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
   WatchSteps(job, trainer, metrics, metrics_exit);
 
   loader::LoaderOptions loader_options = LoaderOptionsOf(job, options.local_batch);
-  const std::uint64_t first_epoch = Restore(job, trainer, checkpoint, loader_options);
-  if (first_epoch >= args.epochs) {
-    job.console.Log("nothing to do: already at epoch " + std::to_string(first_epoch));
+  const std::optional<loader::LoaderState> start =
+      Restore(job, trainer, checkpoint, loader_options);
+  if (start && start->epoch >= args.epochs) {
+    job.console.Log("nothing to do: already at epoch " + std::to_string(start->epoch));
     return 0;
   }
   const trainer::Trainer::ValidationFactory make_validation = MakeValidation(job, loader_options);
   if (job.remote()) {
-    TrainFromReader(job, trainer, loader_options, checkpoint, make_validation);
+    TrainFromReader(job, trainer, loader_options, start.value_or(loader::LoaderState{}), checkpoint,
+                    make_validation);
   } else {
-    TrainFromData(job, trainer, metrics, loader_options, first_epoch, make_validation);
+    TrainFromData(job, trainer, metrics, loader_options, start, make_validation);
   }
   job.console.Log("done: " + std::to_string(trainer.step()) + " steps; parameter checksum " +
                   std::to_string(trainer.CheckReplicasIdentical()) + " identical on all " +

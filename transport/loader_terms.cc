@@ -3,11 +3,12 @@
 #include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace tilefeed::transport {
 
 SessionTerms TermsOf(const loader::LoaderOptions& options, const DatasetIdentity& dataset,
-                     std::uint64_t end_epoch) {
+                     std::uint64_t end_epoch, const loader::LoaderState& start) {
   SessionTerms terms;
   terms.dataset = dataset;
   terms.slice_index = static_cast<std::uint32_t>(options.slice.index);
@@ -19,22 +20,23 @@ SessionTerms TermsOf(const loader::LoaderOptions& options, const DatasetIdentity
   terms.remainder = options.remainder == loader::Remainder::kDrop ? 1 : 0;
   terms.drop_last = options.drop_last_batch;
   terms.epochs = end_epoch;
-  terms.first_epoch = options.first_epoch;
-  terms.first_position = options.first_epoch_position;
+  terms.first_epoch = start.epoch;
+  terms.first_position = start.position;
   return terms;
 }
 
-loader::LoaderOptions SessionLoaderOptions(loader::LoaderOptions options,
-                                           const SessionTerms& agreed, std::uint64_t dataset_size) {
+SessionLoader SessionLoaderOf(loader::LoaderOptions options, const SessionTerms& agreed,
+                              std::uint64_t dataset_size) {
   if (agreed.first_epoch >= agreed.epochs) {
     throw std::invalid_argument("the trainer is at epoch " + std::to_string(agreed.first_epoch) +
                                 ", past the last epoch " + std::to_string(agreed.epochs - 1));
   }
-  options.first_epoch = agreed.first_epoch;
-  // A position after an epoch's padded last batch means the same as the end.
-  options.first_epoch_position = std::min<std::uint64_t>(agreed.first_position, dataset_size);
   options.epochs = agreed.epochs - agreed.first_epoch;
-  return options;
+  // A position after an epoch's padded last batch means the same as the end.
+  const loader::LoaderState start{options.seed, agreed.first_epoch,
+                                  std::min<std::uint64_t>(agreed.first_position, dataset_size),
+                                  dataset_size};
+  return {std::move(options), start};
 }
 
 }  // namespace tilefeed::transport

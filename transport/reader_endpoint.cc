@@ -268,13 +268,13 @@ void ReaderEndpoint::Impl::ReapRetired(bool wait) {
 bool ReaderEndpoint::Impl::LoaderEnded() const {
   const loader::Loader& loader = *session->loader;
   const loader::LoaderOptions& o = loader.options();
-  return o.epochs != 0 && loader.state().epoch >= o.first_epoch + o.epochs;
+  return o.epochs != 0 && loader.state().epoch >= loader.first_epoch() + o.epochs;
 }
 
 void ReaderEndpoint::Impl::Produce(std::stop_token token) {
   loader::Loader& loader = *session->loader;
   bool after_epoch_end = false;
-  std::uint64_t epoch = loader.options().first_epoch;
+  std::uint64_t epoch = loader.first_epoch();
   while (!token.stop_requested()) {
     Item item;
     try {

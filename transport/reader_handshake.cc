@@ -163,7 +163,7 @@ void ReaderEndpoint::Impl::Hello(const std::string& id, std::vector<zmq::message
   }
   last_heard = Clock::now();
   checksums = hello.b != 0;
-  end_epoch = session->loader->options().first_epoch;
+  end_epoch = session->loader->first_epoch();
   producer = std::jthread([this](std::stop_token token) { Produce(token); });
   state = State::kWelcomed;
   Welcome(hello.a, agreed);

@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
     options.layout = args["--layout"] == "nchw" ? loader::Layout::kNchw : loader::Layout::kNhwc;
     options.seed = std::stoull(args["--seed"]);
     options.workers = std::stoi(args["--workers"]);
-    options.first_epoch = std::stoull(args["--first-epoch"]);
+    const std::uint64_t first_epoch = std::stoull(args["--first-epoch"]);
     options.epochs = std::stoull(args["--epochs"]);
     const std::string& kind = args["--source"];
     std::unique_ptr<loader::Source> source;
@@ -87,7 +87,9 @@ int main(int argc, char** argv) {
     } else {
       source = loader::ImageFolder::Open(args["--data"]);
     }
-    loader::Loader run(std::move(source), options);
+    const std::uint64_t size = source->size();
+    loader::Loader run(std::move(source), options,
+                       loader::LoaderState{options.seed, first_epoch, 0, size});
     for (std::uint64_t e = 0; e < options.epochs; ++e) {
       Fnv1a64 digest;
       std::size_t batches = 0;
@@ -101,7 +103,7 @@ int main(int argc, char** argv) {
         ++batches;
       }
       std::printf("epoch=%llu batches=%zu digest=%016llx\n",
-                  static_cast<unsigned long long>(options.first_epoch) + e, batches,
+                  static_cast<unsigned long long>(first_epoch + e), batches,
                   static_cast<unsigned long long>(digest.value()));
     }
   } catch (const std::exception& e) {

@@ -593,10 +593,10 @@ std::vector<Delivered> Take(Loader& loader, std::size_t limit, std::uint64_t las
   return out;
 }
 
-// Every batch of a run over `data` with `o` through its last epoch (o.epochs != 0).
+// Every batch of a run over `data` with `o` from epoch 0 through its last (o.epochs != 0).
 std::vector<Delivered> Uninterrupted(const Dataset& data, const LoaderOptions& o) {
   Loader loader(ImageFolder::Open(data.dir.path().string()), o);
-  return Take(loader, std::numeric_limits<std::size_t>::max(), o.first_epoch + o.epochs - 1);
+  return Take(loader, std::numeric_limits<std::size_t>::max(), o.epochs - 1);
 }
 
 TEST(LoaderResume, ResumingAtAnyBatchGivesTheUninterruptedBatchesByteForByte) {
@@ -615,11 +615,10 @@ TEST(LoaderResume, ResumingAtAnyBatchGivesTheUninterruptedBatchesByteForByte) {
     }
     LoaderOptions resumed = SmallOptions(static_cast<int>(cut % 2 + 1));  // any worker count
     resumed.batch_size = 4;
-    saved.ApplyTo(resumed);
     resumed.epochs = 2 - saved.epoch;
     std::vector<Delivered> after;
     if (resumed.epochs > 0) {
-      Loader second(ImageFolder::Open(data->dir.path().string()), resumed);
+      Loader second(ImageFolder::Open(data->dir.path().string()), resumed, saved);
       after = Take(second, 1000, 1);
     }
     ASSERT_EQ(after.size(), expected.size() - cut);
@@ -651,9 +650,8 @@ TEST(LoaderResume, AnotherInstanceCountLosesAndRepeatsNothing) {
   std::size_t padding = 0;
   for (int i = 0; i < 3; ++i) {  // three instances finish the epoch
     LoaderOptions mine = o;
-    saved.ApplyTo(mine);
     mine.slice = {i, 3};
-    Loader loader(ImageFolder::Open(data->dir.path().string()), mine);
+    Loader loader(ImageFolder::Open(data->dir.path().string()), mine, saved);
     EXPECT_EQ(loader.state(), saved);
     for (const Delivered& d : Take(loader, 1000, 0)) {
       seen.insert(d.indices.begin(), d.indices.end());
@@ -676,11 +674,19 @@ TEST(LoaderResume, StateTextIsValidated) {
       std::invalid_argument);
   const LoaderState state{7, 3, 5, 10};
   EXPECT_EQ(LoaderState::Parse(state.Serialize()), state);
-  // A state for another dataset is refused.
+  // A start state for another dataset, or past its end, is refused; its seed is the run's.
   auto data = MakeDataset(2);
-  LoaderOptions o = SmallOptions(1);
-  LoaderState{7, 0, 0, 99}.ApplyTo(o);
-  EXPECT_THROW(Loader(ImageFolder::Open(data->dir.path().string()), o), std::invalid_argument);
+  const LoaderOptions o = SmallOptions(1);
+  EXPECT_THROW(Loader(ImageFolder::Open(data->dir.path().string()), o, LoaderState{7, 0, 0, 99}),
+               std::invalid_argument);
+  EXPECT_THROW(Loader(ImageFolder::Open(data->dir.path().string()), o,
+                      LoaderState{7, 0, data->total + 1, data->total}),
+               std::invalid_argument);
+  const Loader started(ImageFolder::Open(data->dir.path().string()), o,
+                       LoaderState{7, 2, 1, data->total});
+  EXPECT_EQ(started.options().seed, 7u);
+  EXPECT_EQ(started.first_epoch(), 2u);
+  EXPECT_EQ(started.state(), (LoaderState{7, 2, 1, data->total}));
 }
 
 // A Source that reads nothing until the test opens its gate: a loader over it has no batch
@@ -774,7 +780,7 @@ TEST(Loader, EndedAfterTheLastEpochAndAfterStop) {
   EXPECT_EQ(endless.Next(std::chrono::milliseconds{0}).status, NextStatus::kEnded);
 }
 
-TEST(LoaderResume, SeekGivesTheBatchesOfApplyToByteForByte) {
+TEST(LoaderResume, SeekGivesTheBatchesOfAStartedLoaderByteForByte) {
   auto data = MakeDataset(9);
   const LoaderOptions o = TwoEpochsOfSevenBatches(2);
   // expected[k] is the k-th batch of an uninterrupted run; states[k] the state before it.
@@ -809,7 +815,7 @@ TEST(LoaderResume, SeekGivesTheBatchesOfApplyToByteForByte) {
       std::optional<Batch> batch = loader.Next();
       if (!batch) batch = loader.Next();  // the end of epoch 0
       ASSERT_TRUE(batch.has_value()) << "batch " << k;
-      // index() counts from the resumed position, as in a loader made with ApplyTo.
+      // index() counts from the resumed position, as in a loader started there.
       Delivered got = Copy(*batch);
       got.index = expected[k].index;
       EXPECT_TRUE(got == expected[k]) << "batch " << k << " differs";

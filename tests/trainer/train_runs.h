@@ -69,18 +69,17 @@ inline RunResult TrainTiny(const RunConfig& config, trainer::Collectives& collec
   lo.seed = 5;
   lo.slice = {collectives.rank(), collectives.size()};
   lo.drop_last_batch = true;
-  std::uint64_t first_epoch = 0;
+  std::optional<loader::LoaderState> start;
   if (config.resume) {
     const std::optional<trainer::Checkpoint> checkpoint =
         trainer::ReadCheckpoint(config.checkpoint_dir);
     if (checkpoint) {
       trainer.Restore(*checkpoint);
-      checkpoint->data_position.ApplyTo(lo);
-      first_epoch = checkpoint->data_position.epoch;
+      start = checkpoint->data_position;
     }
   }
-  lo.epochs = config.epochs - first_epoch;
-  loader::Loader loader(loader::ImageFolder::Open(config.data.string()), lo);
+  lo.epochs = config.epochs - (start ? start->epoch : 0);
+  loader::Loader loader(loader::ImageFolder::Open(config.data.string()), lo, start);
   transport::LoaderStream stream(loader);
   result.steps = trainer.Train(stream);
   result.parameters.assign(trainer.parameters().begin(), trainer.parameters().end());

@@ -58,9 +58,9 @@ std::unique_ptr<loader::Loader> OpenAt(const SessionTerms& agreed) {
       testing::SmallOptions(kBatch, kSide, agreed.epochs - agreed.first_epoch);
   o.slice = {static_cast<int>(agreed.slice_index), static_cast<int>(agreed.slice_count)};
   o.seed = agreed.seed;
-  o.first_epoch = agreed.first_epoch;
-  o.first_epoch_position = agreed.first_position;
-  return std::make_unique<loader::Loader>(std::make_unique<testing::RawSource>(kSamples, kSide), o);
+  return std::make_unique<loader::Loader>(
+      std::make_unique<testing::RawSource>(kSamples, kSide), o,
+      loader::LoaderState{agreed.seed, agreed.first_epoch, agreed.first_position, kSamples});
 }
 
 TEST(SessionTerms, RoundTripAndRejectMalformedBytes) {

@@ -47,14 +47,15 @@ loader::LoaderOptions Unusual() {
   o.mode = loader::Mode::kEval;
   o.remainder = loader::Remainder::kDrop;
   o.drop_last_batch = true;
-  o.first_epoch = 3;
-  o.first_epoch_position = 40;
-  o.epochs = 2;  // the loader's count from first_epoch; the terms take the job's end instead
+  o.epochs = 2;  // the loader's count from its first epoch; the terms take the job's end instead
   return o;
 }
 
+// A start state other than epoch 0.
+const loader::LoaderState kUnusualStart{7, 3, 40, 100};
+
 TEST(LoaderTerms, EveryOptionThatDecidesTheSamplesIsInTheTerms) {
-  const SessionTerms t = TermsOf(Unusual(), {100, 0xabc}, 9);
+  const SessionTerms t = TermsOf(Unusual(), {100, 0xabc}, 9, kUnusualStart);
   EXPECT_EQ(t.dataset, (DatasetIdentity{100, 0xabc}));
   EXPECT_EQ(t.slice_index, 2u);
   EXPECT_EQ(t.slice_count, 5u);
@@ -69,6 +70,8 @@ TEST(LoaderTerms, EveryOptionThatDecidesTheSamplesIsInTheTerms) {
   EXPECT_EQ(t.first_position, 40u);
   EXPECT_FALSE(t.position_pinned);
   const SessionTerms plain = TermsOf(loader::LoaderOptions{}, {}, 1);
+  EXPECT_EQ(plain.first_epoch, 0u);
+  EXPECT_EQ(plain.first_position, 0u);
   EXPECT_EQ(plain.mode, 0);
   EXPECT_EQ(plain.remainder, 0);
   EXPECT_FALSE(plain.drop_last);
@@ -99,17 +102,16 @@ TEST(LoaderTerms, TheAgreedTermsGiveTheSessionLoadersOptions) {
   SessionTerms agreed = TermsOf(options, {100, 0xabc}, 9);
   agreed.first_epoch = 4;
   agreed.first_position = 30;
-  const loader::LoaderOptions o = SessionLoaderOptions(options, agreed, 100);
-  EXPECT_EQ(o.first_epoch, 4u);
-  EXPECT_EQ(o.first_epoch_position, 30u);
-  EXPECT_EQ(o.epochs, 5u);  // epochs 4..8
-  EXPECT_EQ(o.seed, options.seed);
-  EXPECT_EQ(o.batch_size, options.batch_size);
+  const SessionLoader session = SessionLoaderOf(options, agreed, 100);
+  EXPECT_EQ(session.start, (loader::LoaderState{options.seed, 4, 30, 100}));
+  EXPECT_EQ(session.options.epochs, 5u);  // epochs 4..8
+  EXPECT_EQ(session.options.seed, options.seed);
+  EXPECT_EQ(session.options.batch_size, options.batch_size);
   // A position past the end (after a padded last batch) is the end.
   agreed.first_position = 130;
-  EXPECT_EQ(SessionLoaderOptions(options, agreed, 100).first_epoch_position, 100u);
+  EXPECT_EQ(SessionLoaderOf(options, agreed, 100).start.position, 100u);
   agreed.first_epoch = 9;
-  EXPECT_THROW(SessionLoaderOptions(options, agreed, 100), std::invalid_argument);
+  EXPECT_THROW(SessionLoaderOf(options, agreed, 100), std::invalid_argument);
 }
 
 loader::LoaderOptions ReaderOptions(std::uint64_t epochs) {
@@ -128,9 +130,10 @@ class Reader {
         sender_(context_, {.endpoint = endpoint, .keep_serving = true},
                 TermsOf(options_, IdentityOf(testing::RawSource(kSamples, kSide)), epochs),
                 [this](const SessionTerms& agreed) {
+                  SessionLoader session = SessionLoaderOf(options_, agreed, kSamples);
                   return std::make_unique<loader::Loader>(
-                      std::make_unique<testing::RawSource>(kSamples, kSide),
-                      SessionLoaderOptions(options_, agreed, kSamples));
+                      std::make_unique<testing::RawSource>(kSamples, kSide), session.options,
+                      session.start);
                 }),
         thread_([this](std::stop_token stop) {
           try {

@@ -112,14 +112,12 @@ struct LoaderOptions {
   std::size_t prefetch_depth = 4;  // batch slots; memory in flight = depth x batch bytes
   std::uint64_t seed = 0;
   bool shuffle = true;
-  OrderLocality locality;                   // shuffle: block-local order (sampler.h)
-  InstanceSlice slice;                      // this instance's index and the instance count
-  Remainder remainder = Remainder::kPad;    // how the epoch is split among instances
-  bool drop_last_batch = false;             // drop this instance's final partial batch
-  std::uint64_t first_epoch = 0;            // the epoch the first Next() belongs to
-  std::uint64_t first_epoch_position = 0;   // resume: samples of first_epoch already delivered
-  std::uint64_t expected_dataset_size = 0;  // resume: refuse a source of another size (0 = any)
-  std::uint64_t epochs = 0;  // epochs to produce, [first_epoch, first_epoch + epochs); 0 = no end
+  OrderLocality locality;                 // shuffle: block-local order (sampler.h)
+  InstanceSlice slice;                    // this instance's index and the instance count
+  Remainder remainder = Remainder::kPad;  // how the epoch is split among instances
+  bool drop_last_batch = false;           // drop this instance's final partial batch
+  // Epochs to produce, from the first (the start state's epoch, else 0); 0 = no end.
+  std::uint64_t epochs = 0;
   BadSamplePolicy bad_sample_policy = BadSamplePolicy::kSkip;
   int max_substitute_attempts = 64;  // kSkip: samples tried before giving up on a batch
   // While every slot is held by batches Next() already returned and nobody releases one,
@@ -164,8 +162,6 @@ struct LoaderState {
   std::string Serialize() const;
   // Parses Serialize()'s output. Throws std::invalid_argument naming what is wrong.
   static LoaderState Parse(const std::string& text);
-  // Options that continue from this state (seed, first epoch and position, size check).
-  void ApplyTo(LoaderOptions& options) const;
   friend bool operator==(const LoaderState&, const LoaderState&) = default;
 };
 
@@ -261,9 +257,12 @@ struct LoaderMetrics {
 
 class Loader {
  public:
-  // Starts the workers. Throws std::invalid_argument for bad options or an instance slice that
-  // holds no batch.
-  Loader(std::unique_ptr<Source> source, LoaderOptions options);
+  // Starts the workers at `start` (a checkpoint's state(): its seed replaces options.seed,
+  // and the first Next() continues at its epoch and position), else at epoch 0. Throws
+  // std::invalid_argument for bad options, an instance slice that holds no batch, or a start
+  // state of another dataset size or past the dataset's end.
+  Loader(std::unique_ptr<Source> source, LoaderOptions options,
+         std::optional<LoaderState> start = std::nullopt);
   ~Loader();
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
@@ -302,20 +301,21 @@ class Loader {
   void Resume();
 
   // The state after the last batch Next() returned (or at the end of an epoch, the start
-  // of the next one): save it with a checkpoint and pass it to LoaderState::ApplyTo or
-  // Seek().
+  // of the next one): save it with a checkpoint and start a Loader at it, or Seek() to it.
   LoaderState state() const;
 
   // Continues from `state`: the batches after it are byte for byte those of a new Loader
-  // built with state.ApplyTo(options()), and state() becomes `state`. The workers are
+  // started at `state` with options(), and state() becomes `state`. The workers are
   // stopped, batches decoded ahead are dropped and the pipeline restarts at the state.
   // Batches returned before stay valid: their slots rejoin the pipeline when dropped. The
-  // range of epochs does not move: with epochs != 0, a state outside [first_epoch,
-  // first_epoch + epochs) leaves the loader ended(). Clears a LoaderError (the pipeline
+  // range of epochs does not move: with epochs != 0, a state outside [first_epoch(),
+  // first_epoch() + epochs) leaves the loader ended(). Clears a LoaderError (the pipeline
   // is new). Throws std::invalid_argument naming what differs for a state of another seed
   // or dataset size, or a position past the dataset's end; std::logic_error after Stop().
   void Seek(const LoaderState& state);
 
+  // The first epoch of the range this loader produces: its start state's epoch, else 0.
+  std::uint64_t first_epoch() const;
   std::size_t batches_per_epoch() const;
   std::size_t samples_per_epoch() const;  // this instance's share, padded
   const Source& source() const;

@@ -100,7 +100,7 @@ class BatchStream {
   // Where the data stands after the last batch Next() returned: `position` samples of
   // `epoch` delivered to all instances together (after an epoch's end, or the stream's,
   // the start of the next epoch), as loader::Loader::state() counts them. A checkpoint
-  // saves it; LoaderState::ApplyTo (a local loader) or SessionTerms' first epoch and
+  // saves it; a Loader started at it (a local loader) or SessionTerms' first epoch and
   // position (a remote reader) continue from it.
   virtual loader::LoaderState position() const = 0;
 };

@@ -16,20 +16,24 @@
 
 namespace tilefeed::transport {
 
-// The terms on which `options`' batches are served: its slice, seed, image size, batch
-// size, mode, remainder, drop-last and first epoch and position, for the job that ends
-// before epoch `end_epoch` (absolute, exclusive: train --epochs), of `dataset` (0 samples:
-// unknown, not compared). position_pinned is false; a reader started at a fixed position
-// sets it.
+// The terms on which the batches of a loader with `options` started at `start` are served:
+// its slice, seed, image size, batch size, mode, remainder, drop-last and first epoch and
+// position (start's; its seed is options.seed), for the job that ends before epoch
+// `end_epoch` (absolute, exclusive: train --epochs), of `dataset` (0 samples: unknown, not
+// compared). position_pinned is false; a reader started at a fixed position sets it.
 // REQUIRES: options.image_size, options.batch_size and the slice fit 32 bits.
 SessionTerms TermsOf(const loader::LoaderOptions& options, const DatasetIdentity& dataset,
-                     std::uint64_t end_epoch);
+                     std::uint64_t end_epoch, const loader::LoaderState& start = {});
 
-// The options of the loader that serves `agreed` from a dataset of `dataset_size` samples:
-// `options` starting at the agreed first epoch and position (a position past the dataset's
-// end is its end) and running to the agreed end epoch. Throws std::invalid_argument when the
-// agreed first epoch is not before the end epoch.
-loader::LoaderOptions SessionLoaderOptions(loader::LoaderOptions options,
-                                           const SessionTerms& agreed, std::uint64_t dataset_size);
+// The loader that serves `agreed` from a dataset of `dataset_size` samples: `options`
+// running to the agreed end epoch, started at the agreed first epoch and position (a
+// position past the dataset's end is its end). Throws std::invalid_argument when the agreed
+// first epoch is not before the end epoch.
+struct SessionLoader {
+  loader::LoaderOptions options;
+  loader::LoaderState start;
+};
+SessionLoader SessionLoaderOf(loader::LoaderOptions options, const SessionTerms& agreed,
+                              std::uint64_t dataset_size);
 
 }  // namespace tilefeed::transport
