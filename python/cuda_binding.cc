@@ -96,6 +96,9 @@ class PyDeviceFeed {
   std::size_t images_bytes(const cuda::DeviceBatch& batch) const {
     return cuda::ConvertedBytes(batch.shape(), format_);
   }
+  std::uintptr_t copy_stream() const {
+    return reinterpret_cast<std::uintptr_t>(device_.copy_stream());
+  }
 
  private:
   loader::OutputFormat format_;
@@ -135,7 +138,9 @@ void RegisterFeed(py::module_& m) {
            "cuda::DeviceFeed::Next: source() gives the next tilefeed Batch or None")
       .def("images", &PyDeviceFeed::images, "device address of a batch's converted images")
       .def("labels", &PyDeviceFeed::labels, "device address of a batch's int32 labels")
-      .def("images_bytes", &PyDeviceFeed::images_bytes);
+      .def("images_bytes", &PyDeviceFeed::images_bytes)
+      .def_property_readonly("copy_stream", &PyDeviceFeed::copy_stream,
+                             "the cudaStream_t the feed copies and converts on, as an int");
 }
 #endif
 

@@ -44,6 +44,9 @@ and defaults (one definition, in tilefeed):
            torchvision.transforms.Normalize takes them; default 0 and 1 (no normalisation);
            uint8 takes none
   layout   "nhwc" (default) or "nchw" (what torchvision models take)
+  timing   True: each batch carries .copy_events, CUDA events on the feed's copy stream
+           around the work enqueued there for the batch (a wait for its device buffer to be
+           released, if any; its copy; its conversion)
 IMAGENET_MEAN and IMAGENET_STD are tilefeed's.
 
 Without CUDA (no GPU, a CPU-only torch, or a tilefeed built without its CUDA component)
@@ -113,16 +116,19 @@ def _slot_geometry(options):
 class CudaBatch:
     """One batch on the GPU: images (N x H x W x 3 for nhwc, N x 3 x H x W for nchw, in the
     loader's dtype) and labels (int64), both CUDA tensors ready on the stream that was
-    current when the batch was taken; `images, labels = batch` unpacks it, as a CPU Batch."""
+    current when the batch was taken; `images, labels = batch` unpacks it, as a CPU Batch.
+    copy_events: (start, end) CUDA events around its copy and conversion with timing=True,
+    else None."""
 
-    __slots__ = ("images", "labels", "epoch", "index", "size")
+    __slots__ = ("images", "labels", "epoch", "index", "size", "copy_events")
 
-    def __init__(self, images, labels, epoch, index, size):
+    def __init__(self, images, labels, epoch, index, size, copy_events=None):
         self.images = images
         self.labels = labels
         self.epoch = epoch
         self.index = index
         self.size = size
+        self.copy_events = copy_events
 
     def torch(self):
         """The images tensor (as Batch.torch() on the CPU)."""
@@ -154,7 +160,7 @@ class CudaLoader:
     """tilefeed.Loader(..., device="cuda"): see the module's help (tilefeed.cuda)."""
 
     def __init__(self, data, *, device="cuda", dtype=None, mean=None, std=None, layout=None,
-                 copy=False, **options):
+                 timing=False, copy=False, **options):
         from . import Loader  # the CPU loader this one wraps
         torch = _torch()
         if copy:
@@ -172,6 +178,8 @@ class CudaLoader:
             self._feed = _tilefeed._DeviceFeed(depth, max(1, depth - 1), samples, height,
                                                width, self._dtype, self._layout, self._mean,
                                                self._std)
+            self._copy_stream = torch.cuda.ExternalStream(self._feed.copy_stream)
+        self._timing = bool(timing)
         self._torch_dtype = getattr(torch, self._dtype)
 
     # -- iteration ------------------------------------------------------------------------
@@ -182,13 +190,22 @@ class CudaLoader:
         while True:
             with self._torch.cuda.device(self._device):
                 consumer = self._torch.cuda.current_stream(self._device)
+                events = self._events() if self._timing else None
                 landed = self._feed.next(source, consumer.cuda_stream)
                 if landed is None:
                     return
-                batch = self._take(landed)
+                if events:
+                    events[1].record(self._copy_stream)
+                batch = self._take(landed, events)
             yield batch
 
-    def _take(self, landed):
+    def _events(self):
+        """(start, end) timing events, start recorded on the copy stream."""
+        events = tuple(self._torch.cuda.Event(enable_timing=True) for _ in range(2))
+        events[0].record(self._copy_stream)
+        return events
+
+    def _take(self, landed, events):
         """Copies a landed batch out of the ring on the current stream, then releases it."""
         torch, feed = self._torch, self._feed
         n, h, w = landed.size, landed.height, landed.width
@@ -200,7 +217,7 @@ class CudaLoader:
         images = images.view(self._torch_dtype).view(shape).clone()
         labels = labels.long()
         landed.release()  # after the copies above, on the same stream
-        return CudaBatch(images, labels, landed.epoch, landed.index, n)
+        return CudaBatch(images, labels, landed.epoch, landed.index, n, events)
 
     # -- the CPU Loader's other methods -------------------------------------------------
 

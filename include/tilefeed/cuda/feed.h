@@ -16,7 +16,7 @@
 // asking the stream for another the feed gives back the oldest (waiting for its copy if
 // need be). Pick it below the batches the stream can lend at once, so that the producer
 // always has room to work ahead: for a LoaderStream, the loader's prefetch_depth - 1 (at
-// least 1); for a ZmqStream, its credits - 1 (at least 1).
+// least 1); for a ZmqBatchStream, its credits - 1 (at least 1).
 //
 // Ownership: the stream and the device outlive the feed; DeviceBatches must not outlive
 // it. Thread safety: one consumer thread calls Next() and releases DeviceBatches.
