@@ -73,7 +73,8 @@ std::optional<DeviceBatch> DeviceFeed::Next(StreamHandle consumer) {
   if (meta.layout != loader::Layout::kNhwc || meta.channels != 3) {
     throw std::invalid_argument(
         "DeviceFeed: the stream must carry 3-channel NHWC batches (the device converts to "
-        "the consumer's layout), got " + std::to_string(meta.channels) + " channels " +
+        "the consumer's layout), got " +
+        std::to_string(meta.channels) + " channels " +
         (meta.layout == loader::Layout::kNhwc ? "NHWC" : "NCHW"));
   }
   const BatchShape shape{meta.size, meta.height, meta.width};

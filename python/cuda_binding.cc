@@ -68,8 +68,8 @@ class PythonLoaderStream final : public transport::BatchStream {
 // cuda::DeviceFeed on the current CUDA device, fed by a PythonLoaderStream.
 class PyDeviceFeed {
  public:
-  PyDeviceFeed(std::size_t buffers, std::size_t max_host_batches, std::size_t samples,
-               int height, int width, const std::string& dtype, const std::string& layout,
+  PyDeviceFeed(std::size_t buffers, std::size_t max_host_batches, std::size_t samples, int height,
+               int width, const std::string& dtype, const std::string& layout,
                const std::array<float, 3>& mean, const std::array<float, 3>& std)
       : format_(ParseFormat(dtype, layout, mean, std)),
         device_(buffers, cuda::BatchShape{samples, height, width}, format_),
@@ -114,9 +114,12 @@ void RegisterFeed(py::module_& m) {
     const bool ok = cuda::DeviceAvailable(&why);
     return py::make_tuple(ok, why);
   });
-  m.def("_PinnedSlotMemory", []() -> std::shared_ptr<loader::SlotMemory> {
-    return std::make_shared<cuda::PinnedSlotMemory>();
-  }, "loader slots in page-locked memory (cudaHostAlloc), for Loader(_slot_memory=...)");
+  m.def(
+      "_PinnedSlotMemory",
+      []() -> std::shared_ptr<loader::SlotMemory> {
+        return std::make_shared<cuda::PinnedSlotMemory>();
+      },
+      "loader slots in page-locked memory (cudaHostAlloc), for Loader(_slot_memory=...)");
   py::class_<cuda::DeviceBatch>(m, "_DeviceBatch")
       .def_property_readonly("epoch", &cuda::DeviceBatch::epoch)
       .def_property_readonly("index", &cuda::DeviceBatch::index)
@@ -128,11 +131,9 @@ void RegisterFeed(py::module_& m) {
            "there so far");
   py::class_<PyDeviceFeed>(m, "_DeviceFeed")
       .def(py::init<std::size_t, std::size_t, std::size_t, int, int, const std::string&,
-                    const std::string&, const std::array<float, 3>&,
-                    const std::array<float, 3>&>(),
-           py::arg("buffers"), py::arg("max_host_batches"), py::arg("samples"),
-           py::arg("height"), py::arg("width"), py::arg("dtype"), py::arg("layout"),
-           py::arg("mean"), py::arg("std"))
+                    const std::string&, const std::array<float, 3>&, const std::array<float, 3>&>(),
+           py::arg("buffers"), py::arg("max_host_batches"), py::arg("samples"), py::arg("height"),
+           py::arg("width"), py::arg("dtype"), py::arg("layout"), py::arg("mean"), py::arg("std"))
       .def("next", &PyDeviceFeed::Next, py::arg("source"), py::arg("consumer"),
            py::keep_alive<0, 1>(),  // a DeviceBatch must not outlive its feed
            "cuda::DeviceFeed::Next: source() gives the next tilefeed Batch or None")

@@ -434,8 +434,9 @@ class PyBatch {
       std::shared_ptr<BatchData> data;
     };
     const BatchData& d = Live();
-    const transport::BatchMeta meta{epoch_, index_, size_, height_, width_, 3, layout_,
-                                    static_cast<std::uint32_t>(substituted_)};
+    const transport::BatchMeta meta{
+        epoch_, index_, size_,   height_,
+        width_, 3,      layout_, static_cast<std::uint32_t>(substituted_)};
     return {meta, d.images, d.labels, d.indices, std::make_unique<Holder>(data_)};
   }
 

@@ -114,6 +114,16 @@ def test_the_cpp_feed_without_a_gpu_is_one_clear_line():
     assert message and "\n" not in message
 
 
+@pytest.mark.skipif(not getattr(_tilefeed, "_cuda_built", False) or _gpu_reason() is None,
+                    reason="needs a tilefeed built with CUDA on a machine without a usable GPU")
+def test_pinned_slot_memory_reaches_the_cpp_loader(folder):
+    # The Loader hands C++'s PinnedSlotMemory to its C++ loader, whose slots then ask CUDA
+    # for page-locked memory: without a GPU that is CUDA's one-line error, not a type error.
+    with pytest.raises(RuntimeError, match="cudaHostAlloc") as raised:
+        tilefeed.Loader(folder, _slot_memory=_tilefeed._PinnedSlotMemory(), **OPTIONS)
+    assert "\n" not in str(raised.value)
+
+
 def _reference_bits(images_nhwc, dtype, layout, mean, std):
     """output_format.h's formula in numpy float32, as bit patterns."""
     x = images_nhwc.astype(np.float32)

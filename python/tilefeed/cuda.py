@@ -53,6 +53,8 @@ Without CUDA (no GPU, a CPU-only torch, or a tilefeed built without its CUDA com
 making a CudaLoader raises RuntimeError with one line saying which.
 """
 
+import functools
+
 from . import _tilefeed
 # One definition of the output options for both devices: the CPU Loader's (tilefeed).
 # IMAGENET_MEAN/STD stay importable from here too (tilefeed.cuda.IMAGENET_MEAN).
@@ -186,7 +188,7 @@ class CudaLoader:
 
     def __iter__(self):
         inner = iter(self._loader)
-        source = lambda: next(inner, None)  # noqa: E731 (the feed's source of host batches)
+        source = functools.partial(next, inner, None)  # the feed's host batches, None at the end
         while True:
             with self._torch.cuda.device(self._device):
                 consumer = self._torch.cuda.current_stream(self._device)
