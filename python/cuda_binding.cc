@@ -148,7 +148,8 @@ void RegisterFeed(py::module_& m) {
 }  // namespace
 
 void RegisterCuda(py::module_& m) {
-  py::class_<loader::SlotMemory, std::shared_ptr<loader::SlotMemory>>(m, "_SlotMemory");
+  py::class_<loader::SlotMemory, std::shared_ptr<loader::SlotMemory>>(m, "_SlotMemory")
+      .attr("__doc__") = "loader::SlotMemory: where a Loader's slots live (_slot_memory=)";
 #ifdef TILEFEED_HAVE_CUDA
   m.attr("_cuda_built") = true;
   RegisterFeed(m);
