@@ -2,11 +2,9 @@
 
 #include <pybind11/stl.h>
 
-#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -23,31 +21,6 @@ namespace tilefeed::python {
 namespace {
 
 #ifdef TILEFEED_HAVE_CUDA
-loader::OutputFormat ParseFormat(const std::string& dtype, const std::string& layout,
-                                 const std::array<float, 3>& mean,
-                                 const std::array<float, 3>& std) {
-  loader::OutputFormat format;
-  if (dtype == "float16") {
-    format.dtype = loader::OutputDType::kFloat16;
-  } else if (dtype == "bfloat16") {
-    format.dtype = loader::OutputDType::kBFloat16;
-  } else if (dtype == "float32") {
-    format.dtype = loader::OutputDType::kFloat32;
-  } else if (dtype == "uint8") {
-    format.dtype = loader::OutputDType::kUint8;
-  } else {
-    throw std::invalid_argument("dtype must be uint8, float16, bfloat16 or float32, got " + dtype);
-  }
-  if (layout != "nchw" && layout != "nhwc") {
-    throw std::invalid_argument("layout must be nchw or nhwc, got " + layout);
-  }
-  format.layout = layout == "nchw" ? loader::OutputLayout::kNCHW : loader::OutputLayout::kNHWC;
-  format.mean = mean;
-  format.std = std;
-  cuda::CheckFormat(format);
-  return format;
-}
-
 // A Python Loader's batches as a BatchStream. The Python Loader keeps what it owns (epochs,
 // state_dict, Ctrl-C while waiting, bad-sample warnings); each of its Batches comes over
 // zero-copy, its slot held by the ReceivedBatch. `source`, set for each Next() of the feed,
@@ -69,9 +42,8 @@ class PythonLoaderStream final : public transport::BatchStream {
 class PyDeviceFeed {
  public:
   PyDeviceFeed(std::size_t buffers, std::size_t max_host_batches, std::size_t samples, int height,
-               int width, const std::string& dtype, const std::string& layout,
-               const std::array<float, 3>& mean, const std::array<float, 3>& std)
-      : format_(ParseFormat(dtype, layout, mean, std)),
+               int width, const py::dict& output)
+      : format_(ParseOutputFormat(output)),
         device_(buffers, cuda::BatchShape{samples, height, width}, format_),
         feed_(stream_, device_, buffers, max_host_batches) {}
 
@@ -130,10 +102,10 @@ void RegisterFeed(py::module_& m) {
            "marks the device buffer released on the consumer stream, after the work enqueued "
            "there so far");
   py::class_<PyDeviceFeed>(m, "_DeviceFeed")
-      .def(py::init<std::size_t, std::size_t, std::size_t, int, int, const std::string&,
-                    const std::string&, const std::array<float, 3>&, const std::array<float, 3>&>(),
+      .def(py::init<std::size_t, std::size_t, std::size_t, int, int, const py::dict&>(),
            py::arg("buffers"), py::arg("max_host_batches"), py::arg("samples"), py::arg("height"),
-           py::arg("width"), py::arg("dtype"), py::arg("layout"), py::arg("mean"), py::arg("std"))
+           py::arg("width"), py::arg("output"),
+           "output: dtype, mean, std and layout as Loader keywords")
       .def("next", &PyDeviceFeed::Next, py::arg("source"), py::arg("consumer"),
            py::keep_alive<0, 1>(),  // a DeviceBatch must not outlive its feed
            "cuda::DeviceFeed::Next: source() gives the next tilefeed Batch or None")

@@ -7,6 +7,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include "tilefeed/loader/output_format.h"
 #include "tilefeed/transport/batch_stream.h"
 
 namespace tilefeed::python {
@@ -15,6 +16,11 @@ namespace tilefeed::python {
 // whatever Python does with the Batch (defined beside the Batch, in tilefeed_module.cc).
 // Throws TypeError for another object, ValueError for a released Batch.
 transport::ReceivedBatch ReceiveBatch(const pybind11::handle& batch);
+
+// The consumer's output format in Loader keywords (dtype, mean, std, layout), parsed and
+// checked by the module's one parser of Loader options (tilefeed_module.cc). Throws
+// ValueError or TypeError naming a bad one.
+loader::OutputFormat ParseOutputFormat(const pybind11::dict& options);
 
 // Adds _SlotMemory (what Loader's _slot_memory takes), _cuda_built and, with CUDA,
 // _cuda_available, _PinnedSlotMemory and _DeviceFeed to `m`.

@@ -1172,6 +1172,13 @@ transport::ReceivedBatch tilefeed::python::ReceiveBatch(const py::handle& batch)
   return batch.cast<const PyBatch&>().Received();
 }
 
+loader::OutputFormat tilefeed::python::ParseOutputFormat(const py::dict& options) {
+  const loader::LoaderOptions parsed = ParseOptions(options);
+  loader::OutputFormat format = parsed.output;
+  if (parsed.layout == loader::Layout::kNchw) format.layout = loader::OutputLayout::kNCHW;
+  return format;
+}
+
 PYBIND11_MODULE(_tilefeed, m) {
   m.doc() = "tilefeed's C++ loader; use the tilefeed package, not this module.";
   m.attr("__version__") = TILEFEED_VERSION;

@@ -109,7 +109,7 @@ def test_device_cuda_changes_where_batches_land_not_the_defaults():
 def test_the_cpp_feed_without_a_gpu_is_one_clear_line():
     # The binding of DeviceFeed + CudaDevice builds here; making one says what CUDA said.
     with pytest.raises(RuntimeError) as raised:
-        _tilefeed._DeviceFeed(2, 1, 4, 8, 8, "uint8", "nhwc", (0.0,) * 3, (1.0,) * 3)
+        _tilefeed._DeviceFeed(2, 1, 4, 8, 8, dict(dtype="uint8", layout="nhwc"))
     message = str(raised.value)
     assert message and "\n" not in message
 

@@ -177,9 +177,10 @@ class CudaLoader:
         self._loader = Loader(data, _slot_memory=_tilefeed._PinnedSlotMemory(), **options)
         with torch.cuda.device(self._device):
             # prefetch_depth - 1 slots at most: the workers always have one to decode into.
+            output = dict(dtype=self._dtype, mean=self._mean, std=self._std,
+                          layout=self._layout)
             self._feed = _tilefeed._DeviceFeed(depth, max(1, depth - 1), samples, height,
-                                               width, self._dtype, self._layout, self._mean,
-                                               self._std)
+                                               width, output)
             self._copy_stream = torch.cuda.ExternalStream(self._feed.copy_stream)
         self._timing = bool(timing)
         self._torch_dtype = getattr(torch, self._dtype)
