@@ -13,28 +13,19 @@ set_epoch() and state_dict() as the CPU Loader, and the same defaults (uint8, NH
 changes where batches land, nothing else), but each batch arrives as CUDA tensors.
 
 How a batch travels: through tilefeed::cuda::DeviceFeed (tilefeed/cuda/feed.h), the one GPU
-feed, the same C++ that a remote reader's stream feeds a GPU with. The decode workers write
-uint8 NHWC straight into the loader's slots, here page-locked host memory
-(cuda::PinnedSlotMemory). The feed copies each batch to the GPU on a dedicated CUDA stream
-(an asynchronous copy, at the bus's full rate) into a ring of prefetch_depth device buffers,
-where tilefeed's kernel converts it: uint8 to `dtype`, (x / 255 - mean) / std per channel,
-NHWC to `layout`. The formula is tilefeed/loader/output_format.h's, each operation rounded
-to nearest: the device tensors equal the CPU conversion bit for bit.
-
-The ring's two rules, kept by DeviceFeed: a host slot goes back to the loader only after
-its copy finished (a CUDA event), never while the copy reads it, and the feed holds at most
-prefetch_depth - 1 slots, so the workers always have one to decode into; a device buffer is
-written again only after your stream has passed the point where it was released.
+feed, which remote readers' streams feed too. The decode workers write uint8 NHWC into the
+loader's slots, here page-locked (cuda::PinnedSlotMemory); the feed copies each batch on its
+own CUDA stream into a ring of prefetch_depth device buffers, where tilefeed's kernel
+converts it (output_format.h's formula, bit for bit the CPU conversion). Its two rules: a
+slot goes back to the loader only after its copy finished, and it holds at most
+prefetch_depth - 1 slots (the workers always have one to decode into); a device buffer is
+written again only after your stream passed the point where it was released.
 
 Streams and memory. Your current stream (torch.cuda.current_stream() when the batch is
-taken) waits for the batch on the device, not on the host: the model's work on the previous
-batch keeps running while this one is copied and converted. The tensors you get are copies
-made on that stream out of the device buffer, into memory from PyTorch's caching allocator
-(allocated on that stream, so reused only once it is done with them); the buffer is
-released right after, on the same stream. So you may keep the tensors as long as you like:
-they never hold the ring, and a kept batch never stops the loader. The copy is
-device-to-device, a small fraction of the step. Use the tensors on that stream, or call
-torch.cuda.current_stream().wait_stream(...) as usual for any other stream.
+taken) waits for the batch on the device, not on the host. The tensors you get are copies
+made on that stream out of the device buffer into PyTorch's caching allocator, and the
+buffer is released right after on the same stream: keep the tensors as long as you like,
+they never hold the ring or the loader. Use them on that stream, or wait_stream() as usual.
 
 Options, besides the CPU Loader's (copy=True does not apply), with the CPU Loader's meaning
 and defaults (one definition, in tilefeed):
