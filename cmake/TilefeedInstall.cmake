@@ -49,6 +49,11 @@ foreach(_component IN ITEMS cuda_feed cuda)
   list(TRANSFORM _tilefeed_cuda_headers_${_component}
        PREPEND ${PROJECT_SOURCE_DIR}/include/tilefeed/cuda/ OUTPUT_VARIABLE _headers)
   install(FILES ${_headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tilefeed/cuda)
+  if(_component STREQUAL "cuda_feed")
+    # DeviceFeed takes a transport::BatchStream, whose header-only interface needs no ZeroMQ.
+    install(FILES ${PROJECT_SOURCE_DIR}/include/tilefeed/transport/batch_stream.h
+            DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tilefeed/transport)
+  endif()
   install(EXPORT tilefeed-${_component}-targets NAMESPACE tilefeed::
           DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/tilefeed)
 endforeach()

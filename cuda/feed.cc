@@ -31,48 +31,53 @@ void DeviceBatch::Release() noexcept {
   if (feed_ != nullptr) std::exchange(feed_, nullptr)->Released(buffer_, consumer_);
 }
 
-DeviceFeed::DeviceFeed(loader::Loader& loader, FeedDevice& device, std::size_t buffers)
-    : loader_(loader), device_(device), held_(buffers, false) {
+DeviceFeed::DeviceFeed(transport::BatchStream& stream, FeedDevice& device, std::size_t buffers,
+                       std::size_t max_host_batches)
+    : stream_(stream), device_(device), max_host_batches_(max_host_batches), held_(buffers, false) {
   if (buffers == 0) throw std::invalid_argument("DeviceFeed: needs at least one device buffer");
-  if (loader.options().layout != loader::Layout::kNhwc) {
-    throw std::invalid_argument(
-        "DeviceFeed: the loader must write NHWC (the device converts "
-        "to the consumer's layout)");
+  if (max_host_batches == 0) {
+    throw std::invalid_argument("DeviceFeed: needs to hold at least one host batch");
   }
 }
 
 DeviceFeed::~DeviceFeed() {
-  // The slots' memory may be reused (or freed with the loader) once they are back, so
+  // A host batch's memory may be reused (or freed with its stream) once it is back, so
   // every copy still reading one must finish first.
   while (!in_flight_.empty()) Reap(true);
 }
 
-// Gives back, oldest first, the host slots whose copies are done; with `wait_oldest`,
+// Gives back, oldest first, the host batches whose copies are done; with `wait_oldest`,
 // first waits for the oldest copy. Copies run in order on one stream, so the first copy
 // not done ends the scan.
 void DeviceFeed::Reap(bool wait_oldest) {
   if (wait_oldest && !in_flight_.empty()) device_.WaitCopy(in_flight_.front().buffer);
   while (!in_flight_.empty() && device_.CopyDone(in_flight_.front().buffer)) {
-    in_flight_.front().host.ReturnSlot();
-    in_flight_.pop_front();
+    in_flight_.pop_front();  // destroys the ReceivedBatch: the batch goes back
   }
 }
 
 std::optional<DeviceBatch> DeviceFeed::Next(StreamHandle consumer) {
   if (release_error_) std::rethrow_exception(release_error_);  // sticky: the ring is unsafe
   Reap(false);
-  // The loader needs a free slot to decode the next batch into: never hold them all.
-  const std::size_t slots = loader_.options().prefetch_depth;
-  while (!in_flight_.empty() && in_flight_.size() + 1 >= slots) Reap(true);
+  // Room for the batch about to come: the producer works ahead only into what we leave it.
+  while (in_flight_.size() >= max_host_batches_) Reap(true);
   const std::size_t buffer = uploads_ % held_.size();
   if (held_[buffer]) {
     throw std::logic_error("DeviceFeed: all " + std::to_string(held_.size()) +
                            " device buffers are held by DeviceBatches still alive; release "
                            "one before asking for the next batch");
   }
-  std::optional<loader::Batch> host = loader_.Next();
+  std::optional<transport::ReceivedBatch> host = stream_.Next();
   if (!host) return std::nullopt;
-  const BatchShape shape{host->size(), host->height(), host->width()};
+  const transport::BatchMeta& meta = host->meta();
+  if (meta.layout != loader::Layout::kNhwc || meta.channels != 3) {
+    throw std::invalid_argument(
+        "DeviceFeed: the stream must carry 3-channel NHWC batches (the device converts to "
+        "the consumer's layout), got " +
+        std::to_string(meta.channels) + " channels " +
+        (meta.layout == loader::Layout::kNhwc ? "NHWC" : "NCHW"));
+  }
+  const BatchShape shape{meta.size, meta.height, meta.width};
   device_.Upload(buffer, HostBatch{host->images(), host->labels(), shape});
   DeviceBatch batch;
   batch.feed_ = this;

@@ -2,17 +2,17 @@
 
 #include <pybind11/stl.h>
 
-#include <array>
 #include <cstdint>
-#include <stdexcept>
+#include <memory>
+#include <optional>
 #include <string>
-#include <tuple>
 #include <utility>
-#include <vector>
 
+#include "tilefeed/loader/loader.h"
 #include "tilefeed/loader/output_format.h"
 #ifdef TILEFEED_HAVE_CUDA
 #include "tilefeed/cuda/device.h"
+#include "tilefeed/cuda/feed.h"
 #endif
 
 namespace py = pybind11;
@@ -20,108 +20,111 @@ namespace py = pybind11;
 namespace tilefeed::python {
 namespace {
 
-// Where a slot's parts lie in one region: images at 0, then labels and indices, each
-// 64-byte aligned. Returns (labels offset, indices offset, total bytes).
-std::tuple<std::size_t, std::size_t, std::size_t> SlotLayout(std::size_t samples,
-                                                             std::size_t image_bytes) {
-  const std::size_t labels = (samples * image_bytes + 63) / 64 * 64;
-  const std::size_t indices = labels + (samples * sizeof(std::int32_t) + 63) / 64 * 64;
-  return {labels, indices, indices + samples * sizeof(std::uint64_t)};
-}
-
-class RegionSlotMemory : public loader::SlotMemory {
+#ifdef TILEFEED_HAVE_CUDA
+// A Python Loader's batches as a BatchStream. The Python Loader keeps what it owns (epochs,
+// state_dict, Ctrl-C while waiting, bad-sample warnings); each of its Batches comes over
+// zero-copy, its slot held by the ReceivedBatch. `source`, set for each Next() of the feed,
+// returns the next Batch or None at the end of the epoch. Used with the GIL held.
+class PythonLoaderStream final : public transport::BatchStream {
  public:
-  explicit RegionSlotMemory(std::vector<std::pair<std::uintptr_t, std::size_t>> regions)
-      : regions_(std::move(regions)) {}
+  std::optional<transport::ReceivedBatch> Next() override {
+    py::object batch = source_();
+    if (batch.is_none()) return std::nullopt;
+    return ReceiveBatch(batch);
+  }
+  bool ended() const override { return false; }  // the Python Loader says so
+  std::size_t batches_per_epoch() const override { return 0; }
+  loader::LoaderState position() const override { return {}; }  // the Python Loader's
+  py::object source_;
+};
 
-  Spans Slot(std::size_t slot, std::size_t slots, std::size_t samples,
-             std::size_t image_bytes) override {
-    if (regions_.size() != slots) {
-      throw std::invalid_argument("slot_memory: " + std::to_string(regions_.size()) +
-                                  " regions for prefetch_depth=" + std::to_string(slots));
-    }
-    const auto [labels, indices, total] = SlotLayout(samples, image_bytes);
-    const auto [address, bytes] = regions_[slot];
-    if (bytes < total || address % 64 != 0) {
-      throw std::invalid_argument("slot_memory: region " + std::to_string(slot) + " has " +
-                                  std::to_string(bytes) + " bytes at address " +
-                                  std::to_string(address) + "; needs " + std::to_string(total) +
-                                  ", 64-byte aligned");
-    }
-    // The caller's memory, given by address (a pinned torch tensor's data_ptr()).
-    auto* base = reinterpret_cast<std::uint8_t*>(address);  // NOLINT(performance-no-int-to-ptr)
-    return Spans{{base, samples * image_bytes},
-                 {reinterpret_cast<std::int32_t*>(base + labels), samples},
-                 {reinterpret_cast<std::uint64_t*>(base + indices), samples}};
+// cuda::DeviceFeed on the current CUDA device, fed by a PythonLoaderStream.
+class PyDeviceFeed {
+ public:
+  PyDeviceFeed(std::size_t buffers, std::size_t max_host_batches, std::size_t samples, int height,
+               int width, const py::dict& output)
+      : format_(ParseOutputFormat(output)),
+        device_(buffers, cuda::BatchShape{samples, height, width}, format_),
+        feed_(stream_, device_, buffers, max_host_batches) {}
+
+  // The next batch, handed over to `consumer` (a cudaStream_t as an int), or None at the end
+  // of the epoch.
+  std::optional<cuda::DeviceBatch> Next(const py::object& source, std::uintptr_t consumer) {
+    stream_.source_ = source;
+    struct Reset {
+      py::object& source;
+      ~Reset() { source = py::object(); }
+    } reset{stream_.source_};
+    // NOLINTNEXTLINE(performance-no-int-to-ptr): a stream handle as Python holds it
+    return feed_.Next(reinterpret_cast<cuda::StreamHandle>(consumer));
+  }
+
+  std::uintptr_t images(const cuda::DeviceBatch& batch) const {
+    return reinterpret_cast<std::uintptr_t>(device_.images(batch.buffer()));
+  }
+  std::uintptr_t labels(const cuda::DeviceBatch& batch) const {
+    return reinterpret_cast<std::uintptr_t>(device_.labels(batch.buffer()));
+  }
+  std::size_t images_bytes(const cuda::DeviceBatch& batch) const {
+    return cuda::ConvertedBytes(batch.shape(), format_);
+  }
+  std::uintptr_t copy_stream() const {
+    return reinterpret_cast<std::uintptr_t>(device_.copy_stream());
   }
 
  private:
-  std::vector<std::pair<std::uintptr_t, std::size_t>> regions_;
+  loader::OutputFormat format_;
+  PythonLoaderStream stream_;
+  cuda::CudaDevice device_;
+  cuda::DeviceFeed feed_;  // last: destroyed first, waiting for its copies
 };
 
-#ifdef TILEFEED_HAVE_CUDA
-loader::OutputFormat ParseFormat(const std::string& dtype, const std::string& layout,
-                                 const std::array<float, 3>& mean,
-                                 const std::array<float, 3>& std) {
-  loader::OutputFormat format;
-  if (dtype == "float16") {
-    format.dtype = loader::OutputDType::kFloat16;
-  } else if (dtype == "bfloat16") {
-    format.dtype = loader::OutputDType::kBFloat16;
-  } else if (dtype == "float32") {
-    format.dtype = loader::OutputDType::kFloat32;
-  } else if (dtype == "uint8") {
-    format.dtype = loader::OutputDType::kUint8;
-  } else {
-    throw std::invalid_argument("dtype must be uint8, float16, bfloat16 or float32, got " + dtype);
-  }
-  if (layout != "nchw" && layout != "nhwc") {
-    throw std::invalid_argument("layout must be nchw or nhwc, got " + layout);
-  }
-  format.layout = layout == "nchw" ? loader::OutputLayout::kNCHW : loader::OutputLayout::kNHWC;
-  format.mean = mean;
-  format.std = std;
-  cuda::CheckFormat(format);
-  return format;
-}
-
-// Enqueues the conversion of `src` into `dst` (device addresses) on `stream` (a
-// cudaStream_t as an integer, e.g. torch.cuda.Stream.cuda_stream).
-void Convert(std::uintptr_t src, std::uintptr_t dst, std::size_t samples, int height, int width,
-             const std::string& dtype, const std::string& layout, const std::array<float, 3>& mean,
-             const std::array<float, 3>& std, std::uintptr_t stream) {
-  const loader::OutputFormat format = ParseFormat(dtype, layout, mean, std);
-  // Device addresses and a stream handle as Python hands them over: integers.
-  // NOLINTBEGIN(performance-no-int-to-ptr)
-  cuda::ConvertOnDevice(reinterpret_cast<const std::uint8_t*>(src), reinterpret_cast<void*>(dst),
-                        cuda::BatchShape{samples, height, width}, format,
-                        reinterpret_cast<cuda::StreamHandle>(stream));
-  // NOLINTEND(performance-no-int-to-ptr)
-}
-#endif
-
-}  // namespace
-
-std::shared_ptr<loader::SlotMemory> ExternalSlotMemory(const py::handle& regions) {
-  auto parsed = regions.cast<std::vector<std::pair<std::uintptr_t, std::size_t>>>();
-  return std::make_shared<RegionSlotMemory>(std::move(parsed));
-}
-
-void RegisterCuda(py::module_& m) {
-  m.def("_slot_layout", &SlotLayout, py::arg("samples"), py::arg("image_bytes"),
-        "(labels offset, indices offset, total bytes) of one slot region for slot_memory");
-#ifdef TILEFEED_HAVE_CUDA
-  m.attr("_cuda_built") = true;
+void RegisterFeed(py::module_& m) {
+  py::register_exception<cuda::CudaError>(m, "_CudaError", PyExc_RuntimeError);
   m.def("_cuda_available", [] {
     std::string why;
     const bool ok = cuda::DeviceAvailable(&why);
     return py::make_tuple(ok, why);
   });
-  py::register_exception<cuda::CudaError>(m, "_CudaError", PyExc_RuntimeError);
-  m.def("_cuda_convert", &Convert, py::arg("src"), py::arg("dst"), py::arg("samples"),
-        py::arg("height"), py::arg("width"), py::arg("dtype"), py::arg("layout"), py::arg("mean"),
-        py::arg("std"), py::arg("stream"),
-        "enqueues tilefeed::cuda::ConvertOnDevice on a stream (device addresses as ints)");
+  m.def(
+      "_PinnedSlotMemory",
+      []() -> std::shared_ptr<loader::SlotMemory> {
+        return std::make_shared<cuda::PinnedSlotMemory>();
+      },
+      "loader slots in page-locked memory (cudaHostAlloc), for Loader(_slot_memory=...)");
+  py::class_<cuda::DeviceBatch>(m, "_DeviceBatch")
+      .def_property_readonly("epoch", &cuda::DeviceBatch::epoch)
+      .def_property_readonly("index", &cuda::DeviceBatch::index)
+      .def_property_readonly("size", [](const cuda::DeviceBatch& b) { return b.shape().samples; })
+      .def_property_readonly("height", [](const cuda::DeviceBatch& b) { return b.shape().height; })
+      .def_property_readonly("width", [](const cuda::DeviceBatch& b) { return b.shape().width; })
+      .def("release", &cuda::DeviceBatch::Release,
+           "marks the device buffer released on the consumer stream, after the work enqueued "
+           "there so far");
+  py::class_<PyDeviceFeed>(m, "_DeviceFeed")
+      .def(py::init<std::size_t, std::size_t, std::size_t, int, int, const py::dict&>(),
+           py::arg("buffers"), py::arg("max_host_batches"), py::arg("samples"), py::arg("height"),
+           py::arg("width"), py::arg("output"),
+           "output: dtype, mean, std and layout as Loader keywords")
+      .def("next", &PyDeviceFeed::Next, py::arg("source"), py::arg("consumer"),
+           py::keep_alive<0, 1>(),  // a DeviceBatch must not outlive its feed
+           "cuda::DeviceFeed::Next: source() gives the next tilefeed Batch or None")
+      .def("images", &PyDeviceFeed::images, "device address of a batch's converted images")
+      .def("labels", &PyDeviceFeed::labels, "device address of a batch's int32 labels")
+      .def("images_bytes", &PyDeviceFeed::images_bytes)
+      .def_property_readonly("copy_stream", &PyDeviceFeed::copy_stream,
+                             "the cudaStream_t the feed copies and converts on, as an int");
+}
+#endif
+
+}  // namespace
+
+void RegisterCuda(py::module_& m) {
+  py::class_<loader::SlotMemory, std::shared_ptr<loader::SlotMemory>>(m, "_SlotMemory")
+      .attr("__doc__") = "loader::SlotMemory: where a Loader's slots live (_slot_memory=)";
+#ifdef TILEFEED_HAVE_CUDA
+  m.attr("_cuda_built") = true;
+  RegisterFeed(m);
 #else
   m.attr("_cuda_built") = false;
 #endif

@@ -1,24 +1,29 @@
 #pragma once
 
-// The Python module's pieces for tilefeed.cuda (python/tilefeed/cuda.py): slot memory the
-// Python side owns (page-locked by PyTorch's pinned allocator), and the device conversion
-// (tilefeed::cuda::ConvertOnDevice) where the module was built with CUDA.
+// The Python module's pieces for tilefeed.cuda (python/tilefeed/cuda.py). Where the module
+// was built with CUDA: _PinnedSlotMemory, the loader's slots in page-locked memory
+// (cuda::PinnedSlotMemory), and _DeviceFeed, cuda::DeviceFeed over a CudaDevice fed by a
+// Python Loader's batches: the one GPU feed, its protocol all in C++.
 
 #include <pybind11/pybind11.h>
 
-#include <memory>
-
-#include "tilefeed/loader/loader.h"
+#include "tilefeed/loader/output_format.h"
+#include "tilefeed/transport/batch_stream.h"
 
 namespace tilefeed::python {
 
-// SlotMemory over caller-owned regions: `regions` is a sequence of prefetch_depth pairs
-// (address, bytes), one per slot, each at least _slot_layout(samples, image_bytes)[2] bytes.
-// The caller keeps the memory alive and unused by anything else while the Loader lives.
-// Throws ValueError (std::invalid_argument) naming a region that is too short.
-std::shared_ptr<loader::SlotMemory> ExternalSlotMemory(const pybind11::handle& regions);
+// A tilefeed Batch as a ReceivedBatch that holds the batch's loader slot until destroyed,
+// whatever Python does with the Batch (defined beside the Batch, in tilefeed_module.cc).
+// Throws TypeError for another object, ValueError for a released Batch.
+transport::ReceivedBatch ReceiveBatch(const pybind11::handle& batch);
 
-// Adds _slot_layout, _cuda_built, _cuda_available and (with CUDA) _cuda_convert to `m`.
+// The consumer's output format in Loader keywords (dtype, mean, std, layout), parsed and
+// checked by the module's one parser of Loader options (tilefeed_module.cc). Throws
+// ValueError or TypeError naming a bad one.
+loader::OutputFormat ParseOutputFormat(const pybind11::dict& options);
+
+// Adds _SlotMemory (what Loader's _slot_memory takes), _cuda_built and, with CUDA,
+// _cuda_available, _PinnedSlotMemory and _DeviceFeed to `m`.
 void RegisterCuda(pybind11::module_& m);
 
 }  // namespace tilefeed::python

@@ -59,6 +59,7 @@
 namespace py = pybind11;
 namespace loader = tilefeed::loader;
 namespace codecs = tilefeed::codecs;
+namespace transport = tilefeed::transport;
 
 using tilefeed::python::DefaultOptions;
 using tilefeed::python::DTypeName;
@@ -403,6 +404,19 @@ class PyBatch {
     return py::iter(py::make_tuple(torch(), torch_module.attr("from_numpy")(labels())));
   }
 
+  // This batch as a ReceivedBatch that holds its memory (tilefeed.cuda's DeviceFeed).
+  transport::ReceivedBatch Received() const {
+    struct Holder final : transport::ReceivedBatch::Owner {
+      explicit Holder(std::shared_ptr<BatchData> d) : data(std::move(d)) {}
+      std::shared_ptr<BatchData> data;
+    };
+    const BatchData& d = Live();
+    const transport::BatchMeta meta{
+        epoch_, index_, size_,   height_,
+        width_, 3,      layout_, static_cast<std::uint32_t>(substituted_)};
+    return {meta, d.images, d.labels, d.indices, std::make_unique<Holder>(data_)};
+  }
+
   // Drops this object's hold on the slot; views handed out keep their own.
   void release() {
     data_.reset();
@@ -479,11 +493,10 @@ class PyCore {
  public:
   PyCore(const std::string& data, const std::string& source_kind, const std::string& split,
          py::object on_bad_sample, const py::dict& options, const py::dict& remote,
-         const py::object& slot_memory)
-      : slot_owner_(slot_memory) {
+         const py::object& slot_memory) {
     loader::LoaderOptions parsed = ParseOptions(options);
     if (!slot_memory.is_none()) {
-      parsed.slot_memory = tilefeed::python::ExternalSlotMemory(slot_memory.attr("regions"));
+      parsed.slot_memory = slot_memory.cast<std::shared_ptr<loader::SlotMemory>>();
     }
     loader::OpenedDataset opened = OpenSource(data, source_kind, split, remote);
     summary_ = opened.summary;
@@ -613,9 +626,6 @@ class PyCore {
  private:
   PyCore() = default;
 
-  // Owns the slot memory, if the caller gave it (tilefeed.cuda); outlives core_'s loader
-  // being stopped, which happens in ~PyCore.
-  py::object slot_owner_;
   std::shared_ptr<Core> core_;
   std::string summary_;
   std::vector<std::string> notes_;
@@ -786,6 +796,17 @@ void RegisterCore(py::module_& m) {
 }
 
 }  // namespace
+
+transport::ReceivedBatch tilefeed::python::ReceiveBatch(const py::handle& batch) {
+  return batch.cast<const PyBatch&>().Received();
+}
+
+loader::OutputFormat tilefeed::python::ParseOutputFormat(const py::dict& options) {
+  const loader::LoaderOptions parsed = ParseOptions(options);
+  loader::OutputFormat format = parsed.output;
+  if (parsed.layout == loader::Layout::kNchw) format.layout = loader::OutputLayout::kNCHW;
+  return format;
+}
 
 PYBIND11_MODULE(_tilefeed, m) {
   m.doc() = "tilefeed's C++ loader; use the tilefeed package, not this module.";

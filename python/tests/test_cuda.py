@@ -1,6 +1,10 @@
-"""tilefeed.Loader(device="cuda") (python/tilefeed/cuda.py) and the caller-owned slot memory
-it uses. The GPU tests skip, with the reason, where torch has no usable CUDA device; the
-option checks, the one-line error without CUDA and the slot memory run everywhere."""
+"""tilefeed.Loader(device="cuda") (python/tilefeed/cuda.py), which drives the C++ DeviceFeed
+(tilefeed/cuda/feed.h). The GPU tests skip, with the reason, where torch has no usable CUDA
+device; the option checks, the defaults and the one-line errors without CUDA run
+everywhere. The feed's protocol itself is tested without a GPU in tests/cuda/feed_test.cc."""
+
+import inspect
+
 
 import numpy as np
 import pytest
@@ -92,39 +96,32 @@ def test_without_cuda_device_cuda_is_one_clear_line(folder):
     assert "CUDA" in message and "\n" not in message
 
 
-class _Slots:
-    """Slot memory the caller owns, as tilefeed.cuda gives it (here plain numpy memory)."""
-
-    def __init__(self, slots, total):
-        self.arrays = [np.zeros(total + 64, dtype=np.uint8) for _ in range(slots)]
-        self.regions = []
-        for a in self.arrays:
-            skip = (-a.ctypes.data) % 64
-            self.regions.append((a.ctypes.data + skip, total))
+def test_device_cuda_changes_where_batches_land_not_the_defaults():
+    # dtype, mean, std and layout default to the CPU Loader's (uint8 NHWC, no normalisation).
+    cpu = inspect.signature(tilefeed.Loader.__init__).parameters
+    assert tilefeed.cuda._check_format(None, None, None, None) == (
+        cpu["dtype"].default, cpu["mean"].default, cpu["std"].default, cpu["layout"].default)
+    assert tilefeed.cuda._check_format(None, None, None, None)[::3] == ("uint8", "nhwc")
 
 
-def test_caller_owned_slot_memory_gives_the_same_batches(folder):
-    depth = 3
-    _, _, total = _tilefeed._slot_layout(OPTIONS["batch_size"], 32 * 32 * 3)
-    slots = _Slots(depth, total)
-    ours = tilefeed.Loader(folder, prefetch_depth=depth, _slot_memory=slots, **OPTIONS)
-    plain = tilefeed.Loader(folder, prefetch_depth=depth, copy=True, **OPTIONS)
-    starts = {address for address, _ in slots.regions}
-    count = 0
-    for a, b in zip(ours, plain):
-        assert a.images.ctypes.data in starts  # decoded straight into the caller's memory
-        np.testing.assert_array_equal(a.images, b.images)
-        np.testing.assert_array_equal(a.labels, b.labels)
-        count += 1
-    assert count == 4
+@pytest.mark.skipif(not getattr(_tilefeed, "_cuda_built", False) or _gpu_reason() is None,
+                    reason="needs a tilefeed built with CUDA on a machine without a usable GPU")
+def test_the_cpp_feed_without_a_gpu_is_one_clear_line():
+    # The binding of DeviceFeed + CudaDevice builds here; making one says what CUDA said.
+    with pytest.raises(RuntimeError) as raised:
+        _tilefeed._DeviceFeed(2, 1, 4, 8, 8, dict(dtype="uint8", layout="nhwc"))
+    message = str(raised.value)
+    assert message and "\n" not in message
 
 
-def test_too_short_slot_memory_is_a_value_error(folder):
-    _, _, total = _tilefeed._slot_layout(OPTIONS["batch_size"], 32 * 32 * 3)
-    slots = _Slots(4, total - 1)
-    slots.regions = [(address, total - 1) for address, _ in slots.regions]
-    with pytest.raises(ValueError, match="region 0 has"):
-        tilefeed.Loader(folder, prefetch_depth=4, _slot_memory=slots, **OPTIONS)
+@pytest.mark.skipif(not getattr(_tilefeed, "_cuda_built", False) or _gpu_reason() is None,
+                    reason="needs a tilefeed built with CUDA on a machine without a usable GPU")
+def test_pinned_slot_memory_reaches_the_cpp_loader(folder):
+    # The Loader hands C++'s PinnedSlotMemory to its C++ loader, whose slots then ask CUDA
+    # for page-locked memory: without a GPU that is CUDA's one-line error, not a type error.
+    with pytest.raises(RuntimeError, match="cudaHostAlloc") as raised:
+        tilefeed.Loader(folder, _slot_memory=_tilefeed._PinnedSlotMemory(), **OPTIONS)
+    assert "\n" not in str(raised.value)
 
 
 def _reference_bits(images_nhwc, dtype, layout, mean, std):
@@ -201,18 +198,36 @@ def test_gpu_batch_is_ready_on_the_callers_stream(folder):
 def test_cuda_batch_unpacks_as_a_cpu_batch():
     """images, labels = batch for a CudaBatch as for a Batch (its host side: no GPU needed)."""
     images, labels = torch.zeros(2, 3, 4, 4), torch.tensor([1, 0])
-    x, y = tilefeed.cuda.CudaBatch(images, labels, 0, 0, 2, None)
+    x, y = tilefeed.cuda.CudaBatch(images, labels, 0, 0, 2)
     assert x is images and y is labels
 
 
 @needs_gpu
-def test_for_x_y_in_a_gpu_loader(folder):
+def test_for_x_y_in_a_gpu_loader_with_the_cpu_defaults(folder):
     cpu = tilefeed.Loader(folder, copy=True, **OPTIONS)
-    gpu = tilefeed.Loader(folder, device="cuda", dtype="uint8", layout="nhwc", **OPTIONS)
+    gpu = tilefeed.Loader(folder, device="cuda", **OPTIONS)  # uint8 NHWC, as on the CPU
     count = 0
     for (want_x, want_y), (x, y) in zip(cpu, gpu):
         assert x.is_cuda and y.is_cuda and y.dtype == torch.int64
+        assert x.dtype == torch.uint8 and tuple(x.shape) == (4, 32, 32, 3)
         assert torch.equal(x.cpu(), want_x) and torch.equal(y.cpu(), want_y)
         count += 1
     assert count == 4
+    gpu.stop()
+
+
+@needs_gpu
+def test_kept_gpu_batches_stay_valid_past_the_ring(folder):
+    # The tensors are copies out of the ring: keeping every batch of three epochs (more than
+    # prefetch_depth of them) neither stops the loader nor lets a later batch overwrite one.
+    options = dict(OPTIONS, epochs=3, prefetch_depth=2)
+    cpu = tilefeed.Loader(folder, copy=True, **options)
+    gpu = tilefeed.Loader(folder, device="cuda", dtype="float32", layout="nchw", **options)
+    wanted, kept = [], []
+    for _ in range(3):
+        wanted += [torch.from_numpy(b.images).permute(0, 3, 1, 2).float() / 255 for b in cpu]
+        kept += [b.images for b in gpu]
+    assert len(kept) == 12
+    for want, got in zip(wanted, kept):
+        assert torch.equal(got.cpu(), want)
     gpu.stop()

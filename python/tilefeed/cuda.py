@@ -4,48 +4,47 @@
     loader = tilefeed.Loader("data/train", batch_size=256, device="cuda",
                              dtype="bfloat16", mean=tilefeed.cuda.IMAGENET_MEAN,
                              std=tilefeed.cuda.IMAGENET_STD, layout="nchw")
-    for batch in loader:
-        out = model(batch.images)   # cuda bfloat16, N x 3 x 224 x 224, normalised
-        loss = criterion(out, batch.labels)
+    for images, labels in loader:
+        out = model(images)   # cuda bfloat16, N x 3 x 224 x 224, normalised
+        loss = criterion(out, labels)
 
 tilefeed.Loader(..., device="cuda") makes a CudaLoader: the same dataset, options, epochs,
-set_epoch() and state_dict() as the CPU Loader, but each batch arrives as CUDA tensors.
+set_epoch() and state_dict() as the CPU Loader, and the same defaults (uint8, NHWC: device
+changes where batches land, nothing else), but each batch arrives as CUDA tensors.
 
-How a batch travels. The decode workers write uint8 NHWC straight into the loader's slots,
-which here are page-locked host memory from PyTorch's pinned allocator (the C++ loader's
-SlotMemory). The batch is then copied to the GPU on a dedicated CUDA stream (an
-asynchronous cudaMemcpy, at the bus's full rate), into a ring of prefetch_depth raw device
-buffers, and converted there by tilefeed's kernel (tilefeed/cuda/device.h): uint8 to
-`dtype`, (x / 255 - mean) / std per channel, NHWC to `layout`. The formula is
-tilefeed/loader/output_format.h's, each operation rounded to nearest: the device tensors
-equal the CPU conversion bit for bit.
+How a batch travels: through tilefeed::cuda::DeviceFeed (tilefeed/cuda/feed.h), the one GPU
+feed, which remote readers' streams feed too. The decode workers write uint8 NHWC into the
+loader's slots, here page-locked (cuda::PinnedSlotMemory); the feed copies each batch on its
+own CUDA stream into a ring of prefetch_depth device buffers, where tilefeed's kernel
+converts it (output_format.h's formula, bit for bit the CPU conversion). Its two rules: a
+slot goes back to the loader only after its copy finished, and it holds at most
+prefetch_depth - 1 slots (the workers always have one to decode into); a device buffer is
+written again only after your stream passed the point where it was released.
 
-Streams. The caller's current stream (torch.cuda.current_stream() when the batch is taken)
-waits for the batch on the device, not on the host: the model's work on the previous batch
-keeps running while this one is copied and converted. The tensors are allocated by
-PyTorch's caching allocator and record_stream()'d on that stream, so their memory is reused
-only once that stream is done with them, even when you keep them. A host slot goes back to
-the loader only after its copy finished (a CUDA event), never while the copy reads it.
-Use the tensors on that stream, or call torch.cuda.current_stream().wait_stream(...) as
-usual for any other stream.
+Streams and memory. Your current stream (torch.cuda.current_stream() when the batch is
+taken) waits for the batch on the device, not on the host. The tensors you get are copies
+made on that stream out of the device buffer into PyTorch's caching allocator, and the
+buffer is released right after on the same stream: keep the tensors as long as you like,
+they never hold the ring or the loader. Use them on that stream, or wait_stream() as usual.
 
-Options, besides the CPU Loader's (copy=True does not apply):
+Options, besides the CPU Loader's (copy=True does not apply), with the CPU Loader's meaning
+and defaults (one definition, in tilefeed):
   device   "cuda", "cuda:N" or a torch.device
-  dtype    "float32" (default here), "float16", "bfloat16", "uint8", or the torch/numpy dtypes
+  dtype    "uint8" (default), "float16", "bfloat16", "float32", or the torch/numpy dtypes
   mean,std 3 numbers each (or one for all three), in [0, 1] units as
            torchvision.transforms.Normalize takes them; default 0 and 1 (no normalisation);
            uint8 takes none
-  layout   "nchw" (default here; what torchvision models take) or "nhwc"
-dtype, mean, std, layout and image_size (an int for squares, or (height, width)) are checked
-and mean exactly what they mean for the CPU Loader (one definition, in tilefeed); only the
-defaults of dtype and layout differ. IMAGENET_MEAN and IMAGENET_STD are tilefeed's.
-  timing   True: each batch carries .copy_events, CUDA events around its host-to-device copy
+  layout   "nhwc" (default) or "nchw" (what torchvision models take)
+  timing   True: each batch carries .copy_events, CUDA events on the feed's copy stream
+           around the work enqueued there for the batch (a wait for its device buffer to be
+           released, if any; its copy; its conversion)
+IMAGENET_MEAN and IMAGENET_STD are tilefeed's.
 
 Without CUDA (no GPU, a CPU-only torch, or a tilefeed built without its CUDA component)
 making a CudaLoader raises RuntimeError with one line saying which.
 """
 
-import collections
+import functools
 
 from . import _tilefeed
 # One definition of the output options for both devices: the CPU Loader's (tilefeed).
@@ -87,10 +86,11 @@ def _check_cuda(torch, device):
 
 def _check_format(dtype, mean, std, layout):
     """(dtype name, mean, std, layout) as the CPU Loader checks them (tilefeed's
-    _output_options), or ValueError/TypeError naming the bad one."""
+    _output_options), None taking the CPU Loader's default, or ValueError/TypeError naming
+    the bad one."""
     defaults = _tilefeed._default_options()
-    out = _output_options(dtype, defaults["mean"] if mean is None else mean,
-                          defaults["std"] if std is None else std, layout)
+    out = _output_options(*(defaults[name] if value is None else value for name, value in
+                            (("dtype", dtype), ("mean", mean), ("std", std), ("layout", layout))))
     return out["dtype"], out["mean"], out["std"], out["layout"]
 
 
@@ -107,14 +107,15 @@ def _slot_geometry(options):
 
 
 class CudaBatch:
-    """One batch on the GPU: images (N x 3 x H x W for nchw, N x H x W x 3 for nhwc, in the
+    """One batch on the GPU: images (N x H x W x 3 for nhwc, N x 3 x H x W for nchw, in the
     loader's dtype) and labels (int64), both CUDA tensors ready on the stream that was
-    current when the batch was taken; `images, labels = batch` unpacks it, as a CPU Batch. copy_events: (start, end) CUDA events around the
-    host-to-device copy with timing=True, else None."""
+    current when the batch was taken; `images, labels = batch` unpacks it, as a CPU Batch.
+    copy_events: (start, end) CUDA events around its copy and conversion with timing=True,
+    else None."""
 
     __slots__ = ("images", "labels", "epoch", "index", "size", "copy_events")
 
-    def __init__(self, images, labels, epoch, index, size, copy_events):
+    def __init__(self, images, labels, epoch, index, size, copy_events=None):
         self.images = images
         self.labels = labels
         self.epoch = epoch
@@ -139,28 +140,20 @@ class CudaBatch:
                 f"{self.images.device}>")
 
 
-class _PinnedSlots:
-    """The loader's slot memory: one pinned uint8 tensor per slot (PyTorch's pinned
-    allocator). `regions` is what the C++ side reads; the tensors live as long as this."""
+class _DeviceMemory:
+    """Device memory of the feed's ring, as torch.as_tensor reads it (no ownership): a
+    view that lives for one copy, made before the buffer is released."""
 
-    def __init__(self, torch, slots, samples, image_bytes):
-        labels, _, total = _tilefeed._slot_layout(samples, image_bytes)
-        self.labels_offset = labels
-        self.tensors = []
-        self.regions = []
-        for _ in range(slots):
-            block = torch.empty(total + 64, dtype=torch.uint8, pin_memory=True)
-            skip = (-block.data_ptr()) % 64
-            self.tensors.append(block[skip:skip + total])
-            self.regions.append((block.data_ptr() + skip, total))
-        self.by_address = {address: i for i, (address, _) in enumerate(self.regions)}
+    def __init__(self, address, count, typestr):
+        self.__cuda_array_interface__ = {"shape": (count,), "typestr": typestr,
+                                         "data": (address, False), "version": 2}
 
 
 class CudaLoader:
     """tilefeed.Loader(..., device="cuda"): see the module's help (tilefeed.cuda)."""
 
-    def __init__(self, data, *, device="cuda", dtype="float32", mean=None, std=None,
-                 layout="nchw", timing=False, copy=False, **options):
+    def __init__(self, data, *, device="cuda", dtype=None, mean=None, std=None, layout=None,
+                 timing=False, copy=False, **options):
         from . import Loader  # the CPU loader this one wraps
         torch = _torch()
         if copy:
@@ -171,83 +164,54 @@ class CudaLoader:
         samples, height, width, depth = _slot_geometry(options)
         self._device = _check_cuda(torch, device)
         self._torch = torch
-        self._slots = _PinnedSlots(torch, depth, samples, height * width * 3)
-        options["layout"] = "nhwc"  # the kernel does the layout
-        self._loader = Loader(data, _slot_memory=self._slots, **options)
-        self._depth = depth
-        self._timing = bool(timing)
+        options["layout"] = "nhwc"  # the host batches; the kernel does the layout
+        self._loader = Loader(data, _slot_memory=_tilefeed._PinnedSlotMemory(), **options)
         with torch.cuda.device(self._device):
-            self._stream = torch.cuda.Stream(self._device)
-            self._raw = [torch.empty(samples * height * width * 3, dtype=torch.uint8,
-                                     device=self._device) for _ in range(depth)]
-            self._raw_labels = [torch.empty(samples, dtype=torch.int32, device=self._device)
-                                for _ in range(depth)]
+            # prefetch_depth - 1 slots at most: the workers always have one to decode into.
+            output = dict(dtype=self._dtype, mean=self._mean, std=self._std,
+                          layout=self._layout)
+            self._feed = _tilefeed._DeviceFeed(depth, max(1, depth - 1), samples, height,
+                                               width, output)
+            self._copy_stream = torch.cuda.ExternalStream(self._feed.copy_stream)
+        self._timing = bool(timing)
         self._torch_dtype = getattr(torch, self._dtype)
-        self._in_flight = collections.deque()  # (hold, copied event), in copy order
-        self._uploads = 0
 
     # -- iteration ------------------------------------------------------------------------
 
     def __iter__(self):
         inner = iter(self._loader)
+        source = functools.partial(next, inner, None)  # the feed's host batches, None at the end
         while True:
-            try:
-                batch = next(inner)
-            except StopIteration:
-                return
-            yield self._upload(batch)
+            with self._torch.cuda.device(self._device):
+                consumer = self._torch.cuda.current_stream(self._device)
+                events = self._events() if self._timing else None
+                landed = self._feed.next(source, consumer.cuda_stream)
+                if landed is None:
+                    return
+                if events:
+                    events[1].record(self._copy_stream)
+                batch = self._take(landed, events)
+            yield batch
 
-    def _reap(self, wait_oldest=False):
-        """Gives back, oldest first, the host slots whose copies finished."""
-        if wait_oldest and self._in_flight:
-            self._in_flight[0][1].synchronize()
-        while self._in_flight and self._in_flight[0][1].query():
-            self._in_flight.popleft()  # drops the view: the slot goes back
+    def _events(self):
+        """(start, end) timing events, start recorded on the copy stream."""
+        events = tuple(self._torch.cuda.Event(enable_timing=True) for _ in range(2))
+        events[0].record(self._copy_stream)
+        return events
 
-    def _upload(self, batch):
-        torch = self._torch
-        # The view keeps the slot from the loader until its copy is done (the iterator
-        # releases the Batch itself when it advances).
-        hold = batch.labels_int32
-        slot = self._slots.by_address.get(batch.images.ctypes.data)
-        if slot is None:
-            raise RuntimeError("tilefeed.cuda: a batch outside the pinned slots (internal)")
-        n, h, w = batch.size, batch.height, batch.width
-        host = self._slots.tensors[slot]
-        images = host[:n * h * w * 3]
-        labels = host[self._slots.labels_offset:self._slots.labels_offset + 4 * n].view(
-            torch.int32)
-        k = self._uploads % self._depth
-        self._uploads += 1
-        events = None
-        if self._timing:
-            events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-        consumer = torch.cuda.current_stream(self._device)
-        with torch.cuda.stream(self._stream):
-            raw, raw_labels = self._raw[k][:images.numel()], self._raw_labels[k][:n]
-            if events:
-                events[0].record(self._stream)
-            raw.copy_(images, non_blocking=True)
-            if events:
-                events[1].record(self._stream)
-            raw_labels.copy_(labels, non_blocking=True)
-            copied = torch.cuda.Event()
-            copied.record(self._stream)
-            shape = (n, 3, h, w) if self._layout == "nchw" else (n, h, w, 3)
-            out = torch.empty(shape, dtype=self._torch_dtype, device=self._device)
-            _tilefeed._cuda_convert(raw.data_ptr(), out.data_ptr(), n, h, w, self._dtype,
-                                    self._layout, self._mean, self._std,
-                                    self._stream.cuda_stream)
-            out_labels = raw_labels.long()
-        consumer.wait_stream(self._stream)
-        out.record_stream(consumer)
-        out_labels.record_stream(consumer)
-        self._in_flight.append((hold, copied))
-        self._reap()
-        # The loader decodes into free slots only: never keep them all.
-        while len(self._in_flight) + 1 >= self._depth and self._in_flight:
-            self._reap(wait_oldest=True)
-        return CudaBatch(out, out_labels, batch.epoch, batch.index, n, events)
+    def _take(self, landed, events):
+        """Copies a landed batch out of the ring on the current stream, then releases it."""
+        torch, feed = self._torch, self._feed
+        n, h, w = landed.size, landed.height, landed.width
+        images = torch.as_tensor(_DeviceMemory(feed.images(landed), feed.images_bytes(landed),
+                                               "|u1"), device=self._device)
+        labels = torch.as_tensor(_DeviceMemory(feed.labels(landed), n, "<i4"),
+                                 device=self._device)
+        shape = (n, 3, h, w) if self._layout == "nchw" else (n, h, w, 3)
+        images = images.view(self._torch_dtype).view(shape).clone()
+        labels = labels.long()
+        landed.release()  # after the copies above, on the same stream
+        return CudaBatch(images, labels, landed.epoch, landed.index, n, events)
 
     # -- the CPU Loader's other methods -------------------------------------------------
 
@@ -261,9 +225,8 @@ class CudaLoader:
         return self._loader.state_dict()
 
     def load_state_dict(self, state):
-        # A seek may hand the slots to a new C++ loader: no copy may still read them.
-        self._stream.synchronize()
-        self._in_flight.clear()
+        # Slots the feed still holds stay the old position's (or the old C++ loader's, for a
+        # state of another seed: PinnedSlotMemory gives a new loader new slots).
         self._loader.load_state_dict(state)
 
     def metrics(self):
@@ -290,8 +253,9 @@ class CudaLoader:
 
     def stop(self):
         """Waits for the copies in flight, gives their slots back and stops the loader."""
-        self._stream.synchronize()
-        self._in_flight.clear()
+        if self._feed is not None:
+            with self._torch.cuda.device(self._device):
+                self._feed = None  # DeviceFeed's destructor waits for its copies
         self._loader.stop()
 
     close = stop

@@ -102,7 +102,8 @@ TEST(CudaFeed, LandsEveryBatchConvertedOnTheConsumersStream) {
   options.slot_memory = std::make_shared<PinnedSlotMemory>();
   loader::Loader loader(std::make_unique<testing::RawSource>(50, kSide), options);
   CudaDevice device(2, BatchShape{8, kSide, kSide}, format);
-  DeviceFeed feed(loader, device, 2);
+  transport::LoaderStream stream(loader);
+  DeviceFeed feed(stream, device, 2, options.prefetch_depth - 1);
   cudaStream_t consumer = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&consumer, cudaStreamNonBlocking), cudaSuccess);
   std::size_t batches = 0;

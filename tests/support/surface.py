@@ -41,7 +41,7 @@ BOUNDS = {
     "longest file in the library folders and python/ (lines)": (1168, 800),
     "README.md bytes": (10240, 10240),
     "build dependencies (top-level CMakeLists.txt)": (12, 12),
-    "product lines (library folders, include/, python/ without tests, tools/)": (32700, 32792),
+    "product lines (library folders, include/, python/ without tests, tools/)": (32621, 32792),
 }
 # Dependencies a consumer of each component needs (its own and those of the components it
 # links), goal and bound alike: a component finds only what it links.

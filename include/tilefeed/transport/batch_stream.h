@@ -11,6 +11,10 @@
 // typed data position (loader::LoaderState): what a checkpoint saves and a resume
 // continues from, whichever stream wrote it.
 //
+// This header is the whole interface and needs only tilefeed::loader, not ZeroMQ: it is
+// header-only so that components without the transport library (tilefeed::cuda_feed, the
+// Python module) take batches from any stream, and feed a GPU from a local LoaderStream.
+//
 // Thread safety: a BatchStream's Next() may be called from several IO tile threads;
 // implementations serialize it. position() may be called from any thread; to pair it with
 // a batch, call it under the same lock as the Next() that returned the batch. A
@@ -23,6 +27,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "tilefeed/loader/loader.h"
 
@@ -50,7 +55,12 @@ struct BatchMeta {
 };
 
 // The meta of a loader batch (what a stream or a reader reports for it).
-BatchMeta MetaOf(const loader::Batch& batch);
+inline BatchMeta MetaOf(const loader::Batch& batch) {
+  return BatchMeta{batch.epoch(),  batch.index(),
+                   batch.size(),   batch.height(),
+                   batch.width(),  batch.channels(),
+                   batch.layout(), static_cast<std::uint32_t>(batch.substituted())};
+}
 
 class ReceivedBatch {
  public:
@@ -110,12 +120,26 @@ class LoaderStream final : public BatchStream {
  public:
   // REQUIRES: `loader` outlives this stream and every batch it returned.
   explicit LoaderStream(loader::Loader& loader) : loader_(loader) {}
-  std::optional<ReceivedBatch> Next() override;
-  bool ended() const override;
+  std::optional<ReceivedBatch> Next() override {
+    std::optional<loader::Batch> batch = loader_.Next();
+    if (!batch) return std::nullopt;
+    const BatchMeta meta = MetaOf(*batch);
+    const auto images = batch->images();
+    const auto labels = batch->labels();
+    const auto indices = batch->sample_indices();
+    return ReceivedBatch(meta, images, labels, indices,
+                         std::make_unique<SlotOwner>(std::move(*batch)));
+  }
+  bool ended() const override { return loader_.ended(); }
   std::size_t batches_per_epoch() const override { return loader_.batches_per_epoch(); }
   loader::LoaderState position() const override { return loader_.state(); }
 
  private:
+  // Holds the loader's slot until the ReceivedBatch goes.
+  struct SlotOwner final : ReceivedBatch::Owner {
+    explicit SlotOwner(loader::Batch b) : batch(std::move(b)) {}
+    loader::Batch batch;
+  };
   loader::Loader& loader_;
 };
 
