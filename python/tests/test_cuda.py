@@ -56,7 +56,6 @@ def test_device_cpu_or_none_is_the_cpu_loader(folder):
     (dict(std=(0.2, float("nan"), 0.2)), ValueError, "std"),
     (dict(dtype="uint8", mean=(0.5, 0.5, 0.5)), ValueError, "uint8"),
     (dict(layout="chw"), ValueError, "layout"),
-    (dict(copy=True), ValueError, "copy"),
     (dict(image_size=(32,)), TypeError, "image_size"),
     (dict(image_size=(32, 16385)), ValueError, "image_width"),
     (dict(image_size=32.0), TypeError, "image_size"),
@@ -150,7 +149,7 @@ def _device_bits(tensor):
                                            ("bfloat16", "nchw")])
 def test_gpu_batches_equal_the_host_formula_bit_for_bit(folder, dtype, layout):
     mean, std = tilefeed.cuda.IMAGENET_MEAN, tilefeed.cuda.IMAGENET_STD
-    cpu = tilefeed.Loader(folder, copy=True, **OPTIONS)
+    cpu = tilefeed.Loader(folder, **OPTIONS)
     gpu = tilefeed.Loader(folder, device="cuda", dtype=dtype, layout=layout, mean=mean, std=std,
                           **OPTIONS)
     count = 0
@@ -169,7 +168,7 @@ def test_gpu_batches_equal_the_host_formula_bit_for_bit(folder, dtype, layout):
 def test_gpu_rectangular_batches_equal_the_host_formula(folder, layout):
     options = dict(OPTIONS, image_size=(24, 40))  # (height, width)
     mean, std = tilefeed.IMAGENET_MEAN, tilefeed.IMAGENET_STD
-    cpu = tilefeed.Loader(folder, copy=True, **options)
+    cpu = tilefeed.Loader(folder, **options)
     gpu = tilefeed.Loader(folder, device="cuda", dtype="float32", layout=layout, mean=mean,
                           std=std, **options)
     count = 0
@@ -186,7 +185,7 @@ def test_gpu_rectangular_batches_equal_the_host_formula(folder, layout):
 @needs_gpu
 def test_gpu_batch_is_ready_on_the_callers_stream(folder):
     side = torch.cuda.Stream()
-    cpu = tilefeed.Loader(folder, copy=True, **OPTIONS)
+    cpu = tilefeed.Loader(folder, **OPTIONS)
     with torch.cuda.stream(side):
         gpu = tilefeed.Loader(folder, device="cuda", dtype="uint8", layout="nhwc", **OPTIONS)
         for want, got in zip(cpu, gpu):
@@ -204,7 +203,7 @@ def test_cuda_batch_unpacks_as_a_cpu_batch():
 
 @needs_gpu
 def test_for_x_y_in_a_gpu_loader_with_the_cpu_defaults(folder):
-    cpu = tilefeed.Loader(folder, copy=True, **OPTIONS)
+    cpu = tilefeed.Loader(folder, **OPTIONS)
     gpu = tilefeed.Loader(folder, device="cuda", **OPTIONS)  # uint8 NHWC, as on the CPU
     count = 0
     for (want_x, want_y), (x, y) in zip(cpu, gpu):
@@ -221,7 +220,7 @@ def test_kept_gpu_batches_stay_valid_past_the_ring(folder):
     # The tensors are copies out of the ring: keeping every batch of three epochs (more than
     # prefetch_depth of them) neither stops the loader nor lets a later batch overwrite one.
     options = dict(OPTIONS, epochs=3, prefetch_depth=2)
-    cpu = tilefeed.Loader(folder, copy=True, **options)
+    cpu = tilefeed.Loader(folder, **options)
     gpu = tilefeed.Loader(folder, device="cuda", dtype="float32", layout="nchw", **options)
     wanted, kept = [], []
     for _ in range(3):

@@ -27,8 +27,8 @@ made on that stream out of the device buffer into PyTorch's caching allocator, a
 buffer is released right after on the same stream: keep the tensors as long as you like,
 they never hold the ring or the loader. Use them on that stream, or wait_stream() as usual.
 
-Options, besides the CPU Loader's (copy=True does not apply), with the CPU Loader's meaning
-and defaults (one definition, in tilefeed):
+Options, besides the CPU Loader's, with its meaning and defaults (one definition, in
+tilefeed):
   device   "cuda", "cuda:N" or a torch.device
   dtype    "uint8" (default), "float16", "bfloat16", "float32", or the torch/numpy dtypes
   mean,std 3 numbers each (or one for all three), in [0, 1] units as
@@ -153,12 +153,9 @@ class CudaLoader:
     """tilefeed.Loader(..., device="cuda"): see the module's help (tilefeed.cuda)."""
 
     def __init__(self, data, *, device="cuda", dtype=None, mean=None, std=None, layout=None,
-                 timing=False, copy=False, **options):
+                 timing=False, **options):
         from . import Loader  # the CPU loader this one wraps
         torch = _torch()
-        if copy:
-            raise ValueError("tilefeed.Loader(device='cuda'): copy=True does not apply; the "
-                             "CUDA tensors are never views of loader memory")
         self._dtype, self._mean, self._std, self._layout = _check_format(dtype, mean, std,
                                                                          layout)
         samples, height, width, depth = _slot_geometry(options)
