@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "cuda_binding.h"
+#include "dlpack_abi.h"
 #include "options_binding.h"
 #include "tilefeed/launch/instance.h"
 #include "tilefeed/loader/dataset.h"
@@ -57,51 +58,12 @@
 #include "tilefeed/loader/source.h"
 
 namespace py = pybind11;
-namespace loader = tilefeed::loader;
-namespace codecs = tilefeed::codecs;
-namespace transport = tilefeed::transport;
 
-using tilefeed::python::DefaultOptions;
-using tilefeed::python::DTypeName;
-using tilefeed::python::LayoutName;
-using tilefeed::python::OptionSpecs;
-using tilefeed::python::ParseOptions;
-using tilefeed::python::ToRemoteOptions;
-
+namespace tilefeed::python {
 namespace {
 
 // How long the consumer waits with the GIL released before it checks for signals.
 constexpr std::chrono::milliseconds kSignalSlice{20};
-
-// DLPack 0.x ABI (dlpack.h v0.6/0.7), which torch 1.13's from_dlpack consumes from a
-// capsule named "dltensor". Defined here rather than vendoring the header.
-struct DLDevice {
-  std::int32_t device_type;  // kDLCPU = 1
-  std::int32_t device_id;
-};
-struct DLDataType {
-  std::uint8_t code;  // kDLInt = 0, kDLUInt = 1, kDLFloat = 2
-  std::uint8_t bits;
-  std::uint16_t lanes;
-};
-struct DLTensor {
-  void* data;
-  DLDevice device;
-  std::int32_t ndim;
-  DLDataType dtype;
-  std::int64_t* shape;
-  std::int64_t* strides;  // in elements
-  std::uint64_t byte_offset;
-};
-struct DLManagedTensor {
-  DLTensor dl_tensor;
-  void* manager_ctx;
-  void (*deleter)(DLManagedTensor* self);
-};
-constexpr std::int32_t kDLCPU = 1;
-constexpr std::uint8_t kDLUInt = 1;
-constexpr std::uint8_t kDLFloat = 2;
-constexpr std::uint8_t kDLBfloat = 4;
 
 bool IsFinalizing() {
 #if PY_VERSION_HEX >= 0x030D0000
@@ -797,22 +759,24 @@ void RegisterCore(py::module_& m) {
 
 }  // namespace
 
-transport::ReceivedBatch tilefeed::python::ReceiveBatch(const py::handle& batch) {
+transport::ReceivedBatch ReceiveBatch(const py::handle& batch) {
   return batch.cast<const PyBatch&>().Received();
 }
 
-loader::OutputFormat tilefeed::python::ParseOutputFormat(const py::dict& options) {
+loader::OutputFormat ParseOutputFormat(const py::dict& options) {
   const loader::LoaderOptions parsed = ParseOptions(options);
   loader::OutputFormat format = parsed.output;
   if (parsed.layout == loader::Layout::kNchw) format.layout = loader::OutputLayout::kNCHW;
   return format;
 }
 
+}  // namespace tilefeed::python
+
 PYBIND11_MODULE(_tilefeed, m) {
   m.doc() = "tilefeed's C++ loader; use the tilefeed package, not this module.";
   m.attr("__version__") = TILEFEED_VERSION;
-  RegisterErrors(m);
-  RegisterFunctions(m);
-  RegisterBatch(m);
-  RegisterCore(m);
+  tilefeed::python::RegisterErrors(m);
+  tilefeed::python::RegisterFunctions(m);
+  tilefeed::python::RegisterBatch(m);
+  tilefeed::python::RegisterCore(m);
 }
