@@ -54,11 +54,11 @@
 #include <vector>
 
 #include "cuda_binding.h"
-#include "tilefeed/launch/instance.h"
+#include "loader/list_source.h"
+#include "loader/option_specs.h"
+#include "tilefeed/launch/launch.h"
 #include "tilefeed/loader/dataset.h"
-#include "tilefeed/loader/list_source.h"
 #include "tilefeed/loader/loader.h"
-#include "tilefeed/loader/option_specs.h"
 #include "tilefeed/loader/source.h"
 
 namespace py = pybind11;

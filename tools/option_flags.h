@@ -27,8 +27,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "loader/option_specs.h"
 #include "tilefeed/loader/loader.h"
-#include "tilefeed/loader/option_specs.h"
 #include "tools/cli_checks.h"
 
 namespace tilefeed::tools {

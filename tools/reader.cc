@@ -54,20 +54,20 @@
 #include <vector>
 
 #include "loader/address.h"
+#include "loader/bad_sample_log.h"
+#include "loader/option_specs.h"
 #include "metrics/cli.h"
-#include "tilefeed/launch/instance.h"
-#include "tilefeed/loader/bad_sample_log.h"
+#include "tilefeed/launch/launch.h"
 #include "tilefeed/loader/dataset.h"
 #include "tilefeed/loader/loader.h"
-#include "tilefeed/loader/option_specs.h"
 #include "tilefeed/transport/context.h"
-#include "tilefeed/transport/curve.h"
-#include "tilefeed/transport/loader_terms.h"
-#include "tilefeed/transport/reader_endpoint.h"
 #include "tilefeed/transport/session.h"
 #include "tools/cli_checks.h"
 #include "tools/option_flags.h"
 #include "tools/remote_flags.h"
+#include "transport/curve.h"
+#include "transport/loader_terms.h"
+#include "transport/reader_endpoint.h"
 
 namespace {
 

@@ -15,7 +15,7 @@
 // Each batch received, its checks and its owners are in zmq_stream_batches.cc; the types the
 // two files share in transport/zmq_stream_impl.h.
 
-#include "tilefeed/transport/zmq_stream.h"
+#include "tilefeed/transport/streams.h"
 
 #include <algorithm>
 #include <cassert>
@@ -28,9 +28,9 @@
 #include <utility>
 #include <vector>
 
-#include "tilefeed/transport/curve.h"
-#include "tilefeed/transport/frame.h"
+#include "transport/curve.h"
 #include "transport/event_fd.h"
+#include "transport/frame.h"
 #include "transport/shm.h"
 #include "transport/socket_util.h"
 #include "transport/zmq_context.h"
