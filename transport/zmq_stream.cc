@@ -15,8 +15,6 @@
 // Each batch received, its checks and its owners are in zmq_stream_batches.cc; the types the
 // two files share in transport/zmq_stream_impl.h.
 
-#include "tilefeed/transport/streams.h"
-
 #include <algorithm>
 #include <cassert>
 #include <condition_variable>
@@ -28,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "tilefeed/transport/streams.h"
 #include "transport/curve.h"
 #include "transport/event_fd.h"
 #include "transport/frame.h"
