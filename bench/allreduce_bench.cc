@@ -21,11 +21,12 @@
 #include <vector>
 
 #include "bench/median.h"
-#include "tilefeed/trainer/memory_stream.h"
 #include "tilefeed/trainer/mpi_session.h"
-#include "tilefeed/trainer/reference_core.h"
 #include "tilefeed/trainer/trainer.h"
 #include "tools/cli_checks.h"
+#include "trainer/memory_stream.h"
+#include "trainer/reference_core.h"
+#include "trainer/stall.h"
 
 namespace {
 

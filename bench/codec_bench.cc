@@ -11,11 +11,11 @@
 //   entropy   Huffman decoding of the whole image to DCT coefficients only: the part of
 //             a full decode that no crop or DCT scaling can skip
 //   resize    the resize step of rrc alone, on the same region sizes
-//   rrc_t     rrc on the files transcoded for random access (tilefeed/codecs/jpeg_index.h):
+//   rrc_t     rrc on the files transcoded for random access (codecs/jpeg_index.h):
 //             baseline, optimized Huffman tables, restart intervals on a grid
 //   indexed   rrc on the transcoded files that entropy-decodes only the restart
 //             intervals covering the crop (IndexedJpegDecoder); same pixels as rrc_t
-//   coef      rrc from the coefficient store (tilefeed/codecs/jpeg_coefficients.h), Huffman
+//   coef      rrc from the coefficient store (codecs/jpeg_coefficients.h), Huffman
 //             groups (tilefeed-pack --codec coefficients-small; stored groups, coefficients-fast,
 //             run beside it in the rotating rounds): no entropy decoding at all, the crop's
 //             column groups, libjpeg's IDCT, upsampling and colour; same pixels as
@@ -61,11 +61,11 @@
 #include <vector>
 
 #include "bench/median.h"
+#include "codecs/jpeg_coefficients.h"
+#include "codecs/jpeg_index.h"
+#include "codecs/raw.h"
+#include "codecs/resize.h"
 #include "tilefeed/codecs/jpeg.h"
-#include "tilefeed/codecs/jpeg_coefficients.h"
-#include "tilefeed/codecs/jpeg_index.h"
-#include "tilefeed/codecs/raw.h"
-#include "tilefeed/codecs/resize.h"
 #include "tilefeed/loader/augment.h"
 #include "tilefeed/loader/sampler.h"
 #include "tools/cli_checks.h"

@@ -27,7 +27,7 @@
 #include <thread>
 #include <vector>
 
-#include "tilefeed/loader/image_folder.h"
+#include "loader/image_folder.h"
 #include "tools/cli_checks.h"
 
 namespace {

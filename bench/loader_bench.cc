@@ -14,7 +14,7 @@
 // loader every --metrics-interval seconds against the same run without one, the same way
 // (ratio=with/without).
 //
-// The loader's flags come from the shared option table (tilefeed/loader/option_specs.h, through
+// The loader's flags come from the shared option table (loader/option_specs.h, through
 // tools/option_flags.h), spelled and bounded as in every tool and in Python.
 
 #include <sys/resource.h>
@@ -35,10 +35,10 @@
 #include <vector>
 
 #include "bench/median.h"
+#include "loader/shard_source.h"
 #include "metrics/cli.h"
 #include "tilefeed/loader/dataset.h"
 #include "tilefeed/loader/loader.h"
-#include "tilefeed/loader/shard_source.h"
 #include "tools/cli_checks.h"
 #include "tools/option_flags.h"
 
@@ -228,7 +228,7 @@ struct Args {
   bool metrics_overhead = false;
 };
 
-// The loader's own options, from the shared table (tilefeed/loader/option_specs.h).
+// The loader's own options, from the shared table (loader/option_specs.h).
 void AddLoaderOptionFlags(CLI::App& app, Args& a) {
   loader::LoaderOptions& o = a.options;
   tools::AddOption(app, loader::kBatchSize, o.batch_size);

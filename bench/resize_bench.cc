@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "tilefeed/codecs/resize.h"
+#include "codecs/resize.h"
 
 namespace tilefeed::codecs {
 namespace {

@@ -95,12 +95,13 @@
 #include "metrics/cli.h"
 #include "tilefeed/loader/dataset.h"
 #include "tilefeed/loader/loader.h"
-#include "tilefeed/trainer/collectives.h"
-#include "tilefeed/trainer/memory_stream.h"
-#include "tilefeed/trainer/synthetic_core.h"
+#include "tilefeed/trainer/mpi_session.h"
 #include "tilefeed/trainer/trainer.h"
 #include "tilefeed/transport/batch_stream.h"
 #include "tools/cli_checks.h"
+#include "trainer/memory_stream.h"
+#include "trainer/stall.h"
+#include "trainer/synthetic_core.h"
 
 namespace {
 

@@ -56,9 +56,9 @@
 #include "tilefeed/loader/loader.h"
 #include "tilefeed/loader/source.h"
 #include "tilefeed/transport/batch_stream.h"
-#include "tilefeed/transport/reader_endpoint.h"
-#include "tilefeed/transport/zmq_stream.h"
+#include "tilefeed/transport/streams.h"
 #include "tools/cli_checks.h"
+#include "transport/reader_endpoint.h"
 
 namespace {
 

@@ -18,7 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "tilefeed/codecs/jpeg_coefficients.h"
+#include "codecs/jpeg_coefficients.h"
 
 namespace tilefeed::codecs::detail {
 

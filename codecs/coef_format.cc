@@ -14,7 +14,7 @@
 // clang-format on
 
 #include "codecs/coef_huffman.h"
-#include "tilefeed/codecs/jpeg_coefficients.h"
+#include "codecs/jpeg_coefficients.h"
 
 namespace tilefeed::codecs {
 namespace detail {

@@ -19,8 +19,8 @@
 #include "codecs/coef_blocks.h"
 #include "codecs/coef_format.h"
 #include "codecs/coef_huffman.h"
+#include "codecs/jpeg_coefficients.h"
 #include "codecs/libjpeg_errors.h"
-#include "tilefeed/codecs/jpeg_coefficients.h"
 
 namespace tilefeed::codecs {
 namespace {

@@ -30,9 +30,9 @@
 
 #include "codecs/crop_check.h"
 #include "codecs/libjpeg_errors.h"
+#include "codecs/png.h"
+#include "codecs/resize.h"
 #include "codecs/row_stream.h"
-#include "tilefeed/codecs/png.h"
-#include "tilefeed/codecs/resize.h"
 
 namespace tilefeed::codecs {
 namespace {

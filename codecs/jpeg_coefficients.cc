@@ -24,7 +24,7 @@
 // This file holds the decode; the record's header is read in coef_format.cc and written
 // with the bands in coef_pack.cc (format: codecs/coef_format.h).
 
-#include "tilefeed/codecs/jpeg_coefficients.h"
+#include "codecs/jpeg_coefficients.h"
 
 #include <algorithm>
 #include <array>
@@ -58,9 +58,9 @@
 #include "codecs/coef_huffman.h"
 #include "codecs/crop_check.h"
 #include "codecs/libjpeg_errors.h"
+#include "codecs/resize.h"
 #include "codecs/row_stream.h"
 #include "codecs/ycc_rows.h"
-#include "tilefeed/codecs/resize.h"
 
 namespace tilefeed::codecs {
 namespace {
@@ -145,7 +145,7 @@ std::uint64_t Le64(const std::uint8_t* p) {
 // What decodes the groups: the record's Huffman tables.
 struct GroupDecoders {
   detail::HuffDecoder huff;
-  bool portable = false;  // JpegOptions::portable_kernels
+  bool portable = false;  // CoefficientDecoder's portable_kernels
 };
 
 // Decodes one Huffman-coded group into `out` (exactly `raw_size` bytes) or throws.
@@ -268,7 +268,7 @@ struct BandFeed {
   GroupCursor* group_cursors;
   int k0, groups;
   bool timed;
-  bool portable;  // JpegOptions::portable_kernels
+  bool portable;  // CoefficientDecoder's portable_kernels
   std::int64_t unpack_ns;
   std::int64_t idct_ns;
 };
@@ -463,8 +463,8 @@ Cover CoverFor(const Geometry& g, const CropPlan& plan, int out_width, int out_h
 // rows of more than two samples (libjpeg replicates below that). Elsewhere libjpeg runs
 // its own passes, as it does on CPUs without the kernel and with portable_kernels.
 std::optional<detail::ChromaSampling> FusedSampling(const Geometry& g, const Cover& cover,
-                                                    const JpegOptions& options) {
-  if (options.portable_kernels || options.fast_upsample || !detail::YccKernelAvailable()) {
+                                                    const JpegOptions& options, bool portable) {
+  if (portable || options.fast_upsample || !detail::YccKernelAvailable()) {
     return std::nullopt;
   }
   if (g.components != 3 || g.color_space != JCS_YCbCr || cover.scale != 8) return std::nullopt;
@@ -520,6 +520,7 @@ UnpackedCoefficients UnpackCoefficients(std::span<const std::byte> record,
 
 struct CoefficientDecoder::Impl {
   JpegOptions options;
+  bool portable_kernels = false;  // CoefficientDecoder's portable_kernels
   jpeg_decompress_struct cinfo{};
   ErrorManager errors{};
   BandFeed feed{};
@@ -534,8 +535,9 @@ struct CoefficientDecoder::Impl {
   std::vector<std::uint8_t> planes;             // YccRows' planes; only grows
   std::vector<JSAMPROW> plane_rows;             // and their rows
 
-  explicit Impl(const JpegOptions& opts) : options(opts), resizer(opts.portable_kernels) {
-    group_decoders.portable = opts.portable_kernels;
+  Impl(const JpegOptions& opts, bool portable)
+      : options(opts), portable_kernels(portable), resizer(portable) {
+    group_decoders.portable = portable;
     cinfo.err = detail::InstallErrorHandlers(errors);
     if (!GuardedCreate(&cinfo, &errors)) {
       throw std::runtime_error(std::string("libjpeg: cannot create a decompressor: ") +
@@ -571,7 +573,7 @@ void CoefficientDecoder::Impl::Start(const Geometry& g, const Cover& cover,
                                      const UnpackedCoefficients* unpacked) {
   BuildJpegHeader(g, cover.sub_width, cover.sub_height, header);
   const bool cmyk = g.color_space == JCS_CMYK || g.color_space == JCS_YCCK;
-  fused = FusedSampling(g, cover, options);
+  fused = FusedSampling(g, cover, options, portable_kernels);
   const StartJob job{reinterpret_cast<const unsigned char*>(header.data()),
                      header.size(),
                      static_cast<J_COLOR_SPACE>(g.color_space),
@@ -728,7 +730,7 @@ DecodeReport CoefficientDecoder::Impl::Decode(std::span<const std::byte> rec,
   if (unpacked == nullptr) Prepare(rec, g, cover);
   const auto t1 = Clock::now();
   feed.timed = times != nullptr;
-  feed.portable = options.portable_kernels;
+  feed.portable = portable_kernels;
   Start(g, cover, unpacked);
   std::int64_t resize_ns = 0;
   const JDIMENSION rows_read = Stream(g, cover, plan, out, &resize_ns);
@@ -749,8 +751,8 @@ DecodeReport CoefficientDecoder::Impl::Decode(std::span<const std::byte> rec,
   return report;
 }
 
-CoefficientDecoder::CoefficientDecoder(const JpegOptions& options)
-    : impl_(std::make_unique<Impl>(options)) {}
+CoefficientDecoder::CoefficientDecoder(const JpegOptions& options, bool portable_kernels)
+    : impl_(std::make_unique<Impl>(options, portable_kernels)) {}
 CoefficientDecoder::~CoefficientDecoder() = default;
 CoefficientDecoder::CoefficientDecoder(CoefficientDecoder&&) noexcept = default;
 CoefficientDecoder& CoefficientDecoder::operator=(CoefficientDecoder&&) noexcept = default;

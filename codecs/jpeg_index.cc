@@ -15,7 +15,7 @@
 // chroma margin all land on the same pixels) and the sub-image holds the whole region
 // that decode would touch.
 
-#include "tilefeed/codecs/jpeg_index.h"
+#include "codecs/jpeg_index.h"
 
 #include <algorithm>
 #include <cassert>

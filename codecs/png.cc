@@ -1,4 +1,4 @@
-// PNG decoding over libspng (see tilefeed/codecs/png.h for why libspng).
+// PNG decoding over libspng (see codecs/png.h for why libspng).
 //
 // libspng reports every failure as a return code, so unlike jpeg.cc nothing here needs
 // setjmp: each failing call throws a DecodeError on its own line. A libspng context
@@ -6,7 +6,7 @@
 // row ring and the resizer's buffers belong to the decoder and are reused, so a warm
 // decoder's only allocations per image are libspng's context and zlib state.
 
-#include "tilefeed/codecs/png.h"
+#include "codecs/png.h"
 
 #include <spng.h>
 #include <zlib.h>
@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "codecs/crop_check.h"
+#include "codecs/resize.h"
 #include "codecs/row_stream.h"
-#include "tilefeed/codecs/resize.h"
 
 namespace tilefeed::codecs {
 namespace {

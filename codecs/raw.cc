@@ -1,4 +1,4 @@
-#include "tilefeed/codecs/raw.h"
+#include "codecs/raw.h"
 
 #include <lz4.h>
 

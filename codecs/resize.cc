@@ -1,4 +1,4 @@
-#include "tilefeed/codecs/resize.h"
+#include "codecs/resize.h"
 
 #include <algorithm>
 #include <cassert>

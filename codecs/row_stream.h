@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "tilefeed/codecs/resize.h"
+#include "codecs/resize.h"
 
 struct jpeg_decompress_struct;  // jpeglib.h
 

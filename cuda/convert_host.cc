@@ -1,5 +1,5 @@
+#include "loader/output_convert.h"
 #include "tilefeed/cuda/convert.h"
-#include "tilefeed/loader/output_convert.h"
 
 namespace tilefeed::cuda {
 

@@ -1,9 +1,9 @@
-#include "tilefeed/launch/instance.h"
-
 #include <charconv>
 #include <cstdlib>
 #include <stdexcept>
 #include <string_view>
+
+#include "tilefeed/launch/launch.h"
 
 namespace tilefeed::launch {
 namespace {

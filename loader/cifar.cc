@@ -1,4 +1,4 @@
-#include "tilefeed/loader/cifar.h"
+#include "loader/cifar.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -8,7 +8,10 @@
 #include <limits>
 #include <vector>
 
-#include "tilefeed/loader/cifar.h"
+#include "loader/cifar.h"
+#include "loader/image_folder.h"
+#include "loader/shard_source.h"
+#include "loader/tar_dataset.h"
 
 namespace tilefeed::loader {
 namespace {
@@ -110,7 +113,7 @@ std::optional<DatasetKind> ParseDatasetKind(const std::string& name) {
   return std::nullopt;
 }
 
-// Split (tilefeed/loader/split.h).
+// Split (tilefeed/loader/dataset.h).
 const char* ToString(Split split) {
   switch (split) {
     case Split::kTrain:

@@ -1,4 +1,4 @@
-#include "tilefeed/loader/image_folder.h"
+#include "loader/image_folder.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "tilefeed/loader/list_source.h"
+#include "loader/list_source.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "codecs/raw.h"
 #include "loader/loader_impl.h"
-#include "tilefeed/codecs/raw.h"
 
 namespace tilefeed::loader {
 

@@ -20,13 +20,13 @@
 #include <thread>
 #include <vector>
 
-#include "tilefeed/codecs/jpeg_coefficients.h"
-#include "tilefeed/codecs/jpeg_index.h"
-#include "tilefeed/codecs/png.h"
-#include "tilefeed/codecs/resize.h"
+#include "codecs/jpeg_coefficients.h"
+#include "codecs/jpeg_index.h"
+#include "codecs/png.h"
+#include "codecs/resize.h"
+#include "loader/output_convert.h"
+#include "loader/ring.h"
 #include "tilefeed/loader/loader.h"
-#include "tilefeed/loader/output_convert.h"
-#include "tilefeed/loader/ring.h"
 
 namespace tilefeed::loader {
 namespace detail {

@@ -14,7 +14,7 @@
 #include <stdexcept>
 
 #include "loader/loader_impl.h"
-#include "tilefeed/loader/option_specs.h"
+#include "loader/option_specs.h"
 
 namespace tilefeed::loader {
 

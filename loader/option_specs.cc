@@ -1,4 +1,4 @@
-#include "tilefeed/loader/option_specs.h"
+#include "loader/option_specs.h"
 
 #include <array>
 #include <cctype>

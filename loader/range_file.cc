@@ -8,7 +8,7 @@
 #include <cerrno>
 
 #include "loader/file_io.h"
-#include "tilefeed/loader/option_specs.h"
+#include "loader/option_specs.h"
 #include "tilefeed/loader/remote.h"
 #include "tilefeed/loader/source.h"
 

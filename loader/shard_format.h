@@ -36,14 +36,14 @@ inline constexpr std::string_view kManifestMagic = "tilefeed-shards";
 // Codec byte of a shard header and of each record.
 enum class RecordCodec : std::uint8_t {
   kJpeg = 1,    // the original image file's bytes
-  kLz4Raw = 2,  // a tilefeed/codecs/raw.h tensor: uint8 HWC pixels in one LZ4 block
+  kLz4Raw = 2,  // a codecs/raw.h tensor: uint8 HWC pixels in one LZ4 block
   // Shard: JPEGs transcoded for random access (format version 2); its records are
-  // kIndexedJpeg, or kJpeg for files stored as they came. Record: a tilefeed/codecs/jpeg_index.h
+  // kIndexedJpeg, or kJpeg for files stored as they came. Record: a codecs/jpeg_index.h
   // stored interval index (length in the record header), then the transcoded JPEG.
   kIndexedJpeg = 3,
   // Shard: JPEGs stored as their DCT coefficients (format version 3); its records are
   // kCoefficients, or kJpeg for files stored as they came. Record: a
-  // tilefeed/codecs/jpeg_coefficients.h coefficient record.
+  // codecs/jpeg_coefficients.h coefficient record.
   kCoefficients = 4,
 };
 

@@ -1,4 +1,4 @@
-#include "tilefeed/loader/shard_source.h"
+#include "loader/shard_source.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -16,16 +16,16 @@
 #include <span>
 #include <utility>
 
+#include "codecs/jpeg_coefficients.h"
+#include "codecs/jpeg_index.h"
+#include "codecs/png.h"
+#include "codecs/raw.h"
 #include "loader/file_io.h"
 #include "loader/merged_reads.h"
 #include "loader/range_file.h"
 #include "loader/shard_format.h"
 #include "tilefeed/codecs/image.h"
 #include "tilefeed/codecs/jpeg.h"
-#include "tilefeed/codecs/jpeg_coefficients.h"
-#include "tilefeed/codecs/jpeg_index.h"
-#include "tilefeed/codecs/png.h"
-#include "tilefeed/codecs/raw.h"
 
 namespace tilefeed::loader {
 namespace {

@@ -1,4 +1,4 @@
-#include "tilefeed/loader/shard_writer.h"
+#include "loader/shard_writer.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -17,13 +17,13 @@
 #include <thread>
 #include <utility>
 
+#include "codecs/jpeg_coefficients.h"
+#include "codecs/jpeg_index.h"
+#include "codecs/png.h"
+#include "codecs/raw.h"
 #include "loader/file_io.h"
 #include "loader/shard_format.h"
 #include "tilefeed/codecs/jpeg.h"
-#include "tilefeed/codecs/jpeg_coefficients.h"
-#include "tilefeed/codecs/jpeg_index.h"
-#include "tilefeed/codecs/png.h"
-#include "tilefeed/codecs/raw.h"
 
 namespace tilefeed::loader {
 namespace {

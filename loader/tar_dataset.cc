@@ -1,4 +1,4 @@
-#include "tilefeed/loader/tar_dataset.h"
+#include "loader/tar_dataset.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,6 +1,6 @@
 // tilefeed.Loader's keywords into loader::LoaderOptions and RemoteOptions: one setter per
 // keyword, each range checked once in C++ (loader::OptionsProblem) with the option table's
-// words (tilefeed/loader/option_specs.h). See options_binding.h.
+// words (loader/option_specs.h). See options_binding.h.
 
 #include "options_binding.h"
 
@@ -20,7 +20,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "tilefeed/loader/option_specs.h"
+#include "loader/option_specs.h"
 
 namespace py = pybind11;
 
@@ -64,7 +64,7 @@ void Refuse(const std::optional<std::string>& problem) {
   if (problem) throw py::value_error("tilefeed.Loader: " + *problem);
 }
 
-// `value` as the field type T of the shared option `spec` (tilefeed/loader/option_specs.h). The
+// `value` as the field type T of the shared option `spec` (loader/option_specs.h). The
 // range is checked once, by loader::OptionsProblem; a whole number that T cannot hold at all
 // (a negative count) is out of the table's range too, and refused here in RangeProblem's words.
 template <typename T>

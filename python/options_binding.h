@@ -1,7 +1,7 @@
 #pragma once
 
 // tilefeed.Loader's keyword arguments as the C++ loader takes them. The option table
-// (tilefeed/loader/option_specs.h) gives each keyword's range, default and help; the
+// (loader/option_specs.h) gives each keyword's range, default and help; the
 // ranges are checked once, by loader::OptionsProblem and RemoteOptionsProblem, and a bad
 // value is a ValueError (TypeError for the wrong type) "tilefeed.Loader: NAME must be
 // RANGE, got VALUE" in the table's words. Call with the GIL held.

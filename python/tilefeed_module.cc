@@ -49,12 +49,12 @@
 
 #include "cuda_binding.h"
 #include "dlpack_abi.h"
+#include "loader/list_source.h"
+#include "loader/option_specs.h"
 #include "options_binding.h"
-#include "tilefeed/launch/instance.h"
+#include "tilefeed/launch/launch.h"
 #include "tilefeed/loader/dataset.h"
-#include "tilefeed/loader/list_source.h"
 #include "tilefeed/loader/loader.h"
-#include "tilefeed/loader/option_specs.h"
 #include "tilefeed/loader/source.h"
 
 namespace py = pybind11;
@@ -633,7 +633,7 @@ void RegisterFunctions(py::module_& m) {
       "the C++ checks of Loader options and remote options (loader::OptionsProblem): "
       "ValueError naming the first bad one, TypeError for a value of the wrong type");
   m.def("_option_specs", &OptionSpecs,
-        "the shared option table (tilefeed/loader/option_specs.h) by Python keyword");
+        "the shared option table (loader/option_specs.h) by Python keyword");
   tilefeed::python::RegisterCuda(m);
   m.def(
       "_plan_sample",
@@ -661,7 +661,7 @@ void RegisterFunctions(py::module_& m) {
   m.def(
       "_detect_instance",
       [] {
-        // The same detection as `train` (tilefeed/launch/instance.h), over this process's
+        // The same detection as `train` (tilefeed/launch/launch.h), over this process's
         // environment; its std::invalid_argument becomes ValueError.
         const tilefeed::launch::InstanceInfo info =
             tilefeed::launch::DetectInstance(tilefeed::launch::ProcessEnvironment());

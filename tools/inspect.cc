@@ -26,13 +26,13 @@
 #include <string>
 #include <vector>
 
+#include "codecs/jpeg_coefficients.h"
+#include "codecs/jpeg_index.h"
+#include "codecs/png.h"
+#include "loader/option_specs.h"
+#include "loader/shard_source.h"
 #include "tilefeed/codecs/jpeg.h"
-#include "tilefeed/codecs/jpeg_coefficients.h"
-#include "tilefeed/codecs/jpeg_index.h"
-#include "tilefeed/codecs/png.h"
 #include "tilefeed/loader/dataset.h"
-#include "tilefeed/loader/option_specs.h"
-#include "tilefeed/loader/shard_source.h"
 #include "tools/cli_checks.h"
 #include "tools/option_flags.h"
 #include "tools/remote_flags.h"

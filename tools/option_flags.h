@@ -1,6 +1,6 @@
 #pragma once
 
-// Command-line flags from the shared option table (tilefeed/loader/option_specs.h): the one
+// Command-line flags from the shared option table (loader/option_specs.h): the one
 // place where a CLI11 flag is made from an OptionSpec, so every tool and benchmark driver
 // spells, bounds, explains and defaults a shared option the same way.
 //
@@ -27,8 +27,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "loader/option_specs.h"
 #include "tilefeed/loader/loader.h"
-#include "tilefeed/loader/option_specs.h"
 #include "tools/cli_checks.h"
 
 namespace tilefeed::tools {

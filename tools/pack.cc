@@ -25,10 +25,10 @@
 #include <thread>
 #include <utility>
 
+#include "loader/option_specs.h"
+#include "loader/shard_writer.h"
 #include "metrics/cli.h"
 #include "tilefeed/loader/dataset.h"
-#include "tilefeed/loader/option_specs.h"
-#include "tilefeed/loader/shard_writer.h"
 #include "tools/cli_checks.h"
 #include "tools/option_flags.h"
 #include "tools/remote_flags.h"

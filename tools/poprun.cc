@@ -27,7 +27,6 @@
 #include <thread>
 #include <vector>
 
-#include "tilefeed/launch/instance.h"
 #include "tilefeed/launch/launch.h"
 #include "tools/cli_checks.h"
 

@@ -29,7 +29,7 @@
 // trusted. Loopback is what ZeroMQ actually bound (ZMQ_LAST_ENDPOINT), and --bind is read
 // as ZeroMQ reads it: tcp://SOURCE;DEST is refused, a host name is resolved.
 //
-// On a network that is not trusted, turn on CURVE (tilefeed/transport/curve.h): make a key pair
+// On a network that is not trusted, turn on CURVE (transport/curve.h): make a key pair
 // once with `tilefeed-serve --curve-keygen reader` (writes reader.key, mode 0600, and reader.pub),
 // serve with `--curve-secret-key reader.key`, and give the trainer reader.pub. To admit only known
 // trainers, make each trainer a key pair the same way and serve with
@@ -54,20 +54,20 @@
 #include <vector>
 
 #include "loader/address.h"
+#include "loader/bad_sample_log.h"
+#include "loader/option_specs.h"
 #include "metrics/cli.h"
-#include "tilefeed/launch/instance.h"
-#include "tilefeed/loader/bad_sample_log.h"
+#include "tilefeed/launch/launch.h"
 #include "tilefeed/loader/dataset.h"
 #include "tilefeed/loader/loader.h"
-#include "tilefeed/loader/option_specs.h"
 #include "tilefeed/transport/context.h"
-#include "tilefeed/transport/curve.h"
-#include "tilefeed/transport/loader_terms.h"
-#include "tilefeed/transport/reader_endpoint.h"
 #include "tilefeed/transport/session.h"
 #include "tools/cli_checks.h"
 #include "tools/option_flags.h"
 #include "tools/remote_flags.h"
+#include "transport/curve.h"
+#include "transport/loader_terms.h"
+#include "transport/reader_endpoint.h"
 
 namespace {
 
@@ -142,7 +142,7 @@ std::chrono::milliseconds Milliseconds(double seconds) {
   return std::chrono::milliseconds(std::llround(seconds * 1000));
 }
 
-// The dataset and the loader that reads it: the shared options (tilefeed/loader/option_specs.h).
+// The dataset and the loader that reads it: the shared options (loader/option_specs.h).
 void AddDataFlags(CLI::App& app, Args& args) {
   loader::LoaderOptions& options = args.options;
   app.add_option("--data", args.data,

@@ -55,26 +55,26 @@
 #include <thread>
 #include <vector>
 
+#include "loader/bad_sample_log.h"
+#include "loader/option_specs.h"
 #include "metrics/cli.h"
-#include "tilefeed/launch/instance.h"
-#include "tilefeed/loader/bad_sample_log.h"
+#include "tilefeed/launch/launch.h"
 #include "tilefeed/loader/dataset.h"
 #include "tilefeed/loader/loader.h"
-#include "tilefeed/loader/option_specs.h"
-#include "tilefeed/trainer/checkpoint.h"
 #include "tilefeed/trainer/mpi_session.h"
-#include "tilefeed/trainer/reference_core.h"
-#include "tilefeed/trainer/synthetic_core.h"
 #include "tilefeed/trainer/trainer.h"
 #include "tilefeed/transport/batch_stream.h"
 #include "tilefeed/transport/context.h"
-#include "tilefeed/transport/loader_terms.h"
 #include "tilefeed/transport/session.h"
 #include "tilefeed/transport/streams.h"
-#include "tilefeed/transport/zmq_stream.h"
 #include "tools/cli_checks.h"
 #include "tools/option_flags.h"
 #include "tools/remote_flags.h"
+#include "trainer/checkpoint.h"
+#include "trainer/reference_core.h"
+#include "trainer/stall.h"
+#include "trainer/synthetic_core.h"
+#include "transport/loader_terms.h"
 
 namespace {
 
@@ -712,7 +712,7 @@ CLI::Option* AddDataFlags(CLI::App& app, Args& args) {
                      "and the val/ split for local validation")
           ->check(tools::DatasetLocationCheck());
   tools::AddRemoteFlags(app, args.remote);
-  // Shared options (tilefeed/loader/option_specs.h); train starts from its own batch size.
+  // Shared options (loader/option_specs.h); train starts from its own batch size.
   tools::AddOption(app, loader::kBatchSize, args.batch_size);
   tools::AddOption(app, loader::kImageSize, args.image_size);
   tools::AddOption(app, loader::kWorkers, args.workers);

@@ -1,4 +1,4 @@
-#include "tilefeed/trainer/checkpoint.h"
+#include "trainer/checkpoint.h"
 
 #include <fcntl.h>
 #include <signal.h>

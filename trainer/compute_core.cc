@@ -1,4 +1,4 @@
-#include "tilefeed/trainer/compute_core.h"
+#include "trainer/compute_core.h"
 
 #include <cassert>
 

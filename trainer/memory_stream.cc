@@ -1,4 +1,4 @@
-#include "tilefeed/trainer/memory_stream.h"
+#include "trainer/memory_stream.h"
 
 #include <cassert>
 #include <utility>

@@ -1,4 +1,4 @@
-#include "tilefeed/trainer/reference_core.h"
+#include "trainer/reference_core.h"
 
 #include <cblas.h>
 #include <tbb/parallel_for.h>

@@ -1,4 +1,4 @@
-#include "tilefeed/trainer/sgd.h"
+#include "trainer/sgd.h"
 
 #include <cassert>
 

@@ -1,4 +1,4 @@
-#include "tilefeed/trainer/stall.h"
+#include "trainer/stall.h"
 
 #include <cassert>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "tilefeed/trainer/synthetic_core.h"
+#include "trainer/synthetic_core.h"
 
 #include <algorithm>
 #include <cassert>

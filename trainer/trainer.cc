@@ -11,6 +11,13 @@
 #include <optional>
 #include <string>
 
+#include "tilefeed/trainer/mpi_session.h"
+#include "trainer/checkpoint.h"
+#include "trainer/compute_core.h"
+#include "trainer/io_tiles.h"
+#include "trainer/sgd.h"
+#include "trainer/stall.h"
+
 namespace tilefeed::trainer {
 namespace {
 

@@ -1,4 +1,4 @@
-#include "tilefeed/transport/curve.h"
+#include "transport/curve.h"
 
 #include <sys/stat.h>
 #include <zmq.h>

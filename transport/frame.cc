@@ -1,4 +1,4 @@
-#include "tilefeed/transport/frame.h"
+#include "transport/frame.h"
 
 #include <xxhash.h>
 // A batch's checksum covers every image byte: the library's run-time choice of SSE2, AVX2

@@ -1,4 +1,4 @@
-#include "tilefeed/transport/loader_terms.h"
+#include "transport/loader_terms.h"
 
 #include <algorithm>
 #include <stdexcept>

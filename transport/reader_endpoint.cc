@@ -22,7 +22,7 @@
 // The trainer's arrival (hello, refusals, ZAP) is in reader_handshake.cc, SharedSlots in
 // shared_slots.cc; the types they share with this file in transport/reader_endpoint_impl.h.
 
-#include "tilefeed/transport/reader_endpoint.h"
+#include "transport/reader_endpoint.h"
 
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -43,11 +43,11 @@
 #include <utility>
 #include <vector>
 
-#include "tilefeed/loader/ring.h"
-#include "tilefeed/transport/curve.h"
-#include "tilefeed/transport/frame.h"
+#include "loader/ring.h"
 #include "transport/connection_guard.h"
+#include "transport/curve.h"
 #include "transport/event_fd.h"
+#include "transport/frame.h"
 #include "transport/reader_endpoint_impl.h"
 #include "transport/shm.h"
 #include "transport/socket_util.h"

@@ -18,11 +18,11 @@
 #include <thread>
 #include <vector>
 
-#include "tilefeed/loader/ring.h"
-#include "tilefeed/transport/frame.h"
-#include "tilefeed/transport/reader_endpoint.h"
+#include "loader/ring.h"
 #include "transport/connection_guard.h"
 #include "transport/event_fd.h"
+#include "transport/frame.h"
+#include "transport/reader_endpoint.h"
 #include "transport/shm.h"
 #include "transport/socket_util.h"
 #include "transport/wire.h"

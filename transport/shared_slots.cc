@@ -6,7 +6,7 @@
 #include <string>
 
 #include "tilefeed/transport/batch_stream.h"
-#include "tilefeed/transport/reader_endpoint.h"
+#include "transport/reader_endpoint.h"
 #include "transport/shm.h"
 
 namespace tilefeed::transport {

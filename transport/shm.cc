@@ -16,7 +16,7 @@
 #include <utility>
 
 #include "tilefeed/transport/batch_stream.h"
-#include "tilefeed/transport/frame.h"
+#include "transport/frame.h"
 
 namespace tilefeed::transport::detail {
 namespace {

@@ -15,8 +15,6 @@
 // Each batch received, its checks and its owners are in zmq_stream_batches.cc; the types the
 // two files share in transport/zmq_stream_impl.h.
 
-#include "tilefeed/transport/zmq_stream.h"
-
 #include <algorithm>
 #include <cassert>
 #include <condition_variable>
@@ -28,9 +26,10 @@
 #include <utility>
 #include <vector>
 
-#include "tilefeed/transport/curve.h"
-#include "tilefeed/transport/frame.h"
+#include "tilefeed/transport/streams.h"
+#include "transport/curve.h"
 #include "transport/event_fd.h"
+#include "transport/frame.h"
 #include "transport/shm.h"
 #include "transport/socket_util.h"
 #include "transport/zmq_context.h"

@@ -15,9 +15,9 @@
 #include <thread>
 #include <vector>
 
-#include "tilefeed/transport/frame.h"
-#include "tilefeed/transport/zmq_stream.h"
+#include "tilefeed/transport/streams.h"
 #include "transport/event_fd.h"
+#include "transport/frame.h"
 #include "transport/shm.h"
 #include "transport/socket_util.h"
 #include "transport/wire.h"

@@ -20,8 +20,8 @@
 #include <span>
 #include <string>
 
-#include "tilefeed/loader/cifar.h"
-#include "tilefeed/loader/image_folder.h"
+#include "loader/cifar.h"
+#include "loader/image_folder.h"
 #include "tilefeed/loader/loader.h"
 
 namespace {

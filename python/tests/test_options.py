@@ -1,4 +1,4 @@
-"""One definition of each shared option (tilefeed/loader/option_specs.h): tilefeed.Loader's
+"""One definition of each shared option (loader/option_specs.h): tilefeed.Loader's
 keywords take their ranges, words and defaults from the table the tools use, and slice= is
 the one name of an instance's share of the epoch (no old spellings: the project has no
 release)."""

@@ -25,7 +25,7 @@ def _check_workers(workers):
 
 # -- instance detection -----------------------------------------------------------------------
 
-# The launchers' rank/size variables that tilefeed/launch/instance.h reads, for naming the origin.
+# The launchers' rank/size variables that tilefeed/launch/launch.h reads, for naming the origin.
 _LAUNCHER_VARIABLES = (("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OpenMPI/poprun"),
                        ("PMI_RANK", "PMI_SIZE", "PMI"))
 # (index, count, origin) lines already printed, and worker counts already warned about, by

@@ -163,7 +163,7 @@ def _core_options(options):
 
 def _check_options(options, remote=None):
     """Checks Loader options (and remote options) in C++, once, as loader::OptionsProblem and
-    the option table (tilefeed/loader/option_specs.h) say: ValueError "tilefeed.Loader: NAME
+    the option table (loader/option_specs.h) say: ValueError "tilefeed.Loader: NAME
     must be RANGE, got VALUE" for the first bad value, TypeError for a value of the wrong
     type. Nothing here re-checks a range."""
     _tilefeed._check_options(_core_options(options), remote or {})

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "codecs/raw.h"
 #include "tests/support/jpeg_maker.h"
 #include "tilefeed/codecs/jpeg.h"
 #include "tilefeed/codecs/jpeg_encoder.h"
-#include "tilefeed/codecs/raw.h"
 
 namespace tilefeed::codecs {
 namespace {

@@ -1,4 +1,4 @@
-#include "tilefeed/codecs/jpeg_coefficients.h"
+#include "codecs/jpeg_coefficients.h"
 
 #include <gtest/gtest.h>
 
@@ -87,9 +87,7 @@ void ExpectSamePixels(const std::vector<std::byte>& jpeg, const std::vector<std:
                       const JpegOptions& options, int random_crops, std::uint32_t seed) {
   JpegDecoder reference(options);
   CoefficientDecoder decoder(options);
-  JpegOptions portable_options = options;  // the code CPUs without AVX-512 VBMI2 run
-  portable_options.portable_kernels = true;
-  CoefficientDecoder portable(portable_options);
+  CoefficientDecoder portable(options, /*portable_kernels=*/true);  // as CPUs without VBMI2
   const ImageInfo info = reference.ReadInfo(jpeg);
   const ImageInfo stored = ReadCoefficientInfo(record);
   ASSERT_EQ(stored.width, info.width);

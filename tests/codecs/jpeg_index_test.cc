@@ -1,4 +1,4 @@
-#include "tilefeed/codecs/jpeg_index.h"
+#include "codecs/jpeg_index.h"
 
 #include <gtest/gtest.h>
 

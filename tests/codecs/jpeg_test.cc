@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "codecs/resize.h"
 #include "tests/support/jpeg_maker.h"
 #include "tilefeed/codecs/jpeg_encoder.h"
-#include "tilefeed/codecs/resize.h"
 
 namespace tilefeed::codecs {
 namespace {

@@ -1,8 +1,8 @@
-// Tests tilefeed/codecs/png.h: every PNG colour type and bit depth comes out as the RGB8 a correct
+// Tests codecs/png.h: every PNG colour type and bit depth comes out as the RGB8 a correct
 // decoder gives, a crop decode equals "full decode, crop, resize" of the same pixels byte
 // for byte, and every kind of bad PNG is a DecodeError of the right kind.
 
-#include "tilefeed/codecs/png.h"
+#include "codecs/png.h"
 
 #include <gtest/gtest.h>
 
@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "codecs/resize.h"
 #include "tests/support/jpeg_maker.h"
 #include "tests/support/png_maker.h"
-#include "tilefeed/codecs/resize.h"
 
 namespace tilefeed::codecs {
 namespace {

@@ -1,4 +1,4 @@
-#include "tilefeed/codecs/resize.h"
+#include "codecs/resize.h"
 
 #include <gtest/gtest.h>
 

@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "loader/output_convert.h"
 #include "tests/cuda/raw_source.h"
 #include "tilefeed/cuda/convert.h"
 #include "tilefeed/cuda/feed.h"
-#include "tilefeed/loader/output_convert.h"
 
 namespace tilefeed::cuda {
 namespace {

@@ -18,8 +18,8 @@
 #include "tests/support/temp_dir.h"
 #include "tilefeed/cuda/feed.h"
 #include "tilefeed/transport/context.h"
-#include "tilefeed/transport/reader_endpoint.h"
-#include "tilefeed/transport/zmq_stream.h"
+#include "tilefeed/transport/streams.h"
+#include "transport/reader_endpoint.h"
 
 namespace tilefeed::cuda {
 namespace {

@@ -1,4 +1,4 @@
-// libFuzzer target for the checkpoint parser (tilefeed/trainer/checkpoint.h). The first byte picks
+// libFuzzer target for the checkpoint parser (trainer/checkpoint.h). The first byte picks
 // the input: even, the bytes as a file; odd, the rest with a valid checksum trailer
 // appended (FNV-1a 64, as the format states), so the fuzzer explores the header, the loader
 // state line and the sizes behind the checksum. Any bytes either parse into a checkpoint
@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "tilefeed/trainer/checkpoint.h"
+#include "trainer/checkpoint.h"
 
 namespace {
 

@@ -15,8 +15,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "codecs/jpeg_coefficients.h"
 #include "tilefeed/codecs/jpeg.h"
-#include "tilefeed/codecs/jpeg_coefficients.h"
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <span>
 
-#include "tilefeed/transport/frame.h"
+#include "transport/frame.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace tilefeed::transport;

@@ -13,8 +13,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "codecs/jpeg_index.h"
 #include "tilefeed/codecs/jpeg.h"
-#include "tilefeed/codecs/jpeg_index.h"
 
 namespace {
 

@@ -9,13 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "codecs/jpeg_coefficients.h"
+#include "codecs/jpeg_index.h"
+#include "codecs/raw.h"
 #include "tests/support/jpeg_maker.h"
 #include "tests/support/png_maker.h"
 #include "tests/support/temp_dir.h"
-#include "tilefeed/codecs/jpeg_coefficients.h"
 #include "tilefeed/codecs/jpeg_encoder.h"
-#include "tilefeed/codecs/jpeg_index.h"
-#include "tilefeed/codecs/raw.h"
 #include "tilefeed/transport/session.h"
 #include "transport/wire.h"
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "tilefeed/codecs/png.h"
+#include "codecs/png.h"
 
 namespace {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "tilefeed/codecs/raw.h"
+#include "codecs/raw.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   namespace codecs = tilefeed::codecs;

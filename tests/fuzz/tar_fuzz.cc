@@ -1,4 +1,4 @@
-// libFuzzer target: TarDataset (tilefeed/loader/tar_dataset.h) on arbitrary bytes as a tar file:
+// libFuzzer target: TarDataset (loader/tar_dataset.h) on arbitrary bytes as a tar file:
 // the header scan (ustar, pax, GNU long names), sample grouping, .cls labels, and then a
 // read of every sample, one by one and merged. SourceError is the only acceptable failure,
 // at open or per sample.
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "tilefeed/loader/tar_dataset.h"
+#include "loader/tar_dataset.h"
 
 namespace {
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "tests/transport/test_data.h"
-#include "tilefeed/launch/instance.h"
+#include "tilefeed/launch/launch.h"
 #include "tilefeed/loader/loader.h"
 
 namespace {

@@ -1,4 +1,4 @@
-#include "tilefeed/launch/instance.h"
+#include "tilefeed/launch/launch.h"
 
 #include <gtest/gtest.h>
 

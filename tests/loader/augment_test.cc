@@ -8,11 +8,11 @@
 #include <stdexcept>
 #include <vector>
 
+#include "codecs/resize.h"
 #include "tests/support/jpeg_maker.h"
 #include "tilefeed/codecs/image.h"
 #include "tilefeed/codecs/jpeg.h"
 #include "tilefeed/codecs/jpeg_encoder.h"
-#include "tilefeed/codecs/resize.h"
 #include "tilefeed/loader/sampler.h"
 
 namespace tilefeed::loader {

@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
+#include "loader/image_folder.h"
 #include "tests/support/jpeg_maker.h"
 #include "tests/support/temp_dir.h"
 #include "tilefeed/codecs/jpeg_encoder.h"
-#include "tilefeed/loader/image_folder.h"
 #include "tilefeed/loader/loader.h"
 #include "tilefeed/loader/sampler.h"
 

@@ -1,5 +1,5 @@
-// Tests the coefficient records of tilefeed/loader/shard_writer.h and
-// tilefeed/loader/shard_source.h (PackOptions::codec = kCoefficientsFast or kCoefficientsSmall,
+// Tests the coefficient records of loader/shard_writer.h and
+// loader/shard_source.h (PackOptions::codec = kCoefficientsFast or kCoefficientsSmall,
 // format version 3) and the loader's decode of them: the loader over coefficient shards gives the
 // batches it gives over the original files, refused files are stored as they came, a damaged
 // record is a bad sample named "<shard>#<record>" (and VerifyShards finds it), the version is 3,
@@ -17,16 +17,16 @@
 #include <tuple>
 #include <vector>
 
+#include "codecs/jpeg_coefficients.h"
+#include "loader/image_folder.h"
 #include "loader/shard_format.h"
+#include "loader/shard_source.h"
+#include "loader/shard_writer.h"
 #include "tests/support/jpeg_maker.h"
 #include "tests/support/loader_runs.h"
 #include "tests/support/temp_dir.h"
-#include "tilefeed/codecs/jpeg_coefficients.h"
 #include "tilefeed/codecs/jpeg_encoder.h"
-#include "tilefeed/loader/image_folder.h"
 #include "tilefeed/loader/loader.h"
-#include "tilefeed/loader/shard_source.h"
-#include "tilefeed/loader/shard_writer.h"
 
 namespace tilefeed::loader {
 namespace {

@@ -11,12 +11,12 @@
 #include <utility>
 #include <vector>
 
+#include "loader/cifar.h"
+#include "loader/shard_writer.h"
 #include "tests/support/jpeg_maker.h"
 #include "tests/support/temp_dir.h"
 #include "tilefeed/codecs/jpeg_encoder.h"
-#include "tilefeed/loader/cifar.h"
 #include "tilefeed/loader/loader.h"
-#include "tilefeed/loader/shard_writer.h"
 
 namespace tilefeed::loader {
 namespace {

@@ -1,5 +1,5 @@
-// Tests the indexed-JPEG records of tilefeed/loader/shard_writer.h and
-// tilefeed/loader/shard_source.h (PackOptions::codec = kJpegIndex, format version 2) and the
+// Tests the indexed-JPEG records of loader/shard_writer.h and
+// loader/shard_source.h (PackOptions::codec = kJpegIndex, format version 2) and the
 // loader's interval-skipping decode of them: the loader over indexed shards gives the batches it
 // gives over the original files, refused files are stored as they came and counted, a damaged index
 // is a bad sample named "<shard>#<record>", and version-1 packs are unchanged.
@@ -17,16 +17,16 @@
 #include <tuple>
 #include <vector>
 
+#include "codecs/jpeg_index.h"
+#include "loader/image_folder.h"
 #include "loader/shard_format.h"
+#include "loader/shard_source.h"
+#include "loader/shard_writer.h"
 #include "tests/support/jpeg_maker.h"
 #include "tests/support/loader_runs.h"
 #include "tests/support/temp_dir.h"
 #include "tilefeed/codecs/jpeg_encoder.h"
-#include "tilefeed/codecs/jpeg_index.h"
-#include "tilefeed/loader/image_folder.h"
 #include "tilefeed/loader/loader.h"
-#include "tilefeed/loader/shard_source.h"
-#include "tilefeed/loader/shard_writer.h"
 
 namespace tilefeed::loader {
 namespace {

@@ -16,11 +16,11 @@
 #include <thread>
 #include <vector>
 
+#include "loader/cifar.h"
+#include "loader/image_folder.h"
 #include "tests/support/jpeg_maker.h"
 #include "tests/support/temp_dir.h"
 #include "tilefeed/codecs/jpeg_encoder.h"
-#include "tilefeed/loader/cifar.h"
-#include "tilefeed/loader/image_folder.h"
 
 namespace tilefeed::loader {
 namespace {

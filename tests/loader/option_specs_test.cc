@@ -1,4 +1,4 @@
-#include "tilefeed/loader/option_specs.h"
+#include "loader/option_specs.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "loader/list_source.h"
 #include "tests/support/jpeg_maker.h"
-#include "tilefeed/loader/list_source.h"
 #include "tilefeed/loader/loader.h"
 #include "tilefeed/loader/remote.h"
 

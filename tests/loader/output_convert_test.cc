@@ -1,4 +1,4 @@
-#include "tilefeed/loader/output_convert.h"
+#include "loader/output_convert.h"
 
 #include <gtest/gtest.h>
 

@@ -10,13 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "codecs/png.h"
+#include "loader/image_folder.h"
 #include "tests/support/jpeg_maker.h"
 #include "tests/support/png_maker.h"
 #include "tests/support/temp_dir.h"
 #include "tilefeed/codecs/jpeg_encoder.h"
-#include "tilefeed/codecs/png.h"
 #include "tilefeed/loader/augment.h"
-#include "tilefeed/loader/image_folder.h"
 #include "tilefeed/loader/loader.h"
 
 namespace tilefeed::loader {

@@ -1,4 +1,4 @@
-#include "tilefeed/loader/ring.h"
+#include "loader/ring.h"
 
 #include <gtest/gtest.h>
 

@@ -20,14 +20,14 @@
 #include <tuple>
 #include <vector>
 
+#include "loader/image_folder.h"
 #include "loader/shard_format.h"
+#include "loader/shard_source.h"
+#include "loader/shard_writer.h"
 #include "tests/support/jpeg_maker.h"
 #include "tests/support/temp_dir.h"
 #include "tilefeed/codecs/jpeg_encoder.h"
-#include "tilefeed/loader/image_folder.h"
 #include "tilefeed/loader/loader.h"
-#include "tilefeed/loader/shard_source.h"
-#include "tilefeed/loader/shard_writer.h"
 
 namespace tilefeed::loader {
 namespace {

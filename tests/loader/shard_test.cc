@@ -1,4 +1,4 @@
-// Tests tilefeed/loader/shard_writer.h, tilefeed/loader/shard_source.h and
+// Tests loader/shard_writer.h, loader/shard_source.h and
 // loader/shard_format.h: packing round trips, corruption detection at open and at
 // read, determinism, and the loader over shards vs. over the folder they were packed from.
 
@@ -18,16 +18,16 @@
 #include <tuple>
 #include <vector>
 
+#include "codecs/raw.h"
+#include "loader/cifar.h"
+#include "loader/image_folder.h"
 #include "loader/shard_format.h"
+#include "loader/shard_source.h"
+#include "loader/shard_writer.h"
 #include "tests/support/jpeg_maker.h"
 #include "tests/support/temp_dir.h"
 #include "tilefeed/codecs/jpeg_encoder.h"
-#include "tilefeed/codecs/raw.h"
-#include "tilefeed/loader/cifar.h"
-#include "tilefeed/loader/image_folder.h"
 #include "tilefeed/loader/loader.h"
-#include "tilefeed/loader/shard_source.h"
-#include "tilefeed/loader/shard_writer.h"
 
 namespace tilefeed::loader {
 namespace {

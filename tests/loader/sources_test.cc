@@ -19,8 +19,8 @@
 #include <utility>
 #include <vector>
 
-#include "tilefeed/loader/cifar.h"
-#include "tilefeed/loader/image_folder.h"
+#include "loader/cifar.h"
+#include "loader/image_folder.h"
 #include "tilefeed/loader/source.h"
 
 namespace tilefeed::loader {

@@ -18,13 +18,13 @@
 #include <tuple>
 #include <vector>
 
+#include "loader/shard_source.h"
+#include "loader/shard_writer.h"
+#include "loader/tar_dataset.h"
 #include "tests/loader/webdataset_maker.h"
 #include "tests/support/temp_dir.h"
 #include "tilefeed/loader/dataset.h"
 #include "tilefeed/loader/loader.h"
-#include "tilefeed/loader/shard_source.h"
-#include "tilefeed/loader/shard_writer.h"
-#include "tilefeed/loader/tar_dataset.h"
 
 namespace tilefeed::loader {
 namespace {

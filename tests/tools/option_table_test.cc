@@ -1,4 +1,4 @@
-// The tools' shared options agree with the table (tilefeed/loader/option_specs.h): for every
+// The tools' shared options agree with the table (loader/option_specs.h): for every
 // tool in $TILEFEED_OPTION_TOOLS (NAME=PATH,NAME=PATH...) and every shared flag its --help
 // lists, the help line carries the table's help text, its choices and its default, and the tool
 // refuses a value just outside the table's range with the table's words:
@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "tilefeed/loader/option_specs.h"
+#include "loader/option_specs.h"
 
 namespace tilefeed::loader {
 namespace {

@@ -1,4 +1,4 @@
-#include "tilefeed/trainer/checkpoint.h"
+#include "trainer/checkpoint.h"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -11,6 +11,8 @@
 #include "tests/support/temp_dir.h"
 #include "tests/trainer/tiny_dataset.h"
 #include "tests/trainer/train_runs.h"
+#include "tilefeed/trainer/mpi_session.h"
+#include "trainer/stall.h"
 
 namespace tilefeed::trainer {
 namespace {

@@ -1,4 +1,4 @@
-#include "tilefeed/trainer/io_tiles.h"
+#include "trainer/io_tiles.h"
 
 #include <gtest/gtest.h>
 

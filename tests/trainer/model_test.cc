@@ -9,9 +9,9 @@
 #include <random>
 #include <vector>
 
-#include "tilefeed/trainer/reference_core.h"
-#include "tilefeed/trainer/sgd.h"
-#include "tilefeed/trainer/synthetic_core.h"
+#include "trainer/reference_core.h"
+#include "trainer/sgd.h"
+#include "trainer/synthetic_core.h"
 
 namespace tilefeed::trainer {
 namespace {

@@ -7,6 +7,7 @@
 #include "tests/trainer/tiny_dataset.h"
 #include "tests/trainer/train_runs.h"
 #include "tilefeed/trainer/mpi_session.h"
+#include "trainer/stall.h"
 
 namespace tilefeed::trainer {
 namespace {

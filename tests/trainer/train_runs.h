@@ -6,12 +6,14 @@
 #include <optional>
 #include <vector>
 
-#include "tilefeed/loader/image_folder.h"
+#include "loader/image_folder.h"
 #include "tilefeed/loader/loader.h"
-#include "tilefeed/trainer/checkpoint.h"
-#include "tilefeed/trainer/reference_core.h"
+#include "tilefeed/trainer/mpi_session.h"
 #include "tilefeed/trainer/trainer.h"
 #include "tilefeed/transport/batch_stream.h"
+#include "trainer/checkpoint.h"
+#include "trainer/reference_core.h"
+#include "trainer/stall.h"
 
 namespace tilefeed::testing {
 

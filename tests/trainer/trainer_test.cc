@@ -10,8 +10,10 @@
 #include <random>
 #include <vector>
 
-#include "tilefeed/trainer/memory_stream.h"
-#include "tilefeed/trainer/reference_core.h"
+#include "tilefeed/trainer/mpi_session.h"
+#include "trainer/memory_stream.h"
+#include "trainer/reference_core.h"
+#include "trainer/stall.h"
 
 namespace tilefeed::trainer {
 namespace {

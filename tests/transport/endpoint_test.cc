@@ -10,8 +10,8 @@
 #include "tests/transport/test_data.h"
 #include "tilefeed/transport/batch_stream.h"
 #include "tilefeed/transport/context.h"
-#include "tilefeed/transport/reader_endpoint.h"
-#include "tilefeed/transport/zmq_stream.h"
+#include "tilefeed/transport/streams.h"
+#include "transport/reader_endpoint.h"
 
 namespace tilefeed::transport {
 namespace {

@@ -1,4 +1,4 @@
-#include "tilefeed/transport/frame.h"
+#include "transport/frame.h"
 
 #include <gtest/gtest.h>
 #include <xxhash.h>

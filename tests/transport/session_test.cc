@@ -23,9 +23,9 @@
 #include <zmq_addon.hpp>
 
 #include "tests/transport/test_data.h"
-#include "tilefeed/transport/frame.h"
-#include "tilefeed/transport/reader_endpoint.h"
-#include "tilefeed/transport/zmq_stream.h"
+#include "tilefeed/transport/streams.h"
+#include "transport/frame.h"
+#include "transport/reader_endpoint.h"
 #include "transport/socket_util.h"
 #include "transport/wire.h"
 #include "transport/zmq_context.h"

@@ -14,10 +14,10 @@
 #include <filesystem>
 #include <thread>
 
+#include "loader/image_folder.h"
 #include "tests/transport/test_data.h"
-#include "tilefeed/loader/image_folder.h"
-#include "tilefeed/transport/reader_endpoint.h"
-#include "tilefeed/transport/zmq_stream.h"
+#include "tilefeed/transport/streams.h"
+#include "transport/reader_endpoint.h"
 
 namespace tilefeed::transport {
 namespace {

@@ -13,7 +13,7 @@
 
 #include "tilefeed/transport/context.h"
 #include "tilefeed/transport/session.h"
-#include "tilefeed/transport/zmq_stream.h"
+#include "tilefeed/transport/streams.h"
 
 namespace {
 

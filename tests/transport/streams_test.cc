@@ -1,4 +1,4 @@
-// The one mapping between loader options and session terms (tilefeed/transport/loader_terms.h),
+// The one mapping between loader options and session terms (transport/loader_terms.h),
 // and the streams a trainer owns (tilefeed/transport/streams.h): a reader that is lost and
 // replaced continues at the trainer's position, nothing lost or repeated. A reader process
 // replaced under train --reconnect is tested through the tools
@@ -22,10 +22,10 @@
 
 #include "tests/support/temp_dir.h"
 #include "tests/transport/test_data.h"
-#include "tilefeed/transport/loader_terms.h"
-#include "tilefeed/transport/reader_endpoint.h"
 #include "tilefeed/transport/session.h"
-#include "tilefeed/transport/zmq_stream.h"
+#include "tilefeed/transport/streams.h"
+#include "transport/loader_terms.h"
+#include "transport/reader_endpoint.h"
 
 namespace tilefeed::transport {
 namespace {

@@ -1,4 +1,4 @@
-#include "tilefeed/transport/zmq_stream.h"
+#include "tilefeed/transport/streams.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -12,10 +12,10 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "loader/image_folder.h"
 #include "tests/transport/test_data.h"
-#include "tilefeed/loader/image_folder.h"
-#include "tilefeed/transport/curve.h"
-#include "tilefeed/transport/reader_endpoint.h"
+#include "transport/curve.h"
+#include "transport/reader_endpoint.h"
 #include "transport/wire.h"
 #include "transport/zmq_context.h"
 

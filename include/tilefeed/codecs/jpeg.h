@@ -7,7 +7,7 @@
 // RGB result into caller memory (a batch slot). DecodeInto decodes the crop's MCU rows
 // and columns at the largest DCT scale-down that keeps the crop at least as large as the
 // output, never decodes the rows below the crop, and resizes with one antialiased
-// bilinear filter (see tilefeed/codecs/resize.h) as the rows come out of the decoder, through a
+// bilinear filter (see codecs/resize.h) as the rows come out of the decoder, through a
 // ring of a few rows: the decoded region is never whole in memory. Grayscale, CMYK/YCCK
 // and progressive files all come out as RGB.
 //
@@ -72,12 +72,6 @@ struct JpegOptions {
   bool fast_dct = false;
   // Nearest-neighbour chroma upsampling instead of libjpeg's "fancy" triangle filter.
   bool fast_upsample = false;
-  // CoefficientDecoder: the portable code instead of the AVX-512 kernels (unpack, group
-  // checks, Huffman table build, and the fused upsampling and colour conversion in place of
-  // libjpeg's own) that it picks at run time where the CPU has them, and the resize's SSE2
-  // kernels instead of its AVX2 ones. The same pixels; for tests, and for CPUs where
-  // AVX-512 lowers the clock. JpegDecoder ignores it.
-  bool portable_kernels = false;
 };
 
 // One crop-before-decode request: the crop in source pixels, the output written to

@@ -4,7 +4,7 @@
 // OutputFormat (tilefeed/loader/output_format.h): element type, per-channel mean/std and
 // layout. Two implementations of the one contract, which agree bit for bit:
 //   ConvertOnHost   the loader's host conversion (loader::OutputConverter,
-//                   tilefeed/loader/output_convert.h), the one host implementation: the
+//                   loader/output_convert.h), the one host implementation: the
 //                   reference for the kernel's tests, and for hosts without a GPU;
 //   ConvertOnDevice a CUDA kernel, in tilefeed::cuda (built only where CMake finds CUDA).
 // Each computes, in float32 with every operation rounded to nearest and nothing fused,

@@ -9,9 +9,9 @@
 //      tar, or a brace pattern "train-{000000..000146}.tar"), else record shards (the URL of
 //      a manifest or of the directory holding one); read with DatasetOptions::remote;
 //   1. a shard manifest ("tilefeed-manifest.txt"), or a directory holding one: record shards
-//      of any codec (tilefeed/loader/shard_source.h);
+//      of any codec (loader/shard_source.h);
 //   1b. a path ending in ".tar" (a tar file or a brace pattern of them), or a directory
-//      holding *.tar files and no manifest: WebDataset tar shards (tilefeed/loader/tar_dataset.h);
+//      holding *.tar files and no manifest: WebDataset tar shards (loader/tar_dataset.h);
 //   2. a directory holding CIFAR-10 binary batches (data_batch_N.bin or test_batch.bin):
 //      CIFAR-10, its training batches for Split::kTrain and test_batch.bin for kVal and kTest;
 //   3. a directory with a subdirectory named exactly "train", "val" or "test": a split root;
@@ -19,7 +19,7 @@
 //      (one level: a split root inside a split is an ImageFolder). It is never read as an
 //      ImageFolder whose classes are "train" and "val", and a split it lacks is a SourceError
 //      naming the root and the splits it has;
-//   4. any other directory: an ImageFolder (tilefeed/loader/image_folder.h).
+//   4. any other directory: an ImageFolder (loader/image_folder.h).
 // A location of rules 0, 1, 1b and 4 is one dataset without splits: it is the train split,
 // and asking it for val or test is a SourceError, never the whole dataset. Anything else (a
 // missing path, a plain file that is not a manifest) is a SourceError naming the location and
@@ -35,14 +35,23 @@
 #include <string>
 #include <vector>
 
-#include "tilefeed/loader/image_folder.h"
 #include "tilefeed/loader/remote.h"
-#include "tilefeed/loader/shard_source.h"
 #include "tilefeed/loader/source.h"
-#include "tilefeed/loader/split.h"
-#include "tilefeed/loader/tar_dataset.h"
 
 namespace tilefeed::loader {
+
+// Split: which part of a dataset is wanted, the one split enum of the library, resolved in one
+// place only (ResolveDataset below), which every door calls. A split root (a directory with
+// any of train/, val/ and test/) is opened for one split: its folder of that name. CIFAR-10
+// has two parts: its training batches are kTrain, and its one held-out batch,
+// test_batch.bin, answers both kVal and kTest (CIFAR-10 calls it "test"; evaluation code asks
+// for "val"; both mean the held-out part). Pure values and functions; thread-safe.
+enum class Split { kTrain, kVal, kTest };
+
+// "train", "val", "test": also the name of the split's folder in a split root.
+const char* ToString(Split split);
+// The inverse of ToString; nullopt for any other name.
+std::optional<Split> ParseSplit(const std::string& name);
 
 enum class DatasetKind { kImageFolder, kShards, kCifar10, kTar };
 
@@ -50,6 +59,57 @@ enum class DatasetKind { kImageFolder, kShards, kCifar10, kTar };
 const char* ToString(DatasetKind kind);
 // The inverse of ToString; nullopt for any other name.
 std::optional<DatasetKind> ParseDatasetKind(const std::string& name);
+
+// The options of the concrete sources OpenDataset opens (loader/image_folder.h,
+// loader/shard_source.h, loader/tar_dataset.h), set through DatasetOptions.
+struct ImageFolderOptions {
+  // File name endings that are indexed, compared ASCII case-insensitively.
+  std::vector<std::string> extensions = {".jpg", ".jpeg", ".png"};
+  // Read() refuses files larger than this, so one stray huge file cannot exhaust memory.
+  std::size_t max_file_bytes = std::size_t{64} << 20;
+  // torchvision refuses a class directory without images; set to index it anyway.
+  bool allow_empty_classes = false;
+};
+
+// How ShardDataset reads records.
+enum class ShardIo {
+  // pread/preadv on the shard's descriptor (the default). A shard truncated after open
+  // gives a short read: a bad sample naming the record.
+  kPread,
+  // The shards are mapped read-only at open and records copied out of the mapping: no
+  // system call per record, but a page fault per uncached page, and a shard truncated
+  // after open kills the process with SIGBUS on the next touch of a lost page. Only for
+  // files nothing rewrites while they are read.
+  kMmap,
+};
+
+struct ShardReadOptions {
+  ShardIo io = ShardIo::kPread;
+  // ReadMany merges reads of records of one shard that lie at most this many bytes apart
+  // (the gap is read and dropped); 0 merges only adjacent records. kPread only.
+  bool coalesce = true;
+  std::size_t max_gap = std::size_t{64} << 10;
+  // For http(s):// and s3:// locations (tilefeed/loader/remote.h): cache, retries, S3 signing.
+  RemoteOptions remote;
+};
+
+struct TarOptions {
+  // ReadMany merges reads of image members of one tar at most this many bytes apart (the
+  // gap is read and dropped); false reads each sample alone.
+  bool coalesce = true;
+  std::size_t max_gap = std::size_t{64} << 10;
+  // Read and write sidecar indexes: "<tar>.tfidx" beside a local tar, and for a remote tar
+  // "<remote.cache_dir>/index/<hash>.tfidx" when a cache directory is set.
+  bool sidecar = true;
+  // An image member larger than this is a bad sample.
+  std::uint64_t max_member_bytes = std::uint64_t{256} << 20;
+  // A label of this or more is a bad sample: the class names "0" .. "C-1" are made for
+  // every label up to the largest good one, so this bounds them (1,000,000 names take
+  // about 32 MB). REQUIRES: > 0.
+  std::int32_t max_classes = 1'000'000;
+  // For http(s):// and s3:// tars: cache, retries, S3 signing.
+  RemoteOptions remote;
+};
 
 struct DatasetOptions {
   // The split opened: a split root's folder of that name, or CIFAR-10's part.

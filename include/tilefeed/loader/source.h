@@ -3,7 +3,7 @@
 // A Source is a dataset seen as an indexed array of encoded samples: size() samples,
 // each read by index into a caller-owned byte buffer together with its label and
 // encoding. The loader asks a Source only for bytes; decoding belongs to codecs/. Built-in
-// sources are ImageFolder (tilefeed/loader/image_folder.h) and Cifar10 (tilefeed/loader/cifar.h);
+// sources are ImageFolder (loader/image_folder.h) and Cifar10 (loader/cifar.h);
 // users write their own by implementing size(), Read(), Describe() and Label().
 //
 // Ownership: a Source owns its index (paths, open files) and nothing the caller passes
@@ -29,12 +29,12 @@ namespace tilefeed::loader {
 enum class SampleCodec {
   kEncoded,  // an image file's bytes; JPEG expected (the codec names other formats)
   kRawHwc,   // uint8 pixels, height x width x channels, tightly packed
-  kLz4Raw,   // a tilefeed/codecs/raw.h tensor (header + LZ4 block)
-  // A JPEG interval index in its stored form (tilefeed/codecs/jpeg_index.h SerializeIndex) of
+  kLz4Raw,   // a codecs/raw.h tensor (header + LZ4 block)
+  // A JPEG interval index in its stored form (codecs/jpeg_index.h SerializeIndex) of
   // SampleInfo::index_size bytes, then the JPEG it belongs to. Decoded with
   // codecs::IndexedJpegDecoder, which entropy-decodes only the intervals a crop covers.
   kIndexedJpeg,
-  // A JPEG's DCT coefficients in a tilefeed/codecs/jpeg_coefficients.h record. Decoded with
+  // A JPEG's DCT coefficients in a codecs/jpeg_coefficients.h record. Decoded with
   // codecs::CoefficientDecoder: no entropy decoding, same pixels as the JPEG.
   kCoefficients,
 };

@@ -28,15 +28,14 @@
 #include <string>
 #include <vector>
 
-#include "tilefeed/trainer/checkpoint.h"
-#include "tilefeed/trainer/collectives.h"
-#include "tilefeed/trainer/compute_core.h"
-#include "tilefeed/trainer/io_tiles.h"
-#include "tilefeed/trainer/sgd.h"
-#include "tilefeed/trainer/stall.h"
 #include "tilefeed/transport/batch_stream.h"
 
 namespace tilefeed::trainer {
+
+class Collectives;  // tilefeed/trainer/mpi_session.h
+class ComputeCore;
+struct Checkpoint;
+struct EpochReport;
 
 // Replicas or instances that diverged, a resume that does not fit, a bad option.
 class TrainerError : public std::runtime_error {
@@ -57,6 +56,13 @@ enum class AllreduceMode { kBlocking, kOverlap };
 const char* AllreduceModeName(AllreduceMode mode);
 // Throws TrainerError for any other name.
 AllreduceMode ParseAllreduceMode(const std::string& name);
+
+// SGD with momentum and L2 weight decay (PyTorch's rule; trainer/sgd.h).
+struct SgdOptions {
+  float learning_rate = 0.02f;  // step size
+  float momentum = 0.9f;        // velocity decay; 0 = plain SGD
+  float weight_decay = 1e-4f;   // L2 penalty added to the gradient
+};
 
 struct TrainerOptions {
   std::size_t local_batch = 32;        // samples per batch (per replica, per micro-step)

@@ -2,7 +2,7 @@
 // one MPI session (a singleton here: no launcher, one instance), a collective, and the
 // instance detection, checking answers known in advance.
 
-#include <tilefeed/launch/instance.h>
+#include <tilefeed/launch/launch.h>
 #include <tilefeed/trainer/mpi_session.h>
 
 #include <cstdio>

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "tilefeed/trainer/compute_core.h"
+#include "trainer/compute_core.h"
 
 namespace tilefeed::trainer {
 

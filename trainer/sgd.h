@@ -9,13 +9,9 @@
 #include <span>
 #include <vector>
 
-namespace tilefeed::trainer {
+#include "tilefeed/trainer/trainer.h"  // SgdOptions
 
-struct SgdOptions {
-  float learning_rate = 0.02f;  // step size
-  float momentum = 0.9f;        // velocity decay; 0 = plain SGD
-  float weight_decay = 1e-4f;   // L2 penalty added to the gradient
-};
+namespace tilefeed::trainer {
 
 class SgdMomentum {
  public:

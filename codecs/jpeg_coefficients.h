@@ -120,7 +120,11 @@ UnpackedCoefficients UnpackCoefficients(std::span<const std::byte> record,
 
 class CoefficientDecoder {
  public:
-  explicit CoefficientDecoder(const JpegOptions& options = {});
+  // portable_kernels: the portable code instead of the AVX-512 kernels (unpack, group
+  // checks, Huffman table build, and the fused upsampling and colour conversion in place of
+  // libjpeg's own) that it picks at run time where the CPU has them, and the resize's SSE2
+  // kernels instead of its AVX2 ones. The same pixels; for tests.
+  explicit CoefficientDecoder(const JpegOptions& options = {}, bool portable_kernels = false);
   ~CoefficientDecoder();
   CoefficientDecoder(CoefficientDecoder&&) noexcept;
   CoefficientDecoder& operator=(CoefficientDecoder&&) noexcept;

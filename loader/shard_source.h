@@ -1,7 +1,7 @@
 #pragma once
 
 // ShardDataset reads a dataset packed into record shards by PackDataset
-// (tilefeed/loader/shard_writer.h, tools/pack.cc; byte layout in docs/shard-format.md). A
+// (loader/shard_writer.h, tools/pack.cc; byte layout in docs/shard-format.md). A
 // directory holds the manifest "tilefeed-manifest.txt" (classes, shard names, record
 // counts) and shards "shard-00000.tfs", ...; each shard is a header, the records
 // (label, codec, payload) and a footer index (offset, size, label, checksum per record).
@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "tilefeed/loader/dataset.h"  // the options
 #include "tilefeed/loader/remote.h"
 #include "tilefeed/loader/source.h"
 
@@ -46,40 +47,18 @@ class RangeFile;
 // How a dataset's records are stored.
 enum class ShardCodec {
   kJpeg,    // the original image files' bytes; read as SampleCodec::kEncoded
-  kLz4Raw,  // tilefeed/codecs/raw.h tensors (uint8 HWC + LZ4); read as SampleCodec::kLz4Raw
+  kLz4Raw,  // codecs/raw.h tensors (uint8 HWC + LZ4); read as SampleCodec::kLz4Raw
   // JPEGs transcoded losslessly for random access, each with its interval index
-  // (tilefeed/codecs/jpeg_index.h), read as SampleCodec::kIndexedJpeg; files that could not be
+  // (codecs/jpeg_index.h), read as SampleCodec::kIndexedJpeg; files that could not be
   // transcoded are stored as they came and read as kEncoded. Format version 2.
   kIndexedJpeg,
-  // JPEGs stored as their quantised DCT coefficients (tilefeed/codecs/jpeg_coefficients.h), read
+  // JPEGs stored as their quantised DCT coefficients (codecs/jpeg_coefficients.h), read
   // as SampleCodec::kCoefficients; files that could not be stored so are kept as they
   // came and read as kEncoded. Format version 3.
   kCoefficients,
 };
 
 const char* ToString(ShardCodec codec);
-
-// How ShardDataset reads records.
-enum class ShardIo {
-  // pread/preadv on the shard's descriptor (the default). A shard truncated after open
-  // gives a short read: a bad sample naming the record.
-  kPread,
-  // The shards are mapped read-only at open and records copied out of the mapping: no
-  // system call per record, but a page fault per uncached page, and a shard truncated
-  // after open kills the process with SIGBUS on the next touch of a lost page. Only for
-  // files nothing rewrites while they are read.
-  kMmap,
-};
-
-struct ShardReadOptions {
-  ShardIo io = ShardIo::kPread;
-  // ReadMany merges reads of records of one shard that lie at most this many bytes apart
-  // (the gap is read and dropped); 0 merges only adjacent records. kPread only.
-  bool coalesce = true;
-  std::size_t max_gap = std::size_t{64} << 10;
-  // For http(s):// and s3:// locations (tilefeed/loader/remote.h): cache, retries, S3 signing.
-  RemoteOptions remote;
-};
 
 // What a manifest says, without opening any shard.
 struct ShardManifest {

@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "tilefeed/trainer/compute_core.h"
+#include "trainer/compute_core.h"
 
 namespace tilefeed::trainer {
 

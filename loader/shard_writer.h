@@ -1,7 +1,7 @@
 #pragma once
 
 // PackDataset writes any Source into record shards that ShardDataset
-// (tilefeed/loader/shard_source.h) reads; tools/pack.cc is its command line. Samples are read
+// (loader/shard_source.h) reads; tools/pack.cc is its command line. Samples are read
 // and converted in parallel on a oneTBB arena of options.workers threads and written
 // strictly in source order, so the output is byte-identical for the same input and
 // options whatever the thread count or timing. Nothing in the output depends on time.
@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "tilefeed/codecs/jpeg_index.h"
-#include "tilefeed/loader/shard_source.h"
+#include "codecs/jpeg_index.h"
+#include "loader/shard_source.h"
 #include "tilefeed/loader/source.h"
 
 namespace tilefeed::loader {

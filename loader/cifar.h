@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "tilefeed/loader/dataset.h"
 #include "tilefeed/loader/source.h"
-#include "tilefeed/loader/split.h"
 
 namespace tilefeed::loader {
 

@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "tilefeed/loader/dataset.h"  // the options
 #include "tilefeed/loader/source.h"
 
 namespace tilefeed::loader {
@@ -42,15 +43,6 @@ struct SkippedFiles {
   // (extension, files): the extension lower-cased with its dot (".webp"), or "" for a
   // name without one; most files first, then by extension.
   std::vector<std::pair<std::string, std::size_t>> by_extension;
-};
-
-struct ImageFolderOptions {
-  // File name endings that are indexed, compared ASCII case-insensitively.
-  std::vector<std::string> extensions = {".jpg", ".jpeg", ".png"};
-  // Read() refuses files larger than this, so one stray huge file cannot exhaust memory.
-  std::size_t max_file_bytes = std::size_t{64} << 20;
-  // torchvision refuses a class directory without images; set to index it anyway.
-  bool allow_empty_classes = false;
 };
 
 class ImageFolder final : public Source {

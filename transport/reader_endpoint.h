@@ -3,7 +3,7 @@
 // ReaderEndpoint: the reader's end of the transport (the reader is the process that decodes
 // and serves batches: `tilefeed-serve`, or any program that makes one). It takes batches
 // from a loader::Loader and sends them to one trainer, which receives them through a ZmqBatchStream
-// (tilefeed/transport/zmq_stream.h). Two ways to move the payload:
+// (tilefeed/transport/streams.h). Two ways to move the payload:
 //
 // - Over ZeroMQ (tcp:// between hosts, ipc:// on one host): the payload message points
 //   straight into the loader's slot (zero-copy); the slot returns to the loader when ZeroMQ
@@ -112,7 +112,7 @@ struct ReaderEndpointOptions {
   bool shared_memory = false;
   std::chrono::milliseconds heartbeat_interval{1000};  // send one when idle this long
   std::chrono::milliseconds peer_timeout{5000};        // trainer silent this long -> error
-  // CURVE on: this reader's secret key file (tilefeed/transport/curve.h); trainers then need its
+  // CURVE on: this reader's secret key file (transport/curve.h); trainers then need its
   // public key. "" = plaintext, for trusted networks only.
   std::string curve_secret_key_file{};
   // CURVE allow-list: the public keys (Z85, ReadCurvePublicKeys) of the trainers that may

@@ -5,8 +5,8 @@
 // loss; normalisation (uint8 -> float, mean/std per channel) happens inside the core, so
 // pixels cross the pipeline as uint8. The trainer owns the optimizer and the collectives.
 //
-// Two cores exist: SyntheticCore (tilefeed/trainer/synthetic_core.h), a calibrated kernel of fixed
-// cost per sample for measuring stall, and ReferenceCore (tilefeed/trainer/reference_core.h), a
+// Two cores exist: SyntheticCore (trainer/synthetic_core.h), a calibrated kernel of fixed
+// cost per sample for measuring stall, and ReferenceCore (trainer/reference_core.h), a
 // real small classifier whose matrix work runs on OpenBLAS.
 //
 // Thread safety: a core is used by one thread at a time; distinct cores run concurrently.

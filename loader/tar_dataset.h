@@ -52,6 +52,7 @@
 #include <string>
 #include <vector>
 
+#include "tilefeed/loader/dataset.h"  // the options
 #include "tilefeed/loader/remote.h"
 #include "tilefeed/loader/source.h"
 
@@ -59,24 +60,6 @@ namespace tilefeed::loader {
 namespace detail {
 class RangeFile;
 }  // namespace detail
-
-struct TarOptions {
-  // ReadMany merges reads of image members of one tar at most this many bytes apart (the
-  // gap is read and dropped); false reads each sample alone.
-  bool coalesce = true;
-  std::size_t max_gap = std::size_t{64} << 10;
-  // Read and write sidecar indexes: "<tar>.tfidx" beside a local tar, and for a remote tar
-  // "<remote.cache_dir>/index/<hash>.tfidx" when a cache directory is set.
-  bool sidecar = true;
-  // An image member larger than this is a bad sample.
-  std::uint64_t max_member_bytes = std::uint64_t{256} << 20;
-  // A label of this or more is a bad sample: the class names "0" .. "C-1" are made for
-  // every label up to the largest good one, so this bounds them (1,000,000 names take
-  // about 32 MB). REQUIRES: > 0.
-  std::int32_t max_classes = 1'000'000;
-  // For http(s):// and s3:// tars: cache, retries, S3 signing.
-  RemoteOptions remote;
-};
 
 // The tar files named by `location`: a ".tar" file or URL; a directory's "*.tar" files,
 // sorted by name; or a brace pattern such as "train-{000000..000146}.tar" (numbers padded
