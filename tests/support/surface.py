@@ -32,13 +32,13 @@ COMPONENTS = ("codecs", "loader", "cuda_feed", "launch", "transport", "trainer")
 # name: (bound, goal). Lower a bound when its count falls; never raise one.
 BOUNDS = {
     "record encodings (tilefeed-pack --codec values)": (5, 5),
-    "tilefeed.Loader keywords": (30, 25),
+    "tilefeed.Loader keywords": (25, 25),
     "train flags": (51, 35),
     "tilefeed-serve flags": (36, 25),
     "tilefeed-pack flags": (17, 17),
     "tilefeed-inspect flags": (10, 10),
     "installed public headers": (20, 20),
-    "longest file in the library folders and python/ (lines)": (1168, 800),
+    "longest file in the library folders and python/ (lines)": (800, 800),
     "README.md bytes": (10240, 10240),
     "build dependencies (top-level CMakeLists.txt)": (12, 12),
     "product lines (library folders, include/, python/ without tests, tools/)": (32621, 32792),
