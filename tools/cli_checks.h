@@ -64,7 +64,8 @@ inline std::optional<long double> ParseNumberText(const std::string& text, bool 
 template <typename T>
 std::string NumberText(T value) {
   std::ostringstream out;
-  out << std::setprecision(15) << value;  // 1e6 reads 1000000
+  // 1e6 reads 1000000; a float's 0.02f reads 0.02, not its double's 0.0199999995529652.
+  out << std::setprecision(std::is_same_v<T, float> ? 7 : 15) << value;
   return out.str();
 }
 

@@ -7,22 +7,30 @@
 //   loader::LoaderOptions options;
 //   tools::AddLoaderFlags(app, options);                 // --batch-size ... --seed
 //   tools::AddOption(app, loader::kSplit, split);        // std::string
-//   tools::AddOption(app, loader::kCacheLimit, bytes);   // std::uint64_t, "10GiB" accepted
 //   tools::AddOption(app, loader::kHeartbeat, seconds);  // double, in seconds
 //   tools::AddSliceOption(app, slice);                   // --slice I/N
+//   tools::AddGroupOption(app, loader::kRemote,          // --remote cache-limit=20GiB,...
+//                         {tools::BindKey(loader::kRemoteKeys[1], bytes), ...});
 //
 // What each registered flag gets from its spec:
 //   - the flag and its help; "[default]" is the bound variable's value when registered (a
 //     tool that starts from another default shows it there);
 //   - numbers: the spec's range, refused as "--image-size must be between 1 and 16384, got 0"
 //     by tools::ParseArgs (cli_checks.h; integers also refuse "1.5" and wrapped negatives);
-//   - choices: only the spec's values; sizes: ParseByteSize's spellings within the range.
+//   - choices: only the spec's values; sizes: ParseByteSize's spellings within the range;
+//   - a group (loader::OptionGroup) is one flag of KEY=VALUE pairs, each key checked by its
+//     own spec as above ("--remote cache-limit must be at least 4MiB, got 1M"), an unknown key
+//     refused naming the group's keys, and --help lists each key with its range and default.
 // Each option has one spelling: the project has no release, so a renamed flag keeps no alias.
 // Header-only; tools/ is a folder of executables, not a library.
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -43,6 +51,23 @@ CLI::Validator SpecRange(const loader::OptionSpec& spec) {
   std::optional<T> max;
   if (spec.max != loader::kNoMax) max = static_cast<T>(spec.max);
   return RangeCheck<T>(static_cast<T>(spec.min), max, spec.min_exclusive, loader::RangeText(spec));
+}
+
+inline std::string ChoicesText(const loader::OptionSpec& spec) {
+  std::string out;
+  for (std::string_view choice : spec.choices) out.append(out.empty() ? "" : ",").append(choice);
+  return out;
+}
+
+// A kChoice spec's values: "must be one of a,b,c, got 'x'".
+inline CLI::Validator ChoiceCheck(const loader::OptionSpec& spec) {
+  return CLI::Validator(
+      [spec](std::string& text) -> std::string {
+        const auto& c = spec.choices;
+        if (std::find(c.begin(), c.end(), text) != c.end()) return {};
+        return "must be one of " + ChoicesText(spec) + ", got '" + text + "'";
+      },
+      "");
 }
 
 inline CLI::Validator SizeCheck(const loader::OptionSpec& spec) {
@@ -69,19 +94,6 @@ requires std::is_arithmetic_v<T> &&
                             ->capture_default_str();
   if (spec.kind == loader::OptionKind::kSeconds) option->type_name("SECONDS");
   return option;
-}
-
-// A kSize spec bound to a byte count: "10GiB", "512M", "1000000".
-inline CLI::Option* AddSizeOption(CLI::App& app, const loader::OptionSpec& spec,
-                                  std::uint64_t& bytes) {
-  return app
-      .add_option_function<std::string>(
-          detail::Text(spec.flag),
-          [&bytes](const std::string& text) { bytes = *loader::ParseByteSize(text); },
-          detail::Text(spec.help))
-      ->check(detail::SizeCheck(spec))
-      ->type_name("SIZE")
-      ->default_str(loader::ByteSizeText(bytes));
 }
 
 // A kChoice or kText spec bound to its text.
@@ -159,6 +171,116 @@ inline void AddLoaderFlags(CLI::App& app, loader::LoaderOptions& options) {
   AddOption(app, loader::kWorkers, options.workers);
   AddOption(app, loader::kPrefetchDepth, options.prefetch_depth);
   AddOption(app, loader::kSeed, options.seed);
+}
+
+// ---- Group flags: --remote cache-dir=DIR,cache-limit=20GiB -------------------------------
+
+// One key of a group flag bound to a variable (BindKey): `take` checks a value's text against
+// the key's spec, "" or "KEY must be ..., got ...", and sets the variable when `store`. --help
+// shows the spec's default.
+struct GroupKeyBinding {
+  loader::OptionGroupKey key;
+  std::function<std::string(const std::string& text, bool store)> take;
+};
+
+// Binds a key to a number (kInteger, kNumber, kSeconds), a byte count (kSize) or text (kChoice,
+// kText), checked with the same validators and words as the spec's own flag.
+template <typename T>
+GroupKeyBinding BindKey(const loader::OptionGroupKey& key, T& value) {
+  const loader::OptionSpec& spec = key.spec;
+  CLI::Validator check;
+  if constexpr (std::is_arithmetic_v<T>) {
+    check = spec.kind == loader::OptionKind::kSize ? detail::SizeCheck(spec)
+                                                   : detail::SpecRange<T>(spec);
+  } else if (!spec.choices.empty()) {
+    check = detail::ChoiceCheck(spec);
+  }
+  auto take = [&value, spec, check, name = std::string(key.key)](const std::string& text,
+                                                                 bool store) -> std::string {
+    std::string copy = text;
+    if (std::string problem = check(copy); !problem.empty()) return name + " " + problem;
+    if (!store) return {};
+    if constexpr (std::is_floating_point_v<T>) {
+      value = static_cast<T>(std::stold(text));
+    } else if constexpr (std::is_arithmetic_v<T>) {  // as detail::ParseNumberText reads it
+      value = spec.kind == loader::OptionKind::kSize ? static_cast<T>(*loader::ParseByteSize(text))
+              : text.find('-') != std::string::npos  ? static_cast<T>(std::stoll(text, nullptr, 0))
+                                                    : static_cast<T>(std::stoull(text, nullptr, 0));
+    } else {
+      value = text;
+    }
+    return {};
+  };
+  return {key, std::move(take)};
+}
+
+// Checks (and, when `store`, sets) every KEY=VALUE of `text`: "" when all are good, else the
+// first problem (no pairs, a pair without '=', a key the group lacks -- naming its keys --, a
+// key given twice, or a value its spec refuses).
+inline std::string TakeGroup(const std::string& text, const std::vector<GroupKeyBinding>& keys,
+                             bool store) {
+  std::string names, seen = ",";
+  for (const GroupKeyBinding& k : keys) names.append(names.empty() ? "" : ", ").append(k.key.key);
+  std::stringstream items(text + ",");
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    const std::size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return "must be KEY=VALUE[,KEY=VALUE...] with KEY one of " + names + ", got '" + text + "'";
+    }
+    const std::string key = item.substr(0, eq);
+    const auto bound = std::find_if(keys.begin(), keys.end(),
+                                    [&key](const GroupKeyBinding& k) { return k.key.key == key; });
+    if (bound == keys.end()) return "has no key '" + key + "' (its keys: " + names + ")";
+    if (seen.find("," + key + ",") != std::string::npos) return "names " + key + " twice";
+    seen.append(key).append(",");
+    if (std::string problem = bound->take(item.substr(eq + 1), store); !problem.empty()) {
+      return problem;
+    }
+  }
+  return {};
+}
+
+// The lines --help shows under a group flag, one per key: "KEY (RANGE, default D): HELP".
+inline std::string GroupKeysHelp(const std::vector<GroupKeyBinding>& keys) {
+  std::ostringstream out;
+  for (const GroupKeyBinding& k : keys) {
+    const loader::OptionSpec& spec = k.key.spec;
+    std::string notes =
+        spec.choices.empty() ? loader::RangeText(spec) : "{" + detail::ChoicesText(spec) + "}";
+    if (!spec.default_text.empty()) notes.append(notes.empty() ? "" : ", ").append("default ");
+    notes.append(spec.default_text);
+    out << "\n  " << k.key.key << (notes.empty() ? "" : " (" + notes + ")") << ": " << spec.help;
+  }
+  return out.str();
+}
+
+// A group flag (loader::OptionGroup) whose keys are bound by `keys` (BindKey). Given more than
+// once, its pairs add up (each key still at most once).
+inline CLI::Option* AddGroupOption(CLI::App& app, const loader::OptionGroup& group,
+                                   std::vector<GroupKeyBinding> keys) {
+  auto bound = std::make_shared<std::vector<GroupKeyBinding>>(std::move(keys));
+  // A problem is thrown as the whole line, "--remote cache-limit must be ..." (a validator's
+  // ValidationError would read "--remote: cache-limit must be ..."); ParseArgs prints it.
+  const auto take = [bound, flag = std::string(group.flag)](const std::string& text, bool store) {
+    if (std::string problem = TakeGroup(text, *bound, store); !problem.empty()) {
+      throw CLI::ConversionError(flag + " " + problem, CLI::ExitCodes::ConversionError);
+    }
+    return std::string();
+  };
+  const auto set = [take](const std::vector<std::string>& texts) {
+    std::string all;  // each text passed the check; together they may name a key twice
+    for (const std::string& text : texts) all.append(all.empty() ? "" : ",").append(text);
+    take(all, true);
+  };
+  return app
+      .add_option_function<std::vector<std::string>>(
+          std::string(group.flag), set, std::string(group.help) + GroupKeysHelp(*bound))
+      ->check(CLI::Validator([take](std::string& text) { return take(text, false); }, ""))
+      ->type_name("KEY=VALUE,...")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 }
 
 }  // namespace tilefeed::tools
