@@ -27,6 +27,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -35,6 +36,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "tilefeed/loader/bad_sample_log.h"
 #include "tilefeed/loader/loader.h"
 #include "tilefeed/loader/option_specs.h"
 #include "tools/cli_checks.h"
@@ -61,13 +63,11 @@ inline std::string ChoicesText(const loader::OptionSpec& spec) {
 
 // A kChoice spec's values: "must be one of a,b,c, got 'x'".
 inline CLI::Validator ChoiceCheck(const loader::OptionSpec& spec) {
-  return CLI::Validator(
-      [spec](std::string& text) -> std::string {
-        const auto& c = spec.choices;
-        if (std::find(c.begin(), c.end(), text) != c.end()) return {};
-        return "must be one of " + ChoicesText(spec) + ", got '" + text + "'";
-      },
-      "");
+  const auto check = [spec](std::string& text) -> std::string {
+    if (std::ranges::find(spec.choices, text) != spec.choices.end()) return {};
+    return "must be one of " + ChoicesText(spec) + ", got '" + text + "'";
+  };
+  return CLI::Validator(check, "");
 }
 
 inline CLI::Validator SizeCheck(const loader::OptionSpec& spec) {
@@ -114,38 +114,25 @@ inline CLI::Option* AddOption(CLI::App& app, const loader::OptionSpec& spec, boo
   return app.add_flag(names, value, detail::Text(spec.help))->capture_default_str();
 }
 
-// loader::kMode bound to the enum.
-inline CLI::Option* AddOption(CLI::App& app, const loader::OptionSpec& spec, loader::Mode& mode) {
+// A kChoice spec bound to an enum whose values are the spec's choices in order (kMode: Mode,
+// kBadSamplePolicy: BadSamplePolicy, kS3Addressing: RemoteOptions::S3Addressing).
+template <typename E>
+requires std::is_enum_v<E> CLI::Option* AddOption(CLI::App& app, const loader::OptionSpec& spec,
+                                                  E& value) {
+  const std::vector<std::string> choices(spec.choices.begin(), spec.choices.end());
+  const auto set = [&value, choices](const std::string& text) {
+    value = static_cast<E>(std::find(choices.begin(), choices.end(), text) - choices.begin());
+  };
   return app
-      .add_option_function<std::string>(
-          detail::Text(spec.flag),
-          [&mode](const std::string& text) {
-            mode = text == "eval" ? loader::Mode::kEval : loader::Mode::kTrain;
-          },
-          detail::Text(spec.help))
-      ->check(CLI::IsMember({"train", "eval"}))
-      ->default_str(mode == loader::Mode::kEval ? "eval" : "train");
-}
-
-// loader::kBadSamplePolicy bound to the enum.
-inline CLI::Option* AddOption(CLI::App& app, const loader::OptionSpec& spec,
-                              loader::BadSamplePolicy& policy) {
-  return app
-      .add_option_function<std::string>(
-          detail::Text(spec.flag),
-          [&policy](const std::string& text) {
-            policy =
-                text == "fail" ? loader::BadSamplePolicy::kFail : loader::BadSamplePolicy::kSkip;
-          },
-          detail::Text(spec.help))
-      ->check(CLI::IsMember({"skip", "fail"}))
-      ->default_str(policy == loader::BadSamplePolicy::kFail ? "fail" : "skip");
+      .add_option_function<std::string>(detail::Text(spec.flag), set, detail::Text(spec.help))
+      ->check(CLI::IsMember(choices))
+      ->default_str(choices.at(static_cast<std::size_t>(value)));
 }
 
 // loader::kSlice as --slice INDEX/COUNT. `slice` stays nullopt when it is not given (the
 // launcher's instance, or 0/1).
-inline CLI::Option* AddSliceOption(CLI::App& app, std::optional<loader::InstanceSlice>& slice,
-                                   const loader::OptionSpec& spec = loader::kSlice) {
+inline CLI::Option* AddSliceOption(CLI::App& app, std::optional<loader::InstanceSlice>& slice) {
+  const loader::OptionSpec& spec = loader::kSlice;
   const auto set = [&slice](const std::string& text) {
     const auto parsed = loader::ParseSliceText(text);
     slice = loader::InstanceSlice{parsed->first, parsed->second};
@@ -159,6 +146,13 @@ inline CLI::Option* AddSliceOption(CLI::App& app, std::optional<loader::Instance
   return app
       .add_option_function<std::string>(detail::Text(spec.flag), set, detail::Text(spec.help))
       ->check(check);
+}
+
+// Names the loader's bad samples on stderr after `prefix`, the first `lines` in full.
+inline void LogBadSamples(loader::LoaderOptions& o, const std::string& prefix, std::size_t lines) {
+  const auto log = std::make_shared<loader::BadSampleLog>(
+      [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); }, prefix, lines);
+  o.on_bad_sample = [log](const loader::BadSample& bad) { (*log)(bad); };
 }
 
 // The loader options every loading tool takes: --batch-size, --image-size, --mode,
@@ -176,15 +170,15 @@ inline void AddLoaderFlags(CLI::App& app, loader::LoaderOptions& options) {
 // ---- Group flags: --remote cache-dir=DIR,cache-limit=20GiB -------------------------------
 
 // One key of a group flag bound to a variable (BindKey): `take` checks a value's text against
-// the key's spec, "" or "KEY must be ..., got ...", and sets the variable when `store`. --help
-// shows the spec's default.
+// the key's spec ("" or "KEY must be ..., got ...") and sets the variable when `store`.
 struct GroupKeyBinding {
   loader::OptionGroupKey key;
   std::function<std::string(const std::string& text, bool store)> take;
 };
 
-// Binds a key to a number (kInteger, kNumber, kSeconds), a byte count (kSize) or text (kChoice,
-// kText), checked with the same validators and words as the spec's own flag.
+// Binds a key to a number (kInteger, kNumber, kSeconds), a byte count (kSize), text (kChoice,
+// kText) or an enum (kChoice, as AddOption), checked with the same validators and words as
+// the spec's own flag.
 template <typename T>
 GroupKeyBinding BindKey(const loader::OptionGroupKey& key, T& value) {
   const loader::OptionSpec& spec = key.spec;
@@ -200,23 +194,20 @@ GroupKeyBinding BindKey(const loader::OptionGroupKey& key, T& value) {
     std::string copy = text;
     if (std::string problem = check(copy); !problem.empty()) return name + " " + problem;
     if (!store) return {};
-    if constexpr (std::is_floating_point_v<T>) {
-      value = static_cast<T>(std::stold(text));
-    } else if constexpr (std::is_arithmetic_v<T>) {  // as detail::ParseNumberText reads it
-      value = spec.kind == loader::OptionKind::kSize ? static_cast<T>(*loader::ParseByteSize(text))
-              : text.find('-') != std::string::npos  ? static_cast<T>(std::stoll(text, nullptr, 0))
-                                                    : static_cast<T>(std::stoull(text, nullptr, 0));
+    if constexpr (std::is_enum_v<T>) {  // the spec's choices in the enum's order
+      value = static_cast<T>(std::ranges::find(spec.choices, text) - spec.choices.begin());
+    } else if (spec.kind == loader::OptionKind::kSize) {
+      if constexpr (std::is_integral_v<T>) value = static_cast<T>(*loader::ParseByteSize(text));
     } else {
-      value = text;
+      CLI::detail::lexical_cast(text, value);  // as CLI11 reads a flag's value
     }
     return {};
   };
   return {key, std::move(take)};
 }
 
-// Checks (and, when `store`, sets) every KEY=VALUE of `text`: "" when all are good, else the
-// first problem (no pairs, a pair without '=', a key the group lacks -- naming its keys --, a
-// key given twice, or a value its spec refuses).
+// Checks (and, when `store`, sets) every KEY=VALUE of `text`: "" or the first problem (a pair
+// without '=', a key the group lacks -- naming its keys --, a key twice, a value refused).
 inline std::string TakeGroup(const std::string& text, const std::vector<GroupKeyBinding>& keys,
                              bool store) {
   std::string names, seen = ",";
@@ -234,9 +225,8 @@ inline std::string TakeGroup(const std::string& text, const std::vector<GroupKey
     if (bound == keys.end()) return "has no key '" + key + "' (its keys: " + names + ")";
     if (seen.find("," + key + ",") != std::string::npos) return "names " + key + " twice";
     seen.append(key).append(",");
-    if (std::string problem = bound->take(item.substr(eq + 1), store); !problem.empty()) {
-      return problem;
-    }
+    const std::string problem = bound->take(item.substr(eq + 1), store);
+    if (!problem.empty()) return problem;
   }
   return {};
 }
@@ -255,32 +245,25 @@ inline std::string GroupKeysHelp(const std::vector<GroupKeyBinding>& keys) {
   return out.str();
 }
 
-// A group flag (loader::OptionGroup) whose keys are bound by `keys` (BindKey). Given more than
-// once, its pairs add up (each key still at most once).
+// A group flag (loader::OptionGroup) whose keys are bound by `keys` (BindKey).
 inline CLI::Option* AddGroupOption(CLI::App& app, const loader::OptionGroup& group,
                                    std::vector<GroupKeyBinding> keys) {
-  auto bound = std::make_shared<std::vector<GroupKeyBinding>>(std::move(keys));
+  std::string help = std::string(group.help) + GroupKeysHelp(keys);
   // A problem is thrown as the whole line, "--remote cache-limit must be ..." (a validator's
   // ValidationError would read "--remote: cache-limit must be ..."); ParseArgs prints it.
-  const auto take = [bound, flag = std::string(group.flag)](const std::string& text, bool store) {
-    if (std::string problem = TakeGroup(text, *bound, store); !problem.empty()) {
+  const auto take = [keys = std::move(keys), flag = std::string(group.flag)](
+                        const std::string& text, bool store) {
+    if (std::string problem = TakeGroup(text, keys, store); !problem.empty()) {
       throw CLI::ConversionError(flag + " " + problem, CLI::ExitCodes::ConversionError);
     }
     return std::string();
   };
-  const auto set = [take](const std::vector<std::string>& texts) {
-    std::string all;  // each text passed the check; together they may name a key twice
-    for (const std::string& text : texts) all.append(all.empty() ? "" : ",").append(text);
-    take(all, true);
-  };
   return app
-      .add_option_function<std::vector<std::string>>(
-          std::string(group.flag), set, std::string(group.help) + GroupKeysHelp(*bound))
+      .add_option_function<std::string>(
+          std::string(group.flag), [take](const std::string& text) { take(text, true); },
+          std::move(help))
       ->check(CLI::Validator([take](std::string& text) { return take(text, false); }, ""))
-      ->type_name("KEY=VALUE,...")
-      ->expected(1)
-      ->allow_extra_args(false)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+      ->type_name("KEY=VALUE,...");
 }
 
 }  // namespace tilefeed::tools

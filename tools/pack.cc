@@ -126,7 +126,7 @@ struct Args {
   int interval_width = codecs::TranscodeOptions{}.interval_width;
   bool progress = false;
   tilefeed::metrics::Flags metrics;
-  tilefeed::tools::RemoteFlags remote;
+  loader::RemoteOptions remote;
 };
 
 // SRC, OUT and how the source is read.

@@ -41,7 +41,6 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -55,7 +54,6 @@
 #include "loader/address.h"
 #include "metrics/cli.h"
 #include "tilefeed/launch/instance.h"
-#include "tilefeed/loader/bad_sample_log.h"
 #include "tilefeed/loader/dataset.h"
 #include "tilefeed/loader/loader.h"
 #include "tilefeed/loader/option_specs.h"
@@ -126,16 +124,11 @@ struct Args {
   std::string curve_keygen;
   std::vector<std::string> curve_allow;
   bool insecure = false;
-  std::string shm_name;  // shm://NAME: the shared-memory segment's NAME
-  tools::RemoteFlags remote;
+  loader::RemoteOptions remote;
   metrics::Flags metrics;
   std::string resume;            // --resume: a LoaderState line; "" when not given
   bool position_pinned = false;  // --resume given
 };
-
-std::chrono::milliseconds Milliseconds(double seconds) {
-  return std::chrono::milliseconds(std::llround(seconds * 1000));
-}
 
 // The dataset and the loader that reads it: the shared options (tilefeed/loader/option_specs.h).
 void AddDataFlags(CLI::App& app, Args& args) {
@@ -239,30 +232,12 @@ std::optional<int> CheckArgs(Args& args) {
     return 2;
   }
   sender.shared_memory = transport::IsShmEndpoint(sender.endpoint);
-  if (sender.shared_memory) args.shm_name = sender.endpoint.substr(6);
-  sender.heartbeat_interval = Milliseconds(args.heartbeat);
-  sender.peer_timeout = Milliseconds(args.timeout);
+  sender.heartbeat_interval = tools::Milliseconds(args.heartbeat);
+  sender.peer_timeout = tools::Milliseconds(args.timeout);
   return std::nullopt;
 }
 
-// The slice served: --slice, else the launcher's.
-void ChooseSlice(Args& args) {
-  args.options.slice = args.slice
-                           ? *args.slice
-                           : launch::SliceOf(launch::DetectInstance(launch::ProcessEnvironment()));
-}
-
 void Log(const std::string& line) { std::cerr << "tilefeed-serve: " << line << '\n'; }
-
-// Every bad sample named on stderr (up to --bad-sample-lines), under --bad-sample-policy.
-void SetBadSamplePolicy(Args& args) {
-  auto bad_sample_log = std::make_shared<loader::BadSampleLog>(
-      [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); },
-      "tilefeed-serve: ", args.bad_sample_lines);
-  args.options.on_bad_sample = [bad_sample_log](const loader::BadSample& bad) {
-    (*bad_sample_log)(bad);
-  };
-}
 
 // The metrics of the run; each session's loader feeds them while it serves, and the sender
 // detaches it before the loader may go.
@@ -301,7 +276,7 @@ const char* ExitName(transport::SendResult result) {
 
 // Opens the data and serves trainers until one has every epoch or a stop is requested.
 int Serve(Args& args, const CLI::App& app, std::stop_token stop) {
-  SetBadSamplePolicy(args);
+  tools::LogBadSamples(args.options, "tilefeed-serve: ", args.bad_sample_lines);
   loader::DatasetOptions dataset_options;
   dataset_options.split = *loader::ParseSplit(args.split);
   dataset_options.remote = tools::ToRemoteOptions(args.remote);
@@ -327,10 +302,10 @@ int Serve(Args& args, const CLI::App& app, std::stop_token stop) {
   // Each session opens the dataset afresh at the trainer's position; with shared memory
   // the loader decodes straight into fresh slots the trainer maps.
   const std::uint64_t dataset_size = source->size();
+  const std::string shm_name = sender_options.endpoint.substr(6);  // shm://NAME: the segment's
   auto open = [&](const transport::SessionTerms& agreed) {
     loader::LoaderOptions o = transport::SessionLoaderOptions(args.options, agreed, dataset_size);
-    if (sender_options.shared_memory)
-      o.slot_memory = transport::SharedSlots::Create(o, args.shm_name);
+    if (sender_options.shared_memory) o.slot_memory = transport::SharedSlots::Create(o, shm_name);
     Log("serving a trainer from epoch " + std::to_string(o.first_epoch) + " position " +
         std::to_string(o.first_epoch_position));
     return std::make_unique<loader::Loader>(loader::OpenDataset(args.data, dataset_options).source,
@@ -346,8 +321,7 @@ int Serve(Args& args, const CLI::App& app, std::stop_token stop) {
   };
   // A ring /dev/shm has no room for is one line now, not a SIGBUS at the first batch: each
   // session's ring is allocated in full (posix_fallocate), and so is this trial one.
-  if (sender_options.shared_memory)
-    (void)transport::SharedSlots::Create(args.options, args.shm_name);
+  if (sender_options.shared_memory) (void)transport::SharedSlots::Create(args.options, shm_name);
   transport::Context context;
   transport::ReaderEndpoint sender(context, sender_options, terms, open);
   std::cerr << "tilefeed-serve: serving " << dataset_size << " samples, epochs 0 to "
@@ -380,7 +354,10 @@ int Main(int argc, char** argv) {
   SignalStopper::BlockSignals();
   SignalStopper stopper;
   try {
-    ChooseSlice(args);
+    // The slice served: --slice, else the launcher's.
+    if (!args.slice)
+      args.slice = launch::SliceOf(launch::DetectInstance(launch::ProcessEnvironment()));
+    args.options.slice = *args.slice;
     return Serve(args, app, stopper.token());
   } catch (const std::exception& e) {
     std::cerr << "tilefeed-serve: " << e.what() << '\n';

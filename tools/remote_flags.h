@@ -9,14 +9,10 @@
 // of executables, not a library.
 
 #include <CLI/CLI.hpp>
-#include <algorithm>
-#include <cctype>
-#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
-#include <stdexcept>
 #include <string>
 
 #include "tilefeed/loader/remote.h"
@@ -25,22 +21,13 @@
 
 namespace tilefeed::tools {
 
-struct RemoteFlags {
-  std::string cache_dir;
-  std::uint64_t cache_limit = std::uint64_t{10} << 30;  // the table's 10GiB
-  std::string s3_endpoint;
-  std::string s3_addressing = "auto";
-  int retries = loader::RemoteOptions{}.retries;
-  int in_flight = loader::RemoteOptions{}.max_in_flight;
-};
-
-// --remote KEY=VALUE,..., the shared option table's group (loader::kRemote).
-inline void AddRemoteFlags(CLI::App& app, RemoteFlags& flags) {
+// --remote KEY=VALUE,..., the shared option table's group (loader::kRemote), into `o`.
+inline void AddRemoteFlags(CLI::App& app, loader::RemoteOptions& o) {
   const auto& k = loader::kRemoteKeys;
-  AddGroupOption(app, loader::kRemote,
-                 {BindKey(k[0], flags.cache_dir), BindKey(k[1], flags.cache_limit),
-                  BindKey(k[2], flags.s3_endpoint), BindKey(k[3], flags.s3_addressing),
-                  BindKey(k[4], flags.retries), BindKey(k[5], flags.in_flight)});
+  AddGroupOption(
+      app, loader::kRemote,
+      {BindKey(k[0], o.cache_dir), BindKey(k[1], o.cache_limit), BindKey(k[2], o.s3_endpoint),
+       BindKey(k[3], o.s3_addressing), BindKey(k[4], o.retries), BindKey(k[5], o.max_in_flight)});
 }
 
 // A --data check: an existing path, or a URL or brace pattern that only opening can check.
@@ -114,18 +101,8 @@ inline void ReadAwsEnvironment(loader::RemoteOptions& o) {
     o.s3_endpoint = EnvOr("AWS_ENDPOINT_URL_S3", EnvOr("AWS_ENDPOINT_URL"));
 }
 
-// The options the flags and the AWS environment variables give.
-inline loader::RemoteOptions ToRemoteOptions(const RemoteFlags& flags) {
-  loader::RemoteOptions o;
-  o.cache_dir = flags.cache_dir;
-  o.cache_limit = flags.cache_limit;
-  o.s3_endpoint = flags.s3_endpoint;
-  o.retries = flags.retries;
-  o.max_in_flight = flags.in_flight;
-  using Addressing = loader::RemoteOptions::S3Addressing;
-  o.s3_addressing = flags.s3_addressing == "virtual" ? Addressing::kVirtualHosted
-                    : flags.s3_addressing == "path"  ? Addressing::kPath
-                                                     : Addressing::kAuto;
+// The options the flags gave, with the AWS environment's keys, region and endpoint.
+inline loader::RemoteOptions ToRemoteOptions(loader::RemoteOptions o) {
   ReadAwsEnvironment(o);
   o.warn = [](const std::string& line) { std::fprintf(stderr, "warning: %s\n", line.c_str()); };
   return o;

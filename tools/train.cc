@@ -41,7 +41,6 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -56,7 +55,6 @@
 
 #include "metrics/cli.h"
 #include "tilefeed/launch/instance.h"
-#include "tilefeed/loader/bad_sample_log.h"
 #include "tilefeed/loader/dataset.h"
 #include "tilefeed/loader/loader.h"
 #include "tilefeed/loader/option_specs.h"
@@ -221,17 +219,13 @@ int CoresOfThisProcess() {
   return std::max(1, CPU_COUNT(&set));
 }
 
-std::chrono::milliseconds Milliseconds(double seconds) {
-  return std::chrono::milliseconds(std::llround(seconds * 1000));
-}
-
 // Thrown from the progress sink to leave Train() when --seconds is up (not an error).
 struct TimeLimitReached {};
 
 struct Args {
   std::string data;
-  tools::RemoteFlags remote;  // --remote KEY=VALUE,... for http(s)/s3 datasets
-  std::string readers;        // disaggregated mode: one tilefeed-serve endpoint per instance
+  loader::RemoteOptions remote;  // --remote KEY=VALUE,... for http(s)/s3 datasets
+  std::string readers;           // disaggregated mode: one tilefeed-serve endpoint per instance
   // --reader KEY=VALUE,...: how this trainer talks to its reader (kReaderKeys).
   std::size_t reader_credits = 4;
   double reader_timeout = 5;     // seconds a reader may stay silent
@@ -255,7 +249,6 @@ struct Args {
   int hidden = 256;
   bool resume = false;             // --resume
   bool resume_if_present = false;  // --resume if-present: no checkpoint is not an error
-  std::string resume_mode;         // --resume's value: "" or "if-present"
   bool new_global_batch = false;   // resume: accept another global batch than the checkpoint's
   bool batch_size_given = false;   // --batch-size / --gradient-accumulation on the command line
   bool accumulation_given = false;
@@ -497,10 +490,8 @@ loader::LoaderOptions LoaderOptionsOf(const Instance& job, std::size_t local_bat
   o.slice = {job.rank, job.mpi.size()};
   o.bad_sample_policy = args.bad_sample_policy;
   // Every instance reads other files, so each names its own bad ones on stderr.
-  auto bad_sample_log = std::make_shared<loader::BadSampleLog>(
-      [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); },
-      "train: instance " + std::to_string(job.rank) + ": ", args.bad_sample_lines);
-  o.on_bad_sample = [bad_sample_log](const loader::BadSample& bad) { (*bad_sample_log)(bad); };
+  tools::LogBadSamples(o, "train: instance " + std::to_string(job.rank) + ": ",
+                       args.bad_sample_lines);
   // Every batch full: core buffers have one shape, and all instances take the same steps.
   o.drop_last_batch = true;
   return o;
@@ -563,8 +554,8 @@ transport::StreamOptions ReaderStreamOptions(const Instance& job,
   transport::StreamOptions o;
   o.endpoint = job.endpoints[static_cast<std::size_t>(job.rank)];
   o.credits = args.reader_credits;
-  o.peer_timeout = Milliseconds(args.reader_timeout);
-  o.data_timeout = Milliseconds(args.data_timeout);
+  o.peer_timeout = tools::Milliseconds(args.reader_timeout);
+  o.data_timeout = tools::Milliseconds(args.data_timeout);
   o.curve_server_key_file = PerInstance(job, args.curve_server_key, "--reader curve-server-key");
   o.curve_client_key_file = PerInstance(job, args.curve_key, "--reader curve-key");
   if (!o.curve_client_key_file.empty() && o.curve_server_key_file.empty()) {
@@ -589,7 +580,7 @@ void TrainFromReader(Instance& job, trainer::Trainer& trainer,
   transport::Context context;
   const transport::StreamOptions stream_options = ReaderStreamOptions(job, loader_options);
   std::optional<std::chrono::milliseconds> reconnect;
-  if (job.args.reconnect_window > 0) reconnect = Milliseconds(job.args.reconnect_window);
+  if (job.args.reconnect_window > 0) reconnect = tools::Milliseconds(job.args.reconnect_window);
   transport::ReconnectingStream stream(
       context, stream_options, reconnect, [rank = job.rank](const std::string& line) {
         std::fprintf(stderr, "train: instance %d: %s\n", rank, line.c_str());
@@ -700,18 +691,17 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
 }
 
 // train's own groups of KEY=VALUE flags (tools/option_flags.h; the shared ones are in
-// tilefeed/loader/option_specs.h). Each key has a spec: its range, default and help.
+// tilefeed/loader/option_specs.h). Each key's spec: its kind, range [min, max], default, help.
+using loader::kNoMax;
 using loader::OptionGroup;
 using loader::OptionGroupKey;
 using loader::OptionKind;
 using loader::OptionSpec;
 
-// A key's spec: its kind, range [min, max], default and help.
 constexpr OptionSpec Key(OptionKind kind, double min, double max, std::string_view default_text,
                          std::string_view help) {
   return {.kind = kind, .min = min, .max = max, .default_text = default_text, .help = help};
 }
-constexpr double kNoMax = loader::kNoMax;
 
 constexpr OptionGroupKey kReaderKeys[] = {
     {"credits",
@@ -728,9 +718,8 @@ constexpr OptionGroupKey kReaderKeys[] = {
          "all, or ':'-separated, one per reader")},
     {"curve-key",
      Key(OptionKind::kText, 0, kNoMax, "",
-         "CURVE: this trainer's key file (secret, mode 0600) for readers that allow-list "
-         "trainers (--curve-allow); one for all instances, or ':'-separated, one per instance. "
-         "Without it a fresh key is used")}};
+         "CURVE: this trainer's key file (secret) for readers that allow-list trainers; one, or "
+         "':'-separated one per instance (default: a fresh key)")}};
 constexpr OptionGroup kReaderGroup{.flag = "--reader",
                                    .help = "--readers: how this trainer talks to its reader",
                                    .keys = kReaderKeys};
@@ -761,34 +750,30 @@ constexpr OptionGroupKey kSyntheticCoreKeys[] = {
 
 // --core NAME[:KEY=VALUE,...]: the compute core and its own keys.
 void AddCoreFlag(CLI::App& app, Args& args) {
-  auto reference = std::make_shared<std::vector<tools::GroupKeyBinding>>(
-      std::vector{tools::BindKey(kReferenceCoreKeys[0], args.hidden)});
-  auto synthetic = std::make_shared<std::vector<tools::GroupKeyBinding>>(
-      std::vector{tools::BindKey(kSyntheticCoreKeys[0], args.us_per_sample)});
-  const auto take = [reference, synthetic, &args](const std::string& text,
-                                                  bool store) -> std::string {
+  const std::vector reference{tools::BindKey(kReferenceCoreKeys[0], args.hidden)};
+  const std::vector synthetic{tools::BindKey(kSyntheticCoreKeys[0], args.us_per_sample)};
+  const std::string help =
+      "Compute core: reference (a small MLP on the images) or synthetic (a busy loop of known "
+      "cost per sample), with its keys after a colon:" +
+      tools::GroupKeysHelp(reference) + tools::GroupKeysHelp(synthetic);
+  const auto take = [reference, synthetic, &args](const std::string& text, bool store) {
     const std::size_t colon = text.find(':');
     const std::string name = text.substr(0, colon);
-    if (name != "reference" && name != "synthetic") {
-      return "must be reference[:hidden=N] or synthetic[:us-per-sample=US], got '" + text + "'";
+    std::string problem =
+        "must be reference[:hidden=N] or synthetic[:us-per-sample=US], got '" + text + "'";
+    if (name == "reference" || name == "synthetic") {
+      if (store) args.core = name;
+      const auto& keys = name == "reference" ? reference : synthetic;
+      problem =
+          colon == std::string::npos ? "" : tools::TakeGroup(text.substr(colon + 1), keys, store);
     }
-    if (store) args.core = name;
-    if (colon == std::string::npos) return {};
-    return tools::TakeGroup(text.substr(colon + 1), name == "reference" ? *reference : *synthetic,
-                            store);
+    // One line, as a group flag's (tools::AddGroupOption).
+    if (!problem.empty()) throw CLI::ConversionError("--core " + problem, 2);
+    return problem;
   };
   app.add_option_function<std::string>(
-         "--core", [take](const std::string& text) { (void)take(text, true); },
-         "Compute core: reference (a small MLP on the images) or synthetic (a busy loop of "
-         "known cost per sample), with its keys after a colon:" +
-             tools::GroupKeysHelp(*reference) + tools::GroupKeysHelp(*synthetic))
-      ->check(CLI::Validator(
-          [take](std::string& text) -> std::string {
-            const std::string problem = take(text, false);  // the whole line, as a group's
-            if (!problem.empty()) throw CLI::ConversionError("--core " + problem, 2);
-            return problem;
-          },
-          ""))
+         "--core", [take](const std::string& text) { take(text, true); }, help)
+      ->check(CLI::Validator([take](std::string& text) { return take(text, false); }, ""))
       ->type_name("NAME[:KEY=VALUE,...]")
       ->default_str(args.core);
 }
@@ -899,13 +884,14 @@ void AddOutputFlags(CLI::App& app, Args& args) {
       ->check(tools::AtLeast(0))
       ->capture_default_str();
   app.add_option("--checkpoint-dir", args.checkpoint_dir, "Checkpoint folder");
-  app.add_option("--resume", args.resume_mode,
-                 "Continue from the checkpoint in --checkpoint-dir (an error if there is none; "
-                 "--resume if-present starts fresh then). With another instance count the "
-                 "checkpoint's global batch is kept (more or fewer micro-batches per step, else "
-                 "another local batch) or the run is refused with the arithmetic; the epoch "
-                 "continues where it stood, no sample lost or repeated apart from the padding "
-                 "of its last batches")
+  app.add_option_function<std::string>(
+         "--resume", [&args](const std::string& mode) { args.resume_if_present = !mode.empty(); },
+         "Continue from the checkpoint in --checkpoint-dir (an error if there is none; "
+         "--resume if-present starts fresh then). With another instance count the "
+         "checkpoint's global batch is kept (more or fewer micro-batches per step, else "
+         "another local batch) or the run is refused with the arithmetic; the epoch "
+         "continues where it stood, no sample lost or repeated apart from the padding "
+         "of its last batches")
       ->expected(0, 1)
       ->type_name("[if-present]")
       ->check(CLI::IsMember({"if-present"}));
@@ -928,8 +914,7 @@ std::optional<int> CheckArgs(const CLI::App& app, const CLI::Option* data, Args&
       args.trainer.replicas = std::max(1, std::atoi(replicas));
     }
   }
-  args.resume = app.count("--resume") > 0 && args.resume_mode.empty();
-  args.resume_if_present = app.count("--resume") > 0 && !args.resume_mode.empty();
+  args.resume = app.count("--resume") > 0 && !args.resume_if_present;
   // A test hook, not a flag (docs/development.md): read here, once.
   if (const char* trace = std::getenv("TILEFEED_TRACE_SAMPLES")) args.trace_samples = trace;
   args.batch_size_given = app.count("--batch-size") > 0;
@@ -958,7 +943,7 @@ int Main(int argc, char** argv) {
   std::optional<trainer::MpiSession> mpi;
   try {
     trainer::MpiSessionOptions mpi_options;
-    mpi_options.collective_timeout = Milliseconds(args.collective_timeout);
+    mpi_options.collective_timeout = tools::Milliseconds(args.collective_timeout);
     mpi.emplace(&argc, &argv, mpi_options);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train: %s\n", e.what());

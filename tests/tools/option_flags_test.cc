@@ -107,7 +107,7 @@ TEST(OptionFlags, Choices) {
 // --remote KEY=VALUE,...: the table's group, each key bound and checked by its spec.
 struct RemoteApp {
   CLI::App app;
-  RemoteFlags flags;
+  loader::RemoteOptions flags;
   RemoteApp() { AddRemoteFlags(app, flags); }
 };
 
@@ -118,15 +118,16 @@ TEST(OptionFlags, AGroupSetsEachKeyItIsGiven) {
   EXPECT_THAT(r.app.help(), HasSubstr("remote-retries (between 0 and 20, default 5)"));
   EXPECT_THAT(r.app.help(), HasSubstr("s3-addressing ({auto,virtual,path}, default auto)"));
   const Parsed ok =
-      Parse(r.app, {"--remote", "cache-dir=/c,cache-limit=20GiB,s3-addressing=path", "--remote",
-                    "remote-retries=2,remote-in-flight=16,s3-endpoint=http://minio:9000"});
+      Parse(r.app, {"--remote",
+                    "cache-dir=/c,cache-limit=20GiB,s3-addressing=path,remote-retries="
+                    "2,remote-in-flight=16,s3-endpoint=http://minio:9000"});
   EXPECT_EQ(ok.rc, std::nullopt) << ok.err;
   EXPECT_EQ(r.flags.cache_dir, "/c");
   EXPECT_EQ(r.flags.cache_limit, std::uint64_t{20} << 30);
-  EXPECT_EQ(r.flags.s3_addressing, "path");
+  EXPECT_EQ(r.flags.s3_addressing, loader::RemoteOptions::S3Addressing::kPath);
   EXPECT_EQ(r.flags.s3_endpoint, "http://minio:9000");
   EXPECT_EQ(r.flags.retries, 2);
-  EXPECT_EQ(r.flags.in_flight, 16);
+  EXPECT_EQ(r.flags.max_in_flight, 16);
 }
 
 TEST(OptionFlags, AGroupRefusesBadInputInOneLine) {
@@ -142,8 +143,8 @@ TEST(OptionFlags, AGroupRefusesBadInputInOneLine) {
       {{"--remote", "cache-dir"},
        "--remote must be KEY=VALUE[,KEY=VALUE...] with KEY one of " + keys + ", got 'cache-dir'"},
       {{"--remote", "remote-retries=1,remote-retries=2"}, "--remote names remote-retries twice"},
-      {{"--remote", "remote-retries=1", "--remote", "remote-retries=2"},
-       "--remote names remote-retries twice"},
+      {{"--remote", "remote-retries=1", "--remote", "cache-dir=/c"},
+       "--remote: At Most 1 required but received 2"},
       {{"--remote", "s3-addressing=both"},
        "--remote s3-addressing must be one of auto,virtual,path, got 'both'"},
   };

@@ -153,10 +153,11 @@ done
 # --- --reader reconnect=: a reader killed and restarted on its port; the same parameters as an
 # uninterrupted run. The reference core's parameters depend on every sample.
 ref="--data $work/data --core reference:hidden=2048 --batch-size 4 --image-size 32 --workers 1 \
-  --reader credits=1 --epochs 4 --reader timeout=$silence"
+  --epochs 4"
+ref_reader="credits=1,timeout=$silence"
 serve whole --data "$data" --bind 'tcp://127.0.0.1:*' --epochs 4 --drop-last
 # shellcheck disable=SC2086
-timeout 300 "$train" $ref --readers "$endpoint" --checkpoint-every 20 \
+timeout 300 "$train" $ref --reader "$ref_reader" --readers "$endpoint" --checkpoint-every 20 \
   --checkpoint-dir "$work/ckpt" >"$work/whole_train.log" 2>&1 || fail "the uninterrupted run failed"
 want=$(sed -n 's/.*parameter checksum \([0-9]*\).*/\1/p' "$work/whole_train.log")
 [ -n "$want" ] || fail "no parameter checksum in the uninterrupted run"
@@ -164,7 +165,7 @@ want=$(sed -n 's/.*parameter checksum \([0-9]*\).*/\1/p' "$work/whole_train.log"
 serve first --data "$data" --bind 'tcp://127.0.0.1:*' --epochs 4 --drop-last
 port_endpoint=$endpoint
 # shellcheck disable=SC2086
-timeout 300 "$train" $ref --readers "$port_endpoint" --reader reconnect=120 \
+timeout 300 "$train" $ref --readers "$port_endpoint" --reader "$ref_reader,reconnect=120" \
   >"$work/reconnect.log" 2>&1 &
 train_pid=$!
 waitfor "$work/reconnect.log" "epoch 0:" "$train_pid"
@@ -181,7 +182,7 @@ echo "readers_faults_test: --reader reconnect= continued; parameter checksum $go
 # parameters of the uninterrupted run.
 serve keeps --data "$data" --bind 'tcp://127.0.0.1:*' --epochs 4 --drop-last
 # shellcheck disable=SC2086
-timeout 300 "$train" $ref --readers "$endpoint" --checkpoint-every 20 \
+timeout 300 "$train" $ref --reader "$ref_reader" --readers "$endpoint" --checkpoint-every 20 \
   --checkpoint-dir "$work/ckpt2" >"$work/killed.log" 2>&1 &
 killed=$!
 waitfor "$work/killed.log" "checkpoint: step 20" "$killed"
@@ -190,7 +191,7 @@ kill -KILL ${child%% *} 2>/dev/null
 wait "$killed"
 # shellcheck disable=SC2086
 timeout 300 "$train" $ref --readers "$endpoint" --checkpoint-dir "$work/ckpt2" --resume \
-  --reader reconnect=120 >"$work/resumed_ok.log" 2>&1 ||
+  --reader "$ref_reader,reconnect=120" >"$work/resumed_ok.log" 2>&1 ||
   fail "the resumed trainer failed"
 got=$(sed -n 's/.*parameter checksum \([0-9]*\).*/\1/p' "$work/resumed_ok.log")
 [ "$got" = "$want" ] || fail "parameters after kill and resume $got, uninterrupted $want"
@@ -204,7 +205,7 @@ echo "readers_faults_test: killed trainer resumed against the same reader; param
 serve pinned --data "$data" --bind 'tcp://127.0.0.1:*' --epochs 4 --drop-last \
   --resume "tilefeed-loader-state v1 seed=0 epoch=0 position=0 size=64"
 # shellcheck disable=SC2086
-timeout 300 "$train" $ref --readers "$endpoint" --resume --checkpoint-dir "$work/ckpt" \
+timeout 300 "$train" $ref --reader "$ref_reader" --readers "$endpoint" --resume --checkpoint-dir "$work/ckpt" \
   >"$work/resumed.log" 2>&1 && fail "a resumed trainer took a reader at another position"
 grep -q "data position: trainer epoch [0-9]* position [0-9]*, reader epoch 0 position 0" \
   "$work/resumed.log" || fail "no data position line"
@@ -217,7 +218,7 @@ printf '%s\n%s\n\nfnv1a64=%s\n' \
   'tilefeed-checkpoint v1 step=20 epoch=1 core=reference parameters=0 velocity=0 global_batch=4' \
   'tilefeed-remote-state v1 epoch=1 position=64' 12216936293313675323 >"$work/old.ck/checkpoint.tfck"
 # shellcheck disable=SC2086
-timeout 300 "$train" $ref --readers "$endpoint" --resume --checkpoint-dir "$work/old.ck" \
+timeout 300 "$train" $ref --reader "$ref_reader" --readers "$endpoint" --resume --checkpoint-dir "$work/old.ck" \
   >/dev/null 2>"$work/old_checkpoint.log" && fail "a retired remote-state checkpoint was resumed"
 [ "$(wc -l <"$work/old_checkpoint.log")" -eq 1 ] || fail "the refusal is not one line"
 grep -qF "checkpoint $work/old.ck/checkpoint.tfck: its data position is in the retired format 'tilefeed-remote-state v1 epoch=1 position=64'" \

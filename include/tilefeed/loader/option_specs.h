@@ -319,9 +319,8 @@ inline constexpr OptionSpec kReconnectWindow{
     .min = 0.001,
     .max = 1e6,
     .help =
-        "when a reader is lost (stopped, died, replaced), reconnect and continue from this "
-        "trainer's position, waiting up to this many seconds for it (not given: a lost reader "
-        "is an error)"};
+        "reconnect a lost reader (stopped, died, replaced) within this many seconds and go on "
+        "from this trainer's position (not given: a lost reader is an error)"};
 
 // A group: one command-line flag of KEY=VALUE pairs for a family of options,
 // "--remote cache-dir=DIR,cache-limit=20GiB". Each key keeps its spec, checked and shown as a
@@ -337,8 +336,7 @@ struct OptionGroup {
   std::span<const OptionGroupKey> keys;
 };
 
-// Reading a dataset over http(s) or S3: RemoteOptions (tilefeed/loader/remote.h); Python's
-// remote=tilefeed.RemoteOptions(...).
+// RemoteOptions (tilefeed/loader/remote.h); Python's remote=tilefeed.RemoteOptions(...).
 inline constexpr OptionGroupKey kRemoteKeys[] = {
     {"cache-dir", kCacheDir},           {"cache-limit", kCacheLimit},
     {"s3-endpoint", kS3Endpoint},       {"s3-addressing", kS3Addressing},
