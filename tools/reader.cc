@@ -34,7 +34,7 @@
 // trainers, make each trainer a key pair the same way and serve with
 // `--curve-allow trainer1.pub trainer2.pub` (or a directory of *.pub files); any other key is
 // refused during the handshake, with a line on stderr. The trainer then runs with
-// `--curve-server-key reader.pub --curve-key trainer1.key`.
+// `--reader curve-server-key=reader.pub,curve-key=trainer1.key`.
 
 #include <signal.h>
 

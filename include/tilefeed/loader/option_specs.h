@@ -18,7 +18,7 @@
 //   --split {train,val,test}     the part of a root with train/, val/ (and test/) folders
 //   --slice INDEX/COUNT          an instance's share of every epoch (Python: slice=(i, n)).
 //                                "shard" is a record file, never a slice.
-//   --cache-limit SIZE           a byte size written 10GiB, 512M or 1000000 (ParseByteSize)
+//   --remote cache-limit=SIZE    a byte size written 10GiB, 512M or 1000000 (ParseByteSize)
 //   --image-size N               the library's range, 1..16384
 //   time options                 in seconds (a real number)
 //
