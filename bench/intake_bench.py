@@ -89,8 +89,8 @@ def warm(paths):
 
 
 def train_rate(a, tools, data):
-    text = run([os.path.join(tools, "train"), "--data", data, "--core", "synthetic",
-                "--us-per-sample", "0", "--epochs", "2", "--batch-size", str(a.batch),
+    text = run([os.path.join(tools, "train"), "--data", data, "--core",
+                "synthetic:us-per-sample=0", "--epochs", "2", "--batch-size", str(a.batch),
                 "--image-size", str(a.size), "--workers", str(a.workers)])
     rates = re.findall(r"epoch 1: .*?, ([0-9.]+) images/s", text)
     if not rates:

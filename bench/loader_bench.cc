@@ -304,7 +304,8 @@ void AddRunFlags(CLI::App& app, Args& a) {
                "--against; prints ratio=with/without");
 }
 
-// How the source reads: shard I/O and the remote cache (--cache-limit from the shared table).
+// How the source reads: shard I/O and the remote cache (--remote cache-dir=,cache-limit=: the
+// shared table's group, with the two keys this driver uses).
 void AddSourceFlags(CLI::App& app, Args& a) {
   app.add_option("--shard-io", a.shard_io,
                  "shards: read records with pread (merging nearby ones) or copy them out of "
@@ -316,8 +317,9 @@ void AddSourceFlags(CLI::App& app, Args& a) {
       ->check(tools::AtLeast(0))
       ->capture_default_str();
   app.add_flag("--no-coalesce", a.no_coalesce, "shards, pread: one read per record");
-  tools::AddOption(app, loader::kCacheDir, a.cache_dir);
-  tools::AddSizeOption(app, loader::kCacheLimit, a.cache_limit);
+  tools::AddGroupOption(app, loader::kRemote,
+                        {tools::BindKey(loader::kRemoteKeys[0], a.cache_dir),
+                         tools::BindKey(loader::kRemoteKeys[1], a.cache_limit)});
 }
 
 // The options that follow from several flags at once.

@@ -93,7 +93,7 @@ if has tar; then
 fi
 if has cold || has warm; then
   echo "== cold first epoch over HTTP (shards), empty cache"
-  "$BENCH" --data "$URL/shards" --cache-dir "$WORK/cache" --epochs 1 --warmup 0 "${COMMON[@]}"
+  "$BENCH" --data "$URL/shards" --remote "cache-dir=$WORK/cache" --epochs 1 --warmup 0 "${COMMON[@]}"
 fi
 if has cold; then
   echo "== cold first epoch over HTTP (tars), no cache"
@@ -101,7 +101,7 @@ if has cold; then
 fi
 if has warm; then
   echo "== HTTP with the warm cache against local shards"
-  "$BENCH" --data "$URL/shards" --cache-dir "$WORK/cache" --against "$WORK/www/shards" \
+  "$BENCH" --data "$URL/shards" --remote "cache-dir=$WORK/cache" --against "$WORK/www/shards" \
     --rounds "$ROUNDS" "${COMMON[@]}"
 fi
 if has reads; then

@@ -3,8 +3,8 @@
 # instances scale with cores: 2 instances on 2 cores deliver >= 1.8x the images/s of 1 instance).
 #   bench/scaling.sh DATA [BUILD_DIR]
 # Each run is
-#   poprun --instances N --cores-per-instance 1 -- train --data DATA --core synthetic
-#          --us-per-sample US --workers 1 --max-steps STEPS --json FILE
+#   poprun --instances N --cores-per-instance 1 -- train --data DATA
+#          --core synthetic:us-per-sample=US --workers 1 --max-steps STEPS --json FILE
 # so every instance has one core of its own, one decode worker on it and a training core whose
 # cost is tiny (US microseconds per sample; its 3 parameters make the all-reduce trivial): the
 # figure is the data pipeline's, through the trainer's IO tiles. Each instance takes its shard
@@ -52,8 +52,8 @@ run() {
   local n=$1 json=$out/run.json rc=0
   rm -f "$json"
   # shellcheck disable=SC2086  # SCALING_ARGS is a list of options
-  "$poprun" --instances "$n" --cores-per-instance 1 -- "$train" --data "$DATA" --core synthetic \
-    --us-per-sample "$US" --workers 1 --max-steps "$STEPS" --epochs 1000 --batch-size 32 \
+  "$poprun" --instances "$n" --cores-per-instance 1 -- "$train" --data "$DATA" \
+    --core "synthetic:us-per-sample=$US" --workers 1 --max-steps "$STEPS" --epochs 1000 --batch-size 32 \
     --json "$json" ${SCALING_ARGS:-} >"$out/run.log" 2>&1 &
   child=$!
   wait "$child" || rc=$?

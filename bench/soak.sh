@@ -13,9 +13,9 @@
 #      (each instance bound to its share of the cores, its loader's workers on them); both
 #      instances are sampled, found among mpirun's descendants; the throughput is the
 #      per-epoch report (all instances) plus the partial last epoch's rate so far.
-# Environment: SOAK_CORE=synthetic|reference (default synthetic); SOAK_TRAIN_ARGS: more train
-# options (default "--us-per-sample 200": a light synthetic core, so that an epoch of a
-# 10,000-image folder takes well under a minute and the per-epoch rates make a time series).
+# Environment: SOAK_CORE: train's --core (default synthetic:us-per-sample=200: a light
+# synthetic core, so that an epoch of a 10,000-image folder takes well under a minute and the
+# per-epoch rates make a time series; or reference); SOAK_TRAIN_ARGS: more train options.
 # A DATA with train/ and val/ trains on train/ and validates on val/ after every epoch.
 # SOAK_KEEP=1 keeps the per-second samples ("t rss_kib fds" per process) and the logs.
 # Exit status: 0 when every process ran to the end and stayed flat; 1 when one died or failed,
@@ -25,7 +25,7 @@ cd "$(dirname "$0")/.."
 MINUTES=${1:?usage: bench/soak.sh MINUTES [DATA] [BUILD_DIR]}
 BUILD=${3:-build/release}
 DATA=${2:-$BUILD/../demo-data}
-CORE=${SOAK_CORE:-synthetic}
+CORE=${SOAK_CORE:-synthetic:us-per-sample=200}
 bench=$BUILD/bench/loader_bench
 train=$BUILD/tools/train
 poprun=$BUILD/tools/poprun
@@ -131,7 +131,7 @@ fi
 start=$SECONDS
 # shellcheck disable=SC2086  # SOAK_TRAIN_ARGS is a list of options
 "$poprun" --instances 2 -- "$train" --data "$DATA" --core "$CORE" --seconds "$half" \
-  --epochs 1000000 --json "$out/train.json" ${SOAK_TRAIN_ARGS---us-per-sample 200} \
+  --epochs 1000000 --json "$out/train.json" ${SOAK_TRAIN_ARGS:-} \
   >"$out/train.log" 2>"$out/train.err" &
 mpirun_pid=$!
 running=("$mpirun_pid")

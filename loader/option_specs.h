@@ -18,7 +18,7 @@
 //   --split {train,val,test}     the part of a root with train/, val/ (and test/) folders
 //   --slice INDEX/COUNT          an instance's share of every epoch (Python: slice=(i, n)).
 //                                "shard" is a record file, never a slice.
-//   --cache-limit SIZE           a byte size written 10GiB, 512M or 1000000 (ParseByteSize)
+//   --remote cache-limit=SIZE    a byte size written 10GiB, 512M or 1000000 (ParseByteSize)
 //   --image-size N               the library's range, 1..16384
 //   time options                 in seconds (a real number)
 //
@@ -285,7 +285,7 @@ inline constexpr OptionSpec kBadSampleLines{
     .default_text = "20",
     .help = "bad samples named in full on stderr; later ones are counted"};
 
-// A reader session (tilefeed-serve and train --readers): durations in seconds.
+// A reader session (tilefeed-serve and train --reader): durations in seconds.
 
 inline constexpr OptionSpec kHeartbeat{.flag = "--heartbeat",
                                        .keyword = "",
@@ -309,17 +309,43 @@ inline constexpr OptionSpec kReaderTimeout{
     .min = 0.001,
     .max = 1e6,
     .default_text = "5",
-    .help =
-        "--readers: seconds a reader may be silent (or not answer at start) before it is "
-        "an error"};
+    .help = "seconds a reader may be silent (or not answer at start) before it is an error"};
 inline constexpr OptionSpec kReconnectWindow{
     .flag = "--reconnect-window",
     .keyword = "",
     .kind = OptionKind::kSeconds,
     .min = 0.001,
     .max = 1e6,
-    .default_text = "30",
-    .help = "--readers --reconnect: seconds a lost reader may take to come back"};
+    .help =
+        "reconnect a lost reader (stopped, died, replaced) within this many seconds and go on "
+        "from this trainer's position (not given: a lost reader is an error)"};
+
+// A group: one command-line flag of KEY=VALUE pairs for a family of options,
+// "--remote cache-dir=DIR,cache-limit=20GiB". Each key keeps its spec, checked and shown as a
+// flag's ("--remote cache-limit must be at least 4MiB, got 1M"); its name is the Python name
+// with '-' for '_' (remote=tilefeed.RemoteOptions(cache_limit=...)), else the spec's flag.
+struct OptionGroupKey {
+  std::string_view key;  // "cache-limit"
+  OptionSpec spec;
+};
+struct OptionGroup {
+  std::string_view flag;  // "--remote"
+  std::string_view help;  // one sentence; --help adds the keys
+  std::span<const OptionGroupKey> keys;
+};
+
+// RemoteOptions (tilefeed/loader/remote.h); Python's remote=tilefeed.RemoteOptions(...).
+inline constexpr OptionGroupKey kRemoteKeys[] = {
+    {"cache-dir", kCacheDir},           {"cache-limit", kCacheLimit},
+    {"s3-endpoint", kS3Endpoint},       {"s3-addressing", kS3Addressing},
+    {"remote-retries", kRemoteRetries}, {"remote-in-flight", kRemoteInFlight},
+};
+inline constexpr OptionGroup kRemote{.flag = "--remote",
+                                     .help = "http(s)/s3 datasets: how they are read and cached",
+                                     .keys = kRemoteKeys};
+
+// Every group above.
+inline constexpr const OptionGroup* kOptionGroups[] = {&kRemote};
 
 // Every spec above, in this order.
 std::span<const OptionSpec> SharedOptions();

@@ -18,6 +18,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -64,7 +65,8 @@ inline std::optional<long double> ParseNumberText(const std::string& text, bool 
 template <typename T>
 std::string NumberText(T value) {
   std::ostringstream out;
-  out << std::setprecision(15) << value;  // 1e6 reads 1000000
+  // 1e6 reads 1000000, a float 0.02f reads 0.02 (not 0.0199999995529652)
+  out << std::setprecision(std::is_same_v<T, float> ? 7 : 15) << value;
   return out.str();
 }
 
@@ -188,6 +190,11 @@ inline std::optional<int> ParseArgs(CLI::App& app, int argc, const char* const* 
     std::fprintf(stderr, "%.*s: %s\n", static_cast<int>(tool.size()), tool.data(), message.c_str());
     return 2;
   }
+}
+
+// A duration option's seconds as milliseconds.
+inline std::chrono::milliseconds Milliseconds(double seconds) {
+  return std::chrono::milliseconds(std::llround(seconds * 1000));
 }
 
 // A tool's main: runs `body` and turns an exception that escapes it into one line,

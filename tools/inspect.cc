@@ -284,7 +284,7 @@ int Main(int argc, char** argv) {
   bool verify = false;
   bool all_shards = false;
   std::string against;
-  tilefeed::tools::RemoteFlags remote_flags;
+  tilefeed::loader::RemoteOptions remote_flags;
   app.add_option("PATH", path,
                  "shard directory or its tilefeed-manifest.txt; any other dataset (found by the "
                  "same rules as train --data) is summarized")

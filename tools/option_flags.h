@@ -7,26 +7,36 @@
 //   loader::LoaderOptions options;
 //   tools::AddLoaderFlags(app, options);                 // --batch-size ... --seed
 //   tools::AddOption(app, loader::kSplit, split);        // std::string
-//   tools::AddOption(app, loader::kCacheLimit, bytes);   // std::uint64_t, "10GiB" accepted
 //   tools::AddOption(app, loader::kHeartbeat, seconds);  // double, in seconds
 //   tools::AddSliceOption(app, slice);                   // --slice I/N
+//   tools::AddGroupOption(app, loader::kRemote,          // --remote cache-limit=20GiB,...
+//                         {tools::BindKey(loader::kRemoteKeys[1], bytes), ...});
 //
 // What each registered flag gets from its spec:
 //   - the flag and its help; "[default]" is the bound variable's value when registered (a
 //     tool that starts from another default shows it there);
 //   - numbers: the spec's range, refused as "--image-size must be between 1 and 16384, got 0"
 //     by tools::ParseArgs (cli_checks.h; integers also refuse "1.5" and wrapped negatives);
-//   - choices: only the spec's values; sizes: ParseByteSize's spellings within the range.
+//   - choices: only the spec's values; sizes: ParseByteSize's spellings within the range;
+//   - a group (loader::OptionGroup) is one flag of KEY=VALUE pairs, each key checked by its
+//     own spec as above ("--remote cache-limit must be at least 4MiB, got 1M"), an unknown key
+//     refused naming the group's keys, and --help lists each key with its range and default.
 // Each option has one spelling: the project has no release, so a renamed flag keeps no alias.
 // Header-only; tools/ is a folder of executables, not a library.
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include "loader/bad_sample_log.h"
 #include "loader/option_specs.h"
 #include "tilefeed/loader/loader.h"
 #include "tools/cli_checks.h"
@@ -43,6 +53,21 @@ CLI::Validator SpecRange(const loader::OptionSpec& spec) {
   std::optional<T> max;
   if (spec.max != loader::kNoMax) max = static_cast<T>(spec.max);
   return RangeCheck<T>(static_cast<T>(spec.min), max, spec.min_exclusive, loader::RangeText(spec));
+}
+
+inline std::string ChoicesText(const loader::OptionSpec& spec) {
+  std::string out;
+  for (std::string_view choice : spec.choices) out.append(out.empty() ? "" : ",").append(choice);
+  return out;
+}
+
+// A kChoice spec's values: "must be one of a,b,c, got 'x'".
+inline CLI::Validator ChoiceCheck(const loader::OptionSpec& spec) {
+  const auto check = [spec](std::string& text) -> std::string {
+    if (std::ranges::find(spec.choices, text) != spec.choices.end()) return {};
+    return "must be one of " + ChoicesText(spec) + ", got '" + text + "'";
+  };
+  return CLI::Validator(check, "");
 }
 
 inline CLI::Validator SizeCheck(const loader::OptionSpec& spec) {
@@ -71,19 +96,6 @@ requires std::is_arithmetic_v<T> &&
   return option;
 }
 
-// A kSize spec bound to a byte count: "10GiB", "512M", "1000000".
-inline CLI::Option* AddSizeOption(CLI::App& app, const loader::OptionSpec& spec,
-                                  std::uint64_t& bytes) {
-  return app
-      .add_option_function<std::string>(
-          detail::Text(spec.flag),
-          [&bytes](const std::string& text) { bytes = *loader::ParseByteSize(text); },
-          detail::Text(spec.help))
-      ->check(detail::SizeCheck(spec))
-      ->type_name("SIZE")
-      ->default_str(loader::ByteSizeText(bytes));
-}
-
 // A kChoice or kText spec bound to its text.
 inline CLI::Option* AddOption(CLI::App& app, const loader::OptionSpec& spec, std::string& value) {
   CLI::Option* option = app.add_option(detail::Text(spec.flag), value, detail::Text(spec.help));
@@ -102,38 +114,25 @@ inline CLI::Option* AddOption(CLI::App& app, const loader::OptionSpec& spec, boo
   return app.add_flag(names, value, detail::Text(spec.help))->capture_default_str();
 }
 
-// loader::kMode bound to the enum.
-inline CLI::Option* AddOption(CLI::App& app, const loader::OptionSpec& spec, loader::Mode& mode) {
+// A kChoice spec bound to an enum whose values are the spec's choices in order (kMode: Mode,
+// kBadSamplePolicy: BadSamplePolicy, kS3Addressing: RemoteOptions::S3Addressing).
+template <typename E>
+requires std::is_enum_v<E> CLI::Option* AddOption(CLI::App& app, const loader::OptionSpec& spec,
+                                                  E& value) {
+  const std::vector<std::string> choices(spec.choices.begin(), spec.choices.end());
+  const auto set = [&value, choices](const std::string& text) {
+    value = static_cast<E>(std::find(choices.begin(), choices.end(), text) - choices.begin());
+  };
   return app
-      .add_option_function<std::string>(
-          detail::Text(spec.flag),
-          [&mode](const std::string& text) {
-            mode = text == "eval" ? loader::Mode::kEval : loader::Mode::kTrain;
-          },
-          detail::Text(spec.help))
-      ->check(CLI::IsMember({"train", "eval"}))
-      ->default_str(mode == loader::Mode::kEval ? "eval" : "train");
-}
-
-// loader::kBadSamplePolicy bound to the enum.
-inline CLI::Option* AddOption(CLI::App& app, const loader::OptionSpec& spec,
-                              loader::BadSamplePolicy& policy) {
-  return app
-      .add_option_function<std::string>(
-          detail::Text(spec.flag),
-          [&policy](const std::string& text) {
-            policy =
-                text == "fail" ? loader::BadSamplePolicy::kFail : loader::BadSamplePolicy::kSkip;
-          },
-          detail::Text(spec.help))
-      ->check(CLI::IsMember({"skip", "fail"}))
-      ->default_str(policy == loader::BadSamplePolicy::kFail ? "fail" : "skip");
+      .add_option_function<std::string>(detail::Text(spec.flag), set, detail::Text(spec.help))
+      ->check(CLI::IsMember(choices))
+      ->default_str(choices.at(static_cast<std::size_t>(value)));
 }
 
 // loader::kSlice as --slice INDEX/COUNT. `slice` stays nullopt when it is not given (the
 // launcher's instance, or 0/1).
-inline CLI::Option* AddSliceOption(CLI::App& app, std::optional<loader::InstanceSlice>& slice,
-                                   const loader::OptionSpec& spec = loader::kSlice) {
+inline CLI::Option* AddSliceOption(CLI::App& app, std::optional<loader::InstanceSlice>& slice) {
+  const loader::OptionSpec& spec = loader::kSlice;
   const auto set = [&slice](const std::string& text) {
     const auto parsed = loader::ParseSliceText(text);
     slice = loader::InstanceSlice{parsed->first, parsed->second};
@@ -149,6 +148,13 @@ inline CLI::Option* AddSliceOption(CLI::App& app, std::optional<loader::Instance
       ->check(check);
 }
 
+// Names the loader's bad samples on stderr after `prefix`, the first `lines` in full.
+inline void LogBadSamples(loader::LoaderOptions& o, const std::string& prefix, std::size_t lines) {
+  const auto log = std::make_shared<loader::BadSampleLog>(
+      [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); }, prefix, lines);
+  o.on_bad_sample = [log](const loader::BadSample& bad) { (*log)(bad); };
+}
+
 // The loader options every loading tool takes: --batch-size, --image-size, --mode,
 // --eval-dct-scaling, --workers, --prefetch-depth and --seed, bound to `options`.
 inline void AddLoaderFlags(CLI::App& app, loader::LoaderOptions& options) {
@@ -159,6 +165,105 @@ inline void AddLoaderFlags(CLI::App& app, loader::LoaderOptions& options) {
   AddOption(app, loader::kWorkers, options.workers);
   AddOption(app, loader::kPrefetchDepth, options.prefetch_depth);
   AddOption(app, loader::kSeed, options.seed);
+}
+
+// ---- Group flags: --remote cache-dir=DIR,cache-limit=20GiB -------------------------------
+
+// One key of a group flag bound to a variable (BindKey): `take` checks a value's text against
+// the key's spec ("" or "KEY must be ..., got ...") and sets the variable when `store`.
+struct GroupKeyBinding {
+  loader::OptionGroupKey key;
+  std::function<std::string(const std::string& text, bool store)> take;
+};
+
+// Binds a key to a number (kInteger, kNumber, kSeconds), a byte count (kSize), text (kChoice,
+// kText) or an enum (kChoice, as AddOption), checked with the same validators and words as
+// the spec's own flag.
+template <typename T>
+GroupKeyBinding BindKey(const loader::OptionGroupKey& key, T& value) {
+  const loader::OptionSpec& spec = key.spec;
+  CLI::Validator check;
+  if constexpr (std::is_arithmetic_v<T>) {
+    check = spec.kind == loader::OptionKind::kSize ? detail::SizeCheck(spec)
+                                                   : detail::SpecRange<T>(spec);
+  } else if (!spec.choices.empty()) {
+    check = detail::ChoiceCheck(spec);
+  }
+  auto take = [&value, spec, check, name = std::string(key.key)](const std::string& text,
+                                                                 bool store) -> std::string {
+    std::string copy = text;
+    if (std::string problem = check(copy); !problem.empty()) return name + " " + problem;
+    if (!store) return {};
+    if constexpr (std::is_enum_v<T>) {  // the spec's choices in the enum's order
+      value = static_cast<T>(std::ranges::find(spec.choices, text) - spec.choices.begin());
+    } else if (spec.kind == loader::OptionKind::kSize) {
+      if constexpr (std::is_integral_v<T>) value = static_cast<T>(*loader::ParseByteSize(text));
+    } else {
+      CLI::detail::lexical_cast(text, value);  // as CLI11 reads a flag's value
+    }
+    return {};
+  };
+  return {key, std::move(take)};
+}
+
+// Checks (and, when `store`, sets) every KEY=VALUE of `text`: "" or the first problem (a pair
+// without '=', a key the group lacks -- naming its keys --, a key twice, a value refused).
+inline std::string TakeGroup(const std::string& text, const std::vector<GroupKeyBinding>& keys,
+                             bool store) {
+  std::string names, seen = ",";
+  for (const GroupKeyBinding& k : keys) names.append(names.empty() ? "" : ", ").append(k.key.key);
+  std::stringstream items(text + ",");
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    const std::size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return "must be KEY=VALUE[,KEY=VALUE...] with KEY one of " + names + ", got '" + text + "'";
+    }
+    const std::string key = item.substr(0, eq);
+    const auto bound = std::find_if(keys.begin(), keys.end(),
+                                    [&key](const GroupKeyBinding& k) { return k.key.key == key; });
+    if (bound == keys.end()) return "has no key '" + key + "' (its keys: " + names + ")";
+    if (seen.find("," + key + ",") != std::string::npos) return "names " + key + " twice";
+    seen.append(key).append(",");
+    const std::string problem = bound->take(item.substr(eq + 1), store);
+    if (!problem.empty()) return problem;
+  }
+  return {};
+}
+
+// The lines --help shows under a group flag, one per key: "KEY (RANGE, default D): HELP".
+inline std::string GroupKeysHelp(const std::vector<GroupKeyBinding>& keys) {
+  std::ostringstream out;
+  for (const GroupKeyBinding& k : keys) {
+    const loader::OptionSpec& spec = k.key.spec;
+    std::string notes =
+        spec.choices.empty() ? loader::RangeText(spec) : "{" + detail::ChoicesText(spec) + "}";
+    if (!spec.default_text.empty()) notes.append(notes.empty() ? "" : ", ").append("default ");
+    notes.append(spec.default_text);
+    out << "\n  " << k.key.key << (notes.empty() ? "" : " (" + notes + ")") << ": " << spec.help;
+  }
+  return out.str();
+}
+
+// A group flag (loader::OptionGroup) whose keys are bound by `keys` (BindKey).
+inline CLI::Option* AddGroupOption(CLI::App& app, const loader::OptionGroup& group,
+                                   std::vector<GroupKeyBinding> keys) {
+  std::string help = std::string(group.help) + GroupKeysHelp(keys);
+  // A problem is thrown as the whole line, "--remote cache-limit must be ..." (a validator's
+  // ValidationError would read "--remote: cache-limit must be ..."); ParseArgs prints it.
+  const auto take = [keys = std::move(keys), flag = std::string(group.flag)](
+                        const std::string& text, bool store) {
+    if (std::string problem = TakeGroup(text, keys, store); !problem.empty()) {
+      throw CLI::ConversionError(flag + " " + problem, CLI::ExitCodes::ConversionError);
+    }
+    return std::string();
+  };
+  return app
+      .add_option_function<std::string>(
+          std::string(group.flag), [take](const std::string& text) { take(text, true); },
+          std::move(help))
+      ->check(CLI::Validator([take](std::string& text) { return take(text, false); }, ""))
+      ->type_name("KEY=VALUE,...");
 }
 
 }  // namespace tilefeed::tools

@@ -40,8 +40,6 @@ namespace loader = tilefeed::loader;
 namespace codecs = tilefeed::codecs;
 using Clock = std::chrono::steady_clock;
 
-using tilefeed::tools::ParseSize;
-
 // --codec's values, one per encoding.
 constexpr std::pair<const char*, loader::PackCodec> kCodecs[] = {
     {"jpeg", loader::PackCodec::kJpeg},
@@ -128,7 +126,7 @@ struct Args {
   int interval_width = codecs::TranscodeOptions{}.interval_width;
   bool progress = false;
   tilefeed::metrics::Flags metrics;
-  tilefeed::tools::RemoteFlags remote;
+  loader::RemoteOptions remote;
 };
 
 // SRC, OUT and how the source is read.
@@ -189,10 +187,12 @@ std::optional<loader::PackOptions> PackOptionsOf(const Args& args) {
   options.force = args.force;
   options.transcode.interval_width = args.interval_width;
   const char* shard_size = args.shard_size.c_str();
-  if (!ParseSize(args.shard_size, options.shard_bytes)) {
+  const std::optional<std::uint64_t> shard_bytes = loader::ParseByteSize(args.shard_size);
+  if (!shard_bytes) {
     std::fprintf(stderr, "tilefeed-pack: bad --shard-size '%s'\n", shard_size);
     return std::nullopt;
   }
+  options.shard_bytes = *shard_bytes;
   if (options.shard_bytes == 0) {  // would start a new shard after every record
     std::fprintf(stderr, "tilefeed-pack: --shard-size must be above 0, got '%s'\n", shard_size);
     return std::nullopt;

@@ -4,12 +4,11 @@
 // which reads them with `--readers <endpoint>` (transport::ZmqBatchStream).
 //
 //   tilefeed-serve --data /data/train --bind tcp://10.0.0.5:5555 --batch-size 256 --epochs 90
-//       --instance-index 0 --instance-count 2 --drop-last --curve-secret-key reader.key
-//       --curve-allow trainers/
+//       --slice 0/2 --drop-last --curve-secret-key reader.key --curve-allow trainers/
 //   tilefeed-serve --data /data/train --bind shm://job7-r0 ...   (train --readers shm://job7-r0)
 //
 // One reader serves one trainer instance: reader i takes instance i's slice of each epoch,
-// given by --instance-index/--instance-count (or --slice INDEX/COUNT), else by the launcher's
+// given by --slice INDEX/COUNT, else by the launcher's
 // environment when the readers themselves run under poprun/mpirun (one per rank), else the
 // whole dataset.
 //
@@ -21,7 +20,7 @@
 // LoaderState line, as a checkpoint stores it) pins one, which a trainer must then be at.
 // After a trainer leaves
 // or fails the reader waits for the next, so a trainer restarted from a checkpoint (or
-// running with --reconnect) continues; it exits once a trainer has received every epoch.
+// running with --reader reconnect=) continues; it exits once a trainer has received every epoch.
 // SIGINT/SIGTERM stop it; the trainer is told that the stream stopped early (an error).
 //
 // It binds loopback unless told otherwise. A non-loopback --bind needs CURVE with an
@@ -35,14 +34,13 @@
 // trainers, make each trainer a key pair the same way and serve with
 // `--curve-allow trainer1.pub trainer2.pub` (or a directory of *.pub files); any other key is
 // refused during the handshake, with a line on stderr. The trainer then runs with
-// `--curve-server-key reader.pub --curve-key trainer1.key`.
+// `--reader curve-server-key=reader.pub,curve-key=trainer1.key`.
 
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -110,13 +108,10 @@ class SignalStopper {
 struct Args {
   std::string data;
   std::string split = "train";
-  std::string bad_sample_policy = "skip";
   std::size_t bad_sample_lines = 20;
   std::optional<loader::InstanceSlice> slice;  // --slice INDEX/COUNT
-  int instance_index = -1;
-  int instance_count = -1;
-  double heartbeat = 1;  // seconds
-  double timeout = 5;    // seconds
+  double heartbeat = 1;                        // seconds
+  double timeout = 5;                          // seconds
   // Defaults are train's (tools/train.cc), so `tilefeed-serve --data DIR` and
   // `train --readers ... --data DIR` agree unless told otherwise.
   loader::LoaderOptions options = [] {
@@ -129,18 +124,12 @@ struct Args {
   transport::ReaderEndpointOptions sender;
   std::string curve_keygen;
   std::vector<std::string> curve_allow;
-  bool shm = false;
   bool insecure = false;
-  std::string job_id = "0";
-  tools::RemoteFlags remote;
+  loader::RemoteOptions remote;
   metrics::Flags metrics;
   std::string resume;                         // --resume: a LoaderState line; "" when not given
   std::optional<loader::LoaderState> pinned;  // --resume's state: serve only that position
 };
-
-std::chrono::milliseconds Milliseconds(double seconds) {
-  return std::chrono::milliseconds(std::llround(seconds * 1000));
-}
 
 // The dataset and the loader that reads it: the shared options (loader/option_specs.h).
 void AddDataFlags(CLI::App& app, Args& args) {
@@ -150,21 +139,11 @@ void AddDataFlags(CLI::App& app, Args& args) {
                  "one), a shard directory or manifest of any codec, or CIFAR-10's binary "
                  "directory (required unless --curve-keygen)")
       ->check(tools::DatasetLocationCheck());
-  tools::AddOption(app, loader::kBadSamplePolicy, args.bad_sample_policy);
+  tools::AddOption(app, loader::kBadSamplePolicy, options.bad_sample_policy);
   tools::AddOption(app, loader::kBadSampleLines, args.bad_sample_lines);
   tools::AddRemoteFlags(app, args.remote);
   tools::AddOption(app, loader::kSplit, args.split);
-  tools::AddOption(app, loader::kBatchSize, options.batch_size);
-  tools::AddOption(app, loader::kImageSize, options.image_size);
-  tools::AddOption(app, loader::kMode, options.mode);
-  tools::AddOption(app, loader::kEvalDctScaling, options.eval_dct_scaling);
-  tools::AddOption(app, loader::kWorkers, options.workers);
-  // --prefetch: the short name this tool has always taken beside the table's.
-  app.add_option("--prefetch-depth,--prefetch", options.prefetch_depth,
-                 std::string(loader::kPrefetchDepth.help))
-      ->check(tools::detail::SpecRange<std::size_t>(loader::kPrefetchDepth))
-      ->capture_default_str();
-  tools::AddOption(app, loader::kSeed, options.seed);
+  tools::AddLoaderFlags(app, options);
 }
 
 // Which epochs and which slice of each this reader serves.
@@ -189,14 +168,6 @@ void AddSliceFlags(CLI::App& app, Args& args) {
       ->excludes("--seed");
   tools::AddOption(app, loader::kDropLast, options.drop_last_batch);
   tools::AddSliceOption(app, args.slice);
-  CLI::Option* index = app.add_option("--instance-index", args.instance_index,
-                                      "serve this trainer instance's slice (with --instance-count)")
-                           ->check(tools::AtLeast(0));
-  CLI::Option* count =
-      app.add_option("--instance-count", args.instance_count, "trainer instances in the job")
-          ->check(tools::AtLeast(1));
-  index->needs(count);
-  count->needs(index);
 }
 
 // Where and how the batches are served.
@@ -218,10 +189,6 @@ void AddServeFlags(CLI::App& app, Args& args) {
       ->capture_default_str();
   app.add_flag("--insecure", args.insecure,
                "allow a non-loopback --bind without CURVE (a trusted network only)");
-  app.add_flag("--shm", args.shm,
-               "payload through shared memory with an ipc:// --bind (same as --bind shm://NAME)");
-  app.add_option("--job-id", args.job_id, "names the shared-memory segment (shm://NAME: NAME)")
-      ->capture_default_str();
   tools::AddOption(app, loader::kHeartbeat, args.heartbeat);
   tools::AddOption(app, loader::kPeerTimeout, args.timeout);
   metrics::AddFlags(app, args.metrics, /*with_port=*/true);
@@ -265,50 +232,13 @@ std::optional<int> CheckArgs(Args& args) {
                  "or pass --insecure\n";
     return 2;
   }
-  const bool shm_bind = transport::IsShmEndpoint(sender.endpoint);
-  sender.shared_memory = args.shm || shm_bind;
-  if (shm_bind) args.job_id = sender.endpoint.substr(6);
-  sender.heartbeat_interval = Milliseconds(args.heartbeat);
-  sender.peer_timeout = Milliseconds(args.timeout);
-  return std::nullopt;
-}
-
-// The slice served: --instance-index/--instance-count, --slice, else the launcher's.
-std::optional<int> ChooseSlice(Args& args) {
-  if (args.instance_count > 0 && args.slice) {
-    std::cerr << "tilefeed-serve: --instance-index/--instance-count and --slice name the slice "
-                 "twice; give one\n";
-    return 2;
-  }
-  if (args.instance_count > 0) {
-    if (args.instance_index >= args.instance_count) {
-      std::cerr << "tilefeed-serve: --instance-index " << args.instance_index
-                << " is not below --instance-count " << args.instance_count << '\n';
-      return 2;
-    }
-    args.options.slice = {args.instance_index, args.instance_count};
-  } else if (args.slice) {
-    args.options.slice = *args.slice;
-  } else {
-    args.options.slice = launch::SliceOf(launch::DetectInstance(launch::ProcessEnvironment()));
-  }
+  sender.shared_memory = transport::IsShmEndpoint(sender.endpoint);
+  sender.heartbeat_interval = tools::Milliseconds(args.heartbeat);
+  sender.peer_timeout = tools::Milliseconds(args.timeout);
   return std::nullopt;
 }
 
 void Log(const std::string& line) { std::cerr << "tilefeed-serve: " << line << '\n'; }
-
-// Every bad sample named on stderr (up to --bad-sample-lines), under --bad-sample-policy.
-void SetBadSamplePolicy(Args& args) {
-  args.options.bad_sample_policy = args.bad_sample_policy == "fail"
-                                       ? loader::BadSamplePolicy::kFail
-                                       : loader::BadSamplePolicy::kSkip;
-  auto bad_sample_log = std::make_shared<loader::BadSampleLog>(
-      [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); },
-      "tilefeed-serve: ", args.bad_sample_lines);
-  args.options.on_bad_sample = [bad_sample_log](const loader::BadSample& bad) {
-    (*bad_sample_log)(bad);
-  };
-}
 
 // The metrics of the run; each session's loader feeds them while it serves, and the sender
 // detaches it before the loader may go.
@@ -347,7 +277,7 @@ const char* ExitName(transport::SendResult result) {
 
 // Opens the data and serves trainers until one has every epoch or a stop is requested.
 int Serve(Args& args, const CLI::App& app, std::stop_token stop) {
-  SetBadSamplePolicy(args);
+  tools::LogBadSamples(args.options, "tilefeed-serve: ", args.bad_sample_lines);
   loader::DatasetOptions dataset_options;
   dataset_options.split = *loader::ParseSplit(args.split);
   dataset_options.remote = tools::ToRemoteOptions(args.remote);
@@ -374,11 +304,12 @@ int Serve(Args& args, const CLI::App& app, std::stop_token stop) {
   // Each session opens the dataset afresh at the trainer's position; with shared memory
   // the loader decodes straight into fresh slots the trainer maps.
   const std::uint64_t dataset_size = source->size();
+  const std::string shm_name = sender_options.endpoint.substr(6);  // shm://NAME: the segment's
   auto open = [&](const transport::SessionTerms& agreed) {
     transport::SessionLoader session =
         transport::SessionLoaderOf(args.options, agreed, dataset_size);
     if (sender_options.shared_memory)
-      session.options.slot_memory = transport::SharedSlots::Create(session.options, args.job_id);
+      session.options.slot_memory = transport::SharedSlots::Create(session.options, shm_name);
     Log("serving a trainer from epoch " + std::to_string(session.start.epoch) + " position " +
         std::to_string(session.start.position));
     return std::make_unique<loader::Loader>(loader::OpenDataset(args.data, dataset_options).source,
@@ -394,7 +325,7 @@ int Serve(Args& args, const CLI::App& app, std::stop_token stop) {
   };
   // A ring /dev/shm has no room for is one line now, not a SIGBUS at the first batch: each
   // session's ring is allocated in full (posix_fallocate), and so is this trial one.
-  if (sender_options.shared_memory) (void)transport::SharedSlots::Create(args.options, args.job_id);
+  if (sender_options.shared_memory) (void)transport::SharedSlots::Create(args.options, shm_name);
   transport::Context context;
   transport::ReaderEndpoint sender(context, sender_options, terms, open);
   std::cerr << "tilefeed-serve: serving " << dataset_size << " samples, epochs 0 to "
@@ -427,7 +358,10 @@ int Main(int argc, char** argv) {
   SignalStopper::BlockSignals();
   SignalStopper stopper;
   try {
-    if (const std::optional<int> rc = ChooseSlice(args)) return *rc;
+    // The slice served: --slice, else the launcher's.
+    if (!args.slice)
+      args.slice = launch::SliceOf(launch::DetectInstance(launch::ProcessEnvironment()));
+    args.options.slice = *args.slice;
     return Serve(args, app, stopper.token());
   } catch (const std::exception& e) {
     std::cerr << "tilefeed-serve: " << e.what() << '\n';

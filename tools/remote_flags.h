@@ -1,22 +1,18 @@
 #pragma once
 
 // Command-line flags for datasets read over HTTP(S) or S3 (tilefeed/loader/remote.h), shared by the
-// tools that take a dataset location: --cache-dir, --cache-limit, --s3-endpoint and
-// --s3-addressing, --remote-retries, --remote-in-flight (defined in the shared option table),
+// tools that take a dataset location: --remote cache-dir=DIR,cache-limit=SIZE,s3-endpoint=URL,
+// s3-addressing=...,remote-retries=N,remote-in-flight=N (the shared option table's group),
 // plus the standard AWS environment variables (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
 // AWS_SESSION_TOKEN or AWS_PROFILE's ~/.aws/credentials; AWS_REGION or AWS_DEFAULT_REGION) and
 // shared credentials file, which only tools read. Header-only; tools/ is a folder
 // of executables, not a library.
 
 #include <CLI/CLI.hpp>
-#include <algorithm>
-#include <cctype>
-#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
-#include <stdexcept>
 #include <string>
 
 #include "tilefeed/loader/remote.h"
@@ -25,45 +21,13 @@
 
 namespace tilefeed::tools {
 
-// "128MiB", "64M", "1g", "500000000": binary units unless written "KB"/"MB"/"GB".
-inline bool ParseSize(std::string text, std::uint64_t& out) {
-  std::transform(text.begin(), text.end(), text.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  std::size_t digits = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
-  if (digits == 0 || digits > 15) return false;
-  const std::uint64_t value = std::stoull(text.substr(0, digits));
-  const std::string unit = text.substr(digits);
-  std::uint64_t scale = 0;
-  if (unit.empty() || unit == "b") scale = 1;
-  if (unit == "k" || unit == "kib") scale = std::uint64_t{1} << 10;
-  if (unit == "m" || unit == "mib") scale = std::uint64_t{1} << 20;
-  if (unit == "g" || unit == "gib") scale = std::uint64_t{1} << 30;
-  if (unit == "kb") scale = 1000;
-  if (unit == "mb") scale = std::uint64_t{1000} * 1000;
-  if (unit == "gb") scale = std::uint64_t{1000} * 1000 * 1000;
-  if (scale == 0 || value > UINT64_MAX / scale) return false;
-  out = value * scale;
-  return true;
-}
-
-struct RemoteFlags {
-  std::string cache_dir;
-  std::uint64_t cache_limit = std::uint64_t{10} << 30;  // the table's 10GiB
-  std::string s3_endpoint;
-  std::string s3_addressing = "auto";
-  int retries = loader::RemoteOptions{}.retries;
-  int in_flight = loader::RemoteOptions{}.max_in_flight;
-};
-
-// The remote-dataset flags, from the shared option table (tools/option_flags.h).
-inline void AddRemoteFlags(CLI::App& app, RemoteFlags& flags) {
-  AddOption(app, loader::kCacheDir, flags.cache_dir);
-  AddSizeOption(app, loader::kCacheLimit, flags.cache_limit);
-  AddOption(app, loader::kS3Endpoint, flags.s3_endpoint);
-  AddOption(app, loader::kS3Addressing, flags.s3_addressing);
-  AddOption(app, loader::kRemoteRetries, flags.retries);
-  AddOption(app, loader::kRemoteInFlight, flags.in_flight);
+// --remote KEY=VALUE,..., the shared option table's group (loader::kRemote), into `o`.
+inline void AddRemoteFlags(CLI::App& app, loader::RemoteOptions& o) {
+  const auto& k = loader::kRemoteKeys;
+  AddGroupOption(
+      app, loader::kRemote,
+      {BindKey(k[0], o.cache_dir), BindKey(k[1], o.cache_limit), BindKey(k[2], o.s3_endpoint),
+       BindKey(k[3], o.s3_addressing), BindKey(k[4], o.retries), BindKey(k[5], o.max_in_flight)});
 }
 
 // A --data check: an existing path, or a URL or brace pattern that only opening can check.
@@ -113,7 +77,7 @@ inline std::string EnvOr(const char* name, const std::string& fallback = {}) {
 // AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, else the AWS_PROFILE (default "default")
 // section of AWS_SHARED_CREDENTIALS_FILE (default ~/.aws/credentials); AWS_REGION, else
 // AWS_DEFAULT_REGION, else the profile's region in AWS_CONFIG_FILE (default ~/.aws/config);
-// AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL, when no --s3-endpoint is given.
+// AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL, when no --remote s3-endpoint= is given.
 inline void ReadAwsEnvironment(loader::RemoteOptions& o) {
   const std::string home = EnvOr("HOME");
   const std::string profile = EnvOr("AWS_PROFILE", "default");
@@ -137,18 +101,8 @@ inline void ReadAwsEnvironment(loader::RemoteOptions& o) {
     o.s3_endpoint = EnvOr("AWS_ENDPOINT_URL_S3", EnvOr("AWS_ENDPOINT_URL"));
 }
 
-// The options the flags and the AWS environment variables give.
-inline loader::RemoteOptions ToRemoteOptions(const RemoteFlags& flags) {
-  loader::RemoteOptions o;
-  o.cache_dir = flags.cache_dir;
-  o.cache_limit = flags.cache_limit;
-  o.s3_endpoint = flags.s3_endpoint;
-  o.retries = flags.retries;
-  o.max_in_flight = flags.in_flight;
-  using Addressing = loader::RemoteOptions::S3Addressing;
-  o.s3_addressing = flags.s3_addressing == "virtual" ? Addressing::kVirtualHosted
-                    : flags.s3_addressing == "path"  ? Addressing::kPath
-                                                     : Addressing::kAuto;
+// The options the flags gave, with the AWS environment's keys, region and endpoint.
+inline loader::RemoteOptions ToRemoteOptions(loader::RemoteOptions o) {
   ReadAwsEnvironment(o);
   o.warn = [](const std::string& line) { std::fprintf(stderr, "warning: %s\n", line.c_str()); };
   return o;

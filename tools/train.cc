@@ -25,16 +25,15 @@
 // values. Every batch's labels are checked against the class count (--data or --classes),
 // and every epoch's shape against the agreed terms (batch count and numbering, sample
 // indices in range and once per epoch); a reader that holds credits and sends nothing for
-// --data-timeout (default 60 s) is an error naming it.
+// --reader data-timeout=SECONDS (default 60 s) is an error naming it.
 // A reader that stops before the last epoch, dies or is replaced is an error, unless
-// --reconnect, which reconnects and continues from this trainer's position. --data is
-// optional there: it gives the class count, the dataset identity and, when DIR/val exists,
-// the local validation set. Checkpoints record the trainer's step and the data position its
-// stream reports, the same loader::LoaderState line as with local data (seed, epoch, global
-// position, dataset size): on --resume, train continues the model and states that seed and
-// position in its hello; each reader serves from it (a reader with another seed, or pinned
-// to another position, refuses the session), and a reader of a dataset of another size than
-// the checkpoint's is refused.
+// --reader reconnect=SECONDS, which reconnects and continues from this trainer's position. --data
+// is optional there: it gives the class count, the dataset identity and, when DIR/val exists, the
+// local validation set. Checkpoints record the trainer's step and the data position its stream
+// reports, the same loader::LoaderState line as with local data (seed, epoch, global position,
+// dataset size): on --resume, train continues the model and states that seed and position in its
+// hello; each reader serves from it (a reader with another seed, or pinned to another position,
+// refuses the session), and a reader of a dataset of another size than the checkpoint's is refused.
 
 #include <sched.h>
 #include <unistd.h>
@@ -42,7 +41,6 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -184,15 +182,14 @@ void Console::Epoch(const trainer::EpochReport& r, int instances) {
   std::fflush(stdout);
 }
 
-// Splits --readers at commas; an empty entry is an error.
-std::vector<std::string> SplitEndpoints(const std::string& list) {
+// Splits `list` (--readers) at `separator`; an empty entry is an error.
+std::vector<std::string> SplitEndpoints(const std::string& list, char separator = ',') {
   std::vector<std::string> out;
   std::size_t begin = 0;
   while (true) {
-    const std::size_t comma = list.find(',', begin);
+    const std::size_t comma = list.find(separator, begin);
     std::string item = list.substr(begin, comma == std::string::npos ? comma : comma - begin);
-    if (item.empty())
-      throw std::invalid_argument("--readers has an empty endpoint: '" + list + "'");
+    if (item.empty()) throw std::invalid_argument("an empty entry in '" + list + "'");
     out.push_back(std::move(item));
     if (comma == std::string::npos) return out;
     begin = comma + 1;
@@ -223,24 +220,20 @@ int CoresOfThisProcess() {
   return std::max(1, CPU_COUNT(&set));
 }
 
-std::chrono::milliseconds Milliseconds(double seconds) {
-  return std::chrono::milliseconds(std::llround(seconds * 1000));
-}
-
 // Thrown from the progress sink to leave Train() when --seconds is up (not an error).
 struct TimeLimitReached {};
 
 struct Args {
   std::string data;
-  tools::RemoteFlags remote;  // --cache-dir etc. for http(s)/s3 datasets
-  std::string readers;        // disaggregated mode: one tilefeed-serve endpoint per instance
+  loader::RemoteOptions remote;  // --remote KEY=VALUE,... for http(s)/s3 datasets
+  std::string readers;           // disaggregated mode: one tilefeed-serve endpoint per instance
+  // --reader KEY=VALUE,...: how this trainer talks to its reader (kReaderKeys).
   std::size_t reader_credits = 4;
-  double reader_timeout = 5;     // --readers: seconds a reader may stay silent
-  double data_timeout = 0;       // --readers: seconds without a batch while a reader holds credits
-  bool reconnect = false;        // --readers: reconnect a lost reader
-  double reconnect_window = 30;  // --readers --reconnect: seconds to try
-  std::string curve_server_key;  // --readers with CURVE: the readers' public key file(s)
-  std::string curve_key;         // --readers with CURVE: this trainer's own key file(s)
+  double reader_timeout = 5;     // seconds a reader may stay silent
+  double data_timeout = 0;       // seconds without a batch while a reader holds credits
+  double reconnect_window = 0;   // reconnect=SECONDS: reconnect a lost reader (0: do not)
+  std::string curve_server_key;  // CURVE: the readers' public key file(s), ':'-separated
+  std::string curve_key;         // CURVE: this trainer's own key file(s), ':'-separated
   int classes = 0;               // reference core without --data
   std::string core = "reference";
   double us_per_sample = 2000;
@@ -250,17 +243,17 @@ struct Args {
   int image_size = 224;
   int workers = 0;
   std::size_t prefetch_depth = 4;
-  std::string bad_sample_policy = "skip";
+  loader::BadSamplePolicy bad_sample_policy = loader::BadSamplePolicy::kSkip;
   std::size_t bad_sample_lines = 20;
   trainer::TrainerOptions trainer;
   std::uint64_t seed = 0;
   int hidden = 256;
-  bool resume = false;
-  bool resume_if_present = false;  // --resume, but no checkpoint is not an error
+  bool resume = false;             // --resume
+  bool resume_if_present = false;  // --resume if-present: no checkpoint is not an error
   bool new_global_batch = false;   // resume: accept another global batch than the checkpoint's
   bool batch_size_given = false;   // --batch-size / --gradient-accumulation on the command line
   bool accumulation_given = false;
-  std::string trace_samples;  // test hook: instance i appends "epoch sample" lines to PREFIX.i
+  std::string trace_samples;  // $TILEFEED_TRACE_SAMPLES (a test hook; docs/development.md)
   std::string checkpoint_dir;
   std::string json;
   bool quiet_others = true;
@@ -276,8 +269,8 @@ std::string DigestText(std::uint64_t digest) {
   return std::string("digest ") + text;
 }
 
-// The checkpoint to resume from: nullopt without --resume(-if-present), or when
-// --resume-if-present finds none. --resume without one is an error (a typo in
+// The checkpoint to resume from: nullopt without --resume, or when --resume if-present finds
+// none. --resume without one is an error (a typo in
 // --checkpoint-dir must not quietly start from scratch).
 std::optional<trainer::Checkpoint> ReadResumeCheckpoint(const Args& args, Console& console) {
   if (!args.resume && !args.resume_if_present) return std::nullopt;
@@ -286,7 +279,7 @@ std::optional<trainer::Checkpoint> ReadResumeCheckpoint(const Args& args, Consol
   if (args.resume) {
     throw std::invalid_argument("--resume: no checkpoint in " + args.checkpoint_dir + " (" +
                                 trainer::CheckpointPath(args.checkpoint_dir).string() +
-                                " does not exist); --resume-if-present starts fresh instead");
+                                " does not exist); --resume if-present starts fresh instead");
   }
   console.Log("resume: no checkpoint in " + args.checkpoint_dir + "; starting from scratch");
   return std::nullopt;
@@ -442,12 +435,13 @@ void FitCheckpoint(Instance& job, const trainer::Checkpoint& checkpoint,
   options.gradient_accumulation = fit.gradient_accumulation;
 }
 
-// --trace-samples: instance i appends one "EPOCH SAMPLE" line per trained sample to PREFIX.i.
+// $TILEFEED_TRACE_SAMPLES=PREFIX (a test hook, docs/development.md): instance i appends one
+// "EPOCH SAMPLE" line per trained sample to PREFIX.i.
 void TraceSamples(const Instance& job, trainer::Trainer& trainer, std::ofstream& trace) {
   if (job.args.trace_samples.empty()) return;
   const std::string path = job.args.trace_samples + "." + std::to_string(job.rank);
   trace.open(path, std::ios::app);
-  if (!trace) throw std::runtime_error("cannot open --trace-samples file " + path);
+  if (!trace) throw std::runtime_error("cannot open TILEFEED_TRACE_SAMPLES file " + path);
   trainer.SetSampleSink([&trace](std::uint64_t epoch, std::span<const std::uint64_t> samples) {
     for (const std::uint64_t sample : samples) trace << epoch << ' ' << sample << '\n';
     trace << std::flush;
@@ -495,13 +489,10 @@ loader::LoaderOptions LoaderOptionsOf(const Instance& job, std::size_t local_bat
   o.prefetch_depth = args.prefetch_depth;
   o.seed = args.seed;
   o.slice = {job.rank, job.mpi.size()};
-  o.bad_sample_policy = args.bad_sample_policy == "fail" ? loader::BadSamplePolicy::kFail
-                                                         : loader::BadSamplePolicy::kSkip;
+  o.bad_sample_policy = args.bad_sample_policy;
   // Every instance reads other files, so each names its own bad ones on stderr.
-  auto bad_sample_log = std::make_shared<loader::BadSampleLog>(
-      [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); },
-      "train: instance " + std::to_string(job.rank) + ": ", args.bad_sample_lines);
-  o.on_bad_sample = [bad_sample_log](const loader::BadSample& bad) { (*bad_sample_log)(bad); };
+  tools::LogBadSamples(o, "train: instance " + std::to_string(job.rank) + ": ",
+                       args.bad_sample_lines);
   // Every batch full: core buffers have one shape, and all instances take the same steps.
   o.drop_last_batch = true;
   return o;
@@ -542,11 +533,11 @@ trainer::Trainer::ValidationFactory MakeValidation(const Instance& job,
   };
 }
 
-// --curve-server-key or --curve-key: one file for every instance, or a comma-separated list
-// with one per instance; this instance's.
+// --reader curve-server-key= or curve-key=: one file for every instance, or a ':'-separated
+// list with one per instance; this instance's.
 std::string PerInstance(const Instance& job, const std::string& list, const char* option) {
   if (list.empty()) return {};
-  const std::vector<std::string> files = SplitEndpoints(list);
+  const std::vector<std::string> files = SplitEndpoints(list, ':');
   if (files.size() != 1 && files.size() != job.endpoints.size()) {
     throw std::invalid_argument(std::string(option) + " lists " + std::to_string(files.size()) +
                                 " files for " + std::to_string(job.endpoints.size()) +
@@ -563,12 +554,13 @@ transport::StreamOptions ReaderStreamOptions(const Instance& job,
   transport::StreamOptions o;
   o.endpoint = job.endpoints[static_cast<std::size_t>(job.rank)];
   o.credits = args.reader_credits;
-  o.peer_timeout = Milliseconds(args.reader_timeout);
-  o.data_timeout = Milliseconds(args.data_timeout);
-  o.curve_server_key_file = PerInstance(job, args.curve_server_key, "--curve-server-key");
-  o.curve_client_key_file = PerInstance(job, args.curve_key, "--curve-key");
+  o.peer_timeout = tools::Milliseconds(args.reader_timeout);
+  o.data_timeout = tools::Milliseconds(args.data_timeout);
+  o.curve_server_key_file = PerInstance(job, args.curve_server_key, "--reader curve-server-key");
+  o.curve_client_key_file = PerInstance(job, args.curve_key, "--reader curve-key");
   if (!o.curve_client_key_file.empty() && o.curve_server_key_file.empty()) {
-    throw std::invalid_argument("--curve-key needs --curve-server-key (the readers' public key)");
+    throw std::invalid_argument(
+        "--reader curve-key needs curve-server-key (the readers' public key)");
   }
   transport::DatasetIdentity dataset;
   if (job.identity) dataset = {job.identity->samples, job.identity->digest};
@@ -588,7 +580,7 @@ void TrainFromReader(Instance& job, trainer::Trainer& trainer,
   transport::Context context;
   const transport::StreamOptions stream_options = ReaderStreamOptions(job, loader_options, start);
   std::optional<std::chrono::milliseconds> reconnect;
-  if (job.args.reconnect) reconnect = Milliseconds(job.args.reconnect_window);
+  if (job.args.reconnect_window > 0) reconnect = tools::Milliseconds(job.args.reconnect_window);
   transport::ReconnectingStream stream(
       context, stream_options, reconnect, [rank = job.rank](const std::string& line) {
         std::fprintf(stderr, "train: instance %d: %s\n", rank, line.c_str());
@@ -701,6 +693,94 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
   return 0;
 }
 
+// train's own groups of KEY=VALUE flags (tools/option_flags.h; the shared ones are in
+// loader/option_specs.h). Each key's spec: its kind, range [min, max], default, help.
+using loader::kNoMax;
+using loader::OptionGroup;
+using loader::OptionGroupKey;
+using loader::OptionKind;
+using loader::OptionSpec;
+
+constexpr OptionSpec Key(OptionKind kind, double min, double max, std::string_view default_text,
+                         std::string_view help) {
+  return {.kind = kind, .min = min, .max = max, .default_text = default_text, .help = help};
+}
+
+constexpr OptionGroupKey kReaderKeys[] = {
+    {"credits",
+     Key(OptionKind::kInteger, 1, kNoMax, "4", "batches in flight or queued per instance")},
+    {"timeout", loader::kReaderTimeout},
+    {"data-timeout",
+     Key(OptionKind::kSeconds, 0, 1e6, "0",
+         "a reader that holds credits and sends no batch for this many seconds is an error, even "
+         "if it heartbeats (0: 60 heartbeat intervals, 60 s)")},
+    {"reconnect", loader::kReconnectWindow},
+    {"curve-server-key",
+     Key(OptionKind::kText, 0, kNoMax, "",
+         "CURVE: the readers' public key file (tilefeed-serve --curve-keygen's .pub); one for "
+         "all, or ':'-separated, one per reader")},
+    {"curve-key",
+     Key(OptionKind::kText, 0, kNoMax, "",
+         "CURVE: this trainer's key file (secret) for readers that allow-list trainers; one, or "
+         "':'-separated one per instance (default: a fresh key)")}};
+constexpr OptionGroup kReaderGroup{.flag = "--reader",
+                                   .help = "--readers: how this trainer talks to its reader",
+                                   .keys = kReaderKeys};
+
+constexpr OptionGroupKey kSgdKeys[] = {
+    {"lr", Key(OptionKind::kNumber, 0, kNoMax, "0.02", "step size")},
+    {"momentum", Key(OptionKind::kNumber, 0, 1, "0.9", "velocity decay (0: plain SGD)")},
+    {"weight-decay",
+     Key(OptionKind::kNumber, 0, kNoMax, "0.0001", "L2 penalty added to the gradient")}};
+constexpr OptionGroup kSgdGroup{.flag = "--sgd",
+                                .help = "SGD with momentum and L2 weight decay (PyTorch's rule)",
+                                .keys = kSgdKeys};
+
+constexpr OptionGroupKey kTilesKeys[] = {
+    {"io",
+     Key(OptionKind::kInteger, 1, 64, "1", "IO tile threads (at least one per replica is used)")},
+    {"staging-depth", Key(OptionKind::kInteger, 1, 64, "3", "staged batches per replica")},
+    {"compute-threads", Key(OptionKind::kInteger, 1, 1024, "1",
+                            "threads of the compute tiles (replicas run side by side)")}};
+constexpr OptionGroup kTilesGroup{
+    .flag = "--tiles", .help = "The IO and compute tiles of each instance", .keys = kTilesKeys};
+
+constexpr OptionGroupKey kReferenceCoreKeys[] = {
+    {"hidden", Key(OptionKind::kInteger, 1, 65536, "256", "reference core: hidden units")}};
+constexpr OptionGroupKey kSyntheticCoreKeys[] = {
+    {"us-per-sample", Key(OptionKind::kNumber, 0, kNoMax, "2000",
+                          "synthetic core: compute cost per sample, microseconds")}};
+
+// --core NAME[:KEY=VALUE,...]: the compute core and its own keys.
+void AddCoreFlag(CLI::App& app, Args& args) {
+  const std::vector reference{tools::BindKey(kReferenceCoreKeys[0], args.hidden)};
+  const std::vector synthetic{tools::BindKey(kSyntheticCoreKeys[0], args.us_per_sample)};
+  const std::string help =
+      "Compute core: reference (a small MLP on the images) or synthetic (a busy loop of known "
+      "cost per sample), with its keys after a colon:" +
+      tools::GroupKeysHelp(reference) + tools::GroupKeysHelp(synthetic);
+  const auto take = [reference, synthetic, &args](const std::string& text, bool store) {
+    const std::size_t colon = text.find(':');
+    const std::string name = text.substr(0, colon);
+    std::string problem =
+        "must be reference[:hidden=N] or synthetic[:us-per-sample=US], got '" + text + "'";
+    if (name == "reference" || name == "synthetic") {
+      if (store) args.core = name;
+      const auto& keys = name == "reference" ? reference : synthetic;
+      problem =
+          colon == std::string::npos ? "" : tools::TakeGroup(text.substr(colon + 1), keys, store);
+    }
+    // One line, as a group flag's (tools::AddGroupOption).
+    if (!problem.empty()) throw CLI::ConversionError("--core " + problem, 2);
+    return problem;
+  };
+  app.add_option_function<std::string>(
+         "--core", [take](const std::string& text) { take(text, true); }, help)
+      ->check(CLI::Validator([take](std::string& text) { return take(text, false); }, ""))
+      ->type_name("NAME[:KEY=VALUE,...]")
+      ->default_str(args.core);
+}
+
 // --data and the loader's options.
 CLI::Option* AddDataFlags(CLI::App& app, Args& args) {
   CLI::Option* data =
@@ -731,27 +811,12 @@ void AddReaderFlags(CLI::App& app, Args& args) {
                  "instance), e.g. tcp://h1:5555,tcp://h2:5556. The readers own slice, seed, "
                  "epochs and augmentation; start them with this --batch-size and --image-size")
       ->check(tools::ConnectEndpoints());
-  app.add_option("--reader-credits", args.reader_credits,
-                 "--readers: batches in flight or queued per instance")
-      ->check(tools::AtLeast(1))
-      ->capture_default_str();
-  app.add_option("--curve-server-key", args.curve_server_key,
-                 "--readers with CURVE: the readers' public key file (tilefeed-serve "
-                 "--curve-keygen's .pub); one for all, or comma-separated, one per reader");
-  app.add_option("--curve-key", args.curve_key,
-                 "--readers with CURVE: this trainer's key file (secret, mode 0600) for readers "
-                 "that allow-list trainers (--curve-allow); one for all instances, or "
-                 "comma-separated, one per instance. Without it a fresh key is used");
-  app.add_flag("--reconnect", args.reconnect,
-               "--readers: when a reader is lost (stopped, died, replaced), reconnect and "
-               "continue from this trainer's position instead of failing");
-  tools::AddOption(app, loader::kReconnectWindow, args.reconnect_window);
-  tools::AddOption(app, loader::kReaderTimeout, args.reader_timeout);
-  app.add_option("--data-timeout", args.data_timeout,
-                 "--readers: a reader that holds credits and sends no batch for this many "
-                 "seconds is an error, even if it heartbeats (0: 60 heartbeat intervals, 60 s)")
-      ->check(tools::Between(0.0, 1e6))
-      ->capture_default_str();
+  const auto& k = kReaderKeys;
+  tools::AddGroupOption(
+      app, kReaderGroup,
+      {tools::BindKey(k[0], args.reader_credits), tools::BindKey(k[1], args.reader_timeout),
+       tools::BindKey(k[2], args.data_timeout), tools::BindKey(k[3], args.reconnect_window),
+       tools::BindKey(k[4], args.curve_server_key), tools::BindKey(k[5], args.curve_key)});
 }
 
 // The compute cores, the model and the run's length.
@@ -761,25 +826,13 @@ void AddModelFlags(CLI::App& app, Args& args) {
                  "--data)")
       ->check(tools::AtLeast(0))
       ->capture_default_str();
-  app.add_option("--core", args.core, "Compute core")
-      ->check(CLI::IsMember({"synthetic", "reference"}))
-      ->capture_default_str();
-  app.add_option("--us-per-sample", args.us_per_sample, "Synthetic core: compute cost per sample")
-      ->check(tools::AtLeast(0.0))
-      ->capture_default_str();
+  AddCoreFlag(app, args);
   tools::AddOption(app, loader::kEpochs, args.epochs);
-  app.add_option("--lr", args.trainer.sgd.learning_rate, "Learning rate")
-      ->check(tools::AtLeast(0.0))
-      ->capture_default_str();
-  app.add_option("--momentum", args.trainer.sgd.momentum, "SGD momentum")
-      ->check(tools::Between(0.0, 1.0))
-      ->capture_default_str();
-  app.add_option("--weight-decay", args.trainer.sgd.weight_decay, "L2 weight decay")
-      ->check(tools::AtLeast(0.0))
-      ->capture_default_str();
-  app.add_option("--hidden", args.hidden, "Reference core: hidden units")
-      ->check(tools::Between(1, 65536))
-      ->capture_default_str();
+  const auto& sgd = kSgdKeys;
+  tools::AddGroupOption(app, kSgdGroup,
+                        {tools::BindKey(sgd[0], args.trainer.sgd.learning_rate),
+                         tools::BindKey(sgd[1], args.trainer.sgd.momentum),
+                         tools::BindKey(sgd[2], args.trainer.sgd.weight_decay)});
   app.add_option("--max-steps", args.trainer.max_steps, "Stop after this many steps (0: all)")
       ->check(tools::AtLeast(0))
       ->capture_default_str();
@@ -792,17 +845,11 @@ void AddModelFlags(CLI::App& app, Args& args) {
 
 // The IO tiles, replicas and all-reduce of one instance, and its collectives across them.
 void AddParallelFlags(CLI::App& app, Args& args) {
-  app.add_option("--io-tiles", args.trainer.io_tiles,
-                 "IO tile threads (at least one per replica is used)")
-      ->check(tools::Between(1, 64))
-      ->capture_default_str();
-  app.add_option("--staging-depth", args.trainer.staging_depth, "Staged batches per replica")
-      ->check(tools::Between(1, 64))
-      ->capture_default_str();
-  app.add_option("--compute-threads", args.trainer.compute_threads,
-                 "Threads of the compute tiles (replicas run side by side)")
-      ->check(tools::Between(1, 1024))
-      ->capture_default_str();
+  const auto& tiles = kTilesKeys;
+  tools::AddGroupOption(app, kTilesGroup,
+                        {tools::BindKey(tiles[0], args.trainer.io_tiles),
+                         tools::BindKey(tiles[1], args.trainer.staging_depth),
+                         tools::BindKey(tiles[2], args.trainer.compute_threads)});
   app.add_option("--replicas", args.trainer.replicas, "Compute replicas per instance")
       ->check(tools::Between(1, 64))
       ->capture_default_str();
@@ -840,19 +887,19 @@ void AddOutputFlags(CLI::App& app, Args& args) {
       ->check(tools::AtLeast(0))
       ->capture_default_str();
   app.add_option("--checkpoint-dir", args.checkpoint_dir, "Checkpoint folder");
-  app.add_flag("--resume", args.resume,
-               "Continue from the checkpoint in --checkpoint-dir (an error if there is none). "
-               "With another instance count the checkpoint's global batch is kept (more or "
-               "fewer micro-batches per step, else another local batch) or the run is refused "
-               "with the arithmetic; the epoch continues where it stood, no sample lost or "
-               "repeated apart from the padding of its last batches");
-  app.add_flag("--resume-if-present", args.resume_if_present,
-               "As --resume, but start fresh when --checkpoint-dir holds no checkpoint");
+  app.add_option_function<std::string>(
+         "--resume", [&args](const std::string& mode) { args.resume_if_present = !mode.empty(); },
+         "Continue from the checkpoint in --checkpoint-dir (an error if there is none; "
+         "--resume if-present starts fresh then). With another instance count the "
+         "checkpoint's global batch is kept (more or fewer micro-batches per step, else "
+         "another local batch) or the run is refused with the arithmetic; the epoch "
+         "continues where it stood, no sample lost or repeated apart from the padding "
+         "of its last batches")
+      ->expected(0, 1)
+      ->type_name("[if-present]")
+      ->check(CLI::IsMember({"if-present"}));
   app.add_flag("--new-global-batch", args.new_global_batch,
                "Resume: continue with this run's global batch even if the checkpoint's differs");
-  app.add_option("--trace-samples", args.trace_samples,
-                 "Test hook: instance i appends one 'EPOCH SAMPLE' line per trained sample to "
-                 "PREFIX.i");
   app.add_option("--json", args.json, "Append per-epoch reports to this file as JSON lines");
   metrics::AddFlags(app, args.metrics, /*with_port=*/true);
   tools::CheckMetricsFlags(app);
@@ -870,13 +917,14 @@ std::optional<int> CheckArgs(const CLI::App& app, const CLI::Option* data, Args&
       args.trainer.replicas = std::max(1, std::atoi(replicas));
     }
   }
+  args.resume = app.count("--resume") > 0 && !args.resume_if_present;
+  // A test hook, not a flag (docs/development.md): read here, once.
+  if (const char* trace = std::getenv("TILEFEED_TRACE_SAMPLES")) args.trace_samples = trace;
   args.batch_size_given = app.count("--batch-size") > 0;
   args.accumulation_given = app.count("--gradient-accumulation") > 0;
   if ((args.resume || args.resume_if_present || args.trainer.checkpoint_every > 0) &&
       args.checkpoint_dir.empty()) {
-    std::fprintf(stderr,
-                 "train: --resume, --resume-if-present and --checkpoint-every need "
-                 "--checkpoint-dir\n");
+    std::fprintf(stderr, "train: --resume and --checkpoint-every need --checkpoint-dir\n");
     return 2;
   }
   return std::nullopt;
@@ -898,7 +946,7 @@ int Main(int argc, char** argv) {
   std::optional<trainer::MpiSession> mpi;
   try {
     trainer::MpiSessionOptions mpi_options;
-    mpi_options.collective_timeout = Milliseconds(args.collective_timeout);
+    mpi_options.collective_timeout = tools::Milliseconds(args.collective_timeout);
     mpi.emplace(&argc, &argv, mpi_options);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train: %s\n", e.what());

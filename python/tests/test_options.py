@@ -6,8 +6,11 @@ release)."""
 import dataclasses
 import inspect
 import math
+import os
+import re
 import numpy as np
 import pytest
+import subprocess
 from PIL import Image
 
 import tilefeed
@@ -63,6 +66,32 @@ def test_every_python_name_of_the_table_is_a_keyword_or_a_remote_field():
             assert str(getattr(tilefeed.RemoteOptions(), name)) == str(
                 _size(SPECS[name]["default"]) if SPECS[name]["kind"] == "size"
                 else SPECS[name]["default"]), name
+
+
+def test_the_tools_remote_keys_are_the_remote_fields(tmp_path):
+    # The tools' --remote KEY=VALUE group takes each RemoteOptions field under its Python name
+    # (with '-' for '_'), with the table's range, default and help, and refuses a value out of
+    # range with the table's words, as Python does (tilefeed-pack stands for every tool).
+    pack = os.environ.get("TILEFEED_PACK")
+    if not pack:
+        pytest.skip("TILEFEED_PACK is not set (run through ctest)")
+    text = subprocess.run([pack, "--help"], capture_output=True, text=True, check=True).stdout
+    keys = {m.group(1): line.strip() for line in text.splitlines()
+            for m in [re.match(r"\s+([a-z0-9-]+)(?: \(|:)", line)] if m}
+    for name in REMOTE:
+        spec, key = SPECS[name], name.replace("_", "-")
+        assert key in keys, (key, sorted(keys))
+        line = keys[key]
+        assert spec["help"] in line and spec["range"] in line, line
+        if spec["default"]:
+            assert "default " + spec["default"] in line, line
+        if spec["kind"] in ("integer", "number", "seconds"):
+            for value in outside(spec):
+                done = subprocess.run([pack, str(tmp_path), str(tmp_path / "out"), "--remote",
+                                       f"{key}={value}"], capture_output=True, text=True)
+                assert done.returncode == 2
+                assert done.stderr == (f"tilefeed-pack: --remote {key} must be {spec['range']}, "
+                                       f"got {value}\n")
 
 
 def number_text(value):

@@ -193,7 +193,7 @@ class Loader:
 
     Remote datasets (http://, https://, s3:// shards and tars; docs/datasets.md) take
     remote=tilefeed.RemoteOptions(...): the block cache, the S3 endpoint and the retries,
-    as the tools' --cache-dir, --cache-limit, --s3-endpoint and --remote-retries.
+    as the tools' --remote cache-dir=...,cache-limit=...,s3-endpoint=...,remote-retries=....
     """
 
     def __new__(cls, *args, device=None, **kwargs):

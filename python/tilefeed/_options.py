@@ -79,8 +79,8 @@ def _jpeg_fields(jpeg):
 @dataclasses.dataclass(frozen=True, repr=False)
 class RemoteOptions:
     """How Loader(remote=tilefeed.RemoteOptions(...)) reads http://, https:// and s3://
-    datasets (docs/datasets.md), as the tools' --cache-dir, --cache-limit, --s3-endpoint and
-    --remote-retries do:
+    datasets (docs/datasets.md), as the tools' --remote KEY=VALUE,... (the same keys, with
+    dashes) does:
 
     cache_dir       a path, or None (the default) for no cache: fetched blocks and remote tar
                     indexes kept on disk, shared by the processes of the host

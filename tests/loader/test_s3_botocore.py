@@ -200,10 +200,9 @@ def _train(served, location, secret=SECRET, addressing="auto", endpoint=None, na
             env.pop(variable, None)
     report = served["work"] / (name + ".jsonl")
     result = subprocess.run(
-        [_tool("TILEFEED_TRAIN"), "--data", location, "--core", "synthetic", "--us-per-sample",
-         "10", "--epochs", "1", "--batch-size", "8", "--image-size", "32", "--workers", "1",
+        [_tool("TILEFEED_TRAIN"), "--data", location, "--core", "synthetic:us-per-sample=10", "--epochs", "1", "--batch-size", "8", "--image-size", "32", "--workers", "1",
          "--classes", "3", "--bad-sample-policy", "fail", "--json", str(report)] +
-        ([] if addressing == "auto" else ["--s3-addressing", addressing]),
+        ([] if addressing == "auto" else ["--remote", "s3-addressing=" + addressing]),
         env=env, capture_output=True, text=True, timeout=300)
     return result, report
 

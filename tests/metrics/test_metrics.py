@@ -151,8 +151,8 @@ def test_loader_bench(demo, tmp_path):
 
 def test_train(demo, tmp_path):
     out = tmp_path / "train.jsonl"
-    log = run([local_train(), "--data", str(demo), "--core", "synthetic",
-               "--us-per-sample", "50", "--batch-size", "8", "--image-size", "32", "--workers",
+    log = run([local_train(), "--data", str(demo), "--core",
+               "synthetic:us-per-sample=50", "--batch-size", "8", "--image-size", "32", "--workers",
                "1", "--epochs", "2", "--metrics", str(out), "--metrics-interval", "0.2"])
     records = assert_valid(out)
     epochs = [r for r in records if r["record"] == "epoch"]
@@ -168,7 +168,7 @@ def test_serve_and_train_over_loopback(demo, tmp_path):
     reader = subprocess.Popen(
         [tool("TILEFEED_SERVE"), "--data", str(demo / "train"), "--bind", "tcp://127.0.0.1:*",
          "--batch-size", "8", "--image-size", "32", "--epochs", "2", "--workers", "1",
-         "--prefetch", "2", "--instance-index", "0", "--instance-count", "1", "--drop-last",
+         "--prefetch-depth", "2", "--slice", "0/1", "--drop-last",
          "--metrics", str(serve_out), "--metrics-interval", "0.2"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
@@ -179,8 +179,7 @@ def test_serve_and_train_over_loopback(demo, tmp_path):
                 endpoint = found.group(1)
                 break
         assert endpoint, "the reader named no endpoint"
-        run([local_train(), "--readers", endpoint, "--data", str(demo), "--core",
-             "synthetic", "--us-per-sample", "50", "--batch-size", "8", "--image-size", "32",
+        run([local_train(), "--readers", endpoint, "--data", str(demo), "--core", "synthetic:us-per-sample=50", "--batch-size", "8", "--image-size", "32",
              "--epochs", "2", "--metrics", str(train_out), "--metrics-interval", "0.2"])
         reader.stderr.read()
         assert reader.wait(timeout=TIMEOUT) == 0
@@ -219,7 +218,7 @@ def test_pack(demo, tmp_path):
 def test_two_instances_write_one_file_each(demo, tmp_path):
     out = tmp_path / "run.jsonl"
     run([tool("TILEFEED_POPRUN"), "--instances", "2", "--", local_train(), "--data",
-         str(demo), "--core", "synthetic", "--us-per-sample", "50", "--batch-size", "4",
+         str(demo), "--core", "synthetic:us-per-sample=50", "--batch-size", "4",
          "--image-size", "32", "--workers", "1", "--epochs", "1", "--metrics", str(out),
          "--metrics-interval", "0.2"])
     for index in (0, 1):
@@ -257,8 +256,7 @@ def scrape(port):
 
 def test_prometheus_counters_move_during_a_run(demo, tmp_path):
     train = subprocess.Popen(
-        [local_train(), "--data", str(demo), "--core", "synthetic", "--us-per-sample",
-         "2000", "--batch-size", "4", "--image-size", "32", "--workers", "1", "--epochs",
+        [local_train(), "--data", str(demo), "--core", "synthetic:us-per-sample=2000", "--batch-size", "4", "--image-size", "32", "--workers", "1", "--epochs",
          "100000", "--seconds", "60", "--metrics-port", "127.0.0.1:0", "--metrics",
          str(tmp_path / "train.jsonl"), "--metrics-interval", "0.5"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

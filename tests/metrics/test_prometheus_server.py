@@ -119,7 +119,7 @@ def test_prometheus_scrapes_every_instance_of_a_poprun_job(demo, tmp_path):
     log = open(tmp_path / "train.log", "w+")
     job = subprocess.Popen(
         [tool("TILEFEED_POPRUN"), "--instances", "2", "--", tool("TILEFEED_TRAIN"), "--data",
-         str(demo), "--core", "synthetic", "--us-per-sample", "3000", "--batch-size", "4",
+         str(demo), "--core", "synthetic:us-per-sample=3000", "--batch-size", "4",
          "--image-size", "32", "--workers", "1", "--epochs", "100000", "--seconds", "600",
          "--metrics-port", str(base)], stdout=subprocess.DEVNULL, stderr=log)
     try:
@@ -189,8 +189,8 @@ def test_the_endpoint_binds_loopback_unless_told_and_prints_what_it_bound(demo, 
     for bind, other in ((None, "127.0.0.2"), ("127.0.0.2", "127.0.0.1")):
         log = open(tmp_path / ("bind-%s.log" % bind), "w+")
         train = subprocess.Popen(
-            [tool("TILEFEED_TRAIN"), "--data", str(demo), "--core", "synthetic",
-             "--us-per-sample", "3000", "--batch-size", "4", "--image-size", "32", "--workers",
+            [tool("TILEFEED_TRAIN"), "--data", str(demo), "--core",
+             "synthetic:us-per-sample=3000", "--batch-size", "4", "--image-size", "32", "--workers",
              "1", "--epochs", "100000", "--seconds", "300", "--metrics-port", "0"] +
             ([] if bind is None else ["--metrics-bind", bind]),
             stdout=subprocess.DEVNULL, stderr=log)

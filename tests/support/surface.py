@@ -33,8 +33,8 @@ COMPONENTS = ("codecs", "loader", "cuda_feed", "launch", "transport", "trainer")
 BOUNDS = {
     "record encodings (tilefeed-pack --codec values)": (5, 5),
     "tilefeed.Loader keywords": (25, 25),
-    "train flags": (51, 35),
-    "tilefeed-serve flags": (36, 25),
+    "train flags": (32, 35),
+    "tilefeed-serve flags": (27, 25),
     "tilefeed-pack flags": (17, 17),
     "tilefeed-inspect flags": (10, 10),
     "installed public headers": (20, 20),

@@ -31,24 +31,43 @@ train|--workers must be between 0 and 1024, got -2|--data $D --workers -2
 train|--prefetch-depth must be between 1 and 1048576, got 0|--data $D --prefetch-depth 0
 train|--seed must be at least 0, got -1|--data $D --seed -1
 train|--image-size must be between 1 and 16384, got 0|--data $D --image-size 0
-train|--hidden must be between 1 and 65536, got 0|--data $D --hidden 0
+train|--core hidden must be between 1 and 65536, got 0|--data $D --core reference:hidden=0
 train|--classes must be at least 0, got -1|--data $D --classes -1
-train|--us-per-sample must be at least 0, got -5|--data $D --us-per-sample -5
-train|--lr must be at least 0, got -0.1|--data $D --lr -0.1
-train|--momentum must be between 0 and 1, got 2|--data $D --momentum 2
-train|--weight-decay must be at least 0, got -1|--data $D --weight-decay -1
+train|--core us-per-sample must be at least 0, got -5|--data $D --core synthetic:us-per-sample=-5
+train|--sgd lr must be at least 0, got -0.1|--data $D --sgd lr=-0.1
+train|--sgd momentum must be between 0 and 1, got 2|--data $D --sgd momentum=2
+train|--sgd weight-decay must be at least 0, got -1|--data $D --sgd weight-decay=-1
 train|--seconds must be at least 0, got -1|--data $D --seconds -1
 train|--check-every must be at least 0, got -1|--data $D --check-every -1
 train|--checkpoint-every must be at least 0, got -1|--data $D --checkpoint-every -1
 train|--bad-sample-lines must be at least 0, got -1|--data $D --bad-sample-lines -1
-train|--reader-credits must be at least 1, got 0|--readers tcp://127.0.0.1:5555 --reader-credits 0
-train|--reader-timeout must be between 0.001 and 1000000, got 0|--data $D --reader-timeout 0
-train|--reconnect-window must be between 0.001 and 1000000, got -1|--data $D --reconnect-window -1
+train|--reader credits must be at least 1, got 0|--readers tcp://127.0.0.1:5555 --reader credits=0
+train|--reader timeout must be between 0.001 and 1000000, got 0|--data $D --reader timeout=0
+train|--reader reconnect must be between 0.001 and 1000000, got -1|--data $D --reader reconnect=-1
+train|--reader data-timeout must be between 0 and 1000000, got -1|--data $D --reader data-timeout=-1
 train|--collective-timeout must be between 0 and 1000000, got -1|--data $D --collective-timeout -1
-train|--io-tiles must be between 1 and 64, got 0|--data $D --io-tiles 0
+train|--tiles io must be between 1 and 64, got 0|--data $D --tiles io=0
+train|--tiles staging-depth must be between 1 and 64, got 65|--data $D --tiles staging-depth=65
+train|--tiles compute-threads must be between 1 and 1024, got 0|--data $D --tiles compute-threads=0
 train|--gradient-accumulation must be between 1 and 4096, got 0|--data $D --gradient-accumulation 0
-train|--remote-retries must be between 0 and 20, got -1|--data $D --remote-retries -1
-train|--remote-in-flight must be between 1 and 64, got 0|--data $D --remote-in-flight 0
+train|--remote remote-retries must be between 0 and 20, got -1|--data $D --remote remote-retries=-1
+train|--remote remote-in-flight must be between 1 and 64, got 0|--data $D --remote remote-in-flight=0
+train|--remote has no key 'cache' (its keys: cache-dir, cache-limit, s3-endpoint, s3-addressing, remote-retries, remote-in-flight)|--data $D --remote cache=x
+train|--remote: 1 required KEY=VALUE,... missing|--data $D --remote=
+train|--remote must be KEY=VALUE[,KEY=VALUE...] with KEY one of cache-dir, cache-limit, s3-endpoint, s3-addressing, remote-retries, remote-in-flight, got ','|--data $D --remote ,
+train|--remote must be KEY=VALUE[,KEY=VALUE...] with KEY one of cache-dir, cache-limit, s3-endpoint, s3-addressing, remote-retries, remote-in-flight, got 'remote-retries=1,'|--data $D --remote remote-retries=1,
+train|--remote names remote-retries twice|--data $D --remote remote-retries=1,remote-retries=2
+train|--remote s3-addressing must be one of auto,virtual,path, got 'both'|--data $D --remote s3-addressing=both
+train|--remote remote-retries must be an integer, got '1.5'|--data $D --remote remote-retries=1.5
+train|--core has no key 'hidden' (its keys: us-per-sample)|--data $D --core synthetic:hidden=8
+train|--core must be reference[:hidden=N] or synthetic[:us-per-sample=US], got 'resnet'|--data $D --core resnet
+train|--sgd has no key 'learning-rate' (its keys: lr, momentum, weight-decay)|--data $D --sgd learning-rate=0.1
+train|--reader has no key 'credit' (its keys: credits, timeout, data-timeout, reconnect, curve-server-key, curve-key)|--data $D --reader credit=4
+train|--resume: later not in {if-present}|--data $D --resume later
+tilefeed-serve|--remote remote-retries must be between 0 and 20, got 21|--data $D --remote remote-retries=21
+tilefeed-serve|--remote has no key 'retries' (its keys: cache-dir, cache-limit, s3-endpoint, s3-addressing, remote-retries, remote-in-flight)|--data $D --remote retries=3
+tilefeed-pack|--remote cache-limit must be at least 4MiB, got 1M|$D $work/out --remote cache-limit=1M
+tilefeed-inspect|--remote remote-in-flight must be between 1 and 64, got 65|$D --remote remote-in-flight=65
 train|--metrics-interval must be above 0, got 0|--data $D --metrics-interval 0
 train|--metrics-port must be PORT or HOST:PORT to listen on: PORT must be between 1 and 65535 (or * for a free one)|--data $D --metrics-port 127.0.0.1:70000
 train|--metrics-port must be PORT or HOST:PORT to listen on: HOST '' is not a host name or address|--data $D --metrics-port :9400
@@ -61,13 +80,13 @@ tilefeed-serve|--batch-size must be at least 1, got -4|--data $D --batch-size -4
 tilefeed-serve|--batch-size must be at most 18446744073709551615, got 99999999999999999999|--data $D --batch-size 99999999999999999999
 tilefeed-serve|--bind must be tcp://HOST:PORT, ipc://PATH or shm://NAME: endpoint 'tcp://127.0.0.1:1;0.0.0.0:5603': ';' is ZeroMQ's SOURCE;DEST syntax|--data $D --bind tcp://127.0.0.1:1;0.0.0.0:5603
 tilefeed-serve|--bind must be tcp://HOST:PORT, ipc://PATH or shm://NAME: endpoint 'bogus': not tcp://HOST:PORT|--data $D --bind bogus
-tilefeed-serve|--cache-limit must be a size such as 20GiB|--data $D --cache-limit abc
+tilefeed-serve|--remote cache-limit must be a size such as 20GiB|--data $D --remote cache-limit=abc
 tilefeed-serve|--data: Path does not exist|--data $work/missing
 tilefeed-pack|SRC: Path does not exist|$work/missing $work/out
 tilefeed-inspect|PATH: Path does not exist|$work/missing
 train|--readers must be tcp://HOST:PORT, ipc://PATH or shm://NAME: endpoint 'foo://bar': scheme foo:// is not|--readers foo://bar --data $D
 train|--readers must be tcp://HOST:PORT, ipc://PATH or shm://NAME: endpoint 'tcp://127.0.0.1:1;127.0.0.1:2': ';'|--readers tcp://127.0.0.1:1;127.0.0.1:2
-train|--cache-limit must be a size such as 20GiB|--data $D --cache-limit abc
+train|--remote cache-limit must be a size such as 20GiB|--data $D --remote cache-limit=abc
 train|--batch-size must be at most 18446744073709551615, got 99999999999999999999|--data $D --batch-size 99999999999999999999
 train|--data: Path does not exist|--data $work/missing
 tilefeed-serve|--bind must be tcp://HOST:PORT, ipc://PATH or shm://NAME: endpoint 'tcp://127.0.0.1:99999': PORT must be between 1 and 65535 (or * for a free one)|--data $D --bind tcp://127.0.0.1:99999
@@ -75,16 +94,13 @@ tilefeed-serve|--epochs must be at least 1, got 0|--data $D --epochs 0
 tilefeed-serve|--epochs must be at least 1, got -1|--data $D --epochs -1
 tilefeed-serve|--image-size must be between 1 and 16384, got 16385|--data $D --image-size 16385
 tilefeed-serve|--workers must be between 0 and 1024, got -1|--data $D --workers -1
-tilefeed-serve|--prefetch-depth must be between 1 and 1048576, got 0|--data $D --prefetch 0
+tilefeed-serve|--prefetch-depth must be between 1 and 1048576, got 0|--data $D --prefetch-depth 0
 tilefeed-serve|--seed must be at least 0, got -1|--data $D --seed -1
 tilefeed-serve|--resume must be a loader state line: not a tilefeed loader state (v1)|--data $D --resume bogus
-tilefeed-serve|--instance-index must be at least 0, got -1|--data $D --instance-index -1 --instance-count 2
-tilefeed-serve|--instance-count must be at least 1, got 0|--data $D --instance-index 0 --instance-count 0
 tilefeed-serve|--heartbeat must be between 0.001 and 3600, got 0|--data $D --heartbeat 0
 tilefeed-serve|--timeout must be between 0.001 and 1000000, got -5|--data $D --timeout -5
 tilefeed-serve|--slice must be INDEX/COUNT with 0 <= INDEX < COUNT, got '2/2'|--data $D --slice 2/2
 tilefeed-serve|--slice must be INDEX/COUNT with 0 <= INDEX < COUNT, got 'x'|--data $D --slice x
-tilefeed-serve|--instance-index/--instance-count and --slice name the slice twice|--data $D --slice 0/2 --instance-index 0 --instance-count 2
 tilefeed-serve|--split: bogus not in|--data $D --split bogus
 tilefeed-serve|--bad-sample-lines must be at least 0, got -1|--data $D --bad-sample-lines -1
 tilefeed-serve|--metrics-port must be PORT or HOST:PORT to listen on: PORT must be between 1 and 65535 (or * for a free one)|--data $D --metrics-port 99999
@@ -125,7 +141,7 @@ loader_bench|--local-window must be at least 1, got 0|--data $D --local-window 0
 loader_bench|--interval must be at least 0, got -1|--data $D --interval -1
 loader_bench|--rounds must be at least 1, got 0|--data $D --rounds 0
 loader_bench|--round-batches must be at least 1, got -1|--data $D --round-batches -1
-loader_bench|--cache-limit must be at least 4MiB, got 1M|--data $D --cache-limit 1M
+loader_bench|--remote cache-limit must be at least 4MiB, got 1M|--data $D --remote cache-limit=1M
 loader_bench|--split: bogus not in|--data $D --split bogus
 loader_bench|--metrics-interval must be above 0, got 0|--data $D --metrics-interval 0
 stall_bench|--workers must be between 1 and 1024, got 0|--data $D --workers 0
@@ -161,6 +177,43 @@ tilefeed-serve|unknown argument --first-epoch (--help lists the options)|--data 
 tilefeed-serve|unknown argument --first-epoch-position (--help lists the options)|--data $D --first-epoch-position 0
 train|unknown argument --reader-timeout-ms (--help lists the options)|--data $D --reader-timeout-ms 5000
 train|unknown argument --reconnect-window-ms (--help lists the options)|--data $D --reconnect-window-ms 5
+train|unknown argument --cache-dir (--help lists the options)|--data $D --cache-dir x
+train|unknown argument --cache-limit (--help lists the options)|--data $D --cache-limit 20GiB
+train|unknown argument --s3-endpoint (--help lists the options)|--data $D --s3-endpoint http://minio:9000
+train|unknown argument --s3-addressing (--help lists the options)|--data $D --s3-addressing path
+train|unknown argument --remote-retries (--help lists the options)|--data $D --remote-retries 3
+train|unknown argument --remote-in-flight (--help lists the options)|--data $D --remote-in-flight 4
+train|unknown argument --reader-credits (--help lists the options)|--data $D --reader-credits 4
+train|unknown argument --curve-server-key (--help lists the options)|--data $D --curve-server-key r.pub
+train|unknown argument --curve-key (--help lists the options)|--data $D --curve-key t.key
+train|unknown argument --reconnect (--help lists the options)|--data $D --reconnect
+train|unknown argument --reconnect-window (--help lists the options)|--data $D --reconnect-window 30
+train|unknown argument --reader-timeout (--help lists the options)|--data $D --reader-timeout 5
+train|unknown argument --data-timeout (--help lists the options)|--data $D --data-timeout 60
+train|unknown argument --lr (--help lists the options)|--data $D --lr 0.1
+train|unknown argument --momentum (--help lists the options)|--data $D --momentum 0.9
+train|unknown argument --weight-decay (--help lists the options)|--data $D --weight-decay 0
+train|unknown argument --hidden (--help lists the options)|--data $D --hidden 64
+train|unknown argument --us-per-sample (--help lists the options)|--data $D --us-per-sample 10
+train|unknown argument --resume-if-present (--help lists the options)|--data $D --resume-if-present
+train|unknown argument --trace-samples (--help lists the options)|--data $D --trace-samples t
+train|unknown argument --io-tiles (--help lists the options)|--data $D --io-tiles 2
+train|unknown argument --staging-depth (--help lists the options)|--data $D --staging-depth 3
+train|unknown argument --compute-threads (--help lists the options)|--data $D --compute-threads 2
+tilefeed-serve|unknown argument --cache-dir (--help lists the options)|--data $D --cache-dir x
+tilefeed-serve|unknown argument --cache-limit (--help lists the options)|--data $D --cache-limit 20GiB
+tilefeed-serve|unknown argument --s3-endpoint (--help lists the options)|--data $D --s3-endpoint http://minio:9000
+tilefeed-serve|unknown argument --s3-addressing (--help lists the options)|--data $D --s3-addressing path
+tilefeed-serve|unknown argument --remote-retries (--help lists the options)|--data $D --remote-retries 3
+tilefeed-serve|unknown argument --remote-in-flight (--help lists the options)|--data $D --remote-in-flight 4
+tilefeed-serve|unknown argument --instance-index (--help lists the options)|--data $D --instance-index 0
+tilefeed-serve|unknown argument --instance-count (--help lists the options)|--data $D --instance-count 2
+tilefeed-serve|unknown argument --prefetch (--help lists the options)|--data $D --prefetch 4
+tilefeed-serve|unknown argument --shm (--help lists the options)|--data $D --shm
+tilefeed-serve|unknown argument --job-id (--help lists the options)|--data $D --job-id 7
+tilefeed-pack|unknown argument --cache-dir (--help lists the options)|$D $work/out --cache-dir x
+tilefeed-inspect|unknown argument --remote-retries (--help lists the options)|$D --remote-retries 3
+loader_bench|unknown argument --cache-dir (--help lists the options)|--data $D --cache-dir x
 loader_bench|unknown argument --batch (--help lists the options)|--data $D --batch 4
 loader_bench|unknown argument --size (--help lists the options)|--data $D --size 16
 loader_bench|unknown argument --depth (--help lists the options)|--data $D --depth 2

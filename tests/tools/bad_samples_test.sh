@@ -38,7 +38,7 @@ for f in $(find "$work/data/train" -name '*.JPEG' | sort | awk 'NR % 6 == 2'); d
 done
 [ "$bad" -ge 4 ] || fail "truncated only $bad files"
 
-timeout 300 "$train" --data "$work/data/train" --core synthetic --us-per-sample 10 --epochs 2 \
+timeout 300 "$train" --data "$work/data/train" --core synthetic:us-per-sample=10 --epochs 2 \
   --batch-size 8 --image-size 32 --workers 1 --json "$work/train.jsonl" \
   >"$work/train.log" 2>"$work/train.err" || fail "train exited $? with the skip policy"
 for f in $(find "$work/data/train" -name '*.JPEG' -size -400c); do
@@ -49,19 +49,19 @@ counts=$(sed -n 's/.*"bad_samples":\([0-9]*\).*/\1/p' "$work/train.jsonl" | tr '
 grep -q "epoch 0: .*, $bad bad samples replaced" "$work/train.log" ||
   fail "the epoch line does not count $bad bad samples"
 
-timeout 300 "$train" --data "$work/data/train" --core synthetic --us-per-sample 10 --epochs 1 \
+timeout 300 "$train" --data "$work/data/train" --core synthetic:us-per-sample=10 --epochs 1 \
   --batch-size 8 --image-size 32 --workers 1 --bad-sample-policy fail \
   >"$work/fail.log" 2>&1 && fail "train exited 0 with --bad-sample-policy fail"
 grep -q "JPEG" "$work/fail.log" || fail "the fail policy's message names no file"
 
 if [ -n "$serve" ]; then
   timeout 300 "$serve" --data "$work/data/train" --bind 'tcp://127.0.0.1:*' --batch-size 8 \
-    --image-size 32 --epochs 2 --workers 1 --instance-index 0 --instance-count 1 --drop-last \
+    --image-size 32 --epochs 2 --workers 1 --slice 0/1 --drop-last \
     >"$work/reader.log" 2>&1 &
   reader_pid=$!
   reader_endpoint "$work/reader.log" "$reader_pid" 30
-  timeout 300 "$train" --readers "$endpoint" --data "$work/data/train" --core synthetic \
-    --us-per-sample 10 --epochs 2 --batch-size 8 --image-size 32 --workers 1 \
+  timeout 300 "$train" --readers "$endpoint" --data "$work/data/train" --core synthetic:us-per-sample=10 \
+    --epochs 2 --batch-size 8 --image-size 32 --workers 1 \
     --json "$work/readers.jsonl" >"$work/readers.log" 2>&1 || fail "train --readers exited $?"
   wait "$reader_pid" || fail "the reader exited $?"
   reader_pid=

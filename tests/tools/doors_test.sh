@@ -82,8 +82,8 @@ same "poprun --instances 2 train" "$(checksum "$work/train2-folder.log")" \
 # tilefeed-serve -> train --readers, one reader per dataset kind.
 for d in folder plain indexed; do
   timeout 300 "$reader" --data "$work/$d" --bind 'tcp://127.0.0.1:*' --batch-size 8 \
-    --image-size 32 --epochs 2 --workers 1 --prefetch 2 --seed 3 --instance-index 0 \
-    --instance-count 1 --drop-last >"$work/reader-$d.log" 2>&1 &
+    --image-size 32 --epochs 2 --workers 1 --prefetch-depth 2 --seed 3 --slice 0/1 \
+    --drop-last >"$work/reader-$d.log" 2>&1 &
   reader_pid=$!
   reader_endpoint "$work/reader-$d.log" "$reader_pid" 30
   timeout 300 "$train" --readers "$endpoint" --data "$work/$d" --core reference \

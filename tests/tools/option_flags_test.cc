@@ -3,11 +3,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "tilefeed/loader/remote.h"
+#include "tools/remote_flags.h"
 
 namespace tilefeed::tools {
 namespace {
@@ -90,26 +92,80 @@ TEST(OptionFlags, Slice) {
   EXPECT_EQ(wrong.err, "tool: --slice must be INDEX/COUNT with 0 <= INDEX < COUNT, got '4/4'\n");
 }
 
-TEST(OptionFlags, SizesAndChoices) {
+TEST(OptionFlags, Choices) {
   CLI::App app;
-  std::uint64_t bytes = loader::RemoteOptions{}.cache_limit;
   std::string split = "train";
-  AddSizeOption(app, loader::kCacheLimit, bytes);
   AddOption(app, loader::kSplit, split);
-  EXPECT_THAT(app.help(), HasSubstr("=10GiB"));
-  EXPECT_EQ(Parse(app, {"--cache-limit", "20GiB", "--split", "test"}).rc, std::nullopt);
-  EXPECT_EQ(bytes, std::uint64_t{20} << 30);
+  EXPECT_EQ(Parse(app, {"--split", "test"}).rc, std::nullopt);
   EXPECT_EQ(split, "test");
-
-  CLI::App small;
-  AddSizeOption(small, loader::kCacheLimit, bytes);
-  const Parsed bad = Parse(small, {"--cache-limit", "1M"});
-  EXPECT_EQ(bad.rc, 2);
-  EXPECT_EQ(bad.err, "tool: --cache-limit must be at least 4MiB, got 1M\n");
 
   CLI::App choice;
   AddOption(choice, loader::kSplit, split);
   EXPECT_EQ(Parse(choice, {"--split", "valid"}).rc, 2);
+}
+
+// --remote KEY=VALUE,...: the table's group, each key bound and checked by its spec.
+struct RemoteApp {
+  CLI::App app;
+  loader::RemoteOptions flags;
+  RemoteApp() { AddRemoteFlags(app, flags); }
+};
+
+TEST(OptionFlags, AGroupSetsEachKeyItIsGiven) {
+  RemoteApp r;
+  EXPECT_THAT(r.app.help(), HasSubstr("cache-limit (at least 4MiB, default 10GiB): " +
+                                      std::string(loader::kCacheLimit.help)));
+  EXPECT_THAT(r.app.help(), HasSubstr("remote-retries (between 0 and 20, default 5)"));
+  EXPECT_THAT(r.app.help(), HasSubstr("s3-addressing ({auto,virtual,path}, default auto)"));
+  const Parsed ok =
+      Parse(r.app, {"--remote",
+                    "cache-dir=/c,cache-limit=20GiB,s3-addressing=path,remote-retries="
+                    "2,remote-in-flight=16,s3-endpoint=http://minio:9000"});
+  EXPECT_EQ(ok.rc, std::nullopt) << ok.err;
+  EXPECT_EQ(r.flags.cache_dir, "/c");
+  EXPECT_EQ(r.flags.cache_limit, std::uint64_t{20} << 30);
+  EXPECT_EQ(r.flags.s3_addressing, loader::RemoteOptions::S3Addressing::kPath);
+  EXPECT_EQ(r.flags.s3_endpoint, "http://minio:9000");
+  EXPECT_EQ(r.flags.retries, 2);
+  EXPECT_EQ(r.flags.max_in_flight, 16);
+}
+
+TEST(OptionFlags, AGroupRefusesBadInputInOneLine) {
+  const std::string keys =
+      "cache-dir, cache-limit, s3-endpoint, s3-addressing, remote-retries, remote-in-flight";
+  const std::vector<std::pair<std::vector<const char*>, std::string>> cases = {
+      {{"--remote", "cache-limit=1M"}, "--remote cache-limit must be at least 4MiB, got 1M"},
+      {{"--remote", "remote-retries=21"},
+       "--remote remote-retries must be between 0 and 20, got 21"},
+      {{"--remote", "retries=3"}, "--remote has no key 'retries' (its keys: " + keys + ")"},
+      {{"--remote", ","},
+       "--remote must be KEY=VALUE[,KEY=VALUE...] with KEY one of " + keys + ", got ','"},
+      {{"--remote", "cache-dir"},
+       "--remote must be KEY=VALUE[,KEY=VALUE...] with KEY one of " + keys + ", got 'cache-dir'"},
+      {{"--remote", "remote-retries=1,remote-retries=2"}, "--remote names remote-retries twice"},
+      {{"--remote", "remote-retries=1", "--remote", "cache-dir=/c"},
+       "--remote: At Most 1 required but received 2"},
+      {{"--remote", "s3-addressing=both"},
+       "--remote s3-addressing must be one of auto,virtual,path, got 'both'"},
+  };
+  for (const auto& [args, line] : cases) {
+    RemoteApp r;
+    const Parsed bad = Parse(r.app, args);
+    EXPECT_EQ(bad.rc, 2) << line;
+    EXPECT_EQ(bad.err, "tool: " + line + "\n");
+  }
+}
+
+// Every key of every group of the table is its spec's name in Python (with '-' for '_'), or,
+// where Python has none, its flag in the table without the dashes.
+TEST(OptionFlags, GroupKeysAreTheTablesNames) {
+  for (const loader::OptionGroup* group : loader::kOptionGroups) {
+    for (const loader::OptionGroupKey& key : group->keys) {
+      std::string name(key.spec.keyword.empty() ? key.spec.flag.substr(2) : key.spec.keyword);
+      std::replace(name.begin(), name.end(), '_', '-');
+      EXPECT_EQ(key.key, name);
+    }
+  }
 }
 
 TEST(OptionFlags, AFlagThatStartsOnCanBeTurnedOff) {

@@ -3,7 +3,8 @@
 // lists, the help line carries the table's help text, its choices and its default, and the tool
 // refuses a value just outside the table's range with the table's words:
 // "NAME: --flag must be RANGE, got VALUE", exit code 2. A tool that starts from another default
-// on purpose says so in ExpectedDefault below.
+// on purpose says so in ExpectedDefault below. The same holds for each key of a group flag
+// (--remote cache-limit=...) that a tool's --help lists under it.
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -143,6 +144,73 @@ void CheckOption(const std::string& name, const std::string& path, const HelpEnt
     const Output out = RunShell(Quote(path) + " " + flag + " " + Quote(value) + " 2>&1 >/dev/null");
     EXPECT_EQ(out.status, 2) << out.text;
     EXPECT_EQ(out.text, refusal + value + "\n");
+  }
+}
+
+// A group flag's key as --help lists it under the flag: "  KEY (RANGE, default D): HELP".
+std::string FindKeyHelp(const std::string& help, std::string_view flag, std::string_view key) {
+  const HelpEntry group = FindHelp(help, flag);
+  if (group.head.empty()) return {};
+  std::stringstream in(help.substr(help.find(std::string("  ") + std::string(flag) + " ")));
+  std::string line;
+  std::getline(in, line);  // the flag's own line
+  while (std::getline(in, line)) {
+    const std::size_t begin = line.find_first_not_of(' ');
+    if (begin == std::string::npos || line[begin] == '-') break;  // the next flag
+    if (line.compare(begin, key.size() + 1, std::string(key) + " ") == 0 ||
+        line.compare(begin, key.size() + 1, std::string(key) + ":") == 0) {
+      return line.substr(begin);
+    }
+  }
+  return {};
+}
+
+// Each key of a group flag the tool takes: its help line carries the spec's range, default
+// and help, and a value just outside the range is refused with the table's words,
+// "NAME: --group KEY must be RANGE, got VALUE".
+void CheckGroupKey(const std::string& name, const std::string& path, const OptionGroup& group,
+                   const OptionGroupKey& key, const std::string& line) {
+  const OptionSpec& spec = key.spec;
+  SCOPED_TRACE(name + " " + std::string(group.flag) + " " + std::string(key.key) + ": " + line);
+  EXPECT_NE(line.find(spec.help), std::string::npos) << "help differs from the table's";
+  const std::string range = RangeText(spec);
+  if (!range.empty()) {
+    EXPECT_NE(line.find("(" + range), std::string::npos) << "no range";
+  }
+  if (!spec.default_text.empty()) {
+    EXPECT_NE(line.find("default " + std::string(spec.default_text)), std::string::npos)
+        << "default differs from the table's";
+  }
+  for (std::string_view choice : spec.choices) {
+    EXPECT_NE(line.find(choice), std::string::npos) << "choice " << choice << " missing";
+  }
+  if (range.empty() || spec.kind == OptionKind::kSize) return;
+  const std::string prefix = std::string(group.flag) + " " + std::string(key.key);
+  for (const std::string& value : OutOfRange(spec)) {
+    const Output out = RunShell(Quote(path) + " " + std::string(group.flag) + " " +
+                                Quote(std::string(key.key) + "=" + value) + " 2>&1 >/dev/null");
+    EXPECT_EQ(out.status, 2) << out.text;
+    EXPECT_EQ(out.text, name + ": " + prefix + " must be " + range + ", got " + value + "\n");
+  }
+}
+
+TEST(OptionTable, ToolsShowAndCheckTheTablesGroups) {
+  const auto tools = Tools();
+  ASSERT_FALSE(tools.empty()) << "set TILEFEED_OPTION_TOOLS";
+  for (const auto& [name, path] : tools) {
+    const Output help = RunShell(Quote(path) + " --help 2>&1");
+    ASSERT_EQ(help.status, 0) << name << ": " << help.text;
+    for (const OptionGroup* group : kOptionGroups) {
+      if (FindHelp(help.text, group->flag).head.empty()) continue;
+      int keys = 0;
+      for (const OptionGroupKey& key : group->keys) {
+        const std::string line = FindKeyHelp(help.text, group->flag, key.key);
+        if (line.empty()) continue;  // a driver may take some of a group's keys
+        ++keys;
+        CheckGroupKey(name, path, *group, key, line);
+      }
+      EXPECT_GT(keys, 0) << name << " " << group->flag << " lists none of its keys";
+    }
   }
 }
 

@@ -14,7 +14,7 @@ tools named in the README's inline code (`tilefeed-pack SRC OUT --codec jpeg-ind
 checked too: each flag they show must be one the tool's --help lists, and each is run as
 written (INLINE below) with only the README's placeholders filled in: a demo dataset the
 test makes for DIR and SRC (256 images: the fewest that give 8 instances one full batch of
-train's default 32), a fresh folder for OUT, instance 0 of 1 for i and N, this
+train's default 32), a fresh folder for OUT, instance 0 of 1 for i/N, this
 host for h0, a free port for 5555 and one reader for "tcp://...,...". Every other word,
 default and flag is the README's.
 
@@ -59,7 +59,7 @@ INLINE = {
     "tilefeed-inspect OUT --verify": "run",
     "poprun --instances 8 ./train --data DIR":
         "run",  # 8 instances on 2 cores: poprun oversubscribes when it must
-    "tilefeed-serve --data DIR --bind tcp://127.0.0.1:5555 --instance-index i --instance-count N":
+    "tilefeed-serve --data DIR --bind tcp://127.0.0.1:5555 --slice i/N":
         "background",
     "train --readers tcp://h0:5555,... --data DIR": "run",
 }
@@ -177,7 +177,7 @@ def fill_placeholders(span, demo, out, port):
     for word in shlex.split(span):
         word = word.replace("tcp://h0:5555,...", "tcp://127.0.0.1:5555")
         word = word.replace(":5555", ":%d" % port)
-        words.append({"DIR": demo, "SRC": demo, "OUT": out, "i": "0", "N": "1"}.get(word, word))
+        words.append({"DIR": demo, "SRC": demo, "OUT": out, "i/N": "0/1"}.get(word, word))
     return words
 
 

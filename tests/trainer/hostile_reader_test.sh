@@ -3,7 +3,7 @@
 # hostile reader (tests/trainer/hostile_reader.py, the documented wire protocol) welcomes
 # the trainer on its own terms and then misshapes epoch 0 of 2 (epoch 1 and the bye as agreed); each way must end train with
 # rc != 0 and a line naming the reader and the fault. A reader that heartbeats but sends no
-# batch must end the job within --data-timeout (3 s here; the bound checked is 60 s, far
+# batch must end the job within --reader data-timeout= (3 s here; the bound checked is 60 s, far
 # above what load can add).
 #
 #   hostile_reader_test.sh PYTHON TRAIN HOSTILE_READER_PY
@@ -35,8 +35,8 @@ check() {
     sleep 0.05
   done
   endpoint=$(cat "$work/endpoint")
-  timeout 60 "$train" --readers "$endpoint" --core reference --classes 2 --hidden 8 \
-    --batch-size 4 --image-size 16 --epochs 2 --data-timeout 3 >"$work/$mode.log" 2>&1
+  timeout 60 "$train" --readers "$endpoint" --core reference:hidden=8 --classes 2 \
+    --batch-size 4 --image-size 16 --epochs 2 --reader data-timeout=3 >"$work/$mode.log" 2>&1
   rc=$?
   kill "$reader" 2>/dev/null
   wait "$reader" 2>/dev/null

@@ -54,7 +54,7 @@ while [ $run -lt "$runs" ]; do
   run=$((run + 1))
   # $! is poprun; its child mpirun starts the instances as its children.
   "$poprun" --instances 2 -- "$train" --data "$work/data/train" --image-size 32 \
-    --batch-size 4 --epochs 1000000 --workers 1 --hidden 16 --check-every 0 \
+    --batch-size 4 --epochs 1000000 --workers 1 --core reference:hidden=16 --check-every 0 \
     --collective-timeout "$timeout_s" >"$work/job.log" 2>&1 &
   job=$!
   # Wait (bounded) until training runs: the first epoch line.

@@ -24,7 +24,7 @@ for d in a b; do
   timeout 60 "$make_demo" "$work/$d" --classes 2 --train-per-class 16 --val-per-class 1 \
     --threads 1 --seed $seed >"$work/make_$d.log" 2>&1 || fail "tilefeed-make-demo failed"
 done
-common="--core synthetic --us-per-sample 1 --batch-size 4 --image-size 16 --workers 1"
+common="--core synthetic:us-per-sample=1 --batch-size 4 --image-size 16 --workers 1"
 
 # A reader of b refuses a trainer of a.
 timeout 60 "$serve" --data "$work/b/train" --bind 'tcp://127.0.0.1:*' --batch-size 4 \

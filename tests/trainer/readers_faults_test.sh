@@ -2,7 +2,7 @@
 # A job must never train silently on the wrong data or end early with exit 0; end to end with
 # the real tools: a reader and a trainer that disagree on what decides the samples are refused
 # with both values; a reader stopped (SIGTERM) or killed (SIGKILL) mid-stream fails the trainer
-# naming it; with --reconnect a restarted reader continues and the parameters equal an
+# naming it; with --reader reconnect= a restarted reader continues and the parameters equal an
 # uninterrupted run's; a resumed trainer refuses a reader pinned at another position or of
 # another dataset size, and a checkpoint in the retired remote format; a second reader on one
 # shm:// name is refused and the socket file goes with the first; a non-loopback bind needs
@@ -56,7 +56,7 @@ waitfor() {
 serve() {
   name=$1
   shift
-  timeout 900 "$reader" --workers 1 --prefetch 2 --batch-size 4 --image-size 32 \
+  timeout 900 "$reader" --workers 1 --prefetch-depth 2 --batch-size 4 --image-size 32 \
     --timeout "$silence" "$@" >"$work/$name.log" 2>&1 &
   pid=$!
   pids="$pids $pid"
@@ -74,7 +74,7 @@ timeout 300 "$make_demo" "$work/data" --classes 4 --train-per-class 16 --val-per
 timeout 300 "$make_demo" "$work/other" --classes 3 --train-per-class 16 --val-per-class 2 \
   --threads 2 >"$work/make_demo_other.log" 2>&1 || fail "tilefeed-make-demo failed"
 data="$work/data/train"
-common="--data $work/data --core synthetic --workers 1 --reader-timeout $silence"
+common="--data $work/data --core synthetic --workers 1 --reader timeout=$silence"
 sizes="--batch-size 4 --image-size 32"
 
 # --- Closed by default: a non-loopback bind needs CURVE or --insecure.
@@ -102,7 +102,7 @@ refused "batch size" "batch size: trainer 8, reader 4" --readers "$good" --epoch
 refused epochs "epochs: trainer 3, reader 2" $sizes --readers "$good" --epochs 3
 # shellcheck disable=SC2086
 timeout 300 "$train" --data "$work/other" --core synthetic --batch-size 4 --image-size 32 \
-  --workers 1 --readers "$good" --epochs 2 --reader-timeout "$silence" \
+  --workers 1 --readers "$good" --epochs 2 --reader timeout=$silence \
   >"$work/refused.log" 2>&1 &&
   fail "dataset: train exited 0"
 grep -q "dataset: trainer 48 samples" "$work/refused.log" || fail "dataset: $(cat "$work/refused.log")"
@@ -111,8 +111,7 @@ refused mode "mode: trainer train, reader eval" $sizes --readers "$endpoint" --e
 serve keep --data "$data" --bind 'tcp://127.0.0.1:*' --epochs 2 --no-drop-last
 refused "drop-last" "drop-last: trainer on, reader off" $sizes --readers "$endpoint" \
   --epochs 2
-serve half --data "$data" --bind 'tcp://127.0.0.1:*' --epochs 2 --drop-last --instance-index 1 \
-  --instance-count 2
+serve half --data "$data" --bind 'tcp://127.0.0.1:*' --epochs 2 --drop-last --slice 1/2
 refused slice "slice (instance/instances): trainer 0/1 (the whole dataset), reader 1/2" \
   $sizes --readers "$endpoint" --epochs 2
 # After all that, the agreeing trainer is served to the end.
@@ -124,8 +123,8 @@ grep -q "done: 32 steps" "$work/agree_train.log" || fail "the agreeing trainer d
 # --- A 3-class reader feeding a 2-class trainer (no --data to compare): the first label 2
 # is refused on receipt, naming the sample, instead of reaching the core.
 serve three --data "$work/other/train" --bind 'tcp://127.0.0.1:*' --epochs 1 --drop-last
-timeout 300 "$train" --core reference --classes 2 --hidden 8 $sizes --workers 1 \
-  --readers "$endpoint" --epochs 1 --reader-timeout "$silence" >"$work/labels.log" 2>&1 &&
+timeout 300 "$train" --core reference:hidden=8 --classes 2 $sizes --workers 1 \
+  --readers "$endpoint" --epochs 1 --reader timeout=$silence >"$work/labels.log" 2>&1 &&
   fail "a label 2 reached a 2-class core"
 grep -q "reader at $endpoint sent sample [0-9]* (batch [0-9]* of epoch 0) with label 2; this trainer has 2 classes" \
   "$work/labels.log" || fail "no line naming the bad label"
@@ -151,13 +150,14 @@ for signal in TERM KILL; do
   echo "readers_faults_test: SIG$signal of the reader: train rc $rc, '$why'"
 done
 
-# --- --reconnect: a reader killed and restarted on its port; the same parameters as an
+# --- --reader reconnect=: a reader killed and restarted on its port; the same parameters as an
 # uninterrupted run. The reference core's parameters depend on every sample.
-ref="--data $work/data --core reference --hidden 2048 --batch-size 4 --image-size 32 --workers 1 \
-  --reader-credits 1 --epochs 4 --reader-timeout $silence"
+ref="--data $work/data --core reference:hidden=2048 --batch-size 4 --image-size 32 --workers 1 \
+  --epochs 4"
+ref_reader="credits=1,timeout=$silence"
 serve whole --data "$data" --bind 'tcp://127.0.0.1:*' --epochs 4 --drop-last
 # shellcheck disable=SC2086
-timeout 300 "$train" $ref --readers "$endpoint" --checkpoint-every 20 \
+timeout 300 "$train" $ref --reader "$ref_reader" --readers "$endpoint" --checkpoint-every 20 \
   --checkpoint-dir "$work/ckpt" >"$work/whole_train.log" 2>&1 || fail "the uninterrupted run failed"
 want=$(sed -n 's/.*parameter checksum \([0-9]*\).*/\1/p' "$work/whole_train.log")
 [ -n "$want" ] || fail "no parameter checksum in the uninterrupted run"
@@ -165,24 +165,24 @@ want=$(sed -n 's/.*parameter checksum \([0-9]*\).*/\1/p' "$work/whole_train.log"
 serve first --data "$data" --bind 'tcp://127.0.0.1:*' --epochs 4 --drop-last
 port_endpoint=$endpoint
 # shellcheck disable=SC2086
-timeout 300 "$train" $ref --readers "$port_endpoint" --reconnect --reconnect-window 120 \
+timeout 300 "$train" $ref --readers "$port_endpoint" --reader "$ref_reader,reconnect=120" \
   >"$work/reconnect.log" 2>&1 &
 train_pid=$!
 waitfor "$work/reconnect.log" "epoch 0:" "$train_pid"
 kill -KILL "$rpid"
 serve second --data "$data" --bind "$port_endpoint" --epochs 4 --drop-last
-wait "$train_pid" || fail "train --reconnect failed"
+wait "$train_pid" || fail "train --reader reconnect= failed"
 grep -q "reconnecting at epoch" "$work/reconnect.log" || fail "train did not reconnect"
 got=$(sed -n 's/.*parameter checksum \([0-9]*\).*/\1/p' "$work/reconnect.log")
 [ "$got" = "$want" ] || fail "parameters after the reconnect $got, uninterrupted $want"
-echo "readers_faults_test: --reconnect continued; parameter checksum $got as uninterrupted"
+echo "readers_faults_test: --reader reconnect= continued; parameter checksum $got as uninterrupted"
 
 # --- A trainer killed mid-run and resumed from its checkpoint continues with the same
 # reader (which keeps serving, and takes the silent old trainer for dead) and ends with the
 # parameters of the uninterrupted run.
 serve keeps --data "$data" --bind 'tcp://127.0.0.1:*' --epochs 4 --drop-last
 # shellcheck disable=SC2086
-timeout 300 "$train" $ref --readers "$endpoint" --checkpoint-every 20 \
+timeout 300 "$train" $ref --reader "$ref_reader" --readers "$endpoint" --checkpoint-every 20 \
   --checkpoint-dir "$work/ckpt2" >"$work/killed.log" 2>&1 &
 killed=$!
 waitfor "$work/killed.log" "checkpoint: step 20" "$killed"
@@ -191,7 +191,7 @@ kill -KILL ${child%% *} 2>/dev/null
 wait "$killed"
 # shellcheck disable=SC2086
 timeout 300 "$train" $ref --readers "$endpoint" --checkpoint-dir "$work/ckpt2" --resume \
-  --reconnect --reconnect-window 120 >"$work/resumed_ok.log" 2>&1 ||
+  --reader "$ref_reader,reconnect=120" >"$work/resumed_ok.log" 2>&1 ||
   fail "the resumed trainer failed"
 got=$(sed -n 's/.*parameter checksum \([0-9]*\).*/\1/p' "$work/resumed_ok.log")
 [ "$got" = "$want" ] || fail "parameters after kill and resume $got, uninterrupted $want"
@@ -205,7 +205,7 @@ echo "readers_faults_test: killed trainer resumed against the same reader; param
 serve pinned --data "$data" --bind 'tcp://127.0.0.1:*' --epochs 4 --drop-last \
   --resume "tilefeed-loader-state v1 seed=0 epoch=0 position=0 size=64"
 # shellcheck disable=SC2086
-timeout 300 "$train" $ref --readers "$endpoint" --resume --checkpoint-dir "$work/ckpt" \
+timeout 300 "$train" $ref --reader "$ref_reader" --readers "$endpoint" --resume --checkpoint-dir "$work/ckpt" \
   >"$work/resumed.log" 2>&1 && fail "a resumed trainer took a reader at another position"
 grep -q "data position: trainer epoch [0-9]* position [0-9]*, reader epoch 0 position 0" \
   "$work/resumed.log" || fail "no data position line"
@@ -218,7 +218,7 @@ printf '%s\n%s\n\nfnv1a64=%s\n' \
   'tilefeed-checkpoint v1 step=20 epoch=1 core=reference parameters=0 velocity=0 global_batch=4' \
   'tilefeed-remote-state v1 epoch=1 position=64' 12216936293313675323 >"$work/old.ck/checkpoint.tfck"
 # shellcheck disable=SC2086
-timeout 300 "$train" $ref --readers "$endpoint" --resume --checkpoint-dir "$work/old.ck" \
+timeout 300 "$train" $ref --reader "$ref_reader" --readers "$endpoint" --resume --checkpoint-dir "$work/old.ck" \
   >/dev/null 2>"$work/old_checkpoint.log" && fail "a retired remote-state checkpoint was resumed"
 [ "$(wc -l <"$work/old_checkpoint.log")" -eq 1 ] || fail "the refusal is not one line"
 grep -qF "checkpoint $work/old.ck/checkpoint.tfck: its data position is in the retired format 'tilefeed-remote-state v1 epoch=1 position=64'" \
@@ -227,9 +227,9 @@ grep -qF "checkpoint $work/old.ck/checkpoint.tfck: its data position is in the r
 # --- A trainer without --data resumed against a reader of another dataset: the checkpoint's
 # data position names its dataset size, and the reader's differs.
 serve other --data "$work/other/train" --bind 'tcp://127.0.0.1:*' --epochs 4 --drop-last
-timeout 300 "$train" --core reference --hidden 2048 --classes 4 --batch-size 4 --image-size 32 \
+timeout 300 "$train" --core reference:hidden=2048 --classes 4 --batch-size 4 --image-size 32 \
   --workers 1 --epochs 4 --readers "$endpoint" --resume --checkpoint-dir "$work/ckpt" \
-  --reader-timeout "$silence" \
+  --reader timeout=$silence \
   >"$work/other_resumed.log" 2>&1 && fail "a checkpoint of 64 samples resumed on a reader of 48"
 grep -q "resume: the checkpoint's data position is in a dataset of 64 samples; the reader at $endpoint serves 48" \
   "$work/other_resumed.log" || fail "no line for the checkpoint's dataset size"

@@ -32,15 +32,15 @@ export OMPI_MCA_btl_vader_backing_directory="$work"
 timeout 300 "$make_demo" "$work/data" --classes 4 --train-per-class 16 --val-per-class 0 \
   --threads 2 >"$work/make_demo.log" 2>&1 || fail "tilefeed-make-demo failed"
 args="--data $work/data/train --core synthetic --workers 1 --batch-size 4 --image-size 32
-  --epochs 2 --reader-timeout 60 --collective-timeout 300"
+  --epochs 2 --reader timeout=60 --collective-timeout 300"
 
 # serve NAME ARGS...: a reader of slice 0/2 on a free loopback port; sets $endpoint.
 serve() {
   name=$1
   shift
   timeout 600 "$reader" --data "$work/data/train" --bind 'tcp://127.0.0.1:*' --workers 1 \
-    --batch-size 4 --image-size 32 --epochs 2 --drop-last --instance-index 0 \
-    --instance-count 2 --timeout 60 "$@" >"$work/$name.log" 2>&1 &
+    --batch-size 4 --image-size 32 --epochs 2 --drop-last --slice 0/2 \
+    --timeout 60 "$@" >"$work/$name.log" 2>&1 &
   pid=$!
   pids="$pids $pid"
   deadline=$(($(date +%s) + 300))

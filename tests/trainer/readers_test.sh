@@ -35,16 +35,16 @@ timeout 300 "$make_demo" "$work/data" --classes 4 --train-per-class 16 --val-per
 # Port 0 ("*"): the reader picks a free one and names it in its first line.
 # A peer may be silent for 60 s (both sides): far above what load and ASan cause.
 timeout 600 "$reader" --data "$work/data/train" --bind 'tcp://127.0.0.1:*' --batch-size 8 \
-  --image-size 32 --epochs 2 --workers 1 --prefetch 2 --instance-index 0 --instance-count 1 \
+  --image-size 32 --epochs 2 --workers 1 --prefetch-depth 2 --slice 0/1 \
   --drop-last --timeout 60 >"$work/reader.log" 2>&1 &
 reader_pid=$!
 
 reader_endpoint "$work/reader.log" "$reader_pid"
 echo "readers_test: reader on $endpoint"
 
-timeout 300 "$train" --readers "$endpoint" --data "$work/data" --core synthetic \
-  --us-per-sample 50 --batch-size 8 --image-size 32 --epochs 2 --workers 1 --check-every 4 \
-  --reader-timeout 60 \
+timeout 300 "$train" --readers "$endpoint" --data "$work/data" --core synthetic:us-per-sample=50 \
+  --batch-size 8 --image-size 32 --epochs 2 --workers 1 --check-every 4 \
+  --reader timeout=60 \
   --checkpoint-every 4 --checkpoint-dir "$work/ckpt" >"$work/train.log" 2>&1
 rc=$?
 cat "$work/train.log"
@@ -56,7 +56,7 @@ grep -q "done: 16 steps" "$work/train.log" || fail "train did not finish 16 step
 # One data position for both modes, so a checkpoint resumes either way. The last checkpoint
 # (step 16, after epoch 1's last batch) holds the loader state line that the same run on local
 # data writes.
-timeout 300 "$train" --data "$work/data" --core synthetic --us-per-sample 50 --batch-size 8 \
+timeout 300 "$train" --data "$work/data" --core synthetic:us-per-sample=50 --batch-size 8 \
   --image-size 32 --epochs 2 --workers 1 --checkpoint-every 4 --checkpoint-dir "$work/ckpt_local" \
   >"$work/train_local.log" 2>&1 || fail "the local run failed: $(cat "$work/train_local.log")"
 remote_position=$(sed -n 2p "$work/ckpt/checkpoint.tfck")

@@ -8,7 +8,7 @@
 # hosts.
 #   1. --data: 2 instances per host; the parameters are identical on all 4 (train checks),
 #      equal to the same job on one host, and the samples of each epoch are disjoint and
-#      cover the dataset (--trace-samples). The veth counters show the traffic crossed.
+#      cover the dataset (TILEFEED_TRACE_SAMPLES). The veth counters show the traffic crossed.
 #   2. --readers: four tilefeed-serve readers, each on the host opposite its instance, so
 #      every instance's batches cross the link too (CURVE on); same checks, and the same
 #      parameters as the local-read run.
@@ -92,7 +92,7 @@ export OMPI_MCA_btl_vader_backing_directory="$work"
 # 4 classes x 16: 64 samples, 16 per instance, 4 batches of 4 each, 4 steps an epoch.
 timeout 300 "$make_demo" "$work/data" --classes 4 --train-per-class 16 --val-per-class 1 \
   --threads 2 >"$work/make_demo.log" 2>&1 || fail "tilefeed-make-demo"
-common="--image-size 32 --batch-size 4 --epochs 2 --workers 1 --hidden 16 --seed 3 --check-every 1 --collective-timeout 300"
+common="--image-size 32 --batch-size 4 --epochs 2 --workers 1 --core reference:hidden=16 --seed 3 --check-every 1 --collective-timeout 300"
 
 # check_epochs NAME: each of epochs 0 and 1 of NAME's traces holds 0..63 once each.
 check_epochs() {
@@ -110,8 +110,8 @@ veth_bytes() {
 
 # The reference: the same job on one host (this namespace, shared memory).
 (unset OMPI_MCA_plm_rsh_agent OMPI_MCA_oob_tcp_if_include OMPI_MCA_btl_tcp_if_include OMPI_MCA_btl
- timeout 600 "$poprun" --instances 4 -- "$train" --data "$work/data/train" $common \
-   --trace-samples "$work/one.trace" >"$work/one.log" 2>&1) || fail "the one-host job failed"
+ timeout 600 "$poprun" --instances 4 -- env "TILEFEED_TRACE_SAMPLES=$work/one.trace" "$train" \
+   --data "$work/data/train" $common >"$work/one.log" 2>&1) || fail "the one-host job failed"
 one=$(checksum one)
 [ -n "$one" ] || fail "the one-host job printed no checksum"
 check_epochs one
@@ -119,7 +119,7 @@ check_epochs one
 # 1. Two hosts, local reads.
 before=$(veth_bytes)
 timeout 600 ip netns exec "tilefeed-h0-$tag" "$poprun" --hosts h0,h1 --instances 4 -- \
-  "$train" --data "$work/data/train" $common --trace-samples "$work/two.trace" \
+  env "TILEFEED_TRACE_SAMPLES=$work/two.trace" "$train" --data "$work/data/train" $common \
   >"$work/two.log" 2>&1 || fail "the two-host job failed"
 after=$(veth_bytes)
 grep -qx h1 "$work/agent-hosts" || fail "mpirun never started an orted on h1"
@@ -140,16 +140,16 @@ for i in 0 1 2 3; do
   ip netns exec "tilefeed-$host-$tag" timeout 900 "$reader" --data "$work/data/train" \
     --bind "tcp://$addr:$((5555 + i))" --curve-secret-key "$work/reader.key" --curve-allow "$work/trainer.pub" --batch-size 4 \
     --timeout 60 \
-    --image-size 32 --epochs 2 --seed 3 --workers 1 --prefetch 2 --drop-last \
-    --instance-index $i --instance-count 4 >"$work/reader$i.log" 2>&1 &
+    --image-size 32 --epochs 2 --seed 3 --workers 1 --prefetch-depth 2 --drop-last \
+    --slice $i/4 >"$work/reader$i.log" 2>&1 &
   reader_pids="$reader_pids $!"
   endpoints="$endpoints${endpoints:+,}tcp://$addr:$((5555 + i))"
 done
 before=$(veth_bytes)
 timeout 600 ip netns exec "tilefeed-h0-$tag" "$poprun" --hosts h0,h1 --instances 4 -- \
-  "$train" --readers "$endpoints" --curve-server-key "$work/reader.pub" --curve-key "$work/trainer.key" --classes 4 $common \
-  --reader-timeout 60 \
-  --trace-samples "$work/remote.trace" >"$work/remote.log" 2>&1 ||
+  env "TILEFEED_TRACE_SAMPLES=$work/remote.trace" "$train" --readers "$endpoints" --classes 4 $common \
+  --reader "curve-server-key=$work/reader.pub,curve-key=$work/trainer.key,timeout=60" \
+  >"$work/remote.log" 2>&1 ||
   fail "the two-host job with readers failed"
 after=$(veth_bytes)
 for p in $reader_pids; do wait "$p" || fail "a reader exited with $?"; done

@@ -63,7 +63,7 @@ timeout 300 "$make_demo" "$work/data" --classes 4 --train-per-class 16 --val-per
 # 128 descriptors: enough for the reader and one trainer, far fewer than the flood.
 prlimit --nofile=128:128 timeout 600 "$reader" --data "$work/data/train" \
   --bind 'tcp://127.0.0.1:*' --batch-size 8 --image-size 32 --epochs 8 --drop-last \
-  --workers 1 --prefetch 2 --timeout "$silence" >"$work/reader.log" 2>&1 &
+  --workers 1 --prefetch-depth 2 --timeout "$silence" >"$work/reader.log" 2>&1 &
 reader_pid=$!
 waitfor "$work/reader.log" " on tcp://" "$reader_pid"
 endpoint=$(sed -n 's/.* on \(tcp:\/\/127\.0\.0\.1:[0-9]*\).*/\1/p' "$work/reader.log" | head -n 1)
@@ -74,9 +74,9 @@ serve_pid=$(pgrep -P "$reader_pid" | head -n 1)
 # A trainer of 8 epochs of 8 steps that cost 16 ms of CPU each (the synthetic core is
 # calibrated), stopped after its first epoch until the flood has been measured: the 7 left
 # need 0.9 s of CPU, so it cannot end between its epoch line and the stop.
-timeout 600 "$train" --readers "$endpoint" --data "$work/data/train" --core synthetic \
-  --us-per-sample 2000 --epochs 8 --batch-size 8 --image-size 32 --workers 1 \
-  --reader-timeout "$silence" >"$work/train.log" 2>&1 &
+timeout 600 "$train" --readers "$endpoint" --data "$work/data/train" --core synthetic:us-per-sample=2000 \
+  --epochs 8 --batch-size 8 --image-size 32 --workers 1 \
+  --reader timeout=$silence >"$work/train.log" 2>&1 &
 train_pid=$!
 waitfor "$work/train.log" "epoch 0:" "$train_pid"
 trainer=$(pgrep -P "$train_pid" | head -n 1)

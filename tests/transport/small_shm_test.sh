@@ -33,7 +33,7 @@ timeout 60 "$make_demo" "$work/data" --classes 2 --train-per-class 16 --val-per-
 
 # 1. A ring of 8 slots of 32 images of 64x64 (about 3.2 MB) in 1 MiB: one line, rc 1.
 timeout 60 "$serve" --data "$work/data/train" --bind shm://small-$$ --batch-size 32 \
-  --image-size 64 --prefetch 8 --workers 1 >"$work/big.log" 2>&1
+  --image-size 64 --prefetch-depth 8 --workers 1 >"$work/big.log" 2>&1
 rc=$?
 [ $rc -eq 1 ] || fail "a ring larger than /dev/shm: reader rc $rc, expected 1"
 [ "$(wc -l <"$work/big.log")" -eq 2 ] || fail "expected the data line and one error line"
@@ -43,7 +43,7 @@ echo "small_shm_test: reader: $(tail -1 "$work/big.log")"
 
 # 2. A ring that fits at startup, then /dev/shm fills up: the trainer is refused with why.
 timeout 120 "$serve" --data "$work/data/train" --bind shm://fits-$$ --batch-size 4 \
-  --image-size 32 --prefetch 2 --workers 1 --epochs 1 --drop-last >"$work/fits.log" 2>&1 &
+  --image-size 32 --prefetch-depth 2 --workers 1 --epochs 1 --drop-last >"$work/fits.log" 2>&1 &
 reader=$!
 i=0
 while ! grep -q " on ipc://" "$work/fits.log" 2>/dev/null; do

@@ -1,7 +1,7 @@
 // The one mapping between loader options and session terms (transport/loader_terms.h),
 // and the streams a trainer owns (tilefeed/transport/streams.h): a reader that is lost and
 // replaced continues at the trainer's position, nothing lost or repeated. A reader process
-// replaced under train --reconnect is tested through the tools
+// replaced under train --reader reconnect= is tested through the tools
 // (tests/trainer/readers_faults_test.sh).
 
 #include "tilefeed/transport/streams.h"
@@ -185,7 +185,7 @@ TEST(ReconnectingStream, WithoutAWindowALostReaderIsAnError) {
 // connected: every reconnect went unanswered until the window closed (the new reader, never
 // reached, logged nothing). It took the drop to land in that window, about 1 run in 5 with
 // two test processes on two cores; a reader process stopped by SIGTERM under
-// `train --reconnect` meets the same window. The 120 s window is a safety net only.
+// `train --reader reconnect=` meets the same window. The 120 s window is a safety net only.
 TEST(ReconnectingStream, AReplacedReaderContinuesAtThePositionNothingLostOrRepeated) {
   // ipc://: a tcp:// port given back on loopback may meanwhile go to another connection's
   // end (or the reconnecting trainer's own), and the test would test the kernel's ports.

@@ -52,7 +52,7 @@ class Reader:
         self.process = subprocess.Popen(
             [tool("TILEFEED_SERVE"), "--data", str(data), "--bind", bind, "--batch-size",
              str(BATCH), "--image-size", str(IMAGE), "--epochs", str(EPOCHS), "--workers", "1",
-             "--prefetch", "2", *args], stdout=subprocess.DEVNULL, stderr=self.log)
+             "--prefetch-depth", "2", *args], stdout=subprocess.DEVNULL, stderr=self.log)
         deadline = time.monotonic() + DEADLINE
         while True:
             self.log.seek(0)

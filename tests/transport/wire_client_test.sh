@@ -32,7 +32,7 @@ serve() {  # serve LOG ARGS...
   log=$1
   shift
   timeout 120 "$reader" --data "$work/data/train" --batch-size 8 --image-size 32 --epochs 2 \
-    --drop-last --workers 1 --prefetch 2 "$@" >"$work/$log" 2>&1 &
+    --drop-last --workers 1 --prefetch-depth 2 "$@" >"$work/$log" 2>&1 &
   reader_pid=$!
   i=0
   until grep -q " on \(tcp\|ipc\)://" "$work/$log"; do
