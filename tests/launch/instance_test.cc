@@ -1,10 +1,10 @@
-#include "tilefeed/launch/launch.h"
-
 #include <gtest/gtest.h>
 
 #include <map>
 #include <stdexcept>
 #include <string>
+
+#include "tilefeed/launch/launch.h"
 
 namespace tilefeed::launch {
 namespace {

@@ -182,8 +182,8 @@ TEST(SyntheticCore, DoesItsCalibratedWorkAndLearnsTheChannelMeans) {
 }
 
 TEST(SyntheticCore, ZeroCostDoesNoKernelWorkAndLearnsTheSame) {
-  // --core synthetic:us-per-sample=0 is the intake benchmark's "the loader is the limit": no loop, no
-  // normalisation (a 1 ns/pixel normalisation does not fit a zero budget).
+  // --core synthetic:us-per-sample=0 is the intake benchmark's "the loader is the limit": no loop,
+  // no normalisation (a 1 ns/pixel normalisation does not fit a zero budget).
   const KernelCalibration fixed{200.0, 1.0};
   SyntheticCore free_core(0, fixed);
   SyntheticCore paid_core(500, KernelCalibration{200.0, 0.0});

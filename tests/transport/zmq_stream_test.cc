@@ -1,5 +1,3 @@
-#include "tilefeed/transport/streams.h"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -14,6 +12,7 @@
 
 #include "loader/image_folder.h"
 #include "tests/transport/test_data.h"
+#include "tilefeed/transport/streams.h"
 #include "transport/curve.h"
 #include "transport/reader_endpoint.h"
 #include "transport/wire.h"
