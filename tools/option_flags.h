@@ -217,15 +217,21 @@ inline std::string TakeGroup(const std::string& text, const std::vector<GroupKey
   while (std::getline(items, item, ',')) {
     const std::size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0) {
-      return "must be KEY=VALUE[,KEY=VALUE...] with KEY one of " + names + ", got '" + text + "'";
+      return std::string("must be KEY=VALUE[,KEY=VALUE...] with KEY one of ")
+          .append(names)
+          .append(", got '")
+          .append(text)
+          .append("'");
     }
     const std::string key = item.substr(0, eq);
     const auto bound = std::find_if(keys.begin(), keys.end(),
                                     [&key](const GroupKeyBinding& k) { return k.key.key == key; });
-    if (bound == keys.end()) return "has no key '" + key + "' (its keys: " + names + ")";
+    if (bound == keys.end()) {
+      return std::string("has no key '").append(key).append("' (its keys: ").append(names) + ")";
+    }
     if (seen.find("," + key + ",") != std::string::npos) return "names " + key + " twice";
     seen.append(key).append(",");
-    const std::string problem = bound->take(item.substr(eq + 1), store);
+    std::string problem = bound->take(item.substr(eq + 1), store);
     if (!problem.empty()) return problem;
   }
   return {};

@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
         ++batches;
       }
       std::printf("epoch=%llu batches=%zu digest=%016llx\n",
-                  static_cast<unsigned long long>(first_epoch + e), batches,
+                  static_cast<unsigned long long>(first_epoch) + e, batches,
                   static_cast<unsigned long long>(digest.value()));
     }
   } catch (const std::exception& e) {

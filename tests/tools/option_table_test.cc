@@ -187,10 +187,15 @@ void CheckGroupKey(const std::string& name, const std::string& path, const Optio
   if (range.empty() || spec.kind == OptionKind::kSize) return;
   const std::string prefix = std::string(group.flag) + " " + std::string(key.key);
   for (const std::string& value : OutOfRange(spec)) {
-    const Output out = RunShell(Quote(path) + " " + std::string(group.flag) + " " +
-                                Quote(std::string(key.key) + "=" + value) + " 2>&1 >/dev/null");
+    std::string command = Quote(path);
+    command.append(" ").append(group.flag).append(" ");
+    command.append(Quote(std::string(key.key).append("=").append(value)))
+        .append(" 2>&1 >/dev/null");
+    const Output out = RunShell(command);
     EXPECT_EQ(out.status, 2) << out.text;
-    EXPECT_EQ(out.text, name + ": " + prefix + " must be " + range + ", got " + value + "\n");
+    std::string expected = name;
+    expected.append(": ").append(prefix).append(" must be ").append(range);
+    EXPECT_EQ(out.text, expected.append(", got ").append(value).append("\n"));
   }
 }
 

@@ -52,7 +52,7 @@ loader::LoaderOptions Unusual() {
 }
 
 // A start state other than epoch 0.
-const loader::LoaderState kUnusualStart{7, 3, 40, 100};
+constexpr loader::LoaderState kUnusualStart{7, 3, 40, 100};
 
 TEST(LoaderTerms, EveryOptionThatDecidesTheSamplesIsInTheTerms) {
   const SessionTerms t = TermsOf(Unusual(), {100, 0xabc}, 9, kUnusualStart);
