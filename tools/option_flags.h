@@ -212,23 +212,18 @@ inline std::string TakeGroup(const std::string& text, const std::vector<GroupKey
                              bool store) {
   std::string names, seen = ",";
   for (const GroupKeyBinding& k : keys) names.append(names.empty() ? "" : ", ").append(k.key.key);
+  std::string malformed =
+      "must be KEY=VALUE[,KEY=VALUE...] with KEY one of " + names + ", got '" + text + "'";
+  const std::string its_keys = "' (its keys: " + names + ")";  // after "has no key 'KEY"
   std::stringstream items(text + ",");
   std::string item;
   while (std::getline(items, item, ',')) {
     const std::size_t eq = item.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      return std::string("must be KEY=VALUE[,KEY=VALUE...] with KEY one of ")
-          .append(names)
-          .append(", got '")
-          .append(text)
-          .append("'");
-    }
+    if (eq == std::string::npos || eq == 0) return malformed;
     const std::string key = item.substr(0, eq);
     const auto bound = std::find_if(keys.begin(), keys.end(),
                                     [&key](const GroupKeyBinding& k) { return k.key.key == key; });
-    if (bound == keys.end()) {
-      return std::string("has no key '").append(key).append("' (its keys: ").append(names) + ")";
-    }
+    if (bound == keys.end()) return std::string("has no key '").append(key).append(its_keys);
     if (seen.find("," + key + ",") != std::string::npos) return "names " + key + " twice";
     seen.append(key).append(",");
     std::string problem = bound->take(item.substr(eq + 1), store);
