@@ -216,8 +216,7 @@ inline std::string TakeGroup(const std::string& text, const std::vector<GroupKey
       "must be KEY=VALUE[,KEY=VALUE...] with KEY one of " + names + ", got '" + text + "'";
   const std::string its_keys = "' (its keys: " + names + ")";  // after "has no key 'KEY"
   std::stringstream items(text + ",");
-  std::string item;
-  while (std::getline(items, item, ',')) {
+  for (std::string item; std::getline(items, item, ',');) {
     const std::size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0) return malformed;
     const std::string key = item.substr(0, eq);
