@@ -4,7 +4,10 @@
     python3 tests/support/surface.py [SOURCE_DIR [BUILD_DIR]]
 
 SOURCE_DIR defaults to the checkout that holds this script, BUILD_DIR to its build/ci when
-that tree has the tools (./run.sh test's Release tree).
+that tree has the tools (./run.sh test's Release tree). A tool older than the sources that
+define the flags (tools/, metrics/cli.*, loader/option_specs.*), or a Python package whose
+copied .py files differ from SOURCE_DIR's, was built from another tree: it is not counted,
+and the line says so.
 
 One way per concern (STYLE.md) has a budget, and this script holds it. Each row is a count,
 its bound (the most the tree may have: a test failure above it) and the goal issue 38 set.
@@ -121,10 +124,17 @@ def component_dependencies(source):
     return {c: sorted(closure(c)) for c in COMPONENTS}
 
 
-def help_flags(build, tool):
-    """The long flags TOOL --help lists (not --help itself)."""
+def flag_sources_time(source):
+    """When the newest of the sources that define the tools' flags changed."""
+    files = tracked(source, "tools", "metrics/cli.h", "metrics/cli.cc", "loader/option_specs.h",
+                    "loader/option_specs.cc")
+    return max(f.stat().st_mtime for f in files if f.exists())
+
+
+def help_flags(build, tool, sources_time):
+    """The long flags TOOL --help lists (not --help itself); None without a current TOOL."""
     exe = Path(build, "tools", tool)
-    if not exe.exists():
+    if not exe.exists() or exe.stat().st_mtime < sources_time:
         return None
     text = subprocess.run([str(exe), "--help"], capture_output=True, text=True,
                           timeout=60).stdout
@@ -142,10 +152,15 @@ def codec_values(help_text):
     return [v for v in m.group(1).split(",") if v and v != "auto"] if m else []
 
 
-def loader_keywords(build):
+def loader_keywords(build, source):
     python = Path(build, "python")
     if not Path(python, "tilefeed").exists():
         return None
+    for f in tracked(source, "python/tilefeed"):
+        if f.suffix == ".py" and (not Path(python, "tilefeed", f.name).exists()
+                                  or Path(python, "tilefeed", f.name).read_bytes()
+                                  != f.read_bytes()):
+            return None  # the build's package is another tree's
     sys.path.insert(0, str(python))
     import tilefeed  # noqa: E402 (the build's module)
     parameters = inspect.signature(tilefeed.Loader.__init__).parameters
@@ -172,8 +187,9 @@ def main(argv):
         "goal: below the 32,792 of the tree before issue 38")
     notes["longest file in the library folders and python/ (lines)"] = path
     if build is not None:
+        sources_time = flag_sources_time(source)
         for tool in ("train", "tilefeed-serve", "tilefeed-pack", "tilefeed-inspect"):
-            found = help_flags(build, tool)
+            found = help_flags(build, tool, sources_time)
             if found is None:
                 continue
             counts[f"{tool} flags"] = len(found[0])
@@ -181,13 +197,14 @@ def main(argv):
                 values = codec_values(found[1])
                 counts["record encodings (tilefeed-pack --codec values)"] = len(values)
                 notes["record encodings (tilefeed-pack --codec values)"] = ", ".join(values)
-        keywords = loader_keywords(build)
+        keywords = loader_keywords(build, source)
         if keywords is not None:
             counts["tilefeed.Loader keywords"] = len(keywords)
     failed = False
     for name, (bound, goal) in BOUNDS.items():
         if name not in counts:
-            print(f"{name}: not counted (no build given, or it lacks the tool)")
+            print(f"{name}: not counted (no build given, it lacks the tool, or the tool was "
+                  f"built from another tree: rebuild)")
             continue
         over = counts[name] > bound
         failed |= over
