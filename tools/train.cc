@@ -574,11 +574,12 @@ transport::StreamOptions ReaderStreamOptions(const Instance& job,
 // Disaggregated mode: trains on this instance's reader's batches. --epochs, --seed (for
 // data), --workers and --prefetch-depth here only shape the local validation loader.
 void TrainFromReader(Instance& job, trainer::Trainer& trainer,
-                     const loader::LoaderOptions& loader_options, const loader::LoaderState& start,
+                     const loader::LoaderOptions& loader_options,
                      const std::optional<trainer::Checkpoint>& checkpoint,
                      const trainer::Trainer::ValidationFactory& make_validation) {
   transport::Context context;
-  const transport::StreamOptions stream_options = ReaderStreamOptions(job, loader_options, start);
+  const transport::StreamOptions stream_options = ReaderStreamOptions(
+      job, loader_options, checkpoint ? checkpoint->data_position : loader::LoaderState{});
   std::optional<std::chrono::milliseconds> reconnect;
   if (job.args.reconnect_window > 0) reconnect = tools::Milliseconds(job.args.reconnect_window);
   transport::ReconnectingStream stream(
@@ -681,8 +682,7 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
   }
   const trainer::Trainer::ValidationFactory make_validation = MakeValidation(job, loader_options);
   if (job.remote()) {
-    TrainFromReader(job, trainer, loader_options, start.value_or(loader::LoaderState{}), checkpoint,
-                    make_validation);
+    TrainFromReader(job, trainer, loader_options, checkpoint, make_validation);
   } else {
     TrainFromData(job, trainer, metrics, loader_options, start, make_validation);
   }
