@@ -283,6 +283,26 @@ class PyBatch {
         dtype_(data_->dtype),
         substituted_(data_->batch.substituted()) {}
 
+  // A batch on a GPU (tilefeed.cuda): its tensors are copies out of the device feed's ring
+  // and hold no loader slot. `dtype` is one of DTypeName's.
+  PyBatch(py::object images, py::object labels, std::uint64_t epoch, std::uint64_t index,
+          std::size_t size, int height, int width, const std::string& layout,
+          const std::string& dtype, py::object copy_events)
+      : device_(Device{std::move(images), std::move(labels), std::move(copy_events)}),
+        epoch_(epoch),
+        index_(index),
+        size_(size),
+        height_(height),
+        width_(width),
+        layout_(layout == "nchw" ? loader::Layout::kNchw : loader::Layout::kNhwc),
+        dtype_(loader::OutputDType::kUint8),
+        substituted_(0) {
+    for (auto type : {loader::OutputDType::kFloat16, loader::OutputDType::kBFloat16,
+                      loader::OutputDType::kFloat32}) {
+      if (dtype == DTypeName(type)) dtype_ = type;
+    }
+  }
+
   std::uint64_t epoch() const { return epoch_; }
   std::uint64_t index() const { return index_; }
   std::size_t size() const { return size_; }
@@ -291,9 +311,16 @@ class PyBatch {
   std::string layout() const { return LayoutName(layout_); }
   std::string dtype() const { return DTypeName(dtype_); }
   std::size_t substituted() const { return substituted_; }
-  bool released() const { return data_ == nullptr; }
+  bool released() const { return data_ == nullptr && !device_; }
+  // "cpu", or the GPU tensors' device ("cuda:0").
+  std::string device() const {
+    return device_ ? py::str(device_->images.attr("device")).cast<std::string>() : "cpu";
+  }
+  // The CUDA events around the feed's copy with tilefeed.cuda's timing=True, else None.
+  py::object copy_events() const { return device_ ? device_->copy_events : py::none(); }
 
-  py::array images() const {
+  py::object images() const {
+    if (device_) return device_->images;
     const BatchData& d = Live();
     const ImageShape s = ShapeOf(size_, height_, width_, layout_);
     py::dtype type = py::dtype::of<std::uint8_t>();
@@ -312,7 +339,8 @@ class PyBatch {
                      Keeper(data_));
   }
 
-  py::array labels() {
+  py::object labels() {
+    if (device_) return device_->labels;
     Live();
     if (!labels_) {
       py::array_t<std::int64_t> out(static_cast<py::ssize_t>(size_));
@@ -323,10 +351,11 @@ class PyBatch {
     return labels_;
   }
 
-  py::array labels_int32() const { return ReadOnly(Live().labels); }
-  py::array sample_indices() const { return ReadOnly(Live().indices); }
+  py::array labels_int32() const { return ReadOnly(Live("labels_int32").labels); }
+  py::array sample_indices() const { return ReadOnly(Live("sample_indices").indices); }
 
-  py::capsule dlpack() const {
+  py::object dlpack(const py::object& stream) const {
+    if (device_) return device_->images.attr("__dlpack__")(py::arg("stream") = stream);
     Live();
     auto* ctx = new DlpackContext{data_, ShapeOf(size_, height_, width_, layout_), {}};
     DLTensor& t = ctx->tensor.dl_tensor;
@@ -348,14 +377,21 @@ class PyBatch {
     return py::reinterpret_steal<py::capsule>(capsule);
   }
 
+  py::tuple dlpack_device() const {
+    if (device_) return device_->images.attr("__dlpack_device__")();
+    return py::make_tuple(static_cast<int>(kDLCPU), 0);
+  }
+
   py::object torch() const {
-    return py::module_::import("torch.utils.dlpack").attr("from_dlpack")(dlpack());
+    if (device_) return device_->images;
+    return py::module_::import("torch.utils.dlpack").attr("from_dlpack")(dlpack(py::none()));
   }
 
   // images, labels = batch, as a DataLoader batch unpacks: torch tensors where torch imports
   // (the images are torch(), the zero-copy view; the labels int64), else numpy (images(),
   // labels()). The images hold the slot as any view does.
   py::iterator Unpack() {
+    if (device_) return py::iter(py::make_tuple(device_->images, device_->labels));
     py::object torch_module;
     try {
       torch_module = py::module_::import("torch");
@@ -372,7 +408,7 @@ class PyBatch {
       explicit Holder(std::shared_ptr<BatchData> d) : data(std::move(d)) {}
       std::shared_ptr<BatchData> data;
     };
-    const BatchData& d = Live();
+    const BatchData& d = Live("host memory");
     const transport::BatchMeta meta{
         epoch_, index_, size_,   height_,
         width_, 3,      layout_, static_cast<std::uint32_t>(substituted_)};
@@ -382,11 +418,17 @@ class PyBatch {
   // Drops this object's hold on the slot; views handed out keep their own.
   void release() {
     data_.reset();
+    device_.reset();
     labels_ = py::object();
   }
 
  private:
-  const BatchData& Live() const {
+  // The slot's memory; `what` names a view a GPU batch does not have.
+  const BatchData& Live(const char* what = nullptr) const {
+    if (device_ && what != nullptr) {
+      throw py::type_error(std::string("tilefeed.Batch: a batch on the GPU has no ") + what +
+                           " (images and labels are its tensors)");
+    }
     if (!data_) {
       throw py::value_error(
           "tilefeed.Batch: released (the iterator advanced, or release() was called). To "
@@ -405,8 +447,12 @@ class PyBatch {
     return out;
   }
 
+  struct Device {
+    py::object images, labels, copy_events;
+  };
   std::shared_ptr<BatchData> data_;
-  py::object labels_;  // the int64 copy, made on first use
+  std::optional<Device> device_;  // set for a batch on a GPU (data_ is then null)
+  py::object labels_;             // the int64 copy, made on first use
   std::uint64_t epoch_;
   std::uint64_t index_;
   std::size_t size_;
@@ -677,11 +723,12 @@ void RegisterFunctions(py::module_& m) {
 
 void RegisterBatch(py::module_& m) {
   py::class_<PyBatch>(m, "Batch",
-                      "One batch; `images, labels = batch` unpacks it. Its memory is a loader "
-                      "slot: .images, .sample_indices, .torch() and the unpacked images are "
-                      "views of it. The slot returns to the loader once this "
-                      "Batch is released (the iterator advanced, or release()) and every view "
-                      "made from it is gone.")
+                      "One batch, on the CPU or a GPU; `images, labels = batch` unpacks it. "
+                      "On the CPU its memory is a loader slot: .images, .sample_indices, "
+                      ".torch() and the unpacked images are views of it. The slot returns to "
+                      "the loader once this Batch is released (the iterator advanced, or "
+                      "release()) and every view made from it is gone. On a GPU (device="
+                      "'cuda'), images and labels are CUDA tensors that hold no slot.")
       .def_property_readonly("epoch", &PyBatch::epoch, "the epoch this batch belongs to")
       .def_property_readonly("index", &PyBatch::index, "batch number within the epoch")
       .def_property_readonly("size", &PyBatch::size, "samples; the last batch may be short")
@@ -693,26 +740,39 @@ void RegisterBatch(py::module_& m) {
                              "'float32'")
       .def_property_readonly("substituted", &PyBatch::substituted,
                              "bad samples replaced in this batch")
+      .def_property_readonly("device", &PyBatch::device,
+                             "where the images and labels are: 'cpu' or the GPU's ('cuda:0')")
       .def_property_readonly("released", &PyBatch::released,
                              "True once this Batch gave up its slot (views keep theirs)")
       .def_property_readonly(
           "images", &PyBatch::images,
           "numpy view of the images in the loader's dtype, NHWC or NCHW (no copy; "
-          "bfloat16 has no numpy type: use torch())")
-      .def_property_readonly("labels", &PyBatch::labels, "int64 numpy array (a copy)")
+          "bfloat16 has no numpy type: use torch()); on a GPU, the CUDA tensor")
+      .def_property_readonly("labels", &PyBatch::labels,
+                             "int64 numpy array (a copy); on a GPU, the int64 CUDA tensor")
       .def_property_readonly("labels_int32", &PyBatch::labels_int32,
                              "int32 numpy view of the labels, read-only (no copy)")
       .def_property_readonly("sample_indices", &PyBatch::sample_indices,
                              "uint64 numpy view of the dataset indices, read-only (no copy)")
       .def("torch", &PyBatch::torch,
            "the images as a torch tensor of the loader's dtype via DLPack (no copy)")
-      .def(
-          "__dlpack__", [](const PyBatch& b, const py::object& /*stream*/) { return b.dlpack(); },
-          py::arg("stream") = py::none(),
-          "the images as a DLPack capsule (no copy), for torch.from_dlpack and friends")
-      .def(
-          "__dlpack_device__", [](const PyBatch&) { return py::make_tuple(kDLCPU, 0); },
-          "(kDLCPU, 0): the images are in host memory")
+      .def("__dlpack__", &PyBatch::dlpack, py::arg("stream") = py::none(),
+           "the images as a DLPack capsule (no copy), for torch.from_dlpack and friends")
+      .def("__dlpack_device__", &PyBatch::dlpack_device,
+           "(kDLCPU, 0) for host memory, else the GPU tensor's")
+      .def_property_readonly("copy_events", &PyBatch::copy_events,
+                             "a GPU batch of tilefeed.cuda's timing=True: (start, end) CUDA "
+                             "events around its copy and conversion on the feed's stream; "
+                             "else None")
+      .def_static(
+          "_on_device",
+          [](py::object images, py::object labels, std::uint64_t epoch, std::uint64_t index,
+             std::size_t size, int height, int width, const std::string& layout,
+             const std::string& dtype, py::object copy_events) {
+            return PyBatch(std::move(images), std::move(labels), epoch, index, size, height, width,
+                           layout, dtype, std::move(copy_events));
+          },
+          "a batch on a GPU (tilefeed.cuda): its images and labels tensors")
       .def("release", &PyBatch::release,
            "drops this object's hold on the slot; views keep their own")
       .def("__iter__", &PyBatch::Unpack,
@@ -724,7 +784,7 @@ void RegisterBatch(py::module_& m) {
         return "<tilefeed.Batch epoch=" + std::to_string(b.epoch()) +
                " index=" + std::to_string(b.index()) + " size=" + std::to_string(b.size()) + " " +
                std::to_string(b.height()) + "x" + std::to_string(b.width()) + " " + b.layout() +
-               (b.released() ? " released" : "") + ">";
+               (b.released() ? " released" : " " + b.device()) + ">";
       });
 }
 

@@ -194,11 +194,33 @@ def test_gpu_batch_is_ready_on_the_callers_stream(folder):
     gpu.stop()
 
 
-def test_cuda_batch_unpacks_as_a_cpu_batch():
-    """images, labels = batch for a CudaBatch as for a Batch (its host side: no GPU needed)."""
-    images, labels = torch.zeros(2, 3, 4, 4), torch.tensor([1, 0])
-    x, y = tilefeed.cuda.CudaBatch(images, labels, 0, 0, 2)
-    assert x is images and y is labels
+def test_a_gpu_batch_is_a_tilefeed_batch():
+    """One batch type: the GPU feed's batches are tilefeed.Batch objects that unpack, size and
+    release as a CPU batch does (their host side: no GPU needed, CPU tensors stand in)."""
+    images = torch.zeros(2, 3, 4, 5, dtype=torch.bfloat16)
+    labels = torch.tensor([1, 0])
+    batch = tilefeed.Batch._on_device(images, labels, 3, 7, 2, 4, 5, "nchw", "bfloat16", None)
+    assert isinstance(batch, tilefeed.Batch)
+    x, y = batch
+    assert x is images and y is labels and batch.torch() is images
+    assert (batch.epoch, batch.index, len(batch), batch.height, batch.width) == (3, 7, 2, 4, 5)
+    assert (batch.layout, batch.dtype, batch.device, batch.copy_events) == (
+        "nchw", "bfloat16", "cpu", None)
+    assert batch.__dlpack_device__() == images.__dlpack_device__()
+    with pytest.raises(TypeError, match="sample_indices"):
+        batch.sample_indices
+    batch.release()
+    assert batch.released
+    with pytest.raises(ValueError, match="released"):
+        batch.images
+
+
+def test_a_cpu_batch_says_where_it_is(folder):
+    loader = tilefeed.Loader(folder, **OPTIONS)
+    batch = next(iter(loader))
+    assert batch.device == "cpu" and batch.copy_events is None
+    assert batch.__dlpack_device__() == (1, 0)  # kDLCPU
+    loader.stop()
 
 
 @needs_gpu

@@ -18,7 +18,8 @@ class SourceError(OSError):
     reason: str
 
 class Batch:
-    """One batch; its memory is a loader slot (see the tilefeed module's help)."""
+    """One batch, on the CPU (its memory a loader slot) or a GPU (CUDA tensors); see the
+    tilefeed module's help."""
     @property
     def epoch(self) -> int: ...
     @property
@@ -36,11 +37,15 @@ class Batch:
     @property
     def substituted(self) -> int: ...
     @property
+    def device(self) -> str: ...  # "cpu" or "cuda:N"
+    @property
+    def copy_events(self) -> Any: ...  # a GPU batch with timing=True: (start, end) events
+    @property
     def released(self) -> bool: ...
     @property
-    def images(self) -> numpy.ndarray: ...
+    def images(self) -> Any: ...  # numpy.ndarray; a torch.Tensor on a GPU
     @property
-    def labels(self) -> numpy.ndarray: ...  # int64, a copy
+    def labels(self) -> Any: ...  # int64: a numpy copy; a torch.Tensor on a GPU
     @property
     def labels_int32(self) -> numpy.ndarray: ...
     @property

@@ -52,7 +52,7 @@ from . import _tilefeed
 from . import IMAGENET_MEAN, IMAGENET_STD
 from . import _check_options, _image_shape, _output_options
 
-__all__ = ["CudaBatch", "CudaLoader", "IMAGENET_MEAN", "IMAGENET_STD"]
+__all__ = ["CudaLoader", "IMAGENET_MEAN", "IMAGENET_STD"]
 
 
 def _torch():
@@ -104,40 +104,6 @@ def _slot_geometry(options):
     _check_options(geometry)
     height, width = _image_shape(geometry["image_size"])
     return int(geometry["batch_size"]), int(height), int(width), int(geometry["prefetch_depth"])
-
-
-class CudaBatch:
-    """One batch on the GPU: images (N x H x W x 3 for nhwc, N x 3 x H x W for nchw, in the
-    loader's dtype) and labels (int64), both CUDA tensors ready on the stream that was
-    current when the batch was taken; `images, labels = batch` unpacks it, as a CPU Batch.
-    copy_events: (start, end) CUDA events around its copy and conversion with timing=True,
-    else None."""
-
-    __slots__ = ("images", "labels", "epoch", "index", "size", "copy_events")
-
-    def __init__(self, images, labels, epoch, index, size, copy_events=None):
-        self.images = images
-        self.labels = labels
-        self.epoch = epoch
-        self.index = index
-        self.size = size
-        self.copy_events = copy_events
-
-    def torch(self):
-        """The images tensor (as Batch.torch() on the CPU)."""
-        return self.images
-
-    def __iter__(self):
-        """images, labels = batch, as for a CPU Batch and a DataLoader batch."""
-        return iter((self.images, self.labels))
-
-    def __len__(self):
-        return self.size
-
-    def __repr__(self):
-        return (f"<tilefeed.cuda.CudaBatch epoch={self.epoch} index={self.index} "
-                f"size={self.size} {tuple(self.images.shape)} {self.images.dtype} "
-                f"{self.images.device}>")
 
 
 class _DeviceMemory:
@@ -208,7 +174,8 @@ class CudaLoader:
         images = images.view(self._torch_dtype).view(shape).clone()
         labels = labels.long()
         landed.release()  # after the copies above, on the same stream
-        return CudaBatch(images, labels, landed.epoch, landed.index, n, events)
+        return _tilefeed.Batch._on_device(images, labels, landed.epoch, landed.index, n, h, w,
+                                          self._layout, self._dtype, events)
 
     # -- the CPU Loader's other methods -------------------------------------------------
 
