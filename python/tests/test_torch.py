@@ -54,11 +54,11 @@ def labelled_by_index(root, samples=SAMPLES):
     return [(str(path), i) for i, path in enumerate(files)]
 
 
-def worker_epochs(loader, epochs, workers, persistent, set_epoch=True):
+def worker_epochs(loader, epochs, workers, persistent, set_epoch=True, context="fork"):
     """The labels of each epoch through DataLoader(loader, num_workers=workers), in order."""
     data = DataLoader(loader, batch_size=None, num_workers=workers,
                       persistent_workers=persistent,
-                      multiprocessing_context="fork" if workers else None)
+                      multiprocessing_context=context if workers else None)
     out = []
     for epoch in range(epochs):
         if set_epoch:
@@ -72,10 +72,11 @@ def worker_epochs(loader, epochs, workers, persistent, set_epoch=True):
     return out
 
 
-@pytest.mark.parametrize("workers", [0, 2])
-def test_dataloader_workers_give_each_sample_once(folder, workers):
+@pytest.mark.parametrize("workers, context", [(0, None), (2, "fork"), (2, "spawn")])
+def test_dataloader_workers_give_each_sample_once(folder, workers, context):
+    # spawn: each worker is a fresh interpreter that gets the Loader pickled.
     loader = tilefeed.Loader(labelled_by_index(folder), **OPTIONS)
-    (labels,) = worker_epochs(loader, 1, workers, persistent=False)
+    (labels,) = worker_epochs(loader, 1, workers, persistent=False, context=context)
     assert sorted(labels) == list(range(SAMPLES)), labels  # none twice, none lost
 
 

@@ -307,6 +307,11 @@ class Loader:
     def __setstate__(self, state):
         self.__dict__.update(state)
 
+    def __reduce__(self):
+        # The torch subclass (_torch_loader_class) is made at run time under Loader's name,
+        # which pickle cannot look up: the unpickling process makes its own again.
+        return _unpickle_loader, (self.__getstate__(),)
+
     def _worker(self):
         """Iteration in DataLoader worker w of W: the batches of slice (index x W + w,
         count x W) of this Loader's slice (index, count), from a Loader made in this process
@@ -603,6 +608,13 @@ def _torch_loader_class():
         _torch_classes[base] = type("Loader", (Loader, base), {
             "__doc__": Loader.__doc__, "__module__": __name__, "__qualname__": "Loader"})
     return _torch_classes[base]
+
+
+def _unpickle_loader(state):
+    """A Loader of __reduce__'s state, of the torch subclass where torch is imported."""
+    loader = object.__new__(_torch_loader_class() or Loader)
+    loader.__setstate__(state)
+    return loader
 
 
 # Loader(...)'s signature is __init__'s: its __new__ only routes device="cuda" (tilefeed.cuda).
