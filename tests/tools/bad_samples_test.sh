@@ -11,22 +11,8 @@ train=$1
 make_demo=$2
 serve=${3:-}
 
-. "${0%/*}/../support/reader_endpoint.sh"
-work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-bad.XXXXXX") || exit 1
-reader_pid=
-cleanup() {
-  stop_reader "$reader_pid"
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-fail() {
-  echo "bad_samples_test: FAIL: $*"
-  for f in "$work"/*.log; do
-    [ -f "$f" ] && { echo "--- $f"; tail -n 30 "$f"; }
-  done
-  exit 1
-}
+. "${0%/*}/../support/shell_test.sh"
+begin_test bad_samples_test
 
 # 4 classes x 8 training images: 32 samples, 4 full batches of 8, no remainder dropped.
 timeout 60 "$make_demo" "$work/data" --classes 4 --train-per-class 8 --val-per-class 0 \

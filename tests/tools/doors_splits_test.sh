@@ -21,22 +21,8 @@ inspect=$4
 loader_bench=$5
 make_demo=$6
 
-. "${0%/*}/../support/reader_endpoint.sh"
-work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-splits.XXXXXX") || exit 1
-reader_pid=
-cleanup() {
-  stop_reader "$reader_pid"
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-fail() {
-  echo "doors_splits_test: FAIL: $*"
-  for f in "$work"/*.log; do
-    [ -f "$f" ] && { echo "--- $f"; tail -n 20 "$f"; }
-  done
-  exit 1
-}
+. "${0%/*}/../support/shell_test.sh"
+begin_test doors_splits_test
 
 root=$work/root
 timeout 60 "$make_demo" "$root" --classes 2 --train-per-class 4 --val-per-class 3 \

@@ -16,22 +16,8 @@ pack=$3
 make_demo=$4
 poprun=$5
 
-. "${0%/*}/../support/reader_endpoint.sh"
-work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-doors.XXXXXX") || exit 1
-reader_pid=
-cleanup() {
-  stop_reader "$reader_pid"
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-fail() {
-  echo "doors_test: FAIL: $*"
-  for f in "$work"/*.log; do
-    [ -f "$f" ] && { echo "--- $f"; tail -n 30 "$f"; }
-  done
-  exit 1
-}
+. "${0%/*}/../support/shell_test.sh"
+begin_test doors_test
 
 # 3 classes x 12 training images (36 samples: 4 batches of 8 and a dropped remainder),
 # 3 x 3 validation images.

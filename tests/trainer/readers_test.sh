@@ -11,22 +11,8 @@ train=$1
 reader=$2
 make_demo=$3
 
-. "${0%/*}/../support/reader_endpoint.sh"
-work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-serves.XXXXXX") || exit 1
-reader_pid=
-cleanup() {
-  stop_reader "$reader_pid"
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-fail() {
-  echo "readers_test: FAIL: $*"
-  for f in reader.log train.log; do
-    [ -f "$work/$f" ] && { echo "--- $f"; cat "$work/$f"; }
-  done
-  exit 1
-}
+. "${0%/*}/../support/shell_test.sh"
+begin_test readers_test
 
 # 4 classes x 16 training images: 64 samples, 8 batches of 8 per epoch.
 timeout 300 "$make_demo" "$work/data" --classes 4 --train-per-class 16 --val-per-class 4 \

@@ -31,7 +31,7 @@ prefix=${subnet%.0}
 reader_ip="$prefix.1"
 trainer_ip="$prefix.2"
 
-. "${0%/*}/../support/reader_endpoint.sh"
+. "${0%/*}/../support/shell_test.sh"
 work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-two-hosts.XXXXXX") || exit 1
 reader_pid=
 cleanup() {

@@ -1,4 +1,23 @@
-# Sourced by the shell tests that start tilefeed-serve in the background (POSIX sh).
+# Sourced by the shell tests (POSIX sh) that run the tools on data they make, some with a
+# tilefeed-serve in the background.
+#
+# begin_test NAME: makes $work, a temporary folder removed at exit (the reader started as
+# $reader_pid, if any, stopped first), and defines fail MESSAGE: prints "NAME: FAIL: MESSAGE"
+# and the tail of every $work/*.log, then exits 1.
+begin_test() {
+  _bt_name=$1
+  work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-$1.XXXXXX") || exit 1
+  reader_pid=
+  trap 'stop_reader "$reader_pid"; rm -rf "$work"' EXIT
+  trap 'exit 1' INT TERM HUP
+}
+fail() {
+  echo "$_bt_name: FAIL: $*"
+  for f in "$work"/*.log; do
+    [ -f "$f" ] && { echo "--- $f"; tail -n 40 "$f"; }
+  done
+  exit 1
+}
 #
 # stop_reader PID: for the sourcing test's EXIT trap. Ends the reader started as PID if it
 # still runs (TERM; KILL a second later for one that ignores TERM) and reaps it, so no
