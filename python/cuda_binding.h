@@ -13,7 +13,7 @@
 namespace tilefeed::python {
 
 // A tilefeed Batch as a ReceivedBatch that holds the batch's loader slot until destroyed,
-// whatever Python does with the Batch (defined beside the Batch, in tilefeed_module.cc).
+// whatever Python does with the Batch (defined beside the Batch, in batch_binding.cc).
 // Throws TypeError for another object, ValueError for a released Batch.
 transport::ReceivedBatch ReceiveBatch(const pybind11::handle& batch);
 

@@ -157,7 +157,21 @@ os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
                     after_in_child=_after_fork_in_child)
 
 
-class Loader:
+class _Stops:
+    """close() and `with loader:` both stop() (the CPU and the CUDA Loader)."""
+
+    def close(self):
+        self.stop()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.stop()
+        return False
+
+
+class Loader(_Stops):
     """Batches of uint8 images from any dataset tilefeed opens, decoded in C++.
 
     `data` is an ImageFolder tree, a root with train/, val/ or test/ (`split` picks one: the
@@ -573,15 +587,6 @@ class Loader:
             self._warn_bad_samples(self.epoch)
         self._stopped = True
         self._core.stop()
-
-    close = stop
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        self.stop()
-        return False
 
     def __repr__(self):
         o = self._options

@@ -50,7 +50,7 @@ from . import _tilefeed
 # One definition of the output options for both devices: the CPU Loader's (tilefeed).
 # IMAGENET_MEAN/STD stay importable from here too (tilefeed.cuda.IMAGENET_MEAN).
 from . import IMAGENET_MEAN, IMAGENET_STD
-from . import _check_options, _image_shape, _output_options
+from . import _Stops, _check_options, _image_shape, _output_options
 
 __all__ = ["CudaLoader", "IMAGENET_MEAN", "IMAGENET_STD"]
 
@@ -115,7 +115,7 @@ class _DeviceMemory:
                                          "data": (address, False), "version": 2}
 
 
-class CudaLoader:
+class CudaLoader(_Stops):
     """tilefeed.Loader(..., device="cuda"): see the module's help (tilefeed.cuda)."""
 
     def __init__(self, data, *, device="cuda", dtype=None, mean=None, std=None, layout=None,
@@ -221,15 +221,6 @@ class CudaLoader:
             with self._torch.cuda.device(self._device):
                 self._feed = None  # DeviceFeed's destructor waits for its copies
         self._loader.stop()
-
-    close = stop
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        self.stop()
-        return False
 
     def __repr__(self):
         return (f"tilefeed.Loader(device={str(self._device)!r}, dtype={self._dtype!r}, "
