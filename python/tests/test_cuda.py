@@ -215,6 +215,20 @@ def test_a_gpu_batch_is_a_tilefeed_batch():
         batch.images
 
 
+def test_the_gpu_loader_answers_with_the_cpu_loaders_methods(folder):
+    # Its host side (no GPU needed): a CudaLoader wrapping a CPU Loader is that Loader for
+    # everything but iteration.
+    gpu = object.__new__(tilefeed.cuda.CudaLoader)
+    gpu._loader = cpu = tilefeed.Loader(folder, **OPTIONS)
+    gpu.set_epoch(0)
+    assert (gpu.epoch, gpu.dataset_size, gpu.classes, len(gpu)) == (
+        cpu.epoch, cpu.dataset_size, cpu.classes, len(cpu))
+    assert gpu.state_dict() == cpu.state_dict() and gpu.bad_samples() == []
+    with pytest.raises(AttributeError):
+        gpu._not_an_attribute
+    cpu.stop()
+
+
 def test_a_cpu_batch_says_where_it_is(folder):
     loader = tilefeed.Loader(folder, **OPTIONS)
     batch = next(iter(loader))

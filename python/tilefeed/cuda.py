@@ -182,34 +182,14 @@ class CudaLoader(_Stops):
     def __len__(self):
         return len(self._loader)
 
-    def set_epoch(self, epoch):
-        self._loader.set_epoch(epoch)
-
-    def state_dict(self):
-        return self._loader.state_dict()
-
-    def load_state_dict(self, state):
-        # Slots the feed still holds stay the old position's (or the old C++ loader's, for a
-        # state of another seed: PinnedSlotMemory gives a new loader new slots).
-        self._loader.load_state_dict(state)
-
-    def metrics(self):
-        return self._loader.metrics()
-
-    def bad_samples(self):
-        return self._loader.bad_samples()
-
-    @property
-    def epoch(self):
-        return self._loader.epoch
-
-    @property
-    def dataset_size(self):
-        return self._loader.dataset_size
-
-    @property
-    def classes(self):
-        return self._loader.classes
+    def __getattr__(self, name):
+        # set_epoch, state_dict, load_state_dict, metrics, bad_samples, epoch, dataset_size,
+        # classes, ...: the CPU Loader's. (A load_state_dict leaves the slots the feed still
+        # holds to the old position, or to the old C++ loader for a state of another seed:
+        # PinnedSlotMemory gives a new loader new slots.)
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._loader, name)
 
     @property
     def device(self):
