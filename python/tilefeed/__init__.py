@@ -336,11 +336,7 @@ class Loader(_Stops):
         data = sys.modules.get("torch.utils.data")
         info = data.get_worker_info() if data is not None else None
         if info is None:
-            raise LoaderError(
-                f"tilefeed.Loader: this Loader was made in process {self._pid} and this is "
-                f"process {os.getpid()}; its workers do not survive fork(). Make the Loader in "
-                f"the process that iterates it, or hand it to torch's DataLoader, whose worker "
-                f"processes each read their own part of it")
+            self._check_process()  # a copy in another process, and not a DataLoader worker's
         state = self.__dict__.setdefault("_in_worker", {"loader": None, "request": 0})
         loader = state["loader"]
         if loader is None:
@@ -359,7 +355,6 @@ class Loader(_Stops):
     def _shared_batches(loader):
         torch = sys.modules["torch"]
         for batch in loader:
-            images = batch.torch()
             images, labels = batch
             yield torch.empty_like(images).share_memory_().copy_(images), labels
 
