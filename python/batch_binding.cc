@@ -207,10 +207,9 @@ class PyBatch {
       std::shared_ptr<BatchData> data;
     };
     const BatchData& d = Live("host memory");
-    const transport::BatchMeta meta{
-        epoch_, index_, size_,   height_,
-        width_, 3,      layout_, static_cast<std::uint32_t>(substituted_)};
-    return {meta, d.images, d.labels, d.indices, std::make_unique<Holder>(data_)};
+    // The uint8 images() as the loader wrote them (layout_ is output()'s for a converted one).
+    return {transport::MetaOf(d.batch), d.images, d.labels, d.indices,
+            std::make_unique<Holder>(data_)};
   }
 
   // Drops this object's hold on the slot; views handed out keep their own.
