@@ -122,20 +122,23 @@ struct ZmqBatchStream::Impl {
   // is gone for good (ZeroMQ keeps a connecting socket's pipe across reconnects).
   void Send(const detail::Control& control) {
     last_sent = detail::Clock::now();
-    if (!detail::TrySendControl(socket, control)) {
-      std::string why = " refused or dropped the connection";
-      if (!options.curve_server_key_file.empty() && !Welcomed()) {
-        why += " during the CURVE handshake (";
-        why += options.curve_client_key_file.empty()
-                   ? std::string(
-                         "this trainer has no key file, so it used a fresh key; a reader "
-                         "that allow-lists trainers refuses it")
-                   : "is the public key of " + options.curve_client_key_file +
-                         " on the reader's allow-list?";
-        why += ")";
-      }
-      throw TransportError(peer + why);
+    if (!detail::TrySendControl(socket, control)) throw Refused();
+  }
+  // A send that found no connection: the reader refused or dropped it, during the CURVE
+  // handshake (its allow-list) while we are not yet welcomed.
+  TransportError Refused() const {
+    std::string why = " refused or dropped the connection";
+    if (!options.curve_server_key_file.empty() && !Welcomed()) {
+      why += " during the CURVE handshake (";
+      why += options.curve_client_key_file.empty()
+                 ? std::string(
+                       "this trainer has no key file, so it used a fresh key; a reader "
+                       "that allow-lists trainers refuses it")
+                 : "is the public key of " + options.curve_client_key_file +
+                       " on the reader's allow-list?";
+      why += ")";
     }
+    return TransportError(peer + why);
   }
   void SendHello() {
     last_sent = detail::Clock::now();
@@ -150,7 +153,7 @@ struct ZmqBatchStream::Impl {
     } else {
       sent = socket.send(zmq::buffer(hello), zmq::send_flags::dontwait).has_value();
     }
-    if (!sent) throw TransportError(peer + " refused or dropped the connection");
+    if (!sent) throw Refused();
   }
   // Reads the monitor's events; true if one was a disconnection.
   bool Disconnected() {
