@@ -7,8 +7,8 @@
 
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <iomanip>
 #include <limits>
@@ -74,15 +74,11 @@ std::string PairText(double min, double max) {
   return out.str();
 }
 
-// "(0.5, 0.25, nan)": three channel values, each as its shortest float text.
-std::string ChannelsText(const std::array<float, 3>& values) {
-  std::string text = "(";
-  for (float v : values) {
-    std::array<char, 32> digits{};
-    text.append(text.size() > 1 ? ", " : "")
-        .append(digits.data(), std::to_chars(digits.begin(), digits.end(), v).ptr);
-  }
-  return text + ")";
+// "(0.5, 0.25, nan)": three channel values, as %g writes them.
+std::string ChannelsText(const std::array<float, 3>& v) {
+  char text[96];
+  std::snprintf(text, sizeof text, "(%g, %g, %g)", v[0], v[1], v[2]);
+  return text;
 }
 
 // The problem of mean/std: finite, std > 0, and 0 and 1 for uint8 (which is not normalised).
