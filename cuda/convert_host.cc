@@ -1,5 +1,8 @@
+#include <stdexcept>
+
 #include "loader/output_convert.h"
 #include "tilefeed/cuda/convert.h"
+#include "tilefeed/loader/loader.h"
 
 namespace tilefeed::cuda {
 
@@ -8,7 +11,11 @@ std::size_t ConvertedBytes(const BatchShape& shape, const loader::OutputFormat& 
 }
 
 void CheckFormat(const loader::OutputFormat& format) {
-  (void)loader::OutputConverter(format);  // its constructor checks the format and throws
+  loader::LoaderOptions options;  // the one check of mean/std: the loader's
+  options.output = format;
+  if (auto problem = loader::OptionsProblem(options)) {
+    throw std::invalid_argument("OutputFormat: " + *problem);
+  }
 }
 
 void ConvertOnHost(std::span<const std::uint8_t> src, const BatchShape& shape,

@@ -109,7 +109,7 @@ void ConvertOnDevice(const std::uint8_t* src, void* dst, const BatchShape& shape
     norm.mean[c] = format.mean[c];
     norm.std[c] = format.std[c];
   }
-  const bool nchw = format.layout == loader::OutputLayout::kNCHW;
+  const bool nchw = format.layout == loader::Layout::kNchw;
   switch (format.dtype) {
     case loader::OutputDType::kFloat32:
       return Launch<float>(src, dst, shape, nchw, norm, stream);

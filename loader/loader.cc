@@ -197,7 +197,7 @@ Batch Loader::Impl::HandOut(Loader* loader, std::size_t slot_index) {
   batch.size_ = slot.size;
   batch.height_ = height;
   batch.width_ = width;
-  batch.layout_ = options.layout;
+  batch.layout_ = layout;
   batch.substituted_ = slot.substituted.load(std::memory_order_relaxed);
   batch.images_ = std::span(slot.images.data(), image_bytes * slot.size);
   batch.labels_ = std::span(slot.labels.data(), slot.size);

@@ -47,8 +47,8 @@ codecs::CropPlan PlanSample(const LoaderOptions& options, std::uint64_t epoch, s
 
 codecs::PixelView Loader::Impl::RowView(Slot& slot, std::size_t row) {
   std::uint8_t* base = slot.images.data() + row * image_bytes;
-  return options.layout == Layout::kNhwc ? codecs::PixelView::Interleaved(base, width, height)
-                                         : codecs::PixelView::Planar(base, width, height);
+  return layout == Layout::kNhwc ? codecs::PixelView::Interleaved(base, width, height)
+                                 : codecs::PixelView::Planar(base, width, height);
 }
 
 codecs::CropPlan Loader::Impl::PlanCrop(SampleRng& rng, int width, int height) const {

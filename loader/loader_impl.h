@@ -172,6 +172,7 @@ struct Loader::Impl {
   int height = 0;  // of every output image: image_height/width, or image_size square
   int width = 0;
   std::optional<OutputConverter> converter;  // LoaderOptions::output, unless uint8
+  Layout layout = Layout::kNhwc;             // of the slot's uint8 images (Batch::layout())
 
   std::vector<std::unique_ptr<detail::Slot>> slots;
   SpscRing<std::size_t> free_ring;

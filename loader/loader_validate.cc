@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <iomanip>
 #include <limits>
@@ -72,6 +74,33 @@ std::string PairText(double min, double max) {
   return out.str();
 }
 
+// "(0.5, 0.25, nan)": three channel values, as %g writes them.
+std::string ChannelsText(const std::array<float, 3>& v) {
+  char text[96];
+  std::snprintf(text, sizeof text, "(%g, %g, %g)", v[0], v[1], v[2]);
+  return text;
+}
+
+// The problem of mean/std: finite, std > 0, and 0 and 1 for uint8 (which is not normalised).
+std::optional<std::string> NormalisationProblem(const OutputFormat& f) {
+  const auto all = [](const std::array<float, 3>& values, auto ok) {
+    return std::all_of(values.begin(), values.end(), ok);
+  };
+  if (!all(f.mean, [](float v) { return std::isfinite(v); })) {
+    return "mean must be finite, got " + ChannelsText(f.mean);
+  }
+  if (!all(f.std, [](float v) { return std::isfinite(v) && v > 0; })) {
+    return "std must be finite and > 0, got " + ChannelsText(f.std);
+  }
+  if (f.dtype == OutputDType::kUint8 && (!all(f.mean, [](float v) { return v == 0; }) ||
+                                         !all(f.std, [](float v) { return v == 1; }))) {
+    return "mean and std must be 0 and 1 for dtype uint8 (ask for a float dtype to "
+           "normalise), got " +
+           ChannelsText(f.mean) + " and " + ChannelsText(f.std);
+  }
+  return std::nullopt;
+}
+
 // The problem of a crop range (min, max) named `name`, or nullopt when 0 < min <= max.
 std::optional<std::string> CropRangeProblem(const char* name, double min, double max) {
   if (std::isfinite(min) && std::isfinite(max) && min > 0 && min <= max) return std::nullopt;
@@ -105,6 +134,7 @@ std::optional<std::string> OptionsProblem(const LoaderOptions& o) {
   require(CropRangeProblem("crop_scale", o.crop.scale_min, o.crop.scale_max));
   require(CropRangeProblem("crop_ratio", o.crop.ratio_min, o.crop.ratio_max));
   check(kFlipProbability, "flip_probability", o.flip_probability);
+  require(NormalisationProblem(o.output));
   if (o.slice.count < 1 || o.slice.index < 0 || o.slice.index >= o.slice.count) {
     require("slice=(index, count) needs count >= 1 and 0 <= index < count, got (" +
             std::to_string(o.slice.index) + ", " + std::to_string(o.slice.count) + ")");
@@ -137,13 +167,8 @@ void Loader::Impl::Validate(const std::optional<LoaderState>& start) {
   const bool rectangle = o.image_height > 0 || o.image_width > 0;
   height = rectangle ? o.image_height : o.image_size;
   width = rectangle ? o.image_width : o.image_size;
-  const OutputConverter output(o.output);  // throws for a bad mean or std
-  if (o.output.dtype != OutputDType::kUint8) {
-    require(o.layout == Layout::kNhwc,
-            "a converted output needs layout kNhwc (output.layout "
-            "is the converted batch's)");
-    converter.emplace(output);
-  }
+  if (o.output.dtype != OutputDType::kUint8) converter.emplace(o.output);  // writes output.layout
+  layout = converter ? Layout::kNhwc : o.output.layout;                    // the workers' decode
   if (start && start->dataset_size != source->size()) {
     throw std::invalid_argument("Loader: the start state is for a dataset of " +
                                 std::to_string(start->dataset_size) + " samples; this source has " +

@@ -28,8 +28,7 @@ std::uint16_t ToBFloat16Bits(float value);
 
 class OutputConverter {
  public:
-  // Throws std::invalid_argument naming the field for a std entry that is not finite and
-  // > 0, a mean that is not finite, or kUint8 with a mean other than 0 or std other than 1.
+  // REQUIRES: `format` passes loader::OptionsProblem (finite mean, finite std > 0).
   explicit OutputConverter(const OutputFormat& format);
 
   const OutputFormat& format() const { return format_; }

@@ -131,7 +131,7 @@ Setters ImageSetters() {
       {"flip_probability", Ranged<&O::flip_probability>(loader::kFlipProbability)},
       {"layout",
        [](O& o, const std::string& n, py::handle v) {
-         o.layout = Choose<loader::Layout>(
+         o.output.layout = Choose<loader::Layout>(
              n, v, {{"nhwc", loader::Layout::kNhwc}, {"nchw", loader::Layout::kNchw}});
        }},
       {"dtype",
@@ -289,7 +289,7 @@ py::dict DefaultOptions() {
   d["crop_scale"] = py::make_tuple(o.crop.scale_min, o.crop.scale_max);
   d["crop_ratio"] = py::make_tuple(o.crop.ratio_min, o.crop.ratio_max);
   d["flip_probability"] = o.flip_probability;
-  d["layout"] = LayoutName(o.layout);
+  d["layout"] = LayoutName(o.output.layout);
   d["dtype"] = DTypeName(o.output.dtype);
   d["mean"] = py::make_tuple(o.output.mean[0], o.output.mean[1], o.output.mean[2]);
   d["std"] = py::make_tuple(o.output.std[0], o.output.std[1], o.output.std[2]);
@@ -323,12 +323,6 @@ loader::LoaderOptions ParseOptions(const py::dict& kwargs) {
     it->second(options, name, value);
   }
   Refuse(loader::OptionsProblem(options));
-  if (options.output.dtype != loader::OutputDType::kUint8) {
-    // The workers decode NHWC; the conversion writes the layout asked for.
-    options.output.layout = options.layout == loader::Layout::kNchw ? loader::OutputLayout::kNCHW
-                                                                    : loader::OutputLayout::kNHWC;
-    options.layout = loader::Layout::kNhwc;
-  }
   return options;
 }
 

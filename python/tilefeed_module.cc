@@ -297,9 +297,7 @@ class PyCore {
     data->owner = core_;
     const loader::LoaderOptions& options = core_->loader().options();
     data->dtype = options.output.dtype;
-    data->layout = options.output.dtype == loader::OutputDType::kUint8    ? options.layout
-                   : options.output.layout == loader::OutputLayout::kNCHW ? loader::Layout::kNchw
-                                                                          : loader::Layout::kNhwc;
+    data->layout = options.output.layout;
     data->output = batch->output();
     data->images = batch->images();
     data->labels = batch->labels();
@@ -493,10 +491,7 @@ void RegisterCore(py::module_& m) {
 }  // namespace
 
 loader::OutputFormat ParseOutputFormat(const py::dict& options) {
-  const loader::LoaderOptions parsed = ParseOptions(options);
-  loader::OutputFormat format = parsed.output;
-  if (parsed.layout == loader::Layout::kNchw) format.layout = loader::OutputLayout::kNCHW;
-  return format;
+  return ParseOptions(options).output;
 }
 
 }  // namespace tilefeed::python

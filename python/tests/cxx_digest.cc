@@ -73,7 +73,8 @@ int main(int argc, char** argv) {
     options.batch_size = std::stoul(args["--batch"]);
     options.image_size = std::stoi(args["--size"]);
     options.mode = args["--mode"] == "eval" ? loader::Mode::kEval : loader::Mode::kTrain;
-    options.layout = args["--layout"] == "nchw" ? loader::Layout::kNchw : loader::Layout::kNhwc;
+    options.output.layout =
+        args["--layout"] == "nchw" ? loader::Layout::kNchw : loader::Layout::kNhwc;
     options.seed = std::stoull(args["--seed"]);
     options.workers = std::stoi(args["--workers"]);
     const std::uint64_t first_epoch = std::stoull(args["--first-epoch"]);

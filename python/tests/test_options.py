@@ -4,6 +4,7 @@ the one name of an instance's share of the epoch (no old spellings: the project 
 release)."""
 
 import dataclasses
+import importlib.util
 import inspect
 import math
 import os
@@ -132,10 +133,35 @@ def test_the_cxx_keyword_checks_use_the_table(name):
                                    f"got {number_text(value)}")
 
 
+# mean/std: their ranges are C++'s (loader::OptionsProblem); Python only makes 3 floats of
+# them. The CPU Loader, device="cuda" (before any GPU is looked for) and the binding itself
+# say the same one line.
+NORMALISATION = [
+    (dict(dtype="float32", std=(0.2, 0.0, 0.2)), "std must be finite and > 0, got (0.2, 0, 0.2)"),
+    (dict(dtype="float16", mean=(math.nan, 0.5, 0.0)), "mean must be finite, got (nan, 0.5, 0)"),
+    (dict(dtype="uint8", mean=(0.5, 0.5, 0.5)),
+     "mean and std must be 0 and 1 for dtype uint8 (ask for a float dtype to normalise), "
+     "got (0.5, 0.5, 0.5) and (1, 1, 1)"),
+]
+
+
+@pytest.mark.parametrize("bad, problem", NORMALISATION)
+def test_mean_and_std_are_checked_once_in_cxx(folder, bad, problem):
+    line = "tilefeed.Loader: " + problem
+    devices = ("cpu", "cuda") if importlib.util.find_spec("torch") else ("cpu",)
+    for device in devices:
+        with pytest.raises(ValueError) as info:
+            tilefeed.Loader(folder, device=device, workers=1, image_size=16, batch_size=2, **bad)
+        assert str(info.value) == line, device
+    with pytest.raises(ValueError) as info:
+        _tilefeed._check_options(bad, {})
+    assert str(info.value) == line
+
+
 def test_python_checks_no_range():
     # The one validator is C++'s: the package keeps no range of its own to drift.
-    source = inspect.getsource(tilefeed)
-    for name in ("_NUMERIC", "_numeric", "_from_table", "_range_text"):
+    source = inspect.getsource(tilefeed) + inspect.getsource(tilefeed._options)
+    for name in ("_NUMERIC", "_numeric", "_from_table", "_range_text", "isfinite"):
         assert name not in source, name
 
 

@@ -2,7 +2,6 @@
 the C++ binding reads. Every range is checked in C++ (loader::OptionsProblem), once."""
 
 import dataclasses
-import math
 import numbers
 import os
 
@@ -198,35 +197,28 @@ def _dtype_name(dtype):
 
 
 def _channels(name, value):
-    """mean= or std=: three numbers (one per RGB channel) or one for all three."""
+    """mean= or std=: three numbers (one per RGB channel) or one for all three, as 3 floats;
+    their ranges are C++'s (loader::OptionsProblem)."""
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
         value = (value,) * 3
     try:
         values = tuple(float(v) for v in value)
-    except TypeError:
+    except (TypeError, ValueError):
         raise TypeError(f"tilefeed.Loader: {name} must be 3 numbers (R, G, B), got "
                         f"{value!r}") from None
-    if len(values) != 3 or not all(math.isfinite(v) for v in values):
-        raise ValueError(f"tilefeed.Loader: {name} must be 3 finite numbers (R, G, B), got "
-                         f"{value!r}")
-    if name == "std" and not all(v > 0 for v in values):
-        raise ValueError(f"tilefeed.Loader: std must be > 0 in every channel, got {value!r}")
+    if len(values) != 3:
+        raise ValueError(f"tilefeed.Loader: {name} must be 3 numbers (R, G, B), got {value!r}")
     return values
 
 
 def _output_options(dtype, mean, std, layout):
-    """dtype, mean, std and layout as the C++ loader takes them; ValueError naming a bad one."""
+    """dtype, mean, std and layout as the C++ loader takes them, checked there: ValueError
+    naming a bad one."""
     out = {"dtype": _dtype_name(dtype), "mean": _channels("mean", mean),
-           "std": _channels("std", std)}
-    if not isinstance(layout, str) or layout.lower() not in ("nhwc", "nchw"):
-        raise ValueError(f"tilefeed.Loader: layout={layout!r}; expected \"NHWC\" or \"NCHW\"")
-    out["layout"] = layout.lower()
-    if out["dtype"] == "uint8" and (out["mean"] != (0.0,) * 3 or out["std"] != (1.0,) * 3):
-        raise ValueError("tilefeed.Loader: dtype='uint8' takes no mean/std (they normalise "
-                         "float output): pass dtype='float32' (or float16, bfloat16) with them")
+           "std": _channels("std", std), "layout": layout.lower() if isinstance(layout, str)
+           else layout}
+    _check_options(out)
     return out
-
-
 
 
 _STATE_VERSION = 1

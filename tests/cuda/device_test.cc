@@ -41,7 +41,7 @@ std::vector<loader::OutputFormat> Formats() {
   std::vector<loader::OutputFormat> formats;
   for (auto dtype : {loader::OutputDType::kFloat32, loader::OutputDType::kFloat16,
                      loader::OutputDType::kBFloat16, loader::OutputDType::kUint8}) {
-    for (auto layout : {loader::OutputLayout::kNHWC, loader::OutputLayout::kNCHW}) {
+    for (auto layout : {loader::Layout::kNhwc, loader::Layout::kNchw}) {
       loader::OutputFormat f;
       f.dtype = dtype;
       f.layout = layout;
@@ -94,7 +94,7 @@ TEST(CudaFeed, LandsEveryBatchConvertedOnTheConsumersStream) {
   constexpr int kSide = 24;
   loader::OutputFormat format;
   format.dtype = loader::OutputDType::kBFloat16;
-  format.layout = loader::OutputLayout::kNCHW;
+  format.layout = loader::Layout::kNchw;
   format.mean = loader::kImageNetMean;
   format.std = loader::kImageNetStd;
   loader::LoaderOptions options = testing::RawOptions(8, kSide, 2);

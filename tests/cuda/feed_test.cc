@@ -268,7 +268,7 @@ TEST(DeviceFeed, RejectsZeroBuffersOrZeroHostBatches) {
 TEST(DeviceFeed, RejectsNchwBatches) {
   FakeDevice device(1);
   loader::LoaderOptions nchw = testing::RawOptions(4, kSide, 1);
-  nchw.layout = loader::Layout::kNchw;
+  nchw.output.layout = loader::Layout::kNchw;
   loader::Loader planar(std::make_unique<testing::RawSource>(8, kSide), nchw);
   transport::LoaderStream stream(planar);
   DeviceFeed feed(stream, device, 1, 1);

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <limits>
 #include <memory>
 #include <set>
@@ -188,6 +189,18 @@ TEST(OptionSpecs, OptionsProblemNamesTheFirstBadField) {
   o = {};
   o.jpeg.max_scans = 0;
   EXPECT_EQ(OptionsProblem(o), "max_scans must be at least 1, got 0");
+  o = {};
+  o.output.dtype = OutputDType::kFloat16;
+  o.output.std = {1.0f, 0.0f, 0.2f};
+  EXPECT_EQ(OptionsProblem(o), "std must be finite and > 0, got (1, 0, 0.2)");
+  o.output.std = {1.0f, 1.0f, 1.0f};
+  o.output.mean = {std::nanf(""), 0.5f, 0.0f};
+  EXPECT_EQ(OptionsProblem(o), "mean must be finite, got (nan, 0.5, 0)");
+  o.output = {};
+  o.output.mean = kImageNetMean;  // uint8 output is not normalised
+  EXPECT_EQ(OptionsProblem(o),
+            "mean and std must be 0 and 1 for dtype uint8 (ask for a float dtype to normalise), "
+            "got (0.485, 0.456, 0.406) and (1, 1, 1)");
 
   RemoteOptions remote;
   EXPECT_EQ(RemoteOptionsProblem(remote), std::nullopt);

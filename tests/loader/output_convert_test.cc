@@ -48,7 +48,7 @@ TEST(OutputConvert, Float32IsTheContractOpByOpInEitherLayout) {
   const int height = 2, width = 3;
   std::vector<std::uint8_t> in(std::size_t{2} * height * width * 3);
   for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<std::uint8_t>(i * 37 + 11);
-  for (OutputLayout layout : {OutputLayout::kNHWC, OutputLayout::kNCHW}) {
+  for (Layout layout : {Layout::kNhwc, Layout::kNchw}) {
     format.layout = layout;
     const OutputConverter converter(format);
     std::vector<float> out(in.size());
@@ -58,27 +58,14 @@ TEST(OutputConvert, Float32IsTheContractOpByOpInEitherLayout) {
         for (int c = 0; c < 3; ++c) {
           const float x = in[(n * height * width + p) * 3 + c];
           const float expected = (x / 255.0f - format.mean[c]) / format.std[c];
-          const std::size_t at = layout == OutputLayout::kNHWC ? (n * height * width + p) * 3 + c
-                                                               : (n * 3 + c) * height * width + p;
+          const std::size_t at = layout == Layout::kNhwc ? (n * height * width + p) * 3 + c
+                                                         : (n * 3 + c) * height * width + p;
           EXPECT_EQ(std::bit_cast<std::uint32_t>(out[at]), std::bit_cast<std::uint32_t>(expected))
               << "n=" << n << " p=" << p << " c=" << c;
         }
       }
     }
   }
-}
-
-TEST(OutputConvert, RejectsBadNormalisation) {
-  OutputFormat format;
-  format.dtype = OutputDType::kFloat16;
-  format.std = {1.0f, 0.0f, 1.0f};
-  EXPECT_THROW(OutputConverter{format}, std::invalid_argument);
-  format.std = {1.0f, 1.0f, 1.0f};
-  format.mean = {std::nanf(""), 0.0f, 0.0f};
-  EXPECT_THROW(OutputConverter{format}, std::invalid_argument);
-  format = OutputFormat{};
-  format.mean = kImageNetMean;  // uint8 output is not normalised
-  EXPECT_THROW(OutputConverter{format}, std::invalid_argument);
 }
 
 }  // namespace

@@ -40,7 +40,7 @@ std::size_t ConvertedBytes(const BatchShape& shape, const loader::OutputFormat& 
 
 // Throws std::invalid_argument naming what is wrong with `format`: a std that is not > 0 and
 // finite, a mean that is not finite, or kUint8 with a mean other than 0 or std other than 1
-// (loader::OutputConverter's check and message).
+// (loader::OptionsProblem's check and message).
 void CheckFormat(const loader::OutputFormat& format);
 
 // Converts `src` (shape.elements() bytes, NHWC) into `dst` (ConvertedBytes() bytes, laid

@@ -53,7 +53,6 @@ enum class Mode {
   kTrain,  // RandomResizedCrop + random horizontal flip
   kEval,   // resize the shorter side to eval_resize, then centre crop; no flip
 };
-enum class Layout { kNhwc, kNchw };
 enum class BadSamplePolicy { kSkip, kFail };
 
 // A sample that could not be used, as reported to the sink and by bad_samples().
@@ -101,10 +100,9 @@ struct LoaderOptions {
   bool eval_dct_scaling = false;
   RandomResizedCropParams crop;   // kTrain: crop scale and aspect ranges
   double flip_probability = 0.5;  // kTrain: chance of a horizontal flip
-  Layout layout = Layout::kNhwc;
-  // What Batch::output() holds: element type, layout and normalisation (output_format.h's
-  // contract), converted by the workers into the slot. kUint8 (the default) converts
-  // nothing; any other dtype needs layout kNhwc (the conversion sets the output's layout).
+  // What the batch looks like: element type, layout and normalisation (output_format.h's
+  // contract). kUint8 (the default): images() in output.layout, no conversion; any other
+  // dtype: images() NHWC, converted by the workers into output() in output.layout.
   OutputFormat output;
   // Decode threads; 0 = one per core this process may run on (its CPU affinity). oneTBB
   // runs at most that many at once, whatever is asked.
@@ -208,7 +206,7 @@ class Batch {
   int width() const { return width_; }
   int channels() const { return 3; }
   Layout layout() const { return layout_; }
-  // size() images, NHWC or NCHW per layout(), uint8.
+  // size() images, uint8, in layout(): output.layout, or NHWC when output() is converted.
   std::span<std::uint8_t> images() const { return images_; }
   std::span<const std::int32_t> labels() const { return labels_; }
   std::span<const std::uint64_t> sample_indices() const { return sample_indices_; }

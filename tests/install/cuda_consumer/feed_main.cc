@@ -11,7 +11,7 @@
 int main() {
   tilefeed::loader::OutputFormat format;
   format.dtype = tilefeed::loader::OutputDType::kFloat32;
-  format.layout = tilefeed::loader::OutputLayout::kNCHW;
+  format.layout = tilefeed::loader::Layout::kNchw;
   format.mean = {0.5f, 0.5f, 0.5f};
   format.std = {0.25f, 0.25f, 0.25f};
   tilefeed::cuda::CheckFormat(format);
