@@ -46,7 +46,6 @@ extern "C" void OnEmitMessage(j_common_ptr cinfo, int level) {
   }
   if (!errors->warned) {
     errors->warned = true;
-    errors->warning_code = code;
     (*cinfo->err->format_message)(cinfo, errors->message);
   }
 }
@@ -74,7 +73,6 @@ void LibjpegErrors::Reset(bool stop_on_damage_warnings) {
   failure_code = 0;
   saw_eof = false;
   warned = false;
-  warning_code = 0;
   message[0] = '\0';
   pub.num_warnings = 0;
 }

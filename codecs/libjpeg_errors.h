@@ -31,10 +31,9 @@ struct LibjpegErrors {
   std::jmp_buf jump;
   bool stop_on_damage;
   LibjpegFailure failure;
-  int failure_code;  // libjpeg message code of the failure
-  bool saw_eof;      // the data ran out (JWRN_JPEG_EOF) at some point
-  bool warned;       // a warning was accepted; warning_code and message say which
-  int warning_code;
+  int failure_code;               // libjpeg message code of the failure
+  bool saw_eof;                   // the data ran out (JWRN_JPEG_EOF) at some point
+  bool warned;                    // a warning was accepted; message says which
   char message[JMSG_LENGTH_MAX];  // the failure's, or the first accepted warning's, text
 
   // Forgets the previous image's failure and warnings.
