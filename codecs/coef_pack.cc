@@ -70,11 +70,6 @@ struct Reader {
   ~Reader() { jpeg_destroy_decompress(&cinfo); }
   Reader(const Reader&) = delete;
   Reader& operator=(const Reader&) = delete;
-
-  std::pair<DecodeErrorKind, std::string> Failed(const char* stage) const {
-    const DecodeErrorKind kind = detail::ClassifyFailure(errors);
-    return {kind, std::string(ToString(kind)) + " JPEG (" + stage + "): " + errors.message};
-  }
 };
 
 // Why a file that libjpeg read cannot be stored, or nullptr.
@@ -281,45 +276,34 @@ CoefficientPackResult PackCoefficients(std::span<const std::byte> jpeg,
                                    options.coding != CoefficientCoding::kHuffman)) {
     throw std::invalid_argument("CoefficientPackOptions out of range");
   }
-  CoefficientPackResult result;
-  auto refuse = [&](DecodeErrorKind kind, std::string reason) {
-    result.refusal = kind;
-    result.reason = std::move(reason);
-    return std::move(result);
-  };
+  const auto refuse = &detail::Refused<CoefficientPackResult>;
   if (const char* what = SniffNonJpeg(jpeg)) {
-    return refuse(DecodeErrorKind::kNotJpeg, std::string("not a JPEG: ") + what);
+    return refuse({DecodeErrorKind::kNotJpeg, std::string("not a JPEG: ") + what});
   }
   Reader r(options.max_scans);
-  if (!r.created) return refuse(DecodeErrorKind::kCorrupt, r.errors.message);
+  if (!r.created) return refuse({DecodeErrorKind::kCorrupt, r.errors.message});
   if (!GuardedReadHeader(&r.cinfo, &r.errors, reinterpret_cast<const unsigned char*>(jpeg.data()),
                          jpeg.size())) {
-    auto [kind, reason] = r.Failed("header");
-    return refuse(kind, std::move(reason));
+    return refuse(detail::FailureOf(r.errors, "JPEG", "header"));
   }
   if (const char* why = Unstorable(r.cinfo)) {
-    return refuse(DecodeErrorKind::kUnsupported, std::string("unsupported JPEG: ") + why);
+    return refuse({DecodeErrorKind::kUnsupported, std::string("unsupported JPEG: ") + why});
   }
   if (std::int64_t{r.cinfo.image_width} * r.cinfo.image_height > options.max_pixels) {
-    return refuse(DecodeErrorKind::kTooLarge,
-                  "JPEG too large: " + std::to_string(r.cinfo.image_width) + "x" +
-                      std::to_string(r.cinfo.image_height) + " is over the limit of " +
-                      std::to_string(options.max_pixels) + " pixels");
+    return refuse(detail::TooLarge(r.cinfo.image_width, r.cinfo.image_height, options.max_pixels));
   }
   jvirt_barray_ptr* arrays = nullptr;
   if (!GuardedReadCoefficients(&r.cinfo, &r.errors, &arrays)) {
-    auto [kind, reason] = r.Failed("data");
-    return refuse(kind, std::move(reason));
+    return refuse(detail::FailureOf(r.errors, "JPEG", "data"));
   }
   if (const char* why = detail::NotPlain(r.cinfo)) {
-    return refuse(DecodeErrorKind::kUnsupported, std::string("unsupported JPEG: ") + why);
+    return refuse({DecodeErrorKind::kUnsupported, std::string("unsupported JPEG: ") + why});
   }
   const Geometry g = GeometryOf(r.cinfo, options);
+  CoefficientPackResult result;
   AppendHeader(g, result.record);
   if (!PackGroups(r, arrays, g, result.record)) {
-    auto [kind, reason] = r.Failed("coefficients");
-    result.record.clear();
-    return refuse(kind, std::move(reason));
+    return refuse(detail::FailureOf(r.errors, "JPEG", "coefficients"));
   }
   jpeg_abort_decompress(&r.cinfo);
   result.packed = true;

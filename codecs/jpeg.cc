@@ -294,13 +294,7 @@ struct JpegDecoder::Impl {
   // decompressor back in its idle state so that the next image can use it.
   [[noreturn]] void Fail(const char* stage) {
     jpeg_abort_decompress(&cinfo);
-    const DecodeErrorKind kind = detail::ClassifyFailure(errors);
-    std::string reason = ToString(kind);
-    reason += " JPEG (";
-    reason += stage;
-    reason += "): ";
-    reason += errors.message;
-    throw DecodeError(kind, reason);
+    throw detail::FailureOf(errors, "JPEG", stage);
   }
 
   ImageInfo ReadHeader(std::span<const std::byte> jpeg) {
@@ -326,10 +320,7 @@ struct JpegDecoder::Impl {
     const std::int64_t pixels = std::int64_t{info.width} * info.height;
     if (pixels > options.max_pixels) {
       jpeg_abort_decompress(&cinfo);
-      throw DecodeError(DecodeErrorKind::kTooLarge,
-                        "JPEG too large: " + std::to_string(info.width) + "x" +
-                            std::to_string(info.height) + " is over the limit of " +
-                            std::to_string(options.max_pixels) + " pixels");
+      throw detail::TooLarge(info.width, info.height, options.max_pixels);
     }
     return info;
   }

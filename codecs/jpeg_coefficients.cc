@@ -550,9 +550,7 @@ struct CoefficientDecoder::Impl {
 
   [[noreturn]] void Fail(const char* stage) {
     jpeg_abort_decompress(&cinfo);
-    const DecodeErrorKind kind = detail::ClassifyFailure(errors);
-    throw DecodeError(kind, std::string(ToString(kind)) + " coefficient record (" + stage +
-                                "): " + errors.message);
+    throw detail::FailureOf(errors, "coefficient record", stage);
   }
 
   void Prepare(std::span<const std::byte> rec, const Geometry& g, const Cover& cover) {
