@@ -8,7 +8,6 @@
 #include <csetjmp>
 #include <cstdio>
 #include <string>
-#include <utility>
 #include <vector>
 
 // jpeglib.h needs size_t and FILE declared first.

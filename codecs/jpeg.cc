@@ -16,14 +16,9 @@
 #include <turbojpeg.h>
 
 #include <algorithm>
-#include <cassert>
-#include <cmath>
 #include <csetjmp>
 #include <cstdio>
-#include <cstring>
 #include <string_view>
-#include <utility>
-#include <vector>
 
 // jpeglib.h needs size_t and FILE declared first.
 #include <jpeglib.h>

@@ -33,12 +33,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cassert>
-#include <cerrno>
-#include <condition_variable>
 #include <cstring>
-#include <mutex>
 #include <optional>
-#include <set>
 #include <thread>
 #include <utility>
 #include <vector>

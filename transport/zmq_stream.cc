@@ -16,10 +16,6 @@
 // two files share in transport/zmq_stream_impl.h.
 
 #include <algorithm>
-#include <cassert>
-#include <condition_variable>
-#include <cstring>
-#include <deque>
 #include <mutex>
 #include <random>
 #include <thread>
