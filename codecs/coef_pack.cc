@@ -25,19 +25,10 @@ namespace tilefeed::codecs {
 namespace {
 
 using ErrorManager = detail::LibjpegErrors;
-using ProgressManager = detail::LibjpegProgress;
 
-using detail::ColorSpaceFits;
-using detail::ComputeBlocks;
 using detail::Geometry;
-using detail::kMagic;
-using detail::kMaxGroupWidth;
-using detail::kNatural;
 using detail::PutLe16;
 using detail::PutLe32;
-
-using detail::GuardedCreate;
-using detail::GuardedReadHeader;
 
 bool GuardedReadCoefficients(jpeg_decompress_struct* cinfo, ErrorManager* errors,
                              jvirt_barray_ptr** arrays) {
@@ -58,12 +49,12 @@ bool GuardedAccess(jpeg_decompress_struct* cinfo, ErrorManager* errors, jvirt_ba
 struct Reader {
   jpeg_decompress_struct cinfo{};
   ErrorManager errors{};
-  ProgressManager progress{};
+  detail::LibjpegProgress progress{};
   bool created = false;
 
   explicit Reader(int max_scans) {
     cinfo.err = detail::InstallErrorHandlers(errors);  // stops on damage
-    created = GuardedCreate(&cinfo, &errors);
+    created = detail::GuardedCreate(&cinfo, &errors);
     cinfo.progress = detail::InstallScanLimit(progress, errors, max_scans);
   }
   ~Reader() { jpeg_destroy_decompress(&cinfo); }
@@ -74,7 +65,7 @@ struct Reader {
 // Why a file that libjpeg read cannot be stored, or nullptr.
 const char* Unstorable(const jpeg_decompress_struct& cinfo) {
   if (cinfo.data_precision != 8) return "not 8-bit samples";
-  if (!ColorSpaceFits(cinfo.jpeg_color_space, cinfo.num_components)) {
+  if (!detail::ColorSpaceFits(cinfo.jpeg_color_space, cinfo.num_components)) {
     return "colour space and component count the decoder does not convert";
   }
   int blocks_in_mcu = 0;
@@ -107,13 +98,13 @@ Geometry GeometryOf(const jpeg_decompress_struct& cinfo, const CoefficientPackOp
     if (t == g.tables) g.quant[g.tables++] = table;
     g.table[c] = t;
   }
-  g.group_width = std::clamp(options.group_pixels / (8 * g.max_h), 1, kMaxGroupWidth);
-  ComputeBlocks(g);
+  g.group_width = std::clamp(options.group_pixels / (8 * g.max_h), 1, detail::kMaxGroupWidth);
+  detail::ComputeBlocks(g);
   return g;
 }
 
 void AppendHeader(const Geometry& g, std::vector<std::byte>& out) {
-  for (std::uint8_t b : kMagic) out.push_back(std::byte{b});
+  for (std::uint8_t b : detail::kMagic) out.push_back(std::byte{b});
   out.push_back(std::byte{2});  // the version
   out.push_back(std::byte(g.components));
   out.push_back(std::byte(g.color_space));
@@ -160,7 +151,7 @@ struct GroupStreams {
       previous = dc_value;
       std::uint64_t mask = 0;
       for (int k = 1; k < 64; ++k) {
-        const int value = block[kNatural[k]];
+        const int value = block[detail::kNatural[k]];
         if (value == 0) continue;
         mask |= std::uint64_t{1} << k;
         if (value < -127 || value > 127) {
@@ -281,8 +272,8 @@ CoefficientPackResult PackCoefficients(std::span<const std::byte> jpeg,
   }
   Reader r(options.max_scans);
   if (!r.created) return refuse({DecodeErrorKind::kCorrupt, r.errors.message});
-  if (!GuardedReadHeader(&r.cinfo, &r.errors, reinterpret_cast<const unsigned char*>(jpeg.data()),
-                         jpeg.size())) {
+  if (!detail::GuardedReadHeader(
+          &r.cinfo, &r.errors, reinterpret_cast<const unsigned char*>(jpeg.data()), jpeg.size())) {
     return refuse(detail::FailureOf(r.errors, "JPEG", "header"));
   }
   if (const char* why = Unstorable(r.cinfo)) {

@@ -77,8 +77,6 @@ std::int64_t Nanos(Clock::duration d) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
 }
 
-using detail::CmykRowToRgb;
-
 // A JPEG header (SOI, DQT, SOF1, SOS) for the sub_width x sub_height sub-image: the
 // record's tables and sampling factors, one interleaved sequential scan, no entropy data.
 // libjpeg loads its default Huffman tables for the scan it will never decode.

@@ -42,7 +42,6 @@ constexpr std::uint8_t kIndexVersion = 1;
 // corrupt-data warning stops the transcode (stop_on_damage is always set).
 
 using ErrorManager = detail::LibjpegErrors;
-using ProgressManager = detail::LibjpegProgress;
 
 bool GuardedCreate(jpeg_decompress_struct* src, jpeg_compress_struct* dst, ErrorManager* errors) {
   if (setjmp(errors->jump)) return false;
@@ -114,7 +113,7 @@ struct Transcoder {
   jpeg_decompress_struct src{};
   jpeg_compress_struct dst{};
   ErrorManager errors{};
-  ProgressManager progress{};
+  detail::LibjpegProgress progress{};
   unsigned char* buffer = nullptr;
   unsigned long size = 0;
   bool created = false;

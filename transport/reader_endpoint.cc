@@ -59,7 +59,6 @@ using detail::MessageType;
 using detail::InFlight;
 using detail::Item;
 using detail::kMaxCredits;
-using detail::Session;
 
 constexpr std::chrono::hours kLongWait(24);
 
@@ -255,7 +254,7 @@ void ReaderEndpoint::Impl::EndSession() {
 }
 
 void ReaderEndpoint::Impl::ReapRetired(bool wait) {
-  std::erase_if(retired, [wait](const std::unique_ptr<Session>& old) {
+  std::erase_if(retired, [wait](const std::unique_ptr<detail::Session>& old) {
     if (wait) old->in_flight.WaitForZero();
     return old->in_flight.Idle();
   });

@@ -38,7 +38,6 @@ using detail::Clock;
 using detail::Control;
 using detail::Entry;
 using detail::MessageType;
-using detail::Shared;
 
 constexpr std::size_t kMaxCredits = 1024;
 // Messages other than batch images (labels, indices, an error's text) stay below this.
