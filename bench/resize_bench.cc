@@ -71,19 +71,5 @@ void BM_ResizeFractionalCrop(benchmark::State& state) {
 }
 BENCHMARK(BM_ResizeFractionalCrop);
 
-void BM_FlipHorizontal(benchmark::State& state) {
-  const int size = static_cast<int>(state.range(0));
-  std::vector<std::uint8_t> image = RandomPixels(static_cast<std::size_t>(size) * size * 3);
-  const PixelView view = PixelView::Interleaved(image.data(), size, size);
-  for (auto _ : state) {
-    FlipHorizontal(view);
-    benchmark::DoNotOptimize(image.data());
-    benchmark::ClobberMemory();
-  }
-  state.SetItemsProcessed(state.iterations());
-  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(image.size()));
-}
-BENCHMARK(BM_FlipHorizontal)->Arg(224);
-
 }  // namespace
 }  // namespace tilefeed::codecs

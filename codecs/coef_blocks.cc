@@ -3,7 +3,8 @@
 #include "codecs/coef_blocks.h"
 
 #include <bit>
-#include <cstring>
+
+#include "codecs/coef_format.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -13,13 +14,6 @@
 
 namespace tilefeed::codecs::detail {
 namespace {
-
-std::uint64_t Le64(const std::uint8_t* p) {
-  std::uint64_t v = 0;
-  std::memcpy(&v, p, 8);
-  if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap64(v);
-  return v;
-}
 
 // The two-byte little-endian value at p, as a coefficient.
 std::int16_t Wide(const std::uint8_t* p) {

@@ -15,6 +15,7 @@
 
 #include "codecs/coef_huffman.h"
 #include "codecs/jpeg_coefficients.h"
+#include "codecs/libjpeg_errors.h"
 
 namespace tilefeed::codecs {
 namespace detail {
@@ -116,10 +117,7 @@ Geometry ParseGeometry(std::span<const std::byte> rec, std::int64_t max_pixels) 
   g.height = static_cast<int>(Le16(rec, 10));
   if (g.width == 0 || g.height == 0) Corrupt("zero dimension");
   if (std::int64_t{g.width} * g.height > max_pixels) {
-    throw DecodeError(DecodeErrorKind::kTooLarge, "JPEG too large: " + std::to_string(g.width) +
-                                                      "x" + std::to_string(g.height) +
-                                                      " is over the limit of " +
-                                                      std::to_string(max_pixels) + " pixels");
+    throw detail::TooLarge(g.width, g.height, max_pixels);
   }
   g.tables = static_cast<int>(ByteAt(rec, 12));
   if (g.tables < 1 || g.tables > 4 || ByteAt(rec, 13) != 0 || Le16(rec, 14) != 0) {

@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string>
 #include <vector>
@@ -27,6 +29,13 @@ inline std::uint32_t Le16(std::span<const std::byte> b, std::size_t i) {
 }
 inline std::uint32_t Le32(std::span<const std::byte> b, std::size_t i) {
   return Le16(b, i) | Le16(b, i + 2) << 16;
+}
+// The eight bytes at p, little-endian (the masks and values of a column group).
+inline std::uint64_t Le64(const std::uint8_t* p) {
+  std::uint64_t v = 0;
+  std::memcpy(&v, p, 8);
+  if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap64(v);
+  return v;
 }
 inline void PutLe16(std::vector<std::byte>& out, std::uint32_t v) {
   out.push_back(std::byte(v & 0xFF));

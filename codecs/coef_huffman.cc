@@ -18,6 +18,7 @@
 #include <tuple>
 #include <utility>
 
+#include "codecs/coef_format.h"
 #include "codecs/cpu_dispatch.h"
 
 #if defined(__x86_64__)
@@ -49,13 +50,6 @@ std::array<Segment, 6> Segments(HuffGroupShape shape, std::size_t size, std::siz
            {2 * k + 8 * k0, 8 * k1, other + 1},
            {values, first_values, 2},
            {values + first_values, size - values - first_values, other + 2}}};
-}
-
-std::uint64_t Le64(const std::uint8_t* p) {
-  std::uint64_t v = 0;
-  std::memcpy(&v, p, 8);
-  if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap64(v);
-  return v;
 }
 
 // The sum of the masks' popcounts; inlined into both versions of CountMaskBits, so that

@@ -8,7 +8,6 @@
 #include <csetjmp>
 #include <cstdio>
 #include <string>
-#include <utility>
 #include <vector>
 
 // jpeglib.h needs size_t and FILE declared first.
@@ -26,19 +25,10 @@ namespace tilefeed::codecs {
 namespace {
 
 using ErrorManager = detail::LibjpegErrors;
-using ProgressManager = detail::LibjpegProgress;
 
-using detail::ColorSpaceFits;
-using detail::ComputeBlocks;
 using detail::Geometry;
-using detail::kMagic;
-using detail::kMaxGroupWidth;
-using detail::kNatural;
 using detail::PutLe16;
 using detail::PutLe32;
-
-using detail::GuardedCreate;
-using detail::GuardedReadHeader;
 
 bool GuardedReadCoefficients(jpeg_decompress_struct* cinfo, ErrorManager* errors,
                              jvirt_barray_ptr** arrays) {
@@ -59,28 +49,23 @@ bool GuardedAccess(jpeg_decompress_struct* cinfo, ErrorManager* errors, jvirt_ba
 struct Reader {
   jpeg_decompress_struct cinfo{};
   ErrorManager errors{};
-  ProgressManager progress{};
+  detail::LibjpegProgress progress{};
   bool created = false;
 
   explicit Reader(int max_scans) {
     cinfo.err = detail::InstallErrorHandlers(errors);  // stops on damage
-    created = GuardedCreate(&cinfo, &errors);
+    created = detail::GuardedCreate(&cinfo, &errors);
     cinfo.progress = detail::InstallScanLimit(progress, errors, max_scans);
   }
   ~Reader() { jpeg_destroy_decompress(&cinfo); }
   Reader(const Reader&) = delete;
   Reader& operator=(const Reader&) = delete;
-
-  std::pair<DecodeErrorKind, std::string> Failed(const char* stage) const {
-    const DecodeErrorKind kind = detail::ClassifyFailure(errors);
-    return {kind, std::string(ToString(kind)) + " JPEG (" + stage + "): " + errors.message};
-  }
 };
 
 // Why a file that libjpeg read cannot be stored, or nullptr.
 const char* Unstorable(const jpeg_decompress_struct& cinfo) {
   if (cinfo.data_precision != 8) return "not 8-bit samples";
-  if (!ColorSpaceFits(cinfo.jpeg_color_space, cinfo.num_components)) {
+  if (!detail::ColorSpaceFits(cinfo.jpeg_color_space, cinfo.num_components)) {
     return "colour space and component count the decoder does not convert";
   }
   int blocks_in_mcu = 0;
@@ -113,13 +98,13 @@ Geometry GeometryOf(const jpeg_decompress_struct& cinfo, const CoefficientPackOp
     if (t == g.tables) g.quant[g.tables++] = table;
     g.table[c] = t;
   }
-  g.group_width = std::clamp(options.group_pixels / (8 * g.max_h), 1, kMaxGroupWidth);
-  ComputeBlocks(g);
+  g.group_width = std::clamp(options.group_pixels / (8 * g.max_h), 1, detail::kMaxGroupWidth);
+  detail::ComputeBlocks(g);
   return g;
 }
 
 void AppendHeader(const Geometry& g, std::vector<std::byte>& out) {
-  for (std::uint8_t b : kMagic) out.push_back(std::byte{b});
+  for (std::uint8_t b : detail::kMagic) out.push_back(std::byte{b});
   out.push_back(std::byte{2});  // the version
   out.push_back(std::byte(g.components));
   out.push_back(std::byte(g.color_space));
@@ -166,7 +151,7 @@ struct GroupStreams {
       previous = dc_value;
       std::uint64_t mask = 0;
       for (int k = 1; k < 64; ++k) {
-        const int value = block[kNatural[k]];
+        const int value = block[detail::kNatural[k]];
         if (value == 0) continue;
         mask |= std::uint64_t{1} << k;
         if (value < -127 || value > 127) {
@@ -281,45 +266,34 @@ CoefficientPackResult PackCoefficients(std::span<const std::byte> jpeg,
                                    options.coding != CoefficientCoding::kHuffman)) {
     throw std::invalid_argument("CoefficientPackOptions out of range");
   }
-  CoefficientPackResult result;
-  auto refuse = [&](DecodeErrorKind kind, std::string reason) {
-    result.refusal = kind;
-    result.reason = std::move(reason);
-    return std::move(result);
-  };
+  const auto refuse = &detail::Refused<CoefficientPackResult>;
   if (const char* what = SniffNonJpeg(jpeg)) {
-    return refuse(DecodeErrorKind::kNotJpeg, std::string("not a JPEG: ") + what);
+    return refuse({DecodeErrorKind::kNotJpeg, std::string("not a JPEG: ") + what});
   }
   Reader r(options.max_scans);
-  if (!r.created) return refuse(DecodeErrorKind::kCorrupt, r.errors.message);
-  if (!GuardedReadHeader(&r.cinfo, &r.errors, reinterpret_cast<const unsigned char*>(jpeg.data()),
-                         jpeg.size())) {
-    auto [kind, reason] = r.Failed("header");
-    return refuse(kind, std::move(reason));
+  if (!r.created) return refuse({DecodeErrorKind::kCorrupt, r.errors.message});
+  if (!detail::GuardedReadHeader(
+          &r.cinfo, &r.errors, reinterpret_cast<const unsigned char*>(jpeg.data()), jpeg.size())) {
+    return refuse(detail::FailureOf(r.errors, "JPEG", "header"));
   }
   if (const char* why = Unstorable(r.cinfo)) {
-    return refuse(DecodeErrorKind::kUnsupported, std::string("unsupported JPEG: ") + why);
+    return refuse({DecodeErrorKind::kUnsupported, std::string("unsupported JPEG: ") + why});
   }
   if (std::int64_t{r.cinfo.image_width} * r.cinfo.image_height > options.max_pixels) {
-    return refuse(DecodeErrorKind::kTooLarge,
-                  "JPEG too large: " + std::to_string(r.cinfo.image_width) + "x" +
-                      std::to_string(r.cinfo.image_height) + " is over the limit of " +
-                      std::to_string(options.max_pixels) + " pixels");
+    return refuse(detail::TooLarge(r.cinfo.image_width, r.cinfo.image_height, options.max_pixels));
   }
   jvirt_barray_ptr* arrays = nullptr;
   if (!GuardedReadCoefficients(&r.cinfo, &r.errors, &arrays)) {
-    auto [kind, reason] = r.Failed("data");
-    return refuse(kind, std::move(reason));
+    return refuse(detail::FailureOf(r.errors, "JPEG", "data"));
   }
   if (const char* why = detail::NotPlain(r.cinfo)) {
-    return refuse(DecodeErrorKind::kUnsupported, std::string("unsupported JPEG: ") + why);
+    return refuse({DecodeErrorKind::kUnsupported, std::string("unsupported JPEG: ") + why});
   }
   const Geometry g = GeometryOf(r.cinfo, options);
+  CoefficientPackResult result;
   AppendHeader(g, result.record);
   if (!PackGroups(r, arrays, g, result.record)) {
-    auto [kind, reason] = r.Failed("coefficients");
-    result.record.clear();
-    return refuse(kind, std::move(reason));
+    return refuse(detail::FailureOf(r.errors, "JPEG", "coefficients"));
   }
   jpeg_abort_decompress(&r.cinfo);
   result.packed = true;

@@ -16,14 +16,9 @@
 #include <turbojpeg.h>
 
 #include <algorithm>
-#include <cassert>
-#include <cmath>
 #include <csetjmp>
 #include <cstdio>
-#include <cstring>
 #include <string_view>
-#include <utility>
-#include <vector>
 
 // jpeglib.h needs size_t and FILE declared first.
 #include <jpeglib.h>
@@ -38,7 +33,6 @@ namespace tilefeed::codecs {
 namespace {
 
 using ErrorManager = detail::LibjpegErrors;
-using ProgressManager = detail::LibjpegProgress;
 
 // Rows a region decode may run ahead of the resize that reads them: enough that decode
 // and resize alternate in runs of rows (their times are summed per run), few enough that
@@ -47,11 +41,6 @@ constexpr std::size_t kRingAhead = 16;
 
 // The guarded functions. Only trivially destructible locals below this line's callers'
 // setjmp (see the file comment). Each returns false when libjpeg jumped out.
-
-using detail::GuardedCreate;
-using detail::GuardedReadHeader;
-
-using detail::CmykRowToRgb;
 
 // Inputs and outputs of one region decode, plain data so it may cross a longjmp.
 struct RegionJob {
@@ -271,14 +260,14 @@ struct JpegDecoder::Impl {
   JpegOptions options;
   jpeg_decompress_struct cinfo{};
   ErrorManager errors{};
-  ProgressManager progress{};
+  detail::LibjpegProgress progress{};
   std::unique_ptr<void, TjDeleter> turbo;
   detail::RowRing ring;  // the region decode's rows; DecodeFull's scratch
   Resizer resizer;
 
   explicit Impl(const JpegOptions& opts) : options(opts) {
     cinfo.err = detail::InstallErrorHandlers(errors);
-    if (!GuardedCreate(&cinfo, &errors)) {
+    if (!detail::GuardedCreate(&cinfo, &errors)) {
       throw std::runtime_error(std::string("libjpeg: cannot create a decompressor: ") +
                                errors.message);
     }
@@ -294,13 +283,7 @@ struct JpegDecoder::Impl {
   // decompressor back in its idle state so that the next image can use it.
   [[noreturn]] void Fail(const char* stage) {
     jpeg_abort_decompress(&cinfo);
-    const DecodeErrorKind kind = detail::ClassifyFailure(errors);
-    std::string reason = ToString(kind);
-    reason += " JPEG (";
-    reason += stage;
-    reason += "): ";
-    reason += errors.message;
-    throw DecodeError(kind, reason);
+    throw detail::FailureOf(errors, "JPEG", stage);
   }
 
   ImageInfo ReadHeader(std::span<const std::byte> jpeg) {
@@ -308,8 +291,8 @@ struct JpegDecoder::Impl {
       throw DecodeError(DecodeErrorKind::kNotJpeg, std::string("not a JPEG: ") + what);
     }
     ResetErrors();
-    if (!GuardedReadHeader(&cinfo, &errors, reinterpret_cast<const unsigned char*>(jpeg.data()),
-                           jpeg.size())) {
+    if (!detail::GuardedReadHeader(
+            &cinfo, &errors, reinterpret_cast<const unsigned char*>(jpeg.data()), jpeg.size())) {
       Fail("header");
     }
     ImageInfo info;
@@ -326,10 +309,7 @@ struct JpegDecoder::Impl {
     const std::int64_t pixels = std::int64_t{info.width} * info.height;
     if (pixels > options.max_pixels) {
       jpeg_abort_decompress(&cinfo);
-      throw DecodeError(DecodeErrorKind::kTooLarge,
-                        "JPEG too large: " + std::to_string(info.width) + "x" +
-                            std::to_string(info.height) + " is over the limit of " +
-                            std::to_string(options.max_pixels) + " pixels");
+      throw detail::TooLarge(info.width, info.height, options.max_pixels);
     }
     return info;
   }
@@ -537,7 +517,7 @@ DecodeReport JpegDecoder::DecodeFull(std::span<const std::byte> jpeg, const Pixe
   if (!direct) {
     for (int y = 0; y < info.height; ++y) {
       std::uint8_t* row = s.ring.scratch.data() + static_cast<std::size_t>(y) * pitch;
-      if (cmyk) CmykRowToRgb(row, info.width, adobe);
+      if (cmyk) detail::CmykRowToRgb(row, info.width, adobe);
     }
     CopyPixels(ConstPixelView{s.ring.scratch.data(), info.width, info.height, 3, pitch}, out);
   }

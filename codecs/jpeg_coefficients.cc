@@ -28,16 +28,12 @@
 
 #include <algorithm>
 #include <array>
-#include <bit>
 #include <chrono>
-#include <cmath>
 #include <csetjmp>
 #include <cstdio>
-#include <cstring>
 #include <limits>
 #include <optional>
 #include <stdexcept>
-#include <utility>
 
 // jpeglib.h needs size_t and FILE declared first; jpegint.h follows it.
 // clang-format off
@@ -80,8 +76,6 @@ using detail::kNatural;  // zigzag index -> natural index
 std::int64_t Nanos(Clock::duration d) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
 }
-
-using detail::CmykRowToRgb;
 
 // A JPEG header (SOI, DQT, SOF1, SOS) for the sub_width x sub_height sub-image: the
 // record's tables and sampling factors, one interleaved sequential scan, no entropy data.
@@ -135,13 +129,6 @@ static_assert(sizeof(JCOEF) == sizeof(std::int16_t) && sizeof(Block) == sizeof(J
 // Where the next block row of each stream of one column group starts.
 using GroupCursor = detail::MaskedStreams;
 
-std::uint64_t Le64(const std::uint8_t* p) {
-  std::uint64_t v = 0;
-  std::memcpy(&v, p, 8);
-  if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap64(v);
-  return v;
-}
-
 // What decodes the groups: the record's Huffman tables.
 struct GroupDecoders {
   detail::HuffDecoder huff;
@@ -166,7 +153,7 @@ GroupCursor CheckGroup(const std::uint8_t* raw, std::size_t size, std::size_t bl
   const std::uint8_t* masks = raw + 2 * blocks;
   const std::uint8_t* values = raw + 10 * blocks;
   std::uint64_t bit0 = 0;
-  for (std::size_t i = 0; i < blocks; ++i) bit0 |= Le64(masks + 8 * i);
+  for (std::size_t i = 0; i < blocks; ++i) bit0 |= detail::Le64(masks + 8 * i);
   const std::size_t count = detail::CountMaskBits(masks, blocks, portable);
   if ((bit0 & 1) != 0 || 10 * blocks + count > size) {
     Corrupt("band " + std::to_string(band) + " masks do not fit");
@@ -550,9 +537,7 @@ struct CoefficientDecoder::Impl {
 
   [[noreturn]] void Fail(const char* stage) {
     jpeg_abort_decompress(&cinfo);
-    const DecodeErrorKind kind = detail::ClassifyFailure(errors);
-    throw DecodeError(kind, std::string(ToString(kind)) + " coefficient record (" + stage +
-                                "): " + errors.message);
+    throw detail::FailureOf(errors, "coefficient record", stage);
   }
 
   void Prepare(std::span<const std::byte> rec, const Geometry& g, const Cover& cover) {

@@ -25,7 +25,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <utility>
 
 // jpeglib.h needs size_t and FILE declared first.
 #include <jpeglib.h>
@@ -43,7 +42,6 @@ constexpr std::uint8_t kIndexVersion = 1;
 // corrupt-data warning stops the transcode (stop_on_damage is always set).
 
 using ErrorManager = detail::LibjpegErrors;
-using ProgressManager = detail::LibjpegProgress;
 
 bool GuardedCreate(jpeg_decompress_struct* src, jpeg_compress_struct* dst, ErrorManager* errors) {
   if (setjmp(errors->jump)) return false;
@@ -115,7 +113,7 @@ struct Transcoder {
   jpeg_decompress_struct src{};
   jpeg_compress_struct dst{};
   ErrorManager errors{};
-  ProgressManager progress{};
+  detail::LibjpegProgress progress{};
   unsigned char* buffer = nullptr;
   unsigned long size = 0;
   bool created = false;
@@ -134,12 +132,6 @@ struct Transcoder {
   }
   Transcoder(const Transcoder&) = delete;
   Transcoder& operator=(const Transcoder&) = delete;
-
-  // The class and text of the failure a guarded call recorded.
-  std::pair<DecodeErrorKind, std::string> Failed(const char* stage) const {
-    const DecodeErrorKind kind = detail::ClassifyFailure(errors);
-    return {kind, std::string(ToString(kind)) + " JPEG (" + stage + "): " + errors.message};
-  }
 };
 
 // --- Our own reading of the few markers the index depends on. It trusts nothing: every
@@ -370,46 +362,35 @@ bool CropFits(const JpegIntervalIndex& index, const Rect& crop) {
 
 TranscodeResult TranscodeForRandomAccess(std::span<const std::byte> jpeg,
                                          const TranscodeOptions& options) {
-  TranscodeResult result;
-  auto refuse = [&](DecodeErrorKind kind, std::string reason) {
-    result.refusal = kind;
-    result.reason = std::move(reason);
-    return std::move(result);
-  };
+  const auto refuse = &detail::Refused<TranscodeResult>;
   if (const char* what = SniffNonJpeg(jpeg)) {
-    return refuse(DecodeErrorKind::kNotJpeg, std::string("not a JPEG: ") + what);
+    return refuse({DecodeErrorKind::kNotJpeg, std::string("not a JPEG: ") + what});
   }
   Transcoder t(options.max_scans);
-  if (!t.created) return refuse(DecodeErrorKind::kCorrupt, t.errors.message);
+  if (!t.created) return refuse({DecodeErrorKind::kCorrupt, t.errors.message});
   if (!GuardedReadHeader(&t.src, &t.errors, reinterpret_cast<const unsigned char*>(jpeg.data()),
                          jpeg.size(), options.copy_metadata)) {
-    auto [kind, reason] = t.Failed("header");
-    return refuse(kind, std::move(reason));
+    return refuse(detail::FailureOf(t.errors, "JPEG", "header"));
   }
   if (t.src.arith_code) {
-    return refuse(DecodeErrorKind::kUnsupported,
-                  "unsupported JPEG: arithmetic coding (not transcoded)");
+    return refuse(
+        {DecodeErrorKind::kUnsupported, "unsupported JPEG: arithmetic coding (not transcoded)"});
   }
   if (t.src.data_precision != 8) {
-    return refuse(DecodeErrorKind::kUnsupported,
-                  "unsupported JPEG: " + std::to_string(t.src.data_precision) + "-bit samples");
+    return refuse({DecodeErrorKind::kUnsupported,
+                   "unsupported JPEG: " + std::to_string(t.src.data_precision) + "-bit samples"});
   }
-  const std::int64_t pixels = std::int64_t{t.src.image_width} * t.src.image_height;
-  if (pixels > options.max_pixels) {
-    return refuse(DecodeErrorKind::kTooLarge,
-                  "JPEG too large: " + std::to_string(t.src.image_width) + "x" +
-                      std::to_string(t.src.image_height) + " is over the limit of " +
-                      std::to_string(options.max_pixels) + " pixels");
+  if (std::int64_t{t.src.image_width} * t.src.image_height > options.max_pixels) {
+    return refuse(detail::TooLarge(t.src.image_width, t.src.image_height, options.max_pixels));
   }
   WriteJob job{};
   if (!GuardedReadCoefficients(&t.src, &t.errors, &job.coefficients)) {
-    auto [kind, reason] = t.Failed("data");
-    return refuse(kind, std::move(reason));
+    return refuse(detail::FailureOf(t.errors, "JPEG", "data"));
   }
   // A file libjpeg would block-smooth cannot be transcoded without changing its pixels.
   if (const char* why = detail::NotPlain(t.src)) {
-    return refuse(DecodeErrorKind::kUnsupported, std::string("unsupported JPEG: ") + why +
-                                                     " (libjpeg smooths it; not transcoded)");
+    return refuse({DecodeErrorKind::kUnsupported, std::string("unsupported JPEG: ") + why +
+                                                      " (libjpeg smooths it; not transcoded)"});
   }
   const bool single = t.src.num_components == 1;
   const int mcu_width = single ? 8 : 8 * t.src.max_h_samp_factor;
@@ -420,17 +401,17 @@ TranscodeResult TranscodeForRandomAccess(std::span<const std::byte> jpeg,
   job.buffer = &t.buffer;
   job.size = &t.size;
   if (!GuardedWrite(&t.src, &t.dst, &t.errors, &job)) {
-    auto [kind, reason] = t.Failed("write");
-    return refuse(kind, std::move(reason));
+    return refuse(detail::FailureOf(t.errors, "JPEG", "write"));
   }
   jpeg_abort_decompress(&t.src);
+  TranscodeResult result;
   result.jpeg.resize(t.size);
   std::memcpy(result.jpeg.data(), t.buffer, t.size);
   try {
     result.index = BuildIndex(result.jpeg);
   } catch (const DecodeError& e) {
-    result.jpeg.clear();
-    return refuse(DecodeErrorKind::kCorrupt, std::string("transcoded file unusable: ") + e.what());
+    return refuse(
+        {DecodeErrorKind::kCorrupt, std::string("transcoded file unusable: ") + e.what()});
   }
   result.transcoded = true;
   return result;

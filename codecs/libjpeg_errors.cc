@@ -4,6 +4,8 @@
 #include <jerror.h>  // after jpeglib.h: it needs its configuration macros
 // clang-format on
 
+#include <string>
+
 namespace tilefeed::codecs::detail {
 namespace {
 
@@ -46,7 +48,6 @@ extern "C" void OnEmitMessage(j_common_ptr cinfo, int level) {
   }
   if (!errors->warned) {
     errors->warned = true;
-    errors->warning_code = code;
     (*cinfo->err->format_message)(cinfo, errors->message);
   }
 }
@@ -66,36 +67,7 @@ extern "C" void OnProgress(j_common_ptr cinfo) {
   }
 }
 
-}  // namespace
-
-void LibjpegErrors::Reset(bool stop_on_damage_warnings) {
-  stop_on_damage = stop_on_damage_warnings;
-  failure = LibjpegFailure::kNone;
-  failure_code = 0;
-  saw_eof = false;
-  warned = false;
-  warning_code = 0;
-  message[0] = '\0';
-  pub.num_warnings = 0;
-}
-
-jpeg_error_mgr* InstallErrorHandlers(LibjpegErrors& errors) {
-  jpeg_std_error(&errors.pub);
-  errors.pub.error_exit = OnErrorExit;
-  errors.pub.emit_message = OnEmitMessage;
-  errors.pub.output_message = OnOutputMessage;
-  errors.Reset(true);
-  return &errors.pub;
-}
-
-jpeg_progress_mgr* InstallScanLimit(LibjpegProgress& progress, LibjpegErrors& errors,
-                                    int max_scans) {
-  progress.pub.progress_monitor = OnProgress;
-  progress.errors = &errors;
-  progress.max_scans = max_scans;
-  return &progress.pub;
-}
-
+// What kind of failure the recorded one is, for DecodeError.
 DecodeErrorKind ClassifyFailure(const LibjpegErrors& errors) {
   switch (errors.failure) {
     case LibjpegFailure::kTooManyScans:
@@ -125,6 +97,47 @@ DecodeErrorKind ClassifyFailure(const LibjpegErrors& errors) {
       // inserts at the end of the data.
       return errors.saw_eof ? DecodeErrorKind::kTruncated : DecodeErrorKind::kCorrupt;
   }
+}
+
+}  // namespace
+
+void LibjpegErrors::Reset(bool stop_on_damage_warnings) {
+  stop_on_damage = stop_on_damage_warnings;
+  failure = LibjpegFailure::kNone;
+  failure_code = 0;
+  saw_eof = false;
+  warned = false;
+  message[0] = '\0';
+  pub.num_warnings = 0;
+}
+
+jpeg_error_mgr* InstallErrorHandlers(LibjpegErrors& errors) {
+  jpeg_std_error(&errors.pub);
+  errors.pub.error_exit = OnErrorExit;
+  errors.pub.emit_message = OnEmitMessage;
+  errors.pub.output_message = OnOutputMessage;
+  errors.Reset(true);
+  return &errors.pub;
+}
+
+jpeg_progress_mgr* InstallScanLimit(LibjpegProgress& progress, LibjpegErrors& errors,
+                                    int max_scans) {
+  progress.pub.progress_monitor = OnProgress;
+  progress.errors = &errors;
+  progress.max_scans = max_scans;
+  return &progress.pub;
+}
+
+DecodeError FailureOf(const LibjpegErrors& errors, const char* subject, const char* stage) {
+  const DecodeErrorKind kind = ClassifyFailure(errors);
+  return {kind,
+          std::string(ToString(kind)) + " " + subject + " (" + stage + "): " + errors.message};
+}
+
+DecodeError TooLarge(std::int64_t width, std::int64_t height, std::int64_t max_pixels) {
+  return {DecodeErrorKind::kTooLarge, "JPEG too large: " + std::to_string(width) + "x" +
+                                          std::to_string(height) + " is over the limit of " +
+                                          std::to_string(max_pixels) + " pixels"};
 }
 
 bool GuardedCreate(jpeg_decompress_struct* cinfo, LibjpegErrors* errors) {

@@ -12,6 +12,7 @@
 
 #include <csetjmp>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 
 // jpeglib.h needs FILE and size_t declared before it.
@@ -31,10 +32,9 @@ struct LibjpegErrors {
   std::jmp_buf jump;
   bool stop_on_damage;
   LibjpegFailure failure;
-  int failure_code;  // libjpeg message code of the failure
-  bool saw_eof;      // the data ran out (JWRN_JPEG_EOF) at some point
-  bool warned;       // a warning was accepted; warning_code and message say which
-  int warning_code;
+  int failure_code;               // libjpeg message code of the failure
+  bool saw_eof;                   // the data ran out (JWRN_JPEG_EOF) at some point
+  bool warned;                    // a warning was accepted; message says which
   char message[JMSG_LENGTH_MAX];  // the failure's, or the first accepted warning's, text
 
   // Forgets the previous image's failure and warnings.
@@ -53,8 +53,21 @@ jpeg_error_mgr* InstallErrorHandlers(LibjpegErrors& errors);
 // Fills progress.pub with the scan-limit monitor and returns it, for cinfo.progress.
 jpeg_progress_mgr* InstallScanLimit(LibjpegProgress& progress, LibjpegErrors& errors,
                                     int max_scans);
-// What kind of failure the recorded one is, for DecodeError.
-DecodeErrorKind ClassifyFailure(const LibjpegErrors& errors);
+// The DecodeError for the failure a guarded call recorded while reading `subject` ("JPEG",
+// "coefficient record") at `stage` ("header", "data", ...): its class, and a reason
+// "<class> <subject> (<stage>): <libjpeg's message>".
+DecodeError FailureOf(const LibjpegErrors& errors, const char* subject, const char* stage);
+// The DecodeError (kTooLarge) of a width x height JPEG over max_pixels.
+DecodeError TooLarge(std::int64_t width, std::int64_t height, std::int64_t max_pixels);
+// A PackCoefficients or TranscodeForRandomAccess result that holds nothing but the
+// refusal `why`: the input is left as it came.
+template <class Result>
+Result Refused(const DecodeError& why) {
+  Result result;
+  result.refusal = why.kind();
+  result.reason = why.what();
+  return result;
+}
 
 // jpeg_create_decompress and jpeg_mem_src + jpeg_read_header, each behind its own setjmp
 // on errors->jump (libjpeg's longjmp lands in the frame that called setjmp, which holds no

@@ -696,29 +696,4 @@ void CopyPixels(const ConstPixelView& src, const PixelView& dst, bool flip) {
   }
 }
 
-void FlipHorizontal(const PixelView& image) {
-  const int width = image.width;
-  for (int y = 0; y < image.height; ++y) {
-    std::uint8_t* row = image.data + y * image.row_stride;
-    if (image.interleaved() && image.channels == 3) {
-      // The common case gets a loop the compiler can unroll without stride multiplies.
-      std::uint8_t* l = row;
-      std::uint8_t* r = row + 3 * static_cast<std::ptrdiff_t>(width - 1);
-      for (; l < r; l += 3, r -= 3) {
-        std::swap(l[0], r[0]);
-        std::swap(l[1], r[1]);
-        std::swap(l[2], r[2]);
-      }
-      continue;
-    }
-    for (int x = 0; x < width / 2; ++x) {
-      std::uint8_t* l = row + x * image.pixel_stride;
-      std::uint8_t* r = row + (width - 1 - x) * image.pixel_stride;
-      for (int c = 0; c < image.channels; ++c) {
-        std::swap(l[c * image.channel_stride], r[c * image.channel_stride]);
-      }
-    }
-  }
-}
-
 }  // namespace tilefeed::codecs

@@ -66,7 +66,4 @@ class Resizer {
 // REQUIRES: src.width == dst.width, src.height == dst.height, src.channels == dst.channels.
 void CopyPixels(const ConstPixelView& src, const PixelView& dst, bool flip = false);
 
-// Mirrors `image` left-right in place.
-void FlipHorizontal(const PixelView& image);
-
 }  // namespace tilefeed::codecs

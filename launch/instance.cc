@@ -1,7 +1,6 @@
 #include <charconv>
 #include <cstdlib>
 #include <stdexcept>
-#include <string_view>
 
 #include "tilefeed/launch/launch.h"
 

@@ -2,7 +2,6 @@
 
 #include <cassert>
 #include <condition_variable>
-#include <cstring>
 #include <exception>
 #include <mutex>
 #include <optional>

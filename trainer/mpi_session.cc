@@ -116,38 +116,6 @@ MpiSession::~MpiSession() {
   MPI_Finalize();
 }
 
-MpiSession::MpiSession(MpiSession&& other) noexcept
-    : active_(std::exchange(other.active_, false)),
-      rank_(other.rank_),
-      size_(other.size_),
-      timeout_(other.timeout_),
-      max_sleep_(other.max_sleep_),
-      spin_(other.spin_),
-      sequence_(other.sequence_),
-      pending_(std::move(other.pending_)),
-      answers_(std::move(other.answers_)),
-      watchdog_(std::move(other.watchdog_)) {}
-
-MpiSession& MpiSession::operator=(MpiSession&& other) noexcept {
-  if (this != &other) {
-    if (active_) {
-      if (watchdog_->comm != MPI_COMM_NULL) MPI_Comm_free(&watchdog_->comm);
-      MPI_Finalize();
-    }
-    active_ = std::exchange(other.active_, false);
-    rank_ = other.rank_;
-    size_ = other.size_;
-    timeout_ = other.timeout_;
-    max_sleep_ = other.max_sleep_;
-    spin_ = other.spin_;
-    sequence_ = other.sequence_;
-    pending_ = std::move(other.pending_);
-    answers_ = std::move(other.answers_);
-    watchdog_ = std::move(other.watchdog_);
-  }
-  return *this;
-}
-
 void MpiSession::AnswerQueries() {
   if (answers_->TestAll("MPI_Testall(watchdog answers)")) {
     answers_->requests.clear();

@@ -7,8 +7,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <random>
 #include <utility>
+
+#include "transport/socket_util.h"
 
 namespace tilefeed::transport::detail {
 namespace {
@@ -19,18 +20,6 @@ std::uint64_t DescriptorLimit() {
   rlimit limit{};
   if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return 1 << 20;
   return limit.rlim_cur;
-}
-
-zmq::socket_t Monitor(zmq::context_t& context, zmq::socket_t& socket) {
-  // Unique per socket: a closed monitor's inproc name stays taken until ZeroMQ reaps it.
-  std::random_device random;
-  const std::string address = "inproc://tilefeed-reader-monitor-" + std::to_string(random()) + "-" +
-                              std::to_string(random());
-  if (zmq_socket_monitor(socket.handle(), address.c_str(), kEvents) != 0) throw zmq::error_t();
-  zmq::socket_t monitor(context, zmq::socket_type::pair);
-  monitor.set(zmq::sockopt::linger, 0);
-  monitor.connect(address);
-  return monitor;
 }
 
 }  // namespace
@@ -44,7 +33,7 @@ std::size_t ConnectionCap(std::size_t requested) {
 ConnectionGuard::ConnectionGuard(zmq::context_t& context, zmq::socket_t& socket, std::size_t cap,
                                  std::function<void(const std::string&)> log)
     : socket_(socket.handle()),
-      monitor_(Monitor(context, socket)),
+      monitor_(detail::MonitorOf(context, socket, kEvents)),
       cap_(cap),
       log_(std::move(log)) {}
 

@@ -9,7 +9,6 @@
 
 #include <bit>
 #include <cassert>
-#include <cstring>
 #include <memory>
 #include <string>
 

@@ -33,12 +33,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cassert>
-#include <cerrno>
-#include <condition_variable>
 #include <cstring>
-#include <mutex>
 #include <optional>
-#include <set>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -63,7 +59,6 @@ using detail::MessageType;
 using detail::InFlight;
 using detail::Item;
 using detail::kMaxCredits;
-using detail::Session;
 
 constexpr std::chrono::hours kLongWait(24);
 
@@ -259,7 +254,7 @@ void ReaderEndpoint::Impl::EndSession() {
 }
 
 void ReaderEndpoint::Impl::ReapRetired(bool wait) {
-  std::erase_if(retired, [wait](const std::unique_ptr<Session>& old) {
+  std::erase_if(retired, [wait](const std::unique_ptr<detail::Session>& old) {
     if (wait) old->in_flight.WaitForZero();
     return old->in_flight.Idle();
   });

@@ -21,7 +21,6 @@
 #include "loader/ring.h"
 #include "transport/connection_guard.h"
 #include "transport/event_fd.h"
-#include "transport/frame.h"
 #include "transport/reader_endpoint.h"
 #include "transport/shm.h"
 #include "transport/socket_util.h"

@@ -11,11 +11,9 @@
 
 namespace tilefeed::transport {
 
-using detail::Clock;
 using detail::Control;
 using detail::kMaxCredits;
 using detail::MessageType;
-using detail::Session;
 
 // Answers one ZAP request: 200 for an allowed CURVE key, 400 (and a line) for any other.
 void ReaderEndpoint::Impl::AnswerZap() {
@@ -129,7 +127,7 @@ void ReaderEndpoint::Impl::Hello(const std::string& id, std::vector<zmq::message
   if (const std::string why = HelloRefusal(parts, hello, agreed); !why.empty()) {
     return Refuse(id, parts[1], why);
   }
-  auto next = std::make_unique<Session>();
+  auto next = std::make_unique<detail::Session>();
   if (borrowed != nullptr) {
     next->loader = borrowed;
   } else {
@@ -161,7 +159,7 @@ void ReaderEndpoint::Impl::Hello(const std::string& id, std::vector<zmq::message
     guard->set_protected_fd(parts[1].get(ZMQ_SRCFD));
   } catch (const zmq::error_t&) {
   }
-  last_heard = Clock::now();
+  last_heard = detail::Clock::now();
   checksums = hello.b != 0;
   end_epoch = session->loader->first_epoch();
   producer = std::jthread([this](std::stop_token token) { Produce(token); });

@@ -1,8 +1,6 @@
 #include "tilefeed/transport/session.h"
 
-#include <xxhash.h>
-
-#include <cstring>
+#include <cstdio>
 
 #include "transport/wire.h"
 

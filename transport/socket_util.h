@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
+#include <random>
 #include <span>
 #include <string>
 #include <vector>
@@ -59,6 +60,20 @@ inline bool TrySendControl(zmq::socket_t& socket, const Control& control) {
   const auto bytes = EncodeControl(control);
   return socket.send(zmq::const_buffer(bytes.data(), bytes.size()), zmq::send_flags::dontwait)
       .has_value();
+}
+
+// A PAIR socket that receives `socket`'s `events` (ZMQ_EVENT_*) from ZeroMQ's monitor.
+// The inproc name is unique per call: a closed monitor's name stays taken until ZeroMQ
+// reaps it. Throws zmq::error_t.
+inline zmq::socket_t MonitorOf(zmq::context_t& context, zmq::socket_t& socket, int events) {
+  std::random_device random;
+  const std::string address =
+      "inproc://tilefeed-monitor-" + std::to_string(random()) + "-" + std::to_string(random());
+  if (zmq_socket_monitor(socket.handle(), address.c_str(), events) != 0) throw zmq::error_t();
+  zmq::socket_t monitor(context, zmq::socket_type::pair);
+  monitor.set(zmq::sockopt::linger, 0);
+  monitor.connect(address);
+  return monitor;
 }
 
 // "5.0" for 5 seconds: how error messages print durations.

@@ -16,10 +16,6 @@
 // two files share in transport/zmq_stream_impl.h.
 
 #include <algorithm>
-#include <cassert>
-#include <condition_variable>
-#include <cstring>
-#include <deque>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -42,7 +38,6 @@ using detail::Clock;
 using detail::Control;
 using detail::Entry;
 using detail::MessageType;
-using detail::Shared;
 
 constexpr std::size_t kMaxCredits = 1024;
 // Messages other than batch images (labels, indices, an error's text) stay below this.
@@ -86,7 +81,7 @@ ZmqBatchStream::ZmqBatchStream(Context& context, StreamOptions options)
     }
     s.socket.set(zmq::sockopt::maxmsgsize, limit);
     s.message_limit = limit;
-    s.WatchConnection(context.impl().context);
+    s.monitor.emplace(detail::MonitorOf(context.impl().context, s.socket, ZMQ_EVENT_DISCONNECTED));
     s.socket.connect(ZmqEndpoint(s.options.endpoint));
   } catch (const zmq::error_t& e) {
     throw TransportError("connect " + s.options.endpoint + ": " + e.what());
@@ -98,19 +93,6 @@ ZmqBatchStream::ZmqBatchStream(Context& context, StreamOptions options)
 }
 
 ZmqBatchStream::~ZmqBatchStream() = default;
-
-void ZmqBatchStream::Impl::WatchConnection(zmq::context_t& context) {
-  // Unique per stream: a closed stream's inproc name stays taken until ZeroMQ reaps it.
-  std::random_device random;
-  const std::string address = "inproc://tilefeed-stream-monitor-" + std::to_string(random()) + "-" +
-                              std::to_string(random());
-  if (zmq_socket_monitor(socket.handle(), address.c_str(), ZMQ_EVENT_DISCONNECTED) != 0) {
-    throw zmq::error_t();
-  }
-  monitor.emplace(context, zmq::socket_type::pair);
-  monitor->set(zmq::sockopt::linger, 0);
-  monitor->connect(address);
-}
 
 // Gives back what the trainer has consumed: inline credits, or shared slots.
 void ZmqBatchStream::Impl::ReturnCredits() {

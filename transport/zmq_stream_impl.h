@@ -100,7 +100,6 @@ struct ZmqBatchStream::Impl {
   }
   // Moves `position` past what Next() hands out. REQUIRES: mutex held.
   void Advance(const detail::Entry& entry);
-  void WatchConnection(zmq::context_t& context);
   // Ends the monitoring before `monitor` closes. libzmq sends each event from the context's
   // I/O thread with a blocking send on its end of the monitor pair: an event after our end
   // has closed (a connection that drops while the closed socket lingers) would block that

@@ -521,35 +521,5 @@ TEST(CopyPixelsTest, RespectsStridesAndGuards) {
   }
 }
 
-TEST(FlipHorizontalTest, MirrorsInterleavedAndPlanar) {
-  for (const int width : {1, 2, 5, 8}) {
-    const Image src = RandomImage(width, 3, 90 + width);
-    Image flipped = src;
-    FlipHorizontal(PixelView::Interleaved(flipped.pixels.data(), width, 3));
-    std::vector<std::uint8_t> planar(src.pixels.size());
-    CopyPixels(src.view(), PixelView::Planar(planar.data(), width, 3));
-    FlipHorizontal(PixelView::Planar(planar.data(), width, 3));
-    for (int y = 0; y < 3; ++y) {
-      for (int x = 0; x < width; ++x) {
-        for (int c = 0; c < 3; ++c) {
-          ASSERT_EQ(flipped.at(y, x, c), src.at(y, width - 1 - x, c));
-          ASSERT_EQ(planar[(c * 3 + y) * width + x], src.at(y, width - 1 - x, c));
-        }
-      }
-    }
-    FlipHorizontal(PixelView::Interleaved(flipped.pixels.data(), width, 3));
-    EXPECT_EQ(flipped.pixels, src.pixels);
-  }
-}
-
-TEST(FlipHorizontalTest, OtherChannelCounts) {
-  std::vector<std::uint8_t> gray = {1, 2, 3, 4, 5, 6, 7};
-  FlipHorizontal(PixelView::Interleaved(gray.data(), 7, 1, 1));
-  EXPECT_EQ(gray, (std::vector<std::uint8_t>{7, 6, 5, 4, 3, 2, 1}));
-  std::vector<std::uint8_t> rgba = {1, 2, 3, 4, 5, 6, 7, 8};
-  FlipHorizontal(PixelView::Interleaved(rgba.data(), 2, 1, 4));
-  EXPECT_EQ(rgba, (std::vector<std::uint8_t>{5, 6, 7, 8, 1, 2, 3, 4}));
-}
-
 }  // namespace
 }  // namespace tilefeed::codecs

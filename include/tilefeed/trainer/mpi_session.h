@@ -132,8 +132,7 @@ class MpiSession final : public Collectives {
   // cannot give MPI_THREAD_FUNNELED.
   MpiSession(int* argc, char*** argv, const MpiSessionOptions& options = {});
   ~MpiSession() override;
-  MpiSession(MpiSession&& other) noexcept;
-  MpiSession& operator=(MpiSession&& other) noexcept;
+  // Not movable: a process has one session, made in main() and passed down by reference.
   MpiSession(const MpiSession&) = delete;
   MpiSession& operator=(const MpiSession&) = delete;
 

@@ -26,7 +26,6 @@
 #include <optional>
 #include <span>
 #include <stdexcept>
-#include <string>
 #include <utility>
 
 #include "tilefeed/loader/loader.h"
