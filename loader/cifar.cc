@@ -8,6 +8,7 @@
 #include <array>
 #include <cassert>
 #include <cerrno>
+#include <filesystem>
 #include <optional>
 #include <utility>
 
@@ -20,11 +21,6 @@ using detail::ThrowWithErrno;
 using detail::UniqueFd;
 
 namespace {
-
-std::string JoinPath(const std::string& dir, const std::string& name) {
-  if (dir.empty()) return name;
-  return dir.back() == '/' ? dir + name : dir + "/" + name;
-}
 
 std::vector<std::string> BatchNames(Split split) {
   if (split != Split::kTrain) return {"test_batch.bin"};  // val and test: the held-out batch
@@ -66,7 +62,7 @@ std::unique_ptr<Cifar10> Cifar10::Open(const std::string& dir, Split split) {
   std::vector<Batch> batches;
   std::vector<std::size_t> record_begin = {0};
   for (std::string& name : BatchNames(split)) {
-    const std::string path = JoinPath(dir, name);
+    const std::string path = (std::filesystem::path(dir) / name).string();
     UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
     if (!fd) ThrowWithErrno(path, "", errno);
     struct stat st;
@@ -84,7 +80,7 @@ std::unique_ptr<Cifar10> Cifar10::Open(const std::string& dir, Split split) {
   }
 
   std::vector<std::string> class_names = DefaultClassNames();
-  const std::string meta_path = JoinPath(dir, "batches.meta.txt");
+  const std::string meta_path = (std::filesystem::path(dir) / "batches.meta.txt").string();
   // A missing meta file is normal (the standard names apply); one that exists but
   // cannot be read or parsed is reported rather than silently replaced.
   if (::access(meta_path.c_str(), F_OK) == 0) {

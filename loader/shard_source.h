@@ -152,7 +152,6 @@ class ShardDataset final : public Source {
 
   ShardCodec codec() const { return codec_; }
   std::size_t shard_count() const { return shards_.size(); }
-  const ShardReadOptions& read_options() const { return read_options_; }
   // Record reads issued so far (one pread/preadv each, merged or not; short-read retries
   // not counted), for measuring how much ReadMany merges. 0 under ShardIo::kMmap.
   std::uint64_t read_calls() const { return read_calls_.load(std::memory_order_relaxed); }

@@ -10,7 +10,10 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <ctime>
+#include <fstream>
+#include <map>
 
 #include "tilefeed/loader/source.h"
 
@@ -192,3 +195,66 @@ std::vector<std::string> SignV4(const SigV4Request& request, const RemoteOptions
 }
 
 }  // namespace tilefeed::loader::detail
+
+namespace tilefeed::loader {
+namespace {
+
+// The sections of an AWS INI file (~/.aws/credentials, ~/.aws/config): section -> key -> value.
+// Missing or unreadable: empty.
+std::map<std::string, std::map<std::string, std::string>> ReadAwsIni(const std::string& path) {
+  std::map<std::string, std::map<std::string, std::string>> sections;
+  std::ifstream in(path);
+  std::string line, section;
+  const auto trim = [](const std::string& s) {
+    const std::size_t b = s.find_first_not_of(" \t\r");
+    const std::size_t e = s.find_last_not_of(" \t\r");
+    return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+  };
+  while (std::getline(in, line)) {
+    line = trim(line);
+    if (line.empty() || line[0] == '#' || line[0] == ';') continue;
+    if (line.front() == '[' && line.back() == ']') {
+      section = trim(line.substr(1, line.size() - 2));
+      continue;
+    }
+    const std::size_t eq = line.find('=');
+    if (eq != std::string::npos)
+      sections[section][trim(line.substr(0, eq))] = trim(line.substr(eq + 1));
+  }
+  return sections;
+}
+
+std::string EnvOr(const char* name, const std::string& fallback = {}) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != 0 ? std::string(v) : fallback;
+}
+
+}  // namespace
+
+RemoteOptions WithAwsEnvironment(RemoteOptions o) {
+  const std::string home = EnvOr("HOME");
+  const std::string profile = EnvOr("AWS_PROFILE", "default");
+  if (o.aws_access_key_id.empty()) {
+    o.aws_access_key_id = EnvOr("AWS_ACCESS_KEY_ID");
+    o.aws_secret_access_key = EnvOr("AWS_SECRET_ACCESS_KEY");
+    o.aws_session_token = EnvOr("AWS_SESSION_TOKEN");
+  }
+  if (o.aws_access_key_id.empty() && !home.empty()) {
+    auto ini = ReadAwsIni(EnvOr("AWS_SHARED_CREDENTIALS_FILE", home + "/.aws/credentials"));
+    auto& keys = ini[profile];
+    o.aws_access_key_id = keys["aws_access_key_id"];
+    o.aws_secret_access_key = keys["aws_secret_access_key"];
+    o.aws_session_token = keys["aws_session_token"];
+  }
+  std::string region = EnvOr("AWS_REGION", EnvOr("AWS_DEFAULT_REGION"));
+  if (region.empty() && !home.empty()) {
+    auto ini = ReadAwsIni(EnvOr("AWS_CONFIG_FILE", home + "/.aws/config"));
+    region = ini[profile == "default" ? profile : "profile " + profile]["region"];
+  }
+  if (!region.empty()) o.aws_region = region;
+  if (o.s3_endpoint.empty())
+    o.s3_endpoint = EnvOr("AWS_ENDPOINT_URL_S3", EnvOr("AWS_ENDPOINT_URL"));
+  return o;
+}
+
+}  // namespace tilefeed::loader

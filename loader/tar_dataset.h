@@ -122,7 +122,6 @@ class TarDataset final : public Source {
     std::uint32_t tar = 0;
     std::int32_t problem = -1;  // index into problems_, or -1 for a good sample
   };
-  friend struct TarIndexBuilder;
   TarDataset() = default;
   // One merged read of ReadMany (defined in the .cc): samples order[0..count) (positions in
   // the indices) of one tar, sorted by offset and non-overlapping.

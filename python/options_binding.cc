@@ -326,18 +326,13 @@ loader::LoaderOptions ParseOptions(const py::dict& kwargs) {
   return options;
 }
 
-// RemoteOptions from the dict that tilefeed.Loader builds; absent keys keep the defaults.
+// RemoteOptions from the dict that tilefeed.Loader builds (absent keys keep the defaults),
+// with the AWS environment's keys, region and endpoint.
 loader::RemoteOptions ToRemoteOptions(const py::dict& remote) {
   loader::RemoteOptions o;
-  const auto text = [&](const char* key, std::string& out) {
-    if (remote.contains(key)) out = remote[key].cast<std::string>();
-  };
-  text("cache_dir", o.cache_dir);
-  text("s3_endpoint", o.s3_endpoint);
-  text("aws_access_key_id", o.aws_access_key_id);
-  text("aws_secret_access_key", o.aws_secret_access_key);
-  text("aws_session_token", o.aws_session_token);
-  text("aws_region", o.aws_region);
+  if (remote.contains("cache_dir")) o.cache_dir = remote["cache_dir"].cast<std::string>();
+  if (remote.contains("s3_endpoint")) o.s3_endpoint = remote["s3_endpoint"].cast<std::string>();
+  o = loader::WithAwsEnvironment(std::move(o));
   if (remote.contains("cache_limit")) {
     o.cache_limit =
         Number<std::uint64_t>(loader::kCacheLimit, "cache_limit", remote["cache_limit"]);

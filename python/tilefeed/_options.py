@@ -87,9 +87,9 @@ class RemoteOptions:
     s3_endpoint     a URL, or None for AWS: where s3://bucket/key is fetched from
     remote_retries  0-20 (default 5): retries of a failed request before its sample is bad
 
-    s3:// keys come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,
-    AWS_REGION (or AWS_DEFAULT_REGION) and AWS_ENDPOINT_URL_S3 (or AWS_ENDPOINT_URL), read
-    when the Loader is made. Values are checked in C++ (loader::RemoteOptionsProblem).
+    s3:// keys, region and endpoint come from the AWS environment and ~/.aws files as the
+    tools read them (docs/datasets.md, "S3"), when the Loader is made. Values are checked
+    in C++ (loader::RemoteOptionsProblem).
     """
 
     cache_dir: object = None
@@ -105,7 +105,7 @@ class RemoteOptions:
 
 def _remote_options(options):
     """Loader's remote= (a RemoteOptions or None) as the _Core takes it: RemoteOptions' C++
-    fields, with the AWS keys from the environment; the ranges are checked in C++."""
+    fields; C++ checks the ranges and adds the AWS environment (loader::WithAwsEnvironment)."""
     if options is None:
         options = RemoteOptions()
     if not isinstance(options, RemoteOptions):
@@ -122,15 +122,6 @@ def _remote_options(options):
             raise TypeError(f"tilefeed.Loader: s3_endpoint must be a URL or None, "
                             f"got {s3_endpoint!r}")
         remote["s3_endpoint"] = s3_endpoint
-    # The standard AWS variables, each field from the first one set (as the tools read them).
-    for key, variables in (("aws_access_key_id", ("AWS_ACCESS_KEY_ID",)),
-                           ("aws_secret_access_key", ("AWS_SECRET_ACCESS_KEY",)),
-                           ("aws_session_token", ("AWS_SESSION_TOKEN",)),
-                           ("aws_region", ("AWS_REGION", "AWS_DEFAULT_REGION")),
-                           ("s3_endpoint", ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"))):
-        value = next((os.environ[v] for v in variables if os.environ.get(v)), None)
-        if value is not None and key not in remote:
-            remote[key] = value
     return remote
 
 

@@ -1,15 +1,22 @@
 // Tests loader/sigv4.h: AWS's published S3 example ("Example: GET Object" in
 // "Signature Calculations for the Authorization Header: Transferring Payload in a Single
 // Chunk", AWS S3 API reference), a signature with a session token and an encoded key as
-// botocore 1.29's S3SigV4Auth computes it, SigV4's URI encoding, and where s3:// URLs go.
+// botocore 1.29's S3SigV4Auth computes it, SigV4's URI encoding, where s3:// URLs go, and where
+// WithAwsEnvironment finds the keys, region and endpoint.
 
 #include "loader/sigv4.h"
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "tests/support/temp_dir.h"
 #include "tilefeed/loader/source.h"
 
 namespace tilefeed::loader::detail {
@@ -107,6 +114,96 @@ TEST(SigV4, S3AddressesForAwsAndOtherEndpoints) {
 TEST(SigV4, AmzDateIsUtc) {
   EXPECT_EQ(AmzDate(std::chrono::system_clock::time_point(std::chrono::seconds(1709251199))),
             "20240229T235959Z");
+}
+
+// The AWS variables (and HOME) are cleared for each test and put back after it.
+class AwsEnvironment : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* name :
+         {"HOME", "AWS_PROFILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE",
+          "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",
+          "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"}) {
+      const char* value = std::getenv(name);
+      saved_.emplace_back(name, value == nullptr ? std::nullopt : std::optional(value));
+      ::unsetenv(name);
+    }
+  }
+  void TearDown() override {
+    for (const auto& [name, value] : saved_) {
+      if (value)
+        ::setenv(name.c_str(), value->c_str(), 1);
+      else
+        ::unsetenv(name.c_str());
+    }
+  }
+  void Write(const std::string& name, const std::string& text) {
+    std::filesystem::create_directories((dir_.path() / name).parent_path());
+    std::ofstream(dir_.path() / name) << text;
+  }
+  std::string Path(const std::string& name) const { return (dir_.path() / name).string(); }
+
+  tilefeed::testing::TempDir dir_;
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+TEST_F(AwsEnvironment, EnvironmentOverProfileFilesAndGivenOptionsOverBoth) {
+  Write("credentials",
+        "[default]\naws_access_key_id = AKIDDEFAULT\n\n[work]\n"
+        "aws_access_key_id = AKIDFILE\naws_secret_access_key = file-secret\n"
+        "aws_session_token = file-token\n");
+  Write("config", "[default]\nregion = eu-west-1\n\n[profile work]\nregion = ap-south-1\n");
+  ::setenv("HOME", Path("home").c_str(), 1);
+  ::setenv("AWS_SHARED_CREDENTIALS_FILE", Path("credentials").c_str(), 1);
+  ::setenv("AWS_CONFIG_FILE", Path("config").c_str(), 1);
+  ::setenv("AWS_PROFILE", "work", 1);
+  RemoteOptions o = WithAwsEnvironment({});
+  EXPECT_EQ(o.aws_access_key_id, "AKIDFILE");
+  EXPECT_EQ(o.aws_secret_access_key, "file-secret");
+  EXPECT_EQ(o.aws_session_token, "file-token");
+  EXPECT_EQ(o.aws_region, "ap-south-1");  // the "profile work" section, not [default]
+  EXPECT_EQ(o.s3_endpoint, "");
+
+  ::setenv("AWS_ACCESS_KEY_ID", "AKIDENV", 1);
+  ::setenv("AWS_SECRET_ACCESS_KEY", "env-secret", 1);
+  ::setenv("AWS_DEFAULT_REGION", "us-west-2", 1);
+  ::setenv("AWS_ENDPOINT_URL", "http://any:9000", 1);
+  o = WithAwsEnvironment({});
+  EXPECT_EQ(o.aws_access_key_id, "AKIDENV");
+  EXPECT_EQ(o.aws_secret_access_key, "env-secret");
+  EXPECT_EQ(o.aws_session_token, "");  // never the file's token with the environment's key
+  EXPECT_EQ(o.aws_region, "us-west-2");
+  EXPECT_EQ(o.s3_endpoint, "http://any:9000");
+
+  ::setenv("AWS_REGION", "eu-central-1", 1);
+  ::setenv("AWS_ENDPOINT_URL_S3", "http://s3:9000", 1);
+  RemoteOptions given;
+  given.aws_access_key_id = "AKIDGIVEN";
+  given.s3_endpoint = "http://given:9000";
+  o = WithAwsEnvironment(given);
+  EXPECT_EQ(o.aws_access_key_id, "AKIDGIVEN");
+  EXPECT_EQ(o.aws_secret_access_key, "");
+  EXPECT_EQ(o.aws_region, "eu-central-1");
+  EXPECT_EQ(o.s3_endpoint, "http://given:9000");
+  given.s3_endpoint.clear();
+  EXPECT_EQ(WithAwsEnvironment(given).s3_endpoint, "http://s3:9000");
+}
+
+TEST_F(AwsEnvironment, DefaultProfileFromHomesAwsFolder) {
+  Write("home/.aws/credentials",
+        "# comment\n[other]\naws_access_key_id = AKIDOTHER\n[ default ]\n"
+        "  aws_access_key_id=AKIDHOME \r\naws_secret_access_key = home-secret\n");
+  Write("home/.aws/config",
+        "[profile default]\nregion = sa-east-1\n[default]\nregion = "
+        "ca-central-1\n");
+  ::setenv("HOME", Path("home").c_str(), 1);
+  const RemoteOptions o = WithAwsEnvironment({});
+  EXPECT_EQ(o.aws_access_key_id, "AKIDHOME");
+  EXPECT_EQ(o.aws_secret_access_key, "home-secret");
+  EXPECT_EQ(o.aws_region, "ca-central-1");
+  ::unsetenv("HOME");  // no home, no files: the defaults
+  EXPECT_EQ(WithAwsEnvironment({}).aws_access_key_id, "");
+  EXPECT_EQ(WithAwsEnvironment({}).aws_region, "us-east-1");
 }
 
 }  // namespace

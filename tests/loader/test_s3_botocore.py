@@ -285,6 +285,33 @@ def test_keys_and_region_from_an_aws_profile(served, tmp_path):
     assert _epoch_images(report) == served["images"]
 
 
+def test_python_signs_with_the_keys_of_a_credentials_file(served, tmp_path, monkeypatch):
+    """tilefeed.Loader finds the keys as the tools do: no key in the environment, the
+    AWS_PROFILE section of AWS_SHARED_CREDENTIALS_FILE and its region from AWS_CONFIG_FILE."""
+    tilefeed = pytest.importorskip("tilefeed")  # PYTHONPATH=<build>/python (ctest sets it)
+    (tmp_path / "credentials").write_text(
+        "[default]\naws_access_key_id = AKIDWRONG\naws_secret_access_key = wrong\n\n"
+        "[tilefeed]\naws_access_key_id = %s\naws_secret_access_key = %s\n"
+        "aws_session_token = %s\n" % (KEY_ID, SECRET, TOKEN))
+    (tmp_path / "config").write_text("[profile tilefeed]\nregion = %s\n" % REGION)
+    for variable in [v for v in os.environ if v.startswith("AWS_")]:
+        monkeypatch.delenv(variable)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("AWS_PROFILE", "tilefeed")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    server = served["server"]
+    with server.lock:
+        server.requests.clear()
+    remote = tilefeed.RemoteOptions(s3_endpoint=server.endpoint)
+    with tilefeed.Loader("s3://%s/%s" % (BUCKET, SHARD_PREFIX), batch_size=8, image_size=32,
+                         workers=1, epochs=1, remote=remote) as loader:
+        images = sum(len(batch.labels_int32) for batch in loader)
+    assert images == served["images"]
+    with server.lock:
+        assert server.requests and all(r["status"] == 200 for r in server.requests)
+
+
 def test_a_wrong_region_is_one_line_naming_the_buckets(served):
     env = dict(os.environ, AWS_ACCESS_KEY_ID=KEY_ID, AWS_SECRET_ACCESS_KEY=SECRET,
                AWS_SESSION_TOKEN=TOKEN, AWS_REGION="us-west-2",

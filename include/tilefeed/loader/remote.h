@@ -15,10 +15,8 @@
 // lives in loader/ (libcurl is linked PRIVATE and never appears in a public header);
 // transport/ still owns every socket that carries batches.
 //
-// The library never reads the environment: tools fill the AWS fields from the standard
-// AWS variables (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION /
-// AWS_DEFAULT_REGION, AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL, AWS_PROFILE with
-// ~/.aws/credentials) and pass them down (docs/datasets.md, "S3").
+// The library reads the environment only in WithAwsEnvironment, which the tools and the
+// Python module call (docs/datasets.md, "S3").
 
 #include <atomic>
 #include <chrono>
@@ -98,6 +96,14 @@ struct RemoteOptions {
 // (option_specs.h: cache_limit, retries as remote_retries, max_in_flight as
 // remote_in_flight) as "NAME must be RANGE, got VALUE".
 std::optional<std::string> RemoteOptionsProblem(const RemoteOptions& options);
+
+// `o` with the AWS keys, region and endpoint as the AWS CLI finds them: keys already in `o`,
+// else AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, else the AWS_PROFILE
+// (default "default") section of AWS_SHARED_CREDENTIALS_FILE (default ~/.aws/credentials);
+// AWS_REGION, else AWS_DEFAULT_REGION, else the profile's region in AWS_CONFIG_FILE (default
+// ~/.aws/config), else o.aws_region; o.s3_endpoint, else AWS_ENDPOINT_URL_S3, else
+// AWS_ENDPOINT_URL.
+RemoteOptions WithAwsEnvironment(RemoteOptions o);
 
 // True if `location` starts with "http://", "https://" or "s3://".
 bool IsRemoteLocation(std::string_view location);
