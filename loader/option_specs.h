@@ -344,8 +344,34 @@ inline constexpr OptionGroup kRemote{.flag = "--remote",
                                      .help = "http(s)/s3 datasets: how they are read and cached",
                                      .keys = kRemoteKeys};
 
+// The tools' metrics stream (metrics/cli.h, docs/metrics.md); tools only, so its keys are
+// named by their flags here and are no SharedOptions().
+inline constexpr OptionGroupKey kMetricsKeys[] = {
+    {"file",
+     {.flag = "--file",
+      .help = "write the metrics stream as JSON lines to this file; {instance} in the name is "
+              "the instance index, else several instances write FILE.INDEX.EXT"}},
+    {"interval",
+     {.flag = "--interval",
+      .kind = OptionKind::kSeconds,
+      .min_exclusive = true,
+      .default_text = "10",
+      .help = "seconds between interval records"}},
+    {"port",
+     {.flag = "--port",
+      .help = "serve them at http://HOST:PORT/metrics (Prometheus); PORT, or HOST:PORT with a "
+              "loopback HOST (a reader's rule); the instances of a host take PORT + local "
+              "index; 0: free ports; each prints its URL"}},
+    {"bind",
+     {.flag = "--bind",
+      .help = "the HOST a bare port= listens on instead of 127.0.0.1, loopback or not "
+              "(0.0.0.0: every interface; the endpoint has no authentication)"}},
+};
+inline constexpr OptionGroup kMetrics{
+    .flag = "--metrics", .help = "the metrics stream (docs/metrics.md)", .keys = kMetricsKeys};
+
 // Every group above.
-inline constexpr const OptionGroup* kOptionGroups[] = {&kRemote};
+inline constexpr const OptionGroup* kOptionGroups[] = {&kRemote, &kMetrics};
 
 // Every spec above, in this order.
 std::span<const OptionSpec> SharedOptions();

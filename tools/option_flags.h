@@ -245,17 +245,21 @@ inline std::string GroupKeysHelp(const std::vector<GroupKeyBinding>& keys) {
   return out.str();
 }
 
-// A group flag (loader::OptionGroup) whose keys are bound by `keys` (BindKey).
+// A group flag (loader::OptionGroup) whose keys are bound by `keys` (BindKey). `between`, when
+// given, checks the keys together once they are stored: "" or the whole line of a problem
+// ("--metrics bind=0.0.0.0 needs port=PORT, ...").
 inline CLI::Option* AddGroupOption(CLI::App& app, const loader::OptionGroup& group,
-                                   std::vector<GroupKeyBinding> keys) {
+                                   std::vector<GroupKeyBinding> keys,
+                                   std::function<std::string()> between = {}) {
   std::string help = std::string(group.help) + GroupKeysHelp(keys);
   // A problem is thrown as the whole line, "--remote cache-limit must be ..." (a validator's
   // ValidationError would read "--remote: cache-limit must be ..."); ParseArgs prints it.
-  const auto take = [keys = std::move(keys), flag = std::string(group.flag)](
-                        const std::string& text, bool store) {
-    if (std::string problem = TakeGroup(text, keys, store); !problem.empty()) {
-      throw CLI::ConversionError(flag + " " + problem, CLI::ExitCodes::ConversionError);
-    }
+  const auto take = [keys = std::move(keys), between = std::move(between),
+                     flag = std::string(group.flag)](const std::string& text, bool store) {
+    std::string problem = TakeGroup(text, keys, store);
+    if (!problem.empty()) problem.insert(0, flag + " ");
+    if (problem.empty() && store && between) problem = between();
+    if (!problem.empty()) throw CLI::ConversionError(problem, CLI::ExitCodes::ConversionError);
     return std::string();
   };
   return app

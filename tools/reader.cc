@@ -61,6 +61,7 @@
 #include "tilefeed/transport/context.h"
 #include "tilefeed/transport/session.h"
 #include "tools/cli_checks.h"
+#include "tools/metrics_flags.h"
 #include "tools/option_flags.h"
 #include "tools/remote_flags.h"
 #include "transport/curve.h"
@@ -191,8 +192,7 @@ void AddServeFlags(CLI::App& app, Args& args) {
                "allow a non-loopback --bind without CURVE (a trusted network only)");
   tools::AddOption(app, loader::kHeartbeat, args.heartbeat);
   tools::AddOption(app, loader::kPeerTimeout, args.timeout);
-  metrics::AddFlags(app, args.metrics, /*with_port=*/true);
-  tools::CheckMetricsFlags(app);
+  tools::AddMetricsFlags(app, args.metrics, /*with_port=*/true);
 }
 
 // --curve-keygen PREFIX: writes the key pair and returns the exit code.
@@ -244,7 +244,7 @@ void Log(const std::string& line) { std::cerr << "tilefeed-serve: " << line << '
 // detaches it before the loader may go.
 metrics::Session OpenMetrics(Args& args, const CLI::App& app, const loader::Source& source) {
   const loader::LoaderOptions& o = args.options;
-  // One --metrics-port for the instances of a host started by a launcher: P + local index.
+  // One --metrics port= for the instances of a host started by a launcher: P + local index.
   if (!args.metrics.port.empty()) {
     args.metrics.port_offset = launch::DetectInstance(launch::ProcessEnvironment()).local_index;
   }
