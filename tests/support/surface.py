@@ -36,9 +36,9 @@ COMPONENTS = ("codecs", "loader", "cuda_feed", "launch", "transport", "trainer")
 BOUNDS = {
     "record encodings (tilefeed-pack --codec values)": (5, 5),
     "tilefeed.Loader keywords": (25, 25),
-    "train flags": (32, 35),
-    "tilefeed-serve flags": (27, 25),
-    "tilefeed-pack flags": (12, 17),
+    "train flags": (29, 35),
+    "tilefeed-serve flags": (23, 25),
+    "tilefeed-pack flags": (11, 17),
     "tilefeed-inspect flags": (5, 10),
     "installed public headers": (20, 20),
     "longest file in the library folders and python/ (lines)": (800, 800),
@@ -47,7 +47,7 @@ BOUNDS = {
     # Raised once, from 32,621 to 33,078 (issue 38's file splits to <= 800 lines and 20
     # public headers cost ~390 lines of includes, namespaces and internal headers); over the
     # goal, so the next changes must subtract before they add. Lower it as the count falls.
-    "product lines (library folders, include/, python/ without tests, tools/)": (33078, 32792),
+    "product lines (library folders, include/, python/ without tests, tools/)": (33063, 32792),
 }
 # Dependencies a consumer of each component needs (its own and those of the components it
 # links), goal and bound alike: a component finds only what it links.
