@@ -40,7 +40,6 @@
 #include "tilefeed/loader/dataset.h"
 #include "tilefeed/loader/loader.h"
 #include "tools/cli_checks.h"
-#include "tools/metrics_flags.h"
 #include "tools/option_flags.h"
 
 namespace {

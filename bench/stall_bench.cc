@@ -99,7 +99,7 @@
 #include "tilefeed/trainer/trainer.h"
 #include "tilefeed/transport/batch_stream.h"
 #include "tools/cli_checks.h"
-#include "tools/metrics_flags.h"
+#include "tools/option_flags.h"
 #include "trainer/memory_stream.h"
 #include "trainer/stall.h"
 #include "trainer/synthetic_core.h"

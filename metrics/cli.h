@@ -2,7 +2,7 @@
 
 // The metrics options every tool takes, in one place: the values of the group flag
 // --metrics file=PATH,interval=SECONDS,port=[HOST:]PORT,bind=ADDR (loader::kMetrics; port and
-// bind for tools that serve; tools/metrics_flags.h registers it), where the exporter listens,
+// bind for tools that serve; tools/option_flags.h registers it), where the exporter listens,
 // and the config record's option list taken from the parsed command line. A tool registers the
 // flag before parsing, then calls Open() once it knows its instance and dataset.
 //

@@ -11,6 +11,7 @@
 //   tools::AddSliceOption(app, slice);                   // --slice I/N
 //   tools::AddGroupOption(app, loader::kRemote,          // --remote cache-limit=20GiB,...
 //                         {tools::BindKey(loader::kRemoteKeys[1], bytes), ...});
+//   tools::AddMetricsFlags(app, metrics_flags);          // --metrics file=F,interval=S
 //
 // What each registered flag gets from its spec:
 //   - the flag and its help; "[default]" is the bound variable's value when registered (a
@@ -38,6 +39,7 @@
 
 #include "loader/bad_sample_log.h"
 #include "loader/option_specs.h"
+#include "metrics/cli.h"
 #include "tilefeed/loader/loader.h"
 #include "tools/cli_checks.h"
 
@@ -268,6 +270,24 @@ inline CLI::Option* AddGroupOption(CLI::App& app, const loader::OptionGroup& gro
           std::move(help))
       ->check(CLI::Validator([take](std::string& text) { return take(text, false); }, ""))
       ->type_name("KEY=VALUE,...");
+}
+
+// --metrics file=PATH,interval=SECONDS (loader::kMetrics), and with `with_port` port=[HOST:]PORT
+// and bind=ADDR, checked together as they are parsed by metrics::ListenAddress: the readers'
+// address rules, and bind= only with port=.
+inline void AddMetricsFlags(CLI::App& app, metrics::Flags& flags, bool with_port = false) {
+  const auto& k = loader::kMetricsKeys;
+  std::vector keys{BindKey(k[0], flags.path), BindKey(k[1], flags.interval_seconds)};
+  if (with_port) keys.insert(keys.end(), {BindKey(k[2], flags.port), BindKey(k[3], flags.bind)});
+  AddGroupOption(app, loader::kMetrics, std::move(keys), [&flags]() -> std::string {
+    if (flags.port.empty() && flags.bind.empty()) return {};
+    try {
+      (void)metrics::ListenAddress(flags);
+    } catch (const metrics::MetricsError& e) {
+      return e.what();
+    }
+    return {};
+  });
 }
 
 }  // namespace tilefeed::tools

@@ -30,7 +30,6 @@
 #include "metrics/cli.h"
 #include "tilefeed/loader/dataset.h"
 #include "tools/cli_checks.h"
-#include "tools/metrics_flags.h"
 #include "tools/option_flags.h"
 #include "tools/remote_flags.h"
 

@@ -62,7 +62,6 @@
 #include "tilefeed/transport/context.h"
 #include "tilefeed/transport/session.h"
 #include "tools/cli_checks.h"
-#include "tools/metrics_flags.h"
 #include "tools/option_flags.h"
 #include "tools/remote_flags.h"
 #include "transport/curve.h"

@@ -66,7 +66,6 @@
 #include "tilefeed/transport/session.h"
 #include "tilefeed/transport/streams.h"
 #include "tools/cli_checks.h"
-#include "tools/metrics_flags.h"
 #include "tools/option_flags.h"
 #include "tools/remote_flags.h"
 #include "trainer/checkpoint.h"
