@@ -128,7 +128,7 @@ demo() {
   rm -f "$BUILD_ROOT"/demo-metrics.*.jsonl
   "$build/tools/poprun" --instances 2 -- "$build/tools/train" --data "$shards" \
     --core reference --epochs 3 --json "$BUILD_ROOT/demo-train.jsonl" \
-    --metrics "$BUILD_ROOT/demo-metrics.{instance}.jsonl" --metrics-interval 0.25
+    --metrics "file=$BUILD_ROOT/demo-metrics.{instance}.jsonl,interval=0.25"
   log "the run's metrics: $BUILD_ROOT/demo-report.html (open it in a browser), and as text:"
   tools/tilefeed-report "$BUILD_ROOT"/demo-metrics.*.jsonl \
     -o "$BUILD_ROOT/demo-report.html" --text

@@ -11,7 +11,7 @@
 // ratio=... (data/against, the median of the per-round ratios).
 //
 // --metrics-overhead times --data with a metrics Writer (metrics/metrics.h) sampling the
-// loader every --metrics-interval seconds against the same run without one, the same way
+// loader every --metrics interval= seconds against the same run without one, the same way
 // (ratio=with/without).
 //
 // The loader's flags come from the shared option table (loader/option_specs.h, through
@@ -296,11 +296,10 @@ void AddRunFlags(CLI::App& app, Args& a) {
                  "--against: timed batches per dataset and round (after --warmup untimed ones)")
       ->check(tools::AtLeast(1))
       ->capture_default_str();
-  tilefeed::metrics::AddFlags(app, a.metrics);
-  tools::CheckMetricsFlags(app);
+  tools::AddMetricsFlags(app, a.metrics);
   app.add_flag("--metrics-overhead", a.metrics_overhead,
-               "time --data with a metrics writer sampling every --metrics-interval seconds "
-               "(to --metrics, or /dev/null) against without, in alternating rounds like "
+               "time --data with a metrics writer sampling every --metrics interval= seconds "
+               "(to its file=, or /dev/null) against without, in alternating rounds like "
                "--against; prints ratio=with/without");
 }
 

@@ -99,6 +99,7 @@
 #include "tilefeed/trainer/trainer.h"
 #include "tilefeed/transport/batch_stream.h"
 #include "tools/cli_checks.h"
+#include "tools/option_flags.h"
 #include "trainer/memory_stream.h"
 #include "trainer/stall.h"
 #include "trainer/synthetic_core.h"
@@ -970,8 +971,7 @@ int Run(int argc, char** argv) {
       "fed from batches in memory."};
   AddFlags(app, c);
   metrics::Flags metrics_flags;
-  metrics::AddFlags(app, metrics_flags);
-  tilefeed::tools::CheckMetricsFlags(app);
+  tilefeed::tools::AddMetricsFlags(app, metrics_flags);
   if (const auto rc = tilefeed::tools::ParseArgs(app, argc, argv, "stall_bench")) return *rc;
   metrics::Session metrics;
   try {

@@ -323,7 +323,7 @@ inline constexpr OptionSpec kReconnectWindow{
 // A group: one command-line flag of KEY=VALUE pairs for a family of options,
 // "--remote cache-dir=DIR,cache-limit=20GiB". Each key keeps its spec, checked and shown as a
 // flag's ("--remote cache-limit must be at least 4MiB, got 1M"); its name is the Python name
-// with '-' for '_' (remote=tilefeed.RemoteOptions(cache_limit=...)), else the spec's flag.
+// with '-' for '_' (remote=tilefeed.RemoteOptions(cache_limit=...)), else any spec's flag.
 struct OptionGroupKey {
   std::string_view key;  // "cache-limit"
   OptionSpec spec;
@@ -344,8 +344,30 @@ inline constexpr OptionGroup kRemote{.flag = "--remote",
                                      .help = "http(s)/s3 datasets: how they are read and cached",
                                      .keys = kRemoteKeys};
 
+// The tools' metrics stream (metrics/cli.h, docs/metrics.md): tools only, its keys never were
+// flags (no spec flag) and are no SharedOptions().
+inline constexpr OptionGroupKey kMetricsKeys[] = {
+    {"file",
+     {.help = "write the metrics stream as JSON lines to this file; {instance} in the name is "
+              "the instance index, else several instances write FILE.INDEX.EXT"}},
+    {"interval",
+     {.kind = OptionKind::kSeconds,
+      .min_exclusive = true,
+      .default_text = "10",
+      .help = "seconds between interval records"}},
+    {"port",
+     {.help = "serve them at http://HOST:PORT/metrics (Prometheus); PORT, or HOST:PORT with a "
+              "loopback HOST (a reader's rule); the instances of a host take PORT + local "
+              "index; 0: free ports; each prints its URL"}},
+    {"bind",
+     {.help = "the HOST a bare port= listens on instead of 127.0.0.1, loopback or not "
+              "(0.0.0.0: every interface; the endpoint has no authentication)"}},
+};
+inline constexpr OptionGroup kMetrics{
+    .flag = "--metrics", .help = "the metrics stream (docs/metrics.md)", .keys = kMetricsKeys};
+
 // Every group above.
-inline constexpr const OptionGroup* kOptionGroups[] = {&kRemote};
+inline constexpr const OptionGroup* kOptionGroups[] = {&kRemote, &kMetrics};
 
 // Every spec above, in this order.
 std::span<const OptionSpec> SharedOptions();

@@ -5,38 +5,16 @@
 #include "loader/address.h"
 
 namespace tilefeed::metrics {
-namespace {
-
-bool IsMetricsFlag(const std::string& name) {
-  return name == "--metrics" || name == "--metrics-interval" || name == "--metrics-port" ||
-         name == "--metrics-bind" || name == "--help";
-}
-
-// The command line's check of --metrics-port TEXT: what ListenAddress says is wrong with TEXT
-// (the reason after "--metrics-port TEXT: "), or "" when it listens.
-std::string PortProblem(const std::string& text) {
-  Flags flags;
-  flags.port = text;
-  try {
-    (void)ListenAddress(flags);
-  } catch (const MetricsError& e) {
-    const std::string what = e.what();
-    const std::string named = "--metrics-port " + text + ": ";
-    return "must be PORT or HOST:PORT to listen on: " +
-           (what.rfind(named, 0) == 0 ? what.substr(named.size()) : what);
-  }
-  return {};
-}
-
-}  // namespace
 
 std::string ListenAddress(const Flags& flags) {
   const bool host_given = flags.port.find(':') != std::string::npos;
-  const std::string named = host_given || flags.bind.empty() ? "--metrics-port " + flags.port
-                                                             : "--metrics-bind " + flags.bind;
+  const std::string named =
+      "--metrics " +
+      (host_given || flags.bind.empty() ? "port=" + flags.port : "bind=" + flags.bind);
+  if (flags.port.empty()) throw MetricsError(named + " needs port=PORT, the port it listens on");
   if (host_given && !flags.bind.empty()) {
-    throw MetricsError("--metrics-port " + flags.port + " names a HOST and --metrics-bind " +
-                       flags.bind + " another; give the address once");
+    throw MetricsError(named + " names a HOST and bind=" + flags.bind +
+                       " another; give the address once");
   }
   std::string address = flags.port;
   if (!host_given) {
@@ -46,7 +24,7 @@ std::string ListenAddress(const Flags& flags) {
     address = (ipv6 ? "[" + host + "]" : host) + ":" + flags.port;
   }
   // The readers' parser and loopback rule (loader/address.h): a spelling a reader refuses,
-  // this refuses with the same line. --metrics-bind is the word that allows another address.
+  // this refuses with the same line. bind= is the word that allows another address.
   loader::HostPort parsed;
   try {
     parsed = loader::ParseHostPort(address, /*bind=*/true);
@@ -55,12 +33,12 @@ std::string ListenAddress(const Flags& flags) {
   }
   if (flags.bind.empty() && !loader::IsLoopbackHost(parsed.host)) {
     throw MetricsError(named + ": " + loader::NotLoopback(parsed.host) +
-                       "; --metrics-bind ADDR listens on ADDR, loopback or not");
+                       "; bind=ADDR with port=PORT listens on ADDR, loopback or not");
   }
   const int port = parsed.port == "*" ? 0 : std::stoi(parsed.port);
   const int chosen = port == 0 ? 0 : port + flags.port_offset;
   if (chosen > 65535) {
-    throw MetricsError("--metrics-port " + flags.port + " + local instance index " +
+    throw MetricsError("--metrics port=" + flags.port + " + local instance index " +
                        std::to_string(flags.port_offset) + " is above 65535");
   }
   std::string host = parsed.host == "*" ? "0.0.0.0" : parsed.host;
@@ -68,32 +46,11 @@ std::string ListenAddress(const Flags& flags) {
   return host + ":" + std::to_string(chosen);
 }
 
-void AddFlags(CLI::App& app, Flags& flags, bool with_port) {
-  app.add_option("--metrics", flags.path,
-                 "write the metrics stream (docs/metrics.md) to this file as JSON lines; "
-                 "{instance} in the name is replaced by the instance index, and without it a "
-                 "run of several instances writes FILE's name with .INDEX before the extension");
-  app.add_option("--metrics-interval", flags.interval_seconds,
-                 "seconds between the metrics' interval records (above 0)")
-      ->capture_default_str();
-  if (with_port) {
-    app.add_option("--metrics-port", flags.port,
-                   "serve the metrics at http://ADDR:PORT/metrics in the Prometheus text format "
-                   "(PORT, or HOST:PORT with a loopback HOST: a reader's rule). The instances "
-                   "of one host listen on PORT + their local index (poprun/mpirun); 0 picks "
-                   "free ports. Each prints its URL on stderr")
-        ->check(CLI::Validator([](std::string& text) { return PortProblem(text); }, "[HOST:]PORT"));
-    app.add_option("--metrics-bind", flags.bind,
-                   "the address --metrics-port PORT listens on instead of 127.0.0.1, loopback "
-                   "or not (0.0.0.0: every interface; the endpoint has no authentication)");
-  }
-}
-
 std::vector<std::pair<std::string, std::string>> OptionsOf(const CLI::App& app) {
   std::vector<std::pair<std::string, std::string>> out;
   for (const CLI::Option* option : app.get_options()) {
     const std::string name = option->get_name();
-    if (name.empty() || IsMetricsFlag(name)) continue;
+    if (name.empty() || name == "--metrics" || name == "--help") continue;
     std::string value;
     if (option->count() > 0) {
       for (const std::string& result : option->results()) {

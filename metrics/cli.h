@@ -1,9 +1,10 @@
 #pragma once
 
-// The metrics options every tool takes, in one place: --metrics FILE, --metrics-interval
-// SECONDS and (for tools that serve) --metrics-port PORT, and the config record's option
-// list taken from the parsed command line. A tool adds the flags before parsing, then calls
-// Open() once it knows its instance and dataset.
+// The metrics options every tool takes, in one place: the values of the group flag
+// --metrics file=PATH,interval=SECONDS,port=[HOST:]PORT,bind=ADDR (loader::kMetrics; port and
+// bind for tools that serve; tools/option_flags.h registers it), where the exporter listens,
+// and the config record's option list taken from the parsed command line. A tool registers the
+// flag before parsing, then calls Open() once it knows its instance and dataset.
 //
 // Thread safety: plain values and functions of the caller's thread.
 
@@ -19,39 +20,33 @@
 namespace tilefeed::metrics {
 
 struct Flags {
-  std::string path;  // --metrics ("" = off)
+  std::string path;  // file= ("" = off)
   double interval_seconds = 10;
-  std::string port;  // --metrics-port ("" = off): PORT, or HOST:PORT
-  // --metrics-bind: the address a bare --metrics-port PORT listens on instead of 127.0.0.1,
-  // loopback or not ("" = 127.0.0.1). The endpoint has no authentication: this is the word
-  // that opens it beyond the host.
+  std::string port;  // port= ("" = off): PORT, or HOST:PORT
+  // bind=: the address a bare port=PORT listens on instead of 127.0.0.1, loopback or not
+  // ("" = 127.0.0.1). The endpoint has no authentication: this is the word that opens it
+  // beyond the host.
   std::string bind;
   // Added to a non-zero port: this instance's index among those of its host (the tool sets
   // it from the launcher, launch::InstanceInfo::local_index), so that the instances of one
-  // host started with one --metrics-port P listen on P, P+1, ... and each prints its URL.
+  // host started with one port=P listen on P, P+1, ... and each prints its URL.
   int port_offset = 0;
 };
 
-// Adds --metrics and --metrics-interval to `app`, and --metrics-port and --metrics-bind when
-// `with_port`. --metrics-port is checked as it is parsed (ListenAddress); the interval's range
-// by the tools (tools/cli_checks.h's CheckMetricsFlags, one message style for every option);
-// Open() refuses an interval that is not above 0.
-void AddFlags(CLI::App& app, Flags& flags, bool with_port = false);
-
-// The "HOST:PORT" the exporter listens on: --metrics-port's HOST, else --metrics-bind, else
-// 127.0.0.1; and its PORT plus port_offset when it is not 0. HOST:PORT is read by the readers'
-// parser with the readers' loopback rule (loader/address.h), so what tilefeed-serve --bind
-// tcp://HOST:PORT refuses, --metrics-port HOST:PORT refuses with the same line; only
-// --metrics-bind names another address. Throws MetricsError with that one line.
+// The "HOST:PORT" the exporter listens on: port's HOST, else bind, else 127.0.0.1; and its
+// PORT plus port_offset when it is not 0. HOST:PORT is read by the readers' parser with the
+// readers' loopback rule (loader/address.h), so what tilefeed-serve --bind tcp://HOST:PORT
+// refuses, --metrics port=HOST:PORT refuses with the same line; only bind= names another
+// address, and only with port=. Throws MetricsError with that one line, "--metrics port=...: ".
 std::string ListenAddress(const Flags& flags);
 
 // Every option of the parsed `app` with its value (given or default), "--name" -> "value";
-// the metrics flags and --help are left out.
+// --metrics and --help are left out.
 std::vector<std::pair<std::string, std::string>> OptionsOf(const CLI::App& app);
 
-// The tool's metrics: a Writer when --metrics was given, and an exporter when --metrics-port
-// was (which needs figures, so it gets a Writer of its own to /dev/null-like use: the JSON
-// lines then go to nowhere unless --metrics is given too). Members are null when off.
+// The tool's metrics: a Writer when file= was given, and an exporter when port= was (which
+// needs figures, so it gets a Writer of its own to /dev/null-like use: the JSON lines then go
+// to nowhere unless file= is given too). Members are null when off.
 struct Session {
   std::unique_ptr<Writer> writer;
   std::unique_ptr<PrometheusExporter> exporter;

@@ -272,7 +272,7 @@ void Writer::Impl::Sample(std::stop_token token) {
 
 Writer::Writer(const WriterOptions& options, RunInfo info) : impl_(std::make_unique<Impl>()) {
   if (!(options.interval_seconds > 0)) {
-    throw MetricsError("--metrics-interval must be above 0 seconds");
+    throw MetricsError("--metrics interval must be above 0 seconds");
   }
   Impl& s = *impl_;
   s.options = options;

@@ -151,14 +151,6 @@ inline CLI::Validator BindEndpoint() {
       [](std::string& endpoint) { return detail::EndpointProblem(endpoint, true); }, "ENDPOINT");
 }
 
-// Checks the metrics options (metrics/cli.h's AddFlags) that `app` has: --metrics-interval
-// above 0 seconds (--metrics-port checks itself: metrics::ListenAddress).
-inline void CheckMetricsFlags(CLI::App& app) {
-  if (CLI::Option* interval = app.get_option_no_throw("--metrics-interval")) {
-    interval->check(Above(0.0));
-  }
-}
-
 // Parses the command line. Returns nullopt to go on, or the exit code to return from main:
 // 0 after --help, 2 after a usage error, which is printed as one line "TOOL: MESSAGE"; an
 // argument no option takes (a misspelt or retired flag) reads "TOOL: unknown argument --shard

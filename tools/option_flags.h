@@ -11,6 +11,7 @@
 //   tools::AddSliceOption(app, slice);                   // --slice I/N
 //   tools::AddGroupOption(app, loader::kRemote,          // --remote cache-limit=20GiB,...
 //                         {tools::BindKey(loader::kRemoteKeys[1], bytes), ...});
+//   tools::AddMetricsFlags(app, metrics_flags);          // --metrics file=F,interval=S
 //
 // What each registered flag gets from its spec:
 //   - the flag and its help; "[default]" is the bound variable's value when registered (a
@@ -38,6 +39,7 @@
 
 #include "loader/bad_sample_log.h"
 #include "loader/option_specs.h"
+#include "metrics/cli.h"
 #include "tilefeed/loader/loader.h"
 #include "tools/cli_checks.h"
 
@@ -245,17 +247,21 @@ inline std::string GroupKeysHelp(const std::vector<GroupKeyBinding>& keys) {
   return out.str();
 }
 
-// A group flag (loader::OptionGroup) whose keys are bound by `keys` (BindKey).
+// A group flag (loader::OptionGroup) whose keys are bound by `keys` (BindKey). `between`, when
+// given, checks the keys together once they are stored: "" or the whole line of a problem
+// ("--metrics bind=0.0.0.0 needs port=PORT, ...").
 inline CLI::Option* AddGroupOption(CLI::App& app, const loader::OptionGroup& group,
-                                   std::vector<GroupKeyBinding> keys) {
+                                   std::vector<GroupKeyBinding> keys,
+                                   std::function<std::string()> between = {}) {
   std::string help = std::string(group.help) + GroupKeysHelp(keys);
   // A problem is thrown as the whole line, "--remote cache-limit must be ..." (a validator's
   // ValidationError would read "--remote: cache-limit must be ..."); ParseArgs prints it.
-  const auto take = [keys = std::move(keys), flag = std::string(group.flag)](
-                        const std::string& text, bool store) {
-    if (std::string problem = TakeGroup(text, keys, store); !problem.empty()) {
-      throw CLI::ConversionError(flag + " " + problem, CLI::ExitCodes::ConversionError);
-    }
+  const auto take = [keys = std::move(keys), between = std::move(between),
+                     flag = std::string(group.flag)](const std::string& text, bool store) {
+    std::string problem = TakeGroup(text, keys, store);
+    if (!problem.empty()) problem.insert(0, flag + " ");
+    if (problem.empty() && store && between) problem = between();
+    if (!problem.empty()) throw CLI::ConversionError(problem, CLI::ExitCodes::ConversionError);
     return std::string();
   };
   return app
@@ -264,6 +270,24 @@ inline CLI::Option* AddGroupOption(CLI::App& app, const loader::OptionGroup& gro
           std::move(help))
       ->check(CLI::Validator([take](std::string& text) { return take(text, false); }, ""))
       ->type_name("KEY=VALUE,...");
+}
+
+// --metrics file=PATH,interval=SECONDS (loader::kMetrics), and with `with_port` port=[HOST:]PORT
+// and bind=ADDR, checked together as they are parsed by metrics::ListenAddress: the readers'
+// address rules, and bind= only with port=.
+inline void AddMetricsFlags(CLI::App& app, metrics::Flags& flags, bool with_port = false) {
+  const auto& k = loader::kMetricsKeys;
+  std::vector keys{BindKey(k[0], flags.path), BindKey(k[1], flags.interval_seconds)};
+  if (with_port) keys.insert(keys.end(), {BindKey(k[2], flags.port), BindKey(k[3], flags.bind)});
+  AddGroupOption(app, loader::kMetrics, std::move(keys), [&flags]() -> std::string {
+    if (flags.port.empty() && flags.bind.empty()) return {};
+    try {
+      (void)metrics::ListenAddress(flags);
+    } catch (const metrics::MetricsError& e) {
+      return e.what();
+    }
+    return {};
+  });
 }
 
 }  // namespace tilefeed::tools

@@ -145,8 +145,7 @@ void AddSourceFlags(CLI::App& app, Args& args) {
   app.add_flag("--progress", args.progress,
                "progress and ETA on stderr once a second even when it is not a terminal "
                "(on a terminal they are always shown)");
-  tilefeed::metrics::AddFlags(app, args.metrics);
-  tilefeed::tools::CheckMetricsFlags(app);
+  tilefeed::tools::AddMetricsFlags(app, args.metrics);
   tilefeed::tools::AddRemoteFlags(app, args.remote);
 }
 

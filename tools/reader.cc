@@ -4,7 +4,7 @@
 // which reads them with `--readers <endpoint>` (transport::ZmqBatchStream).
 //
 //   tilefeed-serve --data /data/train --bind tcp://10.0.0.5:5555 --batch-size 256 --epochs 90
-//       --slice 0/2 --drop-last --curve-secret-key reader.key --curve-allow trainers/
+//       --slice 0/2 --drop-last --curve secret-key=reader.key,allow=trainers/
 //   tilefeed-serve --data /data/train --bind shm://job7-r0 ...   (train --readers shm://job7-r0)
 //
 // One reader serves one trainer instance: reader i takes instance i's slice of each epoch,
@@ -24,17 +24,17 @@
 // SIGINT/SIGTERM stop it; the trainer is told that the stream stopped early (an error).
 //
 // It binds loopback unless told otherwise. A non-loopback --bind needs CURVE with an
-// allow-list (--curve-secret-key and --curve-allow), or --insecure for a network that is
+// allow-list (--curve secret-key=...,allow=...), or --insecure for a network that is
 // trusted. Loopback is what ZeroMQ actually bound (ZMQ_LAST_ENDPOINT), and --bind is read
 // as ZeroMQ reads it: tcp://SOURCE;DEST is refused, a host name is resolved.
 //
 // On a network that is not trusted, turn on CURVE (transport/curve.h): make a key pair
 // once with `tilefeed-serve --curve-keygen reader` (writes reader.key, mode 0600, and reader.pub),
-// serve with `--curve-secret-key reader.key`, and give the trainer reader.pub. To admit only known
-// trainers, make each trainer a key pair the same way and serve with
-// `--curve-allow trainer1.pub trainer2.pub` (or a directory of *.pub files); any other key is
-// refused during the handshake, with a line on stderr. The trainer then runs with
-// `--reader curve-server-key=reader.pub,curve-key=trainer1.key`.
+// serve with `--curve secret-key=reader.key`, and give the trainer reader.pub. To admit only
+// known trainers, make each trainer a key pair the same way and serve with
+// `--curve secret-key=reader.key,allow=trainer1.pub:trainer2.pub` (or a directory of *.pub
+// files); any other key is refused during the handshake, with a line on stderr. The trainer
+// then runs with `--reader curve-server-key=reader.pub,curve-key=trainer1.key`.
 
 #include <signal.h>
 
@@ -45,6 +45,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <stop_token>
 #include <string>
@@ -123,7 +124,7 @@ struct Args {
   }();
   transport::ReaderEndpointOptions sender;
   std::string curve_keygen;
-  std::vector<std::string> curve_allow;
+  std::string curve_allow;  // --curve allow=: ':'-separated files or directories
   bool insecure = false;
   loader::RemoteOptions remote;
   metrics::Flags metrics;
@@ -170,20 +171,27 @@ void AddSliceFlags(CLI::App& app, Args& args) {
   tools::AddSliceOption(app, args.slice);
 }
 
+// --curve: CURVE encryption and the trainers it admits (transport/curve.h).
+constexpr loader::OptionGroupKey kCurveKeys[] = {
+    {"secret-key",
+     {.help = "encrypt with CURVE using this secret key file (trainers get the .pub)"}},
+    {"allow",
+     {.help = "admit only trainers whose public key is in these ':'-separated files (or the "
+              "*.pub files of these directories); needs secret-key"}}};
+constexpr loader::OptionGroup kCurveGroup{
+    .flag = "--curve", .help = "CURVE (--curve-keygen makes the keys)", .keys = kCurveKeys};
+
 // Where and how the batches are served.
 void AddServeFlags(CLI::App& app, Args& args) {
   args.sender.endpoint = "tcp://127.0.0.1:5555";
   app.add_option("--curve-keygen", args.curve_keygen,
                  "write a CURVE key pair to PREFIX.key (secret) and PREFIX.pub, then exit");
-  app.add_option("--curve-secret-key", args.sender.curve_secret_key_file,
-                 "encrypt with CURVE using this secret key file (trainers get the .pub)");
-  app.add_option("--curve-allow", args.curve_allow,
-                 "CURVE: admit only trainers whose public key is in these files (or *.pub files "
-                 "of these directories); needs --curve-secret-key")
-      ->expected(1, -1);
+  tools::AddGroupOption(app, kCurveGroup,
+                        {tools::BindKey(kCurveKeys[0], args.sender.curve_secret_key_file),
+                         tools::BindKey(kCurveKeys[1], args.curve_allow)});
   app.add_option("--bind", args.sender.endpoint,
                  "endpoint to serve on: tcp://HOST:PORT, ipc://PATH, or shm://NAME (same host, "
-                 "zero-copy shared memory); a non-loopback HOST needs --curve-allow or "
+                 "zero-copy shared memory); a non-loopback HOST needs --curve allow= or "
                  "--insecure")
       ->check(tools::BindEndpoint())
       ->capture_default_str();
@@ -191,8 +199,7 @@ void AddServeFlags(CLI::App& app, Args& args) {
                "allow a non-loopback --bind without CURVE (a trusted network only)");
   tools::AddOption(app, loader::kHeartbeat, args.heartbeat);
   tools::AddOption(app, loader::kPeerTimeout, args.timeout);
-  metrics::AddFlags(app, args.metrics, /*with_port=*/true);
-  tools::CheckMetricsFlags(app);
+  tools::AddMetricsFlags(app, args.metrics, /*with_port=*/true);
 }
 
 // --curve-keygen PREFIX: writes the key pair and returns the exit code.
@@ -218,7 +225,7 @@ std::optional<int> CheckArgs(Args& args) {
   }
   transport::ReaderEndpointOptions& sender = args.sender;
   if (!args.curve_allow.empty() && sender.curve_secret_key_file.empty()) {
-    std::cerr << "tilefeed-serve: --curve-allow needs --curve-secret-key\n";
+    std::cerr << "tilefeed-serve: --curve allow= needs secret-key=FILE\n";
     return 2;
   }
   // Checked here on the text (a host name resolved) before the data is opened, and by the
@@ -228,7 +235,7 @@ std::optional<int> CheckArgs(Args& args) {
   if (sender.loopback_only && !transport::IsLoopbackEndpoint(sender.endpoint)) {
     std::cerr << "tilefeed-serve: --bind " << sender.endpoint << ": "
               << loader::NotLoopback(transport::ParseEndpoint(sender.endpoint, true).host)
-              << "; serve it with CURVE and an allow-list (--curve-secret-key, --curve-allow) "
+              << "; serve it with CURVE and an allow-list (--curve secret-key=,allow=) "
                  "or pass --insecure\n";
     return 2;
   }
@@ -244,7 +251,7 @@ void Log(const std::string& line) { std::cerr << "tilefeed-serve: " << line << '
 // detaches it before the loader may go.
 metrics::Session OpenMetrics(Args& args, const CLI::App& app, const loader::Source& source) {
   const loader::LoaderOptions& o = args.options;
-  // One --metrics-port for the instances of a host started by a launcher: P + local index.
+  // One --metrics port= for the instances of a host started by a launcher: P + local index.
   if (!args.metrics.port.empty()) {
     args.metrics.port_offset = launch::DetectInstance(launch::ProcessEnvironment()).local_index;
   }
@@ -296,7 +303,10 @@ int Serve(Args& args, const CLI::App& app, std::stop_token stop) {
   }
   transport::ReaderEndpointOptions& sender_options = args.sender;
   if (!args.curve_allow.empty()) {
-    sender_options.curve_allowed_keys = transport::ReadCurvePublicKeys(args.curve_allow);
+    std::vector<std::string> paths;
+    std::stringstream list(args.curve_allow);
+    for (std::string path; std::getline(list, path, ':');) paths.push_back(path);
+    sender_options.curve_allowed_keys = transport::ReadCurvePublicKeys(paths);
     sender_options.on_refused = Log;
   }
   sender_options.log = Log;

@@ -393,7 +393,7 @@ trainer::Trainer::CoreFactory MakeCore(Instance& job) {
 metrics::Session OpenMetrics(const Instance& job, const trainer::TrainerOptions& options) {
   const Args& args = job.args;
   metrics::Flags metrics_flags = args.metrics;
-  metrics_flags.port_offset = job.launched.local_index;  // one --metrics-port for a whole host
+  metrics_flags.port_offset = job.launched.local_index;  // one --metrics port= for a whole host
   const std::uint64_t samples = job.train_source ? job.train_source->size() : 0;
   return metrics::Open(
       metrics_flags,
@@ -901,8 +901,7 @@ void AddOutputFlags(CLI::App& app, Args& args) {
   app.add_flag("--new-global-batch", args.new_global_batch,
                "Resume: continue with this run's global batch even if the checkpoint's differs");
   app.add_option("--json", args.json, "Append per-epoch reports to this file as JSON lines");
-  metrics::AddFlags(app, args.metrics, /*with_port=*/true);
-  tools::CheckMetricsFlags(app);
+  tools::AddMetricsFlags(app, args.metrics, /*with_port=*/true);
 }
 
 // What parsing alone cannot check; returns the exit code for a command line to refuse.

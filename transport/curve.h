@@ -5,7 +5,7 @@
 // knows the reader's public key, so it talks only to that reader and nobody on the network
 // can read or alter the batches. The reader may also check which trainer connects: with an
 // allow-list of trainers' public keys (ReaderEndpointOptions::curve_allowed_keys, `tilefeed-serve
-// --curve-allow`), a ZAP handler refuses every other key during the handshake; such a
+// --curve allow=`), a ZAP handler refuses every other key during the handshake; such a
 // trainer then uses its own key file (StreamOptions::curve_client_key_file).
 //
 // A key file is text, one `name=value` a line, values in Z85 (40 characters, as

@@ -140,8 +140,8 @@ def test_a_standard_validator_accepts_each_kind(kind):
 def test_loader_bench(demo, tmp_path):
     out = tmp_path / "lb.jsonl"
     run([tool("TILEFEED_LOADER_BENCH"), "--data", str(demo), "--batch-size", "8", "--image-size", "32",
-         "--workers", "1", "--epochs", "2", "--warmup", "1", "--metrics", str(out),
-         "--metrics-interval", "0.2"])
+         "--workers", "1", "--epochs", "2", "--warmup", "1",
+         "--metrics", f"file={out},interval=0.2"])
     records = assert_valid(out)
     assert records[0]["tool"] == "loader_bench"
     assert [r["epoch"] for r in records if r["record"] == "epoch"] == [0, 1]
@@ -153,7 +153,7 @@ def test_train(demo, tmp_path):
     out = tmp_path / "train.jsonl"
     log = run([local_train(), "--data", str(demo), "--core",
                "synthetic:us-per-sample=50", "--batch-size", "8", "--image-size", "32", "--workers",
-               "1", "--epochs", "2", "--metrics", str(out), "--metrics-interval", "0.2"])
+               "1", "--epochs", "2", "--metrics", f"file={out},interval=0.2"])
     records = assert_valid(out)
     epochs = [r for r in records if r["record"] == "epoch"]
     assert [r["epoch"] for r in epochs] == [0, 1]
@@ -169,7 +169,7 @@ def test_serve_and_train_over_loopback(demo, tmp_path):
         [tool("TILEFEED_SERVE"), "--data", str(demo / "train"), "--bind", "tcp://127.0.0.1:*",
          "--batch-size", "8", "--image-size", "32", "--epochs", "2", "--workers", "1",
          "--prefetch-depth", "2", "--slice", "0/1", "--drop-last",
-         "--metrics", str(serve_out), "--metrics-interval", "0.2"],
+         "--metrics", f"file={serve_out},interval=0.2"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         endpoint = None
@@ -180,7 +180,7 @@ def test_serve_and_train_over_loopback(demo, tmp_path):
                 break
         assert endpoint, "the reader named no endpoint"
         run([local_train(), "--readers", endpoint, "--data", str(demo), "--core", "synthetic:us-per-sample=50", "--batch-size", "8", "--image-size", "32",
-             "--epochs", "2", "--metrics", str(train_out), "--metrics-interval", "0.2"])
+             "--epochs", "2", "--metrics", f"file={train_out},interval=0.2"])
         reader.stderr.read()
         assert reader.wait(timeout=TIMEOUT) == 0
     finally:
@@ -198,8 +198,7 @@ def test_stall_bench(demo, tmp_path):
     result = subprocess.run(
         [tool("TILEFEED_STALL_BENCH"), "--data", str(demo), "--batch", "4", "--image-size",
          "32", "--steps", "3", "--capacity-steps", "3", "--rounds", "1", "--tune-rounds", "0",
-         "--mixed-seconds", "0.5", "--demands", "1.2", "--metrics", str(out),
-         "--metrics-interval", "0.2"],
+         "--mixed-seconds", "0.5", "--demands", "1.2", "--metrics", f"file={out},interval=0.2"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=TIMEOUT)
     assert result.returncode in (0, 3), result.stdout  # 3: an invalid (too short) run
     records = assert_valid(out)
@@ -209,7 +208,7 @@ def test_stall_bench(demo, tmp_path):
 def test_pack(demo, tmp_path):
     out = tmp_path / "pack.jsonl"
     run([tool("TILEFEED_PACK"), str(demo / "train"), str(tmp_path / "shards"), "--workers", "1",
-         "--metrics", str(out), "--metrics-interval", "0.2"])
+         "--metrics", f"file={out},interval=0.2"])
     records = assert_valid(out)
     assert records[0]["tool"] == "tilefeed-pack"
     assert records[-1]["images"] == 96 and records[-1]["bytes_read"] > 0
@@ -219,8 +218,8 @@ def test_two_instances_write_one_file_each(demo, tmp_path):
     out = tmp_path / "run.jsonl"
     run([tool("TILEFEED_POPRUN"), "--instances", "2", "--", local_train(), "--data",
          str(demo), "--core", "synthetic:us-per-sample=50", "--batch-size", "4",
-         "--image-size", "32", "--workers", "1", "--epochs", "1", "--metrics", str(out),
-         "--metrics-interval", "0.2"])
+         "--image-size", "32", "--workers", "1", "--epochs", "1",
+         "--metrics", f"file={out},interval=0.2"])
     for index in (0, 1):
         records = assert_valid(tmp_path / ("run.%d.jsonl" % index))
         assert records[0]["instance"] == index and records[0]["instances"] == 2
@@ -231,7 +230,7 @@ def test_two_instances_write_one_file_each(demo, tmp_path):
 @pytest.mark.parametrize("name", ["TILEFEED_TRAIN", "TILEFEED_LOADER_BENCH",
                                   "TILEFEED_STALL_BENCH", "TILEFEED_SERVE"])
 def test_a_file_that_cannot_be_written_is_one_line(demo, name):
-    args = [tool(name), "--data", str(demo / "train"), "--metrics", "/nonexistent/m.jsonl"]
+    args = [tool(name), "--data", str(demo / "train"), "--metrics", "file=/nonexistent/m.jsonl"]
     if name == "TILEFEED_TRAIN":
         args += ["--core", "synthetic"]
     result = subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
@@ -257,8 +256,8 @@ def scrape(port):
 def test_prometheus_counters_move_during_a_run(demo, tmp_path):
     train = subprocess.Popen(
         [local_train(), "--data", str(demo), "--core", "synthetic:us-per-sample=2000", "--batch-size", "4", "--image-size", "32", "--workers", "1", "--epochs",
-         "100000", "--seconds", "60", "--metrics-port", "127.0.0.1:0", "--metrics",
-         str(tmp_path / "train.jsonl"), "--metrics-interval", "0.5"],
+         "100000", "--seconds", "60", "--metrics",
+         "port=127.0.0.1:0,file=%s,interval=0.5" % (tmp_path / "train.jsonl")],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         port = None
@@ -279,7 +278,7 @@ def test_prometheus_counters_move_during_a_run(demo, tmp_path):
         # A port in use: one clear line and a failing exit status, no crash.
         taken = subprocess.run(
             [tool("TILEFEED_TRAIN"), "--data", str(demo), "--core", "synthetic", "--epochs", "1",
-             "--metrics-port", "127.0.0.1:%d" % port], stdout=subprocess.DEVNULL,
+             "--metrics", "port=127.0.0.1:%d" % port], stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE, text=True, timeout=TIMEOUT)
         assert taken.returncode == 1
         assert "cannot serve Prometheus metrics on 127.0.0.1:%d" % port in taken.stderr

@@ -1,6 +1,6 @@
 """train's metrics endpoint as Debian's Prometheus server scrapes it.
 
-`poprun --instances 2 train --metrics-port P` serves instance i at 127.0.0.1:P+i (the
+`poprun --instances 2 train --metrics port=P` serves instance i at 127.0.0.1:P+i (the
 documented rule: P + the instance's index on its host); a real `prometheus` on loopback
 with a generated config scrapes both every second, and its HTTP query API must return each
 instance's tilefeed_images_total with the labels as tilefeed wrote them (tilefeed_instance,
@@ -121,7 +121,7 @@ def test_prometheus_scrapes_every_instance_of_a_poprun_job(demo, tmp_path):
         [tool("TILEFEED_POPRUN"), "--instances", "2", "--", tool("TILEFEED_TRAIN"), "--data",
          str(demo), "--core", "synthetic:us-per-sample=3000", "--batch-size", "4",
          "--image-size", "32", "--workers", "1", "--epochs", "100000", "--seconds", "600",
-         "--metrics-port", str(base)], stdout=subprocess.DEVNULL, stderr=log)
+         "--metrics", "port=%d" % base], stdout=subprocess.DEVNULL, stderr=log)
     try:
         # Each instance prints the address it bound.
         def printed():
@@ -184,15 +184,15 @@ def test_prometheus_scrapes_every_instance_of_a_poprun_job(demo, tmp_path):
 
 
 def test_the_endpoint_binds_loopback_unless_told_and_prints_what_it_bound(demo, tmp_path):
-    """A bare --metrics-port binds 127.0.0.1 only; --metrics-bind moves it (here to another
+    """A bare --metrics port=P binds 127.0.0.1 only; bind= moves it (here to another
     loopback address, 127.0.0.2); the printed URL is the address bound."""
     for bind, other in ((None, "127.0.0.2"), ("127.0.0.2", "127.0.0.1")):
         log = open(tmp_path / ("bind-%s.log" % bind), "w+")
         train = subprocess.Popen(
             [tool("TILEFEED_TRAIN"), "--data", str(demo), "--core",
              "synthetic:us-per-sample=3000", "--batch-size", "4", "--image-size", "32", "--workers",
-             "1", "--epochs", "100000", "--seconds", "300", "--metrics-port", "0"] +
-            ([] if bind is None else ["--metrics-bind", bind]),
+             "1", "--epochs", "100000", "--seconds", "300", "--metrics",
+             "port=0" if bind is None else "port=0,bind=" + bind],
             stdout=subprocess.DEVNULL, stderr=log)
         try:
             def printed():

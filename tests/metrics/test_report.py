@@ -23,7 +23,7 @@ def make_demo(path):
 def train(demo, out, us_per_sample, batch, image_size, extra=()):
     run([local_train(), "--data", str(demo), "--core",
          f"synthetic:us-per-sample={us_per_sample}", "--batch-size", str(batch), "--image-size", str(image_size),
-         "--workers", "1", "--epochs", "2", "--metrics", str(out), "--metrics-interval", "0.25",
+         "--workers", "1", "--epochs", "2", "--metrics", f"file={out},interval=0.25",
          *extra])
     assert_valid(out)
 

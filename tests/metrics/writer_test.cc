@@ -122,7 +122,7 @@ TEST(WriterTest, DestroyedWithoutFinishSaysAbandoned) {
 
 // The metrics port is an address to listen on, read by the readers' parser with the readers'
 // loopback rule (loader/address.h): what tilefeed-serve --bind tcp://SPELLING refuses,
-// --metrics-port SPELLING refuses with the same line.
+// --metrics port=SPELLING refuses with the same line.
 std::string ReaderRefusal(const std::string& spelling) {
   const std::string endpoint = "tcp://" + spelling;
   try {
@@ -154,7 +154,7 @@ TEST(MetricsPortTest, RefusesWhatAReaderRefusesWithTheSameLine) {
     ASSERT_FALSE(reader.empty()) << spelling << ": the reader takes it";
     const std::string metrics = MetricsRefusal(spelling);
     // The same line; a refusal of the loopback rule goes on to say how to allow it.
-    EXPECT_EQ(metrics.rfind("--metrics-port " + std::string(spelling) + ": " + reader, 0), 0u)
+    EXPECT_EQ(metrics.rfind("--metrics port=" + std::string(spelling) + ": " + reader, 0), 0u)
         << spelling << "\n  reader:  " << reader << "\n  metrics: " << metrics;
   }
   for (const char* spelling : {"0", "9400", "127.0.0.1:0", "localhost:9400", "[::1]:9400"}) {
@@ -187,7 +187,7 @@ TEST(MetricsPortTest, ListensOnLoopbackOnlyUnlessTold) {
   // another loopback one, present on every Linux host) is refused.
   EXPECT_FALSE(Connects("127.0.0.2", port));
 
-  // Every interface only when --metrics-bind says so.
+  // Every interface only when bind= says so.
   flags.bind = "0.0.0.0";
   Session everywhere = Open(flags, Info());
   ASSERT_NE(everywhere.exporter, nullptr);

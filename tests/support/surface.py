@@ -36,9 +36,9 @@ COMPONENTS = ("codecs", "loader", "cuda_feed", "launch", "transport", "trainer")
 BOUNDS = {
     "record encodings (tilefeed-pack --codec values)": (5, 5),
     "tilefeed.Loader keywords": (25, 25),
-    "train flags": (32, 35),
-    "tilefeed-serve flags": (27, 25),
-    "tilefeed-pack flags": (12, 17),
+    "train flags": (29, 35),
+    "tilefeed-serve flags": (23, 25),
+    "tilefeed-pack flags": (11, 17),
     "tilefeed-inspect flags": (5, 10),
     "installed public headers": (20, 20),
     "longest file in the library folders and python/ (lines)": (800, 800),

@@ -68,11 +68,14 @@ tilefeed-serve|--remote remote-retries must be between 0 and 20, got 21|--data $
 tilefeed-serve|--remote has no key 'retries' (its keys: cache-dir, cache-limit, s3-endpoint, s3-addressing, remote-retries, remote-in-flight)|--data $D --remote retries=3
 tilefeed-pack|--remote cache-limit must be at least 4MiB, got 1M|$D $work/out --remote cache-limit=1M
 tilefeed-inspect|--remote remote-in-flight must be between 1 and 64, got 65|$D --remote remote-in-flight=65
-train|--metrics-interval must be above 0, got 0|--data $D --metrics-interval 0
-train|--metrics-port must be PORT or HOST:PORT to listen on: PORT must be between 1 and 65535 (or * for a free one)|--data $D --metrics-port 127.0.0.1:70000
-train|--metrics-port must be PORT or HOST:PORT to listen on: HOST '' is not a host name or address|--data $D --metrics-port :9400
-train|--metrics-port must be PORT or HOST:PORT to listen on: HOST '*' is not loopback|--data $D --metrics-port *:9400
-train|--metrics-port must be PORT or HOST:PORT to listen on: HOST '::' is not loopback|--data $D --metrics-port [::]:9400
+train|--metrics interval must be above 0, got 0|--data $D --metrics interval=0
+train|--metrics has no key 'path' (its keys: file, interval, port, bind)|--data $D --metrics path=m.jsonl
+train|--metrics port=127.0.0.1:70000: PORT must be between 1 and 65535 (or * for a free one)|--data $D --metrics port=127.0.0.1:70000
+train|--metrics port=:9400: HOST '' is not a host name or address|--data $D --metrics port=:9400
+train|--metrics port=*:9400: HOST '*' is not loopback|--data $D --metrics port=*:9400
+train|--metrics port=[::]:9400: HOST '::' is not loopback|--data $D --metrics port=[::]:9400
+train|--metrics bind=0.0.0.0 needs port=PORT|--data $D --metrics file=m.jsonl,bind=0.0.0.0
+train|--metrics port=127.0.0.1:9400 names a HOST and bind=0.0.0.0 another|--data $D --metrics port=127.0.0.1:9400,bind=0.0.0.0
 train|--readers must be tcp://HOST:PORT, ipc://PATH or shm://NAME: endpoint 'tcp://127.0.0.1:99999': PORT must be between 1 and 65535|--readers tcp://127.0.0.1:5555,tcp://127.0.0.1:99999
 train|--readers must be tcp://HOST:PORT, ipc://PATH or shm://NAME: endpoint 'tcp://127.0.0.1:0': PORT must be between 1 and 65535|--readers tcp://127.0.0.1:0
 train|--epochs must be an integer, got '2.5'|--data $D --epochs 2.5
@@ -103,15 +106,22 @@ tilefeed-serve|--slice must be INDEX/COUNT with 0 <= INDEX < COUNT, got '2/2'|--
 tilefeed-serve|--slice must be INDEX/COUNT with 0 <= INDEX < COUNT, got 'x'|--data $D --slice x
 tilefeed-serve|--split: bogus not in|--data $D --split bogus
 tilefeed-serve|--bad-sample-lines must be at least 0, got -1|--data $D --bad-sample-lines -1
-tilefeed-serve|--metrics-port must be PORT or HOST:PORT to listen on: PORT must be between 1 and 65535 (or * for a free one)|--data $D --metrics-port 99999
+tilefeed-serve|--metrics port=99999: PORT must be between 1 and 65535 (or * for a free one)|--data $D --metrics port=99999
+tilefeed-serve|--metrics interval must be above 0, got -1|--data $D --metrics interval=-1
+tilefeed-serve|--metrics has no key 'intervals' (its keys: file, interval, port, bind)|--data $D --metrics intervals=5
+tilefeed-serve|--metrics port=10.1.2.3:9400: HOST '10.1.2.3' is not loopback|--data $D --metrics port=10.1.2.3:9400
+tilefeed-serve|--metrics bind=0.0.0.0 needs port=PORT|--data $D --metrics bind=0.0.0.0
+tilefeed-serve|--curve has no key 'secret' (its keys: secret-key, allow)|--data $D --curve secret=r.key
+tilefeed-serve|--curve allow= needs secret-key=FILE|--data $D --curve allow=t.pub
 tilefeed-serve|--bind tcp://*:9400: HOST '*' is not loopback|--data $D --bind tcp://*:9400
-tilefeed-serve|--metrics-port must be PORT or HOST:PORT to listen on: HOST '*' is not loopback|--data $D --metrics-port *:9400
+tilefeed-serve|--metrics port=*:9400: HOST '*' is not loopback|--data $D --metrics port=*:9400
 tilefeed-serve|--bind must be tcp://HOST:PORT, ipc://PATH or shm://NAME: endpoint 'tcp://:9400': HOST '' is not a host name or address|--data $D --bind tcp://:9400
-tilefeed-serve|--metrics-port must be PORT or HOST:PORT to listen on: HOST '' is not a host name or address|--data $D --metrics-port :9400
+tilefeed-serve|--metrics port=:9400: HOST '' is not a host name or address|--data $D --metrics port=:9400
 tilefeed-pack|--workers must be between 0 and 1024, got -3|$D $work/out --workers -3
 tilefeed-pack|--shard-size must be above 0, got '0'|$D $work/out --shard-size 0
 tilefeed-pack|--interval-width must be between 8 and 65535, got 4|$D $work/out --interval-width 4
-tilefeed-pack|--metrics-interval must be above 0, got -1|$D $work/out --metrics-interval -1
+tilefeed-pack|--metrics interval must be above 0, got -1|$D $work/out --metrics interval=-1
+tilefeed-pack|--metrics has no key 'port' (its keys: file, interval)|$D $work/out --metrics port=9400
 tilefeed-pack|--codec: coefficients not in|$D $work/out --codec coefficients
 tilefeed-pack|--raw-size resizes images to raw pixels; it needs --codec raw (the codec is auto)|$D $work/out --raw-size 64x64
 tilefeed-pack|--raw-size resizes images to raw pixels; it needs --codec raw (the codec is jpeg)|$D $work/out --codec jpeg --raw-size 64x64
@@ -143,12 +153,12 @@ loader_bench|--rounds must be at least 1, got 0|--data $D --rounds 0
 loader_bench|--round-batches must be at least 1, got -1|--data $D --round-batches -1
 loader_bench|--remote cache-limit must be at least 4MiB, got 1M|--data $D --remote cache-limit=1M
 loader_bench|--split: bogus not in|--data $D --split bogus
-loader_bench|--metrics-interval must be above 0, got 0|--data $D --metrics-interval 0
+loader_bench|--metrics interval must be above 0, got 0|--data $D --metrics interval=0
 stall_bench|--workers must be between 1 and 1024, got 0|--data $D --workers 0
 stall_bench|--batch-size must be at least 1, got -1|--data $D --batch -1
 stall_bench|--demands must be above 0, got -1|--data $D --demands 0.5,-1
 stall_bench|--tolerance must be between 0 and 1, got 2|--data $D --tolerance 2
-stall_bench|--metrics-interval must be above 0, got 0|--data $D --metrics-interval 0
+stall_bench|--metrics interval must be above 0, got 0|--data $D --metrics file=m.jsonl,interval=0
 codec_bench|--files must be at least 1, got -1|--data $D --files -1
 codec_bench|--size must be between 16 and 4096, got 0|--data $D --size 0
 codec_bench|--reps must be at least 1, got 0|--data $D --reps 0
@@ -211,6 +221,11 @@ tilefeed-serve|unknown argument --instance-count (--help lists the options)|--da
 tilefeed-serve|unknown argument --prefetch (--help lists the options)|--data $D --prefetch 4
 tilefeed-serve|unknown argument --shm (--help lists the options)|--data $D --shm
 tilefeed-serve|unknown argument --job-id (--help lists the options)|--data $D --job-id 7
+tilefeed-serve|unknown argument --metrics-port (--help lists the options)|--data $D --metrics-port 9400
+tilefeed-serve|unknown argument --metrics-bind (--help lists the options)|--data $D --metrics-bind 0.0.0.0
+tilefeed-serve|unknown argument --curve-secret-key (--help lists the options)|--data $D --curve-secret-key r.key
+tilefeed-serve|unknown argument --curve-allow (--help lists the options)|--data $D --curve-allow t.pub
+train|unknown argument --metrics-interval (--help lists the options)|--data $D --metrics-interval 5
 tilefeed-pack|unknown argument --cache-dir (--help lists the options)|$D $work/out --cache-dir x
 tilefeed-inspect|unknown argument --remote-retries (--help lists the options)|$D --remote-retries 3
 loader_bench|unknown argument --cache-dir (--help lists the options)|--data $D --cache-dir x

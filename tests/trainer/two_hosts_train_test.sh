@@ -138,7 +138,7 @@ endpoints=
 for i in 0 1 2 3; do
   if [ $i -lt 2 ]; then host=h1 addr=$ip1; else host=h0 addr=$ip0; fi
   ip netns exec "tilefeed-$host-$tag" timeout 900 "$reader" --data "$work/data/train" \
-    --bind "tcp://$addr:$((5555 + i))" --curve-secret-key "$work/reader.key" --curve-allow "$work/trainer.pub" --batch-size 4 \
+    --bind "tcp://$addr:$((5555 + i))" --curve "secret-key=$work/reader.key,allow=$work/trainer.pub" --batch-size 4 \
     --timeout 60 \
     --image-size 32 --epochs 2 --seed 3 --workers 1 --prefetch-depth 2 --drop-last \
     --slice $i/4 >"$work/reader$i.log" 2>&1 &

@@ -76,7 +76,7 @@ mkdir "$work/allowed" && cp "$work/trainer.pub" "$work/allowed/" || fail "cannot
 endpoint="tcp://$reader_ip:5555"
 # A peer may be silent for 60 s (both sides): far above what load and ASan cause.
 ip netns exec "$ns_reader" timeout 600 "$reader" --data "$work/data/train" --bind "$endpoint" \
-  --curve-secret-key "$work/reader.key" --curve-allow "$work/allowed" --batch-size 8 --image-size 32 --epochs 2 --workers 1 \
+  --curve "secret-key=$work/reader.key,allow=$work/allowed" --batch-size 8 --image-size 32 --epochs 2 --workers 1 \
   --prefetch-depth 2 --slice 0/1 --no-drop-last --timeout 60 \
   >"$work/reader.log" 2>&1 &
 reader_pid=$!
