@@ -64,14 +64,16 @@ for split in train val test; do
     >"$work/bench.log" 2>&1 || fail "loader_bench --split $split exited $?"
   opened loader_bench "$split" "$work/bench.log"
 
+  # A log per split: the shell truncates a reused one only once the reader's process runs,
+  # and reader_endpoint could read the previous split's endpoint line before that.
   # shellcheck disable=SC2086
   timeout 120 "$reader" --data "$root" --split "$split" --bind 'tcp://127.0.0.1:*' $small \
-    --epochs 1 >"$work/reader.log" 2>&1 &
+    --epochs 1 >"$work/reader-$split.log" 2>&1 &
   reader_pid=$!
-  reader_endpoint "$work/reader.log" "$reader_pid" 60
+  reader_endpoint "$work/reader-$split.log" "$reader_pid" 60
   stop_reader "$reader_pid"
   reader_pid=
-  opened tilefeed-serve "$split" "$work/reader.log"
+  opened tilefeed-serve "$split" "$work/reader-$split.log"
 done
 
 # train: train/ to train on, val/ to validate on.
