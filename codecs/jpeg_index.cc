@@ -29,6 +29,7 @@
 // jpeglib.h needs size_t and FILE declared first.
 #include <jpeglib.h>
 
+#include "codecs/byte_order.h"
 #include "codecs/libjpeg_errors.h"
 
 namespace tilefeed::codecs {
@@ -142,13 +143,8 @@ struct Transcoder {
   throw DecodeError(DecodeErrorKind::kCorrupt, "corrupt JPEG interval index: " + what);
 }
 
-unsigned ByteAt(std::span<const std::byte> bytes, std::size_t i) {
-  return std::to_integer<unsigned>(bytes[i]);
-}
-
-unsigned Be16(std::span<const std::byte> bytes, std::size_t i) {
-  return ByteAt(bytes, i) << 8 | ByteAt(bytes, i + 1);
-}
+using detail::Be16;
+using detail::ByteAt;
 
 // What the header of a baseline single-scan file says about its MCU grid.
 struct HeaderFacts {
