@@ -51,25 +51,6 @@ bool GuardedCreate(jpeg_decompress_struct* src, jpeg_compress_struct* dst, Error
   return true;
 }
 
-bool GuardedReadHeader(jpeg_decompress_struct* src, ErrorManager* errors, const unsigned char* data,
-                       std::size_t size, bool save_markers) {
-  if (setjmp(errors->jump)) return false;
-  jpeg_mem_src(src, data, static_cast<unsigned long>(size));
-  if (save_markers) {
-    jpeg_save_markers(src, JPEG_COM, 0xFFFF);
-    for (int i = 0; i < 16; ++i) jpeg_save_markers(src, JPEG_APP0 + i, 0xFFFF);
-  }
-  jpeg_read_header(src, TRUE);
-  return true;
-}
-
-bool GuardedReadCoefficients(jpeg_decompress_struct* src, ErrorManager* errors,
-                             jvirt_barray_ptr** coefficients) {
-  if (setjmp(errors->jump)) return false;
-  *coefficients = jpeg_read_coefficients(src);
-  return true;
-}
-
 // The output side of one transcode, plain data so it may cross a longjmp.
 struct WriteJob {
   jvirt_barray_ptr* coefficients;
@@ -364,8 +345,7 @@ TranscodeResult TranscodeForRandomAccess(std::span<const std::byte> jpeg,
   }
   Transcoder t(options.max_scans);
   if (!t.created) return refuse({DecodeErrorKind::kCorrupt, t.errors.message});
-  if (!GuardedReadHeader(&t.src, &t.errors, reinterpret_cast<const unsigned char*>(jpeg.data()),
-                         jpeg.size(), options.copy_metadata)) {
+  if (!detail::GuardedReadHeader(&t.src, &t.errors, jpeg, options.copy_metadata)) {
     return refuse(detail::FailureOf(t.errors, "JPEG", "header"));
   }
   if (t.src.arith_code) {
@@ -380,7 +360,7 @@ TranscodeResult TranscodeForRandomAccess(std::span<const std::byte> jpeg,
     return refuse(detail::TooLarge(t.src.image_width, t.src.image_height, options.max_pixels));
   }
   WriteJob job{};
-  if (!GuardedReadCoefficients(&t.src, &t.errors, &job.coefficients)) {
+  if (!detail::GuardedReadCoefficients(&t.src, &t.errors, &job.coefficients)) {
     return refuse(detail::FailureOf(t.errors, "JPEG", "data"));
   }
   // A file libjpeg would block-smooth cannot be transcoded without changing its pixels.
