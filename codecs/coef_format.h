@@ -15,36 +15,13 @@
 #include <string>
 #include <vector>
 
+#include "codecs/byte_order.h"
+
 namespace tilefeed::codecs::detail {
 
 inline constexpr std::uint8_t kMagic[4] = {'T', 'F', 'J', 'C'};
 inline constexpr std::size_t kFixedHeader = 16;
 inline constexpr int kMaxGroupWidth = 255;  // iMCU columns
-
-inline unsigned ByteAt(std::span<const std::byte> bytes, std::size_t i) {
-  return std::to_integer<unsigned>(bytes[i]);
-}
-inline std::uint32_t Le16(std::span<const std::byte> b, std::size_t i) {
-  return ByteAt(b, i) | ByteAt(b, i + 1) << 8;
-}
-inline std::uint32_t Le32(std::span<const std::byte> b, std::size_t i) {
-  return Le16(b, i) | Le16(b, i + 2) << 16;
-}
-// The eight bytes at p, little-endian (the masks and values of a column group).
-inline std::uint64_t Le64(const std::uint8_t* p) {
-  std::uint64_t v = 0;
-  std::memcpy(&v, p, 8);
-  if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap64(v);
-  return v;
-}
-inline void PutLe16(std::vector<std::byte>& out, std::uint32_t v) {
-  out.push_back(std::byte(v & 0xFF));
-  out.push_back(std::byte((v >> 8) & 0xFF));
-}
-inline void PutLe32(std::vector<std::byte>& out, std::uint32_t v) {
-  PutLe16(out, v & 0xFFFF);
-  PutLe16(out, v >> 16);
-}
 
 // --- The record's geometry, as the header states it and libjpeg would compute it.
 

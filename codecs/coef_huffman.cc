@@ -256,18 +256,6 @@ void HuffEncoder::AppendGroup(const std::uint8_t* raw, std::size_t size, HuffGro
 
 namespace {
 
-std::uint32_t Le32(const std::uint8_t* p) {
-  return std::uint32_t{p[0]} | std::uint32_t{p[1]} << 8 | std::uint32_t{p[2]} << 16 |
-         std::uint32_t{p[3]} << 24;
-}
-
-std::uint64_t Be64(const std::uint8_t* p) {
-  std::uint64_t v = 0;
-  std::memcpy(&v, p, 8);
-  if constexpr (std::endian::native == std::endian::little) v = __builtin_bswap64(v);
-  return v;
-}
-
 // The bytes of up to three whole codes that the 11 bits of a lookup hold, from a value
 // table (single: its one-code entries): bytes in bits 0..23 (the first lowest), the bits
 // they take in 24..27, how many in 28..29. Branch-free: three dependent lookups.

@@ -30,13 +30,6 @@ using detail::Geometry;
 using detail::PutLe16;
 using detail::PutLe32;
 
-bool GuardedReadCoefficients(jpeg_decompress_struct* cinfo, ErrorManager* errors,
-                             jvirt_barray_ptr** arrays) {
-  if (setjmp(errors->jump)) return false;
-  *arrays = jpeg_read_coefficients(cinfo);
-  return true;
-}
-
 bool GuardedAccess(jpeg_decompress_struct* cinfo, ErrorManager* errors, jvirt_barray_ptr array,
                    JDIMENSION row, JDIMENSION rows, JBLOCKARRAY* out) {
   if (setjmp(errors->jump)) return false;
@@ -272,8 +265,7 @@ CoefficientPackResult PackCoefficients(std::span<const std::byte> jpeg,
   }
   Reader r(options.max_scans);
   if (!r.created) return refuse({DecodeErrorKind::kCorrupt, r.errors.message});
-  if (!detail::GuardedReadHeader(
-          &r.cinfo, &r.errors, reinterpret_cast<const unsigned char*>(jpeg.data()), jpeg.size())) {
+  if (!detail::GuardedReadHeader(&r.cinfo, &r.errors, jpeg)) {
     return refuse(detail::FailureOf(r.errors, "JPEG", "header"));
   }
   if (const char* why = Unstorable(r.cinfo)) {
@@ -283,7 +275,7 @@ CoefficientPackResult PackCoefficients(std::span<const std::byte> jpeg,
     return refuse(detail::TooLarge(r.cinfo.image_width, r.cinfo.image_height, options.max_pixels));
   }
   jvirt_barray_ptr* arrays = nullptr;
-  if (!GuardedReadCoefficients(&r.cinfo, &r.errors, &arrays)) {
+  if (!detail::GuardedReadCoefficients(&r.cinfo, &r.errors, &arrays)) {
     return refuse(detail::FailureOf(r.errors, "JPEG", "data"));
   }
   if (const char* why = detail::NotPlain(r.cinfo)) {

@@ -291,10 +291,7 @@ struct JpegDecoder::Impl {
       throw DecodeError(DecodeErrorKind::kNotJpeg, std::string("not a JPEG: ") + what);
     }
     ResetErrors();
-    if (!detail::GuardedReadHeader(
-            &cinfo, &errors, reinterpret_cast<const unsigned char*>(jpeg.data()), jpeg.size())) {
-      Fail("header");
-    }
+    if (!detail::GuardedReadHeader(&cinfo, &errors, jpeg)) Fail("header");
     ImageInfo info;
     info.width = static_cast<int>(cinfo.image_width);
     info.height = static_cast<int>(cinfo.image_height);

@@ -29,6 +29,7 @@
 // jpeglib.h needs size_t and FILE declared first.
 #include <jpeglib.h>
 
+#include "codecs/byte_order.h"
 #include "codecs/libjpeg_errors.h"
 
 namespace tilefeed::codecs {
@@ -47,25 +48,6 @@ bool GuardedCreate(jpeg_decompress_struct* src, jpeg_compress_struct* dst, Error
   if (setjmp(errors->jump)) return false;
   jpeg_create_decompress(src);
   jpeg_create_compress(dst);
-  return true;
-}
-
-bool GuardedReadHeader(jpeg_decompress_struct* src, ErrorManager* errors, const unsigned char* data,
-                       std::size_t size, bool save_markers) {
-  if (setjmp(errors->jump)) return false;
-  jpeg_mem_src(src, data, static_cast<unsigned long>(size));
-  if (save_markers) {
-    jpeg_save_markers(src, JPEG_COM, 0xFFFF);
-    for (int i = 0; i < 16; ++i) jpeg_save_markers(src, JPEG_APP0 + i, 0xFFFF);
-  }
-  jpeg_read_header(src, TRUE);
-  return true;
-}
-
-bool GuardedReadCoefficients(jpeg_decompress_struct* src, ErrorManager* errors,
-                             jvirt_barray_ptr** coefficients) {
-  if (setjmp(errors->jump)) return false;
-  *coefficients = jpeg_read_coefficients(src);
   return true;
 }
 
@@ -142,13 +124,8 @@ struct Transcoder {
   throw DecodeError(DecodeErrorKind::kCorrupt, "corrupt JPEG interval index: " + what);
 }
 
-unsigned ByteAt(std::span<const std::byte> bytes, std::size_t i) {
-  return std::to_integer<unsigned>(bytes[i]);
-}
-
-unsigned Be16(std::span<const std::byte> bytes, std::size_t i) {
-  return ByteAt(bytes, i) << 8 | ByteAt(bytes, i + 1);
-}
+using detail::Be16;
+using detail::ByteAt;
 
 // What the header of a baseline single-scan file says about its MCU grid.
 struct HeaderFacts {
@@ -368,8 +345,7 @@ TranscodeResult TranscodeForRandomAccess(std::span<const std::byte> jpeg,
   }
   Transcoder t(options.max_scans);
   if (!t.created) return refuse({DecodeErrorKind::kCorrupt, t.errors.message});
-  if (!GuardedReadHeader(&t.src, &t.errors, reinterpret_cast<const unsigned char*>(jpeg.data()),
-                         jpeg.size(), options.copy_metadata)) {
+  if (!detail::GuardedReadHeader(&t.src, &t.errors, jpeg, options.copy_metadata)) {
     return refuse(detail::FailureOf(t.errors, "JPEG", "header"));
   }
   if (t.src.arith_code) {
@@ -384,7 +360,7 @@ TranscodeResult TranscodeForRandomAccess(std::span<const std::byte> jpeg,
     return refuse(detail::TooLarge(t.src.image_width, t.src.image_height, options.max_pixels));
   }
   WriteJob job{};
-  if (!GuardedReadCoefficients(&t.src, &t.errors, &job.coefficients)) {
+  if (!detail::GuardedReadCoefficients(&t.src, &t.errors, &job.coefficients)) {
     return refuse(detail::FailureOf(t.errors, "JPEG", "data"));
   }
   // A file libjpeg would block-smooth cannot be transcoded without changing its pixels.

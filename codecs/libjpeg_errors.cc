@@ -147,10 +147,22 @@ bool GuardedCreate(jpeg_decompress_struct* cinfo, LibjpegErrors* errors) {
 }
 
 bool GuardedReadHeader(jpeg_decompress_struct* cinfo, LibjpegErrors* errors,
-                       const unsigned char* data, std::size_t size) {
+                       std::span<const std::byte> jpeg, bool save_markers) {
   if (setjmp(errors->jump)) return false;
-  jpeg_mem_src(cinfo, data, static_cast<unsigned long>(size));
+  jpeg_mem_src(cinfo, reinterpret_cast<const unsigned char*>(jpeg.data()),
+               static_cast<unsigned long>(jpeg.size()));
+  if (save_markers) {
+    jpeg_save_markers(cinfo, JPEG_COM, 0xFFFF);
+    for (int i = 0; i < 16; ++i) jpeg_save_markers(cinfo, JPEG_APP0 + i, 0xFFFF);
+  }
   jpeg_read_header(cinfo, TRUE);
+  return true;
+}
+
+bool GuardedReadCoefficients(jpeg_decompress_struct* cinfo, LibjpegErrors* errors,
+                             jvirt_barray_ptr** coefficients) {
+  if (setjmp(errors->jump)) return false;
+  *coefficients = jpeg_read_coefficients(cinfo);
   return true;
 }
 

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <span>
 
 // jpeglib.h needs FILE and size_t declared before it.
 // clang-format off
@@ -69,13 +70,17 @@ Result Refused(const DecodeError& why) {
   return result;
 }
 
-// jpeg_create_decompress and jpeg_mem_src + jpeg_read_header, each behind its own setjmp
-// on errors->jump (libjpeg's longjmp lands in the frame that called setjmp, which holds no
-// object with a destructor). They return false when libjpeg jumped out; errors->message
-// says why. Shared by the JPEG decoder and the coefficient store.
+// jpeg_create_decompress, jpeg_mem_src + jpeg_read_header (with `save_markers`, keeping
+// the COM and APPn markers for a transcode to copy) and jpeg_read_coefficients, each behind
+// its own setjmp on errors->jump (libjpeg's longjmp lands in the frame that called setjmp,
+// which holds no object with a destructor). They return false when libjpeg jumped out;
+// errors->message says why. Shared by the JPEG decoder, the coefficient store and the
+// interval-index transcoder.
 bool GuardedCreate(jpeg_decompress_struct* cinfo, LibjpegErrors* errors);
 bool GuardedReadHeader(jpeg_decompress_struct* cinfo, LibjpegErrors* errors,
-                       const unsigned char* data, std::size_t size);
+                       std::span<const std::byte> jpeg, bool save_markers = false);
+bool GuardedReadCoefficients(jpeg_decompress_struct* cinfo, LibjpegErrors* errors,
+                             jvirt_barray_ptr** coefficients);
 
 // After jpeg_read_coefficients: nullptr if a decode of the file runs libjpeg's plain IDCT
 // path on the coefficients read, else why not. A progressive file whose scans leave any of

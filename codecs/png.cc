@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "codecs/byte_order.h"
 #include "codecs/crop_check.h"
 #include "codecs/resize.h"
 #include "codecs/row_stream.h"
@@ -101,11 +102,6 @@ std::uint32_t Crc32(std::span<const std::byte> bytes) {
   return static_cast<std::uint32_t>(crc);
 }
 
-std::uint32_t LoadBigEndian32(const std::byte* p) {
-  return std::uint32_t(p[0]) << 24 | std::uint32_t(p[1]) << 16 | std::uint32_t(p[2]) << 8 |
-         std::uint32_t(p[3]);
-}
-
 // Checks the CRC of every whole chunk from the signature through IEND. A crop decode stops
 // after the crop's last row, so libspng never reads the CRCs of the chunks after it (the
 // rest of the IDAT it stopped in, IEND); a damaged file must fail wherever the damage is.
@@ -114,10 +110,10 @@ std::uint32_t LoadBigEndian32(const std::byte* p) {
 void CheckChunkCrcs(std::span<const std::byte> png) {
   std::size_t at = sizeof(kSignature);
   while (png.size() - at >= 12) {
-    const std::uint64_t length = LoadBigEndian32(png.data() + at);
+    const std::uint64_t length = detail::Be32(png.data() + at);
     if (length > png.size() - at - 12) return;
     const auto chunk = png.subspan(at + 4, 4 + static_cast<std::size_t>(length));
-    const std::uint32_t stored = LoadBigEndian32(chunk.data() + chunk.size());
+    const std::uint32_t stored = detail::Be32(chunk.data() + chunk.size());
     const std::uint32_t computed = Crc32(chunk);
     if (stored != computed) {
       char text[96];

@@ -6,26 +6,12 @@
 #include <cstring>
 #include <string>
 
+#include "codecs/byte_order.h"
+
 namespace tilefeed::codecs {
 namespace {
 
 constexpr unsigned char kMagic[4] = {'T', 'F', 'R', '1'};
-
-std::uint32_t Load16(const std::byte* p) {
-  return std::to_integer<std::uint32_t>(p[0]) | std::to_integer<std::uint32_t>(p[1]) << 8;
-}
-
-std::uint32_t Load32(const std::byte* p) { return Load16(p) | Load16(p + 2) << 16; }
-
-void Store16(std::byte* p, std::uint32_t v) {
-  p[0] = static_cast<std::byte>(v & 0xff);
-  p[1] = static_cast<std::byte>((v >> 8) & 0xff);
-}
-
-void Store32(std::byte* p, std::uint32_t v) {
-  Store16(p, v & 0xffff);
-  Store16(p + 2, v >> 16);
-}
 
 [[noreturn]] void Fail(DecodeErrorKind kind, const std::string& reason) {
   throw DecodeError(kind, "raw tensor: " + reason);
@@ -48,8 +34,8 @@ Header ParseHeader(std::span<const std::byte> encoded, std::int64_t max_pixels) 
     Fail(DecodeErrorKind::kCorrupt, "bad magic (expected \"TFR1\")");
   }
   Header header;
-  header.info.height = static_cast<int>(Load16(p + 4));
-  header.info.width = static_cast<int>(Load16(p + 6));
+  header.info.height = static_cast<int>(detail::Load<std::uint16_t>(p + 4));
+  header.info.width = static_cast<int>(detail::Load<std::uint16_t>(p + 6));
   header.info.channels = std::to_integer<int>(p[8]);
   if (header.info.height == 0 || header.info.width == 0) {
     Fail(DecodeErrorKind::kCorrupt, "zero height or width");
@@ -72,7 +58,7 @@ Header ParseHeader(std::span<const std::byte> encoded, std::int64_t max_pixels) 
     Fail(DecodeErrorKind::kTooLarge,
          std::to_string(header.info.pixel_bytes()) + " bytes exceed the LZ4 block limit");
   }
-  header.compressed_size = Load32(p + 12);
+  header.compressed_size = detail::Load<std::uint32_t>(p + 12);
   const std::size_t available = encoded.size() - kRawHeaderSize;
   if (header.compressed_size > available) {
     Fail(DecodeErrorKind::kTruncated, "block of " + std::to_string(header.compressed_size) +
@@ -124,11 +110,11 @@ std::vector<std::byte> EncodeRaw(std::span<const std::uint8_t> pixels, const Raw
   encoded.resize(kRawHeaderSize + static_cast<std::size_t>(compressed));
   std::byte* p = encoded.data();
   std::memcpy(p, kMagic, sizeof(kMagic));
-  Store16(p + 4, static_cast<std::uint32_t>(info.height));
-  Store16(p + 6, static_cast<std::uint32_t>(info.width));
+  detail::StoreLe(p + 4, static_cast<std::uint16_t>(info.height));
+  detail::StoreLe(p + 6, static_cast<std::uint16_t>(info.width));
   p[8] = static_cast<std::byte>(info.channels);
   p[9] = p[10] = p[11] = std::byte{0};
-  Store32(p + 12, static_cast<std::uint32_t>(compressed));
+  detail::StoreLe(p + 12, static_cast<std::uint32_t>(compressed));
   return encoded;
 }
 

@@ -6,13 +6,7 @@
 
 namespace tilefeed::cuda {
 
-DeviceBatch::DeviceBatch(DeviceBatch&& other) noexcept
-    : feed_(std::exchange(other.feed_, nullptr)),
-      buffer_(other.buffer_),
-      consumer_(other.consumer_),
-      epoch_(other.epoch_),
-      index_(other.index_),
-      shape_(other.shape_) {}
+DeviceBatch::DeviceBatch(DeviceBatch&& other) noexcept { *this = std::move(other); }
 
 DeviceBatch& DeviceBatch::operator=(DeviceBatch&& other) noexcept {
   if (this != &other) {

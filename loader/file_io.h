@@ -1,13 +1,15 @@
 #pragma once
 
-// File-descriptor helpers shared by the built-in sources. Internal: not installed, and
-// never included from a public header. Defined in loader/source.cc.
+// File-descriptor and host helpers shared by the built-in sources, the other libraries and
+// the tools. Internal: not installed, and never included from a public header. Defined in
+// loader/source.cc.
 
 #include <sys/types.h>
 
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tilefeed::loader::detail {
@@ -50,5 +52,26 @@ std::optional<std::string> ReadRegularFile(int dir_fd, const char* path, std::si
 
 // strerror_r that works with both the GNU and the XSI signature; thread-safe.
 std::string ErrnoMessage(int error);
+
+// Writes all `size` bytes to `fd`, retrying short writes and EINTR. Returns nothing on
+// success, else "write: <errno message>".
+std::optional<std::string> WriteFull(int fd, const void* data, std::size_t size);
+
+// Writes `bytes` to a new file at `path` (truncating one that is there) and fsyncs it.
+// Returns nothing on success, else "<step>: <errno message>".
+std::optional<std::string> WriteAndSync(const std::string& path, std::string_view bytes);
+
+// fsyncs the directory `dir`, so that a file created or renamed in it survives a crash.
+// Returns nothing on success, else "<step> directory: <errno message>".
+std::optional<std::string> SyncDirectory(const std::string& dir);
+
+// This host's name, usable in a file name ('/', ' ' and newlines become '_'); "localhost"
+// if it has none.
+std::string HostName();
+
+// The cores this process may run on: its CPU affinity (mpirun --bind-to core, poprun,
+// taskset and cgroup cpusets narrow it; std::thread::hardware_concurrency() does not see
+// that), which is also what oneTBB sizes its pool by; at least 1.
+int UsableCores();
 
 }  // namespace tilefeed::loader::detail

@@ -2,7 +2,6 @@
 // Loader::Impl::Validate, which applies it to a source and fixes the sizes the pipeline
 // runs with (workers, slots, chunks), refusing slots the machine cannot hold.
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,21 +14,13 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "loader/file_io.h"
 #include "loader/loader_impl.h"
 #include "loader/option_specs.h"
 
 namespace tilefeed::loader {
 
 namespace {
-
-// The cores this process may run on: its CPU affinity (mpirun --bind-to core, taskset,
-// cgroups cpusets narrow it), which is also what oneTBB sizes its pool by; at least 1.
-int UsableCores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-}
 
 // This machine's memory: its physical memory, or the cgroup's limit (memory.max) if lower.
 std::uint64_t MachineMemoryBytes() {
@@ -195,7 +186,7 @@ void Loader::Impl::Validate(const std::optional<LoaderState>& start) {
                                 " samples per epoch, not one full batch of " +
                                 std::to_string(o.batch_size) + " (drop_last_batch is set)");
   }
-  workers = o.workers > 0 ? o.workers : UsableCores();
+  workers = o.workers > 0 ? o.workers : detail::UsableCores();
   image_bytes = static_cast<std::size_t>(height) * static_cast<std::size_t>(width) * 3;
   CheckMemory(o, height, width, image_bytes);
   slot_bytes =

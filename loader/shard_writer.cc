@@ -56,22 +56,9 @@ RecordCodec RecordCodecOf(PackCodec codec) {
   throw PackError(path + ": " + what + ": " + detail::ErrnoMessage(errno));
 }
 
-void WriteAll(int fd, const std::byte* data, std::size_t size, const std::string& path) {
-  while (size > 0) {
-    const ssize_t n = ::write(fd, data, size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      ThrowErrno(path, "write");
-    }
-    data += n;
-    size -= static_cast<std::size_t>(n);
-  }
-}
-
-void SyncDirectory(const std::string& dir) {
-  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!fd) ThrowErrno(dir, "open directory");
-  if (::fsync(fd.get()) != 0) ThrowErrno(dir, "fsync directory");
+// Throws PackError("<path>: <reason>") if a file_io helper gave a reason.
+void ThrowIf(const std::string& path, const std::optional<std::string>& reason) {
+  if (reason) throw PackError(path + ": " + *reason);
 }
 
 // Writes "<final>.tmp", then fsyncs and renames it in Finish(). Destroying an
@@ -113,7 +100,7 @@ class ShardFileWriter {
     Flush();
     const std::uint64_t index_offset = offset_;
     detail::AppendTrailer(index_offset, records_, index_);
-    WriteAll(fd_.get(), index_.data(), index_.size(), tmp_path_);
+    ThrowIf(tmp_path_, detail::WriteFull(fd_.get(), index_.data(), index_.size()));
     const std::uint64_t file_size = offset_ + index_.size();
     const auto header = detail::EncodeShardHeader({codec_, number_, records_});
     if (::pwrite(fd_.get(), header.data(), header.size(), 0) != ssize_t(header.size())) {
@@ -132,13 +119,13 @@ class ShardFileWriter {
   void Append(std::span<const std::byte> bytes) {
     if (buffer_.size() + bytes.size() > kWriteBufferBytes) Flush();
     if (bytes.size() >= kWriteBufferBytes) {
-      WriteAll(fd_.get(), bytes.data(), bytes.size(), tmp_path_);
+      ThrowIf(tmp_path_, detail::WriteFull(fd_.get(), bytes.data(), bytes.size()));
     } else {
       buffer_.insert(buffer_.end(), bytes.begin(), bytes.end());
     }
   }
   void Flush() {
-    WriteAll(fd_.get(), buffer_.data(), buffer_.size(), tmp_path_);
+    ThrowIf(tmp_path_, detail::WriteFull(fd_.get(), buffer_.data(), buffer_.size()));
     buffer_.clear();
   }
 
@@ -186,7 +173,7 @@ void PrepareOutput(const PackOptions& options) {
   const fs::path manifest = dir / detail::kManifestFileName;
   fs::remove(manifest, ec);
   if (ec) throw PackError(manifest.string() + ": cannot remove: " + ec.message());
-  SyncDirectory(options.output_dir);
+  ThrowIf(options.output_dir, detail::SyncDirectory(options.output_dir));
   for (const fs::directory_entry& entry : fs::directory_iterator(dir)) {
     if (IsOurFile(entry.path().filename().string())) {
       fs::remove(entry.path(), ec);
@@ -476,14 +463,9 @@ void CheckPackArguments(const Source& source, const PackOptions& options) {
 std::string WriteManifest(const std::string& output_dir, const std::string& text) {
   std::string manifest_path = (fs::path(output_dir) / detail::kManifestFileName).string();
   const std::string tmp_path = manifest_path + ".tmp";
-  {
-    UniqueFd fd(::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (!fd) ThrowErrno(tmp_path, "create");
-    WriteAll(fd.get(), reinterpret_cast<const std::byte*>(text.data()), text.size(), tmp_path);
-    if (::fsync(fd.get()) != 0) ThrowErrno(tmp_path, "fsync");
-  }
+  ThrowIf(tmp_path, detail::WriteAndSync(tmp_path, text));
   if (::rename(tmp_path.c_str(), manifest_path.c_str()) != 0) ThrowErrno(manifest_path, "rename");
-  SyncDirectory(output_dir);
+  ThrowIf(output_dir, detail::SyncDirectory(output_dir));
   return manifest_path;
 }
 
@@ -519,7 +501,7 @@ class PackWriter {
     if (shard_) FinishShard();
     if (manifest_.records == 0) throw PackError("every sample was skipped; nothing was written");
     // The shards' renames must be durable before the manifest that names them.
-    SyncDirectory(options_.output_dir);
+    ThrowIf(options_.output_dir, detail::SyncDirectory(options_.output_dir));
     const std::string text = detail::FormatManifest(manifest_);
     result_.manifest_path = WriteManifest(options_.output_dir, text);
     result_.records = manifest_.records;

@@ -1,11 +1,14 @@
 #include "tilefeed/loader/source.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 #include <utility>
 
 #include "loader/file_io.h"
@@ -133,6 +136,51 @@ std::string ErrnoMessage(int error) {
     const char* operator()(const char* gnu_result) const { return gnu_result; }
   };
   return Pick{text}(::strerror_r(error, text, sizeof(text)));
+}
+
+std::optional<std::string> WriteFull(int fd, const void* data, std::size_t size) {
+  const auto* in = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::write(fd, in, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return "write: " + ErrnoMessage(errno);
+    in += n;
+    size -= static_cast<std::size_t>(n);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> WriteAndSync(const std::string& path, std::string_view bytes) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!fd) return "create: " + ErrnoMessage(errno);
+  if (auto reason = WriteFull(fd.get(), bytes.data(), bytes.size())) return reason;
+  if (::fsync(fd.get()) != 0) return "fsync: " + ErrnoMessage(errno);
+  if (::close(fd.release()) != 0) return "close: " + ErrnoMessage(errno);
+  return std::nullopt;
+}
+
+std::optional<std::string> SyncDirectory(const std::string& dir) {
+  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) return "open directory: " + ErrnoMessage(errno);
+  if (::fsync(fd.get()) != 0) return "fsync directory: " + ErrnoMessage(errno);
+  return std::nullopt;
+}
+
+std::string HostName() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "localhost";
+  std::string host(name);
+  for (char& c : host) {
+    if (c == '/' || c == ' ' || c == '\n') c = '_';
+  }
+  return host;
+}
+
+int UsableCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
 }  // namespace detail

@@ -1,6 +1,5 @@
 #include "metrics/metrics.h"
 
-#include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -15,6 +14,7 @@
 #include <stop_token>
 #include <thread>
 
+#include "loader/file_io.h"
 #include "metrics/json_line.h"
 
 #ifndef TILEFEED_VERSION
@@ -35,21 +35,6 @@ using detail::JsonLine;
 
 double UnixTime() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-std::string HostName() {
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0) return "unknown";
-  return name;
-}
-
-int Cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) {
-    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  }
-  return std::max(1, CPU_COUNT(&set));
 }
 
 double RssMiB() {
@@ -196,9 +181,9 @@ void Writer::Impl::WriteConfigLocked() {
       .Add("version", TILEFEED_VERSION)
       .Add("instance", info.instance)
       .Add("instances", info.instances)
-      .Add("host", HostName())
+      .Add("host", loader::detail::HostName())
       .Add("pid", static_cast<std::uint64_t>(getpid()))
-      .Add("cores", Cores())
+      .Add("cores", loader::detail::UsableCores())
       .Add("interval_s", options.interval_seconds)
       .Add("dataset", info.dataset)
       .Add("dataset_samples", info.dataset_samples)

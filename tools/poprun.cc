@@ -12,7 +12,6 @@
 // SIGTERM of poprun are forwarded to mpirun (which ends the job) with one line saying so,
 // and poprun then exits 128 + the signal's number.
 
-#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -24,22 +23,15 @@
 #include <cstring>
 #include <iostream>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "loader/file_io.h"
 #include "tilefeed/launch/launch.h"
 #include "tools/cli_checks.h"
 
 namespace {
 
 constexpr int kUsageError = 2;
-
-int UsableCores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
 
 int Fail(const std::string& message) {
   std::cerr << "poprun: " << message << '\n';
@@ -141,7 +133,7 @@ int Main(int argc, char** argv) {
 
   const EnvLookup env = ProcessEnvironment();
   HostFacts facts;
-  facts.cores = UsableCores();
+  facts.cores = tilefeed::loader::detail::UsableCores();
   facts.is_root = geteuid() == 0;
   facts.mpirun_path = FindInPath("mpirun", env("PATH").value_or(""));
   MpirunCommand command;

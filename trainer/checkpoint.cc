@@ -1,6 +1,5 @@
 #include "trainer/checkpoint.h"
 
-#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -10,6 +9,8 @@
 #include <iterator>
 #include <span>
 #include <sstream>
+
+#include "loader/file_io.h"
 
 namespace tilefeed::trainer {
 namespace {
@@ -34,8 +35,6 @@ std::uint64_t Fnv1a(std::span<const char> bytes) {
   throw CheckpointError("checkpoint " + path.string() + ": " + what);
 }
 
-std::string ErrnoText() { return std::strerror(errno); }
-
 loader::LoaderState ParseDataPosition(const std::string& line, const std::filesystem::path& path) {
   if (line.rfind(kRetiredRemoteState, 0) == 0) {
     Fail(path, "its data position is in the retired format '" + line.substr(0, 120) +
@@ -49,53 +48,11 @@ loader::LoaderState ParseDataPosition(const std::string& line, const std::filesy
   }
 }
 
-// Writes all of `bytes` to a new file at `path` and fsyncs it.
-void WriteAndSync(const std::filesystem::path& path, const std::string& bytes) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) Fail(path, "open: " + ErrnoText());
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const std::string reason = ErrnoText();
-      ::close(fd);
-      Fail(path, "write: " + reason);
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    const std::string reason = ErrnoText();
-    ::close(fd);
-    Fail(path, "fsync: " + reason);
-  }
-  if (::close(fd) != 0) Fail(path, "close: " + ErrnoText());
-}
-
-void SyncDirectory(const std::filesystem::path& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) Fail(dir, "open directory: " + ErrnoText());
-  const int rc = ::fsync(fd);
-  const std::string reason = rc != 0 ? ErrnoText() : "";
-  ::close(fd);
-  if (rc != 0) Fail(dir, "fsync directory: " + reason);
-}
-
 constexpr char kTempPrefix[] = ".checkpoint.tfck.tmp.";
-
-std::string HostName() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "localhost";
-  std::string host(name);
-  for (char& c : host) {
-    if (c == '/' || c == ' ' || c == '\n') c = '_';
-  }
-  return host;
-}
 
 // The temporary file this process writes: DIR/.checkpoint.tfck.tmp.<host>.<pid>.
 std::filesystem::path TempPath(const std::filesystem::path& dir) {
-  return dir / (kTempPrefix + HostName() + "." + std::to_string(::getpid()));
+  return dir / (kTempPrefix + loader::detail::HostName() + "." + std::to_string(::getpid()));
 }
 
 // Removes the temporary files that writers killed mid-write (SIGKILL, a crash) left in
@@ -104,7 +61,7 @@ std::filesystem::path TempPath(const std::filesystem::path& dir) {
 // live pid, stays: on a shared folder its writer may be running (a reused pid only keeps
 // a stale file longer). Best effort: errors are ignored.
 void RemoveStaleTemps(const std::filesystem::path& dir) {
-  const std::string host = HostName();
+  const std::string host = loader::detail::HostName();
   std::error_code ec;
   for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
@@ -156,13 +113,13 @@ void WriteCheckpoint(const std::filesystem::path& dir, const Checkpoint& checkpo
   // writer killed mid-write does not leave a model-sized file behind for good.
   RemoveStaleTemps(dir);
   const std::filesystem::path temp = TempPath(dir);
-  WriteAndSync(temp, bytes);
+  if (auto reason = loader::detail::WriteAndSync(temp, bytes)) Fail(temp, *reason);
   if (::rename(temp.c_str(), path.c_str()) != 0) {
-    const std::string reason = ErrnoText();
+    const std::string reason = loader::detail::ErrnoMessage(errno);
     std::filesystem::remove(temp, ec);
     Fail(path, "rename: " + reason);
   }
-  SyncDirectory(dir);
+  if (auto reason = loader::detail::SyncDirectory(dir)) Fail(dir, *reason);
 }
 
 std::optional<Checkpoint> ReadCheckpoint(const std::filesystem::path& dir) {

@@ -30,10 +30,11 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <optional>
 #include <span>
 #include <string>
+
+#include "codecs/byte_order.h"
 
 namespace tilefeed::transport::detail {
 
@@ -62,30 +63,19 @@ struct Control {
   std::uint64_t d = 0;
 };
 
+using codecs::detail::GetField;  // little-endian, as docs/wire-protocol.md says
+using codecs::detail::PutField;
+
 inline std::array<std::byte, kControlSize> EncodeControl(const Control& control) {
   std::array<std::byte, kControlSize> out{};
-  const auto type = static_cast<std::uint16_t>(control.type);
-  std::memcpy(out.data(), &kControlMagic, 4);
-  std::memcpy(out.data() + 4, &kControlVersion, 2);
-  std::memcpy(out.data() + 6, &type, 2);
-  std::memcpy(out.data() + 8, &control.a, 8);
-  std::memcpy(out.data() + 16, &control.b, 8);
-  std::memcpy(out.data() + 24, &control.c, 8);
-  std::memcpy(out.data() + 32, &control.d, 8);
+  PutField(out, 0, kControlMagic);
+  PutField(out, 4, kControlVersion);
+  PutField(out, 6, static_cast<std::uint16_t>(control.type));
+  PutField(out, 8, control.a);
+  PutField(out, 16, control.b);
+  PutField(out, 24, control.c);
+  PutField(out, 32, control.d);
   return out;
-}
-
-// The value of type T at `offset` of `in` / written at `offset` of `out`, in the host's
-// byte order (little-endian: docs/wire-protocol.md). REQUIRES: the bytes are there.
-template <typename T>
-T GetField(std::span<const std::byte> in, std::size_t offset) {
-  T value;
-  std::memcpy(&value, in.data() + offset, sizeof(T));
-  return value;
-}
-template <typename T>
-void PutField(std::span<std::byte> out, std::size_t offset, T value) {
-  std::memcpy(out.data() + offset, &value, sizeof(T));
 }
 
 // Why `bytes` is not a control part, for a refusal; "" when it is one.
