@@ -9,15 +9,8 @@ set -u
 train=$1
 serve=$2
 make_demo=$3
-work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-other-data.XXXXXX") || exit 1
-pid=
-trap '[ -n "$pid" ] && kill -KILL $pid 2>/dev/null; rm -rf "$work"' EXIT
-trap 'exit 1' INT TERM HUP
-fail() {
-  echo "other_data_test: FAIL: $*"
-  for f in "$work"/*.log; do echo "--- $f"; cat "$f"; done
-  exit 1
-}
+. "${0%/*}/../support/shell_test.sh"
+begin_test other_data_test
 export OMPI_MCA_btl_vader_backing_directory="$work"
 for d in a b; do
   seed=1; [ $d = b ] && seed=2
@@ -29,14 +22,8 @@ common="--core synthetic:us-per-sample=1 --batch-size 4 --image-size 16 --worker
 # A reader of b refuses a trainer of a.
 timeout 60 "$serve" --data "$work/b/train" --bind 'tcp://127.0.0.1:*' --batch-size 4 \
   --image-size 16 --epochs 1 --workers 1 --drop-last >"$work/reader.log" 2>&1 &
-pid=$!
-i=0
-while ! grep -q " on tcp://" "$work/reader.log" 2>/dev/null; do
-  i=$((i + 1))
-  [ $i -gt 600 ] && fail "the reader did not start within 30 s"
-  sleep 0.05
-done
-endpoint=$(sed -n 's/.* on \(tcp:\/\/[^ ]*\)$/\1/p' "$work/reader.log")
+reader_pid=$!
+reader_endpoint "$work/reader.log" "$reader_pid" 30
 # shellcheck disable=SC2086
 timeout 60 "$train" $common --data "$work/a" --readers "$endpoint" --epochs 1 \
   >"$work/refused.log" 2>&1 && fail "a reader of other images served the trainer"
@@ -46,9 +33,8 @@ echo "other_data_test: reader: $(grep -o "dataset: .*" "$work/refused.log" | hea
 # shellcheck disable=SC2086
 timeout 60 "$train" $common --data "$work/b" --readers "$endpoint" --epochs 1 \
   >"$work/served.log" 2>&1 || fail "the same data was refused"
-kill $pid 2>/dev/null
-wait $pid 2>/dev/null
-pid=
+stop_reader "$reader_pid"
+reader_pid=
 
 # A checkpoint of a, resumed with --data b: refused; with --data a: accepted.
 # shellcheck disable=SC2086
