@@ -14,7 +14,6 @@
 #include <filesystem>
 #include <optional>
 #include <span>
-#include <thread>
 #include <utility>
 
 #include "codecs/jpeg_coefficients.h"
@@ -576,9 +575,7 @@ PackResult PackDataset(const Source& source, const PackOptions& options,
   CheckPackArguments(source, options);
   PrepareOutput(options);
 
-  const int threads = options.workers > 0
-                          ? options.workers
-                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = options.workers > 0 ? options.workers : detail::UsableCores();
   // Live tokens bound the memory in flight: tokens x (sample + converted sample).
   const std::size_t tokens = static_cast<std::size_t>(threads) * 4;
   std::vector<Item> items(tokens);

@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -20,9 +19,9 @@
 #include <filesystem>
 #include <map>
 #include <string>
-#include <thread>
 #include <utility>
 
+#include "loader/file_io.h"
 #include "loader/option_specs.h"
 #include "loader/shard_writer.h"
 #include "metrics/cli.h"
@@ -307,9 +306,7 @@ void PrintResult(const loader::PackResult& result, const loader::PackOptions& op
               result.seconds, result.seconds > 0 ? double(result.records) / result.seconds : 0.0);
   const double cpu = CpuSeconds();
   std::printf("CPU %.2f s on %d workers: %.0f records per CPU-second\n", cpu,
-              options.workers > 0
-                  ? options.workers
-                  : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
+              options.workers > 0 ? options.workers : loader::detail::UsableCores(),
               cpu > 0 ? double(result.records) / cpu : 0.0);
   std::printf("manifest: %s\n", result.manifest_path.c_str());
   std::printf("skipped %zu unreadable samples%s\n", result.skipped.size(),

@@ -35,7 +35,6 @@
 // hello; each reader serves from it (a reader with another seed, or pinned to another position,
 // refuses the session), and a reader of a dataset of another size than the checkpoint's is refused.
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -50,7 +49,6 @@
 #include <span>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "loader/bad_sample_log.h"
@@ -207,17 +205,6 @@ std::string ReaderNamedTwice(const std::vector<std::string>& endpoints) {
     }
   }
   return "";
-}
-
-// The cores this process may run on: poprun binds each instance to its share of the host,
-// and std::thread::hardware_concurrency() does not see that.
-int CoresOfThisProcess() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) {
-    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  }
-  return std::max(1, CPU_COUNT(&set));
 }
 
 // Thrown from the progress sink to leave Train() when --seconds is up (not an error).
@@ -485,7 +472,7 @@ loader::LoaderOptions LoaderOptionsOf(const Instance& job, std::size_t local_bat
   loader::LoaderOptions o;
   o.batch_size = local_batch;
   o.image_size = args.image_size;
-  o.workers = args.workers > 0 ? args.workers : CoresOfThisProcess();
+  o.workers = args.workers;  // 0: the loader takes the cores poprun bound this instance to
   o.prefetch_depth = args.prefetch_depth;
   o.seed = args.seed;
   o.slice = {job.rank, job.mpi.size()};
@@ -910,15 +897,15 @@ std::optional<int> CheckArgs(const CLI::App& app, const CLI::Option* data, Args&
     std::fprintf(stderr, "train: --data is required (or --readers for disaggregated mode)\n");
     return 2;
   }
+  const launch::EnvLookup env = launch::ProcessEnvironment();
   // poprun --replicas-per-instance R exports the layout; an explicit --replicas wins.
-  if (app.count("--replicas") == 0) {
-    if (const char* replicas = std::getenv("TILEFEED_REPLICAS_PER_INSTANCE")) {
-      args.trainer.replicas = std::max(1, std::atoi(replicas));
-    }
+  const std::optional<std::string> replicas = env("TILEFEED_REPLICAS_PER_INSTANCE");
+  if (replicas && app.count("--replicas") == 0) {
+    args.trainer.replicas = std::max(1, std::atoi(replicas->c_str()));
   }
   args.resume = app.count("--resume") > 0 && !args.resume_if_present;
   // A test hook, not a flag (docs/development.md): read here, once.
-  if (const char* trace = std::getenv("TILEFEED_TRACE_SAMPLES")) args.trace_samples = trace;
+  args.trace_samples = env("TILEFEED_TRACE_SAMPLES").value_or("");
   args.batch_size_given = app.count("--batch-size") > 0;
   args.accumulation_given = app.count("--gradient-accumulation") > 0;
   if ((args.resume || args.resume_if_present || args.trainer.checkpoint_every > 0) &&
