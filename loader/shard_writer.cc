@@ -457,14 +457,12 @@ void CheckPackArguments(const Source& source, const PackOptions& options) {
   if (source.size() == 0) throw PackError("the source has no samples");
 }
 
-// Writes `text` as the manifest of the pack in `output_dir`, durably and atomically (a
-// temporary file, fsynced, renamed); returns the manifest's path.
+// Writes `text` as the manifest of the pack in `output_dir`, durably and atomically;
+// returns the manifest's path.
 std::string WriteManifest(const std::string& output_dir, const std::string& text) {
   std::string manifest_path = (fs::path(output_dir) / detail::kManifestFileName).string();
-  const std::string tmp_path = manifest_path + ".tmp";
-  ThrowIf(tmp_path, detail::WriteAndSync(tmp_path, text));
-  if (::rename(tmp_path.c_str(), manifest_path.c_str()) != 0) ThrowErrno(manifest_path, "rename");
-  ThrowIf(output_dir, detail::SyncDirectory(output_dir));
+  ThrowIf(manifest_path, detail::ReplaceFile(manifest_path, manifest_path + ".tmp",
+                                             {std::as_bytes(std::span(text))}, /*durable=*/true));
   return manifest_path;
 }
 
