@@ -76,15 +76,6 @@ namespace {
 
 using namespace tilefeed;
 
-// The val/ split of `data` (tilefeed/loader/dataset.h's rules), for the validation loader.
-std::unique_ptr<loader::Source> OpenValidationSplit(const std::string& data,
-                                                    const loader::RemoteOptions& remote) {
-  loader::DatasetOptions options;
-  options.split = loader::Split::kVal;
-  options.remote = remote;
-  return loader::OpenDataset(data, options).source;
-}
-
 // The live progress line on a terminal: one "\r" line on stderr, redrawn at most every
 // kInterval, and cleared before any other line is printed so that lines never mix.
 class ProgressLine {
@@ -515,8 +506,11 @@ trainer::Trainer::ValidationFactory MakeValidation(const Instance& job,
     o.shuffle = false;
     o.drop_last_batch = false;
     o.epochs = 1;
-    return std::make_unique<transport::OwningLoaderStream>(std::make_unique<loader::Loader>(
-        OpenValidationSplit(job.args.data, tools::ToRemoteOptions(job.args.remote)), o));
+    loader::DatasetOptions val;  // --data's val/ split (tilefeed/loader/dataset.h's rules)
+    val.split = loader::Split::kVal;
+    val.remote = tools::ToRemoteOptions(job.args.remote);
+    return std::make_unique<transport::OwningLoaderStream>(
+        std::make_unique<loader::Loader>(loader::OpenDataset(job.args.data, val).source, o));
   };
 }
 
@@ -589,10 +583,7 @@ void TrainFromReader(Instance& job, trainer::Trainer& trainer,
     job.console.Log(job.has_data() ? "validation skipped: " + job.args.data + " has no val/ split"
                                    : "validation skipped: no --data DIR with a val/ split");
   }
-  try {
-    trainer.Train(stream, make_validation);
-  } catch (const TimeLimitReached&) {
-  }
+  trainer.Train(stream, make_validation);
 }
 
 // Trains on this instance's slice of --data through an in-process loader.
@@ -609,10 +600,7 @@ void TrainFromData(Instance& job, trainer::Trainer& trainer, metrics::Session& m
   job.console.Log("instance " + std::to_string(job.rank) + " of " + std::to_string(job.mpi.size()) +
                   ": " + std::to_string(train_loader.batches_per_epoch()) + " batches per epoch, " +
                   std::to_string(job.classes) + " classes, core " + job.args.core);
-  try {
-    trainer.Train(stream, make_validation);
-  } catch (const TimeLimitReached&) {
-  }
+  trainer.Train(stream, make_validation);
 }
 
 // The trainer's options: the flags', this run's local batch and sample size, and the
@@ -668,10 +656,13 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
     return 0;
   }
   const trainer::Trainer::ValidationFactory make_validation = MakeValidation(job, loader_options);
-  if (job.remote()) {
-    TrainFromReader(job, trainer, loader_options, checkpoint, make_validation);
-  } else {
-    TrainFromData(job, trainer, metrics, loader_options, start, make_validation);
+  try {
+    if (job.remote()) {
+      TrainFromReader(job, trainer, loader_options, checkpoint, make_validation);
+    } else {
+      TrainFromData(job, trainer, metrics, loader_options, start, make_validation);
+    }
+  } catch (const TimeLimitReached&) {  // --seconds: all instances stopped after the same step
   }
   job.console.Log("done: " + std::to_string(trainer.step()) + " steps; parameter checksum " +
                   std::to_string(trainer.CheckReplicasIdentical()) + " identical on all " +
