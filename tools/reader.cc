@@ -45,7 +45,6 @@
 #include <iostream>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <stdexcept>
 #include <stop_token>
 #include <string>
@@ -303,10 +302,8 @@ int Serve(Args& args, const CLI::App& app, std::stop_token stop) {
   }
   transport::ReaderEndpointOptions& sender_options = args.sender;
   if (!args.curve_allow.empty()) {
-    std::vector<std::string> paths;
-    std::stringstream list(args.curve_allow);
-    for (std::string path; std::getline(list, path, ':');) paths.push_back(path);
-    sender_options.curve_allowed_keys = transport::ReadCurvePublicKeys(paths);
+    sender_options.curve_allowed_keys =
+        transport::ReadCurvePublicKeys(tools::SplitList(args.curve_allow, ':'));
     sender_options.on_refused = Log;
   }
   sender_options.log = Log;

@@ -171,20 +171,6 @@ void Console::Epoch(const trainer::EpochReport& r, int instances) {
   std::fflush(stdout);
 }
 
-// Splits `list` (--readers) at `separator`; an empty entry is an error.
-std::vector<std::string> SplitEndpoints(const std::string& list, char separator = ',') {
-  std::vector<std::string> out;
-  std::size_t begin = 0;
-  while (true) {
-    const std::size_t comma = list.find(separator, begin);
-    std::string item = list.substr(begin, comma == std::string::npos ? comma : comma - begin);
-    if (item.empty()) throw std::invalid_argument("an empty entry in '" + list + "'");
-    out.push_back(std::move(item));
-    if (comma == std::string::npos) return out;
-    begin = comma + 1;
-  }
-}
-
 // "" if every --readers endpoint is distinct, else a line naming the first repeated one and
 // the two instances it was given to.
 std::string ReaderNamedTwice(const std::vector<std::string>& endpoints) {
@@ -303,7 +289,7 @@ struct Instance {
 // list does not name one distinct reader per instance; every instance sees the same list, so
 // no abort is needed.
 std::optional<int> TakeReaders(Instance& job) {
-  job.endpoints = SplitEndpoints(job.args.readers);
+  job.endpoints = tools::SplitList(job.args.readers, ',');  // each one checked by the flag
   const int size = job.mpi.size();
   if (job.endpoints.size() != static_cast<std::size_t>(size)) {
     if (job.rank == 0) {
@@ -518,7 +504,7 @@ trainer::Trainer::ValidationFactory MakeValidation(const Instance& job,
 // list with one per instance; this instance's.
 std::string PerInstance(const Instance& job, const std::string& list, const char* option) {
   if (list.empty()) return {};
-  const std::vector<std::string> files = SplitEndpoints(list, ':');
+  const std::vector<std::string> files = tools::SplitList(list, ':');
   if (files.size() != 1 && files.size() != job.endpoints.size()) {
     throw std::invalid_argument(std::string(option) + " lists " + std::to_string(files.size()) +
                                 " files for " + std::to_string(job.endpoints.size()) +
