@@ -279,7 +279,7 @@ struct Instance {
   std::unique_ptr<loader::Source> train_source;
   std::optional<loader::DatasetIdentity> identity;
   int classes = 0;
-  bool has_val = false;
+  std::optional<loader::DatasetOptions> val;  // --data's val/ split, if it has one
 
   bool remote() const { return !args.readers.empty(); }
   bool has_data() const { return !args.data.empty(); }
@@ -315,17 +315,16 @@ std::optional<int> TakeReaders(Instance& job) {
 // other images under the same names and counts differ).
 void OpenTrainData(Instance& job) {
   job.classes = job.args.classes;
-  job.has_val = job.has_data() && loader::HasSplit(job.args.data, loader::Split::kVal);
   if (job.has_data()) {
     loader::DatasetOptions dataset_options;
     dataset_options.remote = tools::ToRemoteOptions(job.args.remote);
     loader::OpenedDataset opened = loader::OpenDataset(job.args.data, dataset_options);
     job.console.Log("data: " + opened.summary);
     for (const std::string& note : opened.notes) job.console.Log("data: " + note);
-    if (job.has_val) {
-      loader::DatasetOptions val_options = dataset_options;
-      val_options.split = loader::Split::kVal;
-      job.console.Log("val data: " + loader::ResolveDataset(job.args.data, val_options).path);
+    if (loader::HasSplit(job.args.data, loader::Split::kVal)) {
+      job.val = dataset_options;
+      job.val->split = loader::Split::kVal;
+      job.console.Log("val data: " + loader::ResolveDataset(job.args.data, *job.val).path);
     }
     job.train_source = std::move(opened.source);
     if (job.classes == 0) job.classes = static_cast<int>(job.train_source->class_names().size());
@@ -484,7 +483,7 @@ std::optional<loader::LoaderState> Restore(Instance& job, trainer::Trainer& trai
 // One epoch of --data's val/ split in eval mode on this instance's slice, per call.
 trainer::Trainer::ValidationFactory MakeValidation(const Instance& job,
                                                    const loader::LoaderOptions& loader_options) {
-  if (!job.has_val) return {};
+  if (!job.val) return {};
   return [&job, loader_options]() -> std::unique_ptr<transport::BatchStream> {
     loader::LoaderOptions o = loader_options;
     o.mode = loader::Mode::kEval;
@@ -492,11 +491,8 @@ trainer::Trainer::ValidationFactory MakeValidation(const Instance& job,
     o.shuffle = false;
     o.drop_last_batch = false;
     o.epochs = 1;
-    loader::DatasetOptions val;  // --data's val/ split (tilefeed/loader/dataset.h's rules)
-    val.split = loader::Split::kVal;
-    val.remote = tools::ToRemoteOptions(job.args.remote);
     return std::make_unique<transport::OwningLoaderStream>(
-        std::make_unique<loader::Loader>(loader::OpenDataset(job.args.data, val).source, o));
+        std::make_unique<loader::Loader>(loader::OpenDataset(job.args.data, *job.val).source, o));
   };
 }
 
@@ -565,7 +561,7 @@ void TrainFromReader(Instance& job, trainer::Trainer& trainer,
                   (stream.shared_memory() ? "shared memory" : "ZeroMQ") + "), " +
                   std::to_string(stream.batches_per_epoch()) + " batches per epoch, core " +
                   job.args.core);
-  if (!job.has_val) {
+  if (!job.val) {
     job.console.Log(job.has_data() ? "validation skipped: " + job.args.data + " has no val/ split"
                                    : "validation skipped: no --data DIR with a val/ split");
   }
