@@ -85,17 +85,12 @@ class ProgressLine {
     // The first figures come after one interval: a step or two say little about a rate.
     if (now - last_ < kInterval) return;
     last_ = now;
-    char steps[64];
-    if (p.steps_per_epoch > 0) {
-      std::snprintf(steps, sizeof(steps), "%llu/%llu",
-                    static_cast<unsigned long long>(p.step_in_epoch),
-                    static_cast<unsigned long long>(p.steps_per_epoch));
-    } else {
-      std::snprintf(steps, sizeof(steps), "%llu", static_cast<unsigned long long>(p.step_in_epoch));
-    }
-    const int width = std::fprintf(
-        stderr, "\r[train] epoch %llu  step %s  %.1f images/s  stall %.2f %%",
-        static_cast<unsigned long long>(p.epoch), steps, p.images_per_second, p.stall_percent);
+    std::string steps = std::to_string(p.step_in_epoch);
+    if (p.steps_per_epoch > 0) steps += "/" + std::to_string(p.steps_per_epoch);
+    const int width =
+        std::fprintf(stderr, "\r[train] epoch %llu  step %s  %.1f images/s  stall %.2f %%",
+                     static_cast<unsigned long long>(p.epoch), steps.c_str(), p.images_per_second,
+                     p.stall_percent);
     // Blank out the tail of a longer previous line.
     if (width < width_) std::fprintf(stderr, "%*s", width_ - width, "");
     width_ = std::max(width_, width);
