@@ -159,37 +159,11 @@ std::string BlockCache::Write(std::uint64_t block, std::span<const std::byte> by
     for (int i = 0; i < 8; ++i) sums[8 * c + i] = static_cast<std::byte>(sum >> (8 * i));
   }
   const std::string path = prefix_ + std::to_string(block);
-  const std::string temp = path + ".tmp";
-  UniqueFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (!fd) return "cannot create " + temp + ": " + ErrnoMessage(errno);
-  std::string error;
-  for (const std::span<const std::byte> part : {bytes, std::span<const std::byte>(sums)}) {
-    if (error.empty() && !WriteFull(fd.get(), part)) error = "write: " + ErrnoMessage(errno);
-  }
-  if (error.empty() && ::rename(temp.c_str(), path.c_str()) != 0) {
-    error = "rename: " + ErrnoMessage(errno);
-  }
-  if (!error.empty()) {
-    ::unlink(temp.c_str());
-    return error;
+  if (auto error = ReplaceFile(path, path + ".tmp", {bytes, sums}, /*durable=*/false)) {
+    return *error;
   }
   Count(&RemoteCounters::cache_fills, options_);
   return {};
-}
-
-bool BlockCache::WriteFull(int fd, std::span<const std::byte> bytes) {
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return false;
-    if (n == 0) {
-      errno = ENOSPC;
-      return false;
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  return true;
 }
 
 }  // namespace tilefeed::loader::detail

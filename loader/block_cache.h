@@ -59,9 +59,6 @@ class BlockCache {
   // renamed into place. Returns an empty string, or the failed call and its errno.
   std::string Write(std::uint64_t block, std::span<const std::byte> bytes) const;
 
-  // Writes all of `bytes`; false with errno set if a write fails (ENOSPC for a short one).
-  static bool WriteFull(int fd, std::span<const std::byte> bytes);
-
   const RemoteOptions& options_;
   std::string dir_;
   std::string prefix_;

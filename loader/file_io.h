@@ -7,9 +7,10 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <initializer_list>
 #include <optional>
+#include <span>
 #include <string>
-#include <string_view>
 #include <vector>
 
 namespace tilefeed::loader::detail {
@@ -57,9 +58,14 @@ std::string ErrnoMessage(int error);
 // success, else "write: <errno message>".
 std::optional<std::string> WriteFull(int fd, const void* data, std::size_t size);
 
-// Writes `bytes` to a new file at `path` (truncating one that is there) and fsyncs it.
-// Returns nothing on success, else "<step>: <errno message>".
-std::optional<std::string> WriteAndSync(const std::string& path, std::string_view bytes);
+// Replaces the file `path` by `parts`, written one after the other to a new file `temp` (in
+// path's directory) that is then renamed over `path`, so that a reader sees the old file or
+// the whole new one. `durable`: also fsyncs the file before the rename and the directory
+// after, so that a crash leaves one or the other too. Removes `temp` on failure. Returns
+// nothing on success, else "<step>: <errno message>".
+std::optional<std::string> ReplaceFile(const std::string& path, const std::string& temp,
+                                       std::initializer_list<std::span<const std::byte>> parts,
+                                       bool durable);
 
 // fsyncs the directory `dir`, so that a file created or renamed in it survives a crash.
 // Returns nothing on success, else "<step> directory: <errno message>".

@@ -14,7 +14,6 @@
 #include <filesystem>
 #include <optional>
 #include <span>
-#include <thread>
 #include <utility>
 
 #include "codecs/jpeg_coefficients.h"
@@ -458,14 +457,12 @@ void CheckPackArguments(const Source& source, const PackOptions& options) {
   if (source.size() == 0) throw PackError("the source has no samples");
 }
 
-// Writes `text` as the manifest of the pack in `output_dir`, durably and atomically (a
-// temporary file, fsynced, renamed); returns the manifest's path.
+// Writes `text` as the manifest of the pack in `output_dir`, durably and atomically;
+// returns the manifest's path.
 std::string WriteManifest(const std::string& output_dir, const std::string& text) {
   std::string manifest_path = (fs::path(output_dir) / detail::kManifestFileName).string();
-  const std::string tmp_path = manifest_path + ".tmp";
-  ThrowIf(tmp_path, detail::WriteAndSync(tmp_path, text));
-  if (::rename(tmp_path.c_str(), manifest_path.c_str()) != 0) ThrowErrno(manifest_path, "rename");
-  ThrowIf(output_dir, detail::SyncDirectory(output_dir));
+  ThrowIf(manifest_path, detail::ReplaceFile(manifest_path, manifest_path + ".tmp",
+                                             {std::as_bytes(std::span(text))}, /*durable=*/true));
   return manifest_path;
 }
 
@@ -576,9 +573,7 @@ PackResult PackDataset(const Source& source, const PackOptions& options,
   CheckPackArguments(source, options);
   PrepareOutput(options);
 
-  const int threads = options.workers > 0
-                          ? options.workers
-                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = options.workers > 0 ? options.workers : detail::UsableCores();
   // Live tokens bound the memory in flight: tokens x (sample + converted sample).
   const std::size_t tokens = static_cast<std::size_t>(threads) * 4;
   std::vector<Item> items(tokens);

@@ -60,7 +60,7 @@ struct PackOptions {
   codecs::TranscodeOptions transcode;
   int raw_width = 0;   // kRaw from JPEG samples: output size; REQUIRES > 0 then
   int raw_height = 0;  // likewise
-  int workers = 0;     // read/convert threads; 0 = all hardware threads
+  int workers = 0;     // read/convert threads; 0 = detail::UsableCores()
   // Allow a non-empty output_dir: an old manifest and shards ("shard-NNNNN.tfs") there
   // are removed first (manifest first); other files are left alone.
   bool force = false;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <thread>
 #include <utility>
 
@@ -143,20 +144,31 @@ std::optional<std::string> WriteFull(int fd, const void* data, std::size_t size)
   while (size > 0) {
     const ssize_t n = ::write(fd, in, size);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return "write: " + ErrnoMessage(errno);
+    if (n <= 0) return "write: " + ErrnoMessage(n < 0 ? errno : ENOSPC);  // 0: disk full
     in += n;
     size -= static_cast<std::size_t>(n);
   }
   return std::nullopt;
 }
 
-std::optional<std::string> WriteAndSync(const std::string& path, std::string_view bytes) {
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+std::optional<std::string> ReplaceFile(const std::string& path, const std::string& temp,
+                                       std::initializer_list<std::span<const std::byte>> parts,
+                                       bool durable) {
+  UniqueFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (!fd) return "create: " + ErrnoMessage(errno);
-  if (auto reason = WriteFull(fd.get(), bytes.data(), bytes.size())) return reason;
-  if (::fsync(fd.get()) != 0) return "fsync: " + ErrnoMessage(errno);
-  if (::close(fd.release()) != 0) return "close: " + ErrnoMessage(errno);
-  return std::nullopt;
+  std::optional<std::string> error;
+  for (const std::span<const std::byte> part : parts) {
+    if (!error) error = WriteFull(fd.get(), part.data(), part.size());
+  }
+  if (!error && durable && ::fsync(fd.get()) != 0) error = "fsync: " + ErrnoMessage(errno);
+  if (!error && ::close(fd.release()) != 0) error = "close: " + ErrnoMessage(errno);
+  if (!error && ::rename(temp.c_str(), path.c_str()) != 0) error = "rename: " + ErrnoMessage(errno);
+  if (error) {
+    ::unlink(temp.c_str());
+    return error;
+  }
+  const std::string dir = std::filesystem::path(path).parent_path();
+  return durable ? SyncDirectory(dir.empty() ? "." : dir) : std::nullopt;
 }
 
 std::optional<std::string> SyncDirectory(const std::string& dir) {

@@ -394,17 +394,7 @@ void WriteSidecar(const std::string& path, const TarStamp& stamp, const ScannedT
     out.insert(out.end(), p, p + s.problem.size());
   }
   Put(out, detail::Checksum(out));
-  const std::string temp = path + ".tmp." + std::to_string(::getpid());
-  detail::UniqueFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (!fd) return;
-  std::size_t done = 0;
-  while (done < out.size()) {
-    const ssize_t n = ::write(fd.get(), out.data() + done, out.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    done += static_cast<std::size_t>(n);
-  }
-  if (done != out.size() || ::rename(temp.c_str(), path.c_str()) != 0) ::unlink(temp.c_str());
+  detail::ReplaceFile(path, path + ".tmp." + std::to_string(::getpid()), {out}, /*durable=*/false);
 }
 
 // Where a tar's sidecar lives: beside a local tar; for a remote one, in the cache

@@ -18,18 +18,19 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <sstream>
 #include <stdexcept>
 #include <stop_token>
 #include <thread>
-#include <utility>
 #include <vector>
 
 #include "loader/address.h"
+#include "loader/file_io.h"
 
 namespace tilefeed::metrics {
 namespace {
+
+using loader::detail::UniqueFd;
 
 // One metric of the text exposition format 0.0.4 (Prometheus' "Exposition formats"): its
 // HELP and TYPE lines, then its one sample with the tool's labels.
@@ -103,26 +104,6 @@ std::string Exposition(const Writer& writer, const std::string& tool) {
   return out;
 }
 
-class Socket {
- public:
-  explicit Socket(int fd = -1) : fd_(fd) {}
-  Socket(Socket&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  Socket& operator=(Socket&& other) noexcept {
-    if (this != &other) {
-      if (fd_ >= 0) ::close(fd_);
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  ~Socket() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 void SendAll(int fd, const std::string& data) {
   std::size_t done = 0;
   while (done < data.size()) {
@@ -188,7 +169,7 @@ void Answer(int fd, const Writer& writer, const std::string& tool, const std::st
 
 // A listening socket on "HOST:PORT" ("[IPv6]:PORT", read by the readers' parser). Throws
 // MetricsError.
-Socket Listen(const std::string& address, int& port) {
+UniqueFd Listen(const std::string& address, int& port) {
   const auto fail = [&](const std::string& why) {
     return MetricsError("cannot serve Prometheus metrics on " + address + ": " + why);
   };
@@ -209,13 +190,13 @@ Socket Listen(const std::string& address, int& port) {
       ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &found);
   if (rc != 0) throw fail(::gai_strerror(rc));
   const std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> owned(found, ::freeaddrinfo);
-  Socket socket(::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (socket.get() < 0) throw fail(std::strerror(errno));
+  UniqueFd socket(::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (socket.get() < 0) throw fail(loader::detail::ErrnoMessage(errno));
   const int on = 1;
   ::setsockopt(socket.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
   if (::bind(socket.get(), found->ai_addr, found->ai_addrlen) != 0 ||
       ::listen(socket.get(), 16) != 0) {
-    throw fail(std::strerror(errno));
+    throw fail(loader::detail::ErrnoMessage(errno));
   }
   sockaddr_storage bound{};
   socklen_t length = sizeof(bound);
@@ -230,7 +211,7 @@ Socket Listen(const std::string& address, int& port) {
 struct PrometheusExporter::Impl {
   std::string host;
   int port = 0;
-  Socket listener;
+  UniqueFd listener;
   const Writer* writer = nullptr;
   std::string tool;
   std::jthread server;  // last: stopped and joined first
@@ -247,7 +228,7 @@ PrometheusExporter::PrometheusExporter(const std::string& address, const std::st
     while (!stop.stop_requested()) {
       pollfd ready{impl->listener.get(), POLLIN, 0};
       if (::poll(&ready, 1, 100) <= 0) continue;  // 100 ms: how soon a stop is seen
-      const Socket client(::accept4(impl->listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      const UniqueFd client(::accept4(impl->listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
       if (client.get() >= 0) Answer(client.get(), *impl->writer, impl->tool, stop);
     }
   });

@@ -15,6 +15,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -37,17 +38,32 @@ T Cast(const std::string& name, py::handle value) {
   }
 }
 
+// The enum keywords' spellings, in each enum's order as the option table's kChoice specs
+// (loader::kModeChoices, ...): Choose reads them, DefaultOptions and the Batch write them.
+constexpr std::string_view kLayoutChoices[] = {"nhwc", "nchw"};
+constexpr std::string_view kDTypeChoices[] = {"uint8", "float16", "bfloat16", "float32"};
+constexpr std::string_view kRemainderChoices[] = {"pad", "drop"};
+constexpr std::string_view kCorruptDataChoices[] = {"fail", "accept"};
+constexpr std::string_view kDctScalesChoices[] = {"pow2", "eighths"};
+
+// `value` as the enum E whose values are `choices` in order.
 template <typename E>
-E Choose(const std::string& name, py::handle value,
-         std::initializer_list<std::pair<const char*, E>> choices) {
+E Choose(const std::string& name, py::handle value, std::span<const std::string_view> choices) {
   const std::string text = Cast<std::string>(name, value);
   std::string names;
-  for (const auto& [spelling, e] : choices) {
-    if (text == spelling) return e;
+  for (std::size_t i = 0; i < choices.size(); ++i) {
+    if (text == choices[i]) return static_cast<E>(i);
     names += names.empty() ? "" : ", ";
-    names += '"' + std::string(spelling) + '"';
+    names += '"' + std::string(choices[i]) + '"';
   }
   throw py::value_error("tilefeed.Loader: " + name + "=\"" + text + "\"; expected one of " + names);
+}
+
+// The spelling of `value`, an enum whose values are `choices` in order (string literals,
+// so null-terminated).
+template <typename E>
+const char* Spelling(std::span<const std::string_view> choices, E value) {
+  return choices[static_cast<std::size_t>(value)].data();
 }
 
 template <typename T>
@@ -97,6 +113,16 @@ void Assign(O& o, const std::string& name, py::handle value) {
   o.*Member = Cast<T>(name, value);
 }
 
+// A setter of the enum field o.*Path (a member, or a member's member) spelled as one of
+// `choices` (Choose).
+template <auto... Path>
+Setter Chosen(std::span<const std::string_view> choices) {
+  return [choices](O& o, const std::string& name, py::handle value) {
+    auto& field = (o.*....*Path);
+    field = Choose<std::remove_reference_t<decltype(field)>>(name, value, choices);
+  };
+}
+
 // A setter of the field `Member` of the shared option `spec`.
 template <auto Member>
 Setter Ranged(const loader::OptionSpec& spec) {
@@ -113,11 +139,7 @@ Setters ImageSetters() {
       {"image_size", Ranged<&O::image_size>(loader::kImageSize)},
       {"image_height", Ranged<&O::image_height>(loader::kImageSize)},
       {"image_width", Ranged<&O::image_width>(loader::kImageSize)},
-      {"mode",
-       [](O& o, const std::string& n, py::handle v) {
-         o.mode = Choose<loader::Mode>(
-             n, v, {{"train", loader::Mode::kTrain}, {"eval", loader::Mode::kEval}});
-       }},
+      {"mode", Chosen<&O::mode>(loader::kModeChoices)},
       {"eval_resize", Ranged<&O::eval_resize>(loader::kEvalResize)},
       {"eval_dct_scaling", &Assign<&O::eval_dct_scaling>},
       {"crop_scale",
@@ -129,19 +151,8 @@ Setters ImageSetters() {
          std::tie(o.crop.ratio_min, o.crop.ratio_max) = Pair<double>(n, v);
        }},
       {"flip_probability", Ranged<&O::flip_probability>(loader::kFlipProbability)},
-      {"layout",
-       [](O& o, const std::string& n, py::handle v) {
-         o.output.layout = Choose<loader::Layout>(
-             n, v, {{"nhwc", loader::Layout::kNhwc}, {"nchw", loader::Layout::kNchw}});
-       }},
-      {"dtype",
-       [](O& o, const std::string& n, py::handle v) {
-         o.output.dtype = Choose<loader::OutputDType>(n, v,
-                                                      {{"uint8", loader::OutputDType::kUint8},
-                                                       {"float16", loader::OutputDType::kFloat16},
-                                                       {"bfloat16", loader::OutputDType::kBFloat16},
-                                                       {"float32", loader::OutputDType::kFloat32}});
-       }},
+      {"layout", Chosen<&O::output, &loader::OutputFormat::layout>(kLayoutChoices)},
+      {"dtype", Chosen<&O::output, &loader::OutputFormat::dtype>(kDTypeChoices)},
       {"mean", [](O& o, const std::string& n,
                   py::handle v) { o.output.mean = Cast<std::array<float, 3>>(n, v); }},
       {"std", [](O& o, const std::string& n,
@@ -158,11 +169,7 @@ Setters OrderSetters() {
       {"shuffle", &Assign<&O::shuffle>},
       {"slice", [](O& o, const std::string& n,
                    py::handle v) { std::tie(o.slice.index, o.slice.count) = Pair<int>(n, v); }},
-      {"remainder",
-       [](O& o, const std::string& n, py::handle v) {
-         o.remainder = Choose<loader::Remainder>(
-             n, v, {{"pad", loader::Remainder::kPad}, {"drop", loader::Remainder::kDrop}});
-       }},
+      {"remainder", Chosen<&O::remainder>(kRemainderChoices)},
       {"drop_last_batch", &Assign<&O::drop_last_batch>},
       {"epochs",
        [](O& o, const std::string& n, py::handle v) {
@@ -178,12 +185,7 @@ Setters OrderSetters() {
 // Bad samples and the decoder's limits.
 Setters PolicySetters() {
   return {
-      {"bad_sample_policy",
-       [](O& o, const std::string& n, py::handle v) {
-         o.bad_sample_policy = Choose<loader::BadSamplePolicy>(
-             n, v,
-             {{"skip", loader::BadSamplePolicy::kSkip}, {"fail", loader::BadSamplePolicy::kFail}});
-       }},
+      {"bad_sample_policy", Chosen<&O::bad_sample_policy>(loader::kBadSamplePolicyChoices)},
       {"held_slots_timeout",
        [](O& o, const std::string& n, py::handle v) {
          const double seconds = Number<double>(loader::kHeldSlotsTimeout, n, v);
@@ -198,19 +200,8 @@ Setters PolicySetters() {
                         py::handle v) { o.jpeg.max_pixels = Cast<std::int64_t>(n, v); }},
       {"max_scans",
        [](O& o, const std::string& n, py::handle v) { o.jpeg.max_scans = Cast<int>(n, v); }},
-      {"corrupt_data",
-       [](O& o, const std::string& n, py::handle v) {
-         o.jpeg.corrupt_data =
-             Choose<codecs::CorruptDataPolicy>(n, v,
-                                               {{"fail", codecs::CorruptDataPolicy::kFail},
-                                                {"accept", codecs::CorruptDataPolicy::kAccept}});
-       }},
-      {"dct_scales",
-       [](O& o, const std::string& n, py::handle v) {
-         o.jpeg.scales = Choose<codecs::DctScales>(
-             n, v,
-             {{"pow2", codecs::DctScales::kPowersOfTwo}, {"eighths", codecs::DctScales::kEighths}});
-       }},
+      {"corrupt_data", Chosen<&O::jpeg, &codecs::JpegOptions::corrupt_data>(kCorruptDataChoices)},
+      {"dct_scales", Chosen<&O::jpeg, &codecs::JpegOptions::scales>(kDctScalesChoices)},
       {"fast_dct",
        [](O& o, const std::string& n, py::handle v) { o.jpeg.fast_dct = Cast<bool>(n, v); }},
       {"fast_upsample",
@@ -232,23 +223,9 @@ const std::map<std::string, Setter>& AllSetters() {
 
 }  // namespace
 
-const char* LayoutName(loader::Layout layout) {
-  return layout == loader::Layout::kNchw ? "nchw" : "nhwc";
-}
+const char* LayoutName(loader::Layout layout) { return Spelling(kLayoutChoices, layout); }
 
-const char* DTypeName(loader::OutputDType dtype) {
-  switch (dtype) {
-    case loader::OutputDType::kFloat16:
-      return "float16";
-    case loader::OutputDType::kBFloat16:
-      return "bfloat16";
-    case loader::OutputDType::kFloat32:
-      return "float32";
-    case loader::OutputDType::kUint8:
-      break;
-  }
-  return "uint8";
-}
+const char* DTypeName(loader::OutputDType dtype) { return Spelling(kDTypeChoices, dtype); }
 
 // The shared option table (option_specs.h) for tilefeed/__init__.py: keyword -> its flag,
 // kind, range (min, max, min_exclusive, and the words "at least 1"), default and help. The
@@ -283,7 +260,7 @@ py::dict DefaultOptions() {
   py::dict d;
   d["batch_size"] = o.batch_size;
   d["image_size"] = o.image_size;
-  d["mode"] = o.mode == loader::Mode::kTrain ? "train" : "eval";
+  d["mode"] = Spelling(loader::kModeChoices, o.mode);
   d["eval_resize"] = o.eval_resize;
   d["eval_dct_scaling"] = o.eval_dct_scaling;
   d["crop_scale"] = py::make_tuple(o.crop.scale_min, o.crop.scale_max);
@@ -298,14 +275,14 @@ py::dict DefaultOptions() {
   d["seed"] = o.seed;
   d["shuffle"] = o.shuffle;
   d["slice"] = py::make_tuple(o.slice.index, o.slice.count);
-  d["remainder"] = o.remainder == loader::Remainder::kPad ? "pad" : "drop";
+  d["remainder"] = Spelling(kRemainderChoices, o.remainder);
   d["drop_last_batch"] = o.drop_last_batch;
   d["epochs"] = o.epochs;
-  d["bad_sample_policy"] = o.bad_sample_policy == loader::BadSamplePolicy::kSkip ? "skip" : "fail";
+  d["bad_sample_policy"] = Spelling(loader::kBadSamplePolicyChoices, o.bad_sample_policy);
   d["max_pixels"] = o.jpeg.max_pixels;
   d["max_scans"] = o.jpeg.max_scans;
-  d["corrupt_data"] = o.jpeg.corrupt_data == codecs::CorruptDataPolicy::kFail ? "fail" : "accept";
-  d["dct_scales"] = o.jpeg.scales == codecs::DctScales::kPowersOfTwo ? "pow2" : "eighths";
+  d["corrupt_data"] = Spelling(kCorruptDataChoices, o.jpeg.corrupt_data);
+  d["dct_scales"] = Spelling(kDctScalesChoices, o.jpeg.scales);
   d["fast_dct"] = o.jpeg.fast_dct;
   d["fast_upsample"] = o.jpeg.fast_upsample;
   return d;

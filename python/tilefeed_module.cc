@@ -315,21 +315,12 @@ class PyCore {
   py::dict Metrics() const {
     const loader::LoaderMetrics m = core_->loader().metrics();
     py::dict d;
-    d["seconds"] = m.seconds;
+    // The metrics schema's names (docs/metrics.md), cumulative since the loader was made.
+    d["elapsed_s"] = m.seconds;
     d["images"] = m.images;
     d["batches"] = m.batches;
     d["bad_samples"] = m.bad_samples;
     d["bytes_read"] = m.bytes_read;
-    d["images_per_second"] = m.images_per_second;
-    d["read_seconds"] = m.read_seconds;
-    d["decode_seconds"] = m.decode_seconds;
-    d["resize_seconds"] = m.resize_seconds;
-    d["wait_seconds"] = m.wait_seconds;
-    d["mean_ready_batches"] = m.mean_ready_batches;
-    d["slots"] = m.slots;
-    d["slot_bytes"] = m.slot_bytes;
-    // The same figures under the metrics schema's names (docs/metrics.md).
-    d["elapsed_s"] = m.seconds;
     d["images_per_s"] = m.images_per_second;
     d["read_s"] = m.read_seconds;
     d["decode_s"] = m.decode_seconds;
@@ -337,6 +328,7 @@ class PyCore {
     d["wait_s"] = m.wait_seconds;
     d["ring_occupancy"] = m.mean_ready_batches;
     d["ring_slots"] = m.slots;
+    d["slot_bytes"] = m.slot_bytes;
     return d;
   }
 

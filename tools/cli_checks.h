@@ -36,6 +36,17 @@
 
 namespace tilefeed::tools {
 
+// `list` split at each `separator` ("a,,b" gives an empty entry; "" gives one).
+inline std::vector<std::string> SplitList(const std::string& list, char separator) {
+  std::vector<std::string> out;
+  for (std::size_t begin = 0;;) {
+    const std::size_t end = list.find(separator, begin);
+    out.push_back(list.substr(begin, end == std::string::npos ? end : end - begin));
+    if (end == std::string::npos) return out;
+    begin = end + 1;
+  }
+}
+
 namespace detail {
 
 // `text` as CLI11 will read it (integers in base 0, like its strtoll/strtoull), or nullopt
@@ -102,17 +113,14 @@ CLI::Validator RangeCheck(std::optional<T> min, std::optional<T> max, bool min_e
 // The first endpoint of the comma-separated `list` that ZeroMQ would not read as it is
 // written (transport::ParseEndpoint's line), or "" when every one is fine.
 inline std::string EndpointProblem(const std::string& list, bool bind) {
-  std::size_t begin = 0;
-  while (true) {
-    const std::size_t comma = bind ? std::string::npos : list.find(',', begin);
+  for (const std::string& endpoint : bind ? std::vector{list} : SplitList(list, ',')) {
     try {
-      (void)transport::ParseEndpoint(list.substr(begin, comma - begin), bind);
+      (void)transport::ParseEndpoint(endpoint, bind);
     } catch (const std::invalid_argument& e) {
       return std::string("must be tcp://HOST:PORT, ipc://PATH or shm://NAME: ") + e.what();
     }
-    if (comma == std::string::npos) return {};
-    begin = comma + 1;
   }
+  return {};
 }
 
 }  // namespace detail

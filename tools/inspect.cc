@@ -239,9 +239,7 @@ std::uint64_t PrintManifest(const loader::ShardManifest& manifest, bool all_shar
 // O(shards)). Returns the exit code.
 int CheckIndexes(const std::string& path, const loader::RemoteOptions& remote) {
   try {
-    loader::ShardReadOptions read;
-    read.remote = remote;
-    const auto dataset = loader::ShardDataset::Open(path, read);
+    const auto dataset = loader::ShardDataset::Open(path, {.remote = remote});
     std::printf("indexes    OK (%zu shards opened)\n", dataset->shard_count());
   } catch (const std::exception& e) {
     std::printf("indexes    BAD: %s\n", e.what());
@@ -260,9 +258,7 @@ int VerifyPack(const std::string& path, const loader::ShardManifest& manifest,
       loader::VerifyShards(path, Progress(), options.remote);
   if (!against.empty()) {
     try {
-      loader::ShardReadOptions read;
-      read.remote = options.remote;
-      const auto dataset = loader::ShardDataset::Open(path, read);
+      const auto dataset = loader::ShardDataset::Open(path, {.remote = options.remote});
       for (auto& p : VerifyAgainst(*dataset, against, options)) problems.push_back(std::move(p));
       std::printf("against    %s: every record decoded whole and compared\n", against.c_str());
     } catch (const std::exception& e) {

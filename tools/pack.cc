@@ -20,9 +20,8 @@
 #include <filesystem>
 #include <map>
 #include <string>
-#include <thread>
-#include <utility>
 
+#include "loader/file_io.h"
 #include "loader/option_specs.h"
 #include "loader/shard_writer.h"
 #include "metrics/cli.h"
@@ -38,20 +37,10 @@ namespace loader = tilefeed::loader;
 namespace codecs = tilefeed::codecs;
 using Clock = std::chrono::steady_clock;
 
-// --codec's values, one per encoding.
-constexpr std::pair<const char*, loader::PackCodec> kCodecs[] = {
-    {"jpeg", loader::PackCodec::kJpeg},
-    {"jpeg-index", loader::PackCodec::kJpegIndex},
-    {"coefficients-fast", loader::PackCodec::kCoefficientsFast},
-    {"coefficients-small", loader::PackCodec::kCoefficientsSmall},
-    {"raw", loader::PackCodec::kRaw}};
-
-const char* CodecName(loader::PackCodec codec) {
-  for (const auto& [name, value] : kCodecs) {
-    if (value == codec) return name;
-  }
-  return "?";
-}
+// --codec's values, one per encoding, in loader::PackCodec's order (as the option table's
+// choices are in their enums').
+constexpr const char* kCodecs[] = {"jpeg", "jpeg-index", "coefficients-fast", "coefficients-small",
+                                   "raw"};
 
 // User + system CPU seconds of this process so far (all its threads).
 double CpuSeconds() {
@@ -229,9 +218,8 @@ bool ChooseCodec(const Args& args, const loader::OpenedDataset& opened,
                  args.src.c_str());
     return false;
   }
-  for (const auto& [name, value] : kCodecs) {
-    if (codec == name) options.codec = value;
-  }
+  options.codec =
+      static_cast<loader::PackCodec>(std::find(kCodecs, std::end(kCodecs), codec) - kCodecs);
   if (!pixels && codec == "raw" && args.raw_size.empty()) {
     std::fprintf(stderr, "tilefeed-pack: --codec raw on JPEG files needs --raw-size WxH\n");
     return false;
@@ -307,9 +295,7 @@ void PrintResult(const loader::PackResult& result, const loader::PackOptions& op
               result.seconds, result.seconds > 0 ? double(result.records) / result.seconds : 0.0);
   const double cpu = CpuSeconds();
   std::printf("CPU %.2f s on %d workers: %.0f records per CPU-second\n", cpu,
-              options.workers > 0
-                  ? options.workers
-                  : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
+              options.workers > 0 ? options.workers : loader::detail::UsableCores(),
               cpu > 0 ? double(result.records) / cpu : 0.0);
   std::printf("manifest: %s\n", result.manifest_path.c_str());
   std::printf("skipped %zu unreadable samples%s\n", result.skipped.size(),
@@ -338,7 +324,7 @@ int Pack(const Args& args, const CLI::App& app, const loader::OpenedDataset& ope
   try {
     const loader::Source* source = opened.source.get();
     std::printf("tilefeed-pack: %s -> %s, codec %s, shards of %llu bytes\n", opened.summary.c_str(),
-                args.out.c_str(), CodecName(options.codec),
+                args.out.c_str(), kCodecs[static_cast<int>(options.codec)],
                 static_cast<unsigned long long>(options.shard_bytes));
     std::fflush(stdout);
     tilefeed::metrics::Session metrics = tilefeed::metrics::Open(

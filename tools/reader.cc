@@ -45,7 +45,6 @@
 #include <iostream>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <stdexcept>
 #include <stop_token>
 #include <string>
@@ -72,38 +71,35 @@ namespace {
 
 using namespace tilefeed;
 
-// Turns SIGINT/SIGTERM into a stop request. The signals are blocked in every thread (set
-// before any thread starts) and taken here with sigtimedwait, so no handler runs.
+// Turns SIGINT/SIGTERM into a stop request. The constructor blocks them in the calling
+// thread before any other thread starts (threads inherit the mask), and a thread of its own
+// takes them with sigtimedwait, so no handler runs.
 class SignalStopper {
  public:
-  SignalStopper()
-      : thread_([source = source_](std::stop_token token) mutable {
-          sigset_t set;
-          sigemptyset(&set);
-          sigaddset(&set, SIGINT);
-          sigaddset(&set, SIGTERM);
-          const timespec tick{0, 200'000'000};
-          while (!token.stop_requested()) {
-            if (sigtimedwait(&set, nullptr, &tick) > 0) {
-              source.request_stop();
-              return;
-            }
-          }
-        }) {}
+  SignalStopper() {
+    sigemptyset(&signals_);
+    sigaddset(&signals_, SIGINT);
+    sigaddset(&signals_, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals_, nullptr);
+    thread_ = std::jthread([this](std::stop_token token) {
+      const timespec tick{0, 200'000'000};
+      while (!token.stop_requested()) {
+        if (sigtimedwait(&signals_, nullptr, &tick) > 0) {
+          source_.request_stop();
+          return;
+        }
+      }
+    });
+  }
+
+  SignalStopper(const SignalStopper&) = delete;  // its thread holds `this`
 
   std::stop_token token() const { return source_.get_token(); }
 
-  static void BlockSignals() {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  }
-
  private:
+  sigset_t signals_;
   std::stop_source source_;
-  std::jthread thread_;
+  std::jthread thread_;  // last: joined before what it reads goes
 };
 
 struct Args {
@@ -303,10 +299,8 @@ int Serve(Args& args, const CLI::App& app, std::stop_token stop) {
   }
   transport::ReaderEndpointOptions& sender_options = args.sender;
   if (!args.curve_allow.empty()) {
-    std::vector<std::string> paths;
-    std::stringstream list(args.curve_allow);
-    for (std::string path; std::getline(list, path, ':');) paths.push_back(path);
-    sender_options.curve_allowed_keys = transport::ReadCurvePublicKeys(paths);
+    sender_options.curve_allowed_keys =
+        transport::ReadCurvePublicKeys(tools::SplitList(args.curve_allow, ':'));
     sender_options.on_refused = Log;
   }
   sender_options.log = Log;
@@ -365,7 +359,6 @@ int Main(int argc, char** argv) {
   }
   if (const std::optional<int> rc = CheckArgs(args)) return *rc;
 
-  SignalStopper::BlockSignals();
   SignalStopper stopper;
   try {
     // The slice served: --slice, else the launcher's.

@@ -35,7 +35,6 @@
 // hello; each reader serves from it (a reader with another seed, or pinned to another position,
 // refuses the session), and a reader of a dataset of another size than the checkpoint's is refused.
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -50,7 +49,6 @@
 #include <span>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "loader/bad_sample_log.h"
@@ -78,15 +76,6 @@ namespace {
 
 using namespace tilefeed;
 
-// The val/ split of `data` (tilefeed/loader/dataset.h's rules), for the validation loader.
-std::unique_ptr<loader::Source> OpenValidationSplit(const std::string& data,
-                                                    const loader::RemoteOptions& remote) {
-  loader::DatasetOptions options;
-  options.split = loader::Split::kVal;
-  options.remote = remote;
-  return loader::OpenDataset(data, options).source;
-}
-
 // The live progress line on a terminal: one "\r" line on stderr, redrawn at most every
 // kInterval, and cleared before any other line is printed so that lines never mix.
 class ProgressLine {
@@ -96,17 +85,12 @@ class ProgressLine {
     // The first figures come after one interval: a step or two say little about a rate.
     if (now - last_ < kInterval) return;
     last_ = now;
-    char steps[64];
-    if (p.steps_per_epoch > 0) {
-      std::snprintf(steps, sizeof(steps), "%llu/%llu",
-                    static_cast<unsigned long long>(p.step_in_epoch),
-                    static_cast<unsigned long long>(p.steps_per_epoch));
-    } else {
-      std::snprintf(steps, sizeof(steps), "%llu", static_cast<unsigned long long>(p.step_in_epoch));
-    }
-    const int width = std::fprintf(
-        stderr, "\r[train] epoch %llu  step %s  %.1f images/s  stall %.2f %%",
-        static_cast<unsigned long long>(p.epoch), steps, p.images_per_second, p.stall_percent);
+    std::string steps = std::to_string(p.step_in_epoch);
+    if (p.steps_per_epoch > 0) steps += "/" + std::to_string(p.steps_per_epoch);
+    const int width =
+        std::fprintf(stderr, "\r[train] epoch %llu  step %s  %.1f images/s  stall %.2f %%",
+                     static_cast<unsigned long long>(p.epoch), steps.c_str(), p.images_per_second,
+                     p.stall_percent);
     // Blank out the tail of a longer previous line.
     if (width < width_) std::fprintf(stderr, "%*s", width_ - width, "");
     width_ = std::max(width_, width);
@@ -182,20 +166,6 @@ void Console::Epoch(const trainer::EpochReport& r, int instances) {
   std::fflush(stdout);
 }
 
-// Splits `list` (--readers) at `separator`; an empty entry is an error.
-std::vector<std::string> SplitEndpoints(const std::string& list, char separator = ',') {
-  std::vector<std::string> out;
-  std::size_t begin = 0;
-  while (true) {
-    const std::size_t comma = list.find(separator, begin);
-    std::string item = list.substr(begin, comma == std::string::npos ? comma : comma - begin);
-    if (item.empty()) throw std::invalid_argument("an empty entry in '" + list + "'");
-    out.push_back(std::move(item));
-    if (comma == std::string::npos) return out;
-    begin = comma + 1;
-  }
-}
-
 // "" if every --readers endpoint is distinct, else a line naming the first repeated one and
 // the two instances it was given to.
 std::string ReaderNamedTwice(const std::vector<std::string>& endpoints) {
@@ -207,17 +177,6 @@ std::string ReaderNamedTwice(const std::vector<std::string>& endpoints) {
     }
   }
   return "";
-}
-
-// The cores this process may run on: poprun binds each instance to its share of the host,
-// and std::thread::hardware_concurrency() does not see that.
-int CoresOfThisProcess() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) {
-    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  }
-  return std::max(1, CPU_COUNT(&set));
 }
 
 // Thrown from the progress sink to leave Train() when --seconds is up (not an error).
@@ -315,7 +274,7 @@ struct Instance {
   std::unique_ptr<loader::Source> train_source;
   std::optional<loader::DatasetIdentity> identity;
   int classes = 0;
-  bool has_val = false;
+  std::optional<loader::DatasetOptions> val;  // --data's val/ split, if it has one
 
   bool remote() const { return !args.readers.empty(); }
   bool has_data() const { return !args.data.empty(); }
@@ -325,7 +284,7 @@ struct Instance {
 // list does not name one distinct reader per instance; every instance sees the same list, so
 // no abort is needed.
 std::optional<int> TakeReaders(Instance& job) {
-  job.endpoints = SplitEndpoints(job.args.readers);
+  job.endpoints = tools::SplitList(job.args.readers, ',');  // each one checked by the flag
   const int size = job.mpi.size();
   if (job.endpoints.size() != static_cast<std::size_t>(size)) {
     if (job.rank == 0) {
@@ -351,17 +310,16 @@ std::optional<int> TakeReaders(Instance& job) {
 // other images under the same names and counts differ).
 void OpenTrainData(Instance& job) {
   job.classes = job.args.classes;
-  job.has_val = job.has_data() && loader::HasSplit(job.args.data, loader::Split::kVal);
   if (job.has_data()) {
     loader::DatasetOptions dataset_options;
     dataset_options.remote = tools::ToRemoteOptions(job.args.remote);
     loader::OpenedDataset opened = loader::OpenDataset(job.args.data, dataset_options);
     job.console.Log("data: " + opened.summary);
     for (const std::string& note : opened.notes) job.console.Log("data: " + note);
-    if (job.has_val) {
-      loader::DatasetOptions val_options = dataset_options;
-      val_options.split = loader::Split::kVal;
-      job.console.Log("val data: " + loader::ResolveDataset(job.args.data, val_options).path);
+    if (loader::HasSplit(job.args.data, loader::Split::kVal)) {
+      job.val = dataset_options;
+      job.val->split = loader::Split::kVal;
+      job.console.Log("val data: " + loader::ResolveDataset(job.args.data, *job.val).path);
     }
     job.train_source = std::move(opened.source);
     if (job.classes == 0) job.classes = static_cast<int>(job.train_source->class_names().size());
@@ -485,7 +443,7 @@ loader::LoaderOptions LoaderOptionsOf(const Instance& job, std::size_t local_bat
   loader::LoaderOptions o;
   o.batch_size = local_batch;
   o.image_size = args.image_size;
-  o.workers = args.workers > 0 ? args.workers : CoresOfThisProcess();
+  o.workers = args.workers;  // 0: the loader takes the cores poprun bound this instance to
   o.prefetch_depth = args.prefetch_depth;
   o.seed = args.seed;
   o.slice = {job.rank, job.mpi.size()};
@@ -520,7 +478,7 @@ std::optional<loader::LoaderState> Restore(Instance& job, trainer::Trainer& trai
 // One epoch of --data's val/ split in eval mode on this instance's slice, per call.
 trainer::Trainer::ValidationFactory MakeValidation(const Instance& job,
                                                    const loader::LoaderOptions& loader_options) {
-  if (!job.has_val) return {};
+  if (!job.val) return {};
   return [&job, loader_options]() -> std::unique_ptr<transport::BatchStream> {
     loader::LoaderOptions o = loader_options;
     o.mode = loader::Mode::kEval;
@@ -528,8 +486,8 @@ trainer::Trainer::ValidationFactory MakeValidation(const Instance& job,
     o.shuffle = false;
     o.drop_last_batch = false;
     o.epochs = 1;
-    return std::make_unique<transport::OwningLoaderStream>(std::make_unique<loader::Loader>(
-        OpenValidationSplit(job.args.data, tools::ToRemoteOptions(job.args.remote)), o));
+    return std::make_unique<transport::OwningLoaderStream>(
+        std::make_unique<loader::Loader>(loader::OpenDataset(job.args.data, *job.val).source, o));
   };
 }
 
@@ -537,7 +495,7 @@ trainer::Trainer::ValidationFactory MakeValidation(const Instance& job,
 // list with one per instance; this instance's.
 std::string PerInstance(const Instance& job, const std::string& list, const char* option) {
   if (list.empty()) return {};
-  const std::vector<std::string> files = SplitEndpoints(list, ':');
+  const std::vector<std::string> files = tools::SplitList(list, ':');
   if (files.size() != 1 && files.size() != job.endpoints.size()) {
     throw std::invalid_argument(std::string(option) + " lists " + std::to_string(files.size()) +
                                 " files for " + std::to_string(job.endpoints.size()) +
@@ -598,14 +556,11 @@ void TrainFromReader(Instance& job, trainer::Trainer& trainer,
                   (stream.shared_memory() ? "shared memory" : "ZeroMQ") + "), " +
                   std::to_string(stream.batches_per_epoch()) + " batches per epoch, core " +
                   job.args.core);
-  if (!job.has_val) {
+  if (!job.val) {
     job.console.Log(job.has_data() ? "validation skipped: " + job.args.data + " has no val/ split"
                                    : "validation skipped: no --data DIR with a val/ split");
   }
-  try {
-    trainer.Train(stream, make_validation);
-  } catch (const TimeLimitReached&) {
-  }
+  trainer.Train(stream, make_validation);
 }
 
 // Trains on this instance's slice of --data through an in-process loader.
@@ -622,10 +577,7 @@ void TrainFromData(Instance& job, trainer::Trainer& trainer, metrics::Session& m
   job.console.Log("instance " + std::to_string(job.rank) + " of " + std::to_string(job.mpi.size()) +
                   ": " + std::to_string(train_loader.batches_per_epoch()) + " batches per epoch, " +
                   std::to_string(job.classes) + " classes, core " + job.args.core);
-  try {
-    trainer.Train(stream, make_validation);
-  } catch (const TimeLimitReached&) {
-  }
+  trainer.Train(stream, make_validation);
 }
 
 // The trainer's options: the flags', this run's local batch and sample size, and the
@@ -681,10 +633,13 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
     return 0;
   }
   const trainer::Trainer::ValidationFactory make_validation = MakeValidation(job, loader_options);
-  if (job.remote()) {
-    TrainFromReader(job, trainer, loader_options, checkpoint, make_validation);
-  } else {
-    TrainFromData(job, trainer, metrics, loader_options, start, make_validation);
+  try {
+    if (job.remote()) {
+      TrainFromReader(job, trainer, loader_options, checkpoint, make_validation);
+    } else {
+      TrainFromData(job, trainer, metrics, loader_options, start, make_validation);
+    }
+  } catch (const TimeLimitReached&) {  // --seconds: all instances stopped after the same step
   }
   job.console.Log("done: " + std::to_string(trainer.step()) + " steps; parameter checksum " +
                   std::to_string(trainer.CheckReplicasIdentical()) + " identical on all " +
@@ -910,15 +865,15 @@ std::optional<int> CheckArgs(const CLI::App& app, const CLI::Option* data, Args&
     std::fprintf(stderr, "train: --data is required (or --readers for disaggregated mode)\n");
     return 2;
   }
+  const launch::EnvLookup env = launch::ProcessEnvironment();
   // poprun --replicas-per-instance R exports the layout; an explicit --replicas wins.
-  if (app.count("--replicas") == 0) {
-    if (const char* replicas = std::getenv("TILEFEED_REPLICAS_PER_INSTANCE")) {
-      args.trainer.replicas = std::max(1, std::atoi(replicas));
-    }
+  const std::optional<std::string> replicas = env("TILEFEED_REPLICAS_PER_INSTANCE");
+  if (replicas && app.count("--replicas") == 0) {
+    args.trainer.replicas = std::max(1, std::atoi(replicas->c_str()));
   }
   args.resume = app.count("--resume") > 0 && !args.resume_if_present;
   // A test hook, not a flag (docs/development.md): read here, once.
-  if (const char* trace = std::getenv("TILEFEED_TRACE_SAMPLES")) args.trace_samples = trace;
+  args.trace_samples = env("TILEFEED_TRACE_SAMPLES").value_or("");
   args.batch_size_given = app.count("--batch-size") > 0;
   args.accumulation_given = app.count("--gradient-accumulation") > 0;
   if ((args.resume || args.resume_if_present || args.trainer.checkpoint_every > 0) &&

@@ -113,13 +113,10 @@ void WriteCheckpoint(const std::filesystem::path& dir, const Checkpoint& checkpo
   // writer killed mid-write does not leave a model-sized file behind for good.
   RemoveStaleTemps(dir);
   const std::filesystem::path temp = TempPath(dir);
-  if (auto reason = loader::detail::WriteAndSync(temp, bytes)) Fail(temp, *reason);
-  if (::rename(temp.c_str(), path.c_str()) != 0) {
-    const std::string reason = loader::detail::ErrnoMessage(errno);
-    std::filesystem::remove(temp, ec);
-    Fail(path, "rename: " + reason);
+  if (auto reason = loader::detail::ReplaceFile(path, temp, {std::as_bytes(std::span(bytes))},
+                                                /*durable=*/true)) {
+    Fail(path, *reason);
   }
-  if (auto reason = loader::detail::SyncDirectory(dir)) Fail(dir, *reason);
 }
 
 std::optional<Checkpoint> ReadCheckpoint(const std::filesystem::path& dir) {

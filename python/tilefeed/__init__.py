@@ -567,8 +567,8 @@ class Loader(_Stops):
         return dict(self._options)
 
     def metrics(self):
-        """LoaderMetrics as a dict, for the C++ loader since it was made (by the Loader, or
-        by a load_state_dict() of another seed)."""
+        """LoaderMetrics as a dict named as in docs/metrics.md, for the C++ loader since it
+        was made (by the Loader, or by a load_state_dict() of another seed)."""
         return self._core.metrics()
 
     def bad_samples(self):

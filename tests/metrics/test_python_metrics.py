@@ -28,4 +28,6 @@ def test_loader_metrics_use_the_schema_names(demo):
         assert name in figures, name + " is missing from Loader.metrics()"
         kind = interval[name]["type"]
         assert isinstance(figures[name], int if kind == "integer" else (int, float)), name
+    # One name per figure: the schema's, plus batches, bytes_read and the slots' size.
+    assert sorted(figures) == sorted(SHARED + ["batches", "bytes_read", "slot_bytes"])
     assert figures["images"] > 0 and figures["decode_s"] > 0 and figures["ring_slots"] == 4

@@ -45,9 +45,9 @@ BOUNDS = {
     "README.md bytes": (10240, 10240),
     "build dependencies (top-level CMakeLists.txt)": (12, 12),
     # Raised once, from 32,621 to 33,078 (issue 38's file splits to <= 800 lines and 20
-    # public headers cost ~390 lines of includes, namespaces and internal headers); over the
-    # goal, so the next changes must subtract before they add. Lower it as the count falls.
-    "product lines (library folders, include/, python/ without tests, tools/)": (32923, 32792),
+    # public headers cost ~390 lines of includes, namespaces and internal headers); since
+    # cut to below the goal. Lower it as the count falls.
+    "product lines (library folders, include/, python/ without tests, tools/)": (32767, 32792),
 }
 # Dependencies a consumer of each component needs (its own and those of the components it
 # links), goal and bound alike: a component finds only what it links.
