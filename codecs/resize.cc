@@ -229,21 +229,19 @@ TILEFEED_TARGET_AVX2 std::size_t VerticalAvx2(const std::uint8_t* const* rows,
       row[k] = rows[k];
     }
   }
+  // Tap k's weight and source row: from registers when the tap count is fixed.
+  const auto weight = [&](int k) TILEFEED_TARGET_AVX2 {
+    if constexpr (kTaps > 0) return weights[k];
+    return _mm256_set1_epi16(static_cast<short>(broadcast[std::size_t{8} * k]));
+  };
+  const auto source = [&](int k) { return kTaps > 0 ? row[k] : rows[k]; };
   if (bytes < 32) return 0;
   {
     __m256i even_sum = _mm256_setzero_si256();
     __m256i odd_sum = _mm256_setzero_si256();
     for (int k = 0; k < taps; ++k) {
-      __m256i w;
-      const std::uint8_t* p;
-      if constexpr (kTaps > 0) {
-        w = weights[k];
-        p = row[k];
-      } else {
-        w = _mm256_set1_epi16(static_cast<short>(broadcast[std::size_t{8} * k]));
-        p = rows[k];
-      }
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+      const __m256i w = weight(k);
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(source(k)));
       even_sum = _mm256_add_epi16(even_sum, _mm256_mulhi_epu16(_mm256_slli_epi16(v, 8), w));
       odd_sum = _mm256_add_epi16(odd_sum, _mm256_mulhi_epu16(_mm256_and_si256(v, odd_mask), w));
     }
@@ -256,15 +254,8 @@ TILEFEED_TARGET_AVX2 std::size_t VerticalAvx2(const std::uint8_t* const* rows,
     __m256i even_sum = _mm256_setzero_si256();
     __m256i odd_sum = _mm256_setzero_si256();
     for (int k = 0; k < taps; ++k) {
-      __m256i w;
-      const std::uint8_t* p;
-      if constexpr (kTaps > 0) {
-        w = weights[k];
-        p = row[k] + x;
-      } else {
-        w = _mm256_set1_epi16(static_cast<short>(broadcast[std::size_t{8} * k]));
-        p = rows[k] + x;
-      }
+      const __m256i w = weight(k);
+      const std::uint8_t* p = source(k) + x;
       const __m256i even =
           _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p - 1)), odd_mask);
       const __m256i odd =
