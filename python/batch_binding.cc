@@ -177,6 +177,7 @@ class PyBatch {
 
   py::tuple dlpack_device() const {
     if (device_) return device_->images.attr("__dlpack_device__")();
+    Live();  // a released batch has no device to name
     return py::make_tuple(static_cast<int>(kDLCPU), 0);
   }
 

@@ -213,6 +213,8 @@ def test_a_gpu_batch_is_a_tilefeed_batch():
     assert batch.released
     with pytest.raises(ValueError, match="released"):
         batch.images
+    with pytest.raises(ValueError, match="released"):
+        batch.__dlpack_device__()
 
 
 def test_the_gpu_loader_answers_with_the_cpu_loaders_methods(folder):
@@ -234,6 +236,9 @@ def test_a_cpu_batch_says_where_it_is(folder):
     batch = next(iter(loader))
     assert batch.device == "cpu" and batch.copy_events is None
     assert batch.__dlpack_device__() == (1, 0)  # kDLCPU
+    batch.release()
+    with pytest.raises(ValueError, match="released"):
+        batch.__dlpack_device__()
     loader.stop()
 
 
