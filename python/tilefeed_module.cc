@@ -56,6 +56,7 @@
 #include "tilefeed/loader/source.h"
 
 namespace py = pybind11;
+using namespace pybind11::literals;  // "name"_a = value: a keyword of py::dict(...)
 
 namespace tilefeed::python {
 namespace {
@@ -76,12 +77,8 @@ void CheckSignals() {
 }
 
 py::dict ToDict(const loader::BadSample& bad) {
-  py::dict d;
-  d["epoch"] = bad.epoch;
-  d["sample"] = bad.sample;
-  d["where"] = bad.where;
-  d["reason"] = bad.reason;
-  return d;
+  return py::dict("epoch"_a = bad.epoch, "sample"_a = bad.sample, "where"_a = bad.where,
+                  "reason"_a = bad.reason);
 }
 
 // Runs `work` on a thread of its own and returns its result (or rethrows its exception).
@@ -314,22 +311,13 @@ class PyCore {
 
   py::dict Metrics() const {
     const loader::LoaderMetrics m = core_->loader().metrics();
-    py::dict d;
     // The metrics schema's names (docs/metrics.md), cumulative since the loader was made.
-    d["elapsed_s"] = m.seconds;
-    d["images"] = m.images;
-    d["batches"] = m.batches;
-    d["bad_samples"] = m.bad_samples;
-    d["bytes_read"] = m.bytes_read;
-    d["images_per_s"] = m.images_per_second;
-    d["read_s"] = m.read_seconds;
-    d["decode_s"] = m.decode_seconds;
-    d["resize_s"] = m.resize_seconds;
-    d["wait_s"] = m.wait_seconds;
-    d["ring_occupancy"] = m.mean_ready_batches;
-    d["ring_slots"] = m.slots;
-    d["slot_bytes"] = m.slot_bytes;
-    return d;
+    return py::dict("elapsed_s"_a = m.seconds, "images"_a = m.images, "batches"_a = m.batches,
+                    "bad_samples"_a = m.bad_samples, "bytes_read"_a = m.bytes_read,
+                    "images_per_s"_a = m.images_per_second, "read_s"_a = m.read_seconds,
+                    "decode_s"_a = m.decode_seconds, "resize_s"_a = m.resize_seconds,
+                    "wait_s"_a = m.wait_seconds, "ring_occupancy"_a = m.mean_ready_batches,
+                    "ring_slots"_a = m.slots, "slot_bytes"_a = m.slot_bytes);
   }
 
   py::list BadSamples() const {
@@ -342,12 +330,8 @@ class PyCore {
   // `epoch`'s permutation.
   py::dict State() const {
     const loader::LoaderState s = core_->loader().state();
-    py::dict d;
-    d["seed"] = s.seed;
-    d["epoch"] = s.epoch;
-    d["position"] = s.position;
-    d["dataset_size"] = s.dataset_size;
-    return d;
+    return py::dict("seed"_a = s.seed, "epoch"_a = s.epoch, "position"_a = s.position,
+                    "dataset_size"_a = s.dataset_size);
   }
 
   // Continues at `position` of `epoch` (loader::Loader::Seek, this loader's seed).
@@ -418,12 +402,10 @@ void RegisterFunctions(py::module_& m) {
         const codecs::CropPlan plan =
             loader::PlanSample(ParseOptions(options), epoch, sample, width, height);
         const codecs::SourceBox box = codecs::ShownBox(plan);
-        py::dict d;
-        d["crop"] = py::make_tuple(plan.crop.x, plan.crop.y, plan.crop.width, plan.crop.height);
-        d["box"] = py::make_tuple(box.x0, box.y0, box.x1, box.y1);
-        d["flip"] = plan.flip;
-        d["dct_scaling"] = plan.dct_scaling;
-        return d;
+        return py::dict(
+            "crop"_a = py::make_tuple(plan.crop.x, plan.crop.y, plan.crop.width, plan.crop.height),
+            "box"_a = py::make_tuple(box.x0, box.y0, box.x1, box.y1), "flip"_a = plan.flip,
+            "dct_scaling"_a = plan.dct_scaling);
       },
       "loader::PlanSample: the crop plan of one sample");
   m.def(
@@ -441,12 +423,8 @@ void RegisterFunctions(py::module_& m) {
         // environment; its std::invalid_argument becomes ValueError.
         const tilefeed::launch::InstanceInfo info =
             tilefeed::launch::DetectInstance(tilefeed::launch::ProcessEnvironment());
-        py::dict d;
-        d["index"] = info.index;
-        d["count"] = info.count;
-        d["local_index"] = info.local_index;
-        d["local_count"] = info.local_count;
-        return d;
+        return py::dict("index"_a = info.index, "count"_a = info.count,
+                        "local_index"_a = info.local_index, "local_count"_a = info.local_count);
       },
       "The launcher's instance layout (OpenMPI/poprun, PMI), as `train` detects it");
 }
