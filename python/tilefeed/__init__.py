@@ -269,8 +269,9 @@ class Loader(_Stops):
         self._stopped = False
         self._generation = 0
         self._wanted = None  # set_epoch()'s epoch, applied by the next iter()
-        # set_epoch()'s (count, epoch), seen by DataLoader worker processes (_worker).
-        self._epoch_request = multiprocessing.RawArray("q", 2)
+        # set_epoch()'s (count, epoch), seen by DataLoader worker processes (_worker), and
+        # 1 + the count at the last start of new workers.
+        self._epoch_request = multiprocessing.RawArray("q", 3)
         self._start_core()
         self._previous = None  # the last batch handed out
         self._iterator = None  # a weak reference to the newest iter()'s iterator
@@ -332,7 +333,8 @@ class Loader(_Stops):
         on first use and kept by persistent workers, each batch copied once into the shared
         memory DataLoader sends. set_epoch() in the main process reaches the workers;
         without it a persistent worker continues with its next epoch, and a new one starts
-        at epoch 0 (as DistributedSampler without set_epoch)."""
+        at epoch 0 (as DistributedSampler without set_epoch): worker 0 warns when new
+        workers would repeat the epoch the last new ones started."""
         data = sys.modules.get("torch.utils.data")
         info = data.get_worker_info() if data is not None else None
         if info is None:
@@ -345,18 +347,19 @@ class Loader(_Stops):
             loader = Loader(where, **dict(recipe, slice=(index * info.num_workers + info.id,
                                                          count * info.num_workers)))
             state["loader"] = loader
+            if info.id == 0:  # new workers: do they repeat the epoch the last new ones did?
+                started, self._epoch_request[2] = self._epoch_request[2], self._epoch_request[0] + 1
+                if started == self._epoch_request[2]:
+                    warnings.warn("tilefeed.Loader: this DataLoader epoch repeats the last one "
+                                  "(new workers, no set_epoch() since): call "
+                                  "loader.set_epoch(e) before each epoch, or pass "
+                                  "persistent_workers=True")
         request, epoch = self._epoch_request[0], self._epoch_request[1]
         if request != state["request"]:
             state["request"] = request
             loader.set_epoch(epoch)
-        return self._shared_batches(loader)
-
-    @staticmethod
-    def _shared_batches(loader):
         torch = sys.modules["torch"]
-        for batch in loader:
-            images, labels = batch
-            yield torch.empty_like(images).share_memory_().copy_(images), labels
+        return ((torch.empty_like(x).share_memory_().copy_(x), y) for x, y in loader)
 
     def __len__(self):
         """Batches per epoch for this instance."""
