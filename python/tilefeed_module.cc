@@ -12,9 +12,10 @@
 //    GIL.
 //  * Ctrl-C. Python runs its SIGINT handler only on the main thread between bytecodes,
 //    so Core::Next() waits with Loader::Next(kSignalSlice), the GIL released, and calls
-//    PyErr_CheckSignals between slices. A wait that times out consumes nothing, so an
-//    interrupt loses no batch and changes no epoch's contents: the next call returns the
-//    batch the interrupted one was waiting for.
+//    PyErr_CheckSignals between slices and once more when a batch arrives, which a signal
+//    then leaves kept for the next call (with the state before it). The iterator is C
+//    (NextBatch), so no Python code runs between that last check and the `for`
+//    statement's variable: a KeyboardInterrupt never drops a batch on its way.
 //  * Epochs. The loader says where it stands (state(): the epoch a new iteration yields)
 //    and moves to another epoch or a checkpoint's state in place (Seek()), so
 //    tilefeed/__init__.py keeps no epoch count of its own and re-creates the loader only
@@ -131,8 +132,8 @@ class Core {
   loader::Loader& loader() { return *loader_; }
 
   // The next batch, or nullopt at the end of an epoch or once ended. Raises what the
-  // callback raised, LoaderError, or KeyboardInterrupt (nothing consumed: the next call
-  // returns the batch this one was waiting for).
+  // callback raised, LoaderError, or KeyboardInterrupt, which consumes nothing: the next
+  // call returns the batch this one was waiting for, or that arrived with the signal.
   // REQUIRES: the GIL is held.
   std::optional<loader::Batch> Next() {
     if (callback_error_) {
@@ -140,20 +141,32 @@ class Core {
       callback_error_.reset();
       throw error;
     }
-    for (;;) {
+    if (!kept_) {
+      loader::LoaderState before;
       loader::Loader::NextResult next;
-      {
-        py::gil_scoped_release release;
-        next = loader_->Next(kSignalSlice);
-      }
-      if (next.status != loader::NextStatus::kTimedOut) return std::move(next.batch);
-      CheckSignals();
+      do {
+        {
+          py::gil_scoped_release release;
+          before = loader_->state();
+          next = loader_->Next(kSignalSlice);
+        }
+        if (next.batch) kept_.emplace(Kept{std::move(*next.batch), before});
+        if (next.status == loader::NextStatus::kTimedOut || kept_) CheckSignals();
+      } while (next.status == loader::NextStatus::kTimedOut);
+      if (!kept_) return std::nullopt;  // the end of the epoch: the loader is past it
     }
+    std::optional<loader::Batch> batch = std::move(kept_->batch);
+    kept_.reset();
+    return batch;
   }
+
+  // The loader's state, before a batch Next() kept.
+  loader::LoaderState state() const { return kept_ ? kept_->before : loader_->state(); }
 
   // loader::Loader::Seek with the GIL released (it joins the workers).
   // REQUIRES: the GIL is held.
   void Seek(const loader::LoaderState& state) {
+    kept_.reset();
     py::gil_scoped_release release;
     loader_->Seek(state);
   }
@@ -178,6 +191,7 @@ class Core {
     }
     callback_ = py::object();
     callback_error_.reset();
+    kept_.reset();
   }
 
  private:
@@ -198,6 +212,13 @@ class Core {
   std::optional<py::error_already_set> callback_error_;
 
   std::unique_ptr<loader::Loader> loader_;
+  // A batch that arrived with a signal, and the state before it. Touched with the GIL held;
+  // declared after loader_, which it must not outlive.
+  struct Kept {
+    loader::Batch batch;
+    loader::LoaderState before;
+  };
+  std::optional<Kept> kept_;
 };
 
 // Opens `data` through the one dataset opener (tilefeed/loader/dataset.h). `kind` is "auto"
@@ -329,7 +350,7 @@ class PyCore {
   // loader::LoaderState as a dict: the next batch continues at global `position` of
   // `epoch`'s permutation.
   py::dict State() const {
-    const loader::LoaderState s = core_->loader().state();
+    const loader::LoaderState s = core_->state();
     return py::dict("seed"_a = s.seed, "epoch"_a = s.epoch, "position"_a = s.position,
                     "dataset_size"_a = s.dataset_size);
   }
@@ -338,6 +359,13 @@ class PyCore {
   void Seek(std::uint64_t epoch, std::uint64_t position) {
     const loader::LoaderState now = core_->loader().state();
     core_->Seek({now.seed, epoch, position, now.dataset_size});
+  }
+
+  // loader::Identify's digest of the source, for a checkpoint (reads every record's size
+  // and some records' bytes).
+  std::uint64_t DatasetDigest() const {
+    py::gil_scoped_release release;
+    return OnOwnThread([&] { return loader::Identify(core_->loader().source()).digest; });
   }
 
   std::size_t batches_per_epoch() const { return core_->loader().batches_per_epoch(); }
@@ -352,6 +380,30 @@ class PyCore {
   std::string summary_;
   std::vector<std::string> notes_;
 };
+
+// iter(loader) is iter(partial(_next_batch, loader, generation), None), a C iterator: no
+// Python code runs between Core::Next's last look for Ctrl-C and the caller. Before the
+// request, Loader._before_next checks it and releases the previous batch; an epoch's end
+// is recorded (Loader._ended) before Loader._warn_bad_samples runs.
+py::object NextBatch(const py::object& owner, const py::object& generation) {
+  const py::object epoch = owner.attr("_before_next")(generation);
+  const py::object core = owner.attr("_core");  // held: a stop() cannot free it meanwhile
+  py::object batch;
+  try {
+    batch = core.cast<PyCore&>().Next();
+  } catch (const loader::SlotsHeldError&) {
+    owner.attr("_slots_held")();  // raises tilefeed.SlotsHeldError, with its advice
+    throw;
+  }
+  owner.attr("_mid_epoch") = py::bool_(!batch.is_none());
+  if (!batch.is_none()) {
+    owner.attr("_previous") = batch;
+    return batch;
+  }
+  owner.attr("_ended") = generation;
+  owner.attr("_warn_bad_samples")(epoch, 2);  // 2: the warning names the caller's line
+  return batch;
+}
 
 // LoaderError, SourceError (with .where and .reason) and SlotsHeldError.
 void RegisterErrors(py::module_& m) {
@@ -438,7 +490,6 @@ void RegisterCore(py::module_& m) {
       .def_static("from_list", &PyCore::FromList, py::arg("samples"), py::arg("class_names"),
                   py::arg("on_bad_sample"), py::arg("options"),
                   "a loader over (path, bytes, label) samples (loader::ListSource)")
-      .def("next", &PyCore::Next)
       .def("stop", &PyCore::Stop)
       .def("pause", &PyCore::Pause, "loader::Loader::Pause: joins the workers, for a fork()")
       .def("resume", &PyCore::Resume, "loader::Loader::Resume: restarts them at state()")
@@ -448,6 +499,7 @@ void RegisterCore(py::module_& m) {
            "loader::LoaderState as a dict: seed, epoch, position, dataset_size")
       .def("seek", &PyCore::Seek, py::arg("epoch"), py::arg("position"),
            "continues at `position` of `epoch` (loader::Loader::Seek)")
+      .def("dataset_digest", &PyCore::DatasetDigest, "loader::Identify(source).digest")
       .def_property_readonly("batches_per_epoch", &PyCore::batches_per_epoch)
       .def_property_readonly("samples_per_epoch", &PyCore::samples_per_epoch)
       .def_property_readonly("dataset_size", &PyCore::dataset_size)
@@ -456,6 +508,7 @@ void RegisterCore(py::module_& m) {
                              "One line: the dataset's kind, path, samples and classes")
       .def_property_readonly("notes", &PyCore::notes,
                              "What opening the dataset noticed (files skipped, ...), a line each");
+  m.def("_next_batch", &NextBatch, "the next batch of iter(loader), None at the end");
 }
 
 }  // namespace
