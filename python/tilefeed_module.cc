@@ -12,9 +12,10 @@
 //    GIL.
 //  * Ctrl-C. Python runs its SIGINT handler only on the main thread between bytecodes,
 //    so Core::Next() waits with Loader::Next(kSignalSlice), the GIL released, and calls
-//    PyErr_CheckSignals between slices. A wait that times out consumes nothing, so an
-//    interrupt loses no batch and changes no epoch's contents: the next call returns the
-//    batch the interrupted one was waiting for.
+//    PyErr_CheckSignals between slices and once more when a batch arrives, which a signal
+//    then leaves kept for the next call (with the state before it). The iterator is C
+//    (NextBatch), so no Python code runs between that last check and the `for`
+//    statement's variable: a KeyboardInterrupt never drops a batch on its way.
 //  * Epochs. The loader says where it stands (state(): the epoch a new iteration yields)
 //    and moves to another epoch or a checkpoint's state in place (Seek()), so
 //    tilefeed/__init__.py keeps no epoch count of its own and re-creates the loader only
@@ -56,6 +57,7 @@
 #include "tilefeed/loader/source.h"
 
 namespace py = pybind11;
+using namespace pybind11::literals;  // "name"_a = value: a keyword of py::dict(...)
 
 namespace tilefeed::python {
 namespace {
@@ -76,12 +78,8 @@ void CheckSignals() {
 }
 
 py::dict ToDict(const loader::BadSample& bad) {
-  py::dict d;
-  d["epoch"] = bad.epoch;
-  d["sample"] = bad.sample;
-  d["where"] = bad.where;
-  d["reason"] = bad.reason;
-  return d;
+  return py::dict("epoch"_a = bad.epoch, "sample"_a = bad.sample, "where"_a = bad.where,
+                  "reason"_a = bad.reason);
 }
 
 // Runs `work` on a thread of its own and returns its result (or rethrows its exception).
@@ -134,8 +132,8 @@ class Core {
   loader::Loader& loader() { return *loader_; }
 
   // The next batch, or nullopt at the end of an epoch or once ended. Raises what the
-  // callback raised, LoaderError, or KeyboardInterrupt (nothing consumed: the next call
-  // returns the batch this one was waiting for).
+  // callback raised, LoaderError, or KeyboardInterrupt, which consumes nothing: the next
+  // call returns the batch this one was waiting for, or that arrived with the signal.
   // REQUIRES: the GIL is held.
   std::optional<loader::Batch> Next() {
     if (callback_error_) {
@@ -143,20 +141,32 @@ class Core {
       callback_error_.reset();
       throw error;
     }
-    for (;;) {
+    if (!kept_) {
+      loader::LoaderState before;
       loader::Loader::NextResult next;
-      {
-        py::gil_scoped_release release;
-        next = loader_->Next(kSignalSlice);
-      }
-      if (next.status != loader::NextStatus::kTimedOut) return std::move(next.batch);
-      CheckSignals();
+      do {
+        {
+          py::gil_scoped_release release;
+          before = loader_->state();
+          next = loader_->Next(kSignalSlice);
+        }
+        if (next.batch) kept_.emplace(Kept{std::move(*next.batch), before});
+        if (next.status == loader::NextStatus::kTimedOut || kept_) CheckSignals();
+      } while (next.status == loader::NextStatus::kTimedOut);
+      if (!kept_) return std::nullopt;  // the end of the epoch: the loader is past it
     }
+    std::optional<loader::Batch> batch = std::move(kept_->batch);
+    kept_.reset();
+    return batch;
   }
+
+  // The loader's state, before a batch Next() kept.
+  loader::LoaderState state() const { return kept_ ? kept_->before : loader_->state(); }
 
   // loader::Loader::Seek with the GIL released (it joins the workers).
   // REQUIRES: the GIL is held.
   void Seek(const loader::LoaderState& state) {
+    kept_.reset();
     py::gil_scoped_release release;
     loader_->Seek(state);
   }
@@ -181,6 +191,7 @@ class Core {
     }
     callback_ = py::object();
     callback_error_.reset();
+    kept_.reset();
   }
 
  private:
@@ -201,6 +212,13 @@ class Core {
   std::optional<py::error_already_set> callback_error_;
 
   std::unique_ptr<loader::Loader> loader_;
+  // A batch that arrived with a signal, and the state before it. Touched with the GIL held;
+  // declared after loader_, which it must not outlive.
+  struct Kept {
+    loader::Batch batch;
+    loader::LoaderState before;
+  };
+  std::optional<Kept> kept_;
 };
 
 // Opens `data` through the one dataset opener (tilefeed/loader/dataset.h). `kind` is "auto"
@@ -314,22 +332,13 @@ class PyCore {
 
   py::dict Metrics() const {
     const loader::LoaderMetrics m = core_->loader().metrics();
-    py::dict d;
     // The metrics schema's names (docs/metrics.md), cumulative since the loader was made.
-    d["elapsed_s"] = m.seconds;
-    d["images"] = m.images;
-    d["batches"] = m.batches;
-    d["bad_samples"] = m.bad_samples;
-    d["bytes_read"] = m.bytes_read;
-    d["images_per_s"] = m.images_per_second;
-    d["read_s"] = m.read_seconds;
-    d["decode_s"] = m.decode_seconds;
-    d["resize_s"] = m.resize_seconds;
-    d["wait_s"] = m.wait_seconds;
-    d["ring_occupancy"] = m.mean_ready_batches;
-    d["ring_slots"] = m.slots;
-    d["slot_bytes"] = m.slot_bytes;
-    return d;
+    return py::dict("elapsed_s"_a = m.seconds, "images"_a = m.images, "batches"_a = m.batches,
+                    "bad_samples"_a = m.bad_samples, "bytes_read"_a = m.bytes_read,
+                    "images_per_s"_a = m.images_per_second, "read_s"_a = m.read_seconds,
+                    "decode_s"_a = m.decode_seconds, "resize_s"_a = m.resize_seconds,
+                    "wait_s"_a = m.wait_seconds, "ring_occupancy"_a = m.mean_ready_batches,
+                    "ring_slots"_a = m.slots, "slot_bytes"_a = m.slot_bytes);
   }
 
   py::list BadSamples() const {
@@ -341,19 +350,22 @@ class PyCore {
   // loader::LoaderState as a dict: the next batch continues at global `position` of
   // `epoch`'s permutation.
   py::dict State() const {
-    const loader::LoaderState s = core_->loader().state();
-    py::dict d;
-    d["seed"] = s.seed;
-    d["epoch"] = s.epoch;
-    d["position"] = s.position;
-    d["dataset_size"] = s.dataset_size;
-    return d;
+    const loader::LoaderState s = core_->state();
+    return py::dict("seed"_a = s.seed, "epoch"_a = s.epoch, "position"_a = s.position,
+                    "dataset_size"_a = s.dataset_size);
   }
 
   // Continues at `position` of `epoch` (loader::Loader::Seek, this loader's seed).
   void Seek(std::uint64_t epoch, std::uint64_t position) {
     const loader::LoaderState now = core_->loader().state();
     core_->Seek({now.seed, epoch, position, now.dataset_size});
+  }
+
+  // loader::Identify's digest of the source, for a checkpoint (reads every record's size
+  // and some records' bytes).
+  std::uint64_t DatasetDigest() const {
+    py::gil_scoped_release release;
+    return OnOwnThread([&] { return loader::Identify(core_->loader().source()).digest; });
   }
 
   std::size_t batches_per_epoch() const { return core_->loader().batches_per_epoch(); }
@@ -368,6 +380,30 @@ class PyCore {
   std::string summary_;
   std::vector<std::string> notes_;
 };
+
+// iter(loader) is iter(partial(_next_batch, loader, generation), None), a C iterator: no
+// Python code runs between Core::Next's last look for Ctrl-C and the caller. Before the
+// request, Loader._before_next checks it and releases the previous batch; an epoch's end
+// is recorded (Loader._ended) before Loader._warn_bad_samples runs.
+py::object NextBatch(const py::object& owner, const py::object& generation) {
+  const py::object epoch = owner.attr("_before_next")(generation);
+  const py::object core = owner.attr("_core");  // held: a stop() cannot free it meanwhile
+  py::object batch;
+  try {
+    batch = core.cast<PyCore&>().Next();
+  } catch (const loader::SlotsHeldError&) {
+    owner.attr("_slots_held")();  // raises tilefeed.SlotsHeldError, with its advice
+    throw;
+  }
+  owner.attr("_mid_epoch") = py::bool_(!batch.is_none());
+  if (!batch.is_none()) {
+    owner.attr("_previous") = batch;
+    return batch;
+  }
+  owner.attr("_ended") = generation;
+  owner.attr("_warn_bad_samples")(epoch, 2);  // 2: the warning names the caller's line
+  return batch;
+}
 
 // LoaderError, SourceError (with .where and .reason) and SlotsHeldError.
 void RegisterErrors(py::module_& m) {
@@ -418,12 +454,10 @@ void RegisterFunctions(py::module_& m) {
         const codecs::CropPlan plan =
             loader::PlanSample(ParseOptions(options), epoch, sample, width, height);
         const codecs::SourceBox box = codecs::ShownBox(plan);
-        py::dict d;
-        d["crop"] = py::make_tuple(plan.crop.x, plan.crop.y, plan.crop.width, plan.crop.height);
-        d["box"] = py::make_tuple(box.x0, box.y0, box.x1, box.y1);
-        d["flip"] = plan.flip;
-        d["dct_scaling"] = plan.dct_scaling;
-        return d;
+        return py::dict(
+            "crop"_a = py::make_tuple(plan.crop.x, plan.crop.y, plan.crop.width, plan.crop.height),
+            "box"_a = py::make_tuple(box.x0, box.y0, box.x1, box.y1), "flip"_a = plan.flip,
+            "dct_scaling"_a = plan.dct_scaling);
       },
       "loader::PlanSample: the crop plan of one sample");
   m.def(
@@ -441,12 +475,8 @@ void RegisterFunctions(py::module_& m) {
         // environment; its std::invalid_argument becomes ValueError.
         const tilefeed::launch::InstanceInfo info =
             tilefeed::launch::DetectInstance(tilefeed::launch::ProcessEnvironment());
-        py::dict d;
-        d["index"] = info.index;
-        d["count"] = info.count;
-        d["local_index"] = info.local_index;
-        d["local_count"] = info.local_count;
-        return d;
+        return py::dict("index"_a = info.index, "count"_a = info.count,
+                        "local_index"_a = info.local_index, "local_count"_a = info.local_count);
       },
       "The launcher's instance layout (OpenMPI/poprun, PMI), as `train` detects it");
 }
@@ -460,7 +490,6 @@ void RegisterCore(py::module_& m) {
       .def_static("from_list", &PyCore::FromList, py::arg("samples"), py::arg("class_names"),
                   py::arg("on_bad_sample"), py::arg("options"),
                   "a loader over (path, bytes, label) samples (loader::ListSource)")
-      .def("next", &PyCore::Next)
       .def("stop", &PyCore::Stop)
       .def("pause", &PyCore::Pause, "loader::Loader::Pause: joins the workers, for a fork()")
       .def("resume", &PyCore::Resume, "loader::Loader::Resume: restarts them at state()")
@@ -470,6 +499,7 @@ void RegisterCore(py::module_& m) {
            "loader::LoaderState as a dict: seed, epoch, position, dataset_size")
       .def("seek", &PyCore::Seek, py::arg("epoch"), py::arg("position"),
            "continues at `position` of `epoch` (loader::Loader::Seek)")
+      .def("dataset_digest", &PyCore::DatasetDigest, "loader::Identify(source).digest")
       .def_property_readonly("batches_per_epoch", &PyCore::batches_per_epoch)
       .def_property_readonly("samples_per_epoch", &PyCore::samples_per_epoch)
       .def_property_readonly("dataset_size", &PyCore::dataset_size)
@@ -478,6 +508,7 @@ void RegisterCore(py::module_& m) {
                              "One line: the dataset's kind, path, samples and classes")
       .def_property_readonly("notes", &PyCore::notes,
                              "What opening the dataset noticed (files skipped, ...), a line each");
+  m.def("_next_batch", &NextBatch, "the next batch of iter(loader), None at the end");
 }
 
 }  // namespace

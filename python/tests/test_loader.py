@@ -42,7 +42,13 @@ def write_folder(root, classes=CLASSES, per_class=PER_CLASS, seed=0):
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    return write_folder(tmp_path_factory.mktemp("folder"))
+    root = write_folder(tmp_path_factory.mktemp("folder"))
+    with tilefeed.Loader(root, batch_size=1, image_size=8, workers=1) as loader:
+        FOLDER_DIGEST.append(loader.state_dict()["dataset_digest"])
+    return root
+
+
+FOLDER_DIGEST = []  # the folder fixture's dataset_digest, for state()
 
 
 @pytest.fixture(scope="module")
@@ -198,12 +204,15 @@ def test_iterations_walk_the_epochs(folder):
     for batch in loader:  # leave epoch 6 early: the next iter() starts epoch 7
         assert batch.epoch == 6
         break
-    stale = iter(loader)
-    assert [b.epoch for b in stale] == [7, 7, 7]
+    done = iter(loader)
+    assert [b.epoch for b in done] == [7, 7, 7]
     assert list(loader) == []  # epochs=8: epochs 0..7 only
-    fresh = iter(loader)
-    with pytest.raises(RuntimeError):
+    loader.set_epoch(0)
+    stale, fresh = iter(loader), iter(loader)
+    assert next(done, None) is None  # an ended iterator stays ended
+    with pytest.raises(RuntimeError, match="replaced by a newer iter()"):
         next(stale)
+    assert next(fresh).epoch == 0
     del fresh
     loader.stop()
     with pytest.raises(ValueError):
@@ -389,10 +398,10 @@ def test_interrupted_request_loses_no_batch(tmp_path):
     it = iter(loader)
     got = [next(it).sample_indices.tolist(), next(it).sample_indices.tolist()]
 
-    def on_call(_frame, event, function):
-        # Called in this thread just before a C function runs: here the core's C++ next()
-        # (pybind11's function object, named "next"; not the builtin next()).
-        if event == "c_call" and function.__name__ == "next" and function is not next:
+    def on_call(frame, event, _):
+        # The Python checks of a batch request return; the iterator's C++ __next__ then
+        # waits for the batch.
+        if event == "return" and frame.f_code.co_name == "_before_next":
             waiting.set()
 
     sys.setprofile(on_call)
@@ -413,14 +422,83 @@ def test_interrupted_request_loses_no_batch(tmp_path):
     loader.stop()
 
 
+def test_ctrl_c_again_and_again_loses_no_batch(tmp_path):
+    # Issue 39 item 8: a Ctrl-C that landed as a batch arrived lost it. A thread sends a real
+    # SIGINT each time the loop asks (through a pipe), whenever it gets to run: mostly while
+    # the consumer waits in C++ or a batch arrives. The loop catches KeyboardInterrupt and
+    # continues the same iterator; every sample of each epoch must arrive exactly once. One
+    # signal is in flight at a time: the next is asked for only once the last was caught, and
+    # the sender's exit (join) comes after its last kill, so none lands outside the try. The
+    # recording of a batch is one C call (list.extend): it ran or it did not.
+    root = write_folder(tmp_path / "data", classes=2, per_class=100)
+    loader = tilefeed.Loader(root, batch_size=2, image_size=16, workers=1, prefetch_depth=2)
+    signals, caught = 30, 0
+    request_r, request_w = os.pipe()
+
+    def sender():
+        while os.read(request_r, 1) == b"k":
+            os.kill(os.getpid(), signal.SIGINT)
+
+    while caught < signals:
+        thread = threading.Thread(target=sender)
+        thread.start()
+        it, seen, requested, quit_sent, finished = iter(loader), [], caught, False, False
+        while not finished:
+            try:
+                for batch in it:
+                    seen.extend(batch.sample_indices)
+                    if requested == caught < signals:
+                        requested += 1
+                        os.write(request_w, b"k")
+                if not quit_sent:
+                    quit_sent = True
+                    os.write(request_w, b"q")
+                thread.join()  # after the last kill: its KeyboardInterrupt is raised by now
+                finished = True
+            except KeyboardInterrupt:
+                caught += 1
+        assert sorted(seen) == list(range(200)), f"{len(seen)} of 200 after {caught} Ctrl-C"
+    loader.stop()
+    os.close(request_r)
+    os.close(request_w)
+
+
+def test_a_second_consuming_thread_raises(folder):
+    # Issue 39 item 8: two threads on one iterator took each other's batches, and at an
+    # epoch's end one got the next epoch's first batch, so the next iter() skipped an epoch.
+    loader = tilefeed.Loader(folder, batch_size=4, image_size=16, workers=1)
+    it = iter(loader)
+    seen = next(it).sample_indices.tolist()
+    errors = []
+
+    def second():
+        for attempt in (lambda: next(it), lambda: iter(loader),
+                        lambda: loader.load_state_dict(loader.state_dict())):
+            try:
+                attempt()
+            except RuntimeError as error:
+                errors.append(str(error))
+
+    thread = threading.Thread(target=second)
+    thread.start()
+    thread.join()
+    assert errors == ["tilefeed.Loader: a second thread uses this Loader; one thread consumes "
+                      "a Loader, the first that asked it for a batch (make a Loader per "
+                      "thread, e.g. with slice=(i, n))"] * 3
+    seen += [i for batch in it for i in batch.sample_indices.tolist()]
+    assert sorted(seen) == list(range(SAMPLES))  # nothing skipped for the first thread
+    assert {batch.epoch for batch in loader} == {1}  # the next epoch, none skipped
+    loader.stop()
+
+
 # -- checkpoints -----------------------------------------------------------------------------
 
 RESUME = dict(batch_size=8, image_size=32, seed=4, epochs=2)
 
 
 def state(epoch, position, seed=RESUME["seed"], size=SAMPLES):
-    return {"version": 1, "seed": seed, "epoch": epoch, "position": position,
-            "dataset_size": size}
+    return {"version": 2, "seed": seed, "epoch": epoch, "position": position,
+            "dataset_size": size, "dataset_digest": FOLDER_DIGEST[0]}
 
 
 def take(batch):
@@ -593,15 +671,15 @@ def test_load_state_dict_rejects_bad_states(folder, tmp_path):
     loader = tilefeed.Loader(folder, workers=1, **RESUME)
     small = tilefeed.Loader(write_folder(tmp_path / "small", per_class=5), workers=1, **RESUME)
     next(iter(small))
-    with pytest.raises(ValueError, match="dataset of 15 samples"):
+    with pytest.raises(ValueError, match="another dataset \\(15 samples"):
         loader.load_state_dict(small.state_dict())
     small.stop()
     with pytest.raises(ValueError, match="version"):
-        loader.load_state_dict(dict(state(0, 0), version=2))
-    with pytest.raises(ValueError, match="past the dataset size"):
+        loader.load_state_dict(dict(state(0, 0), version=1))
+    with pytest.raises(ValueError, match=r"position=22 is out of range \[0, 21\]"):
         loader.load_state_dict(state(0, SAMPLES + 1))
     with pytest.raises(ValueError, match="missing"):
-        loader.load_state_dict({"version": 1, "epoch": 0})
+        loader.load_state_dict({"version": 2, "epoch": 0})
     with pytest.raises(ValueError, match="out of range"):
         loader.load_state_dict(state(-1, 0))
     with pytest.raises(TypeError, match="position"):
@@ -613,3 +691,25 @@ def test_load_state_dict_rejects_bad_states(folder, tmp_path):
     loader.stop()
     with pytest.raises(ValueError, match="stopped"):
         loader.load_state_dict(state(0, 0))
+
+
+def test_load_state_dict_checks_each_value_and_the_dataset(folder, tmp_path):
+    # Issue 39 item 8: epoch 2^64 - 1 was accepted and its next epoch wrapped to 0, and a
+    # state of another dataset of the same size (here: the same names, classes and labels,
+    # other pixels) was accepted.
+    loader = tilefeed.Loader(folder, workers=1, **dict(RESUME, epochs=None))
+    for key, value, high in [("epoch", (1 << 64) - 1, (1 << 63) - 1),
+                             ("seed", 1 << 64, (1 << 64) - 1),
+                             ("dataset_digest", -1, (1 << 64) - 1)]:
+        with pytest.raises(ValueError) as error:
+            loader.load_state_dict(dict(state(0, 0), **{key: value}))
+        assert str(error.value) == (f"tilefeed.Loader.load_state_dict: {key}={value} is out "
+                                    f"of range [0, {high}]")
+    other = tilefeed.Loader(write_folder(tmp_path / "other", seed=1), workers=1, **RESUME)
+    assert other.dataset_size == SAMPLES and other.classes == loader.classes
+    with pytest.raises(ValueError, match="^tilefeed.Loader.load_state_dict: the state is for "
+                                         "another dataset .*digest [0-9a-f]{16}$"):
+        loader.load_state_dict(other.state_dict())
+    other.stop()
+    assert loader.state_dict() == state(0, 0)  # nothing changed
+    loader.stop()

@@ -214,7 +214,9 @@ def test_keywords_retired_by_the_one_way_issue_are_unknown(folder, keyword):
 
 def test_set_epoch_checks_its_argument(folder):
     with tilefeed.Loader(folder, batch_size=4, image_size=16, workers=1) as loader:
-        with pytest.raises(ValueError, match="epoch must be at least 0, got -1"):
+        with pytest.raises(ValueError, match=rf"epoch=-1 is out of range \[0, {(1 << 63) - 1}\]"):
             loader.set_epoch(-1)
-        with pytest.raises(TypeError, match="epoch must be an int, got 1.5"):
+        with pytest.raises(ValueError, match=r"epoch=9223372036854775808 is out of range"):
+            loader.set_epoch(1 << 63)  # the epochs after it would wrap to 0
+        with pytest.raises(TypeError, match="epoch=1.5 is not an int"):
             loader.set_epoch(1.5)

@@ -109,6 +109,34 @@ def test_persistent_workers_continue_without_set_epoch(folder):
     assert epochs[0] != epochs[1]  # the next epoch, not epoch 0 again
 
 
+def test_new_workers_repeating_an_epoch_warn(folder):
+    # Issue 39 item 5: DataLoader's new workers (persistent_workers=False) start epoch 0
+    # again unless set_epoch() moved the Loader; that silent repeat warns (worker 0, once).
+    script = (
+        "import sys, tilefeed, torch\n"
+        "from torch.utils.data import DataLoader\n"
+        "for persistent, set_epoch in ((False, True), (True, False), (False, False)):\n"
+        "    loader = tilefeed.Loader(sys.argv[1], batch_size=4, image_size=16, workers=1,\n"
+        "                             slice=(0, 1))\n"
+        "    data = DataLoader(loader, batch_size=None, num_workers=2,\n"
+        "                      persistent_workers=persistent)\n"
+        "    epochs = []\n"
+        "    for epoch in range(2):\n"
+        "        if set_epoch:\n"
+        "            loader.set_epoch(epoch)\n"
+        "        epochs.append([i for batch in data for i in batch[1].tolist()])\n"
+        "    print(persistent, set_epoch, epochs[0] == epochs[1], flush=True)\n"
+        "    print('---', file=sys.stderr, flush=True)\n")
+    run = subprocess.run([sys.executable, "-c", script, str(folder)], capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split("\n") == ["False True False", "True False False",
+                                      "False False True", ""]
+    warning = "UserWarning: tilefeed.Loader: this DataLoader epoch repeats the last one"
+    parts = run.stderr.split("---\n")
+    assert [part.count(warning) for part in parts] == [0, 0, 1, 0], run.stderr
+
+
 @pytest.mark.parametrize("samples, workers", [(24, 2), (22, 2)])
 def test_dataloader_workers_split_the_slice(tmp_path, samples, workers):
     root = write_folder(tmp_path / "data", samples=samples, classes=2)

@@ -65,25 +65,28 @@ previous one: see help(tilefeed.cuda). Without CUDA it raises RuntimeError sayin
 
 Threads. The GIL is released while waiting for a batch and while indexing, starting and
 stopping; decode workers take it only to call a bad_sample_policy callable. Ctrl-C interrupts a wait with
-KeyboardInterrupt within about 20 ms; the batch being waited for is not lost (the next
-request returns it). A Loader is meant for one consuming thread; stop() may be called from
-any thread, but not from inside that callable.
+KeyboardInterrupt within about 20 ms and loses no batch: continuing the `for` loop over the
+same iterator yields every batch of the epoch once. One thread consumes a Loader, the first
+that asks it for a batch: iter(), a batch request or load_state_dict() from another thread
+raises RuntimeError. stop() may be called from any thread, but not from inside that callable.
 """
 
 import atexit
+import functools
 import inspect
 import multiprocessing
-import numbers
 import os
 import sys
+import threading
 import warnings
 import weakref
 
 from . import _tilefeed
 from ._instances import _check_workers, _resolve_slice, detect_slice
-from ._options import (_D, IMAGENET_MEAN, IMAGENET_STD, SOURCES, JpegOptions, RemoteOptions,
-                       _check_options, _check_state, _core_options, _image_shape, _jpeg_fields,
-                       _output_options, _remote_options, _STATE_VERSION)
+from ._options import (_D, _EPOCH_MAX, IMAGENET_MEAN, IMAGENET_STD, SOURCES, JpegOptions,
+                       RemoteOptions, _check_int, _check_options, _check_state, _core_options,
+                       _image_shape, _jpeg_fields, _output_options, _remote_options,
+                       _STATE_VERSION)
 from ._samples import _resolve_data
 from ._tilefeed import Batch, LoaderError, SourceError
 
@@ -267,13 +270,15 @@ class Loader(_Stops):
         self._bad_history = []  # reports of C++ loaders replaced by load_state_dict()
         self._bad_warned = set()  # epochs whose bad samples were warned about
         self._stopped = False
-        self._generation = 0
+        self._generation = self._ended = 0  # the newest iter()'s number; the last ended
         self._wanted = None  # set_epoch()'s epoch, applied by the next iter()
-        # set_epoch()'s (count, epoch), seen by DataLoader worker processes (_worker).
-        self._epoch_request = multiprocessing.RawArray("q", 2)
+        self._consumer = None  # the consuming thread's ident (_consuming)
+        # set_epoch()'s (count, epoch), seen by DataLoader worker processes (_worker), and
+        # 1 + the count at the last start of new workers.
+        self._epoch_request = multiprocessing.RawArray("q", 3)
         self._start_core()
         self._previous = None  # the last batch handed out
-        self._iterator = None  # a weak reference to the newest iter()'s iterator
+        self._iterator = None  # a weak reference to the newest iter()'s request
         _live.add(self)
         if type(self) is Loader:
             torch_class = _torch_loader_class()
@@ -290,6 +295,7 @@ class Loader(_Stops):
         self._classes = tuple(self._core.class_names)
         self._summary = self._core.summary
         self._notes = tuple(self._core.notes)
+        self._digest = None  # loader::Identify's, read by the first state_dict()
         for note in self._notes:
             warnings.warn(f"tilefeed.Loader: {note}", stacklevel=3)
 
@@ -300,6 +306,7 @@ class Loader(_Stops):
             return self._worker()
         if self._stopped:
             raise ValueError("tilefeed.Loader: iterating a stopped loader")
+        self._consuming(claim=False)
         if self._wanted is not None:
             target, self._wanted = self._wanted, None
         else:
@@ -307,9 +314,9 @@ class Loader(_Stops):
         if target != self.epoch or self._mid_epoch:
             self._seek(target, 0)
         self._generation += 1
-        iterator = _EpochIterator(self, self._generation)
-        self._iterator = weakref.ref(iterator)
-        return iterator
+        request = functools.partial(_tilefeed._next_batch, self, self._generation)
+        self._iterator = weakref.ref(request)  # alive while the iterator is
+        return iter(request, None)
 
     # -- torch.utils.data.DataLoader workers ----------------------------------------------
 
@@ -332,7 +339,8 @@ class Loader(_Stops):
         on first use and kept by persistent workers, each batch copied once into the shared
         memory DataLoader sends. set_epoch() in the main process reaches the workers;
         without it a persistent worker continues with its next epoch, and a new one starts
-        at epoch 0 (as DistributedSampler without set_epoch)."""
+        at epoch 0 (as DistributedSampler without set_epoch): worker 0 warns when new
+        workers would repeat the epoch the last new ones started."""
         data = sys.modules.get("torch.utils.data")
         info = data.get_worker_info() if data is not None else None
         if info is None:
@@ -345,18 +353,19 @@ class Loader(_Stops):
             loader = Loader(where, **dict(recipe, slice=(index * info.num_workers + info.id,
                                                          count * info.num_workers)))
             state["loader"] = loader
+            if info.id == 0:  # new workers: do they repeat the epoch the last new ones did?
+                started, self._epoch_request[2] = self._epoch_request[2], self._epoch_request[0] + 1
+                if started == self._epoch_request[2]:
+                    warnings.warn("tilefeed.Loader: this DataLoader epoch repeats the last one "
+                                  "(new workers, no set_epoch() since): call "
+                                  "loader.set_epoch(e) before each epoch, or pass "
+                                  "persistent_workers=True")
         request, epoch = self._epoch_request[0], self._epoch_request[1]
         if request != state["request"]:
             state["request"] = request
             loader.set_epoch(epoch)
-        return self._shared_batches(loader)
-
-    @staticmethod
-    def _shared_batches(loader):
         torch = sys.modules["torch"]
-        for batch in loader:
-            images, labels = batch
-            yield torch.empty_like(images).share_memory_().copy_(images), labels
+        return ((torch.empty_like(x).share_memory_().copy_(x), y) for x, y in loader)
 
     def __len__(self):
         """Batches per epoch for this instance."""
@@ -369,12 +378,7 @@ class Loader(_Stops):
         otherwise the C++ loader seeks to that epoch, which costs refilling the prefetch
         slots.
         """
-        if isinstance(epoch, bool) or not isinstance(epoch, numbers.Integral):
-            raise TypeError(f"tilefeed.Loader.set_epoch: epoch must be an int, got {epoch!r}")
-        epoch = int(epoch)
-        if epoch < 0:
-            raise ValueError(f"tilefeed.Loader.set_epoch: epoch must be at least 0, got {epoch}")
-        self._wanted = epoch
+        self._wanted = epoch = _check_int("tilefeed.Loader.set_epoch", "epoch", epoch, _EPOCH_MAX)
         self._epoch_request[0] += 1  # DataLoader workers apply it when it changes
         self._epoch_request[1] = epoch
 
@@ -410,11 +414,24 @@ class Loader(_Stops):
                 f"Make the Loader in the process that iterates it, or hand it to torch's "
                 f"DataLoader, whose worker processes each read their own part of it")
 
-    def _next(self, iterator):
+    def _consuming(self, claim):
+        """One thread consumes a Loader: the first that asks it for a batch (claim=True)."""
+        me = threading.get_ident()
+        if claim and self._consumer is None:
+            self._consumer = me
+        if self._consumer not in (None, me):
+            raise RuntimeError("tilefeed.Loader: a second thread uses this Loader; one thread "
+                               "consumes a Loader, the first that asked it for a batch (make "
+                               "a Loader per thread, e.g. with slice=(i, n))")
+
+    def _before_next(self, generation):
+        """A batch request's checks, from _tilefeed._next_batch (which then asks the core);
+        returns the epoch the batch is of."""
         self._check_process()
-        if iterator._generation != self._generation:
+        self._consuming(claim=True)
+        if generation != self._generation:
             raise RuntimeError("tilefeed.Loader: this iterator was replaced by a newer iter()")
-        if iterator._done:
+        if generation == self._ended:
             raise StopIteration
         # Advancing releases the previous batch's own hold on its slot; views made from
         # it keep theirs. Without this, `for batch in loader` would hold the previous slot
@@ -422,31 +439,20 @@ class Loader(_Stops):
         previous, self._previous = self._previous, None
         if previous is not None:
             previous.release()
-        epoch = self.epoch
-        try:
-            batch = self._core.next()
-        except _tilefeed._SlotsHeldError:
-            raise SlotsHeldError(self._slots_held_message()) from None
-        if batch is None:  # the end of the epoch (the core moved to the next), or the end
-            iterator._done = True
-            self._warn_bad_samples(epoch)
-            self._mid_epoch = False
-            raise StopIteration
-        self._mid_epoch = True
-        self._previous = batch
-        return batch
+        return self.epoch
 
-    def _slots_held_message(self):
+    def _slots_held(self):
         depth = self._options["prefetch_depth"]
-        return (f"tilefeed.Loader: the next batch can never arrive: all {depth} batch slots "
-                f"(prefetch_depth={depth}) are held by batches you still keep alive, or by "
-                f"views of them (batch.torch() tensors, batch.images arrays, e.g. kept in a "
-                f"list), and none was released within held_slots_timeout="
-                f"{self._options['held_slots_timeout']} s. Keep copies instead "
-                f"(batch.torch().clone(), batch.images.copy()), or pass "
-                f"a prefetch_depth larger than the number of batches you keep.")
+        raise SlotsHeldError(
+            f"tilefeed.Loader: the next batch can never arrive: all {depth} batch slots "
+            f"(prefetch_depth={depth}) are held by batches you still keep alive, or by "
+            f"views of them (batch.torch() tensors, batch.images arrays, e.g. kept in a "
+            f"list), and none was released within held_slots_timeout="
+            f"{self._options['held_slots_timeout']} s. Keep copies instead "
+            f"(batch.torch().clone(), batch.images.copy()), or pass "
+            f"a prefetch_depth larger than the number of batches you keep.") from None
 
-    def _warn_bad_samples(self, epoch):
+    def _warn_bad_samples(self, epoch, stacklevel=4):
         """One BadSampleWarning for `epoch`'s skipped samples, unless the user handles them
         (bad_sample_policy=callable) or was already warned."""
         if (self._on_bad_sample is not None or self._options["bad_sample_policy"] != "skip"
@@ -461,14 +467,16 @@ class Loader(_Stops):
             f"tilefeed.Loader: epoch {epoch}: {len(bad)} bad sample(s) skipped and replaced; "
             f"the first: {first['where']}: {first['reason']} (loader.bad_samples() lists "
             f"them; pass bad_sample_policy=callable to handle them, or 'fail')",
-            BadSampleWarning, stacklevel=4)
+            BadSampleWarning, stacklevel=stacklevel)
 
     # -- checkpoints ----------------------------------------------------------------------
 
     def state_dict(self):
         """Where the next batch comes from, as a plain dict for a checkpoint:
-        {"version": 1, "seed", "epoch", "position", "dataset_size"}, position being the
-        samples of `epoch`'s permutation already delivered by all instances together.
+        {"version": 2, "seed", "epoch", "position", "dataset_size", "dataset_digest"},
+        position being the samples of `epoch`'s permutation already delivered by all
+        instances together, dataset_digest the dataset's identity (loader::Identify: every
+        record's size and some records' bytes, read by the first call).
 
         While an iterator of an epoch is alive (inside `for batch in loader`, even after the
         epoch's last batch, before StopIteration) it is where that epoch continues. Otherwise
@@ -483,9 +491,11 @@ class Loader(_Stops):
             epoch, position = self._wanted, 0  # the next iter() restarts at set_epoch's epoch
         elif self._mid_epoch and (self._iterator is None or self._iterator() is None):
             epoch, position = epoch + 1, 0  # left early: the next iter() starts the next epoch
+        if self._digest is None:
+            self._digest = self._core.dataset_digest()
         return {"version": _STATE_VERSION, "seed": int(self._options["seed"]),
                 "epoch": int(epoch), "position": int(position),
-                "dataset_size": int(self._dataset_size)}
+                "dataset_size": int(self._dataset_size), "dataset_digest": self._digest}
 
     def load_state_dict(self, state):
         """Continues from a state_dict(): the next iter() yields the rest of its epoch, and
@@ -498,13 +508,20 @@ class Loader(_Stops):
         position; another epoch starts from its beginning. Moves the C++ loader there now
         (re-creating it for a state of another seed).
         Raises TypeError for a state that is not a dict of ints, ValueError for another
-        version, a position past the end, or a state saved for a dataset of another size.
+        version, a value out of its range (named with the range), or a state saved for
+        another dataset (its size or digest differs).
         """
-        seed, epoch, position, dataset_size = _check_state(state)
-        if dataset_size != self._dataset_size:
+        state = _check_state(state)
+        seed, epoch, position = state["seed"], state["epoch"], state["position"]
+        mine = self.state_dict()
+        if (state["dataset_size"], state["dataset_digest"]) != (
+                mine["dataset_size"], mine["dataset_digest"]):
             raise ValueError(
-                f"tilefeed.Loader.load_state_dict: the state is for a dataset of "
-                f"{dataset_size} samples; this loader's source has {self._dataset_size}")
+                f"tilefeed.Loader.load_state_dict: the state is for another dataset "
+                f"({state['dataset_size']} samples, digest {state['dataset_digest']:016x}); "
+                f"this loader's: {mine['dataset_size']} samples, digest "
+                f"{mine['dataset_digest']:016x}")
+        self._consuming(claim=False)
         if self._stopped:
             raise ValueError("tilefeed.Loader.load_state_dict: the loader is stopped")
         self._wanted = None
@@ -620,24 +637,3 @@ def _unpickle_loader(state):
 # Loader(...)'s signature is __init__'s: its __new__ only routes device="cuda" (tilefeed.cuda).
 Loader.__signature__ = inspect.signature(Loader.__init__).replace(
     parameters=list(inspect.signature(Loader.__init__).parameters.values())[1:])
-
-
-
-class _EpochIterator:
-    """The batches of one epoch; made by iter(loader)."""
-
-    __slots__ = ("_loader", "_generation", "_done", "__weakref__")
-
-    def __init__(self, loader, generation):
-        self._loader = loader
-        self._generation = generation
-        self._done = False
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        return self._loader._next(self)
-
-    def __len__(self):
-        return len(self._loader)

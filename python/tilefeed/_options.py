@@ -212,12 +212,26 @@ def _output_options(dtype, mean, std, layout):
     return out
 
 
-_STATE_VERSION = 1
-_STATE_KEYS = ("version", "seed", "epoch", "position", "dataset_size")
+_STATE_VERSION = 2
+_U64 = (1 << 64) - 1
+_EPOCH_MAX = (1 << 63) - 1  # so that the epochs after one never wrap to 0
+# Each state_dict() key's largest value; a position is also at most the dataset size.
+_STATE_KEYS = {"version": _U64, "seed": _U64, "epoch": _EPOCH_MAX, "position": _U64,
+               "dataset_size": _U64, "dataset_digest": _U64}
+
+
+def _check_int(where, key, value, high):
+    """int(value): TypeError for a non-int, ValueError naming the key, the value and the
+    range [0, high] it is out of."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{where}: {key}={value!r} is not an int")
+    if not 0 <= value <= high:
+        raise ValueError(f"{where}: {key}={value} is out of range [0, {high}]")
+    return int(value)
 
 
 def _check_state(state):
-    """Validates a state_dict(); returns (seed, epoch, position, dataset_size)."""
+    """Validates a state_dict(); returns its values by key."""
     where = "tilefeed.Loader.load_state_dict"
     if not isinstance(state, dict):
         raise TypeError(f"{where}: expected the dict from state_dict(), got "
@@ -227,19 +241,10 @@ def _check_state(state):
     if missing or unknown:
         raise ValueError(f"{where}: not a tilefeed loader state (missing {missing}, "
                          f"unknown {unknown})")
-    values = {}
-    for key in _STATE_KEYS:
-        value = state[key]
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise TypeError(f"{where}: {key}={value!r} is not an int")
-        values[key] = int(value)
-        if values[key] < 0 or values[key] >= 1 << 64:
-            raise ValueError(f"{where}: {key}={values[key]} is out of range")
+    values = {key: _check_int(where, key, state[key], high) for key, high in _STATE_KEYS.items()}
     if values["version"] != _STATE_VERSION:
         raise ValueError(f"{where}: state version {values['version']}; this tilefeed reads "
                          f"version {_STATE_VERSION}")
-    if values["position"] > values["dataset_size"]:
-        raise ValueError(f"{where}: position {values['position']} is past the dataset size "
-                         f"{values['dataset_size']}")
-    return values["seed"], values["epoch"], values["position"], values["dataset_size"]
+    _check_int(where, "position", values["position"], values["dataset_size"])
+    return values
 
