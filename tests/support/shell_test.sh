@@ -41,7 +41,7 @@ stop() {
   for _st_pid in "$@"; do
     while running "$_st_pid" && [ "$(date +%s)" -lt "$_st_deadline" ]; do sleep 0.05; done
     if running "$_st_pid"; then
-      kill -KILL -- "-$_st_pid" 2>/dev/null
+      kill -KILL "-$_st_pid" 2>/dev/null
       kill -KILL "$_st_pid" 2>/dev/null
     fi
     wait "$_st_pid" 2>/dev/null

@@ -122,6 +122,7 @@ timeout 30 "$reader" --curve-keygen "$work/reader" >"$work/keygen.log" 2>&1 || f
 # A reader on a non-loopback address needs CURVE with an allow-list: the trainers' key.
 timeout 30 "$reader" --curve-keygen "$work/trainer" >>"$work/keygen.log" 2>&1 || fail "keygen"
 endpoints=
+reader_pids=
 for i in 0 1 2 3; do
   if [ $i -lt 2 ]; then host=h1 addr=$ip1; else host=h0 addr=$ip0; fi
   ip netns exec "tilefeed-$host-$tag" timeout 900 "$reader" --data "$work/data/train" \
