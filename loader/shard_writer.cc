@@ -627,7 +627,10 @@ PackResult PackDataset(const Source& source, const PackOptions& options,
                     tbb::make_filter<Item*, Item*>(tbb::filter_mode::parallel, convert) &
                     tbb::make_filter<Item*, void>(tbb::filter_mode::serial_in_order, write));
   });
-  return writer.Finish();
+  PackResult result = writer.Finish();
+  // Done, the lock names no one: the same input gives the same bytes in the directory.
+  if (::ftruncate(lock.get(), 0) != 0) ThrowErrno(kLockFileName, "truncate");
+  return result;
 }
 
 }  // namespace tilefeed::loader
