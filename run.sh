@@ -9,7 +9,8 @@
 #                    lint checks below, ctest (Release, -Werror under CI), the suite again in
 #                    one clang tree under AddressSanitizer+UBSan with a 10-second smoke run of
 #                    every fuzz target from the same tree, and the tests labelled tsan under
-#                    ThreadSanitizer
+#                    ThreadSanitizer; after each ctest run it fails, naming them, if processes
+#                    started from that build tree still run (tests/support/leftover_processes.sh)
 #   ./run.sh test --quick
 #                    the unit tier only (ctest label unit: fast, in-process), Release, no lint
 #   ./run.sh lint    clang-format --dry-run --Werror on every C++ file, and clang-tidy
@@ -72,7 +73,8 @@ install_packages() {
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-# Runs ctest and keeps its summary for the closing line.
+# Runs ctest (the caller passes --test-dir TREE first) and keeps its summary for the closing
+# line; then fails, naming them, if processes started from TREE outlived their tests.
 PASSED=0
 FAILED=0
 run_ctest() {
@@ -80,6 +82,7 @@ run_ctest() {
   log=$(mktemp)
   local rc=0
   ctest "$@" 2>&1 | tee "$log" || rc=$?
+  tests/support/leftover_processes.sh "$2" || rc=1
   local line
   line=$(grep -E "tests passed, [0-9]+ tests? failed out of [0-9]+" "$log" | tail -1 || true)
   rm -f "$log"

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <exception>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -34,6 +35,15 @@ namespace detail {
 using Clock = std::chrono::steady_clock;
 
 constexpr std::chrono::milliseconds kPollInterval{200};
+
+// The memory this process may use, and `where` that limit is written: the lowest of `physical`
+// and of the limits (v2 memory.max, v1 memory.limit_in_bytes) of its own cgroup and every group
+// above it, read under `root` ("/"; a test passes a folder laid out alike).
+struct MemoryLimit {
+  std::uint64_t bytes = 0;
+  std::string where;
+};
+MemoryLimit MemoryLimitOf(const std::filesystem::path& root, std::uint64_t physical);
 
 inline std::uint64_t Nanos(Clock::duration d) {
   return static_cast<std::uint64_t>(

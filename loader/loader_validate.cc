@@ -8,9 +8,9 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
-#include <limits>
 #include <sstream>
 #include <stdexcept>
 
@@ -22,40 +22,30 @@ namespace tilefeed::loader {
 
 namespace {
 
-// This machine's memory: its physical memory, or the cgroup's limit (memory.max) if lower.
-std::uint64_t MachineMemoryBytes() {
+// Slots may take this share of the memory the process may use; the rest is for the decode
+// workers, the model and everything else the process holds.
+constexpr long double kSlotShare = 0.75;
+
+// Refuses batch slots the process cannot hold, with the arithmetic, before allocating any:
+// a huge batch was std::bad_alloc, a huge prefetch depth grew for gigabytes first, and slots
+// past a cgroup's limit were an OOM kill without a line.
+void CheckMemory(const LoaderOptions& o, int height, int width, std::size_t image_bytes) {
+  const long double total = static_cast<long double>(image_bytes + 12) * o.batch_size *
+                            static_cast<long double>(o.prefetch_depth);
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page = sysconf(_SC_PAGESIZE);
-  std::uint64_t bytes = pages > 0 && page > 0 ? std::uint64_t(pages) * std::uint64_t(page)
-                                              : std::numeric_limits<std::uint64_t>::max();
-  std::ifstream cgroup("/sys/fs/cgroup/memory.max");
-  std::uint64_t limit = 0;
-  if (cgroup >> limit && limit > 0) bytes = std::min(bytes, limit);
-  return bytes;
-}
-
-// Refuses batch slots the machine cannot hold, with the arithmetic, before allocating any:
-// a huge batch was std::bad_alloc, and a huge prefetch depth grew for gigabytes first.
-void CheckMemory(const LoaderOptions& o, int height, int width, std::size_t image_bytes) {
-  const long double per_sample = static_cast<long double>(image_bytes) + 12;
-  const long double batch = per_sample * static_cast<long double>(o.batch_size);
-  const long double total = batch * static_cast<long double>(o.prefetch_depth);
-  const std::uint64_t memory = MachineMemoryBytes();
+  const detail::MemoryLimit memory = detail::MemoryLimitOf(
+      "/", pages > 0 && page > 0 ? std::uint64_t(pages) * std::uint64_t(page) : ~0ULL);
+  const long double allowed = kSlotShare * static_cast<long double>(memory.bytes);
+  if (total <= allowed) return;
   auto text = [](long double v) { return std::to_string(static_cast<unsigned long long>(v)); };
-  const std::string arithmetic = "batch " + std::to_string(o.batch_size) + " x " +
-                                 std::to_string(height) + " x " + std::to_string(width) +
-                                 " x 3 (+ 12 bytes of label and index each) = " + text(batch) +
-                                 " bytes";
-  if (batch > static_cast<long double>(memory)) {
-    throw std::invalid_argument("LoaderOptions: one batch is more than this machine's " +
-                                std::to_string(memory) + " bytes of memory: " + arithmetic);
-  }
-  if (total > static_cast<long double>(memory)) {
-    throw std::invalid_argument(
-        "LoaderOptions: prefetch_depth " + std::to_string(o.prefetch_depth) + " slots x " +
-        arithmetic + " = " + text(total) + " bytes, more than this machine's " +
-        std::to_string(memory) + " bytes of memory; lower the prefetch depth or the batch");
-  }
+  throw std::invalid_argument(
+      "LoaderOptions: prefetch_depth " + std::to_string(o.prefetch_depth) + " slots x batch " +
+      std::to_string(o.batch_size) + " x " + std::to_string(height) + " x " +
+      std::to_string(width) + " x 3 (+ 12 bytes of label and index each) = " + text(total) +
+      " bytes, more than 3/4 of the " + std::to_string(memory.bytes) +
+      " bytes this process may use (" + memory.where + ") = " + text(allowed) +
+      " bytes; lower the prefetch depth or the batch");
 }
 
 // "(0.5, 0.1)": a (min, max) pair as Python writes it.
@@ -99,6 +89,38 @@ std::optional<std::string> CropRangeProblem(const char* name, double min, double
 }
 
 }  // namespace
+
+namespace detail {
+
+MemoryLimit MemoryLimitOf(const std::filesystem::path& root, std::uint64_t physical) {
+  MemoryLimit limit{physical, "physical memory"};
+  std::ifstream groups(root / "proc/self/cgroup");
+  std::string line;
+  while (std::getline(groups, line)) {  // "ID:CONTROLLERS:PATH"; v2's CONTROLLERS are empty
+    const std::size_t first = line.find(':');
+    const std::size_t second = line.find(':', first + 1);  // npos when `first` is
+    if (second == std::string::npos) continue;
+    std::string controllers = ",";  // ",memory," or ",cpu,memory,": v1's memory controller
+    controllers.append(line, first + 1, second - first - 1).append(",");
+    const bool v2 = controllers == ",,";
+    if (!v2 && controllers.find(",memory,") == std::string::npos) continue;
+    const std::filesystem::path group = std::filesystem::path(line.substr(second + 1));
+    // The usual mount points: v2 alone, v2 beside v1 (hybrid), v1's memory controller.
+    for (const char* mount : {"sys/fs/cgroup", "sys/fs/cgroup/unified", "sys/fs/cgroup/memory"}) {
+      for (auto dir = group.relative_path();; dir = dir.parent_path()) {
+        const auto file = root / mount / dir / (v2 ? "memory.max" : "memory.limit_in_bytes");
+        std::uint64_t bytes = 0;  // v2's "max" (no limit) does not read as a number
+        if (std::ifstream(file) >> bytes && bytes > 0 && bytes < limit.bytes) {
+          limit = {bytes, file.lexically_normal().string()};
+        }
+        if (dir.empty()) break;
+      }
+    }
+  }
+  return limit;
+}
+
+}  // namespace detail
 
 std::optional<std::string> OptionsProblem(const LoaderOptions& o) {
   std::optional<std::string> problem;

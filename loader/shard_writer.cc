@@ -1,12 +1,14 @@
 #include "loader/shard_writer.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_pipeline.h>
 #include <tbb/task_arena.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <chrono>
@@ -34,6 +36,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kWriteBufferBytes = std::size_t{4} << 20;
 constexpr std::uint64_t kMinShardBytes = 4096;
+constexpr const char* kLockFileName = ".tilefeed-pack.lock";
 
 // The codec byte of the shards and manifest a pack of `codec` writes.
 RecordCodec RecordCodecOf(PackCodec codec) {
@@ -153,15 +156,34 @@ bool IsOurFile(const std::string& name) {
   return rest == ".tfs" || rest == ".tfs.tmp";
 }
 
-void PrepareOutput(const PackOptions& options) {
+// Creates the output directory and locks it (flock on kLockFileName, which names the holder,
+// "pid P on HOST", for a second pack's refusal; it stays, or a pack that had opened it could
+// lock a file no later pack sees), then empties it: with --force, of an old pack's files.
+UniqueFd PrepareOutput(const PackOptions& options) {
   const fs::path dir(options.output_dir);
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw PackError(options.output_dir + ": cannot create directory: " + ec.message());
   if (!fs::is_directory(dir, ec)) throw PackError(options.output_dir + ": not a directory");
-  const bool empty = fs::is_empty(dir, ec);
-  if (ec) throw PackError(options.output_dir + ": " + ec.message());
-  if (empty) return;
+  const std::string lock_path = (dir / kLockFileName).string();
+  UniqueFd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  if (!lock) ThrowErrno(lock_path, "create");
+  if (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK) ThrowErrno(lock_path, "lock");
+    std::array<char, 256> holder{};
+    const ssize_t n = ::pread(lock.get(), holder.data(), holder.size() - 1, 0);
+    throw PackError(options.output_dir + ": another pack is writing this directory (" +
+                    (n > 0 ? std::string(holder.data(), n) : "not yet named") + ", " +
+                    kLockFileName + ")");
+  }
+  const std::string holder = "pid " + std::to_string(::getpid()) + " on " + detail::HostName();
+  if (::ftruncate(lock.get(), 0) != 0) ThrowErrno(lock_path, "truncate");
+  ThrowIf(lock_path, detail::WriteFull(lock.get(), holder.data(), holder.size()));
+  if (std::all_of(fs::directory_iterator(dir), {}, [](const fs::directory_entry& entry) {
+        return entry.path().filename() == kLockFileName;
+      })) {
+    return lock;
+  }
   if (!options.force) {
     throw PackError(options.output_dir +
                     ": output directory is not empty (use --force to "
@@ -179,6 +201,7 @@ void PrepareOutput(const PackOptions& options) {
       if (ec) throw PackError(entry.path().string() + ": cannot remove: " + ec.message());
     }
   }
+  return lock;
 }
 
 // One sample in flight through the pipeline. Buffers are reused from token to token.
@@ -571,7 +594,7 @@ PackResult PackDataset(const Source& source, const PackOptions& options,
                        const std::function<void(const PackProgress&)>& progress) {
   const auto start = Clock::now();
   CheckPackArguments(source, options);
-  PrepareOutput(options);
+  const UniqueFd lock = PrepareOutput(options);  // held until the manifest is written
 
   const int threads = options.workers > 0 ? options.workers : detail::UsableCores();
   // Live tokens bound the memory in flight: tokens x (sample + converted sample).
@@ -604,7 +627,10 @@ PackResult PackDataset(const Source& source, const PackOptions& options,
                     tbb::make_filter<Item*, Item*>(tbb::filter_mode::parallel, convert) &
                     tbb::make_filter<Item*, void>(tbb::filter_mode::serial_in_order, write));
   });
-  return writer.Finish();
+  PackResult result = writer.Finish();
+  // Done, the lock names no one: the same input gives the same bytes in the directory.
+  if (::ftruncate(lock.get(), 0) != 0) ThrowErrno(kLockFileName, "truncate");
+  return result;
 }
 
 }  // namespace tilefeed::loader

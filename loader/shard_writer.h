@@ -12,8 +12,10 @@
 //
 // Ownership: PackDataset borrows the source for the call and owns nothing afterwards.
 // Thread safety: PackDataset may run concurrently with other calls on other output
-// directories; it calls source.Read() from several threads at once (which Source allows)
-// and `progress` from one thread at a time.
+// directories; on the same one (in any process) a second call fails with a PackError that
+// names the first's pid and host (an flock on OUT/.tilefeed-pack.lock, held for the call). It
+// calls source.Read() from several threads at once (which Source allows) and `progress`
+// from one thread at a time.
 
 #include <cstddef>
 #include <cstdint>

@@ -57,8 +57,8 @@ std::string Hms(double seconds) {
   return text;
 }
 
-// Progress and ETA on stderr, at most once a second: a bar redrawn in place when stderr
-// is a terminal; otherwise nothing, unless --progress asks for one plain line a second.
+// Progress and ETA on stderr, at most once a second: a line redrawn in place when stderr is a
+// terminal; otherwise nothing, unless --progress asks for one plain line a second.
 class ProgressPrinter {
  public:
   explicit ProgressPrinter(bool forced)
@@ -72,24 +72,13 @@ class ProgressPrinter {
     last_print_ = now;
     const double rate = p.seconds > 0 ? double(p.samples_done) / p.seconds : 0;
     const double eta = rate > 0 ? double(p.samples_total - p.samples_done) / rate : 0;
-    const double fraction = p.samples_total ? double(p.samples_done) / double(p.samples_total) : 1;
-    if (live_) {
-      constexpr int kWidth = 30;
-      const int filled = static_cast<int>(fraction * kWidth);
-      std::fprintf(stderr, "\r[%s%s] %5.1f%% %llu/%llu  %.0f samples/s  %.1f MB/s  ETA %s ",
-                   std::string(filled, '#').c_str(), std::string(kWidth - filled, ' ').c_str(),
-                   100 * fraction, static_cast<unsigned long long>(p.samples_done),
-                   static_cast<unsigned long long>(p.samples_total), rate,
-                   p.seconds > 0 ? double(p.bytes_written) / 1e6 / p.seconds : 0.0,
-                   Hms(eta).c_str());
-      if (last) std::fputc('\n', stderr);
-    } else {
-      std::fprintf(stderr,
-                   "pack: %llu/%llu samples (%.1f%%), %llu shards, %.0f samples/s, ETA %s\n",
-                   static_cast<unsigned long long>(p.samples_done),
-                   static_cast<unsigned long long>(p.samples_total), 100 * fraction,
-                   static_cast<unsigned long long>(p.shards_written), rate, Hms(eta).c_str());
-    }
+    std::fprintf(stderr,
+                 "%spack: %llu/%llu samples (%.1f%%), %llu shards, %.0f samples/s, ETA %s%s",
+                 live_ ? "\r" : "", static_cast<unsigned long long>(p.samples_done),
+                 static_cast<unsigned long long>(p.samples_total),
+                 p.samples_total ? 100.0 * double(p.samples_done) / double(p.samples_total) : 100.0,
+                 static_cast<unsigned long long>(p.shards_written), rate, Hms(eta).c_str(),
+                 live_ && !last ? " " : "\n");
     std::fflush(stderr);
   }
 
@@ -248,7 +237,7 @@ std::optional<loader::OpenedDataset> OpenSource(const Args& args) {
   }
 }
 
-// --codec jpeg-index: what the transcoding did, and every file stored as it came, by category.
+// --codec jpeg-index: what the transcoding did, and the files stored as they came, by category.
 void PrintIndexed(const loader::PackResult& result) {
   const double given = double(result.indexed_source_bytes);
   const double stored = double(result.indexed_stored_bytes);
@@ -267,12 +256,9 @@ void PrintIndexed(const loader::PackResult& result) {
   for (const auto& [category, count] : by_category) {
     std::printf("  %zu stored as they came: %s\n", count, category.c_str());
   }
-  for (const auto& s : result.not_indexed) {
-    std::printf("  as it came %s: %s\n", s.where.c_str(), s.reason.c_str());
-  }
 }
 
-// The coefficient codecs: the size ratio, and every file stored as it came.
+// The coefficient codecs: the size ratio, and how many files were stored as they came.
 void PrintCoefficients(const loader::PackResult& result) {
   const double given = double(result.indexed_source_bytes);
   const double stored = double(result.indexed_stored_bytes);
@@ -282,9 +268,6 @@ void PrintCoefficients(const loader::PackResult& result) {
       static_cast<unsigned long long>(result.indexed), given / 1e6, stored / 1e6,
       given > 0 ? stored / given : 0.0, result.not_indexed.size(),
       result.not_indexed.empty() ? "" : ":");
-  for (const auto& s : result.not_indexed) {
-    std::printf("  as it came %s: %s\n", s.where.c_str(), s.reason.c_str());
-  }
 }
 
 // The summary: records, rates, the manifest, every sample left out and the codec's notes.
@@ -307,6 +290,9 @@ void PrintResult(const loader::PackResult& result, const loader::PackOptions& op
   if (options.codec == loader::PackCodec::kCoefficientsFast ||
       options.codec == loader::PackCodec::kCoefficientsSmall) {
     PrintCoefficients(result);
+  }
+  for (const auto& s : result.not_indexed) {
+    std::printf("  as it came %s: %s\n", s.where.c_str(), s.reason.c_str());
   }
   if (options.codec == loader::PackCodec::kJpeg) {
     std::printf(

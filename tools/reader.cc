@@ -36,8 +36,6 @@
 // files); any other key is refused during the handshake, with a line on stderr. The trainer
 // then runs with `--reader curve-server-key=reader.pub,curve-key=trainer1.key`.
 
-#include <signal.h>
-
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -48,7 +46,6 @@
 #include <stdexcept>
 #include <stop_token>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "loader/address.h"
@@ -63,6 +60,7 @@
 #include "tools/cli_checks.h"
 #include "tools/option_flags.h"
 #include "tools/remote_flags.h"
+#include "tools/signal_stopper.h"
 #include "transport/curve.h"
 #include "transport/loader_terms.h"
 #include "transport/reader_endpoint.h"
@@ -70,37 +68,6 @@
 namespace {
 
 using namespace tilefeed;
-
-// Turns SIGINT/SIGTERM into a stop request. The constructor blocks them in the calling
-// thread before any other thread starts (threads inherit the mask), and a thread of its own
-// takes them with sigtimedwait, so no handler runs.
-class SignalStopper {
- public:
-  SignalStopper() {
-    sigemptyset(&signals_);
-    sigaddset(&signals_, SIGINT);
-    sigaddset(&signals_, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &signals_, nullptr);
-    thread_ = std::jthread([this](std::stop_token token) {
-      const timespec tick{0, 200'000'000};
-      while (!token.stop_requested()) {
-        if (sigtimedwait(&signals_, nullptr, &tick) > 0) {
-          source_.request_stop();
-          return;
-        }
-      }
-    });
-  }
-
-  SignalStopper(const SignalStopper&) = delete;  // its thread holds `this`
-
-  std::stop_token token() const { return source_.get_token(); }
-
- private:
-  sigset_t signals_;
-  std::stop_source source_;
-  std::jthread thread_;  // last: joined before what it reads goes
-};
 
 struct Args {
   std::string data;
@@ -359,7 +326,7 @@ int Main(int argc, char** argv) {
   }
   if (const std::optional<int> rc = CheckArgs(args)) return *rc;
 
-  SignalStopper stopper;
+  tools::SignalStopper stopper;
   try {
     // The slice served: --slice, else the launcher's.
     if (!args.slice)

@@ -66,6 +66,7 @@
 #include "tools/cli_checks.h"
 #include "tools/option_flags.h"
 #include "tools/remote_flags.h"
+#include "tools/signal_stopper.h"
 #include "trainer/checkpoint.h"
 #include "trainer/reference_core.h"
 #include "trainer/stall.h"
@@ -127,9 +128,6 @@ class Console {
     std::printf("[train] %s\n", line.c_str());
     std::fflush(stdout);
   }
-  trainer::Trainer::LogSink Sink() {
-    return [this](const std::string& line) { Log(line); };
-  }
   bool live() const { return progress_.has_value(); }
   void Progress(const trainer::StepProgress& p) {
     if (progress_) progress_->Update(p);
@@ -166,15 +164,13 @@ void Console::Epoch(const trainer::EpochReport& r, int instances) {
   std::fflush(stdout);
 }
 
-// "" if every --readers endpoint is distinct, else a line naming the first repeated one and
-// the two instances it was given to.
+// "" if the --readers endpoints are distinct, else a line naming one given to two instances.
 std::string ReaderNamedTwice(const std::vector<std::string>& endpoints) {
-  for (std::size_t i = 0; i < endpoints.size(); ++i) {
-    for (std::size_t j = i + 1; j < endpoints.size(); ++j) {
-      if (endpoints[i] != endpoints[j]) continue;
-      return "--readers names " + endpoints[i] + " for instances " + std::to_string(i) + " and " +
-             std::to_string(j) + "; each instance needs its own reader (a reader serves one slice)";
-    }
+  for (std::size_t j = 1; j < endpoints.size(); ++j) {
+    const auto i = std::find(endpoints.begin(), endpoints.end(), endpoints[j]) - endpoints.begin();
+    if (static_cast<std::size_t>(i) == j) continue;
+    return "--readers names " + endpoints[j] + " for instances " + std::to_string(i) + " and " +
+           std::to_string(j) + "; each instance needs its own reader (a reader serves one slice)";
   }
   return "";
 }
@@ -215,7 +211,6 @@ struct Args {
   std::string trace_samples;  // $TILEFEED_TRACE_SAMPLES (a test hook; docs/development.md)
   std::string checkpoint_dir;
   std::string json;
-  bool quiet_others = true;
   double collective_timeout = 300;  // seconds; see trainer::MpiSessionOptions
   metrics::Flags metrics;
   std::vector<std::pair<std::string, std::string>> options_text;  // for the metrics' config
@@ -229,8 +224,7 @@ std::string DigestText(std::uint64_t digest) {
 }
 
 // The checkpoint to resume from: nullopt without --resume, or when --resume if-present finds
-// none. --resume without one is an error (a typo in
-// --checkpoint-dir must not quietly start from scratch).
+// none. --resume without one is an error (a typo in --checkpoint-dir must not start afresh).
 std::optional<trainer::Checkpoint> ReadResumeCheckpoint(const Args& args, Console& console) {
   if (!args.resume && !args.resume_if_present) return std::nullopt;
   std::optional<trainer::Checkpoint> checkpoint = trainer::ReadCheckpoint(args.checkpoint_dir);
@@ -599,7 +593,8 @@ std::unique_ptr<std::ofstream> OpenJson(const Instance& job) {
   return json;
 }
 
-int Run(trainer::MpiSession& mpi, const Args& args) {
+int Run(trainer::MpiSession& mpi, const Args& args, metrics::Session& metrics,
+        tools::SignalStopper& stopper) {
   Instance job(mpi, args);
   if (job.remote()) {
     if (const std::optional<int> rc = TakeReaders(job)) return *rc;
@@ -610,7 +605,8 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
   trainer::SetBlasThreads(1);
   trainer::TrainerOptions options = TrainerOptionsOf(job);
   const trainer::Trainer::CoreFactory make_core = MakeCore(job);
-  metrics::Session metrics = OpenMetrics(job, options);
+  metrics = OpenMetrics(job, options);
+  stopper.OnSignal([&metrics] { metrics.Finish("stopped"); });
   std::string metrics_exit = "completed";
   const std::unique_ptr<std::ofstream> json = OpenJson(job);
   auto report = [&](const trainer::EpochReport& r) {
@@ -620,7 +616,8 @@ int Run(trainer::MpiSession& mpi, const Args& args) {
   };
   const std::optional<trainer::Checkpoint> checkpoint = ReadResumeCheckpoint(args, job.console);
   if (checkpoint) FitCheckpoint(job, *checkpoint, options);
-  trainer::Trainer trainer(make_core, mpi, options, job.console.Sink(), report);
+  trainer::Trainer trainer(
+      make_core, mpi, options, [&job](const std::string& line) { job.console.Log(line); }, report);
   std::ofstream trace;
   TraceSamples(job, trainer, trace);
   WatchSteps(job, trainer, metrics, metrics_exit);
@@ -897,6 +894,8 @@ int Main(int argc, char** argv) {
   args.options_text = metrics::OptionsOf(app);
   if (const std::optional<int> rc = CheckArgs(app, data, args)) return *rc;
 
+  metrics::Session metrics;  // opened by Run; a signal then writes its end record, "stopped"
+  tools::SignalStopper stopper(/*die=*/true);  // before MPI starts threads
   std::optional<trainer::MpiSession> mpi;
   try {
     trainer::MpiSessionOptions mpi_options;
@@ -907,9 +906,10 @@ int Main(int argc, char** argv) {
     return 1;
   }
   try {
-    return Run(*mpi, args);
+    return Run(*mpi, args, metrics, stopper);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train: instance %d: %s\n", mpi->rank(), e.what());
+    metrics.Finish("error", e.what());
     // The other instances would wait for this one in their next collective forever.
     if (mpi->size() > 1) mpi->Abort(1);
     return 1;

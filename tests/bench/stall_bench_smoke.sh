@@ -11,9 +11,8 @@ set -u
 bench=$1
 make_demo=$2
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-stall-smoke.XXXXXX") || exit 1
-trap 'rm -rf "$work"' EXIT
-trap 'exit 1' INT TERM HUP
+. "${0%/*}/../support/shell_test.sh"
+begin_test stall_bench_smoke
 fail() {
   echo "stall_bench_smoke: FAIL: $*"
   [ -f "$work/bench.log" ] && cat "$work/bench.log"

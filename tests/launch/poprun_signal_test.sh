@@ -6,13 +6,8 @@
 #   poprun_signal_test.sh POPRUN
 set -u
 poprun=$1
-work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-poprun-signal.XXXXXX") || exit 1
-trap 'rm -rf "$work"' EXIT
-fail() {
-  echo "poprun_signal_test: FAIL: $*"
-  for f in "$work"/*.log; do echo "--- $f"; cat "$f"; done
-  exit 1
-}
+. "${0%/*}/../support/shell_test.sh"
+begin_test poprun_signal_test
 export OMPI_MCA_btl_vader_backing_directory="$work"
 
 for signal in TERM INT; do
@@ -24,15 +19,15 @@ for signal in TERM INT; do
   i=0
   while ! grep -q "started-$signal" "$work/$signal.out.log" 2>/dev/null; do
     i=$((i + 1))
-    [ $i -gt 1200 ] && { kill -KILL $pid; fail "SIG$signal: the job did not start within 60 s"; }
+    [ $i -gt 1200 ] && fail "SIG$signal: the job did not start within 60 s"
     sleep 0.05
   done
   kill -"$signal" $pid
   # Bounded wait for poprun itself (mpirun tears the job down within seconds).
   i=0
-  while kill -0 $pid 2>/dev/null; do
+  while running $pid; do
     i=$((i + 1))
-    [ $i -gt 1200 ] && { kill -KILL $pid; fail "SIG$signal: poprun still running 60 s later"; }
+    [ $i -gt 1200 ] && fail "SIG$signal: poprun still running 60 s later"
     sleep 0.05
   done
   wait $pid

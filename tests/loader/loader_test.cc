@@ -6,18 +6,22 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "loader/cifar.h"
 #include "loader/image_folder.h"
+#include "loader/loader_impl.h"
 #include "tests/support/jpeg_maker.h"
 #include "tests/support/temp_dir.h"
 #include "tilefeed/codecs/jpeg_encoder.h"
@@ -396,7 +400,7 @@ TEST(Loader, RefusesSlotsLargerThanTheMachineWithTheArithmetic) {
                 o.image_size = 224;
                 o.drop_last_batch = false;
               }),
-              ::testing::HasSubstr("one batch is more than this machine's"));
+              ::testing::HasSubstr("bytes this process may use ("));
   EXPECT_THAT(message([](LoaderOptions& o) {
                 o.batch_size = std::size_t{1} << 40;
                 o.image_size = 224;
@@ -410,6 +414,44 @@ TEST(Loader, RefusesSlotsLargerThanTheMachineWithTheArithmetic) {
                 o.drop_last_batch = false;
               }),
               ::testing::HasSubstr("prefetch_depth 1048576 slots x batch 256 x 1024 x 1024 x 3"));
+}
+
+// The limit slots are held to is the process's own cgroup's, v1 or v2, nested: read from a
+// folder laid out like /proc/self/cgroup and /sys/fs/cgroup (a real cgroup:
+// tests/loader/memory_cgroup_test.sh).
+TEST(MemoryLimit, IsTheLowestOfTheProcessCgroupTheGroupsAboveItAndPhysicalMemory) {
+  TempDir root("tilefeed-cgroup");
+  const auto write = [&](const std::string& path, const std::string& text) {
+    testing::WriteFile(root.path() / path, std::as_bytes(std::span(text)));
+  };
+  const auto limit = [&](std::uint64_t physical) {
+    const detail::MemoryLimit got = detail::MemoryLimitOf(root.path(), physical);
+    return std::to_string(got.bytes) + " " +
+           std::filesystem::path(got.where).lexically_relative(root.path()).string();
+  };
+  EXPECT_EQ(detail::MemoryLimitOf(root.path(), 1 << 30).where, "physical memory");
+  // v2, nested: the group's own memory.max is "max", its parent's and grandparent's are set.
+  write("proc/self/cgroup", "0::/jobs/a/b\n");
+  write("sys/fs/cgroup/jobs/a/b/memory.max", "max\n");
+  write("sys/fs/cgroup/jobs/a/memory.max", "2147483648\n");
+  write("sys/fs/cgroup/jobs/memory.max", "4294967296\n");
+  EXPECT_EQ(limit(8ULL << 30), "2147483648 sys/fs/cgroup/jobs/a/memory.max");
+  EXPECT_EQ(detail::MemoryLimitOf(root.path(), 1 << 30).where, "physical memory");
+  // Hybrid: v2 mounted at sys/fs/cgroup/unified.
+  write("sys/fs/cgroup/unified/jobs/a/b/memory.max", "1610612736\n");
+  EXPECT_EQ(limit(8ULL << 30), "1610612736 sys/fs/cgroup/unified/jobs/a/b/memory.max");
+  // v1: the memory controller's line (alone or with others), v1's "no limit", a nested limit.
+  for (const char* controllers : {"memory", "cpu,memory"}) {
+    write("proc/self/cgroup",
+          std::string("9:cpu,cpuacct:/\n4:") + controllers + ":/slurm/job7/step0\n0::/\n");
+    write("sys/fs/cgroup/memory/slurm/job7/step0/memory.limit_in_bytes", "9223372036854771712\n");
+    write("sys/fs/cgroup/memory/slurm/job7/memory.limit_in_bytes", "1073741824\n");
+    EXPECT_EQ(limit(8ULL << 30), "1073741824 sys/fs/cgroup/memory/slurm/job7/memory.limit_in_bytes")
+        << controllers;
+  }
+  // A v1 line without the memory controller is not read.
+  write("proc/self/cgroup", "9:cpu,cpuacct:/slurm/job7/step0\n");
+  EXPECT_EQ(limit(8ULL << 30), std::to_string(8ULL << 30) + " ");
 }
 
 // Caller-provided slot memory (LoaderOptions::slot_memory): one arena with a guard gap

@@ -280,8 +280,10 @@ TEST(ShardTest, RefusesANonEmptyOutputWithoutForceAndLeavesForeignFiles) {
   const PackResult one = PackDataset(*folder, options);
   EXPECT_GT(many.shards, 1u);
   EXPECT_EQ(one.shards, 1u);
-  // Old shards are gone, the stranger stays.
-  EXPECT_EQ(ReadTree(out).size(), 3u);  // notes.txt, manifest, shard-00000.tfs
+  // Old shards are gone, the stranger stays, the pack lock's file (empty once a pack is done)
+  // stays: notes.txt, .tilefeed-pack.lock, manifest, shard-00000.tfs.
+  EXPECT_EQ(ReadTree(out).size(), 4u);
+  EXPECT_TRUE(ReadTree(out)[".tilefeed-pack.lock"].empty());
   EXPECT_TRUE(fs::exists(out / "notes.txt"));
   EXPECT_EQ(ShardDataset::Open(out.string())->size(), folder->size());
 }
@@ -304,7 +306,8 @@ TEST(ShardTest, AFailedPackLeavesNoManifestOrShard) {
   const fs::path out = dir.path() / "shards";
   // Pixels cannot be stored as JPEG: the pack stops at the first sample.
   EXPECT_THROW(Pack(*cifar, out, 4096, PackCodec::kJpeg), PackError);
-  EXPECT_TRUE(fs::is_empty(out));
+  EXPECT_EQ(ReadTree(out).size(), 1u);  // the pack lock's file alone
+  EXPECT_TRUE(fs::exists(out / ".tilefeed-pack.lock"));
 }
 
 TEST(ShardTest, RawRecordsRoundTripBitExact) {

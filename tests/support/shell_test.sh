@@ -1,14 +1,19 @@
 # Sourced by the shell tests (POSIX sh) that run the tools on data they make, some with a
-# tilefeed-serve in the background.
+# tilefeed-serve or a train in the background.
 #
-# begin_test NAME: makes $work, a temporary folder removed at exit (the reader started as
-# $reader_pid, if any, stopped first), and defines fail MESSAGE: prints "NAME: FAIL: MESSAGE"
-# and the tail of every $work/*.log, then exits 1.
+# The one pattern for what a test starts: every command runs under `timeout SECONDS`, so it
+# ends even if the test is killed; the test stops a background command by sending TERM to
+# its wrapper, which passes TERM on to the command (and the process group it made for it);
+# and only end_test escalates, with KILL to that process group. A wrapper is never sent
+# KILL alone: it cannot pass KILL on, and the command would outlive the test.
+#
+# begin_test NAME: makes $work, a temporary folder, with end_test as the EXIT trap (a test
+# with more to undo sets its own EXIT trap that calls end_test last), and defines fail
+# MESSAGE: prints "NAME: FAIL: MESSAGE" and the tail of every $work/*.log, then exits 1.
 begin_test() {
   _bt_name=$1
   work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-$1.XXXXXX") || exit 1
-  reader_pid=
-  trap 'stop_reader "$reader_pid"; rm -rf "$work"' EXIT
+  trap end_test EXIT
   trap 'exit 1' INT TERM HUP
 }
 fail() {
@@ -19,35 +24,51 @@ fail() {
   exit 1
 }
 #
-# stop_reader PID: for the sourcing test's EXIT trap. Ends the reader started as PID if it
-# still runs (TERM; KILL a second later for one that ignores TERM) and reaps it, so no
-# reader outlives its test. PID may be empty (no reader started).
-stop_reader() {
-  [ -n "$1" ] || return 0
-  if kill -0 "$1" 2>/dev/null; then
-    kill -TERM "$1" 2>/dev/null
-    sleep 1
-    kill -KILL "$1" 2>/dev/null
-  fi
-  wait "$1" 2>/dev/null
+# end_test: stops every process the test started that still runs, then removes $work.
+end_test() {
+  _et_children=
+  read -r _et_children <"/proc/$$/task/$$/children" 2>/dev/null
+  stop $_et_children
+  rm -rf "$work"
+}
+#
+# stop PID...: ends each process PID (a `timeout` wrapper or the command itself) and reaps
+# it: TERM first; what still runs 10 s later gets KILL, with its process group (the one
+# timeout made for its command). Returns at once for a PID already gone.
+stop() {
+  for _st_pid in "$@"; do kill -TERM "$_st_pid" 2>/dev/null; done
+  _st_deadline=$(($(date +%s) + 10))
+  for _st_pid in "$@"; do
+    while running "$_st_pid" && [ "$(date +%s)" -lt "$_st_deadline" ]; do sleep 0.05; done
+    if running "$_st_pid"; then
+      kill -KILL "-$_st_pid" 2>/dev/null
+      kill -KILL "$_st_pid" 2>/dev/null
+    fi
+    wait "$_st_pid" 2>/dev/null
+  done
   return 0
 }
 #
-# reader_endpoint LOG PID [SECONDS]: waits until the reader started as PID, whose output
-# goes to LOG, names its endpoint (its first line ends "... on tcp://HOST:PORT", or ipc://)
-# and sets $endpoint to it. Calls the sourcing test's fail() if PID exits first or if
-# SECONDS (default 300: a hang; a reader that fails exits, which ends the wait at once) pass.
-# Polls the log every 50 ms: the log line is the only signal the reader gives.
-reader_endpoint() {
-  _re_log=$1
-  _re_pid=$2
-  _re_deadline=$(($(date +%s) + ${3:-300}))
-  endpoint=
-  while [ "$(date +%s)" -lt "$_re_deadline" ]; do
-    endpoint=$(sed -n 's/.* on \(\(tcp\|ipc\):\/\/[^ ]*\)$/\1/p' "$_re_log" | head -n 1)
-    [ -n "$endpoint" ] && return 0
-    kill -0 "$_re_pid" 2>/dev/null || fail "the reader ($_re_log) exited before serving"
+# running PID: whether PID is a process that has not exited (a zombie has).
+running() {
+  grep -qs '^State:[[:space:]]*[^Z]' "/proc/$1/status"
+}
+#
+# waitfor LOG PATTERN PID [SECONDS]: waits until LOG has a line matching the grep PATTERN;
+# calls fail() if PID (the process writing LOG) exits without one, or after SECONDS (default
+# 300: a hang). Polls every 50 ms: the line is the only signal the process gives.
+waitfor() {
+  _wf_deadline=$(($(date +%s) + ${4:-300}))
+  until grep -q "$2" "$1" 2>/dev/null; do
+    running "$3" || grep -q "$2" "$1" 2>/dev/null || fail "no '$2' in $1: its process exited"
+    [ "$(date +%s)" -lt "$_wf_deadline" ] || fail "no '$2' in $1 within ${4:-300} s"
     sleep 0.05
   done
-  fail "the reader ($_re_log) named no endpoint within ${3:-300} s"
+}
+#
+# reader_endpoint LOG PID [SECONDS]: waitfor the reader started as PID to name its endpoint
+# in LOG (its first line ends "... on tcp://HOST:PORT", or ipc://) and sets $endpoint to it.
+reader_endpoint() {
+  waitfor "$1" " on \(tcp\|ipc\)://" "$2" "${3:-300}"
+  endpoint=$(sed -n 's/.* on \(\(tcp\|ipc\):\/\/[^ ]*\)$/\1/p' "$1" | head -n 1)
 }

@@ -10,9 +10,8 @@
 set -u
 set -f  # the rows' words are split on blanks, never globbed
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-args.XXXXXX") || exit 1
-trap 'rm -rf "$work"' EXIT
-trap 'exit 1' INT TERM HUP
+. "${0%/*}/../support/shell_test.sh"
+begin_test args_test
 mkdir "$work/data"  # an empty folder: a tool that got past its arguments fails opening it
 for given in "$@"; do
   name=${given%%=*}

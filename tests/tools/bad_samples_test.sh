@@ -50,7 +50,6 @@ if [ -n "$serve" ]; then
     --epochs 2 --batch-size 8 --image-size 32 --workers 1 \
     --json "$work/readers.jsonl" >"$work/readers.log" 2>&1 || fail "train --readers exited $?"
   wait "$reader_pid" || fail "the reader exited $?"
-  reader_pid=
   grep -q "bad sample .*JPEG" "$work/reader.log" || fail "the reader named no bad file"
   counts=$(sed -n 's/.*"bad_samples":\([0-9]*\).*/\1/p' "$work/readers.jsonl" | tr '\n' ' ')
   [ "$counts" = "$bad $bad " ] ||

@@ -71,8 +71,7 @@ for split in train val test; do
     --epochs 1 >"$work/reader-$split.log" 2>&1 &
   reader_pid=$!
   reader_endpoint "$work/reader-$split.log" "$reader_pid" 60
-  stop_reader "$reader_pid"
-  reader_pid=
+  stop "$reader_pid"
   opened tilefeed-serve "$split" "$work/reader-$split.log"
 done
 

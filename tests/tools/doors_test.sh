@@ -76,7 +76,6 @@ for d in folder plain indexed; do
     --batch-size 8 --image-size 32 --epochs 2 --workers 1 --seed 3 >"$work/readers-$d.log" 2>&1 ||
     fail "train --readers (data $d) exited $?"
   wait "$reader_pid" 2>/dev/null
-  reader_pid=
 done
 same "tilefeed-serve -> train --readers" "$(checksum "$work/readers-folder.log")" \
   "$(checksum "$work/readers-plain.log")" "$(checksum "$work/readers-indexed.log")"

@@ -7,8 +7,8 @@
 set -u
 pack=$1
 make_demo=$2
-work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-pack-limit.XXXXXX") || exit 1
-trap 'rm -rf "$work"' EXIT
+. "${0%/*}/../support/shell_test.sh"
+begin_test pack_file_size_limit_test
 fail() {
   echo "pack_file_size_limit_test: FAIL: $*"
   [ -f "$work/pack.log" ] && cat "$work/pack.log"

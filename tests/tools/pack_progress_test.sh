@@ -7,8 +7,8 @@
 set -u
 pack=$1
 make_demo=$2
-work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-pack-progress.XXXXXX") || exit 1
-trap 'rm -rf "$work"' EXIT
+. "${0%/*}/../support/shell_test.sh"
+begin_test pack_progress_test
 fail() {
   echo "pack_progress_test: FAIL: $*"
   for f in "$work"/*.err; do [ -f "$f" ] && { echo "== $f"; cat "$f"; }; done

@@ -13,12 +13,8 @@ pack=$1
 make_demo=$2
 python=$3
 reader=$4
-work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-shard-format.XXXXXX") || exit 1
-trap 'rm -rf "$work"' EXIT
-fail() {
-  echo "shard_format_test: FAIL: $*"
-  exit 1
-}
+. "${0%/*}/../support/shell_test.sh"
+begin_test shard_format_test
 timeout 120 "$make_demo" "$work/data" --classes 3 --train-per-class 12 --val-per-class 1 \
   --threads 2 >"$work/make_demo.log" 2>&1 || fail "tilefeed-make-demo: $(cat "$work/make_demo.log")"
 # A PNG among the JPEGs: stored as a codec-1 record by every codec but raw.

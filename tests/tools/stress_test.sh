@@ -6,8 +6,8 @@
 #   stress_test.sh SOURCE_DIR
 set -u
 source=$1
-work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-stress.XXXXXX") || exit 1
-trap 'rm -rf "$work"' EXIT
+. "${0%/*}/../support/shell_test.sh"
+begin_test stress_test
 fail() {
   echo "stress_test: FAIL: $*"
   [ -f "$work/out" ] && cat "$work/out"

@@ -15,14 +15,8 @@ train=$1
 poprun=$2
 make_demo=$3
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-elastic.XXXXXX") || exit 1
-trap 'rm -rf "$work"' EXIT
-trap 'exit 1' INT TERM HUP
-fail() {
-  echo "elastic_resume_test: FAIL: $*"
-  for f in "$work"/*.log; do [ -f "$f" ] && { echo "--- $f"; tail -15 "$f"; }; done
-  exit 1
-}
+. "${0%/*}/../support/shell_test.sh"
+begin_test elastic_resume_test
 # OpenMPI's shared-memory segments of an aborted job stay in the work folder.
 export OMPI_MCA_btl_vader_backing_directory="$work"
 

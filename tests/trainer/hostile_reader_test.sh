@@ -11,14 +11,9 @@ set -u
 python=$1
 train=$2
 hostile=$3
-work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-hostile.XXXXXX") || exit 1
-trap 'rm -rf "$work"' EXIT
-trap 'exit 1' INT TERM HUP
 "$python" -c "import zmq, xxhash" 2>/dev/null || { echo "hostile_reader_test: SKIP: no pyzmq/xxhash"; exit 77; }
-fail() {
-  echo "hostile_reader_test: FAIL: $*"
-  exit 1
-}
+. "${0%/*}/../support/shell_test.sh"
+begin_test hostile_reader_test
 
 # check MODE REGEX: runs the hostile reader in MODE and train against it.
 check() {
@@ -38,8 +33,7 @@ check() {
   timeout 60 "$train" --readers "$endpoint" --core reference:hidden=8 --classes 2 \
     --batch-size 4 --image-size 16 --epochs 2 --reader data-timeout=3 >"$work/$mode.log" 2>&1
   rc=$?
-  kill "$reader" 2>/dev/null
-  wait "$reader" 2>/dev/null
+  stop "$reader"
   [ $rc -ne 0 ] || fail "$mode: train exited 0: $(cat "$work/$mode.log")"
   [ $rc -ne 124 ] || fail "$mode: train did not end within 60 s"
   grep -q "reader at $endpoint.*$want" "$work/$mode.log" ||

@@ -17,7 +17,8 @@ runs=${5:-1}
 timeout_s=${6:-20}
 bound=$((timeout_s + 60))
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-hung.XXXXXX") || exit 1
+. "${0%/*}/../support/shell_test.sh"
+begin_test hung_instance_test
 job=
 # The processes under poprun ($1): mpirun, and the instances it starts.
 below() {
@@ -26,19 +27,8 @@ below() {
     ps -o pid= --ppid "$c" 2>/dev/null
   done
 }
-cleanup() {
-  if [ -n "$job" ]; then
-    for p in $(below "$job") "$job"; do kill -KILL "$p" 2>/dev/null; done
-  fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-fail() {
-  echo "hung_instance_test: FAIL: $*"
-  [ -f "$work/job.log" ] && { echo "--- job.log"; tail -20 "$work/job.log"; }
-  exit 1
-}
+# A stopped instance takes no TERM: KILL the job's processes themselves, then end_test.
+trap '[ -n "$job" ] && for p in $(below "$job") "$job"; do kill -KILL "$p" 2>/dev/null; done; end_test' EXIT
 now() { date +%s.%N; }
 
 # OpenMPI's shared-memory segments (vader_segment.*) outlive an aborted job; here they go
@@ -58,12 +48,7 @@ while [ $run -lt "$runs" ]; do
     --collective-timeout "$timeout_s" >"$work/job.log" 2>&1 &
   job=$!
   # Wait (bounded) until training runs: the first epoch line.
-  deadline=$(($(date +%s) + 300))
-  until grep -q "epoch 0:" "$work/job.log"; do
-    kill -0 "$job" 2>/dev/null || fail "the job ended before its first epoch"
-    [ "$(date +%s)" -lt "$deadline" ] || fail "no epoch line within 300 s"
-    sleep 0.1
-  done
+  waitfor "$work/job.log" "epoch 0:" "$job"
   pids=$(below "$job")
   victim=
   for p in $pids; do
@@ -77,7 +62,7 @@ while [ $run -lt "$runs" ]; do
   deadline=$(($(date +%s) + bound + 5))
   while :; do
     alive=
-    for p in $pids $job; do kill -0 "$p" 2>/dev/null && alive="$alive $p"; done
+    for p in $pids $job; do running "$p" && alive="$alive $p"; done
     [ -z "$alive" ] && break
     [ "$(date +%s)" -lt "$deadline" ] || fail "still alive $bound s after SIG$mode:$alive"
     sleep 0.05

@@ -33,8 +33,7 @@ echo "other_data_test: reader: $(grep -o "dataset: .*" "$work/refused.log" | hea
 # shellcheck disable=SC2086
 timeout 60 "$train" $common --data "$work/b" --readers "$endpoint" --epochs 1 \
   >"$work/served.log" 2>&1 || fail "the same data was refused"
-stop_reader "$reader_pid"
-reader_pid=
+stop "$reader_pid"
 
 # A checkpoint of a, resumed with --data b: refused; with --data a: accepted.
 # shellcheck disable=SC2086

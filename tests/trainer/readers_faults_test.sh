@@ -20,35 +20,10 @@ train=$1
 reader=$2
 make_demo=$3
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-faults.XXXXXX") || exit 1
-pids=
-cleanup() {
-  for pid in $pids; do kill -KILL "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-fail() {
-  echo "readers_faults_test: FAIL: $*"
-  for f in "$work"/*.log; do echo "--- $f"; cat "$f"; done
-  exit 1
-}
+. "${0%/*}/../support/shell_test.sh"
+begin_test readers_faults_test
 
 silence=60
-
-# waitfor FILE REGEX PID: until FILE has a line matching REGEX; fails as soon as PID (the
-# process that writes FILE) has exited without it, or after 300 s (a hang).
-waitfor() {
-  deadline=$(($(date +%s) + 300))
-  while ! grep -q "$2" "$1" 2>/dev/null; do
-    if ! kill -0 "$3" 2>/dev/null; then
-      grep -q "$2" "$1" 2>/dev/null && return 0
-      fail "no '$2' in $1: its process exited"
-    fi
-    [ "$(date +%s)" -lt "$deadline" ] || fail "no '$2' in $1 within 300 s"
-    sleep 0.05
-  done
-}
 
 # serve NAME ARGS...: starts a reader on a free loopback port (or the --bind in ARGS),
 # logging to NAME.log; sets $endpoint, $pid (timeout's, to wait for) and $rpid (the
@@ -59,13 +34,10 @@ serve() {
   timeout 900 "$reader" --workers 1 --prefetch-depth 2 --batch-size 4 --image-size 32 \
     --timeout "$silence" "$@" >"$work/$name.log" 2>&1 &
   pid=$!
-  pids="$pids $pid"
-  waitfor "$work/$name.log" " on \(tcp\|ipc\)://" "$pid"
-  endpoint=$(sed -n 's/.* on \(tcp:\/\/[^ ]*\)$/\1/p' "$work/$name.log")
+  reader_endpoint "$work/$name.log" "$pid"
   rpid=$(cat "/proc/$pid/task/$pid/children")
   rpid=${rpid%% *}
   [ -n "$rpid" ] || fail "no reader process under $pid"
-  pids="$pids $rpid"
 }
 
 # 4 classes x 16 images: 64 samples, 16 batches of 4 per epoch. Another folder, 3 classes.

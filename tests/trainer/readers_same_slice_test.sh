@@ -13,19 +13,8 @@ poprun=$2
 reader=$3
 make_demo=$4
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-slice.XXXXXX") || exit 1
-pids=
-cleanup() {
-  for pid in $pids; do kill -KILL "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-fail() {
-  echo "readers_same_slice_test: FAIL: $*"
-  for f in "$work"/*.log; do echo "--- $f"; tail -n 30 "$f"; done
-  exit 1
-}
+. "${0%/*}/../support/shell_test.sh"
+begin_test readers_same_slice_test
 # OpenMPI's shared-memory segments of an aborted job stay in the work folder.
 export OMPI_MCA_btl_vader_backing_directory="$work"
 
@@ -41,16 +30,7 @@ serve() {
   timeout 600 "$reader" --data "$work/data/train" --bind 'tcp://127.0.0.1:*' --workers 1 \
     --batch-size 4 --image-size 32 --epochs 2 --drop-last --slice 0/2 \
     --timeout 60 "$@" >"$work/$name.log" 2>&1 &
-  pid=$!
-  pids="$pids $pid"
-  deadline=$(($(date +%s) + 300))
-  until grep -q " on tcp://" "$work/$name.log"; do
-    kill -0 "$pid" 2>/dev/null || grep -q " on tcp://" "$work/$name.log" ||
-      fail "reader $name exited before serving"
-    [ "$(date +%s)" -lt "$deadline" ] || fail "reader $name did not start within 300 s"
-    sleep 0.05
-  done
-  endpoint=$(sed -n 's/.* on \(tcp:\/\/[^ ]*\)$/\1/p' "$work/$name.log")
+  reader_endpoint "$work/$name.log" $!
 }
 
 # --- One reader named for both instances: refused before any connection, one line.

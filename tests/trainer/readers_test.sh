@@ -55,7 +55,6 @@ local_position=$(sed -n 2p "$work/ckpt_local/checkpoint.tfck")
 # The reader sent its two epochs and ends on its own once the trainer says bye.
 wait "$reader_pid"
 reader_rc=$?
-reader_pid=
 cat "$work/reader.log"
 [ $reader_rc -eq 0 ] || fail "the reader exited with $reader_rc"
 grep -q "16 batches" "$work/reader.log" || fail "the reader did not send 16 batches"

@@ -36,22 +36,9 @@ ip0="$subnet_base.1"
 ip1="$subnet_base.2"
 subnet="$subnet_base.0/30"
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-two-hosts-train.XXXXXX") || exit 1
-reader_pids=
-cleanup() {
-  for p in $reader_pids; do kill -KILL "$p" 2>/dev/null; done
-  for p in $reader_pids; do wait "$p" 2>/dev/null; done
-  ip netns del "tilefeed-h0-$tag" 2>/dev/null
-  ip netns del "tilefeed-h1-$tag" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-fail() {
-  echo "two_hosts_train_test: FAIL: $*"
-  for f in "$work"/*.log; do [ -f "$f" ] && { echo "--- $f"; tail -12 "$f"; }; done
-  exit 1
-}
+. "${0%/*}/../support/shell_test.sh"
+begin_test two_hosts_train_test
+trap 'end_test; ip netns del "tilefeed-h0-$tag" 2>/dev/null; ip netns del "tilefeed-h1-$tag" 2>/dev/null' EXIT
 
 if ! ip netns add "tilefeed-h0-$tag" 2>"$work/netns.err"; then
   echo "two_hosts_train_test: SKIP: cannot make network namespaces here: $(cat "$work/netns.err")"
@@ -135,6 +122,7 @@ timeout 30 "$reader" --curve-keygen "$work/reader" >"$work/keygen.log" 2>&1 || f
 # A reader on a non-loopback address needs CURVE with an allow-list: the trainers' key.
 timeout 30 "$reader" --curve-keygen "$work/trainer" >>"$work/keygen.log" 2>&1 || fail "keygen"
 endpoints=
+reader_pids=
 for i in 0 1 2 3; do
   if [ $i -lt 2 ]; then host=h1 addr=$ip1; else host=h0 addr=$ip0; fi
   ip netns exec "tilefeed-$host-$tag" timeout 900 "$reader" --data "$work/data/train" \
@@ -153,7 +141,6 @@ timeout 600 ip netns exec "tilefeed-h0-$tag" "$poprun" --hosts h0,h1 --instances
   fail "the two-host job with readers failed"
 after=$(veth_bytes)
 for p in $reader_pids; do wait "$p" || fail "a reader exited with $?"; done
-reader_pids=
 check_epochs remote
 remote=$(checksum remote)
 [ -n "$remote" ] || fail "the job with readers printed no checksum"

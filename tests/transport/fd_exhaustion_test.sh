@@ -22,38 +22,12 @@ command -v prlimit >/dev/null 2>&1 || {
   echo "fd_exhaustion_test: SKIP: no prlimit (util-linux)"
   exit 77
 }
-work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-fds.XXXXXX") || exit 1
-reader_pid=
-flood_pid=
-train_pid=
-cleanup() {
-  for pid in $train_pid $flood_pid $reader_pid; do
-    kill -KILL "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-  done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-fail() {
-  echo "fd_exhaustion_test: FAIL: $*"
-  for f in "$work"/*.log; do echo "--- $f"; tail -n 40 "$f"; done
-  exit 1
-}
+. "${0%/*}/../support/shell_test.sh"
+begin_test fd_exhaustion_test
 # CPU seconds x 100 (user + system) that process $1 has used so far.
 cpu_ticks() {
   # Fields after the ")" that ends the command name: utime is the 12th, stime the 13th.
   sed 's/.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'
-}
-waitfor() {  # waitfor FILE PATTERN PID: until FILE matches; fails when PID exits first
-  deadline=$(($(date +%s) + 300))
-  until grep -q "$2" "$1" 2>/dev/null; do
-    if ! kill -0 "$3" 2>/dev/null; then
-      grep -q "$2" "$1" 2>/dev/null && return 0
-      fail "no '$2' in $1: its process exited"
-    fi
-    [ "$(date +%s)" -lt "$deadline" ] || fail "no '$2' in $1 within 300 s"
-    sleep 0.05
-  done
 }
 silence=120
 
@@ -110,17 +84,13 @@ share=$(awk -v u="$used" -v e="$elapsed" 'BEGIN { printf "%d", u / e }')
 echo "fd_exhaustion_test: $(cat "$work/flood.ready") connections held; the reader used" \
   "$used CPU ticks in ${elapsed} s (${share}% of a core)"
 [ "$share" -lt 40 ] || fail "the reader used ${share}% of a core while out of descriptors"
-kill -0 "$train_pid" 2>/dev/null || fail "the trainer ended during the flood"
+running "$train_pid" || fail "the trainer ended during the flood"
 kill -CONT "$trainer"
 
 wait "$train_pid" || fail "train exited $? during or after the flood"
-train_pid=
 grep -q "done: 64 steps" "$work/train.log" || fail "the trainer did not finish its 64 steps"
-kill -KILL "$flood_pid" 2>/dev/null
-wait "$flood_pid" 2>/dev/null
-flood_pid=
+stop "$flood_pid"
 wait "$reader_pid" || fail "the reader exited $?"
-reader_pid=
 grep -q "refused connections: .*file descriptors" "$work/reader.log" ||
   fail "the reader did not say why it refused connections"
 lines=$(grep -c "refused connections" "$work/reader.log")

@@ -19,13 +19,8 @@ if [ "${SMALL_SHM_INSIDE:-}" != 1 ]; then
 fi
 mount -t tmpfs -o size=1m tmpfs /dev/shm || { echo "small_shm_test: SKIP: cannot mount"; exit 77; }
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-small-shm.XXXXXX") || exit 1
-trap 'rm -rf "$work"' EXIT
-fail() {
-  echo "small_shm_test: FAIL: $*"
-  for f in "$work"/*.log; do echo "--- $f"; cat "$f"; done
-  exit 1
-}
+. "${0%/*}/../support/shell_test.sh"
+begin_test small_shm_test
 # OpenMPI's shared-memory files stay out of the small /dev/shm.
 export OMPI_MCA_btl_vader_backing_directory="$work"
 timeout 60 "$make_demo" "$work/data" --classes 2 --train-per-class 16 --val-per-class 1 \
@@ -45,18 +40,12 @@ echo "small_shm_test: reader: $(tail -1 "$work/big.log")"
 timeout 120 "$serve" --data "$work/data/train" --bind shm://fits-$$ --batch-size 4 \
   --image-size 32 --prefetch-depth 2 --workers 1 --epochs 1 --drop-last >"$work/fits.log" 2>&1 &
 reader=$!
-i=0
-while ! grep -q " on ipc://" "$work/fits.log" 2>/dev/null; do
-  i=$((i + 1))
-  [ $i -gt 600 ] && fail "the reader did not start within 30 s"
-  sleep 0.05
-done
+reader_endpoint "$work/fits.log" "$reader" 30
 head -c 2000000 /dev/zero >/dev/shm/filler 2>/dev/null  # fills it (ENOSPC expected)
 timeout 60 "$train" --readers shm://fits-$$ --core synthetic --batch-size 4 --image-size 32 \
   --epochs 1 --data "$work/data" --workers 1 >"$work/train.log" 2>&1
 rc=$?
-kill "$reader" 2>/dev/null
-wait "$reader" 2>/dev/null
+stop "$reader"
 [ $rc -ne 0 ] || fail "train exited 0 without a ring"
 grep -q "refused: .*do not fit in /dev/shm" "$work/train.log" ||
   fail "the trainer does not say why"

@@ -32,21 +32,8 @@ reader_ip="$prefix.1"
 trainer_ip="$prefix.2"
 
 . "${0%/*}/../support/shell_test.sh"
-work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-two-hosts.XXXXXX") || exit 1
-reader_pid=
-cleanup() {
-  stop_reader "$reader_pid"
-  ip netns del "$ns_reader" 2>/dev/null
-  ip netns del "$ns_trainer" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-fail() {
-  echo "two_hosts_test: FAIL: $*"
-  [ -f "$work/reader.log" ] && { echo "--- reader.log"; cat "$work/reader.log"; }
-  exit 1
-}
+begin_test two_hosts_test
+trap 'end_test; ip netns del "$ns_reader" 2>/dev/null; ip netns del "$ns_trainer" 2>/dev/null' EXIT
 
 if ! ip netns add "$ns_reader" 2>"$work/netns.err"; then
   echo "two_hosts_test: SKIP: cannot make network namespaces here: $(cat "$work/netns.err")"
@@ -97,7 +84,7 @@ intruder_key=$(sed -n 's/^public=//p' "$work/intruder.pub")
 # The reader logs the refusal from its own I/O thread: wait for the line (or its exit).
 deadline=$(($(date +%s) + 300))
 until grep -qF -e "$intruder_key is not on the allow-list" "$work/reader.log"; do
-  kill -0 "$reader_pid" 2>/dev/null && [ "$(date +%s)" -lt "$deadline" ] ||
+  running "$reader_pid" && [ "$(date +%s)" -lt "$deadline" ] ||
     fail "the reader did not log the refused key"
   sleep 0.05
 done
@@ -114,7 +101,6 @@ cat "$work/trainer.log"
 # The reader finishes once the trainer has said bye.
 wait "$reader_pid"
 reader_rc=$?
-reader_pid=
 [ $reader_rc -eq 0 ] || fail "the reader exited with $reader_rc"
 grep -q "done: 16 batches" "$work/reader.log" || fail "the reader did not send 16 batches"
 # The addresses exist only inside the namespaces.

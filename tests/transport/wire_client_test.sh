@@ -15,38 +15,21 @@ client=$4
   echo "wire_client_test: SKIP: $python lacks zmq or xxhash (apt-get install python3-zmq python3-xxhash)"
   exit 77
 }
-work=$(mktemp -d "${TMPDIR:-/tmp}/tilefeed-wire.XXXXXX") || exit 1
-reader_pid=
-cleanup() {
-  [ -n "$reader_pid" ] && kill -KILL "$reader_pid" 2>/dev/null && wait "$reader_pid" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-fail() {
-  echo "wire_client_test: FAIL: $*"
-  for f in "$work"/*.log; do echo "--- $f"; cat "$f"; done
-  exit 1
-}
+. "${0%/*}/../support/shell_test.sh"
+begin_test wire_client_test
 serve() {  # serve LOG ARGS...
   log=$1
   shift
   timeout 120 "$reader" --data "$work/data/train" --batch-size 8 --image-size 32 --epochs 2 \
     --drop-last --workers 1 --prefetch-depth 2 "$@" >"$work/$log" 2>&1 &
   reader_pid=$!
-  i=0
-  until grep -q " on \(tcp\|ipc\)://" "$work/$log"; do
-    i=$((i + 1))
-    [ $i -gt 400 ] && fail "the reader did not start"
-    sleep 0.05
-  done
+  reader_endpoint "$work/$log" "$reader_pid" 20
 }
 
 timeout 60 "$make_demo" "$work/data" --classes 4 --train-per-class 16 --val-per-class 2 \
   --threads 2 >"$work/make_demo.log" 2>&1 || fail "tilefeed-make-demo failed"
 
 serve tcp.log --bind 'tcp://127.0.0.1:*'
-endpoint=$(sed -n 's/.* on \(tcp:\/\/[^ ]*\)$/\1/p' "$work/tcp.log")
 
 # A DEALER that sends "hello" gets a refusal that says why, and the reader logs a line.
 timeout 30 "$python" - "$endpoint" >"$work/raw.log" 2>&1 <<'PY' || fail "no refusal for 'hello'"
@@ -70,7 +53,6 @@ timeout 60 "$python" "$client" --connect "$endpoint" --batch-size 8 --image-size
   --drop-last --classes 4 --samples 64 >"$work/client_tcp.log" 2>&1 || fail "the tcp client failed"
 grep -q "wire_client: 2 epochs, 16 batches .*OK" "$work/client_tcp.log" || fail "tcp: no OK"
 wait "$reader_pid" || fail "the tcp reader exited with $?"
-reader_pid=
 
 name="wire-$$"
 serve shm.log --bind "shm://$name"
@@ -79,6 +61,5 @@ timeout 60 "$python" "$client" --connect "shm://$name" --batch-size 8 --image-si
   fail "the shm client failed"
 grep -q "wire_client: 2 epochs, 16 batches .*OK" "$work/client_shm.log" || fail "shm: no OK"
 wait "$reader_pid" || fail "the shm reader exited with $?"
-reader_pid=
 cat "$work/client_tcp.log" "$work/client_shm.log"
 echo "wire_client_test: OK"
