@@ -13,12 +13,13 @@
 #include <utility>
 
 #include "loader/file_io.h"
+#include "loader/range_file.h"
 
 namespace tilefeed::loader {
 
 SourceError::SourceError(std::string where, std::string reason)
-    : std::runtime_error(where + ": " + reason),
-      where_(std::move(where)),
+    : std::runtime_error(detail::RedactUrl(where + ": " + reason)),
+      where_(detail::RedactUrl(where)),
       reason_(std::move(reason)) {}
 
 const std::vector<std::string>& Source::class_names() const {
