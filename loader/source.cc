@@ -19,8 +19,10 @@ namespace tilefeed::loader {
 
 SourceError::SourceError(std::string where, std::string reason)
     : std::runtime_error(detail::RedactUrl(where + ": " + reason)),
-      where_(detail::RedactUrl(where)),
-      reason_(std::move(reason)) {}
+      where_(std::move(where)),
+      reason_(std::move(reason)) {
+  where_ = detail::RedactUrl(where_);
+}
 
 const std::vector<std::string>& Source::class_names() const {
   // Immutable and initialised once (thread-safe), so it is not global state.
