@@ -69,6 +69,17 @@ def http(method, url):
         return e.code, e.read().decode()
 
 
+def query(web, expression):
+    """The result list of Prometheus (at 127.0.0.1:`web`) for `expression`, or None while it
+    cannot answer."""
+    try:
+        status, body = http("GET", "http://127.0.0.1:%d/api/v1/query?query=%s" % (
+            web, urllib.parse.quote(expression)))
+    except OSError:
+        return None
+    return json.loads(body)["data"]["result"] if status == 200 else None
+
+
 def wait_for(what, check, process=None):
     deadline = time.monotonic() + DEADLINE
     while True:
@@ -134,15 +145,8 @@ def test_prometheus_scrapes_every_instance_of_a_poprun_job(demo, tmp_path):
                         job) == [("0", str(base)), ("1", str(base + 1))]
 
         # Prometheus has both series, with tilefeed's labels as written.
-        query = "http://127.0.0.1:%d/api/v1/query?query=%s" % (
-            web, urllib.parse.quote("tilefeed_images_total > 0"))
-
         def both_series():
-            try:
-                status, body = http("GET", query)
-            except OSError:
-                return None
-            result = json.loads(body)["data"]["result"] if status == 200 else []
+            result = query(web, "tilefeed_images_total > 0") or []
             return result if len(result) == 2 else None
         series = wait_for("Prometheus to hold both instances' tilefeed_images_total",
                           both_series, job)
@@ -307,16 +311,8 @@ def test_silent_connections_and_big_heads_do_not_take_the_endpoint_down(demo, tm
                 [prometheus, "--config.file", str(config), "--storage.tsdb.path",
                  str(tmp_path / "tsdb"), "--web.listen-address", "127.0.0.1:%d" % web],
                 stdout=subprocess.DEVNULL, stderr=open(tmp_path / "prometheus.log", "w"))
-            query = "http://127.0.0.1:%d/api/v1/query?query=%s" % (
-                web, urllib.parse.quote("sum_over_time(up[10m]) >= 3"))
-
-            def scraped():
-                try:
-                    status, body = http("GET", query)
-                except OSError:
-                    return None
-                return status == 200 and json.loads(body)["data"]["result"]
-            wait_for("three scrapes by Prometheus past the held connections", scraped, train)
+            wait_for("three scrapes by Prometheus past the held connections",
+                     lambda: query(web, "sum_over_time(up[10m]) >= 3"), train)
             wait_for("the deadline to close the held connections", lambda: held.closed >= 48)
         finally:
             held.stop()
