@@ -15,6 +15,7 @@
 #include <mutex>
 #include <string>
 
+#include "loader/range_file.h"
 #include "tilefeed/loader/loader.h"
 
 namespace tilefeed::loader {
@@ -31,8 +32,8 @@ class BadSampleLog {
     std::lock_guard lock(mutex_);
     ++count_;
     if (count_ <= full_lines_) {
-      sink_(prefix_ + "bad sample " + bad.where + " (epoch " + std::to_string(bad.epoch) +
-            "): " + bad.reason);
+      sink_(detail::RedactUrl(prefix_ + "bad sample " + bad.where + " (epoch " +
+                              std::to_string(bad.epoch) + "): " + bad.reason));
     }
     if (count_ == full_lines_) {
       sink_(prefix_ + "further bad samples are counted, not listed (" +

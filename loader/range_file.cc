@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 
@@ -140,6 +141,25 @@ std::vector<std::byte> ReadWholeFile(const std::string& location, const RemoteOp
     throw SourceError(location, error);
   }
   return bytes;
+}
+
+std::string RedactUrl(std::string_view text) {
+  std::string out(text);
+  for (std::size_t scheme = out.find("://"); scheme != std::string::npos;
+       scheme = out.find("://", scheme + 3)) {
+    const std::size_t host = scheme + 3;
+    const std::size_t end = std::min(out.find_first_of("/?# '\"", host), out.size());
+    const std::size_t at = out.rfind('@', end - 1);
+    if (at != std::string::npos && at >= host && at < end) out.replace(host, at - host, "***");
+  }
+  for (const std::string_view key :
+       {"X-Amz-Signature=", "X-Amz-Credential=", "X-Amz-Security-Token="}) {
+    for (std::size_t at = out.find(key); at != std::string::npos; at = out.find(key, at + 1)) {
+      const std::size_t value = at + key.size();
+      out.replace(value, std::min(out.find_first_of("&# '\"", value), out.size()) - value, "***");
+    }
+  }
+  return out;
 }
 
 std::string ParentOf(const std::string& location) {

@@ -14,6 +14,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tilefeed/loader/remote.h"
@@ -102,6 +103,12 @@ std::unique_ptr<RangeFile> OpenHttpFile(const std::string& url, const RemoteOpti
 // over `max_bytes`.
 std::vector<std::byte> ReadWholeFile(const std::string& location, const RemoteOptions& remote,
                                      std::uint64_t max_bytes);
+
+// `text` with the secrets of every URL in it hidden: a user:password before the host
+// ("http://***@host/...") and the values of X-Amz-Signature, X-Amz-Credential and
+// X-Amz-Security-Token (presigned URLs: "X-Amz-Signature=***"). What prints or records a URL
+// (SourceError, the metrics records, the tools' lines) passes it through here.
+std::string RedactUrl(std::string_view text);
 
 // The directory part of a path or URL ("." for a bare name), and `dir` + "/" + `name`.
 std::string ParentOf(const std::string& location);

@@ -13,13 +13,16 @@
 #include <utility>
 
 #include "loader/file_io.h"
+#include "loader/range_file.h"
 
 namespace tilefeed::loader {
 
 SourceError::SourceError(std::string where, std::string reason)
-    : std::runtime_error(where + ": " + reason),
+    : std::runtime_error(detail::RedactUrl(where + ": " + reason)),
       where_(std::move(where)),
-      reason_(std::move(reason)) {}
+      reason_(std::move(reason)) {
+  where_ = detail::RedactUrl(where_);
+}
 
 const std::vector<std::string>& Source::class_names() const {
   // Immutable and initialised once (thread-safe), so it is not global state.

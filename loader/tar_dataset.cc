@@ -46,11 +46,17 @@ bool IsGzipTarName(std::string_view name) {
   return EndsWith(name, ".tar.gz") || EndsWith(name, ".tgz");
 }
 
-// Why a gzip-compressed shard is refused, and how to convert it.
-constexpr const char* kGzipRefusal =
-    "a gzip-compressed WebDataset shard (.tar.gz/.tgz), which tilefeed does not read: it "
-    "reads shards in place by offset, and gzip has none to seek to; decompress once with "
-    "`gunzip -k FILE` (FILE.tar.gz or FILE.tgz becomes FILE.tar) and give the .tar files";
+// Why gzip-compressed data is refused, and how to convert it: a shard named .tar.gz/.tgz, or
+// one named .tar that starts with gzip's magic bytes (1f 8b) where a tar header should be.
+std::string GzipRefusal(bool named_tar) {
+  return std::string(named_tar ? "gzip-compressed, although named .tar"
+                               : "a gzip-compressed WebDataset shard (.tar.gz/.tgz)") +
+         ", which tilefeed does not read: it reads shards in place by offset, and gzip has none "
+         "to seek to; decompress once with " +
+         (named_tar ? "`gunzip -c FILE > NEW.tar`"
+                    : "`gunzip -k FILE` (FILE.tar.gz or FILE.tgz becomes FILE.tar)") +
+         " and give the .tar files";
+}
 
 std::string Lower(std::string_view s) {
   std::string out(s);
@@ -248,6 +254,9 @@ ScannedTar ScanTar(const RangeFile& file, std::uint64_t max_member_bytes) {
     try {
       h = detail::ParseTarHeader(block);
     } catch (const detail::TarFormatError& e) {
+      if (at == 0 && block[0] == std::byte{0x1f} && block[1] == std::byte{0x8b}) {
+        throw SourceError(file.name(), GzipRefusal(true));
+      }
       ThrowAt(file, at, e.what());
     }
     if (h.kind == TarEntryKind::kEnd) break;
@@ -474,7 +483,7 @@ std::vector<std::string> TarsInDirectory(const std::string& dir) {
   std::vector<std::string> out = ListTarNames(dir, gzipped);
   if (!gzipped.empty()) {
     throw SourceError(detail::JoinLocation(dir, gzipped.front()),
-                      std::string(kGzipRefusal) + " (" + std::to_string(gzipped.size()) +
+                      GzipRefusal(false) + " (" + std::to_string(gzipped.size()) +
                           " such file(s) in the directory)");
   }
   if (out.empty()) throw SourceError(dir, "no .tar files in the directory");
@@ -492,7 +501,7 @@ std::vector<std::string> ListTarShards(const std::string& location) {
   std::string path = location;
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   if (IsDirectory(path)) return TarsInDirectory(path);
-  if (IsGzipTarName(path)) throw SourceError(path, kGzipRefusal);
+  if (IsGzipTarName(path)) throw SourceError(path, GzipRefusal(false));
   return ExpandBraces(path);
 }
 

@@ -84,6 +84,12 @@ Session Open(const Flags& flags, RunInfo info) {
     session.exporter = std::make_unique<PrometheusExporter>(address, tool, *session.writer);
     std::fprintf(stderr, "[%s] instance %d: Prometheus metrics at http://%s/metrics\n",
                  tool.c_str(), session.writer->instance(), session.exporter->address().c_str());
+    if (!loader::IsLoopbackHost(loader::ParseHostPort(address, true).host)) {
+      std::fprintf(stderr,
+                   "[%s] warning: the metrics endpoint listens beyond this host "
+                   "(--metrics bind=%s), without authentication\n",
+                   tool.c_str(), flags.bind.c_str());
+    }
   }
   return session;
 }

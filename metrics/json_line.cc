@@ -3,36 +3,27 @@
 #include <cmath>
 #include <cstdio>
 
+#include "loader/range_file.h"
+
 namespace tilefeed::metrics::detail {
 
-std::string JsonString(std::string_view text) {
+std::string JsonString(std::string_view raw) {
   std::string out = "\"";
-  for (const char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char escaped[8];
-          std::snprintf(escaped, sizeof(escaped), "\\u%04x", static_cast<unsigned>(c));
-          out += escaped;
-        } else {
-          // Bytes >= 0x80 pass through: UTF-8 stays UTF-8 (paths are taken as they are).
-          out += c;
-        }
+  for (const char c : loader::detail::RedactUrl(raw)) {
+    const char* named = c == '"'    ? "\\\""
+                        : c == '\\' ? "\\\\"
+                        : c == '\n' ? "\\n"
+                        : c == '\r' ? "\\r"
+                        : c == '\t' ? "\\t"
+                                    : nullptr;
+    if (named != nullptr) {
+      out += named;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof(escaped), "\\u%04x", static_cast<unsigned>(c));
+      out += escaped;
+    } else {
+      out += c;  // bytes >= 0x80 pass through: UTF-8 stays UTF-8 (paths are taken as they are)
     }
   }
   return out + "\"";

@@ -13,8 +13,9 @@
 
 namespace tilefeed::metrics::detail {
 
-// `text` as a JSON string literal, quotes included.
-std::string JsonString(std::string_view text);
+// `raw` as a JSON string literal, quotes included, with any URL's secrets hidden
+// (loader::detail::RedactUrl).
+std::string JsonString(std::string_view raw);
 
 class JsonLine {
  public:

@@ -1,9 +1,10 @@
 // The endpoint is a small HTTP/1.1 server of its own, not prometheus-cpp's Exposer: civetweb
 // as Debian 12 builds it for prometheus-cpp 1.1 crashes the whole process on a request for
-// any path it has no handler for ("GET /", "GET /favicon.ico"), and cannot answer 405. It
-// serves one connection at a time on one thread (a scrape is one short request): it reads
-// the request head (at most 8 KiB, 5 s), answers with Connection: close, and goes back to
-// accept. The body is the text exposition format, written here (Exposition).
+// any path it has no handler for ("GET /", "GET /favicon.ico"), and cannot answer 405. One
+// thread polls every open connection at once (at most 64; a new one past that closes the
+// oldest), reads each request head (431 past 8 KiB), answers with Connection: close, and
+// closes a connection 5 s after it opened whatever it sent. The body is the text exposition
+// format, written here (Exposition).
 
 #include "metrics/prometheus.h"
 
@@ -11,15 +12,14 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
-#include <stdexcept>
 #include <stop_token>
 #include <thread>
 #include <vector>
@@ -45,14 +45,8 @@ struct Metric {
 std::string LabelValue(const std::string& text) {
   std::string out;
   for (const char c : text) {
-    if (c == '\\' || c == '"') {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
+    if (c == '\\' || c == '"') out += '\\';
+    out += c == '\n' ? std::string("\\n") : std::string(1, c);
   }
   return out;
 }
@@ -104,98 +98,90 @@ std::string Exposition(const Writer& writer, const std::string& tool) {
   return out;
 }
 
-void SendAll(int fd, const std::string& data) {
-  std::size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // the client went away: nothing to tell it
-    done += static_cast<std::size_t>(n);
-  }
+// The response goes out in one non-blocking send: a few KiB, under any socket's send buffer;
+// a client that has left gets nothing more.
+void Send(int fd, const std::string& data) {
+  ::send(fd, data.data(), data.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
-std::string Response(int status, const char* reason, const std::string& type,
-                     const std::string& body, bool with_body, const char* extra = "") {
+std::string Response(int status, const char* reason, const std::string& body, bool with_body,
+                     const char* extra = "", const char* type = "text/plain; charset=utf-8") {
   return "HTTP/1.1 " + std::to_string(status) + " " + reason + "\r\nContent-Type: " + type +
          "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n" + extra +
          "Connection: close\r\n\r\n" + (with_body ? body : std::string());
 }
 
-// The request head (up to the blank line, at most 8 KiB), or what came of it within 5 s;
-// empty when `stop` is requested first, so that a silent client never delays a stop by more
-// than the 100 ms poll.
-std::string ReadHead(int fd, const std::stop_token& stop) {
-  std::string head;
-  char buffer[2048];
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (head.find("\r\n\r\n") == std::string::npos && head.size() < 8192) {
-    if (stop.stop_requested() || std::chrono::steady_clock::now() > deadline) break;
-    pollfd readable{fd, POLLIN, 0};
-    if (::poll(&readable, 1, 100) <= 0) continue;
-    const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    head.append(buffer, static_cast<std::size_t>(n));
-  }
-  return stop.stop_requested() ? std::string() : head;
-}
-
-// Reads one request head and answers it.
-void Answer(int fd, const Writer& writer, const std::string& tool, const std::stop_token& stop) {
-  const timeval timeout{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
-  const std::string head = ReadHead(fd, stop);
-  if (stop.stop_requested()) return;
+// The answer to a complete request head.
+std::string Answer(const std::string& head, const Writer& writer, const std::string& tool) {
   std::istringstream line(head.substr(0, head.find("\r\n")));
   std::string method, target, version;
   line >> method >> target >> version;
-  const std::string text = "text/plain; charset=utf-8";
   if (method.empty() || target.empty() || !version.starts_with("HTTP/")) {
-    SendAll(fd, Response(400, "Bad Request", text, "bad request\n", true));
-    return;
+    return Response(400, "Bad Request", "bad request\n", true);
   }
   const bool head_only = method == "HEAD";
   if (target.substr(0, target.find('?')) != "/metrics") {
-    SendAll(fd, Response(404, "Not Found", text, "not found: the metrics are at /metrics\n",
-                         !head_only));
-  } else if (method != "GET" && !head_only) {
-    SendAll(fd, Response(405, "Method Not Allowed", text, "method not allowed: GET /metrics\n",
-                         true, "Allow: GET, HEAD\r\n"));
-  } else {
-    SendAll(fd, Response(200, "OK", "text/plain; version=0.0.4; charset=utf-8",
-                         Exposition(writer, tool), !head_only));
+    return Response(404, "Not Found", "not found: the metrics are at /metrics\n", !head_only);
   }
+  if (method != "GET" && !head_only) {
+    return Response(405, "Method Not Allowed", "method not allowed: GET /metrics\n", true,
+                    "Allow: GET, HEAD\r\n");
+  }
+  return Response(200, "OK", Exposition(writer, tool), !head_only, "",
+                  "text/plain; version=0.0.4; charset=utf-8");
 }
 
-// A listening socket on "HOST:PORT" ("[IPv6]:PORT", read by the readers' parser). Throws
+constexpr std::size_t kMaxHead = 8192;
+constexpr std::size_t kMaxConnections = 64;
+constexpr std::chrono::seconds kDeadline{5};
+
+// One client: the request head so far, and when it is closed whatever it does.
+struct Connection {
+  UniqueFd fd;
+  std::string head;
+  std::chrono::steady_clock::time_point deadline;
+  bool answered = false;  // then what it sends is read and dropped until it closes
+};
+
+// Reads what `c` sent and answers once its head is complete (431 past 8 KiB); then shuts
+// down the sending side, so that the client reads the answer before the close. Closes
+// `c.fd` when the client has closed.
+void Serve(Connection& c, const Writer& writer, const std::string& tool) {
+  char buffer[4096];
+  const ssize_t n = ::recv(c.fd.get(), buffer, sizeof(buffer), MSG_DONTWAIT);
+  if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) c.fd = UniqueFd();
+  if (n <= 0 || c.answered) return;
+  c.head.append(buffer, static_cast<std::size_t>(n));
+  const std::size_t end = std::min(c.head.find("\r\n\r\n"), c.head.size());
+  if (end == c.head.size() && end <= kMaxHead) return;  // the rest of the head is to come
+  Send(c.fd.get(), end > kMaxHead ? Response(431, "Request Header Fields Too Large",
+                                             "request header fields too large: over 8 KiB\n", true)
+                                  : Answer(c.head, writer, tool));
+  c.answered = true;
+  ::shutdown(c.fd.get(), SHUT_WR);
+}
+
+// A listening socket on "HOST:PORT" ("[IPv6]:PORT", as ListenAddress writes it). Throws
 // MetricsError.
 UniqueFd Listen(const std::string& address, int& port) {
   const auto fail = [&](const std::string& why) {
     return MetricsError("cannot serve Prometheus metrics on " + address + ": " + why);
   };
-  loader::HostPort parsed;
-  try {
-    parsed = loader::ParseHostPort(address, /*bind=*/true);
-  } catch (const std::invalid_argument& e) {
-    throw fail(e.what());
-  }
-  const std::string host = parsed.host == "*" ? std::string() : parsed.host;
-  const std::string service = parsed.port == "*" ? "0" : parsed.port;
+  const loader::HostPort parsed = loader::ParseHostPort(address, /*bind=*/true);
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   addrinfo* found = nullptr;
-  const int rc =
-      ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &found);
+  const int rc = ::getaddrinfo(parsed.host.c_str(), parsed.port.c_str(), &hints, &found);
   if (rc != 0) throw fail(::gai_strerror(rc));
   const std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> owned(found, ::freeaddrinfo);
-  UniqueFd socket(::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  UniqueFd socket(::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (socket.get() < 0) throw fail(loader::detail::ErrnoMessage(errno));
   const int on = 1;
   ::setsockopt(socket.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
   if (::bind(socket.get(), found->ai_addr, found->ai_addrlen) != 0 ||
-      ::listen(socket.get(), 16) != 0) {
+      ::listen(socket.get(), 64) != 0) {
     throw fail(loader::detail::ErrnoMessage(errno));
   }
   sockaddr_storage bound{};
@@ -212,8 +198,6 @@ struct PrometheusExporter::Impl {
   std::string host;
   int port = 0;
   UniqueFd listener;
-  const Writer* writer = nullptr;
-  std::string tool;
   std::jthread server;  // last: stopped and joined first
 };
 
@@ -221,17 +205,31 @@ PrometheusExporter::PrometheusExporter(const std::string& address, const std::st
                                        const Writer& writer)
     : impl_(std::make_unique<Impl>()) {
   impl_->host = address.substr(0, address.rfind(':'));
-  impl_->writer = &writer;
-  impl_->tool = tool;
   impl_->listener = Listen(address, impl_->port);
-  impl_->server = std::jthread([impl = impl_.get()](std::stop_token stop) {
-    while (!stop.stop_requested()) {
-      pollfd ready{impl->listener.get(), POLLIN, 0};
-      if (::poll(&ready, 1, 100) <= 0) continue;  // 100 ms: how soon a stop is seen
-      const UniqueFd client(::accept4(impl->listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
-      if (client.get() >= 0) Answer(client.get(), *impl->writer, impl->tool, stop);
-    }
-  });
+  impl_->server =
+      std::jthread([listener = impl_->listener.get(), &writer, tool](const std::stop_token& stop) {
+        std::vector<Connection> open;  // oldest first
+        std::vector<pollfd> polled;
+        while (!stop.stop_requested()) {
+          polled.assign(1, pollfd{listener, POLLIN, 0});
+          for (const Connection& c : open) polled.push_back({c.fd.get(), POLLIN, 0});
+          // 100 ms: how soon a stop or a passed deadline is seen.
+          if (::poll(polled.data(), polled.size(), 100) < 0) continue;
+          for (std::size_t i = 0; i < open.size(); ++i) {
+            if (polled[i + 1].revents != 0) Serve(open[i], writer, tool);
+          }
+          const auto now = std::chrono::steady_clock::now();
+          std::erase_if(open, [now](const Connection& c) { return !c.fd || now > c.deadline; });
+          while (polled[0].revents != 0) {
+            UniqueFd client(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+            if (!client) break;
+            // The cap: the oldest connection makes room, so silent clients cannot keep a
+            // scrape out.
+            if (open.size() == kMaxConnections) open.erase(open.begin());
+            open.push_back({std::move(client), {}, now + kDeadline});
+          }
+        }
+      });
 }
 
 PrometheusExporter::~PrometheusExporter() = default;

@@ -208,7 +208,9 @@ std::optional<int> CheckArgs(Args& args) {
   return std::nullopt;
 }
 
-void Log(const std::string& line) { std::cerr << "tilefeed-serve: " << line << '\n'; }
+void Log(const std::string& line) {
+  std::cerr << "tilefeed-serve: " << loader::detail::RedactUrl(line) << '\n';
+}
 
 // The metrics of the run; each session's loader feeds them while it serves, and the sender
 // detaches it before the loader may go.

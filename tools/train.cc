@@ -125,7 +125,7 @@ class Console {
   void Log(const std::string& line) {
     if (rank_ != 0) return;
     if (progress_) progress_->Clear();
-    std::printf("[train] %s\n", line.c_str());
+    std::printf("[train] %s\n", loader::detail::RedactUrl(line).c_str());
     std::fflush(stdout);
   }
   bool live() const { return progress_.has_value(); }

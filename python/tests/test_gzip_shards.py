@@ -1,6 +1,7 @@
 """gzip-compressed WebDataset shards (.tar.gz/.tgz) are refused with one line that says what
 they are and how to convert them, never read wrong or ignored: a .tgz, a .tar.gz,
-a brace pattern of them, a directory of them, and one beside plain .tar files. The shards
+a brace pattern of them, a directory of them, one beside plain .tar files, and one named
+.tar (known by its first bytes). The shards
 are written here in the exact layout of webdataset's TarWriter(compress=True)
 (webdataset/writer.py: tarfile.open(mode="w|gz"), USTAR, members KEY.<ext> in sorted order,
 mode 0o444, user and group "bigdata"); after the conversion the message gives
@@ -96,6 +97,26 @@ def test_gzip_shards_are_refused_by_name_in_one_line(shards, tmp_path):
     assert "2 such file(s)" in refused(shards)
     # A brace pattern naming them.
     refused(str(shards / "train-{000000..000001}.tar.gz"))
+
+
+def test_gzip_named_tar_is_refused_by_content_in_one_line(tmp_path):
+    """A gzip file named .tar is named as gzip (its first bytes), not as a bad tar header,
+    and the command the message gives makes it readable."""
+    (tmp_path / "d").mkdir()
+    gz = tmp_path / "d" / "train-000000.tar"
+    expected = write_shard(gz, 0, 4, compress=True)
+    with pytest.raises(tilefeed.SourceError) as caught:
+        tilefeed.Loader(str(gz), batch_size=2, image_size=16)
+    message = str(caught.value)
+    assert "\n" not in message and "checksum" not in message, message
+    assert "gzip-compressed, although named .tar" in message and "gunzip -c FILE > NEW.tar" \
+        in message, message
+    (tmp_path / "new").mkdir()
+    with open(tmp_path / "new" / "train-000000.tar", "wb") as out:
+        subprocess.run(["gunzip", "-c", str(gz)], stdout=out, check=True)
+    with tilefeed.Loader(str(tmp_path / "new"), batch_size=2, image_size=16, shuffle=False,
+                         epochs=1, workers=1) as loader:
+        assert [l for b in loader for l in b.labels.tolist()] == [l for _, l in expected]
 
 
 def test_the_conversion_the_message_gives_reads_every_sample(shards):

@@ -6,7 +6,12 @@ torchvision.transforms.functional.resized_crop with the rectangle the loader dre
 The images are photograph-like (gradients, texture noise, hard edges) in several sizes and
 aspect ratios, written at run time as baseline JPEG 4:4:4, 4:2:2 and 4:2:0, progressive
 JPEG, and PNG. Bound per image: mean |d| <= 0.5/255 and no pixel off by more than 2 levels
-(the resizers' fixed-point rounding), where no DCT scaling is used."""
+(the resizers' fixed-point rounding), where no DCT scaling is used; train crops decoded at a
+DCT scale-down are held to the bound README.md and docs/design.md state (measured on real
+photos with bench/torchvision_pixels.py), read from those files here."""
+
+import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -161,3 +166,51 @@ def test_eval_dct_scaling_is_asked_for_and_stays_close(tmp_path):
     assert mean_exact <= MEAN_BOUND and worst_exact <= MAX_BOUND
     assert not np.array_equal(exact[0], scaled[0])  # the scale-down was used
     assert mean_scaled <= 4, f"DCT-scaled eval is {mean_scaled:.2f}/255 from torchvision"
+
+
+def stated_dct_bound():
+    """(levels, mean) as README.md and docs/design.md each state them for DCT-scaled crops."""
+    root = pathlib.Path(__file__).resolve().parents[2]
+    stated = set()
+    for doc in ("README.md", "docs/design.md"):
+        text = " ".join((root / doc).read_text().split())
+        found = re.findall(r"at a DCT scale-down[^.]*?up to (\d+) levels on a pixel and "
+                           r"([\d.]+)/255 on an image's mean", text)
+        assert found, f"{doc} does not state the DCT-scaled train bound"
+        stated.update(found)
+    assert len(stated) == 1, f"README.md and docs/design.md state different bounds: {stated}"
+    levels, mean = stated.pop()
+    return int(levels), float(mean)
+
+
+def test_dct_scaled_train_crops_stay_within_the_stated_bound(tmp_path):
+    """Crops at least twice the output on both sides are decoded at a DCT scale-down; their
+    pixels against torchvision's resized_crop stay within the stated bound."""
+    max_bound, mean_bound = stated_dct_bound()
+    (tmp_path / "a").mkdir()
+    files = []
+    for i, (w, h) in enumerate([(640, 480), (480, 640), (800, 600), (512, 512)] * 2):
+        files.append(tmp_path / "a" / f"{i:02d}.jpg")
+        Image.fromarray(photo(w, h, 50 + i)).save(files[-1], quality=90, subsampling=2 * (i % 2))
+    scaled = 0
+    for epoch in range(3):
+        with tilefeed.Loader(tmp_path, source="imagefolder", mode="train", batch_size=4,
+                             image_size=IMAGE_SIZE, workers=2, seed=9, epochs=epoch + 1,
+                             bad_sample_policy="fail") as loader:
+            loader.set_epoch(epoch)
+            images = {s: b.images[r].copy() for b in loader
+                      for r, s in enumerate(b.sample_indices.tolist())}
+            for sample, path in enumerate(files):
+                with Image.open(path) as image:
+                    image = image.convert("RGB")
+                plan = loader.crop_plan(epoch, sample, image.width, image.height)
+                x, y, w, h = plan["crop"]
+                theirs = F.resized_crop(image, y, x, h, w, [IMAGE_SIZE, IMAGE_SIZE],
+                                        antialias=True)
+                mean, worst = differences(images[sample],
+                                          F.hflip(theirs) if plan["flip"] else theirs)
+                scaled += plan["dct_scaling"]
+                where = f"epoch {epoch} {path.name} crop {plan['crop']}"
+                assert mean <= mean_bound, f"{where}: mean |d| {mean:.3f}/255"
+                assert worst <= max_bound, f"{where}: a pixel {worst} levels off"
+    assert scaled >= len(files), "too few crops were DCT-scaled to hold the bound"

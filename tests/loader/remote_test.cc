@@ -23,6 +23,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -30,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "loader/range_file.h"
 #include "loader/shard_source.h"
 #include "loader/shard_writer.h"
 #include "loader/tar_dataset.h"
@@ -726,6 +728,33 @@ TEST_F(RemoteTest, S3RequestsAreSignedWithSigV4) {
     EXPECT_TRUE(IsSignedLine(line)) << line;
   }
   EXPECT_GE(lines, 5) << "manifest HEAD and GET, shard header, footer and record reads";
+}
+
+// Credentials in a URL go to the server (Basic auth) and into no message: an error names
+// the URL as http://***@host/..., and a presigned URL's signature, credential and token are
+// hidden (detail::RedactUrl, which SourceError and the metrics records use).
+TEST_F(RemoteTest, CredentialsInAUrlAreSentButNeverShown) {
+  const std::string base = "http://alice:s3cret@127.0.0.1:" + std::to_string(server_->port());
+  DatasetOptions options;
+  options.remote = Remote();
+  EXPECT_EQ(OpenDataset(base + "/shards", options).source->size(),
+            static_cast<std::size_t>(kSamples));
+  std::ifstream log(server_->access_log());
+  const std::string lines((std::istreambuf_iterator<char>(log)), {});
+  EXPECT_NE(lines.find("auth=[Basic YWxpY2U6czNjcmV0]"), std::string::npos) << lines;
+
+  const std::string error =
+      OpenError(base +
+                    "/wds/missing-000000.tar?X-Amz-Credential=CREDVALUE&X-Amz-Signature=SIGVALUE&"
+                    "X-Amz-Security-Token=TOKENVALUE",
+                Remote());
+  EXPECT_NE(error.find("http://***@127.0.0.1:"), std::string::npos) << error;
+  EXPECT_NE(error.find("HTTP 404"), std::string::npos) << error;
+  for (const char* secret : {"alice", "s3cret", "CREDVALUE", "SIGVALUE", "TOKENVALUE"}) {
+    EXPECT_EQ(error.find(secret), std::string::npos) << error;
+  }
+  EXPECT_EQ(detail::RedactUrl("see https://u:p@a@h:1/x?a=1&X-Amz-Signature=S&b=2 and s3://b/k"),
+            "see https://***@h:1/x?a=1&X-Amz-Signature=***&b=2 and s3://b/k");
 }
 
 }  // namespace

@@ -163,6 +163,17 @@ def test_train(demo, tmp_path):
     assert re.search(r"\[train\] instance 0: .* images/s, stall .* %", log)
 
 
+def test_train_prints_no_credentials_of_a_url():
+    """A URL's user:password and a presigned URL's signature stay out of what train prints
+    (here the error of a server that is not there): the URL is named as http://***@host/."""
+    url = "http://alice:s3cret@127.0.0.1:9/train-000000.tar?X-Amz-Signature=SIGVALUE"
+    result = subprocess.run([tool("TILEFEED_TRAIN"), "--data", url],
+                            capture_output=True, text=True, timeout=TIMEOUT)
+    printed = result.stdout + result.stderr
+    assert result.returncode != 0 and "http://***@127.0.0.1:9/" in printed, printed
+    assert "s3cret" not in printed and "SIGVALUE" not in printed, printed
+
+
 def test_serve_and_train_over_loopback(demo, tmp_path):
     serve_out, train_out = tmp_path / "serve.jsonl", tmp_path / "train.jsonl"
     reader = subprocess.Popen(

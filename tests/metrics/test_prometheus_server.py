@@ -14,9 +14,11 @@ promtool (Debian's prometheus package).
 import json
 import os
 import re
+import selectors
 import shutil
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -65,6 +67,17 @@ def http(method, url):
             return response.status, response.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode()
+
+
+def query(web, expression):
+    """The result list of Prometheus (at 127.0.0.1:`web`) for `expression`, or None while it
+    cannot answer."""
+    try:
+        status, body = http("GET", "http://127.0.0.1:%d/api/v1/query?query=%s" % (
+            web, urllib.parse.quote(expression)))
+    except OSError:
+        return None
+    return json.loads(body)["data"]["result"] if status == 200 else None
 
 
 def wait_for(what, check, process=None):
@@ -132,15 +145,8 @@ def test_prometheus_scrapes_every_instance_of_a_poprun_job(demo, tmp_path):
                         job) == [("0", str(base)), ("1", str(base + 1))]
 
         # Prometheus has both series, with tilefeed's labels as written.
-        query = "http://127.0.0.1:%d/api/v1/query?query=%s" % (
-            web, urllib.parse.quote("tilefeed_images_total > 0"))
-
         def both_series():
-            try:
-                status, body = http("GET", query)
-            except OSError:
-                return None
-            result = json.loads(body)["data"]["result"] if status == 200 else []
+            result = query(web, "tilefeed_images_total > 0") or []
             return result if len(result) == 2 else None
         series = wait_for("Prometheus to hold both instances' tilefeed_images_total",
                           both_series, job)
@@ -208,3 +214,110 @@ def test_the_endpoint_binds_loopback_unless_told_and_prints_what_it_bound(demo, 
         finally:
             train.terminate()
             train.wait(timeout=60)
+
+
+class Silent:
+    """`count` connections to 127.0.0.1:`port` that send nothing, or half a request head (a
+    slowloris), watched on a thread of their own: each one the endpoint closes is counted
+    and, with `replace`, opened again, so the pressure holds until stop()."""
+
+    def __init__(self, port, count, replace):
+        self.port, self.replace, self.closed = port, replace, 0
+        self.selector = selectors.DefaultSelector()
+        self.stopping = threading.Event()
+        for n in range(count):
+            self.open(n)
+        self.thread = threading.Thread(target=self.watch)
+        self.thread.start()
+
+    def open(self, n):
+        s = socket.socket()
+        if n < 8:  # the first 8: half a request head, and then nothing
+            s.settimeout(DEADLINE)
+            s.connect(("127.0.0.1", self.port))
+            s.sendall(b"GET /metrics HTTP/1.1\r\nX-Slow: ")
+            s.setblocking(False)
+        else:  # the others send nothing; their connects wait in the kernel, not here
+            s.setblocking(False)
+            s.connect_ex(("127.0.0.1", self.port))
+        self.selector.register(s, selectors.EVENT_READ, n)
+
+    def watch(self):
+        while not self.stopping.is_set():
+            for key, _ in self.selector.select(timeout=0.1):  # 0.1 s: how soon stop() is seen
+                try:
+                    data = key.fileobj.recv(4096)
+                except OSError:
+                    data = b""
+                if not data:
+                    self.selector.unregister(key.fileobj)
+                    key.fileobj.close()
+                    self.closed += 1
+                    if self.replace:
+                        self.open(key.data)
+
+    def stop(self):
+        self.stopping.set()
+        self.thread.join()
+        for key in list(self.selector.get_map().values()):
+            key.fileobj.close()
+
+
+def test_silent_connections_and_big_heads_do_not_take_the_endpoint_down(demo, tmp_path):
+    """Silent and half-sent requests are served beside a scrape, not before it: with 100 of
+    them held open (past the 64-connection cap: the oldest are closed) a scrape answers, and
+    with 48 held open all along (each closed at its deadline, then opened again) Debian's
+    Prometheus scrapes the endpoint. A request head over 8 KiB gets 431."""
+    prometheus = shutil.which("prometheus")
+    if prometheus is None:
+        pytest.fail("Debian's prometheus package is not installed")
+    log = open(tmp_path / "train.log", "w+")
+    train = subprocess.Popen(
+        [tool("TILEFEED_TRAIN"), "--data", str(demo), "--core", "synthetic:us-per-sample=3000",
+         "--batch-size", "4", "--image-size", "32", "--workers", "1", "--epochs", "100000",
+         "--seconds", "600", "--metrics", "port=0"], stdout=subprocess.DEVNULL, stderr=log)
+    server = None
+    try:
+        def printed():
+            log.seek(0)
+            return re.search(r"Prometheus metrics at http://127\.0\.0\.1:(\d+)/metrics",
+                             log.read())
+        port = int(wait_for("the printed URL", printed, train).group(1))
+        url = "http://127.0.0.1:%d/metrics" % port
+
+        flood = Silent(port, 100, replace=False)
+        try:
+            assert http("GET", url)[0] == 200
+            # Each is closed, by the cap or at its deadline, whatever it sends.
+            wait_for("the endpoint to close every silent connection", lambda: flood.closed == 100)
+        finally:
+            flood.stop()
+
+        big = urllib.request.Request(url, headers={"X-Big": "a" * 16384})
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(big, timeout=30)
+        assert caught.value.code == 431
+        assert http("GET", url)[0] == 200
+
+        held = Silent(port, 48, replace=True)
+        try:
+            web = free_port()
+            config = tmp_path / "prometheus.yml"
+            config.write_text(
+                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+                "scrape_configs:\n  - job_name: tilefeed\n    static_configs:\n"
+                "      - targets: ['127.0.0.1:%d']\n" % port)
+            server = subprocess.Popen(
+                [prometheus, "--config.file", str(config), "--storage.tsdb.path",
+                 str(tmp_path / "tsdb"), "--web.listen-address", "127.0.0.1:%d" % web],
+                stdout=subprocess.DEVNULL, stderr=open(tmp_path / "prometheus.log", "w"))
+            wait_for("three scrapes by Prometheus past the held connections",
+                     lambda: query(web, "sum_over_time(up[10m]) >= 3"), train)
+            wait_for("the deadline to close the held connections", lambda: held.closed >= 48)
+        finally:
+            held.stop()
+    finally:
+        for process in (train, server):
+            if process is not None and process.poll() is None:
+                process.terminate()
+                process.wait(timeout=60)

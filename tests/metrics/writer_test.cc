@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -109,6 +110,28 @@ TEST(WriterTest, SamplesWhileAnotherThreadFeedsSteps) {
   EXPECT_EQ(epochs, 1);
 }
 
+// A URL's user:password is no record's business: the dataset, its option and an error
+// naming it are written with "***@" (loader::detail::RedactUrl, applied to every string).
+TEST(WriterTest, RecordsNoCredentialsOfAUrl) {
+  testing::TempDir dir;
+  WriterOptions options;
+  options.path = (dir.path() / "m.jsonl").string();
+  options.progress_line = false;
+  const std::string url = "http://alice:s3cret@example.com/train-{0..9}.tar";
+  RunInfo info = Info();
+  info.dataset = url;
+  info.options = {{"--data", url}};
+  {
+    Writer writer(options, info);
+    writer.Finish("error", url + ": HTTP 404");
+  }
+  std::ifstream in(options.path);
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(text.find("s3cret"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"dataset\":\"http://***@example.com/train-{0..9}.tar\""), std::string::npos)
+      << text;
+}
+
 TEST(WriterTest, DestroyedWithoutFinishSaysAbandoned) {
   testing::TempDir dir;
   WriterOptions options;
@@ -147,9 +170,12 @@ std::string MetricsRefusal(const std::string& spelling) {
 }
 
 TEST(MetricsPortTest, RefusesWhatAReaderRefusesWithTheSameLine) {
-  for (const char* spelling : {":0", "*:0", "[::]:0", "0.0.0.0:9400", "[]:9400", "10.1.2.3:9400",
-                               "127.0.0.1:1;0.0.0.0:9400", "127.0.0.1:65536", "127.0.0.1:x",
-                               "no-such-host.invalid:9400"}) {
+  // Every interface (":P", "*:P", "[::]:P", an IPv4-mapped 0.0.0.0) is refused like any
+  // address beyond this host.
+  for (const char* spelling :
+       {":0", "*:0", "[::]:0", "0.0.0.0:9400", "[::ffff:0.0.0.0]:9400", "::ffff:0.0.0.0:9400",
+        "[]:9400", "10.1.2.3:9400", "127.0.0.1:1;0.0.0.0:9400", "127.0.0.1:65536", "127.0.0.1:x",
+        "no-such-host.invalid:9400"}) {
     const std::string reader = ReaderRefusal(spelling);
     ASSERT_FALSE(reader.empty()) << spelling << ": the reader takes it";
     const std::string metrics = MetricsRefusal(spelling);
@@ -178,7 +204,9 @@ bool Connects(const char* address, int port) {
 TEST(MetricsPortTest, ListensOnLoopbackOnlyUnlessTold) {
   Flags flags;
   flags.port = "0";
+  ::testing::internal::CaptureStderr();
   Session session = Open(flags, Info());
+  EXPECT_EQ(::testing::internal::GetCapturedStderr().find("warning"), std::string::npos);
   ASSERT_NE(session.exporter, nullptr);
   const int port = session.exporter->port();
   EXPECT_EQ(session.exporter->address(), "127.0.0.1:" + std::to_string(port));
@@ -187,9 +215,14 @@ TEST(MetricsPortTest, ListensOnLoopbackOnlyUnlessTold) {
   // another loopback one, present on every Linux host) is refused.
   EXPECT_FALSE(Connects("127.0.0.2", port));
 
-  // Every interface only when bind= says so.
+  // Every interface only when bind= says so, with a warning line.
   flags.bind = "0.0.0.0";
+  ::testing::internal::CaptureStderr();
   Session everywhere = Open(flags, Info());
+  EXPECT_NE(::testing::internal::GetCapturedStderr().find(
+                "warning: the metrics endpoint listens beyond this host (--metrics bind=0.0.0.0), "
+                "without authentication"),
+            std::string::npos);
   ASSERT_NE(everywhere.exporter, nullptr);
   EXPECT_TRUE(Connects("127.0.0.2", everywhere.exporter->port()));
   flags.port = "127.0.0.1:0";  // and the address is given once
