@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <tuple>
 
 #include "loader/file_io.h"
 #include "loader/shard_format.h"
@@ -23,27 +24,94 @@
 
 namespace tilefeed::loader::detail {
 
-BlockCache::BlockCache(const RemoteOptions& o, const std::string& url, std::uint64_t file_size,
-                       const std::string& etag)
-    : options_(o), dir_(o.cache_dir + "/blocks") {
-  ::mkdir(o.cache_dir.c_str(), 0755);
-  ::mkdir(dir_.c_str(), 0755);
-  struct stat st;
-  if (::stat(dir_.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    throw SourceError(o.cache_dir, "cannot create the cache directory: " + ErrnoMessage(errno));
+namespace {
+
+// Under the lock: removes least recently used files of `dir` until `incoming` more bytes fit.
+bool MakeRoom(const RemoteOptions& o, const std::string& dir, std::uint64_t incoming) {
+  std::vector<std::tuple<std::int64_t, std::uint64_t, std::string>> files;  // mtime (ns), bytes
+  std::uint64_t total = 0;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return false;
+  while (const dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    struct stat st;
+    const std::string name = dir + "/" + e->d_name;
+    if (::stat(name.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (std::strstr(e->d_name, ".tmp") != nullptr) {
+      ::unlink(name.c_str());  // left by a writer that died holding the lock
+      continue;
+    }
+    const auto bytes = static_cast<std::uint64_t>(st.st_size);
+    total += bytes;
+    files.emplace_back(std::int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec, bytes,
+                       name);
   }
+  ::closedir(d);
+  std::sort(files.begin(), files.end());
+  for (const auto& [mtime_ns, bytes, name] : files) {
+    if (total + incoming <= o.cache_limit) break;
+    if (::unlink(name.c_str()) == 0) {
+      total -= bytes;
+      Count(&RemoteCounters::evictions, o);
+    }
+  }
+  return total + incoming <= o.cache_limit;
+}
+
+}  // namespace
+
+std::string CacheFilesDir(const RemoteOptions& o) {
+  std::string dir = o.cache_dir;
+  for (const char* sub : {"", "/blocks"}) {
+    dir += sub;
+    ::mkdir(dir.c_str(), 0700);
+    struct stat st;
+    if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      ThrowWithErrno(dir, "cannot create the cache directory: ", errno);
+    }
+    if (st.st_uid != ::geteuid() || (st.st_mode & 022) != 0) {
+      char why[128];
+      std::snprintf(
+          why, sizeof(why), "refusing the cache directory (owner uid %u, mode %04o): %s", st.st_uid,
+          st.st_mode & 07777,
+          st.st_uid != ::geteuid() ? "another user owns it" : "group or others can write it");
+      throw SourceError(dir, std::string(why) +
+                                 ", so blocks planted there would be served; use a "
+                                 "directory of your own that only you can write");
+    }
+  }
+  return dir;
+}
+
+std::string StoreInCache(const RemoteOptions& o, const std::string& path,
+                         std::initializer_list<std::span<const std::byte>> parts) {
+  const std::string lock_path = o.cache_dir + "/lock";
+  UniqueFd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (!lock) return "cannot open " + lock_path + ": " + ErrnoMessage(errno);
+  while (::flock(lock.get(), LOCK_EX) != 0) {
+    if (errno != EINTR) return "cannot lock " + lock_path + ": " + ErrnoMessage(errno);
+  }
+  std::uint64_t bytes = 0;
+  for (const auto& part : parts) bytes += part.size();
+  const std::string dir = o.cache_dir + "/blocks";
+  if (!MakeRoom(o, dir, bytes)) return "cannot evict files from " + dir + " to make room";
+  return ReplaceFile(path, path + ".tmp", parts, false).value_or("");  // unlocks on closing
+}
+
+BlockCache::BlockCache(const RemoteOptions& o, const std::string& url, std::uint64_t file_size,
+                       const std::string& validator)
+    : options_(o) {
   if (o.cache_limit < o.cache_block || o.cache_block == 0) {
     throw SourceError(o.cache_dir, "cache_limit must be at least one block (" +
                                        std::to_string(o.cache_block) + " bytes)");
   }
-  // The ETag, when the server gives one, keys the version too: a file rewritten with
-  // the same size does not hit the old blocks.
-  std::string id = "checksummed blocks v2\n" + url + "\n" + std::to_string(file_size) + "\n" +
-                   std::to_string(o.cache_block);
-  if (!etag.empty()) id += "\n" + etag;
+  // The validator keys the version too: a file rewritten with the same size does not hit
+  // the old blocks.
+  const std::string id = "checksummed blocks v2\n" + url + "\n" + std::to_string(file_size) + "\n" +
+                         std::to_string(o.cache_block) + "\n" + validator;
   char hex[17];
   std::snprintf(hex, sizeof(hex), "%016" PRIx64, Checksum(std::as_bytes(std::span(id))));
-  prefix_ = dir_ + "/" + hex + "-";
+  prefix_ = CacheFilesDir(o) + "/" + hex + "-";
 }
 
 bool BlockCache::Lookup(std::uint64_t block, std::uint64_t from, std::span<const iovec> out,
@@ -96,61 +164,6 @@ bool BlockCache::Lookup(std::uint64_t block, std::uint64_t from, std::span<const
 }
 
 std::string BlockCache::Store(std::uint64_t block, std::span<const std::byte> bytes) const {
-  const std::string lock_path = options_.cache_dir + "/lock";
-  UniqueFd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
-  if (!lock) return "cannot open " + lock_path + ": " + ErrnoMessage(errno);
-  int rc;
-  do {
-    rc = ::flock(lock.get(), LOCK_EX);
-  } while (rc != 0 && errno == EINTR);
-  if (rc != 0) return "cannot lock " + lock_path + ": " + ErrnoMessage(errno);
-  const std::uint64_t file_bytes = bytes.size() + 8 * ChunksOf(bytes.size());
-  std::string error = MakeRoom(file_bytes) ? Write(block, bytes)
-                                           : "cannot evict blocks from " + dir_ + " to make room";
-  ::flock(lock.get(), LOCK_UN);
-  return error;
-}
-
-std::uint64_t BlockCache::LoadLittleEndian64(const std::byte* p) {
-  std::uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<std::uint64_t>(p[i]);
-  return v;
-}
-
-bool BlockCache::MakeRoom(std::uint64_t incoming) const {
-  std::vector<CachedBlock> blocks;
-  std::uint64_t total = 0;
-  DIR* d = ::opendir(dir_.c_str());
-  if (d == nullptr) return false;
-  while (const dirent* e = ::readdir(d)) {
-    if (e->d_name[0] == '.') continue;
-    struct stat st;
-    const std::string name = dir_ + "/" + e->d_name;
-    if (::stat(name.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    if (std::strstr(e->d_name, ".tmp") != nullptr) {
-      ::unlink(name.c_str());  // left by a writer that died holding the lock
-      continue;
-    }
-    const auto bytes = static_cast<std::uint64_t>(st.st_size);
-    total += bytes;
-    blocks.push_back(
-        {std::int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec, bytes, name});
-  }
-  ::closedir(d);
-  if (total + incoming <= options_.cache_limit) return true;
-  std::sort(blocks.begin(), blocks.end(),
-            [](const CachedBlock& a, const CachedBlock& b) { return a.mtime_ns < b.mtime_ns; });
-  for (const CachedBlock& b : blocks) {
-    if (total + incoming <= options_.cache_limit) break;
-    if (::unlink(b.name.c_str()) == 0) {
-      total -= b.bytes;
-      Count(&RemoteCounters::evictions, options_);
-    }
-  }
-  return total + incoming <= options_.cache_limit;
-}
-
-std::string BlockCache::Write(std::uint64_t block, std::span<const std::byte> bytes) const {
   std::vector<std::byte> sums(8 * ChunksOf(bytes.size()));
   for (std::uint64_t c = 0; c * kCacheChunk < bytes.size(); ++c) {
     const std::uint64_t begin = c * kCacheChunk;
@@ -158,12 +171,15 @@ std::string BlockCache::Write(std::uint64_t block, std::span<const std::byte> by
         Checksum(bytes.subspan(begin, std::min<std::uint64_t>(kCacheChunk, bytes.size() - begin)));
     for (int i = 0; i < 8; ++i) sums[8 * c + i] = static_cast<std::byte>(sum >> (8 * i));
   }
-  const std::string path = prefix_ + std::to_string(block);
-  if (auto error = ReplaceFile(path, path + ".tmp", {bytes, sums}, /*durable=*/false)) {
-    return *error;
-  }
-  Count(&RemoteCounters::cache_fills, options_);
-  return {};
+  std::string error = StoreInCache(options_, prefix_ + std::to_string(block), {bytes, sums});
+  if (error.empty()) Count(&RemoteCounters::cache_fills, options_);
+  return error;
+}
+
+std::uint64_t BlockCache::LoadLittleEndian64(const std::byte* p) {
+  std::uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<std::uint64_t>(p[i]);
+  return v;
 }
 
 }  // namespace tilefeed::loader::detail

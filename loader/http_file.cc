@@ -1,30 +1,32 @@
 // Remote dataset files over HTTP(S) and S3 with libcurl: range requests, retries with
-// exponential backoff, and an on-disk block cache shared by the processes of one host.
+// exponential backoff, and an on-disk block cache shared by one user's processes on a host.
 //
 // Requests in flight: every request goes through ReadRanges, which puts all the ranges of
 // one call (a loader chunk's merged runs, over any files) on one curl multi handle at once,
-// at most RemoteOptions::max_in_flight of them, and retries each on its own clock. The multi and
-// easy handles come from the dataset's HttpSession pools, so connections stay open between calls
-// and are shared by the dataset's files; each call holds its own multi handle, so concurrent
-// callers (the loader's workers) never share one.
+// at most RemoteOptions::max_in_flight of them, and retries each on its own clock. The multi
+// and easy handles come from the dataset's HttpSession pools, so connections stay open between
+// calls and are shared by the dataset's files; each call holds its own multi handle.
 //
-// Cache protocol: blocks are files "<cache_dir>/blocks/<16 hex digits>-<block>" holding
-// block `block` (cache_block bytes, the last one shorter) of one remote file, followed by
-// one little-endian XXH3-64 per 64 KiB chunk of those bytes (the last chunk shorter); the
-// hex is XXH3 of the block format's version, the URL, the file's size and the block size
-// (and the ETag), so a file that changed size or a cache with another block size never
-// matches. A reader opens a block without any lock (a block is only ever created complete,
-// by rename), checks the checksums of the chunks it reads (a disk error or a stray write
-// must not become other pixels: tars have no checksums of their own), and bumps its mtime,
-// which is the LRU clock; a block that fails its check is removed and fetched again. A writer takes
-// an exclusive flock on "<cache_dir>/lock", sums the block files, removes the least recently used
-// until the new block fits under cache_limit, writes it to a temporary name and renames it into
-// place, then unlocks: the directory never holds more than cache_limit bytes of blocks, whatever
-// the number of processes. Removing a block that another process has open is safe (POSIX keeps the
-// data until it is closed); a block removed between lookup and open is simply a miss. A block that
-// cannot be stored (a full disk, a read-only directory) stops the cache for the dataset
-// (its HttpSession): one warning, and from then on every read fetches exactly its bytes,
-// as without a cache, instead of whole blocks that are never kept.
+// Versions: a file opened with a HEAD is validated as HTTP caches do (RFC 9110 13.1): by
+// its ETag, else Last-Modified (with the size, which every Content-Range repeats), sent as
+// If-Match / If-Unmodified-Since on every GET and compared with each response's, so a file
+// changed since open fails every read and never mixes versions; so does a Content-Range
+// other than the one asked for.
+//
+// Cache protocol: "<cache_dir>/blocks/<16 hex digits>-<block>" holds block `block`
+// (cache_block bytes, the last one shorter) of one remote file, then one little-endian
+// XXH3-64 per 64 KiB chunk of it; the hex is XXH3 of the format's version, the URL, the
+// file's size, the block size and the validator, so another version or block size never
+// matches (a server that sends no validator gets no cache). A reader opens a block without
+// a lock (blocks are created complete, by rename), checks the checksums of the chunks it
+// reads (tars have none of their own) and bumps its mtime, the LRU clock; a block that
+// fails is removed and fetched again. A writer (block_cache.cc) takes an exclusive flock on
+// "<cache_dir>/lock", removes the least recently used files of blocks/ (tar indexes too)
+// until the new one fits under cache_limit, writes it to a temporary name and renames it,
+// then unlocks, however many processes share the cache. A block removed while another
+// process has it open stays readable (POSIX); one removed before it is opened is a miss. A
+// block that cannot be stored (a full disk) stops the cache for the dataset (its
+// HttpSession): one warning, then every read fetches exactly its bytes.
 
 #include <curl/curl.h>
 #include <fcntl.h>
@@ -103,25 +105,22 @@ std::size_t WriteBody(char* data, std::size_t size, std::size_t count, void* use
 
 std::size_t Discard(char*, std::size_t size, std::size_t count, void*) { return size * count; }
 
+// The value of the response's header `name`, or "" if it has none.
+std::string Header(CURL* curl, const char* name) {
+  curl_header* h = nullptr;
+  return curl_easy_header(curl, name, 0, CURLH_HEADER, -1, &h) == CURLHE_OK ? h->value : "";
+}
+
 // Whether a failed try may succeed if repeated: connection-level failures, timeouts (also
 // the low-speed limit), and HTTP 408, 429 and 5xx. Every other status (400, 403, 404,
 // 412, 416, ...) and too many redirects are final.
 bool Transient(CURLcode code, long status) {
-  switch (code) {
-    case CURLE_OK:
-      return status == 408 || status == 429 || (status >= 500 && status <= 599);
-    case CURLE_COULDNT_CONNECT:
-    case CURLE_OPERATION_TIMEDOUT:
-    case CURLE_RECV_ERROR:
-    case CURLE_SEND_ERROR:
-    case CURLE_GOT_NOTHING:
-    case CURLE_PARTIAL_FILE:
-    case CURLE_COULDNT_RESOLVE_HOST:
-    case CURLE_SSL_CONNECT_ERROR:
-      return true;
-    default:
-      return false;
-  }
+  if (code == CURLE_OK) return status == 408 || status == 429 || (status >= 500 && status <= 599);
+  constexpr CURLcode kTransient[] = {CURLE_COULDNT_CONNECT,   CURLE_OPERATION_TIMEDOUT,
+                                     CURLE_RECV_ERROR,        CURLE_SEND_ERROR,
+                                     CURLE_GOT_NOTHING,       CURLE_COULDNT_RESOLVE_HOST,
+                                     CURLE_SSL_CONNECT_ERROR, CURLE_PARTIAL_FILE};
+  return std::ranges::find(kTransient, code) != std::end(kTransient);
 }
 
 struct MultiDeleter {
@@ -207,8 +206,9 @@ struct Transfer {
   std::uint64_t offset = 0;
   std::uint64_t length = 0;
   std::span<const iovec> parts;
-  FileStamp stamp;    // a HEAD's Content-Length, Last-Modified and ETag
-  std::string error;  // the outcome; empty on success
+  FileStamp stamp;        // a HEAD's Content-Length, Last-Modified and ETag
+  std::string validator;  // a HEAD's ETag, else its Last-Modified, as sent
+  std::string error;      // the outcome; empty on success
   // A cached read fetches whole blocks into `scratch` (through `whole`), stores the missed
   // ones and copies the asked-for bytes into the caller's parts afterwards.
   std::span<const iovec> user_parts;
@@ -246,21 +246,28 @@ class HttpFile final : public RangeFile {
   void Open(std::optional<std::uint64_t> known) {
     std::uint64_t size = known.value_or(0);
     if (!known) {
-      Transfer head;
-      head.file = this;
-      head.head = true;
-      Transfer* const one[] = {&head};
-      RunTransfers(one, *session_);
+      const Transfer head = Head();
       if (!head.error.empty()) throw SourceError(name(), head.error);
       size = head.stamp.size;
       if (head.stamp.mtime_ns != 0 || !head.stamp.etag.empty()) stamp_ = head.stamp;
-      if (!head.stamp.etag.empty() && !s3_) {
-        if_match_.reset(curl_slist_append(nullptr, ("If-Match: " + head.stamp.etag).c_str()));
+      const bool etag = !head.stamp.etag.empty();
+      validator_ = head.validator;
+      validator_name_ = etag ? "ETag" : "Last-Modified";
+      condition_name_ = etag ? "if-match" : "if-unmodified-since";
+      if (!validator_.empty()) {
+        condition_.reset(curl_slist_append(nullptr, (condition_name_ + ": " + validator_).c_str()));
       }
     }
     set_size(size);
-    if (!options_.cache_dir.empty()) {
-      cache_.emplace(options_, url_, size, stamp_ ? stamp_->etag : std::string());
+    if (options_.cache_dir.empty()) return;
+    // A size from a manifest is validated by the manifest's checksums.
+    if (known || !validator_.empty()) {
+      cache_.emplace(options_, url_, size, validator_);
+    } else {
+      session_->StopCache(options_, name() +
+                                        ": the server sends no ETag or Last-Modified, so a "
+                                        "changed file would look like its cached blocks; "
+                                        "caching stops for this dataset");
     }
   }
 
@@ -288,17 +295,35 @@ class HttpFile final : public RangeFile {
 
  private:
   bool PlanCached(Transfer& t) const;
-  // An s3:// request's headers: Range, If-Match and, with a key, SigV4's.
+  // An s3:// request's headers: Range, the condition and, with a key, SigV4's.
   HeaderList S3Headers(const Transfer& t) const;
   // What an S3 error status means, for the one-line reason.
   std::string S3Status(CURL* curl, long status) const;
+  // The reason of a read that found the file changed since it was opened.
+  std::string Changed(const std::string& what, const std::string& was,
+                      const std::string& now) const {
+    return "the file changed on the server since it was opened (" + what + " " + was + ", now " +
+           (now.empty() ? "unknown" : now) + "); open the dataset again to read it";
+  }
+  // A HEAD request for the file's size, Last-Modified and ETag, run to its outcome.
+  Transfer Head() const {
+    Transfer head;
+    head.file = this;
+    head.head = true;
+    Transfer* const one[] = {&head};
+    RunTransfers(one, *session_);
+    return head;
+  }
 
   std::optional<S3Address> s3_;  // set for s3:// locations
   std::string url_;
   const RemoteOptions options_;
   std::shared_ptr<HttpSession> session_;
   std::optional<FileStamp> stamp_;
-  HeaderList if_match_;  // sent with every GET when the HEAD gave an ETag
+  std::string validator_;       // the HEAD's ETag, else its Last-Modified; "" without either
+  std::string validator_name_;  // "ETag" or "Last-Modified"
+  std::string condition_name_;  // "if-match" or "if-unmodified-since", sent with every GET
+  HeaderList condition_;        // that header for http(s); S3's is signed with the others
   std::optional<BlockCache> cache_;
   mutable std::atomic<std::uint64_t> reads_{0};
 };
@@ -324,10 +349,9 @@ std::string ResponseProblem(CURL* curl, CURLcode code, const RemoteOptions& o) {
            " redirects (a redirect loop?), the last to " + (next != nullptr ? next : "?");
   }
   if (code != CURLE_OK) return {};
-  curl_header* encoding = nullptr;
-  if (curl_easy_header(curl, "Content-Encoding", 0, CURLH_HEADER, -1, &encoding) == CURLHE_OK &&
-      std::string_view(encoding->value) != "identity" && encoding->value[0] != '\0') {
-    return std::string("the server sent the file with Content-Encoding: ") + encoding->value +
+  if (const std::string encoding = Header(curl, "Content-Encoding");
+      !encoding.empty() && encoding != "identity") {
+    return "the server sent the file with Content-Encoding: " + encoding +
            " (compressed in transfer); tilefeed reads a file's own bytes by range and does "
            "not decode it: serve it without a Content-Encoding";
   }
@@ -359,7 +383,7 @@ void HttpFile::Setup(Transfer& t) const {
     curl_easy_setopt(curl, CURLOPT_FILETIME, 1L);
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, Discard);
   } else {
-    if (if_match_) curl_easy_setopt(curl, CURLOPT_HTTPHEADER, if_match_.get());
+    if (condition_ && !s3_) curl_easy_setopt(curl, CURLOPT_HTTPHEADER, condition_.get());
     char range[64];
     std::snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64, t.offset, t.offset + t.length - 1);
     if (!s3_) curl_easy_setopt(curl, CURLOPT_RANGE, range);  // S3's is in t.headers, signed
@@ -379,7 +403,7 @@ HeaderList HttpFile::S3Headers(const Transfer& t) const {
   if (!t.head) {
     request.headers.emplace_back("range", "bytes=" + std::to_string(t.offset) + "-" +
                                               std::to_string(t.offset + t.length - 1));
-    if (stamp_ && !stamp_->etag.empty()) request.headers.emplace_back("if-match", stamp_->etag);
+    if (!validator_.empty()) request.headers.emplace_back(condition_name_, validator_);
   }
   std::vector<std::string> lines;
   if (options_.aws_access_key_id.empty()) {
@@ -417,10 +441,14 @@ std::string HttpFile::S3Status(CURL* curl, long status) const {
   } else if (status == 404) {
     text += ": no such bucket or key";
   } else if (status == 301 || status == 307 || status == 400) {
-    curl_header* region = nullptr;
-    if (curl_easy_header(curl, "x-amz-bucket-region", 0, CURLH_HEADER, -1, &region) == CURLHE_OK) {
-      text += std::string(": the bucket is in region ") + region->value + ", not " +
-              options_.aws_region + " (set AWS_REGION)";
+    char* to = nullptr;
+    curl_easy_getinfo(curl, CURLINFO_REDIRECT_URL, &to);
+    if (to != nullptr) text += std::string(": a redirect to ") + to + " (signed: not followed)";
+    if (const std::string region = Header(curl, "x-amz-bucket-region"); !region.empty()) {
+      text += ": the bucket is in region " + region + ", not " + options_.aws_region +
+              " (set AWS_REGION)";
+    } else if (to != nullptr) {
+      text += ": set AWS_REGION to the bucket's region, or s3_endpoint to the one redirected to";
     }
   }
   return text;
@@ -452,20 +480,27 @@ std::string HttpFile::Evaluate(Transfer& t, CURLcode code, bool& transient) cons
     curl_off_t filetime = -1;
     curl_easy_getinfo(curl, CURLINFO_FILETIME_T, &filetime);
     if (filetime > 0) t.stamp.mtime_ns = std::int64_t{filetime} * 1'000'000'000;
-    curl_header* etag = nullptr;
-    if (curl_easy_header(curl, "ETag", 0, CURLH_HEADER, -1, &etag) == CURLHE_OK) {
-      t.stamp.etag = etag->value;
-    }
+    t.stamp.etag = Header(curl, "ETag");
+    t.validator = t.stamp.etag.empty() ? Header(curl, "Last-Modified") : t.stamp.etag;
     return {};
   }
-  if (status == 412) {
-    return "HTTP 412: the file changed on the server since it was opened (ETag " +
-           stamp_.value_or(FileStamp{}).etag + " no longer matches)";
-  }
+  // A 412 names no validator: a HEAD asks what the file is now.
+  if (status == 412) return Changed(validator_name_, validator_, Head().validator);
+  const std::string now = validator_.empty() ? "" : Header(curl, validator_name_.c_str());
   // 206 for a range; 200 is accepted only when the range is the whole file.
   if (status != 206 && !(status == 200 && t.offset == 0 && t.length == size())) {
     if (status == 200) return "the server ignored the Range header (HTTP 200)";
     return s3_ ? S3Status(curl, status) : "HTTP " + std::to_string(status);
+  }
+  if (!now.empty() && now != validator_) return Changed(validator_name_, validator_, now);
+  const std::string asked = "bytes " + std::to_string(t.offset) + "-" +
+                            std::to_string(t.offset + t.length - 1) + "/" + std::to_string(size());
+  if (const std::string range = Header(curl, "Content-Range"); status == 206 && range != asked) {
+    const std::size_t slash = range.rfind('/');  // then the total size
+    if (slash != std::string::npos && range.substr(slash) != asked.substr(asked.rfind('/'))) {
+      return Changed("size", std::to_string(size()), range.substr(slash + 1));
+    }
+    return "the server sent Content-Range: " + range + " for a request of " + asked;
   }
   if (t.sink.received != t.length) {
     return "short read: " + std::to_string(t.sink.received) + " of " + std::to_string(t.length) +
@@ -494,22 +529,6 @@ void SliceParts(std::span<const iovec> parts, std::uint64_t from, std::uint64_t 
   }
 }
 
-// Copies bytes [from, from + src.size()) of the logical range that `parts` holds.
-void Scatter(std::span<const iovec> parts, std::uint64_t from, std::span<const std::byte> src) {
-  std::uint64_t begin = 0;
-  for (const iovec& p : parts) {
-    const std::uint64_t end = begin + p.iov_len;
-    if (!src.empty() && from < end) {
-      const auto skip = static_cast<std::size_t>(from - begin);
-      const std::size_t n = std::min<std::size_t>(src.size(), p.iov_len - skip);
-      std::memcpy(static_cast<char*>(p.iov_base) + skip, src.data(), n);
-      src = src.subspan(n);
-      from += n;
-    }
-    begin = end;
-  }
-}
-
 bool HttpFile::Plan(RangeRead& r, Transfer& t) const {
   reads_.fetch_add(1, std::memory_order_relaxed);
   std::uint64_t total = 0;
@@ -526,7 +545,7 @@ bool HttpFile::Plan(RangeRead& r, Transfer& t) const {
   t.user_parts = r.parts;
   t.user_offset = r.offset;
   t.user_length = total;
-  if (cache_) return PlanCached(t);
+  if (cache_ && !session_->cache_stopped()) return PlanCached(t);
   t.offset = r.offset;
   t.length = total;
   t.parts = r.parts;
@@ -535,14 +554,8 @@ bool HttpFile::Plan(RangeRead& r, Transfer& t) const {
 
 // Serves the cached blocks at once; the missed ones, from the first to the last, are
 // fetched with one request (blocks between them that were cached are fetched again but
-// not stored again).
+// not stored again). A stopped cache reads exactly the bytes asked for, as with none.
 bool HttpFile::PlanCached(Transfer& t) const {
-  if (session_->cache_stopped()) {  // read exactly the bytes asked for, as with no cache
-    t.offset = t.user_offset;
-    t.length = t.user_length;
-    t.parts = t.user_parts;
-    return true;
-  }
   const std::uint64_t block_size = options_.cache_block;
   const std::uint64_t first = t.user_offset / block_size;
   const std::uint64_t last = (t.user_offset + t.user_length - 1) / block_size;
@@ -584,7 +597,13 @@ void HttpFile::Complete(Transfer& t) const {
   }
   const std::uint64_t from = std::max(t.user_offset, t.offset);
   const std::uint64_t to = std::min(t.user_offset + t.user_length, t.offset + t.length);
-  Scatter(t.user_parts, from - t.user_offset, fetched.subspan(from - t.offset, to - from));
+  std::vector<iovec> slice;
+  SliceParts(t.user_parts, from - t.user_offset, to - from, slice);
+  const std::byte* src = fetched.data() + (from - t.offset);
+  for (const iovec& p : slice) {
+    std::memcpy(p.iov_base, src, p.iov_len);
+    src += p.iov_len;
+  }
 }
 
 // Starts t's next try on `multi`. Returns false (and sets t.error) if it cannot.

@@ -229,15 +229,15 @@ inline constexpr OptionSpec kCacheDir{
     .keyword = "cache_dir",
     .kind = OptionKind::kText,
     .help =
-        "http(s)/s3 datasets: on-disk cache of fetched blocks, shared by the processes of "
-        "this host (default: no cache)"};
+        "http(s)/s3 datasets: on-disk cache of fetched blocks, shared by your processes on "
+        "this host; yours alone, 0700 (default: no cache)"};
 inline constexpr OptionSpec kCacheLimit{
     .flag = "--cache-limit",
     .keyword = "cache_limit",
     .kind = OptionKind::kSize,
     .min = 4 << 20,
     .default_text = "10GiB",
-    .help = "size bound of the cache (e.g. 20GiB); least recently used blocks go first"};
+    .help = "size bound of all the cache holds (e.g. 20GiB); least recently used go first"};
 inline constexpr OptionSpec kS3Endpoint{
     .flag = "--s3-endpoint",
     .keyword = "s3_endpoint",

@@ -52,9 +52,8 @@ class RangeFile {
   // The version read when the file was opened: fstat for a local file; for a remote one
   // opened with a HEAD request, its Content-Length, Last-Modified (whole seconds) and
   // ETag. Empty when unknown (a remote file opened with a known size, or a server that
-  // sent neither Last-Modified nor ETag). A remote file with an ETag sends it as If-Match
-  // on every read, so a file changed since open fails with HTTP 412 instead of mixing
-  // versions.
+  // sent neither Last-Modified nor ETag). A remote file's reads fail once it has changed
+  // (loader/http_file.cc, "Versions") instead of mixing versions.
   virtual std::optional<FileStamp> stamp() const = 0;
 
  protected:

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "loader/block_cache.h"
 #include "loader/file_io.h"
 #include "loader/merged_reads.h"
 #include "loader/range_file.h"
@@ -379,8 +380,7 @@ std::optional<ScannedTar> ReadSidecar(const std::string& path, const TarStamp& s
   return out;
 }
 
-// Best effort: a read-only directory or a full disk leaves the tar without a sidecar.
-void WriteSidecar(const std::string& path, const TarStamp& stamp, const ScannedTar& tar) {
+std::vector<std::byte> SidecarBytes(const TarStamp& stamp, const ScannedTar& tar) {
   std::vector<std::byte> out;
   out.insert(out.end(), reinterpret_cast<const std::byte*>(kSidecarMagic.data()),
              reinterpret_cast<const std::byte*>(kSidecarMagic.data()) + kSidecarMagic.size());
@@ -403,21 +403,18 @@ void WriteSidecar(const std::string& path, const TarStamp& stamp, const ScannedT
     out.insert(out.end(), p, p + s.problem.size());
   }
   Put(out, detail::Checksum(out));
-  detail::ReplaceFile(path, path + ".tmp." + std::to_string(::getpid()), {out}, /*durable=*/false);
+  return out;
 }
 
-// Where a tar's sidecar lives: beside a local tar; for a remote one, in the cache
-// directory ("<cache_dir>/index/<XXH3 of the URL>.tfidx"), or nowhere without one.
+// Where a tar's sidecar lives: beside a local tar; for a remote one, among the cache's
+// files ("<cache_dir>/blocks/<XXH3 of the URL>.tfidx"), or nowhere without a cache.
 std::string SidecarPath(const RangeFile& file, const TarOptions& options) {
   if (!IsRemoteLocation(file.name())) return file.name() + ".tfidx";
   if (options.remote.cache_dir.empty()) return {};
-  const std::string dir = options.remote.cache_dir + "/index";
-  ::mkdir(options.remote.cache_dir.c_str(), 0755);
-  ::mkdir(dir.c_str(), 0755);
   char hex[17];
   std::snprintf(hex, sizeof(hex), "%016" PRIx64,
                 detail::Checksum(std::as_bytes(std::span(file.name()))));
-  return dir + "/" + hex + ".tfidx";
+  return detail::CacheFilesDir(options.remote) + "/" + hex + ".tfidx";
 }
 
 ScannedTar IndexTar(const RangeFile& file, const TarOptions& options) {
@@ -428,7 +425,15 @@ ScannedTar IndexTar(const RangeFile& file, const TarOptions& options) {
     if (auto cached = ReadSidecar(sidecar, *stamp)) return std::move(*cached);
   }
   ScannedTar scanned = ScanTar(file, options.max_member_bytes);
-  if (stamp) WriteSidecar(sidecar, *stamp, scanned);
+  if (!stamp) return scanned;
+  // Best effort: a read-only directory or a full disk leaves the tar without a sidecar. A
+  // remote tar's is stored like a block, under the cache's limit.
+  const std::vector<std::byte> bytes = SidecarBytes(*stamp, scanned);
+  if (IsRemoteLocation(file.name())) {
+    detail::StoreInCache(options.remote, sidecar, {bytes});
+  } else {
+    detail::ReplaceFile(sidecar, sidecar + ".tmp." + std::to_string(::getpid()), {bytes}, false);
+  }
   return scanned;
 }
 

@@ -16,7 +16,7 @@
 // may be kept in a sidecar written by the first open and used by later opens while the
 // tar's size, mtime and (remote) ETag match and the sidecar's own checksum is right: for a
 // local tar "<tar>.tfidx" (when the directory is writable), for a remote one
-// "<cache_dir>/index/<hash of the URL>.tfidx" (when RemoteOptions::cache_dir is set).
+// "<cache_dir>/blocks/<hash of the URL>.tfidx" (when RemoteOptions::cache_dir is set).
 //
 // The reader is tilefeed's own (loader/tar_format.h), not libarchive: the index
 // needs each member's byte offset for pread and merged preadv, which libarchive's read API
@@ -39,7 +39,7 @@
 // (1,000,000) or more is a bad sample, so C never exceeds it. http(s):// and s3:// tars are read
 // through TarOptions::remote (tilefeed/loader/remote.h); their open is a HEAD request, then,
 // without a valid sidecar, a read of every header (through the block cache when one is set). A
-// remote tar changed on the server after open fails its reads with HTTP 412 (If-Match).
+// remote tar changed on the server after open fails its reads (loader/http_file.cc, Versions).
 //
 // Ownership: owns the index (about 40 bytes + the key per sample) and one open file per
 // tar. Thread safety: immutable after Open(); all const members may be called concurrently.

@@ -82,8 +82,8 @@ class RemoteOptions:
     dashes) does:
 
     cache_dir       a path, or None (the default) for no cache: fetched blocks and remote tar
-                    indexes kept on disk, shared by the processes of the host
-    cache_limit     bytes, at least 4 MiB (default 10 GiB): the bound of the cache's blocks
+                    indexes kept on disk, shared by the user's processes (0700, the user's own)
+    cache_limit     bytes, at least 4 MiB (default 10 GiB): the bound of all the cache holds
     s3_endpoint     a URL, or None for AWS: where s3://bucket/key is fetched from
     remote_retries  0-20 (default 5): retries of a failed request before its sample is bad
 

@@ -74,6 +74,11 @@ NginxServer::NginxServer(const std::filesystem::path& root, const std::filesyste
        << "      limit_rate_after 512;\n      limit_rate 64;\n    }\n"
        << "    location /gzip-encoded/ {\n      alias " << root_.string() << "/;\n"
        << "      add_header Content-Encoding gzip;\n    }\n"
+       << "    location /no-etag/ {\n      alias " << root_.string() << "/;\n"
+       << "      etag off;\n    }\n"
+       << "    location /first512/ {\n      proxy_pass " << url() << "/;\n"
+       << "      proxy_set_header Range bytes=0-511;\n    }\n"
+       << "    location /s3-307/ { return 307 https://s3.eu-west-3.amazonaws.com$request_uri; }\n"
        << "  }\n}\n";
   conf.close();
   Start();

@@ -7,7 +7,10 @@
 // serves <path> but answers a request with a Range header with HTTP 400; /loop/<path>
 // redirects (302) to itself; /trickle/<path> serves <path> at 64 bytes/s after its first
 // 512 bytes (so headers come at once);
-// /gzip-encoded/<path> serves <path> with "Content-Encoding: gzip". Access log lines are
+// /gzip-encoded/<path> serves <path> with "Content-Encoding: gzip"; /no-etag/<path> serves
+// <path> without an ETag (Last-Modified only); /first512/<path> answers every request with
+// bytes 0-511 of <path> (a 206 that says so); /s3-307/<path> redirects (307) to AWS's
+// eu-west-3 endpoint, as S3 does for a bucket in another region. Access log lines are
 // "<method> <uri> <status> conn=<connection number> bytes=<body bytes sent>
 // auth=[<Authorization>] date=[<x-amz-date>]".
 

@@ -12,6 +12,8 @@
 
 #include <gtest/gtest.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -19,7 +21,9 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -280,7 +284,7 @@ TEST_F(RemoteTest, AChunksRunsAreRequestedTogether) {
   }
 }
 
-// A remote tar's index is kept in the cache directory: a second open is one HEAD per tar;
+// A remote tar's index is kept among the cache's blocks: a second open is one HEAD per tar;
 // a tar changed on the server (its ETag) or a damaged index means a new scan.
 TEST_F(RemoteTest, RemoteTarIndexIsKeptInTheCacheDirectory) {
   TarOptions options;
@@ -303,8 +307,8 @@ TEST_F(RemoteTest, RemoteTarIndexIsKeptInTheCacheDirectory) {
   // Every later open: three HEADs, and the reads come from the block cache.
   EXPECT_EQ(requests_of_open(), 3u);
   std::vector<fs::path> indexes;
-  for (const auto& e : fs::directory_iterator(dir_.path() / "cache" / "index")) {
-    indexes.push_back(e.path());
+  for (const auto& e : fs::directory_iterator(dir_.path() / "cache" / "blocks")) {
+    if (e.path().extension() == ".tfidx") indexes.push_back(e.path());
   }
   ASSERT_EQ(indexes.size(), 3u);
   const fs::path tar0 = root_ / "wds" / "train-000000.tar";
@@ -352,7 +356,7 @@ TEST_F(RemoteTest, BadRemoteInputsGiveOneClearLine) {
   ASSERT_FALSE(results.empty());
   EXPECT_NE(results.back().error.find("is truncated"), std::string::npos) << results.back().error;
 
-  // A tar changed on the server after its index was made: its reads fail with HTTP 412
+  // A tar changed on the server after its index was made: its reads fail (HTTP 412)
   // instead of mixing two versions; the other tars still read.
   const auto tars = TarDataset::Open(Url("wds/train-{000000..000002}.tar"), tar_options);
   const fs::path tar0 = root_ / "wds" / "train-000000.tar";
@@ -363,13 +367,14 @@ TEST_F(RemoteTest, BadRemoteInputsGiveOneClearLine) {
       EXPECT_TRUE(results[i].ok) << results[i].error;
       continue;
     }
-    EXPECT_NE(results[i].error.find("HTTP 412: the file changed on the server"), std::string::npos)
+    EXPECT_NE(results[i].error.find("the file changed on the server since it was opened (ETag \""),
+              std::string::npos)
         << results[i].error;
     EXPECT_EQ(results[i].error.find('\n'), std::string::npos);
   }
 
-  // A shard cut short on the server after open: its reads past the new end fail with a
-  // short read (or HTTP 416 for a range that starts past it).
+  // A shard cut short on the server after open: its reads past the new end fail naming the
+  // new size (the Content-Range's total), or with HTTP 416 for a range that starts past it.
   ShardReadOptions read;
   read.remote = Remote();
   const auto shards = ShardDataset::Open(Url("shards"), read);
@@ -381,7 +386,8 @@ TEST_F(RemoteTest, BadRemoteInputsGiveOneClearLine) {
     if (results[i].ok) continue;
     EXPECT_EQ(shards->Locate(i).first, 0u) << results[i].error;
     const bool clear =
-        results[i].error.starts_with("short read: ") || results[i].error.starts_with("HTTP 416");
+        results[i].error.starts_with("the file changed on the server since it was opened (size ") ||
+        results[i].error.starts_with("HTTP 416");
     EXPECT_TRUE(clear) << results[i].error;
     short_reads += 1;
   }
@@ -585,6 +591,7 @@ TEST_F(RemoteTest, ACorruptCachedBlockIsDroppedAndFetchedAgain) {
   read_all();  // fills the cache
   int flipped = 0;
   for (const auto& e : fs::directory_iterator(dir_.path() / "cache" / "blocks")) {
+    if (e.path().extension() == ".tfidx") continue;  // tar indexes, read at open only
     testing::XorByte(e.path(), fs::file_size(e.path()) / 3, 0x08);
     flipped += 1;
   }
@@ -755,6 +762,196 @@ TEST_F(RemoteTest, CredentialsInAUrlAreSentButNeverShown) {
   }
   EXPECT_EQ(detail::RedactUrl("see https://u:p@a@h:1/x?a=1&X-Amz-Signature=S&b=2 and s3://b/k"),
             "see https://***@h:1/x?a=1&X-Amz-Signature=***&b=2 and s3://b/k");
+}
+
+// Writes the samples of served tar `shard` (25 a tar) again, in reverse order, over the tar in
+// place: the same size, other bytes at every offset and other labels; its mtime becomes now.
+void RewriteReversed(const fs::path& scratch, const fs::path& tar, int shard) {
+  std::vector<testing::TarSample> samples = testing::MakeImageSamples(kSamples, 4);
+  samples.erase(samples.begin(), samples.begin() + std::ptrdiff_t{25} * shard);
+  samples.resize(std::min<std::size_t>(samples.size(), 25));
+  std::reverse(samples.begin(), samples.end());
+  fs::create_directories(scratch / "rewritten");
+  const std::vector<std::byte> bytes = testing::ReadFile(testing::WriteWebDataset(
+      scratch / "rewrite", (scratch / "rewritten" / "new-%06d.tar").string(), samples, 25)[0]);
+  ASSERT_EQ(bytes.size(), fs::file_size(tar));
+  std::fstream out(tar, std::ios::in | std::ios::out | std::ios::binary);
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
+  ASSERT_TRUE(out.good());
+}
+
+// A tar rewritten in place with the same size, on a server that sends Last-Modified but no
+// ETag, was served from the cache's old blocks for good (64 of 64 old labels): blocks were
+// keyed by URL and size. They are keyed by the validator (the ETag, else Last-Modified), so
+// the next open reads the new tar: its index, labels and bytes.
+TEST_F(RemoteTest, ATarRewrittenWithTheSameSizeIsNotServedFromOldBlocks) {
+  const fs::path tar0 = root_ / "wds" / "train-000000.tar";
+  // Last-Modified has whole seconds: the first version is an hour old.
+  fs::last_write_time(tar0, fs::last_write_time(tar0) - std::chrono::hours(1));
+  TarOptions options;
+  options.remote = Remote();
+  options.remote.cache_dir = (dir_.path() / "cache").string();
+  options.remote.cache_block = 8192;
+  const std::string url = Url("no-etag/wds/train-000000.tar");
+  std::vector<std::vector<std::byte>> buffers;
+  for (const ReadResult& r : ReadAll(*TarDataset::Open(url, options), buffers)) {
+    EXPECT_TRUE(r.ok) << r.error;
+  }
+  RewriteReversed(dir_.path(), tar0, 0);
+  TarOptions local;
+  local.sidecar = false;
+  const auto expected = TarDataset::Open(tar0.string(), local);
+  std::vector<std::vector<std::byte>> expected_bytes;
+  ReadAll(*expected, expected_bytes);
+  const auto remote = TarDataset::Open(url, options);
+  const std::vector<ReadResult> results = ReadAll(*remote, buffers);
+  ASSERT_EQ(results.size(), expected_bytes.size());
+  int old = 0;
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    EXPECT_TRUE(results[i].ok) << results[i].error;
+    EXPECT_EQ(remote->Label(i), expected->Label(i)) << remote->Describe(i);
+    old += buffers[i] != expected_bytes[i] ? 1 : 0;
+  }
+  EXPECT_EQ(old, 0) << "samples of the old version served";
+}
+
+// nginx's ETag and Last-Modified of a static file.
+std::string NginxEtag(const fs::path& file) {
+  struct stat st {};
+  ::stat(file.c_str(), &st);
+  char etag[64];
+  std::snprintf(etag, sizeof(etag), "\"%llx-%llx\"", static_cast<unsigned long long>(st.st_mtime),
+                static_cast<unsigned long long>(st.st_size));
+  return etag;
+}
+std::string HttpDate(const fs::path& file) {
+  struct stat st {};
+  ::stat(file.c_str(), &st);
+  std::tm tm{};
+  ::gmtime_r(&st.st_mtime, &tm);
+  char date[64];
+  std::strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+  return date;
+}
+
+// A tar replaced mid-epoch (rewritten in place, the same size) on a server without ETags gave
+// new pixels under old labels: ranges carried no condition. Every range now carries the
+// validator (If-Match: the ETag, else If-Unmodified-Since: Last-Modified), so after the change
+// each read of that tar fails with one line naming the old and the new validator, and none
+// returns the new bytes; the other tars still read.
+TEST_F(RemoteTest, ATarChangedMidRunFailsEveryReadNamingBothVersions) {
+  for (const std::string prefix : {"no-etag/", ""}) {
+    const int shard = prefix.empty() ? 1 : 0;
+    const fs::path tar = root_ / "wds" / ("train-00000" + std::to_string(shard) + ".tar");
+    fs::last_write_time(tar, fs::last_write_time(tar) - std::chrono::hours(1));
+    const std::string was =
+        prefix.empty() ? "ETag " + NginxEtag(tar) : "Last-Modified " + HttpDate(tar);
+    TarOptions options;
+    options.remote = Remote();
+    const auto d = TarDataset::Open(Url(prefix + "wds/train-{000000..000002}.tar"), options);
+    std::vector<std::vector<std::byte>> before, after;
+    for (const ReadResult& r : ReadAll(*d, before)) EXPECT_TRUE(r.ok) << r.error;
+    RewriteReversed(dir_.path(), tar, shard);
+    std::string want = "the file changed on the server since it was opened (";
+    want.append(was).append(", now ").append(prefix.empty() ? NginxEtag(tar) : HttpDate(tar));
+    want.append("); open the dataset again to read it");
+    const std::vector<ReadResult> results = ReadAll(*d, after);
+    const std::string changed = Url(prefix + "wds/" + tar.filename().string() + "#");
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      if (d->Describe(i).rfind(changed, 0) != 0) {
+        EXPECT_TRUE(results[i].ok && after[i] == before[i]) << d->Describe(i) << results[i].error;
+        continue;
+      }
+      EXPECT_FALSE(results[i].ok) << d->Describe(i) << ": the new version read under the old index";
+      EXPECT_EQ(results[i].error, want);
+    }
+  }
+}
+
+// A 206 whose Content-Range is not the range asked for (a proxy or cache answering another
+// range) was taken for the bytes asked for. Its start, end and total are checked.
+TEST_F(RemoteTest, AContentRangeOtherThanTheOneAskedForFailsTheRead) {
+  const std::uint64_t size = fs::file_size(root_ / "wds" / "train-000000.tar");
+  const auto file = detail::OpenHttpFile(Url("first512/wds/train-000000.tar"), Remote(), size);
+  std::vector<std::byte> bytes(512);
+  EXPECT_EQ(file->Read(0, bytes), "");
+  const std::string total = "/" + std::to_string(size);
+  EXPECT_EQ(file->Read(1024, bytes), "the server sent Content-Range: bytes 0-511" + total +
+                                         " for a request of bytes 1024-1535" + total);
+}
+
+// cache_limit bounded the block files only: remote tars' indexes, in index/, came on top
+// (7.2 MB under a 4 MiB limit). They are kept among the blocks and stored under the cache's
+// lock and limit like them, so everything the cache writes stays under it.
+TEST_F(RemoteTest, TheCacheLimitCoversTarIndexes) {
+  TarOptions options;
+  options.remote = Remote();
+  options.remote.cache_dir = (dir_.path() / "cache").string();
+  options.remote.cache_block = 4096;
+  options.remote.cache_limit = std::uint64_t{4} * (4096 + 8);
+  for (int pass = 0; pass < 2; ++pass) {
+    const auto d = TarDataset::Open(Url("wds/train-{000000..000002}.tar"), options);
+    std::vector<std::vector<std::byte>> buffers;
+    for (const ReadResult& r : ReadAll(*d, buffers)) EXPECT_TRUE(r.ok) << r.error;
+    EXPECT_LE(DirectoryBytes(options.remote.cache_dir), options.remote.cache_limit) << pass;
+  }
+}
+
+// A --cache-dir another user made was used as it was: blocks planted there, with tilefeed's
+// own checksums, were served (64 of 64 samples not the server's). The cache directory is made
+// 0700, and one another user owns, or group or others can write, is refused with one line.
+TEST_F(RemoteTest, ACacheDirectoryOthersCanWriteIsRefused) {
+  auto open_error = [&](const fs::path& cache) {
+    RemoteOptions o = Remote();
+    o.cache_dir = cache.string();
+    return OpenError(Url("wds/train-000000.tar"), o);
+  };
+  const fs::path own = dir_.path() / "own";
+  EXPECT_EQ(open_error(own), "opened");
+  EXPECT_EQ(fs::status(own).permissions(), fs::perms::owner_all);
+  EXPECT_EQ(fs::status(own / "blocks").permissions(), fs::perms::owner_all);
+  fs::permissions(own, fs::perms::group_write | fs::perms::others_write, fs::perm_options::add);
+  const std::string writable = open_error(own);
+  EXPECT_EQ(
+      writable.rfind(own.string() + ": refusing the cache directory (owner uid " +
+                         std::to_string(::geteuid()) + ", mode 0722): group or others can write it",
+                     0),
+      0u)
+      << writable;
+  EXPECT_EQ(writable.find('\n'), std::string::npos);
+  // Another user's directory, made in a folder anyone may write (as /tmp).
+  const fs::path shared = dir_.path() / "shared";
+  fs::create_directory(shared);
+  fs::permissions(shared, fs::perms::all | fs::perms::sticky_bit);
+  fs::permissions(dir_.path(), fs::perms::others_exec, fs::perm_options::add);
+  const fs::path theirs = shared / "cache";
+  const std::string mkdir = "setpriv --reuid=65534 --regid=65534 --clear-groups mkdir -m 0755 " +
+                            theirs.string() + " 2>&1";
+  if (std::system(mkdir.c_str()) != 0) {
+    GTEST_SKIP() << "cannot make a directory as user 65534 (" << mkdir << " failed; it needs root)";
+  }
+  const std::string other = open_error(theirs);
+  EXPECT_EQ(other.rfind(theirs.string() +
+                            ": refusing the cache directory (owner uid 65534, mode 0755): another "
+                            "user owns it",
+                        0),
+            0u)
+      << other;
+}
+
+// S3 answers a request for a bucket of another region at the wrong endpoint with a 307, which
+// gave only "HTTP 307". The line says it is a redirect, where to, and what to set.
+TEST_F(RemoteTest, AnS3RedirectSaysWhereToAndWhatToSet) {
+  RemoteOptions o = Remote();
+  o.s3_endpoint = server_->url();
+  const std::string error = OpenError("s3://s3-307/wds/train-000000.tar", o);
+  EXPECT_NE(error.find("HTTP 307: a redirect to "
+                       "https://s3.eu-west-3.amazonaws.com/s3-307/wds/train-000000.tar"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("set AWS_REGION to the bucket's region"), std::string::npos) << error;
+  EXPECT_EQ(error.find('\n'), std::string::npos) << error;
 }
 
 }  // namespace

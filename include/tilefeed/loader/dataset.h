@@ -99,7 +99,7 @@ struct TarOptions {
   bool coalesce = true;
   std::size_t max_gap = std::size_t{64} << 10;
   // Read and write sidecar indexes: "<tar>.tfidx" beside a local tar, and for a remote tar
-  // "<remote.cache_dir>/index/<hash>.tfidx" when a cache directory is set.
+  // "<remote.cache_dir>/blocks/<hash>.tfidx" when a cache directory is set.
   bool sidecar = true;
   // An image member larger than this is a bad sample.
   std::uint64_t max_member_bytes = std::uint64_t{256} << 20;

@@ -41,11 +41,12 @@ struct RemoteCounters {
 };
 
 struct RemoteOptions {
-  // Directory of the on-disk block cache, created if missing; empty: no cache, every read
-  // is a range request of exactly the bytes asked for.
+  // Directory of the on-disk block cache, created 0700 if missing and refused if another
+  // user owns it or group or others can write it; empty: no cache, every read is a range
+  // request of exactly the bytes asked for.
   std::string cache_dir;
-  // The cache's size bound in bytes (block files only); least-recently used blocks are
-  // removed before a new one would exceed it. Must be at least cache_block.
+  // The cache's size bound in bytes (blocks and remote tars' indexes); least-recently used
+  // files are removed before a new one would exceed it. Must be at least cache_block.
   std::uint64_t cache_limit = std::uint64_t{10} << 30;
   // Size of a cached block: a miss fetches the whole aligned block(s) around the bytes.
   std::uint64_t cache_block = std::uint64_t{4} << 20;
