@@ -177,7 +177,11 @@ def zmq_endpoint(endpoint):
     if not endpoint.startswith("shm://"):
         return endpoint
     directory = os.environ.get("XDG_RUNTIME_DIR") or "/tmp"
-    return f"ipc://{directory}/tilefeed-{os.getuid()}-{endpoint[6:]}.sock"
+    directory = f"{directory}/tilefeed-{os.geteuid()}"
+    st = os.lstat(directory)  # this user's, writable by no one else: no one else serves there
+    if st.st_uid != os.geteuid() or (st.st_mode & 0o170022) != 0o040000:  # a directory, 0o022 unset
+        raise WireError(f"{directory} is owned by uid {st.st_uid} with mode {st.st_mode:o}")
+    return f"ipc://{directory}/{endpoint[6:]}.sock"
 
 
 def endpoint_arg(text):

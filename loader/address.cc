@@ -5,7 +5,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include <cstring>
+#include <algorithm>
 #include <stdexcept>
 #include <vector>
 
@@ -22,24 +22,33 @@ bool PortText(const std::string& port, bool bind) {
   return value >= (bind ? 0 : 1) && value <= 65535;
 }
 
-// The IPv4 addresses `host` resolves to (getaddrinfo), empty when it does not.
-std::vector<in_addr> ResolveIpv4(const std::string& host) {
+// The numeric addresses `host` names (getaddrinfo: a numeric host is itself), IPv4 first;
+// empty when it names none.
+std::vector<std::string> Addresses(const std::string& host) {
   addrinfo hints{};
-  hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
-  std::vector<in_addr> out;
-  if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return out;
-  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
-    if (a->ai_family == AF_INET) {
-      out.push_back(reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr);
+  std::vector<std::string> out;
+  if (host == "*" || getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return out;
+  for (const int family : {AF_INET, AF_INET6}) {
+    for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+      char text[NI_MAXHOST];
+      if (a->ai_family == family && getnameinfo(a->ai_addr, a->ai_addrlen, text, sizeof(text),
+                                                nullptr, 0, NI_NUMERICHOST) == 0) {
+        out.emplace_back(text);
+      }
     }
   }
   freeaddrinfo(found);
   return out;
 }
 
-bool IsLoopbackIpv4(const in_addr& address) { return (ntohl(address.s_addr) >> 24) == 127; }
+bool IsLoopbackAddress(const std::string& numeric) {
+  in_addr v4{};
+  in6_addr v6{};
+  if (inet_pton(AF_INET, numeric.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  return inet_pton(AF_INET6, numeric.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
+}
 
 }  // namespace
 
@@ -70,22 +79,20 @@ HostPort ParseHostPort(std::string_view text_view, bool bind) {
 }
 
 bool IsLoopbackHost(const std::string& host) {
-  in_addr numeric{};
-  in6_addr numeric6{};
-  if (inet_pton(AF_INET, host.c_str(), &numeric) == 1) return IsLoopbackIpv4(numeric);
-  if (inet_pton(AF_INET6, host.c_str(), &numeric6) == 1) {
-    return std::memcmp(&numeric6, &in6addr_loopback, sizeof(numeric6)) == 0;
-  }
-  if (host == "*") return false;
-  const std::vector<in_addr> found = ResolveIpv4(host);
-  if (found.empty()) return false;
-  for (const in_addr& address : found) {
-    if (!IsLoopbackIpv4(address)) return false;
-  }
-  return true;
+  const std::vector<std::string> found = Addresses(host);
+  return !found.empty() && std::all_of(found.begin(), found.end(), IsLoopbackAddress);
+}
+
+std::string NumericHost(const std::string& host) {
+  const std::vector<std::string> found = Addresses(host);
+  if (found.empty()) return host;
+  return found[0].find(':') == std::string::npos ? found[0] : "[" + found[0] + "]";
 }
 
 std::string NotLoopback(const std::string& host) {
+  if (host != "*" && Addresses(host).empty()) {
+    return "HOST '" + host + "' resolves to no address here, so it is not known to be loopback";
+  }
   return "HOST '" + host +
          "' is not loopback (127.0.0.0/8, ::1, or a name that resolves only to them): it would "
          "listen beyond this host, without authentication";

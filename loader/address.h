@@ -23,12 +23,18 @@ struct HostPort {
 // an empty or malformed HOST, or a PORT outside 1..65535 (0 or * allowed when `bind`).
 HostPort ParseHostPort(std::string_view text, bool bind);
 
-// The loopback rule: `host` is a 127.0.0.0/8 or ::1 address, or a name every IPv4 address of
-// which is one. "*", other addresses, interface names and names that do not resolve are not.
+// The loopback rule: `host` is a 127.0.0.0/8 or ::1 address, or a name every address of which
+// is one ("ip6-localhost": ::1). "*", other addresses, interface names and names that do not
+// resolve are not.
 bool IsLoopbackHost(const std::string& host);
 
+// `host` as ZeroMQ binds it (addresses and interface names only): a name's first address, IPv4
+// first, IPv6 in brackets; "*", an interface name or a name that does not resolve unchanged.
+std::string NumericHost(const std::string& host);
+
 // The line that refuses to listen on `host` without authentication: "HOST '*' is not
-// loopback (...)". The door that says it goes on to say how to allow it.
+// loopback (...)", or for a name that resolves to nothing, that it does not. The door that says
+// it goes on to say how to allow it.
 std::string NotLoopback(const std::string& host);
 
 }  // namespace tilefeed::loader

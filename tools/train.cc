@@ -547,8 +547,8 @@ void TrainFromReader(Instance& job, trainer::Trainer& trainer,
   // Instance 0 speaks for all; a per-instance line would interleave.
   job.console.Log("instance " + std::to_string(job.rank) + " of " + std::to_string(job.mpi.size()) +
                   ": reader " + stream_options.endpoint + " (" +
-                  (stream.shared_memory() ? "shared memory" : "ZeroMQ") + "), " +
-                  std::to_string(stream.batches_per_epoch()) + " batches per epoch, core " +
+                  (transport::IsShmEndpoint(stream_options.endpoint) ? "shared memory" : "ZeroMQ") +
+                  "), " + std::to_string(stream.batches_per_epoch()) + " batches per epoch, core " +
                   job.args.core);
   if (!job.val) {
     job.console.Log(job.has_data() ? "validation skipped: " + job.args.data + " has no val/ split"

@@ -1,13 +1,13 @@
 #include "tilefeed/transport/context.h"
 
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cassert>
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <stdexcept>
 #include <utility>
@@ -32,23 +32,39 @@ Context::~Context() = default;
 
 bool IsShmEndpoint(std::string_view endpoint) { return endpoint.rfind("shm://", 0) == 0; }
 
-std::string ZmqEndpoint(std::string_view endpoint) {
-  if (!IsShmEndpoint(endpoint)) return std::string(endpoint);
-  const std::string_view name = endpoint.substr(6);
-  const bool ok = !name.empty() && name.size() <= 64 &&
-                  name.find_first_not_of(
-                      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                      "0123456789_.-") == std::string_view::npos;
-  if (!ok) {
-    throw std::invalid_argument("endpoint " + std::string(endpoint) +
-                                ": the name after shm:// must be 1-64 of [A-Za-z0-9_.-]");
-  }
+namespace {
+
+// shm://NAME's directory, DIR/tilefeed-<uid>: made 0700 if missing, and refused unless this
+// user owns it and no one else may write it (else another user could bind NAME first).
+std::string PrivateDirectory() {
   const char* runtime = std::getenv("XDG_RUNTIME_DIR");
-  std::string out = "ipc://";
-  out.append(runtime != nullptr && *runtime == '/' ? runtime : "/tmp");
-  out.append("/tilefeed-").append(std::to_string(getuid())).append(1, '-');
-  out.append(name).append(".sock");
-  return out;
+  std::string dir = std::string(runtime != nullptr && *runtime == '/' ? runtime : "/tmp") +
+                    "/tilefeed-" + std::to_string(geteuid());
+  struct stat st {};
+  if ((mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) || lstat(dir.c_str(), &st) != 0) {
+    const int error = errno;
+    throw TransportError("shm:// directory " + dir + ": " + std::strerror(error));
+  }
+  if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 022) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    throw TransportError("shm:// directory " + dir + " is owned by uid " +
+                         std::to_string(st.st_uid) + " with mode " + mode +
+                         (S_ISDIR(st.st_mode) ? "" : " (not a directory)") +
+                         ": another user could serve there; it must be this user's (uid " +
+                         std::to_string(geteuid()) + ") and writable by no one else");
+  }
+  return dir;
+}
+
+}  // namespace
+
+std::string ZmqEndpoint(std::string_view text) {
+  const Endpoint endpoint = ParseEndpoint(text, /*bind=*/true);
+  if (endpoint.scheme == "shm")
+    return "ipc://" + PrivateDirectory() + "/" + endpoint.path + ".sock";
+  if (endpoint.scheme != "tcp") return std::string(text);
+  return "tcp://" + loader::NumericHost(endpoint.host) + ":" + endpoint.port;
 }
 
 Endpoint ParseEndpoint(std::string_view text, bool bind) {
@@ -71,7 +87,12 @@ Endpoint ParseEndpoint(std::string_view text, bool bind) {
   if (out.scheme == "ipc" || out.scheme == "shm") {
     if (rest.empty()) throw bad("no " + std::string(out.scheme == "ipc" ? "path" : "name"));
     out.path = rest;
-    if (out.scheme == "shm") (void)ZmqEndpoint(endpoint);  // checks the name
+    if (out.scheme == "shm" &&
+        (rest.size() > 64 ||
+         rest.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMN"
+                                "OPQRSTUVWXYZ0123456789_.-") != std::string::npos)) {
+      throw bad("the name after shm:// must be 1-64 of [A-Za-z0-9_.-]");
+    }
     return out;
   }
   if (out.scheme != "tcp") {
@@ -86,32 +107,6 @@ Endpoint ParseEndpoint(std::string_view text, bool bind) {
     throw bad(e.what());
   }
   return out;
-}
-
-std::string BindAddress(std::string_view text) {
-  const Endpoint endpoint = ParseEndpoint(text, true);
-  if (endpoint.scheme != "tcp") return ZmqEndpoint(text);
-  in_addr numeric{};
-  in6_addr numeric6{};
-  const std::string& host = endpoint.host;
-  if (host == "*" || inet_pton(AF_INET, host.c_str(), &numeric) == 1 ||
-      inet_pton(AF_INET6, host.c_str(), &numeric6) == 1) {
-    return std::string(text);
-  }
-  // ZeroMQ binds numeric addresses and interface names only: a name goes as its first IPv4
-  // address.
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) {
-    return std::string(text);  // an interface name, or ZeroMQ says why not
-  }
-  const std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> owned(found, freeaddrinfo);
-  char address[INET_ADDRSTRLEN];
-  inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(found->ai_addr)->sin_addr, address,
-            sizeof(address));
-  return "tcp://" + std::string(address) + ":" + endpoint.port;
 }
 
 bool IsLoopbackEndpoint(std::string_view text) {

@@ -169,8 +169,7 @@ void ReaderEndpoint::Impl::Setup(Context& context) {
   }
   guard.emplace(context.impl().context, socket, detail::ConnectionCap(options.max_connections),
                 options.log);
-  (void)ParseEndpoint(options.endpoint, /*bind=*/true);
-  const std::string zmq_endpoint = BindAddress(options.endpoint);
+  const std::string zmq_endpoint = ZmqEndpoint(options.endpoint);
   if (zmq_endpoint.rfind("ipc://", 0) == 0) {
     socket_path = zmq_endpoint.substr(6);
     if (SocketServed(socket_path)) {
@@ -184,6 +183,7 @@ void ReaderEndpoint::Impl::Setup(Context& context) {
     socket.set(zmq::sockopt::router_mandatory, 1);
     // The trainer only sends small control messages (a hello with its terms is the largest).
     socket.set(zmq::sockopt::maxmsgsize, std::int64_t{4096});
+    socket.set(zmq::sockopt::ipv6, zmq_endpoint.rfind("tcp://[", 0) == 0);
     socket.bind(zmq_endpoint);
     bound_endpoint = socket.get(zmq::sockopt::last_endpoint);
   } catch (const zmq::error_t& e) {
@@ -434,7 +434,10 @@ std::optional<SendResult> ReaderEndpoint::Impl::Handle(std::vector<zmq::message_
   const std::string id = parts[0].to_string();
   const std::optional<Control> control = detail::ParseControl(detail::Bytes(parts[1]));
   if (state == State::kWaiting || id != peer_id) {
-    if (!control) {
+    if (const std::string other = socket_path.empty() ? "" : detail::OtherUser(parts[1]);
+        !other.empty()) {
+      Refuse(id, parts[1], other);
+    } else if (!control) {
       Refuse(id, parts[1],
              "a malformed first message: " + detail::WhyNotControl(detail::Bytes(parts[1])));
     } else if (too_many) {

@@ -35,7 +35,7 @@
 // killed and restarting from a checkpoint). A trainer that misbehaves (a credit it was not
 // owed, a malformed message, silence) loses its session, not the reader. An ipc:// or
 // shm:// endpoint that another live reader serves is refused, and the socket file is
-// removed when the endpoint goes.
+// removed when the endpoint goes; over one, a trainer of another uid (SO_PEERCRED) is refused.
 //
 // Ownership: the endpoint borrows the Context and the Loader, which must outlive it.
 // Thread safety: Run() is called once, from one thread; batches_sent() and endpoint() from

@@ -85,13 +85,9 @@ void ReaderEndpoint::Impl::Refuse(const std::string& id, zmq::message_t& first,
   constexpr std::uint64_t kLoggedInFull = 20;
   ++refusals;
   if (refusals > kLoggedInFull && refusals % 1000 != 0) return;
-  const char* address = nullptr;
-  try {
-    address = first.gets("Peer-Address");
-  } catch (const zmq::error_t&) {
-  }
+  const std::string address = detail::PeerAddress(first);
   std::string line = "refused a peer at ";
-  line.append(address != nullptr && *address != '\0' ? address : "?").append(": ").append(why);
+  line.append(address.empty() ? "?" : address).append(": ").append(why);
   if (refusals > kLoggedInFull) line += " (" + std::to_string(refusals) + " refusals so far)";
   Log(line);
 }
@@ -149,12 +145,8 @@ void ReaderEndpoint::Impl::Hello(const std::string& id, std::vector<zmq::message
   }
   session = std::move(next);
   peer_id = id;
-  const char* address = nullptr;
-  try {
-    address = parts[1].gets("Peer-Address");
-  } catch (const zmq::error_t&) {
-  }
-  peer_name = address != nullptr && *address != '\0' ? address : bound_endpoint;
+  peer_name = detail::PeerAddress(parts[1]);
+  if (peer_name.empty()) peer_name = bound_endpoint;
   try {
     guard->set_protected_fd(parts[1].get(ZMQ_SRCFD));
   } catch (const zmq::error_t&) {

@@ -2,6 +2,8 @@
 
 // Small helpers over cppzmq shared by the reader and the stream. Internal.
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
@@ -60,6 +62,35 @@ inline bool TrySendControl(zmq::socket_t& socket, const Control& control) {
   const auto bytes = EncodeControl(control);
   return socket.send(zmq::const_buffer(bytes.data(), bytes.size()), zmq::send_flags::dontwait)
       .has_value();
+}
+
+// The connection `message` came over, as ZeroMQ names it ("" if it does not): tcp: the
+// peer's address; ipc:// and shm://: the Unix socket's SO_PEERCRED, "HOST:UID:GID:PID".
+inline std::string PeerAddress(zmq::message_t& message) {
+  try {
+    const char* text = message.gets("Peer-Address");
+    return text != nullptr ? text : "";
+  } catch (const zmq::error_t&) {
+    return "";
+  }
+}
+
+// "" when `message` came over ipc:// or shm:// from a process of this user, else a line naming
+// its uid (from PeerAddress) and ours.
+inline std::string OtherUser(zmq::message_t& message) {
+  std::vector<std::string> fields(1);
+  for (const char c : PeerAddress(message)) {
+    if (c == ':') {
+      fields.emplace_back();
+    } else {
+      fields.back() += c;
+    }
+  }
+  const std::string theirs = fields.size() == 4 ? fields[1] : "unknown";
+  const std::string ours = std::to_string(geteuid());
+  if (theirs == ours) return "";
+  return "peer uid " + theirs + ", this process's uid " + ours +
+         " (over ipc:// and shm:// only the same user is served)";
 }
 
 // A PAIR socket that receives `socket`'s `events` (ZMQ_EVENT_*) from ZeroMQ's monitor.

@@ -45,11 +45,6 @@ loader::LoaderState ReconnectingStream::position() const {
   return stream_ ? stream_->position() : lost_at_;
 }
 
-bool ReconnectingStream::shared_memory() const {
-  assert(stream_);
-  return stream_->shared_memory();
-}
-
 // Opens a stream at the lost stream's position, retrying until the window closes.
 void ReconnectingStream::Reconnect(const std::string& why) {
   if (stream_) lost_at_ = stream_->position();

@@ -82,7 +82,9 @@ ZmqBatchStream::ZmqBatchStream(Context& context, StreamOptions options)
     s.socket.set(zmq::sockopt::maxmsgsize, limit);
     s.message_limit = limit;
     s.monitor.emplace(detail::MonitorOf(context.impl().context, s.socket, ZMQ_EVENT_DISCONNECTED));
-    s.socket.connect(ZmqEndpoint(s.options.endpoint));
+    const std::string address = ZmqEndpoint(s.options.endpoint);
+    s.socket.set(zmq::sockopt::ipv6, address.rfind("tcp://[", 0) == 0);
+    s.socket.connect(address);
   } catch (const zmq::error_t& e) {
     throw TransportError("connect " + s.options.endpoint + ": " + e.what());
   }
@@ -199,6 +201,11 @@ bool ZmqBatchStream::Impl::Handle(std::vector<zmq::message_t>& parts, bool too_m
     std::lock_guard lock(mutex);
     welcomed_now = welcomed;
   }
+  if (!welcomed_now && options.endpoint.rfind("tcp://", 0) != 0) {
+    if (const std::string other = detail::OtherUser(parts[0]); !other.empty()) {
+      throw TransportError(peer + " is not this user's: " + other);
+    }
+  }
   if (!welcomed_now && control->type != MessageType::kWelcome &&
       control->type != MessageType::kError && control->type != MessageType::kHeartbeat) {
     throw TransportError(peer + ": message before welcome");
@@ -259,6 +266,9 @@ bool ZmqBatchStream::Impl::Handle(std::vector<zmq::message_t>& parts, bool too_m
 void ZmqBatchStream::Impl::HandleWelcome(const Control& control,
                                          std::vector<zmq::message_t>& parts) {
   if (parts.size() < 2) throw TransportError(peer + ": welcome without session terms");
+  if (control.b == 0 && IsShmEndpoint(options.endpoint)) {
+    throw TransportError(peer + " offers no shared memory, which shm:// asks for");
+  }
   std::optional<SessionTerms> echoed;
   if (options.terms) {
     echoed = ParseSessionTerms(detail::Bytes(parts[1]));
@@ -384,8 +394,6 @@ loader::LoaderState ZmqBatchStream::position() const {
   std::lock_guard lock(impl_->mutex);
   return impl_->position;
 }
-
-bool ZmqBatchStream::shared_memory() const { return impl_->layout.has_value(); }
 
 std::size_t ZmqBatchStream::queued() const {
   std::lock_guard lock(impl_->mutex);

@@ -210,7 +210,7 @@ grep -q "resume: the checkpoint's data position is in a dataset of 64 samples; t
 shm_name="faults-$$"
 serve shm1 --data "$data" --bind "shm://$shm_name" --epochs 1 --drop-last
 shm1=$pid
-sock="${XDG_RUNTIME_DIR:-/tmp}/tilefeed-$(id -u)-$shm_name.sock"
+sock="${XDG_RUNTIME_DIR:-/tmp}/tilefeed-$(id -u)/$shm_name.sock"
 [ -S "$sock" ] || fail "no socket file $sock"
 timeout 120 "$reader" --data "$data" --bind "shm://$shm_name" --workers 1 >"$work/shm2.log" 2>&1 &&
   fail "a second reader served shm://$shm_name"

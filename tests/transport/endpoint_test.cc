@@ -3,10 +3,19 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <stdexcept>
+#include <string>
+#include <thread>
 
+#include "loader/address.h"
 #include "tests/transport/test_data.h"
 #include "tilefeed/transport/batch_stream.h"
 #include "tilefeed/transport/context.h"
@@ -17,6 +26,18 @@ namespace tilefeed::transport {
 namespace {
 
 using ::testing::HasSubstr;
+
+// Whether this host can bind ::1 (IPv6 may be off).
+bool HasIpv6Loopback() {
+  const int fd = socket(AF_INET6, SOCK_STREAM, 0);
+  sockaddr_in6 address{};
+  address.sin6_family = AF_INET6;
+  address.sin6_addr = in6addr_loopback;
+  const bool bound =
+      fd >= 0 && bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0;
+  if (fd >= 0) close(fd);
+  return bound;
+}
 
 TEST(ParseEndpoint, RefusesZeroMqSourceSyntax) {
   // ZeroMQ reads tcp://SOURCE;DEST: this would bind 0.0.0.0:5603.
@@ -84,6 +105,80 @@ TEST(ReaderEndpoint, BindsAHostNameAsItsAddress) {
   ReaderEndpoint sender(context, loader, {.endpoint = "tcp://localhost:*", .loopback_only = true});
   EXPECT_THAT(sender.endpoint(), HasSubstr("tcp://127."));
   EXPECT_TRUE(IsLoopbackEndpoint(sender.endpoint()));
+}
+
+// Fails on main: ZeroMQ without ZMQ_IPV6 read "[::1]" as an interface name ("No such
+// device"), although the tools call ::1 loopback (issue 39, item 14).
+TEST(ReaderEndpoint, ServesOnIpv6Loopback) {
+  if (!HasIpv6Loopback()) GTEST_SKIP() << "this host cannot bind ::1";
+  Context context;
+  loader::Loader loader(std::make_unique<testing::RawSource>(16, 8),
+                        testing::SmallOptions(2, 8, 0));
+  ReaderEndpoint sender(context, loader, {.endpoint = "tcp://[::1]:*", .loopback_only = true});
+  EXPECT_THAT(sender.endpoint(), ::testing::StartsWith("tcp://[::1]:"));
+  std::jthread serving([&](std::stop_token stop) { (void)sender.Run(stop); });
+  ZmqBatchStream stream(context, {.endpoint = sender.endpoint()});
+  EXPECT_TRUE(stream.Next().has_value());
+}
+
+// Fails on main: shm://NAME's socket lay in /tmp itself, where another user could bind the
+// name first (issue 39, item 1). Now it lies in a directory of this user's, made 0700 and
+// refused when others can write it.
+TEST(ZmqEndpoint, ShmNamesLieInADirectoryOnlyThisUserCanWrite) {
+  tilefeed::testing::TempDir runtime("tilefeed-runtime");
+  const char* before = std::getenv("XDG_RUNTIME_DIR");
+  const std::string saved = before != nullptr ? before : "";
+  setenv("XDG_RUNTIME_DIR", runtime.path().c_str(), 1);
+  const std::string uid = std::to_string(geteuid());
+  const std::filesystem::path dir = runtime.path() / ("tilefeed-" + uid);
+  EXPECT_EQ(ZmqEndpoint("shm://job"), "ipc://" + (dir / "job.sock").string());
+  struct stat st {};
+  EXPECT_EQ(stat(dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  EXPECT_EQ(chmod(dir.c_str(), 0775), 0);
+  try {
+    (void)ZmqEndpoint("shm://job");
+    ADD_FAILURE() << "used " << dir << " with mode 0775";
+  } catch (const TransportError& e) {
+    EXPECT_THAT(e.what(), HasSubstr(dir.string() + " is owned by uid " + uid + " with mode 0775"));
+  }
+  if (before != nullptr) {
+    setenv("XDG_RUNTIME_DIR", saved.c_str(), 1);
+  } else {
+    unsetenv("XDG_RUNTIME_DIR");
+  }
+}
+
+// Fails on main: a name that resolves to nothing here (ip6-localhost on a host without that
+// /etc/hosts line) was called "not loopback", as if it named another host.
+TEST(IsLoopbackEndpoint, ANameThatDoesNotResolveIsSaidToNotResolve) {
+  EXPECT_FALSE(IsLoopbackEndpoint("tcp://no-such-host.invalid:5"));
+  EXPECT_EQ(loader::NotLoopback("no-such-host.invalid"),
+            "HOST 'no-such-host.invalid' resolves to no address here, so it is not known to be "
+            "loopback");
+  EXPECT_THAT(loader::NotLoopback("*"), HasSubstr("is not loopback"));
+}
+
+// Fails on main: a trainer that asked for shm:// took an inline reader at the name's socket
+// (in issue 39 another user's) and trained on its batches.
+TEST(ZmqBatchStream, ShmRefusesAReaderWithoutSharedMemory) {
+  const std::string name = "inline-" + std::to_string(getpid());
+  Context context;
+  loader::Loader loader(std::make_unique<testing::RawSource>(16, 8),
+                        testing::SmallOptions(2, 8, 0));
+  ReaderEndpoint inline_reader(context, loader, {.endpoint = ZmqEndpoint("shm://" + name)});
+  std::jthread serving([&](std::stop_token stop) {
+    try {
+      (void)inline_reader.Run(stop);
+    } catch (const TransportError&) {  // the refused trainer went silent
+    }
+  });
+  try {
+    ZmqBatchStream stream(context, {.endpoint = "shm://" + name});
+    ADD_FAILURE() << "took an inline reader for shm://" << name;
+  } catch (const TransportError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("offers no shared memory, which shm:// asks for"));
+  }
 }
 
 }  // namespace

@@ -100,7 +100,6 @@ TEST_P(RoundTrip, DeliversTheInProcessLoadersBatchesByteForByte) {
                         {.endpoint = use_tcp ? "tcp://127.0.0.1:*" : IpcEndpoint(sockets)});
   Serving serving(sender);
   ZmqBatchStream stream(context, {.endpoint = sender.endpoint(), .credits = 2});
-  EXPECT_FALSE(stream.shared_memory());
   EXPECT_EQ(stream.batches_per_epoch(), 5u);
   const testing::Collected received = testing::Drain(stream, 10);
   EXPECT_TRUE(stream.ended());

@@ -12,11 +12,15 @@ namespace tilefeed::transport {
 
 // Endpoints name how batches travel: tcp://HOST:PORT (ZeroMQ, between hosts), ipc://PATH
 // (ZeroMQ on one host) or shm://NAME (one host, payload in shared memory, control over
-// ZeroMQ ipc://). shm://NAME's control socket is ipc://DIR/tilefeed-<uid>-NAME.sock with
-// DIR = $XDG_RUNTIME_DIR or else /tmp, so a reader and a trainer of one user agree on it.
+// ZeroMQ ipc://). Over ipc:// and shm:// both sides serve only a peer of their own uid
+// (SO_PEERCRED); another user's process is refused with one line naming both uids.
 bool IsShmEndpoint(std::string_view endpoint);
-// The ZeroMQ endpoint for `endpoint`: shm://NAME as above, anything else unchanged. Throws
-// std::invalid_argument for a NAME that is empty or not [A-Za-z0-9_.-].
+// The endpoint ZeroMQ binds or connects for `endpoint`: shm://NAME is
+// ipc://DIR/tilefeed-<uid>/NAME.sock with DIR = $XDG_RUNTIME_DIR or else /tmp, that directory
+// made 0700 if missing; a tcp:// host name is its first address (IPv4 first, IPv6 in
+// brackets: ZeroMQ binds only addresses and interface names); anything else unchanged.
+// Throws std::invalid_argument as ParseEndpoint, TransportError (one line naming its path,
+// owner and mode) when the shm:// directory is another user's or others may write it.
 std::string ZmqEndpoint(std::string_view endpoint);
 
 // An endpoint split the way ZeroMQ reads it. tcp://HOST:PORT keeps HOST without brackets.
@@ -35,17 +39,9 @@ struct Endpoint {
 // port's address is read by, so both refuse a spelling with the same line.
 Endpoint ParseEndpoint(std::string_view endpoint, bool bind);
 
-// The endpoint ZeroMQ is to bind for `endpoint`: a tcp:// HOST that is a host name
-// ("localhost") resolved to its first IPv4 address, since ZeroMQ binds numeric addresses and
-// interface names only; anything else as ZmqEndpoint gives it. REQUIRES: ParseEndpoint
-// accepts it for binding.
-std::string BindAddress(std::string_view endpoint);
-
 // Whether `endpoint` can only be reached from this host: ipc:// and shm://, or tcp:// on a
-// 127.0.0.0/8 or ::1 address (a host name counts when every IPv4 address it resolves to is
-// one). "*", other addresses, interface names and names that do not resolve are not. The
-// metrics port follows the same rule.
-// Use it on ZMQ_LAST_ENDPOINT (what was actually bound) as well as on what was asked for.
+// 127.0.0.0/8 or ::1 address or a name every address of which is one (the metrics port's
+// rule too). Use it on ZMQ_LAST_ENDPOINT (what was bound) as well as on what was asked for.
 bool IsLoopbackEndpoint(std::string_view endpoint);
 
 class Context {

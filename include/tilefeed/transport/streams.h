@@ -19,9 +19,10 @@
 // (transport/reader_endpoint.h) in another process or on another host. It connects to the
 // reader's endpoint (tcp:// or ipc://), grants `credits` batches, and receives them on a background
 // I/O thread that also sends heartbeats and watches the reader's. Each received frame is
-// checked (transport/frame.h) before it is handed out. The reader chooses the payload
-// path: ZeroMQ messages (the ReceivedBatch views them without a copy) or a shared-memory ring (the
-// ReceivedBatch views the shared slot in place; destroying it returns the slot).
+// checked (transport/frame.h) before it is handed out. The payload comes as ZeroMQ messages
+// (the ReceivedBatch views them without a copy) or, for shm://, through a shared-memory ring
+// (the ReceivedBatch views the slot in place; destroying it returns the slot): a reader at a
+// shm:// name that offers no shared memory is refused.
 //
 // A reader silent for longer than peer_timeout makes Next() throw TransportError("reader
 // at <endpoint> silent for 5.0 s"), and so does a dropped connection, at once; a reader's
@@ -108,8 +109,6 @@ class ZmqBatchStream final : public BatchStream {
   std::size_t batches_per_epoch() const override;
   loader::LoaderState position() const override;
 
-  // Whether the payload comes through shared memory.
-  bool shared_memory() const;
   // Batches received and not yet returned by Next() (a snapshot).
   std::size_t queued() const;
 
@@ -156,9 +155,6 @@ class ReconnectingStream final : public BatchStream {
   // The connected stream's; between a loss and the reconnection, where the lost one stood
   // (at first: the terms' seed, first epoch and position and dataset size).
   loader::LoaderState position() const override;
-  // Whether the connected reader sends through shared memory.
-  // REQUIRES: a reader is connected (after construction, until ended()).
-  bool shared_memory() const;
 
  private:
   void Reconnect(const std::string& why);
