@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "loader/shard_format.h"
 #include "tilefeed/loader/dataset.h"  // the options
 #include "tilefeed/loader/remote.h"
 #include "tilefeed/loader/source.h"
@@ -44,19 +45,8 @@ namespace detail {
 class RangeFile;
 }  // namespace detail
 
-// How a dataset's records are stored.
-enum class ShardCodec {
-  kJpeg,    // the original image files' bytes; read as SampleCodec::kEncoded
-  kLz4Raw,  // codecs/raw.h tensors (uint8 HWC + LZ4); read as SampleCodec::kLz4Raw
-  // JPEGs transcoded losslessly for random access, each with its interval index
-  // (codecs/jpeg_index.h), read as SampleCodec::kIndexedJpeg; files that could not be
-  // transcoded are stored as they came and read as kEncoded. Format version 2.
-  kIndexedJpeg,
-  // JPEGs stored as their quantised DCT coefficients (codecs/jpeg_coefficients.h), read
-  // as SampleCodec::kCoefficients; files that could not be stored so are kept as they
-  // came and read as kEncoded. Format version 3.
-  kCoefficients,
-};
+// How a dataset's records are stored: the shard header's codec byte (loader/shard_format.h).
+using ShardCodec = detail::RecordCodec;
 
 const char* ToString(ShardCodec codec);
 
@@ -167,13 +157,7 @@ class ShardDataset final : public Source {
     const std::byte* map = nullptr;
     std::size_t map_bytes = 0;
   };
-  // Mirrors detail::IndexEntry; kept here so this header needs no detail/ include.
-  struct Entry {
-    std::uint64_t offset;
-    std::uint64_t checksum;
-    std::uint32_t size;
-    std::int32_t label;
-  };
+  using Entry = detail::IndexEntry;
   ShardDataset() = default;
   // One merged read of ReadMany (defined in the .cc): records order[0..count) (positions
   // in the indices), all of one shard, sorted by offset and non-overlapping.
