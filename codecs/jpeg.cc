@@ -109,51 +109,9 @@ bool GuardedStreamRows(jpeg_decompress_struct* cinfo, ErrorManager* errors, Scan
   return true;
 }
 
-bool GuardedReadCoefficients(jpeg_decompress_struct* cinfo, ErrorManager* errors) {
-  if (setjmp(errors->jump)) return false;
-  jpeg_read_coefficients(cinfo);
-  jpeg_abort_decompress(cinfo);
-  return true;
-}
-
 struct TjDeleter {
   void operator()(void* handle) const noexcept { tjDestroy(handle); }
 };
-
-ColorSpace FromLibjpeg(J_COLOR_SPACE space) {
-  switch (space) {
-    case JCS_GRAYSCALE:
-      return ColorSpace::kGrayscale;
-    case JCS_RGB:
-      return ColorSpace::kRgb;
-    case JCS_YCbCr:
-      return ColorSpace::kYCbCr;
-    case JCS_CMYK:
-      return ColorSpace::kCmyk;
-    case JCS_YCCK:
-      return ColorSpace::kYcck;
-    default:
-      return ColorSpace::kUnknown;
-  }
-}
-
-Subsampling SubsamplingOf(const jpeg_decompress_struct& cinfo) {
-  if (cinfo.num_components == 1) return Subsampling::kGray;
-  const int h = cinfo.comp_info[0].h_samp_factor;
-  const int v = cinfo.comp_info[0].v_samp_factor;
-  for (int c = 1; c < cinfo.num_components; ++c) {
-    // Only the common layout: full-resolution first component, the others 1x1.
-    if (c < 3 && (cinfo.comp_info[c].h_samp_factor != 1 || cinfo.comp_info[c].v_samp_factor != 1))
-      return Subsampling::kOther;
-  }
-  if (h == 1 && v == 1) return Subsampling::k444;
-  if (h == 2 && v == 1) return Subsampling::k422;
-  if (h == 2 && v == 2) return Subsampling::k420;
-  if (h == 1 && v == 2) return Subsampling::k440;
-  if (h == 4 && v == 1) return Subsampling::k411;
-  if (h == 1 && v == 4) return Subsampling::k441;
-  return Subsampling::kOther;
-}
 
 bool IsCmyk(J_COLOR_SPACE space) { return space == JCS_CMYK || space == JCS_YCCK; }
 
@@ -296,8 +254,13 @@ struct JpegDecoder::Impl {
     info.width = static_cast<int>(cinfo.image_width);
     info.height = static_cast<int>(cinfo.image_height);
     info.components = cinfo.num_components;
-    info.color_space = FromLibjpeg(cinfo.jpeg_color_space);
-    info.subsampling = SubsamplingOf(cinfo);
+    info.color_space = detail::ColorSpaceOf(cinfo.jpeg_color_space);
+    int h[3] = {}, v[3] = {};
+    for (int c = 0; c < std::min(cinfo.num_components, 3); ++c) {
+      h[c] = cinfo.comp_info[c].h_samp_factor;
+      v[c] = cinfo.comp_info[c].v_samp_factor;
+    }
+    info.subsampling = detail::SubsamplingOf(cinfo.num_components, h, v);
     info.progressive = cinfo.progressive_mode != 0;
     info.arithmetic = cinfo.arith_code != 0;
     info.restart_interval = static_cast<int>(cinfo.restart_interval);
@@ -457,7 +420,9 @@ DecodeReport JpegDecoder::DecodeInto(std::span<const std::byte> jpeg, const Crop
 void JpegDecoder::EntropyDecode(std::span<const std::byte> jpeg) {
   Impl& s = *impl_;
   s.ReadHeader(jpeg);
-  if (!GuardedReadCoefficients(&s.cinfo, &s.errors)) s.Fail("data");
+  jvirt_barray_ptr* coefficients = nullptr;
+  if (!detail::GuardedReadCoefficients(&s.cinfo, &s.errors, &coefficients)) s.Fail("data");
+  jpeg_abort_decompress(&s.cinfo);
 }
 
 DecodeReport JpegDecoder::DecodeFull(std::span<const std::byte> jpeg, const PixelView& out) {

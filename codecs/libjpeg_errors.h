@@ -1,7 +1,7 @@
 #pragma once
 
-// libjpeg's error and progress plumbing, shared by codecs/jpeg.cc (decoding) and
-// codecs/jpeg_index.cc (transcoding). Internal: not installed.
+// libjpeg's error and progress plumbing, and what a header says, shared by the codecs that
+// call libjpeg (decoding, transcoding, the coefficient store). Internal: not installed.
 //
 // libjpeg reports a fatal error by calling error_exit, which must not return. These
 // handlers record the failure and longjmp to LibjpegErrors::jump, taken by a setjmp in a
@@ -21,7 +21,7 @@
 #include <jpeglib.h>
 // clang-format on
 
-#include "tilefeed/codecs/image.h"
+#include "tilefeed/codecs/jpeg.h"  // ImageInfo and its enums
 
 namespace tilefeed::codecs::detail {
 
@@ -81,6 +81,11 @@ bool GuardedReadHeader(jpeg_decompress_struct* cinfo, LibjpegErrors* errors,
                        std::span<const std::byte> jpeg, bool save_markers = false);
 bool GuardedReadCoefficients(jpeg_decompress_struct* cinfo, LibjpegErrors* errors,
                              jvirt_barray_ptr** coefficients);
+
+// The ImageInfo names of libjpeg's colour space `space`, and of a file of `components`
+// components whose first (up to three) have sampling factors h[c] x v[c].
+ColorSpace ColorSpaceOf(J_COLOR_SPACE space);
+Subsampling SubsamplingOf(int components, std::span<const int> h, std::span<const int> v);
 
 // After jpeg_read_coefficients: nullptr if a decode of the file runs libjpeg's plain IDCT
 // path on the coefficients read, else why not. A progressive file whose scans leave any of
