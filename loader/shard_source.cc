@@ -1,6 +1,5 @@
 #include "loader/shard_source.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -30,7 +29,6 @@ namespace tilefeed::loader {
 namespace {
 
 using detail::RecordCodec;
-using detail::UniqueFd;
 
 // A manifest larger than this is not one of ours (a 1 M-class dataset stays far below).
 constexpr std::size_t kMaxManifestBytes = std::size_t{256} << 20;

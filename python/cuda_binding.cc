@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <utility>
 
 #include "tilefeed/loader/loader.h"
 #include "tilefeed/loader/output_format.h"

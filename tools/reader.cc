@@ -39,7 +39,6 @@
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -49,10 +48,8 @@
 #include <stop_token>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include "loader/address.h"
-#include "loader/bad_sample_log.h"
 #include "loader/option_specs.h"
 #include "metrics/cli.h"
 #include "tilefeed/launch/launch.h"
