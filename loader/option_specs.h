@@ -227,7 +227,6 @@ inline constexpr OptionSpec kSplit{
 inline constexpr OptionSpec kCacheDir{
     .flag = "--cache-dir",
     .keyword = "cache_dir",
-    .kind = OptionKind::kText,
     .help =
         "http(s)/s3 datasets: on-disk cache of fetched blocks, shared by the processes of "
         "this host (default: no cache)"};
@@ -241,13 +240,11 @@ inline constexpr OptionSpec kCacheLimit{
 inline constexpr OptionSpec kS3Endpoint{
     .flag = "--s3-endpoint",
     .keyword = "s3_endpoint",
-    .kind = OptionKind::kText,
     .help =
         "s3:// datasets: S3-compatible endpoint URL (e.g. http://minio:9000); default "
         "$AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS"};
 inline constexpr OptionSpec kS3Addressing{
     .flag = "--s3-addressing",
-    .keyword = "",
     .kind = OptionKind::kChoice,
     .default_text = "auto",
     .help =
@@ -266,7 +263,6 @@ inline constexpr OptionSpec kRemoteRetries{
         "sample is reported bad"};
 inline constexpr OptionSpec kRemoteInFlight{
     .flag = "--remote-in-flight",
-    .keyword = "",
     .kind = OptionKind::kInteger,
     .min = 1,
     .max = 64,
@@ -279,7 +275,6 @@ inline constexpr OptionSpec kRemoteInFlight{
 
 inline constexpr OptionSpec kBadSampleLines{
     .flag = "--bad-sample-lines",
-    .keyword = "",
     .kind = OptionKind::kInteger,
     .min = 0,
     .default_text = "20",
@@ -288,7 +283,6 @@ inline constexpr OptionSpec kBadSampleLines{
 // A reader session (tilefeed-serve and train --reader): durations in seconds.
 
 inline constexpr OptionSpec kHeartbeat{.flag = "--heartbeat",
-                                       .keyword = "",
                                        .kind = OptionKind::kSeconds,
                                        .min = 0.001,
                                        .max = 3600,
@@ -296,7 +290,6 @@ inline constexpr OptionSpec kHeartbeat{.flag = "--heartbeat",
                                        .help = "seconds between heartbeats"};
 inline constexpr OptionSpec kPeerTimeout{
     .flag = "--timeout",
-    .keyword = "",
     .kind = OptionKind::kSeconds,
     .min = 0.001,
     .max = 1e6,
@@ -304,7 +297,6 @@ inline constexpr OptionSpec kPeerTimeout{
     .help = "seconds of silence (no heartbeat, no batch) after which the peer is lost"};
 inline constexpr OptionSpec kReaderTimeout{
     .flag = "--reader-timeout",
-    .keyword = "",
     .kind = OptionKind::kSeconds,
     .min = 0.001,
     .max = 1e6,
@@ -312,7 +304,6 @@ inline constexpr OptionSpec kReaderTimeout{
     .help = "seconds a reader may be silent (or not answer at start) before it is an error"};
 inline constexpr OptionSpec kReconnectWindow{
     .flag = "--reconnect-window",
-    .keyword = "",
     .kind = OptionKind::kSeconds,
     .min = 0.001,
     .max = 1e6,
