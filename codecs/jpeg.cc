@@ -1,15 +1,11 @@
-// JPEG decoding over libjpeg-turbo (the transcoder for random access is jpeg_index.cc;
-// the error plumbing both use is codecs/libjpeg_errors.h).
+// JPEG decoding over libjpeg-turbo (the transcoder for random access is jpeg_index.cc).
 //
-// libjpeg reports fatal errors by calling error_exit, which must not return. We
-// longjmp back to a setjmp taken in a small "guarded" function whose locals, and those
-// of every frame between it and libjpeg, are trivially destructible: longjmp over a frame
-// with a non-trivial destructor is undefined behaviour in C++. All C++ objects (scratch
-// vectors, strings, exceptions) live in the callers, which turn a failed guarded call
-// into a DecodeError after aborting the decompressor. Warnings come through emit_message;
-// corrupt-data warnings end the decode at once under CorruptDataPolicy::kFail (they are
-// also the usual way a hostile file makes libjpeg loop for long), and are recorded
-// under kAccept.
+// libjpeg's errors longjmp to the setjmp of a small "guarded" function (codecs/
+// libjpeg_errors.h); all C++ objects (scratch vectors, strings, exceptions) live in the
+// callers, which turn a failed guarded call into a DecodeError after aborting the
+// decompressor. Corrupt-data warnings end the decode at once under CorruptDataPolicy::kFail
+// (they are also the usual way a hostile file makes libjpeg loop for long), and are
+// recorded under kAccept.
 
 #include "tilefeed/codecs/jpeg.h"
 
@@ -58,14 +54,11 @@ struct ResizeWindow {
 };
 
 // Whether jpeg_crop_scanline leaves every component's rows whole. libjpeg-turbo before
-// 3.0 (fixed upstream by commit 3a536273) sets a cropped component's
-// downsampled_width from its sampling factors alone; when DCT scaling does part of that
-// component's upsampling (its scaled block size is not the smallest one, as for the
-// chroma of 4x2 and 2x4 files at 1/2 or 1/4) and the rest is real upsampling, the
-// upsampler then fills only part of each row and the colour converter reads memory
-// nothing wrote. Components that DCT scaling brings to full size are not upsampled, so
-// the width is not used (4:2:0 at 1/2 crops safely). Called after
-// jpeg_start_decompress, when the scaled sizes are known.
+// 3.0 (fixed upstream by commit 3a536273; docs/reliability.md) sets a cropped component's
+// downsampled_width from its sampling factors alone, so when DCT scaling does part of its
+// upsampling and real upsampling the rest (the chroma of 4x2 and 2x4 files at 1/2 or 1/4),
+// the colour converter reads memory nothing wrote; a component DCT scaling brings to full
+// size is not upsampled (4:2:0 at 1/2 crops safely). Called after jpeg_start_decompress.
 bool CropScanlineIsSafe(const jpeg_decompress_struct& cinfo) {
   const int min_size = cinfo.min_DCT_scaled_size;
   for (int c = 0; c < cinfo.num_components; ++c) {

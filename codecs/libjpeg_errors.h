@@ -71,11 +71,8 @@ Result Refused(const DecodeError& why) {
 }
 
 // jpeg_create_decompress, jpeg_mem_src + jpeg_read_header (with `save_markers`, keeping
-// the COM and APPn markers for a transcode to copy) and jpeg_read_coefficients, each behind
-// its own setjmp on errors->jump (libjpeg's longjmp lands in the frame that called setjmp,
-// which holds no object with a destructor). They return false when libjpeg jumped out;
-// errors->message says why. Shared by the JPEG decoder, the coefficient store and the
-// interval-index transcoder.
+// the COM and APPn markers for a transcode to copy) and jpeg_read_coefficients, each a
+// guarded function (above): false when libjpeg jumped out, errors->message saying why.
 bool GuardedCreate(jpeg_decompress_struct* cinfo, LibjpegErrors* errors);
 bool GuardedReadHeader(jpeg_decompress_struct* cinfo, LibjpegErrors* errors,
                        std::span<const std::byte> jpeg, bool save_markers = false);

@@ -14,21 +14,13 @@
 //   - the Python binding takes the keyword names from here and leaves every range to
 //     OptionsProblem(): a bad keyword value is a ValueError with its line.
 //
-// Vocabulary (one spelling for each idea):
-//   --split {train,val,test}     the part of a root with train/, val/ (and test/) folders
-//   --slice INDEX/COUNT          an instance's share of every epoch (Python: slice=(i, n)).
-//                                "shard" is a record file, never a slice.
-//   --remote cache-limit=SIZE    a byte size written 10GiB, 512M or 1000000 (ParseByteSize)
-//   --image-size N               the library's range, 1..16384
-//   time options                 in seconds (a real number)
+// One word per idea, as docs/architecture.md lists them ("--slice" is an instance's share,
+// never "shard"); a size is written as ParseByteSize reads it, a duration in seconds.
 //
 // A range error reads "NAME must be RANGE, got VALUE", RANGE from RangeText(): "at least 1",
 // "above 0", "between 1 and 16384". Every front end words it so.
 //
-// Adding a shared option: an OptionSpec below (and in SharedOptions()), a check in the
-// library if it has the field, then AddOption() in the tools that take it and a setter in
-// python/tilefeed_module.cc; tests/tools/option_table_test.cc and python/tests/test_options.py
-// then hold every front end to it.
+// Adding a shared option: docs/architecture.md, "Add an option".
 //
 // Everything here is constant data and pure functions: safe from any thread.
 

@@ -12,15 +12,10 @@
 // so a truncated, foreign or mixed-up file is refused at open, by name. Read() is one
 // pread of exactly the record and verifies the record's XXH3 checksum; a mismatch is a
 // SourceError naming "<shard path>#<record>", which the loader's bad-sample policy handles.
-// ReadMany() (the loader reads each chunk of a batch with it) sorts the records by shard
-// and offset and reads records of one shard whose gaps are at most
-// ShardReadOptions::max_gap bytes with one preadv, scattering each record straight into
-// its buffer; every record is still checked on its own, so a bad record in a merged read
-// is the only one reported. With ShardIo::kMmap the shards are mapped at open instead and
-// records are copied out of the mapping (measured against pread in bench/loader_bench;
-// pread stays the default, see ShardIo). The manifest may also be an http(s):// or s3://
-// URL (or the URL of its directory): the shards are then read with HTTP range requests,
-// merged the same way, through ShardReadOptions::remote (tilefeed/loader/remote.h).
+// ReadMany() merges the reads of nearby records and ShardIo::kMmap maps the shards instead
+// (docs/shard-format.md, "How tilefeed reads shards"). The manifest may also be an
+// http(s):// or s3:// URL (or the URL of its directory), read through
+// ShardReadOptions::remote (tilefeed/loader/remote.h).
 //
 // Ownership: a ShardDataset owns the in-memory index (24 bytes a record) and one open
 // descriptor per local shard, so the process needs a descriptor limit above the shard count.
