@@ -1,6 +1,6 @@
 // Fixed-width integers read from and written to bytes in a stated byte order, for the
-// codecs' formats (little-endian records, big-endian JPEG and PNG fields). Inline: the
-// decoders call them in their hot loops. Not installed.
+// codecs' and the shards' formats (little-endian records, big-endian JPEG and PNG fields).
+// Inline: the decoders call them in their hot loops. Not installed.
 
 #pragma once
 

@@ -3,10 +3,6 @@
 // The coefficient store's unpack of its streams into 8x8 coefficient blocks
 // (codecs/jpeg_coefficients.cc; the bytes are specified in docs/shard-format.md).
 //
-// A block is a DC difference (two bytes), a 64-bit nonzero mask in zigzag order (bit 0,
-// the DC, never set) and one value byte per set bit, 0x80 standing for a two-byte value
-// in the wide stream.
-//
 // The unpack is the store's hottest loop after the entropy decode. With AVX-512 VBMI2
 // (asked at run time: the build targets any x86-64) a block is one masked load of its
 // values, one expand by its mask, and two zigzag permutations to 16-bit coefficients,

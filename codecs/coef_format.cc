@@ -184,37 +184,8 @@ ImageInfo ReadCoefficientInfo(std::span<const std::byte> record, std::int64_t ma
   info.width = g.width;
   info.height = g.height;
   info.components = g.components;
-  switch (g.color_space) {
-    case JCS_GRAYSCALE:
-      info.color_space = ColorSpace::kGrayscale;
-      info.subsampling = Subsampling::kGray;
-      break;
-    case JCS_RGB:
-      info.color_space = ColorSpace::kRgb;
-      break;
-    case JCS_YCbCr:
-      info.color_space = ColorSpace::kYCbCr;
-      break;
-    case JCS_CMYK:
-      info.color_space = ColorSpace::kCmyk;
-      break;
-    default:
-      info.color_space = ColorSpace::kYcck;
-  }
-  if (g.components > 1) {
-    bool chroma_1x1 = true;
-    for (int c = 1; c < std::min(g.components, 3); ++c)
-      chroma_1x1 = chroma_1x1 && g.h[c] == 1 && g.v[c] == 1;
-    const int h = g.h[0], v = g.v[0];
-    info.subsampling = !chroma_1x1        ? Subsampling::kOther
-                       : h == 1 && v == 1 ? Subsampling::k444
-                       : h == 2 && v == 1 ? Subsampling::k422
-                       : h == 2 && v == 2 ? Subsampling::k420
-                       : h == 1 && v == 2 ? Subsampling::k440
-                       : h == 4 && v == 1 ? Subsampling::k411
-                       : h == 1 && v == 4 ? Subsampling::k441
-                                          : Subsampling::kOther;
-  }
+  info.color_space = detail::ColorSpaceOf(static_cast<J_COLOR_SPACE>(g.color_space));
+  info.subsampling = detail::SubsamplingOf(g.components, g.h, g.v);
   info.mcu_width = 8 * g.max_h;
   info.mcu_height = 8 * g.max_v;
   return info;

@@ -7,13 +7,10 @@
 
 #include <algorithm>
 #include <array>
-#include <bit>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <span>
 #include <string>
-#include <vector>
 
 #include "codecs/byte_order.h"
 

@@ -3,15 +3,10 @@
 // Version 2's Huffman coding of a coefficient record's column groups (coding 3; the
 // bytes are specified in docs/shard-format.md, "Version 2 Huffman groups").
 //
-// A group's raw bytes (DC deltas, nonzero masks, values, wide: the section before it) are
-// split into six segments: component 0's DC bytes, the other components' DC bytes,
-// component 0's mask bytes, the others' mask bytes, component 0's values, and the rest
-// (the other components' values and the wide stream). Each segment is coded with one of
-// the record's canonical Huffman tables, chosen by its class (component 0, or the others)
-// and its role (DC bytes, mask bytes or values). The tables are per record, so a small
-// group pays only its 12-byte stream header. Each segment is cut into four parts, one per
-// bit stream, so that a decoder follows four independent streams at once and the table
-// lookups overlap.
+// A group's raw bytes are split into six segments by component class (component 0, or
+// the others) and role (DC bytes, mask bytes, values), each coded with one of the record's
+// canonical Huffman tables and cut into four parts, one per bit stream, so that a decoder
+// follows four independent streams at once and the table lookups overlap.
 //
 // Decoding is a table lookup of the next 11 bits per byte (per up to three value bytes).
 // HuffDecoder reads only the bytes it is given (it never reads past coded + coded_size), and every

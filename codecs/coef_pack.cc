@@ -29,6 +29,7 @@ using ErrorManager = detail::LibjpegErrors;
 using detail::Geometry;
 using detail::PutLe16;
 using detail::PutLe32;
+using detail::StoreLe;
 
 bool GuardedAccess(jpeg_decompress_struct* cinfo, ErrorManager* errors, jvirt_barray_ptr array,
                    JDIMENSION row, JDIMENSION rows, JBLOCKARRAY* out) {
@@ -212,7 +213,7 @@ bool PackHuffGroups(Reader& r, jvirt_barray_ptr* arrays, const Geometry& g,
   PutLe32(out, 0);
   encoder.AppendTables(out);
   const std::size_t table_bytes = out.size() - size_at - 4;
-  for (int i = 0; i < 4; ++i) out[size_at + i] = std::byte((table_bytes >> (8 * i)) & 0xFF);
+  StoreLe(out.data() + size_at, static_cast<std::uint32_t>(table_bytes));
   for (std::size_t e = 0, begin = 0; e < ends.size(); begin = ends[e++]) {
     const std::size_t at = out.size(), size = ends[e] - begin;
     const auto band = static_cast<int>(e / std::size_t(g.groups));
@@ -220,10 +221,8 @@ bool PackHuffGroups(Reader& r, jvirt_barray_ptr* arrays, const Geometry& g,
     encoder.AppendGroup(reinterpret_cast<const std::uint8_t*>(all.data() + begin), size,
                         shape(band, k), out);
     const std::size_t packed = out.size() - at;
-    for (int i = 0; i < 4; ++i) {
-      out[table_at + 8 * e + i] = std::byte((packed >> (8 * i)) & 0xFF);
-      out[table_at + 8 * e + 4 + i] = std::byte((size >> (8 * i)) & 0xFF);
-    }
+    StoreLe(out.data() + table_at + 8 * e, static_cast<std::uint32_t>(packed));
+    StoreLe(out.data() + table_at + 8 * e + 4, static_cast<std::uint32_t>(size));
   }
   return true;
 }
@@ -244,9 +243,8 @@ bool PackGroups(Reader& r, jvirt_barray_ptr* arrays, const Geometry& g,
           table_at + 8 * (std::size_t(band) * std::size_t(g.groups) + std::size_t(k));
       const auto* bytes = reinterpret_cast<const std::byte*>(raw.data());
       out.insert(out.end(), bytes, bytes + raw.size());
-      for (int i = 0; i < 4; ++i) {
-        out[entry_at + i] = out[entry_at + 4 + i] = std::byte((raw.size() >> (8 * i)) & 0xFF);
-      }
+      StoreLe(out.data() + entry_at, static_cast<std::uint32_t>(raw.size()));
+      StoreLe(out.data() + entry_at + 4, static_cast<std::uint32_t>(raw.size()));
     }
   }
   return true;

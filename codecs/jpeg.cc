@@ -1,15 +1,11 @@
-// JPEG decoding over libjpeg-turbo (the transcoder for random access is jpeg_index.cc;
-// the error plumbing both use is codecs/libjpeg_errors.h).
+// JPEG decoding over libjpeg-turbo (the transcoder for random access is jpeg_index.cc).
 //
-// libjpeg reports fatal errors by calling error_exit, which must not return. We
-// longjmp back to a setjmp taken in a small "guarded" function whose locals, and those
-// of every frame between it and libjpeg, are trivially destructible: longjmp over a frame
-// with a non-trivial destructor is undefined behaviour in C++. All C++ objects (scratch
-// vectors, strings, exceptions) live in the callers, which turn a failed guarded call
-// into a DecodeError after aborting the decompressor. Warnings come through emit_message;
-// corrupt-data warnings end the decode at once under CorruptDataPolicy::kFail (they are
-// also the usual way a hostile file makes libjpeg loop for long), and are recorded
-// under kAccept.
+// libjpeg's errors longjmp to the setjmp of a small "guarded" function (codecs/
+// libjpeg_errors.h); all C++ objects (scratch vectors, strings, exceptions) live in the
+// callers, which turn a failed guarded call into a DecodeError after aborting the
+// decompressor. Corrupt-data warnings end the decode at once under CorruptDataPolicy::kFail
+// (they are also the usual way a hostile file makes libjpeg loop for long), and are
+// recorded under kAccept.
 
 #include "tilefeed/codecs/jpeg.h"
 
@@ -58,14 +54,11 @@ struct ResizeWindow {
 };
 
 // Whether jpeg_crop_scanline leaves every component's rows whole. libjpeg-turbo before
-// 3.0 (fixed upstream by commit 3a536273) sets a cropped component's
-// downsampled_width from its sampling factors alone; when DCT scaling does part of that
-// component's upsampling (its scaled block size is not the smallest one, as for the
-// chroma of 4x2 and 2x4 files at 1/2 or 1/4) and the rest is real upsampling, the
-// upsampler then fills only part of each row and the colour converter reads memory
-// nothing wrote. Components that DCT scaling brings to full size are not upsampled, so
-// the width is not used (4:2:0 at 1/2 crops safely). Called after
-// jpeg_start_decompress, when the scaled sizes are known.
+// 3.0 (fixed upstream by commit 3a536273; docs/reliability.md) sets a cropped component's
+// downsampled_width from its sampling factors alone, so when DCT scaling does part of its
+// upsampling and real upsampling the rest (the chroma of 4x2 and 2x4 files at 1/2 or 1/4),
+// the colour converter reads memory nothing wrote; a component DCT scaling brings to full
+// size is not upsampled (4:2:0 at 1/2 crops safely). Called after jpeg_start_decompress.
 bool CropScanlineIsSafe(const jpeg_decompress_struct& cinfo) {
   const int min_size = cinfo.min_DCT_scaled_size;
   for (int c = 0; c < cinfo.num_components; ++c) {
@@ -109,51 +102,9 @@ bool GuardedStreamRows(jpeg_decompress_struct* cinfo, ErrorManager* errors, Scan
   return true;
 }
 
-bool GuardedReadCoefficients(jpeg_decompress_struct* cinfo, ErrorManager* errors) {
-  if (setjmp(errors->jump)) return false;
-  jpeg_read_coefficients(cinfo);
-  jpeg_abort_decompress(cinfo);
-  return true;
-}
-
 struct TjDeleter {
   void operator()(void* handle) const noexcept { tjDestroy(handle); }
 };
-
-ColorSpace FromLibjpeg(J_COLOR_SPACE space) {
-  switch (space) {
-    case JCS_GRAYSCALE:
-      return ColorSpace::kGrayscale;
-    case JCS_RGB:
-      return ColorSpace::kRgb;
-    case JCS_YCbCr:
-      return ColorSpace::kYCbCr;
-    case JCS_CMYK:
-      return ColorSpace::kCmyk;
-    case JCS_YCCK:
-      return ColorSpace::kYcck;
-    default:
-      return ColorSpace::kUnknown;
-  }
-}
-
-Subsampling SubsamplingOf(const jpeg_decompress_struct& cinfo) {
-  if (cinfo.num_components == 1) return Subsampling::kGray;
-  const int h = cinfo.comp_info[0].h_samp_factor;
-  const int v = cinfo.comp_info[0].v_samp_factor;
-  for (int c = 1; c < cinfo.num_components; ++c) {
-    // Only the common layout: full-resolution first component, the others 1x1.
-    if (c < 3 && (cinfo.comp_info[c].h_samp_factor != 1 || cinfo.comp_info[c].v_samp_factor != 1))
-      return Subsampling::kOther;
-  }
-  if (h == 1 && v == 1) return Subsampling::k444;
-  if (h == 2 && v == 1) return Subsampling::k422;
-  if (h == 2 && v == 2) return Subsampling::k420;
-  if (h == 1 && v == 2) return Subsampling::k440;
-  if (h == 4 && v == 1) return Subsampling::k411;
-  if (h == 1 && v == 4) return Subsampling::k441;
-  return Subsampling::kOther;
-}
 
 bool IsCmyk(J_COLOR_SPACE space) { return space == JCS_CMYK || space == JCS_YCCK; }
 
@@ -296,8 +247,13 @@ struct JpegDecoder::Impl {
     info.width = static_cast<int>(cinfo.image_width);
     info.height = static_cast<int>(cinfo.image_height);
     info.components = cinfo.num_components;
-    info.color_space = FromLibjpeg(cinfo.jpeg_color_space);
-    info.subsampling = SubsamplingOf(cinfo);
+    info.color_space = detail::ColorSpaceOf(cinfo.jpeg_color_space);
+    int h[3] = {}, v[3] = {};
+    for (int c = 0; c < std::min(cinfo.num_components, 3); ++c) {
+      h[c] = cinfo.comp_info[c].h_samp_factor;
+      v[c] = cinfo.comp_info[c].v_samp_factor;
+    }
+    info.subsampling = detail::SubsamplingOf(cinfo.num_components, h, v);
     info.progressive = cinfo.progressive_mode != 0;
     info.arithmetic = cinfo.arith_code != 0;
     info.restart_interval = static_cast<int>(cinfo.restart_interval);
@@ -457,7 +413,9 @@ DecodeReport JpegDecoder::DecodeInto(std::span<const std::byte> jpeg, const Crop
 void JpegDecoder::EntropyDecode(std::span<const std::byte> jpeg) {
   Impl& s = *impl_;
   s.ReadHeader(jpeg);
-  if (!GuardedReadCoefficients(&s.cinfo, &s.errors)) s.Fail("data");
+  jvirt_barray_ptr* coefficients = nullptr;
+  if (!detail::GuardedReadCoefficients(&s.cinfo, &s.errors, &coefficients)) s.Fail("data");
+  jpeg_abort_decompress(&s.cinfo);
 }
 
 DecodeReport JpegDecoder::DecodeFull(std::span<const std::byte> jpeg, const PixelView& out) {

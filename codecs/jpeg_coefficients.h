@@ -5,18 +5,15 @@
 //
 // PackCoefficients reads a JPEG's coefficients losslessly (libjpeg's
 // jpeg_read_coefficients, so baseline, progressive and arithmetic files alike) and
-// stores them with what decoding needs (size, sampling factors, quantisation tables,
-// colour space, Adobe marker) in bands, one band per iMCU row, each split into column
-// groups coded on their own (stored, or Huffman bit streams with the record's tables),
-// holding per block a DC delta, a 64-bit nonzero mask and the nonzero values. The layouts
-// earlier builds also wrote (version 1, LZ4 and zstd groups) are retired: reading one is
-// a DecodeError (kUnsupported) that names it and the repack command.
+// stores them with what decoding needs in bands of column groups, one band per iMCU row
+// (the layout is docs/shard-format.md's, "Coefficient records"). The layouts earlier
+// builds also wrote (version 1, LZ4 and zstd groups) are retired: reading one is a
+// DecodeError (kUnsupported) that names it and the repack command.
 // CoefficientDecoder::DecodeInto reads only the column groups that cover a crop, unpacks
-// only the blocks of the crop's iMCU columns, and hands them to libjpeg-turbo's own IDCT, then its
-// upsampling and colour conversion (for YCbCr 4:2:0, 4:2:2 and 4:4:4 at full scale on CPUs with
-// AVX-512 VBMI, one fused pass with libjpeg's arithmetic instead): its pixels are byte-identical to
-// JpegDecoder::DecodeInto on the original JPEG with the same plan and options. The
-// layout is in docs/shard-format.md ("Coefficient records").
+// only the blocks of the crop's iMCU columns, and hands them to libjpeg-turbo's own IDCT,
+// upsampling and colour conversion (or one fused pass with libjpeg's arithmetic,
+// codecs/ycc_rows.h): its pixels are byte-identical to JpegDecoder::DecodeInto on the
+// original JPEG with the same plan and options.
 //
 // ReadCoefficientInfo checks a stored record's header against itself (sizes, factors,
 // tables, group table adding up to the record's length) before any allocation, so a

@@ -1,18 +1,17 @@
 #include "tilefeed/codecs/jpeg_encoder.h"
 
-// clang-format off
-#include <csetjmp>
-#include <cstdio>  // jpeglib.h uses FILE and size_t without including their headers.
-#include <jpeglib.h>
-#include <jerror.h>
-// clang-format on
-
 #include <algorithm>
+#include <csetjmp>
 #include <cstdint>
 #include <new>
 #include <string>
 #include <tuple>
 #include <utility>
+
+#include "codecs/libjpeg_errors.h"
+// clang-format off
+#include <jerror.h>  // after jpeglib.h (libjpeg_errors.h): it needs its configuration macros
+// clang-format on
 
 namespace tilefeed::codecs {
 namespace {
@@ -37,23 +36,9 @@ struct CompressParams {
   int restart_rows = 0;
 };
 
-// libjpeg reports errors by calling error_exit, which must not return. We longjmp back
-// to the one frame that called setjmp; `message` carries libjpeg's text out.
-struct ErrorManager {
-  jpeg_error_mgr pub;
-  std::jmp_buf jump;
-  char message[JMSG_LENGTH_MAX];
-};
-
-[[noreturn]] void ErrorExit(j_common_ptr cinfo) {
-  auto* err = reinterpret_cast<ErrorManager*>(cinfo->err);
-  (*cinfo->err->format_message)(cinfo, err->message);
-  std::longjmp(err->jump, 1);
-}
-
-// Libraries never print (STYLE rule 8); the encoder has nothing useful to say in warnings.
-void OutputMessage(j_common_ptr) {}
-void EmitMessage(j_common_ptr, int) {}
+// libjpeg's errors longjmp back to the one frame that called setjmp, with libjpeg's text in
+// `message` (codecs/libjpeg_errors.h); nothing is printed.
+using ErrorManager = detail::LibjpegErrors;
 
 // A destination manager appending straight into the caller's vector, so the encoded
 // bytes are written once (jpeg_mem_dest would malloc a buffer we would then copy).
@@ -100,10 +85,7 @@ void TermDestination(j_compress_ptr cinfo) {
 bool Compress(const CompressParams& p, std::vector<std::byte>* out, ErrorManager* err) {
   jpeg_compress_struct cinfo;
   VectorDestination dest;
-  cinfo.err = jpeg_std_error(&err->pub);
-  err->pub.error_exit = ErrorExit;
-  err->pub.output_message = OutputMessage;
-  err->pub.emit_message = EmitMessage;
+  cinfo.err = detail::InstallErrorHandlers(*err);
   if (setjmp(err->jump)) {
     jpeg_destroy_compress(&cinfo);
     return false;

@@ -14,10 +14,6 @@
 // entropy-decoded, and the output is byte-identical to JpegDecoder::DecodeInto on the
 // whole transcoded file.
 //
-// SerializeIndex/ParseIndex give the index a compact stored form (varint deltas, about
-// 2 bytes per interval). ParseIndex checks every field against the JPEG it belongs to,
-// so a damaged index is reported as DecodeError(kCorrupt), never trusted for an offset.
-//
 // Ownership: all functions borrow their inputs for the duration of the call only;
 // results are values. Thread safety: the free functions keep no state and may run
 // concurrently; an IndexedJpegDecoder, like a JpegDecoder, is used by one thread at a
@@ -92,14 +88,13 @@ struct TranscodeResult {
 TranscodeResult TranscodeForRandomAccess(std::span<const std::byte> jpeg,
                                          const TranscodeOptions& options = {});
 
-// The stored form of `index`: "TFJI", a version byte, the geometry and the offsets as
-// LEB128 varints (the first absolute, then deltas, then scan_end's delta).
+// The stored form of `index` (docs/shard-format.md, codec 3): varint deltas, about two
+// bytes an interval.
 std::vector<std::byte> SerializeIndex(const JpegIntervalIndex& index);
 
-// Parses a stored index and checks it against `jpeg`: magic and version, geometry equal
-// to the SOF and DRI, offsets strictly increasing inside the scan, the first at the scan
-// start and each other just after the RST marker with the right sequence number, EOI at
-// scan_end, no bytes left over. Throws DecodeError(kCorrupt) naming the first mismatch.
+// Parses a stored index and checks every field against `jpeg` as docs/shard-format.md
+// requires, so a damaged index is never trusted for an offset. Throws
+// DecodeError(kCorrupt) naming the first mismatch.
 JpegIntervalIndex ParseIndex(std::span<const std::byte> bytes, std::span<const std::byte> jpeg);
 
 // The part of the image (in source pixels, whole MCUs clipped to the image) whose

@@ -4,6 +4,7 @@
 #include <jerror.h>  // after jpeglib.h: it needs its configuration macros
 // clang-format on
 
+#include <algorithm>
 #include <string>
 
 namespace tilefeed::codecs::detail {
@@ -164,6 +165,38 @@ bool GuardedReadCoefficients(jpeg_decompress_struct* cinfo, LibjpegErrors* error
   if (setjmp(errors->jump)) return false;
   *coefficients = jpeg_read_coefficients(cinfo);
   return true;
+}
+
+ColorSpace ColorSpaceOf(J_COLOR_SPACE space) {
+  switch (space) {
+    case JCS_GRAYSCALE:
+      return ColorSpace::kGrayscale;
+    case JCS_RGB:
+      return ColorSpace::kRgb;
+    case JCS_YCbCr:
+      return ColorSpace::kYCbCr;
+    case JCS_CMYK:
+      return ColorSpace::kCmyk;
+    case JCS_YCCK:
+      return ColorSpace::kYcck;
+    default:
+      return ColorSpace::kUnknown;
+  }
+}
+
+Subsampling SubsamplingOf(int components, std::span<const int> h, std::span<const int> v) {
+  if (components == 1) return Subsampling::kGray;
+  // Only the common layout: full-resolution first component, the others 1x1.
+  for (int c = 1; c < std::min(components, 3); ++c) {
+    if (h[c] != 1 || v[c] != 1) return Subsampling::kOther;
+  }
+  if (h[0] == 1 && v[0] == 1) return Subsampling::k444;
+  if (h[0] == 2 && v[0] == 1) return Subsampling::k422;
+  if (h[0] == 2 && v[0] == 2) return Subsampling::k420;
+  if (h[0] == 1 && v[0] == 2) return Subsampling::k440;
+  if (h[0] == 4 && v[0] == 1) return Subsampling::k411;
+  if (h[0] == 1 && v[0] == 4) return Subsampling::k441;
+  return Subsampling::kOther;
 }
 
 const char* NotPlain(const jpeg_decompress_struct& cinfo) {

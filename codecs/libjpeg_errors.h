@@ -1,7 +1,7 @@
 #pragma once
 
-// libjpeg's error and progress plumbing, shared by codecs/jpeg.cc (decoding) and
-// codecs/jpeg_index.cc (transcoding). Internal: not installed.
+// libjpeg's error and progress plumbing, and what a header says, shared by the codecs that
+// call libjpeg (decoding, transcoding, the coefficient store). Internal: not installed.
 //
 // libjpeg reports a fatal error by calling error_exit, which must not return. These
 // handlers record the failure and longjmp to LibjpegErrors::jump, taken by a setjmp in a
@@ -21,7 +21,7 @@
 #include <jpeglib.h>
 // clang-format on
 
-#include "tilefeed/codecs/image.h"
+#include "tilefeed/codecs/jpeg.h"  // ImageInfo and its enums
 
 namespace tilefeed::codecs::detail {
 
@@ -71,16 +71,18 @@ Result Refused(const DecodeError& why) {
 }
 
 // jpeg_create_decompress, jpeg_mem_src + jpeg_read_header (with `save_markers`, keeping
-// the COM and APPn markers for a transcode to copy) and jpeg_read_coefficients, each behind
-// its own setjmp on errors->jump (libjpeg's longjmp lands in the frame that called setjmp,
-// which holds no object with a destructor). They return false when libjpeg jumped out;
-// errors->message says why. Shared by the JPEG decoder, the coefficient store and the
-// interval-index transcoder.
+// the COM and APPn markers for a transcode to copy) and jpeg_read_coefficients, each a
+// guarded function (above): false when libjpeg jumped out, errors->message saying why.
 bool GuardedCreate(jpeg_decompress_struct* cinfo, LibjpegErrors* errors);
 bool GuardedReadHeader(jpeg_decompress_struct* cinfo, LibjpegErrors* errors,
                        std::span<const std::byte> jpeg, bool save_markers = false);
 bool GuardedReadCoefficients(jpeg_decompress_struct* cinfo, LibjpegErrors* errors,
                              jvirt_barray_ptr** coefficients);
+
+// The ImageInfo names of libjpeg's colour space `space`, and of a file of `components`
+// components whose first (up to three) have sampling factors h[c] x v[c].
+ColorSpace ColorSpaceOf(J_COLOR_SPACE space);
+Subsampling SubsamplingOf(int components, std::span<const int> h, std::span<const int> v);
 
 // After jpeg_read_coefficients: nullptr if a decode of the file runs libjpeg's plain IDCT
 // path on the coefficients read, else why not. A progressive file whose scans leave any of

@@ -298,10 +298,8 @@ ImageInfo PngDecoder::ReadInfo(std::span<const std::byte> png) {
 
 DecodeReport PngDecoder::DecodeInto(std::span<const std::byte> png, const CropPlan& plan,
                                     const PixelView& out) {
-  ImageInfo info;
-  const Context ctx = impl_->Open(png, info);
-  CheckChunkCrcs(png);
-  return impl_->Decode(ctx.get(), info, plan, out);
+  return DecodeInto(
+      png, [&plan](const ImageInfo&) { return plan; }, out);
 }
 
 DecodeReport PngDecoder::DecodeInto(std::span<const std::byte> png,

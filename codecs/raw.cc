@@ -2,7 +2,6 @@
 
 #include <lz4.h>
 
-#include <climits>
 #include <cstring>
 #include <string>
 

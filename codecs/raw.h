@@ -1,16 +1,9 @@
 #pragma once
 
 // Raw uint8 HWC tensors compressed with the LZ4 block format, for datasets stored
-// pre-decoded (CIFAR, pre-resized ImageNet). An encoded tensor is a 16-byte header
-// followed by one LZ4 block:
-//
-//   offset size  field (little-endian)
-//   0      4     magic "TFR1"
-//   4      2     height      (1..65535)
-//   6      2     width       (1..65535)
-//   8      1     channels    (1..4)
-//   9      3     reserved, zero
-//   12     4     compressed size of the LZ4 block that follows
+// pre-decoded (CIFAR, pre-resized ImageNet). An encoded tensor is a 16-byte header ("TFR1",
+// height, width, channels 1..4, the block's size) followed by one LZ4 block; the byte
+// layout is docs/shard-format.md's (codec 2).
 //
 // Decoding checks every size field against the input length, the pixel limit and the
 // caller's buffer before it writes a byte, so a hostile input cannot overrun anything.

@@ -9,7 +9,6 @@
 #include <cassert>
 #include <cerrno>
 #include <filesystem>
-#include <optional>
 #include <utility>
 
 #include "loader/file_io.h"

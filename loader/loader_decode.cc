@@ -3,7 +3,6 @@
 // (substitute under kSkip, fail the batch under kFail). See the design note in loader.cc.
 
 #include <algorithm>
-#include <stdexcept>
 
 #include "codecs/raw.h"
 #include "loader/loader_impl.h"

@@ -42,10 +42,8 @@ void Loader::Impl::PushReady(Ready ready, const std::stop_token& token) {
 // One run of the pipeline: the three stages of the design note and the state each carries
 // from one call to the next. The plan fields are touched only by the serial plan stage.
 // oneTBB's hand-off of a token from stage to stage orders that token's writes before the
-// next stage's reads, as it orders a serial stage's successive calls. ThreadSanitizer
-// cannot see those hand-offs inside the uninstrumented libtbb, so under TSan the arena
-// runs every stage on the producer thread (kUnderThreadSanitizer); what crosses threads
-// there is the rings' protocol, which carries its own acquire/release.
+// next stage's reads, as it orders a serial stage's successive calls (under TSan, see
+// kUnderThreadSanitizer).
 class Loader::Impl::Pipeline {
  public:
   Pipeline(Impl& loader, std::stop_token token)

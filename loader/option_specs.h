@@ -14,21 +14,13 @@
 //   - the Python binding takes the keyword names from here and leaves every range to
 //     OptionsProblem(): a bad keyword value is a ValueError with its line.
 //
-// Vocabulary (one spelling for each idea):
-//   --split {train,val,test}     the part of a root with train/, val/ (and test/) folders
-//   --slice INDEX/COUNT          an instance's share of every epoch (Python: slice=(i, n)).
-//                                "shard" is a record file, never a slice.
-//   --remote cache-limit=SIZE    a byte size written 10GiB, 512M or 1000000 (ParseByteSize)
-//   --image-size N               the library's range, 1..16384
-//   time options                 in seconds (a real number)
+// One word per idea, as docs/architecture.md lists them ("--slice" is an instance's share,
+// never "shard"); a size is written as ParseByteSize reads it, a duration in seconds.
 //
 // A range error reads "NAME must be RANGE, got VALUE", RANGE from RangeText(): "at least 1",
 // "above 0", "between 1 and 16384". Every front end words it so.
 //
-// Adding a shared option: an OptionSpec below (and in SharedOptions()), a check in the
-// library if it has the field, then AddOption() in the tools that take it and a setter in
-// python/tilefeed_module.cc; tests/tools/option_table_test.cc and python/tests/test_options.py
-// then hold every front end to it.
+// Adding a shared option: docs/architecture.md, "Add an option".
 //
 // Everything here is constant data and pure functions: safe from any thread.
 
@@ -227,7 +219,6 @@ inline constexpr OptionSpec kSplit{
 inline constexpr OptionSpec kCacheDir{
     .flag = "--cache-dir",
     .keyword = "cache_dir",
-    .kind = OptionKind::kText,
     .help =
         "http(s)/s3 datasets: on-disk cache of fetched blocks, shared by your processes on "
         "this host; yours alone, 0700 (default: no cache)"};
@@ -241,13 +232,11 @@ inline constexpr OptionSpec kCacheLimit{
 inline constexpr OptionSpec kS3Endpoint{
     .flag = "--s3-endpoint",
     .keyword = "s3_endpoint",
-    .kind = OptionKind::kText,
     .help =
         "s3:// datasets: S3-compatible endpoint URL (e.g. http://minio:9000); default "
         "$AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS"};
 inline constexpr OptionSpec kS3Addressing{
     .flag = "--s3-addressing",
-    .keyword = "",
     .kind = OptionKind::kChoice,
     .default_text = "auto",
     .help =
@@ -266,7 +255,6 @@ inline constexpr OptionSpec kRemoteRetries{
         "sample is reported bad"};
 inline constexpr OptionSpec kRemoteInFlight{
     .flag = "--remote-in-flight",
-    .keyword = "",
     .kind = OptionKind::kInteger,
     .min = 1,
     .max = 64,
@@ -279,7 +267,6 @@ inline constexpr OptionSpec kRemoteInFlight{
 
 inline constexpr OptionSpec kBadSampleLines{
     .flag = "--bad-sample-lines",
-    .keyword = "",
     .kind = OptionKind::kInteger,
     .min = 0,
     .default_text = "20",
@@ -288,7 +275,6 @@ inline constexpr OptionSpec kBadSampleLines{
 // A reader session (tilefeed-serve and train --reader): durations in seconds.
 
 inline constexpr OptionSpec kHeartbeat{.flag = "--heartbeat",
-                                       .keyword = "",
                                        .kind = OptionKind::kSeconds,
                                        .min = 0.001,
                                        .max = 3600,
@@ -296,7 +282,6 @@ inline constexpr OptionSpec kHeartbeat{.flag = "--heartbeat",
                                        .help = "seconds between heartbeats"};
 inline constexpr OptionSpec kPeerTimeout{
     .flag = "--timeout",
-    .keyword = "",
     .kind = OptionKind::kSeconds,
     .min = 0.001,
     .max = 1e6,
@@ -304,7 +289,6 @@ inline constexpr OptionSpec kPeerTimeout{
     .help = "seconds of silence (no heartbeat, no batch) after which the peer is lost"};
 inline constexpr OptionSpec kReaderTimeout{
     .flag = "--reader-timeout",
-    .keyword = "",
     .kind = OptionKind::kSeconds,
     .min = 0.001,
     .max = 1e6,
@@ -312,7 +296,6 @@ inline constexpr OptionSpec kReaderTimeout{
     .help = "seconds a reader may be silent (or not answer at start) before it is an error"};
 inline constexpr OptionSpec kReconnectWindow{
     .flag = "--reconnect-window",
-    .keyword = "",
     .kind = OptionKind::kSeconds,
     .min = 0.001,
     .max = 1e6,

@@ -9,9 +9,12 @@
 #include <xxh_x86dispatch.h>
 #endif
 
+#include <algorithm>
 #include <cassert>
 #include <charconv>
 #include <cstring>
+
+#include "codecs/byte_order.h"
 
 namespace tilefeed::loader::detail {
 namespace {
@@ -19,31 +22,14 @@ namespace {
 constexpr char kShardMagic[8] = {'T', 'F', 'S', 'H', 'A', 'R', 'D', '\0'};
 constexpr char kFooterMagic[8] = {'T', 'F', 'S', 'F', 'O', 'O', 'T', '\0'};
 
-// The format is little-endian whatever the host is, so fields are assembled byte by
-// byte; compilers turn these loops into single loads and stores on x86 and ARM.
-template <typename T>
-T Load(std::span<const std::byte> bytes, std::size_t at) {
-  std::make_unsigned_t<T> value = 0;
-  for (std::size_t i = 0; i < sizeof(T); ++i) {
-    value |= static_cast<std::make_unsigned_t<T>>(std::to_integer<std::uint8_t>(bytes[at + i]))
-             << (8 * i);
-  }
-  return static_cast<T>(value);
-}
-
-template <typename T>
-void Store(std::byte* out, T value) {
-  auto bits = static_cast<std::make_unsigned_t<T>>(value);
-  for (std::size_t i = 0; i < sizeof(T); ++i) {
-    out[i] = static_cast<std::byte>((bits >> (8 * i)) & 0xFF);
-  }
-}
+using codecs::detail::GetField;
+using codecs::detail::StoreLe;
 
 template <typename T>
 void Append(std::vector<std::byte>& out, T value) {
   const std::size_t at = out.size();
   out.resize(at + sizeof(T));
-  Store(out.data() + at, value);
+  StoreLe(out.data() + at, value);
 }
 
 bool AllZero(std::span<const std::byte> bytes) {
@@ -53,18 +39,18 @@ bool AllZero(std::span<const std::byte> bytes) {
   return true;
 }
 
+constexpr RecordCodec kCodecs[] = {RecordCodec::kJpeg, RecordCodec::kLz4Raw,
+                                   RecordCodec::kIndexedJpeg, RecordCodec::kCoefficients};
+
 bool ValidCodec(std::uint8_t value) {
-  return value == static_cast<std::uint8_t>(RecordCodec::kJpeg) ||
-         value == static_cast<std::uint8_t>(RecordCodec::kLz4Raw) ||
-         value == static_cast<std::uint8_t>(RecordCodec::kIndexedJpeg) ||
-         value == static_cast<std::uint8_t>(RecordCodec::kCoefficients);
+  return std::ranges::find(kCodecs, static_cast<RecordCodec>(value)) != std::end(kCodecs);
 }
 
 // A u24 in the reserved bytes 5..7 of a record header.
 std::uint32_t LoadU24(std::span<const std::byte> bytes, std::size_t at) {
-  return std::uint32_t{Load<std::uint8_t>(bytes, at)} |
-         std::uint32_t{Load<std::uint8_t>(bytes, at + 1)} << 8 |
-         std::uint32_t{Load<std::uint8_t>(bytes, at + 2)} << 16;
+  return std::uint32_t{GetField<std::uint8_t>(bytes, at)} |
+         std::uint32_t{GetField<std::uint8_t>(bytes, at + 1)} << 8 |
+         std::uint32_t{GetField<std::uint8_t>(bytes, at + 2)} << 16;
 }
 
 std::string Hex(std::uint64_t value) {
@@ -92,11 +78,11 @@ std::uint64_t Checksum(std::span<const std::byte> bytes) {
 std::array<std::byte, kShardHeaderSize> EncodeShardHeader(const ShardHeader& header) {
   std::array<std::byte, kShardHeaderSize> out{};
   std::memcpy(out.data(), kShardMagic, sizeof(kShardMagic));
-  Store(out.data() + 8, FormatVersionFor(header.codec));
+  StoreLe(out.data() + 8, FormatVersionFor(header.codec));
   out[10] = static_cast<std::byte>(header.codec);
-  Store(out.data() + 12, header.shard_number);
-  Store(out.data() + 16, header.record_count);
-  Store(out.data() + 24, Checksum(std::span(out).first(24)));
+  StoreLe(out.data() + 12, header.shard_number);
+  StoreLe(out.data() + 16, header.record_count);
+  StoreLe(out.data() + 24, Checksum(std::span(out).first(24)));
   return out;
 }
 
@@ -107,15 +93,15 @@ ShardHeader ParseShardHeader(std::span<const std::byte> head) {
   if (std::memcmp(head.data(), kShardMagic, sizeof(kShardMagic)) != 0) {
     Fail("not a tilefeed shard (bad magic)");
   }
-  const auto version = Load<std::uint16_t>(head, 8);
+  const auto version = GetField<std::uint16_t>(head, 8);
   if (version < 1 || version > kShardFormatVersion) {
     Fail("shard format version " + std::to_string(version) +
          " is not supported (this reader: 1 to " + std::to_string(kShardFormatVersion) + ")");
   }
-  if (Load<std::uint64_t>(head, 24) != Checksum(head.first(24))) {
+  if (GetField<std::uint64_t>(head, 24) != Checksum(head.first(24))) {
     Fail("shard header checksum mismatch");
   }
-  const auto codec = Load<std::uint8_t>(head, 10);
+  const auto codec = GetField<std::uint8_t>(head, 10);
   if (!ValidCodec(codec)) Fail("unknown codec " + std::to_string(codec) + " in shard header");
   if (version != FormatVersionFor(static_cast<RecordCodec>(codec))) {
     Fail("codec " + std::to_string(codec) + " in a version " + std::to_string(version) +
@@ -124,8 +110,8 @@ ShardHeader ParseShardHeader(std::span<const std::byte> head) {
   if (head[11] != std::byte{0}) Fail("reserved shard header byte is not zero");
   ShardHeader header;
   header.codec = static_cast<RecordCodec>(codec);
-  header.shard_number = Load<std::uint32_t>(head, 12);
-  header.record_count = Load<std::uint64_t>(head, 16);
+  header.shard_number = GetField<std::uint32_t>(head, 12);
+  header.record_count = GetField<std::uint64_t>(head, 16);
   return header;
 }
 
@@ -134,7 +120,7 @@ std::array<std::byte, kRecordHeaderSize> EncodeRecordHeader(std::int32_t label, 
   assert(codec == RecordCodec::kIndexedJpeg ? index_size > 0 && index_size <= kMaxRecordIndexSize
                                             : index_size == 0);
   std::array<std::byte, kRecordHeaderSize> out{};
-  Store(out.data(), label);
+  StoreLe(out.data(), label);
   out[4] = static_cast<std::byte>(codec);
   for (int i = 0; i < 3; ++i) out[5 + i] = static_cast<std::byte>((index_size >> (8 * i)) & 0xFF);
   return out;
@@ -173,8 +159,8 @@ ShardIndex ParseShardFooter(std::span<const std::byte> tail, std::uint64_t file_
   if (std::memcmp(tail.data() + t + 24, kFooterMagic, sizeof(kFooterMagic)) != 0) {
     Fail("no shard footer at the end of the file (truncated or not a shard)");
   }
-  const auto index_offset = Load<std::uint64_t>(tail, t);
-  const auto record_count = Load<std::uint64_t>(tail, t + 8);
+  const auto index_offset = GetField<std::uint64_t>(tail, t);
+  const auto record_count = GetField<std::uint64_t>(tail, t + 8);
   const std::uint64_t trailer_offset = file_size - kShardTrailerSize;
   // Each bound is checked before it is used in arithmetic, so nothing below overflows.
   if (index_offset < kShardHeaderSize || index_offset > trailer_offset) {
@@ -190,7 +176,7 @@ ShardIndex ParseShardFooter(std::span<const std::byte> tail, std::uint64_t file_
   const auto footer = tail.subspan(static_cast<std::size_t>(index_offset - tail_begin));
   ShardIndex index;
   index.index_offset = index_offset;
-  index.footer_checksum = Load<std::uint64_t>(tail, t + 16);
+  index.footer_checksum = GetField<std::uint64_t>(tail, t + 16);
   if (index.footer_checksum != Checksum(footer.first(footer.size() - 16))) {
     Fail("footer checksum mismatch");
   }
@@ -199,10 +185,10 @@ ShardIndex ParseShardFooter(std::span<const std::byte> tail, std::uint64_t file_
   for (std::size_t i = 0; i < index.entries.size(); ++i) {
     const std::size_t at = i * kIndexEntrySize;
     IndexEntry& e = index.entries[i];
-    e.offset = Load<std::uint64_t>(footer, at);
-    e.size = Load<std::uint32_t>(footer, at + 8);
-    e.label = Load<std::int32_t>(footer, at + 12);
-    e.checksum = Load<std::uint64_t>(footer, at + 16);
+    e.offset = GetField<std::uint64_t>(footer, at);
+    e.size = GetField<std::uint32_t>(footer, at + 8);
+    e.label = GetField<std::int32_t>(footer, at + 12);
+    e.checksum = GetField<std::uint64_t>(footer, at + 16);
     if (e.offset != expected_offset) {
       Fail("record " + std::to_string(i) + " at offset " + std::to_string(e.offset) +
            ", expected " + std::to_string(expected_offset));
@@ -242,12 +228,12 @@ std::string CheckRecord(std::span<const std::byte> header, std::span<const std::
            ")";
   }
   // With a matching checksum these only fail for a writer bug, but they are cheap.
-  const auto label = Load<std::int32_t>(header, 0);
+  const auto label = GetField<std::int32_t>(header, 0);
   if (label != entry.label) {
     return "record label " + std::to_string(label) + " differs from the index's " +
            std::to_string(entry.label);
   }
-  const auto codec = Load<std::uint8_t>(header, 4);
+  const auto codec = GetField<std::uint8_t>(header, 4);
   const bool stored_as_came =
       (shard_codec == RecordCodec::kIndexedJpeg || shard_codec == RecordCodec::kCoefficients) &&
       codec == static_cast<std::uint8_t>(RecordCodec::kJpeg);
@@ -268,7 +254,7 @@ std::string CheckRecord(std::span<const std::byte> header, std::span<const std::
 }
 
 RecordLayout ReadRecordLayout(std::span<const std::byte> header) {
-  const auto codec = static_cast<RecordCodec>(Load<std::uint8_t>(header, 4));
+  const auto codec = static_cast<RecordCodec>(GetField<std::uint8_t>(header, 4));
   return {codec, codec == RecordCodec::kIndexedJpeg ? LoadU24(header, 5) : 0};
 }
 
@@ -357,17 +343,9 @@ Manifest ParseManifest(std::string_view text) {
   }
   Manifest manifest;
   const std::string_view codec = reader.Expect("codec");
-  if (codec == "jpeg") {
-    manifest.codec = RecordCodec::kJpeg;
-  } else if (codec == "lz4raw") {
-    manifest.codec = RecordCodec::kLz4Raw;
-  } else if (codec == "jpeg-indexed") {
-    manifest.codec = RecordCodec::kIndexedJpeg;
-  } else if (codec == "coefficients") {
-    manifest.codec = RecordCodec::kCoefficients;
-  } else {
-    Fail("unknown codec '" + std::string(codec) + "'");
-  }
+  const auto known = std::ranges::find(kCodecs, codec, CodecName);
+  if (known == std::end(kCodecs)) Fail("unknown codec '" + std::string(codec) + "'");
+  manifest.codec = *known;
   if (version != FormatVersionFor(manifest.codec)) {
     Fail("codec '" + std::string(codec) + "' in a version " + std::to_string(version) +
          " manifest");

@@ -33,18 +33,13 @@ inline constexpr std::uint32_t kMaxRecordIndexSize = (std::uint32_t{1} << 24) - 
 inline constexpr std::string_view kManifestFileName = "tilefeed-manifest.txt";
 inline constexpr std::string_view kManifestMagic = "tilefeed-shards";
 
-// Codec byte of a shard header and of each record.
+// Codec byte of a shard header and of each record (docs/shard-format.md). A kIndexedJpeg
+// or kCoefficients shard also holds kJpeg records: files stored as they came.
 enum class RecordCodec : std::uint8_t {
-  kJpeg = 1,    // the original image file's bytes
-  kLz4Raw = 2,  // a codecs/raw.h tensor: uint8 HWC pixels in one LZ4 block
-  // Shard: JPEGs transcoded for random access (format version 2); its records are
-  // kIndexedJpeg, or kJpeg for files stored as they came. Record: a codecs/jpeg_index.h
-  // stored interval index (length in the record header), then the transcoded JPEG.
-  kIndexedJpeg = 3,
-  // Shard: JPEGs stored as their DCT coefficients (format version 3); its records are
-  // kCoefficients, or kJpeg for files stored as they came. Record: a
-  // codecs/jpeg_coefficients.h coefficient record.
-  kCoefficients = 4,
+  kJpeg = 1,          // the original image file's bytes
+  kLz4Raw = 2,        // a codecs/raw.h tensor: uint8 HWC pixels in one LZ4 block
+  kIndexedJpeg = 3,   // a codecs/jpeg_index.h interval index, then the transcoded JPEG
+  kCoefficients = 4,  // a codecs/jpeg_coefficients.h coefficient record
 };
 
 // The format version that a shard or manifest of `codec` is written with (and must

@@ -1,6 +1,5 @@
 #include "loader/shard_source.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -23,7 +22,6 @@
 #include "loader/file_io.h"
 #include "loader/merged_reads.h"
 #include "loader/range_file.h"
-#include "loader/shard_format.h"
 #include "tilefeed/codecs/image.h"
 #include "tilefeed/codecs/jpeg.h"
 
@@ -31,38 +29,9 @@ namespace tilefeed::loader {
 namespace {
 
 using detail::RecordCodec;
-using detail::UniqueFd;
 
 // A manifest larger than this is not one of ours (a 1 M-class dataset stays far below).
 constexpr std::size_t kMaxManifestBytes = std::size_t{256} << 20;
-
-ShardCodec ToShardCodec(RecordCodec codec) {
-  switch (codec) {
-    case RecordCodec::kJpeg:
-      return ShardCodec::kJpeg;
-    case RecordCodec::kLz4Raw:
-      return ShardCodec::kLz4Raw;
-    case RecordCodec::kIndexedJpeg:
-      return ShardCodec::kIndexedJpeg;
-    case RecordCodec::kCoefficients:
-      return ShardCodec::kCoefficients;
-  }
-  return ShardCodec::kJpeg;
-}
-
-RecordCodec ToRecordCodec(ShardCodec codec) {
-  switch (codec) {
-    case ShardCodec::kJpeg:
-      return RecordCodec::kJpeg;
-    case ShardCodec::kLz4Raw:
-      return RecordCodec::kLz4Raw;
-    case ShardCodec::kIndexedJpeg:
-      return RecordCodec::kIndexedJpeg;
-    case ShardCodec::kCoefficients:
-      return RecordCodec::kCoefficients;
-  }
-  return RecordCodec::kJpeg;
-}
 
 struct LoadedManifest {
   std::string path;
@@ -330,7 +299,7 @@ struct RecordChecker {
 
 }  // namespace
 
-const char* ToString(ShardCodec codec) { return detail::CodecName(ToRecordCodec(codec)); }
+const char* ToString(ShardCodec codec) { return detail::CodecName(codec); }
 
 std::vector<ShardProblem> VerifySamples(
     const Source& source, const std::function<void(std::uint64_t, std::uint64_t)>& on_record) {
@@ -367,7 +336,7 @@ ShardManifest ReadShardManifest(const std::string& manifest_or_dir, const Remote
   const LoadedManifest m = LoadManifest(manifest_or_dir, remote);
   ShardManifest out;
   out.path = m.path;
-  out.codec = ToShardCodec(m.manifest.codec);
+  out.codec = m.manifest.codec;
   out.records = m.manifest.records;
   out.class_names = m.manifest.class_names;
   for (std::size_t s = 0; s < m.manifest.shards.size(); ++s) {
@@ -438,7 +407,7 @@ std::unique_ptr<ShardDataset> ShardDataset::Open(const std::string& manifest_or_
   const LoadedManifest m = LoadManifest(manifest_or_dir, options.remote);
   std::unique_ptr<ShardDataset> dataset(new ShardDataset());
   dataset->read_options_ = options;
-  dataset->codec_ = ToShardCodec(m.manifest.codec);
+  dataset->codec_ = m.manifest.codec;
   dataset->class_names_ = m.manifest.class_names;
   dataset->entries_.reserve(m.manifest.records);
   dataset->record_begin_.reserve(m.manifest.shards.size() + 1);
@@ -447,9 +416,8 @@ std::unique_ptr<ShardDataset> ShardDataset::Open(const std::string& manifest_or_
   for (std::size_t s = 0; s < m.manifest.shards.size(); ++s) {
     std::string path = ShardPath(m, s);
     OpenedShard shard = OpenShard(m, s, path, options.remote, session);
-    for (const detail::IndexEntry& e : shard.index.entries) {
-      dataset->entries_.push_back({e.offset, e.checksum, e.size, e.label});
-    }
+    dataset->entries_.insert(dataset->entries_.end(), shard.index.entries.begin(),
+                             shard.index.entries.end());
     dataset->record_begin_.push_back(dataset->entries_.size());
     Shard opened{std::move(path), nullptr, nullptr, 0};
     if (options.io == ShardIo::kMmap) {
@@ -487,9 +455,7 @@ SampleInfo ShardDataset::Read(std::size_t index, std::vector<std::byte>& buffer)
   const auto [shard, record] = Locate(index);
   std::array<std::byte, detail::kRecordHeaderSize> header{};
   read_calls_.fetch_add(1, std::memory_order_relaxed);
-  const std::string reason =
-      ReadRecord(*shards_[shard].file, {e.offset, e.checksum, e.size, e.label},
-                 ToRecordCodec(codec_), header, buffer);
+  const std::string reason = ReadRecord(*shards_[shard].file, e, codec_, header, buffer);
   if (!reason.empty()) {
     throw SourceError(shards_[shard].path + "#" + std::to_string(record), reason);
   }
@@ -505,8 +471,7 @@ SampleInfo ShardDataset::ReadMapped(std::size_t index, std::vector<std::byte>& b
   buffer.resize(e.size - detail::kRecordHeaderSize);
   std::memcpy(buffer.data(), at + detail::kRecordHeaderSize, buffer.size());
   const std::span<const std::byte> header(at, detail::kRecordHeaderSize);
-  const std::string reason = detail::CheckRecord(
-      header, buffer, {e.offset, e.checksum, e.size, e.label}, ToRecordCodec(codec_));
+  const std::string reason = detail::CheckRecord(header, buffer, e, codec_);
   if (!reason.empty()) throw SourceError(s.path + "#" + std::to_string(record), reason);
   return InfoFrom(header, e.label);
 }
@@ -599,8 +564,7 @@ void ShardDataset::FinishGroup(GroupRead& g) const {
     std::vector<std::byte>& b = g.buffers[g.order[i]];
     ReadResult& r = g.results[g.order[i]];
     b.resize(e.size - detail::kRecordHeaderSize);
-    r.error = detail::CheckRecord(g.headers[i], b, {e.offset, e.checksum, e.size, e.label},
-                                  ToRecordCodec(codec_));
+    r.error = detail::CheckRecord(g.headers[i], b, e, codec_);
     r.ok = r.error.empty();
     if (r.ok) r.info = InfoFrom(g.headers[i], e.label);
   }

@@ -12,15 +12,10 @@
 // so a truncated, foreign or mixed-up file is refused at open, by name. Read() is one
 // pread of exactly the record and verifies the record's XXH3 checksum; a mismatch is a
 // SourceError naming "<shard path>#<record>", which the loader's bad-sample policy handles.
-// ReadMany() (the loader reads each chunk of a batch with it) sorts the records by shard
-// and offset and reads records of one shard whose gaps are at most
-// ShardReadOptions::max_gap bytes with one preadv, scattering each record straight into
-// its buffer; every record is still checked on its own, so a bad record in a merged read
-// is the only one reported. With ShardIo::kMmap the shards are mapped at open instead and
-// records are copied out of the mapping (measured against pread in bench/loader_bench;
-// pread stays the default, see ShardIo). The manifest may also be an http(s):// or s3://
-// URL (or the URL of its directory): the shards are then read with HTTP range requests,
-// merged the same way, through ShardReadOptions::remote (tilefeed/loader/remote.h).
+// ReadMany() merges the reads of nearby records and ShardIo::kMmap maps the shards instead
+// (docs/shard-format.md, "How tilefeed reads shards"). The manifest may also be an
+// http(s):// or s3:// URL (or the URL of its directory), read through
+// ShardReadOptions::remote (tilefeed/loader/remote.h).
 //
 // Ownership: a ShardDataset owns the in-memory index (24 bytes a record) and one open
 // descriptor per local shard, so the process needs a descriptor limit above the shard count.
@@ -35,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "loader/shard_format.h"
 #include "tilefeed/loader/dataset.h"  // the options
 #include "tilefeed/loader/remote.h"
 #include "tilefeed/loader/source.h"
@@ -44,19 +40,8 @@ namespace detail {
 class RangeFile;
 }  // namespace detail
 
-// How a dataset's records are stored.
-enum class ShardCodec {
-  kJpeg,    // the original image files' bytes; read as SampleCodec::kEncoded
-  kLz4Raw,  // codecs/raw.h tensors (uint8 HWC + LZ4); read as SampleCodec::kLz4Raw
-  // JPEGs transcoded losslessly for random access, each with its interval index
-  // (codecs/jpeg_index.h), read as SampleCodec::kIndexedJpeg; files that could not be
-  // transcoded are stored as they came and read as kEncoded. Format version 2.
-  kIndexedJpeg,
-  // JPEGs stored as their quantised DCT coefficients (codecs/jpeg_coefficients.h), read
-  // as SampleCodec::kCoefficients; files that could not be stored so are kept as they
-  // came and read as kEncoded. Format version 3.
-  kCoefficients,
-};
+// How a dataset's records are stored: the shard header's codec byte (loader/shard_format.h).
+using ShardCodec = detail::RecordCodec;
 
 const char* ToString(ShardCodec codec);
 
@@ -167,13 +152,7 @@ class ShardDataset final : public Source {
     const std::byte* map = nullptr;
     std::size_t map_bytes = 0;
   };
-  // Mirrors detail::IndexEntry; kept here so this header needs no detail/ include.
-  struct Entry {
-    std::uint64_t offset;
-    std::uint64_t checksum;
-    std::uint32_t size;
-    std::int32_t label;
-  };
+  using Entry = detail::IndexEntry;
   ShardDataset() = default;
   // One merged read of ReadMany (defined in the .cc): records order[0..count) (positions
   // in the indices), all of one shard, sorted by offset and non-overlapping.

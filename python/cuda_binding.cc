@@ -5,8 +5,6 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <string>
-#include <utility>
 
 #include "tilefeed/loader/loader.h"
 #include "tilefeed/loader/output_format.h"
@@ -81,11 +79,6 @@ class PyDeviceFeed {
 
 void RegisterFeed(py::module_& m) {
   py::register_exception<cuda::CudaError>(m, "_CudaError", PyExc_RuntimeError);
-  m.def("_cuda_available", [] {
-    std::string why;
-    const bool ok = cuda::DeviceAvailable(&why);
-    return py::make_tuple(ok, why);
-  });
   m.def(
       "_PinnedSlotMemory",
       []() -> std::shared_ptr<loader::SlotMemory> {

@@ -23,7 +23,7 @@ transport::ReceivedBatch ReceiveBatch(const pybind11::handle& batch);
 loader::OutputFormat ParseOutputFormat(const pybind11::dict& options);
 
 // Adds _SlotMemory (what Loader's _slot_memory takes), _cuda_built and, with CUDA,
-// _cuda_available, _PinnedSlotMemory and _DeviceFeed to `m`.
+// _PinnedSlotMemory and _DeviceFeed to `m`.
 void RegisterCuda(pybind11::module_& m);
 
 }  // namespace tilefeed::python

@@ -1,15 +1,8 @@
-// tilefeed-inspect: summarizes a shard dataset (shards, records, classes, codec, sizes,
-// per-shard counts) and checks every shard's header and index; with --verify it also
-// reads every record, checks its checksum, an indexed record's interval index against its
-// JPEG, and that every image record decodes (a JPEG's entropy-coded data, a PNG through
-// IEND), and exits non-zero naming each bad record as "<shard file>#<record>: <reason>".
-// A PNG stored in a JPEG-codec record decodes, so it is a note, not a failure. Any other
-// dataset (a folder, tars, local or over http(s)/s3) is summarized, and with --verify
-// every sample is read and its image decoded the same way ("<sample>: <reason>").
-// With --verify --against SRC (the dataset the pack was made from) every record is also
-// decoded whole, the loader's way for its codec, and compared pixel for pixel with the
-// decode of SRC's sample: a lossless claim (--codec jpeg-index, coefficients-fast,
-// coefficients-small) checked.
+// tilefeed-inspect: summarizes a dataset (a pack in detail: shards, records, classes, codec,
+// sizes) and checks a pack's shard headers and indexes; --verify reads and decodes every
+// record or sample, and --against SRC compares a pack's pixels with its source's. Each bad
+// one is a line "BAD <where>: <reason>" and exit status 1 (docs/datasets.md, "Verifying";
+// docs/shard-format.md).
 
 #include <unistd.h>
 
@@ -208,7 +201,7 @@ std::uint64_t PrintManifest(const loader::ShardManifest& manifest, bool all_shar
   }
   const std::size_t shards = manifest.shards.size();
   std::printf("manifest   %s\n", manifest.path.c_str());
-  std::printf("codec      %s\n", ToString(manifest.codec));
+  std::printf("codec      %s\n", loader::ToString(manifest.codec));
   std::printf("records    %llu\n", static_cast<unsigned long long>(manifest.records));
   std::printf("classes    %zu", manifest.class_names.size());
   for (std::size_t c = 0; c < std::min<std::size_t>(5, manifest.class_names.size()); ++c) {

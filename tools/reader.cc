@@ -1,43 +1,15 @@
-// tilefeed-serve: the reader half of disaggregated mode. It loads an ImageFolder with the
-// usual loader options and serves the batches to one trainer over ZeroMQ (or, on the same
-// host, through shared memory that the loader decodes into and the trainer reads in place),
-// which reads them with `--readers <endpoint>` (transport::ZmqBatchStream).
+// tilefeed-serve: the reader half of disaggregated mode. It loads a dataset with the usual
+// loader options and serves the batches to one trainer instance (`train --readers`) over
+// ZeroMQ, or through shared memory on the same host:
 //
 //   tilefeed-serve --data /data/train --bind tcp://10.0.0.5:5555 --batch-size 256 --epochs 90
 //       --slice 0/2 --drop-last --curve secret-key=reader.key,allow=trainers/
 //   tilefeed-serve --data /data/train --bind shm://job7-r0 ...   (train --readers shm://job7-r0)
 //
-// One reader serves one trainer instance: reader i takes instance i's slice of each epoch,
-// given by --slice INDEX/COUNT, else by the launcher's
-// environment when the readers themselves run under poprun/mpirun (one per rank), else the
-// whole dataset.
-//
-// A trainer states what it expects in its hello (tilefeed/transport/session.h): dataset identity,
-// slice, seed, image size, batch size, mode, drop-last, epochs and its data position. Any
-// difference refuses it with one line naming both values. --epochs is the job's epoch
-// count, as train's (a resumed job's reader is started with the same --epochs). Each
-// session opens the dataset afresh at the trainer's position, unless --resume STATE (a
-// LoaderState line, as a checkpoint stores it) pins one, which a trainer must then be at.
-// After a trainer leaves
-// or fails the reader waits for the next, so a trainer restarted from a checkpoint (or
-// running with --reader reconnect=) continues; it exits once a trainer has received every epoch.
-// SIGINT/SIGTERM stop it; the trainer is told that the stream stopped early (an error).
-//
-// It binds loopback unless told otherwise. A non-loopback --bind needs CURVE with an
-// allow-list (--curve secret-key=...,allow=...), or --insecure for a network that is
-// trusted. Loopback is what ZeroMQ actually bound (ZMQ_LAST_ENDPOINT), and --bind is read
-// as ZeroMQ reads it: tcp://SOURCE;DEST is refused, a host name is resolved.
-//
-// On a network that is not trusted, turn on CURVE (transport/curve.h): make a key pair
-// once with `tilefeed-serve --curve-keygen reader` (writes reader.key, mode 0600, and reader.pub),
-// serve with `--curve secret-key=reader.key`, and give the trainer reader.pub. To admit only
-// known trainers, make each trainer a key pair the same way and serve with
-// `--curve secret-key=reader.key,allow=trainer1.pub:trainer2.pub` (or a directory of *.pub
-// files); any other key is refused during the handshake, with a line on stderr. The trainer
-// then runs with `--reader curve-server-key=reader.pub,curve-key=trainer1.key`.
+// The session (hello and its terms, --resume, serving the next trainer after one leaves,
+// SIGINT/SIGTERM), the loopback rule and CURVE are docs/wire-protocol.md's.
 
 #include <CLI/CLI.hpp>
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -46,10 +18,8 @@
 #include <stdexcept>
 #include <stop_token>
 #include <string>
-#include <vector>
 
 #include "loader/address.h"
-#include "loader/bad_sample_log.h"
 #include "loader/option_specs.h"
 #include "metrics/cli.h"
 #include "tilefeed/launch/launch.h"

@@ -10,38 +10,10 @@
 
 tilefeed.Loader(..., device="cuda") makes a CudaLoader: the same dataset, options, epochs,
 set_epoch() and state_dict() as the CPU Loader, and the same defaults (uint8, NHWC: device
-changes where batches land, nothing else), but each batch arrives as CUDA tensors.
-
-How a batch travels: through tilefeed::cuda::DeviceFeed (tilefeed/cuda/feed.h), the one GPU
-feed, which remote readers' streams feed too. The decode workers write uint8 NHWC into the
-loader's slots, here page-locked (cuda::PinnedSlotMemory); the feed copies each batch on its
-own CUDA stream into a ring of prefetch_depth device buffers, where tilefeed's kernel
-converts it (output_format.h's formula, bit for bit the CPU conversion). Its two rules: a
-slot goes back to the loader only after its copy finished, and it holds at most
-prefetch_depth - 1 slots (the workers always have one to decode into); a device buffer is
-written again only after your stream passed the point where it was released.
-
-Streams and memory. Your current stream (torch.cuda.current_stream() when the batch is
-taken) waits for the batch on the device, not on the host. The tensors you get are copies
-made on that stream out of the device buffer into PyTorch's caching allocator, and the
-buffer is released right after on the same stream: keep the tensors as long as you like,
-they never hold the ring or the loader. Use them on that stream, or wait_stream() as usual.
-
-Options, besides the CPU Loader's, with its meaning and defaults (one definition, in
-tilefeed):
-  device   "cuda", "cuda:N" or a torch.device
-  dtype    "uint8" (default), "float16", "bfloat16", "float32", or the torch/numpy dtypes
-  mean,std 3 numbers each (or one for all three), in [0, 1] units as
-           torchvision.transforms.Normalize takes them; default 0 and 1 (no normalisation);
-           uint8 takes none
-  layout   "nhwc" (default) or "nchw" (what torchvision models take)
-  timing   True: each batch carries .copy_events, CUDA events on the feed's copy stream
-           around the work enqueued there for the batch (a wait for its device buffer to be
-           released, if any; its copy; its conversion)
-IMAGENET_MEAN and IMAGENET_STD are tilefeed's.
-
-Without CUDA (no GPU, a CPU-only torch, or a tilefeed built without its CUDA component)
-making a CudaLoader raises RuntimeError with one line saying which.
+changes where batches land, nothing else), but each batch arrives as CUDA tensors, copies on
+your current stream that you may keep. timing=True adds .copy_events to each batch. Its
+options, how a batch travels and the streams it uses are docs/gpu.md's. Without CUDA making a
+CudaLoader raises RuntimeError with one line saying why.
 """
 
 import functools
@@ -116,7 +88,7 @@ class _DeviceMemory:
 
 
 class CudaLoader(_Stops):
-    """tilefeed.Loader(..., device="cuda"): see the module's help (tilefeed.cuda)."""
+    """tilefeed.Loader(..., device="cuda"): see the module's help and docs/gpu.md."""
 
     def __init__(self, data, *, device="cuda", dtype=None, mean=None, std=None, layout=None,
                  timing=False, **options):
