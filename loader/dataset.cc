@@ -231,9 +231,16 @@ DatasetIdentity Identify(const Source& source) {
     XXH3_64bits_update(state, name.data(), name.size());
     XXH3_64bits_update(state, "\n", 1);
   }
+  // Every sample's label and fingerprint, sample 0 first (docs/wire-protocol.md).
   for (std::size_t i = 0; i < source.size(); ++i) {
     const std::int32_t label = source.Label(i);
+    std::uint64_t fingerprint = std::numeric_limits<std::uint64_t>::max();  // unreadable
+    try {
+      fingerprint = source.Fingerprint(i);
+    } catch (const SourceError&) {
+    }
     XXH3_64bits_update(state, &label, sizeof(label));
+    XXH3_64bits_update(state, &fingerprint, sizeof(fingerprint));
   }
   // The content: the stored bytes of kIdentitySamples samples spread evenly over the
   // dataset, each after its index and byte count (docs/wire-protocol.md, "Dataset identity").

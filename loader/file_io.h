@@ -47,6 +47,10 @@ ssize_t PreadFull(int fd, void* data, std::size_t size, off_t offset);
 std::optional<std::string> ReadRegularFile(int dir_fd, const char* path, std::size_t max_bytes,
                                            std::vector<std::byte>& buffer);
 
+// The size of the file `path` (relative to `dir_fd`, or absolute), from one stat. Throws
+// SourceError(path, why).
+std::uint64_t FileSize(int dir_fd, const std::string& path);
+
 // Throws SourceError(where, context + the message for `error`). Takes errno by value and
 // `where` by reference so that nothing allocates, and so clobbers errno, before it is read.
 [[noreturn]] void ThrowWithErrno(const std::string& where, const char* context, int error);

@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "loader/file_io.h"
 #include "tilefeed/loader/dataset.h"  // the options
 #include "tilefeed/loader/source.h"
 
@@ -70,6 +71,10 @@ class ImageFolder final : public Source {
   const std::vector<std::string>& class_names() const override { return class_names_; }
   // REQUIRES: index < size().
   std::int32_t Label(std::size_t index) const override;
+  // The file's size, from one stat. Throws SourceError like Read().
+  std::uint64_t Fingerprint(std::size_t index) const override {
+    return detail::FileSize(root_fd_, RelativePath(index));
+  }
 
   // The file's path below root(): "<class>/<path within the class directory>".
   // REQUIRES: index < size().

@@ -7,11 +7,14 @@
 //
 // Thread safety: immutable after construction; Read() may run on any number of threads.
 
+#include <fcntl.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "loader/file_io.h"
 #include "tilefeed/loader/source.h"
 
 namespace tilefeed::loader {
@@ -35,6 +38,10 @@ class ListSource : public Source {
   std::string Describe(std::size_t index) const override;
   const std::vector<std::string>& class_names() const override { return class_names_; }
   std::int32_t Label(std::size_t index) const override { return samples_[index].label; }
+  std::uint64_t Fingerprint(std::size_t index) const override {  // the size, given or stat
+    const ListSample& s = samples_[index];
+    return s.bytes.empty() ? detail::FileSize(AT_FDCWD, s.path) : s.bytes.size();
+  }
 
  private:
   std::vector<ListSample> samples_;

@@ -44,8 +44,8 @@ codecs::CropPlan PlanSample(const LoaderOptions& options, std::uint64_t epoch, s
   return PlanFor(options, rng, width, height);
 }
 
-codecs::PixelView Loader::Impl::RowView(Slot& slot, std::size_t row) {
-  std::uint8_t* base = slot.images.data() + row * image_bytes;
+codecs::PixelView Loader::Impl::RowView(std::span<std::uint8_t> images, std::size_t row) const {
+  std::uint8_t* base = images.data() + row * image_bytes;
   return layout == Layout::kNhwc ? codecs::PixelView::Interleaved(base, width, height)
                                  : codecs::PixelView::Planar(base, width, height);
 }
@@ -236,7 +236,7 @@ void Loader::Impl::DecodeChunk(Worker& worker, const Chunk& chunk, const std::st
   for (std::size_t position = chunk.begin; position < chunk.end; ++position) {
     if (token.stop_requested()) return;
     const std::size_t row = position - chunk.batch_begin;
-    const codecs::PixelView out = RowView(slot, row);
+    const codecs::PixelView out = RowView(slot.images, row);
     const std::size_t i = position - chunk.begin;
     const std::size_t b = batched ? i : 0;
     const std::uint64_t sample = worker.chunk_samples[i];
@@ -282,7 +282,7 @@ void Loader::Impl::HandleBadSample(Worker& worker, const Chunk& chunk, std::size
   const std::size_t row = position - chunk.batch_begin;
   std::string failure = source->Describe(sample) + ": " + reason;
   if (options.bad_sample_policy != BadSamplePolicy::kFail) {
-    const codecs::PixelView out = RowView(slot, row);
+    const codecs::PixelView out = RowView(slot.images, row);
     const int attempts =
         static_cast<int>(std::min<std::size_t>(options.max_substitute_attempts, order.size()));
     for (int k = 1; k <= attempts; ++k) {
@@ -306,6 +306,23 @@ void Loader::Impl::HandleBadSample(Worker& worker, const Chunk& chunk, std::size
     slot.error = "epoch " + std::to_string(chunk.epoch) + ", sample " + std::to_string(sample) +
                  ": " + failure;
   }
+}
+
+SampleDecoder::SampleDecoder(std::unique_ptr<Source> source, LoaderOptions options)
+    : impl_(std::make_unique<Loader::Impl>(std::move(source), std::move(options))) {
+  impl_->Validate(std::nullopt);
+  worker_ = std::make_unique<Worker>(impl_->options.jpeg);
+  pixels_.resize(impl_->image_bytes);
+}
+
+SampleDecoder::~SampleDecoder() = default;
+
+const Source& SampleDecoder::source() const { return *impl_->source; }
+
+std::span<const std::uint8_t> SampleDecoder::Decode(std::uint64_t epoch, std::uint64_t sample) {
+  std::int32_t label = 0;
+  impl_->ReadAndDecode(*worker_, epoch, sample, impl_->RowView(pixels_, 0), label);
+  return pixels_;
 }
 
 }  // namespace tilefeed::loader

@@ -235,7 +235,7 @@ struct Loader::Impl {
   // Checks the options (and `start`) and sets what follows from them: sizes, the position.
   void Validate(const std::optional<LoaderState>& start);
   void Run(std::stop_token token);
-  codecs::PixelView RowView(detail::Slot& slot, std::size_t row);
+  codecs::PixelView RowView(std::span<std::uint8_t> images, std::size_t row) const;
   void DecodeChunk(detail::Worker& worker, const detail::Chunk& chunk,
                    const std::stop_token& token);
   codecs::CropPlan PlanCrop(SampleRng& rng, int width, int height) const;

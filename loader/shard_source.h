@@ -134,6 +134,8 @@ class ShardDataset final : public Source {
   const std::vector<std::string>& class_names() const override { return class_names_; }
   // From the in-memory index; no I/O. REQUIRES: index < size().
   std::int32_t Label(std::size_t index) const override { return entries_[index].label; }
+  // The record's checksum, from the in-memory index; no I/O.
+  std::uint64_t Fingerprint(std::size_t index) const override { return entries_[index].checksum; }
 
   ShardCodec codec() const { return codec_; }
   std::size_t shard_count() const { return shards_.size(); }

@@ -55,6 +55,12 @@ void ReadOne(const Source& source, std::size_t index, std::vector<std::byte>& bu
 
 namespace detail {
 
+std::uint64_t FileSize(int dir_fd, const std::string& path) {
+  struct stat st {};
+  if (fstatat(dir_fd, path.c_str(), &st, 0) != 0) throw SourceError(path, ErrnoMessage(errno));
+  return static_cast<std::uint64_t>(st.st_size);
+}
+
 UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
   if (this != &other) {
     if (fd_ >= 0) ::close(fd_);

@@ -103,6 +103,8 @@ class TarDataset final : public Source {
   const std::vector<std::string>& class_names() const override { return class_names_; }
   // From the index, no I/O; -1 for a bad sample (Read() says why).
   std::int32_t Label(std::size_t index) const override;
+  // The image member's size, from the index; no I/O.
+  std::uint64_t Fingerprint(std::size_t index) const override { return entries_[index].size; }
 
   std::size_t tar_count() const { return tars_.size(); }
   // Keys that had neither an image nor a .cls member.

@@ -228,7 +228,7 @@ int Serve(Args& args, const CLI::App& app, std::stop_token stop) {
   for (const std::string& note : opened.notes) Log("data: " + note);
   const std::unique_ptr<loader::Source> source = std::move(opened.source);
   transport::SessionTerms terms =
-      transport::TermsOf(args.options, transport::IdentityOf(*source), args.options.epochs,
+      transport::TermsOf(args.options, loader::Identify(*source), args.options.epochs,
                          args.pinned.value_or(loader::LoaderState{}));
   terms.position_pinned = args.pinned.has_value();
   if (args.pinned && args.pinned->dataset_size != source->size()) {

@@ -19,21 +19,14 @@
 //   tilefeed-serve --data DIR/train --bind tcp://h2:5556 --insecure --slice 1/2 ...
 //   poprun --instances 2 ./train --readers tcp://h1:5555,tcp://h2:5556 --data DIR
 //
-// Each reader must agree with its instance on the session terms (tilefeed/transport/session.h):
-// dataset identity (with --data), slice, --seed, --batch-size, --image-size, drop-last,
-// --epochs and the data position; it refuses any other trainer with a line naming both
-// values. Every batch's labels are checked against the class count (--data or --classes),
-// and every epoch's shape against the agreed terms (batch count and numbering, sample
-// indices in range and once per epoch); a reader that holds credits and sends nothing for
-// --reader data-timeout=SECONDS (default 60 s) is an error naming it.
-// A reader that stops before the last epoch, dies or is replaced is an error, unless
-// --reader reconnect=SECONDS, which reconnects and continues from this trainer's position. --data
-// is optional there: it gives the class count, the dataset identity and, when DIR/val exists, the
-// local validation set. Checkpoints record the trainer's step and the data position its stream
-// reports, the same loader::LoaderState line as with local data (seed, epoch, global position,
-// dataset size): on --resume, train continues the model and states that seed and position in its
-// hello; each reader serves from it (a reader with another seed, or pinned to another position,
-// refuses the session), and a reader of a dataset of another size than the checkpoint's is refused.
+// Each reader must agree with its instance on the session terms (tilefeed/transport/session.h)
+// or it refuses the trainer naming both values. The trainer believes nothing else a reader
+// says (docs/wire-protocol.md, "What a trainer checks"): each epoch's shape and sample order,
+// each label's class; with --data each label and a share of the pixels (--reader
+// check-pixels=). A silent reader (--reader data-timeout=), or one that stops early, dies or is
+// replaced, is an error unless --reader reconnect=SECONDS. --data is optional there: it gives
+// the class count, the identity and DIR/val's validation set. Checkpoints record the stream's
+// data position (loader::LoaderState); on --resume each reader serves from it.
 
 #include <unistd.h>
 
@@ -187,6 +180,7 @@ struct Args {
   double reader_timeout = 5;     // seconds a reader may stay silent
   double data_timeout = 0;       // seconds without a batch while a reader holds credits
   double reconnect_window = 0;   // reconnect=SECONDS: reconnect a lost reader (0: do not)
+  double check_pixels = 0.001;   // share of samples decoded here too and compared (with --data)
   std::string curve_server_key;  // CURVE: the readers' public key file(s), ':'-separated
   std::string curve_key;         // CURVE: this trainer's own key file(s), ':'-separated
   int classes = 0;               // reference core without --data
@@ -514,11 +508,10 @@ transport::StreamOptions ReaderStreamOptions(const Instance& job,
     throw std::invalid_argument(
         "--reader curve-key needs curve-server-key (the readers' public key)");
   }
-  transport::DatasetIdentity dataset;
-  if (job.identity) dataset = {job.identity->samples, job.identity->digest};
   // --seed or the checkpoint's, the checkpoint's position, and drop-last as this trainer's own
   // loader: the reader's epochs, seed and slice decide the data.
-  o.terms = transport::TermsOf(loader_options, dataset, args.epochs, start);
+  o.terms = transport::TermsOf(loader_options, job.identity.value_or(loader::DatasetIdentity{}),
+                               args.epochs, start);
   o.classes = static_cast<std::uint32_t>(std::max(job.classes, 0));
   return o;
 }
@@ -553,6 +546,10 @@ void TrainFromReader(Instance& job, trainer::Trainer& trainer,
   if (!job.val) {
     job.console.Log(job.has_data() ? "validation skipped: " + job.args.data + " has no val/ split"
                                    : "validation skipped: no --data DIR with a val/ split");
+  }
+  if (job.train_source) {
+    trainer.SetBatchCheck(
+        trainer::CheckAgainst(std::move(job.train_source), loader_options, job.args.check_pixels));
   }
   trainer.Train(stream, make_validation);
 }
@@ -667,6 +664,8 @@ constexpr OptionGroupKey kReaderKeys[] = {
          "a reader that holds credits and sends no batch for this many seconds is an error, even "
          "if it heartbeats (0: 60 heartbeat intervals, 60 s)")},
     {"reconnect", loader::kReconnectWindow},
+    {"check-pixels", Key(OptionKind::kNumber, 0, 1, "0.001",
+                         "with --data: the share of samples decoded here to check the pixels")},
     {"curve-server-key",
      Key(OptionKind::kText, 0, kNoMax, "",
          "CURVE: the readers' public key file (tilefeed-serve --curve-keygen's .pub); one for "
@@ -768,7 +767,8 @@ void AddReaderFlags(CLI::App& app, Args& args) {
       app, kReaderGroup,
       {tools::BindKey(k[0], args.reader_credits), tools::BindKey(k[1], args.reader_timeout),
        tools::BindKey(k[2], args.data_timeout), tools::BindKey(k[3], args.reconnect_window),
-       tools::BindKey(k[4], args.curve_server_key), tools::BindKey(k[5], args.curve_key)});
+       tools::BindKey(k[4], args.check_pixels), tools::BindKey(k[5], args.curve_server_key),
+       tools::BindKey(k[6], args.curve_key)});
 }
 
 // The compute cores, the model and the run's length.

@@ -90,23 +90,27 @@ void IoTiles::State::Tile(std::stop_token token) {
     staged.labels.clear();
     staged.sample_indices.clear();
     if (batch && !error) {
-      const std::size_t samples = batch->size();
-      if (samples > options.max_batch_samples ||
-          batch->images().size() > options.max_batch_samples * options.sample_bytes) {
-        error = std::make_exception_ptr(transport::TransportError(
-            "IO tile: batch " + std::to_string(batch->index()) + " of epoch " +
-            std::to_string(batch->epoch()) + " has " + std::to_string(samples) + " samples (" +
-            std::to_string(batch->images().size()) + " bytes), more than the core buffer's " +
-            std::to_string(options.max_batch_samples)));
-        std::lock_guard lock(fetch_mutex);
-        stream_done = true;
-      } else {
+      try {
+        const std::size_t samples = batch->size();
+        if (samples > options.max_batch_samples ||
+            batch->images().size() > options.max_batch_samples * options.sample_bytes) {
+          throw transport::TransportError(
+              "IO tile: batch " + std::to_string(batch->index()) + " of epoch " +
+              std::to_string(batch->epoch()) + " has " + std::to_string(samples) + " samples (" +
+              std::to_string(batch->images().size()) + " bytes), more than the core buffer's " +
+              std::to_string(options.max_batch_samples));
+        }
+        if (options.check) options.check(*batch);
         staged.meta = batch->meta();
         // The buffers were reserved at full size, so these never allocate.
         staged.images.assign(batch->images().begin(), batch->images().end());
         staged.labels.assign(batch->labels().begin(), batch->labels().end());
         staged.sample_indices.assign(batch->sample_indices().begin(),
                                      batch->sample_indices().end());
+      } catch (...) {
+        error = std::current_exception();
+        std::lock_guard lock(fetch_mutex);
+        stream_done = true;
       }
     }
     batch.reset();  // the loader slot goes back before the consumer even looks

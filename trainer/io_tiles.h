@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -43,6 +44,8 @@ struct IoTilesOptions {
   std::size_t capacity = 3;           // staged items (core buffers)
   std::size_t max_batch_samples = 0;  // buffer size: samples per batch
   std::size_t sample_bytes = 0;       // buffer size: bytes per sample
+  // Told each batch before it lands, from the tile's thread; what it throws is the item's.
+  std::function<void(const transport::ReceivedBatch&)> check;
 };
 
 class IoTiles {
@@ -56,8 +59,8 @@ class IoTiles {
 
   // Blocks until the next item in stream order has landed and returns it; the reference
   // stays valid until the Release() that gives it back. After an end_of_stream item it
-  // must not be called again. Rethrows what the stream threw (TransportError,
-  // loader::LoaderError) or transport::TransportError for a batch that does not fit.
+  // must not be called again. Rethrows what the stream or the check threw
+  // (TransportError, loader::LoaderError), or TransportError for a batch that does not fit.
   // REQUIRES: fewer than capacity items acquired and not released.
   const StagedBatch& Acquire();
   // Gives back the oldest acquired item's buffer.

@@ -8,7 +8,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <numeric>
 #include <optional>
+#include <random>
 #include <string>
 
 #include "tilefeed/trainer/mpi_session.h"
@@ -99,6 +102,47 @@ BatchLayout FitGlobalBatch(std::uint64_t saved_global_batch, BatchLayout current
       ": choose --batch-size B and --gradient-accumulation G with B x " + r + " x " + n +
       " x G = " + std::to_string(saved_global_batch) +
       ", or pass --new-global-batch to continue with " + std::to_string(now));
+}
+
+Trainer::BatchCheck CheckAgainst(std::unique_ptr<loader::Source> source,
+                                 const loader::LoaderOptions& options, double pixel_share) {
+  struct Own {
+    Own(std::unique_ptr<loader::Source> s, const loader::LoaderOptions& o)
+        : decoder(std::move(s), o) {}
+    std::mutex mutex;
+    loader::SampleDecoder decoder;  // guarded by mutex
+  };
+  auto own = std::make_shared<Own>(std::move(source), options);
+  std::random_device random;
+  const std::uint64_t key = (std::uint64_t{random()} << 32) ^ random();
+  return [own, key, pixel_share, batch = options.batch_size](const transport::ReceivedBatch& b) {
+    const loader::Source& source = own->decoder.source();
+    for (std::size_t row = 0; row < b.size(); ++row) {
+      const std::uint64_t sample = b.sample_indices()[row];
+      const std::int32_t label = sample < source.size() ? source.Label(sample) : -1;
+      std::string differs;
+      if (b.labels()[row] != label) {
+        differs = "label " + std::to_string(b.labels()[row]) +
+                  "; this trainer's dataset has label " + std::to_string(label);
+      } else if (loader::SampleRng(key, b.epoch(), sample).Uniform() < pixel_share) {
+        std::lock_guard lock(own->mutex);
+        const std::span<const std::uint8_t> mine = own->decoder.Decode(b.epoch(), sample);
+        const int wrong = std::inner_product(mine.begin(), mine.end(),
+                                             b.images().subspan(row * mine.size()).begin(), 0,
+                                             std::plus<>(), std::not_equal_to<>());
+        if (wrong > 0) {
+          differs = std::to_string(wrong) + " of its " + std::to_string(mine.size()) +
+                    " pixel bytes differ from this trainer's own decode";
+        }
+      }
+      if (!differs.empty()) {
+        throw TrainerError("reader check: sample " + std::to_string(sample) + " at position " +
+                           std::to_string(b.index() * batch + row) + " of epoch " +
+                           std::to_string(b.epoch()) + " (batch " + std::to_string(b.index()) +
+                           ", row " + std::to_string(row) + "): " + differs);
+      }
+    }
+  };
 }
 
 std::uint64_t ParameterChecksum(std::span<const float> parameters) {
@@ -312,7 +356,8 @@ class Trainer::TrainRun {
         // the tiles share one ordered ring and the batches are dealt round-robin from it.
         io_(stream, IoTilesOptions{std::max(trainer.options_.io_tiles, trainer.options_.replicas),
                                    trainer.options_.staging_depth * replica_count_,
-                                   trainer.options_.local_batch, trainer.options_.sample_bytes}),
+                                   trainer.options_.local_batch, trainer.options_.sample_bytes,
+                                   trainer.check_}),
         arena_(trainer.options_.compute_threads),
         scale_(1.0f / static_cast<float>(replica_count_ * static_cast<std::size_t>(accumulation_) *
                                          static_cast<std::size_t>(trainer.collectives_.size()))),

@@ -7,10 +7,10 @@
 
 namespace tilefeed::transport {
 
-SessionTerms TermsOf(const loader::LoaderOptions& options, const DatasetIdentity& dataset,
+SessionTerms TermsOf(const loader::LoaderOptions& options, const loader::DatasetIdentity& dataset,
                      std::uint64_t end_epoch, const loader::LoaderState& start) {
   SessionTerms terms;
-  terms.dataset = dataset;
+  terms.dataset = {dataset.samples, dataset.digest};  // no class count on the wire
   terms.slice_index = static_cast<std::uint32_t>(options.slice.index);
   terms.slice_count = static_cast<std::uint32_t>(options.slice.count);
   terms.seed = options.seed;

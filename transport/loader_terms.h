@@ -19,10 +19,11 @@ namespace tilefeed::transport {
 // The terms on which the batches of a loader with `options` started at `start` are served:
 // its slice, seed, image size, batch size, mode, remainder, drop-last and first epoch and
 // position (start's; its seed is options.seed), for the job that ends before epoch
-// `end_epoch` (absolute, exclusive: train --epochs), of `dataset` (0 samples: unknown, not
-// compared). position_pinned is false; a reader started at a fixed position sets it.
+// `end_epoch` (absolute, exclusive: train --epochs), of `dataset` (loader::Identify's, its
+// class count left out; 0 samples: unknown, not compared). position_pinned is false; a
+// reader started at a fixed position sets it.
 // REQUIRES: options.image_size, options.batch_size and the slice fit 32 bits.
-SessionTerms TermsOf(const loader::LoaderOptions& options, const DatasetIdentity& dataset,
+SessionTerms TermsOf(const loader::LoaderOptions& options, const loader::DatasetIdentity& dataset,
                      std::uint64_t end_epoch, const loader::LoaderState& start = {});
 
 // The loader that serves `agreed` from a dataset of `dataset_size` samples: `options`

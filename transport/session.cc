@@ -19,7 +19,7 @@ std::string Slice(const SessionTerms& t) {
   if (t.slice_count == 1) text += " (the whole dataset)";
   return text;
 }
-std::string Dataset(const DatasetIdentity& d) {
+std::string Dataset(const loader::DatasetIdentity& d) {
   char digest[17];
   std::snprintf(digest, sizeof(digest), "%016llx", static_cast<unsigned long long>(d.digest));
   return std::to_string(d.samples) + " samples, digest " + digest;
@@ -32,12 +32,6 @@ std::string Line(const std::string& what, const std::string& trainer, const std:
 }
 
 }  // namespace
-
-DatasetIdentity IdentityOf(const loader::Source& source) {
-  DatasetIdentity identity = loader::Identify(source);
-  identity.classes = 0;  // not on the wire
-  return identity;
-}
 
 EncodedSessionTerms EncodeSessionTerms(const SessionTerms& t) {
   EncodedSessionTerms out{};
@@ -91,8 +85,8 @@ std::optional<SessionTerms> ParseSessionTerms(std::span<const std::byte> bytes) 
 }
 
 std::optional<std::string> Disagreement(const SessionTerms& trainer, const SessionTerms& reader) {
-  const DatasetIdentity& mine = trainer.dataset;
-  const DatasetIdentity& theirs = reader.dataset;
+  const loader::DatasetIdentity& mine = trainer.dataset;
+  const loader::DatasetIdentity& theirs = reader.dataset;
   if (mine.samples != 0 && theirs.samples != 0 &&
       (mine.samples != theirs.samples || mine.digest != theirs.digest)) {
     return Line("dataset", Dataset(trainer.dataset), Dataset(reader.dataset));

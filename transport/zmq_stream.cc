@@ -241,7 +241,6 @@ bool ZmqBatchStream::Impl::Handle(std::vector<zmq::message_t>& parts, bool too_m
       }
       data_since = Clock::now();
       last_epoch_end = control->a;
-      std::fill(seen.begin(), seen.end(), false);
       Push(Entry{Entry::kEpochEnd, std::nullopt, {}});
       return true;
     case MessageType::kHeartbeat:
@@ -302,9 +301,9 @@ void ZmqBatchStream::Impl::HandleWelcome(const Control& control,
   }
   batches_per_epoch = control.a;
   if (echoed) {
-    dataset_size = echoed->dataset.samples;
-    // One bit per sample for the once-per-epoch check; beyond 2^32 samples it is not kept.
-    if (dataset_size <= (std::uint64_t{1} << 32)) seen.assign(dataset_size, false);
+    // A reader that names no dataset is held to this trainer's (its order, its size).
+    dataset_size =
+        echoed->dataset.samples != 0 ? echoed->dataset.samples : options.terms->dataset.samples;
     const std::optional<std::uint64_t> full = AgreedBatches(echoed->first_epoch + 1);
     if (full && *full != batches_per_epoch) {
       throw TransportError(peer + " announces " + std::to_string(batches_per_epoch) +

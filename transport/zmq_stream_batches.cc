@@ -149,19 +149,21 @@ ReceivedBatch ZmqBatchStream::Impl::MakeBatch(const Control& control,
   return ReceivedBatch(header.meta(), images, labels, indices, std::move(owner));
 }
 
+loader::EpochOrder ZmqBatchStream::Impl::OrderOf(std::uint64_t epoch, bool shuffle) const {
+  const SessionTerms& t = *options.terms;
+  // Loader's: the slice's share of what is left of the epoch (all of it but in the epoch the
+  // session entered), padded or dropped.
+  return loader::EpochOrder(dataset_size, t.seed, epoch, shuffle,
+                            {static_cast<int>(t.slice_index), static_cast<int>(t.slice_count)},
+                            t.remainder == 0 ? loader::Remainder::kPad : loader::Remainder::kDrop,
+                            epoch == t.first_epoch ? std::min(t.first_position, dataset_size) : 0);
+}
+
 std::optional<std::uint64_t> ZmqBatchStream::Impl::AgreedBatches(std::uint64_t epoch) const {
   if (!options.terms || dataset_size == 0) return std::nullopt;
+  const std::uint64_t samples = OrderOf(epoch, false).size();  // unshuffled: no permutation
   const SessionTerms& t = *options.terms;
-  if (t.batch_size == 0 || t.slice_count == 0) return std::nullopt;
-  // As loader::EpochOrder and the Loader count them: the slice's share of what is left of
-  // the epoch (all of it but in the epoch the session entered), padded or dropped, then
-  // cut into batches.
-  const std::uint64_t start = epoch == t.first_epoch ? std::min(t.first_position, dataset_size) : 0;
-  const std::uint64_t remaining = dataset_size - start;
-  const std::uint64_t count = t.slice_count;
-  const std::uint64_t per_slice =
-      t.remainder == 0 ? remaining / count + (remaining % count != 0) : remaining / count;
-  return per_slice / t.batch_size + (!t.drop_last && per_slice % t.batch_size != 0);
+  return samples / t.batch_size + (!t.drop_last && samples % t.batch_size != 0);
 }
 
 void ZmqBatchStream::Impl::CheckOrder(const FrameHeader& header,
@@ -181,21 +183,30 @@ void ZmqBatchStream::Impl::CheckOrder(const FrameHeader& header,
     throw TransportError(where() + "; the epoch has " + std::to_string(*agreed) + " batches");
   }
   if (dataset_size == 0) return;
-  std::uint64_t repeats = 0;
-  for (const std::uint64_t index : indices) {
-    if (index >= dataset_size) {
-      throw TransportError(where() + " with sample index " + std::to_string(index) +
-                           "; the dataset has " + std::to_string(dataset_size) + " samples");
-    }
-    if (seen.empty()) continue;
-    if (seen[index]) ++repeats;
-    seen[index] = true;
+  if (!order || order_epoch != header.epoch) {
+    order.emplace(OrderOf(header.epoch, true));
+    order_epoch = header.epoch;
   }
-  // A bad sample's substitute is a sample of the slice delivered again; nothing else is.
-  if (repeats > header.substituted) {
-    throw TransportError(where() + " with " + std::to_string(repeats) +
-                         " sample(s) already delivered in this epoch (" +
-                         std::to_string(header.substituted) + " substituted)");
+  // A bad sample's substitute is one of the next 64 of the order (the reader's loader tries
+  // LoaderOptions::max_substitute_attempts, 64, which no reader flag changes).
+  const std::size_t size = order->size();
+  std::uint64_t substitutes = 0;
+  for (std::size_t row = 0; row < indices.size(); ++row) {
+    const std::size_t position = header.index * options.terms->batch_size + row;
+    if (position < size && indices[row] == (*order)[position]) continue;
+    bool substitute = false;
+    for (std::size_t k = 1; position < size && k <= std::min<std::size_t>(64, size); ++k) {
+      substitute = substitute || indices[row] == (*order)[(position + k) % size];
+    }
+    if (!substitute || ++substitutes > header.substituted) {
+      throw TransportError(
+          where() + " with sample " + std::to_string(indices[row]) + " at position " +
+          std::to_string(position) +
+          (position < size
+               ? " where the agreed order has sample " + std::to_string((*order)[position])
+               : ", past the epoch's " + std::to_string(size) + " positions") +
+          " (" + std::to_string(header.substituted) + " substituted)");
+    }
   }
 }
 

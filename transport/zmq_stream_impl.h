@@ -77,10 +77,13 @@ struct ZmqBatchStream::Impl {
                          std::to_string(shared->segment.size()) +
                          " bytes it announced: the batches there are gone");
   }
-  // With terms: batch numbering, sample indices in range and once per epoch.
+  // With terms: batch numbering; with a dataset size too, each position's sample index is
+  // the agreed epoch order's (or, counted as substituted, one of the 64 after it).
   void CheckOrder(const FrameHeader& header, std::span<const std::uint64_t> indices);
   // With terms and a known dataset size: the batches epoch `epoch` has for this slice.
   std::optional<std::uint64_t> AgreedBatches(std::uint64_t epoch) const;
+  // With terms and a dataset size: this slice's order of `epoch` (shuffle false: its size).
+  loader::EpochOrder OrderOf(std::uint64_t epoch, bool shuffle) const;
   // Batches of `epoch` received so far.
   std::uint64_t BatchesOf(std::uint64_t epoch) const {
     return last_batch_epoch && *last_batch_epoch == epoch ? epoch_batches : 0;
@@ -214,10 +217,11 @@ struct ZmqBatchStream::Impl {
   std::uint64_t granted = 0;      // inline: every credit granted so far, for the error line
   std::optional<std::uint64_t> last_epoch_end;
   std::optional<std::uint64_t> last_batch_epoch;
-  std::uint64_t epoch_batches = 0;       // batches of last_batch_epoch received
-  std::uint64_t dataset_size = 0;        // the echoed terms'; 0 = unknown
-  std::int64_t message_limit = 0;        // ZMQ_MAXMSGSIZE: a larger message drops the connection
-  std::vector<bool> seen;                // sample indices of the epoch under way
+  std::uint64_t epoch_batches = 0;          // batches of last_batch_epoch received
+  std::uint64_t dataset_size = 0;           // the echoed terms'; 0 = unknown
+  std::int64_t message_limit = 0;           // ZMQ_MAXMSGSIZE: a larger message drops the connection
+  std::optional<loader::EpochOrder> order;  // with terms and a dataset size: order_epoch's
+  std::uint64_t order_epoch = 0;
   detail::Clock::time_point data_since;  // the last data, or when the reader got a credit back
   bool was_waiting = false;              // the reader held a credit at the last look
 

@@ -246,13 +246,9 @@ TEST(OpenDataset, ShardsOfEveryCodecAndTheirManifest) {
     for (const fs::path& p : {out, out / "tilefeed-manifest.txt"}) {
       const OpenedDataset shards = OpenDataset(p.string());
       EXPECT_EQ(shards.location.kind, DatasetKind::kShards);
-      // The identity covers the stored bytes: the plain pack holds the files' bytes, the
-      // others hold other bytes (transcoded, or decoded pixels).
-      if (codec == PackCodec::kJpeg) {
-        EXPECT_EQ(Identify(*shards.source), identity);
-      } else {
-        EXPECT_NE(Identify(*shards.source), identity);
-      }
+      // The identity covers the stored form: a pack's records carry checksums a folder
+      // has not (and the other codecs hold other bytes).
+      EXPECT_NE(Identify(*shards.source), identity);
     }
   }
 }
@@ -333,6 +329,35 @@ TEST(Identify, CoversTheContentNotOnlyNamesAndLabels) {
   EXPECT_NE(a.digest, b.digest);
   // Reading it again gives the same value.
   EXPECT_EQ(Identify(*OpenDataset((dir.path() / "a").string()).source), a);
+}
+
+// The identity once covered the labels and 64 samples' bytes: a copy of a dataset with
+// one image the 64 leave out replaced had the same digest. Every sample's size now counts,
+// and in a pack every record's checksum: a replacement of another size changes a folder's
+// digest; one of the same size (one byte flipped) changes its pack's.
+TEST(Identify, CoversEverySampleNotOnlyTheSampledOnes) {
+  TempDir dir;
+  MakeFolder(dir.path() / "a", 3, 40);
+  fs::copy(dir.path() / "a", dir.path() / "b", fs::copy_options::recursive);
+  auto digest = [&](const std::string& name) {
+    return Identify(*OpenDataset((dir.path() / name).string()).source).digest;
+  };
+  const std::uint64_t original = digest("a");
+  // The 64 sampled of 120 are floor(k x 120 / 64): 0, 1, 3, 5, ...; sample 2 is left out.
+  const auto a = OpenDataset((dir.path() / "a").string());
+  const fs::path victim = dir.path() / "b" / fs::relative(a.source->Describe(2), dir.path() / "a");
+  std::vector<std::byte> bytes;
+  (void)a.source->Read(2, bytes);
+  bytes[bytes.size() / 2] ^= std::byte{1};  // same size, other bytes
+  WriteFile(victim, bytes);
+  EXPECT_EQ(digest("b"), original);  // the folder's own limit: sizes, and sampled bytes
+  Pack(*a.source, dir.path() / "pack-a", PackCodec::kJpeg);
+  Pack(*OpenDataset((dir.path() / "b").string()).source, dir.path() / "pack-b", PackCodec::kJpeg);
+  EXPECT_NE(digest("pack-b"), digest("pack-a"));
+  const std::vector<std::byte> other = testing::MakeJpeg(41, 37, codecs::EncodeOptions{}, 999);
+  ASSERT_NE(other.size(), bytes.size());
+  WriteFile(victim, other);  // another image, of another size
+  EXPECT_NE(digest("b"), original);
 }
 
 // The same seed gives byte-identical batches from a folder, its plain pack and its

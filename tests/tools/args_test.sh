@@ -61,7 +61,7 @@ train|--remote remote-retries must be an integer, got '1.5'|--data $D --remote r
 train|--core has no key 'hidden' (its keys: us-per-sample)|--data $D --core synthetic:hidden=8
 train|--core must be reference[:hidden=N] or synthetic[:us-per-sample=US], got 'resnet'|--data $D --core resnet
 train|--sgd has no key 'learning-rate' (its keys: lr, momentum, weight-decay)|--data $D --sgd learning-rate=0.1
-train|--reader has no key 'credit' (its keys: credits, timeout, data-timeout, reconnect, curve-server-key, curve-key)|--data $D --reader credit=4
+train|--reader has no key 'credit' (its keys: credits, timeout, data-timeout, reconnect, check-pixels, curve-server-key, curve-key)|--data $D --reader credit=4
 train|--resume: later not in {if-present}|--data $D --resume later
 tilefeed-serve|--remote remote-retries must be between 0 and 20, got 21|--data $D --remote remote-retries=21
 tilefeed-serve|--remote has no key 'retries' (its keys: cache-dir, cache-limit, s3-endpoint, s3-addressing, remote-retries, remote-in-flight)|--data $D --remote retries=3

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """A hostile tilefeed reader, written from docs/wire-protocol.md: it welcomes one trainer
-on the trainer's own terms (a dataset of --samples samples) and then misshapes epoch 0 as
+on the trainer's own terms (a dataset of --samples samples, its epochs' sample order as
+loader::EpochOrder draws it) and then misshapes epoch 0 as
 --mode says; the later epochs, their ends and the bye are as agreed. The trainer must end with rc != 0 and one line naming the fault.
 
     hostile_reader.py MODE --samples 128 --endpoint-file FILE
@@ -47,9 +48,55 @@ def frame(epoch, index, indices, side, checksum):
     return [head, images, labels, ids]
 
 
-def plan(mode, batches, batch_size):
-    """The (batch number, sample indices) the reader sends for epoch 0."""
-    normal = [(i, list(range(i * batch_size, (i + 1) * batch_size))) for i in range(batches)]
+M64 = (1 << 64) - 1
+
+
+def splitmix64(state):
+    """(next state, output) of splitmix64, as loader/sampler.cc steps it."""
+    state = (state + 0x9E3779B97F4A7C15) & M64
+    z = ((state ^ (state >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return state, z ^ (z >> 31)
+
+
+def epoch_order(n, seed, epoch):
+    """loader::EpochOrder of one instance: the epoch's Fisher-Yates permutation of [0, n),
+    drawn from xoshiro256** seeded by splitmix64 of the hashed (domain, seed, epoch, n)."""
+    key = 0
+    for word in (0x7065726D75746531, seed, epoch, n):
+        _, key = splitmix64(key ^ word)
+    s = []
+    for _ in range(4):
+        key, word = splitmix64(key)
+        s.append(word)
+
+    def rotl(x, k):
+        return ((x << k) | (x >> (64 - k))) & M64
+
+    def below(bound):  # Lemire's multiply-shift with rejection
+        while True:
+            result = (rotl((s[1] * 5) & M64, 7) * 9) & M64
+            t = (s[1] << 17) & M64
+            s[2] ^= s[0]
+            s[3] ^= s[1]
+            s[1] ^= s[2]
+            s[0] ^= s[3]
+            s[2] ^= t
+            s[3] = rotl(s[3], 45)
+            product = result * bound
+            if product & M64 >= ((1 << 64) - bound) % bound:
+                return product >> 64
+
+    order = list(range(n))
+    for i in range(n, 1, -1):
+        j = below(i)
+        order[i - 1], order[j] = order[j], order[i - 1]
+    return order
+
+
+def plan(mode, batches, batch_size, order):
+    """The (batch number, sample indices) the reader sends for an epoch of `order`."""
+    normal = [(i, order[i * batch_size:(i + 1) * batch_size]) for i in range(batches)]
     if mode == "short":
         return normal[:5]
     if mode == "long":
@@ -98,7 +145,9 @@ def main():
     if args.mode != "silent":
         for epoch in range(epochs):
             shape = args.mode if epoch == 0 else "normal"
-            todo += [(epoch, index, ids) for index, ids in plan(shape, batches, batch_size)]
+            order = epoch_order(args.samples, t[8], epoch)
+            todo += [(epoch, index, ids)
+                     for index, ids in plan(shape, batches, batch_size, order)]
             todo.append((epoch, None, None))
         todo.append((epochs, "bye", None))
     credits = 0

@@ -73,7 +73,7 @@ TEST_P(IoTilesTest, DeliversEveryBatchOnceInOrder) {
   constexpr int kEpochs = 3;
   constexpr int kPerEpoch = 7;
   CountingStream stream(kEpochs, kPerEpoch, 4, 6);
-  IoTiles tiles(stream, IoTilesOptions{GetParam(), 3, 4, 6});
+  IoTiles tiles(stream, IoTilesOptions{GetParam(), 3, 4, 6, {}});
   int expected = 0;
   std::vector<std::uint64_t> positions;
   for (int epoch = 0; epoch < kEpochs; ++epoch) {
@@ -103,7 +103,7 @@ TEST_P(IoTilesTest, DeliversEveryBatchOnceInOrder) {
 
 TEST_P(IoTilesTest, HoldsSeveralItemsAtOnce) {
   CountingStream stream(1, 9, 2, 3);
-  IoTiles tiles(stream, IoTilesOptions{GetParam(), 3, 2, 3});
+  IoTiles tiles(stream, IoTilesOptions{GetParam(), 3, 2, 3, {}});
   int expected = 0;
   for (int round = 0; round < 3; ++round) {
     // Three replicas' worth acquired together, released oldest first.
@@ -120,7 +120,7 @@ TEST_P(IoTilesTest, HoldsSeveralItemsAtOnce) {
 TEST_P(IoTilesTest, StopsWhileTheConsumerIsBehind) {
   CountingStream stream(100, 100, 2, 3);
   {
-    IoTiles tiles(stream, IoTilesOptions{GetParam(), 2, 2, 3});
+    IoTiles tiles(stream, IoTilesOptions{GetParam(), 2, 2, 3, {}});
     EXPECT_EQ(tiles.Acquire().labels[0], 0);
     tiles.Release();
   }  // the tiles are blocked on full slots; the destructor must still return
@@ -129,7 +129,7 @@ TEST_P(IoTilesTest, StopsWhileTheConsumerIsBehind) {
 
 TEST(IoTiles, ABatchLargerThanTheBufferIsAnError) {
   CountingStream stream(1, 2, 8, 3);
-  IoTiles tiles(stream, IoTilesOptions{1, 2, 4, 3});
+  IoTiles tiles(stream, IoTilesOptions{1, 2, 4, 3, {}});
   EXPECT_THROW(tiles.Acquire(), transport::TransportError);
 }
 

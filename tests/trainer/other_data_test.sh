@@ -2,7 +2,8 @@
 # The dataset identity covers the content. Two datasets with the same class
 # names and counts but other images (tilefeed-make-demo with another --seed): a reader of one
 # refuses a trainer of the other, and a checkpoint of one is refused by --resume --data of
-# the other; each line names both values. The same data is accepted both ways.
+# the other; each line names both values. The same data is accepted both ways. A copy with
+# one image replaced that the identity does not read is refused by a trainer of the original.
 #
 #   other_data_test.sh TRAIN SERVE MAKE_DEMO
 set -u
@@ -19,17 +20,23 @@ for d in a b; do
 done
 common="--core synthetic:us-per-sample=1 --batch-size 4 --image-size 16 --workers 1"
 
+# refused NAME READER_DATA TRAINER_DATA SAMPLES: a reader of READER_DATA (left running as
+# $reader_pid at $endpoint) refuses a trainer of TRAINER_DATA, naming both datasets.
+refused() {
+  timeout 60 "$serve" --data "$2/train" --bind 'tcp://127.0.0.1:*' --batch-size 4 \
+    --image-size 16 --epochs 1 --workers 1 --drop-last >"$work/reader_$1.log" 2>&1 &
+  reader_pid=$!
+  reader_endpoint "$work/reader_$1.log" "$reader_pid" 30
+  # shellcheck disable=SC2086
+  timeout 60 "$train" $common --data "$3" --readers "$endpoint" --epochs 1 \
+    >"$work/refused_$1.log" 2>&1 && fail "$1: the reader served the trainer"
+  grep -q "dataset: trainer $4 samples, digest [0-9a-f]\{16\}, reader $4 samples, digest [0-9a-f]\{16\}" \
+    "$work/refused_$1.log" || fail "$1: no line naming both datasets"
+  echo "other_data_test: $1: $(grep -o "dataset: .*" "$work/refused_$1.log" | head -1)"
+}
+
 # A reader of b refuses a trainer of a.
-timeout 60 "$serve" --data "$work/b/train" --bind 'tcp://127.0.0.1:*' --batch-size 4 \
-  --image-size 16 --epochs 1 --workers 1 --drop-last >"$work/reader.log" 2>&1 &
-reader_pid=$!
-reader_endpoint "$work/reader.log" "$reader_pid" 30
-# shellcheck disable=SC2086
-timeout 60 "$train" $common --data "$work/a" --readers "$endpoint" --epochs 1 \
-  >"$work/refused.log" 2>&1 && fail "a reader of other images served the trainer"
-grep -q "dataset: trainer 32 samples, digest [0-9a-f]\{16\}, reader 32 samples, digest [0-9a-f]\{16\}" \
-  "$work/refused.log" || fail "no line naming both datasets"
-echo "other_data_test: reader: $(grep -o "dataset: .*" "$work/refused.log" | head -1)"
+refused other-images "$work/b" "$work/a" 32
 # shellcheck disable=SC2086
 timeout 60 "$train" $common --data "$work/b" --readers "$endpoint" --epochs 1 \
   >"$work/served.log" 2>&1 || fail "the same data was refused"
@@ -48,4 +55,16 @@ echo "other_data_test: resume: $(grep -o "resume: the checkpoint.*" "$work/resum
 # shellcheck disable=SC2086
 timeout 120 "$train" $common --data "$work/a" --epochs 2 --checkpoint-dir "$work/ckpt" --resume \
   >"$work/resume_a.log" 2>&1 || fail "--resume --data of the same data was refused"
+
+# A copy with one image replaced that the identity's 64 content samples leave out (sample 4
+# of 80: floor(k x 80 / 64) skips it) is other data too: every sample's size counts.
+timeout 60 "$make_demo" "$work/c" --classes 2 --train-per-class 40 --val-per-class 1 \
+  --threads 1 >"$work/make_c.log" 2>&1 || fail "tilefeed-make-demo failed"
+cp -R "$work/c" "$work/d"
+class=$(LC_ALL=C ls "$work/d/train" | head -n 1)
+victim=$work/d/train/$class/$(LC_ALL=C ls "$work/d/train/$class" | sed -n 5p)
+donor=$work/d/train/$class/$(LC_ALL=C ls "$work/d/train/$class" | sed -n 6p)
+[ "$(wc -c <"$victim")" != "$(wc -c <"$donor")" ] || fail "the donor image has the victim's size"
+cp "$donor" "$victim"
+refused unsampled-image-replaced "$work/d" "$work/c" 80
 echo "other_data_test: OK"

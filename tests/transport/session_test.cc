@@ -44,7 +44,8 @@ constexpr int kSide = 8;
 
 SessionTerms Terms(std::uint64_t epochs = 1) {
   SessionTerms t;
-  t.dataset = IdentityOf(testing::RawSource(kSamples, kSide));
+  const loader::DatasetIdentity id = loader::Identify(testing::RawSource(kSamples, kSide));
+  t.dataset = {id.samples, id.digest};  // as on the wire: no class count
   t.image_size = kSide;
   t.batch_size = kBatch;
   t.mode = 1;
@@ -129,7 +130,7 @@ TEST(SessionTerms, TheIdentityIsComparedBySamplesAndDigest) {
   SessionTerms trainer = Terms();
   trainer.dataset = loader::Identify(source);  // what train --data states, classes included
   trainer.dataset.classes = 10;
-  const SessionTerms reader = Terms();  // IdentityOf: the class count left out
+  const SessionTerms reader = Terms();  // as on the wire: the class count left out
   EXPECT_EQ(reader.dataset.classes, 0u);
   EXPECT_EQ(reader.dataset.samples, kSamples);
   EXPECT_EQ(reader.dataset.digest, trainer.dataset.digest);
@@ -500,12 +501,18 @@ class FakeReader {
               static_cast<const std::byte*>(hello.at(2).data()),
               static_cast<const std::byte*>(hello.at(2).data()) + hello.at(2).size())});
   }
-  // A well-formed batch of `epoch` whose labels are all `label`.
-  void Batch(std::uint64_t index, std::int32_t label, std::uint64_t epoch = 0) {
+  // A well-formed batch of `epoch` whose labels are all `label`, its samples those of the
+  // epoch's order (Terms(): seed 0, one instance) or, `in_order` false, 0, 1, 2, ...
+  void Batch(std::uint64_t index, std::int32_t label, std::uint64_t epoch = 0,
+             bool in_order = true) {
     std::vector<std::uint8_t> images(kBatch * kSide * kSide * 3, 7);
     std::vector<std::int32_t> labels(kBatch, label);
     std::vector<std::uint64_t> indices(kBatch);
-    for (std::size_t i = 0; i < kBatch; ++i) indices[i] = index * kBatch + i;
+    const loader::EpochOrder order(kSamples, 0, epoch, true, {});
+    for (std::size_t i = 0; i < kBatch; ++i) {
+      const std::size_t position = (index * kBatch + i) % kSamples;
+      indices[i] = in_order ? order[position] : position;
+    }
     const BatchMeta meta{epoch, index, kBatch, kSide, kSide, 3, loader::Layout::kNhwc};
     const FrameHeader header = MakeFrameHeader(meta, images, labels, indices);
     auto raw = [](const auto& v) {
@@ -556,9 +563,28 @@ loader::LoaderState ExpectScriptFails(const std::function<void(FakeReader&)>& sc
 }
 
 TEST(HostileReader, ALabelOutsideTheClassesIsRefusedNamingTheSample) {
+  const loader::EpochOrder order(kSamples, 0, 0, true, {});  // the fake's first sample
   ExpectScriptFails([](FakeReader& fake) { fake.Batch(0, 1'000'000'000); }, 0,
-                    "sent sample 0 (batch 0 of epoch 0) with label 1000000000; this trainer "
-                    "has 10 classes");
+                    "sent sample " + std::to_string(order[0]) +
+                        " (batch 0 of epoch 0) with label 1000000000; this trainer has 10 classes");
+}
+
+// A reader that sends the samples of another order (another epoch's, another seed's, its
+// own) is refused at the first position that differs, naming the sample and the one due.
+TEST(HostileReader, SamplesOutOfTheEpochsOrderAreRefusedNamingThePosition) {
+  const loader::EpochOrder order(kSamples, 0, 0, true, {});
+  ExpectScriptFails([](FakeReader& fake) { fake.Batch(0, 1, 0, /*in_order=*/false); }, 0,
+                    "sent batch 0 of epoch 0 with sample 0 at position 0 where the agreed order "
+                    "has sample " +
+                        std::to_string(order[0]) + " (0 substituted)");
+  ExpectScriptFails(
+      [](FakeReader& fake) {
+        fake.Batch(0, 1);
+        fake.Batch(1, 1, 0, /*in_order=*/false);
+      },
+      1,
+      "sent batch 1 of epoch 0 with sample 4 at position 4 where the agreed order has sample " +
+          std::to_string(order[4]));
 }
 
 TEST(HostileReader, ABatchOfAnotherEpochIsRefused) {

@@ -56,7 +56,7 @@ constexpr loader::LoaderState kUnusualStart{7, 3, 40, 100};
 
 TEST(LoaderTerms, EveryOptionThatDecidesTheSamplesIsInTheTerms) {
   const SessionTerms t = TermsOf(Unusual(), {100, 0xabc}, 9, kUnusualStart);
-  EXPECT_EQ(t.dataset, (DatasetIdentity{100, 0xabc}));
+  EXPECT_EQ(t.dataset, (loader::DatasetIdentity{100, 0xabc}));
   EXPECT_EQ(t.slice_index, 2u);
   EXPECT_EQ(t.slice_count, 5u);
   EXPECT_EQ(t.seed, 7u);
@@ -128,7 +128,7 @@ class Reader {
   Reader(const std::string& endpoint, std::uint64_t epochs)
       : options_(ReaderOptions(epochs)),
         sender_(context_, {.endpoint = endpoint, .keep_serving = true},
-                TermsOf(options_, IdentityOf(testing::RawSource(kSamples, kSide)), epochs),
+                TermsOf(options_, loader::Identify(testing::RawSource(kSamples, kSide)), epochs),
                 [this](const SessionTerms& agreed) {
                   SessionLoader session = SessionLoaderOf(options_, agreed, kSamples);
                   return std::make_unique<loader::Loader>(

@@ -163,9 +163,9 @@ OpenedDataset OpenDataset(const std::string& location, const DatasetOptions& opt
 // samples and digest (tilefeed/transport/session.h); checkpoints record the digest.
 struct DatasetIdentity {
   std::uint64_t samples = 0;
-  // XXH3-64 of the class names (each followed by '\n'), of every sample's label, and of
-  // the stored bytes of kIdentitySamples samples spread over the dataset; exactly as
-  // docs/wire-protocol.md ("Dataset identity") says.
+  // XXH3-64 of the class names (each followed by '\n'), of every sample's label and
+  // Source::Fingerprint, and of the stored bytes of kIdentitySamples samples spread over the
+  // dataset; exactly as docs/wire-protocol.md ("Dataset identity") says.
   std::uint64_t digest = 0;
   std::uint64_t classes = 0;  // not on the wire: the digest covers the class names
 
@@ -175,11 +175,11 @@ struct DatasetIdentity {
 // Samples whose bytes the identity covers (all of a smaller dataset).
 inline constexpr std::uint64_t kIdentitySamples = 64;
 
-// The identity of `source`: reads every label through Source::Label and the bytes of
-// kIdentitySamples samples through Source::Read (a sample that cannot be read counts as
-// such, it does not throw). Two datasets of other images with the same class names and
-// counts differ unless all those samples' bytes are equal. The stored bytes count: a
-// folder and its --codec jpeg pack agree, a --codec jpeg-index or raw pack (other bytes) does not.
+// The identity of `source`: reads every label and fingerprint (Source::Label, ::Fingerprint)
+// and the bytes of kIdentitySamples samples (Source::Read); a sample that cannot be read
+// counts as such, it does not throw. Two datasets with the same class names and counts
+// differ if any sample's size (or a shard record's checksum) differs, or any sampled
+// sample's bytes. The stored form counts: a folder and its packs are other datasets.
 DatasetIdentity Identify(const Source& source);
 
 // "1300 samples, 10 classes, digest 0123456789abcdef".

@@ -349,10 +349,33 @@ class Loader {
 
  private:
   friend class Batch;
+  friend class SampleDecoder;
   void Release(std::size_t slot) noexcept;
 
   struct Impl;
   std::unique_ptr<Impl> impl_;
+};
+
+namespace detail {
+struct Worker;
+}
+
+// Samples decoded one at a time on the calling thread exactly as a Loader with this source and
+// options writes them into its batches, to check another process's. One thread at a time.
+class SampleDecoder {
+ public:
+  // Throws what Loader's constructor throws for bad options.
+  SampleDecoder(std::unique_ptr<Source> source, LoaderOptions options);
+  ~SampleDecoder();
+  const Source& source() const;
+  // Sample `sample` as epoch `epoch` shows it, valid until the next call. Throws SourceError
+  // or what the codecs throw. REQUIRES: sample < source().size().
+  std::span<const std::uint8_t> Decode(std::uint64_t epoch, std::uint64_t sample);
+
+ private:
+  std::unique_ptr<Loader::Impl> impl_;
+  std::unique_ptr<detail::Worker> worker_;
+  std::vector<std::uint8_t> pixels_;
 };
 
 // For fork(): waits until oneTBB's worker threads have exited, so that a child process

@@ -116,6 +116,12 @@ class Source {
   // balance). May throw SourceError.
   // REQUIRES: index < size().
   virtual std::int32_t Label(std::size_t index) const = 0;
+
+  // What the dataset identity (loader::Identify) records of sample `index` without reading
+  // it: a shard record's checksum, else the byte count Read() gives (from the format's index,
+  // or one stat of a file). The default, 0, leaves it out. Throws SourceError like Read().
+  // REQUIRES: index < size().
+  virtual std::uint64_t Fingerprint(std::size_t /*index*/) const { return 0; }
 };
 
 // source.Read(index, buffer) into `result`, with an error caught as ReadMany reports it.

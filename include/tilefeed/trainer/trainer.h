@@ -107,6 +107,9 @@ class Trainer {
   // Told the dataset indices of the samples a completed step trained on (this instance's
   // batches, replica by replica, micro-step by micro-step) and the epoch they belong to.
   using SampleSink = std::function<void(std::uint64_t epoch, std::span<const std::uint64_t>)>;
+  // Told every batch before it lands, by the IO tiles (concurrently); what it throws ends
+  // Train() (CheckAgainst() below).
+  using BatchCheck = std::function<void(const transport::ReceivedBatch&)>;
   // Makes a fresh stream over one epoch of validation data (eval mode, this instance's slice).
   using ValidationFactory = std::function<std::unique_ptr<transport::BatchStream>()>;
 
@@ -125,6 +128,8 @@ class Trainer {
   // Calls `samples` after every completed step of later Train() calls (a dropped partial
   // step at an epoch's end trained on nothing and is not reported). Empty: off.
   void SetSampleSink(SampleSink samples) { samples_ = std::move(samples); }
+  // Checks every batch of later Train() calls with `check`. Empty: off.
+  void SetBatchCheck(BatchCheck check) { check_ = std::move(check); }
 
   // Continues from `checkpoint`: parameters, velocity, step and epoch counters. Every
   // instance calls it with the same checkpoint. Throws TrainerError if it does not fit.
@@ -163,6 +168,7 @@ class Trainer {
   ReportSink report_;
   ProgressSink progress_;
   SampleSink samples_;
+  BatchCheck check_;
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::vector<float> reduced_;  // the summed gradient every replica applies
   std::uint64_t step_ = 0;
@@ -183,6 +189,13 @@ struct BatchLayout {
 // none does.
 BatchLayout FitGlobalBatch(std::uint64_t saved_global_batch, BatchLayout current, int replicas,
                            int instances, bool local_batch_fixed, bool accumulation_fixed);
+
+// Checks a reader's batches against `source` (the order is transport's check): every label,
+// and the pixels of a share `pixel_share` of the samples, drawn with a key the reader cannot
+// know, against this trainer's own decode with `options` (those of its session terms).
+// Throws TrainerError naming the sample, epoch, position and what differs.
+Trainer::BatchCheck CheckAgainst(std::unique_ptr<loader::Source> source,
+                                 const loader::LoaderOptions& options, double pixel_share);
 
 // FNV-1a 64 of the parameters' bytes: equal checksums, equal bits (almost surely).
 std::uint64_t ParameterChecksum(std::span<const float> parameters);

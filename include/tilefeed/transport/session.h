@@ -29,20 +29,11 @@ namespace tilefeed::transport {
 
 inline constexpr std::size_t kSessionTermsSize = 80;
 
-// The dataset a session is about: loader::DatasetIdentity (this alias keeps the name that
-// code written against transport's former struct of its own uses). On the wire it is samples
-// and digest; the class count is not sent (the digest covers the class names), so a parsed
-// terms part has `classes` 0 and Disagreement compares samples and digest only. `samples` 0
-// means unknown: not compared.
-using DatasetIdentity = loader::DatasetIdentity;
-
-// The identity of `source` as a session carries it: loader::Identify's samples and digest,
-// with `classes` 0, so that terms survive EncodeSessionTerms and ParseSessionTerms unchanged.
-// Reads every label and 64 samples' bytes.
-DatasetIdentity IdentityOf(const loader::Source& source);
-
 struct SessionTerms {
-  DatasetIdentity dataset;
+  // On the wire samples and digest: the class count is not sent (the digest covers the class
+  // names), so it is 0 here and Disagreement compares samples and digest only. `samples` 0
+  // means unknown: not compared.
+  loader::DatasetIdentity dataset;
   std::uint32_t slice_index = 0;  // the trainer instance this stream feeds
   std::uint32_t slice_count = 1;  // trainer instances in the job
   std::uint64_t seed = 0;
