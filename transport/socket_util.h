@@ -76,17 +76,12 @@ inline std::string PeerAddress(zmq::message_t& message) {
 }
 
 // "" when `message` came over ipc:// or shm:// from a process of this user, else a line naming
-// its uid (from PeerAddress) and ours.
+// its uid (PeerAddress's second field) and ours.
 inline std::string OtherUser(zmq::message_t& message) {
-  std::vector<std::string> fields(1);
-  for (const char c : PeerAddress(message)) {
-    if (c == ':') {
-      fields.emplace_back();
-    } else {
-      fields.back() += c;
-    }
-  }
-  const std::string theirs = fields.size() == 4 ? fields[1] : "unknown";
+  const std::string peer = PeerAddress(message);
+  const std::size_t uid = peer.find(':') + 1;  // 0 when there is no ':'
+  const std::size_t end = uid == 0 ? std::string::npos : peer.find(':', uid);
+  const std::string theirs = end == std::string::npos ? "unknown" : peer.substr(uid, end - uid);
   const std::string ours = std::to_string(geteuid());
   if (theirs == ours) return "";
   return "peer uid " + theirs + ", this process's uid " + ours +
