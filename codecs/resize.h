@@ -23,7 +23,7 @@ class Resizer {
  public:
   Resizer();
   // portable_kernels: the SSE2 kernels even where the CPU has the AVX2 ones. The same
-  // output; for tests (as JpegOptions::portable_kernels, which CoefficientDecoder passes on).
+  // output; for tests (CoefficientDecoder passes its own portable_kernels on).
   explicit Resizer(bool portable_kernels);
   ~Resizer();
   Resizer(Resizer&&) noexcept;

@@ -193,7 +193,7 @@ OpenedDataset OpenDataset(const std::string& location, const DatasetOptions& opt
       ShardReadOptions shard_options = options.shards;
       shard_options.remote = options.remote;
       auto shards = ShardDataset::Open(path, shard_options);
-      what = std::string("shards (") + ToString(shards->codec()) + ", " +
+      what = std::string("shards (") + detail::CodecName(shards->codec()) + ", " +
              Count(shards->shard_count(), "shard", "shards") + ")";
       out.source = std::move(shards);
       break;

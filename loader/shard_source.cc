@@ -299,8 +299,6 @@ struct RecordChecker {
 
 }  // namespace
 
-const char* ToString(ShardCodec codec) { return detail::CodecName(codec); }
-
 std::vector<ShardProblem> VerifySamples(
     const Source& source, const std::function<void(std::uint64_t, std::uint64_t)>& on_record) {
   constexpr std::size_t kChunk = 16;  // a loader chunk: merged reads, requests in flight

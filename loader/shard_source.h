@@ -43,8 +43,6 @@ class RangeFile;
 // How a dataset's records are stored: the shard header's codec byte (loader/shard_format.h).
 using ShardCodec = detail::RecordCodec;
 
-const char* ToString(ShardCodec codec);
-
 // What a manifest says, without opening any shard.
 struct ShardManifest {
   struct Shard {

@@ -201,7 +201,7 @@ std::uint64_t PrintManifest(const loader::ShardManifest& manifest, bool all_shar
   }
   const std::size_t shards = manifest.shards.size();
   std::printf("manifest   %s\n", manifest.path.c_str());
-  std::printf("codec      %s\n", loader::ToString(manifest.codec));
+  std::printf("codec      %s\n", loader::detail::CodecName(manifest.codec));
   std::printf("records    %llu\n", static_cast<unsigned long long>(manifest.records));
   std::printf("classes    %zu", manifest.class_names.size());
   for (std::size_t c = 0; c < std::min<std::size_t>(5, manifest.class_names.size()); ++c) {
