@@ -302,7 +302,7 @@ class HttpFile final : public RangeFile {
   // The reason of a read that found the file changed since it was opened.
   std::string Changed(const std::string& what, const std::string& was,
                       const std::string& now) const {
-    return "the file changed on the server since it was opened (" + what + " " + was + ", now " +
+    return std::string(kFileChanged) + " (" + what + " " + was + ", now " +
            (now.empty() ? "unknown" : now) + "); open the dataset again to read it";
   }
   // A HEAD request for the file's size, Last-Modified and ETag, run to its outcome.

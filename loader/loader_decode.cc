@@ -6,6 +6,7 @@
 
 #include "codecs/raw.h"
 #include "loader/loader_impl.h"
+#include "loader/range_file.h"
 
 namespace tilefeed::loader {
 
@@ -273,15 +274,16 @@ void Loader::Impl::DecodeChunk(Worker& worker, const Chunk& chunk, const std::st
 
 // After `sample` at `position` failed with `reason`: under kSkip fills its row with the
 // next sample of this instance's epoch order that decodes (a pure function of the data,
-// so every run picks the same one); under kFail, or if none does, records the batch's
-// error (the lowest row's wins).
+// so every run picks the same one); under kFail, for a file changed on its server, or if
+// none does, records the batch's error (the lowest row's wins).
 void Loader::Impl::HandleBadSample(Worker& worker, const Chunk& chunk, std::size_t position,
                                    std::uint64_t sample, const std::string& reason) {
   Slot& slot = *slots[chunk.slot];
   const EpochOrder& order = *chunk.order;
   const std::size_t row = position - chunk.batch_begin;
   std::string failure = source->Describe(sample) + ": " + reason;
-  if (options.bad_sample_policy != BadSamplePolicy::kFail) {
+  if (options.bad_sample_policy != BadSamplePolicy::kFail &&
+      !reason.starts_with(detail::kFileChanged)) {
     const codecs::PixelView out = RowView(slot.images, row);
     const int attempts =
         static_cast<int>(std::min<std::size_t>(options.max_substitute_attempts, order.size()));

@@ -29,6 +29,11 @@ struct FileStamp {
   std::string etag;
 };
 
+// How a read's reason begins when the file is another version than the one opened (its
+// records no longer sit where the index says): the run ends, under any bad-sample policy.
+inline constexpr std::string_view kFileChanged =
+    "the file changed on the server since it was opened";
+
 class RangeFile {
  public:
   RangeFile(const RangeFile&) = delete;

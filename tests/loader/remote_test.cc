@@ -869,6 +869,38 @@ TEST_F(RemoteTest, ATarChangedMidRunFailsEveryReadNamingBothVersions) {
   }
 }
 
+// The same change under a Loader that skips bad samples: its reads of the changed tar were
+// bad samples, each replaced by another, and the run went on without the tar. It ends, with
+// the one line, whatever the policy.
+TEST_F(RemoteTest, ATarChangedMidRunEndsTheLoadersRun) {
+  const fs::path tar = root_ / "wds" / "train-000001.tar";
+  fs::last_write_time(tar, fs::last_write_time(tar) - std::chrono::hours(1));
+  TarOptions options;
+  options.remote = Remote();
+  LoaderOptions lo;
+  lo.batch_size = 5;
+  lo.image_size = 16;
+  lo.workers = 1;
+  lo.prefetch_depth = 2;
+  lo.epochs = 3;
+  lo.bad_sample_policy = BadSamplePolicy::kSkip;
+  Loader loader(TarDataset::Open(Url("no-etag/wds/train-{000000..000002}.tar"), options), lo);
+  for ([[maybe_unused]] Batch& batch : loader) {
+  }
+  RewriteReversed(dir_.path(), tar, 1);
+  try {
+    for (int epoch = 1; epoch < 3; ++epoch) {
+      for ([[maybe_unused]] Batch& batch : loader) {
+      }
+    }
+    ADD_FAILURE() << "two more epochs ran on a tar that changed on the server";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("the file changed on the server since it was opened"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // A 206 whose Content-Range is not the range asked for (a proxy or cache answering another
 // range) was taken for the bytes asked for. Its start, end and total are checked.
 TEST_F(RemoteTest, AContentRangeOtherThanTheOneAskedForFailsTheRead) {
