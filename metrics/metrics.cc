@@ -132,6 +132,7 @@ struct Writer::Impl {
   std::uint64_t epochs_written = 0;
   bool finished = false;
   std::condition_variable_any wake;
+  std::mutex finishing;  // one Finish at a time (train's signal thread and its main thread)
   std::jthread sampler;  // last: started after everything above exists
 
   Totals TotalsLocked() const;
@@ -347,6 +348,7 @@ void Writer::EndEpoch(std::uint64_t epoch, std::optional<double> loss,
 
 void Writer::Finish(const std::string& exit, const std::string& error) {
   Impl& s = *impl_;
+  const std::lock_guard one(s.finishing);  // two joins of the sampler at once are undefined
   s.sampler.request_stop();
   if (s.sampler.joinable()) s.sampler.join();
   std::lock_guard lock(s.mutex);

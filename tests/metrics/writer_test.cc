@@ -10,6 +10,7 @@
 #include <atomic>
 #include <fstream>
 #include <iterator>
+#include <latch>
 #include <string>
 #include <thread>
 #include <vector>
@@ -130,6 +131,31 @@ TEST(WriterTest, RecordsNoCredentialsOfAUrl) {
   EXPECT_EQ(text.find("s3cret"), std::string::npos) << text;
   EXPECT_NE(text.find("\"dataset\":\"http://***@example.com/train-{0..9}.tar\""), std::string::npos)
       << text;
+}
+
+// train's signal thread writes "stopped" while its main thread may be finishing the run:
+// both join the sampler, which two threads at once may not. One end record, the first.
+TEST(WriterTest, FinishFromTwoThreadsAtOnceWritesOneEndRecord) {
+  testing::TempDir dir;
+  for (int round = 0; round < 100; ++round) {
+    WriterOptions options;
+    options.path = (dir.path() / ("m" + std::to_string(round) + ".jsonl")).string();
+    options.progress_line = false;
+    Writer writer(options, Info());
+    std::latch start(2);
+    std::jthread signal([&] {
+      start.arrive_and_wait();
+      writer.Finish("stopped");
+    });
+    start.arrive_and_wait();
+    writer.Finish("completed");
+    signal.join();
+    int ends = 0;
+    for (const std::string& line : Lines(options.path)) {
+      ends += line.rfind("{\"record\":\"end\"", 0) == 0;
+    }
+    ASSERT_EQ(ends, 1) << "round " << round;
+  }
 }
 
 TEST(WriterTest, DestroyedWithoutFinishSaysAbandoned) {
