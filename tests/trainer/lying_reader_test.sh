@@ -21,8 +21,6 @@ modes=${*:-none labels replay swap}
 . "${0%/*}/../support/shell_test.sh"
 "$python" -c "import zmq, xxhash" 2>/dev/null || { echo "lying_reader_test: SKIP: no pyzmq/xxhash"; exit 77; }
 begin_test lying_reader_test
-proxy_pid=
-trap 'stop_reader "$proxy_pid"; stop_reader "$reader_pid"; rm -rf "$work"' EXIT
 export OMPI_MCA_btl_vader_backing_directory="$work"
 timeout 60 "$make_demo" "$work/demo" --classes 2 --train-per-class 16 --val-per-class 1 \
   --threads 1 >"$work/make.log" 2>&1 || fail "tilefeed-make-demo failed"
@@ -33,12 +31,12 @@ check() {
   mode=$1
   want=$2
   # shellcheck disable=SC2086
-  "$serve" --data "$work/demo/train" --bind 'tcp://127.0.0.1:*' $shape --drop-last \
+  timeout 300 "$serve" --data "$work/demo/train" --bind 'tcp://127.0.0.1:*' $shape --drop-last \
     >"$work/$mode.reader.log" 2>&1 &
   reader_pid=$!
   reader_endpoint "$work/$mode.reader.log" "$reader_pid" 60
   rm -f "$work/proxy"
-  "$python" "$proxy" "$mode" --reader "$endpoint" --endpoint-file "$work/proxy" --classes 2 \
+  timeout 300 "$python" "$proxy" "$mode" --reader "$endpoint" --endpoint-file "$work/proxy" --classes 2 \
     >"$work/$mode.proxy.log" 2>&1 &
   proxy_pid=$!
   i=0
@@ -53,10 +51,7 @@ check() {
     ${LYING_READER_TRAIN_ARGS---reader check-pixels=1} --core synthetic:us-per-sample=1 $shape \
     >"$work/$mode.log" 2>&1
   rc=$?
-  stop_reader "$proxy_pid"
-  stop_reader "$reader_pid"
-  proxy_pid=
-  reader_pid=
+  stop "$proxy_pid" "$reader_pid"
   if [ -z "$want" ]; then
     [ $rc -eq 0 ] || fail "$mode: train exited $rc"
     echo "lying_reader_test: $mode: rc 0"
