@@ -46,9 +46,9 @@ BOUNDS = {
     "build dependencies (top-level CMakeLists.txt)": (12, 12),
     # Raised twice: from 32,621 to 33,078 (issue 38's file splits to <= 800 lines and 20
     # public headers cost ~390 lines of includes, namespaces and internal headers), since
-    # cut to 32,759; then to 32,797 by issue 39's checks (+353, of which 318 were paid by
+    # cut to 32,759; then to 32,806 by issue 39's checks (+365, of which 318 were paid by
     # cuts elsewhere). Lower it as the count falls; the goal is the tree before issue 38.
-    "product lines (library folders, include/, python/ without tests, tools/)": (32797, 32792),
+    "product lines (library folders, include/, python/ without tests, tools/)": (32806, 32792),
 }
 # Dependencies a consumer of each component needs (its own and those of the components it
 # links), goal and bound alike: a component finds only what it links.
