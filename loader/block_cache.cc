@@ -61,26 +61,14 @@ bool MakeRoom(const RemoteOptions& o, const std::string& dir, std::uint64_t inco
 }  // namespace
 
 std::string CacheFilesDir(const RemoteOptions& o) {
-  std::string dir = o.cache_dir;
-  for (const char* sub : {"", "/blocks"}) {
-    dir += sub;
-    ::mkdir(dir.c_str(), 0700);
-    struct stat st;
-    if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      ThrowWithErrno(dir, "cannot create the cache directory: ", errno);
-    }
-    if (st.st_uid != ::geteuid() || (st.st_mode & 022) != 0) {
-      char why[128];
-      std::snprintf(
-          why, sizeof(why), "refusing the cache directory (owner uid %u, mode %04o): %s", st.st_uid,
-          st.st_mode & 07777,
-          st.st_uid != ::geteuid() ? "another user owns it" : "group or others can write it");
-      throw SourceError(dir, std::string(why) +
-                                 ", so blocks planted there would be served; use a "
-                                 "directory of your own that only you can write");
+  for (const std::string& dir : {o.cache_dir, o.cache_dir + "/blocks"}) {
+    if (const auto problem = PrivateDirectoryProblem(dir)) {
+      throw SourceError(dir, "refusing the cache directory " + *problem +
+                                 " (blocks planted there would be served; use a directory "
+                                 "of your own that only you can write)");
     }
   }
-  return dir;
+  return o.cache_dir + "/blocks";
 }
 
 std::string StoreInCache(const RemoteOptions& o, const std::string& path,

@@ -75,6 +75,13 @@ std::optional<std::string> ReplaceFile(const std::string& path, const std::strin
 // Returns nothing on success, else "<step> directory: <errno message>".
 std::optional<std::string> SyncDirectory(const std::string& dir);
 
+// Makes the directory `dir` (0700) if it is missing, then checks that it is a directory (not
+// a symbolic link to one) that this user owns and no one else may write, so nothing another
+// user planted there is trusted. nullopt if so; else "(WHAT): WHY", e.g. "(cannot create or
+// read it): Permission denied", "(a symbolic link): it must be the directory itself",
+// "(owner uid 65534, mode 0755): another user owns it".
+std::optional<std::string> PrivateDirectoryProblem(const std::string& dir);
+
 // This host's name, usable in a file name ('/', ' ' and newlines become '_'); "localhost"
 // if it has none.
 std::string HostName();

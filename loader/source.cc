@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <thread>
@@ -130,6 +131,21 @@ std::optional<std::string> ReadRegularFile(int dir_fd, const char* path, std::si
            std::to_string(n) + " bytes)";
   }
   return std::nullopt;
+}
+
+std::optional<std::string> PrivateDirectoryProblem(const std::string& dir) {
+  struct stat st {};
+  if ((::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) || ::lstat(dir.c_str(), &st) != 0) {
+    return "(cannot create or read it): " + ErrnoMessage(errno);
+  }
+  if (S_ISLNK(st.st_mode)) return "(a symbolic link): it must be the directory itself";
+  if (!S_ISDIR(st.st_mode))
+    return std::string("(") + FileTypeName(st.st_mode) + "): not a directory";
+  if (st.st_uid == ::geteuid() && (st.st_mode & 022) == 0) return std::nullopt;
+  char why[96];
+  std::snprintf(why, sizeof(why), "(owner uid %u, mode %04o): %s", st.st_uid, st.st_mode & 07777,
+                st.st_uid != ::geteuid() ? "another user owns it" : "group or others can write it");
+  return why;
 }
 
 void ThrowWithErrno(const std::string& where, const char* context, int error) {

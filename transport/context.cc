@@ -1,18 +1,15 @@
 #include "tilefeed/transport/context.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cassert>
-#include <cerrno>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <stdexcept>
 #include <utility>
 
 #include "loader/address.h"
+#include "loader/file_io.h"
 #include "tilefeed/transport/batch_stream.h"
 #include "transport/zmq_context.h"
 
@@ -40,18 +37,9 @@ std::string PrivateDirectory() {
   const char* runtime = std::getenv("XDG_RUNTIME_DIR");
   std::string dir = std::string(runtime != nullptr && *runtime == '/' ? runtime : "/tmp") +
                     "/tilefeed-" + std::to_string(geteuid());
-  struct stat st {};
-  if ((mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) || lstat(dir.c_str(), &st) != 0) {
-    const int error = errno;
-    throw TransportError("shm:// directory " + dir + ": " + std::strerror(error));
-  }
-  if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 022) != 0) {
-    char mode[8];
-    std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    throw TransportError("shm:// directory " + dir + " is owned by uid " +
-                         std::to_string(st.st_uid) + " with mode " + mode +
-                         (S_ISDIR(st.st_mode) ? "" : " (not a directory)") +
-                         ": another user could serve there; it must be this user's (uid " +
+  if (const auto problem = loader::detail::PrivateDirectoryProblem(dir)) {
+    throw TransportError("shm:// directory " + dir + ": refusing it " + *problem +
+                         "; another user could serve there: it must be this user's (uid " +
                          std::to_string(geteuid()) + ") and writable by no one else");
   }
   return dir;

@@ -952,6 +952,15 @@ TEST_F(RemoteTest, ACacheDirectoryOthersCanWriteIsRefused) {
       0u)
       << writable;
   EXPECT_EQ(writable.find('\n'), std::string::npos);
+  // A symbolic link is refused as the shm:// directory's is: whoever can replace the link
+  // chooses the directory (one check, loader::detail::PrivateDirectoryProblem).
+  fs::permissions(own, fs::perms::group_write | fs::perms::others_write, fs::perm_options::remove);
+  fs::create_directory_symlink(own, dir_.path() / "link");
+  EXPECT_EQ(open_error(dir_.path() / "link"),
+            (dir_.path() / "link").string() +
+                ": refusing the cache directory (a symbolic link): it must be the directory "
+                "itself (blocks planted there would be served; use a directory of your own "
+                "that only you can write)");
   // Another user's directory, made in a folder anyone may write (as /tmp).
   const fs::path shared = dir_.path() / "shared";
   fs::create_directory(shared);

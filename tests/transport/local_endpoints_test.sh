@@ -121,7 +121,7 @@ start other_shm $as_other "$serve" --data "$other/data/train" $reader \
 timeout 120 "$train" --readers "shm://$job" $trainer >"$work/train_shm.log" 2>&1
 rc=$?
 [ $rc -ne 0 ] || fail "train --readers shm://$job trained on uid 65534's reader, rc 0"
-refusal="shm:// directory /tmp/tilefeed-$me is owned by uid 65534 with mode 0755"
+refusal="shm:// directory /tmp/tilefeed-$me: refusing it (owner uid 65534, mode 0755)"
 grep -q "$refusal" "$work/train_shm.log" || fail "the trainer does not name the directory"
 echo "local_endpoints_test: trainer: $(grep -o "shm:// directory .*" "$work/train_shm.log")"
 timeout 120 "$serve" --data "$other/data/train" --bind "shm://$job" >"$work/serve_shm.log" 2>&1
