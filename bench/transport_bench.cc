@@ -43,7 +43,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -103,7 +102,6 @@ struct Settings {
   std::size_t batches = 20;
   std::size_t warmup = 2;
   std::size_t credits = 4;
-  std::string ipc_dir;
   std::size_t image_bytes() const {
     return loader.batch_size * static_cast<std::size_t>(loader.image_size) * loader.image_size * 3;
   }
@@ -260,7 +258,8 @@ enum class Fill {
 // The reader half in a child process: a ReaderEndpoint until the trainer leaves.
 Result MeasureSender(const char* path, bool shm, bool verify, const Settings& settings,
                      Fill fill = Fill::kLive) {
-  const std::string bind = shm ? "ipc://" + settings.ipc_dir + "/shm" : "tcp://127.0.0.1:*";
+  const std::string job = "bench-" + std::to_string(getpid());
+  const std::string bind = shm ? "shm://" + job : "tcp://127.0.0.1:*";
   const std::size_t total = settings.warmup + settings.batches;
   const bool prefilled = fill == Fill::kPrefilled;
   Child child([&](const auto& publish) {
@@ -276,13 +275,13 @@ Result MeasureSender(const char* path, bool shm, bool verify, const Settings& se
       reader.loader.epochs = 1;
       reader.loader.prefetch_depth = total;
     }
-    if (shm) reader.loader.slot_memory = transport::SharedSlots::Create(reader.loader, "bench");
+    if (shm) reader.loader.slot_memory = transport::SharedSlots::Create(reader.loader, job);
     auto loader = MakeLoader(reader, batches);
     while (prefilled && loader->metrics().images < total * reader.loader.batch_size) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     transport::Context context;
-    transport::ReaderEndpoint sender(context, *loader, {.endpoint = bind, .shared_memory = shm});
+    transport::ReaderEndpoint sender(context, *loader, {.endpoint = bind});
     publish(sender.endpoint());
     const transport::SendResult result = sender.Run();
     return result == transport::SendResult::kStopped ? 1 : 0;
@@ -482,19 +481,13 @@ int Run(int argc, char** argv) {
   if (const auto rc = tilefeed::tools::ParseArgs(app, argc, argv, "transport_bench")) return *rc;
   Settings& settings = f.settings;
   settings.loader.eval_resize = settings.loader.image_size;
-  settings.ipc_dir =
-      (std::filesystem::temp_directory_path() / ("tilefeed-bench-" + std::to_string(getpid())))
-          .string();
-  std::filesystem::create_directories(settings.ipc_dir);
   std::vector<Result> results;
   try {
     results = MeasureAll(settings, f.rounds);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "transport_bench: %s\n", e.what());
-    std::filesystem::remove_all(settings.ipc_dir);
     return 1;
   }
-  std::filesystem::remove_all(settings.ipc_dir);
   if (g_touched == 1) std::printf(" \n");  // keeps the consumers' reads observable
   const double shm_ratio = RateOf(results, "shm", "off") / RateOf(results, "memcpy", "-");
   const double tcp_ratio = RateOf(results, "zmq-tcp", "off") / RateOf(results, "plain-zmq", "-");

@@ -172,7 +172,6 @@ std::optional<int> CheckArgs(Args& args) {
                  "or pass --insecure\n";
     return 2;
   }
-  sender.shared_memory = transport::IsShmEndpoint(sender.endpoint);
   sender.heartbeat_interval = tools::Milliseconds(args.heartbeat);
   sender.peer_timeout = tools::Milliseconds(args.timeout);
   return std::nullopt;
@@ -247,11 +246,12 @@ int Serve(Args& args, const CLI::App& app, std::stop_token stop) {
   // Each session opens the dataset afresh at the trainer's position; with shared memory
   // the loader decodes straight into fresh slots the trainer maps.
   const std::uint64_t dataset_size = source->size();
+  const bool shared_memory = transport::IsShmEndpoint(sender_options.endpoint);
   const std::string shm_name = sender_options.endpoint.substr(6);  // shm://NAME: the segment's
   auto open = [&](const transport::SessionTerms& agreed) {
     transport::SessionLoader session =
         transport::SessionLoaderOf(args.options, agreed, dataset_size);
-    if (sender_options.shared_memory)
+    if (shared_memory)
       session.options.slot_memory = transport::SharedSlots::Create(session.options, shm_name);
     Log("serving a trainer from epoch " + std::to_string(session.start.epoch) + " position " +
         std::to_string(session.start.position));
@@ -268,7 +268,7 @@ int Serve(Args& args, const CLI::App& app, std::stop_token stop) {
   };
   // A ring /dev/shm has no room for is one line now, not a SIGBUS at the first batch: each
   // session's ring is allocated in full (posix_fallocate), and so is this trial one.
-  if (sender_options.shared_memory) (void)transport::SharedSlots::Create(args.options, shm_name);
+  if (shared_memory) (void)transport::SharedSlots::Create(args.options, shm_name);
   transport::Context context;
   transport::ReaderEndpoint sender(context, sender_options, terms, open);
   std::cerr << "tilefeed-serve: serving " << dataset_size << " samples, epochs 0 to "

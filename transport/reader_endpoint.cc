@@ -109,10 +109,11 @@ ReaderEndpoint::ReaderEndpoint(Context& context, loader::Loader& loader,
   if (s.options.keep_serving) {
     throw std::invalid_argument("ReaderEndpointOptions::keep_serving needs a SessionOpener");
   }
-  if ((s.options.shared_memory || IsShmEndpoint(s.options.endpoint)) &&
+  if (IsShmEndpoint(s.options.endpoint) &&
       dynamic_cast<SharedSlots*>(loader.options().slot_memory.get()) == nullptr) {
     throw std::invalid_argument(
-        "ReaderEndpointOptions::shared_memory: the loader must decode into transport::SharedSlots "
+        "ReaderEndpointOptions: an shm:// endpoint: the loader must decode into "
+        "transport::SharedSlots "
         "(LoaderOptions::slot_memory = SharedSlots::Create(...))");
   }
   s.borrowed = &loader;

@@ -8,7 +8,7 @@
 // - Over ZeroMQ (tcp:// between hosts, ipc:// on one host): the payload message points
 //   straight into the loader's slot (zero-copy); the slot returns to the loader when ZeroMQ
 //   has sent the message and released it.
-// - Through shared memory (same host, `shared_memory`): zero copies. The loader's batch
+// - Through shared memory (same host, an `shm://NAME` endpoint): zero copies. The loader's batch
 //   slots are a POSIX shared-memory segment (SharedSlots, given to the loader as its
 //   LoaderOptions::slot_memory), so the workers decode straight into memory the trainer
 //   maps; for each batch only a small control message (slot, frame header) crosses the
@@ -63,7 +63,7 @@ namespace tilefeed::transport {
 //   loader::LoaderOptions options = ...;
 //   options.slot_memory = SharedSlots::Create(options, job_id);
 //   loader::Loader loader(std::move(source), options);
-//   ReaderEndpoint reader(context, loader, {.endpoint = "ipc://...", .shared_memory = true});
+//   ReaderEndpoint reader(context, loader, {.endpoint = "shm://job"});
 //
 // The segment (named /tilefeed-<uid>-<job>-<pid>-<tag>, mode 0600) holds prefetch_depth
 // slots laid out as the trainer expects (transport/shm.h). It is unlinked once a
@@ -98,8 +98,10 @@ class SharedSlots final : public loader::SlotMemory {
 };
 
 struct ReaderEndpointOptions {
-  // Bound; "tcp://127.0.0.1:*" picks a free port. shm://NAME (tilefeed/transport/context.h) means
-  // shared_memory with its control socket at ZmqEndpoint(NAME). Loopback unless told: any
+  // Bound; "tcp://127.0.0.1:*" picks a free port. shm://NAME (tilefeed/transport/context.h):
+  // the payload goes through shared memory (same host only; the loader must decode into
+  // SharedSlots, LoaderOptions::slot_memory, else the constructor throws), the control socket
+  // at ZmqEndpoint("shm://NAME"). Loopback unless told: any
   // other address should come with CURVE and an allow-list.
   // A tcp:// host name is resolved (ZeroMQ binds only addresses and interface names); a ';'
   // (ZeroMQ's SOURCE;DEST) is refused (ParseEndpoint, tilefeed/transport/context.h).
@@ -107,9 +109,6 @@ struct ReaderEndpointOptions {
   // Refuse to serve unless what ZeroMQ actually bound (ZMQ_LAST_ENDPOINT) is loopback
   // (IsLoopbackEndpoint): the constructor unbinds and throws TransportError naming it.
   bool loopback_only = false;
-  // Payload through shared memory (same host only). REQUIRES: the loader decodes into
-  // SharedSlots (LoaderOptions::slot_memory), else the constructor throws.
-  bool shared_memory = false;
   std::chrono::milliseconds heartbeat_interval{1000};  // send one when idle this long
   std::chrono::milliseconds peer_timeout{5000};        // trainer silent this long -> error
   // CURVE on: this reader's secret key file (transport/curve.h); trainers then need its
@@ -153,7 +152,7 @@ class ReaderEndpoint {
  public:
   // Binds the endpoint. Throws TransportError if it cannot be bound, is not loopback under
   // loopback_only, or the CURVE key file is unusable; std::invalid_argument for a malformed
-  // endpoint or shared_memory without SharedSlots.
+  // endpoint or an shm:// one without SharedSlots.
   ReaderEndpoint(Context& context, loader::Loader& loader, ReaderEndpointOptions options);
   // Serves trainers that agree to `terms`, each from a loader that `open` makes. Throws as
   // above; std::invalid_argument for keep_serving without an opener.

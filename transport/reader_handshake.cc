@@ -135,7 +135,7 @@ void ReaderEndpoint::Impl::Hello(const std::string& id, std::vector<zmq::message
     next->loader = next->owned.get();
   }
   if (options.on_loader) options.on_loader(next->loader);
-  if (options.shared_memory || IsShmEndpoint(options.endpoint)) {
+  if (IsShmEndpoint(options.endpoint)) {
     shared = dynamic_cast<SharedSlots*>(next->loader->options().slot_memory.get());
     if (shared == nullptr) {
       throw std::invalid_argument(

@@ -47,14 +47,11 @@ TEST(SharedMemoryRing, RoundTripsAndLeavesNothingBehind) {
 
   const std::string job = UniqueJob("roundtrip");
   Context context;
-  tilefeed::testing::TempDir sockets("tilefeed-ipc");
   loader::LoaderOptions shared_options = options;
   shared_options.slot_memory = SharedSlots::Create(shared_options, job);
   EXPECT_EQ(SegmentsOf(job), 1);
   loader::Loader loader(loader::ImageFolder::Open(data.path().string()), shared_options);
-  ReaderEndpoint sender(
-      context, loader,
-      {.endpoint = "ipc://" + (sockets.path() / "s").string(), .shared_memory = true});
+  ReaderEndpoint sender(context, loader, {.endpoint = "shm://" + job});
   SendResult result = SendResult::kStopped;
   std::jthread serving([&](std::stop_token stop) { result = sender.Run(stop); });
   {
@@ -155,14 +152,11 @@ TEST(SharedMemoryRing, ShmEndpointsNameTheRingAndNeedSharedSlots) {
 TEST(SharedMemoryRing, HeldBatchesHoldTheirSlots) {
   const std::string job = UniqueJob("held");
   Context context;
-  tilefeed::testing::TempDir sockets("tilefeed-ipc");
   loader::LoaderOptions options = testing::SmallOptions(2, 8, 0);
   options.prefetch_depth = 2;
   options.slot_memory = SharedSlots::Create(options, job);
   loader::Loader loader(std::make_unique<testing::RawSource>(100, 8), options);
-  ReaderEndpoint sender(
-      context, loader,
-      {.endpoint = "ipc://" + (sockets.path() / "s").string(), .shared_memory = true});
+  ReaderEndpoint sender(context, loader, {.endpoint = "shm://" + job});
   std::jthread serving([&](std::stop_token stop) { (void)sender.Run(stop); });
   ZmqBatchStream stream(context, {.endpoint = sender.endpoint(), .credits = 2});
   std::optional<ReceivedBatch> a = stream.Next();
@@ -248,8 +242,7 @@ struct Reaper {
 
 TEST(SharedMemoryRing, ASigkilledTrainerIsNoticedAndLeavesNothing) {
   const std::string job = UniqueJob("trainerkill");
-  tilefeed::testing::TempDir sockets("tilefeed-ipc");
-  const std::string endpoint = "ipc://" + (sockets.path() / "s").string();
+  const std::string endpoint = "shm://" + job;
   // The trainer is forked before this process starts any thread (ZeroMQ's, the loader's): a
   // child forked from a multi-threaded process may inherit a lock another thread held (the
   // allocator's) and hang on its first malloc.
@@ -275,7 +268,6 @@ TEST(SharedMemoryRing, ASigkilledTrainerIsNoticedAndLeavesNothing) {
   loader::Loader loader(std::make_unique<testing::RawSource>(100, 8), options);
   ReaderEndpoint sender(context, loader,
                         {.endpoint = endpoint,
-                         .shared_memory = true,
                          .heartbeat_interval = 50ms,
                          // The kill is noticed as silence: 5 s, so that a live trainer on a
                          // loaded machine is never taken for a dead one.
