@@ -109,6 +109,16 @@ inline std::uint8_t Luma(const std::uint8_t* p) {
   return static_cast<std::uint8_t>(v);
 }
 
+// std::nearbyint (round half to even) without a libm call: adding 1.5 * 2^23 leaves no
+// fraction bits, so the sum is rounded in the default mode; |v| is capped below 2^22 first
+// (a larger coordinate is outside any image either way).
+inline float RoundHalfEven(float v) {
+  constexpr float kCap = 4194304.0f;
+  constexpr float kMagic = 12582912.0f;
+  v = v < -kCap ? -kCap : (v > kCap ? kCap : v);
+  return (v + kMagic) - kMagic;
+}
+
 // Pixels per chunk of the ops that build a second row on the stack.
 constexpr std::size_t kChunkPixels = 256;
 
@@ -121,13 +131,15 @@ void AffineNearest(const PixelView& image, const double (&m)[6], Rgb fill,
   const int h = image.height;
   const std::size_t row_bytes = std::size_t{3} * w;
   scratch.bytes.resize(row_bytes * h);
+  scratch.offsets.resize(std::size_t{2} * w);
   const std::uint8_t* src = scratch.bytes.data();
-  ForEachRow(image, [&, y = 0](std::uint8_t* p, std::size_t bytes) mutable {
-    std::memcpy(scratch.bytes.data() + row_bytes * y++, p, bytes);
-  });
+  std::int32_t* columns = scratch.offsets.data();
+  std::int32_t* rows = columns + w;
+  for (int y = 0; y < h; ++y)
+    std::memcpy(scratch.bytes.data() + row_bytes * y, image.at(y, 0), row_bytes);
   // _gen_affine_grid: theta in float32, divided by the half sizes, applied to the pixel
-  // centres (x + 0.5 - w / 2). grid_sample then maps back with (g + 1) * size / 2 - 0.5
-  // and rounds half to even.
+  // centres (x + 0.5 - w / 2, exact in float32). grid_sample then maps back with
+  // (g + 1) * size / 2 - 0.5 and rounds half to even.
   const float half_w = 0.5f * static_cast<float>(w);
   const float half_h = 0.5f * static_cast<float>(h);
   const float r00 = static_cast<float>(m[0]) / half_w;
@@ -136,23 +148,60 @@ void AffineNearest(const PixelView& image, const double (&m)[6], Rgb fill,
   const float r01 = static_cast<float>(m[3]) / half_h;
   const float r11 = static_cast<float>(m[4]) / half_h;
   const float r21 = static_cast<float>(m[5]) / half_h;
+  const float x_origin = 0.5f - half_w;
   const float fw = static_cast<float>(w);
   const float fh = static_cast<float>(h);
   for (int y = 0; y < h; ++y) {
-    const auto by = static_cast<float>(y + 0.5 - 0.5 * h);
+    const float by = static_cast<float>(y) + (0.5f - half_h);
     const float y_r10 = by * r10;
     const float y_r11 = by * r11;
-    std::uint8_t* out = image.data + y * image.row_stride;
-    for (int x = 0; x < w; ++x) {
-      const auto bx = static_cast<float>(x + 0.5 - 0.5 * w);
+    // The source column and row of each pixel of the row, or -1 for the fill.
+    int x = 0;
+#if defined(__SSE2__)
+    const __m128 cap = _mm_set1_ps(4194304.0f);
+    const __m128 magic = _mm_set1_ps(12582912.0f);
+    const auto round = [&](__m128 v) {
+      return _mm_sub_ps(
+          _mm_add_ps(_mm_min_ps(_mm_max_ps(v, _mm_sub_ps(_mm_setzero_ps(), cap)), cap), magic),
+          magic);
+    };
+    const __m128 one = _mm_set1_ps(1.0f);
+    const __m128 half = _mm_set1_ps(0.5f);
+    for (; x + 4 <= w; x += 4) {
+      const __m128 bx =
+          _mm_add_ps(_mm_cvtepi32_ps(_mm_add_epi32(_mm_set1_epi32(x), _mm_setr_epi32(0, 1, 2, 3))),
+                     _mm_set1_ps(x_origin));
+      const __m128 gx = _mm_add_ps(_mm_add_ps(_mm_mul_ps(bx, _mm_set1_ps(r00)), _mm_set1_ps(y_r10)),
+                                   _mm_set1_ps(r20));
+      const __m128 gy = _mm_add_ps(_mm_add_ps(_mm_mul_ps(bx, _mm_set1_ps(r01)), _mm_set1_ps(y_r11)),
+                                   _mm_set1_ps(r21));
+      const __m128 sx =
+          round(_mm_sub_ps(_mm_mul_ps(_mm_add_ps(gx, one), _mm_set1_ps(half_w)), half));
+      const __m128 sy =
+          round(_mm_sub_ps(_mm_mul_ps(_mm_add_ps(gy, one), _mm_set1_ps(half_h)), half));
+      const __m128 inside = _mm_and_ps(
+          _mm_and_ps(_mm_cmpge_ps(sx, _mm_setzero_ps()), _mm_cmplt_ps(sx, _mm_set1_ps(fw))),
+          _mm_and_ps(_mm_cmpge_ps(sy, _mm_setzero_ps()), _mm_cmplt_ps(sy, _mm_set1_ps(fh))));
+      const __m128i outside = _mm_castps_si128(_mm_cmpeq_ps(inside, _mm_setzero_ps()));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(columns + x),
+                       _mm_or_si128(_mm_cvttps_epi32(sx), outside));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(rows + x), _mm_cvttps_epi32(sy));
+    }
+#endif
+    for (; x < w; ++x) {
+      const float bx = static_cast<float>(x) + x_origin;
       const float gx = (bx * r00 + y_r10) + r20;
       const float gy = (bx * r01 + y_r11) + r21;
-      const float sx = std::nearbyint((gx + 1.0f) * half_w - 0.5f);
-      const float sy = std::nearbyint((gy + 1.0f) * half_h - 0.5f);
-      const std::uint8_t* from = fill.data();
-      if (sx >= 0.0f && sx < fw && sy >= 0.0f && sy < fh) {
-        from = src + row_bytes * static_cast<std::size_t>(sy) + 3 * static_cast<std::size_t>(sx);
-      }
+      const float sx = RoundHalfEven((gx + 1.0f) * half_w - 0.5f);
+      const float sy = RoundHalfEven((gy + 1.0f) * half_h - 0.5f);
+      const bool inside = sx >= 0.0f && sx < fw && sy >= 0.0f && sy < fh;
+      columns[x] = inside ? static_cast<std::int32_t>(sx) : -1;
+      rows[x] = static_cast<std::int32_t>(sy);
+    }
+    std::uint8_t* out = image.at(y, 0);
+    for (x = 0; x < w; ++x) {
+      const std::uint8_t* from =
+          columns[x] < 0 ? fill.data() : src + row_bytes * rows[x] + std::size_t{3} * columns[x];
       std::memcpy(out + std::ptrdiff_t{3} * x, from, 3);
     }
   }
@@ -201,6 +250,65 @@ float Linspace(double start, double end, int steps, int index) {
   return value(index - k) + static_cast<float>(k) * step;
 }
 
+#if defined(__SSE2__)
+inline __m128 Select(__m128 mask, __m128 a, __m128 b) {
+  return _mm_or_ps(_mm_and_ps(mask, a), _mm_andnot_ps(mask, b));
+}
+
+// AdjustHue's loop body (below) four pixels at a time, the same float32 operations in the
+// same order. Returns how many pixels it did.
+std::size_t HueSse2(float* r, float* g, float* b, std::size_t n, float shift) {
+  const __m128 zero = _mm_setzero_ps();
+  const __m128 one = _mm_set1_ps(1.0f);
+  const __m128 six = _mm_set1_ps(6.0f);
+  std::size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const __m128 rv = _mm_loadu_ps(r + i);
+    const __m128 gv = _mm_loadu_ps(g + i);
+    const __m128 bv = _mm_loadu_ps(b + i);
+    const __m128 maxc = _mm_max_ps(_mm_max_ps(rv, gv), bv);
+    const __m128 minc = _mm_min_ps(_mm_min_ps(rv, gv), bv);
+    const __m128 eqc = _mm_cmpeq_ps(maxc, minc);
+    const __m128 cr = _mm_sub_ps(maxc, minc);
+    const __m128 s = _mm_div_ps(cr, Select(eqc, one, maxc));
+    const __m128 divisor = Select(eqc, one, cr);
+    const __m128 rc = _mm_div_ps(_mm_sub_ps(maxc, rv), divisor);
+    const __m128 gc = _mm_div_ps(_mm_sub_ps(maxc, gv), divisor);
+    const __m128 bc = _mm_div_ps(_mm_sub_ps(maxc, bv), divisor);
+    const __m128 hr = _mm_sub_ps(bc, gc);
+    const __m128 hg = _mm_sub_ps(_mm_add_ps(_mm_set1_ps(2.0f), rc), bc);
+    const __m128 hb = _mm_sub_ps(_mm_add_ps(_mm_set1_ps(4.0f), gc), rc);
+    __m128 h = Select(_mm_cmpeq_ps(maxc, rv), hr, Select(_mm_cmpeq_ps(maxc, gv), hg, hb));
+    h = _mm_add_ps(_mm_div_ps(h, six), one);
+    h = Select(_mm_cmpge_ps(h, one), _mm_sub_ps(h, one), h);
+    h = _mm_add_ps(h, _mm_set1_ps(shift));
+    h = Select(_mm_cmpge_ps(h, one), _mm_sub_ps(h, one), h);
+    h = Select(_mm_cmplt_ps(h, zero), _mm_add_ps(h, one), h);
+    const __m128 h6 = _mm_mul_ps(h, six);
+    __m128i sector = _mm_cvttps_epi32(h6);
+    const __m128 f = _mm_sub_ps(h6, _mm_cvtepi32_ps(sector));
+    const auto unit = [&](__m128 x) { return _mm_min_ps(_mm_max_ps(x, zero), one); };
+    const __m128 v = maxc;
+    const __m128 pp = unit(_mm_mul_ps(v, _mm_sub_ps(one, s)));
+    const __m128 qq = unit(_mm_mul_ps(v, _mm_sub_ps(one, _mm_mul_ps(s, f))));
+    const __m128 tt = unit(_mm_mul_ps(v, _mm_sub_ps(one, _mm_mul_ps(s, _mm_sub_ps(one, f)))));
+    sector = _mm_sub_epi32(
+        sector, _mm_and_si128(_mm_cmpgt_epi32(sector, _mm_set1_epi32(5)), _mm_set1_epi32(6)));
+    __m128 is[6];
+    for (int k = 0; k < 6; ++k) {
+      is[k] = _mm_castsi128_ps(_mm_cmpeq_epi32(sector, _mm_set1_epi32(k)));
+    }
+    _mm_storeu_ps(r + i,
+                  Select(_mm_or_ps(is[0], is[5]), v, Select(is[1], qq, Select(is[4], tt, pp))));
+    _mm_storeu_ps(g + i,
+                  Select(_mm_or_ps(is[1], is[2]), v, Select(is[0], tt, Select(is[3], qq, pp))));
+    _mm_storeu_ps(b + i,
+                  Select(_mm_or_ps(is[3], is[4]), v, Select(is[2], tt, Select(is[5], qq, pp))));
+  }
+  return i;
+}
+#endif
+
 }  // namespace
 
 void AdjustBrightness(const PixelView& image, double factor) {
@@ -237,44 +345,66 @@ void AdjustSaturation(const PixelView& image, double factor) {
 void AdjustHue(const PixelView& image, double hue_factor) {
   assert(-0.5 <= hue_factor && hue_factor <= 0.5);
   const auto shift = static_cast<float>(hue_factor);
-  // _rgb2hsv, the hue shift and _hsv2rgb of functional_tensor.py, in float32 and in its
-  // order of operations.
+  // _rgb2hsv, the hue shift and _hsv2rgb of functional_tensor.py in float32 and in its
+  // order of operations, on a chunk of pixels at a time in three planes.
   ForEachRow(image, [&](std::uint8_t* p, std::size_t bytes) {
-    for (std::size_t i = 0; i < bytes; i += 3) {
-      const float r = static_cast<float>(p[i]) / 255.0f;
-      const float g = static_cast<float>(p[i + 1]) / 255.0f;
-      const float b = static_cast<float>(p[i + 2]) / 255.0f;
-      const float maxc = std::max({r, g, b});
-      const float minc = std::min({r, g, b});
-      const bool eqc = maxc == minc;
-      const float cr = maxc - minc;
-      const float s = cr / (eqc ? 1.0f : maxc);
-      const float divisor = eqc ? 1.0f : cr;
-      const float rc = (maxc - r) / divisor;
-      const float gc = (maxc - g) / divisor;
-      const float bc = (maxc - b) / divisor;
-      float h;
-      if (maxc == r) {
-        h = bc - gc;
-      } else if (maxc == g) {
-        h = 2.0f + rc - bc;
-      } else {
-        h = 4.0f + gc - rc;
+    float r[kChunkPixels];
+    float g[kChunkPixels];
+    float b[kChunkPixels];
+    for (std::size_t start = 0; start < bytes; start += 3 * kChunkPixels) {
+      const std::size_t n = std::min(bytes - start, 3 * kChunkPixels) / 3;
+      std::uint8_t* q = p + start;
+      for (std::size_t i = 0; i < n; ++i) {
+        r[i] = static_cast<float>(q[3 * i]) / 255.0f;
+        g[i] = static_cast<float>(q[3 * i + 1]) / 255.0f;
+        b[i] = static_cast<float>(q[3 * i + 2]) / 255.0f;
       }
-      h = std::fmod(h / 6.0f + 1.0f, 1.0f);
-      h = h + shift;
-      h = std::fmod(h, 1.0f);  // torch.remainder(h, 1.0)
-      if (h < 0.0f) h += 1.0f;
-      const float v = maxc;
-      const float i6 = std::floor(h * 6.0f);
-      const float f = h * 6.0f - i6;
-      const int sector = static_cast<int>(i6) % 6;
-      const float pp = std::clamp(v * (1.0f - s), 0.0f, 1.0f);
-      const float q = std::clamp(v * (1.0f - s * f), 0.0f, 1.0f);
-      const float t = std::clamp(v * (1.0f - s * (1.0f - f)), 0.0f, 1.0f);
-      const float rgb[6][3] = {{v, t, pp}, {q, v, pp}, {pp, v, t},
-                               {pp, q, v}, {t, pp, v}, {v, pp, q}};
-      for (int c = 0; c < 3; ++c) p[i + c] = static_cast<std::uint8_t>(rgb[sector][c] * 255.0f);
+      std::size_t i = 0;
+#if defined(__SSE2__)
+      i = HueSse2(r, g, b, n, shift);
+#endif
+      for (; i < n; ++i) {
+        const float maxc = std::max(std::max(r[i], g[i]), b[i]);
+        const float minc = std::min(std::min(r[i], g[i]), b[i]);
+        const bool eqc = maxc == minc;
+        const float cr = maxc - minc;
+        const float s = cr / (eqc ? 1.0f : maxc);
+        const float divisor = eqc ? 1.0f : cr;
+        const float rc = (maxc - r[i]) / divisor;
+        const float gc = (maxc - g[i]) / divisor;
+        const float bc = (maxc - b[i]) / divisor;
+        const float hr = bc - gc;
+        const float hg = 2.0f + rc - bc;
+        const float hb = 4.0f + gc - rc;
+        float h = maxc == r[i] ? hr : (maxc == g[i] ? hg : hb);
+        // fmod(h / 6 + 1, 1) of a value in [0, 2), then torch.remainder(h + shift, 1) of
+        // one in [-0.5, 1.5): both subtractions of 1 are exact, as fmod is.
+        h = h / 6.0f + 1.0f;
+        float wrapped = h - 1.0f;
+        h = h >= 1.0f ? wrapped : h;
+        h = h + shift;
+        wrapped = h - 1.0f;
+        h = h >= 1.0f ? wrapped : h;
+        wrapped = h + 1.0f;
+        h = h < 0.0f ? wrapped : h;
+        const float v = maxc;
+        const float h6 = h * 6.0f;
+        const auto sector = static_cast<std::int32_t>(h6);  // floor: h6 >= 0
+        const float f = h6 - static_cast<float>(sector);
+        const float pp = std::min(std::max(v * (1.0f - s), 0.0f), 1.0f);
+        const float qq = std::min(std::max(v * (1.0f - s * f), 0.0f), 1.0f);
+        const float tt = std::min(std::max(v * (1.0f - s * (1.0f - f)), 0.0f), 1.0f);
+        // Sectors 0..5 (6 is 0 again): (v,t,p) (q,v,p) (p,v,t) (p,q,v) (t,p,v) (v,p,q).
+        const std::int32_t k = sector >= 6 ? sector - 6 : sector;
+        r[i] = (k == 0) | (k == 5) ? v : (k == 1 ? qq : (k == 4 ? tt : pp));
+        g[i] = (k == 1) | (k == 2) ? v : (k == 0 ? tt : (k == 3 ? qq : pp));
+        b[i] = (k == 3) | (k == 4) ? v : (k == 2 ? tt : (k == 5 ? qq : pp));
+      }
+      for (std::size_t i = 0; i < n; ++i) {
+        q[3 * i] = static_cast<std::uint8_t>(r[i] * 255.0f);
+        q[3 * i + 1] = static_cast<std::uint8_t>(g[i] * 255.0f);
+        q[3 * i + 2] = static_cast<std::uint8_t>(b[i] * 255.0f);
+      }
     }
   });
 }
@@ -354,7 +484,8 @@ void AutoContrast(const PixelView& image) {
     // A flat channel has an infinite scale, which torchvision replaces by min 0, scale 1.
     const bool flat = lo[c] == hi[c];
     const float minimum = flat ? 0.0f : static_cast<float>(lo[c]);
-    const float scale = flat ? 1.0f : 255.0f / static_cast<float>(hi[c] - lo[c]);
+    // 255.0 / tensor is Tensor.__rtruediv__: the reciprocal, times 255.
+    const float scale = flat ? 1.0f : (1.0f / static_cast<float>(hi[c] - lo[c])) * 255.0f;
     for (int x = 0; x < 256; ++x) {
       const float v = (static_cast<float>(x) - minimum) * scale;
       luts[c][x] = static_cast<std::uint8_t>(std::clamp(v, 0.0f, 255.0f));

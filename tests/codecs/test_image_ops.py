@@ -92,7 +92,8 @@ def jobs_for(height, width):
             return F.erase(t, i, j, hh, ww, torch.tensor(v, dtype=torch.float32)[:, None, None])
         jobs.append((f"erase {top} {left} {h} {w} {value[0]} {value[1]} {value[2]}", erase))
     for index, magnitude in policy_magnitudes(height, width):
-        for fill in FILLS:
+        # The fill matters to the geometric ops alone (ShearX .. Rotate).
+        for fill in FILLS if 1 <= index <= 5 else FILLS[:1]:
             rgb = fill or [0, 0, 0]
             fill_floats = None if fill is None else [float(v) for v in fill]
             jobs.append((f"policy {index} {magnitude!r} {rgb[0]} {rgb[1]} {rgb[2]}",
