@@ -11,6 +11,12 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#include "codecs/cpu_dispatch.h"
+#define TILEFEED_IMAGE_OPS_AVX2 1
+#endif
 
 // torchvision computes these ops in float32 on the uint8 values and truncates to uint8.
 // Where an op maps each value through a function of that value alone (brightness,
@@ -107,6 +113,88 @@ inline std::uint8_t Luma(const std::uint8_t* p) {
   const float v = 0.2989f * static_cast<float>(p[0]) + 0.587f * static_cast<float>(p[1]) +
                   0.114f * static_cast<float>(p[2]);
   return static_cast<std::uint8_t>(v);
+}
+
+#if defined(TILEFEED_IMAGE_OPS_AVX2)
+// Byte shuffles between 16 interleaved RGB pixels (three registers) and 16 values of one
+// channel: kGather[c][k] moves channel c's bytes held in register k to their pixel's lane,
+// kSpread[k] fills register k of the output with each pixel's value three times.
+struct GrayShuffles {
+  alignas(16) std::int8_t gather[3][3][16];
+  alignas(16) std::int8_t spread[3][16];
+};
+constexpr GrayShuffles MakeGrayShuffles() {
+  GrayShuffles s{};
+  for (int c = 0; c < 3; ++c) {
+    for (int k = 0; k < 3; ++k) {
+      for (int j = 0; j < 16; ++j) {
+        const int byte = 3 * j + c;
+        s.gather[c][k][j] = static_cast<std::int8_t>(byte / 16 == k ? byte % 16 : -1);
+      }
+    }
+  }
+  for (int k = 0; k < 3; ++k) {
+    for (int i = 0; i < 16; ++i) s.spread[k][i] = static_cast<std::int8_t>((16 * k + i) / 3);
+  }
+  return s;
+}
+constexpr GrayShuffles kGrayShuffles = MakeGrayShuffles();
+
+// The low 8 bytes of v as floats.
+TILEFEED_TARGET_AVX2 inline __m256 Widen(__m128i v) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
+}
+
+// Luma's float32 expression for 8 values of each channel.
+TILEFEED_TARGET_AVX2 inline __m256i LumaAvx2(__m128i r, __m128i g, __m128i b) {
+  const auto widen = Widen;
+  const __m256 v = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(_mm256_set1_ps(0.2989f), widen(r)),
+                                               _mm256_mul_ps(_mm256_set1_ps(0.587f), widen(g))),
+                                 _mm256_mul_ps(_mm256_set1_ps(0.114f), widen(b)));
+  return _mm256_cvttps_epi32(v);
+}
+
+// GrayRow for whole groups of 16 pixels; returns the bytes done.
+TILEFEED_TARGET_AVX2 std::size_t GrayRowAvx2(const std::uint8_t* in, std::size_t bytes,
+                                             std::uint8_t* out) {
+  const GrayShuffles& s = kGrayShuffles;
+  const auto mask = [](const std::int8_t* m) TILEFEED_TARGET_AVX2 {
+    return _mm_load_si128(reinterpret_cast<const __m128i*>(m));
+  };
+  std::size_t i = 0;
+  for (; i + 48 <= bytes; i += 48) {
+    __m128i v[3];
+    for (int k = 0; k < 3; ++k)
+      v[k] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i + 16 * k));
+    __m128i channel[3];
+    for (int c = 0; c < 3; ++c) {
+      channel[c] = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(v[0], mask(s.gather[c][0])),
+                                             _mm_shuffle_epi8(v[1], mask(s.gather[c][1]))),
+                                _mm_shuffle_epi8(v[2], mask(s.gather[c][2])));
+    }
+    const __m256i low = LumaAvx2(channel[0], channel[1], channel[2]);
+    const __m256i high = LumaAvx2(_mm_srli_si128(channel[0], 8), _mm_srli_si128(channel[1], 8),
+                                  _mm_srli_si128(channel[2], 8));
+    // packs works within 128-bit lanes; the permute puts the 16 values back in order.
+    const __m256i words = _mm256_permute4x64_epi64(_mm256_packs_epi32(low, high), 0xd8);
+    const __m128i luma =
+        _mm_packus_epi16(_mm256_castsi256_si128(words), _mm256_extracti128_si256(words, 1));
+    for (int k = 0; k < 3; ++k) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i + 16 * k),
+                       _mm_shuffle_epi8(luma, mask(s.spread[k])));
+    }
+  }
+  return i;
+}
+#endif
+
+// Writes each pixel's luma three times to `out` for `bytes` bytes of RGB (out may be in).
+void GrayRow(const std::uint8_t* in, std::size_t bytes, std::uint8_t* out) {
+  std::size_t i = 0;
+#if defined(TILEFEED_IMAGE_OPS_AVX2)
+  if (detail::CpuRuns(detail::KernelSet::kAvx2)) i = GrayRowAvx2(in, bytes, out);
+#endif
+  for (; i < bytes; i += 3) std::memset(out + i, Luma(in + i), 3);
 }
 
 // std::nearbyint (round half to even) without a libm call: adding 1.5 * 2^23 leaves no
@@ -322,7 +410,12 @@ void AdjustContrast(const PixelView& image, double factor) {
   // float32 division.
   std::uint64_t sum = 0;
   ForEachRow(image, [&](std::uint8_t* p, std::size_t bytes) {
-    for (std::size_t i = 0; i < bytes; i += 3) sum += Luma(p + i);
+    std::uint8_t gray[3 * kChunkPixels];
+    for (std::size_t start = 0; start < bytes; start += 3 * kChunkPixels) {
+      const std::size_t n = std::min(bytes - start, 3 * kChunkPixels);
+      GrayRow(p + start, n, gray);
+      for (std::size_t i = 0; i < n; i += 3) sum += gray[i];
+    }
   });
   const float mean = static_cast<float>(sum) /
                      static_cast<float>(static_cast<std::int64_t>(image.width) * image.height);
@@ -336,7 +429,7 @@ void AdjustSaturation(const PixelView& image, double factor) {
     std::uint8_t gray[3 * kChunkPixels];
     for (std::size_t start = 0; start < bytes; start += 3 * kChunkPixels) {
       const std::size_t n = std::min(bytes - start, 3 * kChunkPixels);
-      for (std::size_t i = 0; i < n; i += 3) std::memset(gray + i, Luma(p + start + i), 3);
+      GrayRow(p + start, n, gray);
       BlendRow(p + start, gray, n, ratio);
     }
   });
@@ -445,9 +538,7 @@ void AdjustSharpness(const PixelView& image, double factor, ImageOpScratch& scra
 }
 
 void Grayscale(const PixelView& image) {
-  ForEachRow(image, [&](std::uint8_t* p, std::size_t bytes) {
-    for (std::size_t i = 0; i < bytes; i += 3) std::memset(p + i, Luma(p + i), 3);
-  });
+  ForEachRow(image, [&](std::uint8_t* p, std::size_t bytes) { GrayRow(p, bytes, p); });
 }
 
 void Posterize(const PixelView& image, int bits) {
@@ -471,14 +562,46 @@ void Solarize(const PixelView& image, double threshold) {
 void AutoContrast(const PixelView& image) {
   std::array<std::uint8_t, 3> lo = {255, 255, 255};
   std::array<std::uint8_t, 3> hi = {0, 0, 0};
+#if defined(__SSE2__)
+  // Byte j of register k of each 48-byte group is channel (16 * k + j) % 3.
+  __m128i lo16[3];
+  __m128i hi16[3];
+  for (int k = 0; k < 3; ++k) {
+    lo16[k] = _mm_set1_epi8(-1);
+    hi16[k] = _mm_setzero_si128();
+  }
+#endif
   ForEachRow(image, [&](std::uint8_t* p, std::size_t bytes) {
-    for (std::size_t i = 0; i < bytes; i += 3) {
+    std::size_t i = 0;
+#if defined(__SSE2__)
+    for (; i + 48 <= bytes; i += 48) {
+      for (int k = 0; k < 3; ++k) {
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i + 16 * k));
+        lo16[k] = _mm_min_epu8(lo16[k], v);
+        hi16[k] = _mm_max_epu8(hi16[k], v);
+      }
+    }
+#endif
+    for (; i < bytes; i += 3) {
       for (int c = 0; c < 3; ++c) {
         lo[c] = std::min(lo[c], p[i + c]);
         hi[c] = std::max(hi[c], p[i + c]);
       }
     }
   });
+#if defined(__SSE2__)
+  for (int k = 0; k < 3; ++k) {
+    std::uint8_t l[16];
+    std::uint8_t h[16];
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(l), lo16[k]);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(h), hi16[k]);
+    for (int j = 0; j < 16; ++j) {
+      const int c = (16 * k + j) % 3;
+      lo[c] = std::min(lo[c], l[j]);
+      hi[c] = std::max(hi[c], h[j]);
+    }
+  }
+#endif
   std::array<Lut, 3> luts;
   for (int c = 0; c < 3; ++c) {
     // A flat channel has an infinite scale, which torchvision replaces by min 0, scale 1.

@@ -106,6 +106,45 @@ TEST(ImageOps, BlendsAreExactAtEveryTail) {
   }
 }
 
+// The luma kernels do 16 pixels at a time; widths 1..40 and a row stride beyond the
+// pixels leave every remainder to the tail, and AutoContrast's min/max reads 48 bytes.
+TEST(ImageOps, GrayscaleAndAutoContrastAreExactAtEveryTail) {
+  for (int width = 1; width <= 40; ++width) {
+    Image image(width, 2, 11, width);
+    const Image original = image;
+    Grayscale(image.view());
+    for (int x = 0; x < width; ++x) {
+      const std::uint8_t* p = &original.bytes[image.stride + 3 * x];
+      for (int c = 0; c < 3; ++c) ASSERT_EQ(image.at(1, x, c), Luma(p[0], p[1], p[2])) << width;
+    }
+    EXPECT_TRUE(image.PaddingIntact());
+    image = original;
+    // A channel's extremes in the last pixel, where only the scalar tail sees them.
+    image.at(1, width - 1, 2) = 255;
+    image.at(1, width - 1, 1) = 0;
+    const Image stretched = image;
+    AutoContrast(image.view());
+    for (int c = 0; c < 3; ++c) {
+      int lo = 255;
+      int hi = 0;
+      for (int y = 0; y < 2; ++y) {
+        for (int x = 0; x < width; ++x) {
+          lo = std::min<int>(lo, stretched.bytes[y * image.stride + 3 * x + c]);
+          hi = std::max<int>(hi, stretched.bytes[y * image.stride + 3 * x + c]);
+        }
+      }
+      // torchvision's (x - min) * (1 / (max - min) * 255) in float32, truncated.
+      const float scale = lo == hi ? 1.0f : (1.0f / static_cast<float>(hi - lo)) * 255.0f;
+      const float minimum = lo == hi ? 0.0f : static_cast<float>(lo);
+      for (int x = 0; x < width; ++x) {
+        const float v = (stretched.bytes[image.stride + 3 * x + c] - minimum) * scale;
+        ASSERT_EQ(image.at(1, x, c), static_cast<std::uint8_t>(std::clamp(v, 0.0f, 255.0f)));
+      }
+    }
+    EXPECT_TRUE(image.PaddingIntact());
+  }
+}
+
 TEST(ImageOps, SharpnessKeepsImagesOfTwoPixelsOrLessAndBlendsTheBorder) {
   ImageOpScratch scratch;
   for (const auto& [w, h] : {std::pair{2, 9}, std::pair{9, 2}, std::pair{1, 1}}) {
