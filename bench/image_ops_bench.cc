@@ -52,7 +52,7 @@ void Register(const std::string& name, Op op) {
 }
 
 // RandAugment(2, 9)'s magnitudes at bin 9 of 31 (and 224 x 224).
-const int kRegistered = [] {
+const int registered = [] {
   Register("Brightness", [](const PixelView& v, ImageOpScratch&) { AdjustBrightness(v, 1.27); });
   Register("Contrast", [](const PixelView& v, ImageOpScratch&) { AdjustContrast(v, 1.27); });
   Register("Saturation", [](const PixelView& v, ImageOpScratch&) { AdjustSaturation(v, 1.27); });

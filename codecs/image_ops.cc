@@ -165,7 +165,7 @@ TILEFEED_TARGET_AVX2 std::size_t GrayRowAvx2(const std::uint8_t* in, std::size_t
   for (; i + 48 <= bytes; i += 48) {
     __m128i v[3];
     for (int k = 0; k < 3; ++k)
-      v[k] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i + 16 * k));
+      v[k] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i + std::ptrdiff_t{16} * k));
     __m128i channel[3];
     for (int c = 0; c < 3; ++c) {
       channel[c] = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(v[0], mask(s.gather[c][0])),
@@ -180,7 +180,7 @@ TILEFEED_TARGET_AVX2 std::size_t GrayRowAvx2(const std::uint8_t* in, std::size_t
     const __m128i luma =
         _mm_packus_epi16(_mm256_castsi256_si128(words), _mm256_extracti128_si256(words, 1));
     for (int k = 0; k < 3; ++k) {
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i + 16 * k),
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i + std::ptrdiff_t{16} * k),
                        _mm_shuffle_epi8(luma, mask(s.spread[k])));
     }
   }
@@ -489,9 +489,9 @@ void AdjustHue(const PixelView& image, double hue_factor) {
         const float tt = std::min(std::max(v * (1.0f - s * (1.0f - f)), 0.0f), 1.0f);
         // Sectors 0..5 (6 is 0 again): (v,t,p) (q,v,p) (p,v,t) (p,q,v) (t,p,v) (v,p,q).
         const std::int32_t k = sector >= 6 ? sector - 6 : sector;
-        r[i] = (k == 0) | (k == 5) ? v : (k == 1 ? qq : (k == 4 ? tt : pp));
-        g[i] = (k == 1) | (k == 2) ? v : (k == 0 ? tt : (k == 3 ? qq : pp));
-        b[i] = (k == 3) | (k == 4) ? v : (k == 2 ? tt : (k == 5 ? qq : pp));
+        r[i] = ((k == 0) | (k == 5)) ? v : (k == 1 ? qq : (k == 4 ? tt : pp));
+        g[i] = ((k == 1) | (k == 2)) ? v : (k == 0 ? tt : (k == 3 ? qq : pp));
+        b[i] = ((k == 3) | (k == 4)) ? v : (k == 2 ? tt : (k == 5 ? qq : pp));
       }
       for (std::size_t i = 0; i < n; ++i) {
         q[3 * i] = static_cast<std::uint8_t>(r[i] * 255.0f);
@@ -576,7 +576,8 @@ void AutoContrast(const PixelView& image) {
 #if defined(__SSE2__)
     for (; i + 48 <= bytes; i += 48) {
       for (int k = 0; k < 3; ++k) {
-        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i + 16 * k));
+        const __m128i v =
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i + std::ptrdiff_t{16} * k));
         lo16[k] = _mm_min_epu8(lo16[k], v);
         hi16[k] = _mm_max_epu8(hi16[k], v);
       }
