@@ -197,6 +197,13 @@ void GrayRow(const std::uint8_t* in, std::size_t bytes, std::uint8_t* out) {
   for (; i < bytes; i += 3) std::memset(out + i, Luma(in + i), 3);
 }
 
+#if defined(__SSE2__)
+// mask ? a : b, lane by lane.
+inline __m128 Select(__m128 mask, __m128 a, __m128 b) {
+  return _mm_or_ps(_mm_and_ps(mask, a), _mm_andnot_ps(mask, b));
+}
+#endif
+
 // std::nearbyint (round half to even) without a libm call: adding 1.5 * 2^23 leaves no
 // fraction bits, so the sum is rounded in the default mode; |v| is capped below 2^22 first
 // (a larger coordinate is outside any image either way).
@@ -218,13 +225,16 @@ void AffineNearest(const PixelView& image, const double (&m)[6], Rgb fill,
   const int w = image.width;
   const int h = image.height;
   const std::size_t row_bytes = std::size_t{3} * w;
-  scratch.bytes.resize(row_bytes * h);
-  scratch.offsets.resize(std::size_t{2} * w);
+  // The image, then the fill pixel, then a byte that 4-byte copies may read.
+  const std::size_t fill_offset = row_bytes * h;
+  scratch.bytes.resize(fill_offset + 4);
+  scratch.offsets.resize(w);
   const std::uint8_t* src = scratch.bytes.data();
-  std::int32_t* columns = scratch.offsets.data();
-  std::int32_t* rows = columns + w;
-  for (int y = 0; y < h; ++y)
+  std::int32_t* offsets = scratch.offsets.data();
+  for (int y = 0; y < h; ++y) {
     std::memcpy(scratch.bytes.data() + row_bytes * y, image.at(y, 0), row_bytes);
+  }
+  std::memcpy(scratch.bytes.data() + fill_offset, fill.data(), 3);
   // _gen_affine_grid: theta in float32, divided by the half sizes, applied to the pixel
   // centres (x + 0.5 - w / 2, exact in float32). grid_sample then maps back with
   // (g + 1) * size / 2 - 0.5 and rounds half to even.
@@ -243,9 +253,11 @@ void AffineNearest(const PixelView& image, const double (&m)[6], Rgb fill,
     const float by = static_cast<float>(y) + (0.5f - half_h);
     const float y_r10 = by * r10;
     const float y_r11 = by * r11;
-    // The source column and row of each pixel of the row, or -1 for the fill.
+    // The byte offset of each pixel's source in scratch (the fill's when outside).
     int x = 0;
 #if defined(__SSE2__)
+    // Offsets are exact in float32 below 2^24; larger images take the scalar loop.
+    const int simd_end = fill_offset < (std::size_t{1} << 24) ? w : 0;
     const __m128 cap = _mm_set1_ps(4194304.0f);
     const __m128 magic = _mm_set1_ps(12582912.0f);
     const auto round = [&](__m128 v) {
@@ -255,7 +267,7 @@ void AffineNearest(const PixelView& image, const double (&m)[6], Rgb fill,
     };
     const __m128 one = _mm_set1_ps(1.0f);
     const __m128 half = _mm_set1_ps(0.5f);
-    for (; x + 4 <= w; x += 4) {
+    for (; x + 4 <= simd_end; x += 4) {
       const __m128 bx =
           _mm_add_ps(_mm_cvtepi32_ps(_mm_add_epi32(_mm_set1_epi32(x), _mm_setr_epi32(0, 1, 2, 3))),
                      _mm_set1_ps(x_origin));
@@ -270,10 +282,11 @@ void AffineNearest(const PixelView& image, const double (&m)[6], Rgb fill,
       const __m128 inside = _mm_and_ps(
           _mm_and_ps(_mm_cmpge_ps(sx, _mm_setzero_ps()), _mm_cmplt_ps(sx, _mm_set1_ps(fw))),
           _mm_and_ps(_mm_cmpge_ps(sy, _mm_setzero_ps()), _mm_cmplt_ps(sy, _mm_set1_ps(fh))));
-      const __m128i outside = _mm_castps_si128(_mm_cmpeq_ps(inside, _mm_setzero_ps()));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(columns + x),
-                       _mm_or_si128(_mm_cvttps_epi32(sx), outside));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(rows + x), _mm_cvttps_epi32(sy));
+      const __m128 offset = _mm_add_ps(_mm_mul_ps(sy, _mm_set1_ps(static_cast<float>(row_bytes))),
+                                       _mm_mul_ps(sx, _mm_set1_ps(3.0f)));
+      _mm_storeu_si128(
+          reinterpret_cast<__m128i*>(offsets + x),
+          _mm_cvttps_epi32(Select(inside, offset, _mm_set1_ps(static_cast<float>(fill_offset)))));
     }
 #endif
     for (; x < w; ++x) {
@@ -283,15 +296,14 @@ void AffineNearest(const PixelView& image, const double (&m)[6], Rgb fill,
       const float sx = RoundHalfEven((gx + 1.0f) * half_w - 0.5f);
       const float sy = RoundHalfEven((gy + 1.0f) * half_h - 0.5f);
       const bool inside = sx >= 0.0f && sx < fw && sy >= 0.0f && sy < fh;
-      columns[x] = inside ? static_cast<std::int32_t>(sx) : -1;
-      rows[x] = static_cast<std::int32_t>(sy);
+      offsets[x] = static_cast<std::int32_t>(inside ? row_bytes * static_cast<std::size_t>(sy) +
+                                                          3 * static_cast<std::size_t>(sx)
+                                                    : fill_offset);
     }
+    // Four bytes a pixel (the fourth is the next pixel's, written next), three for the last.
     std::uint8_t* out = image.at(y, 0);
-    for (x = 0; x < w; ++x) {
-      const std::uint8_t* from =
-          columns[x] < 0 ? fill.data() : src + row_bytes * rows[x] + std::size_t{3} * columns[x];
-      std::memcpy(out + std::ptrdiff_t{3} * x, from, 3);
-    }
+    for (x = 0; x + 1 < w; ++x) std::memcpy(out + std::ptrdiff_t{3} * x, src + offsets[x], 4);
+    std::memcpy(out + std::ptrdiff_t{3} * x, src + offsets[x], 3);
   }
 }
 
@@ -339,9 +351,6 @@ float Linspace(double start, double end, int steps, int index) {
 }
 
 #if defined(__SSE2__)
-inline __m128 Select(__m128 mask, __m128 a, __m128 b) {
-  return _mm_or_ps(_mm_and_ps(mask, a), _mm_andnot_ps(mask, b));
-}
 
 // AdjustHue's loop body (below) four pixels at a time, the same float32 operations in the
 // same order. Returns how many pixels it did.
