@@ -307,6 +307,29 @@ void AffineNearest(const PixelView& image, const double (&m)[6], Rgb fill,
   }
 }
 
+// TranslateX/Y by whole pixels: torchvision's grid lands within float32 rounding of
+// x - dx, so the op is row moves, in place, in the order that reads each row first.
+void Translate(const PixelView& image, int dx, int dy, Rgb fill) {
+  const int w = image.width;
+  const int h = image.height;
+  dx = std::clamp(dx, -w, w);
+  const int keep = w - std::abs(dx);
+  const auto fill_pixels = [&](std::uint8_t* p, int n) {
+    for (int i = 0; i < n; ++i) std::memcpy(p + std::ptrdiff_t{3} * i, fill.data(), 3);
+  };
+  for (int k = 0; k < h; ++k) {
+    const int y = dy > 0 ? h - 1 - k : k;
+    std::uint8_t* out = image.at(y, 0);
+    if (y - dy < 0 || y - dy >= h) {
+      fill_pixels(out, w);
+      continue;
+    }
+    std::memmove(out + std::ptrdiff_t{3} * std::max(dx, 0), image.at(y - dy, std::max(-dx, 0)),
+                 std::size_t{3} * keep);
+    fill_pixels(out + (dx > 0 ? 0 : std::ptrdiff_t{3} * keep), w - keep);
+  }
+}
+
 // _get_inverse_affine_matrix(center, angle, translate, scale=1, shear) in degrees, with
 // Python's math.radians and math.degrees, operation for operation.
 constexpr double kDegToRad = std::numbers::pi / 180.0;
@@ -722,11 +745,9 @@ void ApplyPolicyOp(const PixelView& image, PolicyOp op, double magnitude, Rgb fi
       InverseAffine(corner_x, corner_y, 0.0, 0.0, 0.0, 0.0, shear, m);
       return AffineNearest(image, m, fill, scratch);
     case PolicyOp::kTranslateX:
-      InverseAffine(0.0, 0.0, 0.0, std::trunc(magnitude), 0.0, 0.0, 0.0, m);
-      return AffineNearest(image, m, fill, scratch);
+      return Translate(image, static_cast<int>(magnitude), 0, fill);
     case PolicyOp::kTranslateY:
-      InverseAffine(0.0, 0.0, 0.0, 0.0, std::trunc(magnitude), 0.0, 0.0, m);
-      return AffineNearest(image, m, fill, scratch);
+      return Translate(image, 0, static_cast<int>(magnitude), fill);
     case PolicyOp::kRotate:
       // F.rotate turns counter-clockwise: the affine matrix of -angle.
       InverseAffine(0.0, 0.0, -magnitude, 0.0, 0.0, 0.0, 0.0, m);
