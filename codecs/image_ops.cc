@@ -56,8 +56,7 @@ void ApplyLut(const PixelView& image, const Lut& lut) { ApplyLuts(image, lut, lu
 // _blend: (ratio * x + (1 - ratio) * y).clamp(0, 255).to(uint8), in float32. `ratio` and
 // `other` are the float32 values torch makes of the Python floats.
 inline std::uint8_t BlendValue(float ratio, float other, float x, float y) {
-  const float v = ratio * x + other * y;
-  return static_cast<std::uint8_t>(v < 0.0f ? 0.0f : (v > 255.0f ? 255.0f : v));
+  return static_cast<std::uint8_t>(std::clamp(ratio * x + other * y, 0.0f, 255.0f));
 }
 
 struct BlendRatio {
@@ -220,6 +219,50 @@ constexpr std::size_t kChunkPixels = 256;
 // The ShearX/ShearY/TranslateX/TranslateY/Rotate ops: torchvision's affine grid and
 // grid_sample(mode="nearest", align_corners=False) in float32, for the inverse matrix
 // `m` (output pixel -> source pixel, about the image centre) computed in double.
+// _gen_affine_grid's float32 grid for one image and inverse matrix (AffineNearest).
+struct AffineGrid {
+  float half_w, half_h, r00, r10, r20, r01, r11, r21, x_origin, row_bytes, fill_offset;
+};
+
+#if defined(__SSE2__)
+// AffineNearest's offsets of row pixels [0, 4 * (w / 4)), four at a time; returns the count.
+int GridRowSse2(const AffineGrid& g, int w, float y_r10, float y_r11, std::int32_t* offsets) {
+  int x = 0;
+  const __m128 cap = _mm_set1_ps(4194304.0f);
+  const __m128 magic = _mm_set1_ps(12582912.0f);
+  const auto round = [&](__m128 v) {
+    return _mm_sub_ps(
+        _mm_add_ps(_mm_min_ps(_mm_max_ps(v, _mm_sub_ps(_mm_setzero_ps(), cap)), cap), magic),
+        magic);
+  };
+  const __m128 one = _mm_set1_ps(1.0f);
+  const __m128 half = _mm_set1_ps(0.5f);
+  for (; x + 4 <= w; x += 4) {
+    const __m128 bx =
+        _mm_add_ps(_mm_cvtepi32_ps(_mm_add_epi32(_mm_set1_epi32(x), _mm_setr_epi32(0, 1, 2, 3))),
+                   _mm_set1_ps(g.x_origin));
+    const __m128 gx = _mm_add_ps(_mm_add_ps(_mm_mul_ps(bx, _mm_set1_ps(g.r00)), _mm_set1_ps(y_r10)),
+                                 _mm_set1_ps(g.r20));
+    const __m128 gy = _mm_add_ps(_mm_add_ps(_mm_mul_ps(bx, _mm_set1_ps(g.r01)), _mm_set1_ps(y_r11)),
+                                 _mm_set1_ps(g.r21));
+    const __m128 sx =
+        round(_mm_sub_ps(_mm_mul_ps(_mm_add_ps(gx, one), _mm_set1_ps(g.half_w)), half));
+    const __m128 sy =
+        round(_mm_sub_ps(_mm_mul_ps(_mm_add_ps(gy, one), _mm_set1_ps(g.half_h)), half));
+    const __m128 inside =
+        _mm_and_ps(_mm_and_ps(_mm_cmpge_ps(sx, _mm_setzero_ps()),
+                              _mm_cmplt_ps(sx, _mm_set1_ps(static_cast<float>(w)))),
+                   _mm_and_ps(_mm_cmpge_ps(sy, _mm_setzero_ps()),
+                              _mm_cmplt_ps(sy, _mm_set1_ps(g.half_h * 2.0f))));
+    const __m128 offset =
+        _mm_add_ps(_mm_mul_ps(sy, _mm_set1_ps(g.row_bytes)), _mm_mul_ps(sx, _mm_set1_ps(3.0f)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(offsets + x),
+                     _mm_cvttps_epi32(Select(inside, offset, _mm_set1_ps(g.fill_offset))));
+  }
+  return x;
+}
+#endif
+
 void AffineNearest(const PixelView& image, const double (&m)[6], Rgb fill,
                    ImageOpScratch& scratch) {
   const int w = image.width;
@@ -240,62 +283,35 @@ void AffineNearest(const PixelView& image, const double (&m)[6], Rgb fill,
   // (g + 1) * size / 2 - 0.5 and rounds half to even.
   const float half_w = 0.5f * static_cast<float>(w);
   const float half_h = 0.5f * static_cast<float>(h);
-  const float r00 = static_cast<float>(m[0]) / half_w;
-  const float r10 = static_cast<float>(m[1]) / half_w;
-  const float r20 = static_cast<float>(m[2]) / half_w;
-  const float r01 = static_cast<float>(m[3]) / half_h;
-  const float r11 = static_cast<float>(m[4]) / half_h;
-  const float r21 = static_cast<float>(m[5]) / half_h;
-  const float x_origin = 0.5f - half_w;
-  const float fw = static_cast<float>(w);
-  const float fh = static_cast<float>(h);
+  const AffineGrid g{half_w,
+                     half_h,
+                     static_cast<float>(m[0]) / half_w,
+                     static_cast<float>(m[1]) / half_w,
+                     static_cast<float>(m[2]) / half_w,
+                     static_cast<float>(m[3]) / half_h,
+                     static_cast<float>(m[4]) / half_h,
+                     static_cast<float>(m[5]) / half_h,
+                     0.5f - half_w,
+                     static_cast<float>(row_bytes),
+                     static_cast<float>(fill_offset)};
   for (int y = 0; y < h; ++y) {
     const float by = static_cast<float>(y) + (0.5f - half_h);
-    const float y_r10 = by * r10;
-    const float y_r11 = by * r11;
+    const float y_r10 = by * g.r10;
+    const float y_r11 = by * g.r11;
     // The byte offset of each pixel's source in scratch (the fill's when outside).
     int x = 0;
 #if defined(__SSE2__)
     // Offsets are exact in float32 below 2^24; larger images take the scalar loop.
-    const int simd_end = fill_offset < (std::size_t{1} << 24) ? w : 0;
-    const __m128 cap = _mm_set1_ps(4194304.0f);
-    const __m128 magic = _mm_set1_ps(12582912.0f);
-    const auto round = [&](__m128 v) {
-      return _mm_sub_ps(
-          _mm_add_ps(_mm_min_ps(_mm_max_ps(v, _mm_sub_ps(_mm_setzero_ps(), cap)), cap), magic),
-          magic);
-    };
-    const __m128 one = _mm_set1_ps(1.0f);
-    const __m128 half = _mm_set1_ps(0.5f);
-    for (; x + 4 <= simd_end; x += 4) {
-      const __m128 bx =
-          _mm_add_ps(_mm_cvtepi32_ps(_mm_add_epi32(_mm_set1_epi32(x), _mm_setr_epi32(0, 1, 2, 3))),
-                     _mm_set1_ps(x_origin));
-      const __m128 gx = _mm_add_ps(_mm_add_ps(_mm_mul_ps(bx, _mm_set1_ps(r00)), _mm_set1_ps(y_r10)),
-                                   _mm_set1_ps(r20));
-      const __m128 gy = _mm_add_ps(_mm_add_ps(_mm_mul_ps(bx, _mm_set1_ps(r01)), _mm_set1_ps(y_r11)),
-                                   _mm_set1_ps(r21));
-      const __m128 sx =
-          round(_mm_sub_ps(_mm_mul_ps(_mm_add_ps(gx, one), _mm_set1_ps(half_w)), half));
-      const __m128 sy =
-          round(_mm_sub_ps(_mm_mul_ps(_mm_add_ps(gy, one), _mm_set1_ps(half_h)), half));
-      const __m128 inside = _mm_and_ps(
-          _mm_and_ps(_mm_cmpge_ps(sx, _mm_setzero_ps()), _mm_cmplt_ps(sx, _mm_set1_ps(fw))),
-          _mm_and_ps(_mm_cmpge_ps(sy, _mm_setzero_ps()), _mm_cmplt_ps(sy, _mm_set1_ps(fh))));
-      const __m128 offset = _mm_add_ps(_mm_mul_ps(sy, _mm_set1_ps(static_cast<float>(row_bytes))),
-                                       _mm_mul_ps(sx, _mm_set1_ps(3.0f)));
-      _mm_storeu_si128(
-          reinterpret_cast<__m128i*>(offsets + x),
-          _mm_cvttps_epi32(Select(inside, offset, _mm_set1_ps(static_cast<float>(fill_offset)))));
-    }
+    if (fill_offset < (std::size_t{1} << 24)) x = GridRowSse2(g, w, y_r10, y_r11, offsets);
 #endif
     for (; x < w; ++x) {
-      const float bx = static_cast<float>(x) + x_origin;
-      const float gx = (bx * r00 + y_r10) + r20;
-      const float gy = (bx * r01 + y_r11) + r21;
+      const float bx = static_cast<float>(x) + g.x_origin;
+      const float gx = (bx * g.r00 + y_r10) + g.r20;
+      const float gy = (bx * g.r01 + y_r11) + g.r21;
       const float sx = RoundHalfEven((gx + 1.0f) * half_w - 0.5f);
       const float sy = RoundHalfEven((gy + 1.0f) * half_h - 0.5f);
-      const bool inside = sx >= 0.0f && sx < fw && sy >= 0.0f && sy < fh;
+      const bool inside =
+          sx >= 0.0f && sx < static_cast<float>(w) && sy >= 0.0f && sy < static_cast<float>(h);
       offsets[x] = static_cast<std::int32_t>(inside ? row_bytes * static_cast<std::size_t>(sy) +
                                                           3 * static_cast<std::size_t>(sx)
                                                     : fill_offset);
@@ -330,12 +346,12 @@ void Translate(const PixelView& image, int dx, int dy, Rgb fill) {
   }
 }
 
-// _get_inverse_affine_matrix(center, angle, translate, scale=1, shear) in degrees, with
+// _get_inverse_affine_matrix(center, angle, translate=0, scale=1, shear) in degrees, with
 // Python's math.radians and math.degrees, operation for operation.
 constexpr double kDegToRad = std::numbers::pi / 180.0;
 
-void InverseAffine(double cx, double cy, double angle, double tx, double ty, double shear_x,
-                   double shear_y, double (&m)[6]) {
+void InverseAffine(double cx, double cy, double angle, double shear_x, double shear_y,
+                   double (&m)[6]) {
   const double rot = angle * kDegToRad;
   const double sx = shear_x * kDegToRad;
   const double sy = shear_y * kDegToRad;
@@ -349,8 +365,8 @@ void InverseAffine(double cx, double cy, double angle, double tx, double ty, dou
   m[3] = -c;
   m[4] = a;
   m[5] = 0.0;
-  m[2] += m[0] * (-cx - tx) + m[1] * (-cy - ty);
-  m[5] += m[3] * (-cx - tx) + m[4] * (-cy - ty);
+  m[2] += m[0] * -cx + m[1] * -cy;
+  m[5] += m[3] * -cx + m[4] * -cy;
   m[2] += cx;
   m[5] += cy;
 }
@@ -739,10 +755,10 @@ void ApplyPolicyOp(const PixelView& image, PolicyOp op, double magnitude, Rgb fi
     case PolicyOp::kIdentity:
       return;
     case PolicyOp::kShearX:
-      InverseAffine(corner_x, corner_y, 0.0, 0.0, 0.0, shear, 0.0, m);
+      InverseAffine(corner_x, corner_y, 0.0, shear, 0.0, m);
       return AffineNearest(image, m, fill, scratch);
     case PolicyOp::kShearY:
-      InverseAffine(corner_x, corner_y, 0.0, 0.0, 0.0, 0.0, shear, m);
+      InverseAffine(corner_x, corner_y, 0.0, 0.0, shear, m);
       return AffineNearest(image, m, fill, scratch);
     case PolicyOp::kTranslateX:
       return Translate(image, static_cast<int>(magnitude), 0, fill);
@@ -750,7 +766,7 @@ void ApplyPolicyOp(const PixelView& image, PolicyOp op, double magnitude, Rgb fi
       return Translate(image, 0, static_cast<int>(magnitude), fill);
     case PolicyOp::kRotate:
       // F.rotate turns counter-clockwise: the affine matrix of -angle.
-      InverseAffine(0.0, 0.0, -magnitude, 0.0, 0.0, 0.0, 0.0, m);
+      InverseAffine(0.0, 0.0, -magnitude, 0.0, 0.0, m);
       return AffineNearest(image, m, fill, scratch);
     case PolicyOp::kBrightness:
       return AdjustBrightness(image, 1.0 + magnitude);
