@@ -146,10 +146,9 @@ TILEFEED_TARGET_AVX2 inline __m256 Widen(__m128i v) {
 
 // Luma's float32 expression for 8 values of each channel.
 TILEFEED_TARGET_AVX2 inline __m256i LumaAvx2(__m128i r, __m128i g, __m128i b) {
-  const auto widen = Widen;
-  const __m256 v = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(_mm256_set1_ps(0.2989f), widen(r)),
-                                               _mm256_mul_ps(_mm256_set1_ps(0.587f), widen(g))),
-                                 _mm256_mul_ps(_mm256_set1_ps(0.114f), widen(b)));
+  const __m256 v = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(_mm256_set1_ps(0.2989f), Widen(r)),
+                                               _mm256_mul_ps(_mm256_set1_ps(0.587f), Widen(g))),
+                                 _mm256_mul_ps(_mm256_set1_ps(0.114f), Widen(b)));
   return _mm256_cvttps_epi32(v);
 }
 
