@@ -184,6 +184,7 @@ def test_same_draws_for_the_same_seed_and_step_in_two_processes():
     (lambda: CutMix(num_classes=4, layout="CHW"), (), "layout"),
     (lambda: RandomChoice([MixUp(num_classes=4)], p=[0.5, 0.5]), (), "p must be"),
     (lambda: RandomChoice([]), (), "transforms"),
+    (lambda: RandomChoice(MixUp(num_classes=4)), (), "a list of MixUp and CutMix"),
     (lambda: MixUp(num_classes=3), (batch(), LABELS, 0), "labels must be in [0, 3), got 0..3"),
     (lambda: MixUp(num_classes=4), (batch(), LABELS - 1, 0), "got -1..2"),
     (lambda: MixUp(num_classes=4), (batch(), LABELS[:4], 0), "labels must be 5 integers"),

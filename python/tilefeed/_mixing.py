@@ -159,8 +159,9 @@ class RandomChoice:
     (default: equal), picked from (seed, step)."""
 
     def __init__(self, transforms, p=None, *, seed=0):
-        self.transforms = list(_check("RandomChoice", "transforms", transforms, lambda v: len(
-            v) > 0 and all(isinstance(t, _Mix) for t in v), "a list of MixUp and CutMix"))
+        self.transforms = list(_check(
+            "RandomChoice", "transforms", transforms, lambda v: isinstance(v, (list, tuple)) and
+            v and all(isinstance(t, _Mix) for t in v), "a list of MixUp and CutMix"))
         p = [1.0] * len(self.transforms) if p is None else list(p)
         _check("RandomChoice", "p", p, lambda v: len(v) == len(self.transforms) and all(
             _real(q) and q >= 0 for q in v) and sum(v) > 0, "one weight >= 0 per transform")
