@@ -9,9 +9,9 @@ soft-target cross-entropy, data-parallel (DDP), one process per instance.
 parallelism of examples/train_torch_ddp.py (rank and world size from the launcher, gloo,
 DistributedDataParallel, each instance reading its slice of every epoch):
 
-  * per sample, in tilefeed's decode workers: RandomResizedCrop and flip, then RandAugment(2,
-    9) and RandomErasing(0.25); the batches come converted and normalised, float32 NCHW, on
-    --device (cpu, or cuda: landed and converted on the GPU);
+  * per sample, in tilefeed's decode workers: RandomResizedCrop and flip (RandAugment(2, 9)
+    and RandomErasing(0.25) to follow, where main() marks); the batches come converted and
+    normalised, float32 NCHW, on --device (cpu, or cuda: landed and converted on the GPU);
   * per batch, where the batch is: Mixup (alpha 0.8) or CutMix (alpha 1.0), one of the two
     with equal odds, label smoothing 0.1, drawn from (--seed, step) alone, so every rank
     mixes its batch with the same draws at the same step;
