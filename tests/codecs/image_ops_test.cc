@@ -1,0 +1,201 @@
+#include "codecs/image_ops.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+// Edge cases of the augment ops: 1x1 images, widths that end in every vector tail, row
+// strides beyond the pixels, and parameters at their extremes. Parity with torchvision
+// over parameter grids is test_image_ops.py's.
+
+namespace tilefeed::codecs {
+namespace {
+
+constexpr std::uint8_t kPad = 0x5a;
+
+// An RGB image with `padding` bytes after each row, which no op may touch.
+struct Image {
+  int width;
+  int height;
+  std::ptrdiff_t stride;
+  std::vector<std::uint8_t> bytes;
+
+  Image(int w, int h, int padding = 5, std::uint32_t seed = 1)
+      : width(w),
+        height(h),
+        stride(std::ptrdiff_t{3} * w + padding),
+        bytes(static_cast<std::size_t>(stride) * h, kPad) {
+    std::mt19937 rng(seed);
+    for (int y = 0; y < h; ++y) {
+      for (int i = 0; i < 3 * w; ++i) at(y, i / 3, i % 3) = static_cast<std::uint8_t>(rng());
+    }
+  }
+  PixelView view() { return PixelView::Interleaved(bytes.data(), width, height, 3, stride); }
+  std::uint8_t& at(int y, int x, int c) { return bytes[y * stride + 3 * x + c]; }
+  bool PaddingIntact() const {
+    for (int y = 0; y < height; ++y) {
+      for (std::ptrdiff_t i = 3 * std::ptrdiff_t{width}; i < stride; ++i) {
+        if (bytes[y * stride + i] != kPad) return false;
+      }
+    }
+    return true;
+  }
+};
+
+// torchvision's _blend of two values in float32, written out again.
+std::uint8_t Blend(double ratio, int x, int y) {
+  const float v = static_cast<float>(ratio) * static_cast<float>(x) +
+                  static_cast<float>(1.0 - ratio) * static_cast<float>(y);
+  return static_cast<std::uint8_t>(std::clamp(v, 0.0f, 255.0f));
+}
+
+std::uint8_t Luma(int r, int g, int b) {
+  return static_cast<std::uint8_t>(0.2989f * static_cast<float>(r) +
+                                   0.587f * static_cast<float>(g) + 0.114f * static_cast<float>(b));
+}
+
+TEST(ImageOps, EveryOpRunsOnOnePixel) {
+  ImageOpScratch scratch;
+  for (int op = 0; op < kPolicyOps; ++op) {
+    for (const double magnitude : {-0.99, 0.0, 0.99, 135.0, -30.0}) {
+      Image image(1, 1);
+      const std::vector<std::uint8_t> before = image.bytes;
+      const auto policy_op = static_cast<PolicyOp>(op);
+      const double m = policy_op == PolicyOp::kPosterize ? 4 : magnitude;
+      ApplyPolicyOp(image.view(), policy_op, std::abs(m), {1, 2, 3}, scratch);
+      EXPECT_TRUE(image.PaddingIntact());
+      // One pixel is its own centre (rotations keep it), a translation of under a pixel
+      // keeps it, and it is flat (AutoContrast and Equalize keep it).
+      if (policy_op != PolicyOp::kBrightness && policy_op != PolicyOp::kColor &&
+          policy_op != PolicyOp::kContrast && policy_op != PolicyOp::kPosterize &&
+          policy_op != PolicyOp::kSolarize && std::abs(m) < 1) {
+        EXPECT_EQ(image.bytes, before) << "op " << op << " magnitude " << m;
+      }
+    }
+  }
+  Image image(1, 1);
+  AdjustHue(image.view(), 0.5);
+  Grayscale(image.view());
+  EXPECT_EQ(image.at(0, 0, 0), image.at(0, 0, 2));
+  Erase(image.view(), {0, 0, 1, 1}, {7, 8, 9});
+  EXPECT_EQ(image.at(0, 0, 1), 8);
+  EXPECT_TRUE(image.PaddingIntact());
+}
+
+// Widths 1..40 end the vector loops at every remainder; each value must be the blend
+// written out above, and the padding after each row untouched.
+TEST(ImageOps, BlendsAreExactAtEveryTail) {
+  for (int width = 1; width <= 40; ++width) {
+    for (const double factor : {0.0, 0.37, 1.0, 1.99}) {
+      Image image(width, 3, 9, width);
+      const Image original = image;
+      AdjustSaturation(image.view(), factor);
+      for (int x = 0; x < width; ++x) {
+        const int gray =
+            Luma(original.bytes[3 * x], original.bytes[3 * x + 1], original.bytes[3 * x + 2]);
+        for (int c = 0; c < 3; ++c) {
+          ASSERT_EQ(image.at(0, x, c), Blend(factor, original.bytes[3 * x + c], gray))
+              << "width " << width << " factor " << factor;
+        }
+      }
+      EXPECT_TRUE(image.PaddingIntact());
+    }
+  }
+}
+
+TEST(ImageOps, SharpnessKeepsImagesOfTwoPixelsOrLessAndBlendsTheBorder) {
+  ImageOpScratch scratch;
+  for (const auto& [w, h] : {std::pair{2, 9}, std::pair{9, 2}, std::pair{1, 1}}) {
+    Image image(w, h);
+    const std::vector<std::uint8_t> before = image.bytes;
+    AdjustSharpness(image.view(), 1.99, scratch);
+    EXPECT_EQ(image.bytes, before);
+  }
+  // Factor 1 is the image; the border is blended with itself, which float32 keeps.
+  Image image(17, 5);
+  const std::vector<std::uint8_t> before = image.bytes;
+  AdjustSharpness(image.view(), 1.0, scratch);
+  EXPECT_EQ(image.bytes, before);
+  // Factor 0 is the smoothed image: a flat image stays flat.
+  Image flat(7, 6);
+  for (int y = 0; y < 6; ++y) {
+    for (int x = 0; x < 7; ++x) flat.at(y, x, 0) = flat.at(y, x, 1) = flat.at(y, x, 2) = 77;
+  }
+  const std::vector<std::uint8_t> flat_before = flat.bytes;
+  AdjustSharpness(flat.view(), 0.0, scratch);
+  EXPECT_EQ(flat.bytes, flat_before);
+}
+
+TEST(ImageOps, ExtremeParameters) {
+  ImageOpScratch scratch;
+  Image image(13, 4);
+  const Image original = image;
+  auto each = [&](auto expect) {
+    for (int y = 0; y < image.height; ++y) {
+      for (int x = 0; x < image.width; ++x) {
+        for (int c = 0; c < 3; ++c) {
+          ASSERT_EQ(image.at(y, x, c), expect(original.bytes[y * image.stride + 3 * x + c]));
+        }
+      }
+    }
+    EXPECT_TRUE(image.PaddingIntact());
+    image = original;
+  };
+  AdjustBrightness(image.view(), 0.0);
+  each([](int) { return 0; });
+  AdjustBrightness(image.view(), 1e9);
+  each([](int x) { return x == 0 ? 0 : 255; });
+  Posterize(image.view(), 0);
+  each([](int) { return 0; });
+  Posterize(image.view(), 8);
+  each([](int x) { return x; });
+  Solarize(image.view(), 0.0);
+  each([](int x) { return 255 - x; });
+  Solarize(image.view(), 255.5);
+  each([](int x) { return x; });
+  // Translations by the width or more leave only the fill.
+  ApplyPolicyOp(image.view(), PolicyOp::kTranslateX, -13.9, {4, 4, 4}, scratch);
+  each([](int) { return 4; });
+  ApplyPolicyOp(image.view(), PolicyOp::kTranslateY, 4.0, {4, 4, 4}, scratch);
+  each([](int) { return 4; });
+  // Contrast 0 is the truncated mean luma everywhere.
+  AdjustContrast(image.view(), 0.0);
+  const std::uint8_t mean = image.at(0, 0, 0);
+  each([&](int) { return mean; });
+  Erase(image.view(), {0, 0, 0, 0}, {1, 2, 3});
+  each([](int x) { return x; });
+}
+
+TEST(ImageOps, RotateByAHalfTurnMirrorsBothAxes) {
+  ImageOpScratch scratch;
+  for (const auto& [w, h] : {std::pair{8, 6}, std::pair{7, 5}, std::pair{1, 4}}) {
+    Image image(w, h);
+    const Image original = image;
+    ApplyPolicyOp(image.view(), PolicyOp::kRotate, 180.0, {0, 0, 0}, scratch);
+    for (int y = 0; y < h; ++y) {
+      for (int x = 0; x < w; ++x) {
+        for (int c = 0; c < 3; ++c) {
+          ASSERT_EQ(image.at(y, x, c),
+                    original.bytes[(h - 1 - y) * original.stride + 3 * (w - 1 - x) + c]);
+        }
+      }
+    }
+    EXPECT_TRUE(image.PaddingIntact());
+  }
+}
+
+TEST(ImageOps, PolicyMagnitudesAtTheEnds) {
+  EXPECT_EQ(PolicyMagnitude(PolicyOp::kRotate, 30, 31, true, 224, 224), 135.0);
+  EXPECT_EQ(PolicyMagnitude(PolicyOp::kRotate, 0, 31, false, 224, 224), 0.0);
+  EXPECT_EQ(PolicyMagnitude(PolicyOp::kSolarize, 0, 31, false, 224, 224), 255.0);
+  EXPECT_EQ(PolicyMagnitude(PolicyOp::kPosterize, 30, 31, false, 224, 224), 4.0);
+  EXPECT_EQ(PolicyMagnitude(PolicyOp::kPosterize, 30, 31, true, 224, 224), 2.0);
+  EXPECT_FALSE(PolicyOpSigned(PolicyOp::kSolarize));
+  EXPECT_TRUE(PolicyOpSigned(PolicyOp::kShearY));
+}
+
+}  // namespace
+}  // namespace tilefeed::codecs
