@@ -9,9 +9,9 @@ soft-target cross-entropy, data-parallel (DDP), one process per instance.
 parallelism of examples/train_torch_ddp.py (rank and world size from the launcher, gloo,
 DistributedDataParallel, each instance reading its slice of every epoch):
 
-  * per sample, in tilefeed's decode workers: RandomResizedCrop and flip (RandAugment(2, 9)
-    and RandomErasing(0.25) to follow, where main() marks); the batches come converted and
-    normalised, float32 NCHW, on --device (cpu, or cuda: landed and converted on the GPU);
+  * per sample, in tilefeed's decode workers (augment=): RandomResizedCrop, flip,
+    RandAugment(2, 9) and RandomErasing(0.25); the batches come converted and normalised,
+    float32 NCHW, on --device (cpu, or cuda: landed and converted on the GPU);
   * per batch, where the batch is: Mixup (alpha 0.8) or CutMix (alpha 1.0), one of the two
     with equal odds, label smoothing 0.1, drawn from (--seed, step) alone, so every rank
     mixes its batch with the same draws at the same step;
@@ -34,6 +34,8 @@ from torch.nn.parallel import DistributedDataParallel
 
 import tilefeed
 from tilefeed._mixing import CutMix, MixUp, RandomChoice  # tilefeed.augment's, once merged
+from tilefeed.augment import (RandAugment, RandomErasing, RandomHorizontalFlip,
+                              RandomResizedCrop)
 from train_torch_ddp import init_distributed, make_model
 
 
@@ -60,10 +62,12 @@ def main():
     rank, size = init_distributed(a.port)
     torch.manual_seed(a.seed)
     device = torch.device(a.device)
-    # RandAugment(2, 9) and RandomErasing(0.25) go here as
-    # augment=[tilefeed.augment.RandAugment(2, 9), tilefeed.augment.RandomErasing(0.25)]
-    # once tilefeed.Loader takes augment= (issue 42); until then the default crop and flip.
+    augment = [RandomResizedCrop(), RandomHorizontalFlip(), RandAugment(2, 9),
+               RandomErasing(0.25)]
+    if rank == 0:
+        print("augment:", ", ".join(map(repr, augment)), flush=True)
     loader = tilefeed.Loader(a.data, batch_size=a.batch_size, image_size=a.image_size,
+                             augment=augment,
                              workers=a.workers, seed=a.seed, epochs=a.epochs, device=device,
                              dtype="float32", layout="NCHW", mean=tilefeed.IMAGENET_MEAN,
                              std=tilefeed.IMAGENET_STD)

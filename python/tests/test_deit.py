@@ -33,6 +33,7 @@ def test_the_documented_command_runs(data):
     assert lines[0] in EXAMPLE.read_text()  # the example's own usage line
     proc = run(launcher(2) + words[3:-1] + [str(data)], free_port())
     assert "epoch 0 step 1 loss" in proc.stdout
+    assert "RandAugment(" in proc.stdout and "RandomErasing(" in proc.stdout
 
 
 def logged_run(data, log, *extra):
