@@ -234,6 +234,7 @@ void AddLoaderOptionFlags(CLI::App& app, Args& a) {
   tools::AddOption(app, loader::kBatchSize, o.batch_size);
   tools::AddOption(app, loader::kImageSize, o.image_size);
   tools::AddOption(app, loader::kMode, o.mode);
+  tools::AddAugmentOption(app, o.augment);
   tools::AddOption(app, loader::kSplit, a.split)
       ->description(std::string(loader::kSplit.help) +
                     " (default: val with --mode eval where --data has a val split, else "

@@ -1,10 +1,18 @@
 #include "tilefeed/loader/augment.h"
 
 #include <algorithm>
+#include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
+
+#include "codecs/image_ops.h"
+#include "loader/option_specs.h"
 
 namespace tilefeed::loader {
 namespace {
@@ -141,6 +149,385 @@ bool DrawFlip(SampleRng& rng, double probability) {
   }
   // Uniform() < 1 always, so probability 1 always flips and 0 never does.
   return rng.Uniform() < probability;
+}
+
+}  // namespace tilefeed::loader
+
+// ---- The augment spec ------------------------------------------------------------------------
+
+namespace tilefeed::loader {
+namespace {
+
+using Field = double AugmentOp::*;
+constexpr OptionSpec kProbability{.kind = OptionKind::kNumber, .max = 1};
+constexpr OptionSpec kPositive{.kind = OptionKind::kNumber, .min_exclusive = true};
+constexpr OptionSpec kLevel{.kind = OptionKind::kInteger, .max = 255};
+constexpr OptionSpec kBins{.kind = OptionKind::kInteger, .min = 2, .max = 1 << 20};
+
+// One parameter: a number, or a (min, max) pair when `second` is set, in `range`.
+struct Param {
+  std::string_view name;
+  Field first;
+  Field second;
+  double default_first;
+  double default_second;
+  OptionSpec range;
+};
+
+using O = AugmentOp;
+constexpr Param kCropParams[] = {
+    {"scale", &O::scale_min, &O::scale_max, 0.08, 1.0, kPositive},
+    {"ratio", &O::ratio_min, &O::ratio_max, 3.0 / 4.0, 4.0 / 3.0, kPositive}};
+constexpr Param kFlipParams[] = {{"p", &O::p, nullptr, 0.5, 0, kProbability}};
+constexpr Param kJitterParams[] = {
+    {"brightness", &O::brightness, nullptr, 0, 0, {.kind = OptionKind::kNumber}},
+    {"contrast", &O::contrast, nullptr, 0, 0, {.kind = OptionKind::kNumber}},
+    {"saturation", &O::saturation, nullptr, 0, 0, {.kind = OptionKind::kNumber}},
+    {"hue", &O::hue, nullptr, 0, 0, {.kind = OptionKind::kNumber, .max = 0.5}}};
+constexpr Param kRandAugmentParams[] = {
+    {"num_ops", &O::num_ops, nullptr, 2, 0, {.kind = OptionKind::kInteger, .max = 64}},
+    {"magnitude", &O::magnitude, nullptr, 9, 0, {.kind = OptionKind::kInteger}},
+    {"num_magnitude_bins", &O::num_magnitude_bins, nullptr, 31, 0, kBins},
+    {"fill", &O::fill, nullptr, 0, 0, kLevel}};
+constexpr Param kTrivialParams[] = {
+    {"num_magnitude_bins", &O::num_magnitude_bins, nullptr, 31, 0, kBins},
+    {"fill", &O::fill, nullptr, 0, 0, kLevel}};
+constexpr Param kErasingParams[] = {
+    {"p", &O::p, nullptr, 0.5, 0, kProbability},
+    {"scale", &O::scale_min, &O::scale_max, 0.02, 0.33, kProbability},
+    {"ratio", &O::ratio_min, &O::ratio_max, 0.3, 3.3, kPositive},
+    {"value", &O::fill, nullptr, 0, 0, kLevel}};
+constexpr Param kGrayscaleParams[] = {{"p", &O::p, nullptr, 0.1, 0, kProbability}};
+
+// The ops in AugmentKind's order.
+constexpr std::pair<std::string_view, std::span<const Param>> kOps[] = {
+    {"RandomResizedCrop", kCropParams},     {"RandomHorizontalFlip", kFlipParams},
+    {"ColorJitter", kJitterParams},         {"RandAugment", kRandAugmentParams},
+    {"TrivialAugmentWide", kTrivialParams}, {"RandomErasing", kErasingParams},
+    {"RandomGrayscale", kGrayscaleParams}};
+
+std::string_view NameOf(AugmentKind kind) { return kOps[static_cast<int>(kind)].first; }
+std::span<const Param> ParamsOf(AugmentKind kind) { return kOps[static_cast<int>(kind)].second; }
+
+// Appends `item` to the comma-separated `list`.
+void Listed(std::string& list, std::string_view item) {
+  if (!list.empty()) list += ", ";
+  list += item;
+}
+
+// A number as Python would read it back: the shortest text that round-trips.
+std::string NumberText(double value) {
+  char text[32];
+  return {text, std::to_chars(text, text + sizeof text, value).ptr};
+}
+
+// Why `op` cannot be drawn from (a parameter out of its range), or "".
+std::string OpProblem(const AugmentOp& op) {
+  const std::string name(NameOf(op.kind));
+  for (const Param& param : ParamsOf(op.kind)) {
+    const std::string what = name + " " + std::string(param.name);
+    for (const Field field : {param.first, param.second}) {
+      if (field == nullptr) continue;
+      if (auto problem = RangeProblem(param.range, what, op.*field)) return *problem;
+      if (param.range.kind == OptionKind::kInteger && op.*field != std::floor(op.*field)) {
+        return what + " must be a whole number, got " + NumberText(op.*field);
+      }
+    }
+    if (param.second != nullptr && op.*param.first > op.*param.second) {
+      return what + "=(min, max) needs min <= max, got (" + NumberText(op.*param.first) + ", " +
+             NumberText(op.*param.second) + ")";
+    }
+  }
+  if (op.kind == AugmentKind::kRandAugment && op.magnitude >= op.num_magnitude_bins) {
+    return "RandAugment magnitude must be below num_magnitude_bins (" +
+           NumberText(op.num_magnitude_bins) + "), got " + NumberText(op.magnitude);
+  }
+  return {};
+}
+
+// Reads the text form; a failure names the column.
+class SpecReader {
+ public:
+  explicit SpecReader(std::string_view text) : text_(text) {}
+
+  AugmentSpec Read() {
+    AugmentSpec spec;
+    const bool bracket = Take('[');
+    if (!(bracket && Take(']'))) {
+      do spec.push_back(ReadOp());
+      while (Take(','));
+      if (bracket) Expect(']');
+    }
+    if (Skip() != text_.size()) Fail("unexpected '" + std::string(text_.substr(pos_, 1)) + "'");
+    return spec;
+  }
+
+ private:
+  AugmentOp ReadOp() {
+    const std::size_t start = Skip();
+    const std::string name = Word();
+    std::string names;
+    AugmentOp op;
+    for (std::size_t k = 0; k < std::size(kOps); ++k) {
+      if (kOps[k].first == name) op = DefaultOp(static_cast<AugmentKind>(k));
+      Listed(names, kOps[k].first);
+    }
+    if (NameOf(op.kind) != name) Fail("unknown op '" + name + "' (the ops: " + names + ")", start);
+    const std::span<const Param> params = ParamsOf(op.kind);
+    std::string takes;
+    for (const Param& p : params) Listed(takes, p.name);
+    Expect('(');
+    std::vector<const Param*> given;
+    while (!Take(')')) {
+      if (!given.empty()) Expect(',');
+      const std::size_t mark = Skip();
+      std::string key = Word();
+      if (key.empty() || !Take('=')) {
+        pos_ = mark;
+        key.clear();
+      }
+      const auto named = std::ranges::find(params, key, &Param::name);
+      const Param* param = key.empty()
+                               ? (given.size() < params.size() ? &params[given.size()] : nullptr)
+                               : (named == params.end() ? nullptr : &*named);
+      if (param == nullptr) {
+        Fail(name + (key.empty() ? " has too many arguments" : " has no parameter '" + key + "'") +
+                 " (it takes " + takes + ")",
+             mark);
+      }
+      if (std::ranges::find(given, param) != given.end()) {
+        Fail(name + " " + std::string(param->name) + " given twice");
+      }
+      given.push_back(param);
+      if (param->second != nullptr) Expect('(');  // a (min, max) pair
+      op.*param->first = Number();
+      if (param->second != nullptr) {
+        Expect(',');
+        op.*param->second = Number();
+        Expect(')');
+      }
+    }
+    if (std::string problem = OpProblem(op); !problem.empty()) Fail(problem);
+    return op;
+  }
+
+  double Number() {
+    double value = 0;
+    const char* begin = text_.data() + Skip();
+    const auto [end, error] = std::from_chars(begin, text_.data() + text_.size(), value);
+    if (error != std::errc()) Fail("expected a number");
+    pos_ += static_cast<std::size_t>(end - begin);
+    return value;
+  }
+  std::string Word() {
+    const std::size_t start = Skip();
+    while (pos_ < text_.size() &&
+           (std::isalnum(static_cast<unsigned char>(text_[pos_])) != 0 || text_[pos_] == '_')) {
+      ++pos_;
+    }
+    return std::string(text_.substr(start, pos_ - start));
+  }
+  std::size_t Skip() {
+    while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_])) != 0) {
+      ++pos_;
+    }
+    return pos_;
+  }
+  bool Take(char c) {
+    const bool here = Skip() < text_.size() && text_[pos_] == c;
+    pos_ += here ? 1 : 0;
+    return here;
+  }
+  void Expect(char c) {
+    if (!Take(c)) Fail(std::string("expected '") + c + "'");
+  }
+  [[noreturn]] void Fail(const std::string& why, std::optional<std::size_t> at = {}) const {
+    throw std::invalid_argument("augment: " + why + " at column " +
+                                std::to_string(at.value_or(pos_) + 1) + " of '" +
+                                std::string(text_) + "'");
+  }
+
+  std::string_view text_;
+  std::size_t pos_ = 0;
+};
+
+}  // namespace
+
+AugmentOp DefaultOp(AugmentKind kind) {
+  AugmentOp op{.kind = kind};
+  for (const Param& param : ParamsOf(kind)) {
+    op.*param.first = param.default_first;
+    if (param.second != nullptr) op.*param.second = param.default_second;
+  }
+  return op;
+}
+
+AugmentSpec DefaultAugment() {
+  return {DefaultOp(AugmentKind::kRandomResizedCrop),
+          DefaultOp(AugmentKind::kRandomHorizontalFlip)};
+}
+
+AugmentSpec ParseAugmentSpec(std::string_view text) { return SpecReader(text).Read(); }
+
+std::string AugmentSpecText(const AugmentSpec& spec) {
+  std::string text;
+  for (const AugmentOp& op : spec) {
+    std::string args;
+    for (const Param& param : ParamsOf(op.kind)) {
+      const bool pair = param.second != nullptr;
+      if (op.*param.first == param.default_first &&
+          (!pair || op.*param.second == param.default_second)) {
+        continue;
+      }
+      std::string arg = std::string(param.name) + "=";
+      if (pair) arg += '(';
+      arg += NumberText(op.*param.first);
+      if (pair) arg += ", " + NumberText(op.*param.second) + ")";
+      Listed(args, arg);
+    }
+    Listed(text, std::string(NameOf(op.kind)) + "(" + args + ")");
+  }
+  return text;
+}
+
+std::optional<std::string> AugmentProblem(const AugmentSpec& spec) {
+  if (spec.empty() || spec[0].kind != AugmentKind::kRandomResizedCrop) {
+    return "augment must start with RandomResizedCrop (train mode draws the crop before the "
+           "decode), got '" +
+           AugmentSpecText(spec) + "'";
+  }
+  for (std::size_t i = 0; i < spec.size(); ++i) {
+    const AugmentKind kind = spec[i].kind;
+    if ((i > 0 && kind == AugmentKind::kRandomResizedCrop) ||
+        (i != 1 && kind == AugmentKind::kRandomHorizontalFlip)) {
+      return "augment: " + std::string(NameOf(kind)) + " can only come " +
+             (i > 0 && kind == AugmentKind::kRandomResizedCrop ? "first"
+                                                               : "right after RandomResizedCrop") +
+             ", got '" + AugmentSpecText(spec) + "'";
+    }
+    if (std::string problem = OpProblem(spec[i]); !problem.empty()) return "augment: " + problem;
+  }
+  return std::nullopt;
+}
+
+// ---- Draws and pixels ------------------------------------------------------------------------
+
+namespace {
+
+double UniformIn(SampleRng& rng, double lo, double hi) { return lo + (hi - lo) * rng.Uniform(); }
+
+// ColorJitter.get_params: a random order of the four, then each factor that is on (0 is
+// torchvision's None: no draw, no op).
+void DrawColorJitter(const AugmentOp& op, SampleRng& rng, std::vector<PixelOp>& out) {
+  int order[4] = {0, 1, 2, 3};
+  for (int i = 3; i > 0; --i) std::swap(order[i], order[rng.UniformInt(0, i)]);
+  const double widths[4] = {op.brightness, op.contrast, op.saturation, op.hue};
+  double factors[4] = {};
+  for (int k = 0; k < 4; ++k) {
+    if (widths[k] == 0) continue;
+    factors[k] = k == 3 ? UniformIn(rng, -widths[k], widths[k])
+                        : UniformIn(rng, std::max(0.0, 1 - widths[k]), 1 + widths[k]);
+  }
+  for (const int k : order) {
+    if (widths[k] != 0) {
+      out.push_back({.kind = static_cast<PixelOpKind>(k + 1), .value = factors[k], .area = {}});
+    }
+  }
+}
+
+// RandAugment (num_ops ops at a fixed magnitude) or TrivialAugmentWide (`wide`: one op at a
+// uniform bin): an op uniform among the 14, its magnitude, a sign for the signed ones.
+void DrawPolicy(const AugmentOp& op, bool wide, int width, int height, SampleRng& rng,
+                std::vector<PixelOp>& out) {
+  const int bins = static_cast<int>(op.num_magnitude_bins);
+  for (int n = 0; n < (wide ? 1 : static_cast<int>(op.num_ops)); ++n) {
+    const auto policy = static_cast<codecs::PolicyOp>(rng.UniformInt(0, codecs::kPolicyOps - 1));
+    double magnitude = 0;
+    if (policy != codecs::PolicyOp::kIdentity && policy != codecs::PolicyOp::kAutoContrast &&
+        policy != codecs::PolicyOp::kEqualize) {
+      const auto bin = wide ? rng.UniformInt(0, bins - 1) : static_cast<std::int64_t>(op.magnitude);
+      magnitude = codecs::PolicyMagnitude(policy, static_cast<int>(bin), bins, wide, height, width);
+    }
+    if (codecs::PolicyOpSigned(policy) && rng.UniformInt(0, 1) == 1) magnitude = -magnitude;
+    if (policy == codecs::PolicyOp::kIdentity) continue;
+    out.push_back({.kind = PixelOpKind::kPolicy,
+                   .policy_op = static_cast<int>(policy),
+                   .value = magnitude,
+                   .fill = static_cast<int>(op.fill),
+                   .area = {}});
+  }
+}
+
+// RandomErasing.get_params: p, then up to 10 tries of an area and a log-uniform ratio.
+void DrawErasing(const AugmentOp& op, int width, int height, SampleRng& rng,
+                 std::vector<PixelOp>& out) {
+  if (!(rng.Uniform() < op.p)) return;
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const double area = double(width) * height * UniformIn(rng, op.scale_min, op.scale_max);
+    const double ratio = std::exp(UniformIn(rng, std::log(op.ratio_min), std::log(op.ratio_max)));
+    const auto h = static_cast<int>(RoundHalfEven(std::sqrt(area * ratio)));
+    const auto w = static_cast<int>(RoundHalfEven(std::sqrt(area / ratio)));
+    if (!(h < height && w < width)) continue;
+    const auto y = static_cast<int>(rng.UniformInt(0, height - h));
+    const auto x = static_cast<int>(rng.UniformInt(0, width - w));
+    out.push_back(
+        {.kind = PixelOpKind::kErase, .fill = static_cast<int>(op.fill), .area = {x, y, w, h}});
+    return;
+  }
+}
+
+constexpr std::string_view kPolicyNames[] = {
+    "Identity", "ShearX",   "ShearY",    "TranslateX", "TranslateY", "Rotate",       "Brightness",
+    "Color",    "Contrast", "Sharpness", "Posterize",  "Solarize",   "AutoContrast", "Equalize"};
+static_assert(std::size(kPolicyNames) == codecs::kPolicyOps);
+
+}  // namespace
+
+std::string_view PixelOpName(const PixelOp& op) {
+  static constexpr std::string_view kNames[] = {"",
+                                                "adjust_brightness",
+                                                "adjust_contrast",
+                                                "adjust_saturation",
+                                                "adjust_hue",
+                                                "rgb_to_grayscale",
+                                                "erase"};
+  return op.kind == PixelOpKind::kPolicy ? kPolicyNames[op.policy_op]
+                                         : kNames[static_cast<int>(op.kind)];
+}
+
+std::vector<PixelOp> DrawPixelOps(const AugmentSpec& spec, int width, int height, SampleRng& rng) {
+  std::vector<PixelOp> ops;
+  for (const AugmentOp& op : spec) {
+    if (op.kind == AugmentKind::kColorJitter) DrawColorJitter(op, rng, ops);
+    if (op.kind == AugmentKind::kRandAugment || op.kind == AugmentKind::kTrivialAugmentWide) {
+      DrawPolicy(op, op.kind == AugmentKind::kTrivialAugmentWide, width, height, rng, ops);
+    }
+    if (op.kind == AugmentKind::kRandomErasing) DrawErasing(op, width, height, rng, ops);
+    if (op.kind == AugmentKind::kRandomGrayscale && rng.Uniform() < op.p) {
+      ops.push_back({.kind = PixelOpKind::kGrayscale, .area = {}});
+    }
+  }
+  return ops;
+}
+
+void ApplyPixelOps(std::span<const PixelOp> ops, const codecs::PixelView& image,
+                   codecs::ImageOpScratch& scratch) {
+  using Adjust = void (*)(const codecs::PixelView&, double);
+  static constexpr Adjust kAdjust[] = {nullptr, codecs::AdjustBrightness, codecs::AdjustContrast,
+                                       codecs::AdjustSaturation, codecs::AdjustHue};
+  for (const PixelOp& op : ops) {
+    const auto level = static_cast<std::uint8_t>(op.fill);
+    if (op.kind == PixelOpKind::kPolicy) {
+      codecs::ApplyPolicyOp(image, static_cast<codecs::PolicyOp>(op.policy_op), op.value,
+                            {level, level, level}, scratch);
+    } else if (op.kind == PixelOpKind::kGrayscale) {
+      codecs::Grayscale(image);
+    } else if (op.kind == PixelOpKind::kErase) {
+      codecs::Erase(image, op.area, {level, level, level});
+    } else {
+      kAdjust[static_cast<int>(op.kind)](image, op.value);
+    }
+  }
 }
 
 }  // namespace tilefeed::loader

@@ -22,27 +22,62 @@ namespace {
 
 constexpr std::size_t kMaxKeptBadSamples = 10000;
 
+// The output's size (width, height).
+std::pair<int, int> OutputSize(const LoaderOptions& options) {
+  const bool rectangle = options.image_height > 0 && options.image_width > 0;
+  return rectangle ? std::pair{options.image_width, options.image_height}
+                   : std::pair{options.image_size, options.image_size};
+}
+
 // The crop plan for a sample of this size, drawn from its own stream: its random crop and
-// flip (train) or torchvision's Resize + CenterCrop (eval).
+// flip (train: augment's first two ops) or torchvision's Resize + CenterCrop (eval).
 codecs::CropPlan PlanFor(const LoaderOptions& options, SampleRng& rng, int width, int height) {
   if (options.mode == Mode::kTrain) {
+    const AugmentOp& crop = options.augment.front();
     codecs::CropPlan plan;
-    plan.crop = RandomResizedCrop(width, height, options.crop, rng);
-    plan.flip = DrawFlip(rng, options.flip_probability);
+    plan.crop = RandomResizedCrop(
+        width, height, {crop.scale_min, crop.scale_max, crop.ratio_min, crop.ratio_max}, rng);
+    const bool flips =
+        options.augment.size() > 1 && options.augment[1].kind == AugmentKind::kRandomHorizontalFlip;
+    plan.flip = flips && DrawFlip(rng, options.augment[1].p);
     return plan;
   }
-  const bool rectangle = options.image_height > 0 && options.image_width > 0;
-  return CenterCropAfterResize(
-      width, height, options.eval_resize, rectangle ? options.image_width : options.image_size,
-      rectangle ? options.image_height : options.image_size, options.eval_dct_scaling);
+  const auto [out_width, out_height] = OutputSize(options);
+  return CenterCropAfterResize(width, height, options.eval_resize, out_width, out_height,
+                               options.eval_dct_scaling);
+}
+
+// The pixel ops of a train sample, drawn after its crop and flip, applied to its row `out`.
+void AugmentRow(const LoaderOptions& options, SampleRng& rng, const codecs::PixelView& out,
+                codecs::ImageOpScratch& scratch, std::vector<std::uint8_t>& interleaved) {
+  if (options.mode != Mode::kTrain) return;
+  const std::vector<PixelOp> ops = DrawPixelOps(options.augment, out.width, out.height, rng);
+  if (ops.empty() || out.interleaved()) return ApplyPixelOps(ops, out, scratch);
+  interleaved.resize(std::size_t{3} * out.width * out.height);  // a planar row: ops on a copy
+  const auto hwc = codecs::PixelView::Interleaved(interleaved.data(), out.width, out.height);
+  const auto copy = [&out](const codecs::PixelView& from, const codecs::PixelView& to) {
+    for (int y = 0; y < out.height; ++y) {
+      for (int i = 0; i < out.width * 3; ++i) {
+        to.at(y, i / 3)[i % 3 * to.channel_stride] = from.at(y, i / 3)[i % 3 * from.channel_stride];
+      }
+    }
+  };
+  copy(out, hwc);
+  ApplyPixelOps(ops, hwc, scratch);
+  copy(hwc, out);
 }
 
 }  // namespace
 
-codecs::CropPlan PlanSample(const LoaderOptions& options, std::uint64_t epoch, std::uint64_t sample,
-                            int width, int height) {
+SamplePlan PlanSample(const LoaderOptions& options, std::uint64_t epoch, std::uint64_t sample,
+                      int width, int height) {
   SampleRng rng(options.seed, epoch, sample);
-  return PlanFor(options, rng, width, height);
+  SamplePlan plan{PlanFor(options, rng, width, height), {}};
+  if (options.mode == Mode::kTrain) {
+    const auto [out_width, out_height] = OutputSize(options);
+    plan.ops = DrawPixelOps(options.augment, out_width, out_height, rng);
+  }
+  return plan;
 }
 
 codecs::PixelView Loader::Impl::RowView(std::span<std::uint8_t> images, std::size_t row) const {
@@ -168,6 +203,7 @@ void Loader::Impl::DecodeOne(Worker& worker, std::uint64_t epoch, std::uint64_t 
       break;
     }
   }
+  AugmentRow(options, rng, out, worker.ops, worker.raw);
   label = info.label;
   read_ns.fetch_add(t.read_ns, std::memory_order_relaxed);
   decode_ns.fetch_add(t.decode_ns, std::memory_order_relaxed);

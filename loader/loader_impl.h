@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "codecs/image_ops.h"
 #include "codecs/jpeg_coefficients.h"
 #include "codecs/jpeg_index.h"
 #include "codecs/png.h"
@@ -143,6 +144,7 @@ struct Worker {
   codecs::CoefficientDecoder coefficients;  // kCoefficients records
   codecs::PngDecoder png;
   codecs::Resizer resizer;
+  codecs::ImageOpScratch ops;  // the pixel ops' (LoaderOptions::augment)
   std::vector<std::byte> bytes;
   std::vector<std::uint8_t> raw;
   // A chunk's samples, read with one Source::ReadMany. The buffers keep their capacity

@@ -10,8 +10,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <iomanip>
-#include <sstream>
 #include <stdexcept>
 
 #include "loader/file_io.h"
@@ -48,13 +46,6 @@ void CheckMemory(const LoaderOptions& o, int height, int width, std::size_t imag
       " bytes; lower the prefetch depth or the batch");
 }
 
-// "(0.5, 0.1)": a (min, max) pair as Python writes it.
-std::string PairText(double min, double max) {
-  std::ostringstream out;
-  out << std::setprecision(15) << '(' << min << ", " << max << ')';
-  return out.str();
-}
-
 // "(0.5, 0.25, nan)": three channel values, as %g writes them.
 std::string ChannelsText(const std::array<float, 3>& v) {
   char text[96];
@@ -80,12 +71,6 @@ std::optional<std::string> NormalisationProblem(const OutputFormat& f) {
            ChannelsText(f.mean) + " and " + ChannelsText(f.std);
   }
   return std::nullopt;
-}
-
-// The problem of a crop range (min, max) named `name`, or nullopt when 0 < min <= max.
-std::optional<std::string> CropRangeProblem(const char* name, double min, double max) {
-  if (std::isfinite(min) && std::isfinite(max) && min > 0 && min <= max) return std::nullopt;
-  return std::string(name) + "=(min, max) needs 0 < min <= max, got " + PairText(min, max);
 }
 
 }  // namespace
@@ -144,9 +129,11 @@ std::optional<std::string> OptionsProblem(const LoaderOptions& o) {
     require("eval_resize must be at least image_size (" + std::to_string(longer) +
             ") in eval mode, got " + std::to_string(o.eval_resize));
   }
-  require(CropRangeProblem("crop_scale", o.crop.scale_min, o.crop.scale_max));
-  require(CropRangeProblem("crop_ratio", o.crop.ratio_min, o.crop.ratio_max));
-  check(kFlipProbability, "flip_probability", o.flip_probability);
+  if (o.mode == Mode::kEval && o.augment != DefaultAugment()) {
+    require("augment applies to mode=train only (eval is Resize + CenterCrop), got '" +
+            AugmentSpecText(o.augment) + "'");
+  }
+  require(AugmentProblem(o.augment));
   require(NormalisationProblem(o.output));
   if (o.slice.count < 1 || o.slice.index < 0 || o.slice.index >= o.slice.count) {
     require("slice=(index, count) needs count >= 1 and 0 <= index < count, got (" +

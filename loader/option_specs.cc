@@ -16,7 +16,7 @@ constexpr std::array kSharedOptions = {
     kMode,
     kEvalResize,
     kEvalDctScaling,
-    kFlipProbability,
+    kAugment,
     kWorkers,
     kPrefetchDepth,
     kSeed,

@@ -115,7 +115,7 @@ inline constexpr OptionSpec kMode{
     .keyword = "mode",
     .kind = OptionKind::kChoice,
     .default_text = "train",
-    .help = "train: RandomResizedCrop + random flip; eval: resize + centre crop",
+    .help = "train: the augment list (RandomResizedCrop first); eval: resize + centre crop",
     .choices = kModeChoices};
 inline constexpr OptionSpec kEvalResize{
     .flag = "--eval-resize",
@@ -133,13 +133,14 @@ inline constexpr OptionSpec kEvalDctScaling{
     .help =
         "eval: let JPEGs decode at a DCT scale-down (faster; pixels then differ from "
         "torchvision's Resize + CenterCrop by a few levels)"};
-inline constexpr OptionSpec kFlipProbability{.flag = "--flip-probability",
-                                             .keyword = "flip_probability",
-                                             .kind = OptionKind::kNumber,
-                                             .min = 0,
-                                             .max = 1,
-                                             .default_text = "0.5",
-                                             .help = "train: chance of a horizontal flip"};
+inline constexpr OptionSpec kAugment{
+    .flag = "--augment",
+    .keyword = "augment",
+    .default_text = "RandomResizedCrop(), RandomHorizontalFlip()",
+    .help =
+        "train: torchvision's transforms in order, RandomResizedCrop first (docs/augment.md), "
+        "e.g. 'RandomResizedCrop(), RandomHorizontalFlip(), RandAugment(2, 9), "
+        "RandomErasing(0.25)'"};
 inline constexpr OptionSpec kWorkers{
     .flag = "--workers",
     .keyword = "workers",

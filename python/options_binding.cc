@@ -142,15 +142,14 @@ Setters ImageSetters() {
       {"mode", Chosen<&O::mode>(loader::kModeChoices)},
       {"eval_resize", Ranged<&O::eval_resize>(loader::kEvalResize)},
       {"eval_dct_scaling", &Assign<&O::eval_dct_scaling>},
-      {"crop_scale",
+      {"augment",  // the text form (tilefeed.augment's reprs); a bad one is a ValueError
        [](O& o, const std::string& n, py::handle v) {
-         std::tie(o.crop.scale_min, o.crop.scale_max) = Pair<double>(n, v);
+         try {
+           o.augment = loader::ParseAugmentSpec(Cast<std::string>(n, v));
+         } catch (const std::invalid_argument& e) {
+           Refuse(e.what());
+         }
        }},
-      {"crop_ratio",
-       [](O& o, const std::string& n, py::handle v) {
-         std::tie(o.crop.ratio_min, o.crop.ratio_max) = Pair<double>(n, v);
-       }},
-      {"flip_probability", Ranged<&O::flip_probability>(loader::kFlipProbability)},
       {"layout", Chosen<&O::output, &loader::OutputFormat::layout>(kLayoutChoices)},
       {"dtype", Chosen<&O::output, &loader::OutputFormat::dtype>(kDTypeChoices)},
       {"mean", [](O& o, const std::string& n,
@@ -263,9 +262,7 @@ py::dict DefaultOptions() {
   d["mode"] = Spelling(loader::kModeChoices, o.mode);
   d["eval_resize"] = o.eval_resize;
   d["eval_dct_scaling"] = o.eval_dct_scaling;
-  d["crop_scale"] = py::make_tuple(o.crop.scale_min, o.crop.scale_max);
-  d["crop_ratio"] = py::make_tuple(o.crop.ratio_min, o.crop.ratio_max);
-  d["flip_probability"] = o.flip_probability;
+  d["augment"] = loader::AugmentSpecText(o.augment);
   d["layout"] = LayoutName(o.output.layout);
   d["dtype"] = DTypeName(o.output.dtype);
   d["mean"] = py::make_tuple(o.output.mean[0], o.output.mean[1], o.output.mean[2]);

@@ -451,15 +451,37 @@ void RegisterFunctions(py::module_& m) {
       "_plan_sample",
       [](const py::dict& options, std::uint64_t epoch, std::uint64_t sample, int width,
          int height) {
-        const codecs::CropPlan plan =
+        const loader::SamplePlan sample_plan =
             loader::PlanSample(ParseOptions(options), epoch, sample, width, height);
+        const codecs::CropPlan& plan = sample_plan.crop;
         const codecs::SourceBox box = codecs::ShownBox(plan);
+        py::list ops;  // each as its torchvision call's name and arguments (augment.h)
+        for (const loader::PixelOp& op : sample_plan.ops) {
+          const std::string name(loader::PixelOpName(op));
+          const codecs::Rect& a = op.area;
+          using K = loader::PixelOpKind;
+          ops.append(op.kind == K::kPolicy ? py::make_tuple(name, op.value, op.fill)
+                     : op.kind == K::kErase
+                         ? py::make_tuple(name, a.y, a.x, a.height, a.width, op.fill)
+                     : op.kind == K::kGrayscale ? py::make_tuple(name)
+                                                : py::make_tuple(name, op.value));
+        }
         return py::dict(
             "crop"_a = py::make_tuple(plan.crop.x, plan.crop.y, plan.crop.width, plan.crop.height),
             "box"_a = py::make_tuple(box.x0, box.y0, box.x1, box.y1), "flip"_a = plan.flip,
-            "dct_scaling"_a = plan.dct_scaling);
+            "dct_scaling"_a = plan.dct_scaling, "ops"_a = ops);
       },
-      "loader::PlanSample: the crop plan of one sample");
+      "loader::PlanSample: the crop plan and pixel ops of one sample");
+  m.def(
+      "_augment_text",
+      [](const std::string& text) {
+        try {
+          return loader::AugmentSpecText(loader::ParseAugmentSpec(text));
+        } catch (const std::invalid_argument& e) {
+          throw py::value_error(e.what());
+        }
+      },
+      "loader::ParseAugmentSpec then AugmentSpecText: the canonical text of an augment spec");
   m.def(
       "_release_worker_threads",
       [] {

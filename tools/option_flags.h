@@ -33,6 +33,7 @@
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -131,6 +132,21 @@ requires std::is_enum_v<E> CLI::Option* AddOption(CLI::App& app, const loader::O
       ->default_str(choices.at(static_cast<std::size_t>(value)));
 }
 
+// loader::kAugment as --augment SPEC: a bad spec is refused with ParseAugmentSpec's line.
+inline CLI::Option* AddAugmentOption(CLI::App& app, loader::AugmentSpec& spec) {
+  const auto set = [&spec](const std::string& text) {
+    try {
+      spec = loader::ParseAugmentSpec(text);
+    } catch (const std::invalid_argument& e) {
+      throw CLI::ValidationError(e.what());
+    }
+  };
+  return app
+      .add_option_function<std::string>(detail::Text(loader::kAugment.flag), set,
+                                        detail::Text(loader::kAugment.help))
+      ->default_str(loader::AugmentSpecText(spec));
+}
+
 // loader::kSlice as --slice INDEX/COUNT. `slice` stays nullopt when it is not given (the
 // launcher's instance, or 0/1).
 inline CLI::Option* AddSliceOption(CLI::App& app, std::optional<loader::InstanceSlice>& slice) {
@@ -163,6 +179,7 @@ inline void AddLoaderFlags(CLI::App& app, loader::LoaderOptions& options) {
   AddOption(app, loader::kBatchSize, options.batch_size);
   AddOption(app, loader::kImageSize, options.image_size);
   AddOption(app, loader::kMode, options.mode);
+  AddAugmentOption(app, options.augment);
   AddOption(app, loader::kEvalDctScaling, options.eval_dct_scaling);
   AddOption(app, loader::kWorkers, options.workers);
   AddOption(app, loader::kPrefetchDepth, options.prefetch_depth);

@@ -10,8 +10,8 @@
 
 Loader takes the C++ LoaderOptions fields as keyword arguments, with the same names and
 defaults (help(tilefeed.Loader) shows them); libjpeg-turbo's tuning is one object,
-jpeg=tilefeed.JpegOptions(...), and the crop ranges are crop_scale=(min, max) and
-crop_ratio=(min, max), as in torchvision.
+jpeg=tilefeed.JpegOptions(...), and the training transforms are one list,
+augment=[tilefeed.augment.RandomResizedCrop(), ...] (torchvision's; tilefeed.augment).
 
 Memory. A Batch is a view of one of the loader's prefetch_depth slots: batch.images and
 batch.sample_indices (numpy) and batch.torch() (DLPack) share that memory and copy nothing;
@@ -88,6 +88,7 @@ from ._options import (_D, _EPOCH_MAX, IMAGENET_MEAN, IMAGENET_STD, SOURCES, Jpe
                        _image_shape, _jpeg_fields, _output_options, _remote_options,
                        _STATE_VERSION)
 from ._samples import _resolve_data
+from .augment import _spec_text
 from ._tilefeed import Batch, LoaderError, SourceError
 
 __version__ = _tilefeed.__version__  # the CMake project's version
@@ -184,6 +185,8 @@ class Loader(_Stops):
     `data` lacks raises SourceError naming it.
 
     image_size is the side of square output images, or (height, width) for rectangles.
+    augment (train mode) is a list of torchvision's transforms (tilefeed.augment), applied
+    in order, RandomResizedCrop first: default [RandomResizedCrop(), RandomHorizontalFlip()].
     dtype ("uint8", the default; "float16", "bfloat16", "float32", or the torch/numpy dtype)
     with mean/std (per RGB channel, torchvision units: images scaled to [0, 1]; see
     IMAGENET_MEAN, IMAGENET_STD) and layout ("NHWC" or "NCHW") make the C++ workers write
@@ -225,9 +228,7 @@ class Loader(_Stops):
                  image_size=_D["image_size"],
                  mode=_D["mode"],
                  eval_resize=_D["eval_resize"],
-                 crop_scale=_D["crop_scale"],
-                 crop_ratio=_D["crop_ratio"],
-                 flip_probability=_D["flip_probability"],
+                 augment=_D["augment"],
                  layout=_D["layout"],
                  dtype=_D["dtype"],
                  mean=_D["mean"],
@@ -251,6 +252,7 @@ class Loader(_Stops):
                   if k not in ("self", "data", "device", "_slot_memory", "__class__")}
         arguments.update(_output_options(dtype, mean, std, layout))
         arguments.update(_jpeg_fields(jpeg))
+        arguments["augment"] = _spec_text(augment)
         if _fork["unusable"]:
             raise LoaderError(_fork["unusable"])
         self._pid = os.getpid()
@@ -388,7 +390,10 @@ class Loader(_Stops):
         "box" (x0, y0, x1, y1), the fractional source box resized to the output; "crop"
         (x, y, w, h), the whole pixels the resize reads (in train, the box itself: the
         rectangle to give torchvision's resized_crop); "flip"; "dct_scaling" (whether a JPEG
-        may be decoded at a DCT scale-down). The contracts are in tilefeed/loader/augment.h."""
+        may be decoded at a DCT scale-down); "ops", the pixel ops it drew, in order, each
+        a torchvision call's name and arguments: (NAME, magnitude, fill) for the policies'
+        ops (autoaugment._apply_op), ("adjust_hue", factor) and the other adjust_*,
+        ("rgb_to_grayscale",), ("erase", i, j, h, w, v). Contracts: tilefeed/loader/augment.h."""
         return _tilefeed._plan_sample(_core_options(self._options), epoch, sample, width, height)
 
     def _make_core(self):

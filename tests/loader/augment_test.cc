@@ -252,5 +252,137 @@ TEST(AugmentFlip, FrequencyFollowsProbability) {
   EXPECT_THROW(DrawFlip(rng, std::numeric_limits<double>::quiet_NaN()), std::invalid_argument);
 }
 
+// ---- The augment spec -------------------------------------------------------------------------
+
+// One text form: positional or keyword arguments, pairs, brackets and spacing all read to the
+// same spec, whose canonical text names only the non-default parameters and reads back.
+TEST(AugmentSpec, ParsesTorchvisionsSpellingsAndPrintsOneText) {
+  const AugmentSpec spec = ParseAugmentSpec(
+      "[RandomResizedCrop(scale=(0.08, 1.0)), RandomHorizontalFlip(0.5), ColorJitter(0.4, "
+      "0.4, 0.4), RandAugment(2, 9), TrivialAugmentWide(fill=128), RandomErasing(0.25, "
+      "value=3), RandomGrayscale()]");
+  ASSERT_EQ(spec.size(), 7u);
+  EXPECT_EQ(spec[2].kind, AugmentKind::kColorJitter);
+  EXPECT_EQ(spec[2].saturation, 0.4);
+  EXPECT_EQ(spec[2].hue, 0);
+  EXPECT_EQ(spec[3].num_ops, 2);
+  EXPECT_EQ(spec[5].p, 0.25);
+  EXPECT_EQ(spec[5].scale_max, 0.33);
+  const std::string text = AugmentSpecText(spec);
+  EXPECT_EQ(text,
+            "RandomResizedCrop(), RandomHorizontalFlip(), ColorJitter(brightness=0.4, "
+            "contrast=0.4, saturation=0.4), RandAugment(), TrivialAugmentWide(fill=128), "
+            "RandomErasing(p=0.25, value=3), RandomGrayscale()");
+  EXPECT_EQ(ParseAugmentSpec(text), spec);
+  EXPECT_EQ(ParseAugmentSpec(AugmentSpecText(DefaultAugment())), DefaultAugment());
+  EXPECT_EQ(AugmentSpecText(DefaultAugment()), "RandomResizedCrop(), RandomHorizontalFlip()");
+  EXPECT_EQ(AugmentProblem(spec), std::nullopt);
+}
+
+std::string Refusal(const std::string& text) {
+  try {
+    (void)ParseAugmentSpec(text);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(AugmentSpec, ABadSpecIsOneLineNamingWhatAndWhy) {
+  EXPECT_EQ(Refusal("RandomResizedCrop(), Rotate(3)"),
+            "augment: unknown op 'Rotate' (the ops: RandomResizedCrop, RandomHorizontalFlip, "
+            "ColorJitter, RandAugment, TrivialAugmentWide, RandomErasing, RandomGrayscale) at "
+            "column 22 of 'RandomResizedCrop(), Rotate(3)'");
+  EXPECT_EQ(Refusal("RandomErasing(1.5)"),
+            "augment: RandomErasing p must be between 0 and 1, got 1.5 at column 19 of "
+            "'RandomErasing(1.5)'");
+  EXPECT_EQ(Refusal("RandAugment(2, 31)"),
+            "augment: RandAugment magnitude must be below num_magnitude_bins (31), got 31 at "
+            "column 19 of 'RandAugment(2, 31)'");
+  EXPECT_EQ(Refusal("RandAugment(2.5)"),
+            "augment: RandAugment num_ops must be a whole number, got 2.5 at column 17 of "
+            "'RandAugment(2.5)'");
+  EXPECT_EQ(Refusal("ColorJitter(hue=0.6)"),
+            "augment: ColorJitter hue must be between 0 and 0.5, got 0.6 at column 21 of "
+            "'ColorJitter(hue=0.6)'");
+  EXPECT_EQ(Refusal("RandomGrayscale(q=1)"),
+            "augment: RandomGrayscale has no parameter 'q' (it takes p) at column 17 of "
+            "'RandomGrayscale(q=1)'");
+  EXPECT_EQ(Refusal("RandomResizedCrop(scale=0.5)"),
+            "augment: expected '(' at column 25 of "
+            "'RandomResizedCrop(scale=0.5)'");
+  EXPECT_EQ(Refusal("RandomResizedCrop(scale=(0.5, 0.1))"),
+            "augment: RandomResizedCrop scale=(min, max) needs min <= max, got (0.5, 0.1) at "
+            "column 36 of 'RandomResizedCrop(scale=(0.5, 0.1))'");
+  EXPECT_NE(Refusal("RandomGrayscale(0.1, 0.2)"), "");
+  EXPECT_NE(Refusal("RandomGrayscale(p=0.1, p=0.2)"), "");
+  EXPECT_NE(Refusal(""), "");
+  EXPECT_NE(Refusal("RandomGrayscale(nan)"), "");
+  EXPECT_NE(Refusal("RandomGrayscale() RandomGrayscale()"), "");
+  // The order train mode needs: the crop first, the flip right after it.
+  EXPECT_EQ(AugmentProblem(ParseAugmentSpec("RandomErasing()")),
+            "augment must start with RandomResizedCrop (train mode draws the crop before the "
+            "decode), got 'RandomErasing()'");
+  EXPECT_EQ(AugmentProblem(ParseAugmentSpec("RandomResizedCrop(), RandomErasing(), "
+                                            "RandomHorizontalFlip()")),
+            "augment: RandomHorizontalFlip can only come right after RandomResizedCrop, got "
+            "'RandomResizedCrop(), RandomErasing(), RandomHorizontalFlip()'");
+}
+
+// Draws: a pure function of the sample's stream, with torchvision's frequencies.
+TEST(AugmentDraws, FollowTorchvisionsSampling) {
+  const AugmentSpec spec = ParseAugmentSpec(
+      "RandomResizedCrop(), ColorJitter(0.4, 0.3, 0.2, 0.1), RandAugment(3, 9), "
+      "RandomErasing(0.25), RandomGrayscale(0.5)");
+  int erased = 0;
+  int grayed = 0;
+  int policy_ops = 0;
+  constexpr int kSamples = 20000;
+  for (std::uint64_t sample = 0; sample < kSamples; ++sample) {
+    SampleRng rng(1, 2, sample);
+    const std::vector<PixelOp> ops = DrawPixelOps(spec, 224, 160, rng);
+    SampleRng again(1, 2, sample);
+    const std::vector<PixelOp> same = DrawPixelOps(spec, 224, 160, again);
+    ASSERT_EQ(ops.size(), same.size());
+    ASSERT_GE(ops.size(), 4u);
+    int jitter[4] = {};
+    for (std::size_t i = 0; i < 4; ++i) {  // the four adjustments, each once, in some order
+      ASSERT_NE(ops[i].kind, PixelOpKind::kPolicy);
+      ++jitter[static_cast<int>(ops[i].kind) - 1];
+      const double v = ops[i].value;
+      switch (ops[i].kind) {
+        case PixelOpKind::kBrightness:
+          ASSERT_TRUE(v >= 0.6 && v <= 1.4) << v;
+          break;
+        case PixelOpKind::kContrast:
+          ASSERT_TRUE(v >= 0.7 && v <= 1.3) << v;
+          break;
+        case PixelOpKind::kSaturation:
+          ASSERT_TRUE(v >= 0.8 && v <= 1.2) << v;
+          break;
+        default:
+          ASSERT_TRUE(v >= -0.1 && v <= 0.1) << v;
+      }
+    }
+    EXPECT_EQ(jitter[0] + jitter[1] + jitter[2] + jitter[3], 4);
+    for (std::size_t i = 4; i < ops.size(); ++i) {
+      ASSERT_EQ(ops[i].value, same[i].value);
+      if (ops[i].kind == PixelOpKind::kPolicy) ++policy_ops;
+      if (ops[i].kind == PixelOpKind::kGrayscale) ++grayed;
+      if (ops[i].kind == PixelOpKind::kErase) {
+        ++erased;
+        const Rect& a = ops[i].area;
+        ASSERT_TRUE(Inside(a, 224, 160));
+        ASSERT_LT(a.width, 224);
+        ASSERT_LT(a.height, 160);
+      }
+    }
+  }
+  EXPECT_NEAR(erased / double(kSamples), 0.25, 0.015);
+  EXPECT_NEAR(grayed / double(kSamples), 0.5, 0.015);
+  // 3 ops of 14, Identity (1 of 14) leaves none.
+  EXPECT_NEAR(policy_ops / double(kSamples), 3.0 * 13 / 14, 0.03);
+}
+
 }  // namespace
 }  // namespace tilefeed::loader

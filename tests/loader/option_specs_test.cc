@@ -30,8 +30,8 @@ TEST(OptionSpecs, DefaultsAreTheLibrarys) {
   EXPECT_EQ(Default(kMode), o.mode == Mode::kTrain ? "train" : "eval");
   EXPECT_EQ(Default(kEvalResize), std::to_string(o.eval_resize));
   EXPECT_FALSE(o.eval_dct_scaling);
-  EXPECT_EQ(Default(kFlipProbability), "0.5");
-  EXPECT_EQ(o.flip_probability, 0.5);
+  EXPECT_EQ(ParseAugmentSpec(kAugment.default_text), o.augment);
+  EXPECT_EQ(Default(kAugment), AugmentSpecText(o.augment));
   EXPECT_EQ(Default(kWorkers), std::to_string(o.workers));
   EXPECT_EQ(Default(kPrefetchDepth), std::to_string(o.prefetch_depth));
   EXPECT_EQ(Default(kSeed), std::to_string(o.seed));
@@ -74,16 +74,15 @@ TEST(OptionSpecs, RangeTextAndProblems) {
   EXPECT_EQ(RangeText(kBatchSize), "at least 1");
   EXPECT_EQ(RangeText(kImageSize), "between 1 and 16384");
   EXPECT_EQ(RangeText(kPrefetchDepth), "between 1 and 1048576");
-  EXPECT_EQ(RangeText(kFlipProbability), "between 0 and 1");
+  EXPECT_EQ(RangeText(kEvalResize), "at least 1");
   EXPECT_EQ(RangeText(kCacheLimit), "at least 4MiB");
   EXPECT_EQ(RangeText(kHeartbeat), "between 0.001 and 3600");
   EXPECT_EQ(RangeText(kSplit), "");
   EXPECT_EQ(RangeProblem(kImageSize, "--image-size", 224), std::nullopt);
   EXPECT_EQ(RangeProblem(kImageSize, "--image-size", 0),
             "--image-size must be between 1 and 16384, got 0");
-  EXPECT_EQ(RangeProblem(kFlipProbability, "flip_probability", 1.5),
-            "flip_probability must be between 0 and 1, got 1.5");
-  EXPECT_FALSE(InRange(kFlipProbability, std::numeric_limits<double>::quiet_NaN()));
+  EXPECT_EQ(RangeProblem(kEvalResize, "eval_resize", 0), "eval_resize must be at least 1, got 0");
+  EXPECT_FALSE(InRange(kEvalResize, std::numeric_limits<double>::quiet_NaN()));
   OptionSpec above = kBatchSize;
   above.min = 0;
   above.min_exclusive = true;
@@ -153,8 +152,9 @@ TEST(OptionSpecs, LoaderChecksTheTablesRanges) {
   o.prefetch_depth = 0;
   EXPECT_EQ(refusal(o), "LoaderOptions: prefetch_depth must be between 1 and 1048576, got 0");
   o = {};
-  o.flip_probability = 1.5;
-  EXPECT_EQ(refusal(o), "LoaderOptions: flip_probability must be between 0 and 1, got 1.5");
+  o.augment[1].p = 1.5;
+  EXPECT_EQ(refusal(o),
+            "LoaderOptions: augment: RandomHorizontalFlip p must be between 0 and 1, got 1.5");
   o = {};
   o.held_slots_timeout = std::chrono::milliseconds(-500);
   EXPECT_EQ(refusal(o),
@@ -179,9 +179,16 @@ TEST(OptionSpecs, OptionsProblemNamesTheFirstBadField) {
   o.image_width = 16385;
   EXPECT_EQ(OptionsProblem(o), "image_width must be between 1 and 16384, got 16385");
   o = {};
-  o.crop.scale_min = 0.5;
-  o.crop.scale_max = 0.1;
-  EXPECT_EQ(OptionsProblem(o), "crop_scale=(min, max) needs 0 < min <= max, got (0.5, 0.1)");
+  o.augment[0].scale_min = 0.5;
+  o.augment[0].scale_max = 0.1;
+  EXPECT_EQ(OptionsProblem(o),
+            "augment: RandomResizedCrop scale=(min, max) needs min <= max, got (0.5, 0.1)");
+  o = {};
+  o.augment = ParseAugmentSpec("RandomResizedCrop(), RandomErasing()");
+  o.mode = Mode::kEval;
+  EXPECT_EQ(OptionsProblem(o),
+            "augment applies to mode=train only (eval is Resize + CenterCrop), got "
+            "'RandomResizedCrop(), RandomErasing()'");
   o = {};
   o.slice = {2, 2};
   EXPECT_EQ(OptionsProblem(o),

@@ -22,9 +22,20 @@
 //    crop is decoded at a DCT scale-down (JpegOptions::scales) and differs by a few levels
 //    (figures in docs/design.md).
 
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
 #include "tilefeed/codecs/image.h"
 #include "tilefeed/codecs/jpeg.h"
 #include "tilefeed/loader/sampler.h"
+
+namespace tilefeed::codecs {
+struct ImageOpScratch;  // codecs/image_ops.h
+}  // namespace tilefeed::codecs
 
 namespace tilefeed::loader {
 
@@ -68,5 +79,81 @@ codecs::CropPlan CenterCropAfterResize(int width, int height, int resize_shorter
 // if probability is outside [0, 1].
 // REQUIRES: 0 <= probability <= 1.
 bool DrawFlip(SampleRng& rng, double probability = 0.5);
+
+// ---- The augment spec (LoaderOptions::augment; docs/augment.md) ---------------------------
+// An ordered list of torchvision's transforms, written as Python writes them, one text form
+// everywhere (--augment, Python's repr, the reader/trainer terms):
+//   "RandomResizedCrop(), RandomHorizontalFlip(), RandAugment(2, 9), RandomErasing(p=0.25)"
+// Train mode: the list starts with RandomResizedCrop (the crop is planned before the decode),
+// optionally RandomHorizontalFlip next, then pixel ops, applied in order to the uint8 crop.
+
+enum class AugmentKind {
+  kRandomResizedCrop,     // scale, ratio (size is the loader's image size)
+  kRandomHorizontalFlip,  // p
+  kColorJitter,           // brightness, contrast, saturation, hue
+  kRandAugment,           // num_ops, magnitude, num_magnitude_bins, fill
+  kTrivialAugmentWide,    // num_magnitude_bins, fill
+  kRandomErasing,         // p, scale, ratio, value
+  kRandomGrayscale,       // p
+};
+
+// One transform with torchvision's parameters; a kind uses only its own (listed above), the
+// others stay 0. Integers (num_ops, magnitude, bins, fill, value) are whole doubles.
+struct AugmentOp {
+  AugmentKind kind = AugmentKind::kRandomResizedCrop;
+  double p = 0;
+  double scale_min = 0, scale_max = 0, ratio_min = 0, ratio_max = 0;
+  double brightness = 0, contrast = 0, saturation = 0, hue = 0;
+  double num_ops = 0, magnitude = 0, num_magnitude_bins = 0;
+  double fill = 0;  // RandAugment's and TrivialAugmentWide's fill, RandomErasing's value
+  friend bool operator==(const AugmentOp&, const AugmentOp&) = default;
+};
+using AugmentSpec = std::vector<AugmentOp>;
+
+// The op `kind` with torchvision's defaults.
+AugmentOp DefaultOp(AugmentKind kind);
+
+// [RandomResizedCrop(), RandomHorizontalFlip()]: the loader's default.
+AugmentSpec DefaultAugment();
+
+// Parses the text form: ops separated by commas, each Name(args) with positional (in
+// torchvision's order) or keyword arguments, numbers or (min, max) pairs; optionally in
+// [brackets]. Throws std::invalid_argument with one line naming the op or parameter and why.
+AugmentSpec ParseAugmentSpec(std::string_view text);
+
+// The canonical text: each op by name with its non-default parameters as keywords
+// ("RandomResizedCrop(), RandAugment(magnitude=5)"); ParseAugmentSpec reads it back.
+std::string AugmentSpecText(const AugmentSpec& spec);
+
+// nullopt, or why `spec` cannot drive a train-mode loader (its order, a range).
+std::optional<std::string> AugmentProblem(const AugmentSpec& spec);
+
+// ---- Drawn pixel ops ---------------------------------------------------------------------
+// What a sample's pixel ops drew: torchvision calls on its uint8 crop, in order. kPolicy is
+// autoaugment.py's _apply_op(img, name, magnitude, NEAREST, fill) with `policy_op` the index
+// in RandAugment's augmentation space (Identity, ShearX, ..., Equalize; codecs::PolicyOp) and
+// `value` the signed magnitude; the others are transforms.functional calls: adjust_brightness,
+// _contrast, _saturation with factor `value`, adjust_hue with hue_factor `value`,
+// rgb_to_grayscale, and erase of `area` (j = x, i = y) with the value `fill`.
+enum class PixelOpKind { kPolicy, kBrightness, kContrast, kSaturation, kHue, kGrayscale, kErase };
+struct PixelOp {
+  PixelOpKind kind = PixelOpKind::kPolicy;
+  int policy_op = 0;
+  double value = 0;
+  int fill = 0;
+  codecs::Rect area;
+};
+
+// The call's name: the policy op's ("Rotate"), else the function's ("adjust_hue", "erase").
+std::string_view PixelOpName(const PixelOp& op);
+
+// The pixel ops of `spec` (its ops after the crop and flip) for a width x height output,
+// drawn from `rng` with torchvision's sampling (docs/augment.md), after the crop and flip.
+std::vector<PixelOp> DrawPixelOps(const AugmentSpec& spec, int width, int height, SampleRng& rng);
+
+// Applies `ops` in order to the interleaved RGB image `image` (torchvision's uint8 kernels,
+// codecs/image_ops.h); `scratch` is the caller's, reused between calls.
+void ApplyPixelOps(std::span<const PixelOp> ops, const codecs::PixelView& image,
+                   codecs::ImageOpScratch& scratch);
 
 }  // namespace tilefeed::loader

@@ -50,7 +50,7 @@
 namespace tilefeed::loader {
 
 enum class Mode {
-  kTrain,  // RandomResizedCrop + random horizontal flip
+  kTrain,  // LoaderOptions::augment: RandomResizedCrop, random horizontal flip, pixel ops
   kEval,   // resize the shorter side to eval_resize, then centre crop; no flip
 };
 enum class BadSamplePolicy { kSkip, kFail };
@@ -98,8 +98,9 @@ struct LoaderOptions {
   // kEval: let the JPEG decoders use DCT scale-downs (faster for large images; the pixels
   // then differ from torchvision's by a few levels). false: torchvision's pixels.
   bool eval_dct_scaling = false;
-  RandomResizedCropParams crop;   // kTrain: crop scale and aspect ranges
-  double flip_probability = 0.5;  // kTrain: chance of a horizontal flip
+  // kTrain: the transforms, torchvision's, in order (augment.h): RandomResizedCrop first,
+  // optionally RandomHorizontalFlip, then pixel ops on the uint8 crop. kEval: the default.
+  AugmentSpec augment = DefaultAugment();
   // What the batch looks like: element type, layout and normalisation (output_format.h's
   // contract). kUint8 (the default): images() in output.layout, no conversion; any other
   // dtype: images() NHWC, converted by the workers into output() in output.layout.
@@ -138,12 +139,16 @@ struct LoaderOptions {
 // opens a dataset.
 std::optional<std::string> OptionsProblem(const LoaderOptions& options);
 
-// The crop plan the loader draws for `sample` of `epoch` from a width x height image:
-// which source pixels its batch row shows, resized how and whether flipped (augment.h's
-// contracts). Lets tests and tools reproduce a row with torchvision. Throws what
-// RandomResizedCrop and CenterCropAfterResize throw.
-codecs::CropPlan PlanSample(const LoaderOptions& options, std::uint64_t epoch, std::uint64_t sample,
-                            int width, int height);
+// What the loader draws for `sample` of `epoch` from a width x height image: which source
+// pixels its batch row shows, resized how and whether flipped, then the pixel ops it got
+// (augment.h's contracts). Lets tests and tools reproduce a row with torchvision. Throws
+// what RandomResizedCrop and CenterCropAfterResize throw.
+struct SamplePlan {
+  codecs::CropPlan crop;
+  std::vector<PixelOp> ops;
+};
+SamplePlan PlanSample(const LoaderOptions& options, std::uint64_t epoch, std::uint64_t sample,
+                      int width, int height);
 
 // Where a loader stands, for checkpoints: the next batch continues at global `position`
 // of `epoch`'s permutation (samples already delivered by all instances together). It does
