@@ -34,7 +34,11 @@ struct Image {
     }
   }
   PixelView view() { return PixelView::Interleaved(bytes.data(), width, height, 3, stride); }
-  std::uint8_t& at(int y, int x, int c) { return bytes[y * stride + 3 * x + c]; }
+  std::size_t Index(int y, int x, int c) const {
+    return static_cast<std::size_t>(y * stride + std::ptrdiff_t{3} * x + c);
+  }
+  std::uint8_t& at(int y, int x, int c) { return bytes[Index(y, x, c)]; }
+  std::uint8_t at(int y, int x, int c) const { return bytes[Index(y, x, c)]; }
   bool PaddingIntact() const {
     for (int y = 0; y < height; ++y) {
       for (std::ptrdiff_t i = 3 * std::ptrdiff_t{width}; i < stride; ++i) {
@@ -94,15 +98,53 @@ TEST(ImageOps, BlendsAreExactAtEveryTail) {
       const Image original = image;
       AdjustSaturation(image.view(), factor);
       for (int x = 0; x < width; ++x) {
-        const int gray =
-            Luma(original.bytes[3 * x], original.bytes[3 * x + 1], original.bytes[3 * x + 2]);
+        const int gray = Luma(original.at(0, x, 0), original.at(0, x, 1), original.at(0, x, 2));
         for (int c = 0; c < 3; ++c) {
-          ASSERT_EQ(image.at(0, x, c), Blend(factor, original.bytes[3 * x + c], gray))
+          ASSERT_EQ(image.at(0, x, c), Blend(factor, original.at(0, x, c), gray))
               << "width " << width << " factor " << factor;
         }
       }
       EXPECT_TRUE(image.PaddingIntact());
     }
+  }
+}
+
+// The luma kernels do 16 pixels at a time; widths 1..40 and a row stride beyond the
+// pixels leave every remainder to the tail, and AutoContrast's min/max reads 48 bytes.
+TEST(ImageOps, GrayscaleAndAutoContrastAreExactAtEveryTail) {
+  for (int width = 1; width <= 40; ++width) {
+    Image image(width, 2, 11, width);
+    const Image original = image;
+    Grayscale(image.view());
+    for (int x = 0; x < width; ++x) {
+      const std::uint8_t* p = &original.bytes[original.Index(1, x, 0)];
+      for (int c = 0; c < 3; ++c) ASSERT_EQ(image.at(1, x, c), Luma(p[0], p[1], p[2])) << width;
+    }
+    EXPECT_TRUE(image.PaddingIntact());
+    image = original;
+    // A channel's extremes in the last pixel, where only the scalar tail sees them.
+    image.at(1, width - 1, 2) = 255;
+    image.at(1, width - 1, 1) = 0;
+    const Image stretched = image;
+    AutoContrast(image.view());
+    for (int c = 0; c < 3; ++c) {
+      int lo = 255;
+      int hi = 0;
+      for (int y = 0; y < 2; ++y) {
+        for (int x = 0; x < width; ++x) {
+          lo = std::min<int>(lo, stretched.at(y, x, c));
+          hi = std::max<int>(hi, stretched.at(y, x, c));
+        }
+      }
+      // torchvision's (x - min) * (1 / (max - min) * 255) in float32, truncated.
+      const float scale = lo == hi ? 1.0f : (1.0f / static_cast<float>(hi - lo)) * 255.0f;
+      const float minimum = lo == hi ? 0.0f : static_cast<float>(lo);
+      for (int x = 0; x < width; ++x) {
+        const float v = (static_cast<float>(stretched.at(1, x, c)) - minimum) * scale;
+        ASSERT_EQ(image.at(1, x, c), static_cast<std::uint8_t>(std::clamp(v, 0.0f, 255.0f)));
+      }
+    }
+    EXPECT_TRUE(image.PaddingIntact());
   }
 }
 
@@ -137,7 +179,7 @@ TEST(ImageOps, ExtremeParameters) {
     for (int y = 0; y < image.height; ++y) {
       for (int x = 0; x < image.width; ++x) {
         for (int c = 0; c < 3; ++c) {
-          ASSERT_EQ(image.at(y, x, c), expect(original.bytes[y * image.stride + 3 * x + c]));
+          ASSERT_EQ(image.at(y, x, c), expect(original.at(y, x, c)));
         }
       }
     }
@@ -171,15 +213,16 @@ TEST(ImageOps, ExtremeParameters) {
 
 TEST(ImageOps, RotateByAHalfTurnMirrorsBothAxes) {
   ImageOpScratch scratch;
-  for (const auto& [w, h] : {std::pair{8, 6}, std::pair{7, 5}, std::pair{1, 4}}) {
+  // 2400 x 2340 x 3 bytes pass 2^24, where the offsets leave the float32 vector path.
+  for (const auto& [w, h] :
+       {std::pair{8, 6}, std::pair{7, 5}, std::pair{1, 4}, std::pair{2400, 2340}}) {
     Image image(w, h);
     const Image original = image;
     ApplyPolicyOp(image.view(), PolicyOp::kRotate, 180.0, {0, 0, 0}, scratch);
     for (int y = 0; y < h; ++y) {
       for (int x = 0; x < w; ++x) {
         for (int c = 0; c < 3; ++c) {
-          ASSERT_EQ(image.at(y, x, c),
-                    original.bytes[(h - 1 - y) * original.stride + 3 * (w - 1 - x) + c]);
+          ASSERT_EQ(image.at(y, x, c), original.at(h - 1 - y, w - 1 - x, c));
         }
       }
     }

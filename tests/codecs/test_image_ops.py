@@ -36,19 +36,21 @@ def driver():
 
 
 def photo(width, height, seed):
-    """Gradients, texture noise, a saturated disc and a dark bar, as in a photograph."""
+    """Gradients under noise, plus the pixels the float paths treat apart: the RGB cube's
+    corners (clamping), grays (no hue) and ties between the largest channels (hue's
+    branches), scattered over the image."""
     rng = np.random.default_rng(seed)
     y, x = np.mgrid[0:height, 0:width].astype(np.float64)
-    channels = []
-    for _ in range(3):
-        fx, fy = rng.uniform(0.02, 0.2, 2)
-        wave = 50 * np.sin(fx * x + rng.uniform(0, 6.3)) * np.cos(fy * y)
-        channels.append(110 + wave + 60 * (x / width - y / height))
-    image = np.stack(channels, axis=-1) + rng.normal(0, 12, (height, width, 3))
-    disc = (x - width * 0.6) ** 2 + (y - height * 0.4) ** 2 < (min(width, height) * 0.2) ** 2
-    image[disc] = [235, 40, 60]
-    image[int(height * 0.7):int(height * 0.8), int(width * 0.1):] = [20, 25, 30]
-    return np.clip(image, 0, 255).astype(np.uint8)
+    smooth = np.stack([255 * x / max(width - 1, 1), 255 * y / max(height - 1, 1),
+                       127 + 100 * np.sin((x + 2 * y) / 9)], axis=-1)
+    image = np.clip(smooth + rng.normal(0, 20, smooth.shape), 0, 255).astype(np.uint8)
+    special = np.array([[0, 0, 0], [255, 255, 255], [255, 0, 0], [0, 255, 0], [0, 0, 255],
+                        [255, 255, 0], [0, 255, 255], [255, 0, 255], [128, 128, 128],
+                        [200, 200, 50], [50, 200, 200], [200, 50, 200], [1, 1, 0]], np.uint8)
+    pixels = image.reshape(-1, 3)
+    where = rng.choice(len(pixels), size=min(len(pixels), 4 * len(special)), replace=False)
+    pixels[where] = special[np.arange(len(where)) % len(special)]
+    return image
 
 
 def policy_magnitudes(height, width):
@@ -92,7 +94,8 @@ def jobs_for(height, width):
             return F.erase(t, i, j, hh, ww, torch.tensor(v, dtype=torch.float32)[:, None, None])
         jobs.append((f"erase {top} {left} {h} {w} {value[0]} {value[1]} {value[2]}", erase))
     for index, magnitude in policy_magnitudes(height, width):
-        for fill in FILLS:
+        # The fill matters to the geometric ops alone (ShearX .. Rotate).
+        for fill in FILLS if 1 <= index <= 5 else FILLS[:1]:
             rgb = fill or [0, 0, 0]
             fill_floats = None if fill is None else [float(v) for v in fill]
             jobs.append((f"policy {index} {magnitude!r} {rgb[0]} {rgb[1]} {rgb[2]}",
