@@ -6,6 +6,11 @@
   DataLoader(batch_size=B, num_workers=W, shuffle, pin_memory=False, persistent_workers=False,
              drop_last=True)
 
+--augment "RandAugment(2, 9), RandomErasing(0.25)" adds torchvision transforms after the flip,
+as torchvision's reference recipes place them: RandomErasing after PILToTensor (on the uint8
+tensor), the others before it (on the PIL image) -- what tilefeed's --augment runs after its
+RandomResizedCrop(), RandomHorizontalFlip().
+
 Batches stay uint8 [B, 3, 224, 224], as tilefeed's do (no float conversion, no normalisation).
 Each worker runs torch.set_num_threads(1), as DataLoader itself does in its workers.
 
@@ -72,6 +77,8 @@ def parse_args():
     ap.add_argument("--warmup", type=int, default=3, help="untimed warm-up batches (default %(default)s)")
     ap.add_argument("--split", default="train", help="split folder under a corpus root (default %(default)s)")
     ap.add_argument("--seed", type=int, default=0, help="shuffle and augmentation seed (default %(default)s)")
+    ap.add_argument("--augment", default="",
+                    help="torchvision transforms after the flip, e.g. 'RandAugment(2, 9), RandomErasing(0.25)'")
     ap.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
     a = ap.parse_args()
     if a.workers < 0:
@@ -92,10 +99,17 @@ def main():
         fail(f"{e}\n  needs Debian's python3-torch python3-torchvision python3-pil; run with /usr/bin/python3")
 
     torch.manual_seed(a.seed)
+    try:  # torchvision's names only
+        extra = eval(f"[{a.augment}]", {"__builtins__": {}}, vars(transforms))  # noqa: S307
+    except Exception as e:  # noqa: BLE001
+        fail(f"--augment {a.augment!r}: {e}")
+    tensor_ops = [t for t in extra if isinstance(t, transforms.RandomErasing)]
     transform = transforms.Compose([
         transforms.RandomResizedCrop(a.size),
         transforms.RandomHorizontalFlip(),
+        *[t for t in extra if t not in tensor_ops],
         transforms.PILToTensor(),
+        *tensor_ops,
     ])
     try:
         dataset = datasets.ImageFolder(root, transform=transform)
@@ -130,7 +144,7 @@ def main():
 
     print(f"torch_baseline: {len(dataset)} images in {len(dataset.classes)} classes at {root}, "
           f"torch {torch.__version__}")
-    print(f"  train transforms, {a.size}x{a.size} uint8, batch {a.batch}, {a.workers} workers, "
+    print(f"  train transforms{' + ' + a.augment if a.augment else ''}, {a.size}x{a.size} uint8, batch {a.batch}, {a.workers} workers, "
           f"{a.warmup} warm-up batches ({timed_from - started:.2f} s, untimed)")
     print(f"  timed: one epoch, {epoch_batches} batches = {images} images in {seconds:.2f} s "
           f"-> {ips:.1f} images/s ({ips / max(1, a.workers):.1f} per worker)")

@@ -27,10 +27,11 @@ import xxhash
 import zmq
 
 CONTROL = struct.Struct("<IHHQQQQ")  # magic, version, type, a, b, c, d
-CONTROL_MAGIC, VERSION = 0x31434654, 2
+CONTROL_MAGIC, VERSION = 0x31434654, 3
 HELLO, WELCOME, READY, CREDIT, BATCH, EPOCH_END, HEARTBEAT, BYE, ERROR = range(1, 10)
 TERMS = struct.Struct("<IHBBQQIIQIIQQQQ")
 TERMS_MAGIC = 0x32534654
+DEFAULT_AUGMENT = "RandomResizedCrop(), RandomHorizontalFlip()"  # the text after the terms
 HEADER = struct.Struct("<IHHQQIIIIBBHIQQQ")
 FRAME_MAGIC, FRAME_VERSION = 0x31424654, 2
 
@@ -57,21 +58,21 @@ def encode_terms(t):
     return TERMS.pack(TERMS_MAGIC, flags, t["mode"], t["remainder"], t["dataset_size"],
                       t["dataset_digest"], t["slice_index"], t["slice_count"], t["seed"],
                       t["image_size"], t["batch_size"], t["epochs"], t["first_epoch"],
-                      t["first_position"], 0)
+                      t["first_position"], 0) + t.get("augment", DEFAULT_AUGMENT).encode()
 
 
 def decode_terms(part):
-    if len(part) != TERMS.size:
-        raise WireError(f"session terms of {len(part)} bytes, not {TERMS.size}")
+    if len(part) < TERMS.size:
+        raise WireError(f"session terms of {len(part)} bytes, not {TERMS.size} and the text")
     (magic, flags, mode, remainder, size, digest, index, count, seed, image, batch, epochs,
-     first_epoch, first_position, reserved) = TERMS.unpack(part)
+     first_epoch, first_position, reserved) = TERMS.unpack(part[:TERMS.size])
     if magic != TERMS_MAGIC or reserved != 0 or flags & ~3:
         raise WireError("malformed session terms")
     return dict(drop_last=bool(flags & 1), pinned=bool(flags & 2), mode=mode,
                 remainder=remainder, dataset_size=size, dataset_digest=digest,
                 slice_index=index, slice_count=count, seed=seed, image_size=image,
                 batch_size=batch, epochs=epochs, first_epoch=first_epoch,
-                first_position=first_position)
+                first_position=first_position, augment=bytes(part[TERMS.size:]).decode())
 
 
 def parse_header(part):

@@ -140,6 +140,7 @@ inline CLI::Option* AddAugmentOption(CLI::App& app, loader::AugmentSpec& spec) {
     } catch (const std::invalid_argument& e) {
       throw CLI::ValidationError(e.what());
     }
+    if (const auto problem = loader::AugmentProblem(spec)) throw CLI::ValidationError(*problem);
   };
   return app
       .add_option_function<std::string>(detail::Text(loader::kAugment.flag), set,

@@ -335,7 +335,7 @@ void ReaderEndpoint::Impl::Welcome(std::uint64_t credits_wanted,
     welcome.d = layout->max_samples;
   }
   Send(welcome, /*more=*/true);
-  EncodedSessionTerms encoded{};
+  EncodedSessionTerms encoded;
   std::span<const std::byte> terms_part;
   if (agreed) {
     encoded = EncodeSessionTerms(*agreed);

@@ -101,8 +101,8 @@ std::string ReaderEndpoint::Impl::HelloRefusal(const std::vector<zmq::message_t>
         parts.size() == 3 ? ParseSessionTerms(detail::Bytes(parts[2])) : std::nullopt;
     if (!theirs) {
       return "a hello without well-formed session terms (a " + std::to_string(kSessionTermsSize) +
-             "-byte part after the control part); this reader serves only trainers that state "
-             "what they expect";
+             "-byte part and the augment text after the control part); this reader serves only "
+             "trainers that state what they expect";
     }
     if (const std::optional<std::string> differs = Disagreement(*theirs, *terms)) {
       return "the trainer's terms differ from this reader's: " + *differs;

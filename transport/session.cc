@@ -1,6 +1,8 @@
 #include "tilefeed/transport/session.h"
 
 #include <cstdio>
+#include <cstring>
+#include <stdexcept>
 
 #include "transport/wire.h"
 
@@ -34,7 +36,7 @@ std::string Line(const std::string& what, const std::string& trainer, const std:
 }  // namespace
 
 EncodedSessionTerms EncodeSessionTerms(const SessionTerms& t) {
-  EncodedSessionTerms out{};
+  EncodedSessionTerms out(kSessionTermsSize + t.augment.size());
   const std::uint16_t flags =
       (t.drop_last ? kDropLastFlag : 0) | (t.position_pinned ? kPinnedFlag : 0);
   detail::PutField<std::uint32_t>(out, 0, kTermsMagic);
@@ -52,11 +54,12 @@ EncodedSessionTerms EncodeSessionTerms(const SessionTerms& t) {
   detail::PutField<std::uint64_t>(out, 56, t.first_epoch);
   detail::PutField<std::uint64_t>(out, 64, t.first_position);
   detail::PutField<std::uint64_t>(out, 72, 0);
+  std::memcpy(out.data() + kSessionTermsSize, t.augment.data(), t.augment.size());
   return out;
 }
 
 std::optional<SessionTerms> ParseSessionTerms(std::span<const std::byte> bytes) {
-  if (bytes.size() != kSessionTermsSize ||
+  if (bytes.size() < kSessionTermsSize || bytes.size() > kSessionTermsSize + kMaxAugmentTextSize ||
       detail::GetField<std::uint32_t>(bytes, 0) != kTermsMagic) {
     return std::nullopt;
   }
@@ -74,6 +77,13 @@ std::optional<SessionTerms> ParseSessionTerms(std::span<const std::byte> bytes) 
   t.epochs = detail::GetField<std::uint64_t>(bytes, 48);
   t.first_epoch = detail::GetField<std::uint64_t>(bytes, 56);
   t.first_position = detail::GetField<std::uint64_t>(bytes, 64);
+  const auto text = bytes.subspan(kSessionTermsSize);
+  t.augment.assign(reinterpret_cast<const char*>(text.data()), text.size());
+  try {
+    (void)loader::ParseAugmentSpec(t.augment);
+  } catch (const std::invalid_argument&) {
+    return std::nullopt;
+  }
   t.drop_last = (flags & kDropLastFlag) != 0;
   t.position_pinned = (flags & kPinnedFlag) != 0;
   if ((flags & ~(kDropLastFlag | kPinnedFlag)) != 0 || t.mode > 1 || t.remainder > 1 ||
@@ -110,6 +120,9 @@ std::optional<std::string> Disagreement(const SessionTerms& trainer, const Sessi
   }
   if (trainer.drop_last != reader.drop_last) {
     return Line("drop-last", OnOff(trainer.drop_last), OnOff(reader.drop_last));
+  }
+  if (trainer.augment != reader.augment) {
+    return Line("augment", "'" + trainer.augment + "'", "'" + reader.augment + "'");
   }
   if (trainer.epochs != reader.epochs) {
     return Line("epochs", number(trainer.epochs), number(reader.epochs));

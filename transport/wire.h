@@ -39,7 +39,7 @@
 namespace tilefeed::transport::detail {
 
 inline constexpr std::uint32_t kControlMagic = 0x31434654;  // "TFC1"
-inline constexpr std::uint16_t kControlVersion = 2;
+inline constexpr std::uint16_t kControlVersion = 3;
 inline constexpr std::size_t kControlSize = 40;
 
 enum class MessageType : std::uint16_t {

@@ -45,14 +45,15 @@ def folder(tmp_path_factory):
     return root
 
 
-def epoch(root, augment, workers=1):
+def epoch(root, augment, workers=1, layout="NHWC"):
     """sample index -> (HWC uint8 row, its plan), epoch 0."""
     out = {}
     with tilefeed.Loader(root, batch_size=5, image_size=SIZE, workers=workers, epochs=1,
-                         augment=augment, bad_sample_policy="fail") as loader:
+                         augment=augment, bad_sample_policy="fail", layout=layout) as loader:
         for batch in loader:
             for row, sample in enumerate(batch.sample_indices.tolist()):
-                out[sample] = batch.images[row].copy()
+                image = batch.images[row]
+                out[sample] = (image.transpose(1, 2, 0) if layout == "NCHW" else image).copy()
         files = sorted((root / "a").iterdir())
         plans = {s: loader.crop_plan(0, s, *Image.open(files[s]).size) for s in out}
     return out, plans
@@ -112,6 +113,8 @@ def test_batches_do_not_depend_on_the_worker_count(folder):
     one, _ = epoch(folder, augment, workers=1)
     two, _ = epoch(folder, augment, workers=2)
     assert all(np.array_equal(one[s], two[s]) for s in one)
+    planar, _ = epoch(folder, augment, layout="NCHW")  # the ops run on an interleaved copy
+    assert all(np.array_equal(one[s], planar[s]) for s in one)
 
 
 def test_one_text_form():

@@ -78,6 +78,10 @@ train|--metrics port=127.0.0.1:9400 names a HOST and bind=0.0.0.0 another|--data
 train|--readers must be tcp://HOST:PORT, ipc://PATH or shm://NAME: endpoint 'tcp://127.0.0.1:99999': PORT must be between 1 and 65535|--readers tcp://127.0.0.1:5555,tcp://127.0.0.1:99999
 train|--readers must be tcp://HOST:PORT, ipc://PATH or shm://NAME: endpoint 'tcp://127.0.0.1:0': PORT must be between 1 and 65535|--readers tcp://127.0.0.1:0
 train|--epochs must be an integer, got '2.5'|--data $D --epochs 2.5
+train|augment: RandomErasing p must be between 0 and 1, got 1.5 at column 19 of 'RandomErasing(1.5)'|--data $D --augment RandomErasing(1.5)
+train|augment must start with RandomResizedCrop (train mode draws the crop before the decode), got 'RandomErasing()'|--data $D --augment RandomErasing()
+tilefeed-serve|augment: unknown op 'Rotate' (the ops: RandomResizedCrop, RandomHorizontalFlip, ColorJitter, RandAugment, TrivialAugmentWide, RandomErasing, RandomGrayscale) at column 1 of 'Rotate(3)'|--data $D --augment Rotate(3)
+loader_bench|augment: RandAugment magnitude must be below num_magnitude_bins (31), got 31 at column 18 of 'RandAugment(2,31)'|--data $D --augment RandAugment(2,31)
 tilefeed-serve|--batch-size must be at least 1, got -4|--data $D --batch-size -4
 tilefeed-serve|--batch-size must be at most 18446744073709551615, got 99999999999999999999|--data $D --batch-size 99999999999999999999
 tilefeed-serve|--bind must be tcp://HOST:PORT, ipc://PATH or shm://NAME: endpoint 'tcp://127.0.0.1:1;0.0.0.0:5603': ';' is ZeroMQ's SOURCE;DEST syntax|--data $D --bind tcp://127.0.0.1:1;0.0.0.0:5603

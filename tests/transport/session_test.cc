@@ -79,6 +79,21 @@ TEST(SessionTerms, RoundTripAndRejectMalformedBytes) {
   bad = bytes;
   bad[24] = std::byte{2};  // slice index 2 of 2
   EXPECT_FALSE(ParseSessionTerms(bad));
+  bad = bytes;
+  bad.push_back(std::byte{'!'});  // an augment text that does not parse
+  EXPECT_FALSE(ParseSessionTerms(bad));
+  t.augment = "RandomResizedCrop(), RandAugment(magnitude=5)";
+  EXPECT_EQ(ParseSessionTerms(EncodeSessionTerms(t)), t);
+}
+
+// A reader and a trainer with other augment specs refuse each other, naming both texts.
+TEST(SessionTerms, AnotherAugmentSpecIsADisagreement) {
+  SessionTerms trainer = Terms();
+  const SessionTerms reader = Terms();
+  trainer.augment = "RandomResizedCrop(), RandomErasing()";
+  EXPECT_EQ(Disagreement(trainer, reader),
+            "augment: trainer 'RandomResizedCrop(), RandomErasing()', reader "
+            "'RandomResizedCrop(), RandomHorizontalFlip()'");
 }
 
 // The terms part as docs/wire-protocol.md lays it out, byte by byte: the one identity
@@ -97,7 +112,7 @@ TEST(SessionTerms, TheBytesAreTheDocumentedLayout) {
   t.epochs = 90;
   t.first_epoch = 4;
   t.first_position = 96;
-  EncodedSessionTerms want{};
+  EncodedSessionTerms want(kSessionTermsSize);
   auto put = [&want](std::size_t offset, std::uint64_t value, std::size_t bytes) {
     for (std::size_t i = 0; i < bytes; ++i) want[offset + i] = std::byte(value >> (8 * i));
   };
@@ -115,6 +130,9 @@ TEST(SessionTerms, TheBytesAreTheDocumentedLayout) {
   put(48, 90, 8);
   put(56, 4, 8);
   put(64, 96, 8);
+  for (const char c : std::string_view("RandomResizedCrop(), RandomHorizontalFlip()")) {
+    want.push_back(std::byte(c));  // the augment text, to the end
+  }
   EXPECT_EQ(EncodeSessionTerms(t), want);
   // The class count is not on the wire: the same bytes without it, and a parsed part has 0.
   SessionTerms without_classes = t;

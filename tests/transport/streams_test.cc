@@ -95,6 +95,13 @@ TEST(LoaderTerms, TheSameOptionsAgreeAndADifferenceIsNamed) {
   other = options;
   other.slice = {1, 5};
   EXPECT_THAT(Disagreement(TermsOf(other, {}, 9), reader).value_or(""), HasSubstr("1/5"));
+  other = options;
+  other.mode = loader::Mode::kTrain;
+  loader::LoaderOptions augmented = other;
+  augmented.augment = loader::ParseAugmentSpec("RandomResizedCrop(), RandAugment(2, 9)");
+  EXPECT_EQ(Disagreement(TermsOf(augmented, {}, 9), TermsOf(other, {}, 9)),
+            "augment: trainer 'RandomResizedCrop(), RandAugment()', reader "
+            "'RandomResizedCrop(), RandomHorizontalFlip()'");
 }
 
 TEST(LoaderTerms, TheAgreedTermsGiveTheSessionLoadersOptions) {

@@ -21,13 +21,17 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
+#include "tilefeed/loader/augment.h"
 #include "tilefeed/loader/dataset.h"
 #include "tilefeed/loader/source.h"
 
 namespace tilefeed::transport {
 
+// The fixed part of the terms; the augment text follows it (at most kMaxAugmentTextSize).
 inline constexpr std::size_t kSessionTermsSize = 80;
+inline constexpr std::size_t kMaxAugmentTextSize = 4096;
 
 struct SessionTerms {
   // On the wire samples and digest: the class count is not sent (the digest covers the class
@@ -46,13 +50,16 @@ struct SessionTerms {
   std::uint64_t epochs = 0;      // end epoch, exclusive
   std::uint64_t first_epoch = 0;
   std::uint64_t first_position = 0;  // samples of first_epoch delivered to all instances
+  // loader::AugmentSpecText of the loader's augment (LoaderOptions::augment).
+  std::string augment = loader::AugmentSpecText(loader::DefaultAugment());
   friend bool operator==(const SessionTerms&, const SessionTerms&) = default;
 };
 
-using EncodedSessionTerms = std::array<std::byte, kSessionTermsSize>;
+using EncodedSessionTerms = std::vector<std::byte>;
 
 EncodedSessionTerms EncodeSessionTerms(const SessionTerms& terms);
-// nullopt for bytes that are not exactly one well-formed terms part.
+// nullopt for bytes that are not exactly one well-formed terms part (its augment text one
+// that loader::ParseAugmentSpec reads).
 std::optional<SessionTerms> ParseSessionTerms(std::span<const std::byte> bytes);
 
 // The first difference between a trainer's terms and a reader's, as one line naming both
