@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
 import tilefeed
-from tilefeed._mixing import CutMix, MixUp, RandomChoice  # tilefeed.augment's, once merged
+from tilefeed.augment import CutMix, MixUp, RandomChoice
 from tilefeed.augment import (RandAugment, RandomErasing, RandomHorizontalFlip,
                               RandomResizedCrop)
 from train_torch_ddp import init_distributed, make_model

@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from tilefeed._mixing import CutMix, MixUp, RandomChoice
+from tilefeed.augment import CutMix, MixUp, RandomChoice
 
 N, H, W, C = 5, 12, 16, 3
 LABELS = torch.tensor([0, 3, 1, 3, 2])
@@ -150,7 +150,7 @@ def test_float_images_keep_their_dtype():
 # Prints the draws of steps 0..19 and a digest of the mixed batch, in another process.
 DRAWS = """
 import hashlib, torch
-from tilefeed._mixing import CutMix, MixUp, RandomChoice
+from tilefeed.augment import CutMix, MixUp, RandomChoice
 mix = RandomChoice([MixUp(0.8, num_classes=4, seed=7), CutMix(num_classes=4, seed=7)], seed=7)
 x = torch.arange(5 * 12 * 16 * 3, dtype=torch.float32).view(5, 12, 16, 3)
 for step in range(20):

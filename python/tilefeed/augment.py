@@ -14,15 +14,19 @@ TrivialAugmentWide(num_magnitude_bins=31, fill=0)
 RandomErasing(p=0.5, scale=(0.02, 0.33), ratio=(0.3, 3.3), value=0)
 RandomGrayscale(p=0.1)
 
+MixUp, CutMix and RandomChoice mix whole batches on the consumer's side (after the Loader,
+on the batch's device): `images, targets = mix(images, labels, step)`; docs/options.md.
+
 Fills and RandomErasing's value are uint8 levels, applied before any normalisation. An op's
 repr is the one text form C++ parses (train --augment takes the same text). Loader.crop_plan
 says which ops and parameters a sample drew; docs/augment.md has the rules.
 """
 
 from . import _tilefeed
+from ._mixing import CutMix, MixUp, RandomChoice
 
-__all__ = ["ColorJitter", "RandAugment", "RandomErasing", "RandomGrayscale",
-           "RandomHorizontalFlip", "RandomResizedCrop", "TrivialAugmentWide"]
+__all__ = ["ColorJitter", "CutMix", "MixUp", "RandAugment", "RandomChoice", "RandomErasing",
+           "RandomGrayscale", "RandomHorizontalFlip", "RandomResizedCrop", "TrivialAugmentWide"]
 
 
 class _Op:
