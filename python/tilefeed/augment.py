@@ -23,7 +23,6 @@ says which ops and parameters a sample drew; docs/augment.md has the rules.
 """
 
 from . import _tilefeed
-from ._mixing import CutMix, MixUp, RandomChoice
 
 __all__ = ["ColorJitter", "CutMix", "MixUp", "RandAugment", "RandomChoice", "RandomErasing",
            "RandomGrayscale", "RandomHorizontalFlip", "RandomResizedCrop", "TrivialAugmentWide"]
@@ -59,3 +58,12 @@ def _spec_text(augment):
         raise TypeError(f"tilefeed.Loader: augment= takes a list of tilefeed.augment ops or "
                         f"their text, got {augment!r}")
     return ", ".join(map(repr, augment))
+
+
+def __getattr__(name):
+    """MixUp, CutMix and RandomChoice need torch: imported on first use, so `import tilefeed`
+    does not import torch."""
+    if name in ("CutMix", "MixUp", "RandomChoice"):
+        from . import _mixing
+        return getattr(_mixing, name)
+    raise AttributeError(f"module 'tilefeed.augment' has no attribute {name!r}")
