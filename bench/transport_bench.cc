@@ -123,8 +123,7 @@ struct Result {
 
 std::unique_ptr<loader::Loader> MakeLoader(const Settings& settings, std::size_t batches = 16) {
   return std::make_unique<loader::Loader>(
-      std::make_unique<SyntheticSource>(settings.loader.batch_size * batches,
-                                        settings.side),
+      std::make_unique<SyntheticSource>(settings.loader.batch_size * batches, settings.side),
       settings.loader);
 }
 
@@ -465,8 +464,8 @@ void PrintJson(const std::vector<Result>& results, const Settings& settings, dou
     std::printf(
         "{\"bench\":\"transport\",\"path\":\"%s\",\"checksum\":\"%s\",\"batch\":%zu,"
         "\"size\":%d,\"batches\":%zu,\"batches_per_s\":%.3f,\"gb_per_s\":%.3f}\n",
-        r.path.c_str(), r.checksum.c_str(), settings.loader.batch_size, settings.side,
-        r.batches, static_cast<double>(r.batches) / r.seconds, r.gb_per_s());
+        r.path.c_str(), r.checksum.c_str(), settings.loader.batch_size, settings.side, r.batches,
+        static_cast<double>(r.batches) / r.seconds, r.gb_per_s());
   }
   std::printf(
       "{\"bench\":\"transport\",\"ratio\":\"shm/memcpy\",\"value\":%.3f,\"goal\":0.8}\n"

@@ -329,8 +329,9 @@ void Writer::EndEpoch(std::uint64_t epoch, std::optional<double> loss,
   std::optional<double> first_wait, median_wait;
   if (!waits.empty()) {
     first_wait = waits.front();
-    std::nth_element(waits.begin(), waits.begin() + waits.size() / 2, waits.end());
-    median_wait = waits[waits.size() / 2];
+    const auto middle = waits.begin() + static_cast<std::ptrdiff_t>(waits.size() / 2);
+    std::nth_element(waits.begin(), middle, waits.end());
+    median_wait = *middle;
   }
   waits.clear();
   JsonLine line;

@@ -54,7 +54,7 @@ struct RunInfo {
   // start, never from the loader (whose figures include prefetching and the first fill).
   bool feeds_steps = false;
   // The loader's image-size schedule: epoch records name each epoch's size (none: null).
-  std::optional<loader::SizeSchedule> image_size;
+  std::optional<loader::SizeSchedule> image_size = std::nullopt;
 };
 
 struct WriterOptions {
