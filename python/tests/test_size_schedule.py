@@ -162,3 +162,15 @@ def test_two_instances_then_one_keep_the_schedule(folder):
                 np.testing.assert_array_equal(image, whole[(batch.epoch, sample)])
     one.stop()
     assert sides == {1: {(32, 32)}, 2: {(32, 32)}, 3: {(48, 48)}}
+
+
+def test_dataloader_workers_follow_the_schedule(folder):
+    # The workers rebuild the Loader from its recipe: the schedule's text, not a callable.
+    from torch.utils.data import DataLoader
+    loader = tilefeed.Loader(folder, image_size=lambda e: 16 + 8 * e, epochs=2, **COMMON)
+    for epoch, side in enumerate((16, 24)):
+        loader.set_epoch(epoch)
+        shapes = {tuple(x.shape[1:3]) for x, _ in DataLoader(loader, batch_size=None,
+                                                             num_workers=1)}
+        assert shapes == {(side, side)}
+    loader.stop()
