@@ -75,13 +75,14 @@ std::optional<SessionTerms> ParseSessionTerms(std::span<const std::byte> bytes) 
   t.slice_index = detail::GetField<std::uint32_t>(bytes, 24);
   t.slice_count = detail::GetField<std::uint32_t>(bytes, 28);
   t.seed = detail::GetField<std::uint64_t>(bytes, 32);
+  const std::string schedule(reinterpret_cast<const char*>(bytes.data()) + kSessionTermsSize,
+                             bytes.size() - kSessionTermsSize);
   try {
-    t.image_size = loader::SizeSchedule::Parse(
-        std::string(reinterpret_cast<const char*>(bytes.data()) + kSessionTermsSize,
-                    bytes.size() - kSessionTermsSize));
+    t.image_size = loader::SizeSchedule::Parse(schedule);
   } catch (const std::invalid_argument&) {
     return std::nullopt;
   }
+  if (t.image_size.text() != schedule) return std::nullopt;  // one spelling on the wire
   t.batch_size = detail::GetField<std::uint32_t>(bytes, 44);
   t.epochs = detail::GetField<std::uint64_t>(bytes, 48);
   t.first_epoch = detail::GetField<std::uint64_t>(bytes, 56);

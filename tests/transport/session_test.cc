@@ -85,6 +85,12 @@ TEST(SessionTerms, RoundTripAndRejectMalformedBytes) {
   bad = bytes;
   bad[kSessionTermsSize] = std::byte{'x'};  // a schedule SizeSchedule::Parse refuses
   EXPECT_FALSE(ParseSessionTerms(bad));
+  SessionTerms padded = t;  // "032" parses as 32, but only the written-back text goes
+  padded.image_size = loader::SizeSchedule(32);
+  bad = EncodeSessionTerms(padded);
+  bad.insert(bad.begin() + kSessionTermsSize, std::byte{'0'});
+  bad[40] = std::byte{3};
+  EXPECT_FALSE(ParseSessionTerms(bad));
 }
 
 // The terms part as docs/wire-protocol.md lays it out, byte by byte: the one identity
