@@ -477,7 +477,7 @@ metrics::Session OpenMetrics(const CLI::App& app, const metrics::Flags& flags, c
   return metrics::Open(flags, {"stall_bench", metrics::OptionsOf(app), c.data, 0, 0, 0, 1,
                                c.prefetch_depth * c.batch * static_cast<std::size_t>(c.image_size) *
                                    static_cast<std::size_t>(c.image_size) * 3,
-                               true});
+                               true, loader::SizeSchedule(c.image_size)});
 }
 
 // One round of a point: the loader-fed run (and below 100 % the interleaved run) between

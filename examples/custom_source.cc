@@ -109,8 +109,9 @@ int ReadOneEpoch(int sample_count) {
       ++failures;
     }
   }
+  const loader::ImageSize size = options.image_size.At(0);
   std::printf("custom_source: %zu batches of up to %zu images of %dx%d, %d samples\n", batches,
-              options.batch_size, options.image_size, options.image_size, sample_count);
+              options.batch_size, size.height, size.width, sample_count);
   return failures;
 }
 

@@ -31,7 +31,7 @@ CONTROL_MAGIC, VERSION = 0x31434654, 3
 HELLO, WELCOME, READY, CREDIT, BATCH, EPOCH_END, HEARTBEAT, BYE, ERROR = range(1, 10)
 TERMS = struct.Struct("<IHBBQQIIQIIQQQQ")
 TERMS_MAGIC = 0x32534654
-DEFAULT_AUGMENT = "RandomResizedCrop(), RandomHorizontalFlip()"  # the text after the terms
+DEFAULT_AUGMENT = "RandomResizedCrop(), RandomHorizontalFlip()"  # the text after the schedule
 HEADER = struct.Struct("<IHHQQIIIIBBHIQQQ")
 FRAME_MAGIC, FRAME_VERSION = 0x31424654, 2
 
@@ -55,24 +55,29 @@ def parse_control(part):
 
 def encode_terms(t):
     flags = (1 if t["drop_last"] else 0) | (2 if t["pinned"] else 0)
+    schedule = str(t["image_size"]).encode()  # the image-size schedule's text: "224" here
     return TERMS.pack(TERMS_MAGIC, flags, t["mode"], t["remainder"], t["dataset_size"],
                       t["dataset_digest"], t["slice_index"], t["slice_count"], t["seed"],
-                      t["image_size"], t["batch_size"], t["epochs"], t["first_epoch"],
-                      t["first_position"], 0) + t.get("augment", DEFAULT_AUGMENT).encode()
+                      len(schedule), t["batch_size"], t["epochs"], t["first_epoch"],
+                      t["first_position"], 0) + schedule + t.get("augment",
+                                                                 DEFAULT_AUGMENT).encode()
 
 
 def decode_terms(part):
     if len(part) < TERMS.size:
-        raise WireError(f"session terms of {len(part)} bytes, not {TERMS.size} and the text")
-    (magic, flags, mode, remainder, size, digest, index, count, seed, image, batch, epochs,
+        raise WireError(f"session terms of {len(part)} bytes, fewer than {TERMS.size}")
+    (magic, flags, mode, remainder, size, digest, index, count, seed, length, batch, epochs,
      first_epoch, first_position, reserved) = TERMS.unpack(part[:TERMS.size])
-    if magic != TERMS_MAGIC or reserved != 0 or flags & ~3:
+    image = bytes(part[TERMS.size:TERMS.size + length]).decode()
+    augment = bytes(part[TERMS.size + length:]).decode()
+    image = int(image) if image.isdigit() else image  # a schedule stays its text
+    if magic != TERMS_MAGIC or reserved != 0 or flags & ~3 or length > len(part) - TERMS.size:
         raise WireError("malformed session terms")
     return dict(drop_last=bool(flags & 1), pinned=bool(flags & 2), mode=mode,
                 remainder=remainder, dataset_size=size, dataset_digest=digest,
                 slice_index=index, slice_count=count, seed=seed, image_size=image,
                 batch_size=batch, epochs=epochs, first_epoch=first_epoch,
-                first_position=first_position, augment=bytes(part[TERMS.size:]).decode())
+                first_position=first_position, augment=augment)
 
 
 def parse_header(part):

@@ -22,13 +22,6 @@ namespace {
 
 constexpr std::size_t kMaxKeptBadSamples = 10000;
 
-// The output's size (width, height).
-std::pair<int, int> OutputSize(const LoaderOptions& options) {
-  const bool rectangle = options.image_height > 0 && options.image_width > 0;
-  return rectangle ? std::pair{options.image_width, options.image_height}
-                   : std::pair{options.image_size, options.image_size};
-}
-
 // The crop plan for a sample of this size, drawn from its own stream: its random crop and
 // flip (train: augment's first two ops) or torchvision's Resize + CenterCrop (eval).
 codecs::CropPlan PlanFor(const LoaderOptions& options, SampleRng& rng, int width, int height) {
@@ -42,8 +35,8 @@ codecs::CropPlan PlanFor(const LoaderOptions& options, SampleRng& rng, int width
     plan.flip = flips && DrawFlip(rng, options.augment[1].p);
     return plan;
   }
-  const auto [out_width, out_height] = OutputSize(options);
-  return CenterCropAfterResize(width, height, options.eval_resize, out_width, out_height,
+  const ImageSize size = options.image_size.At(0);  // kEval: one size
+  return CenterCropAfterResize(width, height, options.eval_resize, size.width, size.height,
                                options.eval_dct_scaling);
 }
 
@@ -74,16 +67,17 @@ SamplePlan PlanSample(const LoaderOptions& options, std::uint64_t epoch, std::ui
   SampleRng rng(options.seed, epoch, sample);
   SamplePlan plan{PlanFor(options, rng, width, height), {}};
   if (options.mode == Mode::kTrain) {
-    const auto [out_width, out_height] = OutputSize(options);
-    plan.ops = DrawPixelOps(options.augment, out_width, out_height, rng);
+    const ImageSize size = options.image_size.At(epoch);
+    plan.ops = DrawPixelOps(options.augment, size.width, size.height, rng);
   }
   return plan;
 }
 
-codecs::PixelView Loader::Impl::RowView(std::span<std::uint8_t> images, std::size_t row) const {
-  std::uint8_t* base = images.data() + row * image_bytes;
-  return layout == Layout::kNhwc ? codecs::PixelView::Interleaved(base, width, height)
-                                 : codecs::PixelView::Planar(base, width, height);
+codecs::PixelView Loader::Impl::RowView(std::span<std::uint8_t> images, std::size_t row,
+                                        ImageSize size) const {
+  std::uint8_t* base = images.data() + row * size.bytes();
+  return layout == Layout::kNhwc ? codecs::PixelView::Interleaved(base, size.width, size.height)
+                                 : codecs::PixelView::Planar(base, size.width, size.height);
 }
 
 codecs::CropPlan Loader::Impl::PlanCrop(SampleRng& rng, int width, int height) const {
@@ -256,6 +250,7 @@ void Loader::Impl::DecodeChunk(Worker& worker, const Chunk& chunk, const std::st
   } trim{worker.chunk_bytes, batched};
   Slot& slot = *slots[chunk.slot];
   const EpochOrder& order = *chunk.order;
+  const ImageSize size = options.image_size.At(chunk.epoch);
   if (token.stop_requested()) return;
   const std::size_t count = chunk.end - chunk.begin;
   const std::size_t buffers = batched ? count : 1;
@@ -273,7 +268,7 @@ void Loader::Impl::DecodeChunk(Worker& worker, const Chunk& chunk, const std::st
   for (std::size_t position = chunk.begin; position < chunk.end; ++position) {
     if (token.stop_requested()) return;
     const std::size_t row = position - chunk.batch_begin;
-    const codecs::PixelView out = RowView(slot.images, row);
+    const codecs::PixelView out = RowView(slot.images, row, size);
     const std::size_t i = position - chunk.begin;
     const std::size_t b = batched ? i : 0;
     const std::uint64_t sample = worker.chunk_samples[i];
@@ -302,9 +297,10 @@ void Loader::Impl::DecodeChunk(Worker& worker, const Chunk& chunk, const std::st
   }
   if (converter) {  // the chunk's rows, while they are still in this core's cache
     const std::size_t first = chunk.begin - chunk.batch_begin;
-    const std::size_t bytes = converter->ImageBytes(height, width);
-    converter->Convert(std::span<const std::uint8_t>(slot.images).subspan(first * image_bytes),
-                       count, height, width, std::span(slot.output).subspan(first * bytes));
+    const std::size_t bytes = converter->ImageBytes(size.height, size.width);
+    converter->Convert(std::span<const std::uint8_t>(slot.images).subspan(first * size.bytes()),
+                       count, size.height, size.width,
+                       std::span(slot.output).subspan(first * bytes));
   }
 }
 
@@ -320,7 +316,7 @@ void Loader::Impl::HandleBadSample(Worker& worker, const Chunk& chunk, std::size
   std::string failure = source->Describe(sample) + ": " + reason;
   if (options.bad_sample_policy != BadSamplePolicy::kFail &&
       !reason.starts_with(detail::kFileChanged)) {
-    const codecs::PixelView out = RowView(slot.images, row);
+    const codecs::PixelView out = RowView(slot.images, row, options.image_size.At(chunk.epoch));
     const int attempts =
         static_cast<int>(std::min<std::size_t>(options.max_substitute_attempts, order.size()));
     for (int k = 1; k <= attempts; ++k) {
@@ -359,8 +355,9 @@ const Source& SampleDecoder::source() const { return *impl_->source; }
 
 std::span<const std::uint8_t> SampleDecoder::Decode(std::uint64_t epoch, std::uint64_t sample) {
   std::int32_t label = 0;
-  impl_->ReadAndDecode(*worker_, epoch, sample, impl_->RowView(pixels_, 0), label);
-  return pixels_;
+  const ImageSize size = impl_->options.image_size.At(epoch);
+  impl_->ReadAndDecode(*worker_, epoch, sample, impl_->RowView(pixels_, 0, size), label);
+  return std::span<const std::uint8_t>(pixels_).first(size.bytes());
 }
 
 }  // namespace tilefeed::loader

@@ -36,7 +36,8 @@ std::string Line(const std::string& what, const std::string& trainer, const std:
 }  // namespace
 
 EncodedSessionTerms EncodeSessionTerms(const SessionTerms& t) {
-  EncodedSessionTerms out(kSessionTermsSize + t.augment.size());
+  const std::string& schedule = t.image_size.text();
+  EncodedSessionTerms out(kSessionTermsSize + schedule.size() + t.augment.size());
   const std::uint16_t flags =
       (t.drop_last ? kDropLastFlag : 0) | (t.position_pinned ? kPinnedFlag : 0);
   detail::PutField<std::uint32_t>(out, 0, kTermsMagic);
@@ -48,19 +49,25 @@ EncodedSessionTerms EncodeSessionTerms(const SessionTerms& t) {
   detail::PutField<std::uint32_t>(out, 24, t.slice_index);
   detail::PutField<std::uint32_t>(out, 28, t.slice_count);
   detail::PutField<std::uint64_t>(out, 32, t.seed);
-  detail::PutField<std::uint32_t>(out, 40, t.image_size);
+  detail::PutField<std::uint32_t>(out, 40, static_cast<std::uint32_t>(schedule.size()));
   detail::PutField<std::uint32_t>(out, 44, t.batch_size);
   detail::PutField<std::uint64_t>(out, 48, t.epochs);
   detail::PutField<std::uint64_t>(out, 56, t.first_epoch);
   detail::PutField<std::uint64_t>(out, 64, t.first_position);
   detail::PutField<std::uint64_t>(out, 72, 0);
-  std::memcpy(out.data() + kSessionTermsSize, t.augment.data(), t.augment.size());
+  std::memcpy(out.data() + kSessionTermsSize, schedule.data(), schedule.size());
+  std::memcpy(out.data() + kSessionTermsSize + schedule.size(), t.augment.data(),
+              t.augment.size());
   return out;
 }
 
 std::optional<SessionTerms> ParseSessionTerms(std::span<const std::byte> bytes) {
-  if (bytes.size() < kSessionTermsSize || bytes.size() > kSessionTermsSize + kMaxAugmentTextSize ||
-      detail::GetField<std::uint32_t>(bytes, 0) != kTermsMagic) {
+  const std::size_t schedule_size =
+      bytes.size() < kSessionTermsSize ? 0 : detail::GetField<std::uint32_t>(bytes, 40);
+  if (bytes.size() < kSessionTermsSize ||
+      detail::GetField<std::uint32_t>(bytes, 0) != kTermsMagic ||
+      schedule_size > std::min(bytes.size() - kSessionTermsSize, kMaxTermsTextSize) ||
+      bytes.size() - kSessionTermsSize - schedule_size > kMaxTermsTextSize) {
     return std::nullopt;
   }
   const auto flags = detail::GetField<std::uint16_t>(bytes, 4);
@@ -72,12 +79,19 @@ std::optional<SessionTerms> ParseSessionTerms(std::span<const std::byte> bytes) 
   t.slice_index = detail::GetField<std::uint32_t>(bytes, 24);
   t.slice_count = detail::GetField<std::uint32_t>(bytes, 28);
   t.seed = detail::GetField<std::uint64_t>(bytes, 32);
-  t.image_size = detail::GetField<std::uint32_t>(bytes, 40);
+  const std::string schedule(reinterpret_cast<const char*>(bytes.data()) + kSessionTermsSize,
+                             schedule_size);
+  try {
+    t.image_size = loader::SizeSchedule::Parse(schedule);
+  } catch (const std::invalid_argument&) {
+    return std::nullopt;
+  }
+  if (t.image_size.text() != schedule) return std::nullopt;  // one spelling on the wire
   t.batch_size = detail::GetField<std::uint32_t>(bytes, 44);
   t.epochs = detail::GetField<std::uint64_t>(bytes, 48);
   t.first_epoch = detail::GetField<std::uint64_t>(bytes, 56);
   t.first_position = detail::GetField<std::uint64_t>(bytes, 64);
-  const auto text = bytes.subspan(kSessionTermsSize);
+  const auto text = bytes.subspan(kSessionTermsSize + schedule_size);
   t.augment.assign(reinterpret_cast<const char*>(text.data()), text.size());
   try {
     (void)loader::ParseAugmentSpec(t.augment);
@@ -87,8 +101,8 @@ std::optional<SessionTerms> ParseSessionTerms(std::span<const std::byte> bytes) 
   t.drop_last = (flags & kDropLastFlag) != 0;
   t.position_pinned = (flags & kPinnedFlag) != 0;
   if ((flags & ~(kDropLastFlag | kPinnedFlag)) != 0 || t.mode > 1 || t.remainder > 1 ||
-      t.slice_count == 0 || t.slice_index >= t.slice_count || t.image_size == 0 ||
-      t.batch_size == 0 || detail::GetField<std::uint64_t>(bytes, 72) != 0) {
+      t.slice_count == 0 || t.slice_index >= t.slice_count || t.batch_size == 0 ||
+      detail::GetField<std::uint64_t>(bytes, 72) != 0) {
     return std::nullopt;
   }
   return t;
@@ -107,7 +121,7 @@ std::optional<std::string> Disagreement(const SessionTerms& trainer, const Sessi
   auto number = [](std::uint64_t n) { return std::to_string(n); };
   if (trainer.seed != reader.seed) return Line("seed", number(trainer.seed), number(reader.seed));
   if (trainer.image_size != reader.image_size) {
-    return Line("image size", number(trainer.image_size), number(reader.image_size));
+    return Line("image size", trainer.image_size.text(), reader.image_size.text());
   }
   if (trainer.batch_size != reader.batch_size) {
     return Line("batch size", number(trainer.batch_size), number(reader.batch_size));

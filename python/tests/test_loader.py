@@ -131,7 +131,9 @@ def test_bad_options_raise_value_error(folder):
     with pytest.raises(TypeError):
         tilefeed.Loader(folder, batch=8)
     with pytest.raises(TypeError, match="image_size"):
-        tilefeed.Loader(folder, image_size="big")
+        tilefeed.Loader(folder, image_size=(1, 2, 3))
+    with pytest.raises(ValueError, match="image_size 'big': size 'big' is not a whole number"):
+        tilefeed.Loader(folder, image_size="big")  # text is the schedule's (docs/options.md)
 
 
 def test_missing_directory_raises_source_error_with_path(tmp_path):

@@ -71,7 +71,7 @@ def test_doc_tables_match_the_schema():
 def test_a_missing_or_renamed_field_fails():
     good = {"record": "epoch", "time": 1.0, "instance": 0, "epoch": 0, "steps": 1, "images": 8,
             "seconds": 1.0, "images_per_s": 8.0, "stall_percent": 0.0, "wait_s": 0.0,
-            "read_s": 0.0, "decode_s": 0.0, "resize_s": 0.0, "bad_samples": 0, "loss": None,
+            "first_wait_s": 0.0, "median_wait_s": 0.0, "image_size": "224", "read_s": 0.0, "decode_s": 0.0, "resize_s": 0.0, "bad_samples": 0, "loss": None,
             "accuracy": None, "val_accuracy": None}
     assert metrics_schema.record_errors(good, SCHEMA) == []
     missing = dict(good)
@@ -108,7 +108,7 @@ def _good(kind):
     ({}, "no record kind"), ([], "not an object"), ("config", "a string"), (42, "a number"),
     (None, "null"), ({"record": "config"}, "no other field"),
     ({"record": "progress"}, "an unknown kind"),
-    (dict(_good("config"), schema=2), "another schema version"),
+    (dict(_good("config"), schema=1), "another schema version"),
     (dict(_good("config"), tool="my_tool"), "a tool the doc does not list"),
     (dict(_good("config"), instances=0), "no instances"),
     (dict(_good("config"), options={"--workers": 4}), "an option value that is not a string"),

@@ -48,7 +48,11 @@ TEST(OptionFlags, LoaderFlagsTakeTheTablesRangesAndDefaults) {
   AddLoaderFlags(again, other);
   const Parsed bad = Parse(again, {"--image-size", "16385"});
   EXPECT_EQ(bad.rc, 2);
-  EXPECT_EQ(bad.err, "tool: --image-size must be between 1 and 16384, got 16385\n");
+  EXPECT_EQ(bad.err, "tool: --image-size: '16385': size must be between 1 and 16384, got 16385\n");
+  // A schedule is the same flag, its text parsed once (SizeSchedule::Parse).
+  const Parsed schedule = Parse(again, {"--image-size", "ramp:160,192,0,8"});
+  EXPECT_EQ(schedule.rc, std::nullopt) << schedule.err;
+  EXPECT_EQ(other.image_size.text(), "ramp:160,192,0,8,32");
 }
 
 // A flag has one spelling: an old one (no release ever had it) is an unknown argument, one

@@ -82,7 +82,20 @@ TEST(SessionTerms, RoundTripAndRejectMalformedBytes) {
   bad = bytes;
   bad.push_back(std::byte{'!'});  // an augment text that does not parse
   EXPECT_FALSE(ParseSessionTerms(bad));
+  bad = bytes;
+  bad[kSessionTermsSize] = std::byte{'x'};  // a schedule SizeSchedule::Parse refuses
+  EXPECT_FALSE(ParseSessionTerms(bad));
+  bad = bytes;
+  bad[40] = std::byte{0xff};  // a schedule length past the part
+  EXPECT_FALSE(ParseSessionTerms(bad));
+  SessionTerms padded = t;  // "032" parses as 32, but only the written-back text goes
+  padded.image_size = loader::SizeSchedule(32);
+  bad = EncodeSessionTerms(padded);
+  bad.insert(bad.begin() + kSessionTermsSize, std::byte{'0'});
+  bad[40] = std::byte{3};
+  EXPECT_FALSE(ParseSessionTerms(bad));
   t.augment = "RandomResizedCrop(), RandAugment(magnitude=5)";
+  t.image_size = loader::SizeSchedule::Parse("160,8:224");
   EXPECT_EQ(ParseSessionTerms(EncodeSessionTerms(t)), t);
 }
 
@@ -104,7 +117,7 @@ TEST(SessionTerms, TheBytesAreTheDocumentedLayout) {
   t.slice_index = 1;
   t.slice_count = 3;
   t.seed = 7;
-  t.image_size = 224;
+  t.image_size = loader::SizeSchedule::Parse("160,8:224");
   t.batch_size = 32;
   t.mode = 1;
   t.remainder = 1;
@@ -125,7 +138,8 @@ TEST(SessionTerms, TheBytesAreTheDocumentedLayout) {
   put(24, 1, 4);
   put(28, 3, 4);
   put(32, 7, 8);
-  put(40, 224, 4);
+  put(40, 9, 4);  // the schedule's text after byte 79: 9 bytes
+  for (char c : std::string("160,8:224")) want.push_back(std::byte(c));
   put(44, 32, 4);
   put(48, 90, 8);
   put(56, 4, 8);

@@ -12,7 +12,8 @@
 // `epochs` is the job's end epoch, exclusive and absolute (train --epochs): a stream's
 // orderly end is the reader's bye after epoch `epochs - 1`.
 //
-// On the wire (docs/wire-protocol.md) the terms are one 80-byte little-endian part.
+// On the wire (docs/wire-protocol.md) the terms are one part: 80 little-endian bytes, then
+// the image-size schedule's text (loader::SizeSchedule), whose length the 80 bytes give.
 // Pure values and functions; thread-safe.
 
 #include <array>
@@ -25,13 +26,15 @@
 
 #include "tilefeed/loader/augment.h"
 #include "tilefeed/loader/dataset.h"
+#include "tilefeed/loader/loader.h"
 #include "tilefeed/loader/source.h"
 
 namespace tilefeed::transport {
 
-// The fixed part of the terms; the augment text follows it (at most kMaxAugmentTextSize).
-inline constexpr std::size_t kSessionTermsSize = 80;
-inline constexpr std::size_t kMaxAugmentTextSize = 4096;
+inline constexpr std::size_t kSessionTermsSize = 80;  // the fixed part
+// After it: the image-size schedule's text (its length at byte 40), then the augment text (the
+// rest of the part); each at most kMaxTermsTextSize bytes.
+inline constexpr std::size_t kMaxTermsTextSize = 4096;
 
 struct SessionTerms {
   // On the wire samples and digest: the class count is not sent (the digest covers the class
@@ -41,7 +44,7 @@ struct SessionTerms {
   std::uint32_t slice_index = 0;  // the trainer instance this stream feeds
   std::uint32_t slice_count = 1;  // trainer instances in the job
   std::uint64_t seed = 0;
-  std::uint32_t image_size = 0;
+  loader::SizeSchedule image_size;
   std::uint32_t batch_size = 0;
   std::uint8_t mode = 0;         // 0 train (random crops and flips), 1 eval
   std::uint8_t remainder = 0;    // 0 pad, 1 drop (loader::Remainder)
@@ -58,8 +61,8 @@ struct SessionTerms {
 using EncodedSessionTerms = std::vector<std::byte>;
 
 EncodedSessionTerms EncodeSessionTerms(const SessionTerms& terms);
-// nullopt for bytes that are not exactly one well-formed terms part (its augment text one
-// that loader::ParseAugmentSpec reads).
+// nullopt for bytes that are not exactly one well-formed terms part (a schedule text that
+// SizeSchedule::Parse refuses, or an augment text loader::ParseAugmentSpec refuses, included).
 std::optional<SessionTerms> ParseSessionTerms(std::span<const std::byte> bytes);
 
 // The first difference between a trainer's terms and a reader's, as one line naming both
