@@ -489,7 +489,8 @@ Figures Compute(const Args& a, const Timing& t, const loader::LoaderMetrics& end
   f.resize_ms = (end.resize_seconds - t.at_start.resize_seconds) * per_image_ms;
   f.wait_pct = 100.0 * (end.wait_seconds - t.at_start.wait_seconds) / f.elapsed;
   f.mb = double(end.bytes_read - t.at_start.bytes_read) / 1e6;
-  f.mpix = double(a.options.image_size) * a.options.image_size / 1e6;
+  const loader::ImageSize size = a.options.image_size.At(0);  // a schedule: epoch 0's
+  f.mpix = double(size.height) * size.width / 1e6;
   f.prefetch_mib = double(end.slots * end.slot_bytes) / (1 << 20);
   f.threads = a.options.workers > 0 ? a.options.workers : int(std::thread::hardware_concurrency());
   return f;
@@ -528,17 +529,17 @@ void PrintRemote(const Timing& t, const loader::RemoteCounters& remote) {
 void PrintJson(const Args& a, const Timing& t, const Figures& f) {
   const char* mode = a.options.mode == loader::Mode::kEval ? "eval" : "train";
   std::printf(
-      "{\"bench\":\"loader\",\"data\":\"%s\",\"mode\":\"%s\",\"split\":\"%s\",\"size\":%d,"
+      "{\"bench\":\"loader\",\"data\":\"%s\",\"mode\":\"%s\",\"split\":\"%s\",\"size\":\"%s\","
       "\"batch\":%zu,\"workers\":%d,\"depth\":%zu,\"images\":%zu,\"seconds\":%.3f,"
       "\"images_per_s\":%.1f,\"mp_per_s\":%.2f,\"mb_per_s\":%.2f,\"read_ms\":%.4f,"
       "\"decode_ms\":%.4f,\"resize_ms\":%.4f,\"wait_pct\":%.2f,\"ring_ready\":%.2f,"
       "\"bad_samples\":%llu,\"peak_rss_mib\":%.1f,\"prefetch_mib\":%.1f,"
       "\"records_per_read\":%.2f,\"checksum\":%llu}\n",
-      a.data.c_str(), mode, a.split.c_str(), a.options.image_size, a.options.batch_size, f.threads,
-      a.options.prefetch_depth, t.timed_images, f.elapsed, f.ips, f.ips * f.mpix, f.mb / f.elapsed,
-      f.read_ms, f.decode_ms, f.resize_ms, f.wait_pct, f.end.mean_ready_batches,
-      static_cast<unsigned long long>(f.end.bad_samples), PeakRssMiB(), f.prefetch_mib,
-      f.records_per_read, static_cast<unsigned long long>(t.checksum));
+      a.data.c_str(), mode, a.split.c_str(), a.options.image_size.text().c_str(),
+      a.options.batch_size, f.threads, a.options.prefetch_depth, t.timed_images, f.elapsed, f.ips,
+      f.ips * f.mpix, f.mb / f.elapsed, f.read_ms, f.decode_ms, f.resize_ms, f.wait_pct,
+      f.end.mean_ready_batches, static_cast<unsigned long long>(f.end.bad_samples), PeakRssMiB(),
+      f.prefetch_mib, f.records_per_read, static_cast<unsigned long long>(t.checksum));
 }
 
 void Report(const Args& a, const Opener& opener, const Timing& t, Figures& f) {
@@ -567,17 +568,18 @@ int Timed(const Args& a, const CLI::App& app, Opener& opener) {
     const loader::LoaderMetrics m = run->metrics();
     metrics = tilefeed::metrics::Open(
         a.metrics, {"loader_bench", tilefeed::metrics::OptionsOf(app), a.data, run->source().size(),
-                    run->source().class_names().size(), 0, 1, m.slots * m.slot_bytes});
+                    run->source().class_names().size(), 0, 1, m.slots * m.slot_bytes, false,
+                    a.options.image_size});
   } catch (const std::exception& e) {
     std::fprintf(stderr, "loader_bench: %s\n", e.what());
     return 2;
   }
   std::printf(
-      "loader_bench: %zu images in %zu classes at %s, %s mode, %s split, %dx%d, batch %zu, "
+      "loader_bench: %zu images in %zu classes at %s, %s mode, %s split, size %s, batch %zu, "
       "%d workers, depth %zu\n",
       run->source().size(), run->source().class_names().size(), a.data.c_str(),
       a.options.mode == loader::Mode::kEval ? "eval" : "train", a.split.c_str(),
-      a.options.image_size, a.options.image_size, a.options.batch_size,
+      a.options.image_size.text().c_str(), a.options.batch_size,
       a.options.workers > 0 ? a.options.workers : int(std::thread::hardware_concurrency()),
       a.options.prefetch_depth);
   metrics.SetLoader([&run] { return run->metrics(); });

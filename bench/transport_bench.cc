@@ -100,12 +100,13 @@ class SyntheticSource final : public loader::Source {
 
 struct Settings {
   loader::LoaderOptions loader;
+  int side = 224;  // loader.image_size
   std::size_t batches = 20;
   std::size_t warmup = 2;
   std::size_t credits = 4;
   std::string ipc_dir;
   std::size_t image_bytes() const {
-    return loader.batch_size * static_cast<std::size_t>(loader.image_size) * loader.image_size * 3;
+    return loader.batch_size * static_cast<std::size_t>(side) * side * 3;
   }
   // images + labels (int32) + sample indices (uint64): what one batch moves.
   std::size_t batch_bytes() const { return image_bytes() + loader.batch_size * 12; }
@@ -123,7 +124,7 @@ struct Result {
 std::unique_ptr<loader::Loader> MakeLoader(const Settings& settings, std::size_t batches = 16) {
   return std::make_unique<loader::Loader>(
       std::make_unique<SyntheticSource>(settings.loader.batch_size * batches,
-                                        settings.loader.image_size),
+                                        settings.side),
       settings.loader);
 }
 
@@ -367,14 +368,13 @@ struct Flags {
 void AddFlags(CLI::App& app, Flags& f) {
   Settings& settings = f.settings;
   settings.loader.batch_size = 256;
-  settings.loader.image_size = 224;
   settings.loader.mode = loader::Mode::kEval;
   settings.loader.workers = 1;
   settings.loader.prefetch_depth = 4;
   app.add_option("--batch", settings.loader.batch_size, "samples per batch")
       ->check(tilefeed::tools::AtLeast(1))
       ->capture_default_str();
-  app.add_option("--size", settings.loader.image_size, "image side")
+  app.add_option("--size", settings.side, "image side")
       ->check(tilefeed::tools::Between(16, 4096))
       ->capture_default_str();
   app.add_option("--workers", settings.loader.workers, "loader threads in each reader (0: all)")
@@ -445,7 +445,7 @@ void PrintTable(const std::vector<Result>& results, const Settings& settings, do
   std::printf(
       "batch %zu x %dx%dx3 uint8 = %.1f MB, %zu timed batches per path (+%zu warmup), "
       "credits %zu, %u cores\n",
-      settings.loader.batch_size, settings.loader.image_size, settings.loader.image_size,
+      settings.loader.batch_size, settings.side, settings.side,
       static_cast<double>(settings.batch_bytes()) / 1e6, settings.batches, settings.warmup,
       settings.credits, std::thread::hardware_concurrency());
   std::printf("%-14s %-9s %9s %8s\n", "path", "checksum", "batches/s", "GB/s");
@@ -465,7 +465,7 @@ void PrintJson(const std::vector<Result>& results, const Settings& settings, dou
     std::printf(
         "{\"bench\":\"transport\",\"path\":\"%s\",\"checksum\":\"%s\",\"batch\":%zu,"
         "\"size\":%d,\"batches\":%zu,\"batches_per_s\":%.3f,\"gb_per_s\":%.3f}\n",
-        r.path.c_str(), r.checksum.c_str(), settings.loader.batch_size, settings.loader.image_size,
+        r.path.c_str(), r.checksum.c_str(), settings.loader.batch_size, settings.side,
         r.batches, static_cast<double>(r.batches) / r.seconds, r.gb_per_s());
   }
   std::printf(
@@ -481,7 +481,8 @@ int Run(int argc, char** argv) {
   AddFlags(app, f);
   if (const auto rc = tilefeed::tools::ParseArgs(app, argc, argv, "transport_bench")) return *rc;
   Settings& settings = f.settings;
-  settings.loader.eval_resize = settings.loader.image_size;
+  settings.loader.image_size = settings.side;
+  settings.loader.eval_resize = settings.side;
   settings.ipc_dir =
       (std::filesystem::temp_directory_path() / ("tilefeed-bench-" + std::to_string(getpid())))
           .string();

@@ -189,8 +189,9 @@ CudaDevice::~CudaDevice() {
 
 void CudaDevice::Upload(std::size_t buffer, const HostBatch& batch) {
   Impl::Buffer& b = impl_->buffers.at(buffer);
-  if (batch.shape.elements() > impl_->shape.elements() ||
-      batch.shape.height != impl_->shape.height || batch.shape.width != impl_->shape.width) {
+  // Smaller images than the buffers were made for are fine: an image-size schedule's
+  // epochs before its largest size.
+  if (batch.shape.elements() > impl_->shape.elements()) {
     throw std::invalid_argument("CudaDevice: a batch larger than the buffers it was made for");
   }
   cudaStream_t s = impl_->stream;

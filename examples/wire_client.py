@@ -54,18 +54,21 @@ def parse_control(part):
 
 def encode_terms(t):
     flags = (1 if t["drop_last"] else 0) | (2 if t["pinned"] else 0)
+    schedule = str(t["image_size"]).encode()  # the image-size schedule's text: "224" here
     return TERMS.pack(TERMS_MAGIC, flags, t["mode"], t["remainder"], t["dataset_size"],
                       t["dataset_digest"], t["slice_index"], t["slice_count"], t["seed"],
-                      t["image_size"], t["batch_size"], t["epochs"], t["first_epoch"],
-                      t["first_position"], 0)
+                      len(schedule), t["batch_size"], t["epochs"], t["first_epoch"],
+                      t["first_position"], 0) + schedule
 
 
 def decode_terms(part):
-    if len(part) != TERMS.size:
-        raise WireError(f"session terms of {len(part)} bytes, not {TERMS.size}")
-    (magic, flags, mode, remainder, size, digest, index, count, seed, image, batch, epochs,
-     first_epoch, first_position, reserved) = TERMS.unpack(part)
-    if magic != TERMS_MAGIC or reserved != 0 or flags & ~3:
+    if len(part) < TERMS.size:
+        raise WireError(f"session terms of {len(part)} bytes, fewer than {TERMS.size}")
+    (magic, flags, mode, remainder, size, digest, index, count, seed, length, batch, epochs,
+     first_epoch, first_position, reserved) = TERMS.unpack(part[:TERMS.size])
+    image = part[TERMS.size:].decode()
+    image = int(image) if image.isdigit() else image  # a schedule stays its text
+    if magic != TERMS_MAGIC or reserved != 0 or flags & ~3 or length != len(part) - TERMS.size:
         raise WireError("malformed session terms")
     return dict(drop_last=bool(flags & 1), pinned=bool(flags & 2), mode=mode,
                 remainder=remainder, dataset_size=size, dataset_digest=digest,

@@ -80,7 +80,8 @@ Loader::Loader(std::unique_ptr<Source> source, LoaderOptions options,
       slot->indices = slot->owned_indices;
     }
     if (s.converter) {
-      slot->output.resize(s.converter->ImageBytes(s.height, s.width) * batch_size);
+      const ImageSize largest = s.options.image_size.Largest();
+      slot->output.resize(s.converter->ImageBytes(largest.height, largest.width) * batch_size);
     }
     s.slots.push_back(std::move(slot));
     [[maybe_unused]] const bool pushed = s.free_ring.TryPush(std::size_t{i});
@@ -195,14 +196,17 @@ Batch Loader::Impl::HandOut(Loader* loader, std::size_t slot_index) {
   batch.epoch_ = slot.epoch;
   batch.index_ = slot.batch;
   batch.size_ = slot.size;
-  batch.height_ = height;
-  batch.width_ = width;
+  const ImageSize size = options.image_size.At(slot.epoch);
+  batch.height_ = size.height;
+  batch.width_ = size.width;
   batch.layout_ = layout;
   batch.substituted_ = slot.substituted.load(std::memory_order_relaxed);
-  batch.images_ = std::span(slot.images.data(), image_bytes * slot.size);
+  batch.images_ = std::span(slot.images.data(), size.bytes() * slot.size);
   batch.labels_ = std::span(slot.labels.data(), slot.size);
   batch.sample_indices_ = std::span(slot.indices.data(), slot.size);
-  batch.output_ = std::span(slot.output).first(slot.output.size() / options.batch_size * slot.size);
+  batch.output_ =
+      std::span(slot.output)
+          .first(converter ? converter->ImageBytes(size.height, size.width) * slot.size : 0);
   // Positions of the epoch order advance by the instance count per local sample.
   const bool first = slot.epoch == start_epoch;
   const std::uint64_t start = first ? start_position : 0;

@@ -31,10 +31,9 @@ codecs::CropPlan PlanFor(const LoaderOptions& options, SampleRng& rng, int width
     plan.flip = DrawFlip(rng, options.flip_probability);
     return plan;
   }
-  const bool rectangle = options.image_height > 0 && options.image_width > 0;
-  return CenterCropAfterResize(
-      width, height, options.eval_resize, rectangle ? options.image_width : options.image_size,
-      rectangle ? options.image_height : options.image_size, options.eval_dct_scaling);
+  const ImageSize size = options.image_size.At(0);  // kEval: one size
+  return CenterCropAfterResize(width, height, options.eval_resize, size.width, size.height,
+                               options.eval_dct_scaling);
 }
 
 }  // namespace
@@ -45,10 +44,11 @@ codecs::CropPlan PlanSample(const LoaderOptions& options, std::uint64_t epoch, s
   return PlanFor(options, rng, width, height);
 }
 
-codecs::PixelView Loader::Impl::RowView(std::span<std::uint8_t> images, std::size_t row) const {
-  std::uint8_t* base = images.data() + row * image_bytes;
-  return layout == Layout::kNhwc ? codecs::PixelView::Interleaved(base, width, height)
-                                 : codecs::PixelView::Planar(base, width, height);
+codecs::PixelView Loader::Impl::RowView(std::span<std::uint8_t> images, std::size_t row,
+                                        ImageSize size) const {
+  std::uint8_t* base = images.data() + row * size.bytes();
+  return layout == Layout::kNhwc ? codecs::PixelView::Interleaved(base, size.width, size.height)
+                                 : codecs::PixelView::Planar(base, size.width, size.height);
 }
 
 codecs::CropPlan Loader::Impl::PlanCrop(SampleRng& rng, int width, int height) const {
@@ -220,6 +220,7 @@ void Loader::Impl::DecodeChunk(Worker& worker, const Chunk& chunk, const std::st
   } trim{worker.chunk_bytes, batched};
   Slot& slot = *slots[chunk.slot];
   const EpochOrder& order = *chunk.order;
+  const ImageSize size = options.image_size.At(chunk.epoch);
   if (token.stop_requested()) return;
   const std::size_t count = chunk.end - chunk.begin;
   const std::size_t buffers = batched ? count : 1;
@@ -237,7 +238,7 @@ void Loader::Impl::DecodeChunk(Worker& worker, const Chunk& chunk, const std::st
   for (std::size_t position = chunk.begin; position < chunk.end; ++position) {
     if (token.stop_requested()) return;
     const std::size_t row = position - chunk.batch_begin;
-    const codecs::PixelView out = RowView(slot.images, row);
+    const codecs::PixelView out = RowView(slot.images, row, size);
     const std::size_t i = position - chunk.begin;
     const std::size_t b = batched ? i : 0;
     const std::uint64_t sample = worker.chunk_samples[i];
@@ -266,9 +267,10 @@ void Loader::Impl::DecodeChunk(Worker& worker, const Chunk& chunk, const std::st
   }
   if (converter) {  // the chunk's rows, while they are still in this core's cache
     const std::size_t first = chunk.begin - chunk.batch_begin;
-    const std::size_t bytes = converter->ImageBytes(height, width);
-    converter->Convert(std::span<const std::uint8_t>(slot.images).subspan(first * image_bytes),
-                       count, height, width, std::span(slot.output).subspan(first * bytes));
+    const std::size_t bytes = converter->ImageBytes(size.height, size.width);
+    converter->Convert(std::span<const std::uint8_t>(slot.images).subspan(first * size.bytes()),
+                       count, size.height, size.width,
+                       std::span(slot.output).subspan(first * bytes));
   }
 }
 
@@ -284,7 +286,7 @@ void Loader::Impl::HandleBadSample(Worker& worker, const Chunk& chunk, std::size
   std::string failure = source->Describe(sample) + ": " + reason;
   if (options.bad_sample_policy != BadSamplePolicy::kFail &&
       !reason.starts_with(detail::kFileChanged)) {
-    const codecs::PixelView out = RowView(slot.images, row);
+    const codecs::PixelView out = RowView(slot.images, row, options.image_size.At(chunk.epoch));
     const int attempts =
         static_cast<int>(std::min<std::size_t>(options.max_substitute_attempts, order.size()));
     for (int k = 1; k <= attempts; ++k) {
@@ -323,8 +325,9 @@ const Source& SampleDecoder::source() const { return *impl_->source; }
 
 std::span<const std::uint8_t> SampleDecoder::Decode(std::uint64_t epoch, std::uint64_t sample) {
   std::int32_t label = 0;
-  impl_->ReadAndDecode(*worker_, epoch, sample, impl_->RowView(pixels_, 0), label);
-  return pixels_;
+  const ImageSize size = impl_->options.image_size.At(epoch);
+  impl_->ReadAndDecode(*worker_, epoch, sample, impl_->RowView(pixels_, 0, size), label);
+  return std::span<const std::uint8_t>(pixels_).first(size.bytes());
 }
 
 }  // namespace tilefeed::loader

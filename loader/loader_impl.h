@@ -177,10 +177,8 @@ struct Loader::Impl {
   std::size_t samples_per_epoch = 0;
   std::size_t batches_per_epoch = 0;
   std::size_t slot_bytes = 0;
-  std::size_t image_bytes = 0;
+  std::size_t image_bytes = 0;  // of the schedule's largest size: a slot's row capacity
   std::size_t chunk_size = 1;
-  int height = 0;  // of every output image: image_height/width, or image_size square
-  int width = 0;
   std::optional<OutputConverter> converter;  // LoaderOptions::output, unless uint8
   Layout layout = Layout::kNhwc;             // of the slot's uint8 images (Batch::layout())
 
@@ -235,7 +233,8 @@ struct Loader::Impl {
   // Checks the options (and `start`) and sets what follows from them: sizes, the position.
   void Validate(const std::optional<LoaderState>& start);
   void Run(std::stop_token token);
-  codecs::PixelView RowView(std::span<std::uint8_t> images, std::size_t row) const;
+  // Row `row` of a slot's images for an epoch whose images are `size`.
+  codecs::PixelView RowView(std::span<std::uint8_t> images, std::size_t row, ImageSize size) const;
   void DecodeChunk(detail::Worker& worker, const detail::Chunk& chunk,
                    const std::stop_token& token);
   codecs::CropPlan PlanCrop(SampleRng& rng, int width, int height) const;

@@ -131,15 +131,16 @@ std::optional<std::string> OptionsProblem(const LoaderOptions& o) {
     if (!problem) problem = std::move(found);
   };
   check(kBatchSize, "batch_size", static_cast<double>(o.batch_size));
-  const bool rectangle = o.image_height > 0 || o.image_width > 0;
-  if (rectangle) {
-    check(kImageSize, "image_height", o.image_height);
-    check(kImageSize, "image_width", o.image_width);
-  } else {
-    check(kImageSize, "image_size", o.image_size);
+  for (const auto& [epoch, size] : o.image_size.steps()) {
+    check(kImageSize, "image_size", std::min(size.height, size.width));
+    check(kImageSize, "image_size", std::max(size.height, size.width));
   }
   check(kEvalResize, "eval_resize", o.eval_resize);
-  const int longer = rectangle ? std::max(o.image_height, o.image_width) : o.image_size;
+  const ImageSize largest = o.image_size.Largest();
+  const int longer = std::max(largest.height, largest.width);
+  if (o.mode == Mode::kEval && !o.image_size.fixed()) {
+    require("image_size must be one size in eval mode, got '" + o.image_size.text() + "'");
+  }
   if (o.mode == Mode::kEval && o.eval_resize < longer) {
     require("eval_resize must be at least image_size (" + std::to_string(longer) +
             ") in eval mode, got " + std::to_string(o.eval_resize));
@@ -177,9 +178,6 @@ void Loader::Impl::Validate(const std::optional<LoaderState>& start) {
   require(source != nullptr, "no source");
   require(source->size() > 0, "the source is empty");
   if (auto problem = OptionsProblem(o)) throw std::invalid_argument("LoaderOptions: " + *problem);
-  const bool rectangle = o.image_height > 0 || o.image_width > 0;
-  height = rectangle ? o.image_height : o.image_size;
-  width = rectangle ? o.image_width : o.image_size;
   if (o.output.dtype != OutputDType::kUint8) converter.emplace(o.output);  // writes output.layout
   layout = converter ? Layout::kNhwc : o.output.layout;                    // the workers' decode
   if (start && start->dataset_size != source->size()) {
@@ -209,8 +207,10 @@ void Loader::Impl::Validate(const std::optional<LoaderState>& start) {
                                 std::to_string(o.batch_size) + " (drop_last_batch is set)");
   }
   workers = o.workers > 0 ? o.workers : detail::UsableCores();
-  image_bytes = static_cast<std::size_t>(height) * static_cast<std::size_t>(width) * 3;
-  CheckMemory(o, height, width, image_bytes);
+  // Slots hold the largest size the schedule reaches, so no epoch re-sizes them.
+  const ImageSize largest = o.image_size.Largest();
+  image_bytes = largest.bytes();
+  CheckMemory(o, largest.height, largest.width, image_bytes);
   slot_bytes =
       image_bytes * o.batch_size + o.batch_size * (sizeof(std::int32_t) + sizeof(std::uint64_t));
   // Chunks small enough that every worker has several per batch, large enough that the

@@ -109,7 +109,9 @@ inline constexpr OptionSpec kImageSize{.flag = "--image-size",
                                        .min = 1,
                                        .max = 16384,
                                        .default_text = "224",
-                                       .help = "side of the square output images, in pixels"};
+                                       .help =
+                                           "output image size per epoch: 224, HxW, a schedule "
+                                           "160,8:224 or ramp:160,192,0,8 (docs/options.md)"};
 inline constexpr OptionSpec kMode{
     .flag = "--mode",
     .keyword = "mode",

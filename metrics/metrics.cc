@@ -13,6 +13,7 @@
 #include <mutex>
 #include <stop_token>
 #include <thread>
+#include <vector>
 
 #include "loader/file_io.h"
 #include "metrics/json_line.h"
@@ -128,6 +129,7 @@ struct Writer::Impl {
   Totals consumer;                 // epoch, step, images, wait, busy, bytes_read from the tool
   Totals last_interval;
   Totals last_epoch;
+  std::vector<double> epoch_waits;  // the consumer's wait of each step of this epoch
   double last_ring = 0;
   std::uint64_t epochs_written = 0;
   bool finished = false;
@@ -303,6 +305,7 @@ void Writer::AddStep(std::uint64_t epoch, std::uint64_t images, double wait_seco
   c.step += 1;
   c.images += images;
   c.wait_seconds += std::max(0.0, wait_seconds);
+  impl_->epoch_waits.push_back(std::max(0.0, wait_seconds));
   c.busy_seconds += std::max(0.0, busy_seconds);
 }
 
@@ -321,6 +324,15 @@ void Writer::EndEpoch(std::uint64_t epoch, std::optional<double> loss,
   const Totals now = s.TotalsLocked();
   const Totals& was = s.last_epoch;
   const double seconds = now.elapsed_seconds - was.elapsed_seconds;
+  // The first step's wait against the median: an epoch start (a size change) that stalls.
+  std::vector<double>& waits = s.epoch_waits;
+  std::optional<double> first_wait, median_wait;
+  if (!waits.empty()) {
+    first_wait = waits.front();
+    std::nth_element(waits.begin(), waits.begin() + waits.size() / 2, waits.end());
+    median_wait = waits[waits.size() / 2];
+  }
+  waits.clear();
   JsonLine line;
   line.Add("record", "epoch")
       .Add("time", UnixTime())
@@ -332,6 +344,8 @@ void Writer::EndEpoch(std::uint64_t epoch, std::optional<double> loss,
       .Add("images_per_s", Rate(Delta(was.images, now.images), seconds))
       .Add("stall_percent", StallPercent(was, now))
       .Add("wait_s", now.wait_seconds - was.wait_seconds)
+      .Add("first_wait_s", first_wait)
+      .Add("median_wait_s", median_wait)
       .Add("read_s", now.read_seconds - was.read_seconds)
       .Add("decode_s", now.decode_seconds - was.decode_seconds)
       .Add("resize_s", now.resize_seconds - was.resize_seconds)
@@ -339,6 +353,11 @@ void Writer::EndEpoch(std::uint64_t epoch, std::optional<double> loss,
       .Add("loss", loss)
       .Add("accuracy", accuracy)
       .Add("val_accuracy", val_accuracy);
+  if (s.info.image_size) {  // the epoch's size, as the schedule's text writes one size
+    line.Add("image_size", loader::SizeSchedule(s.info.image_size->At(epoch)).text());
+  } else {
+    line.AddNull("image_size");
+  }
   s.WriteLocked(line);
   s.last_epoch = now;
   ++s.epochs_written;

@@ -37,7 +37,7 @@ class MetricsError : public std::runtime_error {
 };
 
 // The schema version every record carries ("schema").
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
 // What the `config` record says about the run.
 struct RunInfo {
@@ -53,6 +53,8 @@ struct RunInfo {
   // The tool calls AddStep: steps, images and input wait come from its steps from the
   // start, never from the loader (whose figures include prefetching and the first fill).
   bool feeds_steps = false;
+  // The loader's image-size schedule: epoch records name each epoch's size (none: null).
+  std::optional<loader::SizeSchedule> image_size;
 };
 
 struct WriterOptions {

@@ -136,9 +136,17 @@ Setter Ranged(const loader::OptionSpec& spec) {
 Setters ImageSetters() {
   return {
       {"batch_size", Ranged<&O::batch_size>(loader::kBatchSize)},
-      {"image_size", Ranged<&O::image_size>(loader::kImageSize)},
-      {"image_height", Ranged<&O::image_height>(loader::kImageSize)},
-      {"image_width", Ranged<&O::image_width>(loader::kImageSize)},
+      {"image_size",
+       [](O& o, const std::string& n, py::handle v) {
+         // The schedule's text (tilefeed's Python writes every form as text), or a side.
+         if (!py::isinstance<py::str>(v))
+           return void(o.image_size = Number<int>(loader::kImageSize, n, v));
+         try {
+           o.image_size = loader::SizeSchedule::Parse(v.cast<std::string>());
+         } catch (const std::invalid_argument& e) {
+           throw py::value_error(std::string("tilefeed.Loader: ") + e.what());
+         }
+       }},
       {"mode", Chosen<&O::mode>(loader::kModeChoices)},
       {"eval_resize", Ranged<&O::eval_resize>(loader::kEvalResize)},
       {"eval_dct_scaling", &Assign<&O::eval_dct_scaling>},
@@ -259,7 +267,7 @@ py::dict DefaultOptions() {
   const loader::LoaderOptions o;
   py::dict d;
   d["batch_size"] = o.batch_size;
-  d["image_size"] = o.image_size;
+  d["image_size"] = o.image_size.At(0).height;
   d["mode"] = Spelling(loader::kModeChoices, o.mode);
   d["eval_resize"] = o.eval_resize;
   d["eval_dct_scaling"] = o.eval_dct_scaling;

@@ -14,7 +14,7 @@
 namespace tilefeed::python {
 
 // LoaderOptions from the keyword dict tilefeed/__init__.py builds (each key a Loader
-// keyword or a JpegOptions field, plus image_height/image_width for a rectangle).
+// keyword or a JpegOptions field).
 // Throws TypeError for an unknown key, ValueError for a value out of range.
 loader::LoaderOptions ParseOptions(const pybind11::dict& kwargs);
 

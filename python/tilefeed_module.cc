@@ -444,6 +444,14 @@ void RegisterFunctions(py::module_& m) {
       },
       "the C++ checks of Loader options and remote options (loader::OptionsProblem): "
       "ValueError naming the first bad one, TypeError for a value of the wrong type");
+  m.def(
+      "_image_size",
+      [](const py::dict& options) {
+        const loader::SizeSchedule& schedule = ParseOptions(options).image_size;
+        const loader::ImageSize largest = schedule.Largest();
+        return py::make_tuple(schedule.text(), py::make_tuple(largest.height, largest.width));
+      },
+      "(the schedule's text, (height, width) of its largest size) of the options' image_size");
   m.def("_option_specs", &OptionSpecs,
         "the shared option table (loader/option_specs.h) by Python keyword");
   tilefeed::python::RegisterCuda(m);

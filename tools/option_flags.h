@@ -109,6 +109,27 @@ inline CLI::Option* AddOption(CLI::App& app, const loader::OptionSpec& spec, std
   return option;
 }
 
+// loader::kImageSize bound to a schedule, given as its text (SizeSchedule::Parse's) and
+// refused with Parse's line.
+inline CLI::Option* AddOption(CLI::App& app, const loader::OptionSpec& spec,
+                              loader::SizeSchedule& value) {
+  const CLI::Validator check(
+      [](std::string& text) -> std::string {
+        try {
+          (void)loader::SizeSchedule::Parse(text);
+          return {};
+        } catch (const std::invalid_argument& e) {
+          return std::string(e.what()).substr(std::string_view("image_size ").size());
+        }
+      },
+      "SCHEDULE");
+  const auto set = [&value](const std::string& text) { value = loader::SizeSchedule::Parse(text); };
+  return app
+      .add_option_function<std::string>(detail::Text(spec.flag), set, detail::Text(spec.help))
+      ->check(check)
+      ->default_str(value.text());
+}
+
 // A kFlag spec. A flag that starts on also gets --no-NAME to turn it off.
 inline CLI::Option* AddOption(CLI::App& app, const loader::OptionSpec& spec, bool& value) {
   std::string names = detail::Text(spec.flag);

@@ -190,17 +190,18 @@ metrics::Session OpenMetrics(Args& args, const CLI::App& app, const loader::Sour
   if (!args.metrics.port.empty()) {
     args.metrics.port_offset = launch::DetectInstance(launch::ProcessEnvironment()).local_index;
   }
-  return metrics::Open(args.metrics,
-                       {"tilefeed-serve", metrics::OptionsOf(app), args.data, source.size(),
-                        source.class_names().size(), o.slice.index, o.slice.count,
-                        o.prefetch_depth * o.batch_size * o.image_size * o.image_size * 3});
+  return metrics::Open(
+      args.metrics,
+      {"tilefeed-serve", metrics::OptionsOf(app), args.data, source.size(),
+       source.class_names().size(), o.slice.index, o.slice.count,
+       o.prefetch_depth * o.batch_size * o.image_size.Largest().bytes(), false, o.image_size});
 }
 
 // The last line: how the run ended, and its batch and byte rates.
 void PrintSummary(const Args& args, transport::SendResult result, std::uint64_t batches,
                   double seconds) {
   const loader::LoaderOptions& o = args.options;
-  const double slot_bytes = static_cast<double>(o.batch_size) * o.image_size * o.image_size * 3;
+  const double slot_bytes = static_cast<double>(o.batch_size * o.image_size.Largest().bytes());
   const double mb = static_cast<double>(batches) * slot_bytes / 1e6;
   std::cerr << "tilefeed-serve: "
             << (result == transport::SendResult::kCompleted  ? "done"

@@ -189,7 +189,7 @@ struct Args {
   std::uint64_t epochs = 3;
   double seconds = 0;  // run-time limit (0: none); every instance stops after the same step
   std::size_t batch_size = 32;
-  int image_size = 224;
+  loader::SizeSchedule image_size;
   int workers = 0;
   std::size_t prefetch_depth = 4;
   loader::BadSamplePolicy bad_sample_policy = loader::BadSamplePolicy::kSkip;
@@ -345,7 +345,7 @@ metrics::Session OpenMetrics(const Instance& job, const trainer::TrainerOptions&
       metrics_flags,
       {"train", args.options_text, args.data, samples,
        static_cast<std::uint64_t>(std::max(job.classes, 0)), job.rank, job.mpi.size(),
-       args.prefetch_depth * args.batch_size * options.sample_bytes, true});
+       args.prefetch_depth * args.batch_size * options.sample_bytes, true, args.image_size});
 }
 
 // Checks a resumed checkpoint against --data, and fits the local batch and gradient
@@ -470,7 +470,11 @@ trainer::Trainer::ValidationFactory MakeValidation(const Instance& job,
   return [&job, loader_options]() -> std::unique_ptr<transport::BatchStream> {
     loader::LoaderOptions o = loader_options;
     o.mode = loader::Mode::kEval;
-    o.eval_resize = std::max(o.image_size, o.image_size * 8 / 7);
+    // One size: the largest the training schedule reaches (eval takes one).
+    const loader::ImageSize size = o.image_size.Largest();
+    o.image_size = loader::SizeSchedule(size);
+    const int side = std::max(size.height, size.width);
+    o.eval_resize = std::max(side, side * 8 / 7);
     o.shuffle = false;
     o.drop_last_batch = false;
     o.epochs = 1;
@@ -576,7 +580,7 @@ void TrainFromData(Instance& job, trainer::Trainer& trainer, metrics::Session& m
 trainer::TrainerOptions TrainerOptionsOf(const Instance& job) {
   trainer::TrainerOptions options = job.args.trainer;
   options.local_batch = job.args.batch_size;
-  options.sample_bytes = static_cast<std::size_t>(job.args.image_size) * job.args.image_size * 3;
+  options.sample_bytes = job.args.image_size.Largest().bytes();  // core buffers hold any epoch's
   options.checkpoint_dir = job.args.checkpoint_dir;
   options.dataset_digest = job.identity ? job.identity->digest : 0;
   return options;

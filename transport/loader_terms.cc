@@ -14,7 +14,7 @@ SessionTerms TermsOf(const loader::LoaderOptions& options, const loader::Dataset
   terms.slice_index = static_cast<std::uint32_t>(options.slice.index);
   terms.slice_count = static_cast<std::uint32_t>(options.slice.count);
   terms.seed = options.seed;
-  terms.image_size = static_cast<std::uint32_t>(options.image_size);
+  terms.image_size = options.image_size;
   terms.batch_size = static_cast<std::uint32_t>(options.batch_size);
   terms.mode = options.mode == loader::Mode::kEval ? 1 : 0;
   terms.remainder = options.remainder == loader::Remainder::kDrop ? 1 : 0;

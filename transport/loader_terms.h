@@ -22,7 +22,7 @@ namespace tilefeed::transport {
 // `end_epoch` (absolute, exclusive: train --epochs), of `dataset` (loader::Identify's, its
 // class count left out; 0 samples: unknown, not compared). position_pinned is false; a
 // reader started at a fixed position sets it.
-// REQUIRES: options.image_size, options.batch_size and the slice fit 32 bits.
+// REQUIRES: options.batch_size and the slice fit 32 bits.
 SessionTerms TermsOf(const loader::LoaderOptions& options, const loader::DatasetIdentity& dataset,
                      std::uint64_t end_epoch, const loader::LoaderState& start = {});
 

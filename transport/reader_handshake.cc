@@ -100,9 +100,9 @@ std::string ReaderEndpoint::Impl::HelloRefusal(const std::vector<zmq::message_t>
     const std::optional<SessionTerms> theirs =
         parts.size() == 3 ? ParseSessionTerms(detail::Bytes(parts[2])) : std::nullopt;
     if (!theirs) {
-      return "a hello without well-formed session terms (a " + std::to_string(kSessionTermsSize) +
-             "-byte part after the control part); this reader serves only trainers that state "
-             "what they expect";
+      return "a hello without well-formed session terms (" + std::to_string(kSessionTermsSize) +
+             " bytes and an image-size schedule, after the control part); this reader serves "
+             "only trainers that state what they expect";
     }
     if (const std::optional<std::string> differs = Disagreement(*theirs, *terms)) {
       return "the trainer's terms differ from this reader's: " + *differs;

@@ -1,6 +1,8 @@
 #include "tilefeed/transport/session.h"
 
 #include <cstdio>
+#include <cstring>
+#include <stdexcept>
 
 #include "transport/wire.h"
 
@@ -34,7 +36,8 @@ std::string Line(const std::string& what, const std::string& trainer, const std:
 }  // namespace
 
 EncodedSessionTerms EncodeSessionTerms(const SessionTerms& t) {
-  EncodedSessionTerms out{};
+  const std::string& schedule = t.image_size.text();
+  EncodedSessionTerms out(kSessionTermsSize + schedule.size());
   const std::uint16_t flags =
       (t.drop_last ? kDropLastFlag : 0) | (t.position_pinned ? kPinnedFlag : 0);
   detail::PutField<std::uint32_t>(out, 0, kTermsMagic);
@@ -46,18 +49,21 @@ EncodedSessionTerms EncodeSessionTerms(const SessionTerms& t) {
   detail::PutField<std::uint32_t>(out, 24, t.slice_index);
   detail::PutField<std::uint32_t>(out, 28, t.slice_count);
   detail::PutField<std::uint64_t>(out, 32, t.seed);
-  detail::PutField<std::uint32_t>(out, 40, t.image_size);
+  detail::PutField<std::uint32_t>(out, 40, static_cast<std::uint32_t>(schedule.size()));
   detail::PutField<std::uint32_t>(out, 44, t.batch_size);
   detail::PutField<std::uint64_t>(out, 48, t.epochs);
   detail::PutField<std::uint64_t>(out, 56, t.first_epoch);
   detail::PutField<std::uint64_t>(out, 64, t.first_position);
   detail::PutField<std::uint64_t>(out, 72, 0);
+  std::memcpy(out.data() + kSessionTermsSize, schedule.data(), schedule.size());
   return out;
 }
 
 std::optional<SessionTerms> ParseSessionTerms(std::span<const std::byte> bytes) {
-  if (bytes.size() != kSessionTermsSize ||
-      detail::GetField<std::uint32_t>(bytes, 0) != kTermsMagic) {
+  if (bytes.size() < kSessionTermsSize ||
+      detail::GetField<std::uint32_t>(bytes, 0) != kTermsMagic ||
+      bytes.size() - kSessionTermsSize != detail::GetField<std::uint32_t>(bytes, 40) ||
+      bytes.size() - kSessionTermsSize > kMaxScheduleTextSize) {
     return std::nullopt;
   }
   const auto flags = detail::GetField<std::uint16_t>(bytes, 4);
@@ -69,7 +75,13 @@ std::optional<SessionTerms> ParseSessionTerms(std::span<const std::byte> bytes) 
   t.slice_index = detail::GetField<std::uint32_t>(bytes, 24);
   t.slice_count = detail::GetField<std::uint32_t>(bytes, 28);
   t.seed = detail::GetField<std::uint64_t>(bytes, 32);
-  t.image_size = detail::GetField<std::uint32_t>(bytes, 40);
+  try {
+    t.image_size = loader::SizeSchedule::Parse(
+        std::string(reinterpret_cast<const char*>(bytes.data()) + kSessionTermsSize,
+                    bytes.size() - kSessionTermsSize));
+  } catch (const std::invalid_argument&) {
+    return std::nullopt;
+  }
   t.batch_size = detail::GetField<std::uint32_t>(bytes, 44);
   t.epochs = detail::GetField<std::uint64_t>(bytes, 48);
   t.first_epoch = detail::GetField<std::uint64_t>(bytes, 56);
@@ -77,8 +89,8 @@ std::optional<SessionTerms> ParseSessionTerms(std::span<const std::byte> bytes) 
   t.drop_last = (flags & kDropLastFlag) != 0;
   t.position_pinned = (flags & kPinnedFlag) != 0;
   if ((flags & ~(kDropLastFlag | kPinnedFlag)) != 0 || t.mode > 1 || t.remainder > 1 ||
-      t.slice_count == 0 || t.slice_index >= t.slice_count || t.image_size == 0 ||
-      t.batch_size == 0 || detail::GetField<std::uint64_t>(bytes, 72) != 0) {
+      t.slice_count == 0 || t.slice_index >= t.slice_count || t.batch_size == 0 ||
+      detail::GetField<std::uint64_t>(bytes, 72) != 0) {
     return std::nullopt;
   }
   return t;
@@ -97,7 +109,7 @@ std::optional<std::string> Disagreement(const SessionTerms& trainer, const Sessi
   auto number = [](std::uint64_t n) { return std::to_string(n); };
   if (trainer.seed != reader.seed) return Line("seed", number(trainer.seed), number(reader.seed));
   if (trainer.image_size != reader.image_size) {
-    return Line("image size", number(trainer.image_size), number(reader.image_size));
+    return Line("image size", trainer.image_size.text(), reader.image_size.text());
   }
   if (trainer.batch_size != reader.batch_size) {
     return Line("batch size", number(trainer.batch_size), number(reader.batch_size));

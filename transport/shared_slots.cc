@@ -29,8 +29,8 @@ void SharedSlots::Unlink() noexcept { impl_->segment.Unlink(); }
 
 std::shared_ptr<SharedSlots> SharedSlots::Create(const loader::LoaderOptions& options,
                                                  std::string_view job_id) {
-  const std::uint64_t image_bytes =
-      std::uint64_t{options.batch_size} * options.image_size * options.image_size * 3;
+  const std::uint64_t image_bytes =  // the largest size of the schedule: slots hold any epoch's
+      std::uint64_t{options.batch_size} * options.image_size.Largest().bytes();
   const std::optional<detail::SlotLayout> layout =
       detail::SlotLayout::Checked(options.prefetch_depth, image_bytes, options.batch_size);
   if (!layout) {

@@ -76,8 +76,9 @@ ZmqBatchStream::ZmqBatchStream(Context& context, StreamOptions options)
     std::int64_t limit = static_cast<std::int64_t>(kMaxFramePayload + kFrameHeaderSize);
     if (s.options.terms) {
       const SessionTerms& t = *s.options.terms;
-      limit = std::max<std::int64_t>(kMinMessageLimit, static_cast<std::int64_t>(t.batch_size) *
-                                                           t.image_size * t.image_size * 3);
+      limit = std::max<std::int64_t>(
+          kMinMessageLimit,
+          static_cast<std::int64_t>(t.batch_size * t.image_size.Largest().bytes()));
     }
     s.socket.set(zmq::sockopt::maxmsgsize, limit);
     s.message_limit = limit;

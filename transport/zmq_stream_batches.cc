@@ -223,14 +223,15 @@ void ZmqBatchStream::Impl::CheckBatch(const FrameHeader& header,
       throw TransportError(peer + " sent " + where() + " during epoch " +
                            std::to_string(EpochUnderWay()));
     }
-    if (header.size > t.batch_size || header.height != t.image_size ||
-        header.width != t.image_size || header.channels != 3) {
+    const loader::ImageSize size = t.image_size.At(header.epoch);  // the schedule's, this epoch
+    if (header.size > t.batch_size || header.height != std::uint32_t(size.height) ||
+        header.width != std::uint32_t(size.width) || header.channels != 3) {
       throw TransportError(peer + " sent " + where() + " with " + std::to_string(header.size) +
                            " samples of " + std::to_string(header.height) + "x" +
                            std::to_string(header.width) + "x" + std::to_string(header.channels) +
                            "; the agreed batch is at most " + std::to_string(t.batch_size) +
-                           " samples of " + std::to_string(t.image_size) + "x" +
-                           std::to_string(t.image_size) + "x3");
+                           " samples of " + std::to_string(size.height) + "x" +
+                           std::to_string(size.width) + "x3");
     }
   }
   if (options.classes == 0) return;

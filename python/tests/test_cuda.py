@@ -57,7 +57,7 @@ def test_device_cpu_or_none_is_the_cpu_loader(folder):
     (dict(dtype="uint8", mean=(0.5, 0.5, 0.5)), ValueError, "uint8"),
     (dict(layout="chw"), ValueError, "layout"),
     (dict(image_size=(32,)), TypeError, "image_size"),
-    (dict(image_size=(32, 16385)), ValueError, "image_width"),
+    (dict(image_size=(32, 16385)), ValueError, "image_size '32x16385'"),
     (dict(image_size=32.0), TypeError, "image_size"),
 ])
 def test_bad_gpu_options_are_one_line_errors(folder, bad, error, words):
@@ -83,6 +83,8 @@ def test_gpu_options_mean_what_the_cpu_loaders_mean():
     depth = _tilefeed._default_options()["prefetch_depth"]
     assert geometry(dict(batch_size=4, image_size=(24, 40))) == (4, 24, 40, depth)
     assert geometry(dict(batch_size=4, image_size=[40, 24], prefetch_depth=2)) == (4, 40, 24, 2)
+    # A schedule: the size of the most pixels (32 x 32 > 24 x 40), which the buffers hold.
+    assert geometry(dict(batch_size=4, image_size={0: (24, 40), 2: 32})) == (4, 32, 32, depth)
     assert geometry(dict(image_size=32)) == (
         _tilefeed._default_options()["batch_size"], 32, 32, depth)
 
@@ -179,6 +181,25 @@ def test_gpu_rectangular_batches_equal_the_host_formula(folder, layout):
                               _reference_bits(want.images, "float32", layout, mean, std))
         count += 1
     assert count == 4
+    gpu.stop()
+
+
+@needs_gpu
+def test_gpu_batches_follow_an_image_size_schedule(folder):
+    # The device buffers hold the schedule's largest size; each epoch's batches have its own.
+    options = dict(OPTIONS, image_size={0: (24, 40), 1: 16, 2: 32}, epochs=3)
+    mean, std = tilefeed.IMAGENET_MEAN, tilefeed.IMAGENET_STD
+    cpu = tilefeed.Loader(folder, **options)
+    gpu = tilefeed.Loader(folder, device="cuda", dtype="float32", layout="nhwc", mean=mean,
+                          std=std, **options)
+    for shape in ((24, 40), (16, 16), (32, 32)):
+        count = 0
+        for want, got in zip(cpu, gpu):
+            assert tuple(got.images.shape[1:3]) == want.images.shape[1:3] == shape
+            assert np.array_equal(_device_bits(got.images),
+                                  _reference_bits(want.images, "float32", "nhwc", mean, std))
+            count += 1
+        assert count == 4
     gpu.stop()
 
 

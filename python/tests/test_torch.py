@@ -414,5 +414,5 @@ def test_rectangular_image_size(folder):
     square = [b.images.copy() for b in tilefeed.Loader(folder, image_size=(32, 32), **common)]
     assert all(np.array_equal(a, b.images) for a, b in
                zip(square, tilefeed.Loader(folder, image_size=32, **common)))
-    with pytest.raises(ValueError, match="image_width must be between 1 and 16384, got 16385"):
+    with pytest.raises(ValueError, match="image_size '24x16385': size must be between 1 and 16384, got 16385"):
         tilefeed.Loader(folder, image_size=(24, 16385), **common)

@@ -84,8 +84,8 @@ import weakref
 from . import _tilefeed
 from ._instances import _check_workers, _resolve_slice, detect_slice
 from ._options import (_D, _EPOCH_MAX, IMAGENET_MEAN, IMAGENET_STD, SOURCES, JpegOptions,
-                       RemoteOptions, _check_int, _check_options, _check_state, _core_options,
-                       _image_shape, _jpeg_fields, _output_options, _remote_options,
+                       Ramp, RemoteOptions, _check_int, _check_options, _check_state,
+                       _jpeg_fields, _output_options, _remote_options, _size_text,
                        _STATE_VERSION)
 from ._samples import _resolve_data
 from ._tilefeed import Batch, LoaderError, SourceError
@@ -93,7 +93,7 @@ from ._tilefeed import Batch, LoaderError, SourceError
 __version__ = _tilefeed.__version__  # the CMake project's version
 
 __all__ = ["Batch", "BadSampleWarning", "IMAGENET_MEAN", "IMAGENET_STD",
-           "JpegOptions", "Loader", "RemoteOptions", "LoaderError", "SlotsHeldError", "SourceError", "SOURCES", "detect_slice"]
+           "JpegOptions", "Loader", "Ramp", "RemoteOptions", "LoaderError", "SlotsHeldError", "SourceError", "SOURCES", "detect_slice"]
 
 
 class SlotsHeldError(_tilefeed._SlotsHeldError):
@@ -183,7 +183,14 @@ class Loader(_Stops):
     test_batch.bin): the same rules as `train --data`. `source` forces a kind. A split that
     `data` lacks raises SourceError naming it.
 
-    image_size is the side of square output images, or (height, width) for rectangles.
+    image_size is the output size of each epoch: the side of square images, (height, width)
+    for rectangles, or a schedule -- {epoch: size} (each size from that epoch on; epoch 0
+    required), tilefeed.Ramp(start, end, first_epoch, last_epoch, step=32) (FFCV's
+    progressive resizing), or a callable epoch -> size, which needs epochs= and is called
+    for each epoch once, here, into the {epoch: size} form. Every batch of an epoch has that
+    epoch's size (batch.height, batch.width); the Loader's repr shows the schedule's text,
+    the same text --image-size takes (docs/options.md, "Image size"). mode="eval" takes one
+    size.
     dtype ("uint8", the default; "float16", "bfloat16", "float32", or the torch/numpy dtype)
     with mean/std (per RGB channel, torchvision units: images scaled to [0, 1]; see
     IMAGENET_MEAN, IMAGENET_STD) and layout ("NHWC" or "NCHW") make the C++ workers write
@@ -245,6 +252,7 @@ class Loader(_Stops):
                  remote=None,
                  device=None,
                  _slot_memory=None):
+        image_size = _size_text(image_size, epochs)  # the text: workers get no callable
         arguments = locals()
         # What a DataLoader worker needs to make this Loader's share of its slice (_worker).
         recipe = {k: v for k, v in arguments.items()
@@ -262,6 +270,8 @@ class Loader(_Stops):
         self._remote = _remote_options(remote)
         self._options["slice"], self._slice_origin = _resolve_slice(slice)
         _check_options(self._options, self._remote)
+        if isinstance(image_size, str):  # the schedule as C++ writes it back
+            self._options["image_size"] = _tilefeed._image_size(self._options)[0]
         _check_workers(self._options["workers"])
         self._data, self._split, self._samples, self._sample_classes = _resolve_data(data, split)
         self._recipe = (data, dict(recipe, slice=self._options["slice"]))
@@ -389,10 +399,10 @@ class Loader(_Stops):
         (x, y, w, h), the whole pixels the resize reads (in train, the box itself: the
         rectangle to give torchvision's resized_crop); "flip"; "dct_scaling" (whether a JPEG
         may be decoded at a DCT scale-down). The contracts are in tilefeed/loader/augment.h."""
-        return _tilefeed._plan_sample(_core_options(self._options), epoch, sample, width, height)
+        return _tilefeed._plan_sample(self._options, epoch, sample, width, height)
 
     def _make_core(self):
-        options = _core_options(self._options)
+        options = dict(self._options)
         if self._samples is not None:
             return _tilefeed._Core.from_list(self._samples, self._sample_classes,
                                              self._on_bad_sample, options)
@@ -603,7 +613,7 @@ class Loader(_Stops):
     def __repr__(self):
         o = self._options
         return (f"tilefeed.Loader({self._data!r}, source={self._source!r}, "
-                f"batch_size={o['batch_size']}, image_size={o['image_size']}, "
+                f"batch_size={o['batch_size']}, image_size={o['image_size']!r}, "
                 f"mode={o['mode']!r}, layout={o['layout']!r}, workers={o['workers']}, "
                 f"epoch={self.epoch}{', stopped' if self._stopped else ''})")
 

@@ -130,25 +130,42 @@ def _remote_options(options):
 _INT32 = (1 << 31) - 1
 
 
-def _image_shape(image_size):
-    """(height, width) of image_size: an int (a square) or a pair (height, width). The values
-    are checked in C++ with the other options (_check_options)."""
-    if not isinstance(image_size, (tuple, list)):
-        return image_size, image_size
-    if len(image_size) != 2:
-        raise TypeError(f"tilefeed.Loader: image_size must be an int or (height, width), "
-                        f"got {image_size!r}")
-    return tuple(image_size)
+class Ramp:
+    """FFCV's progressive resizing, for image_size=: `start` pixels until epoch `first_epoch`,
+    `end` from `last_epoch` on, in between the linear interpolation rounded (half to even) to
+    a multiple of `step`. str() and repr() are the schedule's text, "ramp:160,192,0,8,32",
+    which is also what --image-size takes; C++ checks it when a Loader gets it."""
+
+    def __init__(self, start, end, first_epoch, last_epoch, step=32):
+        self.start, self.end, self.step = start, end, step
+        self.first_epoch, self.last_epoch = first_epoch, last_epoch
+
+    def __repr__(self):
+        return f"ramp:{self.start},{self.end},{self.first_epoch},{self.last_epoch},{self.step}"
 
 
-def _core_options(options):
-    """Loader options as the C++ binding takes them: image_size=(height, width) becomes
-    image_height and image_width; epochs=None (no end) stays None."""
-    options = dict(options)
-    if isinstance(options.get("image_size"), (tuple, list)):
-        options["image_height"], options["image_width"] = _image_shape(options["image_size"])
-        options["image_size"] = 0  # unused by a rectangle; (0, 0) is refused, not a default
-    return options
+def _size_text(image_size, epochs):
+    """image_size= as the C++ binding takes it: an int, or the schedule's text (loader.h's
+    SizeSchedule, parsed and checked in C++ only). (h, w) is "HxW"; {epoch: size} is
+    "SIZE,EPOCH:SIZE,..."; a callable is called for epochs 0 .. epochs - 1, here, once."""
+    if isinstance(image_size, (tuple, list)):
+        if len(image_size) != 2:
+            raise TypeError(f"tilefeed.Loader: image_size must be an int, (height, width), a "
+                            f"dict, a tilefeed.Ramp or a callable, got {image_size!r}")
+        return f"{image_size[0]}x{image_size[1]}"
+    if callable(image_size):
+        if epochs is None:
+            raise ValueError("tilefeed.Loader: image_size=callable needs epochs=N (it is "
+                             "called for each epoch when the Loader is made)")
+        sizes = [_size_text(image_size(epoch), None) for epoch in range(epochs)]
+        image_size = {e: s for e, s in enumerate(sizes) if e == 0 or s != sizes[e - 1]}
+    if isinstance(image_size, dict):
+        if 0 not in image_size:
+            raise ValueError(f"tilefeed.Loader: image_size={{epoch: size}} needs epoch 0, got "
+                             f"{image_size!r}")
+        return ",".join((f"{e}:" if e else "") + str(_size_text(image_size[e], None))
+                        for e in sorted(image_size))
+    return repr(image_size) if isinstance(image_size, Ramp) else image_size
 
 
 def _check_options(options, remote=None):
@@ -156,7 +173,7 @@ def _check_options(options, remote=None):
     the option table (loader/option_specs.h) say: ValueError "tilefeed.Loader: NAME
     must be RANGE, got VALUE" for the first bad value, TypeError for a value of the wrong
     type. Nothing here re-checks a range."""
-    _tilefeed._check_options(_core_options(options), remote or {})
+    _tilefeed._check_options(options, remote or {})
 
 
 # -- output ---------------------------------------------------------------------------------

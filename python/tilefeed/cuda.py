@@ -22,7 +22,7 @@ from . import _tilefeed
 # One definition of the output options for both devices: the CPU Loader's (tilefeed).
 # IMAGENET_MEAN/STD stay importable from here too (tilefeed.cuda.IMAGENET_MEAN).
 from . import IMAGENET_MEAN, IMAGENET_STD
-from . import _Stops, _check_options, _image_shape, _output_options
+from . import _Stops, _check_options, _output_options, _size_text
 
 __all__ = ["CudaLoader", "IMAGENET_MEAN", "IMAGENET_STD"]
 
@@ -68,13 +68,15 @@ def _check_format(dtype, mean, std, layout):
 
 def _slot_geometry(options):
     """(batch_size, height, width, prefetch_depth) of the Loader options in `options` (the
-    defaults for those left out), checked as the CPU Loader checks them: image_size is an
-    int (a square) or (height, width)."""
+    defaults for those left out), checked as the CPU Loader checks them: height and width
+    are those of the largest size image_size (a schedule's text, or a side) reaches, which
+    the device buffers hold; each batch has its epoch's size."""
     defaults = _tilefeed._default_options()
     geometry = {name: options.get(name, defaults[name])
                 for name in ("batch_size", "image_size", "prefetch_depth")}
+    geometry["image_size"] = _size_text(geometry["image_size"], options.get("epochs"))
     _check_options(geometry)
-    height, width = _image_shape(geometry["image_size"])
+    height, width = _tilefeed._image_size(geometry)[1]
     return int(geometry["batch_size"]), int(height), int(width), int(geometry["prefetch_depth"])
 
 
@@ -96,6 +98,8 @@ class CudaLoader(_Stops):
         torch = _torch()
         self._dtype, self._mean, self._std, self._layout = _check_format(dtype, mean, std,
                                                                          layout)
+        if "image_size" in options:  # the text, once: a callable is called here
+            options["image_size"] = _size_text(options["image_size"], options.get("epochs"))
         samples, height, width, depth = _slot_geometry(options)
         self._device = _check_cuda(torch, device)
         self._torch = torch

@@ -824,7 +824,8 @@ TEST(Loader, EndedAfterTheLastEpochAndAfterStop) {
 
 TEST(LoaderResume, SeekGivesTheBatchesOfAStartedLoaderByteForByte) {
   auto data = MakeDataset(9);
-  const LoaderOptions o = TwoEpochsOfSevenBatches(2);
+  LoaderOptions o = TwoEpochsOfSevenBatches(2);
+  o.image_size = SizeSchedule::Parse("ramp:16,32,0,1,8");  // a Seek lands at its epoch's size
   // expected[k] is the k-th batch of an uninterrupted run; states[k] the state before it.
   std::vector<Delivered> expected;
   std::vector<LoaderState> states;
@@ -976,7 +977,7 @@ TEST(LoaderOutput, ConvertedBatchIsTheContractOfTheUint8Batch) {
   o.output.mean = kImageNetMean;
   o.output.std = kImageNetStd;
   Loader loader(ImageFolder::Open(data->dir.path().string()), o);
-  const int side = o.image_size;
+  const int side = o.image_size.At(0).height;
   const std::size_t pixels = static_cast<std::size_t>(side) * side;
   std::size_t batches = 0;
   for (Batch& batch : loader) {
@@ -1004,13 +1005,76 @@ TEST(LoaderOutput, ConvertedBatchIsTheContractOfTheUint8Batch) {
 namespace tilefeed::loader {
 namespace {
 
+TEST(SizeSchedule, OneTextReadAndWrittenBack) {
+  EXPECT_EQ(SizeSchedule().text(), "224");
+  EXPECT_EQ(SizeSchedule::Parse("0192x256").text(), "192x256");
+  const SizeSchedule steps = SizeSchedule::Parse("160,8:224,10:192x256");
+  EXPECT_EQ(steps.text(), "160,8:224,10:192x256");
+  EXPECT_EQ(steps.At(7), (ImageSize{160, 160}));
+  EXPECT_EQ(steps.At(8), (ImageSize{224, 224}));
+  EXPECT_EQ(steps.At(1000), (ImageSize{192, 256}));
+  EXPECT_EQ(steps.Largest(), (ImageSize{224, 224}));  // the most pixels, not the last
+  EXPECT_FALSE(steps.fixed());
+  // FFCV's get_resolution: 144 / 32 = 4.5 rounds half to even, to 128 (half up: 160).
+  const SizeSchedule ramp = SizeSchedule::Parse("ramp:128,160,0,2");
+  EXPECT_EQ(ramp.text(), "ramp:128,160,0,2,32");
+  EXPECT_EQ(ramp.At(1), (ImageSize{128, 128}));
+  EXPECT_EQ(SizeSchedule::Parse("ramp:160,192,0,8").At(4), (ImageSize{192, 192}));  // 5.5 -> 6
+  const SizeSchedule ffcv = SizeSchedule::Parse("ramp:160,192,2,10,32");
+  for (const auto& [epoch, side] : std::vector<std::pair<int, int>>{
+           {0, 160}, {2, 160}, {5, 160}, {6, 192}, {9, 192}, {10, 192}, {99, 192}}) {
+    EXPECT_EQ(ffcv.At(epoch).height, side) << "epoch " << epoch;
+  }
+  EXPECT_EQ(SizeSchedule::Parse(ffcv.text()), ffcv);
+  auto refusal = [](const char* text) {
+    try {
+      (void)SizeSchedule::Parse(text);
+      return std::string("accepted");
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+  };
+  EXPECT_EQ(refusal("160,8:224,4:192"),
+            "image_size '160,8:224,4:192': epochs must rise (4 after 8)");
+  EXPECT_EQ(refusal(""), "image_size '': size '' is not a whole number");
+  EXPECT_EQ(refusal("ramp:1,2,3"),
+            "image_size 'ramp:1,2,3': a ramp is START,END,FIRST,LAST[,STEP]");
+  EXPECT_EQ(refusal("16384x16385"),
+            "image_size '16384x16385': size must be between 1 and 16384, got 16385");
+}
+
+TEST(LoaderOutput, EveryBatchHasItsEpochsSizeAcrossPrefetchedEpochEnds) {
+  auto data = MakeDataset(4);  // 12 samples, batch 8: 2 batches per epoch
+  LoaderOptions o = SmallOptions(2);
+  o.image_size = SizeSchedule::Parse("16,1:24x20,2:32");
+  o.prefetch_depth = 6;  // the workers run an epoch and more ahead of the consumer
+  o.epochs = 3;
+  o.output.dtype = OutputDType::kFloat32;
+  Loader loader(ImageFolder::Open(data->dir.path().string()), o);
+  EXPECT_EQ(loader.metrics().slot_bytes, 8 * (32 * 32 * 3 + 12u));  // the largest size
+  SampleDecoder decoder(ImageFolder::Open(data->dir.path().string()), o);
+  for (const ImageSize size : {ImageSize{16, 16}, ImageSize{24, 20}, ImageSize{32, 32}}) {
+    std::size_t batches = 0;
+    for (Batch& batch : loader) {
+      EXPECT_EQ(batch.height(), size.height);
+      EXPECT_EQ(batch.width(), size.width);
+      EXPECT_EQ(batch.images().size(), batch.size() * size.bytes());
+      EXPECT_EQ(batch.output().size(), batch.size() * size.bytes() * 4);
+      const std::span<const std::uint8_t> row =
+          decoder.Decode(batch.epoch(), batch.sample_indices()[0]);
+      EXPECT_TRUE(std::ranges::equal(row, batch.images().first(size.bytes())));
+      ++batches;
+    }
+    EXPECT_EQ(batches, 2u);
+  }
+}
+
 TEST(LoaderOutput, RectangularImagesInEveryModeAndLayout) {
   auto data = MakeDataset(3);
   for (Mode mode : {Mode::kTrain, Mode::kEval}) {
     for (Layout layout : {Layout::kNhwc, Layout::kNchw}) {
       LoaderOptions o = SmallOptions(2);
-      o.image_height = 20;
-      o.image_width = 36;
+      o.image_size = SizeSchedule::Parse("20x36");
       o.eval_resize = 40;
       o.mode = mode;
       o.output.layout = layout;
@@ -1025,9 +1089,7 @@ TEST(LoaderOutput, RectangularImagesInEveryModeAndLayout) {
       EXPECT_EQ(samples, data->total);
     }
   }
-  LoaderOptions half = SmallOptions(1);
-  half.image_height = 20;  // without image_width
-  EXPECT_THROW(Loader(ImageFolder::Open(data->dir.path().string()), half), std::invalid_argument);
+  EXPECT_THROW(SizeSchedule::Parse("20x"), std::invalid_argument);  // without a width
 }
 
 }  // namespace

@@ -26,7 +26,7 @@ std::string Default(const OptionSpec& spec) { return std::string(spec.default_te
 TEST(OptionSpecs, DefaultsAreTheLibrarys) {
   const LoaderOptions o;
   EXPECT_EQ(Default(kBatchSize), std::to_string(o.batch_size));
-  EXPECT_EQ(Default(kImageSize), std::to_string(o.image_size));
+  EXPECT_EQ(Default(kImageSize), o.image_size.text());
   EXPECT_EQ(Default(kMode), o.mode == Mode::kTrain ? "train" : "eval");
   EXPECT_EQ(Default(kEvalResize), std::to_string(o.eval_resize));
   EXPECT_FALSE(o.eval_dct_scaling);
@@ -141,7 +141,7 @@ TEST(OptionSpecs, LoaderChecksTheTablesRanges) {
   };
   LoaderOptions o;
   o.image_size = static_cast<int>(kImageSize.max) + 1;
-  EXPECT_EQ(refusal(o), "LoaderOptions: " + *RangeProblem(kImageSize, "image_size", o.image_size));
+  EXPECT_EQ(refusal(o), "LoaderOptions: image_size must be between 1 and 16384, got 16385");
   o.image_size = static_cast<int>(kImageSize.min) - 1;
   EXPECT_EQ(refusal(o), "LoaderOptions: image_size must be between 1 and 16384, got 0");
   o.image_size = static_cast<int>(kImageSize.min);
@@ -175,9 +175,8 @@ TEST(OptionSpecs, OptionsProblemNamesTheFirstBadField) {
   EXPECT_EQ(OptionsProblem(o),
             "eval_resize must be at least image_size (224) in eval mode, got 100");
   o = {};
-  o.image_height = 8;
-  o.image_width = 16385;
-  EXPECT_EQ(OptionsProblem(o), "image_width must be between 1 and 16384, got 16385");
+  o.image_size = SizeSchedule(ImageSize{8, 16385});
+  EXPECT_EQ(OptionsProblem(o), "image_size must be between 1 and 16384, got 16385");
   o = {};
   o.crop.scale_min = 0.5;
   o.crop.scale_max = 0.1;

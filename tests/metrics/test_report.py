@@ -59,6 +59,18 @@ def test_verdicts(runs, tmp_path):
     assert "compute-bound: stall" in out, out
 
 
+def test_each_image_size_phase_gets_its_own_verdict(runs, tmp_path):
+    train(runs / "data" / "train", tmp_path / "sizes.jsonl", 1, 16, "32,1:64")
+    epochs = [json.loads(line) for line in (tmp_path / "sizes.jsonl").read_text().splitlines()
+              if '"record":"epoch"' in line]
+    assert [e["image_size"] for e in epochs] == ["32", "64"]
+    assert all(e["first_wait_s"] is not None and e["median_wait_s"] is not None for e in epochs)
+    out = report([tmp_path / "sizes.jsonl"], tmp_path / "sizes.html")
+    assert re.search(r"image size 32, epoch 0: (input|compute)-bound", out), out
+    assert re.search(r"image size 64, epoch 1: (input|compute)-bound", out), out
+    assert "image size 64, epoch 1" in (tmp_path / "sizes.html").read_text()
+
+
 def test_page_renders_every_plot_with_data(runs, tmp_path):
     page_path = tmp_path / "both.html"
     report([runs / "input.jsonl", runs / "compute.jsonl"], page_path)

@@ -29,7 +29,8 @@ train|--batch-size must be at least 1, got -1|--data $D --batch-size -1
 train|--workers must be between 0 and 1024, got -2|--data $D --workers -2
 train|--prefetch-depth must be between 1 and 1048576, got 0|--data $D --prefetch-depth 0
 train|--seed must be at least 0, got -1|--data $D --seed -1
-train|--image-size must be between 1 and 16384, got 0|--data $D --image-size 0
+train|--image-size: '0': size must be between 1 and 16384, got 0|--data $D --image-size 0
+train|--image-size: '160,8:224,4:192': epochs must rise (4 after 8)|--data $D --image-size 160,8:224,4:192
 train|--core hidden must be between 1 and 65536, got 0|--data $D --core reference:hidden=0
 train|--classes must be at least 0, got -1|--data $D --classes -1
 train|--core us-per-sample must be at least 0, got -5|--data $D --core synthetic:us-per-sample=-5
@@ -94,7 +95,8 @@ train|--data: Path does not exist|--data $work/missing
 tilefeed-serve|--bind must be tcp://HOST:PORT, ipc://PATH or shm://NAME: endpoint 'tcp://127.0.0.1:99999': PORT must be between 1 and 65535 (or * for a free one)|--data $D --bind tcp://127.0.0.1:99999
 tilefeed-serve|--epochs must be at least 1, got 0|--data $D --epochs 0
 tilefeed-serve|--epochs must be at least 1, got -1|--data $D --epochs -1
-tilefeed-serve|--image-size must be between 1 and 16384, got 16385|--data $D --image-size 16385
+tilefeed-serve|--image-size: '16385': size must be between 1 and 16384, got 16385|--data $D --image-size 16385
+tilefeed-serve|--image-size: 'ramp:192,160,0,8': the ramp's start size is above its end size|--data $D --image-size ramp:192,160,0,8
 tilefeed-serve|--workers must be between 0 and 1024, got -1|--data $D --workers -1
 tilefeed-serve|--prefetch-depth must be between 1 and 1048576, got 0|--data $D --prefetch-depth 0
 tilefeed-serve|--seed must be at least 0, got -1|--data $D --seed -1
@@ -138,7 +140,7 @@ poprun|unknown option --bogus|--instances 2 --bogus ./train
 loader_bench|--epochs must be at least 1, got -1|--data $D --epochs -1
 loader_bench|--epochs must be at least 1, got 0|--data $D --epochs 0
 loader_bench|--batch-size must be at least 1, got -1|--data $D --batch-size -1
-loader_bench|--image-size must be between 1 and 16384, got 0|--data $D --image-size 0
+loader_bench|--image-size: '0': size must be between 1 and 16384, got 0|--data $D --image-size 0
 loader_bench|--workers must be between 0 and 1024, got -1|--data $D --workers -1
 loader_bench|--prefetch-depth must be between 1 and 1048576, got 0|--data $D --prefetch-depth 0
 loader_bench|--seconds must be above 0, got -1|--data $D --seconds -1

@@ -130,15 +130,16 @@ def main():
 
     peer, hello, terms = router.recv_multipart()
     _, _, _, _, checksums, _, _ = CONTROL.unpack(hello)
-    t = list(TERMS.unpack(terms))
+    t = list(TERMS.unpack(terms[:TERMS.size]))
+    schedule = terms[TERMS.size:]  # the image-size schedule's text; a fixed side here
     t[4] = args.samples  # the dataset this reader serves (same names, so no refusal)
-    side, batch_size = t[9], t[10]
+    side, batch_size = int(schedule), t[10]
     batches = args.samples // batch_size
     announced = 5 if args.mode == "few-announced" else batches
     if args.mode == "huge-welcome":
         router.send_multipart([peer, control(WELCOME, announced), bytes(300 * 1000 * 1000)])
     else:
-        router.send_multipart([peer, control(WELCOME, announced), TERMS.pack(*t)])
+        router.send_multipart([peer, control(WELCOME, announced), TERMS.pack(*t) + schedule])
     epochs = t[11]
     # Epoch 0 misshapen, the others as agreed; an epoch end after each, then the bye.
     todo = []

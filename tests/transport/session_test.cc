@@ -79,6 +79,12 @@ TEST(SessionTerms, RoundTripAndRejectMalformedBytes) {
   bad = bytes;
   bad[24] = std::byte{2};  // slice index 2 of 2
   EXPECT_FALSE(ParseSessionTerms(bad));
+  bad = bytes;
+  bad.push_back(std::byte{'0'});  // a schedule longer than its stated length
+  EXPECT_FALSE(ParseSessionTerms(bad));
+  bad = bytes;
+  bad[kSessionTermsSize] = std::byte{'x'};  // a schedule SizeSchedule::Parse refuses
+  EXPECT_FALSE(ParseSessionTerms(bad));
 }
 
 // The terms part as docs/wire-protocol.md lays it out, byte by byte: the one identity
@@ -89,7 +95,7 @@ TEST(SessionTerms, TheBytesAreTheDocumentedLayout) {
   t.slice_index = 1;
   t.slice_count = 3;
   t.seed = 7;
-  t.image_size = 224;
+  t.image_size = loader::SizeSchedule::Parse("160,8:224");
   t.batch_size = 32;
   t.mode = 1;
   t.remainder = 1;
@@ -97,7 +103,7 @@ TEST(SessionTerms, TheBytesAreTheDocumentedLayout) {
   t.epochs = 90;
   t.first_epoch = 4;
   t.first_position = 96;
-  EncodedSessionTerms want{};
+  EncodedSessionTerms want(kSessionTermsSize);
   auto put = [&want](std::size_t offset, std::uint64_t value, std::size_t bytes) {
     for (std::size_t i = 0; i < bytes; ++i) want[offset + i] = std::byte(value >> (8 * i));
   };
@@ -110,7 +116,8 @@ TEST(SessionTerms, TheBytesAreTheDocumentedLayout) {
   put(24, 1, 4);
   put(28, 3, 4);
   put(32, 7, 8);
-  put(40, 224, 4);
+  put(40, 9, 4);  // the schedule's text after byte 79: 9 bytes
+  for (char c : std::string("160,8:224")) want.push_back(std::byte(c));
   put(44, 32, 4);
   put(48, 90, 8);
   put(56, 4, 8);

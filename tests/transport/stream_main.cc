@@ -41,10 +41,11 @@ int Run(int argc, char** argv) {
   terms.image_size = 32;
   app.add_option("--batch-size", terms.batch_size, "the reader's --batch-size")
       ->capture_default_str();
-  app.add_option("--image-size", terms.image_size, "the reader's --image-size")
-      ->capture_default_str();
+  std::string image_size = "32";
+  app.add_option("--image-size", image_size, "the reader's --image-size")->capture_default_str();
   app.add_flag("--drop-last", terms.drop_last, "the reader drops each epoch's partial batch");
   CLI11_PARSE(app, argc, argv);
+  terms.image_size = loader::SizeSchedule::Parse(image_size);
   terms.epochs = epochs;
   options.terms = terms;
   options.peer_timeout = std::chrono::milliseconds(timeout_ms);

@@ -60,7 +60,7 @@ TEST(LoaderTerms, EveryOptionThatDecidesTheSamplesIsInTheTerms) {
   EXPECT_EQ(t.slice_index, 2u);
   EXPECT_EQ(t.slice_count, 5u);
   EXPECT_EQ(t.seed, 7u);
-  EXPECT_EQ(t.image_size, 64u);
+  EXPECT_EQ(t.image_size, loader::SizeSchedule(64));
   EXPECT_EQ(t.batch_size, 16u);
   EXPECT_EQ(t.mode, 1);
   EXPECT_EQ(t.remainder, 1);

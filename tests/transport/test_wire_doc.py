@@ -159,8 +159,8 @@ def test_a_part_after_the_terms_refuses_the_hello(session):
     kind, _, _, _, _, parts = trainer.receive()
     assert kind == wire.ERROR
     assert parts[1].decode().startswith(
-        "refused: a hello without well-formed session terms (a 80-byte part after the control "
-        "part)")
+        "refused: a hello without well-formed session terms (80 bytes and an image-size "
+        "schedule, after the control part)")
 
 
 def test_eval_mode_shuffles_as_train_mode(session):

@@ -51,7 +51,8 @@ class PinnedSlotMemory : public loader::SlotMemory {
 };
 
 // FeedDevice on the current CUDA device: `buffers` device buffers, each holding one batch
-// of up to `shape.samples` images as uint8 (copy target) and in `format` (the output), and
+// of up to shape.elements() image bytes as uint8 (copy target) and in `format` (the output:
+// any batch no larger, e.g. the smaller epochs of an image-size schedule), and
 // int32 labels; a dedicated non-blocking copy stream; per buffer an event for "copy done"
 // (host slot may go back), one for "converted" (consumer may read) and one for
 // "released" (the consumer's stream no longer reads the buffer).

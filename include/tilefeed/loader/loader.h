@@ -39,6 +39,8 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tilefeed/codecs/jpeg.h"
@@ -54,6 +56,45 @@ enum class Mode {
   kEval,   // resize the shorter side to eval_resize, then centre crop; no flip
 };
 enum class BadSamplePolicy { kSkip, kFail };
+
+// The size of one output image.
+struct ImageSize {
+  int height = 0;
+  int width = 0;
+  std::size_t bytes() const { return static_cast<std::size_t>(height) * width * 3; }  // uint8 HWC
+  friend bool operator==(const ImageSize&, const ImageSize&) = default;
+};
+
+// The output image size of each epoch, a pure function of (schedule, epoch), so instances,
+// readers and a resumed run agree. One text form (docs/options.md, "Image size"), read by
+// Parse() and written back by text() -- what the CLI, Python and the reader agreement use:
+//   "224", "192x256"        one size (a square side, or HEIGHTxWIDTH), every epoch
+//   "160,8:224"             SIZE from epoch 0, then EPOCH:SIZE from that epoch on
+//   "ramp:160,192,2,10,32"  FFCV's ramp START,END,FIRST,LAST[,STEP]: START until epoch FIRST,
+//                           END from LAST on, between them the linear interpolation rounded
+//                           (half to even) to a multiple of STEP (default 32). START <= END.
+// A plain value; thread-safe to read.
+class SizeSchedule {
+ public:
+  SizeSchedule(int side = 224);  // NOLINT(google-explicit-constructor): a square, every epoch
+  explicit SizeSchedule(ImageSize size);  // one size, every epoch
+  // Throws std::invalid_argument "image_size 'TEXT': WHY" for text that is not a schedule
+  // or has a size outside the option table's range.
+  static SizeSchedule Parse(std::string_view text);
+  ImageSize At(std::uint64_t epoch) const;
+  ImageSize Largest() const;  // the size of the most pixels any epoch has
+  bool fixed() const { return steps_.size() == 1; }
+  const std::string& text() const { return text_; }
+  // Epoch and size of each change, the first at epoch 0.
+  const std::vector<std::pair<std::uint64_t, ImageSize>>& steps() const { return steps_; }
+  friend bool operator==(const SizeSchedule& a, const SizeSchedule& b) {
+    return a.text_ == b.text_;
+  }
+
+ private:
+  std::vector<std::pair<std::uint64_t, ImageSize>> steps_;
+  std::string text_;
+};
 
 // A sample that could not be used, as reported to the sink and by bad_samples().
 struct BadSample {
@@ -88,11 +129,9 @@ class SlotMemory {
 // The ranges are the shared option table's (option_specs.h), checked by OptionsProblem().
 struct LoaderOptions {
   std::size_t batch_size = 256;  // samples per batch
-  int image_size = 224;          // output images are image_size x image_size x 3
-  // Both > 0: output images are image_height x image_width x 3 instead (torchvision's
-  // RandomResizedCrop((h, w)) / CenterCrop((h, w))); image_size is then unused.
-  int image_height = 0;
-  int image_width = 0;
+  // Output images are HxWx3 with (H, W) image_size.At(epoch) (torchvision's
+  // RandomResizedCrop((h, w)) / CenterCrop((h, w))). kEval takes one size only.
+  SizeSchedule image_size;
   Mode mode = Mode::kTrain;
   int eval_resize = 256;  // kEval: the shorter side is resized to this before the crop
   // kEval: let the JPEG decoders use DCT scale-downs (faster for large images; the pixels
@@ -250,7 +289,7 @@ struct LoaderMetrics {
   double wait_seconds = 0;        // consumer time blocked in Next()
   double mean_ready_batches = 0;  // ready slots seen by Next(), averaged (ring occupancy)
   std::size_t slots = 0;          // prefetch_depth
-  std::size_t slot_bytes = 0;     // bytes of one batch slot
+  std::size_t slot_bytes = 0;     // bytes of one batch slot (of the schedule's largest size)
 };
 
 class Loader {

@@ -12,7 +12,8 @@
 // `epochs` is the job's end epoch, exclusive and absolute (train --epochs): a stream's
 // orderly end is the reader's bye after epoch `epochs - 1`.
 //
-// On the wire (docs/wire-protocol.md) the terms are one 80-byte little-endian part.
+// On the wire (docs/wire-protocol.md) the terms are one part: 80 little-endian bytes, then
+// the image-size schedule's text (loader::SizeSchedule), whose length the 80 bytes give.
 // Pure values and functions; thread-safe.
 
 #include <array>
@@ -21,13 +22,16 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "tilefeed/loader/dataset.h"
+#include "tilefeed/loader/loader.h"
 #include "tilefeed/loader/source.h"
 
 namespace tilefeed::transport {
 
-inline constexpr std::size_t kSessionTermsSize = 80;
+inline constexpr std::size_t kSessionTermsSize = 80;       // the fixed part
+inline constexpr std::size_t kMaxScheduleTextSize = 4096;  // the text after it, at most
 
 struct SessionTerms {
   // On the wire samples and digest: the class count is not sent (the digest covers the class
@@ -37,7 +41,7 @@ struct SessionTerms {
   std::uint32_t slice_index = 0;  // the trainer instance this stream feeds
   std::uint32_t slice_count = 1;  // trainer instances in the job
   std::uint64_t seed = 0;
-  std::uint32_t image_size = 0;
+  loader::SizeSchedule image_size;
   std::uint32_t batch_size = 0;
   std::uint8_t mode = 0;         // 0 train (random crops and flips), 1 eval
   std::uint8_t remainder = 0;    // 0 pad, 1 drop (loader::Remainder)
@@ -49,10 +53,11 @@ struct SessionTerms {
   friend bool operator==(const SessionTerms&, const SessionTerms&) = default;
 };
 
-using EncodedSessionTerms = std::array<std::byte, kSessionTermsSize>;
+using EncodedSessionTerms = std::vector<std::byte>;
 
 EncodedSessionTerms EncodeSessionTerms(const SessionTerms& terms);
-// nullopt for bytes that are not exactly one well-formed terms part.
+// nullopt for bytes that are not exactly one well-formed terms part (a schedule text that
+// SizeSchedule::Parse refuses included).
 std::optional<SessionTerms> ParseSessionTerms(std::span<const std::byte> bytes);
 
 // The first difference between a trainer's terms and a reader's, as one line naming both
