@@ -192,6 +192,16 @@ def parameters_digest(model):
     return h.hexdigest()
 
 
+def write_log(log, entry, batch, images, model):
+    """One --log line: `entry` with the batch's size, samples, their pixels' digests and the
+    parameters' digest."""
+    pixels = [hashlib.sha1(row.numpy().tobytes()).hexdigest()[:16] for row in images]
+    entry.update(size=list(images.shape[2:]), samples=batch.sample_indices.tolist(),
+                 pixels=pixels, params=parameters_digest(model))
+    log.write(json.dumps(entry) + "\n")
+    log.flush()
+
+
 def load_checkpoint(path, rank):
     """Rank 0 reads the checkpoint and broadcasts it; every rank returns the same dict."""
     box = [None]
@@ -265,13 +275,8 @@ def main():
             optimizer.step()
             step += 1
             if log:
-                pixels = [hashlib.sha1(row.numpy().tobytes()).hexdigest()[:16] for row in images]
-                log.write(json.dumps({"step": step, "rank": rank, "world": size, "epoch": epoch,
-                                      "size": list(images.shape[2:]),
-                                      "samples": batch.sample_indices.tolist(),
-                                      "pixels": pixels,
-                                      "params": parameters_digest(model.module)}) + "\n")
-                log.flush()
+                write_log(log, {"step": step, "rank": rank, "world": size, "epoch": epoch},
+                          batch, images, model.module)
             if rank == 0 and a.checkpoint and a.checkpoint_every and step % a.checkpoint_every == 0:
                 save_checkpoint(a.checkpoint, model, optimizer, loader, step)
             if a.steps and step >= a.steps:
