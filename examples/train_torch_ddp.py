@@ -4,6 +4,22 @@
     poprun --instances 2 /usr/bin/python3 examples/train_torch_ddp.py DATA --checkpoint ck.pt
     poprun --instances 1 /usr/bin/python3 examples/train_torch_ddp.py DATA --checkpoint ck.pt \
         --resume
+    poprun --instances 2 /usr/bin/python3 examples/train_torch_ddp.py DATA --recipe low-res \
+        --image-size 224 --eval-size 224
+
+--recipe picks how the training size goes over the epochs (examples/README.md measures them):
+
+  * fixed (the default): --image-size every epoch;
+  * low-res (Graphcore's "Making EfficientNet More Efficient"): --start-size (default 4/7 of
+    --image-size: 224 -> 128) until the last --finetune-epochs, which fine-tune at --image-size
+    with a lighter augmentation (crop scale (0.35, 1) instead of (0.08, 1));
+  * progressive (FFCV's ResNet-50 recipe): a linear ramp from --start-size to --image-size
+    over the epochs, in steps of 32 (tilefeed.Ramp); give it a higher --eval-size (FixRes:
+    train at 192, evaluate at 224).
+
+Each phase of a recipe (low-res has two, the others one) is one Loader; inside a phase the
+Loader itself changes the size at epoch boundaries. --eval-size S evaluates the val split
+after the last epoch (Resize(S x 8/7), CenterCrop(S)) and prints the top-1 accuracy.
 
 (PYTHONPATH=build/release/python when tilefeed is not installed.) Each process:
 
@@ -34,10 +50,11 @@ does not divide among the instances is padded with repeats of its first samples,
 every rank takes the same number of steps (DDP's all-reduce needs that); --remainder drop
 drops them instead. The learning rate is rescaled for the new world size.
 
---log DIR writes, per rank and step, one JSON line to DIR/rank<r>.jsonl: the step, epoch, the
-dataset indices of the batch's samples and a SHA-1 of the parameters after the step; the
-test (python/tests/test_ddp.py) checks with them that the ranks read disjoint slices that
-cover the epoch and hold identical parameters at every step.
+--log DIR writes, per rank and step, one JSON line to DIR/rank<r>.jsonl: the step, epoch, image
+size, the dataset indices of the batch's samples, a digest of each sample's pixels and a SHA-1
+of the parameters after the step; the tests (python/tests/test_ddp.py, test_recipes.py) check
+with them that the ranks read disjoint slices that cover the epoch and hold identical
+parameters at every step, and that a resumed run's batches are the uninterrupted run's.
 """
 
 import argparse
@@ -62,7 +79,18 @@ def parse_args():
     ap.add_argument("data", help="a dataset tilefeed opens (ImageFolder, train/+val/, shards)")
     ap.add_argument("--arch", default="resnet18", choices=("resnet18", "tiny"),
                     help="the model; tiny is a two-layer CNN for tests")
-    ap.add_argument("--image-size", type=int, default=64)
+    ap.add_argument("--recipe", default="fixed", choices=("fixed", "low-res", "progressive"),
+                    help="how the training size goes over the epochs (see above)")
+    ap.add_argument("--image-size", type=int, default=64,
+                    help="the size of every epoch (fixed), of the fine-tuning epochs "
+                    "(low-res), at the end of the ramp (progressive)")
+    ap.add_argument("--start-size", type=int, default=0,
+                    help="low-res: the pre-training size; progressive: the ramp's first size "
+                    "(0: 4/7 of --image-size)")
+    ap.add_argument("--finetune-epochs", type=int, default=2,
+                    help="low-res: the last epochs, at --image-size with the lighter crop")
+    ap.add_argument("--eval-size", type=int, default=0,
+                    help="evaluate the val split at this size after the last epoch (0: no)")
     ap.add_argument("--batch-size", type=int, default=32, help="per instance")
     ap.add_argument("--epochs", type=int, default=1, help="epochs in all (resumes included)")
     ap.add_argument("--steps", type=int, default=0,
@@ -85,14 +113,28 @@ def parse_args():
     for name in ("image_size", "batch_size", "epochs"):
         if getattr(a, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(a, name)}")
-    for name in ("steps", "checkpoint_every", "threads"):
+    for name in ("steps", "checkpoint_every", "threads", "start_size", "eval_size"):
         if getattr(a, name) < 0:
             ap.error(f"--{name.replace('_', '-')} must be >= 0, got {getattr(a, name)}")
     if not 1 <= a.port <= 65535:
         ap.error(f"--port must be in [1, 65535], got {a.port}")
     if a.resume and not a.checkpoint:
         ap.error("--resume needs --checkpoint")
+    if a.recipe == "low-res" and not 1 <= a.finetune_epochs < a.epochs:
+        ap.error(f"--finetune-epochs must be in [1, --epochs), got {a.finetune_epochs}")
+    a.start_size = a.start_size or a.image_size * 4 // 7
     return a
+
+
+def phases(a):
+    """The recipe as [(first epoch, Loader keywords)], one Loader per phase."""
+    if a.recipe == "low-res":
+        finetune = a.epochs - a.finetune_epochs
+        return [(0, {"image_size": a.start_size}),
+                (finetune, {"image_size": a.image_size, "crop_scale": (0.35, 1)})]
+    if a.recipe == "progressive":
+        return [(0, {"image_size": tilefeed.Ramp(a.start_size, a.image_size, 0, a.epochs - 1)})]
+    return [(0, {"image_size": a.image_size})]
 
 
 def init_distributed(port):
@@ -117,11 +159,47 @@ def make_model(arch, classes):
         torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(16, classes))
 
 
+def normalise(images):
+    """uint8 NCHW to float, normalised with ImageNet's mean and std, inside the step."""
+    mean = torch.tensor(tilefeed.IMAGENET_MEAN).view(1, 3, 1, 1) * 255
+    std = torch.tensor(tilefeed.IMAGENET_STD).view(1, 3, 1, 1) * 255
+    return (images.float() - mean) / std
+
+
+def evaluate(a, model, size):
+    """Top-1 accuracy on the val split at `size`, each rank on its slice; a sample the slices
+    repeat (remainder="pad") counts once."""
+    loader = tilefeed.Loader(a.data, split="val", mode="eval", image_size=size,
+                             eval_resize=size * 8 // 7, batch_size=a.batch_size,
+                             workers=a.workers, layout="nchw", epochs=1, slice="auto")
+    correct = {}
+    model.eval()
+    with torch.no_grad():
+        for batch in loader:
+            hits = model(normalise(batch.torch())).argmax(1) == torch.from_numpy(batch.labels)
+            correct.update(zip(batch.sample_indices.tolist(), hits.tolist()))
+    loader.stop()
+    every = [None] * dist.get_world_size()
+    dist.all_gather_object(every, correct)
+    merged = {sample: hit for part in every for sample, hit in part.items()}
+    return sum(merged.values()) / len(merged), len(merged)
+
+
 def parameters_digest(model):
     h = hashlib.sha1()
     for p in model.parameters():
         h.update(p.detach().contiguous().numpy().tobytes())
     return h.hexdigest()
+
+
+def write_log(log, entry, batch, images, model):
+    """One --log line: `entry` with the batch's size, samples, their pixels' digests and the
+    parameters' digest."""
+    pixels = [hashlib.sha1(row.numpy().tobytes()).hexdigest()[:16] for row in images]
+    entry.update(size=list(images.shape[2:]), samples=batch.sample_indices.tolist(),
+                 pixels=pixels, params=parameters_digest(model))
+    log.write(json.dumps(entry) + "\n")
+    log.flush()
 
 
 def load_checkpoint(path, rank):
@@ -151,9 +229,15 @@ def main():
         torch.set_num_threads(a.threads)
     rank, size = init_distributed(a.port)
     torch.manual_seed(a.seed)
-    loader = tilefeed.Loader(a.data, batch_size=a.batch_size, image_size=a.image_size,
-                             workers=a.workers, layout="nchw", seed=a.seed, epochs=a.epochs,
-                             remainder=a.remainder, slice="auto")
+    recipe = phases(a)
+
+    def make_loader(phase):  # its epochs up to the next phase's first
+        end = recipe[phase + 1][0] if phase + 1 < len(recipe) else a.epochs
+        return tilefeed.Loader(a.data, batch_size=a.batch_size, workers=a.workers,
+                               layout="nchw", seed=a.seed, epochs=end,
+                               remainder=a.remainder, slice="auto", **recipe[phase][1])
+
+    phase, loader = 0, make_loader(0)
     assert loader.slice == (rank, size), (loader.slice, rank, size)
     model = make_model(a.arch, len(loader.classes))
     optimizer = torch.optim.SGD(model.parameters(), lr=a.lr * size, momentum=0.9)
@@ -164,31 +248,35 @@ def main():
         optimizer.load_state_dict(checkpoint["optimizer"])
         for group in optimizer.param_groups:
             group["lr"] = a.lr * size  # the scaling rule for this run's world size
-        loader.load_state_dict(checkpoint["loader"])
-        step = checkpoint["step"]
+        state, step = checkpoint["loader"], checkpoint["step"]
+        phase = max(p for p, (first, _) in enumerate(recipe) if first <= state["epoch"])
+        if phase:
+            loader.stop()
+            loader = make_loader(phase)
+        loader.load_state_dict(state)
     model = DistributedDataParallel(model)  # broadcasts rank 0's parameters and buffers
     log = open(os.path.join(a.log, f"rank{rank}.jsonl"), "a") if a.log else None
-    mean = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1) * 255
-    std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1) * 255
-    start, first_step = time.monotonic(), step
     model.train()
     done = False
     loss = torch.zeros(())
     while not done and loader.epoch < a.epochs:
-        epoch = loader.epoch
+        epoch, start, first_step, side = loader.epoch, time.monotonic(), step, 0
+        if phase + 1 < len(recipe) and epoch >= recipe[phase + 1][0]:
+            phase += 1  # the next phase's Loader, from the start of this epoch
+            loader.stop()
+            loader = make_loader(phase)
+            loader.set_epoch(epoch)
         for batch in loader:
             images, labels = batch.torch(), torch.from_numpy(batch.labels)
-            x = (images.float() - mean) / std  # uint8 on the way in, normalised in the step
-            loss = F.cross_entropy(model(x), labels)
+            side = images.shape[-1]
+            loss = F.cross_entropy(model(normalise(images)), labels)
             optimizer.zero_grad()
             loss.backward()  # DDP all-reduces the gradients here
             optimizer.step()
             step += 1
             if log:
-                log.write(json.dumps({"step": step, "rank": rank, "world": size, "epoch": epoch,
-                                      "samples": batch.sample_indices.tolist(),
-                                      "params": parameters_digest(model.module)}) + "\n")
-                log.flush()
+                write_log(log, {"step": step, "rank": rank, "world": size, "epoch": epoch},
+                          batch, images, model.module)
             if rank == 0 and a.checkpoint and a.checkpoint_every and step % a.checkpoint_every == 0:
                 save_checkpoint(a.checkpoint, model, optimizer, loader, step)
             if a.steps and step >= a.steps:
@@ -199,12 +287,17 @@ def main():
                 done = True
                 break
         if rank == 0:
-            rate = (step - first_step) * a.batch_size * size / (time.monotonic() - start)
-            print(f"epoch {epoch} step {step} loss {loss.item():.3f} {rate:.0f} images/s",
-                  flush=True)
+            seconds = time.monotonic() - start
+            print(f"epoch {epoch} size {side} step {step} loss {loss.item():.3f} "
+                  f"{seconds:.1f} s {(step - first_step) * a.batch_size * size / seconds:.0f} "
+                  f"images/s", flush=True)
     if rank == 0 and a.checkpoint and not done:
         save_checkpoint(a.checkpoint, model, optimizer, loader, step)
     loader.stop()
+    if a.eval_size and not done:
+        accuracy, samples = evaluate(a, model.module, a.eval_size)
+        if rank == 0:
+            print(f"eval size {a.eval_size} top-1 {accuracy:.3f} ({samples} samples)", flush=True)
     dist.barrier()
     dist.destroy_process_group()
 
