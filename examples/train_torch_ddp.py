@@ -72,6 +72,7 @@ import torchvision
 from torch.nn.parallel import DistributedDataParallel
 
 import tilefeed
+from tilefeed.augment import RandomHorizontalFlip, RandomResizedCrop
 
 
 def parse_args():
@@ -131,7 +132,8 @@ def phases(a):
     if a.recipe == "low-res":
         finetune = a.epochs - a.finetune_epochs
         return [(0, {"image_size": a.start_size}),
-                (finetune, {"image_size": a.image_size, "crop_scale": (0.35, 1)})]
+                (finetune, {"image_size": a.image_size, "augment": [
+                    RandomResizedCrop(scale=(0.35, 1)), RandomHorizontalFlip()]})]
     if a.recipe == "progressive":
         return [(0, {"image_size": tilefeed.Ramp(a.start_size, a.image_size, 0, a.epochs - 1)})]
     return [(0, {"image_size": a.image_size})]
