@@ -74,6 +74,9 @@ def _slot_geometry(options):
     geometry = {name: options.get(name, defaults[name])
                 for name in ("batch_size", "image_size", "prefetch_depth")}
     _check_options(geometry)
+    if geometry["prefetch_depth"] == "auto":
+        raise ValueError("tilefeed.Loader: prefetch_depth auto needs the loader's own slots; "
+                         "device=\"cuda\" pins a fixed ring: give a depth")
     height, width = _image_shape(geometry["image_size"])
     return int(geometry["batch_size"]), int(height), int(width), int(geometry["prefetch_depth"])
 
