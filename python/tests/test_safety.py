@@ -167,7 +167,6 @@ BAD_ARGUMENTS = [
     ({"prefetch_depth": -2}, ValueError, r"prefetch_depth must be auto or between 1 and 1048576, got -2"),
     ({"cpu_share": 0}, ValueError, r"cpu_share must be above 0 and at most 1, got 0"),
     ({"memory_budget": "lots"}, ValueError, r"memory_budget must be a size such as 8GiB"),
-    ({"memory_budget": 1 << 62}, ValueError, r"memory_budget 4611686018427387904 is more than the"),
     ({"seed": -1}, ValueError, "seed must be at least 0, got -1"),
     ({"seed": 1 << 64}, ValueError, "seed must be at most 18446744073709551615, got 1844"),
     ({"epochs": -1}, ValueError, "epochs must be at least 1, got -1"),
