@@ -22,14 +22,12 @@ namespace tilefeed::loader {
 
 namespace {
 
-// Slots may take this share of the memory the process may use unless memory_budget says
-// otherwise; the rest is for the decode workers, the model and everything else it holds.
+// Slots may take this share of the memory the process may use unless memory_budget says.
 constexpr long double kSlotShare = 0.75;
 
-// The bytes all batch slots may take: memory_budget, or 3/4 of the memory this process may
-// use. Refuses a budget above that memory, and fixed slots above the budget, with the
-// arithmetic, before allocating any: a huge batch was std::bad_alloc, a huge prefetch depth
-// grew for gigabytes first, and slots past a cgroup's limit were an OOM kill without a line.
+// The bytes all slots may take: memory_budget, or kSlotShare of the process's memory. Refuses a
+// budget above that memory and fixed slots above the budget, with the arithmetic, before any
+// allocation (a huge depth or batch was std::bad_alloc or an OOM kill without a line).
 std::uint64_t SlotBudget(const LoaderOptions& o, int height, int width, std::size_t image_bytes) {
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page = sysconf(_SC_PAGESIZE);
@@ -232,8 +230,7 @@ void Loader::Impl::Validate(const std::optional<LoaderState>& start) {
   const std::uint64_t budget = SlotBudget(o, height, width, image_bytes);
   slot_bytes =
       image_bytes * o.batch_size + o.batch_size * (sizeof(std::int32_t) + sizeof(std::uint64_t));
-  // Auto depth starts at 2 (one batch decoding, one waiting) and grows within the budget, up to
-  // kMaxAutoDepth: a burst longer than that many batches is a slower consumer, not a burst.
+  // Auto depth starts at 2 and grows within the budget, to at most kMaxAutoDepth.
   max_depth = o.prefetch_depth != kAutoDepth
                   ? o.prefetch_depth
                   : std::clamp<std::size_t>(budget / slot_bytes, 1, detail::kMaxAutoDepth);

@@ -54,22 +54,14 @@ TunerState Tune(TunerState state, const TunerWindow& window, const TunerLimits& 
     return state;
   }
   if (state.streak < kConfirmWindows) return state;
-  switch (want) {
-    case kAddThread:
-      ++state.setting.threads;
-      state.reason = TuneReason::kWaited;
-      break;
-    case kRemoveThread:
-      --state.setting.threads;
-      state.reason = TuneReason::kRingFull;
-      break;
-    case kAddSlot:
-      ++state.setting.depth;
-      state.reason = TuneReason::kBursty;
-      break;
-    default:
-      break;
+  if (want == kAddSlot) {
+    ++state.setting.depth;
+  } else {
+    state.setting.threads += want;
   }
+  state.reason = want == kAddSlot     ? TuneReason::kBursty
+                 : want == kAddThread ? TuneReason::kWaited
+                                      : TuneReason::kRingFull;
   state.want = kHold;
   state.streak = 0;
   state.skip = true;
