@@ -242,6 +242,8 @@ void AddLoaderOptionFlags(CLI::App& app, Args& a) {
   tools::AddOption(app, loader::kEvalDctScaling, o.eval_dct_scaling);
   tools::AddOption(app, loader::kWorkers, o.workers);
   tools::AddOption(app, loader::kPrefetchDepth, o.prefetch_depth);
+  tools::AddOption(app, loader::kCpuShare, o.cpu_share);
+  tools::AddSizeOption(app, loader::kMemoryBudget, o.memory_budget);
   tools::AddOption(app, loader::kSeed, o.seed);
   tools::AddOption(app, loader::kBadSamplePolicy, o.bad_sample_policy);
   app.add_flag("--fail", a.fail, "stop at the first bad sample (= --bad-sample-policy fail)");
@@ -493,7 +495,7 @@ Figures Compute(const Args& a, const Timing& t, const loader::LoaderMetrics& end
   const loader::ImageSize size = a.options.image_size.At(0);  // a schedule: epoch 0's
   f.mpix = double(size.height) * size.width / 1e6;
   f.prefetch_mib = double(end.slots * end.slot_bytes) / (1 << 20);
-  f.threads = a.options.workers > 0 ? a.options.workers : int(std::thread::hardware_concurrency());
+  f.threads = end.threads;  // the tuner's at the end under --workers auto
   return f;
 }
 
@@ -537,7 +539,7 @@ void PrintJson(const Args& a, const Timing& t, const Figures& f) {
       "\"bad_samples\":%llu,\"peak_rss_mib\":%.1f,\"prefetch_mib\":%.1f,"
       "\"records_per_read\":%.2f,\"checksum\":%llu}\n",
       a.data.c_str(), mode, a.split.c_str(), a.options.image_size.text().c_str(),
-      a.options.batch_size, f.threads, a.options.prefetch_depth, t.timed_images, f.elapsed, f.ips,
+      a.options.batch_size, f.threads, f.end.slots, t.timed_images, f.elapsed, f.ips,
       f.ips * f.mpix, f.mb / f.elapsed, f.read_ms, f.decode_ms, f.resize_ms, f.wait_pct,
       f.end.mean_ready_batches, static_cast<unsigned long long>(f.end.bad_samples), PeakRssMiB(),
       f.prefetch_mib, f.records_per_read, static_cast<unsigned long long>(t.checksum));
@@ -577,12 +579,11 @@ int Timed(const Args& a, const CLI::App& app, Opener& opener) {
   }
   std::printf(
       "loader_bench: %zu images in %zu classes at %s, %s mode, %s split, size %s, batch %zu, "
-      "%d workers, depth %zu\n",
+      "%d workers, depth %zu (at the start)\n",
       run->source().size(), run->source().class_names().size(), a.data.c_str(),
       a.options.mode == loader::Mode::kEval ? "eval" : "train", a.split.c_str(),
-      a.options.image_size.text().c_str(), a.options.batch_size,
-      a.options.workers > 0 ? a.options.workers : int(std::thread::hardware_concurrency()),
-      a.options.prefetch_depth);
+      a.options.image_size.text().c_str(), a.options.batch_size, run->metrics().threads,
+      run->metrics().slots);
   metrics.SetLoader([&run] { return run->metrics(); });
   Timing timing;
   try {

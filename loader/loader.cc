@@ -21,6 +21,11 @@
 // every blocking wait through the stop_token, and the decode filter skips its work once
 // stop is requested, so Stop() returns within one sample decode per worker.
 //
+// Auto workers/depth (loader/tuner.h): Next() closes the tuner's windows and sets target
+// threads and depth; the plan stage stops at a batch boundary for a new thread count (Run()
+// then reruns the pipeline in an arena of that size from where the plan stands) and makes a
+// new slot when none is free and the target depth allows. Slots are only ever added.
+//
 // Seek() restarts the pipeline rather than steering a running one: it stops and joins the
 // producer (so both rings' other sides are quiet), empties both rings, and refills the free
 // ring with every slot the consumer does not hold. Which slots the consumer holds is
@@ -55,42 +60,100 @@ Loader::Loader(std::unique_ptr<Source> source, LoaderOptions options,
     : impl_(std::make_unique<Impl>(std::move(source), std::move(options))) {
   Impl& s = *impl_;
   s.Validate(start);
-  const std::size_t batch_size = s.options.batch_size;
-  const std::size_t depth = s.options.prefetch_depth;
-  for (std::size_t i = 0; i < depth; ++i) {
-    auto slot = std::make_unique<Slot>();
-    if (s.options.slot_memory) {
-      const SlotMemory::Spans spans =
-          s.options.slot_memory->Slot(i, depth, batch_size, s.image_bytes);
-      if (spans.images.size() < s.image_bytes * batch_size || spans.labels.size() < batch_size ||
-          spans.indices.size() < batch_size) {
-        throw std::invalid_argument("LoaderOptions: slot_memory gave slot " + std::to_string(i) +
-                                    " less memory than a batch of " + std::to_string(batch_size) +
-                                    " needs");
-      }
-      slot->images = spans.images.first(s.image_bytes * batch_size);
-      slot->labels = spans.labels.first(batch_size);
-      slot->indices = spans.indices.first(batch_size);
-    } else {
-      slot->owned_images.resize(s.image_bytes * batch_size);
-      slot->owned_labels.resize(batch_size);
-      slot->owned_indices.resize(batch_size);
-      slot->images = slot->owned_images;
-      slot->labels = slot->owned_labels;
-      slot->indices = slot->owned_indices;
-    }
-    if (s.converter) {
-      const ImageSize largest = s.options.image_size.Largest();
-      slot->output.resize(s.converter->ImageBytes(largest.height, largest.width) * batch_size);
-    }
-    s.slots.push_back(std::move(slot));
-    [[maybe_unused]] const bool pushed = s.free_ring.TryPush(std::size_t{i});
+  s.slots.resize(s.max_depth);
+  for (std::size_t i = 0; i < s.depth; ++i) {
+    [[maybe_unused]] const bool pushed = s.free_ring.TryPush(s.AddSlot());
     assert(pushed);
   }
+  s.limits = {.max_threads = s.max_workers,
+              .max_depth = s.max_depth,
+              .threads = s.options.workers == kAutoWorkers,
+              .depth = s.options.prefetch_depth == kAutoDepth};
+  s.tuner.setting = {s.workers, s.depth};
+  s.target_threads.store(s.workers);
+  s.threads.store(s.workers);
+  s.target_depth.store(s.depth);
+  if (s.limits.threads || s.limits.depth) s.reason.store(detail::TuneReason::kStart);
   s.StartProducer();
 }
 
 Loader::~Loader() { Stop(); }
+
+// Makes slot slot_count and returns its index. The constructor makes the first `depth`; under
+// auto depth the plan stage makes the others, each before its index reaches any ring.
+std::size_t Loader::Impl::AddSlot() {
+  const std::size_t i = slot_count.load(std::memory_order_relaxed);
+  const std::size_t batch_size = options.batch_size;
+  auto slot = std::make_unique<Slot>();
+  if (options.slot_memory) {
+    const SlotMemory::Spans spans = options.slot_memory->Slot(i, depth, batch_size, image_bytes);
+    if (spans.images.size() < image_bytes * batch_size || spans.labels.size() < batch_size ||
+        spans.indices.size() < batch_size) {
+      throw std::invalid_argument("LoaderOptions: slot_memory gave slot " + std::to_string(i) +
+                                  " less memory than a batch of " + std::to_string(batch_size) +
+                                  " needs");
+    }
+    slot->images = spans.images.first(image_bytes * batch_size);
+    slot->labels = spans.labels.first(batch_size);
+    slot->indices = spans.indices.first(batch_size);
+  } else {
+    slot->owned_images.resize(image_bytes * batch_size);
+    slot->owned_labels.resize(batch_size);
+    slot->owned_indices.resize(batch_size);
+    slot->images = slot->owned_images;
+    slot->labels = slot->owned_labels;
+    slot->indices = slot->owned_indices;
+  }
+  if (converter) {
+    const ImageSize largest = options.image_size.Largest();
+    slot->output.resize(converter->ImageBytes(largest.height, largest.width) * batch_size);
+  }
+  slots[i] = std::move(slot);
+  slot_count.store(i + 1, std::memory_order_release);
+  return i;
+}
+
+// After each batch handed out: the tests' schedule, or at the end of a window the policy's
+// next setting, for the producer to follow.
+void Loader::Impl::Tick() {
+  detail::TunerSetting next = tuner.setting;
+  if (forced) {
+    next = forced(batches.load(std::memory_order_relaxed));
+    next.depth = std::clamp<std::size_t>(next.depth, 1, max_depth);
+    tuner.reason = detail::TuneReason::kForced;
+  } else {
+    if (!limits.threads && !limits.depth) return;
+    const Clock::time_point now = Clock::now();
+    const double seconds = std::chrono::duration<double>(now - window_start).count();
+    if (++window_batches < detail::kWindowBatches || seconds < detail::kWindowSeconds) return;
+    const std::uint64_t wait = wait_ns.load(std::memory_order_relaxed);
+    const std::uint64_t idle = idle_ns.load(std::memory_order_relaxed);
+    tuner = detail::Tune(tuner,
+                         {.seconds = seconds,
+                          .consumer_wait = double(wait - window_wait_ns) * 1e-9,
+                          .producer_idle = double(idle - window_idle_ns) * 1e-9},
+                         limits);
+    next = tuner.setting;
+    window_start = now;
+    window_batches = 0;
+    window_wait_ns = wait;
+    window_idle_ns = idle;
+  }
+  reason.store(tuner.reason, std::memory_order_relaxed);
+  if (next.threads != target_threads.load(std::memory_order_relaxed) ||
+      next.depth != target_depth.load(std::memory_order_relaxed)) {
+    retunes.fetch_add(1, std::memory_order_relaxed);
+  }
+  tuner.setting = next;
+  target_threads.store(next.threads, std::memory_order_relaxed);
+  target_depth.store(next.depth, std::memory_order_relaxed);
+}
+
+void detail::TunerAccess::Force(Loader& loader,
+                                std::function<TunerSetting(std::uint64_t)> schedule) {
+  std::lock_guard lock(loader.impl_->next_mutex);
+  loader.impl_->forced = std::move(schedule);
+}
 
 void Loader::Impl::StartProducer() {
   producer = std::jthread([this, token = stop.get_token()] { Run(token); });
@@ -159,7 +222,9 @@ Loader::NextResult Loader::Next(std::chrono::milliseconds timeout) {
     case Ready::kBatch:
       break;
   }
-  return {NextStatus::kBatch, s.HandOut(this, ready->slot)};
+  Batch batch = s.HandOut(this, ready->slot);
+  s.Tick();
+  return {NextStatus::kBatch, std::move(batch)};
 }
 
 // The pipeline has returned: the loader is done, or failed if the pipeline threw.
@@ -232,7 +297,7 @@ std::optional<Ready> Loader::Impl::PopReady(Clock::time_point deadline) {
   auto held_for = [&] { return std::chrono::ceil<milliseconds>(Clock::now() - *held_since); };
   for (;;) {
     milliseconds wait = kPollInterval;
-    if (handed_out.load(std::memory_order_acquire) < slots.size()) {
+    if (handed_out.load(std::memory_order_acquire) < slot_count.load(std::memory_order_acquire)) {
       held_since.reset();
     } else {
       if (!held_since) held_since = Clock::now();
@@ -250,7 +315,7 @@ std::optional<Ready> Loader::Impl::PopReady(Clock::time_point deadline) {
     // (falsely, -Wuse-after-free) about `token` after PopFor's copy of it is destroyed.
     if (stop.stop_requested()) return std::nullopt;
     if (held_since && held_for() >= options.held_slots_timeout &&
-        handed_out.load(std::memory_order_acquire) >= slots.size()) {
+        handed_out.load(std::memory_order_acquire) >= slot_count.load(std::memory_order_acquire)) {
       held_since.reset();  // not sticky: the next call waits afresh
       throw SlotsHeldError(HeldSlotsMessage());
     }
@@ -259,7 +324,7 @@ std::optional<Ready> Loader::Impl::PopReady(Clock::time_point deadline) {
 }
 
 std::string Loader::Impl::HeldSlotsMessage() const {
-  const std::string depth = std::to_string(slots.size());
+  const std::string depth = std::to_string(slot_count.load(std::memory_order_acquire));
   return "Next() would wait forever: all " + depth + " batch slots (prefetch_depth=" + depth +
          ") are held by batches it already returned that are still alive, and none came back "
          "within held_slots_timeout (" +
@@ -319,7 +384,7 @@ void Loader::Impl::ReclaimSlots() {
   std::lock_guard lock(release_mutex);
   while (free_ring.TryPop()) {
   }
-  for (std::size_t i = 0; i < slots.size(); ++i) {
+  for (std::size_t i = 0; i < slot_count.load(std::memory_order_acquire); ++i) {
     if (slots[i]->held) continue;
     [[maybe_unused]] const bool pushed = free_ring.TryPush(std::size_t{i});
     assert(pushed);
@@ -444,8 +509,12 @@ LoaderMetrics Loader::metrics() const {
   const auto observations = s.ready_observations.load(std::memory_order_relaxed);
   m.mean_ready_batches =
       observations ? double(s.ready_sum.load(std::memory_order_relaxed)) / double(observations) : 0;
-  m.slots = s.slots.size();
+  m.slots = s.slot_count.load(std::memory_order_acquire);
   m.slot_bytes = s.slot_bytes;
+  m.threads = s.threads.load(std::memory_order_relaxed);
+  m.cores = s.cores;
+  m.tuned = detail::ReasonText(s.reason.load(std::memory_order_relaxed));
+  m.retunes = s.retunes.load(std::memory_order_relaxed);
   return m;
 }
 

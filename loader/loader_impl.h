@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -28,6 +29,7 @@
 #include "codecs/resize.h"
 #include "loader/output_convert.h"
 #include "loader/ring.h"
+#include "loader/tuner.h"
 #include "tilefeed/loader/loader.h"
 
 namespace tilefeed::loader {
@@ -175,7 +177,11 @@ struct SampleTimes {
 struct Loader::Impl {
   std::unique_ptr<Source> source;
   LoaderOptions options;
-  int workers = 1;
+  int cores = 1;              // the cores this process may run on
+  int workers = 1;            // the first decode threads: `workers`, or 1 under auto
+  int max_workers = 1;        // `workers`, or cpu_share x cores under auto
+  std::size_t depth = 1;      // the first slots: prefetch_depth, or 2 under auto
+  std::size_t max_depth = 1;  // prefetch_depth, or what memory_budget holds under auto
   std::size_t samples_per_epoch = 0;
   std::size_t batches_per_epoch = 0;
   std::size_t slot_bytes = 0;
@@ -184,7 +190,10 @@ struct Loader::Impl {
   std::optional<OutputConverter> converter;  // LoaderOptions::output, unless uint8
   Layout layout = Layout::kNhwc;             // of the slot's uint8 images (Batch::layout())
 
+  // max_depth entries, of which the first slot_count exist: the producer adds slots under auto
+  // depth (AddSlot), and the index reaches the consumer through the rings, after the slot.
   std::vector<std::unique_ptr<detail::Slot>> slots;
+  std::atomic<std::size_t> slot_count{0};
   SpscRing<std::size_t> free_ring;
   SpscRing<detail::Ready> ready_ring;
   std::mutex next_mutex;
@@ -216,6 +225,18 @@ struct Loader::Impl {
   std::optional<detail::Clock::time_point> held_since;
   bool wait_resumed = false;  // the last Next() timed out (its ring observation counted)
 
+  // The tuner (tuner.h): the consumer's Tick() sets the targets, the producer follows them.
+  std::atomic<int> target_threads{1}, threads{0};
+  std::atomic<std::size_t> target_depth{1};
+  std::atomic<std::uint64_t> idle_ns{0}, retunes{0};  // idle: the plan stage's free-slot wait
+  std::atomic<detail::TuneReason> reason{detail::TuneReason::kNone};
+  // Consumer-side, under next_mutex: the policy's state and the open window.
+  detail::TunerState tuner;
+  detail::TunerLimits limits;
+  std::function<detail::TunerSetting(std::uint64_t)> forced;  // TunerAccess::Force
+  detail::Clock::time_point window_start = detail::Clock::now();
+  std::uint64_t window_batches = 0, window_wait_ns = 0, window_idle_ns = 0;
+
   // Metrics.
   detail::Clock::time_point start = detail::Clock::now();
   std::atomic<std::uint64_t> images{0}, batches{0}, bad{0}, bytes_read{0};
@@ -227,8 +248,14 @@ struct Loader::Impl {
   Impl(std::unique_ptr<Source> src, LoaderOptions opts)
       : source(std::move(src)),
         options(std::move(opts)),
-        free_ring(std::max<std::size_t>(options.prefetch_depth, 1)),
-        ready_ring(2 * std::max<std::size_t>(options.prefetch_depth, 1) + 4) {}
+        free_ring(RingCapacity(options)),
+        ready_ring(2 * RingCapacity(options) + 4) {}
+
+  // Room for every slot there may ever be.
+  static std::size_t RingCapacity(const LoaderOptions& o) {
+    return o.prefetch_depth == kAutoDepth ? detail::kMaxAutoDepth
+                                          : std::max<std::size_t>(o.prefetch_depth, 1);
+  }
 
   class Pipeline;
 
@@ -263,6 +290,8 @@ struct Loader::Impl {
   void CheckSeek(const LoaderState& state) const;
   void StartProducer();
   void ReclaimSlots();
+  std::size_t AddSlot();
+  void Tick();
 };
 
 }  // namespace tilefeed::loader

@@ -49,13 +49,33 @@ class Loader::Impl::Pipeline {
   Pipeline(Impl& loader, std::stop_token token)
       : loader_(loader),
         token_(std::move(token)),
-        arena_(kUnderThreadSanitizer ? 1 : loader.workers),
+        threads_(loader.target_threads.load(std::memory_order_relaxed)),
+        arena_(kUnderThreadSanitizer ? 1 : threads_),
         workers_([&loader] { return Worker(loader.options.jpeg); }),
-        chunks_(static_cast<std::size_t>(loader.workers) * 4 + 2),
+        chunks_(Tokens(threads_)),
         epoch_(loader.start_epoch) {}
 
   // Runs the stages until the last epoch is published, stop is requested, or a stage throws.
+  // The tuner's new thread count stops the plan at a batch boundary; the pipeline drains and
+  // runs on in an arena of the new size from where the plan stands, so no batch changes.
   void Run() {
+    for (;;) {
+      loader_.threads.store(threads_, std::memory_order_relaxed);
+      RunPipeline();
+      if (!retune_ || token_.stop_requested()) return;
+      retune_ = false;
+      threads_ = loader_.target_threads.load(std::memory_order_relaxed);
+      arena_.terminate();
+      arena_.initialize(kUnderThreadSanitizer ? 1 : threads_);
+      chunks_ = ChunkTable(Tokens(threads_));
+    }
+  }
+
+ private:
+  // Live tokens: enough that every thread has chunks to take while others publish.
+  static std::size_t Tokens(int threads) { return static_cast<std::size_t>(threads) * 4 + 2; }
+
+  void RunPipeline() {
     arena_.execute([this] {
       tbb::parallel_pipeline(
           chunks_.size(),
@@ -71,7 +91,6 @@ class Loader::Impl::Pipeline {
     });
   }
 
- private:
   // Stage 1 (serial, in order): the next chunk's token, or a stopped flow.
   std::uint64_t Plan(tbb::flow_control& flow) {
     std::optional<Chunk> chunk = PlanChunk();
@@ -88,7 +107,13 @@ class Loader::Impl::Pipeline {
     if (token_.stop_requested()) return std::nullopt;
     if (!order_ && !StartEpoch()) return std::nullopt;
     if (batch_ == epoch_batches_) return EndEpoch();
-    if (position_ == batch_end_ && !StartBatch()) return std::nullopt;
+    if (position_ == batch_end_) {
+      if (loader_.target_threads.load(std::memory_order_relaxed) != threads_) {
+        retune_ = true;
+        return std::nullopt;
+      }
+      if (!StartBatch()) return std::nullopt;
+    }
     Chunk chunk;
     chunk.slot = slot_;
     chunk.epoch = epoch_;
@@ -129,11 +154,22 @@ class Loader::Impl::Pipeline {
 
   // Takes a free slot for the batch that starts at position_ and sets it up; false if
   // stopped while waiting. This wait is where a slow consumer holds the pipeline back.
+  // Under auto depth a batch that finds no free slot gets a new one while the tuner's depth
+  // allows; the time spent waiting is the producer's idle time, which the tuner reads.
   bool StartBatch() {
-    std::optional<std::size_t> free;
-    while (!(free = loader_.free_ring.PopFor(kPollInterval, token_))) {
-      if (token_.stop_requested()) return false;
+    std::optional<std::size_t> free = loader_.free_ring.TryPop();
+    const auto wait_start = detail::Clock::now();
+    while (!free) {
+      if (loader_.slot_count.load(std::memory_order_relaxed) <
+          loader_.target_depth.load(std::memory_order_relaxed)) {
+        free = loader_.AddSlot();
+      } else if (!(free = loader_.free_ring.PopFor(kPollInterval, token_)) &&
+                 token_.stop_requested()) {
+        return false;
+      }
     }
+    loader_.idle_ns.fetch_add(detail::Nanos(detail::Clock::now() - wait_start),
+                              std::memory_order_relaxed);
     slot_ = *free;
     batch_begin_ = position_;
     batch_end_ = std::min(position_ + loader_.options.batch_size, order_->size());
@@ -175,6 +211,8 @@ class Loader::Impl::Pipeline {
 
   Impl& loader_;
   const std::stop_token token_;
+  int threads_;          // the arena's
+  bool retune_ = false;  // the plan stopped for a new thread count
   tbb::task_arena arena_;
   tbb::enumerable_thread_specific<Worker> workers_;
   ChunkTable chunks_;

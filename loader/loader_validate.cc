@@ -20,30 +20,39 @@ namespace tilefeed::loader {
 
 namespace {
 
-// Slots may take this share of the memory the process may use; the rest is for the decode
-// workers, the model and everything else the process holds.
+// Slots may take this share of the memory the process may use unless memory_budget says.
 constexpr long double kSlotShare = 0.75;
 
-// Refuses batch slots the process cannot hold, with the arithmetic, before allocating any:
-// a huge batch was std::bad_alloc, a huge prefetch depth grew for gigabytes first, and slots
-// past a cgroup's limit were an OOM kill without a line.
-void CheckMemory(const LoaderOptions& o, int height, int width, std::size_t image_bytes) {
-  const long double total = static_cast<long double>(image_bytes + 12) * o.batch_size *
-                            static_cast<long double>(o.prefetch_depth);
+// The bytes all slots may take: memory_budget, or kSlotShare of the process's memory. Refuses a
+// budget above that memory and fixed slots above the budget, with the arithmetic, before any
+// allocation (a huge depth or batch was std::bad_alloc or an OOM kill without a line).
+std::uint64_t SlotBudget(const LoaderOptions& o, int height, int width, std::size_t image_bytes) {
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page = sysconf(_SC_PAGESIZE);
   const detail::MemoryLimit memory = detail::MemoryLimitOf(
       "/", pages > 0 && page > 0 ? std::uint64_t(pages) * std::uint64_t(page) : ~0ULL);
-  const long double allowed = kSlotShare * static_cast<long double>(memory.bytes);
-  if (total <= allowed) return;
+  const std::string limit = " bytes this process may use (" + memory.where + ")";
+  if (o.memory_budget > memory.bytes) {
+    throw std::invalid_argument("LoaderOptions: memory_budget " + std::to_string(o.memory_budget) +
+                                " is more than the " + std::to_string(memory.bytes) + limit);
+  }
+  const long double allowed = o.memory_budget != 0
+                                  ? static_cast<long double>(o.memory_budget)
+                                  : kSlotShare * static_cast<long double>(memory.bytes);
+  const long double slot = static_cast<long double>(image_bytes + 12) * o.batch_size;
+  const std::size_t depth = o.prefetch_depth == kAutoDepth ? 1 : o.prefetch_depth;
+  const long double total = slot * static_cast<long double>(depth);
+  if (total <= allowed) return static_cast<std::uint64_t>(allowed);
   auto text = [](long double v) { return std::to_string(static_cast<unsigned long long>(v)); };
   throw std::invalid_argument(
-      "LoaderOptions: prefetch_depth " + std::to_string(o.prefetch_depth) + " slots x batch " +
+      "LoaderOptions: prefetch_depth " + std::to_string(depth) + " slots x batch " +
       std::to_string(o.batch_size) + " x " + std::to_string(height) + " x " +
       std::to_string(width) + " x 3 (+ 12 bytes of label and index each) = " + text(total) +
-      " bytes, more than 3/4 of the " + std::to_string(memory.bytes) +
-      " bytes this process may use (" + memory.where + ") = " + text(allowed) +
-      " bytes; lower the prefetch depth or the batch");
+      " bytes, more than " +
+      (o.memory_budget != 0 ? "memory_budget " + text(allowed) + " bytes"
+                            : "3/4 of the " + std::to_string(memory.bytes) + limit + " = " +
+                                  text(allowed) + " bytes") +
+      "; lower the prefetch depth or the batch");
 }
 
 // "(0.5, 0.25, nan)": three channel values, as %g writes them.
@@ -140,8 +149,13 @@ std::optional<std::string> OptionsProblem(const LoaderOptions& o) {
     require("slice=(index, count) needs count >= 1 and 0 <= index < count, got (" +
             std::to_string(o.slice.index) + ", " + std::to_string(o.slice.count) + ")");
   }
-  check(kWorkers, "workers", o.workers);
-  check(kPrefetchDepth, "prefetch_depth", static_cast<double>(o.prefetch_depth));
+  if (o.workers != kAutoWorkers) check(kWorkers, "workers", o.workers);
+  if (o.prefetch_depth != kAutoDepth) {
+    check(kPrefetchDepth, "prefetch_depth", static_cast<double>(o.prefetch_depth));
+  } else if (o.slot_memory) {
+    require("prefetch_depth auto needs the loader's own slots (slot_memory is set)");
+  }
+  check(kCpuShare, "cpu_share", o.cpu_share);
   check(kMaxSubstituteAttempts, "max_substitute_attempts", o.max_substitute_attempts);
   if (o.held_slots_timeout != std::chrono::milliseconds::max()) {  // max(): wait forever
     check(kHeldSlotsTimeout, "held_slots_timeout",
@@ -193,17 +207,25 @@ void Loader::Impl::Validate(const std::optional<LoaderState>& start) {
                                 " samples per epoch, not one full batch of " +
                                 std::to_string(o.batch_size) + " (drop_last_batch is set)");
   }
-  workers = o.workers > 0 ? o.workers : detail::UsableCores();
+  cores = detail::UsableCores();
+  max_workers = o.workers == kAutoWorkers ? std::max(1, static_cast<int>(o.cpu_share * cores))
+                                          : (o.workers > 0 ? o.workers : cores);
+  workers = o.workers == kAutoWorkers ? 1 : max_workers;
   // Slots hold the largest size the schedule reaches, so no epoch re-sizes them.
   const ImageSize largest = o.image_size.Largest();
   image_bytes = largest.bytes();
-  CheckMemory(o, largest.height, largest.width, image_bytes);
+  const std::uint64_t budget = SlotBudget(o, largest.height, largest.width, image_bytes);
   slot_bytes =
       image_bytes * o.batch_size + o.batch_size * (sizeof(std::int32_t) + sizeof(std::uint64_t));
+  // Auto depth starts at 2 and grows within the budget, to at most kMaxAutoDepth.
+  max_depth = o.prefetch_depth != kAutoDepth
+                  ? o.prefetch_depth
+                  : std::clamp<std::size_t>(budget / slot_bytes, 1, detail::kMaxAutoDepth);
+  depth = o.prefetch_depth != kAutoDepth ? max_depth : std::min<std::size_t>(2, max_depth);
   // Chunks small enough that every worker has several per batch, large enough that the
   // per-token overhead vanishes next to a decode.
   chunk_size =
-      std::clamp<std::size_t>(o.batch_size / (4 * static_cast<std::size_t>(workers)), 1, 16);
+      std::clamp<std::size_t>(o.batch_size / (4 * static_cast<std::size_t>(max_workers)), 1, 16);
 }
 
 }  // namespace tilefeed::loader

@@ -19,6 +19,8 @@ constexpr std::array kSharedOptions = {
     kAugment,
     kWorkers,
     kPrefetchDepth,
+    kCpuShare,
+    kMemoryBudget,
     kSeed,
     kSlice,
     kEpochs,
@@ -70,12 +72,17 @@ bool Numeric(OptionKind kind) {
 
 std::string RangeText(const OptionSpec& spec) {
   if (!Numeric(spec.kind)) return {};
+  const std::string either = spec.auto_value ? "auto or " : "";
   const auto text = [&](double v) {
     return spec.kind == OptionKind::kSize ? SizeText(v) : NumberText(v);
   };
-  if (spec.max == kNoMax) return (spec.min_exclusive ? "above " : "at least ") + text(spec.min);
-  if (spec.min_exclusive) return "above " + text(spec.min) + " and at most " + text(spec.max);
-  return "between " + text(spec.min) + " and " + text(spec.max);
+  if (spec.max == kNoMax) {
+    return either + (spec.min_exclusive ? "above " : "at least ") + text(spec.min);
+  }
+  if (spec.min_exclusive) {
+    return either + "above " + text(spec.min) + " and at most " + text(spec.max);
+  }
+  return either + "between " + text(spec.min) + " and " + text(spec.max);
 }
 
 bool InRange(const OptionSpec& spec, double value) {

@@ -63,6 +63,9 @@ struct OptionSpec {
   std::string_view default_text = {};
   std::string_view help = {};  // one sentence without the default (front ends show it)
   std::span<const std::string_view> choices = {};  // kChoice: the accepted values
+  // kInteger: "auto" is accepted too and stands for this value (kAutoWorkers, kAutoDepth),
+  // which is outside the range: the number itself is refused.
+  std::optional<double> auto_value = {};
 };
 
 // "at least 1", "above 0", "between 1 and 16384", "at least 4MiB"; "" for kinds without a
@@ -150,7 +153,10 @@ inline constexpr OptionSpec kWorkers{
     .min = 0,
     .max = 1024,
     .default_text = "0",
-    .help = "decode threads (0: one per core this process may run on)"};
+    .help =
+        "decode threads (0: one per core this process may run on; auto: tuned while the "
+        "consumer waits, within --cpu-share)",
+    .auto_value = -1};
 inline constexpr OptionSpec kPrefetchDepth{
     .flag = "--prefetch-depth",
     .keyword = "prefetch_depth",
@@ -158,7 +164,27 @@ inline constexpr OptionSpec kPrefetchDepth{
     .min = 1,
     .max = 1 << 20,
     .default_text = "4",
-    .help = "batch slots; memory in flight is depth x batch bytes"};
+    .help =
+        "batch slots; memory in flight is depth x batch bytes (auto: deepened while batches "
+        "come in bursts, within --memory-budget)",
+    .auto_value = 0};
+inline constexpr OptionSpec kCpuShare{
+    .flag = "--cpu-share",
+    .keyword = "cpu_share",
+    .kind = OptionKind::kNumber,
+    .min = 0,
+    .max = 1,
+    .min_exclusive = true,
+    .default_text = "0.75",
+    .help = "workers auto: the share of this process's cores the decode threads may take"};
+inline constexpr OptionSpec kMemoryBudget{
+    .flag = "--memory-budget",
+    .keyword = "memory_budget",
+    .kind = OptionKind::kSize,
+    .min = 0,
+    .help =
+        "bytes all batch slots may take, at most the memory this process may use (0: a "
+        "quarter of it)"};
 inline constexpr OptionSpec kSeed{.flag = "--seed",
                                   .keyword = "seed",
                                   .kind = OptionKind::kInteger,

@@ -163,6 +163,9 @@ Totals Writer::Impl::TotalsLocked() const {
   t.ring_ready_sum = lm.mean_ready_batches;
   t.ring_samples = lm.batches;
   t.ring_slots = lm.slots;
+  t.threads = lm.threads;
+  t.cores = lm.cores;
+  t.tuned = lm.tuned;
   t.bad_samples = lm.bad_samples;
   t.rss_mib = RssMiB();
   t.peak_rss_mib = PeakRssMiB();
@@ -207,6 +210,9 @@ void Writer::Impl::WriteIntervalLocked() {
   }
   const double stall = StallPercent(was, now);
   const double images_per_s = Rate(Delta(was.images, now.images), span);
+  const double worker_s = now.read_seconds + now.decode_seconds + now.resize_seconds -
+                          (was.read_seconds + was.decode_seconds + was.resize_seconds);
+  const double cpu_share = now.cores > 0 ? Rate(worker_s, span * now.cores) : 0.0;
   JsonLine line;
   line.Add("record", "interval")
       .Add("time", UnixTime())
@@ -226,6 +232,9 @@ void Writer::Impl::WriteIntervalLocked() {
       .Add("wait_s", now.wait_seconds - was.wait_seconds)
       .Add("ring_occupancy", last_ring)
       .Add("ring_slots", now.ring_slots)
+      .Add("threads", now.threads)
+      .Add("cpu_share_used", cpu_share)
+      .Add("tuned", now.tuned)
       .Add("bad_samples", now.bad_samples)
       .Add("rss_mib", now.rss_mib)
       .Add("open_fds", now.open_fds);
@@ -234,11 +243,12 @@ void Writer::Impl::WriteIntervalLocked() {
   if (progress_line) {
     std::fprintf(stderr,
                  "[%s] instance %d: %.0f s, epoch %llu, step %llu, %.1f images/s, stall %.1f %%, "
-                 "ring %.1f/%llu, %llu bad, RSS %.0f MiB\n",
+                 "ring %.1f/%llu, %d threads (%.0f %% of %d cores%s%s), %llu bad, RSS %.0f MiB\n",
                  info.tool.c_str(), info.instance, now.elapsed_seconds,
                  static_cast<unsigned long long>(now.epoch),
                  static_cast<unsigned long long>(now.step), images_per_s, stall, last_ring,
-                 static_cast<unsigned long long>(now.ring_slots),
+                 static_cast<unsigned long long>(now.ring_slots), now.threads, 100 * cpu_share,
+                 now.cores, now.tuned.empty() ? "" : "; tuned: ", now.tuned.c_str(),
                  static_cast<unsigned long long>(now.bad_samples), now.rss_mib);
   }
 }

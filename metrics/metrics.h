@@ -83,6 +83,9 @@ struct Totals {
   double ring_ready_sum = 0;       // sum of ready slots over the loader's Next() calls
   std::uint64_t ring_samples = 0;  // Next() calls those were seen at
   std::uint64_t ring_slots = 0;
+  int threads = 0;    // the loader's decode threads now
+  int cores = 0;      // the cores the process may run on
+  std::string tuned;  // why the tuner last moved ("" without auto)
   std::uint64_t bad_samples = 0;
   double rss_mib = 0;  // now
   double peak_rss_mib = 0;

@@ -132,6 +132,27 @@ Setter Ranged(const loader::OptionSpec& spec) {
   };
 }
 
+// A setter of the field `Member` of a shared option that also takes "auto" (kWorkers,
+// kPrefetchDepth): the string "auto", else a number in the range (not the auto value itself).
+template <auto Member>
+Setter Tunable(const loader::OptionSpec& spec) {
+  return [&spec](O& o, const std::string& name, py::handle value) {
+    using T = std::remove_reference_t<decltype(o.*Member)>;
+    if (py::isinstance<py::str>(value) && value.cast<std::string>() == "auto") {
+      o.*Member = static_cast<T>(*spec.auto_value);
+      return;
+    }
+    if (py::isinstance<py::str>(value)) {
+      throw py::value_error("tilefeed.Loader: " + name + " must be " + loader::RangeText(spec) +
+                            ", got " + py::repr(value).cast<std::string>());
+    }
+    o.*Member = Number<T>(spec, name, value);
+    if (o.*Member == static_cast<T>(*spec.auto_value)) {
+      Refuse(loader::RangeProblem(spec, name, *spec.auto_value));
+    }
+  };
+}
+
 // The output images: their size, crop, flip, layout and element type.
 Setters ImageSetters() {
   return {
@@ -170,8 +191,21 @@ Setters ImageSetters() {
 // Which samples come when: threads, slots, order, this instance's slice, the epochs.
 Setters OrderSetters() {
   return {
-      {"workers", Ranged<&O::workers>(loader::kWorkers)},
-      {"prefetch_depth", Ranged<&O::prefetch_depth>(loader::kPrefetchDepth)},
+      {"workers", Tunable<&O::workers>(loader::kWorkers)},
+      {"prefetch_depth", Tunable<&O::prefetch_depth>(loader::kPrefetchDepth)},
+      {"cpu_share", Ranged<&O::cpu_share>(loader::kCpuShare)},
+      {"memory_budget",
+       [](O& o, const std::string& n, py::handle v) {
+         if (!py::isinstance<py::str>(v)) {
+           o.memory_budget = Number<std::uint64_t>(loader::kMemoryBudget, n, v);
+         } else if (const auto bytes = loader::ParseByteSize(v.cast<std::string>())) {
+           o.memory_budget = *bytes;
+         } else {
+           throw py::value_error("tilefeed.Loader: " + n +
+                                 " must be a size such as 8GiB, 512M or 1000000 (bytes), got " +
+                                 py::repr(v).cast<std::string>());
+         }
+       }},
       {"seed", Ranged<&O::seed>(loader::kSeed)},
       {"shuffle", &Assign<&O::shuffle>},
       {"slice", [](O& o, const std::string& n,
@@ -277,6 +311,8 @@ py::dict DefaultOptions() {
   d["std"] = py::make_tuple(o.output.std[0], o.output.std[1], o.output.std[2]);
   d["workers"] = o.workers;
   d["prefetch_depth"] = o.prefetch_depth;
+  d["cpu_share"] = o.cpu_share;
+  d["memory_budget"] = o.memory_budget;
   d["seed"] = o.seed;
   d["shuffle"] = o.shuffle;
   d["slice"] = py::make_tuple(o.slice.index, o.slice.count);

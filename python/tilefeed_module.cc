@@ -338,7 +338,8 @@ class PyCore {
                     "images_per_s"_a = m.images_per_second, "read_s"_a = m.read_seconds,
                     "decode_s"_a = m.decode_seconds, "resize_s"_a = m.resize_seconds,
                     "wait_s"_a = m.wait_seconds, "ring_occupancy"_a = m.mean_ready_batches,
-                    "ring_slots"_a = m.slots, "slot_bytes"_a = m.slot_bytes);
+                    "ring_slots"_a = m.slots, "slot_bytes"_a = m.slot_bytes,
+                    "threads"_a = m.threads, "tuned"_a = std::string(m.tuned));
   }
 
   py::list BadSamples() const {

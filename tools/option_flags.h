@@ -92,6 +92,30 @@ template <typename T>
 requires std::is_arithmetic_v<T> &&
     (!std::is_same_v<T, bool>)CLI::Option* AddOption(CLI::App& app, const loader::OptionSpec& spec,
                                                      T& value) {
+  if (spec.auto_value) {  // "auto" or a number in the range (--workers, --prefetch-depth)
+    const auto automatic = static_cast<T>(*spec.auto_value);
+    const auto set = [&value, automatic](const std::string& text) {
+      if (text == "auto") {
+        value = automatic;
+      } else {
+        (void)CLI::detail::lexical_cast(text, value);
+      }
+    };
+    const CLI::Validator range = detail::SpecRange<T>(spec);
+    const CLI::Validator check(
+        [range, words = loader::RangeText(spec)](std::string& text) {
+          if (text == "auto") return std::string();
+          std::string problem = range(text);  // a word other than auto: one line with the range
+          if (problem.starts_with("must be an integer"))
+            problem = "must be " + words + ", got '" + text + "'";
+          return problem;
+        },
+        loader::RangeText(spec));
+    return app
+        .add_option_function<std::string>(detail::Text(spec.flag), set, detail::Text(spec.help))
+        ->check(check)
+        ->default_str(value == automatic ? "auto" : std::to_string(value));
+  }
   CLI::Option* option = app.add_option(detail::Text(spec.flag), value, detail::Text(spec.help))
                             ->check(detail::SpecRange<T>(spec))
                             ->capture_default_str();
@@ -169,6 +193,16 @@ inline CLI::Option* AddAugmentOption(CLI::App& app, loader::AugmentSpec& spec) {
       ->default_str(loader::AugmentSpecText(spec));
 }
 
+// A kSize spec bound to a byte count, written as ParseByteSize reads it (--memory-budget 8GiB).
+inline CLI::Option* AddSizeOption(CLI::App& app, const loader::OptionSpec& spec,
+                                  std::uint64_t& bytes) {
+  const auto set = [&bytes](const std::string& text) { bytes = *loader::ParseByteSize(text); };
+  return app
+      .add_option_function<std::string>(detail::Text(spec.flag), set, detail::Text(spec.help))
+      ->check(detail::SizeCheck(spec))
+      ->default_str(loader::ByteSizeText(bytes));
+}
+
 // loader::kSlice as --slice INDEX/COUNT. `slice` stays nullopt when it is not given (the
 // launcher's instance, or 0/1).
 inline CLI::Option* AddSliceOption(CLI::App& app, std::optional<loader::InstanceSlice>& slice) {
@@ -196,7 +230,8 @@ inline void LogBadSamples(loader::LoaderOptions& o, const std::string& prefix, s
 }
 
 // The loader options every loading tool takes: --batch-size, --image-size, --mode,
-// --eval-dct-scaling, --workers, --prefetch-depth and --seed, bound to `options`.
+// --eval-dct-scaling, --workers, --prefetch-depth, --cpu-share, --memory-budget and --seed,
+// bound to `options`.
 inline void AddLoaderFlags(CLI::App& app, loader::LoaderOptions& options) {
   AddOption(app, loader::kBatchSize, options.batch_size);
   AddOption(app, loader::kImageSize, options.image_size);
@@ -205,6 +240,8 @@ inline void AddLoaderFlags(CLI::App& app, loader::LoaderOptions& options) {
   AddOption(app, loader::kEvalDctScaling, options.eval_dct_scaling);
   AddOption(app, loader::kWorkers, options.workers);
   AddOption(app, loader::kPrefetchDepth, options.prefetch_depth);
+  AddOption(app, loader::kCpuShare, options.cpu_share);
+  AddSizeOption(app, loader::kMemoryBudget, options.memory_budget);
   AddOption(app, loader::kSeed, options.seed);
 }
 

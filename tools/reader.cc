@@ -269,6 +269,11 @@ int Serve(Args& args, const CLI::App& app, std::stop_token stop) {
   };
   // A ring /dev/shm has no room for is one line now, not a SIGBUS at the first batch: each
   // session's ring is allocated in full (posix_fallocate), and so is this trial one.
+  if (shared_memory && args.options.prefetch_depth == loader::kAutoDepth) {
+    Log("--prefetch-depth auto needs the loader's own slots; shm:// shares a fixed ring: give a "
+        "depth");
+    return 2;
+  }
   if (shared_memory) (void)transport::SharedSlots::Create(args.options, shm_name);
   transport::Context context;
   transport::ReaderEndpoint sender(context, sender_options, terms, open);

@@ -193,6 +193,8 @@ struct Args {
   loader::AugmentSpec augment = loader::DefaultAugment();  // --augment
   int workers = 0;
   std::size_t prefetch_depth = 4;
+  double cpu_share = loader::LoaderOptions{}.cpu_share;
+  std::uint64_t memory_budget = 0;
   loader::BadSamplePolicy bad_sample_policy = loader::BadSamplePolicy::kSkip;
   std::size_t bad_sample_lines = 20;
   trainer::TrainerOptions trainer;
@@ -435,6 +437,8 @@ loader::LoaderOptions LoaderOptionsOf(const Instance& job, std::size_t local_bat
   o.augment = args.augment;
   o.workers = args.workers;  // 0: the loader takes the cores poprun bound this instance to
   o.prefetch_depth = args.prefetch_depth;
+  o.cpu_share = args.cpu_share;
+  o.memory_budget = args.memory_budget;
   o.seed = args.seed;
   o.slice = {job.rank, job.mpi.size()};
   o.bad_sample_policy = args.bad_sample_policy;
@@ -756,6 +760,8 @@ CLI::Option* AddDataFlags(CLI::App& app, Args& args) {
   tools::AddAugmentOption(app, args.augment);
   tools::AddOption(app, loader::kWorkers, args.workers);
   tools::AddOption(app, loader::kPrefetchDepth, args.prefetch_depth);
+  tools::AddOption(app, loader::kCpuShare, args.cpu_share);
+  tools::AddSizeOption(app, loader::kMemoryBudget, args.memory_budget);
   tools::AddOption(app, loader::kSeed, args.seed);
   tools::AddOption(app, loader::kBadSamplePolicy, args.bad_sample_policy);
   tools::AddOption(app, loader::kBadSampleLines, args.bad_sample_lines);

@@ -197,6 +197,16 @@ def test_worker_count_changes_nothing(folder):
             np.testing.assert_array_equal(x, y)
 
 
+def test_auto_workers_and_depth_give_the_same_batches(folder):
+    fixed = collect(tilefeed.Loader(folder, batch_size=8, image_size=32, workers=1, seed=3))
+    tuned = tilefeed.Loader(folder, batch_size=8, image_size=32, workers="auto",
+                            prefetch_depth="auto", cpu_share=0.5, memory_budget="64MiB", seed=3)
+    for a, b in zip(fixed, collect(tuned), strict=True):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)
+    assert tuned.metrics()["tuned"] and tuned.metrics()["threads"] >= 1
+
+
 def test_iterations_walk_the_epochs(folder):
     loader = tilefeed.Loader(folder, batch_size=8, image_size=16, workers=1, epochs=8)
     assert [b.epoch for b in loader] == [0, 0, 0]

@@ -207,6 +207,9 @@ class Loader(_Stops):
     Iterating a Loader yields the Batches of one epoch; each new iter() continues with the
     next epoch (or the one given to set_epoch()). Epoch e's batches are a pure function of
     (seed, e, dataset, slice): worker count and timing change nothing.
+    workers="auto" and prefetch_depth="auto" let the loader tune them while it runs, within
+    cpu_share (of this process's cores) and memory_budget (bytes of slots, or "8GiB"); see
+    docs/options.md, "Autotuning".
     epochs=N (at least 1, as the tools' --epochs) ends iteration after epoch N - 1;
     epochs=None, the default, iterates epochs until stop(). To resume, pass a state_dict() to
     load_state_dict(): where a run stands is a LoaderState, not options.
@@ -242,6 +245,8 @@ class Loader(_Stops):
                  std=_D["std"],
                  workers=_D["workers"],
                  prefetch_depth=_D["prefetch_depth"],
+                 cpu_share=_D["cpu_share"],
+                 memory_budget=_D["memory_budget"],
                  seed=_D["seed"],
                  shuffle=_D["shuffle"],
                  slice="auto",

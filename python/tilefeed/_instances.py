@@ -15,7 +15,7 @@ def _check_workers(workers):
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return
-    if workers > cores and ("workers", workers, cores) not in _announced:
+    if workers != "auto" and workers > cores and ("workers", workers, cores) not in _announced:
         _announced.add(("workers", workers, cores))
         warnings.warn(f"tilefeed.Loader: workers={workers}, but this process may run on only "
                       f"{cores} core(s) (its CPU affinity, e.g. mpirun --bind-to core), so at most "

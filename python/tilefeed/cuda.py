@@ -76,6 +76,9 @@ def _slot_geometry(options):
                 for name in ("batch_size", "image_size", "prefetch_depth")}
     geometry["image_size"] = _size_text(geometry["image_size"], options.get("epochs"))
     _check_options(geometry)
+    if geometry["prefetch_depth"] == "auto":
+        raise ValueError("tilefeed.Loader: prefetch_depth auto needs the loader's own slots; "
+                         "device=\"cuda\" pins a fixed ring: give a depth")
     height, width = _tilefeed._image_size(geometry)[1]
     return int(geometry["batch_size"]), int(height), int(width), int(geometry["prefetch_depth"])
 

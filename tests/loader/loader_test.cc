@@ -370,7 +370,7 @@ TEST(Loader, RejectsBadOptions) {
     return Loader(ImageFolder::Open(data->dir.path().string()), o);
   };
   EXPECT_THROW(make([](LoaderOptions& o) { o.batch_size = 0; }), std::invalid_argument);
-  EXPECT_THROW(make([](LoaderOptions& o) { o.prefetch_depth = 0; }), std::invalid_argument);
+  EXPECT_THROW(make([](LoaderOptions& o) { o.prefetch_depth = 1 << 21; }), std::invalid_argument);
   EXPECT_THROW(make([](LoaderOptions& o) { o.slice = {2, 2}; }), std::invalid_argument);
   EXPECT_THROW(make([](LoaderOptions& o) {
                  o.batch_size = 100;

@@ -73,7 +73,8 @@ TEST(OptionSpecs, EveryEntryIsComplete) {
 TEST(OptionSpecs, RangeTextAndProblems) {
   EXPECT_EQ(RangeText(kBatchSize), "at least 1");
   EXPECT_EQ(RangeText(kImageSize), "between 1 and 16384");
-  EXPECT_EQ(RangeText(kPrefetchDepth), "between 1 and 1048576");
+  EXPECT_EQ(RangeText(kPrefetchDepth), "auto or between 1 and 1048576");
+  EXPECT_EQ(RangeText(kCpuShare), "above 0 and at most 1");
   EXPECT_EQ(RangeText(kEvalResize), "at least 1");
   EXPECT_EQ(RangeText(kCacheLimit), "at least 4MiB");
   EXPECT_EQ(RangeText(kHeartbeat), "between 0.001 and 3600");
@@ -147,10 +148,12 @@ TEST(OptionSpecs, LoaderChecksTheTablesRanges) {
   EXPECT_EQ(refusal(o), "");  // 1 x 1 images: the bottom of the range works
   o = {};
   o.workers = static_cast<int>(kWorkers.max) + 1;
-  EXPECT_EQ(refusal(o), "LoaderOptions: workers must be between 0 and 1024, got 1025");
+  EXPECT_EQ(refusal(o), "LoaderOptions: workers must be auto or between 0 and 1024, got 1025");
   o = {};
-  o.prefetch_depth = 0;
-  EXPECT_EQ(refusal(o), "LoaderOptions: prefetch_depth must be between 1 and 1048576, got 0");
+  o.prefetch_depth = kAutoDepth;  // 0: "auto", the tuner's
+  EXPECT_EQ(refusal(o), "");
+  o.cpu_share = 1.5;
+  EXPECT_EQ(refusal(o), "LoaderOptions: cpu_share must be above 0 and at most 1, got 1.5");
   o = {};
   o.augment[1].p = 1.5;
   EXPECT_EQ(refusal(o),

@@ -20,10 +20,10 @@ def make_demo(path):
          "--val-per-class", "0", "--seed", "7", "--threads", "1", str(path)])
 
 
-def train(demo, out, us_per_sample, batch, image_size, extra=()):
+def train(demo, out, us_per_sample, batch, image_size, extra=(), workers="1"):
     run([local_train(), "--data", str(demo), "--core",
          f"synthetic:us-per-sample={us_per_sample}", "--batch-size", str(batch), "--image-size", str(image_size),
-         "--workers", "1", "--epochs", "2", "--metrics", f"file={out},interval=0.25",
+         "--workers", workers, "--epochs", "2", "--metrics", f"file={out},interval=0.25",
          *extra])
     assert_valid(out)
 
@@ -41,6 +41,7 @@ def runs(tmp_path_factory):
     # 128-pixel crops. Compute-bound: 20 ms per sample against 32-pixel crops.
     train(work / "data" / "train", work / "input.jsonl", 1, 16, 128)
     train(work / "data" / "train", work / "compute.jsonl", 20000, 4, 32)
+    train(work / "data" / "train", work / "tuned.jsonl", 20000, 4, 32, workers="auto")
     return work
 
 
@@ -57,6 +58,10 @@ def test_verdicts(runs, tmp_path):
     assert "input-bound: the core waited" in out, out
     out = report([runs / "compute.jsonl"], tmp_path / "compute.html")
     assert "compute-bound: stall" in out, out
+    assert "tuner" not in out, out
+    out = report([runs / "tuned.jsonl"], tmp_path / "tuned.html")
+    assert re.search(r"compute-bound: .*; the tuner settled at \d+ threads \(\d+ % of the "
+                     r"cores\), depth \d+ \([a-z ]+\)", out), out
 
 
 def test_each_image_size_phase_gets_its_own_verdict(runs, tmp_path):

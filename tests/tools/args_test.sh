@@ -26,8 +26,11 @@ train|--epochs must be at least 1, got 0|--data $D --epochs 0
 train|--max-steps must be at least 0, got -3|--data $D --max-steps -3
 train|--batch-size must be at least 1, got 0|--data $D --batch-size 0
 train|--batch-size must be at least 1, got -1|--data $D --batch-size -1
-train|--workers must be between 0 and 1024, got -2|--data $D --workers -2
-train|--prefetch-depth must be between 1 and 1048576, got 0|--data $D --prefetch-depth 0
+train|--workers must be auto or between 0 and 1024, got -2|--data $D --workers -2
+train|--workers must be auto or between 0 and 1024, got 'many'|--data $D --workers many
+train|--cpu-share must be above 0 and at most 1, got 1.5|--data $D --workers auto --cpu-share 1.5
+train|--memory-budget must be a size such as 20GiB, 512M or 1000000 (bytes), got 'lots'|--data $D --memory-budget lots
+train|--prefetch-depth must be auto or between 1 and 1048576, got 0|--data $D --prefetch-depth 0
 train|--seed must be at least 0, got -1|--data $D --seed -1
 train|--image-size: '0': size must be between 1 and 16384, got 0|--data $D --image-size 0
 train|--image-size: '160,8:224,4:192': epochs must rise (4 after 8)|--data $D --image-size 160,8:224,4:192
@@ -101,8 +104,10 @@ tilefeed-serve|--epochs must be at least 1, got 0|--data $D --epochs 0
 tilefeed-serve|--epochs must be at least 1, got -1|--data $D --epochs -1
 tilefeed-serve|--image-size: '16385': size must be between 1 and 16384, got 16385|--data $D --image-size 16385
 tilefeed-serve|--image-size: 'ramp:192,160,0,8': the ramp's start size is above its end size|--data $D --image-size ramp:192,160,0,8
-tilefeed-serve|--workers must be between 0 and 1024, got -1|--data $D --workers -1
-tilefeed-serve|--prefetch-depth must be between 1 and 1048576, got 0|--data $D --prefetch-depth 0
+tilefeed-serve|--workers must be auto or between 0 and 1024, got -1|--data $D --workers -1
+tilefeed-serve|--cpu-share must be above 0 and at most 1, got 0|--data $D --cpu-share 0
+tilefeed-serve|--prefetch-depth must be auto or between 1 and 1048576, got 0|--data $D --prefetch-depth 0
+tilefeed-serve|--memory-budget must be a size such as 20GiB, 512M or 1000000 (bytes), got '1x'|--data $D --memory-budget 1x
 tilefeed-serve|--seed must be at least 0, got -1|--data $D --seed -1
 tilefeed-serve|--resume must be a loader state line: not a tilefeed loader state (v1)|--data $D --resume bogus
 tilefeed-serve|--heartbeat must be between 0.001 and 3600, got 0|--data $D --heartbeat 0
@@ -123,6 +128,7 @@ tilefeed-serve|--metrics port=*:9400: HOST '*' is not loopback|--data $D --metri
 tilefeed-serve|--bind must be tcp://HOST:PORT, ipc://PATH or shm://NAME: endpoint 'tcp://:9400': HOST '' is not a host name or address|--data $D --bind tcp://:9400
 tilefeed-serve|--metrics port=:9400: HOST '' is not a host name or address|--data $D --metrics port=:9400
 tilefeed-pack|--workers must be between 0 and 1024, got -3|$D $work/out --workers -3
+tilefeed-pack|--workers must be an integer, got 'auto'|$D $work/out --workers auto
 tilefeed-pack|--shard-size must be above 0, got '0'|$D $work/out --shard-size 0
 tilefeed-pack|--interval-width must be between 8 and 65535, got 4|$D $work/out --interval-width 4
 tilefeed-pack|--metrics interval must be above 0, got -1|$D $work/out --metrics interval=-1
@@ -145,8 +151,10 @@ loader_bench|--epochs must be at least 1, got -1|--data $D --epochs -1
 loader_bench|--epochs must be at least 1, got 0|--data $D --epochs 0
 loader_bench|--batch-size must be at least 1, got -1|--data $D --batch-size -1
 loader_bench|--image-size: '0': size must be between 1 and 16384, got 0|--data $D --image-size 0
-loader_bench|--workers must be between 0 and 1024, got -1|--data $D --workers -1
-loader_bench|--prefetch-depth must be between 1 and 1048576, got 0|--data $D --prefetch-depth 0
+loader_bench|--workers must be auto or between 0 and 1024, got -1|--data $D --workers -1
+loader_bench|--cpu-share must be above 0 and at most 1, got -1|--data $D --cpu-share -1
+loader_bench|--prefetch-depth must be auto or between 1 and 1048576, got 0|--data $D --prefetch-depth 0
+loader_bench|--memory-budget must be a size such as 20GiB, 512M or 1000000 (bytes), got '-5'|--data $D --memory-budget -5
 loader_bench|--seconds must be above 0, got -1|--data $D --seconds -1
 loader_bench|--warmup must be at least 0, got -1|--data $D --warmup -1
 loader_bench|--seed must be at least 0, got -1|--data $D --seed -1

@@ -126,6 +126,13 @@ class SlotMemory {
                      std::size_t image_bytes) = 0;
 };
 
+// LoaderOptions::workers and prefetch_depth values that hand the choice to the loader: a
+// closed loop adds decode threads while the consumer waits for batches (within cpu_share),
+// removes them while the ring stays full, and deepens prefetch while batches come in bursts
+// (within memory_budget). Batches are the same whatever it chooses.
+inline constexpr int kAutoWorkers = -1;
+inline constexpr std::size_t kAutoDepth = 0;
+
 // The ranges are the shared option table's (option_specs.h), checked by OptionsProblem().
 struct LoaderOptions {
   std::size_t batch_size = 256;  // samples per batch
@@ -145,9 +152,15 @@ struct LoaderOptions {
   // dtype: images() NHWC, converted by the workers into output() in output.layout.
   OutputFormat output;
   // Decode threads; 0 = one per core this process may run on (its CPU affinity). oneTBB
-  // runs at most that many at once, whatever is asked.
+  // runs at most that many at once, whatever is asked. kAutoWorkers: the loader tunes it.
   int workers = 0;
-  std::size_t prefetch_depth = 4;  // batch slots; memory in flight = depth x batch bytes
+  // Batch slots; memory in flight = depth x batch bytes. kAutoDepth: the loader tunes it.
+  std::size_t prefetch_depth = 4;
+  // The two budgets of the tuner (docs/options.md, "Autotuning"): the share of this process's
+  // cores the decode threads may take, and the bytes all batch slots may take (0: a quarter of
+  // the memory this process may use). A fixed prefetch_depth must fit memory_budget too.
+  double cpu_share = 0.75;
+  std::uint64_t memory_budget = 0;
   std::uint64_t seed = 0;
   bool shuffle = true;
   OrderLocality locality;                 // shuffle: block-local order (sampler.h)
@@ -293,9 +306,19 @@ struct LoaderMetrics {
   double resize_seconds = 0;      // summed over workers: the final resize / copy
   double wait_seconds = 0;        // consumer time blocked in Next()
   double mean_ready_batches = 0;  // ready slots seen by Next(), averaged (ring occupancy)
-  std::size_t slots = 0;          // prefetch_depth
+  std::size_t slots = 0;          // prefetch_depth (the tuner's, now)
   std::size_t slot_bytes = 0;     // bytes of one batch slot (of the schedule's largest size)
+  int threads = 0;                // decode threads now (the tuner's choice under auto)
+  int cores = 0;                  // the cores this process may run on
+  // Why the tuner last moved ("" without auto): start, waited, ring full, bursty, share
+  // cap, budget cap, forced.
+  std::string_view tuned = {};
+  std::uint64_t retunes = 0;  // settings the tuner changed
 };
+
+namespace detail {
+struct TunerAccess;  // the tests' hook into the tuner (loader/tuner.h)
+}
 
 class Loader {
  public:
@@ -394,6 +417,7 @@ class Loader {
  private:
   friend class Batch;
   friend class SampleDecoder;
+  friend struct detail::TunerAccess;
   void Release(std::size_t slot) noexcept;
 
   struct Impl;
