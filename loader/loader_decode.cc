@@ -32,9 +32,10 @@ codecs::CropPlan PlanFor(const LoaderOptions& options, SampleRng& rng, int width
     return plan;
   }
   const bool rectangle = options.image_height > 0 && options.image_width > 0;
-  return CenterCropAfterResize(
-      width, height, options.eval_resize, rectangle ? options.image_width : options.image_size,
-      rectangle ? options.image_height : options.image_size, options.eval_dct_scaling);
+  return CenterCropAfterResize(width, height, options.eval_resize,
+                               rectangle ? options.image_width : options.image_size,
+                               rectangle ? options.image_height : options.image_size,
+                               options.jpeg.decode_scaling == codecs::DecodeScaling::kFast);
 }
 
 }  // namespace

@@ -94,6 +94,7 @@ std::optional<std::pair<int, int>> ParseSliceText(std::string_view text);
 
 inline constexpr std::string_view kModeChoices[] = {"train", "eval"};
 inline constexpr std::string_view kBadSamplePolicyChoices[] = {"skip", "fail"};
+inline constexpr std::string_view kDecodeScalingChoices[] = {"exact", "fast"};
 inline constexpr std::string_view kSplitChoices[] = {"train", "val", "test"};
 inline constexpr std::string_view kS3AddressingChoices[] = {"auto", "virtual", "path"};
 
@@ -126,13 +127,16 @@ inline constexpr OptionSpec kEvalResize{
     .help =
         "eval: the shorter side is resized to this before the centre crop (at least the "
         "image size)"};
-inline constexpr OptionSpec kEvalDctScaling{
-    .flag = "--eval-dct-scaling",
-    .keyword = "eval_dct_scaling",
-    .kind = OptionKind::kFlag,
+inline constexpr OptionSpec kDecodeScaling{
+    .flag = "--decode-scaling",
+    .keyword = "decode_scaling",
+    .kind = OptionKind::kChoice,
+    .default_text = "exact",
     .help =
-        "eval: let JPEGs decode at a DCT scale-down (faster; pixels then differ from "
-        "torchvision's Resize + CenterCrop by a few levels)"};
+        "exact: JPEG crops decode at 1/2, 1/4 or 1/8 scale where they stay at least the "
+        "output (train only); fast: at the smallest n/8, train and eval (decode cost falls "
+        "with the output size; pixels further from torchvision's)",
+    .choices = kDecodeScalingChoices};
 inline constexpr OptionSpec kFlipProbability{.flag = "--flip-probability",
                                              .keyword = "flip_probability",
                                              .kind = OptionKind::kNumber,

@@ -44,7 +44,6 @@ constexpr std::string_view kLayoutChoices[] = {"nhwc", "nchw"};
 constexpr std::string_view kDTypeChoices[] = {"uint8", "float16", "bfloat16", "float32"};
 constexpr std::string_view kRemainderChoices[] = {"pad", "drop"};
 constexpr std::string_view kCorruptDataChoices[] = {"fail", "accept"};
-constexpr std::string_view kDctScalesChoices[] = {"pow2", "eighths"};
 
 // `value` as the enum E whose values are `choices` in order.
 template <typename E>
@@ -141,7 +140,6 @@ Setters ImageSetters() {
       {"image_width", Ranged<&O::image_width>(loader::kImageSize)},
       {"mode", Chosen<&O::mode>(loader::kModeChoices)},
       {"eval_resize", Ranged<&O::eval_resize>(loader::kEvalResize)},
-      {"eval_dct_scaling", &Assign<&O::eval_dct_scaling>},
       {"crop_scale",
        [](O& o, const std::string& n, py::handle v) {
          std::tie(o.crop.scale_min, o.crop.scale_max) = Pair<double>(n, v);
@@ -201,7 +199,8 @@ Setters PolicySetters() {
       {"max_scans",
        [](O& o, const std::string& n, py::handle v) { o.jpeg.max_scans = Cast<int>(n, v); }},
       {"corrupt_data", Chosen<&O::jpeg, &codecs::JpegOptions::corrupt_data>(kCorruptDataChoices)},
-      {"dct_scales", Chosen<&O::jpeg, &codecs::JpegOptions::scales>(kDctScalesChoices)},
+      {"decode_scaling",
+       Chosen<&O::jpeg, &codecs::JpegOptions::decode_scaling>(loader::kDecodeScalingChoices)},
       {"fast_dct",
        [](O& o, const std::string& n, py::handle v) { o.jpeg.fast_dct = Cast<bool>(n, v); }},
       {"fast_upsample",
@@ -262,7 +261,6 @@ py::dict DefaultOptions() {
   d["image_size"] = o.image_size;
   d["mode"] = Spelling(loader::kModeChoices, o.mode);
   d["eval_resize"] = o.eval_resize;
-  d["eval_dct_scaling"] = o.eval_dct_scaling;
   d["crop_scale"] = py::make_tuple(o.crop.scale_min, o.crop.scale_max);
   d["crop_ratio"] = py::make_tuple(o.crop.ratio_min, o.crop.ratio_max);
   d["flip_probability"] = o.flip_probability;
@@ -282,7 +280,7 @@ py::dict DefaultOptions() {
   d["max_pixels"] = o.jpeg.max_pixels;
   d["max_scans"] = o.jpeg.max_scans;
   d["corrupt_data"] = Spelling(kCorruptDataChoices, o.jpeg.corrupt_data);
-  d["dct_scales"] = Spelling(kDctScalesChoices, o.jpeg.scales);
+  d["decode_scaling"] = Spelling(loader::kDecodeScalingChoices, o.jpeg.decode_scaling);
   d["fast_dct"] = o.jpeg.fast_dct;
   d["fast_upsample"] = o.jpeg.fast_upsample;
   return d;

@@ -190,6 +190,7 @@ struct Args {
   double seconds = 0;  // run-time limit (0: none); every instance stops after the same step
   std::size_t batch_size = 32;
   int image_size = 224;
+  codecs::DecodeScaling decode_scaling = codecs::DecodeScaling::kExact;
   int workers = 0;
   std::size_t prefetch_depth = 4;
   loader::BadSamplePolicy bad_sample_policy = loader::BadSamplePolicy::kSkip;
@@ -431,6 +432,7 @@ loader::LoaderOptions LoaderOptionsOf(const Instance& job, std::size_t local_bat
   loader::LoaderOptions o;
   o.batch_size = local_batch;
   o.image_size = args.image_size;
+  o.jpeg.decode_scaling = args.decode_scaling;
   o.workers = args.workers;  // 0: the loader takes the cores poprun bound this instance to
   o.prefetch_depth = args.prefetch_depth;
   o.seed = args.seed;
@@ -746,6 +748,7 @@ CLI::Option* AddDataFlags(CLI::App& app, Args& args) {
   // Shared options (loader/option_specs.h); train starts from its own batch size.
   tools::AddOption(app, loader::kBatchSize, args.batch_size);
   tools::AddOption(app, loader::kImageSize, args.image_size);
+  tools::AddOption(app, loader::kDecodeScaling, args.decode_scaling);
   tools::AddOption(app, loader::kWorkers, args.workers);
   tools::AddOption(app, loader::kPrefetchDepth, args.prefetch_depth);
   tools::AddOption(app, loader::kSeed, args.seed);

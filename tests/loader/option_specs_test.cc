@@ -29,7 +29,8 @@ TEST(OptionSpecs, DefaultsAreTheLibrarys) {
   EXPECT_EQ(Default(kImageSize), std::to_string(o.image_size));
   EXPECT_EQ(Default(kMode), o.mode == Mode::kTrain ? "train" : "eval");
   EXPECT_EQ(Default(kEvalResize), std::to_string(o.eval_resize));
-  EXPECT_FALSE(o.eval_dct_scaling);
+  EXPECT_EQ(Default(kDecodeScaling), "exact");
+  EXPECT_EQ(o.jpeg.decode_scaling, codecs::DecodeScaling::kExact);
   EXPECT_EQ(Default(kFlipProbability), "0.5");
   EXPECT_EQ(o.flip_probability, 0.5);
   EXPECT_EQ(Default(kWorkers), std::to_string(o.workers));

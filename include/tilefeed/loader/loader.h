@@ -94,10 +94,7 @@ struct LoaderOptions {
   int image_height = 0;
   int image_width = 0;
   Mode mode = Mode::kTrain;
-  int eval_resize = 256;  // kEval: the shorter side is resized to this before the crop
-  // kEval: let the JPEG decoders use DCT scale-downs (faster for large images; the pixels
-  // then differ from torchvision's by a few levels). false: torchvision's pixels.
-  bool eval_dct_scaling = false;
+  int eval_resize = 256;          // kEval: the shorter side is resized to this before the crop
   RandomResizedCropParams crop;   // kTrain: crop scale and aspect ranges
   double flip_probability = 0.5;  // kTrain: chance of a horizontal flip
   // What the batch looks like: element type, layout and normalisation (output_format.h's
@@ -125,7 +122,7 @@ struct LoaderOptions {
   // transport's sender, IO tiles); a consumer that owns its batches sets a bound
   // (Python's Loader: 10 s).
   std::chrono::milliseconds held_slots_timeout = std::chrono::milliseconds::max();
-  codecs::JpegOptions jpeg;  // pixel/scan limits, DCT scales, IDCT choice
+  codecs::JpegOptions jpeg;  // pixel/scan limits, decode_scaling, IDCT choice
   std::function<void(const BadSample&)> on_bad_sample;  // sink; called from workers
   std::shared_ptr<SlotMemory> slot_memory;              // null: the loader allocates its slots
 };
