@@ -133,9 +133,9 @@ inline constexpr OptionSpec kDecodeScaling{
     .kind = OptionKind::kChoice,
     .default_text = "exact",
     .help =
-        "exact: JPEG crops decode at 1/2, 1/4 or 1/8 scale where they stay at least the "
-        "output (train only); fast: at the smallest n/8, train and eval (decode cost falls "
-        "with the output size; pixels further from torchvision's)",
+        "exact: JPEG train crops decode at 1/2, 1/4 or 1/8 scale where they stay at least "
+        "the output; fast: 3/8 too, and eval too (decode cost falls with the output size; "
+        "pixels further from torchvision's)",
     .choices = kDecodeScalingChoices};
 inline constexpr OptionSpec kFlipProbability{.flag = "--flip-probability",
                                              .keyword = "flip_probability",
