@@ -9,6 +9,9 @@ RandomResizedCrop 224, batch 256: the loader's defaults) back to back, the order
 every round so neither build always runs second; every --python runs tilefeed.Loader from
 each build's python/ folder the same way (--epochs epochs, the consumer reads one byte per
 page).
+--old-args and --new-args add loader_bench flags to one side, so one build can be timed
+against itself with other settings, e.g. --old-args="--image-size 224" --new-args="--image-size
+128 --decode-scaling fast" (the rate at 128 px against 224).
 A dataset's figure is the median of its per-round ratios NEW/OLD, which cancels the load
 drift of a shared machine (the 2-core VM's speed moves 2x within minutes). The last lines
 are machine-readable: "ratio NAME=R (rounds: r1 r2 ...)".
@@ -36,9 +39,10 @@ print(images / (time.perf_counter() - start))
 """
 
 
-def loader_bench(build, data, workers, epochs):
+def loader_bench(build, data, workers, epochs, extra):
     out = subprocess.run([os.path.join(build, "bench", "loader_bench"), "--data", data,
-                          "--workers", str(workers), "--epochs", str(epochs), "--json"], check=True,
+                          "--workers", str(workers), "--epochs", str(epochs), "--json"] + extra,
+                         check=True,
                          capture_output=True, text=True, timeout=1800).stdout
     line = [l for l in out.splitlines() if l.startswith("{")][-1]
     return json.loads(line)["images_per_s"]
@@ -62,10 +66,14 @@ def main():
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--epochs", type=int, default=1, help="epochs per run (longer: less noise)")
+    ap.add_argument("--old-args", default="", help="more loader_bench flags for OLD's runs")
+    ap.add_argument("--new-args", default="", help="more loader_bench flags for NEW's runs")
     args = ap.parse_args()
-    runs = [(f"loader_bench {n}", lambda b, d=d: loader_bench(b, d, args.workers, args.epochs))
+    extra = {"old": args.old_args.split(), "new": args.new_args.split()}
+    runs = [(f"loader_bench {n}",
+             lambda b, side, d=d: loader_bench(b, d, args.workers, args.epochs, extra[side]))
             for n, d in (s.split("=", 1) for s in args.data)]
-    runs += [(f"python {n}", lambda b, d=d: python_loader(b, d, args.epochs))
+    runs += [(f"python {n}", lambda b, side, d=d: python_loader(b, d, args.epochs))
              for n, d in (s.split("=", 1) for s in args.python)]
     if not runs:
         ap.error("give at least one --data or --python")
@@ -75,7 +83,7 @@ def main():
             order = [("old", args.old), ("new", args.new)]
             if r % 2:
                 order.reverse()
-            figures = {which: run(build) for which, build in order}
+            figures = {which: run(build, which) for which, build in order}
             ratios[name].append(figures["new"] / figures["old"])
             print(f"round {r + 1} {name}: old {figures['old']:.0f} new {figures['new']:.0f} "
                   f"images/s, new/old {ratios[name][-1]:.3f}", flush=True)

@@ -414,7 +414,7 @@ struct Flags {
   int threads = 1;
   std::size_t warmup = 100;
   std::string only;
-  std::string scales = "pow2";
+  std::string decode_scaling = "exact";
   bool fast_dct = false;
   bool json = false;
   int interval_width = codecs::TranscodeOptions{}.interval_width;
@@ -448,8 +448,9 @@ void AddFlags(CLI::App& app, Flags& f) {
   app.add_option("--warmup", f.warmup, "untimed decodes per mode before timing, over all threads")
       ->check(tilefeed::tools::AtLeast(0))
       ->capture_default_str();
-  app.add_option("--scales", f.scales, "DCT scales: pow2 (1/2,1/4,1/8) or eighths (n/8)")
-      ->check(CLI::IsMember({"pow2", "eighths"}));
+  app.add_option("--decode-scaling", f.decode_scaling,
+                 "DCT scales: exact (1/2,1/4,1/8) or fast (n/8), as codecs::DecodeScaling")
+      ->check(CLI::IsMember({"exact", "fast"}));
   app.add_flag("--fast-dct", f.fast_dct, "libjpeg's fast integer IDCT");
   app.add_option("--group-pixels", f.group_pixels, "coefficient column group width in pixels")
       ->check(tilefeed::tools::Between(1, 65535))
@@ -486,8 +487,8 @@ std::optional<Corpus> OpenCorpus(const Flags& f) {
 
 codecs::JpegOptions JpegOptionsFor(const Flags& f) {
   codecs::JpegOptions options;
-  options.scales =
-      f.scales == "pow2" ? codecs::DctScales::kPowersOfTwo : codecs::DctScales::kEighths;
+  options.decode_scaling =
+      f.decode_scaling == "exact" ? codecs::DecodeScaling::kExact : codecs::DecodeScaling::kFast;
   options.fast_dct = f.fast_dct;
   options.corrupt_data = codecs::CorruptDataPolicy::kAccept;
   return options;
@@ -860,9 +861,9 @@ void PrintRates(const Rates& r, const Corpus& corpus, const Probed& probed, cons
   const char* thread_word = f.threads == 1 ? "thread" : "threads";
   std::printf(
       "codec_bench: %zu files from %s (%zu not decodable, skipped), %d %s, "
-      "median of %d, output %dx%d, scales %s%s\n",
+      "median of %d, output %dx%d, decode scaling %s%s\n",
       probed.jobs.size(), corpus.root.c_str(), probed.skipped, f.threads, thread_word, f.reps,
-      f.size, f.size, f.scales.c_str(), f.fast_dct ? ", fast IDCT" : "");
+      f.size, f.size, f.decode_scaling.c_str(), f.fast_dct ? ", fast IDCT" : "");
   std::printf("  %-34s %10.0f images/s  (reference)\n", "full decode (tjDecompress2 RGB)", r.full);
   std::printf("  %-34s %10.0f images/s  %.2fx full\n", "crop-before-decode + resize (rrc)", r.rrc,
               r.rrc / r.full);
@@ -926,7 +927,7 @@ double MedianOr0(const std::vector<double>& v) { return v.empty() ? 0.0 : Median
 void PrintJson(const Rates& r, const Interleaved& in, const TranscodeStats& t, std::size_t jobs,
                const Flags& f) {
   std::printf(
-      "{\"bench\":\"codec\",\"files\":%zu,\"size\":%d,\"scales\":\"%s\",\"threads\":%d,"
+      "{\"bench\":\"codec\",\"files\":%zu,\"size\":%d,\"decode_scaling\":\"%s\",\"threads\":%d,"
       "\"full_ips\":%.1f,\"rrc_ips\":%.1f,\"entropy_ips\":%.1f,\"resize_ips\":%.1f,"
       "\"rrc_over_full\":%.3f,\"entropy_share\":%.3f,\"rrc_t_ips\":%.1f,"
       "\"indexed_ips\":%.1f,\"indexed_over_full\":%.3f,\"interval_width\":%d,"
@@ -934,8 +935,8 @@ void PrintJson(const Rates& r, const Interleaved& in, const TranscodeStats& t, s
       "\"interleaved_rrc_over_full\":%.3f,\"coef_ips\":%.1f,"
       "\"interleaved_coef_over_full\":%.3f,\"interleaved_coef_over_indexed\":%.3f,"
       "\"interleaved_coef_of_ceiling\":%.3f,\"interleaved_ceiling_over_full\":%.3f}\n",
-      jobs, f.size, f.scales.c_str(), f.threads, r.full, r.rrc, r.entropy, r.resize, r.rrc / r.full,
-      r.full / r.entropy, r.rrc_t, r.indexed, r.indexed / r.full, f.interval_width,
+      jobs, f.size, f.decode_scaling.c_str(), f.threads, r.full, r.rrc, r.entropy, r.resize,
+      r.rrc / r.full, r.full / r.entropy, r.rrc_t, r.indexed, r.indexed / r.full, f.interval_width,
       double(t.transcoded_bytes) / double(std::max<std::size_t>(1, t.original_bytes)) - 1,
       double(t.index_bytes) / double(std::max<std::size_t>(1, t.original_bytes)),
       r.cpu[1] / r.cpu[0], MedianOr0(in.rrc_over_full), r.coef, MedianOr0(in.coef_over_full),

@@ -212,7 +212,6 @@ struct Args {
   std::size_t warmup = 2;
   bool json = false;
   bool fail = false;
-  std::string scales = "pow2";
   std::string shard_io = "pread";
   std::size_t max_gap = loader::ShardReadOptions{}.max_gap;
   bool no_shuffle = false;
@@ -239,7 +238,7 @@ void AddLoaderOptionFlags(CLI::App& app, Args& a) {
       ->description(std::string(loader::kSplit.help) +
                     " (default: val with --mode eval where --data has a val split, else "
                     "train)");
-  tools::AddOption(app, loader::kEvalDctScaling, o.eval_dct_scaling);
+  tools::AddOption(app, loader::kDecodeScaling, o.jpeg.decode_scaling);
   tools::AddOption(app, loader::kWorkers, o.workers);
   tools::AddOption(app, loader::kPrefetchDepth, o.prefetch_depth);
   tools::AddOption(app, loader::kCpuShare, o.cpu_share);
@@ -258,9 +257,6 @@ void AddLoaderOptionFlags(CLI::App& app, Args& a) {
   app.add_option("--local-window", o.locality.window,
                  "block-local shuffle: blocks shuffled together")
       ->check(tools::AtLeast(1))
-      ->capture_default_str();
-  app.add_option("--scales", a.scales, "DCT scales: pow2 or eighths")
-      ->check(CLI::IsMember({"pow2", "eighths"}))
       ->capture_default_str();
 }
 
@@ -335,8 +331,6 @@ void FinishOptions(Args& a) {
   o.shuffle = !a.no_shuffle;
   o.epochs = a.seconds > 0 ? 0 : a.epochs;
   if (a.fail) o.bad_sample_policy = loader::BadSamplePolicy::kFail;
-  o.jpeg.scales = a.scales == "pow2" ? tilefeed::codecs::DctScales::kPowersOfTwo
-                                     : tilefeed::codecs::DctScales::kEighths;
 }
 
 // Opens datasets as --data was given, counting remote requests.

@@ -5,15 +5,15 @@
         [--resize 256] [--limit N]
 
 CORPUS is an ImageFolder (or a root with train/; ../shared/corpus/make_corpus.sh makes
-one). For every image it compares, per image, |tilefeed - torchvision| in levels of 255:
+one). For every image it compares, per image, |tilefeed - torchvision| in levels of 255,
+for each decode_scaling (JpegOptions: "exact", the default, and "fast"):
 
-  eval           Mode eval (the default, no DCT scaling) against
-                 torchvision Resize(resize) + CenterCrop(size) on the PIL image;
-  eval+dct       the same with jpeg=JpegOptions(eval_dct_scaling=True);
+  eval           Mode eval against torchvision Resize(resize) + CenterCrop(size) on the
+                 PIL image;
   train          Mode train against torchvision.transforms.functional.resized_crop of
                  the box the loader drew (Loader.crop_plan), flipped when it flipped;
-  train, no DCT  the train rows whose crop is under 2x the output on some side (no DCT
-                 scale-down with the default pow2 scales: augment.h's bound applies).
+  train, no DCT  the exact train rows whose crop is under 2x the output on some side (no
+                 DCT scale-down: augment.h's bound applies).
 
 It prints, for each, the mean over images of the per-image mean |d|, its 90th percentile
 and maximum, and the largest single-pixel |d|. Pixels, not time: no timing here."""
@@ -51,10 +51,10 @@ def files_in_order(root):
 
 def summary(name, per_image, worst):
     if not per_image:
-        print(f"{name:14s} no images")
+        print(f"{name:20s} no images")
         return
     a = np.array(per_image)
-    print(f"{name:14s} {len(a):5d} images  mean|d| {a.mean():.3f}/255  "
+    print(f"{name:20s} {len(a):5d} images  mean|d| {a.mean():.3f}/255  "
           f"p90 {np.percentile(a, 90):.3f}  max {a.max():.3f}  worst pixel {max(worst)}")
 
 
@@ -70,14 +70,15 @@ def main():
         root = os.path.join(root, "train")
     files = files_in_order(root)
     common = dict(image_size=a.size, eval_resize=a.resize)
-    evals, _ = rows(root, mode="eval", **common)
-    if max(evals) >= len(files):
+    got = {}
+    for scaling in ("exact", "fast"):
+        jpeg = tilefeed.JpegOptions(decode_scaling=scaling)
+        got["eval " + scaling], _ = rows(root, mode="eval", jpeg=jpeg, **common)
+        got["train " + scaling], plan = rows(root, mode="train", seed=1, jpeg=jpeg, **common)
+    if max(got["eval exact"]) >= len(files):
         sys.exit(f"torchvision_pixels: the loader has more samples than {root} has image files")
-    scaled, _ = rows(root, mode="eval",
-                     jpeg=tilefeed.JpegOptions(eval_dct_scaling=True), **common)
-    trains, plan = rows(root, mode="train", seed=1, **common)
     reference = transforms.Compose([transforms.Resize(a.resize), transforms.CenterCrop(a.size)])
-    results = {k: ([], []) for k in ("eval", "eval+dct", "train", "train, no DCT")}
+    results = {k: ([], []) for k in list(got) + ["train exact, no DCT"]}
 
     def add(key, ours, theirs):
         d = np.abs(ours.astype(np.int32) - np.asarray(theirs).astype(np.int32))
@@ -85,21 +86,21 @@ def main():
         results[key][1].append(int(d.max()))
 
     for sample, path in enumerate(files[:a.limit or None]):
-        if sample not in evals:
+        if sample not in got["eval exact"]:
             continue  # a file the loader could not read (reported by the loader)
         with Image.open(path) as image:
             image = image.convert("RGB")
         theirs = reference(image)
-        add("eval", evals[sample], theirs)
-        add("eval+dct", scaled[sample], theirs)
-        p = plan(0, sample, image.width, image.height)
+        p = plan(0, sample, image.width, image.height)  # the crop and flip of every setting
         x, y, w, h = p["crop"]
         crop = F.resized_crop(image, y, x, h, w, [a.size, a.size], antialias=True)
         if p["flip"]:
             crop = F.hflip(crop)
-        add("train", trains[sample], crop)
+        for scaling in ("exact", "fast"):
+            add("eval " + scaling, got["eval " + scaling][sample], theirs)
+            add("train " + scaling, got["train " + scaling][sample], crop)
         if w < 2 * a.size or h < 2 * a.size:
-            add("train, no DCT", trains[sample], crop)
+            add("train exact, no DCT", got["train exact"][sample], crop)
     print(f"tilefeed vs torchvision on {root}: Resize({a.resize}) + CenterCrop({a.size}), "
           f"resized_crop to {a.size}")
     for key, (per_image, worst) in results.items():

@@ -43,11 +43,11 @@ bool BoxInsideCrop(const CropPlan& plan) {
          b.y1 <= double(c.y) + c.height;
 }
 
-int PlanScaleEighths(const CropPlan& plan, int out_width, int out_height, DctScales scales) {
+int PlanScaleEighths(const CropPlan& plan, int out_width, int out_height, DecodeScaling scaling) {
   if (!plan.dct_scaling) return 8;
   const SourceBox b = ShownBox(plan);
   return ChooseScaleEighths(static_cast<int>(b.x1 - b.x0), static_cast<int>(b.y1 - b.y0), out_width,
-                            out_height, scales);
+                            out_height, scaling);
 }
 
 }  // namespace tilefeed::codecs

@@ -180,21 +180,19 @@ const char* SniffNonJpeg(std::span<const std::byte> bytes) {
 }
 
 int ChooseScaleEighths(int crop_width, int crop_height, int out_width, int out_height,
-                       DctScales scales) {
+                       DecodeScaling scaling) {
   // The crop scaled by n/8 must still cover the output on both sides, so the final
   // resize only ever shrinks (or keeps) the decoded pixels.
   auto fits = [&](int n) {
     return std::int64_t{crop_width} * n >= std::int64_t{out_width} * 8 &&
            std::int64_t{crop_height} * n >= std::int64_t{out_height} * 8;
   };
-  if (scales == DctScales::kPowersOfTwo) {
-    for (int n : {1, 2, 4}) {
-      if (fits(n)) return n;
-    }
-    return 8;
-  }
-  for (int n = 1; n < 8; ++n) {
-    if (fits(n)) return n;
+  // kFast leaves out 5/8, 6/8 and 7/8: libjpeg-turbo 2.1 has no SIMD IDCT for them (nor
+  // for the 10x10 to 14x14 chroma IDCTs it uses there), and on 4:2:0 photos they cost 1.2-2.6x
+  // a full-size decode per source pixel (coefficient store and JPEG files alike; bench/
+  // RESULTS.md), so the smallest scale among 1/8, 1/4, 3/8, 1/2 and full is the fastest.
+  for (int n : {1, 2, 3, 4}) {
+    if (fits(n) && (n != 3 || scaling == DecodeScaling::kFast)) return n;
   }
   return 8;
 }
@@ -308,7 +306,7 @@ struct JpegDecoder::Impl {
   // Sets the decompressor's output (colour space, DCT scale, DCT and upsampling methods)
   // for a decode of `plan` into `out`; returns the scale in eighths.
   int SetScaledOutput(const CropPlan& plan, const PixelView& out) {
-    int n = PlanScaleEighths(plan, out.width, out.height, options.scales);
+    int n = PlanScaleEighths(plan, out.width, out.height, options.decode_scaling);
     // 4:1:1 / 4:4:1 chroma is box-upsampled 4x; scaled below 1/2 as well it loses too much
     // colour (under 35 dB against a full decode), so those rare files decode at 1/2 or 8/8.
     if (cinfo.max_h_samp_factor >= 4 || cinfo.max_v_samp_factor >= 4) n = n <= 4 ? 4 : 8;

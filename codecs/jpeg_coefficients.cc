@@ -423,7 +423,7 @@ Cover CoverFor(const Geometry& g, const CropPlan& plan, int out_width, int out_h
                const JpegOptions& options) {
   Cover c{};
   const Rect& crop = plan.crop;
-  int n = PlanScaleEighths(plan, out_width, out_height, options.scales);
+  int n = PlanScaleEighths(plan, out_width, out_height, options.decode_scaling);
   if (g.max_h >= 4 || g.max_v >= 4) n = n <= 4 ? 4 : 8;  // as jpeg.cc
   c.scale = n;
   const std::int64_t scaled_width = (std::int64_t{g.width} * n + 7) / 8;

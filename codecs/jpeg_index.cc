@@ -318,7 +318,7 @@ struct McuCover {
 McuCover CoverFor(const JpegIntervalIndex& index, int max_h, int max_v, const CropPlan& plan,
                   int out_width, int out_height, const JpegOptions& options) {
   const Rect& crop = plan.crop;
-  int n = PlanScaleEighths(plan, out_width, out_height, options.scales);
+  int n = PlanScaleEighths(plan, out_width, out_height, options.decode_scaling);
   if (max_h >= 4 || max_v >= 4) n = n <= 4 ? 4 : 8;
   const std::int64_t scaled_width = (std::int64_t{index.width} * n + 7) / 8;
   const std::int64_t scaled_height = (std::int64_t{index.height} * n + 7) / 8;

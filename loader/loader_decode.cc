@@ -37,7 +37,7 @@ codecs::CropPlan PlanFor(const LoaderOptions& options, SampleRng& rng, int width
   }
   const ImageSize size = options.image_size.At(0);  // kEval: one size
   return CenterCropAfterResize(width, height, options.eval_resize, size.width, size.height,
-                               options.eval_dct_scaling);
+                               options.jpeg.decode_scaling == codecs::DecodeScaling::kFast);
 }
 
 // The pixel ops of a train sample, drawn after its crop and flip, applied to its row `out`.

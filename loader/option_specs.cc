@@ -15,7 +15,7 @@ constexpr std::array kSharedOptions = {
     kImageSize,
     kMode,
     kEvalResize,
-    kEvalDctScaling,
+    kDecodeScaling,
     kAugment,
     kWorkers,
     kPrefetchDepth,

@@ -97,6 +97,7 @@ std::optional<std::pair<int, int>> ParseSliceText(std::string_view text);
 
 inline constexpr std::string_view kModeChoices[] = {"train", "eval"};
 inline constexpr std::string_view kBadSamplePolicyChoices[] = {"skip", "fail"};
+inline constexpr std::string_view kDecodeScalingChoices[] = {"exact", "fast"};
 inline constexpr std::string_view kSplitChoices[] = {"train", "val", "test"};
 inline constexpr std::string_view kS3AddressingChoices[] = {"auto", "virtual", "path"};
 
@@ -131,13 +132,16 @@ inline constexpr OptionSpec kEvalResize{
     .help =
         "eval: the shorter side is resized to this before the centre crop (at least the "
         "image size)"};
-inline constexpr OptionSpec kEvalDctScaling{
-    .flag = "--eval-dct-scaling",
-    .keyword = "eval_dct_scaling",
-    .kind = OptionKind::kFlag,
+inline constexpr OptionSpec kDecodeScaling{
+    .flag = "--decode-scaling",
+    .keyword = "decode_scaling",
+    .kind = OptionKind::kChoice,
+    .default_text = "exact",
     .help =
-        "eval: let JPEGs decode at a DCT scale-down (faster; pixels then differ from "
-        "torchvision's Resize + CenterCrop by a few levels)"};
+        "exact: JPEG train crops decode at 1/2, 1/4 or 1/8 scale where they stay at least "
+        "the output; fast: 3/8 too, and eval too (decode cost falls with the output size; "
+        "pixels further from torchvision's)",
+    .choices = kDecodeScalingChoices};
 inline constexpr OptionSpec kAugment{
     .flag = "--augment",
     .keyword = "augment",

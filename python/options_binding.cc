@@ -44,7 +44,6 @@ constexpr std::string_view kLayoutChoices[] = {"nhwc", "nchw"};
 constexpr std::string_view kDTypeChoices[] = {"uint8", "float16", "bfloat16", "float32"};
 constexpr std::string_view kRemainderChoices[] = {"pad", "drop"};
 constexpr std::string_view kCorruptDataChoices[] = {"fail", "accept"};
-constexpr std::string_view kDctScalesChoices[] = {"pow2", "eighths"};
 
 // `value` as the enum E whose values are `choices` in order.
 template <typename E>
@@ -170,7 +169,6 @@ Setters ImageSetters() {
        }},
       {"mode", Chosen<&O::mode>(loader::kModeChoices)},
       {"eval_resize", Ranged<&O::eval_resize>(loader::kEvalResize)},
-      {"eval_dct_scaling", &Assign<&O::eval_dct_scaling>},
       {"augment",  // the text form (tilefeed.augment's reprs); a bad one is a ValueError
        [](O& o, const std::string& n, py::handle v) {
          try {
@@ -242,7 +240,8 @@ Setters PolicySetters() {
       {"max_scans",
        [](O& o, const std::string& n, py::handle v) { o.jpeg.max_scans = Cast<int>(n, v); }},
       {"corrupt_data", Chosen<&O::jpeg, &codecs::JpegOptions::corrupt_data>(kCorruptDataChoices)},
-      {"dct_scales", Chosen<&O::jpeg, &codecs::JpegOptions::scales>(kDctScalesChoices)},
+      {"decode_scaling",
+       Chosen<&O::jpeg, &codecs::JpegOptions::decode_scaling>(loader::kDecodeScalingChoices)},
       {"fast_dct",
        [](O& o, const std::string& n, py::handle v) { o.jpeg.fast_dct = Cast<bool>(n, v); }},
       {"fast_upsample",
@@ -303,7 +302,6 @@ py::dict DefaultOptions() {
   d["image_size"] = o.image_size.At(0).height;
   d["mode"] = Spelling(loader::kModeChoices, o.mode);
   d["eval_resize"] = o.eval_resize;
-  d["eval_dct_scaling"] = o.eval_dct_scaling;
   d["augment"] = loader::AugmentSpecText(o.augment);
   d["layout"] = LayoutName(o.output.layout);
   d["dtype"] = DTypeName(o.output.dtype);
@@ -323,7 +321,7 @@ py::dict DefaultOptions() {
   d["max_pixels"] = o.jpeg.max_pixels;
   d["max_scans"] = o.jpeg.max_scans;
   d["corrupt_data"] = Spelling(kCorruptDataChoices, o.jpeg.corrupt_data);
-  d["dct_scales"] = Spelling(kDctScalesChoices, o.jpeg.scales);
+  d["decode_scaling"] = Spelling(loader::kDecodeScalingChoices, o.jpeg.decode_scaling);
   d["fast_dct"] = o.jpeg.fast_dct;
   d["fast_upsample"] = o.jpeg.fast_upsample;
   return d;

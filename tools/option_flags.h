@@ -230,14 +230,14 @@ inline void LogBadSamples(loader::LoaderOptions& o, const std::string& prefix, s
 }
 
 // The loader options every loading tool takes: --batch-size, --image-size, --mode,
-// --eval-dct-scaling, --workers, --prefetch-depth, --cpu-share, --memory-budget and --seed,
-// bound to `options`.
+// --decode-scaling, --augment, --workers, --prefetch-depth, --cpu-share, --memory-budget and
+// --seed, bound to `options`.
 inline void AddLoaderFlags(CLI::App& app, loader::LoaderOptions& options) {
   AddOption(app, loader::kBatchSize, options.batch_size);
   AddOption(app, loader::kImageSize, options.image_size);
   AddOption(app, loader::kMode, options.mode);
   AddAugmentOption(app, options.augment);
-  AddOption(app, loader::kEvalDctScaling, options.eval_dct_scaling);
+  AddOption(app, loader::kDecodeScaling, options.jpeg.decode_scaling);
   AddOption(app, loader::kWorkers, options.workers);
   AddOption(app, loader::kPrefetchDepth, options.prefetch_depth);
   AddOption(app, loader::kCpuShare, options.cpu_share);

@@ -191,6 +191,7 @@ struct Args {
   std::size_t batch_size = 32;
   loader::SizeSchedule image_size;
   loader::AugmentSpec augment = loader::DefaultAugment();  // --augment
+  codecs::DecodeScaling decode_scaling = codecs::DecodeScaling::kExact;
   int workers = 0;
   std::size_t prefetch_depth = 4;
   double cpu_share = loader::LoaderOptions{}.cpu_share;
@@ -435,6 +436,7 @@ loader::LoaderOptions LoaderOptionsOf(const Instance& job, std::size_t local_bat
   o.batch_size = local_batch;
   o.image_size = args.image_size;
   o.augment = args.augment;
+  o.jpeg.decode_scaling = args.decode_scaling;
   o.workers = args.workers;  // 0: the loader takes the cores poprun bound this instance to
   o.prefetch_depth = args.prefetch_depth;
   o.cpu_share = args.cpu_share;
@@ -758,6 +760,7 @@ CLI::Option* AddDataFlags(CLI::App& app, Args& args) {
   tools::AddOption(app, loader::kBatchSize, args.batch_size);
   tools::AddOption(app, loader::kImageSize, args.image_size);
   tools::AddAugmentOption(app, args.augment);
+  tools::AddOption(app, loader::kDecodeScaling, args.decode_scaling);
   tools::AddOption(app, loader::kWorkers, args.workers);
   tools::AddOption(app, loader::kPrefetchDepth, args.prefetch_depth);
   tools::AddOption(app, loader::kCpuShare, args.cpu_share);

@@ -135,12 +135,12 @@ def test_partial_refinement_is_what_libjpeg_smooths(data):
         assert (not np.array_equal(a, b)) == differs, name
 
 
-@pytest.mark.parametrize("mode", ["train", "eval", "eval_dct"])
+@pytest.mark.parametrize("mode", ["train", "eval", "train_fast", "eval_fast"])
 def test_folder_and_lossless_packs_give_identical_batches(data, mode):
     root, folder, _ = data
     options = dict(seed=3, image_size=32, eval_resize=36, bad_sample_policy="fail",
-                   mode="eval" if mode == "eval_dct" else mode,
-                   jpeg=tilefeed.JpegOptions(eval_dct_scaling=mode == "eval_dct"))
+                   mode=mode.split("_")[0],
+                   jpeg=tilefeed.JpegOptions(decode_scaling="fast" if "fast" in mode else "exact"))
     images, labels = one_epoch(folder, **options)
     for kind in ("indexed", "coefficients-fast", "coefficients-small"):
         packed_images, packed_labels = one_epoch(root / kind, **options)

@@ -222,13 +222,13 @@ def test_the_torch_dataset_is_the_loader(folder):
 
 def test_jpeg_knobs_are_one_keyword_with_the_cxx_defaults(folder):
     params = inspect.signature(tilefeed.Loader).parameters
-    for knob in ("max_pixels", "max_scans", "corrupt_data", "dct_scales", "eval_dct_scaling",
-                 "fast_dct", "fast_upsample"):
+    for knob in ("max_pixels", "max_scans", "corrupt_data", "decode_scaling", "fast_dct",
+                 "fast_upsample"):
         assert knob not in params, knob
         assert getattr(tilefeed.JpegOptions(), knob) == tilefeed._D[knob], knob
     assert params["jpeg"].default is None
     # The knobs that change pixels say so where they are set.
-    for knob in ("corrupt_data", "eval_dct_scaling", "fast_dct", "fast_upsample"):
+    for knob in ("corrupt_data", "decode_scaling", "fast_dct", "fast_upsample"):
         line = next(l for l in tilefeed.JpegOptions.__doc__.splitlines() if l.strip().startswith(knob))
         assert "BREAKS THE PIXEL CONTRACT" in line, knob
     jpeg = tilefeed.JpegOptions(fast_dct=True, max_scans=7)
@@ -237,3 +237,9 @@ def test_jpeg_knobs_are_one_keyword_with_the_cxx_defaults(folder):
         assert loader.options["fast_dct"] is True and loader.options["max_scans"] == 7
         assert sum(b.size for b in loader) == 8
     assert repr(jpeg) == "tilefeed.JpegOptions(max_scans=7, fast_dct=True)"
+    # One setting for DCT scaling: the spellings it replaced are gone, a wrong value is named.
+    for retired in ("dct_scales", "eval_dct_scaling"):
+        with pytest.raises(TypeError, match=retired):
+            tilefeed.JpegOptions(**{retired: True})
+    with pytest.raises(ValueError, match='decode_scaling="eighths"; expected one of "exact", "fast"'):
+        tilefeed.Loader(folder, image_size=16, jpeg=tilefeed.JpegOptions(decode_scaling="eighths"))

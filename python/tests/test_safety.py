@@ -210,7 +210,8 @@ def test_bad_arguments_get_a_plain_message(folder, kwargs, error, message):
 @pytest.mark.parametrize("keyword", ["max_substitute_attempts", "held_slots_timeout", "copy",
                                      "on_bad_sample", "eval_dct_scaling", "max_pixels"])
 def test_keywords_retired_by_the_one_way_issue_are_unknown(folder, keyword):
-    # No aliases: eval_dct_scaling and max_pixels are JpegOptions fields, a callable
+    # No aliases: max_pixels is a JpegOptions field (eval_dct_scaling became its
+    # decode_scaling), a callable
     # bad_sample_policy replaces on_bad_sample, copies are the caller's (.clone()).
     with pytest.raises(TypeError, match=f"unexpected keyword argument '{keyword}'"):
         tilefeed.Loader(folder, batch_size=4, image_size=16, workers=1, **{keyword: 1})

@@ -18,8 +18,8 @@ SOURCES = ("auto", "imagefolder", "shards", "cifar10", "cifar10-train", "cifar10
 _D = _tilefeed._default_options()
 
 # The LoaderOptions fields that JpegOptions groups (the binding takes them by name).
-_JPEG_FIELDS = ("max_pixels", "max_scans", "corrupt_data", "dct_scales", "eval_dct_scaling",
-                "fast_dct", "fast_upsample")
+_JPEG_FIELDS = ("max_pixels", "max_scans", "corrupt_data", "decode_scaling", "fast_dct",
+                "fast_upsample")
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -35,12 +35,12 @@ class JpegOptions:
     corrupt_data   "fail" (the default) or "accept", which BREAKS THE PIXEL CONTRACT: the
                    pixels libjpeg made of a corrupt or truncated JPEG are kept, not reported
                    as a bad sample
-    dct_scales     "pow2" (the default: 1/2, 1/4, 1/8) or "eighths" (every n/8): the DCT
-                   scale-downs a decode may use where scaling is allowed (train crops, and
-                   eval with eval_dct_scaling); "eighths" gives other pixels than "pow2"
-    eval_dct_scaling  True BREAKS THE PIXEL CONTRACT in eval mode: a large JPEG may
-                   decode at a DCT scale-down before the resize (faster; pixels then differ
-                   from torchvision's Resize + CenterCrop by a few levels)
+    decode_scaling "exact" (the default) or "fast", which BREAKS THE PIXEL CONTRACT: train
+                   and eval JPEGs decode at the smallest DCT scale n/8 that keeps the crop at
+                   least the output size, so the decode's cost falls with the output size
+                   (docs/design.md: how far the pixels move). "exact": a train crop decodes
+                   at 1/2, 1/4 or 1/8 where it stays at least the output, an eval image at
+                   full size
     fast_dct       True BREAKS THE PIXEL CONTRACT: libjpeg's fast integer IDCT, not the
                    accurate one PIL uses (pixels differ by a few levels)
     fast_upsample  True BREAKS THE PIXEL CONTRACT: nearest-neighbour chroma upsampling, not
@@ -52,8 +52,7 @@ class JpegOptions:
     max_pixels: int = _D["max_pixels"]
     max_scans: int = _D["max_scans"]
     corrupt_data: str = _D["corrupt_data"]
-    dct_scales: str = _D["dct_scales"]
-    eval_dct_scaling: bool = _D["eval_dct_scaling"]
+    decode_scaling: str = _D["decode_scaling"]
     fast_dct: bool = _D["fast_dct"]
     fast_upsample: bool = _D["fast_upsample"]
 

@@ -75,7 +75,7 @@ std::vector<std::pair<int, int>> OutputsFor(int cw, int ch, const JpegOptions& o
   std::vector<std::pair<int, int>> outs = {{cw, ch}, {std::min(cw, 7), std::min(ch, 5)}};
   const int divisors[] = {2, 4, 8, 3, 5, 7};
   for (int d : divisors) {
-    if (options.scales == DctScales::kPowersOfTwo && (d == 3 || d == 5 || d == 7)) continue;
+    if (options.decode_scaling == DecodeScaling::kExact && (d == 3 || d == 5 || d == 7)) continue;
     if (cw >= d && ch >= d) outs.push_back({cw / d, ch / d});
   }
   return outs;
@@ -139,7 +139,7 @@ TEST(CoefficientStore, SamePixelsAsTheJpegDecodeForEveryEncodingCropAndScale) {
 
 TEST(CoefficientStore, SamePixelsWithEighthScalesAndFastPaths) {
   JpegOptions options;
-  options.scales = DctScales::kEighths;
+  options.decode_scaling = DecodeScaling::kFast;
   JpegOptions fast;
   fast.fast_dct = true;
   fast.fast_upsample = true;

@@ -158,9 +158,9 @@ TEST(JpegTranscode, RefusesWhatItCannotTranscodeAndSaysWhy) {
 // the very bytes a whole-file crop decode of the transcoded file gives.
 TEST(JpegIndexedDecode, MatchesTheOrdinaryCropDecodeByteForByte) {
   std::mt19937 rng(7);
-  for (const DctScales scales : {DctScales::kPowersOfTwo, DctScales::kEighths}) {
+  for (const DecodeScaling scaling : {DecodeScaling::kExact, DecodeScaling::kFast}) {
     JpegOptions options;
-    options.scales = scales;
+    options.decode_scaling = scaling;
     JpegDecoder plain(options);
     IndexedJpegDecoder indexed(options);
     for (const Encoding& e : AcceptedEncodings()) {

@@ -146,26 +146,31 @@ TEST(JpegProbe, SubsamplingGivesMcuSize) {
 }
 
 TEST(JpegScale, ChoosesLargestScaleDownKeepingTheCropAtLeastTheOutput) {
-  EXPECT_EQ(ChooseScaleEighths(1000, 1000, 224, 224, DctScales::kPowersOfTwo), 2);
-  EXPECT_EQ(ChooseScaleEighths(1792, 1792, 224, 224, DctScales::kPowersOfTwo), 1);
-  EXPECT_EQ(ChooseScaleEighths(448, 448, 224, 224, DctScales::kPowersOfTwo), 4);
-  EXPECT_EQ(ChooseScaleEighths(447, 448, 224, 224, DctScales::kPowersOfTwo), 8);
-  EXPECT_EQ(ChooseScaleEighths(896, 896, 224, 224, DctScales::kPowersOfTwo), 2);
-  EXPECT_EQ(ChooseScaleEighths(895, 896, 224, 224, DctScales::kPowersOfTwo), 4);
-  EXPECT_EQ(ChooseScaleEighths(100, 100, 224, 224, DctScales::kPowersOfTwo), 8);
-  EXPECT_EQ(ChooseScaleEighths(300, 300, 224, 224, DctScales::kEighths), 6);
-  EXPECT_EQ(ChooseScaleEighths(256, 256, 224, 224, DctScales::kEighths), 7);
+  EXPECT_EQ(ChooseScaleEighths(1000, 1000, 224, 224, DecodeScaling::kExact), 2);
+  EXPECT_EQ(ChooseScaleEighths(1792, 1792, 224, 224, DecodeScaling::kExact), 1);
+  EXPECT_EQ(ChooseScaleEighths(448, 448, 224, 224, DecodeScaling::kExact), 4);
+  EXPECT_EQ(ChooseScaleEighths(447, 448, 224, 224, DecodeScaling::kExact), 8);
+  EXPECT_EQ(ChooseScaleEighths(896, 896, 224, 224, DecodeScaling::kExact), 2);
+  EXPECT_EQ(ChooseScaleEighths(895, 896, 224, 224, DecodeScaling::kExact), 4);
+  EXPECT_EQ(ChooseScaleEighths(100, 100, 224, 224, DecodeScaling::kExact), 8);
+  // kFast adds 3/8 and never uses 5/8 to 7/8 (slower than a full-size decode).
+  EXPECT_EQ(ChooseScaleEighths(300, 300, 224, 224, DecodeScaling::kFast), 8);
+  EXPECT_EQ(ChooseScaleEighths(256, 256, 224, 224, DecodeScaling::kFast), 8);
+  EXPECT_EQ(ChooseScaleEighths(598, 598, 224, 224, DecodeScaling::kFast), 3);
+  EXPECT_EQ(ChooseScaleEighths(598, 598, 224, 224, DecodeScaling::kExact), 4);
+  EXPECT_EQ(ChooseScaleEighths(597, 598, 224, 224, DecodeScaling::kFast), 4);
+  EXPECT_EQ(ChooseScaleEighths(1000, 1000, 224, 224, DecodeScaling::kFast), 2);
   // Both sides must fit: a wide crop is limited by its height.
-  EXPECT_EQ(ChooseScaleEighths(2000, 450, 224, 224, DctScales::kPowersOfTwo), 4);
+  EXPECT_EQ(ChooseScaleEighths(2000, 450, 224, 224, DecodeScaling::kExact), 4);
 }
 
 // The heart of the codec: for every encoding, many crops and several output sizes,
 // crop-before-decode matches full decode -> crop -> resize.
 TEST(JpegCrop, MatchesFullDecodeCropResize) {
   std::mt19937 rng(42);
-  for (const DctScales scales : {DctScales::kPowersOfTwo, DctScales::kEighths}) {
+  for (const DecodeScaling scaling : {DecodeScaling::kExact, DecodeScaling::kFast}) {
     JpegOptions options;
-    options.scales = scales;
+    options.decode_scaling = scaling;
     JpegDecoder decoder(options);
     for (const Encoding& e : AllEncodings()) {
       for (auto [w, h] : {std::pair{333, 257}, std::pair{640, 480}, std::pair{97, 601}}) {

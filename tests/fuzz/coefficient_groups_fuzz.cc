@@ -41,7 +41,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto record = std::span(reinterpret_cast<const std::byte*>(data + 9), size - 9);
   codecs::JpegOptions options;
   options.max_pixels = 1 << 20;  // keeps each run fast and within the fuzzer's RSS limit
-  options.scales = data[0] & 1 ? codecs::DctScales::kEighths : codecs::DctScales::kPowersOfTwo;
+  options.decode_scaling =
+      data[0] & 1 ? codecs::DecodeScaling::kFast : codecs::DecodeScaling::kExact;
   options.fast_dct = (data[0] & 2) != 0;
   options.fast_upsample = (data[0] & 4) != 0;
   codecs::CoefficientDecoder decoder(options);

@@ -35,7 +35,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   options.max_pixels = 1 << 22;  // keeps each run fast and within the fuzzer's RSS limit
   options.corrupt_data =
       data[0] & 1 ? codecs::CorruptDataPolicy::kAccept : codecs::CorruptDataPolicy::kFail;
-  options.scales = data[0] & 2 ? codecs::DctScales::kEighths : codecs::DctScales::kPowersOfTwo;
+  options.decode_scaling =
+      data[0] & 2 ? codecs::DecodeScaling::kFast : codecs::DecodeScaling::kExact;
   options.fast_upsample = (data[0] & 4) != 0;
   codecs::IndexedJpegDecoder decoder(options);
   try {

@@ -29,7 +29,8 @@ TEST(OptionSpecs, DefaultsAreTheLibrarys) {
   EXPECT_EQ(Default(kImageSize), o.image_size.text());
   EXPECT_EQ(Default(kMode), o.mode == Mode::kTrain ? "train" : "eval");
   EXPECT_EQ(Default(kEvalResize), std::to_string(o.eval_resize));
-  EXPECT_FALSE(o.eval_dct_scaling);
+  EXPECT_EQ(Default(kDecodeScaling), "exact");
+  EXPECT_EQ(o.jpeg.decode_scaling, codecs::DecodeScaling::kExact);
   EXPECT_EQ(ParseAugmentSpec(kAugment.default_text), o.augment);
   EXPECT_EQ(Default(kAugment), AugmentSpecText(o.augment));
   EXPECT_EQ(Default(kWorkers), std::to_string(o.workers));

@@ -49,9 +49,14 @@ struct ImageInfo {
   int mcu_height = 0;
 };
 
-// Which DCT scale-downs DecodeInto may pick. libjpeg-turbo has SIMD IDCTs only for
-// 8/8, 4/8 (1/2) and 2/8 (1/4) and a trivial 1/8; the other eighths use slower C code.
-enum class DctScales { kPowersOfTwo, kEighths };
+// How far a decode may scale inside the IDCT (libjpeg-turbo's scaled IDCT, n/8), where
+// the plan allows it (CropPlan::dct_scaling): the smallest allowed n/8 that keeps the crop
+// at least the output size on both sides. kExact: 1/8, 1/4 and 1/2 (the loader's default
+// pixels; its eval plans do not scale). kFast: 3/8 too, and the loader's eval plans scale,
+// so the decode's cost falls with the output size; the pixels move further from
+// torchvision's (docs/design.md states how far). 5/8 to 7/8 cost more than a full-size
+// decode in libjpeg-turbo 2.1 (no SIMD IDCT), so neither setting uses them.
+enum class DecodeScaling { kExact, kFast };
 
 // What to do with libjpeg's corrupt-data warnings (premature end of data, bad Huffman
 // code, missing marker): the pixels past the damage are grey or garbage. Harmless
@@ -67,7 +72,7 @@ struct JpegOptions {
   // Largest number of scans in a progressive file (libjpeg-turbo's own tools use 500).
   int max_scans = 100;
   CorruptDataPolicy corrupt_data = CorruptDataPolicy::kFail;
-  DctScales scales = DctScales::kPowersOfTwo;
+  DecodeScaling decode_scaling = DecodeScaling::kExact;
   // libjpeg's fast integer IDCT instead of the accurate one (PIL's default is accurate).
   bool fast_dct = false;
   // Nearest-neighbour chroma upsampling instead of libjpeg's "fancy" triangle filter.
@@ -92,8 +97,8 @@ struct CropPlan {
   Rect crop;          // the source pixels the decode covers and the resize may read
   bool flip = false;  // mirror the output left-right
   SourceBox box;      // the fractional box shown, inside `crop`; empty: `crop` itself
-  // Whether DecodeInto may decode at a DCT scale-down (JpegOptions::scales); false decodes
-  // at full size, so the pixels are those of a full decode resized (torchvision's).
+  // Whether DecodeInto may decode at a DCT scale-down (JpegOptions::decode_scaling); false
+  // decodes at full size, so the pixels are those of a full decode resized (torchvision's).
   bool dct_scaling = true;
 };
 
@@ -105,7 +110,7 @@ bool BoxInsideCrop(const CropPlan& plan);
 
 // The DCT scale DecodeInto uses for a plan: 8 when !plan.dct_scaling, else
 // ChooseScaleEighths for the shown box's whole-pixel size.
-int PlanScaleEighths(const CropPlan& plan, int out_width, int out_height, DctScales scales);
+int PlanScaleEighths(const CropPlan& plan, int out_width, int out_height, DecodeScaling scaling);
 
 // What DecodeInto did, for metrics and tests.
 struct DecodeReport {
@@ -116,10 +121,10 @@ struct DecodeReport {
   std::string message;        // empty unless warning; short-string sized in practice
 };
 
-// The DCT scale DecodeInto uses: the smallest numerator n (in eighths, from `scales`)
-// for which the crop scaled by n/8 is still at least out_width x out_height.
+// The DCT scale DecodeInto uses: the smallest numerator n (in eighths: 1, 2, 4 or 8, and 3
+// under kFast) for which the crop scaled by n/8 is still at least out_width x out_height.
 int ChooseScaleEighths(int crop_width, int crop_height, int out_width, int out_height,
-                       DctScales scales);
+                       DecodeScaling scaling);
 
 // The pixels [x0, x1) x [y0, y1) of the image scaled by n/8 (scaled_width x scaled_height)
 // that a crop decode needs: the crop in scaled pixels, widened to whole pixels and then by

@@ -141,9 +141,6 @@ struct LoaderOptions {
   SizeSchedule image_size;
   Mode mode = Mode::kTrain;
   int eval_resize = 256;  // kEval: the shorter side is resized to this before the crop
-  // kEval: let the JPEG decoders use DCT scale-downs (faster for large images; the pixels
-  // then differ from torchvision's by a few levels). false: torchvision's pixels.
-  bool eval_dct_scaling = false;
   // kTrain: the transforms, torchvision's, in order (augment.h): RandomResizedCrop first,
   // optionally RandomHorizontalFlip, then pixel ops on the uint8 crop. kEval: the default.
   AugmentSpec augment = DefaultAugment();
@@ -178,7 +175,7 @@ struct LoaderOptions {
   // transport's sender, IO tiles); a consumer that owns its batches sets a bound
   // (Python's Loader: 10 s).
   std::chrono::milliseconds held_slots_timeout = std::chrono::milliseconds::max();
-  codecs::JpegOptions jpeg;  // pixel/scan limits, DCT scales, IDCT choice
+  codecs::JpegOptions jpeg;  // pixel/scan limits, decode_scaling, IDCT choice
   std::function<void(const BadSample&)> on_bad_sample;  // sink; called from workers
   std::shared_ptr<SlotMemory> slot_memory;              // null: the loader allocates its slots
 };

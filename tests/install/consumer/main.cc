@@ -12,9 +12,8 @@
 namespace codecs = tilefeed::codecs;
 
 int main() {
-  const int eighths =
-      codecs::ChooseScaleEighths(448, 448, 224, 224, codecs::DctScales::kPowersOfTwo);
-  std::printf("ChooseScaleEighths(448x448 -> 224x224, powers of two) = %d/8\n", eighths);
+  const int eighths = codecs::ChooseScaleEighths(448, 448, 224, 224, codecs::DecodeScaling::kExact);
+  std::printf("ChooseScaleEighths(448x448 -> 224x224, exact) = %d/8\n", eighths);
   if (eighths != 4) {
     std::fprintf(stderr, "expected 4/8\n");
     return 1;
