@@ -56,8 +56,7 @@ EncodedSessionTerms EncodeSessionTerms(const SessionTerms& t) {
   detail::PutField<std::uint64_t>(out, 64, t.first_position);
   detail::PutField<std::uint64_t>(out, 72, 0);
   std::memcpy(out.data() + kSessionTermsSize, schedule.data(), schedule.size());
-  std::memcpy(out.data() + kSessionTermsSize + schedule.size(), t.augment.data(),
-              t.augment.size());
+  std::memcpy(out.data() + kSessionTermsSize + schedule.size(), t.augment.data(), t.augment.size());
   return out;
 }
 

@@ -25,7 +25,7 @@ import xxhash
 import zmq
 
 CONTROL = struct.Struct("<IHHQQQQ")
-CONTROL_MAGIC, VERSION = 0x31434654, 2
+CONTROL_MAGIC, VERSION = 0x31434654, 3
 HELLO, WELCOME, READY, CREDIT, BATCH, EPOCH_END, HEARTBEAT, BYE, ERROR = range(1, 10)
 TERMS = struct.Struct("<IHBBQQIIQIIQQQQ")
 HEADER = struct.Struct("<IHHQQIIIIBBHIQQQ")
@@ -131,7 +131,8 @@ def main():
     peer, hello, terms = router.recv_multipart()
     _, _, _, _, checksums, _, _ = CONTROL.unpack(hello)
     t = list(TERMS.unpack(terms[:TERMS.size]))
-    schedule = terms[TERMS.size:]  # the image-size schedule's text; a fixed side here
+    texts = terms[TERMS.size:]  # the image-size schedule's text (a fixed side here), the augment
+    schedule = texts[:t[9]]
     t[4] = args.samples  # the dataset this reader serves (same names, so no refusal)
     side, batch_size = int(schedule), t[10]
     batches = args.samples // batch_size
@@ -139,7 +140,7 @@ def main():
     if args.mode == "huge-welcome":
         router.send_multipart([peer, control(WELCOME, announced), bytes(300 * 1000 * 1000)])
     else:
-        router.send_multipart([peer, control(WELCOME, announced), TERMS.pack(*t) + schedule])
+        router.send_multipart([peer, control(WELCOME, announced), TERMS.pack(*t) + texts])
     epochs = t[11]
     # Epoch 0 misshapen, the others as agreed; an epoch end after each, then the bye.
     todo = []
