@@ -31,6 +31,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/median.h"
@@ -162,24 +163,15 @@ void Report(const char* what, const Setting& s, const Result& r) {
       r.end.slots, std::string(r.end.tuned).c_str());
 }
 
-int Main(const Args& a) {
-  Bench bench(a);
-  const auto free_consumer = [](std::size_t) { return 0.0; };
-  const int cores = loader::detail::UsableCores();
-  std::printf(
-      "autotune_bench: %s, batch %zu, %dx%d, %d cores (shared with other work), "
-      "%d rounds, %zu warm-up + %zu timed batches per run\n",
-      a.data.c_str(), a.batch_size, a.image_size, a.image_size, cores, a.rounds, a.warmup,
-      a.batches);
-  const double capacity = bench.Run({.workers = 0}, free_consumer).batches_per_s;
-  std::printf("capacity C (workers=0, free consumer): %.2f batches/s\n", capacity);
+const auto free_consumer = [](std::size_t) { return 0.0; };
+const Setting tuned{.workers = loader::kAutoWorkers, .depth = loader::kAutoDepth, .cpu_share = 1};
 
-  // 1. Data-bound.
+// 1. Data-bound: auto against a sweep of fixed settings, in rotating order; the median ratio.
+double DataBound(Bench& bench, const Args& a, int cores) {
   std::vector<Setting> sweep;
   for (int w : {1, cores}) {
     for (std::size_t d : {2, 4, 8}) sweep.push_back({.workers = w, .depth = d});
   }
-  const Setting tuned{.workers = loader::kAutoWorkers, .depth = loader::kAutoDepth, .cpu_share = 1};
   std::vector<double> ratios;
   std::printf("1. data-bound\n");
   for (int round = 0; round < a.rounds; ++round) {
@@ -200,8 +192,11 @@ int Main(const Args& a) {
   }
   const double data_ratio = bench::Median(ratios);
   std::printf("   auto / best fixed: median %.3f (goal >= 0.95)\n", data_ratio);
+  return data_ratio;
+}
 
-  // 2. Compute-bound: half of C.
+// 2. Compute-bound at half of the capacity C: (auto's stall, its loader CPU / workers=0's).
+std::pair<double, double> ComputeBound(Bench& bench, const Args& a, double capacity) {
   const double half_us = 1e6 / (0.5 * capacity);
   const Setting all{.workers = 0, .depth = 4};
   const Setting share{.workers = loader::kAutoWorkers, .depth = loader::kAutoDepth};
@@ -225,8 +220,11 @@ int Main(const Args& a) {
       "   auto: stall median %.2f %% (goal <= 1 %%), loader CPU auto / workers=0 median "
       "%.2f (goal <= 0.6)\n",
       100 * stall, cpu_ratio);
+  return {stall, cpu_ratio};
+}
 
-  // 3. The consumer's speed halves.
+// 3. The consumer's speed halves: (batches until the last move, the stated bound).
+std::pair<std::size_t, std::size_t> SpeedHalves(Bench& bench, const Args& a, double capacity) {
   const std::size_t change = a.warmup;
   const double fast_us = 1e6 / (0.8 * capacity);
   const Result halves =
@@ -246,8 +244,11 @@ int Main(const Args& a) {
       std::max(moved, 1), loader::detail::kConfirmWindows,
       static_cast<unsigned long long>(loader::detail::kWindowBatches),
       loader::detail::kWindowSeconds);
+  return {last_move - change, bound};
+}
 
-  // 4. Memory budget, bursty consumer.
+// 4. Memory budget with a bursty consumer: whether peak slot memory stayed within it.
+bool BudgetKept(Bench& bench, const Args& a, double capacity) {
   const std::uint64_t slot =
       a.batch_size * (std::uint64_t(a.image_size) * std::uint64_t(a.image_size) * 3 + 12);
   const Setting budgeted{.workers = loader::kAutoWorkers,
@@ -263,11 +264,28 @@ int Main(const Args& a) {
       "%.1f MiB\n",
       static_cast<unsigned long long>(budgeted.memory_budget), bursty.peak_slot_bytes,
       bursty.peak_slot_bytes / std::max<std::size_t>(bursty.end.slot_bytes, 1), PeakRssMiB());
+  return bursty.peak_slot_bytes <= budgeted.memory_budget;
+}
+
+int Main(const Args& a) {
+  Bench bench(a);
+  const int cores = loader::detail::UsableCores();
+  std::printf(
+      "autotune_bench: %s, batch %zu, %dx%d, %d cores (shared with other work), "
+      "%d rounds, %zu warm-up + %zu timed batches per run\n",
+      a.data.c_str(), a.batch_size, a.image_size, a.image_size, cores, a.rounds, a.warmup,
+      a.batches);
+  const double capacity = bench.Run({.workers = 0}, free_consumer).batches_per_s;
+  std::printf("capacity C (workers=0, free consumer): %.2f batches/s\n", capacity);
+  const double data_ratio = DataBound(bench, a, cores);
+  const auto [stall, cpu_ratio] = ComputeBound(bench, a, capacity);
+  const auto [settled, bound] = SpeedHalves(bench, a, capacity);
+  const bool kept = BudgetKept(bench, a, capacity);
   std::printf(
       "autotune_bench: data-bound %.3f, compute-bound stall %.2f %% cpu %.2f, settle %zu "
       "of %zu batches, budget %s (sink %g)\n",
-      data_ratio, 100 * stall, cpu_ratio, last_move - change, bound,
-      bursty.peak_slot_bytes <= budgeted.memory_budget ? "kept" : "EXCEEDED", double(bench.sink()));
+      data_ratio, 100 * stall, cpu_ratio, settled, bound, kept ? "kept" : "EXCEEDED",
+      double(bench.sink()));
   return 0;
 }
 

@@ -161,6 +161,14 @@ inline constexpr OptionSpec kWorkers{
         "decode threads (0: one per core this process may run on; auto: tuned while the "
         "consumer waits, within --cpu-share)",
     .auto_value = -1};
+// tilefeed-pack's --workers: packing has no tuner, so no "auto".
+inline constexpr OptionSpec kPackWorkers{
+    .flag = "--workers",
+    .kind = OptionKind::kInteger,
+    .min = 0,
+    .max = 1024,
+    .default_text = "0",
+    .help = "read/convert threads (0: one per core this process may run on)"};
 inline constexpr OptionSpec kPrefetchDepth{
     .flag = "--prefetch-depth",
     .keyword = "prefetch_depth",
@@ -187,8 +195,8 @@ inline constexpr OptionSpec kMemoryBudget{
     .kind = OptionKind::kSize,
     .min = 0,
     .help =
-        "bytes all batch slots may take, at most the memory this process may use (0: a "
-        "quarter of it)"};
+        "bytes all batch slots may take, at most the memory this process may use (0: 3/4 of "
+        "it)"};
 inline constexpr OptionSpec kSeed{.flag = "--seed",
                                   .keyword = "seed",
                                   .kind = OptionKind::kInteger,

@@ -118,10 +118,7 @@ void AddSourceFlags(CLI::App& app, Args& args) {
       ->check(CLI::IsMember({"auto", "imagefolder", "cifar", "cifar10", "shards", "tar"}))
       ->capture_default_str();
   tilefeed::tools::AddOption(app, loader::kSplit, args.split);
-  loader::OptionSpec threads = loader::kWorkers;  // packing has no tuner: no "auto"
-  threads.auto_value.reset();
-  threads.help = "read/convert threads (0: one per core this process may run on)";
-  tilefeed::tools::AddOption(app, threads, args.workers);
+  tilefeed::tools::AddOption(app, loader::kPackWorkers, args.workers);
   app.add_flag("--force", args.force, "replace a pack in a non-empty OUT");
   app.add_flag("--progress", args.progress,
                "progress and ETA on stderr once a second even when it is not a terminal "

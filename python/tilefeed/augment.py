@@ -24,8 +24,9 @@ says which ops and parameters a sample drew; docs/augment.md has the rules.
 
 from . import _tilefeed
 
-__all__ = ["ColorJitter", "CutMix", "MixUp", "RandAugment", "RandomChoice", "RandomErasing",
-           "RandomGrayscale", "RandomHorizontalFlip", "RandomResizedCrop", "TrivialAugmentWide"]
+_OPS = ("ColorJitter", "RandAugment", "RandomErasing", "RandomGrayscale", "RandomHorizontalFlip",
+        "RandomResizedCrop", "TrivialAugmentWide")
+__all__ = [*_OPS, "CutMix", "MixUp", "RandomChoice"]
 
 
 class _Op:
@@ -45,7 +46,7 @@ class _Op:
         return hash(self._text)
 
 
-for _name in __all__:  # each op is its name; the module help lists its parameters
+for _name in _OPS:  # each op is its name; the module help lists its parameters
     globals()[_name] = type(_name, (_Op,), {"__module__": __name__,
                                             "__doc__": f"torchvision's {_name} (tilefeed.augment)"})
 

@@ -89,11 +89,25 @@ HelpEntry FindHelp(const std::string& help, std::string_view flag) {
     if (!found) continue;
     HelpEntry entry;
     const std::size_t gap = line.find("  ", begin);
-    entry.head = line.substr(begin, gap == std::string::npos ? std::string::npos : gap - begin);
     if (gap != std::string::npos) {
+      entry.head = line.substr(begin, gap - begin);
       entry.help = line.substr(line.find_first_not_of(' ', gap));
-    } else if (std::getline(in, line)) {
-      entry.help = line.substr(line.find_first_not_of(' '));
+      return entry;
+    }
+    std::string next;
+    // CLI11 pads the head to column 30: a head ending at column 29 leaves one space before
+    // the help; a longer head has its help on the next line.
+    constexpr std::size_t kColumn = 30;
+    const bool more = static_cast<bool>(std::getline(in, next));
+    const std::size_t indent = more ? next.find_first_not_of(' ') : std::string::npos;
+    if (indent != std::string::npos && indent >= kColumn) {
+      entry.head = line.substr(begin);
+      entry.help = next.substr(indent);
+    } else if (line.size() > kColumn) {
+      entry.head = line.substr(begin, kColumn - 1 - begin);
+      entry.help = line.substr(kColumn);
+    } else {
+      entry.head = line.substr(begin);
     }
     return entry;
   }
@@ -139,11 +153,13 @@ void CheckOption(const std::string& name, const std::string& path, const HelpEnt
     return;
   }
   const std::string flag(spec.flag);
-  const std::string refusal = name + ": " + flag + " must be " + RangeText(spec) + ", got ";
   for (const std::string& value : OutOfRange(spec)) {
     const Output out = RunShell(Quote(path) + " " + flag + " " + Quote(value) + " 2>&1 >/dev/null");
     EXPECT_EQ(out.status, 2) << out.text;
-    EXPECT_EQ(out.text, refusal + value + "\n");
+    // --image-size takes a schedule, whose parser quotes the text it refuses.
+    const std::string what = spec.flag == kImageSize.flag ? flag + ": '" + value + "': size" : flag;
+    EXPECT_EQ(out.text,
+              name + ": " + what + " must be " + RangeText(spec) + ", got " + value + "\n");
   }
 }
 
@@ -230,7 +246,8 @@ TEST(OptionTable, ToolsShowAndCheckTheTablesOptions) {
       const HelpEntry entry = FindHelp(help.text, spec.flag);
       if (!entry.head.empty()) {
         ++shared;
-        CheckOption(name, path, entry, spec);
+        const bool pack_workers = name == "tilefeed-pack" && spec.flag == kWorkers.flag;
+        CheckOption(name, path, entry, pack_workers ? kPackWorkers : spec);
       }
     }
     EXPECT_GT(shared, 0) << name << " lists no shared option";
