@@ -39,6 +39,7 @@
 #include "loader/tuner.h"
 #include "tilefeed/loader/dataset.h"
 #include "tilefeed/loader/loader.h"
+#include "tools/cli_checks.h"
 #include "trainer/synthetic_core.h"
 
 namespace {
@@ -177,7 +178,8 @@ double DataBound(Bench& bench, const Args& a, int cores) {
   for (int round = 0; round < a.rounds; ++round) {
     std::vector<Setting> order = sweep;
     order.push_back(tuned);
-    std::rotate(order.begin(), order.begin() + round % order.size(), order.end());
+    std::rotate(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(round % order.size()),
+                order.end());
     double best = 0, automatic = 0;
     for (const Setting& s : order) {
       const Result r = bench.Run(s, free_consumer);
@@ -289,9 +291,7 @@ int Main(const Args& a) {
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Run(int argc, char** argv) {
   Args a;
   CLI::App app("autotune_bench: the loader's tuner against a sweep of fixed settings");
   app.add_option("--data", a.data, "dataset (any tilefeed opens)")->required();
@@ -300,12 +300,13 @@ int main(int argc, char** argv) {
   app.add_option("--rounds", a.rounds)->capture_default_str();
   app.add_option("--warmup", a.warmup, "untimed batches of each run")->capture_default_str();
   app.add_option("--batches", a.batches, "timed batches of each run")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  if (const auto rc = tilefeed::tools::ParseArgs(app, argc, argv, "autotune_bench")) return *rc;
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each line as it is measured
-  try {
-    return Main(a);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "autotune_bench: %s\n", e.what());
-    return 1;
-  }
+  return Main(a);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return tilefeed::tools::RunMain("autotune_bench", Run, argc, argv);
 }

@@ -291,9 +291,9 @@ class SpecReader {
                                ? (given.size() < params.size() ? &params[given.size()] : nullptr)
                                : (named == params.end() ? nullptr : &*named);
       if (param == nullptr) {
-        Fail(name + (key.empty() ? " has too many arguments" : " has no parameter '" + key + "'") +
-                 " (it takes " + takes + ")",
-             mark);
+        std::string why = name;
+        why += key.empty() ? " has too many arguments" : " has no parameter '" + key + "'";
+        Fail(why.append(" (it takes ").append(takes).append(")"), mark);
       }
       if (std::ranges::find(given, param) != given.end()) {
         Fail(name + " " + std::string(param->name) + " given twice");

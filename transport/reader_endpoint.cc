@@ -125,7 +125,7 @@ ReaderEndpoint::ReaderEndpoint(Context& context, ReaderEndpointOptions options, 
     : impl_(std::make_unique<Impl>(context, std::move(options))) {
   Impl& s = *impl_;
   if (!open) throw std::invalid_argument("ReaderEndpoint: no SessionOpener");
-  s.terms = terms;
+  s.terms = std::move(terms);
   s.open = std::move(open);
   s.Setup(context);
 }

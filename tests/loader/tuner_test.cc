@@ -229,7 +229,7 @@ TEST(LoaderTuner, BatchesAreTheSameWhateverTheTunerChoosesMidEpoch) {
 TEST(LoaderTuner, SlotMemoryStaysWithinTheMemoryBudget) {
   const auto dir = Folder(10);
   LoaderOptions o = Options(kAutoWorkers, kAutoDepth);
-  const std::uint64_t slot_bytes = 8 * (24 * 24 * 3 + 12);
+  const std::uint64_t slot_bytes = std::uint64_t{8} * (24 * 24 * 3 + 12);
   o.memory_budget = 3 * slot_bytes + slot_bytes / 2;
   Loader loader(ImageFolder::Open(dir->path().string()), o);
   detail::TunerAccess::Force(loader, [](std::uint64_t) { return TunerSetting{2, 64}; });

@@ -157,9 +157,11 @@ void CheckOption(const std::string& name, const std::string& path, const HelpEnt
     const Output out = RunShell(Quote(path) + " " + flag + " " + Quote(value) + " 2>&1 >/dev/null");
     EXPECT_EQ(out.status, 2) << out.text;
     // --image-size takes a schedule, whose parser quotes the text it refuses.
-    const std::string what = spec.flag == kImageSize.flag ? flag + ": '" + value + "': size" : flag;
-    EXPECT_EQ(out.text,
-              name + ": " + what + " must be " + RangeText(spec) + ", got " + value + "\n");
+    std::string expected = name;
+    expected.append(": ").append(flag);
+    if (spec.flag == kImageSize.flag) expected.append(": '").append(value).append("': size");
+    expected.append(" must be ").append(RangeText(spec)).append(", got ").append(value);
+    EXPECT_EQ(out.text, expected.append("\n"));
   }
 }
 

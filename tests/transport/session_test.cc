@@ -18,6 +18,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
@@ -225,7 +226,7 @@ class Reader {
                  .max_connections = max_connections,
                  .keep_serving = true,
                  .log = [this](const std::string& line) { Log(line); }},
-                terms, OpenAt),
+                std::move(terms), OpenAt),
         thread_([this](std::stop_token stop) {
           try {
             result_ = sender_.Run(stop);
