@@ -51,13 +51,13 @@ BOUNDS = {
     # Raised twice: from 32,621 to 33,078 (issue 38's file splits to <= 800 lines and 20
     # public headers cost ~390 lines of includes, namespaces and internal headers), since
     # cut to 32,759; then to 32,806 by issue 39's checks (+365, of which 318 were paid by
-    # cuts elsewhere); then to PRODUCT_LINES by issues 40-42, which add capability (+898
+    # cuts elsewhere); then to 35383 by issues 40-42, which add capability (+898
     # the torchvision-exact pixel kernels, ~+630 the augment list and its doors, ~+510 the
     # tuner, ~+350 the schedule, +181 Mixup/CutMix) and removed the ways they replace
     # (crop_scale/crop_ratio/flip_probability, dct_scales/eval_dct_scaling, image_height/
     # image_width, ReaderEndpointOptions::shared_memory, a second private-directory check).
     # Lower it as the count falls; the goal is the tree before issue 38.
-    "product lines (library folders, include/, python/ without tests, tools/)": (PRODUCT_LINES, 32792),
+    "product lines (library folders, include/, python/ without tests, tools/)": (35383, 32792),
 }
 # Dependencies a consumer of each component needs (its own and those of the components it
 # links), goal and bound alike: a component finds only what it links.
