@@ -54,7 +54,8 @@ def parse_control(part):
 
 
 def encode_terms(t):
-    flags = (1 if t["drop_last"] else 0) | (2 if t["pinned"] else 0)
+    flags = (1 if t["drop_last"] else 0) | (2 if t["pinned"] else 0) | \
+        (4 if t.get("decode_scaling") == "fast" else 0)
     schedule = str(t["image_size"]).encode()  # the image-size schedule's text: "224" here
     return TERMS.pack(TERMS_MAGIC, flags, t["mode"], t["remainder"], t["dataset_size"],
                       t["dataset_digest"], t["slice_index"], t["slice_count"], t["seed"],
@@ -71,9 +72,10 @@ def decode_terms(part):
     image = bytes(part[TERMS.size:TERMS.size + length]).decode()
     augment = bytes(part[TERMS.size + length:]).decode()
     image = int(image) if image.isdigit() else image  # a schedule stays its text
-    if magic != TERMS_MAGIC or reserved != 0 or flags & ~3 or length > len(part) - TERMS.size:
+    if magic != TERMS_MAGIC or reserved != 0 or flags & ~7 or length > len(part) - TERMS.size:
         raise WireError("malformed session terms")
-    return dict(drop_last=bool(flags & 1), pinned=bool(flags & 2), mode=mode,
+    return dict(drop_last=bool(flags & 1), pinned=bool(flags & 2),
+                decode_scaling="fast" if flags & 4 else "exact", mode=mode,
                 remainder=remainder, dataset_size=size, dataset_digest=digest,
                 slice_index=index, slice_count=count, seed=seed, image_size=image,
                 batch_size=batch, epochs=epochs, first_epoch=first_epoch,

@@ -18,6 +18,7 @@ SessionTerms TermsOf(const loader::LoaderOptions& options, const loader::Dataset
   terms.batch_size = static_cast<std::uint32_t>(options.batch_size);
   terms.mode = options.mode == loader::Mode::kEval ? 1 : 0;
   terms.augment = loader::AugmentSpecText(options.augment);
+  terms.decode_scaling = options.jpeg.decode_scaling;
   terms.remainder = options.remainder == loader::Remainder::kDrop ? 1 : 0;
   terms.drop_last = options.drop_last_batch;
   terms.epochs = end_epoch;

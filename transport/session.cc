@@ -4,6 +4,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "loader/option_specs.h"
 #include "transport/wire.h"
 
 namespace tilefeed::transport {
@@ -12,10 +13,15 @@ namespace {
 constexpr std::uint32_t kTermsMagic = 0x32534654;  // "TFS2", little-endian
 constexpr std::uint16_t kDropLastFlag = 1;
 constexpr std::uint16_t kPinnedFlag = 2;
+constexpr std::uint16_t kFastScalingFlag = 4;
+constexpr std::uint16_t kFlags = kDropLastFlag | kPinnedFlag | kFastScalingFlag;
 
-std::string ModeName(std::uint8_t mode) { return mode == 0 ? "train" : "eval"; }
 std::string RemainderName(std::uint8_t remainder) { return remainder == 0 ? "pad" : "drop"; }
 std::string OnOff(bool on) { return on ? "on" : "off"; }
+template <std::size_t N, typename Value>  // the option table's spelling of an enum's value
+std::string Spelled(const std::string_view (&choices)[N], Value value) {
+  return std::string(choices[static_cast<std::size_t>(value)]);
+}
 std::string Slice(const SessionTerms& t) {
   std::string text = std::to_string(t.slice_index) + "/" + std::to_string(t.slice_count);
   if (t.slice_count == 1) text += " (the whole dataset)";
@@ -39,7 +45,8 @@ EncodedSessionTerms EncodeSessionTerms(const SessionTerms& t) {
   const std::string& schedule = t.image_size.text();
   EncodedSessionTerms out(kSessionTermsSize + schedule.size() + t.augment.size());
   const std::uint16_t flags =
-      (t.drop_last ? kDropLastFlag : 0) | (t.position_pinned ? kPinnedFlag : 0);
+      (t.drop_last ? kDropLastFlag : 0) | (t.position_pinned ? kPinnedFlag : 0) |
+      (t.decode_scaling == codecs::DecodeScaling::kFast ? kFastScalingFlag : 0);
   detail::PutField<std::uint32_t>(out, 0, kTermsMagic);
   detail::PutField<std::uint16_t>(out, 4, flags);
   detail::PutField<std::uint8_t>(out, 6, t.mode);
@@ -99,8 +106,9 @@ std::optional<SessionTerms> ParseSessionTerms(std::span<const std::byte> bytes) 
   }
   t.drop_last = (flags & kDropLastFlag) != 0;
   t.position_pinned = (flags & kPinnedFlag) != 0;
-  if ((flags & ~(kDropLastFlag | kPinnedFlag)) != 0 || t.mode > 1 || t.remainder > 1 ||
-      t.slice_count == 0 || t.slice_index >= t.slice_count || t.batch_size == 0 ||
+  if ((flags & kFastScalingFlag) != 0) t.decode_scaling = codecs::DecodeScaling::kFast;
+  if ((flags & ~kFlags) != 0 || t.mode > 1 || t.remainder > 1 || t.slice_count == 0 ||
+      t.slice_index >= t.slice_count || t.batch_size == 0 ||
       detail::GetField<std::uint64_t>(bytes, 72) != 0) {
     return std::nullopt;
   }
@@ -126,13 +134,18 @@ std::optional<std::string> Disagreement(const SessionTerms& trainer, const Sessi
     return Line("batch size", number(trainer.batch_size), number(reader.batch_size));
   }
   if (trainer.mode != reader.mode) {
-    return Line("mode", ModeName(trainer.mode), ModeName(reader.mode));
+    return Line("mode", Spelled(loader::kModeChoices, trainer.mode),
+                Spelled(loader::kModeChoices, reader.mode));
   }
   if (trainer.remainder != reader.remainder) {
     return Line("remainder", RemainderName(trainer.remainder), RemainderName(reader.remainder));
   }
   if (trainer.drop_last != reader.drop_last) {
     return Line("drop-last", OnOff(trainer.drop_last), OnOff(reader.drop_last));
+  }
+  if (trainer.decode_scaling != reader.decode_scaling) {
+    return Line("decode scaling", Spelled(loader::kDecodeScalingChoices, trainer.decode_scaling),
+                Spelled(loader::kDecodeScalingChoices, reader.decode_scaling));
   }
   if (trainer.augment != reader.augment) {
     return Line("augment", "'" + trainer.augment + "'", "'" + reader.augment + "'");

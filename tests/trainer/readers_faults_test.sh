@@ -72,6 +72,8 @@ refused seed "seed: trainer 1, reader 0" $sizes --readers "$good" --epochs 2 --s
 refused "image size" "image size: trainer 48, reader 32" --readers "$good" --epochs 2 --batch-size 4 --image-size 48
 refused "batch size" "batch size: trainer 8, reader 4" --readers "$good" --epochs 2 --batch-size 8 --image-size 32
 refused epochs "epochs: trainer 3, reader 2" $sizes --readers "$good" --epochs 3
+refused "decode scaling" "decode scaling: trainer fast, reader exact" $sizes --readers "$good" \
+  --epochs 2 --decode-scaling fast
 # shellcheck disable=SC2086
 timeout 300 "$train" --data "$work/other" --core synthetic --batch-size 4 --image-size 32 \
   --workers 1 --readers "$good" --epochs 2 --reader timeout=$silence \

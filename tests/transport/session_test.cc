@@ -110,6 +110,16 @@ TEST(SessionTerms, AnotherAugmentSpecIsADisagreement) {
             "'RandomResizedCrop(), RandomHorizontalFlip()'");
 }
 
+// The decode scaling decides the pixels (fast decodes at other DCT scales), so a reader whose
+// scaling differs from the trainer's refuses it, naming both.
+TEST(SessionTerms, AnotherDecodeScalingIsADisagreement) {
+  SessionTerms trainer = Terms();
+  const SessionTerms reader = Terms();
+  trainer.decode_scaling = codecs::DecodeScaling::kFast;
+  EXPECT_EQ(Disagreement(trainer, reader), "decode scaling: trainer fast, reader exact");
+  EXPECT_EQ(ParseSessionTerms(EncodeSessionTerms(trainer)), trainer);
+}
+
 // The terms part as docs/wire-protocol.md lays it out, byte by byte: the one identity
 // struct (loader::DatasetIdentity) must not change what goes on the wire.
 TEST(SessionTerms, TheBytesAreTheDocumentedLayout) {
@@ -123,6 +133,7 @@ TEST(SessionTerms, TheBytesAreTheDocumentedLayout) {
   t.mode = 1;
   t.remainder = 1;
   t.drop_last = true;
+  t.decode_scaling = codecs::DecodeScaling::kFast;
   t.epochs = 90;
   t.first_epoch = 4;
   t.first_position = 96;
@@ -131,7 +142,7 @@ TEST(SessionTerms, TheBytesAreTheDocumentedLayout) {
     for (std::size_t i = 0; i < bytes; ++i) want[offset + i] = std::byte(value >> (8 * i));
   };
   put(0, 0x32534654, 4);  // "TFS2"
-  put(4, 1, 2);           // flags: drop-last
+  put(4, 5, 2);           // flags: drop-last, decode scaling fast
   put(6, 1, 1);           // mode: eval
   put(7, 1, 1);           // remainder: drop
   put(8, 40, 8);          // dataset samples

@@ -50,7 +50,9 @@ struct SessionTerms {
   std::uint8_t remainder = 0;    // 0 pad, 1 drop (loader::Remainder)
   bool drop_last = false;        // each instance's final partial batch is dropped
   bool position_pinned = false;  // reader: started at a fixed position (never sent by trainers)
-  std::uint64_t epochs = 0;      // end epoch, exclusive
+  // codecs::JpegOptions::decode_scaling: fast decodes other pixels, so it is a term.
+  codecs::DecodeScaling decode_scaling = codecs::DecodeScaling::kExact;
+  std::uint64_t epochs = 0;  // end epoch, exclusive
   std::uint64_t first_epoch = 0;
   std::uint64_t first_position = 0;  // samples of first_epoch delivered to all instances
   // loader::AugmentSpecText of the loader's augment (LoaderOptions::augment).
