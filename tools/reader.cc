@@ -71,7 +71,7 @@ void AddDataFlags(CLI::App& app, Args& args) {
   app.add_option("--data", args.data,
                  "Dataset: an ImageFolder, a root with train/ and val/ splits (--split picks "
                  "one), a shard directory or manifest of any codec, or CIFAR-10's binary "
-                 "directory (required unless --curve-keygen)")
+                 "directory (required unless --curve keygen=)")
       ->check(tools::DatasetLocationCheck());
   tools::AddOption(app, loader::kBadSamplePolicy, options.bad_sample_policy);
   tools::AddOption(app, loader::kBadSampleLines, args.bad_sample_lines);
@@ -106,22 +106,22 @@ void AddSliceFlags(CLI::App& app, Args& args) {
 
 // --curve: CURVE encryption and the trainers it admits (transport/curve.h).
 constexpr loader::OptionGroupKey kCurveKeys[] = {
+    {"keygen", {.help = "write a CURVE key pair to PREFIX.key (secret) and PREFIX.pub, then exit"}},
     {"secret-key",
      {.help = "encrypt with CURVE using this secret key file (trainers get the .pub)"}},
     {"allow",
      {.help = "admit only trainers whose public key is in these ':'-separated files (or the "
               "*.pub files of these directories); needs secret-key"}}};
 constexpr loader::OptionGroup kCurveGroup{
-    .flag = "--curve", .help = "CURVE (--curve-keygen makes the keys)", .keys = kCurveKeys};
+    .flag = "--curve", .help = "CURVE (keygen= makes the keys)", .keys = kCurveKeys};
 
 // Where and how the batches are served.
 void AddServeFlags(CLI::App& app, Args& args) {
   args.sender.endpoint = "tcp://127.0.0.1:5555";
-  app.add_option("--curve-keygen", args.curve_keygen,
-                 "write a CURVE key pair to PREFIX.key (secret) and PREFIX.pub, then exit");
   tools::AddGroupOption(app, kCurveGroup,
-                        {tools::BindKey(kCurveKeys[0], args.sender.curve_secret_key_file),
-                         tools::BindKey(kCurveKeys[1], args.curve_allow)});
+                        {tools::BindKey(kCurveKeys[0], args.curve_keygen),
+                         tools::BindKey(kCurveKeys[1], args.sender.curve_secret_key_file),
+                         tools::BindKey(kCurveKeys[2], args.curve_allow)});
   app.add_option("--bind", args.sender.endpoint,
                  "endpoint to serve on: tcp://HOST:PORT, ipc://PATH, or shm://NAME (same host, "
                  "zero-copy shared memory); a non-loopback HOST needs --curve allow= or "
@@ -135,7 +135,7 @@ void AddServeFlags(CLI::App& app, Args& args) {
   tools::AddMetricsFlags(app, args.metrics, /*with_port=*/true);
 }
 
-// --curve-keygen PREFIX: writes the key pair and returns the exit code.
+// --curve keygen=PREFIX: writes the key pair and returns the exit code.
 int KeyGen(const std::string& prefix) {
   try {
     transport::WriteCurveKeyFiles(transport::GenerateCurveKeyPair(), prefix + ".key",

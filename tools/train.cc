@@ -681,7 +681,7 @@ constexpr OptionGroupKey kReaderKeys[] = {
                          "with --data: the share of samples decoded here to check the pixels")},
     {"curve-server-key",
      Key(OptionKind::kText, 0, kNoMax, "",
-         "CURVE: the readers' public key file (tilefeed-serve --curve-keygen's .pub); one for "
+         "CURVE: the readers' public key file (tilefeed-serve --curve keygen='s .pub); one for "
          "all, or ':'-separated, one per reader")},
     {"curve-key",
      Key(OptionKind::kText, 0, kNoMax, "",

@@ -121,7 +121,7 @@ tilefeed-serve|--metrics interval must be above 0, got -1|--data $D --metrics in
 tilefeed-serve|--metrics has no key 'intervals' (its keys: file, interval, port, bind)|--data $D --metrics intervals=5
 tilefeed-serve|--metrics port=10.1.2.3:9400: HOST '10.1.2.3' is not loopback|--data $D --metrics port=10.1.2.3:9400
 tilefeed-serve|--metrics bind=0.0.0.0 needs port=PORT|--data $D --metrics bind=0.0.0.0
-tilefeed-serve|--curve has no key 'secret' (its keys: secret-key, allow)|--data $D --curve secret=r.key
+tilefeed-serve|--curve has no key 'secret' (its keys: keygen, secret-key, allow)|--data $D --curve secret=r.key
 tilefeed-serve|--curve allow= needs secret-key=FILE|--data $D --curve allow=t.pub
 tilefeed-serve|--bind tcp://*:9400: HOST '*' is not loopback|--data $D --bind tcp://*:9400
 tilefeed-serve|--metrics port=*:9400: HOST '*' is not loopback|--data $D --metrics port=*:9400
@@ -238,6 +238,7 @@ tilefeed-serve|unknown argument --metrics-port (--help lists the options)|--data
 tilefeed-serve|unknown argument --metrics-bind (--help lists the options)|--data $D --metrics-bind 0.0.0.0
 tilefeed-serve|unknown argument --curve-secret-key (--help lists the options)|--data $D --curve-secret-key r.key
 tilefeed-serve|unknown argument --curve-allow (--help lists the options)|--data $D --curve-allow t.pub
+tilefeed-serve|unknown argument --curve-keygen (--help lists the options)|--data $D --curve-keygen k
 train|unknown argument --metrics-interval (--help lists the options)|--data $D --metrics-interval 5
 tilefeed-pack|unknown argument --cache-dir (--help lists the options)|$D $work/out --cache-dir x
 tilefeed-inspect|unknown argument --remote-retries (--help lists the options)|$D --remote-retries 3

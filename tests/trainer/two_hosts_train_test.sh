@@ -118,9 +118,9 @@ crossed=$((after - before))
 echo "two_hosts_train_test: --data: 4 instances on h0,h1, checksum $two = one host, $crossed bytes into h1"
 
 # 2. Readers across the link: the reader of instance i runs on the other host.
-timeout 30 "$reader" --curve-keygen "$work/reader" >"$work/keygen.log" 2>&1 || fail "keygen"
+timeout 30 "$reader" --curve keygen="$work/reader" >"$work/keygen.log" 2>&1 || fail "keygen"
 # A reader on a non-loopback address needs CURVE with an allow-list: the trainers' key.
-timeout 30 "$reader" --curve-keygen "$work/trainer" >>"$work/keygen.log" 2>&1 || fail "keygen"
+timeout 30 "$reader" --curve keygen="$work/trainer" >>"$work/keygen.log" 2>&1 || fail "keygen"
 endpoints=
 reader_pids=
 for i in 0 1 2 3; do

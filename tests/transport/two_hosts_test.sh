@@ -55,8 +55,8 @@ ip -n "$ns_trainer" link set veth-t up || fail "veth-t up"
 timeout 300 "$make_demo" "$work/data" --classes 4 --train-per-class 16 --val-per-class 4 \
   --threads 2 >"$work/make_demo.log" 2>&1 || fail "tilefeed-make-demo: $(cat "$work/make_demo.log")"
 for who in reader trainer intruder; do
-  timeout 30 "$reader" --curve-keygen "$work/$who" >"$work/keygen.log" 2>&1 ||
-    fail "--curve-keygen $who: $(cat "$work/keygen.log")"
+  timeout 30 "$reader" --curve keygen="$work/$who" >"$work/keygen.log" 2>&1 ||
+    fail "--curve keygen= $who: $(cat "$work/keygen.log")"
 done
 mkdir "$work/allowed" && cp "$work/trainer.pub" "$work/allowed/" || fail "cannot copy trainer.pub"
 
