@@ -36,8 +36,8 @@ class JpegOptions:
                    pixels libjpeg made of a corrupt or truncated JPEG are kept, not reported
                    as a bad sample
     decode_scaling "exact" (the default) or "fast", which BREAKS THE PIXEL CONTRACT: train
-                   and eval JPEGs decode at the smallest DCT scale n/8 that keeps the crop at
-                   least the output size, so the decode's cost falls with the output size
+                   and eval JPEGs decode at the smallest DCT scale of 1/8, 1/4, 3/8 and 1/2
+                   that keeps the crop at least the output size, so the decode's cost falls with the output size
                    (docs/design.md: how far the pixels move). "exact": a train crop decodes
                    at 1/2, 1/4 or 1/8 where it stays at least the output, an eval image at
                    full size

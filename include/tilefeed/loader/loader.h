@@ -154,8 +154,8 @@ struct LoaderOptions {
   // Batch slots; memory in flight = depth x batch bytes. kAutoDepth: the loader tunes it.
   std::size_t prefetch_depth = 4;
   // The two budgets of the tuner (docs/options.md, "Autotuning"): the share of this process's
-  // cores the decode threads may take, and the bytes all batch slots may take (0: a quarter of
-  // the memory this process may use). A fixed prefetch_depth must fit memory_budget too.
+  // cores the decode threads may take, and the bytes all batch slots may take (0: 3/4 of the
+  // memory this process may use). A fixed prefetch_depth must fit memory_budget too.
   double cpu_share = 0.75;
   std::uint64_t memory_budget = 0;
   std::uint64_t seed = 0;
