@@ -168,23 +168,30 @@ def normalise(images):
     return (images.float() - mean) / std
 
 
+# Every tensor given to a collective stays referenced until the process ends. Torch 1.13's
+# ProcessGroupGloo destructor (run when DDP's reducer goes) joins its worker threads with the
+# GIL held, and a worker that drops the last reference of a tensor Python let go of takes the
+# GIL: the job hung at exit (pytorch/pytorch#56297). all_gather_object's own tensors die at once.
+COLLECTIVE_TENSORS = []
+
+
 def evaluate(a, model, size):
     """Top-1 accuracy on the val split at `size`, each rank on its slice; a sample the slices
     repeat (remainder="pad") counts once."""
     loader = tilefeed.Loader(a.data, split="val", mode="eval", image_size=size,
                              eval_resize=size * 8 // 7, batch_size=a.batch_size,
                              workers=a.workers, layout="nchw", epochs=1, slice="auto")
-    correct = {}
+    hit = torch.full((loader.dataset_size,), -1, dtype=torch.int32)  # -1: not in my slice
     model.eval()
     with torch.no_grad():
         for batch in loader:
             hits = model(normalise(batch.torch())).argmax(1) == torch.from_numpy(batch.labels)
-            correct.update(zip(batch.sample_indices.tolist(), hits.tolist()))
+            hit[batch.sample_indices.astype("int64")] = hits.int()
     loader.stop()
-    every = [None] * dist.get_world_size()
-    dist.all_gather_object(every, correct)
-    merged = {sample: hit for part in every for sample, hit in part.items()}
-    return sum(merged.values()) / len(merged), len(merged)
+    dist.all_reduce(hit, op=dist.ReduceOp.MAX)
+    COLLECTIVE_TENSORS.append(hit)
+    seen = hit >= 0
+    return hit[seen].sum().item() / seen.sum().item(), seen.sum().item()
 
 
 def parameters_digest(model):
