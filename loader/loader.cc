@@ -66,6 +66,7 @@ Loader::Loader(std::unique_ptr<Source> source, LoaderOptions options,
     assert(pushed);
   }
   s.limits = {.max_threads = s.max_workers,
+              .cpu = s.options.cpu_share * s.cores,
               .max_depth = s.max_depth,
               .threads = s.options.workers == kAutoWorkers,
               .depth = s.options.prefetch_depth == kAutoDepth};
@@ -129,7 +130,8 @@ void Loader::Impl::Tick() {
     const std::uint64_t wait = wait_ns.load(std::memory_order_relaxed);
     const std::uint64_t idle = idle_ns.load(std::memory_order_relaxed);
     tuner = detail::Tune(tuner,
-                         {.seconds = seconds,
+                         {.batches = double(window_batches),
+                          .seconds = seconds,
                           .consumer_wait = double(wait - window_wait_ns) * 1e-9,
                           .producer_idle = double(idle - window_idle_ns) * 1e-9},
                          limits);

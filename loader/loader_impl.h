@@ -179,7 +179,7 @@ struct Loader::Impl {
   LoaderOptions options;
   int cores = 1;              // the cores this process may run on
   int workers = 1;            // the first decode threads: `workers`, or 1 under auto
-  int max_workers = 1;        // `workers`, or cpu_share x cores under auto
+  int max_workers = 1;        // `workers`, or cpu_share x cores rounded up under auto
   std::size_t depth = 1;      // the first slots: prefetch_depth, or 2 under auto
   std::size_t max_depth = 1;  // prefetch_depth, or what memory_budget holds under auto
   std::size_t samples_per_epoch = 0;

@@ -208,8 +208,10 @@ void Loader::Impl::Validate(const std::optional<LoaderState>& start) {
                                 std::to_string(o.batch_size) + " (drop_last_batch is set)");
   }
   cores = detail::UsableCores();
-  max_workers = o.workers == kAutoWorkers ? std::max(1, static_cast<int>(o.cpu_share * cores))
-                                          : (o.workers > 0 ? o.workers : cores);
+  // Under auto the share bounds the threads' busy time (tuner.h), so their number rounds up.
+  max_workers = o.workers == kAutoWorkers
+                    ? std::max(1, static_cast<int>(std::ceil(o.cpu_share * cores - 1e-9)))
+                    : (o.workers > 0 ? o.workers : cores);
   workers = o.workers == kAutoWorkers ? 1 : max_workers;
   // Slots hold the largest size the schedule reaches, so no epoch re-sizes them.
   const ImageSize largest = o.image_size.Largest();

@@ -29,18 +29,23 @@ using detail::TunerWindow;
 // `demand` threads' worth of decoding per second. Fewer threads keep the producer busy all
 // the time and make the consumer wait for the rest; more leave the producer idle.
 // `burst_idle` > 0: batches come in bursts that `depth` slots cover from `covered` slots on.
+// `shallow` > 0: each thread's output falls by `shallow` per halving of the depth below
+// `deep` slots (a data-bound loader that a deeper ring feeds better).
 struct Plant {
   double demand = 3.0;
   double burst_idle = 0;
   std::size_t covered = 0;
+  double shallow = 0;
+  std::size_t deep = 0;
 
   TunerWindow Window(const TunerSetting& s) const {
-    const double n = s.threads;
-    TunerWindow w{.seconds = 1.0};
-    if (n < demand) {
-      w.consumer_wait = 1.0 - n / demand;
+    double output = s.threads;
+    for (std::size_t d = s.depth; d < deep; d *= 2) output *= 1 - shallow;
+    TunerWindow w{.batches = 10 * std::min(output, demand), .seconds = 1.0};
+    if (output < demand) {
+      w.consumer_wait = 1.0 - output / demand;
     } else {
-      w.producer_idle = 1.0 - demand / n;
+      w.producer_idle = 1.0 - demand / output;
     }
     if (burst_idle > 0 && s.depth < covered) {
       w.consumer_wait = std::max(w.consumer_wait, 0.05);
@@ -80,15 +85,55 @@ TunerState Start(int threads, std::size_t depth) {
 }
 
 TEST(Tuner, AddsThreadsWhileTheConsumerWaitsUpToTheShareAndSaysSo) {
-  const TunerLimits limits{.max_threads = 4, .max_depth = 8};
+  const TunerLimits limits{.max_threads = 4, .cpu = 4, .max_depth = 8};
   const Trace t = Simulate(Start(1, 2), Plant{.demand = 10}, limits, 40);
   EXPECT_EQ(t.last.setting.threads, 4);
   EXPECT_EQ(t.last.reason, TuneReason::kShareCap);
-  EXPECT_EQ(t.last.setting.depth, 2u);  // throughput, not bursts: no slot more
+  // At the cap it doubles the slots once; the rate did not rise, so it stops there.
+  EXPECT_EQ(t.last.setting.depth, 4u);
+  EXPECT_EQ(t.MovesFrom(20), 0);
+}
+
+// The share bounds the threads' busy time, not their number: on 2 cores at 0.75 a consumer
+// that needs a little more than one thread gets a second (1.5 cores would be a floor of 1
+// thread), while one that would take both cores gets one, and deeper prefetch instead.
+TEST(Tuner, TheShareBoundsTheThreadsBusyTimeNotTheirNumber) {
+  const TunerLimits limits{.max_threads = 2, .cpu = 1.5, .max_depth = 8};
+  const Trace compute = Simulate(Start(1, 2), Plant{.demand = 1.06}, limits, 40);
+  EXPECT_EQ(compute.last.setting.threads, 2);
+  EXPECT_EQ(compute.last.setting.depth, 2u);
+  EXPECT_EQ(compute.last.reason, TuneReason::kWaited);
+  EXPECT_EQ(compute.MovesFrom(10), 0);
+  const Trace data = Simulate(Start(1, 2), Plant{.demand = 10}, limits, 40);
+  EXPECT_EQ(data.last.setting.threads, 1);
+  EXPECT_EQ(data.last.reason, TuneReason::kShareCap);
+}
+
+// A data-bound loader whose threads may not grow: twice the slots while a doubling raises the
+// rate, then no more (the slots it has stay: the depth only grows), within the budget.
+TEST(Tuner, DoublesTheSlotsWhileThatPaysWhenNoMoreThreadsAreAllowed) {
+  const Plant plant{.demand = 10, .shallow = 0.1, .deep = 8};
+  const TunerLimits limits{.max_threads = 2, .cpu = 2, .max_depth = 64};
+  const Trace t = Simulate(Start(1, 2), plant, limits, 60);
+  EXPECT_EQ(t.last.setting.threads, 2);
+  EXPECT_EQ(t.last.setting.depth, 16u);  // 8 paid, 16 did not: one doubling past the best
+  EXPECT_EQ(t.last.reason, TuneReason::kShareCap);
+  EXPECT_EQ(t.MovesFrom(30), 0);
+  for (std::size_t i = 1; i < t.settings.size(); ++i) {
+    EXPECT_GE(t.settings[i].depth, t.settings[i - 1].depth);  // grows only
+  }
+  // Fixed workers deepen the same way; the budget bounds the doubling.
+  const Trace fixed = Simulate(Start(2, 2), plant,
+                               {.max_threads = 2, .cpu = 2, .max_depth = 6, .threads = false}, 60);
+  EXPECT_EQ(fixed.last.setting, (TunerSetting{2, 6}));
+  EXPECT_EQ(fixed.last.reason, TuneReason::kBudgetCap);
+  // A consumer that keeps up, then waits again, gets another chance to deepen.
+  Trace easy = Simulate(t.last, Plant{.demand = 1}, limits, 10);
+  EXPECT_FALSE(easy.last.deepen_done);
 }
 
 TEST(Tuner, SettlesWhereTheProducerKeepsUpAndNeverOscillates) {
-  const TunerLimits limits{.max_threads = 16, .max_depth = 8};
+  const TunerLimits limits{.max_threads = 16, .cpu = 16, .max_depth = 8};
   for (double demand : {0.3, 1.0, 2.5, 3.0, 4.2, 7.9, 12.0}) {
     for (int start : {1, 8, 16}) {
       const Trace t = Simulate(Start(start, 2), Plant{.demand = demand}, limits, 300);
@@ -106,7 +151,7 @@ TEST(Tuner, SettlesWhereTheProducerKeepsUpAndNeverOscillates) {
 }
 
 TEST(Tuner, ReadaptsWhenTheConsumerHalvesItsSpeedAndWhenItDoublesIt) {
-  const TunerLimits limits{.max_threads = 16, .max_depth = 8};
+  const TunerLimits limits{.max_threads = 16, .cpu = 16, .max_depth = 8};
   Trace fast = Simulate(Start(1, 2), Plant{.demand = 6}, limits, 100);
   ASSERT_EQ(fast.last.setting.threads, 6);
   // Half as fast (a larger image size, a slower step): half the threads, within the stated
@@ -119,7 +164,7 @@ TEST(Tuner, ReadaptsWhenTheConsumerHalvesItsSpeedAndWhenItDoublesIt) {
 }
 
 TEST(Tuner, DeepensPrefetchForBurstsOnlyAndNeverBeyondTheBudget) {
-  const TunerLimits limits{.max_threads = 4, .max_depth = 5};
+  const TunerLimits limits{.max_threads = 4, .cpu = 4, .max_depth = 5};
   const Trace covered =
       Simulate(Start(2, 2), Plant{.demand = 1.5, .burst_idle = 0.3, .covered = 4}, limits, 100);
   EXPECT_EQ(covered.last.setting.depth, 4u);
@@ -136,14 +181,14 @@ TEST(Tuner, DeepensPrefetchForBurstsOnlyAndNeverBeyondTheBudget) {
 TEST(Tuner, OneNoisyWindowMovesNothingAndFixedSettingsNeverMove) {
   TunerState s = Start(2, 2);
   s.skip = false;
-  const TunerLimits limits{.max_threads = 4, .max_depth = 8};
+  const TunerLimits limits{.max_threads = 4, .cpu = 4, .max_depth = 8};
   for (int i = 0; i < 20; ++i) {  // waits in every other window only
     s = detail::Tune(s, {.seconds = 1, .consumer_wait = i % 2 ? 0.5 : 0.01}, limits);
     EXPECT_EQ(s.setting, (TunerSetting{2, 2}));
   }
   const Trace fixed =
       Simulate(Start(2, 2), Plant{.demand = 9, .burst_idle = 0.3, .covered = 9},
-               {.max_threads = 2, .max_depth = 2, .threads = false, .depth = false}, 50);
+               {.max_threads = 2, .cpu = 2, .max_depth = 2, .threads = false, .depth = false}, 50);
   EXPECT_EQ(fixed.MovesFrom(0), 0);
 }
 

@@ -128,8 +128,9 @@ class SlotMemory {
 
 // LoaderOptions::workers and prefetch_depth values that hand the choice to the loader: a
 // closed loop adds decode threads while the consumer waits for batches (within cpu_share),
-// removes them while the ring stays full, and deepens prefetch while batches come in bursts
-// (within memory_budget). Batches are the same whatever it chooses.
+// removes them while the ring stays full, and deepens prefetch while batches come in bursts or
+// the consumer waits and no thread more is allowed (within memory_budget). Batches are the
+// same whatever it chooses.
 inline constexpr int kAutoWorkers = -1;
 inline constexpr std::size_t kAutoDepth = 0;
 
@@ -154,8 +155,8 @@ struct LoaderOptions {
   // Batch slots; memory in flight = depth x batch bytes. kAutoDepth: the loader tunes it.
   std::size_t prefetch_depth = 4;
   // The two budgets of the tuner (docs/options.md, "Autotuning"): the share of this process's
-  // cores the decode threads may take, and the bytes all batch slots may take (0: 3/4 of the
-  // memory this process may use). A fixed prefetch_depth must fit memory_budget too.
+  // cores' time the decode threads may take, and the bytes all batch slots may take (0: 3/4 of
+  // the memory this process may use). A fixed prefetch_depth must fit memory_budget too.
   double cpu_share = 0.75;
   std::uint64_t memory_budget = 0;
   std::uint64_t seed = 0;
