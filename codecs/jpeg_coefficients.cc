@@ -5,8 +5,8 @@
 // Why libjpeg's back end rather than our own IDCT: byte-identical pixels come for free
 // (the same SIMD IDCT, the same fancy upsampling and colour code, the same DCT scaling
 // choices), and its IDCT is the fastest there is. Its upsampling and colour conversion
-// are not: for the common JPEGs (YCbCr 4:2:0, 4:2:2, 4:4:4 at full scale) on CPUs with
-// AVX-512 VBMI, libjpeg hands over the IDCT's planes (raw-data mode) and one fused pass
+// are not: for the common JPEGs (YCbCr 4:2:0, 4:2:2, 4:4:4, at every DCT scale) on CPUs
+// with AVX-512 VBMI, libjpeg hands over the IDCT's planes (raw-data mode) and one fused pass
 // (codecs/ycc_rows.h) does the same arithmetic, the loader's largest single gain after the
 // entropy decode went (YccRows below). The decode builds a small JPEG header for
 // the sub-image that covers the crop (origin on the iMCU grid, as IndexedJpegDecoder's
@@ -360,8 +360,8 @@ struct YccRows {
   detail::ChromaSampling sampling;
   int width;                 // output pixels per row
   JDIMENSION height;         // output rows
-  JDIMENSION imcu_rows;      // output rows per iMCU row (8 * luma's v)
-  JDIMENSION chroma_rows;    // chroma rows per iMCU row (8)
+  JDIMENSION imcu_rows;      // output rows per iMCU row (luma's v * its IDCT size)
+  JDIMENSION chroma_rows;    // chroma rows per iMCU row (chroma's IDCT size)
   JDIMENSION chroma_height;  // chroma rows in all
   int chroma_width;          // chroma samples per row
   JDIMENSION total;          // iMCU rows
@@ -443,25 +443,43 @@ Cover CoverFor(const Geometry& g, const CropPlan& plan, int out_width, int out_h
   return c;
 }
 
+// The IDCT size libjpeg gives 1x1-sampled chroma at scale n/8 (jdmaster.c,
+// jpeg_calc_output_dimensions): scaled up from luma's n, at most to 8, while that keeps
+// whole sampling ratios, so that its upsampling gets simpler.
+int ChromaIdctSize(const Geometry& g, int n) {
+  int size = n;
+  while (size < 8 && (g.max_h * n) % (size * 2) == 0 && (g.max_v * n) % (size * 2) == 0) size *= 2;
+  return size;
+}
+
 // The sampling for which YccToRgbRow replaces libjpeg's upsampling and colour conversion
-// in this decode, if any: three components, YCbCr to RGB, full scale (every component's
-// IDCT 8x8, so libjpeg's fancy upsampling is the 2x1 or 2x2 kind the kernel does), fancy
-// upsampling asked for, chroma sampled 1x1 against luma's 1x1, 2x1 or 2x2, and chroma
-// rows of more than two samples (libjpeg replicates below that). Elsewhere libjpeg runs
-// its own passes, as it does on CPUs without the kernel and with portable_kernels.
+// in this decode, if any: three components, YCbCr to RGB, fancy upsampling asked for,
+// chroma sampled 1x1, and at the cover's scale chroma left at luma's resolution (k444),
+// half its width (k422) or half both (k420) by libjpeg's IDCT sizes (ChromaIdctSize: a
+// 4:2:0 file below full scale is k444, its chroma IDCT twice luma's), the interpolated
+// kinds with chroma rows of more than two samples and above 1/8 scale (libjpeg replicates
+// there).
+// Elsewhere libjpeg runs its own passes, as it does on CPUs without the kernel and with
+// portable_kernels.
 std::optional<detail::ChromaSampling> FusedSampling(const Geometry& g, const Cover& cover,
                                                     const JpegOptions& options, bool portable) {
   if (portable || options.fast_upsample || !detail::YccKernelAvailable()) {
     return std::nullopt;
   }
-  if (g.components != 3 || g.color_space != JCS_YCbCr || cover.scale != 8) return std::nullopt;
+  if (g.components != 3 || g.color_space != JCS_YCbCr) return std::nullopt;
   for (int c = 1; c < 3; ++c) {
     if (g.h[c] != 1 || g.v[c] != 1) return std::nullopt;
   }
-  if (g.h[0] == 1 && g.v[0] == 1) return detail::ChromaSampling::k444;
-  if ((cover.sub_width + 1) / 2 <= 2) return std::nullopt;
-  if (g.h[0] == 2 && g.v[0] == 1) return detail::ChromaSampling::k422;
-  if (g.h[0] == 2 && g.v[0] == 2) return detail::ChromaSampling::k420;
+  const int n = cover.scale, chroma = ChromaIdctSize(g, n);
+  // Luma samples per chroma sample, across and down (chroma divides max_h * n and max_v * n).
+  const int across = g.max_h * n / chroma, down = g.max_v * n / chroma;
+  if (across == 1 && down == 1) return detail::ChromaSampling::k444;
+  const std::int64_t imcu_width = std::int64_t{8} * g.max_h;
+  const std::int64_t chroma_width =
+      (std::int64_t{cover.sub_width} * chroma + imcu_width - 1) / imcu_width;
+  if (n == 1 || chroma_width <= 2) return std::nullopt;
+  if (across == 2 && down == 1) return detail::ChromaSampling::k422;
+  if (across == 2 && down == 2) return detail::ChromaSampling::k420;
   return std::nullopt;
 }
 
@@ -587,14 +605,16 @@ void CoefficientDecoder::Impl::Start(const Geometry& g, const Cover& cover,
   feed.row0 = cover.row0;
   if (fused) {
     // What FusedSampling assumed of libjpeg's set-up.
-    const int chroma_width =
-        *fused == detail::ChromaSampling::k444 ? cover.sub_width : (cover.sub_width + 1) / 2;
-    fits = fits && cinfo.output_width == JDIMENSION(cover.sub_width) &&
-           cinfo.output_height == JDIMENSION(cover.sub_height) && cinfo.min_DCT_scaled_size == 8;
+    const auto width = cinfo.output_width;
+    const JDIMENSION chroma_width =
+        *fused == detail::ChromaSampling::k444 ? width : (width + 1) / 2;
+    const int chroma_size = ChromaIdctSize(g, cover.scale);
+    fits = fits && cinfo.min_DCT_scaled_size == cover.scale &&
+           (*fused == detail::ChromaSampling::k444 || chroma_width > 2);
     for (int c = 0; fits && c < 3; ++c) {
       const jpeg_component_info& comp = cinfo.comp_info[c];
-      fits = comp.DCT_scaled_size == 8 &&
-             comp.downsampled_width == JDIMENSION(c == 0 ? cover.sub_width : chroma_width);
+      fits = comp.DCT_scaled_size == (c == 0 ? cover.scale : chroma_size) &&
+             comp.downsampled_width == (c == 0 ? width : chroma_width);
     }
   }
   if (!fits) {
@@ -672,8 +692,8 @@ YccRows CoefficientDecoder::Impl::StartYccRows() {
   s.sampling = *fused;
   s.width = static_cast<int>(cinfo.output_width);
   s.height = cinfo.output_height;
-  s.imcu_rows = static_cast<JDIMENSION>(cinfo.max_v_samp_factor) * 8;
-  s.chroma_rows = 8;
+  s.imcu_rows = static_cast<JDIMENSION>(cinfo.max_v_samp_factor * cinfo.min_DCT_scaled_size);
+  s.chroma_rows = static_cast<JDIMENSION>(cinfo.comp_info[1].DCT_scaled_size);
   s.chroma_height = cinfo.comp_info[1].downsampled_height;
   s.chroma_width = static_cast<int>(cinfo.comp_info[1].downsampled_width);
   s.total = cinfo.total_iMCU_rows;
@@ -681,8 +701,9 @@ YccRows CoefficientDecoder::Impl::StartYccRows() {
   std::size_t bytes = 0, row_count = 0;
   for (int c = 0; c < 3; ++c) {
     const jpeg_component_info& comp = cinfo.comp_info[c];
-    stride[c] = (std::size_t{comp.width_in_blocks} * 8 + 2 * detail::kYccRowSlack + 63) / 64 * 64;
-    rows[c] = static_cast<std::size_t>(comp.v_samp_factor) * 8;
+    const auto size = static_cast<std::size_t>(comp.DCT_scaled_size);
+    stride[c] = (comp.width_in_blocks * size + 2 * detail::kYccRowSlack + 63) / 64 * 64;
+    rows[c] = static_cast<std::size_t>(comp.v_samp_factor) * size;
     bytes += 3 * rows[c] * stride[c];
     row_count += 3 * rows[c];
   }
