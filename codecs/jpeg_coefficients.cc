@@ -77,9 +77,10 @@ std::int64_t Nanos(Clock::duration d) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
 }
 
-// A JPEG header (SOI, DQT, SOF1, SOS) for the sub_width x sub_height sub-image: the
+// A JPEG header (SOI, DQT, SOF9, SOS) for the sub_width x sub_height sub-image: the
 // record's tables and sampling factors, one interleaved sequential scan, no entropy data.
-// libjpeg loads its default Huffman tables for the scan it will never decode.
+// The scan it never decodes is arithmetic-coded (SOF9) because that decoder's set-up is
+// two small memsets, where a Huffman scan's built six lookup tables per decode.
 void BuildJpegHeader(const Geometry& g, int sub_width, int sub_height,
                      std::vector<std::byte>& out) {
   auto put = [&](unsigned v) { out.push_back(std::byte(v & 0xFF)); };
@@ -100,7 +101,7 @@ void BuildJpegHeader(const Geometry& g, int sub_width, int sub_height,
       put(q);
     }
   }
-  put16(0xFFC1);
+  put16(0xFFC9);
   put16(8 + 3 * g.components);
   put(8);
   put16(sub_height);
