@@ -18,7 +18,7 @@
 // libjpeg errors follow jpeg.cc's rule (codecs/libjpeg_errors.h): error_exit
 // longjmps to a setjmp in a small guarded function with trivially destructible frames.
 // Our controller's callback runs inside libjpeg and cannot report errors, so every group
-// it reads is decoded and checked before libjpeg starts (Prepare), and the unpack
+// it reads is decoded and checked before libjpeg starts (Decode), and the unpack
 // masks positions so that even a lying record cannot write outside a block.
 //
 // This file holds the decode; the record's header is read in coef_format.cc and written
@@ -78,9 +78,8 @@ std::int64_t Nanos(Clock::duration d) {
 }
 
 // A JPEG header (SOI, DQT, SOF9, SOS) for the sub_width x sub_height sub-image: the
-// record's tables and sampling factors, one interleaved sequential scan, no entropy data.
-// The scan it never decodes is arithmetic-coded (SOF9) because that decoder's set-up is
-// two small memsets, where a Huffman scan's built six lookup tables per decode.
+// record's tables and sampling factors, one interleaved sequential scan, no entropy data:
+// arithmetic-coded, as its decoder's set-up is two memsets (a Huffman one derives 6 tables).
 void BuildJpegHeader(const Geometry& g, int sub_width, int sub_height,
                      std::vector<std::byte>& out) {
   auto put = [&](unsigned v) { out.push_back(std::byte(v & 0xFF)); };
@@ -444,9 +443,8 @@ Cover CoverFor(const Geometry& g, const CropPlan& plan, int out_width, int out_h
   return c;
 }
 
-// The IDCT size libjpeg gives 1x1-sampled chroma at scale n/8 (jdmaster.c,
-// jpeg_calc_output_dimensions): scaled up from luma's n, at most to 8, while that keeps
-// whole sampling ratios, so that its upsampling gets simpler.
+// libjpeg's IDCT size for 1x1-sampled chroma at scale n/8 (jdmaster.c): luma's, doubled up
+// to 8 while the sampling ratios stay whole.
 int ChromaIdctSize(const Geometry& g, int n) {
   int size = n;
   while (size < 8 && (g.max_h * n) % (size * 2) == 0 && (g.max_v * n) % (size * 2) == 0) size *= 2;
@@ -454,31 +452,25 @@ int ChromaIdctSize(const Geometry& g, int n) {
 }
 
 // The sampling for which YccToRgbRow replaces libjpeg's upsampling and colour conversion
-// in this decode, if any: three components, YCbCr to RGB, fancy upsampling asked for,
-// chroma sampled 1x1, and at the cover's scale chroma left at luma's resolution (k444),
-// half its width (k422) or half both (k420) by libjpeg's IDCT sizes (ChromaIdctSize: a
-// 4:2:0 file below full scale is k444, its chroma IDCT twice luma's), the interpolated
-// kinds with chroma rows of more than two samples and above 1/8 scale (libjpeg replicates
-// there).
-// Elsewhere libjpeg runs its own passes, as it does on CPUs without the kernel and with
-// portable_kernels.
+// in this decode, if any: YCbCr to RGB, 1x1 chroma, fancy upsampling asked for, and chroma
+// at luma's resolution (k444: 4:4:4, and 4:2:0 below full scale, where its IDCT is twice
+// luma's), half its width (k422) or half both (k420), those two with chroma rows of more
+// than two samples and above 1/8 (libjpeg replicates there). Elsewhere libjpeg runs its own
+// passes, as it does on CPUs without the kernel and with portable_kernels.
 std::optional<detail::ChromaSampling> FusedSampling(const Geometry& g, const Cover& cover,
                                                     const JpegOptions& options, bool portable) {
-  if (portable || options.fast_upsample || !detail::YccKernelAvailable()) {
+  if (portable || options.fast_upsample || !detail::YccKernelAvailable()) return std::nullopt;
+  if (g.components != 3 || g.color_space != JCS_YCbCr || g.h[1] != 1 || g.v[1] != 1 ||
+      g.h[2] != 1 || g.v[2] != 1) {
     return std::nullopt;
   }
-  if (g.components != 3 || g.color_space != JCS_YCbCr) return std::nullopt;
-  for (int c = 1; c < 3; ++c) {
-    if (g.h[c] != 1 || g.v[c] != 1) return std::nullopt;
-  }
   const int n = cover.scale, chroma = ChromaIdctSize(g, n);
-  // Luma samples per chroma sample, across and down (chroma divides max_h * n and max_v * n).
-  const int across = g.max_h * n / chroma, down = g.max_v * n / chroma;
+  const int across = g.max_h * n / chroma, down = g.max_v * n / chroma;  // luma per chroma
   if (across == 1 && down == 1) return detail::ChromaSampling::k444;
   const std::int64_t imcu_width = std::int64_t{8} * g.max_h;
-  const std::int64_t chroma_width =
-      (std::int64_t{cover.sub_width} * chroma + imcu_width - 1) / imcu_width;
-  if (n == 1 || chroma_width <= 2) return std::nullopt;
+  if (n == 1 || (std::int64_t{cover.sub_width} * chroma + imcu_width - 1) / imcu_width <= 2) {
+    return std::nullopt;
+  }
   if (across == 2 && down == 1) return detail::ChromaSampling::k422;
   if (across == 2 && down == 2) return detail::ChromaSampling::k420;
   return std::nullopt;
@@ -559,11 +551,6 @@ struct CoefficientDecoder::Impl {
     throw detail::FailureOf(errors, "coefficient record", stage);
   }
 
-  void Prepare(std::span<const std::byte> rec, const Geometry& g, const Cover& cover) {
-    DecompressGroups(rec, g, cover.row0, cover.row1, cover.col0 / g.group_width,
-                     cover.col1 / g.group_width, raw, group_cursors, group_decoders);
-  }
-
   DecodeReport Decode(std::span<const std::byte> rec, const UnpackedCoefficients* unpacked,
                       const CropPlan& plan, const PixelView& out, CoefficientTimes* times);
   void Start(const Geometry& g, const Cover& cover, const UnpackedCoefficients* unpacked);
@@ -588,7 +575,7 @@ void CoefficientDecoder::Impl::Start(const Geometry& g, const Cover& cover,
                      fused.has_value()};
   errors.Reset(true);
   if (!GuardedStart(&cinfo, &errors, &job)) Fail("set-up");
-  // The controller trusts these to match the bands Prepare checked.
+  // The controller trusts these to match the bands Decode checked.
   bool fits = cinfo.total_iMCU_rows == JDIMENSION(cover.row1 - cover.row0 + 1) &&
               cinfo.num_components == g.components;
   for (int c = 0; fits && c < g.components; ++c) {
@@ -606,15 +593,13 @@ void CoefficientDecoder::Impl::Start(const Geometry& g, const Cover& cover,
   feed.row0 = cover.row0;
   if (fused) {
     // What FusedSampling assumed of libjpeg's set-up.
-    const auto width = cinfo.output_width;
+    const JDIMENSION width = cinfo.output_width;
     const JDIMENSION chroma_width =
         *fused == detail::ChromaSampling::k444 ? width : (width + 1) / 2;
-    const int chroma_size = ChromaIdctSize(g, cover.scale);
-    fits = fits && cinfo.min_DCT_scaled_size == cover.scale &&
-           (*fused == detail::ChromaSampling::k444 || chroma_width > 2);
+    fits = fits && cinfo.min_DCT_scaled_size == cover.scale;
     for (int c = 0; fits && c < 3; ++c) {
       const jpeg_component_info& comp = cinfo.comp_info[c];
-      fits = comp.DCT_scaled_size == (c == 0 ? cover.scale : chroma_size) &&
+      fits = comp.DCT_scaled_size == (c == 0 ? cover.scale : ChromaIdctSize(g, cover.scale)) &&
              comp.downsampled_width == (c == 0 ? width : chroma_width);
     }
   }
@@ -734,7 +719,10 @@ DecodeReport CoefficientDecoder::Impl::Decode(std::span<const std::byte> rec,
     throw detail::CropDoesNotFit(crop, g.width, g.height, "image");
   }
   const Cover cover = CoverFor(g, plan, out.width, out.height, options);
-  if (unpacked == nullptr) Prepare(rec, g, cover);
+  if (unpacked == nullptr) {  // every group the feed reads, checked before libjpeg starts
+    DecompressGroups(rec, g, cover.row0, cover.row1, cover.col0 / g.group_width,
+                     cover.col1 / g.group_width, raw, group_cursors, group_decoders);
+  }
   const auto t1 = Clock::now();
   feed.timed = times != nullptr;
   feed.portable = portable_kernels;
