@@ -270,11 +270,9 @@ int DecompressRow(j_decompress_ptr cinfo, JSAMPIMAGE output_buf) {
   const JDIMENSION row = cinfo->output_iMCU_row;
   for (int ci = 0; ci < cinfo->num_components; ++ci) {
     jpeg_component_info* comp = cinfo->comp_info + ci;
-    int block_rows = comp->v_samp_factor;
-    if (row + 1 == feed->rows) {
-      block_rows = static_cast<int>(comp->height_in_blocks % comp->v_samp_factor);
-      if (block_rows == 0) block_rows = comp->v_samp_factor;
-    }
+    const int v = comp->v_samp_factor;  // block rows per iMCU row; the last has what is left
+    const int block_rows =
+        row + 1 == feed->rows ? (static_cast<int>(comp->height_in_blocks) - 1) % v + 1 : v;
     const int count = static_cast<int>(comp->width_in_blocks);
     const int size = comp->DCT_scaled_size;
     JSAMPARRAY output = output_buf[ci];
@@ -443,8 +441,7 @@ Cover CoverFor(const Geometry& g, const CropPlan& plan, int out_width, int out_h
   return c;
 }
 
-// libjpeg's IDCT size for 1x1-sampled chroma at scale n/8 (jdmaster.c): luma's, doubled up
-// to 8 while the sampling ratios stay whole.
+// libjpeg's IDCT size for 1x1 chroma at n/8 (jdmaster.c): n, doubled to 8 while ratios stay whole.
 int ChromaIdctSize(const Geometry& g, int n) {
   int size = n;
   while (size < 8 && (g.max_h * n) % (size * 2) == 0 && (g.max_v * n) % (size * 2) == 0) size *= 2;
@@ -452,28 +449,21 @@ int ChromaIdctSize(const Geometry& g, int n) {
 }
 
 // The sampling for which YccToRgbRow replaces libjpeg's upsampling and colour conversion
-// in this decode, if any: YCbCr to RGB, 1x1 chroma, fancy upsampling asked for, and chroma
-// at luma's resolution (k444: 4:4:4, and 4:2:0 below full scale, where its IDCT is twice
-// luma's), half its width (k422) or half both (k420), those two with chroma rows of more
-// than two samples and above 1/8 (libjpeg replicates there). Elsewhere libjpeg runs its own
-// passes, as it does on CPUs without the kernel and with portable_kernels.
+// in this decode, if any: YCbCr to RGB, 1x1 chroma, fancy upsampling, and chroma at luma's
+// resolution (k444: 4:4:4, and 4:2:0 below full scale, its IDCT twice luma's), half its width
+// (k422) or both halved (k420), those with chroma rows over two samples and above 1/8 (libjpeg
+// replicates there). Elsewhere libjpeg's own passes, as on CPUs without the kernel.
 std::optional<detail::ChromaSampling> FusedSampling(const Geometry& g, const Cover& cover,
                                                     const JpegOptions& options, bool portable) {
   if (portable || options.fast_upsample || !detail::YccKernelAvailable()) return std::nullopt;
-  if (g.components != 3 || g.color_space != JCS_YCbCr || g.h[1] != 1 || g.v[1] != 1 ||
-      g.h[2] != 1 || g.v[2] != 1) {
-    return std::nullopt;
-  }
+  const int chroma_factors = g.h[1] * g.v[1] * g.h[2] * g.v[2];  // 1: both chroma 1x1
+  if (g.components != 3 || g.color_space != JCS_YCbCr || chroma_factors != 1) return std::nullopt;
   const int n = cover.scale, chroma = ChromaIdctSize(g, n);
   const int across = g.max_h * n / chroma, down = g.max_v * n / chroma;  // luma per chroma
   if (across == 1 && down == 1) return detail::ChromaSampling::k444;
-  const std::int64_t imcu_width = std::int64_t{8} * g.max_h;
-  if (n == 1 || (std::int64_t{cover.sub_width} * chroma + imcu_width - 1) / imcu_width <= 2) {
-    return std::nullopt;
-  }
-  if (across == 2 && down == 1) return detail::ChromaSampling::k422;
-  if (across == 2 && down == 2) return detail::ChromaSampling::k420;
-  return std::nullopt;
+  const int chroma_width = (cover.sub_width * chroma + 8 * g.max_h - 1) / (8 * g.max_h);  // < 2^20
+  if (n == 1 || chroma_width <= 2 || across != 2 || down > 2) return std::nullopt;
+  return down == 1 ? detail::ChromaSampling::k422 : detail::ChromaSampling::k420;
 }
 
 }  // namespace
@@ -719,10 +709,9 @@ DecodeReport CoefficientDecoder::Impl::Decode(std::span<const std::byte> rec,
     throw detail::CropDoesNotFit(crop, g.width, g.height, "image");
   }
   const Cover cover = CoverFor(g, plan, out.width, out.height, options);
-  if (unpacked == nullptr) {  // every group the feed reads, checked before libjpeg starts
+  if (unpacked == nullptr)  // every group the feed reads, checked before libjpeg starts
     DecompressGroups(rec, g, cover.row0, cover.row1, cover.col0 / g.group_width,
                      cover.col1 / g.group_width, raw, group_cursors, group_decoders);
-  }
   const auto t1 = Clock::now();
   feed.timed = times != nullptr;
   feed.portable = portable_kernels;
