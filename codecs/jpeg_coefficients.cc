@@ -5,8 +5,8 @@
 // Why libjpeg's back end rather than our own IDCT: byte-identical pixels come for free
 // (the same SIMD IDCT, the same fancy upsampling and colour code, the same DCT scaling
 // choices), and its IDCT is the fastest there is. Its upsampling and colour conversion
-// are not: for the common JPEGs (YCbCr 4:2:0, 4:2:2, 4:4:4 at full scale) on CPUs with
-// AVX-512 VBMI, libjpeg hands over the IDCT's planes (raw-data mode) and one fused pass
+// are not: for the common JPEGs (YCbCr 4:2:0, 4:2:2, 4:4:4, at every DCT scale) on CPUs
+// with AVX-512 VBMI, libjpeg hands over the IDCT's planes (raw-data mode) and one fused pass
 // (codecs/ycc_rows.h) does the same arithmetic, the loader's largest single gain after the
 // entropy decode went (YccRows below). The decode builds a small JPEG header for
 // the sub-image that covers the crop (origin on the iMCU grid, as IndexedJpegDecoder's
@@ -18,7 +18,7 @@
 // libjpeg errors follow jpeg.cc's rule (codecs/libjpeg_errors.h): error_exit
 // longjmps to a setjmp in a small guarded function with trivially destructible frames.
 // Our controller's callback runs inside libjpeg and cannot report errors, so every group
-// it reads is decoded and checked before libjpeg starts (Prepare), and the unpack
+// it reads is decoded and checked before libjpeg starts (Decode), and the unpack
 // masks positions so that even a lying record cannot write outside a block.
 //
 // This file holds the decode; the record's header is read in coef_format.cc and written
@@ -77,9 +77,9 @@ std::int64_t Nanos(Clock::duration d) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
 }
 
-// A JPEG header (SOI, DQT, SOF1, SOS) for the sub_width x sub_height sub-image: the
-// record's tables and sampling factors, one interleaved sequential scan, no entropy data.
-// libjpeg loads its default Huffman tables for the scan it will never decode.
+// A JPEG header (SOI, DQT, SOF9, SOS) for the sub_width x sub_height sub-image: the
+// record's tables and sampling factors, one interleaved sequential scan, no entropy data:
+// arithmetic-coded, as its decoder's set-up is two memsets (a Huffman one derives 6 tables).
 void BuildJpegHeader(const Geometry& g, int sub_width, int sub_height,
                      std::vector<std::byte>& out) {
   auto put = [&](unsigned v) { out.push_back(std::byte(v & 0xFF)); };
@@ -100,7 +100,7 @@ void BuildJpegHeader(const Geometry& g, int sub_width, int sub_height,
       put(q);
     }
   }
-  put16(0xFFC1);
+  put16(0xFFC9);
   put16(8 + 3 * g.components);
   put(8);
   put16(sub_height);
@@ -270,11 +270,9 @@ int DecompressRow(j_decompress_ptr cinfo, JSAMPIMAGE output_buf) {
   const JDIMENSION row = cinfo->output_iMCU_row;
   for (int ci = 0; ci < cinfo->num_components; ++ci) {
     jpeg_component_info* comp = cinfo->comp_info + ci;
-    int block_rows = comp->v_samp_factor;
-    if (row + 1 == feed->rows) {
-      block_rows = static_cast<int>(comp->height_in_blocks % comp->v_samp_factor);
-      if (block_rows == 0) block_rows = comp->v_samp_factor;
-    }
+    const int v = comp->v_samp_factor;  // block rows per iMCU row; the last has what is left
+    const int block_rows =
+        row + 1 == feed->rows ? (static_cast<int>(comp->height_in_blocks) - 1) % v + 1 : v;
     const int count = static_cast<int>(comp->width_in_blocks);
     const int size = comp->DCT_scaled_size;
     JSAMPARRAY output = output_buf[ci];
@@ -360,8 +358,8 @@ struct YccRows {
   detail::ChromaSampling sampling;
   int width;                 // output pixels per row
   JDIMENSION height;         // output rows
-  JDIMENSION imcu_rows;      // output rows per iMCU row (8 * luma's v)
-  JDIMENSION chroma_rows;    // chroma rows per iMCU row (8)
+  JDIMENSION imcu_rows;      // output rows per iMCU row (luma's v * its IDCT size)
+  JDIMENSION chroma_rows;    // chroma rows per iMCU row (chroma's IDCT size)
   JDIMENSION chroma_height;  // chroma rows in all
   int chroma_width;          // chroma samples per row
   JDIMENSION total;          // iMCU rows
@@ -443,26 +441,29 @@ Cover CoverFor(const Geometry& g, const CropPlan& plan, int out_width, int out_h
   return c;
 }
 
+// libjpeg's IDCT size for 1x1 chroma at n/8 (jdmaster.c): n, doubled to 8 while ratios stay whole.
+int ChromaIdctSize(const Geometry& g, int n) {
+  int size = n;
+  while (size < 8 && (g.max_h * n) % (size * 2) == 0 && (g.max_v * n) % (size * 2) == 0) size *= 2;
+  return size;
+}
+
 // The sampling for which YccToRgbRow replaces libjpeg's upsampling and colour conversion
-// in this decode, if any: three components, YCbCr to RGB, full scale (every component's
-// IDCT 8x8, so libjpeg's fancy upsampling is the 2x1 or 2x2 kind the kernel does), fancy
-// upsampling asked for, chroma sampled 1x1 against luma's 1x1, 2x1 or 2x2, and chroma
-// rows of more than two samples (libjpeg replicates below that). Elsewhere libjpeg runs
-// its own passes, as it does on CPUs without the kernel and with portable_kernels.
+// in this decode, if any: YCbCr to RGB, 1x1 chroma, fancy upsampling, and chroma at luma's
+// resolution (k444: 4:4:4, and 4:2:0 below full scale, its IDCT twice luma's), half its width
+// (k422) or both halved (k420), those with chroma rows over two samples and above 1/8 (libjpeg
+// replicates there). Elsewhere libjpeg's own passes, as on CPUs without the kernel.
 std::optional<detail::ChromaSampling> FusedSampling(const Geometry& g, const Cover& cover,
                                                     const JpegOptions& options, bool portable) {
-  if (portable || options.fast_upsample || !detail::YccKernelAvailable()) {
-    return std::nullopt;
-  }
-  if (g.components != 3 || g.color_space != JCS_YCbCr || cover.scale != 8) return std::nullopt;
-  for (int c = 1; c < 3; ++c) {
-    if (g.h[c] != 1 || g.v[c] != 1) return std::nullopt;
-  }
-  if (g.h[0] == 1 && g.v[0] == 1) return detail::ChromaSampling::k444;
-  if ((cover.sub_width + 1) / 2 <= 2) return std::nullopt;
-  if (g.h[0] == 2 && g.v[0] == 1) return detail::ChromaSampling::k422;
-  if (g.h[0] == 2 && g.v[0] == 2) return detail::ChromaSampling::k420;
-  return std::nullopt;
+  if (portable || options.fast_upsample || !detail::YccKernelAvailable()) return std::nullopt;
+  const int chroma_factors = g.h[1] * g.v[1] * g.h[2] * g.v[2];  // 1: both chroma 1x1
+  if (g.components != 3 || g.color_space != JCS_YCbCr || chroma_factors != 1) return std::nullopt;
+  const int n = cover.scale, chroma = ChromaIdctSize(g, n);
+  const int across = g.max_h * n / chroma, down = g.max_v * n / chroma;  // luma per chroma
+  if (across == 1 && down == 1) return detail::ChromaSampling::k444;
+  const int chroma_width = (cover.sub_width * chroma + 8 * g.max_h - 1) / (8 * g.max_h);  // < 2^20
+  if (n == 1 || chroma_width <= 2 || across != 2 || down > 2) return std::nullopt;
+  return down == 1 ? detail::ChromaSampling::k422 : detail::ChromaSampling::k420;
 }
 
 }  // namespace
@@ -540,11 +541,6 @@ struct CoefficientDecoder::Impl {
     throw detail::FailureOf(errors, "coefficient record", stage);
   }
 
-  void Prepare(std::span<const std::byte> rec, const Geometry& g, const Cover& cover) {
-    DecompressGroups(rec, g, cover.row0, cover.row1, cover.col0 / g.group_width,
-                     cover.col1 / g.group_width, raw, group_cursors, group_decoders);
-  }
-
   DecodeReport Decode(std::span<const std::byte> rec, const UnpackedCoefficients* unpacked,
                       const CropPlan& plan, const PixelView& out, CoefficientTimes* times);
   void Start(const Geometry& g, const Cover& cover, const UnpackedCoefficients* unpacked);
@@ -569,7 +565,7 @@ void CoefficientDecoder::Impl::Start(const Geometry& g, const Cover& cover,
                      fused.has_value()};
   errors.Reset(true);
   if (!GuardedStart(&cinfo, &errors, &job)) Fail("set-up");
-  // The controller trusts these to match the bands Prepare checked.
+  // The controller trusts these to match the bands Decode checked.
   bool fits = cinfo.total_iMCU_rows == JDIMENSION(cover.row1 - cover.row0 + 1) &&
               cinfo.num_components == g.components;
   for (int c = 0; fits && c < g.components; ++c) {
@@ -587,14 +583,14 @@ void CoefficientDecoder::Impl::Start(const Geometry& g, const Cover& cover,
   feed.row0 = cover.row0;
   if (fused) {
     // What FusedSampling assumed of libjpeg's set-up.
-    const int chroma_width =
-        *fused == detail::ChromaSampling::k444 ? cover.sub_width : (cover.sub_width + 1) / 2;
-    fits = fits && cinfo.output_width == JDIMENSION(cover.sub_width) &&
-           cinfo.output_height == JDIMENSION(cover.sub_height) && cinfo.min_DCT_scaled_size == 8;
+    const JDIMENSION width = cinfo.output_width;
+    const JDIMENSION chroma_width =
+        *fused == detail::ChromaSampling::k444 ? width : (width + 1) / 2;
+    fits = fits && cinfo.min_DCT_scaled_size == cover.scale;
     for (int c = 0; fits && c < 3; ++c) {
       const jpeg_component_info& comp = cinfo.comp_info[c];
-      fits = comp.DCT_scaled_size == 8 &&
-             comp.downsampled_width == JDIMENSION(c == 0 ? cover.sub_width : chroma_width);
+      fits = comp.DCT_scaled_size == (c == 0 ? cover.scale : ChromaIdctSize(g, cover.scale)) &&
+             comp.downsampled_width == (c == 0 ? width : chroma_width);
     }
   }
   if (!fits) {
@@ -672,8 +668,8 @@ YccRows CoefficientDecoder::Impl::StartYccRows() {
   s.sampling = *fused;
   s.width = static_cast<int>(cinfo.output_width);
   s.height = cinfo.output_height;
-  s.imcu_rows = static_cast<JDIMENSION>(cinfo.max_v_samp_factor) * 8;
-  s.chroma_rows = 8;
+  s.imcu_rows = static_cast<JDIMENSION>(cinfo.max_v_samp_factor * cinfo.min_DCT_scaled_size);
+  s.chroma_rows = static_cast<JDIMENSION>(cinfo.comp_info[1].DCT_scaled_size);
   s.chroma_height = cinfo.comp_info[1].downsampled_height;
   s.chroma_width = static_cast<int>(cinfo.comp_info[1].downsampled_width);
   s.total = cinfo.total_iMCU_rows;
@@ -681,8 +677,9 @@ YccRows CoefficientDecoder::Impl::StartYccRows() {
   std::size_t bytes = 0, row_count = 0;
   for (int c = 0; c < 3; ++c) {
     const jpeg_component_info& comp = cinfo.comp_info[c];
-    stride[c] = (std::size_t{comp.width_in_blocks} * 8 + 2 * detail::kYccRowSlack + 63) / 64 * 64;
-    rows[c] = static_cast<std::size_t>(comp.v_samp_factor) * 8;
+    const auto size = static_cast<std::size_t>(comp.DCT_scaled_size);
+    stride[c] = (comp.width_in_blocks * size + 2 * detail::kYccRowSlack + 63) / 64 * 64;
+    rows[c] = static_cast<std::size_t>(comp.v_samp_factor) * size;
     bytes += 3 * rows[c] * stride[c];
     row_count += 3 * rows[c];
   }
@@ -712,7 +709,9 @@ DecodeReport CoefficientDecoder::Impl::Decode(std::span<const std::byte> rec,
     throw detail::CropDoesNotFit(crop, g.width, g.height, "image");
   }
   const Cover cover = CoverFor(g, plan, out.width, out.height, options);
-  if (unpacked == nullptr) Prepare(rec, g, cover);
+  if (unpacked == nullptr)  // every group the feed reads, checked before libjpeg starts
+    DecompressGroups(rec, g, cover.row0, cover.row1, cover.col0 / g.group_width,
+                     cover.col1 / g.group_width, raw, group_cursors, group_decoders);
   const auto t1 = Clock::now();
   feed.timed = times != nullptr;
   feed.portable = portable_kernels;
