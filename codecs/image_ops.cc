@@ -67,7 +67,8 @@ TILEFEED_TARGET_AVX512_VBMI void LutRowAvx512(std::uint8_t* p, std::size_t bytes
                                               const Lut* const (&luts)[3]) {
   __m512i t[kTables][4];
   for (int c = 0; c < kTables; ++c) {
-    for (int k = 0; k < 4; ++k) t[c][k] = _mm512_loadu_si512(luts[c]->data() + 64 * k);
+    for (int k = 0; k < 4; ++k)
+      t[c][k] = _mm512_loadu_si512(luts[c]->data() + std::ptrdiff_t{64} * k);
   }
   for (std::size_t i = 0; i < bytes; i += 64) {
     const __mmask64 live = bytes - i >= 64 ? ~__mmask64{0} : (__mmask64{1} << (bytes - i)) - 1;
@@ -164,11 +165,24 @@ TILEFEED_TARGET_AVX2 inline __m128i Blend16(__m128i x, __m128i y, __m256 ratio, 
   }
   return PackBytes(half[0], half[1]);
 }
+
+TILEFEED_TARGET_AVX2 std::size_t BlendRowAvx2(std::uint8_t* x, const std::uint8_t* y, std::size_t n,
+                                              const BlendRatio& b) {
+  const __m256 ratio = _mm256_set1_ps(b.ratio);
+  const __m256 other = _mm256_set1_ps(b.other);
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) Store16(x + i, Blend16(Load16(x + i), Load16(y + i), ratio, other));
+  return i;
+}
 #endif
 
-// x[i] = _blend(x[i], y[i]) for n values (the compiler vectorizes the loop).
+// x[i] = _blend(x[i], y[i]) for n values.
 void BlendRow(std::uint8_t* x, const std::uint8_t* y, std::size_t n, const BlendRatio& b) {
-  for (std::size_t i = 0; i < n; ++i) {
+  std::size_t i = 0;
+#if defined(TILEFEED_IMAGE_OPS_X86)
+  if (HasAvx2()) i = BlendRowAvx2(x, y, n, b);
+#endif
+  for (; i < n; ++i) {
     x[i] = BlendValue(b.ratio, b.other, static_cast<float>(x[i]), static_cast<float>(y[i]));
   }
 }
@@ -232,7 +246,8 @@ TILEFEED_TARGET_AVX2 std::size_t GrayRowAvx2(std::uint8_t* p, std::size_t bytes)
   for (; i + 48 <= bytes; i += 48) {
     const __m128i luma = Luma16(p + i);
     for (int k = 0; k < 3; ++k) {
-      Store16(p + i + 16 * k, _mm_shuffle_epi8(luma, Mask(kGrayShuffles.spread[k])));
+      Store16(p + i + std::ptrdiff_t{16} * k,
+              _mm_shuffle_epi8(luma, Mask(kGrayShuffles.spread[k])));
     }
   }
   return i;
@@ -260,7 +275,7 @@ TILEFEED_TARGET_AVX2 std::size_t SaturationRowAvx2(std::uint8_t* p, std::size_t 
   for (; i + 48 <= bytes; i += 48) {
     const __m128i luma = Luma16(p + i);
     for (int k = 0; k < 3; ++k) {
-      std::uint8_t* q = p + i + 16 * k;
+      std::uint8_t* q = p + i + std::ptrdiff_t{16} * k;
       const __m128i gray = _mm_shuffle_epi8(luma, Mask(kGrayShuffles.spread[k]));
       Store16(q, Blend16(Load16(q), gray, ratio, other));
     }
@@ -271,8 +286,8 @@ TILEFEED_TARGET_AVX2 std::size_t SaturationRowAvx2(std::uint8_t* p, std::size_t 
 
 // Sharpness's smoothing of the values [3, bytes - 3) of row `mid` into `out`: conv2d with
 // [[1, 1, 1], [1, 5, 1], [1, 1, 1]] / 13 rounded to uint8. sum / 13 is never within 1/26
-// of a half, so rounding (2 * sum + 13) / 26 down is the float32 result rounded; kDiv26
-// makes that division a multiply and a shift, so the loop vectorizes.
+// of a half, so rounding (2 * sum + 13) / 26 down is the float32 result rounded.
+// kDiv26 turns that division into a multiply and a shift for every 16-bit numerator.
 constexpr int kDiv26 = 40330;
 static_assert([] {
   for (int v = 0; v <= 2 * 13 * 255 + 13; ++v) {
@@ -281,12 +296,39 @@ static_assert([] {
   return true;
 }());
 
+#if defined(TILEFEED_IMAGE_OPS_X86)
+TILEFEED_TARGET_AVX2 std::size_t SmoothRowAvx2(const std::uint8_t* up, const std::uint8_t* mid,
+                                               const std::uint8_t* down, std::size_t bytes,
+                                               std::uint8_t* out) {
+  const auto wide = [&](const std::uint8_t* p)
+                        TILEFEED_TARGET_AVX2 { return _mm256_cvtepu8_epi16(Load16(p)); };
+  std::size_t i = 3;
+  for (; i + 19 <= bytes; i += 16) {
+    __m256i sum = _mm256_slli_epi16(wide(mid + i), 2);
+    for (const std::uint8_t* row : {up, mid, down}) {
+      sum = _mm256_add_epi16(
+          sum,
+          _mm256_add_epi16(_mm256_add_epi16(wide(row + i - 3), wide(row + i)), wide(row + i + 3)));
+    }
+    const __m256i numerator = _mm256_add_epi16(_mm256_add_epi16(sum, sum), _mm256_set1_epi16(13));
+    const __m256i q = _mm256_srli_epi16(
+        _mm256_mulhi_epu16(numerator, _mm256_set1_epi16(static_cast<std::int16_t>(kDiv26))), 4);
+    Store16(out + i, _mm_packus_epi16(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1)));
+  }
+  return i;
+}
+#endif
+
 void SmoothRow(const std::uint8_t* up, const std::uint8_t* mid, const std::uint8_t* down,
                std::size_t bytes, std::uint8_t* out) {
-  for (std::size_t i = 3; i + 3 < bytes; ++i) {
-    const int sum = 4 * mid[i] + up[i - 3] + up[i] + up[i + 3] + mid[i - 3] + mid[i] + mid[i + 3] +
-                    down[i - 3] + down[i] + down[i + 3];
-    out[i] = static_cast<std::uint8_t>(((2 * sum + 13) * kDiv26) >> 20);
+  std::size_t i = 3;
+#if defined(TILEFEED_IMAGE_OPS_X86)
+  if (HasAvx2()) i = SmoothRowAvx2(up, mid, down, bytes, out);
+#endif
+  for (; i + 3 < bytes; ++i) {
+    int sum = 4 * mid[i];
+    for (const std::uint8_t* row : {up, mid, down}) sum += row[i - 3] + row[i] + row[i + 3];
+    out[i] = static_cast<std::uint8_t>((2 * sum + 13) / 26);
   }
 }
 
