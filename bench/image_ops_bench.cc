@@ -69,11 +69,24 @@ const int registered = [] {
   Register("ShearX", [](const PixelView& v, ImageOpScratch& s) {
     ApplyPolicyOp(v, PolicyOp::kShearX, 0.09, {0, 0, 0}, s);
   });
+  Register("ShearY", [](const PixelView& v, ImageOpScratch& s) {
+    ApplyPolicyOp(v, PolicyOp::kShearY, 0.09, {0, 0, 0}, s);
+  });
+  Register("TranslateX", [](const PixelView& v, ImageOpScratch& s) {
+    ApplyPolicyOp(v, PolicyOp::kTranslateX, 30.0, {0, 0, 0}, s);
+  });
   Register("TranslateY", [](const PixelView& v, ImageOpScratch& s) {
     ApplyPolicyOp(v, PolicyOp::kTranslateY, 30.0, {0, 0, 0}, s);
   });
   Register("Rotate", [](const PixelView& v, ImageOpScratch& s) {
     ApplyPolicyOp(v, PolicyOp::kRotate, 9.0, {0, 0, 0}, s);
+  });
+  // The 14 policy ops in turn at RandAugment(2, 9)'s magnitudes: the mean cost of one of
+  // RandAugment's draws (a sample pays num_ops of them).
+  Register("RandAugmentOp", [op = 0](const PixelView& v, ImageOpScratch& s) mutable {
+    const auto policy = static_cast<PolicyOp>(op++ % kPolicyOps);
+    ApplyPolicyOp(v, policy, PolicyMagnitude(policy, 9, 31, false, v.height, v.width), {0, 0, 0},
+                  s);
   });
   return 0;
 }();

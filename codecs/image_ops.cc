@@ -15,7 +15,7 @@
 #include <immintrin.h>
 
 #include "codecs/cpu_dispatch.h"
-#define TILEFEED_IMAGE_OPS_AVX2 1
+#define TILEFEED_IMAGE_OPS_X86 1
 #endif
 
 // torchvision computes these ops in float32 on the uint8 values and truncates to uint8.
@@ -25,13 +25,19 @@
 // (saturation, sharpness) and the luma (grayscale, saturation) depend on two or three
 // values; no integer form reproduces float32's rounding where the result lies on a whole
 // level (x == y in a blend is common), so they evaluate torchvision's float32 expression,
-// in its order, four or eight values at a time. The file is built with
-// -ffp-contract=off: a fused multiply-add would round differently from torch.
+// in its order, several values at a time. The file is built with -ffp-contract=off: a
+// fused multiply-add would round differently from torch. Every vector kernel does whole
+// groups and leaves the rest of a row to the scalar code beside it, which is the whole op
+// on a CPU without the kernel's instructions.
 
 namespace tilefeed::codecs {
 namespace {
 
 using Lut = std::array<std::uint8_t, 256>;
+
+#if defined(TILEFEED_IMAGE_OPS_X86)
+bool HasAvx2() { return detail::CpuRuns(detail::KernelSet::kAvx2); }
+#endif
 
 // Every row of `image`, as (row pointer, bytes in the row).
 template <typename Fn>
@@ -41,7 +47,55 @@ void ForEachRow(const PixelView& image, Fn fn) {
   for (int y = 0; y < image.height; ++y) fn(image.data + y * image.row_stride, bytes);
 }
 
+#if defined(TILEFEED_IMAGE_OPS_X86)
+// Bit j of kChannelMasks[phase][c] is set when byte j of a 64-byte block whose first byte
+// is channel `phase` belongs to channel c.
+constexpr std::array<std::array<std::uint64_t, 3>, 3> MakeChannelMasks() {
+  std::array<std::array<std::uint64_t, 3>, 3> masks{};
+  for (int phase = 0; phase < 3; ++phase) {
+    for (int j = 0; j < 64; ++j) masks[phase][(phase + j) % 3] |= std::uint64_t{1} << j;
+  }
+  return masks;
+}
+constexpr auto kChannelMasks = MakeChannelMasks();
+
+// ApplyLuts on one row, 64 values at a time: each table is two 128-byte halves that VBMI
+// permutes index with a value's low seven bits; its top bit picks the half. A masked load
+// and store do the row's end. kTables is 1 when the three channels share a table.
+template <int kTables>
+TILEFEED_TARGET_AVX512_VBMI void LutRowAvx512(std::uint8_t* p, std::size_t bytes,
+                                              const Lut* const (&luts)[3]) {
+  __m512i t[kTables][4];
+  for (int c = 0; c < kTables; ++c) {
+    for (int k = 0; k < 4; ++k)
+      t[c][k] = _mm512_loadu_si512(luts[c]->data() + std::ptrdiff_t{64} * k);
+  }
+  for (std::size_t i = 0; i < bytes; i += 64) {
+    const __mmask64 live = bytes - i >= 64 ? ~__mmask64{0} : (__mmask64{1} << (bytes - i)) - 1;
+    const __m512i x = _mm512_maskz_loadu_epi8(live, p + i);
+    const __mmask64 high = _mm512_movepi8_mask(x);
+    __m512i out = x;
+    for (int c = 0; c < kTables; ++c) {
+      const __m512i v = _mm512_mask_blend_epi8(high, _mm512_permutex2var_epi8(t[c][0], x, t[c][1]),
+                                               _mm512_permutex2var_epi8(t[c][2], x, t[c][3]));
+      out = kTables == 1 ? v : _mm512_mask_blend_epi8(kChannelMasks[i % 3][c], out, v);
+    }
+    _mm512_mask_storeu_epi8(p + i, live, out);
+  }
+}
+#endif
+
 void ApplyLuts(const PixelView& image, const Lut& r, const Lut& g, const Lut& b) {
+#if defined(TILEFEED_IMAGE_OPS_X86)
+  if (detail::CpuRuns(detail::KernelSet::kAvx512Vbmi)) {
+    const Lut* const luts[3] = {&r, &g, &b};
+    const bool shared = &r == &g && &g == &b;
+    return ForEachRow(image, [&](std::uint8_t* p, std::size_t bytes) {
+      if (shared) return LutRowAvx512<1>(p, bytes, luts);
+      LutRowAvx512<3>(p, bytes, luts);
+    });
+  }
+#endif
   ForEachRow(image, [&](std::uint8_t* p, std::size_t bytes) {
     for (std::size_t i = 0; i < bytes; i += 3) {
       p[i] = r[p[i]];
@@ -73,40 +127,6 @@ Lut BlendLut(const BlendRatio& b, float y) {
   return lut;
 }
 
-// x[i] = _blend(x[i], y[i]) for n values.
-void BlendRow(std::uint8_t* x, const std::uint8_t* y, std::size_t n, const BlendRatio& b) {
-  std::size_t i = 0;
-#if defined(__SSE2__)
-  const __m128 ratio = _mm_set1_ps(b.ratio);
-  const __m128 other = _mm_set1_ps(b.other);
-  const __m128 top = _mm_set1_ps(255.0f);
-  const __m128i zero = _mm_setzero_si128();
-  // Sixteen values: widened to four float vectors, blended, clamped, truncated, packed.
-  for (; i + 16 <= n; i += 16) {
-    const __m128i xv = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i));
-    const __m128i yv = _mm_loadu_si128(reinterpret_cast<const __m128i*>(y + i));
-    const __m128i x16[2] = {_mm_unpacklo_epi8(xv, zero), _mm_unpackhi_epi8(xv, zero)};
-    const __m128i y16[2] = {_mm_unpacklo_epi8(yv, zero), _mm_unpackhi_epi8(yv, zero)};
-    __m128i out32[4];
-    for (int k = 0; k < 4; ++k) {
-      const __m128i xk =
-          k % 2 == 0 ? _mm_unpacklo_epi16(x16[k / 2], zero) : _mm_unpackhi_epi16(x16[k / 2], zero);
-      const __m128i yk =
-          k % 2 == 0 ? _mm_unpacklo_epi16(y16[k / 2], zero) : _mm_unpackhi_epi16(y16[k / 2], zero);
-      const __m128 v = _mm_add_ps(_mm_mul_ps(ratio, _mm_cvtepi32_ps(xk)),
-                                  _mm_mul_ps(other, _mm_cvtepi32_ps(yk)));
-      out32[k] = _mm_cvttps_epi32(_mm_min_ps(_mm_max_ps(v, _mm_setzero_ps()), top));
-    }
-    const __m128i out =
-        _mm_packus_epi16(_mm_packs_epi32(out32[0], out32[1]), _mm_packs_epi32(out32[2], out32[3]));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(x + i), out);
-  }
-#endif
-  for (; i < n; ++i) {
-    x[i] = BlendValue(b.ratio, b.other, static_cast<float>(x[i]), static_cast<float>(y[i]));
-  }
-}
-
 // rgb_to_grayscale: (0.2989 * r + 0.587 * g + 0.114 * b).to(uint8), in float32.
 inline std::uint8_t Luma(const std::uint8_t* p) {
   const float v = 0.2989f * static_cast<float>(p[0]) + 0.587f * static_cast<float>(p[1]) +
@@ -114,10 +134,63 @@ inline std::uint8_t Luma(const std::uint8_t* p) {
   return static_cast<std::uint8_t>(v);
 }
 
-#if defined(TILEFEED_IMAGE_OPS_AVX2)
+#if defined(TILEFEED_IMAGE_OPS_X86)
+TILEFEED_TARGET_AVX2 inline __m128i Load16(const std::uint8_t* p) {
+  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+}
+TILEFEED_TARGET_AVX2 inline void Store16(std::uint8_t* p, __m128i v) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), v);
+}
+
+// The low 8 bytes of v as floats.
+TILEFEED_TARGET_AVX2 inline __m256 Widen(__m128i v) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
+}
+
+// Sixteen int32 lanes that hold bytes, as 16 bytes in order (packs works within 128-bit
+// lanes; the permute puts the values back in order).
+TILEFEED_TARGET_AVX2 inline __m128i PackBytes(__m256i low, __m256i high) {
+  const __m256i words = _mm256_permute4x64_epi64(_mm256_packs_epi32(low, high), 0xd8);
+  return _mm_packus_epi16(_mm256_castsi256_si128(words), _mm256_extracti128_si256(words, 1));
+}
+
+// BlendValue of 16 values.
+TILEFEED_TARGET_AVX2 inline __m128i Blend16(__m128i x, __m128i y, __m256 ratio, __m256 other) {
+  __m256i half[2];
+  for (int k = 0; k < 2; ++k) {
+    const __m256 v = _mm256_add_ps(_mm256_mul_ps(ratio, Widen(k == 0 ? x : _mm_srli_si128(x, 8))),
+                                   _mm256_mul_ps(other, Widen(k == 0 ? y : _mm_srli_si128(y, 8))));
+    half[k] = _mm256_cvttps_epi32(
+        _mm256_min_ps(_mm256_max_ps(v, _mm256_setzero_ps()), _mm256_set1_ps(255.0f)));
+  }
+  return PackBytes(half[0], half[1]);
+}
+
+TILEFEED_TARGET_AVX2 std::size_t BlendRowAvx2(std::uint8_t* x, const std::uint8_t* y, std::size_t n,
+                                              const BlendRatio& b) {
+  const __m256 ratio = _mm256_set1_ps(b.ratio);
+  const __m256 other = _mm256_set1_ps(b.other);
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) Store16(x + i, Blend16(Load16(x + i), Load16(y + i), ratio, other));
+  return i;
+}
+#endif
+
+// x[i] = _blend(x[i], y[i]) for n values.
+void BlendRow(std::uint8_t* x, const std::uint8_t* y, std::size_t n, const BlendRatio& b) {
+  std::size_t i = 0;
+#if defined(TILEFEED_IMAGE_OPS_X86)
+  if (HasAvx2()) i = BlendRowAvx2(x, y, n, b);
+#endif
+  for (; i < n; ++i) {
+    x[i] = BlendValue(b.ratio, b.other, static_cast<float>(x[i]), static_cast<float>(y[i]));
+  }
+}
+
+#if defined(TILEFEED_IMAGE_OPS_X86)
 // Byte shuffles between 16 interleaved RGB pixels (three registers) and 16 values of one
-// channel: kGather[c][k] moves channel c's bytes held in register k to their pixel's lane,
-// kSpread[k] fills register k of the output with each pixel's value three times.
+// channel: gather[c][k] moves channel c's bytes held in register k to their pixel's lane,
+// spread[k] fills register k of the output with each pixel's value three times.
 struct GrayShuffles {
   alignas(16) std::int8_t gather[3][3][16];
   alignas(16) std::int8_t spread[3][16];
@@ -139,9 +212,8 @@ constexpr GrayShuffles MakeGrayShuffles() {
 }
 constexpr GrayShuffles kGrayShuffles = MakeGrayShuffles();
 
-// The low 8 bytes of v as floats.
-TILEFEED_TARGET_AVX2 inline __m256 Widen(__m128i v) {
-  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
+TILEFEED_TARGET_AVX2 inline __m128i Mask(const std::int8_t* m) {
+  return _mm_load_si128(reinterpret_cast<const __m128i*>(m));
 }
 
 // Luma's float32 expression for 8 values of each channel.
@@ -152,47 +224,112 @@ TILEFEED_TARGET_AVX2 inline __m256i LumaAvx2(__m128i r, __m128i g, __m128i b) {
   return _mm256_cvttps_epi32(v);
 }
 
-// GrayRow for whole groups of 16 pixels; returns the bytes done.
-TILEFEED_TARGET_AVX2 std::size_t GrayRowAvx2(const std::uint8_t* in, std::size_t bytes,
-                                             std::uint8_t* out) {
+// The luma of the 16 RGB pixels at `in` (48 bytes).
+TILEFEED_TARGET_AVX2 inline __m128i Luma16(const std::uint8_t* in) {
   const GrayShuffles& s = kGrayShuffles;
-  const auto mask = [](const std::int8_t* m) TILEFEED_TARGET_AVX2 {
-    return _mm_load_si128(reinterpret_cast<const __m128i*>(m));
-  };
+  const __m128i v[3] = {Load16(in), Load16(in + 16), Load16(in + 32)};
+  __m128i channel[3];
+  for (int c = 0; c < 3; ++c) {
+    channel[c] = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(v[0], Mask(s.gather[c][0])),
+                                           _mm_shuffle_epi8(v[1], Mask(s.gather[c][1]))),
+                              _mm_shuffle_epi8(v[2], Mask(s.gather[c][2])));
+  }
+  return PackBytes(LumaAvx2(channel[0], channel[1], channel[2]),
+                   LumaAvx2(_mm_srli_si128(channel[0], 8), _mm_srli_si128(channel[1], 8),
+                            _mm_srli_si128(channel[2], 8)));
+}
+
+// Each pixel's luma three times, in place, for whole groups of 16 pixels; returns the bytes
+// done.
+TILEFEED_TARGET_AVX2 std::size_t GrayRowAvx2(std::uint8_t* p, std::size_t bytes) {
   std::size_t i = 0;
   for (; i + 48 <= bytes; i += 48) {
-    __m128i v[3];
-    for (int k = 0; k < 3; ++k)
-      v[k] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i + std::ptrdiff_t{16} * k));
-    __m128i channel[3];
-    for (int c = 0; c < 3; ++c) {
-      channel[c] = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(v[0], mask(s.gather[c][0])),
-                                             _mm_shuffle_epi8(v[1], mask(s.gather[c][1]))),
-                                _mm_shuffle_epi8(v[2], mask(s.gather[c][2])));
-    }
-    const __m256i low = LumaAvx2(channel[0], channel[1], channel[2]);
-    const __m256i high = LumaAvx2(_mm_srli_si128(channel[0], 8), _mm_srli_si128(channel[1], 8),
-                                  _mm_srli_si128(channel[2], 8));
-    // packs works within 128-bit lanes; the permute puts the 16 values back in order.
-    const __m256i words = _mm256_permute4x64_epi64(_mm256_packs_epi32(low, high), 0xd8);
-    const __m128i luma =
-        _mm_packus_epi16(_mm256_castsi256_si128(words), _mm256_extracti128_si256(words, 1));
+    const __m128i luma = Luma16(p + i);
     for (int k = 0; k < 3; ++k) {
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i + std::ptrdiff_t{16} * k),
-                       _mm_shuffle_epi8(luma, mask(s.spread[k])));
+      Store16(p + i + std::ptrdiff_t{16} * k,
+              _mm_shuffle_epi8(luma, Mask(kGrayShuffles.spread[k])));
+    }
+  }
+  return i;
+}
+
+// Adds the lumas of whole groups of 16 pixels to `sum`; returns the bytes done.
+TILEFEED_TARGET_AVX2 std::size_t LumaSumAvx2(const std::uint8_t* p, std::size_t bytes,
+                                             std::uint64_t& sum) {
+  __m128i total = _mm_setzero_si128();
+  std::size_t i = 0;
+  for (; i + 48 <= bytes; i += 48) {
+    total = _mm_add_epi64(total, _mm_sad_epu8(Luma16(p + i), _mm_setzero_si128()));
+  }
+  sum += static_cast<std::uint64_t>(_mm_cvtsi128_si64(total) + _mm_extract_epi64(total, 1));
+  return i;
+}
+
+// Each value blended with its pixel's luma, in place, for whole groups of 16 pixels;
+// returns the bytes done.
+TILEFEED_TARGET_AVX2 std::size_t SaturationRowAvx2(std::uint8_t* p, std::size_t bytes,
+                                                   const BlendRatio& b) {
+  const __m256 ratio = _mm256_set1_ps(b.ratio);
+  const __m256 other = _mm256_set1_ps(b.other);
+  std::size_t i = 0;
+  for (; i + 48 <= bytes; i += 48) {
+    const __m128i luma = Luma16(p + i);
+    for (int k = 0; k < 3; ++k) {
+      std::uint8_t* q = p + i + std::ptrdiff_t{16} * k;
+      const __m128i gray = _mm_shuffle_epi8(luma, Mask(kGrayShuffles.spread[k]));
+      Store16(q, Blend16(Load16(q), gray, ratio, other));
     }
   }
   return i;
 }
 #endif
 
-// Writes each pixel's luma three times to `out` for `bytes` bytes of RGB (out may be in).
-void GrayRow(const std::uint8_t* in, std::size_t bytes, std::uint8_t* out) {
-  std::size_t i = 0;
-#if defined(TILEFEED_IMAGE_OPS_AVX2)
-  if (detail::CpuRuns(detail::KernelSet::kAvx2)) i = GrayRowAvx2(in, bytes, out);
+// Sharpness's smoothing of the values [3, bytes - 3) of row `mid` into `out`: conv2d with
+// [[1, 1, 1], [1, 5, 1], [1, 1, 1]] / 13 rounded to uint8. sum / 13 is never within 1/26
+// of a half, so rounding (2 * sum + 13) / 26 down is the float32 result rounded.
+// kDiv26 turns that division into a multiply and a shift for every 16-bit numerator.
+constexpr int kDiv26 = 40330;
+static_assert([] {
+  for (int v = 0; v <= 2 * 13 * 255 + 13; ++v) {
+    if ((v * kDiv26) >> 20 != v / 26) return false;
+  }
+  return true;
+}());
+
+#if defined(TILEFEED_IMAGE_OPS_X86)
+TILEFEED_TARGET_AVX2 std::size_t SmoothRowAvx2(const std::uint8_t* up, const std::uint8_t* mid,
+                                               const std::uint8_t* down, std::size_t bytes,
+                                               std::uint8_t* out) {
+  const auto wide = [&](const std::uint8_t* p)
+                        TILEFEED_TARGET_AVX2 { return _mm256_cvtepu8_epi16(Load16(p)); };
+  std::size_t i = 3;
+  for (; i + 19 <= bytes; i += 16) {
+    __m256i sum = _mm256_slli_epi16(wide(mid + i), 2);
+    for (const std::uint8_t* row : {up, mid, down}) {
+      sum = _mm256_add_epi16(
+          sum,
+          _mm256_add_epi16(_mm256_add_epi16(wide(row + i - 3), wide(row + i)), wide(row + i + 3)));
+    }
+    const __m256i numerator = _mm256_add_epi16(_mm256_add_epi16(sum, sum), _mm256_set1_epi16(13));
+    const __m256i q = _mm256_srli_epi16(
+        _mm256_mulhi_epu16(numerator, _mm256_set1_epi16(static_cast<std::int16_t>(kDiv26))), 4);
+    Store16(out + i, _mm_packus_epi16(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1)));
+  }
+  return i;
+}
 #endif
-  for (; i < bytes; i += 3) std::memset(out + i, Luma(in + i), 3);
+
+void SmoothRow(const std::uint8_t* up, const std::uint8_t* mid, const std::uint8_t* down,
+               std::size_t bytes, std::uint8_t* out) {
+  std::size_t i = 3;
+#if defined(TILEFEED_IMAGE_OPS_X86)
+  if (HasAvx2()) i = SmoothRowAvx2(up, mid, down, bytes, out);
+#endif
+  for (; i + 3 < bytes; ++i) {
+    int sum = 4 * mid[i];
+    for (const std::uint8_t* row : {up, mid, down}) sum += row[i - 3] + row[i] + row[i + 3];
+    out[i] = static_cast<std::uint8_t>((2 * sum + 13) / 26);
+  }
 }
 
 #if defined(__SSE2__)
@@ -205,14 +342,14 @@ inline __m128 Select(__m128 mask, __m128 a, __m128 b) {
 // std::nearbyint (round half to even) without a libm call: adding 1.5 * 2^23 leaves no
 // fraction bits, so the sum is rounded in the default mode; |v| is capped below 2^22 first
 // (a larger coordinate is outside any image either way).
+constexpr float kRoundCap = 4194304.0f;
+constexpr float kRoundMagic = 12582912.0f;
 inline float RoundHalfEven(float v) {
-  constexpr float kCap = 4194304.0f;
-  constexpr float kMagic = 12582912.0f;
-  v = v < -kCap ? -kCap : (v > kCap ? kCap : v);
-  return (v + kMagic) - kMagic;
+  v = v < -kRoundCap ? -kRoundCap : (v > kRoundCap ? kRoundCap : v);
+  return (v + kRoundMagic) - kRoundMagic;
 }
 
-// Pixels per chunk of the ops that build a second row on the stack.
+// Pixels per chunk of AdjustHue, which converts a chunk to float planes on the stack.
 constexpr std::size_t kChunkPixels = 256;
 
 // The ShearX/ShearY/TranslateX/TranslateY/Rotate ops: torchvision's affine grid and
@@ -223,40 +360,43 @@ struct AffineGrid {
   float half_w, half_h, r00, r10, r20, r01, r11, r21, x_origin, row_bytes, fill_offset;
 };
 
-#if defined(__SSE2__)
-// AffineNearest's offsets of row pixels [0, 4 * (w / 4)), four at a time; returns the count.
-int GridRowSse2(const AffineGrid& g, int w, float y_r10, float y_r11, std::int32_t* offsets) {
-  int x = 0;
-  const __m128 cap = _mm_set1_ps(4194304.0f);
-  const __m128 magic = _mm_set1_ps(12582912.0f);
-  const auto round = [&](__m128 v) {
-    return _mm_sub_ps(
-        _mm_add_ps(_mm_min_ps(_mm_max_ps(v, _mm_sub_ps(_mm_setzero_ps(), cap)), cap), magic),
-        magic);
+#if defined(TILEFEED_IMAGE_OPS_X86)
+// AffineNearest's pixels [0, 8 * ((w - 1) / 8)) of one row: its float32 grid expression
+// eight pixels at a time, then four bytes a pixel copied from its source (the fourth is
+// the next pixel's, written next; a gather instruction is slower). Returns the pixels done.
+TILEFEED_TARGET_AVX2 int AffineRowAvx2(AffineGrid g, int w, float y_r10, float y_r11,
+                                       const std::uint8_t* src, std::uint8_t* out) {
+  const auto set = [&](float v) TILEFEED_TARGET_AVX2 { return _mm256_set1_ps(v); };
+  const auto round = [&](__m256 v) TILEFEED_TARGET_AVX2 {
+    v = _mm256_min_ps(_mm256_max_ps(v, set(-kRoundCap)), set(kRoundCap));
+    return _mm256_sub_ps(_mm256_add_ps(v, set(kRoundMagic)), set(kRoundMagic));
   };
-  const __m128 one = _mm_set1_ps(1.0f);
-  const __m128 half = _mm_set1_ps(0.5f);
-  for (; x + 4 <= w; x += 4) {
-    const __m128 bx =
-        _mm_add_ps(_mm_cvtepi32_ps(_mm_add_epi32(_mm_set1_epi32(x), _mm_setr_epi32(0, 1, 2, 3))),
-                   _mm_set1_ps(g.x_origin));
-    const __m128 gx = _mm_add_ps(_mm_add_ps(_mm_mul_ps(bx, _mm_set1_ps(g.r00)), _mm_set1_ps(y_r10)),
-                                 _mm_set1_ps(g.r20));
-    const __m128 gy = _mm_add_ps(_mm_add_ps(_mm_mul_ps(bx, _mm_set1_ps(g.r01)), _mm_set1_ps(y_r11)),
-                                 _mm_set1_ps(g.r21));
-    const __m128 sx =
-        round(_mm_sub_ps(_mm_mul_ps(_mm_add_ps(gx, one), _mm_set1_ps(g.half_w)), half));
-    const __m128 sy =
-        round(_mm_sub_ps(_mm_mul_ps(_mm_add_ps(gy, one), _mm_set1_ps(g.half_h)), half));
-    const __m128 inside =
-        _mm_and_ps(_mm_and_ps(_mm_cmpge_ps(sx, _mm_setzero_ps()),
-                              _mm_cmplt_ps(sx, _mm_set1_ps(static_cast<float>(w)))),
-                   _mm_and_ps(_mm_cmpge_ps(sy, _mm_setzero_ps()),
-                              _mm_cmplt_ps(sy, _mm_set1_ps(g.half_h * 2.0f))));
-    const __m128 offset =
-        _mm_add_ps(_mm_mul_ps(sy, _mm_set1_ps(g.row_bytes)), _mm_mul_ps(sx, _mm_set1_ps(3.0f)));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(offsets + x),
-                     _mm_cvttps_epi32(Select(inside, offset, _mm_set1_ps(g.fill_offset))));
+  const auto source = [&](__m256 grid, float half) TILEFEED_TARGET_AVX2 {
+    return round(
+        _mm256_sub_ps(_mm256_mul_ps(_mm256_add_ps(grid, set(1.0f)), set(half)), set(0.5f)));
+  };
+  const __m256 lanes = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
+  alignas(32) std::int32_t index[8];
+  int x = 0;
+  for (; x + 8 < w; x += 8) {
+    const __m256 bx =
+        _mm256_add_ps(_mm256_add_ps(set(static_cast<float>(x)), lanes), set(g.x_origin));
+    const __m256 gx =
+        _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(bx, set(g.r00)), set(y_r10)), set(g.r20));
+    const __m256 gy =
+        _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(bx, set(g.r01)), set(y_r11)), set(g.r21));
+    const __m256 sx = source(gx, g.half_w);
+    const __m256 sy = source(gy, g.half_h);
+    const __m256 inside =
+        _mm256_and_ps(_mm256_and_ps(_mm256_cmp_ps(sx, _mm256_setzero_ps(), _CMP_GE_OQ),
+                                    _mm256_cmp_ps(sx, set(static_cast<float>(w)), _CMP_LT_OQ)),
+                      _mm256_and_ps(_mm256_cmp_ps(sy, _mm256_setzero_ps(), _CMP_GE_OQ),
+                                    _mm256_cmp_ps(sy, set(g.half_h * 2.0f), _CMP_LT_OQ)));
+    const __m256 offset =
+        _mm256_add_ps(_mm256_mul_ps(sy, set(g.row_bytes)), _mm256_mul_ps(sx, set(3.0f)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(index),
+                       _mm256_cvttps_epi32(_mm256_blendv_ps(set(g.fill_offset), offset, inside)));
+    for (int k = 0; k < 8; ++k) std::memcpy(out + std::ptrdiff_t{3} * (x + k), src + index[k], 4);
   }
   return x;
 }
@@ -270,9 +410,7 @@ void AffineNearest(const PixelView& image, const double (&m)[6], Rgb fill,
   // The image, then the fill pixel, then a byte that 4-byte copies may read.
   const std::size_t fill_offset = row_bytes * h;
   scratch.bytes.resize(fill_offset + 4);
-  scratch.offsets.resize(w);
   const std::uint8_t* src = scratch.bytes.data();
-  std::int32_t* offsets = scratch.offsets.data();
   for (int y = 0; y < h; ++y) {
     std::memcpy(scratch.bytes.data() + row_bytes * y, image.at(y, 0), row_bytes);
   }
@@ -293,15 +431,18 @@ void AffineNearest(const PixelView& image, const double (&m)[6], Rgb fill,
                      0.5f - half_w,
                      static_cast<float>(row_bytes),
                      static_cast<float>(fill_offset)};
+#if defined(TILEFEED_IMAGE_OPS_X86)
+  // Offsets are exact in float32 below 2^24; larger images take the scalar loop.
+  const bool vector = fill_offset < (std::size_t{1} << 24) && HasAvx2();
+#endif
   for (int y = 0; y < h; ++y) {
     const float by = static_cast<float>(y) + (0.5f - half_h);
     const float y_r10 = by * g.r10;
     const float y_r11 = by * g.r11;
-    // The byte offset of each pixel's source in scratch (the fill's when outside).
+    std::uint8_t* out = image.at(y, 0);
     int x = 0;
-#if defined(__SSE2__)
-    // Offsets are exact in float32 below 2^24; larger images take the scalar loop.
-    if (fill_offset < (std::size_t{1} << 24)) x = GridRowSse2(g, w, y_r10, y_r11, offsets);
+#if defined(TILEFEED_IMAGE_OPS_X86)
+    if (vector) x = AffineRowAvx2(g, w, y_r10, y_r11, src, out);
 #endif
     for (; x < w; ++x) {
       const float bx = static_cast<float>(x) + g.x_origin;
@@ -311,14 +452,11 @@ void AffineNearest(const PixelView& image, const double (&m)[6], Rgb fill,
       const float sy = RoundHalfEven((gy + 1.0f) * half_h - 0.5f);
       const bool inside =
           sx >= 0.0f && sx < static_cast<float>(w) && sy >= 0.0f && sy < static_cast<float>(h);
-      offsets[x] = static_cast<std::int32_t>(inside ? row_bytes * static_cast<std::size_t>(sy) +
-                                                          3 * static_cast<std::size_t>(sx)
-                                                    : fill_offset);
+      const std::size_t offset =
+          inside ? row_bytes * static_cast<std::size_t>(sy) + 3 * static_cast<std::size_t>(sx)
+                 : fill_offset;
+      std::memcpy(out + std::ptrdiff_t{3} * x, src + offset, 3);
     }
-    // Four bytes a pixel (the fourth is the next pixel's, written next), three for the last.
-    std::uint8_t* out = image.at(y, 0);
-    for (x = 0; x + 1 < w; ++x) std::memcpy(out + std::ptrdiff_t{3} * x, src + offsets[x], 4);
-    std::memcpy(out + std::ptrdiff_t{3} * x, src + offsets[x], 3);
   }
 }
 
@@ -457,12 +595,11 @@ void AdjustContrast(const PixelView& image, double factor) {
   // float32 division.
   std::uint64_t sum = 0;
   ForEachRow(image, [&](std::uint8_t* p, std::size_t bytes) {
-    std::uint8_t gray[3 * kChunkPixels];
-    for (std::size_t start = 0; start < bytes; start += 3 * kChunkPixels) {
-      const std::size_t n = std::min(bytes - start, 3 * kChunkPixels);
-      GrayRow(p + start, n, gray);
-      for (std::size_t i = 0; i < n; i += 3) sum += gray[i];
-    }
+    std::size_t i = 0;
+#if defined(TILEFEED_IMAGE_OPS_X86)
+    if (HasAvx2()) i = LumaSumAvx2(p, bytes, sum);
+#endif
+    for (; i < bytes; i += 3) sum += Luma(p + i);
   });
   const float mean = static_cast<float>(sum) /
                      static_cast<float>(static_cast<std::int64_t>(image.width) * image.height);
@@ -471,13 +608,17 @@ void AdjustContrast(const PixelView& image, double factor) {
 
 void AdjustSaturation(const PixelView& image, double factor) {
   assert(factor >= 0);
-  const BlendRatio ratio(factor);
+  const BlendRatio b(factor);
   ForEachRow(image, [&](std::uint8_t* p, std::size_t bytes) {
-    std::uint8_t gray[3 * kChunkPixels];
-    for (std::size_t start = 0; start < bytes; start += 3 * kChunkPixels) {
-      const std::size_t n = std::min(bytes - start, 3 * kChunkPixels);
-      GrayRow(p + start, n, gray);
-      BlendRow(p + start, gray, n, ratio);
+    std::size_t i = 0;
+#if defined(TILEFEED_IMAGE_OPS_X86)
+    if (HasAvx2()) i = SaturationRowAvx2(p, bytes, b);
+#endif
+    for (; i < bytes; i += 3) {
+      const auto gray = static_cast<float>(Luma(p + i));
+      for (int c = 0; c < 3; ++c) {
+        p[i + c] = BlendValue(b.ratio, b.other, static_cast<float>(p[i + c]), gray);
+      }
     }
   });
 }
@@ -556,36 +697,27 @@ void AdjustSharpness(const PixelView& image, double factor, ImageOpScratch& scra
   if (w <= 2 || h <= 2) return;  // torchvision returns such images unchanged
   const BlendRatio ratio(factor);
   const std::size_t row_bytes = std::size_t{3} * w;
-  scratch.bytes.resize(row_bytes * h);
+  // A copy of the image, then one smoothed row.
+  scratch.bytes.resize(row_bytes * (h + 1));
   std::uint8_t* copy = scratch.bytes.data();
+  std::uint8_t* smooth = copy + row_bytes * h;
   for (int y = 0; y < h; ++y) std::memcpy(copy + row_bytes * y, image.at(y, 0), row_bytes);
-  // The smoothed image is conv2d with [[1, 1, 1], [1, 5, 1], [1, 1, 1]] / 13, rounded to
-  // uint8, inside a border of the image itself. sum / 13 is never within 1/26 of a half,
-  // so rounding (2 * sum + 13) / 26 down is the float32 result rounded.
-  std::uint8_t smooth[3 * kChunkPixels];
   for (int y = 0; y < h; ++y) {
-    std::uint8_t* out = image.at(y, 0);
     const std::uint8_t* mid = copy + row_bytes * y;
-    for (std::size_t start = 0; start < row_bytes; start += 3 * kChunkPixels) {
-      const std::size_t n = std::min(row_bytes - start, 3 * kChunkPixels);
-      std::memcpy(smooth, mid + start, n);
-      if (y > 0 && y < h - 1) {
-        for (std::size_t i = std::max<std::size_t>(start, 3);
-             i < std::min(start + n, row_bytes - 3); ++i) {
-          int sum = 4 * mid[i];
-          for (const std::uint8_t* row : {mid - row_bytes, mid, mid + row_bytes}) {
-            sum += row[i - 3] + row[i] + row[i + 3];
-          }
-          smooth[i - start] = static_cast<std::uint8_t>((2 * sum + 13) / 26);
-        }
-      }
-      BlendRow(out + start, smooth, n, ratio);
-    }
+    std::memcpy(smooth, mid, row_bytes);  // the border keeps the image's values
+    if (y > 0 && y < h - 1) SmoothRow(mid - row_bytes, mid, mid + row_bytes, row_bytes, smooth);
+    BlendRow(image.at(y, 0), smooth, row_bytes, ratio);
   }
 }
 
 void Grayscale(const PixelView& image) {
-  ForEachRow(image, [&](std::uint8_t* p, std::size_t bytes) { GrayRow(p, bytes, p); });
+  ForEachRow(image, [&](std::uint8_t* p, std::size_t bytes) {
+    std::size_t i = 0;
+#if defined(TILEFEED_IMAGE_OPS_X86)
+    if (HasAvx2()) i = GrayRowAvx2(p, bytes);
+#endif
+    for (; i < bytes; i += 3) std::memset(p + i, Luma(p + i), 3);
+  });
 }
 
 void Posterize(const PixelView& image, int bits) {
@@ -607,49 +739,31 @@ void Solarize(const PixelView& image, double threshold) {
 }
 
 void AutoContrast(const PixelView& image) {
-  std::array<std::uint8_t, 3> lo = {255, 255, 255};
-  std::array<std::uint8_t, 3> hi = {0, 0, 0};
-#if defined(__SSE2__)
-  // Byte j of register k of each 48-byte group is channel (16 * k + j) % 3.
-  __m128i lo16[3];
-  __m128i hi16[3];
-  for (int k = 0; k < 3; ++k) {
-    lo16[k] = _mm_set1_epi8(-1);
-    hi16[k] = _mm_setzero_si128();
-  }
-#endif
+  // Byte j of each 48-byte group is channel j % 3: the loop over j vectorizes.
+  std::array<std::uint8_t, 48> low;
+  std::array<std::uint8_t, 48> high{};
+  low.fill(255);
   ForEachRow(image, [&](std::uint8_t* p, std::size_t bytes) {
     std::size_t i = 0;
-#if defined(__SSE2__)
     for (; i + 48 <= bytes; i += 48) {
-      for (int k = 0; k < 3; ++k) {
-        const __m128i v =
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i + std::ptrdiff_t{16} * k));
-        lo16[k] = _mm_min_epu8(lo16[k], v);
-        hi16[k] = _mm_max_epu8(hi16[k], v);
+      std::uint8_t v[48];  // a copy the compiler knows low and high do not alias
+      std::memcpy(v, p + i, 48);
+      for (std::size_t j = 0; j < 48; ++j) {
+        low[j] = std::min(low[j], v[j]);
+        high[j] = std::max(high[j], v[j]);
       }
     }
-#endif
-    for (; i < bytes; i += 3) {
-      for (int c = 0; c < 3; ++c) {
-        lo[c] = std::min(lo[c], p[i + c]);
-        hi[c] = std::max(hi[c], p[i + c]);
-      }
+    for (; i < bytes; ++i) {
+      low[i % 48] = std::min(low[i % 48], p[i]);
+      high[i % 48] = std::max(high[i % 48], p[i]);
     }
   });
-#if defined(__SSE2__)
-  for (int k = 0; k < 3; ++k) {
-    std::uint8_t l[16];
-    std::uint8_t h[16];
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(l), lo16[k]);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(h), hi16[k]);
-    for (int j = 0; j < 16; ++j) {
-      const int c = (16 * k + j) % 3;
-      lo[c] = std::min(lo[c], l[j]);
-      hi[c] = std::max(hi[c], h[j]);
-    }
+  std::array<std::uint8_t, 3> lo = {255, 255, 255};
+  std::array<std::uint8_t, 3> hi = {0, 0, 0};
+  for (int j = 0; j < 48; ++j) {
+    lo[j % 3] = std::min(lo[j % 3], low[j]);
+    hi[j % 3] = std::max(hi[j % 3], high[j]);
   }
-#endif
   std::array<Lut, 3> luts;
   for (int c = 0; c < 3; ++c) {
     // A flat channel has an infinite scale, which torchvision replaces by min 0, scale 1.
@@ -666,14 +780,20 @@ void AutoContrast(const PixelView& image) {
 }
 
 void Equalize(const PixelView& image) {
-  std::array<std::array<std::int64_t, 256>, 3> hist{};
+  // Two histograms a channel, of even and odd pixels: neighbours often share a value, and
+  // one table would make each count wait for the last one's store.
+  std::array<std::array<std::int64_t, 256>, 6> counts{};
   ForEachRow(image, [&](std::uint8_t* p, std::size_t bytes) {
-    for (std::size_t i = 0; i < bytes; i += 3) {
-      ++hist[0][p[i]];
-      ++hist[1][p[i + 1]];
-      ++hist[2][p[i + 2]];
+    std::size_t i = 0;
+    for (; i + 6 <= bytes; i += 6) {
+      for (int k = 0; k < 6; ++k) ++counts[k][p[i + k]];
     }
+    for (std::size_t k = 0; i + k < bytes; ++k) ++counts[k][p[i + k]];
   });
+  std::array<std::array<std::int64_t, 256>, 3> hist;
+  for (int c = 0; c < 3; ++c) {
+    for (int x = 0; x < 256; ++x) hist[c][x] = counts[c][x] + counts[c + 3][x];
+  }
   const std::int64_t total = std::int64_t{image.width} * image.height;
   std::array<Lut, 3> luts;
   for (int c = 0; c < 3; ++c) {

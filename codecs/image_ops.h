@@ -27,7 +27,6 @@ namespace tilefeed::codecs {
 // Caller-owned working memory, reused between calls.
 struct ImageOpScratch {
   std::vector<std::uint8_t> bytes;
-  std::vector<std::int32_t> offsets;
 };
 
 // One value per channel (RGB): an erase value or the geometric ops' fill (torch rounds a

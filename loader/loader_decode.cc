@@ -48,16 +48,15 @@ void AugmentRow(const LoaderOptions& options, SampleRng& rng, const codecs::Pixe
   if (ops.empty() || out.interleaved()) return ApplyPixelOps(ops, out, scratch);
   interleaved.resize(std::size_t{3} * out.width * out.height);  // a planar row: ops on a copy
   const auto hwc = codecs::PixelView::Interleaved(interleaved.data(), out.width, out.height);
-  const auto copy = [&out](const codecs::PixelView& from, const codecs::PixelView& to) {
-    for (int y = 0; y < out.height; ++y) {
-      for (int i = 0; i < out.width * 3; ++i) {
-        to.at(y, i / 3)[i % 3 * to.channel_stride] = from.at(y, i / 3)[i % 3 * from.channel_stride];
-      }
+  for (int y = 0; y < out.height; ++y) {
+    const std::uint8_t* plane = out.at(y, 0);
+    std::uint8_t* p = hwc.at(y, 0);
+    for (int x = 0; x < out.width; ++x) {
+      for (int c = 0; c < 3; ++c) p[3 * x + c] = plane[c * out.channel_stride + x];
     }
-  };
-  copy(out, hwc);
+  }
   ApplyPixelOps(ops, hwc, scratch);
-  copy(hwc, out);
+  codecs::CopyPixels({hwc.data, hwc.width, hwc.height, 3, hwc.row_stride}, out);
 }
 
 }  // namespace
