@@ -18,6 +18,7 @@
 
 #include <array>
 #include <cstdint>
+#include <numbers>
 #include <vector>
 
 #include "tilefeed/codecs/image.h"
@@ -100,5 +101,17 @@ bool PolicyOpSigned(PolicyOp op);
 // source lies outside the image (fill=None is {0, 0, 0}).
 void ApplyPolicyOp(const PixelView& image, PolicyOp op, double magnitude, Rgb fill,
                    ImageOpScratch& scratch);
+
+namespace detail {  // image_geometry.cc: ApplyPolicyOp's geometric ops
+inline constexpr double kDegToRad = std::numbers::pi / 180.0;  // Python's math.radians
+// torchvision's affine grid and grid_sample(mode="nearest", align_corners=False) in float32
+// for the inverse matrix `m` (output pixel -> source pixel, about the image centre).
+void AffineNearest(const PixelView& image, const double (&m)[6], Rgb fill, ImageOpScratch& scratch);
+// By whole pixels (torchvision's grid lands on them): row moves, in place.
+void Translate(const PixelView& image, int dx, int dy, Rgb fill);
+// _get_inverse_affine_matrix(center, angle, translate=0, scale=1, shear), in degrees.
+void InverseAffine(double cx, double cy, double angle, double shear_x, double shear_y,
+                   double (&m)[6]);
+}  // namespace detail
 
 }  // namespace tilefeed::codecs
