@@ -4,12 +4,12 @@
 #include <xxhash.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <limits>
 #include <vector>
 
 #include "loader/cifar.h"
 #include "loader/image_folder.h"
+#include "loader/shard_format.h"
 #include "loader/shard_source.h"
 #include "loader/tar_dataset.h"
 
@@ -267,11 +267,8 @@ DatasetIdentity Identify(const Source& source) {
 }
 
 std::string ToString(const DatasetIdentity& identity) {
-  char digest[17];
-  std::snprintf(digest, sizeof(digest), "%016llx",
-                static_cast<unsigned long long>(identity.digest));
   return Count(identity.samples, "sample", "samples") + ", " +
-         Count(identity.classes, "class", "classes") + ", digest " + digest;
+         Count(identity.classes, "class", "classes") + ", digest " + detail::Hex(identity.digest);
 }
 
 }  // namespace tilefeed::loader

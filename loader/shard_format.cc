@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cassert>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 
 #include "codecs/byte_order.h"
@@ -53,16 +54,6 @@ std::uint32_t LoadU24(std::span<const std::byte> bytes, std::size_t at) {
          std::uint32_t{GetField<std::uint8_t>(bytes, at + 2)} << 16;
 }
 
-std::string Hex(std::uint64_t value) {
-  char text[17];
-  for (int i = 15; i >= 0; --i) {
-    text[i] = "0123456789abcdef"[value & 0xF];
-    value >>= 4;
-  }
-  text[16] = '\0';
-  return text;
-}
-
 [[noreturn]] void Fail(const std::string& reason) { throw ShardFormatError(reason); }
 
 }  // namespace
@@ -73,6 +64,12 @@ std::uint16_t FormatVersionFor(RecordCodec codec) {
 
 std::uint64_t Checksum(std::span<const std::byte> bytes) {
   return XXH3_64bits(bytes.data(), bytes.size());
+}
+
+std::string Hex(std::uint64_t value) {
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(value));
+  return text;
 }
 
 std::array<std::byte, kShardHeaderSize> EncodeShardHeader(const ShardHeader& header) {
