@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <csetjmp>
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <new>
 #include <string>
 #include <tuple>
@@ -137,23 +139,8 @@ bool Compress(const CompressParams& p, std::vector<std::byte>* out, ErrorManager
 }
 
 std::pair<int, int> SamplingFactors(Subsampling subsampling) {
-  switch (subsampling) {
-    case Subsampling::k444:
-      return {1, 1};
-    case Subsampling::k422:
-      return {2, 1};
-    case Subsampling::k420:
-      return {2, 2};
-    case Subsampling::k440:
-      return {1, 2};
-    case Subsampling::k411:
-      return {4, 1};
-    case Subsampling::k441:
-      return {1, 4};
-    case Subsampling::kGray:
-    case Subsampling::kOther:
-      break;
-  }
+  const auto s = static_cast<std::size_t>(subsampling);
+  if (s < std::size(detail::kLumaSampling)) return detail::kLumaSampling[s];
   throw EncodeError(std::string("EncodeJpeg: cannot encode subsampling ") + ToString(subsampling));
 }
 

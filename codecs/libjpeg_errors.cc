@@ -5,7 +5,9 @@
 // clang-format on
 
 #include <algorithm>
+#include <iterator>
 #include <string>
+#include <utility>
 
 namespace tilefeed::codecs::detail {
 namespace {
@@ -190,13 +192,9 @@ Subsampling SubsamplingOf(int components, std::span<const int> h, std::span<cons
   for (int c = 1; c < std::min(components, 3); ++c) {
     if (h[c] != 1 || v[c] != 1) return Subsampling::kOther;
   }
-  if (h[0] == 1 && v[0] == 1) return Subsampling::k444;
-  if (h[0] == 2 && v[0] == 1) return Subsampling::k422;
-  if (h[0] == 2 && v[0] == 2) return Subsampling::k420;
-  if (h[0] == 1 && v[0] == 2) return Subsampling::k440;
-  if (h[0] == 4 && v[0] == 1) return Subsampling::k411;
-  if (h[0] == 1 && v[0] == 4) return Subsampling::k441;
-  return Subsampling::kOther;
+  const auto* found = std::ranges::find(kLumaSampling, std::pair(h[0], v[0]));
+  if (found == std::end(kLumaSampling)) return Subsampling::kOther;
+  return static_cast<Subsampling>(found - std::begin(kLumaSampling));
 }
 
 const char* NotPlain(const jpeg_decompress_struct& cinfo) {
