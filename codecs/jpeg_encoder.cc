@@ -179,24 +179,17 @@ CompressParams Validate(const ConstPixelView& pixels, const EncodeOptions& optio
       break;
     case 3:
       p.in_color_space = JCS_RGB;
-      if (space == ColorSpace::kYCbCr) {
-        p.jpeg_color_space = JCS_YCbCr;
-      } else if (space == ColorSpace::kRgb) {
-        p.jpeg_color_space = JCS_RGB;
-      } else if (space == ColorSpace::kGrayscale) {
-        p.jpeg_color_space = JCS_GRAYSCALE;
-      } else {
+      p.jpeg_color_space = static_cast<J_COLOR_SPACE>(space);  // libjpeg_errors.h
+      if (space != ColorSpace::kYCbCr && space != ColorSpace::kRgb &&
+          space != ColorSpace::kGrayscale) {
         throw EncodeError(std::string("EncodeJpeg: RGB input cannot be written as ") +
                           ToString(space));
       }
       break;
     case 4:
       p.in_color_space = JCS_CMYK;
-      if (space == ColorSpace::kCmyk) {
-        p.jpeg_color_space = JCS_CMYK;
-      } else if (space == ColorSpace::kYcck) {
-        p.jpeg_color_space = JCS_YCCK;
-      } else {
+      p.jpeg_color_space = static_cast<J_COLOR_SPACE>(space);
+      if (space != ColorSpace::kCmyk && space != ColorSpace::kYcck) {
         throw EncodeError(std::string("EncodeJpeg: CMYK input cannot be written as ") +
                           ToString(space) + " (use kCmyk or kYcck)");
       }

@@ -170,20 +170,7 @@ bool GuardedReadCoefficients(jpeg_decompress_struct* cinfo, LibjpegErrors* error
 }
 
 ColorSpace ColorSpaceOf(J_COLOR_SPACE space) {
-  switch (space) {
-    case JCS_GRAYSCALE:
-      return ColorSpace::kGrayscale;
-    case JCS_RGB:
-      return ColorSpace::kRgb;
-    case JCS_YCbCr:
-      return ColorSpace::kYCbCr;
-    case JCS_CMYK:
-      return ColorSpace::kCmyk;
-    case JCS_YCCK:
-      return ColorSpace::kYcck;
-    default:
-      return ColorSpace::kUnknown;
-  }
+  return space <= JCS_YCCK ? static_cast<ColorSpace>(space) : ColorSpace::kUnknown;
 }
 
 Subsampling SubsamplingOf(int components, std::span<const int> h, std::span<const int> v) {
