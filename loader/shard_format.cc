@@ -12,8 +12,10 @@
 #include <algorithm>
 #include <cassert>
 #include <charconv>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 
 #include "codecs/byte_order.h"
 
@@ -256,17 +258,9 @@ RecordLayout ReadRecordLayout(std::span<const std::byte> header) {
 }
 
 const char* CodecName(RecordCodec codec) {
-  switch (codec) {
-    case RecordCodec::kJpeg:
-      return "jpeg";
-    case RecordCodec::kLz4Raw:
-      return "lz4raw";
-    case RecordCodec::kIndexedJpeg:
-      return "jpeg-indexed";
-    case RecordCodec::kCoefficients:
-      return "coefficients";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {"jpeg", "lz4raw", "jpeg-indexed", "coefficients"};
+  const auto i = static_cast<std::size_t>(codec) - 1;  // RecordCodec counts from 1
+  return i < std::size(kNames) ? kNames[i] : "?";
 }
 
 std::string ShardFileName(std::uint32_t number) {
