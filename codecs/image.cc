@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <iterator>
 
 #include "codecs/crop_check.h"
 #include "tilefeed/codecs/jpeg.h"
@@ -9,23 +11,11 @@
 namespace tilefeed::codecs {
 
 const char* ToString(DecodeErrorKind kind) {
-  switch (kind) {
-    case DecodeErrorKind::kNotJpeg:
-      return "not a JPEG";
-    case DecodeErrorKind::kTruncated:
-      return "truncated";
-    case DecodeErrorKind::kCorrupt:
-      return "corrupt";
-    case DecodeErrorKind::kTooLarge:
-      return "too large";
-    case DecodeErrorKind::kTooManyScans:
-      return "too many scans";
-    case DecodeErrorKind::kUnsupported:
-      return "unsupported";
-    case DecodeErrorKind::kInvalidArgument:
-      return "invalid argument";
-  }
-  return "unknown";
+  static constexpr const char* kNames[] = {"not a JPEG",      "truncated",      "corrupt",
+                                           "too large",       "too many scans", "unsupported",
+                                           "invalid argument"};
+  const auto i = static_cast<std::size_t>(kind);  // in DecodeErrorKind's order
+  return i < std::size(kNames) ? kNames[i] : "unknown";
 }
 
 SourceBox ShownBox(const CropPlan& plan) {

@@ -13,7 +13,9 @@
 
 #include <algorithm>
 #include <csetjmp>
+#include <cstddef>
 #include <cstdio>
+#include <iterator>
 #include <string_view>
 
 // jpeglib.h needs size_t and FILE declared first.
@@ -110,44 +112,17 @@ bool IsCmyk(J_COLOR_SPACE space) { return space == JCS_CMYK || space == JCS_YCCK
 
 }  // namespace
 
+// The names, in each enum's order; a value past the end is "unknown" or "other".
 const char* ToString(ColorSpace space) {
-  switch (space) {
-    case ColorSpace::kGrayscale:
-      return "grayscale";
-    case ColorSpace::kRgb:
-      return "RGB";
-    case ColorSpace::kYCbCr:
-      return "YCbCr";
-    case ColorSpace::kCmyk:
-      return "CMYK";
-    case ColorSpace::kYcck:
-      return "YCCK";
-    case ColorSpace::kUnknown:
-      break;
-  }
-  return "unknown";
+  static constexpr const char* kNames[] = {"unknown", "grayscale", "RGB", "YCbCr", "CMYK", "YCCK"};
+  const auto i = static_cast<std::size_t>(space);
+  return i < std::size(kNames) ? kNames[i] : kNames[0];
 }
 
 const char* ToString(Subsampling subsampling) {
-  switch (subsampling) {
-    case Subsampling::k444:
-      return "4:4:4";
-    case Subsampling::k422:
-      return "4:2:2";
-    case Subsampling::k420:
-      return "4:2:0";
-    case Subsampling::k440:
-      return "4:4:0";
-    case Subsampling::k411:
-      return "4:1:1";
-    case Subsampling::k441:
-      return "4:4:1";
-    case Subsampling::kGray:
-      return "gray";
-    case Subsampling::kOther:
-      break;
-  }
-  return "other";
+  static constexpr const char* kNames[] = {"4:4:4", "4:2:2", "4:2:0", "4:4:0",
+                                           "4:1:1", "4:4:1", "gray",  "other"};
+  return kNames[std::min(static_cast<std::size_t>(subsampling), std::size(kNames) - 1)];
 }
 
 const char* SniffNonJpeg(std::span<const std::byte> bytes) {

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <csetjmp>
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <new>
 #include <string>
 #include <tuple>
@@ -137,23 +139,8 @@ bool Compress(const CompressParams& p, std::vector<std::byte>* out, ErrorManager
 }
 
 std::pair<int, int> SamplingFactors(Subsampling subsampling) {
-  switch (subsampling) {
-    case Subsampling::k444:
-      return {1, 1};
-    case Subsampling::k422:
-      return {2, 1};
-    case Subsampling::k420:
-      return {2, 2};
-    case Subsampling::k440:
-      return {1, 2};
-    case Subsampling::k411:
-      return {4, 1};
-    case Subsampling::k441:
-      return {1, 4};
-    case Subsampling::kGray:
-    case Subsampling::kOther:
-      break;
-  }
+  const auto s = static_cast<std::size_t>(subsampling);
+  if (s < std::size(detail::kLumaSampling)) return detail::kLumaSampling[s];
   throw EncodeError(std::string("EncodeJpeg: cannot encode subsampling ") + ToString(subsampling));
 }
 
@@ -192,24 +179,17 @@ CompressParams Validate(const ConstPixelView& pixels, const EncodeOptions& optio
       break;
     case 3:
       p.in_color_space = JCS_RGB;
-      if (space == ColorSpace::kYCbCr) {
-        p.jpeg_color_space = JCS_YCbCr;
-      } else if (space == ColorSpace::kRgb) {
-        p.jpeg_color_space = JCS_RGB;
-      } else if (space == ColorSpace::kGrayscale) {
-        p.jpeg_color_space = JCS_GRAYSCALE;
-      } else {
+      p.jpeg_color_space = static_cast<J_COLOR_SPACE>(space);  // libjpeg_errors.h
+      if (space != ColorSpace::kYCbCr && space != ColorSpace::kRgb &&
+          space != ColorSpace::kGrayscale) {
         throw EncodeError(std::string("EncodeJpeg: RGB input cannot be written as ") +
                           ToString(space));
       }
       break;
     case 4:
       p.in_color_space = JCS_CMYK;
-      if (space == ColorSpace::kCmyk) {
-        p.jpeg_color_space = JCS_CMYK;
-      } else if (space == ColorSpace::kYcck) {
-        p.jpeg_color_space = JCS_YCCK;
-      } else {
+      p.jpeg_color_space = static_cast<J_COLOR_SPACE>(space);
+      if (space != ColorSpace::kCmyk && space != ColorSpace::kYcck) {
         throw EncodeError(std::string("EncodeJpeg: CMYK input cannot be written as ") +
                           ToString(space) + " (use kCmyk or kYcck)");
       }

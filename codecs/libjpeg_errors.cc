@@ -5,7 +5,9 @@
 // clang-format on
 
 #include <algorithm>
+#include <iterator>
 #include <string>
+#include <utility>
 
 namespace tilefeed::codecs::detail {
 namespace {
@@ -168,20 +170,7 @@ bool GuardedReadCoefficients(jpeg_decompress_struct* cinfo, LibjpegErrors* error
 }
 
 ColorSpace ColorSpaceOf(J_COLOR_SPACE space) {
-  switch (space) {
-    case JCS_GRAYSCALE:
-      return ColorSpace::kGrayscale;
-    case JCS_RGB:
-      return ColorSpace::kRgb;
-    case JCS_YCbCr:
-      return ColorSpace::kYCbCr;
-    case JCS_CMYK:
-      return ColorSpace::kCmyk;
-    case JCS_YCCK:
-      return ColorSpace::kYcck;
-    default:
-      return ColorSpace::kUnknown;
-  }
+  return space <= JCS_YCCK ? static_cast<ColorSpace>(space) : ColorSpace::kUnknown;
 }
 
 Subsampling SubsamplingOf(int components, std::span<const int> h, std::span<const int> v) {
@@ -190,13 +179,9 @@ Subsampling SubsamplingOf(int components, std::span<const int> h, std::span<cons
   for (int c = 1; c < std::min(components, 3); ++c) {
     if (h[c] != 1 || v[c] != 1) return Subsampling::kOther;
   }
-  if (h[0] == 1 && v[0] == 1) return Subsampling::k444;
-  if (h[0] == 2 && v[0] == 1) return Subsampling::k422;
-  if (h[0] == 2 && v[0] == 2) return Subsampling::k420;
-  if (h[0] == 1 && v[0] == 2) return Subsampling::k440;
-  if (h[0] == 4 && v[0] == 1) return Subsampling::k411;
-  if (h[0] == 1 && v[0] == 4) return Subsampling::k441;
-  return Subsampling::kOther;
+  const auto* found = std::ranges::find(kLumaSampling, std::pair(h[0], v[0]));
+  if (found == std::end(kLumaSampling)) return Subsampling::kOther;
+  return static_cast<Subsampling>(found - std::begin(kLumaSampling));
 }
 
 const char* NotPlain(const jpeg_decompress_struct& cinfo) {

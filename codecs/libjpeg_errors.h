@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <span>
+#include <utility>
 
 // jpeglib.h needs FILE and size_t declared before it.
 // clang-format off
@@ -82,6 +83,16 @@ bool GuardedReadCoefficients(jpeg_decompress_struct* cinfo, LibjpegErrors* error
 // The ImageInfo names of libjpeg's colour space `space`, and of a file of `components`
 // components whose first (up to three) have sampling factors h[c] x v[c].
 ColorSpace ColorSpaceOf(J_COLOR_SPACE space);
+// ColorSpace is libjpeg's JCS_UNKNOWN ... JCS_YCCK, in libjpeg's order: a cast either way.
+static_assert(JCS_UNKNOWN == static_cast<int>(ColorSpace::kUnknown) &&
+              JCS_GRAYSCALE == static_cast<int>(ColorSpace::kGrayscale) &&
+              JCS_RGB == static_cast<int>(ColorSpace::kRgb) &&
+              JCS_YCbCr == static_cast<int>(ColorSpace::kYCbCr) &&
+              JCS_CMYK == static_cast<int>(ColorSpace::kCmyk) &&
+              JCS_YCCK == static_cast<int>(ColorSpace::kYcck));
+// The first component's sampling factors (h, v) of k444 ... k441, in Subsampling's order.
+inline constexpr std::pair<int, int> kLumaSampling[] = {{1, 1}, {2, 1}, {2, 2},
+                                                        {1, 2}, {4, 1}, {1, 4}};
 Subsampling SubsamplingOf(int components, std::span<const int> h, std::span<const int> v);
 
 // After jpeg_read_coefficients: nullptr if a decode of the file runs libjpeg's plain IDCT

@@ -185,19 +185,10 @@ struct PngDecoder::Impl {
                        ihdr.color_type == SPNG_COLOR_TYPE_TRUECOLOR_ALPHA ||
                        ihdr.color_type == SPNG_COLOR_TYPE_INDEXED;
     info.color_space = color ? ColorSpace::kRgb : ColorSpace::kGrayscale;
-    switch (ihdr.color_type) {
-      case SPNG_COLOR_TYPE_GRAYSCALE_ALPHA:
-        info.components = 2;
-        break;
-      case SPNG_COLOR_TYPE_TRUECOLOR:
-        info.components = 3;
-        break;
-      case SPNG_COLOR_TYPE_TRUECOLOR_ALPHA:
-        info.components = 4;
-        break;
-      default:
-        info.components = 1;
-    }
+    info.components = ihdr.color_type == SPNG_COLOR_TYPE_GRAYSCALE_ALPHA   ? 2
+                      : ihdr.color_type == SPNG_COLOR_TYPE_TRUECOLOR       ? 3
+                      : ihdr.color_type == SPNG_COLOR_TYPE_TRUECOLOR_ALPHA ? 4
+                                                                           : 1;
     info.progressive = ihdr.interlace_method != SPNG_INTERLACE_NONE;
     if (std::int64_t{info.width} * info.height > options.max_pixels) {
       throw DecodeError(DecodeErrorKind::kTooLarge,

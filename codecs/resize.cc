@@ -477,23 +477,11 @@ TILEFEED_TARGET_AVX2 void HorizontalPassAvx2(const std::int16_t* row,
 void HorizontalPassAvx2Dispatch(const std::int16_t* row, const HorizontalFilterAvx2& filter,
                                 int pairs, int out_width, std::uint8_t* out,
                                 std::ptrdiff_t pixel_stride, std::ptrdiff_t channel_stride) {
-  switch (pairs) {
-    case 1:
-      return HorizontalPassAvx2<1>(row, filter, pairs, out_width, out, pixel_stride,
-                                   channel_stride);
-    case 2:
-      return HorizontalPassAvx2<2>(row, filter, pairs, out_width, out, pixel_stride,
-                                   channel_stride);
-    case 3:
-      return HorizontalPassAvx2<3>(row, filter, pairs, out_width, out, pixel_stride,
-                                   channel_stride);
-    case 4:
-      return HorizontalPassAvx2<4>(row, filter, pairs, out_width, out, pixel_stride,
-                                   channel_stride);
-    default:
-      return HorizontalPassAvx2<0>(row, filter, pairs, out_width, out, pixel_stride,
-                                   channel_stride);
-  }
+  static constexpr decltype(&HorizontalPassAvx2<0>) kPasses[] = {
+      HorizontalPassAvx2<0>, HorizontalPassAvx2<1>, HorizontalPassAvx2<2>, HorizontalPassAvx2<3>,
+      HorizontalPassAvx2<4>};
+  kPasses[pairs >= 1 && pairs <= 4 ? pairs : 0](row, filter, pairs, out_width, out, pixel_stride,
+                                                channel_stride);
 }
 #endif
 
@@ -501,23 +489,16 @@ void HorizontalPassAvx2Dispatch(const std::int16_t* row, const HorizontalFilterA
 // reads, padded with zeros past the end) into dst row `out`.
 void HorizontalPass(const std::int16_t* row, const HorizontalFilter& filter, int out_width,
                     std::uint8_t* out, std::ptrdiff_t pixel_stride, std::ptrdiff_t channel_stride) {
+  const int pairs = filter.pairs;
 #if defined(__SSE2__)
   // A compile-time pair count lets the compiler unroll the tap loop: 1 pair covers
   // upscaling and identity, 2 a downscale by up to about 2x, 3 up to 3x, 4 up to 4x.
-  switch (filter.pairs) {
-    case 1:
-      return HorizontalPassSimd<1>(row, filter, out_width, out, pixel_stride, channel_stride);
-    case 2:
-      return HorizontalPassSimd<2>(row, filter, out_width, out, pixel_stride, channel_stride);
-    case 3:
-      return HorizontalPassSimd<3>(row, filter, out_width, out, pixel_stride, channel_stride);
-    case 4:
-      return HorizontalPassSimd<4>(row, filter, out_width, out, pixel_stride, channel_stride);
-    default:
-      return HorizontalPassSimd<0>(row, filter, out_width, out, pixel_stride, channel_stride);
-  }
+  static constexpr decltype(&HorizontalPassSimd<0>) kPasses[] = {
+      HorizontalPassSimd<0>, HorizontalPassSimd<1>, HorizontalPassSimd<2>, HorizontalPassSimd<3>,
+      HorizontalPassSimd<4>};
+  kPasses[pairs >= 1 && pairs <= 4 ? pairs : 0](row, filter, out_width, out, pixel_stride,
+                                                channel_stride);
 #else
-  const int pairs = filter.pairs;
   for (int i = 0; i < out_width; ++i) {
     const std::int16_t* src = row + 3 * static_cast<std::ptrdiff_t>(filter.first[i]);
     const std::int32_t* w = &filter.weights[static_cast<std::size_t>(i) * pairs * 4];

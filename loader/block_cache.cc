@@ -12,8 +12,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cinttypes>
-#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <tuple>
@@ -97,9 +95,7 @@ BlockCache::BlockCache(const RemoteOptions& o, const std::string& url, std::uint
   // the old blocks.
   const std::string id = "checksummed blocks v2\n" + url + "\n" + std::to_string(file_size) + "\n" +
                          std::to_string(o.cache_block) + "\n" + validator;
-  char hex[17];
-  std::snprintf(hex, sizeof(hex), "%016" PRIx64, Checksum(std::as_bytes(std::span(id))));
-  prefix_ = CacheFilesDir(o) + "/" + hex + "-";
+  prefix_ = CacheFilesDir(o) + "/" + Hex(Checksum(std::as_bytes(std::span(id)))) + "-";
 }
 
 bool BlockCache::Lookup(std::uint64_t block, std::uint64_t from, std::span<const iovec> out,

@@ -4,12 +4,14 @@
 #include <xxhash.h>
 
 #include <algorithm>
-#include <cstdio>
+#include <cstddef>
+#include <iterator>
 #include <limits>
 #include <vector>
 
 #include "loader/cifar.h"
 #include "loader/image_folder.h"
+#include "loader/shard_format.h"
 #include "loader/shard_source.h"
 #include "loader/tar_dataset.h"
 
@@ -92,17 +94,9 @@ std::string Count(std::uint64_t n, const char* one, const char* many) {
 }  // namespace
 
 const char* ToString(DatasetKind kind) {
-  switch (kind) {
-    case DatasetKind::kImageFolder:
-      return "imagefolder";
-    case DatasetKind::kShards:
-      return "shards";
-    case DatasetKind::kCifar10:
-      return "cifar10";
-    case DatasetKind::kTar:
-      return "tar";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {"imagefolder", "shards", "cifar10", "tar"};
+  const auto i = static_cast<std::size_t>(kind);  // in DatasetKind's order
+  return i < std::size(kNames) ? kNames[i] : "?";
 }
 
 std::optional<DatasetKind> ParseDatasetKind(const std::string& name) {
@@ -115,15 +109,9 @@ std::optional<DatasetKind> ParseDatasetKind(const std::string& name) {
 
 // Split (tilefeed/loader/dataset.h).
 const char* ToString(Split split) {
-  switch (split) {
-    case Split::kTrain:
-      return "train";
-    case Split::kVal:
-      return "val";
-    case Split::kTest:
-      return "test";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {"train", "val", "test"};
+  const auto i = static_cast<std::size_t>(split);  // in Split's order
+  return i < std::size(kNames) ? kNames[i] : "?";
 }
 
 std::optional<Split> ParseSplit(const std::string& name) {
@@ -267,11 +255,8 @@ DatasetIdentity Identify(const Source& source) {
 }
 
 std::string ToString(const DatasetIdentity& identity) {
-  char digest[17];
-  std::snprintf(digest, sizeof(digest), "%016llx",
-                static_cast<unsigned long long>(identity.digest));
   return Count(identity.samples, "sample", "samples") + ", " +
-         Count(identity.classes, "class", "classes") + ", digest " + digest;
+         Count(identity.classes, "class", "classes") + ", digest " + detail::Hex(identity.digest);
 }
 
 }  // namespace tilefeed::loader

@@ -12,7 +12,10 @@
 #include <algorithm>
 #include <cassert>
 #include <charconv>
+#include <cstddef>
+#include <cstdio>
 #include <cstring>
+#include <iterator>
 
 #include "codecs/byte_order.h"
 
@@ -53,16 +56,6 @@ std::uint32_t LoadU24(std::span<const std::byte> bytes, std::size_t at) {
          std::uint32_t{GetField<std::uint8_t>(bytes, at + 2)} << 16;
 }
 
-std::string Hex(std::uint64_t value) {
-  char text[17];
-  for (int i = 15; i >= 0; --i) {
-    text[i] = "0123456789abcdef"[value & 0xF];
-    value >>= 4;
-  }
-  text[16] = '\0';
-  return text;
-}
-
 [[noreturn]] void Fail(const std::string& reason) { throw ShardFormatError(reason); }
 
 }  // namespace
@@ -73,6 +66,12 @@ std::uint16_t FormatVersionFor(RecordCodec codec) {
 
 std::uint64_t Checksum(std::span<const std::byte> bytes) {
   return XXH3_64bits(bytes.data(), bytes.size());
+}
+
+std::string Hex(std::uint64_t value) {
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(value));
+  return text;
 }
 
 std::array<std::byte, kShardHeaderSize> EncodeShardHeader(const ShardHeader& header) {
@@ -259,17 +258,9 @@ RecordLayout ReadRecordLayout(std::span<const std::byte> header) {
 }
 
 const char* CodecName(RecordCodec codec) {
-  switch (codec) {
-    case RecordCodec::kJpeg:
-      return "jpeg";
-    case RecordCodec::kLz4Raw:
-      return "lz4raw";
-    case RecordCodec::kIndexedJpeg:
-      return "jpeg-indexed";
-    case RecordCodec::kCoefficients:
-      return "coefficients";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {"jpeg", "lz4raw", "jpeg-indexed", "coefficients"};
+  const auto i = static_cast<std::size_t>(codec) - 1;  // RecordCodec counts from 1
+  return i < std::size(kNames) ? kNames[i] : "?";
 }
 
 std::string ShardFileName(std::uint32_t number) {

@@ -73,6 +73,8 @@ struct ShardIndex {
 
 // XXH3_64bits of `bytes`.
 std::uint64_t Checksum(std::span<const std::byte> bytes);
+// `value` as 16 lowercase hex digits, as checksums and digests are written.
+std::string Hex(std::uint64_t value);
 
 std::array<std::byte, kShardHeaderSize> EncodeShardHeader(const ShardHeader& header);
 // Parses the first kShardHeaderSize bytes of a shard: magic, version, codec, reserved

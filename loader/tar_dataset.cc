@@ -9,8 +9,6 @@
 #include <array>
 #include <cassert>
 #include <cerrno>
-#include <cinttypes>
-#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <string_view>
@@ -411,10 +409,8 @@ std::vector<std::byte> SidecarBytes(const TarStamp& stamp, const ScannedTar& tar
 std::string SidecarPath(const RangeFile& file, const TarOptions& options) {
   if (!IsRemoteLocation(file.name())) return file.name() + ".tfidx";
   if (options.remote.cache_dir.empty()) return {};
-  char hex[17];
-  std::snprintf(hex, sizeof(hex), "%016" PRIx64,
-                detail::Checksum(std::as_bytes(std::span(file.name()))));
-  return detail::CacheFilesDir(options.remote) + "/" + hex + ".tfidx";
+  return detail::CacheFilesDir(options.remote) + "/" +
+         detail::Hex(detail::Checksum(std::as_bytes(std::span(file.name())))) + ".tfidx";
 }
 
 ScannedTar IndexTar(const RangeFile& file, const TarOptions& options) {

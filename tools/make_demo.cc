@@ -133,26 +133,9 @@ Rgb FromHsv(double hue_degrees, double s, double v) {
   const double c = v * s;
   const double x = c * (1 - std::abs(std::fmod(h, 2.0) - 1));
   const double m = v - c;
-  Rgb rgb{0, 0, 0};
-  switch (static_cast<int>(h)) {
-    case 0:
-      rgb = {c, x, 0};
-      break;
-    case 1:
-      rgb = {x, c, 0};
-      break;
-    case 2:
-      rgb = {0, c, x};
-      break;
-    case 3:
-      rgb = {0, x, c};
-      break;
-    case 4:
-      rgb = {x, 0, c};
-      break;
-    default:
-      rgb = {c, 0, x};
-  }
+  // The six 60-degree sectors of the hue circle.
+  const Rgb sectors[] = {{c, x, 0}, {x, c, 0}, {0, c, x}, {0, x, c}, {x, 0, c}, {c, 0, x}};
+  const Rgb rgb = sectors[std::min(static_cast<int>(h), 5)];
   return {(rgb.r + m) * 255, (rgb.g + m) * 255, (rgb.b + m) * 255};
 }
 

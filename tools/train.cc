@@ -46,6 +46,7 @@
 
 #include "loader/bad_sample_log.h"
 #include "loader/option_specs.h"
+#include "loader/shard_format.h"
 #include "metrics/cli.h"
 #include "tilefeed/launch/launch.h"
 #include "tilefeed/loader/dataset.h"
@@ -214,13 +215,6 @@ struct Args {
   std::vector<std::pair<std::string, std::string>> options_text;  // for the metrics' config
 };
 
-// "digest 0123456789abcdef", as loader::ToString writes a digest.
-std::string DigestText(std::uint64_t digest) {
-  char text[17];
-  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(digest));
-  return std::string("digest ") + text;
-}
-
 // The checkpoint to resume from: nullopt without --resume, or when --resume if-present finds
 // none. --resume without one is an error (a typo in --checkpoint-dir must not start afresh).
 std::optional<trainer::Checkpoint> ReadResumeCheckpoint(const Args& args, Console& console) {
@@ -361,8 +355,8 @@ void FitCheckpoint(Instance& job, const trainer::Checkpoint& checkpoint,
       checkpoint.dataset_digest != job.identity->digest) {
     throw std::invalid_argument(
         "resume: the checkpoint in " + args.checkpoint_dir + " was written for the dataset " +
-        DigestText(checkpoint.dataset_digest) + "; --data " + args.data + " is " +
-        loader::ToString(*job.identity) + ": other data (same names and counts or not)");
+        "digest " + loader::detail::Hex(checkpoint.dataset_digest) + "; --data " + args.data +
+        " is " + loader::ToString(*job.identity) + ": other data (same names and counts or not)");
   }
   if (args.new_global_batch) return;
   // Another instance count keeps the global batch: more or fewer micro-batches per step,
