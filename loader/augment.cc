@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -164,7 +165,9 @@ constexpr OptionSpec kPositive{.kind = OptionKind::kNumber, .min_exclusive = tru
 constexpr OptionSpec kLevel{.kind = OptionKind::kInteger, .max = 255};
 constexpr OptionSpec kBins{.kind = OptionKind::kInteger, .min = 2, .max = 1 << 20};
 
-// One parameter: a number, or a (min, max) pair when `second` is set, in `range`.
+// One parameter: a number, or a (min, max) pair when `second` is set, in `range`. A pair with
+// a `center` may also be given as a number x: (center - x, center + x), the first at least 0
+// when the center is 1 (torchvision's ColorJitter).
 struct Param {
   std::string_view name;
   Field first;
@@ -172,6 +175,7 @@ struct Param {
   double default_first;
   double default_second;
   OptionSpec range;
+  double center = std::numeric_limits<double>::quiet_NaN();
 };
 
 using O = AugmentOp;
@@ -179,11 +183,18 @@ constexpr Param kCropParams[] = {
     {"scale", &O::scale_min, &O::scale_max, 0.08, 1.0, kPositive},
     {"ratio", &O::ratio_min, &O::ratio_max, 3.0 / 4.0, 4.0 / 3.0, kPositive}};
 constexpr Param kFlipParams[] = {{"p", &O::p, nullptr, 0.5, 0, kProbability}};
+constexpr OptionSpec kFactor{.kind = OptionKind::kNumber};
 constexpr Param kJitterParams[] = {
-    {"brightness", &O::brightness, nullptr, 0, 0, {.kind = OptionKind::kNumber}},
-    {"contrast", &O::contrast, nullptr, 0, 0, {.kind = OptionKind::kNumber}},
-    {"saturation", &O::saturation, nullptr, 0, 0, {.kind = OptionKind::kNumber}},
-    {"hue", &O::hue, nullptr, 0, 0, {.kind = OptionKind::kNumber, .max = 0.5}}};
+    {"brightness", &O::brightness_min, &O::brightness_max, 1, 1, kFactor, 1},
+    {"contrast", &O::contrast_min, &O::contrast_max, 1, 1, kFactor, 1},
+    {"saturation", &O::saturation_min, &O::saturation_max, 1, 1, kFactor, 1},
+    {"hue",
+     &O::hue_min,
+     &O::hue_max,
+     0,
+     0,
+     {.kind = OptionKind::kNumber, .min = -0.5, .max = 0.5},
+     0}};
 constexpr Param kRandAugmentParams[] = {
     {"num_ops", &O::num_ops, nullptr, 2, 0, {.kind = OptionKind::kInteger, .max = 64}},
     {"magnitude", &O::magnitude, nullptr, 9, 0, {.kind = OptionKind::kInteger}},
@@ -299,7 +310,17 @@ class SpecReader {
         Fail(name + " " + std::string(param->name) + " given twice");
       }
       given.push_back(param);
-      if (param->second != nullptr) Expect('(');  // a (min, max) pair
+      if (param->second != nullptr && !std::isnan(param->center) && !Take('(')) {
+        const double x = Number();  // ColorJitter's number form: x >= 0 (hue: <= 0.5)
+        const OptionSpec number{.kind = OptionKind::kNumber, .max = param->range.max};
+        if (auto problem = RangeProblem(number, name + " " + std::string(param->name), x)) {
+          Fail(*problem);
+        }
+        op.*param->first = param->center == 1 ? std::max(0.0, 1 - x) : -x;
+        op.*param->second = param->center + x;
+        continue;
+      }
+      if (param->second != nullptr && std::isnan(param->center)) Expect('(');  // a pair
       op.*param->first = Number();
       if (param->second != nullptr) {
         Expect(',');
@@ -416,20 +437,24 @@ namespace {
 
 double UniformIn(SampleRng& rng, double lo, double hi) { return lo + (hi - lo) * rng.Uniform(); }
 
-// ColorJitter.get_params: a random order of the four, then each factor that is on (0 is
-// torchvision's None: no draw, no op).
+// ColorJitter.get_params: a random order of the four, then each factor that is on (a range of
+// just its center is torchvision's None: no draw, no op).
 void DrawColorJitter(const AugmentOp& op, SampleRng& rng, std::vector<PixelOp>& out) {
   int order[4] = {0, 1, 2, 3};
   for (int i = 3; i > 0; --i) std::swap(order[i], order[rng.UniformInt(0, i)]);
-  const double widths[4] = {op.brightness, op.contrast, op.saturation, op.hue};
+  const double ranges[4][2] = {{op.brightness_min, op.brightness_max},
+                               {op.contrast_min, op.contrast_max},
+                               {op.saturation_min, op.saturation_max},
+                               {op.hue_min, op.hue_max}};
+  bool on[4] = {};
   double factors[4] = {};
   for (int k = 0; k < 4; ++k) {
-    if (widths[k] == 0) continue;
-    factors[k] = k == 3 ? UniformIn(rng, -widths[k], widths[k])
-                        : UniformIn(rng, std::max(0.0, 1 - widths[k]), 1 + widths[k]);
+    const double center = k == 3 ? 0 : 1;
+    on[k] = ranges[k][0] != center || ranges[k][1] != center;
+    if (on[k]) factors[k] = UniformIn(rng, ranges[k][0], ranges[k][1]);
   }
   for (const int k : order) {
-    if (widths[k] != 0) {
+    if (on[k]) {
       out.push_back({.kind = static_cast<PixelOpKind>(k + 1), .value = factors[k], .area = {}});
     }
   }

@@ -23,6 +23,7 @@ CROP_FLIP = [RandomResizedCrop(), RandomHorizontalFlip()]
 GRID = [
     ColorJitter(brightness=0.4), ColorJitter(contrast=0.8), ColorJitter(saturation=0.9),
     ColorJitter(hue=0.1), ColorJitter(hue=0.5), ColorJitter(0.4, 0.4, 0.4, 0.1),
+    ColorJitter(brightness=(0.5, 1.5), saturation=(0, 0.5), hue=(-0.2, 0.1)),
     RandAugment(), RandAugment(1, 0), RandAugment(3, 15), RandAugment(2, 30, fill=128),
     RandAugment(2, 5, num_magnitude_bins=11),
     TrivialAugmentWide(), TrivialAugmentWide(num_magnitude_bins=11, fill=200),
@@ -122,6 +123,7 @@ def test_one_text_form():
     assert repr(op) == "RandAugment(fill=3)"
     assert op == RandAugment(fill=3.0)
     assert repr(RandomErasing(0.25)) == "RandomErasing(p=0.25)"
+    assert repr(ColorJitter(brightness=0.4)) == "ColorJitter(brightness=(0.6, 1.4))"
     assert repr(RandomResizedCrop(scale=(0.35, 1))) == "RandomResizedCrop(scale=(0.35, 1))"
     # The text itself is the same spec (what train --augment takes).
     assert tilefeed.Loader.__init__.__kwdefaults__["augment"] == \

@@ -263,20 +263,46 @@ TEST(AugmentSpec, ParsesTorchvisionsSpellingsAndPrintsOneText) {
       "value=3), RandomGrayscale()]");
   ASSERT_EQ(spec.size(), 7u);
   EXPECT_EQ(spec[2].kind, AugmentKind::kColorJitter);
-  EXPECT_EQ(spec[2].saturation, 0.4);
-  EXPECT_EQ(spec[2].hue, 0);
+  EXPECT_EQ(spec[2].saturation_min, 1 - 0.4);  // torchvision's (max(0, 1 - x), 1 + x)
+  EXPECT_EQ(spec[2].saturation_max, 1 + 0.4);
+  EXPECT_EQ(spec[2].hue_min, 0);
+  EXPECT_EQ(spec[2].hue_max, 0);
   EXPECT_EQ(spec[3].num_ops, 2);
   EXPECT_EQ(spec[5].p, 0.25);
   EXPECT_EQ(spec[5].scale_max, 0.33);
   const std::string text = AugmentSpecText(spec);
   EXPECT_EQ(text,
-            "RandomResizedCrop(), RandomHorizontalFlip(), ColorJitter(brightness=0.4, "
-            "contrast=0.4, saturation=0.4), RandAugment(), TrivialAugmentWide(fill=128), "
-            "RandomErasing(p=0.25, value=3), RandomGrayscale()");
+            "RandomResizedCrop(), RandomHorizontalFlip(), ColorJitter(brightness=(0.6, 1.4), "
+            "contrast=(0.6, 1.4), saturation=(0.6, 1.4)), RandAugment(), "
+            "TrivialAugmentWide(fill=128), RandomErasing(p=0.25, value=3), RandomGrayscale()");
   EXPECT_EQ(ParseAugmentSpec(text), spec);
   EXPECT_EQ(ParseAugmentSpec(AugmentSpecText(DefaultAugment())), DefaultAugment());
   EXPECT_EQ(AugmentSpecText(DefaultAugment()), "RandomResizedCrop(), RandomHorizontalFlip()");
   EXPECT_EQ(AugmentProblem(spec), std::nullopt);
+}
+
+// ColorJitter takes torchvision's (min, max) ranges as well as a number: a number x is
+// (max(0, 1 - x), 1 + x), hue's (-x, x); a range of just the center (1, or hue's 0) is off.
+TEST(AugmentSpec, ColorJitterTakesRangesAndNumbers) {
+  const AugmentOp op =
+      ParseAugmentSpec("ColorJitter(brightness=(0.5, 1.5), contrast=1.5, hue=(-0.1, 0.2))")[0];
+  EXPECT_EQ(op.brightness_min, 0.5);
+  EXPECT_EQ(op.brightness_max, 1.5);
+  EXPECT_EQ(op.contrast_min, 0);  // 1 - 1.5, clipped at 0
+  EXPECT_EQ(op.contrast_max, 2.5);
+  EXPECT_EQ(op.hue_min, -0.1);
+  EXPECT_EQ(op.hue_max, 0.2);
+  EXPECT_EQ(AugmentSpecText({op}),
+            "ColorJitter(brightness=(0.5, 1.5), contrast=(0, 2.5), hue=(-0.1, 0.2))");
+  EXPECT_EQ(ParseAugmentSpec("ColorJitter(brightness=(1, 1), hue=0)"),
+            ParseAugmentSpec("ColorJitter()"));
+  SampleRng rng(3, 0, 7);
+  const std::vector<PixelOp> ops =
+      DrawPixelOps(ParseAugmentSpec("RandomResizedCrop(), "
+                                    "ColorJitter(brightness=(1.2, 1.2))"),
+                   224, 224, rng);
+  ASSERT_EQ(ops.size(), 1u);  // a range that is not just the center is on, even a point
+  EXPECT_EQ(ops[0].value, 1.2);
 }
 
 std::string Refusal(const std::string& text) {
@@ -303,8 +329,15 @@ TEST(AugmentSpec, ABadSpecIsOneLineNamingWhatAndWhy) {
             "augment: RandAugment num_ops must be a whole number, got 2.5 at column 17 of "
             "'RandAugment(2.5)'");
   EXPECT_EQ(Refusal("ColorJitter(hue=0.6)"),
-            "augment: ColorJitter hue must be between 0 and 0.5, got 0.6 at column 21 of "
+            "augment: ColorJitter hue must be between 0 and 0.5, got 0.6 at column 20 of "
             "'ColorJitter(hue=0.6)'");
+  EXPECT_EQ(Refusal("ColorJitter(hue=(-0.6, 0.1))"),
+            "augment: ColorJitter hue must be between -0.5 and 0.5, got -0.6 at column 29 of "
+            "'ColorJitter(hue=(-0.6, 0.1))'");
+  EXPECT_EQ(Refusal("ColorJitter(brightness=(1.5, 0.5))"),
+            "augment: ColorJitter brightness=(min, max) needs min <= max, got (1.5, 0.5) at "
+            "column 35 of 'ColorJitter(brightness=(1.5, 0.5))'");
+  EXPECT_NE(Refusal("ColorJitter(brightness=-0.1)"), "");
   EXPECT_EQ(Refusal("RandomGrayscale(q=1)"),
             "augment: RandomGrayscale has no parameter 'q' (it takes p) at column 17 of "
             "'RandomGrayscale(q=1)'");

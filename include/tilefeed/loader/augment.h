@@ -103,7 +103,10 @@ struct AugmentOp {
   AugmentKind kind = AugmentKind::kRandomResizedCrop;
   double p = 0;
   double scale_min = 0, scale_max = 0, ratio_min = 0, ratio_max = 0;
-  double brightness = 0, contrast = 0, saturation = 0, hue = 0;
+  // ColorJitter's factor ranges, torchvision's (min, max): a number x in the text is
+  // (max(0, 1 - x), 1 + x), for hue (-x, x); a range of just (1, 1), hue (0, 0), is off.
+  double brightness_min = 0, brightness_max = 0, contrast_min = 0, contrast_max = 0;
+  double saturation_min = 0, saturation_max = 0, hue_min = 0, hue_max = 0;
   double num_ops = 0, magnitude = 0, num_magnitude_bins = 0;
   double fill = 0;  // RandAugment's and TrivialAugmentWide's fill, RandomErasing's value
   friend bool operator==(const AugmentOp&, const AugmentOp&) = default;
