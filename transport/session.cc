@@ -1,10 +1,10 @@
 #include "tilefeed/transport/session.h"
 
-#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 
 #include "loader/option_specs.h"
+#include "loader/shard_format.h"
 #include "transport/wire.h"
 
 namespace tilefeed::transport {
@@ -28,9 +28,7 @@ std::string Slice(const SessionTerms& t) {
   return text;
 }
 std::string Dataset(const loader::DatasetIdentity& d) {
-  char digest[17];
-  std::snprintf(digest, sizeof(digest), "%016llx", static_cast<unsigned long long>(d.digest));
-  return std::to_string(d.samples) + " samples, digest " + digest;
+  return std::to_string(d.samples) + " samples, digest " + loader::detail::Hex(d.digest);
 }
 std::string Position(const SessionTerms& t) {
   return "epoch " + std::to_string(t.first_epoch) + " position " + std::to_string(t.first_position);

@@ -15,6 +15,7 @@
 #include <random>
 #include <utility>
 
+#include "loader/shard_format.h"
 #include "tilefeed/transport/batch_stream.h"
 #include "transport/frame.h"
 
@@ -259,12 +260,10 @@ std::string MakeSegmentName(std::string_view job_id) {
   }
   std::random_device random;
   const std::uint64_t tag = (std::uint64_t{random()} << 32) | random();
-  char hex[17];
-  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(tag));
   // Appended piece by piece: GCC 12 -O3 warns falsely (-Wrestrict) on "/" + std::string.
   std::string name(1, '/');
   name.append(UserPrefix()).append(job).append(1, '-');
-  name.append(std::to_string(getpid())).append(1, '-').append(hex);
+  name.append(std::to_string(getpid())).append(1, '-').append(loader::detail::Hex(tag));
   return name;
 }
 
