@@ -321,12 +321,6 @@ class SpecReader {
         continue;
       }
       if (param->second != nullptr && std::isnan(param->center)) Expect('(');  // a pair
-      if (op.kind == AugmentKind::kRandomErasing && param->name == "value" &&
-          !Peek("0123456789.+-")) {
-        Fail(
-            "RandomErasing value takes one uint8 level (the erase runs on the uint8 crop, "
-            "before any normalisation); \"random\" and per-channel values are not supported");
-      }
       op.*param->first = Number();
       if (param->second != nullptr) {
         Expect(',');
@@ -359,9 +353,6 @@ class SpecReader {
       ++pos_;
     }
     return pos_;
-  }
-  bool Peek(std::string_view any) {
-    return Skip() < text_.size() && any.find(text_[pos_]) != std::string_view::npos;
   }
   bool Take(char c) {
     const bool here = Skip() < text_.size() && text_[pos_] == c;
