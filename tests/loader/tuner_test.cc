@@ -266,7 +266,10 @@ TEST(LoaderTuner, BatchesAreTheSameWhateverTheTunerChoosesMidEpoch) {
     EXPECT_TRUE(got.images[b] == want.images[b]) << "pixels differ in batch " << b;
   }
   EXPECT_GE(got.threads.size(), 2u);  // the thread count did move
-  EXPECT_EQ(got.max_slots, 5u);       // three kept + two for the producer: slots were added
+  // Slots were added past auto's first 2: Next() runs with three batches kept, so the producer
+  // needs a fourth; a fifth only when it runs ahead (not on a slow machine or under TSan).
+  EXPECT_GE(got.max_slots, 4u);
+  EXPECT_LE(got.max_slots, 5u);
   EXPECT_GE(tuned.metrics().retunes, 4u);
   EXPECT_EQ(tuned.metrics().tuned, "forced");
 }
