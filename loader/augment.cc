@@ -184,17 +184,12 @@ constexpr Param kCropParams[] = {
     {"ratio", &O::ratio_min, &O::ratio_max, 3.0 / 4.0, 4.0 / 3.0, kPositive}};
 constexpr Param kFlipParams[] = {{"p", &O::p, nullptr, 0.5, 0, kProbability}};
 constexpr OptionSpec kFactor{.kind = OptionKind::kNumber};
+constexpr OptionSpec kHue{.kind = OptionKind::kNumber, .min = -0.5, .max = 0.5};
 constexpr Param kJitterParams[] = {
     {"brightness", &O::brightness_min, &O::brightness_max, 1, 1, kFactor, 1},
     {"contrast", &O::contrast_min, &O::contrast_max, 1, 1, kFactor, 1},
     {"saturation", &O::saturation_min, &O::saturation_max, 1, 1, kFactor, 1},
-    {"hue",
-     &O::hue_min,
-     &O::hue_max,
-     0,
-     0,
-     {.kind = OptionKind::kNumber, .min = -0.5, .max = 0.5},
-     0}};
+    {"hue", &O::hue_min, &O::hue_max, 0, 0, kHue, 0}};
 constexpr Param kRandAugmentParams[] = {
     {"num_ops", &O::num_ops, nullptr, 2, 0, {.kind = OptionKind::kInteger, .max = 64}},
     {"magnitude", &O::magnitude, nullptr, 9, 0, {.kind = OptionKind::kInteger}},
@@ -224,12 +219,6 @@ std::span<const Param> ParamsOf(AugmentKind kind) { return kOps[static_cast<int>
 void Listed(std::string& list, std::string_view item) {
   if (!list.empty()) list += ", ";
   list += item;
-}
-
-// A number as Python would read it back: the shortest text that round-trips.
-std::string NumberText(double value) {
-  char text[32];
-  return {text, std::to_chars(text, text + sizeof text, value).ptr};
 }
 
 // Why `op` cannot be drawn from (a parameter out of its range), or "".

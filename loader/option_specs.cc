@@ -2,8 +2,8 @@
 
 #include <array>
 #include <cctype>
+#include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <string>
 
 namespace tilefeed::loader {
@@ -42,17 +42,6 @@ constexpr std::array kSharedOptions = {
     kReconnectWindow,
 };
 
-// A number as a command line writes it: 1000000, not 1e+06; 0.5, not 0.500000.
-std::string NumberText(double value) {
-  char text[64];
-  if (std::isfinite(value) && value == std::floor(value) && std::fabs(value) < 1e18) {
-    std::snprintf(text, sizeof text, "%.0f", value);
-  } else {
-    std::snprintf(text, sizeof text, "%.15g", value);
-  }
-  return text;
-}
-
 // A byte count in the largest binary unit that divides it: 4MiB, 10GiB, 1000.
 std::string SizeText(double bytes) {
   static constexpr std::pair<double, const char*> kUnits[] = {
@@ -69,6 +58,14 @@ bool Numeric(OptionKind kind) {
 }
 
 }  // namespace
+
+std::string NumberText(double value) {
+  char text[64];
+  const bool whole = std::isfinite(value) && value == std::floor(value) && std::fabs(value) < 1e18;
+  return {text, (whole ? std::to_chars(text, text + sizeof text, value, std::chars_format::fixed)
+                       : std::to_chars(text, text + sizeof text, value))
+                    .ptr};
+}
 
 std::string RangeText(const OptionSpec& spec) {
   if (!Numeric(spec.kind)) return {};

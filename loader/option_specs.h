@@ -68,6 +68,10 @@ struct OptionSpec {
   std::optional<double> auto_value = {};
 };
 
+// A number as a command line or Python writes it: 1000000, not 1e+06; otherwise the shortest
+// text that reads back as the same double (0.1, 1e-07).
+std::string NumberText(double value);
+
 // "at least 1", "above 0", "between 1 and 16384", "at least 4MiB"; "" for kinds without a
 // numeric range.
 std::string RangeText(const OptionSpec& spec);
