@@ -310,7 +310,11 @@ class SpecReader {
         continue;
       }
       if (param->second != nullptr && std::isnan(param->center)) Expect('(');  // a pair
-      op.*param->first = Number();
+      op.*param->first = Number(
+          op.kind == AugmentKind::kRandomErasing && param->name == "value"
+              ? "RandomErasing value takes one uint8 level (the erase runs on the uint8 crop, "
+                "before any normalisation); \"random\" and per-channel values are not supported"
+              : "expected a number");
       if (param->second != nullptr) {
         Expect(',');
         op.*param->second = Number();
@@ -321,11 +325,11 @@ class SpecReader {
     return op;
   }
 
-  double Number() {
+  double Number(const char* why = "expected a number") {
     double value = 0;
     const char* begin = text_.data() + Skip();
     const auto [end, error] = std::from_chars(begin, text_.data() + text_.size(), value);
-    if (error != std::errc()) Fail("expected a number");
+    if (error != std::errc()) Fail(why);
     pos_ += static_cast<std::size_t>(end - begin);
     return value;
   }

@@ -338,6 +338,11 @@ TEST(AugmentSpec, ABadSpecIsOneLineNamingWhatAndWhy) {
             "augment: ColorJitter brightness=(min, max) needs min <= max, got (1.5, 0.5) at "
             "column 35 of 'ColorJitter(brightness=(1.5, 0.5))'");
   EXPECT_NE(Refusal("ColorJitter(brightness=-0.1)"), "");
+  EXPECT_EQ(Refusal("RandomErasing(value='random')"),
+            "augment: RandomErasing value takes one uint8 level (the erase runs on the uint8 "
+            "crop, before any normalisation); \"random\" and per-channel values are not "
+            "supported at column 21 of 'RandomErasing(value='random')'");
+  EXPECT_NE(Refusal("RandomErasing(value=(124, 116, 104))").find("per-channel"), std::string::npos);
   EXPECT_EQ(Refusal("RandomGrayscale(q=1)"),
             "augment: RandomGrayscale has no parameter 'q' (it takes p) at column 17 of "
             "'RandomGrayscale(q=1)'");
