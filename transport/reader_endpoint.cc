@@ -35,7 +35,6 @@
 #include <cassert>
 #include <cstring>
 #include <optional>
-#include <thread>
 #include <utility>
 #include <vector>
 
