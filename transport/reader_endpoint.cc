@@ -80,10 +80,6 @@ void ReleaseBatch(void* /*data*/, void* hint) noexcept {
   in_flight->Done();
 }
 
-}  // namespace
-
-namespace {
-
 // True if a live process accepts connections on the Unix socket at `path`: binding there
 // would silently take its socket (ZeroMQ unlinks the file first).
 bool SocketServed(const std::string& path) {
