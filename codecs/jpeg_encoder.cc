@@ -30,12 +30,7 @@ struct CompressParams {
   J_COLOR_SPACE jpeg_color_space = JCS_UNKNOWN;
   int h_samp = 1;  // luma (and YCCK's K) sampling factors; chroma stays 1x1
   int v_samp = 1;
-  int quality = 90;
-  bool progressive = false;
-  bool optimize_huffman = false;
-  bool arithmetic = false;
-  int restart_interval = 0;
-  int restart_rows = 0;
+  EncodeOptions options;  // quality, progressive, Huffman, arithmetic and restarts from here
 };
 
 // libjpeg's errors longjmp back to the one frame that called setjmp, with libjpeg's text in
@@ -106,7 +101,7 @@ bool Compress(const CompressParams& p, std::vector<std::byte>* out, ErrorManager
   cinfo.in_color_space = p.in_color_space;
   jpeg_set_defaults(&cinfo);
   jpeg_set_colorspace(&cinfo, p.jpeg_color_space);
-  jpeg_set_quality(&cinfo, p.quality, TRUE);
+  jpeg_set_quality(&cinfo, p.options.quality, TRUE);
   // jpeg_set_colorspace chose libjpeg's default factors; override the luma-chroma ones.
   if (p.jpeg_color_space == JCS_YCbCr || p.jpeg_color_space == JCS_YCCK) {
     for (int c = 0; c < cinfo.num_components; ++c) {
@@ -115,11 +110,11 @@ bool Compress(const CompressParams& p, std::vector<std::byte>* out, ErrorManager
       cinfo.comp_info[c].v_samp_factor = full ? p.v_samp : 1;
     }
   }
-  if (p.progressive) jpeg_simple_progression(&cinfo);
-  cinfo.optimize_coding = p.optimize_huffman && !p.arithmetic ? TRUE : FALSE;
-  cinfo.arith_code = p.arithmetic ? TRUE : FALSE;
-  cinfo.restart_interval = static_cast<unsigned int>(p.restart_interval);
-  cinfo.restart_in_rows = p.restart_rows;
+  if (p.options.progressive) jpeg_simple_progression(&cinfo);
+  cinfo.optimize_coding = p.options.optimize_huffman && !p.options.arithmetic ? TRUE : FALSE;
+  cinfo.arith_code = p.options.arithmetic ? TRUE : FALSE;
+  cinfo.restart_interval = static_cast<unsigned int>(p.options.restart_interval);
+  cinfo.restart_in_rows = p.options.restart_rows;
 
   jpeg_start_compress(&cinfo, TRUE);
   constexpr int kRowsPerCall = 16;
@@ -201,17 +196,12 @@ CompressParams Validate(const ConstPixelView& pixels, const EncodeOptions& optio
   if (p.jpeg_color_space == JCS_YCbCr || p.jpeg_color_space == JCS_YCCK) {
     std::tie(p.h_samp, p.v_samp) = SamplingFactors(options.subsampling);
   }
-  p.quality = options.quality;
-  p.progressive = options.progressive;
-  p.optimize_huffman = options.optimize_huffman;
 #ifndef C_ARITH_CODING_SUPPORTED
   if (options.arithmetic) {
     throw EncodeError("EncodeJpeg: this libjpeg was built without arithmetic encoding");
   }
 #endif
-  p.arithmetic = options.arithmetic;
-  p.restart_interval = options.restart_interval;
-  p.restart_rows = options.restart_rows;
+  p.options = options;
   return p;
 }
 

@@ -40,7 +40,6 @@
 #include <cstring>
 #include <mutex>
 #include <string>
-#include <string_view>
 #include <thread>
 #include <vector>
 

@@ -3,7 +3,6 @@
 #include <bit>
 #include <cassert>
 #include <cmath>
-#include <cstring>
 
 namespace tilefeed::loader {
 

@@ -53,7 +53,6 @@
 #include <vector>
 
 #include "tilefeed/loader/dataset.h"  // the options
-#include "tilefeed/loader/remote.h"
 #include "tilefeed/loader/source.h"
 
 namespace tilefeed::loader {

@@ -35,7 +35,6 @@
 #include <cassert>
 #include <cstring>
 #include <optional>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -80,10 +79,6 @@ void ReleaseBatch(void* /*data*/, void* hint) noexcept {
   delete zero_copy;
   in_flight->Done();
 }
-
-}  // namespace
-
-namespace {
 
 // True if a live process accepts connections on the Unix socket at `path`: binding there
 // would silently take its socket (ZeroMQ unlinks the file first).
