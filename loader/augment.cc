@@ -37,6 +37,8 @@ void RequireRange(const char* function, const char* name, double min, double max
   }
 }
 
+double UniformIn(SampleRng& rng, double lo, double hi) { return lo + (hi - lo) * rng.Uniform(); }
+
 // Rounds a positive length to whole pixels in [1, limit].
 int ClampLength(double length, int limit) {
   return static_cast<int>(std::clamp(RoundHalfEven(length), 1.0, static_cast<double>(limit)));
@@ -56,10 +58,8 @@ codecs::Rect RandomResizedCrop(int width, int height, const RandomResizedCropPar
   // Draw order (area, ratio, then y before x) mirrors torchvision, so the two consume
   // their streams in the same pattern.
   for (int attempt = 0; attempt < 10; ++attempt) {
-    const double target_area =
-        area * (params.scale_min + (params.scale_max - params.scale_min) * rng.Uniform());
-    const double aspect_ratio =
-        std::exp(log_ratio_min + (log_ratio_max - log_ratio_min) * rng.Uniform());
+    const double target_area = area * UniformIn(rng, params.scale_min, params.scale_max);
+    const double aspect_ratio = std::exp(UniformIn(rng, log_ratio_min, log_ratio_max));
     // Compared as doubles: a huge scale_max may not fit in an int.
     const double w = RoundHalfEven(std::sqrt(target_area * aspect_ratio));
     const double h = RoundHalfEven(std::sqrt(target_area / aspect_ratio));
@@ -228,6 +228,7 @@ std::string OpProblem(const AugmentOp& op) {
     const std::string what = name + " " + std::string(param.name);
     for (const Field field : {param.first, param.second}) {
       if (field == nullptr) continue;
+      if (std::isinf(op.*field)) return what + " must be finite, got " + NumberText(op.*field);
       if (auto problem = RangeProblem(param.range, what, op.*field)) return *problem;
       if (param.range.kind == OptionKind::kInteger && op.*field != std::floor(op.*field)) {
         return what + " must be a whole number, got " + NumberText(op.*field);
@@ -428,8 +429,6 @@ std::optional<std::string> AugmentProblem(const AugmentSpec& spec) {
 
 namespace {
 
-double UniformIn(SampleRng& rng, double lo, double hi) { return lo + (hi - lo) * rng.Uniform(); }
-
 // ColorJitter.get_params: a random order of the four, then each factor that is on (a range of
 // just its center is torchvision's None: no draw, no op).
 void DrawColorJitter(const AugmentOp& op, SampleRng& rng, std::vector<PixelOp>& out) {
@@ -483,9 +482,10 @@ void DrawErasing(const AugmentOp& op, int width, int height, SampleRng& rng,
   for (int attempt = 0; attempt < 10; ++attempt) {
     const double area = double(width) * height * UniformIn(rng, op.scale_min, op.scale_max);
     const double ratio = std::exp(UniformIn(rng, std::log(op.ratio_min), std::log(op.ratio_max)));
-    const auto h = static_cast<int>(RoundHalfEven(std::sqrt(area * ratio)));
-    const auto w = static_cast<int>(RoundHalfEven(std::sqrt(area / ratio)));
-    if (!(h < height && w < width)) continue;
+    const double h_size = RoundHalfEven(std::sqrt(area * ratio));  // may not fit an int
+    const double w_size = RoundHalfEven(std::sqrt(area / ratio));
+    if (!(h_size < height && w_size < width)) continue;
+    const auto h = static_cast<int>(h_size), w = static_cast<int>(w_size);
     const auto y = static_cast<int>(rng.UniformInt(0, height - h));
     const auto x = static_cast<int>(rng.UniformInt(0, width - w));
     out.push_back(

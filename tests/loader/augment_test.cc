@@ -356,6 +356,11 @@ TEST(AugmentSpec, ABadSpecIsOneLineNamingWhatAndWhy) {
   EXPECT_NE(Refusal("RandomGrayscale(p=0.1, p=0.2)"), "");
   EXPECT_NE(Refusal(""), "");
   EXPECT_NE(Refusal("RandomGrayscale(nan)"), "");
+  // from_chars reads "inf": a range that passes every bound but cannot be drawn from.
+  EXPECT_EQ(Refusal("RandomResizedCrop(scale=(0.5, inf))"),
+            "augment: RandomResizedCrop scale must be finite, got inf at column 36 of "
+            "'RandomResizedCrop(scale=(0.5, inf))'");
+  EXPECT_NE(Refusal("ColorJitter(saturation=inf)").find("must be finite"), std::string::npos);
   EXPECT_NE(Refusal("RandomGrayscale() RandomGrayscale()"), "");
   // The order train mode needs: the crop first, the flip right after it.
   EXPECT_EQ(AugmentProblem(ParseAugmentSpec("RandomErasing()")),
@@ -365,6 +370,23 @@ TEST(AugmentSpec, ABadSpecIsOneLineNamingWhatAndWhy) {
                                             "RandomHorizontalFlip()")),
             "augment: RandomHorizontalFlip can only come right after RandomResizedCrop, got "
             "'RandomResizedCrop(), RandomErasing(), RandomHorizontalFlip()'");
+}
+
+// torchvision's ratio may be any positive range; a box far larger than the image is a try
+// that does not fit (compared as doubles, never cast to int first).
+TEST(AugmentDraws, AnErasingBoxTooLargeForAnIntIsATryThatDoesNotFit) {
+  const AugmentSpec spec =
+      ParseAugmentSpec("RandomResizedCrop(), RandomErasing(p=1, ratio=(1e-300, 1e300))");
+  int erased = 0;
+  for (std::uint64_t sample = 0; sample < 2000; ++sample) {
+    SampleRng rng(1, 0, sample);
+    for (const PixelOp& op : DrawPixelOps(spec, 224, 160, rng)) {
+      ASSERT_EQ(op.kind, PixelOpKind::kErase);
+      ASSERT_TRUE(Inside(op.area, 224, 160));
+      ++erased;
+    }
+  }
+  EXPECT_GT(erased, 0);  // a ratio near 1 still fits now and then
 }
 
 // Draws: a pure function of the sample's stream, with torchvision's frequencies.
