@@ -106,10 +106,10 @@ void ApplyLuts(const PixelView& image, const Lut& r, const Lut& g, const Lut& b)
 
 void ApplyLut(const PixelView& image, const Lut& lut) { ApplyLuts(image, lut, lut, lut); }
 
-// _blend: (ratio * x + (1 - ratio) * y).clamp(0, 255).to(uint8), in float32. `ratio` and
-// `other` are the float32 values torch makes of the Python floats.
+// _blend: (ratio * x + (1 - ratio) * y).clamp(0, 255).to(uint8) in float32, `other` = 1 - ratio;
+// NaN (a ratio beyond float32) is 0, as torch writes it and the AVX2 kernel's max(v, 0) does.
 inline std::uint8_t BlendValue(float ratio, float other, float x, float y) {
-  return static_cast<std::uint8_t>(std::clamp(ratio * x + other * y, 0.0f, 255.0f));
+  return static_cast<std::uint8_t>(std::fmin(std::fmax(ratio * x + other * y, 0.0f), 255.0f));
 }
 
 struct BlendRatio {
