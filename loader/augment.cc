@@ -254,7 +254,7 @@ class SpecReader {
   AugmentSpec Read() {
     AugmentSpec spec;
     const bool bracket = Take('[');
-    if (!(bracket && Take(']'))) {
+    if (bracket ? !Take(']') : Skip() != text_.size()) {
       do spec.push_back(ReadOp());
       while (Take(','));
       if (bracket) Expect(']');

@@ -121,7 +121,7 @@ AugmentSpec DefaultAugment();
 
 // Parses the text form: ops separated by commas, each Name(args) with positional (in
 // torchvision's order) or keyword arguments, numbers or (min, max) pairs; optionally in
-// [brackets]. Throws std::invalid_argument with one line naming the op or parameter and why.
+// [brackets]; "" is no ops. Throws std::invalid_argument: one line naming the op and why.
 AugmentSpec ParseAugmentSpec(std::string_view text);
 
 // The canonical text: each op by name with its non-default parameters as keywords
