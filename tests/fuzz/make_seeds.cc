@@ -2,7 +2,7 @@
 // LZ4 raw tensors and PNGs of every colour type, made at run time (the repository holds no
 // images).
 //   make_seeds DIR    -> DIR/jpeg/*, DIR/raw/*, DIR/jpeg_index/*, DIR/png/*,
-//                     DIR/coefficient_groups/*
+//                     DIR/coefficient_groups/*, DIR/control/*, DIR/checkpoint/*, DIR/augment/*
 
 #include <cstdio>
 #include <filesystem>
@@ -189,6 +189,23 @@ void WriteControlSeeds(const Path& dir) {
   control(3, std::byte{1}, transport::EncodeSessionTerms(terms));
 }
 
+// augment_fuzz: five bytes of sizes and sample (augment_fuzz.cc), then a spec's text.
+void WriteAugmentSeeds(const Path& dir) {
+  static constexpr const char* kSpecs[] = {
+      "RandomResizedCrop(), RandomHorizontalFlip()",
+      "[RandomResizedCrop(scale=(0.35, 1)), RandomHorizontalFlip(), RandAugment(2, 9), "
+      "RandomErasing(0.25)]",
+      "RandomResizedCrop(), ColorJitter(0.4, (0.6, 1.4), 0.4, 0.1), TrivialAugmentWide(fill=128), "
+      "RandomGrayscale(p=0.2), RandomErasing(p=1, scale=(0.02, 0.33), ratio=(0.3, 3.3), value=7)"};
+  int i = 0;
+  for (const std::string spec : kSpecs) {
+    std::vector<std::byte> bytes = {std::byte{23}, std::byte{40}, std::byte{4}, std::byte{2},
+                                    std::byte(i)};
+    for (char c : spec) bytes.push_back(static_cast<std::byte>(c));
+    testing::WriteFile(dir / "augment" / ("seed" + std::to_string(i++)), bytes);
+  }
+}
+
 // checkpoint_fuzz: a selector byte (odd: the harness appends the checksum), then a file.
 void WriteCheckpointSeeds(const Path& dir) {
   auto checkpoint = [&](int i, const std::string& header, std::size_t floats) {
@@ -222,8 +239,11 @@ int main(int argc, char** argv) {
   const int pngs = WritePngSeeds(dir);
   WriteControlSeeds(dir);
   WriteCheckpointSeeds(dir);
+  WriteAugmentSeeds(dir);
   std::printf(
-      "wrote %d JPEG, 4 raw, %d JPEG-index, %d coefficient, %d PNG, control and checkpoint seeds "
+      "wrote %d JPEG, 4 raw, %d JPEG-index, %d coefficient, %d PNG, control, checkpoint and "
+      "augment "
+      "seeds "
       "under %s\n",
       jpegs, indexed, stored, pngs, dir.c_str());
   return 0;
