@@ -41,7 +41,6 @@
 #include <tbb/global_control.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <new>
 #include <stdexcept>
 

@@ -52,7 +52,7 @@ std::uint64_t SlotBudget(const LoaderOptions& o, int height, int width, std::siz
       (o.memory_budget != 0 ? "memory_budget " + text(allowed) + " bytes"
                             : "3/4 of the " + std::to_string(memory.bytes) + limit + " = " +
                                   text(allowed) + " bytes") +
-      "; lower the prefetch depth or the batch");
+      "; raise memory_budget, or lower the batch or prefetch_depth (auto takes one slot)");
 }
 
 // "(0.5, 0.25, nan)": three channel values, as %g writes them.

@@ -291,6 +291,13 @@ TEST(LoaderTuner, SlotMemoryStaysWithinTheMemoryBudget) {
               ::testing::ThrowsMessage<std::invalid_argument>(::testing::HasSubstr(
                   "prefetch_depth 4 slots x batch 8 x 24 x 24 x 3 (+ 12 bytes of label and index "
                   "each) = 55680 bytes, more than memory_budget 48720 bytes")));
+  // auto's one slot past the budget: the line must not ask for fewer slots alone.
+  o.prefetch_depth = kAutoDepth;
+  o.memory_budget = slot_bytes - 1;
+  EXPECT_THAT([&] { Loader(ImageFolder::Open(dir->path().string()), o); },
+              ::testing::ThrowsMessage<std::invalid_argument>(::testing::EndsWith(
+                  "= 13920 bytes, more than memory_budget 13919 bytes; raise memory_budget, or "
+                  "lower the batch or prefetch_depth (auto takes one slot)")));
   o.memory_budget = ~std::uint64_t{0} - 1;
   EXPECT_THAT([&] { Loader(ImageFolder::Open(dir->path().string()), o); },
               ::testing::ThrowsMessage<std::invalid_argument>(
