@@ -164,10 +164,11 @@ constexpr OptionSpec kProbability{.kind = OptionKind::kNumber, .max = 1};
 constexpr OptionSpec kPositive{.kind = OptionKind::kNumber, .min_exclusive = true};
 constexpr OptionSpec kLevel{.kind = OptionKind::kInteger, .max = 255};
 constexpr OptionSpec kBins{.kind = OptionKind::kInteger, .min = 2, .max = 1 << 20};
+constexpr const char* kNotANumber = "expected a number";
 
 // One parameter: a number, or a (min, max) pair when `second` is set, in `range`. A pair with
-// a `center` may also be given as a number x: (center - x, center + x), the first at least 0
-// when the center is 1 (torchvision's ColorJitter).
+// a `center` may also be given as a number x: (center - x, center + x), the first at least
+// range.min (torchvision's ColorJitter). `not_number` is the refusal of a value that is not one.
 struct Param {
   std::string_view name;
   Field first;
@@ -176,6 +177,7 @@ struct Param {
   double default_second;
   OptionSpec range;
   double center = std::numeric_limits<double>::quiet_NaN();
+  const char* not_number = kNotANumber;
 };
 
 using O = AugmentOp;
@@ -202,7 +204,9 @@ constexpr Param kErasingParams[] = {
     {"p", &O::p, nullptr, 0.5, 0, kProbability},
     {"scale", &O::scale_min, &O::scale_max, 0.02, 0.33, kProbability},
     {"ratio", &O::ratio_min, &O::ratio_max, 0.3, 3.3, kPositive},
-    {"value", &O::fill, nullptr, 0, 0, kLevel}};
+    {"value", &O::fill, nullptr, 0, 0, kLevel, std::numeric_limits<double>::quiet_NaN(),
+     "RandomErasing value takes one uint8 level (the erase runs on the uint8 crop, before any "
+     "normalisation); \"random\" and per-channel values are not supported"}};
 constexpr Param kGrayscaleParams[] = {{"p", &O::p, nullptr, 0.1, 0, kProbability}};
 
 // The ops in AugmentKind's order.
@@ -306,16 +310,12 @@ class SpecReader {
         if (auto problem = RangeProblem(number, name + " " + std::string(param->name), x)) {
           Fail(*problem);
         }
-        op.*param->first = param->center == 1 ? std::max(0.0, 1 - x) : -x;
+        op.*param->first = std::max(param->range.min, param->center - x);
         op.*param->second = param->center + x;
         continue;
       }
       if (param->second != nullptr && std::isnan(param->center)) Expect('(');  // a pair
-      op.*param->first = Number(
-          op.kind == AugmentKind::kRandomErasing && param->name == "value"
-              ? "RandomErasing value takes one uint8 level (the erase runs on the uint8 crop, "
-                "before any normalisation); \"random\" and per-channel values are not supported"
-              : "expected a number");
+      op.*param->first = Number(param->not_number);
       if (param->second != nullptr) {
         Expect(',');
         op.*param->second = Number();
@@ -326,7 +326,7 @@ class SpecReader {
     return op;
   }
 
-  double Number(const char* why = "expected a number") {
+  double Number(const char* why = kNotANumber) {
     double value = 0;
     const char* begin = text_.data() + Skip();
     const auto [end, error] = std::from_chars(begin, text_.data() + text_.size(), value);
@@ -434,16 +434,12 @@ namespace {
 void DrawColorJitter(const AugmentOp& op, SampleRng& rng, std::vector<PixelOp>& out) {
   int order[4] = {0, 1, 2, 3};
   for (int i = 3; i > 0; --i) std::swap(order[i], order[rng.UniformInt(0, i)]);
-  const double ranges[4][2] = {{op.brightness_min, op.brightness_max},
-                               {op.contrast_min, op.contrast_max},
-                               {op.saturation_min, op.saturation_max},
-                               {op.hue_min, op.hue_max}};
   bool on[4] = {};
   double factors[4] = {};
-  for (int k = 0; k < 4; ++k) {
-    const double center = k == 3 ? 0 : 1;
-    on[k] = ranges[k][0] != center || ranges[k][1] != center;
-    if (on[k]) factors[k] = UniformIn(rng, ranges[k][0], ranges[k][1]);
+  for (int k = 0; k < 4; ++k) {  // kJitterParams' order is PixelOpKind's, from kBrightness
+    const Param& p = kJitterParams[k];
+    on[k] = op.*p.first != p.center || op.*p.second != p.center;
+    if (on[k]) factors[k] = UniformIn(rng, op.*p.first, op.*p.second);
   }
   for (const int k : order) {
     if (on[k]) {
